@@ -1,0 +1,158 @@
+"""Environment fingerprint: what software and hardware produced a campaign's numbers."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PACKAGES = (
+    "torch",
+    "triton",
+    "amd-aiter",
+    "aiter",
+    "sageattention",
+    "lightx2v",
+    "av",
+    "opencv-python-headless",
+    "opencv-python",
+    "numpy",
+    "scikit-image",
+    "submitit",
+)
+
+
+def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 5.0) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_info(path: Path) -> dict[str, Any] | None:
+    """SHA and dirty flag of the git checkout holding ``path`` (None when it is not in one)."""
+    sha = _run(["git", "rev-parse", "HEAD"], cwd=path)
+    if sha is None:
+        return None
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=path)
+    return {"sha": sha, "dirty": bool(status)}
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return found
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def torch_info() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {"available": False}
+    info: dict[str, Any] = {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "threads": torch.get_num_threads(),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpu = {"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1)}
+            if info["hip"]:
+                gpu["arch"] = getattr(p, "gcnArchName", None)
+            else:
+                gpu["arch"] = f"sm_{p.major}{p.minor}"
+                gpu["compute_capability"] = f"{p.major}.{p.minor}"
+            info["gpus"].append(gpu)
+    return info
+
+
+def driver_version(hip: bool) -> str | None:
+    if hip:
+        try:
+            return Path("/sys/module/amdgpu/version").read_text().strip() or None
+        except OSError:
+            return _run(["rocm-smi", "--showdriverversion"])
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return out.splitlines()[0] if out else None
+
+
+def rocm_version() -> str | None:
+    for p in (Path("/opt/rocm/.info/version"), Path("/opt/rocm/.info/version-dev")):
+        try:
+            return p.read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+def harness_git() -> dict[str, Any] | None:
+    return git_info(Path(__file__).resolve().parent)
+
+
+def fingerprint(env_vars: dict[str, str] | None = None, extra_repos: dict[str, str] | None = None) -> dict[str, Any]:
+    """Everything a reader needs to trust or reproduce the figures; cheap (a few subprocesses)."""
+    t = torch_info()
+    fp: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch": t,
+        "driver": driver_version(bool(t.get("hip"))) if t.get("gpus") else None,
+        "rocm": rocm_version() if t.get("hip") else None,
+        "packages": package_versions(),
+        "harness_git": harness_git(),
+        "env": dict(env_vars or {}),
+    }
+    for name, path in (extra_repos or {}).items():
+        fp[f"{name}_git"] = git_info(Path(path)) if Path(path).exists() else None
+    return fp
+
+
+def summary_lines(fp: dict[str, Any]) -> list[tuple[str, str]]:
+    """Short (label, value) pairs for tables."""
+    t = fp.get("torch", {})
+    gpus = t.get("gpus") or []
+    gpu = ", ".join(f"{g['name']} ({g.get('arch')})" for g in gpus) or "none"
+    backend = f"HIP {t['hip']}" if t.get("hip") else (f"CUDA {t['cuda']}" if t.get("cuda") else "CPU build")
+    rows = [
+        ("host", str(fp.get("hostname"))),
+        ("cpu", f"{fp.get('cpu')} x{fp.get('cpu_count')}"),
+        ("gpu", gpu),
+        ("torch", f"{t.get('version')} ({backend})"),
+        ("driver", str(fp.get("driver") or "-")),
+    ]
+    if fp.get("rocm"):
+        rows.append(("rocm", fp["rocm"]))
+    for name, ver in sorted((fp.get("packages") or {}).items()):
+        rows.append((name, ver))
+    for key, val in sorted(fp.items()):
+        if key.endswith("_git"):
+            rows.append((key, f"{val['sha'][:12]}{' (dirty)' if val['dirty'] else ''}" if val else "-"))
+    for k, v in sorted((fp.get("env") or {}).items()):
+        rows.append((f"env {k}", v))
+    return rows

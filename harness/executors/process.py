@@ -1,0 +1,179 @@
+"""Run one arm as a child process and record how it ended: the step every executor shares.
+
+The local executor calls ``execute_run`` in the harness process; the Slurm executor calls it
+inside the job on the compute node. Either way run.json gets the exact command, environment,
+exit code, times, log tail, output hashes and attention validity, and a crash, a time-out or
+Ctrl-C is recorded instead of lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.records import RunRecord, RunSpec, RunStatus
+from harness.runners import Launch, get_runner
+from harness.store import (
+    ATTN_CALLS_JSON,
+    OUTPUT_MP4,
+    STDERR_LOG,
+    STDOUT_LOG,
+    TIMING_JSON,
+    RunDir,
+    sha256_file,
+    tail_text,
+    utcnow,
+)
+
+# Step markers: the builtin pipeline's, and LightX2V's MiniMax-H3 / Wan loggers'.
+_STEP = re.compile(r"(?:HARNESS_STEP|MiniMax-H3 step:|step_index:)\s*(\d+)\s*/\s*(\d+)")
+HASHED_OUTPUTS = (OUTPUT_MP4, TIMING_JSON, ATTN_CALLS_JSON, "config.json")
+KILL_GRACE_S = 10.0
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _last_step(path: Path) -> tuple[int, int] | None:
+    found = _STEP.findall(tail_text(path, lines=20, max_bytes=8000))
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the child's process group (torchrun passes it on to its ranks), SIGKILL after a grace."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _gpu_label() -> str | None:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    return f"visible devices {visible}" if visible else None
+
+
+def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
+    """Finalize through the runner, hash outputs, decide status and attention validity."""
+    try:
+        get_runner(spec.runner).finalize(spec, run_dir.path)
+    except Exception as err:  # a broken log must not lose the run record
+        rec.invalid_reasons.append(f"finalize failed: {err}")
+    rec.outputs = {n: sha256_file(run_dir.file(n)) for n in HASHED_OUTPUTS if run_dir.file(n).exists()}
+    calls = None
+    try:
+        calls = run_dir.attn_calls()
+    except HarnessError as err:
+        rec.invalid_reasons.append(str(err))
+    if rec.status == RunStatus.ok:
+        if OUTPUT_MP4 not in rec.outputs:
+            rec.status, rec.reason = RunStatus.failed, "the process exited 0 but wrote no output.mp4"
+        if calls is None:
+            rec.valid = False
+            rec.invalid_reasons.append("no attn_calls.json: attention calls were not counted")
+        else:
+            valid, reasons = calls.validity()
+            rec.valid = valid and not rec.invalid_reasons
+            rec.invalid_reasons.extend(reasons)
+    if rec.valid is False and rec.status == RunStatus.ok:
+        rec.reason = "invalid: " + "; ".join(rec.invalid_reasons)
+
+
+def execute_run(
+    spec: RunSpec,
+    run_dir: RunDir,
+    *,
+    on_progress: ProgressFn | None = None,
+    executor: str = "local",
+    job_id: str | None = None,
+) -> RunRecord:
+    """Run one spec to completion and write run.json; re-raises KeyboardInterrupt after recording it."""
+    runner = get_runner(spec.runner)
+    rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor=executor, job_id=job_id)
+    rec.host = socket.gethostname()
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    for stale in (*HASHED_OUTPUTS, STDOUT_LOG, STDERR_LOG):
+        if stale != "config.json":
+            run_dir.file(stale).unlink(missing_ok=True)
+
+    reason = runner.preflight(spec)
+    if reason:
+        rec.status, rec.reason = RunStatus.skipped, reason
+        rec.started_at = rec.ended_at = utcnow()
+        run_dir.write(rec)
+        return rec
+
+    try:
+        launch: Launch = runner.prepare(spec, run_dir.path)
+    except HarnessError as err:
+        rec.status, rec.reason = RunStatus.failed, f"prepare failed: {err}"
+        rec.started_at = rec.ended_at = utcnow()
+        run_dir.write(rec)
+        return rec
+    rec.command, rec.env = launch.command, {**spec.env, **launch.env}
+    rec.gpu = _gpu_label()
+    rec.status, rec.started_at = RunStatus.running, utcnow()
+    run_dir.write(rec)
+
+    env = {**os.environ, **rec.env}
+    t0 = time.monotonic()
+    interrupted = False
+    with open(run_dir.file(STDOUT_LOG), "wb") as out, open(run_dir.file(STDERR_LOG), "wb") as err:
+        try:
+            proc = subprocess.Popen(
+                launch.command, stdout=out, stderr=err, env=env, cwd=launch.cwd, start_new_session=True
+            )
+        except OSError as exc:
+            rec.status, rec.reason = RunStatus.failed, f"cannot start {launch.command[0]}: {exc.strerror}"
+            rec.ended_at = utcnow()
+            run_dir.write(rec)
+            return rec
+        try:
+            last = None
+            while True:
+                try:
+                    proc.wait(timeout=0.25)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s:
+                    _stop(proc)
+                    rec.status, rec.reason = RunStatus.timeout, f"time limit of {spec.timeout_s:g} s reached"
+                    break
+                if on_progress:
+                    step = _last_step(run_dir.file(STDOUT_LOG)) or _last_step(run_dir.file(STDERR_LOG))
+                    if step and step != last:
+                        on_progress(*step)
+                        last = step
+        except KeyboardInterrupt:
+            _stop(proc)
+            interrupted = True
+            rec.status, rec.reason = RunStatus.interrupted, "interrupted (Ctrl-C or SIGTERM)"
+
+    rec.exit_code = proc.returncode
+    rec.ended_at = utcnow()
+    rec.duration_s = round(time.monotonic() - t0, 3)
+    rec.log_tail = tail_text(run_dir.file(STDERR_LOG)) or tail_text(run_dir.file(STDOUT_LOG))
+    if rec.status == RunStatus.running:
+        if proc.returncode == 0:
+            rec.status = RunStatus.ok
+        else:
+            last_line = next((ln for ln in reversed(rec.log_tail.splitlines()) if ln.strip()), "")
+            rec.status = RunStatus.failed
+            rec.reason = f"exit code {proc.returncode}" + (f": {last_line.strip()[:300]}" if last_line else "")
+    _finish(rec, run_dir, spec)
+    run_dir.write(rec)
+    if interrupted:
+        raise KeyboardInterrupt
+    return rec

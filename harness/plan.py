@@ -1,0 +1,95 @@
+"""Plan: a scenario x selected arms x seeds x profile -> the list of run specs, and their status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.errors import ScenarioError
+from harness.records import RunRecord, RunSpec, RunStatus
+from harness.runners import get_runner
+from harness.store import CampaignDir
+
+if TYPE_CHECKING:
+    from harness.scenario import Scenario
+
+
+def select_profile(scenario: Scenario, profile: str | None) -> str | None:
+    if profile is None:
+        return scenario.default_profile
+    if profile not in scenario.profiles:
+        known = ", ".join(scenario.profiles) or "none defined"
+        raise ScenarioError(f"scenario {scenario.name}: unknown profile {profile!r} (profiles: {known})")
+    return profile
+
+
+def build_plan(
+    scenario: Scenario,
+    *,
+    profile: str | None = None,
+    arms: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+) -> list[RunSpec]:
+    """One RunSpec per (arm, seed), arms in scenario order, the reference first."""
+    if scenario.kind != "e2e":
+        raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
+    profile = select_profile(scenario, profile)
+    chosen = [scenario.arm(a) for a in arms] if arms else list(scenario.arms)
+    seed_list = list(seeds) if seeds else scenario.seed_list
+    runner = get_runner(scenario.runner)
+    multi = len(seed_list) > 1 or len(scenario.seed_list) > 1
+    chosen.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role.value, 2))
+    specs = []
+    for seed in seed_list:
+        for arm in chosen:
+            env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
+            specs.append(
+                RunSpec(
+                    scenario=scenario.name,
+                    runner=scenario.runner,
+                    arm=arm.name,
+                    seed=seed,
+                    profile=profile,
+                    attn_type=arm.attn_type,
+                    kv_reversed=arm.kv_reversed,
+                    role=arm.role,
+                    params=runner.resolve_params(scenario, arm, profile),
+                    env={k: str(v) for k, v in env.items()},
+                    timeout_s=scenario.timeout_s,
+                    multi_seed=multi,
+                )
+            )
+    return specs
+
+
+@dataclass
+class PlannedRun:
+    spec: RunSpec
+    action: str  # "run" | "skip-ok" (resume: already ok with the same spec hash) | "rerun"
+    why: str
+
+
+def plan_actions(campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False) -> list[PlannedRun]:
+    """What a (re-)run of the campaign will do for each spec: resume skips runs already ok."""
+    planned = []
+    for spec in specs:
+        run = campaign.run(spec.key)
+        if not run.exists():
+            planned.append(PlannedRun(spec, "run", "new"))
+            continue
+        try:
+            rec: RunRecord = run.record()
+        except Exception as err:  # an unreadable run.json is re-run, never trusted
+            planned.append(PlannedRun(spec, "rerun", f"run.json unreadable ({err})"))
+            continue
+        same = rec.spec_hash == spec.spec_hash()
+        if force:
+            planned.append(PlannedRun(spec, "rerun", "--force"))
+        elif rec.status == RunStatus.ok and same:
+            planned.append(PlannedRun(spec, "skip-ok", "already ok, same spec"))
+        elif not same:
+            planned.append(PlannedRun(spec, "rerun", "spec changed"))
+        else:
+            planned.append(PlannedRun(spec, "rerun", f"previous status {rec.status.value}"))
+    return planned

@@ -1,0 +1,172 @@
+"""Records written to disk by every stage: one pydantic model per file kind.
+
+Readers ignore unknown fields so that newer harness versions can add fields without
+breaking older campaigns; writers always go through ``store.write_record`` (atomic).
+Infinite values (PSNR of identical frames) serialise as the string "Infinity".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
+
+
+class Role(str, Enum):
+    reference = "reference"
+    noise_floor = "noise_floor"
+    candidate = "candidate"
+
+
+class RunStatus(str, Enum):
+    pending = "pending"
+    running = "running"
+    ok = "ok"
+    failed = "failed"  # the runner exited non-zero or raised
+    timeout = "timeout"
+    interrupted = "interrupted"  # Ctrl-C / SIGTERM while running
+    skipped = "skipped"  # not run: backend unavailable here, pre-flight refused, ...
+
+
+def canonical_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON of ``obj`` (sorted keys, no whitespace)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class RunSpec(Record):
+    """Everything that determines what one arm run computes (hashed for resume)."""
+
+    scenario: str
+    runner: str
+    arm: str
+    seed: int
+    profile: str | None = None
+    attn_type: str
+    kv_reversed: bool = False
+    role: Role = Role.candidate
+    # Runner parameters after profile and arm overrides are applied.
+    params: dict[str, Any] = Field(default_factory=dict)
+    # Environment variables the scenario and arm set for this run.
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float | None = None
+    multi_seed: bool = False  # whether the run directory carries @seed
+
+    @property
+    def key(self) -> str:
+        """Run directory name: ``<arm>`` or ``<arm>@<seed>`` when the campaign has several seeds."""
+        return f"{self.arm}@{self.seed}" if self.multi_seed else self.arm
+
+    def spec_hash(self) -> str:
+        return canonical_hash(self.model_dump(mode="json", exclude={"timeout_s"}))
+
+
+class RunRecord(Record):
+    """run.json: the spec, what was executed and how it ended."""
+
+    schema_version: str = Field("harness.run/1", alias="schema")
+    spec: RunSpec
+    spec_hash: str
+    status: RunStatus = RunStatus.pending
+    reason: str | None = None  # one line: why skipped/failed/invalid
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    exit_code: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    log_tail: str = ""
+    outputs: dict[str, str] = Field(default_factory=dict)  # relative path -> sha256
+    # Attention validity: False when the requested backend served no call or anything fell back.
+    valid: bool | None = None
+    invalid_reasons: list[str] = Field(default_factory=list)
+    host: str | None = None
+    gpu: str | None = None
+    job_id: str | None = None
+    executor: str = "local"
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
+
+
+class StepTiming(Record):
+    index: int  # 1-based DiT step
+    seconds: float  # max over ranks when there are ranks (the step ends when the slowest ends)
+    per_rank: dict[str, float] = Field(default_factory=dict)
+
+
+class TimingRecord(Record):
+    """timing.json: one schema for the builtin and the LightX2V runner."""
+
+    schema_version: str = Field("harness.timing/1", alias="schema")
+    source: str  # "builtin" | "lightx2v-log"
+    steps: list[StepTiming] = Field(default_factory=list)
+    # Stage totals in seconds: text_encoder, dit, vae_decode, save, load, ...
+    stages: dict[str, float] = Field(default_factory=dict)
+    pipeline_total_s: float | None = None  # request total, model load excluded
+    wall_total_s: float | None = None  # process total, model load included
+    seq_len: int | None = None  # attention sequence length (packed tokens)
+    packed_layout: dict[str, int] | None = None  # text/audio/video/total token counts
+    ranks: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)  # what the source did not say
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
+
+    @property
+    def dit_steps(self) -> int:
+        return len(self.steps)
+
+    def step_seconds(self) -> list[float]:
+        return [s.seconds for s in sorted(self.steps, key=lambda s: s.index)]
+
+    @property
+    def s_per_step(self) -> float | None:
+        """Mean of steps 2..N (step 1 carries warm-up); step 1 alone when it is the only one."""
+        sec = self.step_seconds()
+        if not sec:
+            return None
+        return statistics.fmean(sec[1:] if len(sec) > 1 else sec)
+
+
+class RankCalls(Record):
+    calls: dict[str, int] = Field(default_factory=dict)  # backend name -> calls served
+    fallbacks: dict[str, int] = Field(default_factory=dict)  # backend fallen back to -> count
+    errors: list[str] = Field(default_factory=list)
+
+
+class AttnCallsRecord(Record):
+    """attn_calls.json: attention calls per rank."""
+
+    schema_version: str = Field("harness.attn_calls/1", alias="schema")
+    requested: str
+    kv_reversed: bool = False
+    ranks: dict[str, RankCalls] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
+
+    def total(self, backend: str | None = None) -> int:
+        name = backend or self.requested
+        return sum(r.calls.get(name, 0) for r in self.ranks.values())
+
+    def total_fallbacks(self) -> int:
+        return sum(sum(r.fallbacks.values()) for r in self.ranks.values())
+
+    def validity(self) -> tuple[bool, list[str]]:
+        """A run is valid when the requested backend served calls on every rank and nothing fell back."""
+        reasons: list[str] = []
+        if not self.ranks:
+            reasons.append("no attention calls were recorded")
+        for rank, rc in sorted(self.ranks.items()):
+            if rc.calls.get(self.requested, 0) == 0:
+                reasons.append(f"rank {rank}: requested backend {self.requested!r} served no call")
+            for other, n in sorted(rc.fallbacks.items()):
+                if n:
+                    reasons.append(f"rank {rank}: {n} call(s) fell back to {other!r}")
+        return (not reasons), reasons

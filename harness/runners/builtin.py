@@ -1,0 +1,105 @@
+"""The builtin runner: the embedded tiny ref2av pipeline, in a child process per arm.
+
+``python -m harness.runners.builtin RUN_DIR`` is what the executor launches: it reads the spec
+the runner wrote into RUN_DIR, builds the attention backend (with the kv_reversed and counting
+wrappers), runs the pipeline and writes output.mp4, timing.json and attn_calls.json.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.records import AttnCallsRecord, RunSpec
+from harness.runners.base import Launch, Runner, register_runner
+from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, atomic_write_text, read_record, write_record
+
+SPEC_JSON = "spec.json"
+LATENTS_DIR = "latents"
+
+
+@register_runner("builtin")
+class BuiltinRunner(Runner):
+    def resolve_params(self, scenario, arm, profile) -> dict[str, Any]:
+        from harness.pipeline import PRESETS
+        from harness.scenario import BuiltinBlock
+
+        block = scenario.builtin or BuiltinBlock()
+        overrides = {**block.params, **(scenario.profiles.get(profile, {}) if profile else {}), **arm.overrides}
+        cfg = PRESETS[block.preset].with_overrides(overrides)
+        return {
+            "preset": block.preset,
+            "prompt": block.prompt,
+            "save_latents": block.save_latents,
+            "pipeline": cfg.model_dump(mode="json"),
+        }
+
+    def preflight(self, spec: RunSpec) -> str | None:
+        from harness.attention import availability
+
+        ok, why = availability(spec.attn_type)
+        return None if ok else f"backend {spec.attn_type} unavailable here: {why}"
+
+    def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
+        if not dry_run:
+            atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
+        device = spec.params.get("pipeline", {}).get("device", "auto")
+        return Launch(
+            command=[sys.executable, "-m", "harness.runners.builtin", str(run_dir)],
+            env={"PYTHONUNBUFFERED": "1"},
+            gpus=0 if device == "cpu" else 1,
+        )
+
+
+def run_in_process(run_dir: Path) -> None:
+    """The child process: one pipeline run through the counting attention wrapper."""
+    from harness.attention import get_backend
+    from harness.attention.wrappers import CountingBackend, KVReversed
+    from harness.pipeline import PipelineConfig, run_pipeline
+
+    spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    backend = get_backend(spec.attn_type)
+    if spec.kv_reversed:
+        backend = KVReversed(backend)
+    counting = CountingBackend(backend, requested=spec.attn_type)
+    cfg = PipelineConfig.model_validate(spec.params["pipeline"])
+    latents = run_dir / LATENTS_DIR if spec.params.get("save_latents") else None
+
+    def on_step(i: int, n: int) -> None:
+        print(f"HARNESS_STEP {i}/{n}", flush=True)
+
+    timing = run_pipeline(
+        cfg,
+        seed=spec.seed,
+        prompt=spec.params["prompt"],
+        attention=counting,
+        out_path=run_dir / OUTPUT_MP4,
+        latents_dir=latents,
+        on_step=on_step,
+    )
+    write_record(run_dir / TIMING_JSON, timing)
+    calls = AttnCallsRecord(
+        requested=spec.attn_type, kv_reversed=spec.kv_reversed, ranks={"0": counting.rank_calls()}
+    )
+    write_record(run_dir / ATTN_CALLS_JSON, calls)
+    print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m harness.runners.builtin RUN_DIR", file=sys.stderr)
+        return 2
+    from harness.errors import HarnessError
+
+    try:
+        run_in_process(Path(argv[0]))
+    except HarnessError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

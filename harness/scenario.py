@@ -1,0 +1,315 @@
+"""Scenario files: the schema, loading with ${VAR} expansion, and errors that name file, line and field.
+
+One YAML file describes one experiment: the runner, the seed(s), profiles, environment and the
+arms (exactly one reference, noise floors, candidates). Unknown keys are errors, so a typo is
+never silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import ScenarioError
+from harness.kernels_schema import KernelsBlock
+from harness.records import Role
+from harness.runners.lightx2v_schema import LightX2VBlock
+
+SCENARIO_DIR = Path("scenarios")
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+EnvValue = Union[str, int, float, bool]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Arm(Strict):
+    """One attention configuration to run."""
+
+    name: str = Field(pattern=_NAME, description="Run directory name; unique in the scenario.")
+    attn_type: str = Field(description="Attention backend name from the registry (harness backends list).")
+    role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
+    kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
+    env: dict[str, EnvValue] = Field(default_factory=dict, description="Extra environment for this arm.")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="Runner parameters for this arm only.")
+    sageattention: Literal["package", "aiter_shim"] = Field(
+        "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
+    )
+    description: str | None = None
+
+
+class SlurmBlock(Strict):
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time_min: int = Field(60, ge=1, description="Job time limit in minutes.")
+    gpus_per_node: int | None = Field(None, ge=0, description="Default: the runner's GPU count.")
+    cpus_per_task: int | None = Field(None, ge=1)
+    mem_gb: int | None = Field(None, ge=1)
+    exclusive: bool = Field(True, description="Whole node per arm, so timings are not shared.")
+    folder: str | None = Field(None, description="submitit log folder (default: <campaign>/slurm).")
+    poll_s: float = Field(5.0, gt=0)
+    extra: dict[str, Any] = Field(default_factory=dict, description="Other submitit slurm_* parameters.")
+
+
+class ExecutorBlock(Strict):
+    kind: Literal["local", "slurm"] = "local"
+    slurm: SlurmBlock = Field(default_factory=SlurmBlock)
+
+
+class BuiltinBlock(Strict):
+    """The embedded tiny ref2av pipeline."""
+
+    preset: Literal["cpu", "gpu"] = "cpu"
+    prompt: str = "a woman dances in the street, drums and a cheering crowd"
+    params: dict[str, Any] = Field(default_factory=dict, description="Pipeline config overrides.")
+    save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=_NAME)
+    kind: Literal["e2e", "kernels"] = "e2e"
+    description: str | None = None
+    runner: Literal["builtin", "lightx2v"] | None = None
+    seed: int | None = None
+    seeds: list[int] | None = None
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    default_profile: str | None = None
+    arms: list[Arm] = Field(default_factory=list)
+    timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
+    executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
+    builtin: BuiltinBlock | None = None
+    lightx2v: LightX2VBlock | None = None
+    kernels: KernelsBlock | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_str(cls, v: dict[str, EnvValue]) -> dict[str, EnvValue]:
+        return {k: (("1" if x else "0") if isinstance(x, bool) else str(x)) for k, x in v.items()}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.kind == "kernels":
+            if self.kernels is None:
+                raise ValueError("kind 'kernels' needs a 'kernels' block")
+            return self
+        if self.runner is None:
+            raise ValueError("'runner' is required (builtin or lightx2v)")
+        if self.seed is not None and self.seeds is not None:
+            raise ValueError("give 'seed' or 'seeds', not both")
+        if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
+            raise ValueError("'seeds' must be a non-empty list of distinct integers")
+        if not self.arms:
+            raise ValueError("'arms' must list at least one arm")
+        names = [a.name for a in self.arms]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
+        refs = [a.name for a in self.arms if a.role == Role.reference]
+        if len(refs) != 1:
+            found = ", ".join(refs) if refs else "none"
+            raise ValueError(f"exactly one arm must have role: reference (found {found})")
+        if self.runner == "lightx2v" and self.lightx2v is None:
+            raise ValueError("runner 'lightx2v' needs a 'lightx2v' block")
+        if self.default_profile is not None and self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed if self.seed is not None else 42]
+
+    @property
+    def reference(self) -> Arm:
+        return next(a for a in self.arms if a.role == Role.reference)
+
+    def arm(self, name: str) -> Arm:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise ScenarioError(f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})")
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [a.name for a in self.arms]
+
+    def runner_block(self) -> BaseModel | None:
+        return getattr(self, self.runner) if self.runner else None
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
+    """Expand ${VAR} and ${VAR:-default}; an unset variable without default raises KeyError(VAR)."""
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in environ and environ[name] != "":
+            return environ[name]
+        if default is not None:
+            return default
+        raise KeyError(name)
+
+    return _VAR.sub(sub, value)
+
+
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, val in node.value:
+            out[path + (key.value,)] = key.start_mark.line + 1
+            _line_map(val, path + (key.value,), out)
+            out[path + (key.value,)] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_map(item, path + (i,), out)
+    return out
+
+
+def _fmt_loc(loc: tuple) -> str:
+    s = ""
+    for part in loc:
+        s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
+    return s or "(top level)"
+
+
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return 1
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (to list the keys that were expected)."""
+    model: Any = Scenario
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = _inner_model(model.model_fields[part].annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType, list, dict):
+        for arg in typing.get_args(tp):
+            found = _inner_model(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+        return None
+    return tp
+
+
+def _describe(err: dict) -> str:
+    loc, kind, msg = tuple(err["loc"]), err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = list(parent.model_fields) if parent else []
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        tip = f"; did you mean {hint[0]!r}?" if hint else ""
+        return f"unknown key{tip} (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    got = err.get("input")
+    shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+    return f"{msg} (got {shown})"
+
+
+def parse_scenario(
+    text: str, source: str = "<scenario>", environ: typing.Mapping[str, str] | None = None
+) -> Scenario:
+    environ = os.environ if environ is None else environ
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(err, "problem", None) or str(err)
+        raise ScenarioError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}:1: expected a mapping of scenario fields at the top level")
+    lines = _line_map(node)
+
+    def expand(value: Any, path: tuple) -> Any:
+        if isinstance(value, str):
+            try:
+                return expand_vars(value, environ)
+            except KeyError as missing:
+                raise ScenarioError(
+                    f"{source}:{_line_for(lines, path)}: {_fmt_loc(path)}: environment variable "
+                    f"{missing.args[0]} is not set (used as ${{{missing.args[0]}}}; set it or write "
+                    f"${{{missing.args[0]}:-default}})"
+                ) from None
+        if isinstance(value, dict):
+            return {k: expand(v, path + (k,)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [expand(v, path + (i,)) for i, v in enumerate(value)]
+        return value
+
+    data = expand(data, ())
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        loc = tuple(first["loc"])
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise ScenarioError(
+            f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {_describe(first)}{more}"
+        ) from None
+
+
+def resolve_scenario_path(ref: str | Path) -> Path:
+    """A path, or a bare name looked up as scenarios/<name>.yaml."""
+    path = Path(ref)
+    if path.exists():
+        return path
+    for cand in (SCENARIO_DIR / f"{ref}.yaml", SCENARIO_DIR / f"{ref}.yml"):
+        if cand.exists():
+            return cand
+    raise ScenarioError(f"{ref}: scenario file not found")
+
+
+def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> Scenario:
+    path = resolve_scenario_path(ref)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+    return parse_scenario(text, str(path), environ)
+
+
+def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:
+    return sorted(p for p in folder.glob("*.y*ml")) if folder.is_dir() else []
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "harness scenario"
+    return schema

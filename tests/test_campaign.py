@@ -1,0 +1,107 @@
+"""Campaigns end to end with the real builtin pipeline at a tiny size: dry run, crash, interrupt, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = (
+    "{frames: 10, height: 64, width: 96, latent_t: 2, latent_h: 4, latent_w: 6, text_tokens: 8, "
+    "audio_tokens: 8, depth: 1, heads: 2, head_dim: 16, x264_preset: ultrafast, device: cpu}"
+)
+
+
+def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
+    text = f"""\
+name: tiny
+runner: builtin
+seed: 3
+builtin: {{preset: cpu, params: {TINY}, save_latents: false}}
+profiles: {{3step: {{infer_steps: 4}}}}
+arms:
+  - {{name: torch_sdpa, attn_type: torch_sdpa, role: reference}}
+  - {{name: floor, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}}
+{extra_arms}"""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(text)
+    return path
+
+
+def harness(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, **kw)  # fmt: skip
+
+
+def statuses(camp: Path) -> dict[str, str]:
+    return {p.name: json.loads((p / "run.json").read_text())["status"] for p in sorted((camp / "runs").iterdir())}
+
+
+def test_dry_run_shows_every_command_and_runs_nothing(tmp_path):
+    path = scenario(tmp_path, "  - {name: sage_attn2, attn_type: sage_attn2}\n")
+    res = harness("run", path, "--profile", "3step", "--out", tmp_path / "out", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("-m harness.runners.builtin") == 3
+    assert "# sage_attn2: run (new)  [would be skipped: backend sage_attn2 unavailable here" in res.stdout
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the crash arm asks for CUDA, which exists here")
+def test_crash_does_not_stop_others_then_resume_skips_ok(tmp_path):
+    path = scenario(tmp_path, "  - {name: crash, attn_type: torch_sdpa, overrides: {device: cuda}}\n"
+                              "  - {name: after, attn_type: sage_emul_aiter}\n")  # fmt: skip
+    out = tmp_path / "out"
+    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
+    assert res.returncode == 1
+    camp = out / "tiny" / "3step"
+    assert statuses(camp) == {"after": "ok", "crash": "failed", "floor": "ok", "torch_sdpa": "ok"}
+    crash = json.loads((camp / "runs" / "crash" / "run.json").read_text())
+    assert crash["exit_code"] != 0 and crash["log_tail"]
+    campaign = json.loads((camp / "campaign.json").read_text())
+    assert {a["key"]: a["status"] for a in campaign["arms"]}["crash"] == "failed"
+    assert campaign["env"]["python"] and campaign["scenario"]["name"] == "tiny"
+
+    before = (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns
+    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa,crash")
+    assert (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns == before, "ok arm was re-run"
+    assert statuses(camp)["crash"] == "failed"
+
+    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa", "--force")
+    assert res.returncode == 0, res.stderr
+    assert (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns != before
+
+
+@pytest.mark.slow
+def test_interrupted_campaign_resumes(tmp_path):
+    path = scenario(tmp_path, "  - {name: cand, attn_type: sage_emul_thuml}\n")
+    out = tmp_path / "out"
+    camp = out / "tiny" / "3step"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--profile", "3step",
+                             "--out", str(out), "--no-report"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    ref = camp / "runs" / "torch_sdpa" / "run.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # interrupt once the first arm is done and the second started
+        if ref.exists() and '"ok"' in ref.read_text() and (camp / "runs" / "floor" / "run.json").exists():
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    first = statuses(camp)
+    assert first["torch_sdpa"] == "ok"
+    assert first.get("floor") in ("interrupted", "ok")  # the second arm may finish before the signal lands
+    assert "cand" not in first or first["cand"] == "interrupted"
+
+    ok_mtime = ref.stat().st_mtime_ns
+    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
+    assert res.returncode == 0, res.stderr
+    assert statuses(camp) == {"cand": "ok", "floor": "ok", "torch_sdpa": "ok"}
+    assert ref.stat().st_mtime_ns == ok_mtime, "the arm that was ok is not run again"

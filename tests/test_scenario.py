@@ -1,0 +1,143 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ScenarioError
+from harness.scenario import expand_vars, json_schema, load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = """\
+name: demo
+runner: builtin
+seed: 7
+env: {ROCM_DETERMINISTIC_FP32_BLAS: 1, FLAG: true}
+profiles:
+  3step: {infer_steps: 4}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: floor, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}
+  - {name: cand, attn_type: sage_emul_aiter}
+"""
+
+
+def bad(text: str, environ=None) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "s.yaml", environ or {})
+    assert info.value.exit_code == 2
+    msg = str(info.value)
+    assert "\n" not in msg, "errors are one line"
+    return msg
+
+
+def test_good_scenario_parses():
+    s = parse_scenario(GOOD, "s.yaml", {})
+    assert s.reference.name == "ref"
+    assert s.seed_list == [7]
+    assert s.env == {"ROCM_DETERMINISTIC_FP32_BLAS": "1", "FLAG": "1"}
+    assert [a.role.value for a in s.arms] == ["reference", "noise_floor", "candidate"]
+
+
+def test_typo_key_names_file_line_field_and_suggests():
+    msg = bad(GOOD.replace("{name: cand, attn_type:", "{name: cand, atn_type:"))
+    assert msg.startswith("s.yaml:10: arms[2].atn_type: unknown key; did you mean 'attn_type'?")
+    assert "expected one of: name, attn_type" in msg
+
+
+def test_typo_top_level_key():
+    msg = bad(GOOD.replace("seed: 7", "sede: 7"))
+    assert msg.startswith("s.yaml:3: sede: unknown key; did you mean 'seed'?")
+
+
+def test_missing_reference_arm():
+    msg = bad(GOOD.replace("role: reference", "role: candidate"))
+    assert "exactly one arm must have role: reference (found none)" in msg
+    assert msg.startswith("s.yaml:1:")
+
+
+def test_two_reference_arms():
+    msg = bad(GOOD.replace("kv_reversed: true, role: noise_floor", "role: reference"))
+    assert "found ref, floor" in msg
+
+
+def test_wrong_type_names_line_and_value():
+    msg = bad(GOOD.replace("seed: 7", "seed: seven"))
+    assert msg.startswith("s.yaml:3: seed: ")
+    assert "integer" in msg and "'seven'" in msg
+
+
+def test_wrong_enum():
+    msg = bad(GOOD.replace("role: noise_floor", "role: floor"))
+    assert msg.startswith("s.yaml:9: arms[1].role:")
+    assert "reference" in msg and "noise_floor" in msg
+
+
+def test_unset_variable_names_variable_and_line():
+    text = GOOD.replace("runner: builtin", "runner: builtin\ndescription: ${HARNESS_TEST_UNSET}")
+    msg = bad(text)
+    assert msg.startswith("s.yaml:3: description: environment variable HARNESS_TEST_UNSET is not set")
+
+
+def test_variable_expansion_and_default():
+    assert expand_vars("${A}/x/${B:-dflt}", {"A": "root"}) == "root/x/dflt"
+    text = GOOD.replace("runner: builtin", "runner: builtin\ndescription: ${WHO}-${MISSING:-x}")
+    assert parse_scenario(text, "s.yaml", {"WHO": "me"}).description == "me-x"
+
+
+def test_duplicate_arm_names():
+    msg = bad(GOOD.replace("name: cand", "name: ref"))
+    assert "repeated: ref" in msg
+
+
+def test_seed_and_seeds_exclusive():
+    msg = bad(GOOD.replace("seed: 7", "seed: 7\nseeds: [1, 2]"))
+    assert "give 'seed' or 'seeds', not both" in msg
+
+
+def test_yaml_syntax_error_has_line():
+    msg = bad("name: x\narms: [\n")
+    assert msg.startswith("s.yaml:") and "not valid YAML" in msg
+
+
+def test_top_level_not_mapping():
+    assert "expected a mapping" in bad("- a\n- b\n")
+
+
+def test_missing_file():
+    with pytest.raises(ScenarioError, match="nope.yaml: scenario file not found"):
+        load_scenario("nope.yaml")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_validate(path):
+    environ = {"LIGHTX2V_ROOT": "/opt/lightx2v", "MINIMAX_H3_MODEL": "/models/h3"}
+    s = load_scenario(path, environ)
+    assert s.name
+
+
+def test_json_schema_lists_fields():
+    schema = json_schema()
+    assert {"name", "runner", "arms", "profiles"} <= set(schema["properties"])
+    json.dumps(schema)
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_validate_bad_file_exits_2_without_traceback(tmp_path):
+    f = tmp_path / "typo.yaml"
+    f.write_text(GOOD.replace("kv_reversed: true", "kv_reversd: true"))
+    res = _cli("scenarios", "validate", str(f))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert f"{f}:9: arms[1].kv_reversd: unknown key; did you mean 'kv_reversed'?" in res.stderr
+
+
+def test_cli_schema_is_json():
+    res = _cli("scenarios", "schema")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["title"] == "harness scenario"
