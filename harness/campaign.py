@@ -48,7 +48,9 @@ class CampaignOutcome:
         return [r for r in self.records if r.status not in (RunStatus.ok, RunStatus.skipped)]
 
 
-def campaign_dir_for(scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None) -> CampaignDir:
+def campaign_dir_for(
+    scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
+) -> CampaignDir:
     """reports/<scenario>/<campaign-id>; the id defaults to the profile, so a re-run resumes."""
     return CampaignDir(Path(out_root) / scenario.name / (campaign_id or profile or "default"))
 

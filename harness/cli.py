@@ -6,10 +6,10 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -30,7 +30,12 @@ out = Console()
 err = Console(stderr=True)
 
 
-def _csv(value: Optional[str]) -> Optional[list[str]]:
+def say_err(text: str) -> None:
+    """One plain line on stderr (never wrapped or styled: it is meant to be grepped)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
@@ -56,7 +61,7 @@ class RichReporter:
         self.progress.advance(self.arms)
         mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(record.status.value)
         mark = mark or f"[red]{record.status.value}[/]"
-        extra = f" - {record.reason}" if record.reason else ""
+        extra = f" - {escape(record.reason)}" if record.reason else ""
         self.progress.console.print(f"  {record.spec.key}: {mark}{extra}", markup=True, highlight=False)
 
     def message(self, text):
@@ -64,9 +69,9 @@ class RichReporter:
 
 
 def _summary_table(outcome) -> Table:
-    table = Table(title=f"campaign {outcome.campaign.path}")
-    for col in ("run", "role", "backend", "status", "valid", "s/step", "total s", "note"):
-        table.add_column(col)
+    table = Table(title=f"campaign {outcome.campaign.path}", title_justify="left")
+    for col in ("run", "role", "status", "valid", "s/step", "total s"):
+        table.add_column(col, no_wrap=True)
     for rec in outcome.records:
         timing = None
         try:
@@ -75,10 +80,13 @@ def _summary_table(outcome) -> Table:
             pass
         sps = f"{timing.s_per_step:.4f}" if timing and timing.s_per_step is not None else "-"
         tot = f"{timing.pipeline_total_s:.2f}" if timing and timing.pipeline_total_s is not None else "-"
-        backend = rec.spec.attn_type + (" (kv reversed)" if rec.spec.kv_reversed else "")
         valid = "-" if rec.valid is None else ("yes" if rec.valid else "NO")
-        table.add_row(rec.spec.key, rec.spec.role.value, backend, rec.status.value, valid, sps, tot, rec.reason or "")
+        table.add_row(rec.spec.key, rec.spec.role.value, rec.status.value, valid, sps, tot)
     return table
+
+
+def _notes(outcome) -> list[str]:
+    return [f"{r.spec.key}: {r.reason}" for r in outcome.records if r.reason]
 
 
 @app.command(
@@ -87,14 +95,14 @@ def _summary_table(outcome) -> Table:
 )
 def run(
     scenario: str = typer.Argument(..., help="Scenario YAML file (or a name under scenarios/)."),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from the scenario."),
-    arms: Optional[str] = typer.Option(None, help="Comma-separated arm names (default: all)."),
-    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds (default: the scenario's)."),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile from the scenario."),
+    arms: str | None = typer.Option(None, help="Comma-separated arm names (default: all)."),
+    seeds: str | None = typer.Option(None, help="Comma-separated seeds (default: the scenario's)."),
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of campaigns."),
-    campaign: Optional[str] = typer.Option(None, help="Campaign id (default: the profile name)."),
+    campaign: str | None = typer.Option(None, help="Campaign id (default: the profile name)."),
     force: bool = typer.Option(False, "--force", help="Re-run arms that are already ok."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show exactly what would run, run nothing."),
-    executor: Optional[str] = typer.Option(None, help="local or slurm (default: the scenario's)."),
+    executor: str | None = typer.Option(None, help="local or slurm (default: the scenario's)."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip building the report."),
 ):
     """Run a scenario's arms (a campaign), then write its report."""
@@ -121,6 +129,8 @@ def run(
             campaign_id=campaign, force=force, executor=executor, report=not no_report, reporter=reporter,
         )  # fmt: skip
     out.print(_summary_table(outcome))
+    for note in _notes(outcome):
+        out.print(note, highlight=False, markup=False, soft_wrap=True)
     if outcome.report_paths is not None:
         for label, path in outcome.report_paths.items():
             out.print(f"{label}: {path}", highlight=False)
@@ -128,19 +138,24 @@ def run(
         err.print("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(130)
     if outcome.report_error:
-        err.print(f"error: {outcome.report_error}", markup=False)
+        say_err(f"error: {outcome.report_error}")
         raise typer.Exit(1)
     if outcome.failed:
-        err.print(f"{len(outcome.failed)} run(s) did not finish ok: " + ", ".join(r.spec.key for r in outcome.failed))
+        err.print(
+            f"{len(outcome.failed)} run(s) did not finish ok: "
+            + ", ".join(r.spec.key for r in outcome.failed)
+        )
         raise typer.Exit(1)
 
 
-@app.command(epilog="Example: harness compare reports/e2e_3step/3step:torch_sdpa reports/e2e_3step/3step:sage_emul_aiter")
+@app.command(
+    epilog="Example: harness compare reports/e2e_3step/3step:torch_sdpa reports/e2e_3step/3step:sage_emul_aiter"
+)
 def compare(
     run_a: str = typer.Argument(..., help="Reference run: a run directory or CAMPAIGN:ARM."),
     run_b: str = typer.Argument(..., help="Run compared against A."),
     fmt: str = typer.Option("table", "--format", "-f", help="table, md or json."),
-    gate: Optional[Path] = typer.Option(None, help="YAML/JSON thresholds; exit 1 when one is violated."),
+    gate: Path | None = typer.Option(None, help="YAML/JSON thresholds; exit 1 when one is violated."),
     truncate: bool = typer.Option(False, help="Compare up to the shorter video (recorded)."),
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
@@ -161,14 +176,16 @@ def compare(
     if the_gate is not None:
         violations = check_gate(cmp, the_gate)
         for v in violations:
-            err.print(f"gate: {v}", markup=False)
+            say_err(f"gate: {v}")
         if violations:
             raise typer.Exit(1)
         err.print(f"gate {gate}: passed")
 
 
 @app.command(epilog="Example: harness report reports/e2e_3step/3step")
-def report(campaign: Path = typer.Argument(..., help="Campaign directory (or reports/<scenario> for its newest).")):
+def report(
+    campaign: Path = typer.Argument(..., help="Campaign directory (or reports/<scenario> for its newest)."),
+):
     """Write report.md, index.html, results.json and assets/ for a campaign."""
     from harness.report import build_report
     from harness.store import find_campaign
@@ -189,7 +206,9 @@ def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder t
     for path in list_scenarios(folder):
         try:
             s = load_scenario(path)
-            table.add_row(str(path), s.name, s.kind, s.runner or "-", str(len(s.arms)), ",".join(s.profiles), "ok")
+            table.add_row(
+                str(path), s.name, s.kind, s.runner or "-", str(len(s.arms)), ",".join(s.profiles), "ok"
+            )
         except HarnessError as e:
             table.add_row(str(path), "-", "-", "-", "-", "-", f"[red]{e}[/]")
     out.print(table)
@@ -210,7 +229,7 @@ def scenarios_validate(files: list[str] = typer.Argument(..., help="Scenario fil
                     build_plan(s, profile=profile)
             out.print(f"{f}: ok ({s.kind}, {len(s.arms)} arms, profiles: {', '.join(s.profiles) or '-'})")
         except HarnessError as e:
-            err.print(str(e), markup=False, highlight=False)
+            say_err(str(e))
             bad += 1
     if bad:
         raise typer.Exit(2)
@@ -293,7 +312,7 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except HarnessError as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
+        say_err(f"error: {e}")
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")

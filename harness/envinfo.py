@@ -112,7 +112,9 @@ def harness_git() -> dict[str, Any] | None:
     return git_info(Path(__file__).resolve().parent)
 
 
-def fingerprint(env_vars: dict[str, str] | None = None, extra_repos: dict[str, str] | None = None) -> dict[str, Any]:
+def fingerprint(
+    env_vars: dict[str, str] | None = None, extra_repos: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Everything a reader needs to trust or reproduce the figures; cheap (a few subprocesses)."""
     t = torch_info()
     fp: dict[str, Any] = {

@@ -25,7 +25,7 @@ from harness.runners.lightx2v_schema import LightX2VBlock
 
 SCENARIO_DIR = Path("scenarios")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-EnvValue = Union[str, int, float, bool]
+EnvValue = str | int | float | bool
 
 
 class Strict(BaseModel):
@@ -40,7 +40,9 @@ class Arm(Strict):
     role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
     kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
     env: dict[str, EnvValue] = Field(default_factory=dict, description="Extra environment for this arm.")
-    overrides: dict[str, Any] = Field(default_factory=dict, description="Runner parameters for this arm only.")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Runner parameters for this arm only."
+    )
     sageattention: Literal["package", "aiter_shim"] = Field(
         "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
     )
@@ -138,7 +140,9 @@ class Scenario(Strict):
         for a in self.arms:
             if a.name == name:
                 return a
-        raise ScenarioError(f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})")
+        raise ScenarioError(
+            f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})"
+        )
 
     @property
     def arm_names(self) -> list[str]:
@@ -275,7 +279,8 @@ def parse_scenario(
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
+        # A typo'd key also makes its real key "missing": name the typo, it is the cause.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first = errors[0]
         loc = tuple(first["loc"])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""

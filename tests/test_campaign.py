@@ -40,7 +40,9 @@ def harness(*args, **kw):
 
 
 def statuses(camp: Path) -> dict[str, str]:
-    return {p.name: json.loads((p / "run.json").read_text())["status"] for p in sorted((camp / "runs").iterdir())}
+    return {
+        p.name: json.loads((p / "run.json").read_text())["status"] for p in sorted((camp / "runs").iterdir())
+    }
 
 
 def test_dry_run_shows_every_command_and_runs_nothing(tmp_path):
@@ -69,11 +71,15 @@ def test_crash_does_not_stop_others_then_resume_skips_ok(tmp_path):
     assert campaign["env"]["python"] and campaign["scenario"]["name"] == "tiny"
 
     before = (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns
-    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa,crash")
+    res = harness(
+        "run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa,crash"
+    )
     assert (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns == before, "ok arm was re-run"
     assert statuses(camp)["crash"] == "failed"
 
-    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa", "--force")
+    res = harness(
+        "run", path, "--profile", "3step", "--out", out, "--no-report", "--arms", "torch_sdpa", "--force"
+    )
     assert res.returncode == 0, res.stderr
     assert (camp / "runs" / "torch_sdpa" / "run.json").stat().st_mtime_ns != before
 

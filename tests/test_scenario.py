@@ -125,7 +125,9 @@ def test_json_schema_lists_fields():
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_cli_validate_bad_file_exits_2_without_traceback(tmp_path):

@@ -29,7 +29,9 @@ class Executor(ABC):
     name: str
 
     @abstractmethod
-    def run(self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord) -> None:
+    def run(
+        self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
+    ) -> None:
         """Run every planned run that is not skipped; call on_record as each one ends."""
 
 

@@ -11,7 +11,9 @@ from harness.store import CampaignDir
 class LocalExecutor(Executor):
     name = "local"
 
-    def run(self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord) -> None:
+    def run(
+        self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
+    ) -> None:
         todo = [p for p in planned if p.action != "skip-ok"]
         for i, p in enumerate(todo):
             reporter.run_started(p.spec, i, len(todo))

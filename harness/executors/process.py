@@ -171,7 +171,9 @@ def execute_run(
         else:
             last_line = next((ln for ln in reversed(rec.log_tail.splitlines()) if ln.strip()), "")
             rec.status = RunStatus.failed
-            rec.reason = f"exit code {proc.returncode}" + (f": {last_line.strip()[:300]}" if last_line else "")
+            rec.reason = f"exit code {proc.returncode}" + (
+                f": {last_line.strip()[:300]}" if last_line else ""
+            )
     _finish(rec, run_dir, spec)
     run_dir.write(rec)
     if interrupted:

@@ -13,7 +13,14 @@ from typing import Any
 
 from harness.records import AttnCallsRecord, RunSpec
 from harness.runners.base import Launch, Runner, register_runner
-from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, atomic_write_text, read_record, write_record
+from harness.store import (
+    ATTN_CALLS_JSON,
+    OUTPUT_MP4,
+    TIMING_JSON,
+    atomic_write_text,
+    read_record,
+    write_record,
+)
 
 SPEC_JSON = "spec.json"
 LATENTS_DIR = "latents"
@@ -26,7 +33,11 @@ class BuiltinRunner(Runner):
         from harness.scenario import BuiltinBlock
 
         block = scenario.builtin or BuiltinBlock()
-        overrides = {**block.params, **(scenario.profiles.get(profile, {}) if profile else {}), **arm.overrides}
+        overrides = {
+            **block.params,
+            **(scenario.profiles.get(profile, {}) if profile else {}),
+            **arm.overrides,
+        }
         cfg = PRESETS[block.preset].with_overrides(overrides)
         return {
             "preset": block.preset,

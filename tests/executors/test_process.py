@@ -68,13 +68,17 @@ def test_fallback_marks_run_invalid(tmp_path):
 
 
 def test_missing_attn_calls_is_invalid(tmp_path):
-    rec = run(tmp_path, spec("import sys,pathlib; (pathlib.Path(sys.argv[1])/'output.mp4').write_bytes(b'v')"))
+    rec = run(
+        tmp_path, spec("import sys,pathlib; (pathlib.Path(sys.argv[1])/'output.mp4').write_bytes(b'v')")
+    )
     assert rec.status == RunStatus.ok and rec.valid is False
     assert "no attn_calls.json" in rec.reason
 
 
 def test_crash_is_recorded_with_log_tail(tmp_path):
-    rec = run(tmp_path, spec("import sys; print('loading'); sys.stderr.write('RuntimeError: boom\\n'); sys.exit(3)"))
+    rec = run(
+        tmp_path, spec("import sys; print('loading'); sys.stderr.write('RuntimeError: boom\\n'); sys.exit(3)")
+    )
     assert rec.status == RunStatus.failed
     assert rec.exit_code == 3
     assert rec.reason == "exit code 3: RuntimeError: boom"

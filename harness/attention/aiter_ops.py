@@ -1,0 +1,177 @@
+"""ROCm aiter backends: ``aiter_sage_attn`` (gfx1201 SageAttention op) and ``aiter_attn`` (exact flash).
+
+Both take BSHD tensors, so the adapters transpose from the harness's ``[B, H, N, D]`` and back.
+aiter is imported at construction, never at harness import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from harness.attention.registry import (
+    AttentionBackend,
+    UnsupportedCall,
+    check_qkv,
+    default_scale,
+    register_backend,
+)
+from harness.attention.sage_thuml import package_version
+from harness.errors import BackendUnavailable
+
+SAGE_OP = "gfx1201_sage_attention"
+
+
+def rocm_availability() -> tuple[bool, str]:
+    """Cheap checks shared by the aiter backends (no GPU work, aiter not imported)."""
+    if torch.version.hip is None:
+        return False, "torch is not a ROCm build (torch.version.hip is None)"
+    if not torch.cuda.is_available():
+        return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
+    if importlib.util.find_spec("aiter") is None:
+        return False, "the python package 'aiter' (amd-aiter) is not installed"
+    return True, f"ROCm {torch.version.hip}, amd-aiter {package_version('amd-aiter')}"
+
+
+def gpu_arch(device: int = 0) -> str:
+    return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+
+
+def _import_aiter() -> Any:
+    try:
+        return importlib.import_module("aiter")
+    except Exception as err:
+        raise BackendUnavailable(f"importing aiter failed: {err}") from err
+
+
+def _find_sage_op(aiter: Any) -> tuple[Callable[..., Any], str]:
+    """The op as a package attribute, a module function, or a registered torch op (in that order)."""
+    fn = getattr(aiter, SAGE_OP, None)
+    if fn is not None:
+        return fn, f"aiter.{SAGE_OP}"
+    try:
+        module = importlib.import_module("aiter.ops.gfx1201.sage_attention")
+        return getattr(module, SAGE_OP), f"aiter.ops.gfx1201.sage_attention.{SAGE_OP}"
+    except (ImportError, AttributeError):
+        pass
+    try:
+        return getattr(torch.ops.aiter, SAGE_OP), f"torch.ops.aiter.{SAGE_OP}"
+    except (AttributeError, RuntimeError):
+        raise BackendUnavailable(f"aiter_sage_attn: this aiter build has no {SAGE_OP} op") from None
+
+
+def _scale_parameter(fn: Callable[..., Any]) -> str | None:
+    try:
+        names = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    for name in ("softmax_scale", "sm_scale", "scale"):
+        if name in names:
+            return name
+    return None
+
+
+def _to_bshd(*xs: torch.Tensor) -> list[torch.Tensor]:
+    return [x.transpose(1, 2).contiguous() for x in xs]
+
+
+@register_backend(
+    "aiter_sage_attn",
+    exact=False,
+    description="aiter gfx1201 SageAttention op (INT8 QK, FP8 PV; ROCm gfx1201 only)",
+)
+class AiterSageAttn(AttentionBackend):
+    default_options = {"arch": "gfx1201"}
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        return rocm_availability()
+
+    def setup(self) -> None:
+        arch = gpu_arch()
+        if arch != self.options["arch"]:
+            raise BackendUnavailable(
+                f"aiter_sage_attn: GPU architecture {arch} is not {self.options['arch']}"
+            )
+        self._arch = arch
+        self._fn, self._entry = _find_sage_op(_import_aiter())
+        self._scale_arg = _scale_parameter(self._fn)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {
+            **super().params,
+            "op": self._entry,
+            "gpu_arch": self._arch,
+            "layout": "BSHD",
+            "softmax_scale": "passed" if self._scale_arg else "fixed head_dim**-0.5",
+            "aiter_version": package_version("amd-aiter"),
+        }
+
+    def __call__(self, q, k, v, scale=None):
+        check_qkv(self.name, q, k, v)
+        if q.device.type != "cuda":
+            raise UnsupportedCall(f"aiter_sage_attn: tensors on {q.device}; the op needs the GPU")
+        if q.dtype not in (torch.bfloat16, torch.float16):
+            raise UnsupportedCall(f"aiter_sage_attn: dtype {q.dtype} (bf16 or fp16 only)")
+        if q.shape[-1] != 128:
+            raise UnsupportedCall(f"aiter_sage_attn: head dim {q.shape[-1]} (only 128)")
+        if q.shape != k.shape:
+            raise UnsupportedCall("aiter_sage_attn: Nq != Nk (cross-attention) is unsupported")
+        kwargs: dict[str, Any] = {}
+        if self._scale_arg:
+            kwargs[self._scale_arg] = default_scale(q, scale)
+        elif scale is not None and not math.isclose(scale, q.shape[-1] ** -0.5, rel_tol=1e-6):
+            raise UnsupportedCall(f"aiter_sage_attn: the op fixes softmax scale head_dim**-0.5, got {scale}")
+        qb, kb, vb = _to_bshd(q, k, v)
+        try:
+            out = self._fn(qb, kb, vb, **kwargs)
+        except ValueError as err:  # the op's own input validation
+            raise UnsupportedCall(f"aiter_sage_attn: {err}") from err
+        return out.transpose(1, 2)
+
+
+@register_backend(
+    "aiter_attn",
+    exact=True,
+    description="aiter.flash_attn_func (exact flash attention, BSHD; ROCm)",
+)
+class AiterAttn(AttentionBackend):
+    default_options: dict[str, Any] = {}
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        return rocm_availability()
+
+    def setup(self) -> None:
+        aiter = _import_aiter()
+        fn = getattr(aiter, "flash_attn_func", None)
+        if fn is None:
+            raise BackendUnavailable("aiter_attn: this aiter build has no flash_attn_func")
+        self._fn = fn
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {
+            **super().params,
+            "op": "aiter.flash_attn_func",
+            "layout": "BSHD",
+            "aiter_version": package_version("amd-aiter"),
+        }
+
+    def __call__(self, q, k, v, scale=None):
+        check_qkv(self.name, q, k, v)
+        if q.device.type != "cuda":
+            raise UnsupportedCall(f"aiter_attn: tensors on {q.device}; the op needs the GPU")
+        if q.dtype not in (torch.bfloat16, torch.float16):
+            raise UnsupportedCall(f"aiter_attn: dtype {q.dtype} (bf16 or fp16 only)")
+        qb, kb, vb = _to_bshd(q, k, v)
+        out = self._fn(qb, kb, vb, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False)
+        out = out[0] if isinstance(out, tuple) else out
+        return out.transpose(1, 2)

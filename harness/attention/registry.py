@@ -1,0 +1,206 @@
+"""Named attention backends, registered by decorator.
+
+One calling convention for every backend: ``backend(q, k, v, scale=None) -> out`` with q, k, v
+laid out ``[B, H, N, D]`` (Nq may differ from Nk), non-causal, and ``out`` of q's dtype and
+shape. ``scale`` is the softmax scale (``D ** -0.5`` when None).
+
+A backend refuses a call it cannot serve by raising :class:`UnsupportedCall`; the counting
+wrapper can then hand the call to a fallback and record it. A backend that cannot run on this
+machine at all raises :class:`~harness.errors.BackendUnavailable` from :func:`get_backend`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+
+from harness.errors import BackendUnavailable, HarnessError
+
+
+class UnsupportedCall(HarnessError):
+    """The backend refuses this particular call (shape, dtype, options); another may serve it."""
+
+
+class AttentionOp:
+    """Anything that follows the calling convention; wrappers and backends share this base."""
+
+    name: str = ""
+    exact: bool = False
+    params: dict[str, Any]
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def apply(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu_seqlens_q: torch.Tensor | None = None,
+        cu_seqlens_kv: torch.Tensor | None = None,
+        max_seqlen_q: int | None = None,
+        max_seqlen_kv: int | None = None,
+        *,
+        softmax_scale: float | None = None,
+        causal: bool = False,
+        attn_mask: torch.Tensor | None = None,
+        drop_rate: float = 0.0,
+        **_ignored: Any,
+    ) -> torch.Tensor:
+        """LightX2V-style packed call: q/k/v ``[N, H, D]`` or ``[B, N, H, D]``, out ``[B*N, H*D]``.
+
+        Only the dense non-causal single-sequence case is served: causal attention, masks,
+        dropout and cu_seqlens describing several sequences are refused with UnsupportedCall.
+        Extra keywords LightX2V passes (scheduler, block_idx, ...) are ignored.
+        """
+        if causal:
+            raise UnsupportedCall(f"{self.name}: causal attention is not supported (non-causal only)")
+        if attn_mask is not None:
+            raise UnsupportedCall(f"{self.name}: attention masks are not supported")
+        if drop_rate:
+            raise UnsupportedCall(f"{self.name}: dropout (drop_rate={drop_rate}) is not supported")
+        if q.ndim not in (3, 4) or k.ndim != q.ndim or v.ndim != q.ndim:
+            raise UnsupportedCall(
+                f"{self.name}: expected q/k/v as [N, H, D] or [B, N, H, D], got "
+                f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            )
+        if q.ndim == 3:
+            q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+        batch, n_q, heads, dim = q.shape
+        n_k = k.shape[1]
+        _check_single_sequence(self.name, "cu_seqlens_q", cu_seqlens_q, batch, n_q)
+        _check_single_sequence(self.name, "cu_seqlens_kv", cu_seqlens_kv, batch, n_k)
+        for label, given, actual in (
+            ("max_seqlen_q", max_seqlen_q, n_q),
+            ("max_seqlen_kv", max_seqlen_kv, n_k),
+        ):
+            if given is not None and int(given) != actual:
+                raise UnsupportedCall(f"{self.name}: {label}={given} but the sequence has {actual} tokens")
+        out = self(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale)
+        return out.transpose(1, 2).reshape(batch * n_q, heads * dim)
+
+
+def _check_single_sequence(name: str, label: str, cu: torch.Tensor | None, batch: int, n: int) -> None:
+    """Accept cu_seqlens only when it describes one full sequence per batch element."""
+    if cu is None:
+        return
+    expected = [i * n for i in range(batch + 1)]
+    got = [int(x) for x in cu.detach().reshape(-1).cpu().tolist()]
+    if got != expected:
+        raise UnsupportedCall(
+            f"{name}: cu_seqlens {label}={got} describes several sequences; only one packed "
+            f"sequence per batch element ({expected}) is supported"
+        )
+
+
+class AttentionBackend(AttentionOp):
+    """Base class of registered backends.
+
+    Subclasses set ``default_options`` (every accepted option with its default), implement
+    ``__call__`` and, where the backend depends on the machine, the ``availability`` classmethod
+    (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable after a closer look).
+    """
+
+    name: ClassVar[str] = ""
+    exact: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+    emulated: ClassVar[bool] = False  # a numerics model, not a kernel (its speed means nothing)
+    default_options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **options: Any):
+        unknown = sorted(set(options) - set(self.default_options))
+        if unknown:
+            accepted = ", ".join(sorted(self.default_options)) or "none"
+            raise HarnessError(
+                f"attention backend {self.name!r}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}"
+            )
+        self.options: dict[str, Any] = {**self.default_options, **options}
+        self.setup()
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        return True, "available"
+
+    def setup(self) -> None:
+        """Validate options and resolve the underlying op; raise BackendUnavailable if it cannot run."""
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        """Numerics parameters recorded in run metadata."""
+        return {"backend": self.name, "exact": self.exact, **self.options}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, options={self.options!r})"
+
+
+_REGISTRY: dict[str, type[AttentionBackend]] = {}
+
+
+def register_backend(
+    name: str, *, exact: bool, description: str
+) -> Callable[[type[AttentionBackend]], type[AttentionBackend]]:
+    """Class decorator: register ``cls`` under ``name``."""
+
+    def decorate(cls: type[AttentionBackend]) -> type[AttentionBackend]:
+        if not (isinstance(cls, type) and issubclass(cls, AttentionBackend)):
+            raise TypeError(f"register_backend({name!r}) must decorate an AttentionBackend subclass")
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(
+                f"attention backend {name!r} is already registered by {_REGISTRY[name].__name__}"
+            )
+        cls.name = name
+        cls.exact = exact
+        cls.description = description
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def list_backends() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def backend_class(name: str) -> type[AttentionBackend]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise HarnessError(
+            f"unknown attention backend {name!r}; known: {', '.join(list_backends())}"
+        ) from None
+
+
+def availability(name: str) -> tuple[bool, str]:
+    """(available, reason) without allocating GPU work; unknown names raise HarnessError."""
+    return backend_class(name).availability()
+
+
+def get_backend(name: str, **options: Any) -> AttentionBackend:
+    cls = backend_class(name)
+    ok, reason = cls.availability()
+    if not ok:
+        raise BackendUnavailable(f"attention backend {name!r} is unavailable here: {reason}")
+    return cls(**options)
+
+
+def check_qkv(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Shapes of the calling convention: [B, H, Nq, D], [B, H, Nk, D], [B, H, Nk, D]."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise HarnessError(
+            f"{name}: q, k, v must be [B, H, N, D]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise HarnessError(
+            f"{name}: incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+            "(need equal B, H, D and k.shape == v.shape)"
+        )
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise HarnessError(f"{name}: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
+
+
+def default_scale(q: torch.Tensor, scale: float | None) -> float:
+    return float(q.shape[-1]) ** -0.5 if scale is None else float(scale)

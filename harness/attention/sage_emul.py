@@ -1,0 +1,390 @@
+"""Pure-PyTorch emulation of SageAttention numerics (runs on CPU and GPU).
+
+What is reproduced, step by step, as the kernels do it:
+
+1. smooth K: ``k - mean_seq(k)`` (the mean taken in the input dtype, as thu-ml's core.py does);
+   softmax is invariant to it.
+2. INT8 Q and K with one scale per group of tokens (per_block / per_warp / per_thread, see
+   :func:`q_group_ids`), ``scale = amax/127 + eps``, ``round half away from zero``; the factor
+   ``sm_scale * log2(e)`` is folded into Q before quantizing so the softmax runs on ``exp2``.
+3. ``S = (Qi @ Ki^T) * q_scale * k_scale``: an fp32 matmul of integer-valued tensors, exact
+   while ``127^2 * D < 2^24`` (D <= 1040), so it equals the int32 accumulation of the kernels.
+4. online softmax in fp32 over KV tiles (``kv_tile`` keys): P of tile j is taken against the
+   running max after tile j, ``P = exp2(S - m_j + offset)``; the row sum comes from fp32 P.
+5. P to FP8 e4m3 (``offset = 8.807 = log2 448`` as thu-ml's S_FP8_OFFSET, or 0 for aiter's
+   fav3_sage, which casts P in [0, 1] and flushes tiny probabilities) or to fp16 (Triton fp16-PV).
+6. V to FP8 per channel (``scale = amax_seq|v| / 448``) or to fp16; fp32 accumulation;
+   ``O = acc / l * v_scale`` cast to the input dtype.
+
+The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
+accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
+of a query chunk. Only fp32 rounding of the rescale factors differs from the kernels, and the
+hardware's reduced-precision inner accumulation (FP22 on Ada, fp16 in fp32+fp16 mode) is not
+modelled, so the emulation is slightly optimistic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.attention.exact import full_fp32_matmul
+from harness.attention.registry import (
+    AttentionBackend,
+    UnsupportedCall,
+    check_qkv,
+    default_scale,
+    register_backend,
+)
+from harness.errors import HarnessError
+
+LOG2E = 1.4426950408889634
+GRANULARITIES = ("per_block", "per_warp", "per_thread")
+PV_DTYPES = ("fp8", "fp16")
+FP8_MAX = 448.0
+# 127^2 * D must stay below 2^24 for the fp32 matmul of int8 values to be exact.
+MAX_EXACT_HEAD_DIM = 1040
+
+
+def q_group_ids(
+    n: int, granularity: str, *, blkq: int = 128, warpq: int = 32, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Quantization group of each query token (one INT8 scale per group, per batch and head).
+
+    per_block: ``i // blkq``; per_warp: ``i // warpq``; per_thread: in each ``warpq``-row tile,
+    rows with equal ``i % 8`` share a scale (the mma fragment layout): ``(i // warpq) * 8 + i % 8``.
+    """
+    i = torch.arange(n, device=device)
+    if granularity == "per_block":
+        return i // blkq
+    if granularity == "per_warp":
+        return i // warpq
+    if granularity == "per_thread":
+        return (i // warpq) * 8 + i % 8
+    raise HarnessError(f"granularity {granularity!r}; expected one of {', '.join(GRANULARITIES)}")
+
+
+def k_group_ids(
+    n: int, granularity: str, *, blkk: int = 64, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Quantization group of each key token.
+
+    per_block and per_warp: ``j // blkk``; per_thread: in each ``blkk``-row tile, rows
+    ``{2t, 2t+1} mod 8`` share a scale: ``(j // blkk) * 4 + (j % 8) // 2``.
+    """
+    j = torch.arange(n, device=device)
+    if granularity in ("per_block", "per_warp"):
+        return j // blkk
+    if granularity == "per_thread":
+        return (j // blkk) * 4 + (j % 8) // 2
+    raise HarnessError(f"granularity {granularity!r}; expected one of {', '.join(GRANULARITIES)}")
+
+
+def quantize_int8(
+    x: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-7
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """INT8 with one scale per (batch, head, group) of tokens along dim -2.
+
+    Returns the integer-valued fp32 tensor, the scale of each token ``[B, H, N]`` and the scale
+    of each group ``[B, H, G]``. ``scale = amax/127 + eps``; values are ``trunc(x/scale + 0.5*sign)``.
+    """
+    x = x.float()
+    b, h, n, _ = x.shape
+    token_amax = x.abs().amax(dim=-1)
+    n_groups = int(group_ids.max()) + 1 if n else 0
+    group_amax = token_amax.new_zeros(b, h, n_groups)
+    group_amax.scatter_reduce_(-1, group_ids.view(1, 1, n).expand(b, h, n), token_amax, reduce="amax")
+    group_scale = group_amax / 127.0 + eps
+    token_scale = group_scale.index_select(-1, group_ids)
+    y = x / token_scale.unsqueeze(-1)
+    half = torch.where(y >= 0, 0.5, -0.5)
+    xi = y.add_(half).trunc_().clamp_(-127.0, 127.0)
+    return xi, token_scale, group_scale
+
+
+def round_mantissa_nonneg_(x: torch.Tensor, mantissa_bits: int, min_normal_exp: int) -> torch.Tensor:
+    """Round non-negative fp32 values in place to a float format with ``mantissa_bits`` bits.
+
+    Round-to-nearest-even, subnormals below ``2**min_normal_exp`` (spacing
+    ``2**(min_normal_exp - mantissa_bits)``), no overflow handling. Adding and subtracting
+    ``c = 2**(e + 23 - mantissa_bits)`` (e the exponent of x, at least ``min_normal_exp``) makes
+    the fp32 adder do the rounding: 5 passes instead of a slow fp8 -> fp32 upcast on CPU.
+    Equal to ``x.to(float8_e4m3fn).float()`` for e4m3 (3, -6) on [0, 448] (tested).
+    """
+    bits = x.view(torch.int32)
+    c = torch.bitwise_and(bits, 0x7F800000)
+    c.clamp_(min=(127 + min_normal_exp) << 23).add_((23 - mantissa_bits) << 23)
+    cf = c.view(torch.float32)
+    return x.add_(cf).sub_(cf)
+
+
+def _round_p_(p: torch.Tensor, pv_dtype: str) -> torch.Tensor:
+    if p.is_cuda:  # the real casts are fast on a GPU
+        target = torch.float8_e4m3fn if pv_dtype == "fp8" else torch.float16
+        return p.copy_(p.to(target))
+    if pv_dtype == "fp8":
+        return round_mantissa_nonneg_(p, 3, -6)
+    return round_mantissa_nonneg_(p, 10, -14)
+
+
+@dataclass
+class SageQuantized:
+    """Quantized operands: integer-valued fp32 Q/K with per-token scales, rounded V with per-channel scales."""
+
+    qi: torch.Tensor  # [B, H, Nq, D], sm_scale*log2e folded in
+    qs: torch.Tensor  # [B, H, Nq]
+    ki: torch.Tensor  # [B, H, Nk, D], smoothed
+    ks: torch.Tensor  # [B, H, Nk]
+    vq: torch.Tensor  # [B, H, Nk, D] values of the fp8 / fp16 grid, as fp32
+    vs: torch.Tensor  # [B, H, D] per-channel V scale (ones for fp16)
+    out_dtype: torch.dtype
+
+
+def sage_quantize(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float | None = None,
+    *,
+    granularity: str = "per_warp",
+    blkq: int = 128,
+    warpq: int = 32,
+    blkk: int = 64,
+    smooth_k: bool = True,
+    pv_dtype: str = "fp8",
+    v_scale_max: float = FP8_MAX,
+    scale_eps: float = 1e-7,
+) -> SageQuantized:
+    """Steps 1, 2 and 6 of the module docstring (everything done before the attention kernel)."""
+    sm = default_scale(q, scale)
+    n_q, n_k = q.shape[2], k.shape[2]
+    qi, qs, _ = quantize_int8(
+        q.float() * (sm * LOG2E),
+        q_group_ids(n_q, granularity, blkq=blkq, warpq=warpq, device=q.device),
+        scale_eps,
+    )
+    kf = k.float()
+    if smooth_k:
+        kf = kf - k.mean(dim=-2, keepdim=True).float()
+    ki, ks, _ = quantize_int8(kf, k_group_ids(n_k, granularity, blkk=blkk, device=k.device), scale_eps)
+    if pv_dtype == "fp8":
+        vf = v.float()
+        vs = (vf.abs().amax(dim=-2) / v_scale_max).clamp_(min=torch.finfo(torch.float32).tiny)
+        vq = (vf / vs.unsqueeze(-2)).clamp_(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float()
+    else:
+        vq = v.to(torch.float16).float()
+        vs = torch.ones(v.shape[0], v.shape[1], v.shape[3], device=v.device)
+    return SageQuantized(qi=qi, qs=qs, ki=ki, ks=ks, vq=vq, vs=vs, out_dtype=q.dtype)
+
+
+def _auto_chunk_elems(device: torch.device) -> int:
+    # CPU: few large ops (each is an OpenMP region; many small ones stall on a busy machine).
+    # GPU: large enough to saturate it while the scores stay bounded (512 MiB of fp32).
+    return (1 << 27) if device.type == "cuda" else (1 << 22)
+
+
+def sage_attend(
+    z: SageQuantized,
+    *,
+    kv_tile: int = 64,
+    p_log2_offset: float = 8.807,
+    pv_dtype: str = "fp8",
+    chunk_elems: int = 0,
+) -> torch.Tensor:
+    """Steps 3-6: the attention kernel on quantized operands, tiled over queries."""
+    b, h, n_q, d = z.qi.shape
+    n_k = z.ki.shape[2]
+    n_tiles = -(-n_k // kv_tile)
+    n_kp = n_tiles * kv_tile
+    pad = n_kp - n_k
+    ki, ks, vq = z.ki, z.ks, z.vq
+    if pad:
+        ki = torch.nn.functional.pad(ki, (0, 0, 0, pad))
+        ks = torch.nn.functional.pad(ks, (0, pad), value=1.0)
+        vq = torch.nn.functional.pad(vq, (0, 0, 0, pad))
+    kt = ki.transpose(-1, -2)
+    ks_row = ks.unsqueeze(-2)  # [B, H, 1, Nkp]
+    elems = chunk_elems or _auto_chunk_elems(z.qi.device)
+    rows = max(1, elems // max(1, b * h * n_kp))
+    out = torch.empty(b, h, n_q, d, dtype=z.out_dtype, device=z.qi.device)
+    with full_fp32_matmul():
+        for r0 in range(0, n_q, rows):
+            r1 = min(n_q, r0 + rows)
+            s = torch.matmul(z.qi[:, :, r0:r1], kt)
+            # Two in-place scalings instead of the kernels' (q_scale*k_scale) product: one
+            # rounding more or less at fp32 level, no temporary the size of the scores.
+            s.mul_(ks_row).mul_(z.qs[:, :, r0:r1].unsqueeze(-1))
+            if pad:
+                s[..., n_k:] = -math.inf
+            st = s.view(b, h, r1 - r0, n_tiles, kv_tile)
+            m = torch.cummax(st.amax(dim=-1), dim=-1).values  # running max after each tile
+            st.sub_((m - p_log2_offset).unsqueeze(-1)).exp2_()
+            rescale = torch.exp2(m - m[..., -1:])  # exp2(m_j - m_T): later tiles' alpha product
+            row_sum = (st.sum(dim=-1) * rescale).sum(dim=-1, keepdim=True)
+            _round_p_(st, pv_dtype)
+            st.mul_(rescale.unsqueeze(-1))
+            acc = torch.matmul(s, vq)
+            out[:, :, r0:r1] = (acc.div_(row_sum).mul_(z.vs.unsqueeze(-2))).to(z.out_dtype)
+    return out
+
+
+_OPTION_DOC = {
+    "granularity": "INT8 scale groups for Q/K: per_block | per_warp | per_thread",
+    "blkq": "Q block (tokens) of per_block groups",
+    "warpq": "Q warp tile (tokens) of per_warp / per_thread groups",
+    "blkk": "K block (tokens) of K groups",
+    "kv_tile": "KV tile of the online softmax (running max used to quantize P)",
+    "smooth_k": "subtract the K mean over the sequence before quantizing",
+    "p_log2_offset": "P = exp2(s - m + offset) before the cast; 8.807 = log2(448) for thu-ml, 0 for aiter",
+    "pv_dtype": "fp8 (e4m3, V per channel) or fp16 (Triton fp16-PV kernels)",
+    "v_scale_max": "V per-channel scale = amax / v_scale_max",
+    "scale_eps": "added to amax/127 in the INT8 scales",
+    "chunk_elems": "scores per query chunk (0 = auto: 2^22 CPU, 2^27 GPU)",
+}
+
+
+class SageEmulation(AttentionBackend):
+    """Common implementation; the registered subclasses differ in their defaults."""
+
+    emulated = True  # timings are of the emulator, not of a kernel
+    emulates: str = ""
+    option_docs = _OPTION_DOC
+
+    def setup(self) -> None:
+        o = self.options
+        if o["granularity"] not in GRANULARITIES:
+            raise HarnessError(
+                f"{self.name}: option granularity={o['granularity']!r}; expected one of {', '.join(GRANULARITIES)}"
+            )
+        if o["pv_dtype"] not in PV_DTYPES:
+            raise HarnessError(f"{self.name}: option pv_dtype={o['pv_dtype']!r}; expected fp8 or fp16")
+        for key in ("blkq", "warpq", "blkk", "kv_tile"):
+            if not isinstance(o[key], int) or o[key] <= 0 or o[key] % 8:
+                raise HarnessError(f"{self.name}: option {key}={o[key]!r} must be a positive multiple of 8")
+        if o["blkq"] % o["warpq"]:
+            raise HarnessError(
+                f"{self.name}: option blkq={o['blkq']} must be a multiple of warpq={o['warpq']}"
+            )
+        if not 0 <= float(o["p_log2_offset"]) <= math.log2(FP8_MAX):
+            raise HarnessError(f"{self.name}: option p_log2_offset must lie in [0, log2(448)]")
+        if o["pv_dtype"] == "fp16" and o["p_log2_offset"]:
+            raise HarnessError(f"{self.name}: pv_dtype=fp16 keeps P in [0, 1]; set p_log2_offset=0")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {
+            **super().params,
+            "emulates": self.emulates,
+            "qk_dtype": "int8 (exact fp32 matmul of integer values)",
+            "log2e": LOG2E,
+            "p_scale": 2.0 ** float(self.options["p_log2_offset"]),
+            "accumulation": "fp32",
+        }
+
+    def quantize(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
+    ) -> SageQuantized:
+        o = self.options
+        return sage_quantize(
+            q,
+            k,
+            v,
+            scale,
+            granularity=o["granularity"],
+            blkq=o["blkq"],
+            warpq=o["warpq"],
+            blkk=o["blkk"],
+            smooth_k=o["smooth_k"],
+            pv_dtype=o["pv_dtype"],
+            v_scale_max=o["v_scale_max"],
+            scale_eps=o["scale_eps"],
+        )
+
+    def attend(self, z: SageQuantized) -> torch.Tensor:
+        o = self.options
+        return sage_attend(
+            z,
+            kv_tile=o["kv_tile"],
+            p_log2_offset=float(o["p_log2_offset"]),
+            pv_dtype=o["pv_dtype"],
+            chunk_elems=o["chunk_elems"],
+        )
+
+    def __call__(self, q, k, v, scale=None):
+        check_qkv(self.name, q, k, v)
+        if q.shape[-1] > MAX_EXACT_HEAD_DIM:
+            raise UnsupportedCall(
+                f"{self.name}: head dim {q.shape[-1]} > {MAX_EXACT_HEAD_DIM} breaks exact INT8 emulation"
+            )
+        return self.attend(self.quantize(q, k, v, scale))
+
+
+_COMMON_DEFAULTS: dict[str, Any] = {
+    "blkq": 128,
+    "warpq": 32,
+    "blkk": 64,
+    "kv_tile": 64,
+    "smooth_k": True,
+    "pv_dtype": "fp8",
+    "v_scale_max": FP8_MAX,
+    "scale_eps": 1e-7,
+    "chunk_elems": 0,
+}
+
+
+@register_backend(
+    "sage_emul_thuml",
+    exact=False,
+    description="PyTorch emulation of thu-ml SageAttention2 (INT8 QK per_warp, FP8 PV with P x448)",
+)
+class SageEmulThuml(SageEmulation):
+    emulates = "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3)"
+    default_options = {**_COMMON_DEFAULTS, "granularity": "per_warp", "p_log2_offset": 8.807}
+
+
+@register_backend(
+    "sage_emul_aiter",
+    exact=False,
+    description="PyTorch emulation of aiter fav3_sage (INT8 QK per_block, FP8 PV with P unscaled)",
+)
+class SageEmulAiter(SageEmulation):
+    emulates = "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)"
+    default_options = {**_COMMON_DEFAULTS, "granularity": "per_block", "p_log2_offset": 0.0}
+
+
+def sage_attention_emulated(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float | None = None,
+    *,
+    flavor: str = "thuml",
+    **options: Any,
+) -> torch.Tensor:
+    """Direct functional call of the emulation (no registry), e.g. for bitwise checks."""
+    defaults = SageEmulThuml.default_options if flavor == "thuml" else SageEmulAiter.default_options
+    o = {**defaults, **options}
+    z = sage_quantize(
+        q,
+        k,
+        v,
+        scale,
+        granularity=o["granularity"],
+        blkq=o["blkq"],
+        warpq=o["warpq"],
+        blkk=o["blkk"],
+        smooth_k=o["smooth_k"],
+        pv_dtype=o["pv_dtype"],
+        v_scale_max=o["v_scale_max"],
+        scale_eps=o["scale_eps"],
+    )
+    return sage_attend(
+        z,
+        kv_tile=o["kv_tile"],
+        p_log2_offset=float(o["p_log2_offset"]),
+        pv_dtype=o["pv_dtype"],
+        chunk_elems=o["chunk_elems"],
+    )

@@ -1,0 +1,235 @@
+"""Timing from LightX2V's logs: the ``[Profile]`` lines of its profiler, for one run of any ranks.
+
+LightX2V (with PROFILING_DEBUG_LEVEL >= 1) logs through loguru, e.g.
+
+    2026-08-21 10:00:01.123 | INFO     | lightx2v.utils.profiler:__exit__:165 - [Profile] Rank 0 - Level1_Log Run Dit every step cost 12.345678 seconds
+
+and, without a rank, MiniMax-H3's step markers ``==> MiniMax-H3 step: i / N`` and its
+``MiniMax-H3 packed layout: text=.., audio=.., video=.., total=..`` line.
+
+Conventions (``parse_lightx2v_logs``):
+* ranks come from ``Rank N`` in profile lines, from a ``[rankN]:``/``[defaultN]:`` line prefix
+  (torchrun), or from the text's key (``rank1``, ``rank1.log``); ``Single GPU`` is rank "0".
+* the k-th ``Run Dit every step`` of a rank is its DiT step k; a step's seconds are the maximum
+  over ranks (the step ends when the slowest rank ends), and a step is kept only when every
+  rank that timed steps timed it.
+* a stage's seconds: the sum of its occurrences in a rank, then the maximum over ranks.
+  ``dit`` is the sum of the kept steps. ``run_dit_stage`` is LightX2V's "Run DiT", which for
+  H3 also holds the VAE decode and the save.
+* a ``Warmup`` line ends LightX2V's warm-up: what the rank timed before it (steps, stages
+  other than model load) belonged to the warm-up and is dropped.
+* nothing is guessed: a value that is not in the logs stays unset and ``missing`` says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from harness.records import StepTiming, TimingRecord
+
+SOURCE = "lightx2v-log"
+
+_PROFILE = re.compile(
+    r"\[Profile\] (?:Single GPU|Rank (?P<rank>\d+)) - (?:Level[12]_Log )?(?P<name>.+?) cost "
+    r"(?P<sec>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?) seconds"
+)
+_STEP_MARK = re.compile(r"==> (?:MiniMax-H3 step|step_index): (?P<i>\d+) / (?P<n>\d+)")
+_PACKED = re.compile(
+    r"MiniMax-H3 packed layout: text=(?P<text>\d+), audio=(?P<audio>\d+), video=(?P<video>\d+), total=(?P<total>\d+)"
+)
+_LINE_RANK = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:")
+_KEY_RANK = re.compile(r"rank[_-]?(?P<rank>\d+)", re.IGNORECASE)
+
+STEP_NAME = "Run Dit every step"
+PIPELINE = "RUN pipeline"
+TOTAL = "Total Cost"
+WARMUP = "Warmup"
+LOAD = "Load models"
+
+# LightX2V profile name -> stage key in timing.json.
+STAGES = {
+    LOAD: "load",
+    WARMUP: "warmup",
+    "Run Text Encoder": "text_encoder",
+    "Run Input Encoder": "input_encoder",
+    "Run VAE Encoder": "vae_encoder",
+    "Prepare DiT": "prepare_dit",
+    "Offload DiT": "offload_dit",
+    "Run VAE Decoder": "vae_decode",
+    "Run Video VAE Decoder": "video_vae_decode",
+    "Run Audio VAE Decoder": "audio_vae_decode",
+    "Save Audio-Video Output": "save",
+    "Run DiT": "run_dit_stage",
+}
+# Lines every rank of an H3 run prints, and lines at least one rank prints (rank 0 saves; the
+# audio decode runs on rank 0 only when the VAE decode is split over ranks).
+EVERY_RANK = (TOTAL, PIPELINE, LOAD, "Run Text Encoder", "Run VAE Decoder", "Run Video VAE Decoder")
+SOME_RANK = ("Run Audio VAE Decoder", "Save Audio-Video Output")
+
+
+@dataclass
+class _Rank:
+    steps: list[float] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    packed: dict[str, int] | None = None
+    warmup_dropped: int = 0
+
+
+def _key_rank(key: str) -> str | None:
+    m = _KEY_RANK.search(key)
+    return str(int(m.group("rank"))) if m else None
+
+
+def _rank_order(r: str) -> tuple[int, str]:
+    return (int(r), r) if r.isdigit() else (1 << 30, r)
+
+
+def parse_lightx2v_logs(texts: dict[str, str] | str) -> TimingRecord:
+    """Parse one run's logs: a dict of source name -> text (one per rank, or stdout/stderr), or one text."""
+    if isinstance(texts, str):
+        texts = {"log": texts}
+    ranks: dict[str, _Rank] = defaultdict(_Rank)
+    loose_marks: list[tuple[int, int]] = []  # markers that no rank can be attributed to
+    loose_packed: list[dict[str, int]] = []
+    for key, text in texts.items():
+        key_rank = _key_rank(key)
+        for line in text.splitlines():
+            prefix = _LINE_RANK.match(line)
+            line_rank = str(int(prefix.group("rank"))) if prefix else key_rank
+            m = _PROFILE.search(line)
+            if m:
+                rank = str(int(m.group("rank"))) if m.group("rank") else (line_rank or "0")
+                name = m.group("name").strip()
+                _profile(ranks[rank], name, float(m.group("sec")))
+                if name == WARMUP:  # the warm-up's own step markers are not the run's
+                    ranks[rank].marks.clear()
+                    loose_marks.clear()
+                continue
+            m = _STEP_MARK.search(line)
+            if m:
+                mark = (int(m.group("i")), int(m.group("n")))
+                (ranks[line_rank].marks if line_rank is not None else loose_marks).append(mark)
+                continue
+            m = _PACKED.search(line)
+            if m:
+                layout = {k: int(v) for k, v in m.groupdict().items()}
+                if line_rank is not None:
+                    ranks[line_rank].packed = layout
+                else:
+                    loose_packed.append(layout)
+    return _build(dict(ranks), loose_marks, loose_packed)
+
+
+def _profile(state: _Rank, name: str, seconds: float) -> None:
+    if name == STEP_NAME:
+        state.steps.append(seconds)
+    elif name == WARMUP:
+        state.warmup_dropped += len(state.steps)
+        state.steps.clear()
+        kept = {LOAD: state.stages[LOAD]} if LOAD in state.stages else {}
+        state.stages.clear()
+        state.stages.update(kept)
+        state.stages[WARMUP] += seconds
+    else:
+        state.stages[name] += seconds
+
+
+def _build(
+    ranks: dict[str, _Rank], loose_marks: list[tuple[int, int]], loose_packed: list[dict]
+) -> TimingRecord:
+    missing: list[str] = []
+    timed = {r: s for r, s in ranks.items() if s.steps or s.stages}
+    order = sorted(ranks, key=_rank_order)
+    if not timed:
+        missing.append("no [Profile] lines: was PROFILING_DEBUG_LEVEL >= 1, and did the run start?")
+
+    # Steps: index k = the rank's k-th step line; kept when every stepping rank has it.
+    stepping = sorted((r for r in timed if timed[r].steps), key=_rank_order)
+    steps: list[StepTiming] = []
+    longest = max((len(timed[r].steps) for r in stepping), default=0)
+    for i in range(longest):
+        per_rank = {r: timed[r].steps[i] for r in stepping if i < len(timed[r].steps)}
+        if len(per_rank) == len(stepping):
+            steps.append(StepTiming(index=i + 1, seconds=max(per_rank.values()), per_rank=per_rank))
+        else:
+            lacking = ", ".join(r for r in stepping if r not in per_rank)
+            missing.append(f"DiT step {i + 1}: no time from rank {lacking} (step dropped)")
+    if not stepping and timed:
+        missing.append(f"{STEP_NAME}: not logged (no DiT step times)")
+
+    # Expected step count from the markers (H3's N is the DiT step count).
+    marks = [m for r in order for m in ranks[r].marks] + loose_marks
+    totals = {n for _, n in marks}
+    if len(totals) > 1:
+        missing.append(f"step markers disagree on the step count: {sorted(totals)}")
+    expected = max(totals) if totals else None
+    if expected is None and stepping:
+        missing.append(
+            "step markers (==> MiniMax-H3 step: i / N) not logged: the expected step count is unknown"
+        )
+    if expected is not None:
+        for r in stepping or order:
+            have = len(ranks[r].steps)
+            if have < expected:
+                started = max((i for i, _ in ranks[r].marks), default=None)
+                note = f", step {started} started" if started and started > have else ""
+                missing.append(
+                    f"rank {r}: DiT steps {have + 1}..{expected} of {expected} not logged{note} (run ended early?)"
+                )
+        if not ranks and loose_marks:
+            missing.append(f"DiT steps 1..{expected} of {expected} not logged")
+
+    # Stages: per rank sum, max over ranks.
+    stages: dict[str, float] = {}
+    for name, key in STAGES.items():
+        values = [timed[r].stages[name] for r in timed if name in timed[r].stages]
+        if values:
+            stages[key] = max(values)
+    if steps:
+        stages["dit"] = sum(s.seconds for s in steps)
+
+    def over_ranks(name: str) -> float | None:
+        values = [timed[r].stages[name] for r in timed if name in timed[r].stages]
+        return max(values) if values else None
+
+    pipeline_total = over_ranks(PIPELINE)
+    wall_total = over_ranks(TOTAL)
+    if timed:
+        for name in EVERY_RANK:
+            lacking = [r for r in sorted(timed, key=_rank_order) if name not in timed[r].stages]
+            if len(lacking) == len(timed):
+                missing.append(f"{name}: not logged")
+            elif lacking:
+                missing.append(f"{name}: not logged by rank {', '.join(lacking)}")
+        for name in SOME_RANK:
+            if not any(name in timed[r].stages for r in timed):
+                missing.append(f"{name}: not logged")
+    dropped = sum(s.warmup_dropped for s in ranks.values())
+    if dropped:
+        missing.append(f"note: {dropped} step time(s) before the Warmup line were warm-up, not counted")
+
+    # Attention sequence length from the packed layout.
+    layouts = [ranks[r].packed for r in order if ranks[r].packed] + loose_packed
+    packed = layouts[0] if layouts else None
+    if packed is None:
+        missing.append("MiniMax-H3 packed layout: not logged (attention sequence length unknown)")
+    elif any(lay != packed for lay in layouts[1:]):
+        missing.append(f"packed layout differs between ranks: {layouts}")
+
+    return TimingRecord(
+        source=SOURCE,
+        steps=steps,
+        stages=stages,
+        pipeline_total_s=pipeline_total,
+        wall_total_s=wall_total,
+        seq_len=packed["total"] if packed else None,
+        packed_layout=packed,
+        ranks=[r for r in order if r in timed or ranks[r].marks or ranks[r].packed],
+        missing=missing,
+    )
+
+
+__all__ = ["parse_lightx2v_logs", "SOURCE", "STAGES"]

@@ -1,0 +1,121 @@
+"""Results the collectors write to disk (metrics/<pair>.json, metrics/<run>.stats.json).
+
+Every model carries a ``convention`` string so that numbers measured under different
+definitions are never compared silently. PSNR of identical frames is +inf and serialises as
+"Infinity" (``Record``'s config); SSIM of identical frames is exactly 1.0.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.records import Record
+
+PSNR_CONVENTION = "psnr=rgb-uint8-L255-perframe-mean"
+SSIM_CONVENTION = "ssim=wang2004-g11s1.5-K.01/.03-pop-L255-rgbmean-valid"
+VIDEO_CONVENTION = f"{PSNR_CONVENTION}; {SSIM_CONVENTION}"
+AUDIO_CONVENTION = (
+    "audio=float32-native-rate; snr=10log10(sum a^2/sum (a-b)^2) A=reference, over all channels; "
+    "cosine=all samples; rms/peak=whole track; "
+    "logmel=hann1024-hop256-64mel(htk,0..nyquist)-power-dB-floor(max-80dB)-shifted-cosine"
+)
+STATS_CONVENTION = (
+    "Y=bt601 round(0.299R+0.587G+0.114B) uint8 (cv2 RGB2GRAY); luma=population mean/std over all pixels; "
+    "sharpness=var(Laplacian ksize=1 scale=1 of Y 0..255) over interior pixels, mean over frames; "
+    "motion=mean|F(t)-F(t-1)| over RGB 0..255, mean over t>=1; black=mean Y<10; "
+    "frozen=F(t)==F(t-1); nan_like=std Y<1 or >=95% of RGB values are 0 or 255"
+)
+
+
+class VideoPairMetrics(Record):
+    schema_version: str = Field("harness.video_pair/1", alias="schema")
+    convention: str = VIDEO_CONVENTION
+    file_a: str
+    file_b: str
+    frames: int  # frames compared
+    width: int
+    height: int
+    fps: float
+    psnr_mean: float  # mean of per-frame PSNR; +inf as soon as one frame is identical
+    psnr_mean_finite: float | None = None  # mean over the non-identical frames; None if all identical
+    psnr_min: float
+    psnr_min_frame: int
+    ssim_mean: float
+    ssim_min: float
+    ssim_min_frame: int
+    mse_mean: float  # mean of per-frame MSE
+    psnr_pooled: float  # PSNR of mse_mean (ffmpeg's summary convention), for cross-checks
+    identical_frames: int
+    frames_bitwise_equal: bool  # every decoded frame identical
+    frames_hash_a: str  # sha256 over the decoded RGB frames
+    frames_hash_b: str
+    files_bitwise_equal: bool
+    truncated_to: int | None = None  # set only when truncation was asked for and happened
+    frames_a: int
+    frames_b: int
+    per_frame_csv: str | None = None  # name relative to the metrics JSON
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+
+class AudioPairMetrics(Record):
+    schema_version: str = Field("harness.audio_pair/1", alias="schema")
+    convention: str = AUDIO_CONVENTION
+    sample_rate: int
+    rate_a: int
+    rate_b: int
+    resampled: bool = False
+    resample_note: str | None = None
+    channels: int
+    samples_a: int
+    samples_b: int
+    samples_compared: int
+    samples_dropped: int  # samples cut from the longer track (per channel)
+    snr_db: float  # +inf when equal; see audio.snr_db for silence
+    snr_db_per_channel: list[float] = Field(default_factory=list)
+    cosine: float
+    logmel_cosine: float
+    rms_a: float
+    rms_b: float
+    peak_a: float
+    peak_b: float
+    bitwise_equal: bool  # decoded tracks identical: same length and samples
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+
+class RunStats(Record):
+    schema_version: str = Field("harness.run_stats/1", alias="schema")
+    convention: str = STATS_CONVENTION
+    file: str
+    frames: int
+    width: int
+    height: int
+    fps: float
+    luma_mean: float
+    luma_std: float
+    sharpness: float  # mean over frames of the variance of the Laplacian of Y
+    motion: float  # mean over t>=1 of mean |F(t)-F(t-1)|; 0.0 for one frame
+    black_frames: int
+    frozen_frames: int
+    nan_like_frames: int  # flat or saturated frames: what broken quantized kernels produce
+    audio_rate: int | None = None
+    audio_channels: int | None = None
+    audio_samples: int | None = None
+    audio_rms: float | None = None
+    audio_peak: float | None = None
+    video_hash: str  # sha256 over the decoded RGB frames
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+
+class PairResult(Record):
+    schema_version: str = Field("harness.pair/1", alias="schema")
+    video: VideoPairMetrics
+    audio: AudioPairMetrics | None = None
+    stats_a: RunStats
+    stats_b: RunStats
+    seconds: float
+    device: str = "cpu"
+
+    model_config = Record.model_config | {"populate_by_name": True}

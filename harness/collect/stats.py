@@ -1,0 +1,199 @@
+"""Global statistics of one run's video: luma, sharpness, motion and failure-mode counts.
+
+Definitions (also written into ``RunStats.convention``):
+
+* Y: BT.601 luma from RGB rounded to uint8, as OpenCV's RGB2GRAY computes it
+  (``(4899 R + 9617 G + 1868 B + 8192) >> 14``, i.e. round(0.299 R + 0.587 G + 0.114 B)).
+  Integer Y keeps every sum exact and lets the GPU path match the CPU path bit for bit.
+* luma mean/std: population mean and std over all pixels of all frames.
+* sharpness: per frame, the variance of the Laplacian of Y (kernel [[0,1,0],[1,-4,1],[0,1,0]],
+  i.e. ``cv2.Laplacian(ksize=1, scale=1)``, on 0..255 values) over the interior pixels (the
+  1-px border is dropped, so no border rule is involved); the run's value is the mean over frames.
+* motion: mean |F(t) - F(t-1)| over all RGB values, averaged over t >= 1 (0 for one frame).
+* black frame: mean Y < 10.  frozen frame: F(t) bitwise equal to F(t-1).
+* flat/saturated ("nan-like") frame: std of Y < 1 (a constant colour), or at least 95% of
+  the RGB values are 0 or 255: what NaN/Inf from a broken quantized kernel turn into once
+  they are clamped and cast to uint8.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+BLACK_Y_MEAN = 10.0
+FLAT_Y_STD = 1.0
+SATURATED_FRACTION = 0.95
+# cv2's fixed-point BT.601 weights (sum 2^14) and rounding constant.
+Y_WEIGHTS = (4899, 9617, 1868)
+Y_SHIFT = 14
+
+
+
+@dataclass(frozen=True)
+class FrameStats:
+    """Exact integer sums for one frame (floats hold them exactly below 2^53)."""
+
+    pixels: int
+    y_sum: float
+    y_sumsq: float
+    lap_var: float
+    extreme_values: int  # RGB values equal to 0 or 255
+    diff_l1: float | None  # sum |F(t) - F(t-1)| over RGB, None for the first frame
+    frozen: bool
+
+
+def luma(frame: np.ndarray) -> np.ndarray:
+    """BT.601 Y (uint8) from a uint8 RGB frame."""
+    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+
+
+def laplacian_var(y: np.ndarray) -> float:
+    """Variance of the 4-neighbour Laplacian of Y over interior pixels (population)."""
+    if y.shape[0] < 3 or y.shape[1] < 3:
+        return 0.0
+    lap = cv2.Laplacian(y, cv2.CV_16S, ksize=1)[1:-1, 1:-1]
+    n = lap.shape[0] * lap.shape[1]
+    return _var(float(cv2.sumElems(lap)[0]), float(cv2.norm(lap, cv2.NORM_L2SQR)), n)
+
+
+def _var(s: float, ss: float, n: int) -> float:
+    """Population variance from exact sums (shared by the CPU and GPU paths)."""
+    return max(ss / n - (s / n) ** 2, 0.0)
+
+
+def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats:
+    """Sums for one uint8 RGB frame; ``prev`` is the previous frame of the same run."""
+    y = luma(frame)
+    flat = frame.reshape(frame.shape[0], -1)  # one channel view: inRange compares each value
+    extreme = flat.size - cv2.countNonZero(cv2.inRange(flat, 1, 254))
+    diff = None
+    frozen = False
+    if prev is not None:
+        diff = float(cv2.norm(frame, prev, cv2.NORM_L1))
+        frozen = diff == 0.0
+    return FrameStats(
+        pixels=y.size,
+        y_sum=float(cv2.sumElems(y)[0]),
+        y_sumsq=float(cv2.norm(y, cv2.NORM_L2SQR)),
+        lap_var=laplacian_var(y),
+        extreme_values=int(extreme),
+        diff_l1=diff,
+        frozen=frozen,
+    )
+
+
+class StatsReducer:
+    """Accumulates FrameStats of one run in order, plus the sha256 of its decoded frames."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.pixels = 0
+        self.y_sum = 0.0
+        self.y_sumsq = 0.0
+        self.lap_sum = 0.0
+        self.diff_sum = 0.0
+        self.diff_frames = 0
+        self.black = 0
+        self.frozen = 0
+        self.nan_like = 0
+        self.values_per_frame = 0
+        self._hash = hashlib.sha256()
+
+    def update_hash(self, frame: np.ndarray) -> None:
+        self._hash.update(np.ascontiguousarray(frame).data)
+
+    def add(self, st: FrameStats, values_per_frame: int) -> None:
+        self.frames += 1
+        self.pixels += st.pixels
+        self.y_sum += st.y_sum
+        self.y_sumsq += st.y_sumsq
+        self.lap_sum += st.lap_var
+        self.values_per_frame = values_per_frame
+        if st.diff_l1 is not None:
+            self.diff_sum += st.diff_l1 / values_per_frame
+            self.diff_frames += 1
+        mean = st.y_sum / st.pixels
+        std = math.sqrt(max(st.y_sumsq / st.pixels - mean * mean, 0.0))
+        self.black += mean < BLACK_Y_MEAN
+        self.frozen += st.frozen
+        self.nan_like += std < FLAT_Y_STD or st.extreme_values >= SATURATED_FRACTION * values_per_frame
+
+    def push(self, frame: np.ndarray, prev: np.ndarray | None) -> None:
+        """Hash and measure one frame (the usual path)."""
+        self.update_hash(frame)
+        self.add(frame_stats(frame, prev), frame.size)
+
+    def result(self) -> dict:
+        n = max(self.pixels, 1)
+        mean = self.y_sum / n
+        return {
+            "frames": self.frames,
+            "luma_mean": mean,
+            "luma_std": math.sqrt(max(self.y_sumsq / n - mean * mean, 0.0)),
+            "sharpness": self.lap_sum / max(self.frames, 1),
+            "motion": self.diff_sum / self.diff_frames if self.diff_frames else 0.0,
+            "black_frames": self.black,
+            "frozen_frames": self.frozen,
+            "nan_like_frames": self.nan_like,
+            "video_hash": self._hash.hexdigest(),
+        }
+
+
+# --- torch (GPU) ---------------------------------------------------------------------------
+
+
+def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[FrameStats]:
+    """FrameStats for a uint8 batch [N, H, W, 3] on any device; ``prev`` is the frame before it.
+
+    Integer arithmetic throughout, so the sums equal the OpenCV path's exactly.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    x = frames.to(torch.int32)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    y = (r * Y_WEIGHTS[0] + g * Y_WEIGHTS[1] + b * Y_WEIGHTS[2] + (1 << (Y_SHIFT - 1))) >> Y_SHIFT
+    n, h, w = y.shape
+    y64 = y.to(torch.int64)
+    y_sum = y64.sum(dim=(1, 2))
+    y_sumsq = (y64 * y64).sum(dim=(1, 2))
+    if h >= 3 and w >= 3:
+        # float32 is exact here (|Laplacian| <= 1020); the sums are then taken in int64.
+        k = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32, device=frames.device)
+        lap = F.conv2d(y[:, None].to(torch.float32), k.view(1, 1, 3, 3))[:, 0].round().to(torch.int64)
+        m = lap.shape[1] * lap.shape[2]
+        lap_sums = list(zip(lap.sum(dim=(1, 2)).tolist(), (lap * lap).sum(dim=(1, 2)).tolist(), strict=True))
+        lap_var = [_var(float(s), float(ss), m) for s, ss in lap_sums]
+    else:
+        lap_var = [0.0] * n
+    extreme = ((frames == 0) | (frames == 255)).flatten(1).sum(dim=1)
+    if prev is None:
+        cur, prevs, offset = frames[1:], frames[:-1], 1
+    else:
+        cur, prevs, offset = frames, torch.cat([prev[None], frames[:-1]]), 0
+    diffs = (cur.to(torch.int32) - prevs.to(torch.int32)).abs().flatten(1).sum(dim=1)
+    vals = [t.tolist() for t in (y_sum, y_sumsq, extreme, diffs)]
+    out = []
+    for i in range(n):
+        diff = float(vals[3][i - offset]) if i >= offset else None
+        out.append(
+            FrameStats(
+                pixels=h * w,
+                y_sum=float(vals[0][i]),
+                y_sumsq=float(vals[1][i]),
+                lap_var=lap_var[i],
+                extreme_values=int(vals[2][i]),
+                diff_l1=diff,
+                frozen=diff == 0.0,
+            )
+        )
+    return out

@@ -1,0 +1,396 @@
+"""The full metric suite: decode two runs once, in lockstep, and measure everything.
+
+Threads (the heavy calls all release the GIL: FFmpeg decoding and colour conversion,
+OpenCV filters, hashlib):
+
+    decoder A --frames--> \\                      / SSIM + SSE (worker 1)
+                           main: pairs in order --
+    decoder B --frames--> /                      \\ SSIM + SSE (worker 2)
+
+Each decoder also hashes its frames and computes its run's statistics, since those run in
+frame order anyway. Queues are bounded, so memory stays flat whatever the video length.
+On a GPU (``device="cuda"``, which ROCm builds of torch answer too) the decoders only decode
+and hash; the main thread uploads batches of frame pairs and computes SSIM, SSE and the
+statistics there.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from harness.collect import audio as audio_metrics
+from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
+from harness.collect.ssim import Workspace, ssim_sum
+from harness.collect.stats import StatsReducer, frame_stats_torch
+from harness.collect.video import PairReducer, sse
+from harness.errors import HarnessError
+from harness.media import MediaInfo, iter_frames, probe, read_audio
+
+QUEUE_FRAMES = 4  # decoded frames buffered per stream
+GPU_BATCH = 8  # frame pairs per GPU upload
+_DONE = object()
+
+
+def resolve_device(device: str = "auto") -> str:
+    """Where the metrics run: "cpu" (OpenCV threads), or a torch device for the torch path.
+
+    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu"; "cuda", "cuda:1" ask for a
+    GPU; "torch:cpu" runs the torch path on the CPU (slow; for tests and cross-checks).
+    """
+    if device == "cpu":
+        return "cpu"
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return "cpu"
+        raise HarnessError(f"device {device!r} needs torch, which is not installed") from None
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("torch:"):
+        return device
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise HarnessError(f"device {device!r} asked for, but torch sees no CUDA/ROCm GPU")
+        return device
+    raise HarnessError(f"unknown device {device!r}: use auto, cpu, cuda[:N] or torch:cpu")
+
+
+def _torch_device(dev: str) -> str:
+    return dev.removeprefix("torch:")
+
+
+@contextmanager
+def _cv2_threads(n: int):
+    """Our own threads share the cores; OpenCV's inner thread pool would only oversubscribe them."""
+    old = cv2.getNumThreads()
+    cv2.setNumThreads(n)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(old)
+
+
+class _Decoder(threading.Thread):
+    """Decodes one file into a bounded queue; hashes and (on CPU) measures every frame."""
+
+    def __init__(self, path: Path, limit: int, *, cpu_stats: bool, stop: threading.Event):
+        super().__init__(daemon=True, name=f"decode-{path.name}")
+        self.path, self.limit, self.cpu_stats, self.stop = path, limit, cpu_stats, stop
+        self.q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
+        self.stats = StatsReducer()
+        self.count = 0
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self) -> None:
+        try:
+            prev = None
+            # strict: a file that ends before its declared length is an error, not a short run
+            frames = iter_frames(self.path, strict=True)
+            for frame in frames:
+                if self.count >= self.limit:
+                    frames.close()
+                    break
+                if self.cpu_stats:
+                    self.stats.push(frame, prev)
+                else:
+                    self.stats.update_hash(frame)
+                prev = frame
+                self.count += 1
+                if not self._put(frame):
+                    return
+            self._put(_DONE)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            self._put(exc)
+
+    def get(self) -> np.ndarray | None:
+        item = self.q.get()
+        if isinstance(item, BaseException):
+            raise item
+        return None if item is _DONE else item
+
+
+def _check_compatible(a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: bool) -> int:
+    if (ia.width, ia.height) != (ib.width, ib.height):
+        raise HarnessError(
+            f"resolution differs: {a} is {ia.width}x{ia.height}, {b} is {ib.width}x{ib.height}"
+        )
+    if not math.isclose(ia.fps, ib.fps, rel_tol=1e-6):
+        raise HarnessError(f"frame rate differs: {a} is {ia.fps:g} fps, {b} is {ib.fps:g} fps")
+    if ia.frames != ib.frames and not truncate:
+        raise HarnessError(
+            f"frame count differs: {a} has {ia.frames}, {b} has {ib.frames} (truncate to compare the shorter)"
+        )
+    if ia.has_audio != ib.has_audio:
+        has, lacks = (a, b) if ia.has_audio else (b, a)
+        raise HarnessError(f"audio track in {has} but not in {lacks}")
+    return min(ia.frames, ib.frames)
+
+
+def files_equal(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _pair_job(fa: np.ndarray, fb: np.ndarray, local: threading.local) -> tuple[float, float]:
+    """(MSE, SSIM) of one frame pair on CPU; identical frames skip the SSIM arithmetic."""
+    e = sse(fa, fb)
+    if e == 0.0:
+        return 0.0, 1.0
+    ws = getattr(local, "ws", None)
+    if ws is None or ws.key[:2] != (fa.shape[1], fa.shape[2]):
+        ws = local.ws = Workspace(fa.shape[1], fa.shape[2])
+    total, count = ssim_sum(fa, fb, ws=ws)
+    return e / fa.size, total / count
+
+
+def _audio_part(
+    a: Path, b: Path, has_audio: bool, resample_audio: bool
+) -> tuple[AudioPairMetrics | None, dict, dict]:
+    """Audio pair metrics and the per-run audio fields of RunStats."""
+    if not has_audio:
+        return None, {}, {}
+    pa, ra = read_audio(a)
+    pb, rb = read_audio(b)
+    runs = [
+        {
+            "audio_rate": r,
+            "audio_channels": int(p.shape[0]),
+            "audio_samples": int(p.shape[1]),
+            "audio_rms": audio_metrics.rms(p),
+            "audio_peak": audio_metrics.peak(p),
+        }
+        for p, r in ((pa, ra), (pb, rb))
+    ]
+    if pa.shape[0] != pb.shape[0]:
+        raise HarnessError(f"audio channel count differs: {a} has {pa.shape[0]}, {b} has {pb.shape[0]}")
+    note = None
+    if ra != rb:
+        if not resample_audio:
+            raise HarnessError(
+                f"audio sample rate differs: {a} is {ra} Hz, {b} is {rb} Hz (ask for resampling to compare)"
+            )
+        pb = audio_metrics.resample(pb, rb, ra)
+        note = f"{b.name} resampled {rb} Hz -> {ra} Hz with libswresample (PyAV); A is the reference"
+    m = audio_metrics.pair_metrics(pa, pb, ra)
+    if ra != rb:
+        m["samples_b"] = runs[1]["audio_samples"]  # as decoded, before resampling
+    metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, resampled=ra != rb, resample_note=note, **m)
+    return metrics, runs[0], runs[1]
+
+
+def _video_cpu(
+    dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, workers: int
+) -> None:
+    local = threading.local()
+    pending: collections.deque[tuple[int, Future]] = collections.deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool:
+        for i in range(n):
+            fa, fb = dec_a.get(), dec_b.get()
+            if fa is None or fb is None:
+                break
+            pending.append((i, pool.submit(_pair_job, fa, fb, local)))
+            while len(pending) > 2 * workers:
+                j, fut = pending.popleft()
+                reducer.add(j, *fut.result())
+        while pending:
+            j, fut = pending.popleft()
+            reducer.add(j, *fut.result())
+
+
+def _video_torch(
+    dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, device: str
+) -> None:
+    import torch
+
+    from harness.collect.ssim import ssim_torch
+    from harness.collect.video import sse_torch
+
+    dev = torch.device(_torch_device(device))
+    prev: dict[str, torch.Tensor | None] = {"a": None, "b": None}
+    i = 0
+    done = False
+    while not done and i < n:
+        fa_list, fb_list = [], []
+        while len(fa_list) < GPU_BATCH and i + len(fa_list) < n:
+            fa, fb = dec_a.get(), dec_b.get()
+            if fa is None or fb is None:
+                done = True
+                break
+            fa_list.append(torch.from_numpy(fa))
+            fb_list.append(torch.from_numpy(fb))
+        if not fa_list:
+            break
+        ta = torch.stack(fa_list).to(dev, non_blocking=True)
+        tb = torch.stack(fb_list).to(dev, non_blocking=True)
+        s = ssim_torch(ta, tb).tolist()
+        e = sse_torch(ta, tb).tolist()
+        values = ta[0].numel()
+        for name, t, dec in (("a", ta, dec_a), ("b", tb, dec_b)):
+            for st in frame_stats_torch(t, prev[name]):
+                dec.stats.add(st, values)
+            prev[name] = t[-1]
+        for k in range(len(fa_list)):
+            m = float(e[k]) / values
+            reducer.add(i + k, m, 1.0 if m == 0.0 else float(s[k]))
+        i += len(fa_list)
+
+
+def _run_stats(path: Path, info: MediaInfo, stats: StatsReducer, audio: dict) -> RunStats:
+    return RunStats(file=str(path), width=info.width, height=info.height, fps=info.fps, **stats.result(), **audio)
+
+
+def measure_pair(
+    path_a: str | os.PathLike,
+    path_b: str | os.PathLike,
+    *,
+    csv_path: str | os.PathLike | None = None,
+    truncate: bool = False,
+    resample_audio: bool = False,
+    device: str = "auto",
+    workers: int = 2,
+) -> PairResult:
+    """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file.
+
+    Run A is the reference (audio SNR). Frame count, resolution and frame rate must match
+    (``truncate`` compares the first min(N_a, N_b) frames and records it); a track in one file
+    but not the other is an error; audio rates must match unless ``resample_audio``.
+    """
+    t0 = time.perf_counter()
+    a, b = Path(path_a), Path(path_b)
+    ia, ib = probe(a), probe(b)
+    n = _check_compatible(a, b, ia, ib, truncate)
+    dev = resolve_device(device)
+    stop = threading.Event()
+    dec_a = _Decoder(a, n, cpu_stats=dev == "cpu", stop=stop)
+    dec_b = _Decoder(b, n, cpu_stats=dev == "cpu", stop=stop)
+    reducer = PairReducer()
+    with _cv2_threads(1), ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
+        audio_future = side.submit(_audio_part, a, b, ia.has_audio, resample_audio)
+        same_file_future = side.submit(files_equal, a, b)
+        dec_a.start()
+        dec_b.start()
+        try:
+            if dev == "cpu":
+                _video_cpu(dec_a, dec_b, n, reducer, workers)
+            else:
+                _video_torch(dec_a, dec_b, n, reducer, dev)
+        finally:
+            stop.set()  # unblocks decoders still waiting on a full queue
+            dec_a.join()
+            dec_b.join()
+        audio, audio_a, audio_b = audio_future.result()
+        same_file = same_file_future.result()
+    if reducer.frames != n:
+        raise HarnessError(f"decoded {reducer.frames} frame pairs of {n} expected from {a} and {b}")
+    csv_name = None
+    if csv_path is not None:
+        reducer.write_csv(csv_path)
+        csv_name = Path(csv_path).name
+    stats_a = _run_stats(a, ia, dec_a.stats, audio_a)
+    stats_b = _run_stats(b, ib, dec_b.stats, audio_b)
+    video = VideoPairMetrics(
+        file_a=str(a),
+        file_b=str(b),
+        frames=n,
+        width=ia.width,
+        height=ia.height,
+        fps=ia.fps,
+        **reducer.result(),
+        frames_bitwise_equal=reducer.identical == n and ia.frames == ib.frames,
+        frames_hash_a=stats_a.video_hash,
+        frames_hash_b=stats_b.video_hash,
+        files_bitwise_equal=same_file,
+        truncated_to=n if truncate and ia.frames != ib.frames else None,
+        frames_a=ia.frames,
+        frames_b=ib.frames,
+        per_frame_csv=csv_name,
+    )
+    return PairResult(
+        video=video,
+        audio=audio,
+        stats_a=stats_a,
+        stats_b=stats_b,
+        seconds=time.perf_counter() - t0,
+        device=dev,
+    )
+
+
+def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
+    """Statistics of one run's video and audio track (one decode, streamed)."""
+    p = Path(path)
+    info = probe(p)
+    stats = StatsReducer()
+    with _cv2_threads(1):
+        if resolve_device(device) == "cpu":
+            prev = None
+            for frame in iter_frames(p):
+                stats.push(frame, prev)
+                prev = frame
+        else:
+            stop = threading.Event()
+            dec = _Decoder(p, info.frames, cpu_stats=False, stop=stop)
+            dec.start()
+            try:
+                _stats_torch(dec, resolve_device(device))
+            finally:
+                stop.set()
+                dec.join()
+            stats = dec.stats
+    audio: dict = {}
+    if info.has_audio:
+        pcm, rate = read_audio(p)
+        audio = {
+            "audio_rate": rate,
+            "audio_channels": int(pcm.shape[0]),
+            "audio_samples": int(pcm.shape[1]),
+            "audio_rms": audio_metrics.rms(pcm),
+            "audio_peak": audio_metrics.peak(pcm),
+        }
+    return _run_stats(p, info, stats, audio)
+
+
+def _stats_torch(dec: _Decoder, device: str) -> None:
+    import torch
+
+    prev = None
+    while True:
+        batch = []
+        while len(batch) < GPU_BATCH:
+            f = dec.get()
+            if f is None:
+                break
+            batch.append(torch.from_numpy(f))
+        if not batch:
+            return
+        t = torch.stack(batch).to(_torch_device(device))
+        for st in frame_stats_torch(t, prev):
+            dec.stats.add(st, t[0].numel())
+        prev = t[-1]

@@ -1,0 +1,111 @@
+"""Pairwise video metrics: per-frame MSE/PSNR (uint8 RGB, L = 255) and their reduction.
+
+PSNR of a run pair is the mean of per-frame PSNR values (identical frames give +inf, so
+the mean is +inf as soon as one frame is identical; ``psnr_mean_finite`` then averages the
+other frames, ``psnr_min`` tells the worst frame and ``psnr_pooled`` is the PSNR of the mean
+MSE, ffmpeg's summary).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+PEAK = 255.0
+
+
+def sse(a: np.ndarray, b: np.ndarray) -> float:
+    """Sum of squared differences of two uint8 frames (exact: integer sums below 2^53)."""
+    if a.shape != b.shape:
+        raise ValueError(f"frames differ in shape: {a.shape} and {b.shape}")
+    return float(cv2.norm(a, b, cv2.NORM_L2SQR))
+
+
+def mse(a: np.ndarray, b: np.ndarray) -> float:
+    return sse(a, b) / a.size
+
+
+def psnr_from_mse(m: float, peak: float = PEAK) -> float:
+    """10 log10(peak^2 / mse); +inf when mse is 0."""
+    return math.inf if m == 0 else 10.0 * math.log10(peak * peak / m)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    return psnr_from_mse(mse(a, b))
+
+
+def sse_torch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-frame SSE of uint8 batches [N, ...] as int64 (exact)."""
+    import torch
+
+    d = a.to(torch.int32) - b.to(torch.int32)
+    return (d * d).flatten(1).sum(dim=1, dtype=torch.int64)
+
+
+@dataclass
+class PairReducer:
+    """Streams per-frame (mse, ssim) values in frame order; keeps only running sums and minima."""
+
+    frames: int = 0
+    mse_sum: float = 0.0
+    psnr_sum: float = 0.0
+    psnr_finite_sum: float = 0.0
+    ssim_sum: float = 0.0
+    identical: int = 0
+    psnr_min: float = math.inf
+    psnr_min_frame: int = 0
+    ssim_min: float = math.inf
+    ssim_min_frame: int = 0
+    rows: list[tuple[int, float, float, float]] = field(default_factory=list)
+
+    def add(self, index: int, frame_mse: float, frame_ssim: float) -> None:
+        p = psnr_from_mse(frame_mse)
+        self.frames += 1
+        self.mse_sum += frame_mse
+        self.psnr_sum += p
+        if not math.isinf(p):
+            self.psnr_finite_sum += p
+        self.ssim_sum += frame_ssim
+        self.identical += frame_mse == 0.0
+        if p < self.psnr_min or self.frames == 1:
+            self.psnr_min, self.psnr_min_frame = p, index
+        if frame_ssim < self.ssim_min or self.frames == 1:
+            self.ssim_min, self.ssim_min_frame = frame_ssim, index
+        self.rows.append((index, frame_mse, p, frame_ssim))  # 4 numbers a frame: tiny
+
+    def result(self) -> dict:
+        n = max(self.frames, 1)
+        mse_mean = self.mse_sum / n
+        return {
+            "psnr_mean": self.psnr_sum / n,
+            "psnr_mean_finite": (
+                self.psnr_finite_sum / (self.frames - self.identical) if self.frames > self.identical else None
+            ),
+            "psnr_min": self.psnr_min,
+            "psnr_min_frame": self.psnr_min_frame,
+            "ssim_mean": self.ssim_sum / n,
+            "ssim_min": self.ssim_min,
+            "ssim_min_frame": self.ssim_min_frame,
+            "mse_mean": mse_mean,
+            "psnr_pooled": psnr_from_mse(mse_mean),
+            "identical_frames": self.identical,
+        }
+
+    def write_csv(self, path: str | os.PathLike) -> None:
+        """frame, mse, psnr, ssim (psnr 'inf' for identical frames); written atomically."""
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["frame", "mse", "psnr", "ssim"])
+            for i, m, p, s in sorted(self.rows):
+                w.writerow([i, repr(m), "inf" if math.isinf(p) else repr(p), repr(s)])
+        os.replace(tmp, path)

@@ -1,0 +1,962 @@
+"""Pairwise comparison of two runs, run A being the reference.
+
+``compare_runs`` gathers what each run left (run.json, timing.json, attn_calls.json,
+output.mp4), measures the pair through the collectors (cached in the metrics folder, keyed by
+the sha256 of both output files) and returns a ``Comparison``: speed, accuracy, global
+statistics, bitwise checks and attention calls. A run that did not end ``ok`` or has no
+output is reported as such, never raised. Gates (``load_gate``/``check_gate``) live in
+``harness.verdict`` and are re-exported here for the CLI.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from harness.collect.models import (
+    AUDIO_CONVENTION,
+    STATS_CONVENTION,
+    VIDEO_CONVENTION,
+    AudioPairMetrics,
+    PairResult,
+    RunStats,
+    VideoPairMetrics,
+)
+from harness.errors import HarnessError
+from harness.records import RankCalls, Record, RunStatus
+from harness.store import (
+    CAMPAIGN_JSON,
+    OUTPUT_MP4,
+    STDERR_LOG,
+    STDOUT_LOG,
+    ArmStatus,
+    RunDir,
+    atomic_write_text,
+    pair_metrics_stem,
+    read_record,
+    sha256_file,
+    tail_text,
+    utcnow,
+    write_record,
+)
+
+COMPARE_SCHEMA = "harness.compare/1"
+TIMING_CONVENTION = (
+    "s/step=mean of DiT steps 2..N (step 1 alone when N=1), a step's seconds = max over ranks; "
+    "ratio=B/A with A the reference (below 1 = B faster); speed-up=A/B"
+)
+LATENT_CONVENTION = (
+    "latent psnr=10log10(R^2/mse) on float64, R=max(ref)-min(ref) of the reference step latent, "
+    "mse over all elements; +inf when equal"
+)
+CONVENTIONS = {
+    "video": VIDEO_CONVENTION,
+    "audio": AUDIO_CONVENTION,
+    "stats": STATS_CONVENTION,
+    "timing": TIMING_CONVENTION,
+    "latent": LATENT_CONVENTION,
+}
+LOG_TAIL_LINES = 25
+
+Progress = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------- models
+
+
+class AttnSummary(Record):
+    requested: str
+    kv_reversed: bool = False
+    ranks: dict[str, RankCalls] = Field(default_factory=dict)
+    calls_requested: int = 0  # calls served by the requested backend, all ranks
+    calls_total: int = 0  # calls served by any backend, all ranks
+    fallbacks: int = 0
+    valid: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunSummary(Record):
+    """What one run says about itself (no decoding): status, timing, attention, output hash."""
+
+    key: str
+    path: str
+    arm: str
+    seed: int | None = None
+    role: str = "candidate"
+    attn_type: str | None = None
+    kv_reversed: bool = False
+    status: str = "pending"
+    reason: str | None = None
+    log_tail: str = ""
+    valid: bool | None = None  # attention validity (run.json, else attn_calls.json)
+    invalid_reasons: list[str] = Field(default_factory=list)
+    output: str | None = None  # path of output.mp4 when present
+    output_sha256: str | None = None
+    dit_steps: int | None = None
+    step_seconds: list[float] = Field(default_factory=list)
+    s_per_step: float | None = None
+    pipeline_total_s: float | None = None
+    wall_total_s: float | None = None
+    stages: dict[str, float] = Field(default_factory=dict)
+    timing_source: str | None = None
+    timing_missing: list[str] = Field(default_factory=list)
+    attn: AttnSummary | None = None
+    stats: RunStats | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == RunStatus.ok.value
+
+    def step(self, index: int) -> float | None:
+        """Seconds of DiT step ``index`` (1-based)."""
+        return self.step_seconds[index - 1] if 0 < index <= len(self.step_seconds) else None
+
+    @property
+    def label(self) -> str:
+        return self.key
+
+
+class SpeedComparison(Record):
+    s_per_step_ratio: float | None = None  # B / A
+    total_ratio: float | None = None  # B / A
+    step_ratios: list[float | None] = Field(default_factory=list)  # steps 1..3, B / A
+    s_per_step_line: str | None = None  # pyperf-style one-liners
+    total_line: str | None = None
+
+
+class Bitwise(Record):
+    files: bool | None = None  # output.mp4 byte for byte
+    video: bool | None = None  # every decoded frame
+    audio: bool | None = None  # every decoded sample
+
+
+class LatentPoint(Record):
+    step: int
+    psnr: float
+    max_abs_diff: float
+
+
+class Comparison(Record):
+    """Run B against run A (the reference)."""
+
+    schema_version: str = Field(COMPARE_SCHEMA, alias="schema")
+    created_at: str = Field(default_factory=utcnow)
+    kind: str = "candidate"  # identical-arm | noise_floor | candidate
+    a: RunSummary
+    b: RunSummary
+    speed: SpeedComparison = Field(default_factory=SpeedComparison)
+    video: VideoPairMetrics | None = None
+    audio: AudioPairMetrics | None = None
+    bitwise: Bitwise = Field(default_factory=Bitwise)
+    latents: list[LatentPoint] = Field(default_factory=list)
+    metrics_json: str | None = None
+    frames_csv: str | None = None
+    metrics_cached: bool = False
+    metrics_seconds: float | None = None
+    metrics_device: str | None = None
+    options: dict[str, bool] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)  # why something is missing
+    conventions: dict[str, str] = Field(default_factory=lambda: dict(CONVENTIONS))
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+    @property
+    def measured(self) -> bool:
+        return self.video is not None
+
+
+class PairCache(Record):
+    """metrics/<a>__vs__<b>.json: a pair's metrics and the output hashes they were measured on."""
+
+    schema_version: str = Field("harness.pair_cache/1", alias="schema")
+    key_a: str
+    key_b: str
+    sha256_a: str
+    sha256_b: str
+    options: dict[str, bool] = Field(default_factory=dict)
+    created_at: str = Field(default_factory=utcnow)
+    result: PairResult
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+
+class StatsCache(Record):
+    """metrics/<run>.stats.json: one run's global statistics and the output hash they describe."""
+
+    schema_version: str = Field("harness.stats_cache/1", alias="schema")
+    key: str
+    sha256: str
+    created_at: str = Field(default_factory=utcnow)
+    stats: RunStats
+
+    model_config = Record.model_config | {"populate_by_name": True}
+
+
+# ---------------------------------------------------------------------------- formatting
+
+NA = "n/a"
+
+
+def fmt_num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return NA
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}f}"
+
+
+def fmt_s(x: float | None) -> str:
+    """Seconds: three decimals below 100 s, one above."""
+    if x is None:
+        return NA
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+
+
+def fmt_db(x: float | None) -> str:
+    if x is None:
+        return NA
+    if math.isinf(x) and x > 0:
+        return "inf (identical)"
+    return f"{fmt_num(x, 2)} dB"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return NA if x is None or not math.isfinite(x) else f"{x:.3f}x"
+
+
+def speed_words(ratio: float | None) -> str:
+    """B/A time ratio in words: 0.82 -> '1.22x faster'."""
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return NA
+    if abs(ratio - 1.0) < 5e-4:
+        return "same speed"
+    return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
+
+
+def one_liner(what: str, a: float | None, b: float | None, unit: str = "s") -> str | None:
+    """pyperf style: 's/step: 1.234 s -> 1.010 s: 1.22x faster'."""
+    if a is None or b is None:
+        return None
+    ratio = b / a if a > 0 else None
+    return f"{what}: {fmt_s(a)} {unit} -> {fmt_s(b)} {unit}: {speed_words(ratio)}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return b / a if a is not None and b is not None and a > 0 else None
+
+
+# ---------------------------------------------------------------------------- runs
+
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, memoised on (path, mtime, size) for the life of the process."""
+    st = os.stat(path)
+    memo_key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+    if memo_key not in _SHA_MEMO:
+        _SHA_MEMO[memo_key] = sha256_file(path)
+    return _SHA_MEMO[memo_key]
+
+
+def _log_tail(run: RunDir, recorded: str) -> str:
+    if recorded.strip():
+        return "\n".join(recorded.splitlines()[-LOG_TAIL_LINES:])
+    parts = [tail_text(run.file(name), LOG_TAIL_LINES) for name in (STDERR_LOG, STDOUT_LOG)]
+    return next((p for p in parts if p.strip()), "")
+
+
+def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummary:
+    """A run's own account of itself. Unreadable side files become notes, not errors."""
+    notes: list[str] = []
+    rec = None
+    if run.exists():
+        rec = run.record()
+    if rec is None and arm_status is None:
+        raise HarnessError(f"{run.path}: not a run directory (no run.json inside)")
+    if rec is not None:
+        spec = rec.spec
+        s = RunSummary(
+            key=run.key,
+            path=str(run.path),
+            arm=spec.arm,
+            seed=spec.seed,
+            role=spec.role.value,
+            attn_type=spec.attn_type,
+            kv_reversed=spec.kv_reversed,
+            status=rec.status.value,
+            reason=rec.reason,
+            valid=rec.valid,
+            invalid_reasons=list(rec.invalid_reasons),
+        )
+        if not s.ok:
+            s.log_tail = _log_tail(run, rec.log_tail)
+    else:
+        assert arm_status is not None
+        s = RunSummary(
+            key=arm_status.key,
+            path=str(run.path),
+            arm=arm_status.arm,
+            seed=arm_status.seed,
+            role=arm_status.role,
+            attn_type=arm_status.attn_type,
+            kv_reversed=arm_status.kv_reversed,
+            status=arm_status.status.value,
+            reason=arm_status.reason or "no run.json was written",
+            valid=arm_status.valid,
+        )
+        s.log_tail = _log_tail(run, "")
+        return s
+
+    try:
+        timing = run.timing()
+    except HarnessError as err:
+        timing = None
+        notes.append(f"timing.json unreadable: {err}")
+    if timing is not None:
+        s.step_seconds = timing.step_seconds()
+        s.dit_steps = timing.dit_steps
+        s.s_per_step = timing.s_per_step
+        s.pipeline_total_s = timing.pipeline_total_s
+        s.wall_total_s = timing.wall_total_s
+        s.stages = dict(timing.stages)
+        s.timing_source = timing.source
+        s.timing_missing = list(timing.missing)
+    elif s.ok:
+        notes.append("no timing.json")
+
+    try:
+        calls = run.attn_calls()
+    except HarnessError as err:
+        calls = None
+        notes.append(f"attn_calls.json unreadable: {err}")
+    if calls is not None:
+        valid, reasons = calls.validity()
+        s.attn = AttnSummary(
+            requested=calls.requested,
+            kv_reversed=calls.kv_reversed,
+            ranks=dict(calls.ranks),
+            calls_requested=calls.total(),
+            calls_total=sum(sum(r.calls.values()) for r in calls.ranks.values()),
+            fallbacks=calls.total_fallbacks(),
+            valid=valid,
+            reasons=reasons,
+        )
+        if s.valid is None:
+            s.valid, s.invalid_reasons = valid, reasons
+    elif s.ok:
+        notes.append("no attn_calls.json: attention calls were not recorded")
+
+    if run.output.is_file() and run.output.stat().st_size > 0:
+        s.output = str(run.output)
+        s.output_sha256 = file_sha256(run.output)
+        recorded = rec.outputs.get(OUTPUT_MP4)
+        if recorded and recorded != s.output_sha256:
+            notes.append("output.mp4 changed since run.json recorded its sha256")
+    elif s.ok:
+        notes.append("no output.mp4")
+    s.notes = notes
+    return s
+
+
+def _not_measurable(s: RunSummary, side: str) -> str | None:
+    if not s.ok:
+        why = f": {s.reason}" if s.reason else ""
+        return f"run {side} ({s.key}) did not finish ok (status {s.status}{why})"
+    if s.output is None:
+        return f"run {side} ({s.key}) has no output.mp4"
+    return None
+
+
+# ---------------------------------------------------------------------------- caching
+
+
+def _options(truncate: bool, resample_audio: bool) -> dict[str, bool]:
+    return {"truncate": truncate, "resample_audio": resample_audio}
+
+
+def _load_pair_cache(path: Path, sha_a: str, sha_b: str, options: dict[str, bool]) -> PairCache | None:
+    if not path.exists():
+        return None
+    try:
+        entry = read_record(path, PairCache)
+    except HarnessError:
+        return None  # an older or damaged entry is simply measured again
+    if entry.sha256_a != sha_a or entry.sha256_b != sha_b or entry.options != options:
+        return None
+    return entry
+
+
+def _write_stats_cache(metrics_dir: Path, key: str, sha: str, stats: RunStats) -> None:
+    write_record(metrics_dir / f"{key}.stats.json", StatsCache(key=key, sha256=sha, stats=stats))
+
+
+def run_stats(run: RunSummary, metrics_dir: Path | None) -> RunStats | None:
+    """Global statistics of one run's output, from the cache when its hash still matches."""
+    if run.output is None or run.output_sha256 is None:
+        return None
+    if metrics_dir is not None:
+        path = Path(metrics_dir) / f"{run.key}.stats.json"
+        if path.exists():
+            try:
+                entry = read_record(path, StatsCache)
+                if entry.sha256 == run.output_sha256:
+                    return entry.stats
+            except HarnessError:
+                pass
+    from harness.collect.suite import measure_run
+
+    stats = measure_run(Path(run.output))
+    if metrics_dir is not None:
+        _write_stats_cache(Path(metrics_dir), run.key, run.output_sha256, stats)
+    return stats
+
+
+def measure_pair_cached(
+    a: RunSummary,
+    b: RunSummary,
+    metrics_dir: Path | None,
+    *,
+    truncate: bool = False,
+    resample_audio: bool = False,
+) -> tuple[PairResult, bool, Path | None, Path | None]:
+    """(result, from_cache, metrics json, frames csv) for two measurable runs."""
+    assert a.output and b.output and a.output_sha256 and b.output_sha256
+    options = _options(truncate, resample_audio)
+    json_path = csv_path = None
+    if metrics_dir is not None:
+        stem = pair_metrics_stem(a.key, b.key)
+        json_path = Path(metrics_dir) / f"{stem}.json"
+        csv_path = Path(metrics_dir) / f"{stem}.frames.csv"
+        entry = _load_pair_cache(json_path, a.output_sha256, b.output_sha256, options)
+        if entry is not None and csv_path.exists():
+            return entry.result, True, json_path, csv_path
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+    from harness.collect.suite import measure_pair
+
+    result = measure_pair(
+        Path(a.output), Path(b.output), csv_path=csv_path, truncate=truncate, resample_audio=resample_audio
+    )
+    if json_path is not None and csv_path is not None:
+        write_record(
+            json_path,
+            PairCache(
+                key_a=a.key,
+                key_b=b.key,
+                sha256_a=a.output_sha256,
+                sha256_b=b.output_sha256,
+                options=options,
+                result=result,
+            ),
+        )
+        _write_stats_cache(Path(metrics_dir), a.key, a.output_sha256, result.stats_a)
+        _write_stats_cache(Path(metrics_dir), b.key, b.output_sha256, result.stats_b)
+    return result, False, json_path, csv_path
+
+
+# ---------------------------------------------------------------------------- latents
+
+
+def latent_files(run_dir: Path) -> dict[int, Path]:
+    """run_dir/latents/step_XXX.npy or .pt -> {step: path} (empty when the run saved none)."""
+    folder = Path(run_dir) / "latents"
+    found: dict[int, Path] = {}
+    if not folder.is_dir():
+        return found
+    for p in folder.iterdir():
+        stem, suffix = p.stem, p.suffix.lower()
+        if suffix in (".npy", ".pt") and stem.startswith("step_") and stem[5:].isdigit():
+            found.setdefault(int(stem[5:]), p)
+    return dict(sorted(found.items()))
+
+
+def load_latent(path: Path) -> np.ndarray:
+    if path.suffix.lower() == ".npy":
+        try:
+            return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
+        except (OSError, ValueError) as err:
+            raise HarnessError(f"{path}: cannot read latent ({err})") from None
+    import torch
+
+    try:
+        t = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several kinds for a bad file
+        raise HarnessError(f"{path}: cannot read latent ({' '.join(str(err).split())[:200]})") from None
+    if not isinstance(t, torch.Tensor):
+        raise HarnessError(f"{path}: expected one tensor, found {type(t).__name__}")
+    return t.detach().to(torch.float64).numpy()
+
+
+def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
+    """(PSNR in dB with the reference's range as peak, max |diff|); see LATENT_CONVENTION."""
+    ref = np.asarray(ref, dtype=np.float64)
+    test = np.asarray(test, dtype=np.float64)
+    if ref.shape != test.shape:
+        raise HarnessError(f"latent shapes differ: {ref.shape} vs {test.shape}")
+    diff = ref - test
+    mse = float(np.mean(diff * diff))
+    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
+    if mse == 0.0:
+        return math.inf, max_abs
+    peak = float(np.max(ref) - np.min(ref)) or 1.0
+    return 10.0 * math.log10(peak * peak / mse), max_abs
+
+
+def compare_latents(run_a: Path, run_b: Path) -> tuple[list[LatentPoint], list[str]]:
+    """Latent PSNR of B against A at every step both runs saved."""
+    la, lb = latent_files(run_a), latent_files(run_b)
+    if not la or not lb:
+        return [], []
+    points: list[LatentPoint] = []
+    notes: list[str] = []
+    for step in sorted(set(la) & set(lb)):
+        try:
+            psnr, mad = latent_psnr(load_latent(la[step]), load_latent(lb[step]))
+        except HarnessError as err:
+            notes.append(f"latent step {step}: {err}")
+            continue
+        points.append(LatentPoint(step=step, psnr=psnr, max_abs_diff=mad))
+    if set(la) != set(lb):
+        notes.append(f"latent steps differ: A has {len(la)}, B has {len(lb)}; compared {len(points)} common")
+    return points, notes
+
+
+# ---------------------------------------------------------------------------- compare
+
+
+def _same_campaign_metrics(a: RunDir, b: RunDir) -> Path | None:
+    """The campaign's metrics/ folder when both runs belong to the same campaign."""
+    ca, cb = a.path.resolve().parent.parent, b.path.resolve().parent.parent
+    if ca == cb and (ca / CAMPAIGN_JSON).exists():
+        return ca / "metrics"
+    return None
+
+
+def _kind(a: RunSummary, b: RunSummary) -> str:
+    if b.role == "noise_floor" or (
+        b.attn_type == a.attn_type and b.kv_reversed and not a.kv_reversed and b.arm != a.arm
+    ):
+        return "noise_floor"
+    if a.arm == b.arm and a.attn_type == b.attn_type and a.kv_reversed == b.kv_reversed:
+        return "identical-arm"
+    return "candidate"
+
+
+def _speed(a: RunSummary, b: RunSummary) -> SpeedComparison:
+    return SpeedComparison(
+        s_per_step_ratio=_ratio(a.s_per_step, b.s_per_step),
+        total_ratio=_ratio(a.pipeline_total_s, b.pipeline_total_s),
+        step_ratios=[_ratio(a.step(i), b.step(i)) for i in (1, 2, 3)],
+        s_per_step_line=one_liner("DiT s/step", a.s_per_step, b.s_per_step),
+        total_line=one_liner("pipeline total", a.pipeline_total_s, b.pipeline_total_s),
+    )
+
+
+def compare_summaries(
+    a: RunSummary,
+    b: RunSummary,
+    *,
+    metrics_dir: Path | None = None,
+    truncate: bool = False,
+    resample_audio: bool = False,
+) -> Comparison:
+    """Compare two already summarised runs (the report reuses summaries across pairs)."""
+    cmp = Comparison(
+        kind=_kind(a, b),
+        a=a.model_copy(),
+        b=b.model_copy(),
+        speed=_speed(a, b),
+        options=_options(truncate, resample_audio),
+    )
+    if a.output_sha256 and b.output_sha256:
+        cmp.bitwise.files = a.output_sha256 == b.output_sha256
+    blockers = [m for m in (_not_measurable(a, "A"), _not_measurable(b, "B")) if m]
+    measured = None
+    if not blockers:
+        t0 = time.perf_counter()
+        try:
+            measured = measure_pair_cached(
+                a, b, metrics_dir, truncate=truncate, resample_audio=resample_audio
+            )
+        except HarnessError as err:  # not comparable (frame count, resolution, audio track...)
+            blockers.append(f"not comparable: {err}")
+    if measured is None:
+        cmp.notes.extend(f"no accuracy metrics: {m}" for m in blockers)
+        for side in (cmp.a, cmp.b):
+            if side.ok and side.output is not None and side.stats is None:
+                try:
+                    side.stats = run_stats(side, metrics_dir)
+                except HarnessError as err:
+                    cmp.notes.append(f"no statistics for {side.key}: {err}")
+    else:
+        result, cached, json_path, csv_path = measured
+        cmp.metrics_seconds = result.seconds if cached else time.perf_counter() - t0
+        cmp.metrics_cached = cached
+        cmp.metrics_device = result.device
+        cmp.video, cmp.audio = result.video, result.audio
+        cmp.a.stats, cmp.b.stats = result.stats_a, result.stats_b
+        cmp.bitwise.video = result.video.frames_bitwise_equal
+        cmp.bitwise.audio = result.audio.bitwise_equal if result.audio is not None else None
+        cmp.metrics_json = str(json_path) if json_path else None
+        cmp.frames_csv = str(csv_path) if csv_path else None
+        if result.audio is None:
+            cmp.notes.append("no audio metrics (a run has no audio track)")
+        if result.video.truncated_to is not None:
+            cmp.notes.append(
+                f"videos truncated to {result.video.truncated_to} frames "
+                f"(A has {result.video.frames_a}, B has {result.video.frames_b})"
+            )
+        if result.audio is not None and result.audio.samples_dropped:
+            cmp.notes.append(
+                f"audio: {result.audio.samples_dropped} samples per channel dropped from the longer track"
+            )
+        if result.audio is not None and result.audio.resampled:
+            cmp.notes.append(f"audio resampled: {result.audio.resample_note or 'on request'}")
+    cmp.latents, latent_notes = compare_latents(Path(a.path), Path(b.path))
+    cmp.notes.extend(latent_notes)
+    return cmp
+
+
+def compare_runs(
+    run_a: RunDir,
+    run_b: RunDir,
+    *,
+    metrics_dir: Path | None = None,
+    truncate: bool = False,
+    resample_audio: bool = False,
+) -> Comparison:
+    """Compare run B against run A (the reference).
+
+    Metrics are cached in ``metrics_dir`` (default: the campaign's metrics/ folder when both
+    runs belong to one campaign, else no cache) and written there as <a>__vs__<b>.compare.json.
+    """
+    if metrics_dir is None:
+        metrics_dir = _same_campaign_metrics(run_a, run_b)
+    a, b = summarize_run(run_a), summarize_run(run_b)
+    cmp = compare_summaries(a, b, metrics_dir=metrics_dir, truncate=truncate, resample_audio=resample_audio)
+    if metrics_dir is not None:
+        write_comparison(cmp, Path(metrics_dir))
+    return cmp
+
+
+def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path:
+    path = Path(metrics_dir) / f"{pair_metrics_stem(cmp.a.key, cmp.b.key)}.compare.json"
+    write_record(path, cmp)
+    return path
+
+
+# ---------------------------------------------------------------------------- text tables
+
+
+class TextTable(Record):
+    """A table as strings: rendered to markdown, to the terminal (rich) and to HTML."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]] = Field(default_factory=list)
+    row_classes: list[str] = Field(default_factory=list)  # one per row ("" = none), for HTML
+    notes: list[str] = Field(default_factory=list)
+
+    def add(self, row: list[Any], css: str = "") -> None:
+        self.rows.append([str(c) for c in row])
+        self.row_classes.append(css)
+
+
+def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:
+    return NA if x is None else (yes if x else no)
+
+
+def attn_text(s: RunSummary) -> str:
+    if s.attn is None:
+        return "not recorded"
+    a = s.attn
+    state = "valid" if a.valid else "INVALID"
+    return f"{a.calls_requested} call(s) via {a.requested}, {a.fallbacks} fallback(s), {state}"
+
+
+def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
+    """The statistics shown and checked (numbers that describe content, not the container)."""
+    names = (
+        "luma_mean",
+        "luma_std",
+        "sharpness",
+        "motion",
+        "black_frames",
+        "frozen_frames",
+        "nan_like_frames",
+        "audio_rms",
+        "audio_peak",
+    )
+    if stats is None:
+        return dict.fromkeys(names)
+    return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
+
+
+def fmt_stat(name: str, x: float | None) -> str:
+    """Frame counts as integers, everything else with four decimals."""
+    if x is not None and name.endswith("_frames") and float(x).is_integer():
+        return str(int(x))
+    return fmt_num(x, 4)
+
+
+def comparison_headlines(cmp: Comparison) -> list[str]:
+    """The lines a reader looks at first (pyperf-style speed lines, bitwise, accuracy)."""
+    lines: list[str] = []
+    for line in (cmp.speed.s_per_step_line, cmp.speed.total_line):
+        if line:
+            lines.append(line)
+    if cmp.video is not None:
+        v = cmp.video
+        if cmp.bitwise.video and (cmp.bitwise.audio in (True, None)):
+            same = "bitwise identical: every decoded frame"
+            same += " and audio sample" if cmp.bitwise.audio else ""
+            same += " (files identical too)" if cmp.bitwise.files else " (files differ in bytes)"
+            lines.append(same)
+        else:
+            label = "noise floor" if cmp.kind == "noise_floor" else "accuracy"
+            txt = (
+                f"{label}: video PSNR {fmt_db(v.psnr_mean)} mean, {fmt_db(v.psnr_min)} min (frame "
+                f"{v.psnr_min_frame}); SSIM {v.ssim_mean:.5f} mean, {v.ssim_min:.5f} min (frame {v.ssim_min_frame})"
+            )
+            if cmp.audio is not None:
+                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}, cosine {cmp.audio.cosine:.6f}"
+            lines.append(txt)
+            lines.append(
+                f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "
+                f"file {_yes_no(cmp.bitwise.files)}"
+            )
+        if cmp.kind == "noise_floor":
+            lines.append(
+                f"B ({cmp.b.key}) is the noise floor: the exact backend {cmp.b.attn_type} with K/V order "
+                "reversed, so only floating-point summation order differs from A"
+            )
+    lines.extend(cmp.notes)
+    return lines
+
+
+def comparison_tables(cmp: Comparison) -> list[TextTable]:
+    a, b = cmp.a, cmp.b
+    ha, hb = f"A: {a.key}", f"B: {b.key}"
+    runs = TextTable(title="Runs", headers=["", ha, hb])
+    runs.add(["role", a.role, b.role])
+    runs.add(
+        [
+            "attention",
+            f"{a.attn_type}{' kv_reversed' if a.kv_reversed else ''}",
+            f"{b.attn_type}{' kv_reversed' if b.kv_reversed else ''}",
+        ]
+    )
+    runs.add(
+        [
+            "status",
+            a.status + (f": {a.reason}" if a.reason else ""),
+            b.status + (f": {b.reason}" if b.reason else ""),
+        ]
+    )
+    runs.add(["attention calls", attn_text(a), attn_text(b)])
+    runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
+
+    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A"])
+    sp.add(
+        [
+            "DiT steps",
+            a.dit_steps if a.dit_steps is not None else NA,
+            b.dit_steps if b.dit_steps is not None else NA,
+            "",
+            "",
+        ]
+    )
+    sp.add(
+        [
+            "s/step (mean of steps 2..N)",
+            fmt_s(a.s_per_step),
+            fmt_s(b.s_per_step),
+            fmt_ratio(cmp.speed.s_per_step_ratio),
+            speed_words(cmp.speed.s_per_step_ratio),
+        ]
+    )
+    for i in (1, 2, 3):
+        r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
+        sp.add([f"step {i}", fmt_s(a.step(i)), fmt_s(b.step(i)), fmt_ratio(r), speed_words(r)])
+    sp.add(
+        [
+            "pipeline total (s)",
+            fmt_s(a.pipeline_total_s),
+            fmt_s(b.pipeline_total_s),
+            fmt_ratio(cmp.speed.total_ratio),
+            speed_words(cmp.speed.total_ratio),
+        ]
+    )
+    tables = [runs, sp]
+
+    acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])
+    if cmp.video is not None:
+        v = cmp.video
+        acc.add(["frames compared", f"{v.frames} ({v.width}x{v.height} @ {v.fps:g} fps)"])
+        acc.add(["video PSNR mean", fmt_db(v.psnr_mean)])
+        acc.add(["video PSNR min (frame)", f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})"])
+        acc.add(["SSIM mean", f"{v.ssim_mean:.6f}"])
+        acc.add(["SSIM min (frame)", f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})"])
+        acc.add(["identical frames", f"{v.identical_frames} of {v.frames}"])
+    if cmp.audio is not None:
+        au = cmp.audio
+        acc.add(["audio SNR", fmt_db(au.snr_db)])
+        acc.add(["audio cosine", f"{au.cosine:.6f}"])
+        acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
+        acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])
+    acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])
+    acc.add(["bitwise: video frames", _yes_no(cmp.bitwise.video)])
+    acc.add(["bitwise: audio samples", _yes_no(cmp.bitwise.audio)])
+    acc.notes = list(cmp.notes)
+    tables.append(acc)
+
+    st = TextTable(title="Global statistics", headers=["statistic", ha, hb, "B - A"])
+    fa, fb = stat_fields(a.stats), stat_fields(b.stats)
+    for name in fa:
+        x, y = fa[name], fb[name]
+        d = fmt_num(y - x, 4) if x is not None and y is not None else NA
+        st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
+    tables.append(st)
+
+    at = TextTable(title="Attention calls per rank", headers=["run", "rank", "calls", "fallbacks", "errors"])
+    for s in (a, b):
+        if s.attn is None:
+            at.add([s.key, NA, "not recorded", "", ""])
+            continue
+        for rank, rc in sorted(s.attn.ranks.items()):
+            calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
+            fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
+            at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
+    tables.append(at)
+    if cmp.latents:
+        lt = TextTable(title="Latent PSNR per step (B against A)", headers=["step", "PSNR", "max |diff|"])
+        for p in cmp.latents:
+            lt.add([p.step, fmt_db(p.psnr), f"{p.max_abs_diff:.3g}"])
+        tables.append(lt)
+    return tables
+
+
+def md_text(text: str) -> str:
+    """Running markdown text: no raw HTML (a '<' would open a tag), no line breaks."""
+    return str(text).replace("<", "&lt;").replace("\r", " ").replace("\n", " ")
+
+
+def md_escape(text: str) -> str:
+    """One table cell of markdown: no pipes, no newlines, no raw HTML."""
+    return (
+        str(text)
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def md_table(t: TextTable, level: int = 3) -> str:
+    out = [f"{'#' * level} {md_escape(t.title)}", ""] if t.title else []
+    out.append("| " + " | ".join(md_escape(h) for h in t.headers) + " |")
+    out.append("|" + "|".join("---" for _ in t.headers) + "|")
+    for row in t.rows:
+        out.append("| " + " | ".join(md_escape(c) for c in row) + " |")
+    for n in t.notes:
+        out.append(f"\n- {md_text(n)}")
+    return "\n".join(out) + "\n"
+
+
+def md_code_block(text: str, lang: str = "text") -> str:
+    """A fenced block that the text cannot close early (fence longer than any backtick run)."""
+    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}\n"
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, cur = [], ""
+    for ch in line:
+        if ch == "`":
+            cur += ch
+        elif cur:
+            runs.append(cur)
+            cur = ""
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def _rich_text(tables: list[TextTable], headlines: list[str], width: int = 120) -> str:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buf = StringIO()
+    con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
+    for line in headlines:
+        con.print(Text(line))
+    for t in tables:
+        rt = Table(title=t.title, title_justify="left")
+        for h in t.headers:
+            rt.add_column(h, overflow="fold")
+        for row in t.rows:
+            rt.add_row(*[Text(c) for c in row])  # Text: no markup parsing of log-derived strings
+        con.print(rt)
+        for n in t.notes:
+            con.print(Text(f"  note: {n}"))
+    return buf.getvalue()
+
+
+def format_comparison(cmp: Comparison, fmt: str = "table") -> str:
+    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``."""
+    if fmt == "json":
+        return cmp.model_dump_json(indent=2, by_alias=True) + "\n"
+    tables = comparison_tables(cmp)
+    heads = comparison_headlines(cmp)
+    if fmt == "md":
+        parts = [f"## {md_escape(cmp.b.key)} against {md_escape(cmp.a.key)} (reference)", ""]
+        parts += [f"- {md_text(h)}" for h in heads]
+        parts.append("")
+        parts += [md_table(t) for t in tables]
+        parts.append("Conventions:\n")
+        parts += [f"- {k}: `{v}`" for k, v in cmp.conventions.items()]
+        return "\n".join(parts) + "\n"
+    if fmt == "table":
+        return _rich_text(tables, heads)
+    raise HarnessError(f"format: expected table, md or json (got {fmt!r})")
+
+
+def write_text(path: Path, text: str) -> None:
+    atomic_write_text(Path(path), text)
+
+
+# Gates are defined next to the verdicts (harness.verdict); the CLI imports them from here.
+# Imported on use, so that either module can be imported first.
+def load_gate(path: Path):  # -> harness.verdict.Gate
+    from harness.verdict import load_gate as _load
+
+    return _load(path)
+
+
+def check_gate(cmp: Comparison, gate) -> list[str]:
+    from harness.verdict import check_gate as _check
+
+    return _check(cmp, gate)
+
+
+def __getattr__(name: str):
+    if name == "Gate":
+        from harness.verdict import Gate
+
+        return Gate
+    raise AttributeError(name)

@@ -1,0 +1,545 @@
+"""Slurm executor: each arm run is one Slurm job, submitted through submitit.
+
+The job runs ``execute_run`` on the compute node, the same step the local executor uses, so
+run.json, logs and outputs look the same whichever executor ran an arm, and resume works across
+executors (plan_actions only looks at the spec hash and the status). The harness side submits,
+writes each job id into run.json at once (a crashed harness leaves traceable jobs, and a later
+run re-attaches to the ones still queued or running), shows progress while the jobs run, and at
+the end records the jobs that died without writing a final run.json (cancelled, node failure,
+Slurm time limit) with Slurm's state and the tail of submitit's log. Ctrl-C cancels every job the
+campaign submitted.
+
+Job states come from ``squeue`` (and ``sacct`` when the cluster keeps accounting), not from
+submitit's watcher, which needs accounting.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.executors.base import Executor, OnRecord, Reporter
+from harness.executors.process import _last_step, execute_run
+from harness.plan import PlannedRun
+from harness.records import RunRecord, RunSpec, RunStatus
+from harness.runners import get_runner
+from harness.scenario import SlurmBlock
+from harness.store import RUN_JSON, STDERR_LOG, STDOUT_LOG, CampaignDir, RunDir, tail_text, utcnow
+
+FINAL = {RunStatus.ok, RunStatus.failed, RunStatus.timeout, RunStatus.interrupted, RunStatus.skipped}
+# What --resubmit-failed retries: crashes, time limits, and jobs Slurm cancelled or preempted.
+RESUBMITTABLE = {RunStatus.failed, RunStatus.timeout, RunStatus.interrupted}
+ACTIVE_STATES = {
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+    "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+}  # fmt: skip
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
+CANCEL_WAIT_S = 30.0  # after Ctrl-C: how long to wait for cancelled jobs to record themselves
+SLURM_CMD_TIMEOUT_S = 60.0
+_GPU_ENV = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+# --- the job (runs on the compute node) --------------------------------------------------------
+
+
+def _gpu_names() -> list[str]:
+    """Names of the GPUs this process sees, from a short-lived child (its GPU context goes with it)."""
+    code = "import torch\nfor i in range(torch.cuda.device_count()): print(torch.cuda.get_device_name(i))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+
+
+def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
+    """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1; CUDA_VISIBLE_DEVICES=0,1)'.
+
+    None when the job has no GPU (nothing to look up, no child process started).
+    """
+    env = os.environ if environ is None else environ
+    slurm_ids = env.get("SLURM_JOB_GPUS") or env.get("SLURM_STEP_GPUS")
+    visible = [(k, env[k]) for k in _GPU_ENV if env.get(k)]
+    if not slurm_ids and not visible:
+        return None
+    names = _gpu_names()
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    label = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items()) or "GPU names unknown"
+    where = ([f"Slurm GPUs {slurm_ids}"] if slurm_ids else []) + [f"{k}={v}" for k, v in visible[:1]]
+    return f"{label} ({'; '.join(where)})"
+
+
+def run_job(spec: RunSpec, run_path: str, imports: tuple[str, ...] = ()) -> str:
+    """The function a Slurm job runs: execute_run for one spec, then the job's own details.
+
+    SIGTERM (scancel, preemption) and submitit's time-limit warning (SIGUSR2, 90 s before the
+    limit) stop the arm cleanly through execute_run's interrupt path, and run.json then says
+    which of the two it was. Returns the final status.
+    """
+    for module in imports:  # runners registered outside the harness package (plug-ins, tests)
+        importlib.import_module(module)
+    job_id = os.environ.get("SLURM_JOB_ID")
+    node = socket.gethostname()
+    run_dir = RunDir(Path(run_path))
+    gpu = describe_gpus()
+    stop: dict[str, str] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop:  # a second signal must not break the recording of the first
+            return
+        stop["why"] = "timeout" if signum == signal.SIGUSR2 else "cancelled"
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR2, on_signal)
+    try:
+        rec = execute_run(spec, run_dir, executor="slurm", job_id=job_id)
+    except KeyboardInterrupt:
+        rec = run_dir.record()
+        if stop.get("why") == "timeout":
+            rec.status = RunStatus.timeout
+            rec.reason = f"Slurm time limit about to be reached: stopped by job {job_id} on {node}"
+        else:
+            rec.status = RunStatus.interrupted
+            rec.reason = f"Slurm job {job_id} on {node} was sent SIGTERM (scancel or preemption)"
+        rec.ended_at = rec.ended_at or utcnow()
+    rec.host = rec.host or node
+    rec.gpu = gpu or rec.gpu
+    run_dir.write(rec)
+    return rec.status.value
+
+
+# --- Slurm queries ----------------------------------------------------------------------------
+
+
+@dataclass
+class JobState:
+    state: str  # Slurm's job state (RUNNING, COMPLETED, CANCELLED, ...), or UNKNOWN
+    node: str | None = None
+    reason: str | None = None  # why a pending job waits
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+
+def _slurm(cmd: list[str]) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=SLURM_CMD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def query_jobs(job_ids: list[str]) -> dict[str, JobState]:
+    """Current state of each job: squeue (the controller keeps ended jobs for MinJobAge), then sacct."""
+    states: dict[str, JobState] = {}
+    if not job_ids:
+        return states
+    out = _slurm(["squeue", "-h", "--states=all", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)])
+    if out is not None and out.returncode == 0:
+        for line in out.stdout.splitlines():
+            jid, st, node, reason = (line.split("|") + ["", "", ""])[:4]
+            if jid.strip() in job_ids:
+                states[jid.strip()] = JobState(st.strip(), node.strip() or None, reason.strip() or None)
+    missing = [j for j in job_ids if j not in states]
+    if missing:
+        out = _slurm(["sacct", "-n", "-P", "-X", "-o", "JobID,State,NodeList", "-j", ",".join(missing)])
+        if out is not None and out.returncode == 0:
+            for line in out.stdout.splitlines():
+                jid, st, node = (line.split("|") + ["", ""])[:3]
+                if jid in missing and st:
+                    node = node.strip()
+                    states[jid] = JobState(st.split()[0], None if node in ("", "None assigned") else node)
+    return states
+
+
+def slurm_unavailable() -> str | None:
+    """Why Slurm jobs cannot be submitted from here (one line), or None when a node is up."""
+    for tool in ("sbatch", "squeue", "sinfo", "srun", "scancel"):
+        if not _which(tool):
+            return f"no {tool} on PATH (Slurm client tools are not installed)"
+    out = _slurm(["sinfo", "-h", "-o", "%t"])
+    if out is None or out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["no answer"])[-1] if out else "no answer"
+        return f"sinfo failed: {why}"
+    up = [s for s in out.stdout.split() if s.rstrip("*~#!%$@^-") in ("idle", "mix", "alloc", "comp")]
+    return None if up else f"no Slurm node is up (sinfo states: {' '.join(out.stdout.split()) or 'none'})"
+
+
+def _which(tool: str) -> bool:
+    from shutil import which
+
+    return which(tool) is not None
+
+
+# --- the executor (runs in the harness) --------------------------------------------------------
+
+
+@dataclass
+class _Tracked:
+    planned: PlannedRun
+    run_dir: RunDir
+    params: dict[str, Any]
+    submitter: Any = None  # submitit.SlurmExecutor with this run's parameters
+    job: Any = None  # submitit SlurmJob
+    attempt: int = 1
+    started: bool = False
+    done: bool = False  # its final record was reported
+    dead_since: float | None = None  # Slurm says ended, run.json not final yet (shared-filesystem lag)
+    pending_reason: str | None = None
+    history: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return self.planned.spec.key
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job.job_id)
+
+
+class SlurmExecutor(Executor):
+    """One Slurm job per planned run (arm x seed), submitted with submitit.
+
+    ``resubmit_failed``: how many times an arm whose job ended failed, timed out or was cancelled
+    by Slurm is submitted again (default 0; the CLI's ``--resubmit-failed N``).
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        slurm: SlurmBlock | None = None,
+        *,
+        resubmit_failed: int = 0,
+        cancel_wait_s: float = CANCEL_WAIT_S,
+        settle_s: float | None = None,
+    ):
+        if resubmit_failed < 0:
+            raise HarnessError(f"resubmit_failed must be 0 or more (got {resubmit_failed})")
+        self.slurm = slurm or SlurmBlock()
+        self.resubmit_failed = resubmit_failed
+        self.cancel_wait_s = cancel_wait_s
+        # A job that ended without a final run.json is declared dead after this long (NFS caches).
+        self.settle_s = settle_s if settle_s is not None else min(30.0, 2 * self.slurm.poll_s)
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def folder(self, campaign: CampaignDir) -> Path:
+        base = Path(self.slurm.folder) if self.slurm.folder else campaign.path / "slurm" / "%j"
+        if "%j" not in str(base):
+            base = base / "%j"
+        return base.absolute()
+
+    def job_parameters(self, spec: RunSpec, run_path: Path) -> dict[str, Any]:
+        """submitit's slurm parameters for one run (names as submitit.SlurmExecutor takes them)."""
+        b = self.slurm
+        gpus = b.gpus_per_node
+        if gpus is None:
+            gpus = get_runner(spec.runner).prepare(spec, run_path, dry_run=True).gpus
+        params: dict[str, Any] = {"job_name": f"harness-{spec.scenario}-{spec.key}", "time": b.time_min}
+        for name in ("partition", "account", "qos", "constraint"):
+            if getattr(b, name):
+                params[name] = getattr(b, name)
+        if gpus:
+            params["gpus_per_node"] = gpus
+        if b.cpus_per_task:
+            params["cpus_per_task"] = b.cpus_per_task
+        if b.mem_gb:
+            params["mem"] = f"{b.mem_gb}GB"
+        if b.exclusive:
+            params["exclusive"] = True
+        for key, value in b.extra.items():
+            params[key.removeprefix("slurm_")] = value
+        return params
+
+    def _new_submitit(self, campaign: CampaignDir, params: dict[str, Any]):
+        import submitit
+
+        try:
+            ex = submitit.SlurmExecutor(folder=self.folder(campaign))
+        except RuntimeError as err:
+            raise HarnessError(f"slurm executor: {err}") from None
+        try:
+            ex.update_parameters(**params)
+        except ValueError as err:
+            first = str(err).splitlines()[0]
+            raise HarnessError(f"executor.slurm: invalid submitit parameter: {first}") from None
+        return ex
+
+    # -- run ----------------------------------------------------------------------------------
+
+    def run(
+        self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
+    ) -> None:
+        todo = [p for p in planned if p.action != "skip-ok"]
+        if not todo:
+            return
+        why = slurm_unavailable()
+        if why:
+            raise HarnessError(f"slurm executor: {why}")
+        for p in todo:
+            if p.spec.timeout_s and p.spec.timeout_s > self.slurm.time_min * 60:
+                reporter.message(
+                    f"note: {p.spec.key}: timeout_s {p.spec.timeout_s:g} s exceeds the Slurm time limit "
+                    f"of {self.slurm.time_min} min (executor.slurm.time_min); Slurm stops the job first"
+                )
+        tracked = [_Tracked(p, campaign.run(p.spec.key), {}) for p in todo]
+        for t in tracked:  # every parameter set is checked before anything is submitted
+            t.params = self.job_parameters(t.planned.spec, t.run_dir.path)
+            t.submitter = self._new_submitit(campaign, t.params)
+        active: list[_Tracked] = []
+        counter = {"started": 0}
+        try:
+            self._adopt_or_cancel_stale(campaign, tracked, reporter)
+            for t in tracked:
+                if t.job is None:
+                    self._submit(campaign, t, reporter, on_record, counter, len(todo))
+                if t.job is not None:
+                    active.append(t)
+            if active:
+                ids = ", ".join(f"{t.key}={t.job_id}" for t in active)
+                reporter.message(
+                    f"slurm: {len(active)} job(s) queued ({ids}); logs in {self.folder(campaign).parent}"
+                )
+            self._poll(campaign, active, reporter, on_record, counter, len(todo))
+        except KeyboardInterrupt:
+            self._cancel_all([t for t in tracked if t.job is not None and not t.done], reporter, on_record)
+            raise
+
+    def _adopt_or_cancel_stale(
+        self, campaign: CampaignDir, tracked: list[_Tracked], reporter: Reporter
+    ) -> None:
+        """Re-attach to jobs a previous (crashed) harness left queued or running; --force cancels them."""
+        from submitit.slurm.slurm import SlurmJob
+
+        old: dict[str, _Tracked] = {}
+        for t in tracked:
+            if not t.run_dir.exists():
+                continue
+            try:
+                rec = t.run_dir.record()
+            except HarnessError:
+                continue
+            if (
+                rec.executor == "slurm"
+                and rec.job_id
+                and rec.status in (RunStatus.pending, RunStatus.running)
+            ):
+                if rec.spec_hash == t.planned.spec.spec_hash():
+                    old[rec.job_id] = t
+        if not old:
+            return
+        states = query_jobs(list(old))
+        for jid, t in old.items():
+            st = states.get(jid)
+            if st is None or not st.active:
+                continue
+            if t.planned.why == "--force":
+                _slurm(["scancel", jid])
+                reporter.message(f"slurm: {t.key}: cancelled job {jid} left by an earlier run (--force)")
+                continue
+            t.job = SlurmJob(folder=self.folder(campaign), job_id=jid)
+            reporter.message(f"slurm: {t.key}: re-attached to job {jid} ({st.state}) left by an earlier run")
+
+    def _submit(
+        self,
+        campaign: CampaignDir,
+        t: _Tracked,
+        reporter: Reporter,
+        on_record: OnRecord,
+        counter: dict,
+        total: int,
+    ) -> None:
+        spec = t.planned.spec
+        runner_module = type(get_runner(spec.runner)).__module__
+        imports = () if runner_module.startswith("harness.") else (runner_module,)
+        pending = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor="slurm", status=RunStatus.pending)
+        pending.reason = f"queued for Slurm (attempt {t.attempt})"
+        t.run_dir.path.mkdir(parents=True, exist_ok=True)
+        t.run_dir.write(pending)  # before sbatch: a fast job's own "running" must never be overwritten
+        try:
+            job = t.submitter.submit(run_job, spec, str(t.run_dir.path), imports)
+        except Exception as err:  # sbatch refused (bad partition, GPUs the cluster lacks, ...)
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            why = next(
+                (ln for ln in reversed(lines) if "error" in ln.lower()), lines[-1] if lines else repr(err)
+            )
+            pending.status, pending.reason = RunStatus.failed, f"sbatch refused the job: {why[:300]}"
+            pending.started_at = pending.ended_at = utcnow()
+            pending.log_tail = "\n".join(lines[-40:])
+            t.run_dir.write(pending)
+            t.done = True
+            counter["started"] += 1
+            reporter.run_started(spec, counter["started"] - 1, total)
+            on_record(pending)
+            reporter.run_finished(pending)
+            return
+        t.job = job
+        t.history.append(t.job_id)
+        try:
+            rec = t.run_dir.record()
+        except HarnessError:
+            rec = pending
+        if rec.status == RunStatus.pending and rec.job_id is None:
+            pending.job_id = t.job_id
+            pending.reason = f"Slurm job {t.job_id} submitted (attempt {t.attempt})"
+            t.run_dir.write(pending)
+
+    def _poll(
+        self,
+        campaign: CampaignDir,
+        active: list[_Tracked],
+        reporter: Reporter,
+        on_record: OnRecord,
+        counter: dict,
+        total: int,
+    ) -> None:
+        last_progress: tuple[str, tuple[int, int]] | None = None
+        while active:
+            states = query_jobs([t.job_id for t in active])
+            for t in list(active):
+                st = states.get(t.job_id, JobState("UNKNOWN"))
+                rec = _read(t.run_dir)
+                mine = rec is not None and rec.job_id == t.job_id
+                final = mine and rec.status in FINAL
+                if st.state == "PENDING" and st.reason != t.pending_reason:
+                    t.pending_reason = st.reason
+                    if st.reason and st.reason not in ("None", "Priority"):
+                        reporter.message(f"slurm: {t.key}: job {t.job_id} pending ({st.reason})")
+                if not t.started and (
+                    st.running or not st.active or (mine and rec.status != RunStatus.pending)
+                ):
+                    t.started = True
+                    counter["started"] += 1
+                    reporter.run_started(t.planned.spec, counter["started"] - 1, total)
+                if st.active and not final:
+                    continue
+                if not final:
+                    # Ended (or unknown to Slurm) without a final run.json: give the file a moment to appear.
+                    t.dead_since = t.dead_since or time.monotonic()
+                    if time.monotonic() - t.dead_since < self.settle_s:
+                        continue
+                    rec = self._record_dead(t, rec, st)
+                active.remove(t)
+                if rec.status in RESUBMITTABLE and t.attempt <= self.resubmit_failed:
+                    self._keep_attempt(t, rec)
+                    t.attempt += 1
+                    t.job, t.dead_since, t.pending_reason = None, None, None
+                    reporter.message(
+                        f"slurm: {t.key}: {rec.status.value} ({rec.reason}); resubmitting "
+                        f"(attempt {t.attempt} of {self.resubmit_failed + 1})"
+                    )
+                    self._submit(campaign, t, reporter, on_record, counter, total)
+                    if t.job is not None:
+                        active.append(t)
+                    continue
+                t.done = True
+                on_record(rec)
+                reporter.run_finished(rec)
+            running = [t for t in active if t.started]
+            if running:
+                t = running[-1]
+                step = _last_step(t.run_dir.file(STDOUT_LOG)) or _last_step(t.run_dir.file(STDERR_LOG))
+                if step and (t.key, step) != last_progress:
+                    reporter.run_progress(*step)
+                    last_progress = (t.key, step)
+            if active:
+                time.sleep(self.slurm.poll_s)
+
+    def _record_dead(self, t: _Tracked, rec: RunRecord | None, st: JobState) -> RunRecord:
+        """A job that ended without writing a final run.json: say what Slurm and submitit's log know."""
+        spec = t.planned.spec
+        if rec is None or rec.job_id not in (None, t.job_id) or rec.spec_hash != spec.spec_hash():
+            rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor="slurm")
+        rec.executor, rec.job_id = "slurm", t.job_id
+        state = (
+            st.state if st.state != "UNKNOWN" else "in an unknown state (no longer known to squeue or sacct)"
+        )
+        node = st.node or rec.host
+        rec.host = rec.host or node
+        log = self._job_log_tail(t)
+        last = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
+        where = f" on {node}" if node else ""
+        rec.status = RunStatus.timeout if st.state in TIMEOUT_STATES else RunStatus.failed
+        rec.reason = f"Slurm job {t.job_id} ended {state}{where} without a final run.json" + (
+            f": {last[:300]}" if last else ""
+        )
+        rec.log_tail = log or rec.log_tail
+        rec.ended_at = utcnow()
+        t.run_dir.write(rec)
+        return rec
+
+    def _job_log_tail(self, t: _Tracked) -> str:
+        paths = t.job.paths
+        return tail_text(paths.stderr) or tail_text(paths.stdout)
+
+    def _keep_attempt(self, t: _Tracked, rec: RunRecord) -> None:
+        """The failed attempt's run.json stays next to the new one as attempt-<n>.run.json."""
+        src = t.run_dir.run_json
+        if src.exists():
+            os.replace(src, t.run_dir.path / f"attempt-{t.attempt}.{RUN_JSON}")
+
+    def _cancel_all(self, jobs: list[_Tracked], reporter: Reporter, on_record: OnRecord) -> None:
+        """Ctrl-C: scancel every job this campaign submitted that has not ended, record them interrupted."""
+        live = jobs
+        if not live:
+            return
+        reporter.message(f"slurm: cancelling {len(live)} job(s): {', '.join(t.job_id for t in live)}")
+        for t in live:
+            try:
+                t.job.cancel(check=False)
+            except OSError:
+                pass
+        # Let the jobs stop their arms and write run.json themselves; a second Ctrl-C stops waiting.
+        deadline = time.monotonic() + self.cancel_wait_s
+        try:
+            while time.monotonic() < deadline:
+                states = query_jobs([t.job_id for t in live])
+                if not any(states.get(t.job_id, JobState("UNKNOWN")).active for t in live):
+                    break
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        for t in live:
+            rec = _read(t.run_dir)
+            spec = t.planned.spec
+            if rec is not None and rec.job_id == t.job_id and rec.status in FINAL - {RunStatus.interrupted}:
+                on_record(rec)  # it ended on its own before the cancel reached it
+                continue
+            if rec is None or rec.job_id not in (None, t.job_id):
+                rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor="slurm")
+            started = rec.status not in (RunStatus.pending,)
+            rec.executor, rec.job_id = "slurm", t.job_id
+            rec.status = RunStatus.interrupted
+            rec.reason = f"interrupted (Ctrl-C): Slurm job {t.job_id} cancelled" + (
+                "" if started else " before it started"
+            )
+            rec.ended_at = rec.ended_at or utcnow()
+            if not rec.log_tail:
+                rec.log_tail = self._job_log_tail(t)
+            t.run_dir.write(rec)
+            on_record(rec)
+
+
+def _read(run_dir: RunDir) -> RunRecord | None:
+    try:
+        return run_dir.record() if run_dir.exists() else None
+    except HarnessError:
+        return None

@@ -1,0 +1,286 @@
+"""Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
+
+Writing mirrors the MiniMax-H3 LightX2V writer: libx264 yuv420p video, AAC stereo audio at
+the model's rate, muxed in one mp4. Reading streams frames one at a time; nothing here holds
+a whole video in memory. Every failure is a ``HarnessError`` with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from harness.errors import HarnessError
+
+AUDIO_CHUNK = 1024  # samples per AAC frame
+
+
+@dataclass(frozen=True)
+class MediaInfo:
+    frames: int
+    width: int
+    height: int
+    fps: float
+    duration_s: float
+    has_audio: bool
+    audio_rate: int | None
+    audio_channels: int | None
+    size_bytes: int
+
+
+def _check_file(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise HarnessError(f"{p}: file not found")
+    if not p.is_file():
+        raise HarnessError(f"{p}: not a regular file")
+    if p.stat().st_size == 0:
+        raise HarnessError(f"{p}: file is empty (0 bytes)")
+    return p
+
+
+def _open(path: str | os.PathLike) -> av.container.InputContainer:
+    p = _check_file(path)
+    try:
+        return av.open(str(p), mode="r")
+    except (av.error.FFmpegError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{p}: cannot open as media (corrupt or truncated?): {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _video_stream(container: av.container.InputContainer, p: Path) -> av.video.stream.VideoStream:
+    if not container.streams.video:
+        raise HarnessError(f"{p}: no video stream")
+    return container.streams.video[0]
+
+
+def _count_packets(path: Path) -> int:
+    """Frame count by demuxing (no decoding) when the container does not store it."""
+    with _open(path) as c:
+        s = _video_stream(c, path)
+        return sum(1 for pkt in c.demux(s) if pkt.size)
+
+
+def probe(path: str | os.PathLike) -> MediaInfo:
+    """Stream facts from the container header (no decoding)."""
+    p = _check_file(path)
+    with _open(p) as c:
+        vs = _video_stream(c, p)
+        cc = vs.codec_context
+        rate = vs.average_rate or vs.guessed_rate or vs.base_rate
+        fps = float(rate) if rate else 0.0
+        frames = int(vs.frames or 0)
+        if vs.duration is not None and vs.time_base is not None:
+            duration = float(vs.duration * vs.time_base)
+        elif c.duration is not None:
+            duration = c.duration / av.time_base
+        else:
+            duration = frames / fps if fps else 0.0
+        aud = c.streams.audio[0] if c.streams.audio else None
+        info = dict(
+            width=int(cc.width),
+            height=int(cc.height),
+            fps=fps,
+            duration_s=duration,
+            has_audio=aud is not None,
+            audio_rate=int(aud.codec_context.sample_rate) if aud is not None else None,
+            audio_channels=int(aud.codec_context.channels) if aud is not None else None,
+            size_bytes=p.stat().st_size,
+        )
+    if frames <= 0:
+        frames = _count_packets(p)
+    if info["width"] <= 0 or info["height"] <= 0:
+        raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
+    return MediaInfo(frames=frames, **info)
+
+
+def iter_frames(
+    path: str | os.PathLike, *, threads: bool = True, strict: bool = True
+) -> Iterator[np.ndarray]:
+    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time.
+
+    ``strict``: a decode error, or fewer frames than the container declares, raises
+    HarnessError (a truncated mp4 otherwise ends early without a word).
+    """
+    p = _check_file(path)
+    container = _open(p)
+    try:
+        vs = _video_stream(container, p)
+        if threads:
+            vs.thread_type = "AUTO"  # frame + slice threads; decoding releases the GIL
+        declared = int(vs.frames or 0)
+        n = 0
+        try:
+            for frame in container.decode(vs):
+                yield frame.to_ndarray(format="rgb24")
+                n += 1
+        except av.error.FFmpegError as exc:
+            raise HarnessError(
+                f"{p}: decode error after {n} frames (corrupt or truncated?): {_one_line(exc)}"
+            ) from None
+        if n == 0:
+            raise HarnessError(f"{p}: video stream decoded to 0 frames (corrupt or truncated?)")
+        if strict and declared and n < declared:
+            raise HarnessError(f"{p}: decoded {n} of {declared} declared frames (truncated?)")
+    finally:
+        container.close()
+
+
+def _frames_to_planar(frame: av.AudioFrame) -> np.ndarray:
+    arr = frame.to_ndarray()
+    if not frame.format.is_planar:  # packed: one row of interleaved samples
+        arr = arr.reshape(-1, len(frame.layout.channels)).T
+    if arr.dtype.kind == "i":  # s16/s32 -> [-1, 1)
+        arr = arr.astype(np.float32) / float(np.iinfo(arr.dtype).max + 1)
+    elif arr.dtype.kind == "u":  # u8 is offset binary
+        arr = (arr.astype(np.float32) - 128.0) / 128.0
+    return arr.astype(np.float32, copy=False)
+
+
+def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Audio as float32 [channels, samples] and its rate: an mp4's track or a .wav/.flac file."""
+    p = _check_file(path)
+    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+        import soundfile as sf
+
+        try:
+            data, rate = sf.read(str(p), dtype="float32", always_2d=True)
+        except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
+            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
+        return np.ascontiguousarray(data.T), int(rate)
+    with _open(p) as c:
+        if not c.streams.audio:
+            raise HarnessError(f"{p}: no audio track")
+        ast = c.streams.audio[0]
+        rate = int(ast.codec_context.sample_rate)
+        chunks: list[np.ndarray] = []
+        try:
+            for frame in c.decode(ast):
+                chunks.append(_frames_to_planar(frame))
+        except av.error.FFmpegError as exc:
+            raise HarnessError(f"{p}: audio decode error (corrupt or truncated?): {_one_line(exc)}") from None
+    if not chunks:
+        raise HarnessError(f"{p}: audio track decoded to 0 samples")
+    return np.concatenate(chunks, axis=1), rate
+
+
+def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int] | None) -> np.ndarray:
+    a = np.asarray(frame)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+        raise HarnessError(
+            f"{path}: frame {index} must be uint8 HxWx3 RGB, got {a.dtype} shape {tuple(a.shape)}"
+        )
+    h, w = a.shape[:2]
+    if size is not None and (h, w) != size:
+        raise HarnessError(f"{path}: frame {index} is {h}x{w}, earlier frames are {size[0]}x{size[1]}")
+    if h % 2 or w % 2:
+        raise HarnessError(f"{path}: frame size {w}x{h} must be even in both dimensions for yuv420p")
+    return np.ascontiguousarray(a)
+
+
+def _check_audio(audio: np.ndarray, path: Path) -> np.ndarray:
+    a = np.asarray(audio, dtype=np.float32)
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[0] not in (1, 2):
+        raise HarnessError(
+            f"{path}: audio must be float32 [channels, samples] with 1 or 2 channels, got {a.shape}"
+        )
+    if not np.all(np.isfinite(a)):
+        raise HarnessError(f"{path}: audio contains NaN or Inf")
+    return np.ascontiguousarray(np.clip(a, -1.0, 1.0))
+
+
+def write_av(
+    path: str | os.PathLike,
+    frames: Iterable[np.ndarray] | np.ndarray,
+    audio: np.ndarray | None = None,
+    *,
+    fps: int | float = 24,
+    sample_rate: int = 32000,
+    crf: int = 18,
+    preset: str = "medium",
+) -> None:
+    """Encode frames (uint8 HxWx3 RGB, streamed) and optional audio (float32 [C, S] in [-1, 1]).
+
+    H.264 yuv420p + AAC (stereo when two channels) in an mp4, written to a temporary file in
+    the same folder and renamed into place, so a crash never leaves a half-written output.
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    aud = _check_audio(audio, out) if audio is not None else None
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp.mp4", dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        _encode(tmp, out, frames, aud, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _encode(
+    tmp: Path,
+    out: Path,
+    frames: Iterable[np.ndarray] | np.ndarray,
+    aud: np.ndarray | None,
+    *,
+    fps: int | float,
+    sample_rate: int,
+    crf: int,
+    preset: str,
+) -> None:
+    rate = Fraction(fps).limit_denominator(1001)
+    with av.open(str(tmp), mode="w", format="mp4") as c:
+        vs = c.add_stream("libx264", rate=rate)
+        vs.pix_fmt = "yuv420p"
+        vs.options = {"crf": str(crf), "preset": preset}
+        astream = None
+        if aud is not None:
+            layout = "stereo" if aud.shape[0] == 2 else "mono"
+            astream = c.add_stream("aac", rate=sample_rate, layout=layout)
+        size: tuple[int, int] | None = None
+        apos = 0  # audio samples written so far; interleave audio up to each frame's time
+        n = 0
+        for i, frame in enumerate(frames):
+            arr = _check_frame(frame, out, i, size)
+            if size is None:
+                size = arr.shape[:2]
+                vs.width, vs.height = size[1], size[0]
+            vf = av.VideoFrame.from_ndarray(arr, format="rgb24")
+            vf.pts = i
+            c.mux(vs.encode(vf))
+            n += 1
+            if astream is not None:
+                apos = _mux_audio(c, astream, aud, apos, int((i + 1) * sample_rate / float(rate)))
+        if n == 0:
+            raise HarnessError(f"{out}: no frames to write")
+        c.mux(vs.encode(None))
+        if astream is not None:
+            _mux_audio(c, astream, aud, apos, aud.shape[1])
+            c.mux(astream.encode(None))
+
+
+def _mux_audio(c, astream, aud: np.ndarray, start: int, stop: int) -> int:
+    stop = min(stop, aud.shape[1])
+    layout = "stereo" if aud.shape[0] == 2 else "mono"
+    pos = start
+    while pos < stop:
+        end = min(pos + AUDIO_CHUNK, stop)
+        af = av.AudioFrame.from_ndarray(np.ascontiguousarray(aud[:, pos:end]), format="fltp", layout=layout)
+        af.sample_rate = astream.codec_context.sample_rate
+        af.pts = pos
+        c.mux(astream.encode(af))
+        pos = end
+    return pos

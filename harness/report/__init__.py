@@ -1,0 +1,189 @@
+"""Campaign report: report.md (pull-request tables), index.html (static CI page), results.json, assets/.
+
+``build_report`` computes (or reuses from metrics/) every comparison against the reference,
+draws the figures, cuts the frame thumbnails and writes the three files atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.report.results import ReportResults, collect_results
+from harness.report.tables import FrameGrid
+from harness.store import CampaignDir, atomic_write_text, write_record
+from harness.verdict import DEFAULT_STATS_REL_TOL
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    campaign: Path
+    report_md: Path
+    index_html: Path
+    results_json: Path
+    assets: Path
+
+    def items(self) -> Iterator[tuple[str, Path]]:
+        """(label, path) pairs for printing: report.md, index.html, results.json."""
+        yield "report.md", self.report_md
+        yield "index.html", self.index_html
+        yield "results.json", self.results_json
+
+
+def _rel(path: Path, root: Path) -> str:
+    return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+
+
+def _frame_grids(res: ReportResults, campaign: CampaignDir, say: Progress) -> list[FrameGrid]:
+    from harness.report.frames import frame_indices, run_thumbnails
+
+    ref = next((r for r in res.runs if r.arm == res.reference_arm and r.stats), None)
+    basis = ref or next((r for r in res.runs if r.stats), None)
+    if basis is None or basis.stats is None:
+        return []
+    res.frame_indices = frame_indices(basis.stats.frames)
+    out_dir = campaign.assets_dir / "frames"
+    grids = []
+    for seed in res.seeds or [None]:
+        runs = [r for r in res.runs if r.seed == seed]
+        grid = FrameGrid(
+            title=f"seed {seed}" if seed is not None else "frames",
+            indices=res.frame_indices,
+            columns=[r.key for r in runs],
+            cells={},
+        )
+        for r in runs:
+            if not r.ok or r.output is None or r.output_sha256 is None:
+                grid.missing[r.key] = f"no output ({r.status})" if not r.ok else "no output.mp4"
+                continue
+            say(f"frames of {r.key}")
+            try:
+                files = run_thumbnails(r.key, Path(r.output), r.output_sha256, res.frame_indices, out_dir)
+            except HarnessError as err:
+                grid.missing[r.key] = f"cannot decode: {err}"
+                continue
+            grid.cells[r.key] = {i: _rel(p, campaign.path) for i, p in files.items()}
+            for i in res.frame_indices:
+                if i not in files:
+                    grid.missing.setdefault(r.key, f"only {r.stats.frames if r.stats else '?'} frames")
+        grids.append(grid)
+    return grids
+
+
+def _figures(res: ReportResults, campaign: CampaignDir, say: Progress) -> dict[str, str]:
+    from harness.report import plots
+
+    assets = campaign.assets_dir
+    seed = res.primary_seed
+    images: dict[str, str] = {}
+
+    def label(key: str, role: str) -> str:
+        return key + (" (noise floor)" if role == "noise_floor" else "")
+
+    def attempt(name: str, fn) -> None:
+        try:
+            path = fn(assets / f"{name}.png")
+        except HarnessError as err:
+            res.notes.append(f"figure {name}: {err}")
+            return
+        if path is not None:
+            images[name] = _rel(path, campaign.path)
+
+    say("figures")
+    cmps = [c for c in res.comparisons if c.b.seed == seed and c.frames_csv]
+    attempt(
+        "per_frame",
+        lambda p: plots.per_frame_plot([(label(c.b.key, c.b.role), Path(c.frames_csv)) for c in cmps], p),
+    )
+
+    def audio(p: Path):
+        from harness.media import read_audio
+
+        tracks = []
+        ordered = sorted(
+            (r for r in res.runs if r.seed == seed and r.ok and r.output),
+            key=lambda r: r.arm != res.reference_arm,
+        )
+        for r in ordered:
+            try:
+                data, rate = read_audio(r.output)
+            except HarnessError as err:
+                res.notes.append(f"audio figure: {r.key}: {err}")
+                continue
+            tracks.append((label(r.key, r.role), data, rate))
+        return plots.audio_plot(tracks, p) if len(tracks) >= 1 else None
+
+    attempt("audio", audio)
+    attempt(
+        "step_times",
+        lambda p: plots.step_times_plot(
+            [(r.key, r.step_seconds) for r in res.runs if r.seed == seed and r.step_seconds], p
+        ),
+    )
+    attempt(
+        "latents",
+        lambda p: plots.latent_plot(
+            [
+                (label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points])
+                for s in res.latents
+                if s.seed == seed
+            ],
+            p,
+        ),
+    )
+    if res.multi_seed:
+        floor = next((a for a in res.arms if a.role == "noise_floor"), None)
+        band = None
+        if floor is not None and floor.metrics.get("psnr_mean") and floor.metrics["psnr_mean"].n:
+            band = (floor.metrics["psnr_mean"].min, floor.metrics["psnr_mean"].max)
+        series = []
+        for a in res.arms:
+            if a.role != "candidate":
+                continue
+            pts = [(c.b.seed, c.video.psnr_mean) for c in res.comparisons if c.b.arm == a.arm and c.video]
+            series.append((a.arm, pts))
+        attempt("seeds", lambda p: plots.seeds_plot(series, band, p))
+    return images
+
+
+def build_report(
+    campaign: CampaignDir,
+    *,
+    progress: Progress | None = None,
+    stats_rel_tol: float = DEFAULT_STATS_REL_TOL,
+) -> ReportPaths:
+    """Write report.md, index.html, results.json and assets/ into the campaign directory."""
+    from harness.report.html import render_html
+    from harness.report.markdown import render_markdown
+    from harness.report.tables import build_sections
+
+    say = progress or (lambda _msg: None)
+    res = collect_results(campaign, progress=say, stats_rel_tol=stats_rel_tol)
+    campaign.assets_dir.mkdir(parents=True, exist_ok=True)
+    grids = _frame_grids(res, campaign, say)
+    images = _figures(res, campaign, say)
+    res.assets = dict(images)
+    for g in grids:
+        for key, cells in g.cells.items():
+            for i, rel in cells.items():
+                res.assets[f"frame:{key}:{i}"] = rel
+    sections = build_sections(res, grids, images)
+    paths = ReportPaths(
+        campaign=campaign.path,
+        report_md=campaign.path / "report.md",
+        index_html=campaign.path / "index.html",
+        results_json=campaign.path / "results.json",
+        assets=campaign.assets_dir,
+    )
+    say("write report")
+    write_record(paths.results_json, res)
+    atomic_write_text(paths.report_md, render_markdown(res, sections))
+    atomic_write_text(paths.index_html, render_html(res, sections))
+    return paths
+
+
+__all__ = ["ReportPaths", "ReportResults", "build_report", "collect_results"]

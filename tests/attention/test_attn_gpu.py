@@ -1,0 +1,39 @@
+"""GPU-only checks: the emulation against the real kernels (skipped where they are unavailable)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from attn_testutil import errors, make_qkv
+
+from harness.attention import availability, exact_attention, get_backend
+
+sage_ok, sage_reason = availability("sage_attn2")
+aiter_ok, aiter_reason = availability("aiter_sage_attn")
+
+
+@pytest.mark.skipif(not sage_ok, reason=f"sage_attn2 unavailable: {sage_reason}")
+@pytest.mark.parametrize("n", [1024, 4096])
+def test_emulation_tracks_the_real_sage_attn2_kernel(n):
+    q, k, v = (x.cuda() for x in make_qkv(n, b=2, h=8, d=128, k_bias=2.0, seed=4))
+    real = get_backend("sage_attn2")
+    # The Triton fp16-PV path: per_block Q (128) / K (64) INT8, P in [0, 1] to fp16, V fp16.
+    emul = get_backend("sage_emul_thuml", granularity="per_block", pv_dtype="fp16", p_log2_offset=0.0)
+    ref = exact_attention(q, k, v, compute_dtype=torch.float32)
+    out_real, out_emul = real(q, k, v), emul(q, k, v)
+    assert out_real.shape == q.shape and out_real.dtype == q.dtype
+    between = errors(out_emul, out_real)
+    e_real, e_emul = errors(out_real, ref), errors(out_emul, ref)
+    assert between["cos"] > 0.9999, between
+    assert abs(e_real["rel_l1"] - e_emul["rel_l1"]) < 0.5 * e_real["rel_l1"] + 1e-3, (e_real, e_emul)
+
+
+@pytest.mark.skipif(not aiter_ok, reason=f"aiter_sage_attn unavailable: {aiter_reason}")
+def test_aiter_sage_attn_is_close_to_exact():
+    try:
+        backend = get_backend("aiter_sage_attn")
+    except Exception as err:  # e.g. not a gfx1201 GPU
+        pytest.skip(str(err))
+    q, k, v = (x.cuda() for x in make_qkv(2048, h=4, d=128, seed=6))
+    e = errors(backend(q, k, v), exact_attention(q, k, v, compute_dtype=torch.float32))
+    assert e["cos"] > 0.998, e

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from attn_testutil import errors, make_qkv
+
+from harness.attention import exact_attention, get_backend, sage_attention_emulated
+from harness.attention.sage_emul import (
+    LOG2E,
+    k_group_ids,
+    q_group_ids,
+    quantize_int8,
+    round_mantissa_nonneg_,
+    sage_quantize,
+)
+
+
+def test_q_group_ids_by_hand():
+    blk = q_group_ids(300, "per_block", blkq=128)
+    assert [int(blk[i]) for i in (0, 127, 128, 255, 256, 299)] == [0, 0, 1, 1, 2, 2]
+    warp = q_group_ids(100, "per_warp", warpq=32)
+    assert [int(warp[i]) for i in (0, 31, 32, 63, 64, 99)] == [0, 0, 1, 1, 2, 3]
+    thread = q_group_ids(64, "per_thread", warpq=32)
+    # In each 32-row tile, rows with equal i % 8 share a scale: 8 groups per tile.
+    assert thread[:16].tolist() == list(range(8)) * 2
+    assert [int(thread[i]) for i in (24, 31, 32, 41, 63)] == [0, 7, 8, 9, 15]
+
+
+def test_k_group_ids_by_hand():
+    blk = k_group_ids(130, "per_block", blkk=64)
+    assert [int(blk[i]) for i in (0, 63, 64, 129)] == [0, 0, 1, 2]
+    assert torch.equal(k_group_ids(130, "per_warp", blkk=64), blk)  # K stays per block under per_warp
+    thread = k_group_ids(128, "per_thread", blkk=64)
+    # Rows {2t, 2t+1} mod 8 share a scale: 4 groups per 64-row tile.
+    assert thread[:10].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
+    assert [int(thread[i]) for i in (63, 64, 66, 127)] == [3, 4, 5, 7]
+
+
+def test_quantize_int8_rounds_half_away_from_zero_per_group():
+    x = torch.zeros(1, 1, 4, 2)
+    x[0, 0, 0] = torch.tensor([127.0, 0.5])  # group 0: amax 127 -> scale 1
+    x[0, 0, 1] = torch.tensor([-2.5, 1.49])
+    x[0, 0, 2] = torch.tensor([2.0, -0.5])  # group 1: amax 2 -> scale 2/127
+    x[0, 0, 3] = torch.tensor([1.0, 0.0])
+    xi, tok, grp = quantize_int8(x, torch.tensor([0, 0, 1, 1]), eps=0.0)
+    assert grp[0, 0].tolist() == pytest.approx([1.0, 2.0 / 127])
+    assert tok[0, 0].tolist() == pytest.approx([1.0, 1.0, 2.0 / 127, 2.0 / 127])
+    assert xi[0, 0, :2].tolist() == [[127.0, 1.0], [-3.0, 1.0]]
+    # 1.0 / (2/127) = 63.5 -> 64 (half away from zero); -0.5/(2/127) = -31.75 -> -32
+    assert xi[0, 0, 2:].tolist() == [[127.0, -32.0], [64.0, 0.0]]
+
+
+def test_quantize_int8_dequantizes_within_half_a_step():
+    x = torch.randn(2, 3, 200, 16) * 3
+    ids = q_group_ids(200, "per_thread", warpq=32)
+    xi, tok, _ = quantize_int8(x, ids)
+    assert xi.abs().max() <= 127 and torch.equal(xi, xi.round())
+    assert ((xi * tok.unsqueeze(-1) - x).abs() <= 0.5 * tok.unsqueeze(-1) + 1e-6).all()
+
+
+def test_mantissa_rounding_equals_the_real_casts():
+    # Every e4m3 value, the midpoints between neighbours (ties), subnormals and random values.
+    grid = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    grid = grid[torch.isfinite(grid) & (grid >= 0)].unique()
+    mids = (grid[1:] + grid[:-1]) / 2
+    rand = torch.rand(100_000) * 448
+    tiny = torch.rand(10_000) * 2**-5
+    x = torch.cat([grid, mids, rand, tiny, torch.tensor([0.0, 2**-10, 2**-9, 448.0])])
+    assert torch.equal(round_mantissa_nonneg_(x.clone(), 3, -6), x.to(torch.float8_e4m3fn).float())
+    p = torch.cat([torch.rand(100_000), torch.rand(10_000) * 2**-13, torch.tensor([0.0, 1.0])])
+    assert torch.equal(round_mantissa_nonneg_(p.clone(), 10, -14), p.to(torch.float16).float())
+
+
+def _loop_reference(q, k, v, scale, *, p_offset, kv_tile=64, **quant):
+    """The notes' recipe written as the kernels run it: a loop over KV tiles with a running max."""
+    z = sage_quantize(q, k, v, scale, **quant)
+    s_all = (z.qi @ z.ki.transpose(-1, -2)) * (z.qs.unsqueeze(-1) * z.ks.unsqueeze(-2))
+    b, h, n_q, d = z.qi.shape
+    m = torch.full((b, h, n_q, 1), -math.inf)
+    l_sum = torch.zeros(b, h, n_q, 1)
+    acc = torch.zeros(b, h, n_q, d)
+    for j0 in range(0, k.shape[2], kv_tile):
+        s = s_all[..., j0 : j0 + kv_tile]
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        alpha = torch.exp2(m - m_new)
+        p = torch.exp2(s - m_new + p_offset)
+        l_sum = l_sum * alpha + p.sum(-1, keepdim=True)
+        pq = p.to(torch.float8_e4m3fn).float()
+        acc = acc * alpha + pq @ z.vq[:, :, j0 : j0 + kv_tile]
+        m = m_new
+    return (acc / l_sum * z.vs.unsqueeze(-2)).to(q.dtype), acc / l_sum * z.vs.unsqueeze(-2)
+
+
+@pytest.mark.parametrize("flavor", ["thuml", "aiter"])
+def test_closed_form_tiles_equal_the_tile_loop(flavor):
+    q, k, v = make_qkv(150, 200, h=2, d=32, k_bias=2.0, seed=3)  # 200 keys: a partial last tile
+    backend = get_backend(f"sage_emul_{flavor}")
+    o = backend.options
+    _, ref32 = _loop_reference(
+        q,
+        k,
+        v,
+        0.2,
+        p_offset=o["p_log2_offset"],
+        granularity=o["granularity"],
+        blkq=o["blkq"],
+        warpq=o["warpq"],
+        blkk=o["blkk"],
+    )
+    out = backend.attend(backend.quantize(q, k, v, 0.2))
+    # Same quantized operands; only fp32 rounding of the rescale factors differs (then bf16 output).
+    assert (out.float() - ref32).abs().max() <= 2 * 2**-8 * ref32.abs().max()
+    assert errors(out, ref32)["cos"] > 0.99999
+
+
+def test_sm_scale_and_log2e_are_folded_into_q():
+    q, k, v = make_qkv(64, h=1, d=16, seed=1)
+    z = sage_quantize(q, k, v, 0.3, granularity="per_block")
+    s_dequant = (z.qi * z.qs.unsqueeze(-1)) @ (z.ki * z.ks.unsqueeze(-1)).transpose(-1, -2)
+    k_smooth = k.float() - k.mean(dim=-2, keepdim=True).float()
+    expected = q.float() @ k_smooth.transpose(-1, -2) * (0.3 * LOG2E)
+    assert torch.allclose(s_dequant, expected, atol=0.05 * expected.abs().max())
+
+
+@pytest.mark.parametrize("name", ["sage_emul_thuml", "sage_emul_aiter"])
+def test_emulation_accuracy_on_random_bf16_matches_the_notes(name):
+    # Notes (random V, D=128): cos ~0.9992-0.9993, relL1 ~0.037-0.039.
+    q, k, v = make_qkv(1024, h=2, d=128, seed=7)
+    e = errors(get_backend(name)(q, k, v), exact_attention(q, k, v, compute_dtype=torch.float32))
+    assert 0.998 < e["cos"] < 0.99995
+    assert 0.02 < e["rel_l1"] < 0.06
+
+
+def test_smoothing_k_matters_with_channel_outliers():
+    q, k, v = make_qkv(1024, h=2, d=64, q_scale=4.0, k_bias=8.0, seed=2)
+    ref = exact_attention(q, k, v, compute_dtype=torch.float32)
+    smooth = errors(get_backend("sage_emul_thuml", pv_dtype="fp16", p_log2_offset=0.0)(q, k, v), ref)
+    raw = errors(
+        get_backend("sage_emul_thuml", pv_dtype="fp16", p_log2_offset=0.0, smooth_k=False)(q, k, v), ref
+    )
+    assert raw["rel_l1"] > 2 * smooth["rel_l1"]
+
+
+def test_aiter_style_unscaled_p_is_worse_when_v_has_a_channel_mean():
+    # The notes' case qs=2, kb=8, vb=5: thu-ml relL1 ~0.003, aiter-style ~0.018 (5-6x).
+    q, k, v = make_qkv(2048, h=1, d=128, q_scale=2.0, k_bias=8.0, v_bias=5.0, seed=11)
+    ref = exact_attention(q, k, v, compute_dtype=torch.float32)
+    thuml = errors(get_backend("sage_emul_thuml")(q, k, v), ref)
+    aiter = errors(get_backend("sage_emul_aiter")(q, k, v), ref)
+    assert thuml["rel_l1"] < 0.008 and thuml["cos"] > 0.99995
+    assert aiter["rel_l1"] > 3 * thuml["rel_l1"]
+    assert aiter["max_abs"] > thuml["max_abs"]
+
+
+def test_functional_call_is_bitwise_equal_to_the_registry_call():
+    q, k, v = make_qkv(200, h=2, d=64, seed=5)
+    for flavor in ("thuml", "aiter"):
+        direct = sage_attention_emulated(q, k, v, 0.125, flavor=flavor)
+        assert torch.equal(direct, get_backend(f"sage_emul_{flavor}")(q, k, v, 0.125))
+
+
+def test_query_chunking_does_not_change_the_result():
+    q, k, v = make_qkv(300, 130, h=2, d=32, seed=9)
+    whole = get_backend("sage_emul_thuml", chunk_elems=1 << 30)(q, k, v)
+    chunked = get_backend("sage_emul_thuml", chunk_elems=2 * 192 * 7)(q, k, v)  # 7 query rows per chunk
+    assert torch.equal(whole, chunked)

@@ -1,0 +1,54 @@
+"""Small synthetic videos and audio for the collector tests (fast: a few frames of 64x96)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.media import write_av
+
+H, W, FPS, RATE = 64, 96, 24, 32000
+
+
+def scene(n: int = 10, h: int = H, w: int = W, *, seed: int = 0, noise: float = 0.0) -> np.ndarray:
+    """Gradient background with texture and a moving block; ``noise`` adds Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    tex = np.random.default_rng(123).normal(0, 12, (h, w, 3)).astype(np.float32)
+    out = np.empty((n, h, w, 3), np.uint8)
+    for t in range(n):
+        f = np.stack([xx * 200 / w + 20, yy * 180 / h + 30, 120 + 40 * np.sin((xx + 3 * t) / 9)], axis=-1) + tex
+        x0 = 4 + 5 * t % max(w - 20, 1)
+        f[h // 4 : h // 4 + 16, x0 : x0 + 16] = (230, 60, 40)
+        if noise:
+            f = f + rng.normal(0, noise, f.shape)
+        out[t] = np.clip(np.rint(f), 0, 255).astype(np.uint8)
+    return out
+
+
+def tone(n_frames: int, *, rate: int = RATE, fps: int = FPS, seed: int = 0, noise: float = 0.0) -> np.ndarray:
+    """Stereo test signal: two chirps and broadband noise (like music/voice, not a pure sine)."""
+    n = int(round(n_frames / fps * rate))
+    t = np.arange(n) / rate
+    rng = np.random.default_rng(seed)
+    base = np.random.default_rng(99).normal(0, 0.05, (2, n))
+    left = 0.3 * np.sin(2 * np.pi * (300 + 400 * t) * t)
+    right = 0.2 * np.sin(2 * np.pi * (500 + 900 * t) * t)
+    x = np.stack([left, right]) + base
+    if noise:
+        x = x + rng.normal(0, noise, x.shape)
+    return np.clip(x, -1, 1).astype(np.float32)
+
+
+def make_video(
+    path: Path,
+    frames: np.ndarray,
+    audio: np.ndarray | None = None,
+    *,
+    fps: int = FPS,
+    rate: int = RATE,
+    crf: int = 18,
+) -> Path:
+    write_av(path, frames, audio, fps=fps, sample_rate=rate, crf=crf, preset="ultrafast")
+    return path
