@@ -112,6 +112,8 @@ def run_campaign(
     executor: str | None = None,
     report: bool = True,
     reporter: Reporter | None = None,
+    slurm_overrides: dict | None = None,
+    resubmit_failed: int = 0,
 ) -> CampaignOutcome:
     reporter = reporter or Reporter()
     path = resolve_scenario_path(scenario_ref)
@@ -153,7 +155,12 @@ def run_campaign(
     def on_record(rec: RunRecord) -> None:
         refresh_arms(campaign, record, keys)
 
-    options = {"slurm": scenario.executor.slurm} if kind == "slurm" else {}
+    options = {}
+    if kind == "slurm":
+        slurm = scenario.executor.slurm
+        if slurm_overrides:
+            slurm = slurm.model_validate({**slurm.model_dump(), **slurm_overrides})
+        options = {"slurm": slurm, "resubmit_failed": resubmit_failed}
     try:
         get_executor(kind, **options).run(campaign, planned, reporter, on_record)
     except KeyboardInterrupt:

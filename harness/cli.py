@@ -104,11 +104,18 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show exactly what would run, run nothing."),
     executor: str | None = typer.Option(None, help="local or slurm (default: the scenario's)."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip building the report."),
+    partition: str | None = typer.Option(None, "--slurm-partition", help="Slurm partition (slurm executor)."),
+    account: str | None = typer.Option(None, "--slurm-account", help="Slurm account (slurm executor)."),
+    time_min: int | None = typer.Option(None, "--slurm-time-min", help="Slurm time limit per arm, minutes."),
+    gpus: int | None = typer.Option(None, "--slurm-gpus", help="GPUs per arm job (default: the runner's)."),
+    resubmit_failed: int = typer.Option(0, "--resubmit-failed", help="Slurm: resubmit failed arms N times."),
 ):
     """Run a scenario's arms (a campaign), then write its report."""
     from harness.campaign import run_campaign
 
     seed_list = [int(s) for s in _csv(seeds)] if seeds else None
+    given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
+    slurm_overrides = {k: v for k, v in given.items() if v is not None}
     if dry_run:
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
@@ -127,6 +134,7 @@ def run(
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
             campaign_id=campaign, force=force, executor=executor, report=not no_report, reporter=reporter,
+            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed,
         )  # fmt: skip
     out.print(_summary_table(outcome))
     for note in _notes(outcome):
@@ -168,11 +176,8 @@ def compare(
     the_gate = load_gate(gate) if gate else None
     a, b = resolve_run_dir(run_a), resolve_run_dir(run_b)
     cmp = compare_runs(a, b, truncate=truncate, resample_audio=resample_audio)
-    text = format_comparison(cmp, fmt)
-    if fmt == "table":
-        out.print(text)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    text = format_comparison(cmp, fmt)  # laid out already: printed as is, never re-wrapped or styled
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if the_gate is not None:
         violations = check_gate(cmp, the_gate)
         for v in violations:

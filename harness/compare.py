@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -39,7 +40,6 @@ from harness.store import (
     STDOUT_LOG,
     ArmStatus,
     RunDir,
-    atomic_write_text,
     pair_metrics_stem,
     read_record,
     sha256_file,
@@ -55,7 +55,8 @@ TIMING_CONVENTION = (
 )
 LATENT_CONVENTION = (
     "latent psnr=10log10(R^2/mse) on float64, R=max(ref)-min(ref) of the reference step latent, "
-    "mse over all elements; +inf when equal"
+    "mse over all elements; per named array of step_XXX.npz and over all of them concatenated; "
+    "scalars (sigmas) ignored; +inf when equal"
 )
 CONVENTIONS = {
     "video": VIDEO_CONVENTION,
@@ -141,8 +142,9 @@ class Bitwise(Record):
 
 class LatentPoint(Record):
     step: int
-    psnr: float
+    psnr: float  # over every latent of the step together
     max_abs_diff: float
+    parts: dict[str, float] = Field(default_factory=dict)  # PSNR per named latent (npz: video, audio)
 
 
 class Comparison(Record):
@@ -468,34 +470,60 @@ def measure_pair_cached(
 # ---------------------------------------------------------------------------- latents
 
 
+LATENT_SUFFIXES = (".npz", ".npy", ".pt")
+
+
 def latent_files(run_dir: Path) -> dict[int, Path]:
-    """run_dir/latents/step_XXX.npy or .pt -> {step: path} (empty when the run saved none)."""
+    """run_dir/latents/step_XXX.npz|.npy|.pt -> {step: path} (empty when the run saved none)."""
     folder = Path(run_dir) / "latents"
     found: dict[int, Path] = {}
     if not folder.is_dir():
         return found
-    for p in folder.iterdir():
+    for p in sorted(folder.iterdir()):
         stem, suffix = p.stem, p.suffix.lower()
-        if suffix in (".npy", ".pt") and stem.startswith("step_") and stem[5:].isdigit():
+        if suffix in LATENT_SUFFIXES and stem.startswith("step_") and stem[5:].isdigit():
             found.setdefault(int(stem[5:]), p)
     return dict(sorted(found.items()))
 
 
-def load_latent(path: Path) -> np.ndarray:
-    if path.suffix.lower() == ".npy":
+def _arrays(obj: Any, path: Path) -> dict[str, np.ndarray]:
+    """Named non-scalar arrays of a loaded latent file (scalars such as the sigma reached are skipped)."""
+    if isinstance(obj, dict):
+        items = obj.items()
+    else:
+        items = [("latent", obj)]
+    out: dict[str, np.ndarray] = {}
+    for name, value in items:
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().float().cpu().numpy()
+        arr = np.asarray(value)
+        if arr.ndim > 0 and arr.dtype.kind in "fiu":
+            out[str(name)] = arr.astype(np.float64, copy=False)
+    if not out:
+        raise HarnessError(f"{path}: no latent array inside")
+    return out
+
+
+def load_latent(path: Path) -> dict[str, np.ndarray]:
+    """{name: array} from step_XXX.npz (one entry per array), .npy or .pt (a tensor or a dict of them)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".npy", ".npz"):
         try:
-            return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
-        except (OSError, ValueError) as err:
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.ndarray):
+                return _arrays(loaded, path)
+            with loaded as z:
+                return _arrays({k: z[k] for k in z.files}, path)
+        except (OSError, ValueError, EOFError) as err:
             raise HarnessError(f"{path}: cannot read latent ({err})") from None
     import torch
 
     try:
-        t = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several kinds for a bad file
         raise HarnessError(f"{path}: cannot read latent ({' '.join(str(err).split())[:200]})") from None
-    if not isinstance(t, torch.Tensor):
-        raise HarnessError(f"{path}: expected one tensor, found {type(t).__name__}")
-    return t.detach().to(torch.float64).numpy()
+    return _arrays(obj, path)
 
 
 def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
@@ -513,6 +541,21 @@ def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
     return 10.0 * math.log10(peak * peak / mse), max_abs
 
 
+def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarray]) -> LatentPoint:
+    """PSNR per named latent and over all of them together (flattened and concatenated)."""
+    names = [n for n in ref if n in test]
+    if not names:
+        raise HarnessError(f"no latent in common (A has {sorted(ref)}, B has {sorted(test)})")
+    parts = {n: latent_psnr(ref[n], test[n])[0] for n in names}
+    if len(names) == 1:
+        psnr, mad = latent_psnr(ref[names[0]], test[names[0]])
+    else:
+        psnr, mad = latent_psnr(
+            np.concatenate([ref[n].ravel() for n in names]), np.concatenate([test[n].ravel() for n in names])
+        )
+    return LatentPoint(step=step, psnr=psnr, max_abs_diff=mad, parts=parts if len(names) > 1 else {})
+
+
 def compare_latents(run_a: Path, run_b: Path) -> tuple[list[LatentPoint], list[str]]:
     """Latent PSNR of B against A at every step both runs saved."""
     la, lb = latent_files(run_a), latent_files(run_b)
@@ -522,11 +565,9 @@ def compare_latents(run_a: Path, run_b: Path) -> tuple[list[LatentPoint], list[s
     notes: list[str] = []
     for step in sorted(set(la) & set(lb)):
         try:
-            psnr, mad = latent_psnr(load_latent(la[step]), load_latent(lb[step]))
+            points.append(latent_point(step, load_latent(la[step]), load_latent(lb[step])))
         except HarnessError as err:
             notes.append(f"latent step {step}: {err}")
-            continue
-        points.append(LatentPoint(step=step, psnr=psnr, max_abs_diff=mad))
     if set(la) != set(lb):
         notes.append(f"latent steps differ: A has {len(la)}, B has {len(lb)}; compared {len(points)} common")
     return points, notes
@@ -825,7 +866,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     fa, fb = stat_fields(a.stats), stat_fields(b.stats)
     for name in fa:
         x, y = fa[name], fb[name]
-        d = fmt_num(y - x, 4) if x is not None and y is not None else NA
+        d = fmt_stat(name, y - x) if x is not None and y is not None else NA
         st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
     tables.append(st)
 
@@ -840,9 +881,15 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
             at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
     tables.append(at)
     if cmp.latents:
-        lt = TextTable(title="Latent PSNR per step (B against A)", headers=["step", "PSNR", "max |diff|"])
+        names = sorted({n for p in cmp.latents for n in p.parts})
+        lt = TextTable(
+            title="Latent PSNR per step (B against A)",
+            headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
+        )
         for p in cmp.latents:
-            lt.add([p.step, fmt_db(p.psnr), f"{p.max_abs_diff:.3g}"])
+            lt.add(
+                [p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"]
+            )
         tables.append(lt)
     return tables
 
@@ -896,7 +943,7 @@ def _backtick_runs(line: str) -> list[str]:
     return runs
 
 
-def _rich_text(tables: list[TextTable], headlines: list[str], width: int = 120) -> str:
+def _rich_text(tables: list[TextTable], headlines: list[str], width: int) -> str:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -917,8 +964,12 @@ def _rich_text(tables: list[TextTable], headlines: list[str], width: int = 120) 
     return buf.getvalue()
 
 
-def format_comparison(cmp: Comparison, fmt: str = "table") -> str:
-    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``."""
+def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:
+    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``.
+
+    ``table`` is laid out for ``width`` columns (default: the terminal's, 100 when not a
+    terminal); print it as is (no re-wrapping, no markup parsing: it holds strings from logs).
+    """
     if fmt == "json":
         return cmp.model_dump_json(indent=2, by_alias=True) + "\n"
     tables = comparison_tables(cmp)
@@ -932,12 +983,8 @@ def format_comparison(cmp: Comparison, fmt: str = "table") -> str:
         parts += [f"- {k}: `{v}`" for k, v in cmp.conventions.items()]
         return "\n".join(parts) + "\n"
     if fmt == "table":
-        return _rich_text(tables, heads)
+        return _rich_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))
     raise HarnessError(f"format: expected table, md or json (got {fmt!r})")
-
-
-def write_text(path: Path, text: str) -> None:
-    atomic_write_text(Path(path), text)
 
 
 # Gates are defined next to the verdicts (harness.verdict); the CLI imports them from here.

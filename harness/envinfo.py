@@ -151,7 +151,8 @@ def summary_lines(fp: dict[str, Any]) -> list[tuple[str, str]]:
     if fp.get("rocm"):
         rows.append(("rocm", fp["rocm"]))
     for name, ver in sorted((fp.get("packages") or {}).items()):
-        rows.append((name, ver))
+        if name != "torch":  # already shown with its CUDA/HIP build above
+            rows.append((name, ver))
     for key, val in sorted(fp.items()):
         if key.endswith("_git"):
             rows.append((key, f"{val['sha'][:12]}{' (dirty)' if val['dirty'] else ''}" if val else "-"))

@@ -159,7 +159,7 @@ class AttnCallsRecord(Record):
         return sum(sum(r.fallbacks.values()) for r in self.ranks.values())
 
     def validity(self) -> tuple[bool, list[str]]:
-        """A run is valid when the requested backend served calls on every rank and nothing fell back."""
+        """Valid: the requested backend served calls on every rank, nothing fell back, no rank reported an error."""
         reasons: list[str] = []
         if not self.ranks:
             reasons.append("no attention calls were recorded")
@@ -169,4 +169,5 @@ class AttnCallsRecord(Record):
             for other, n in sorted(rc.fallbacks.items()):
                 if n:
                     reasons.append(f"rank {rank}: {n} call(s) fell back to {other!r}")
+            reasons.extend(f"rank {rank}: {e}" for e in rc.errors)
         return (not reasons), reasons

@@ -156,6 +156,29 @@ def test_latent_psnr_per_step_npy_and_pt(tmp_path: Path):
         latent_psnr(np.ones(4), np.ones(5))
 
 
+def test_latent_npz_parts_and_sigmas_ignored(tmp_path: Path):
+    a = write_run(tmp_path / "x" / "ref", ArmSpec("ref", role="reference", latents="npz"))
+    b = write_run(tmp_path / "x" / "cand", ArmSpec("cand", noise=2.0, latents="npz"), salt=5)
+    same = write_run(tmp_path / "x" / "same", ArmSpec("same", latents="npz"), copy_output_from=a)
+    cmp = compare_runs(a, b)
+    assert [p.step for p in cmp.latents] == [1, 2, 3]
+    for p in cmp.latents:
+        assert set(p.parts) == {"video", "audio"}  # the scalar sigmas are not latents
+        ref = latent_array(42, p.step, 0.0, 0).astype(np.float64)
+        test = latent_array(42, p.step, 2.0, 5).astype(np.float64)
+        mse = float(np.mean((ref - test) ** 2))
+        assert p.parts["video"] == pytest.approx(
+            10 * math.log10(float(ref.max() - ref.min()) ** 2 / mse), rel=1e-9
+        )
+        both_r = np.concatenate([ref.ravel(), ref[0, 0].ravel() * 0.5])
+        both_t = np.concatenate([test.ravel(), test[0, 0].ravel() * 0.5])
+        mse_all = float(np.mean((both_r - both_t) ** 2))
+        rng_all = float(both_r.max() - both_r.min())
+        assert p.psnr == pytest.approx(10 * math.log10(rng_all**2 / mse_all), rel=1e-9)
+    assert all(math.isinf(p.psnr) for p in compare_runs(a, same).latents)
+    assert "PSNR video" in format_comparison(cmp, "table")
+
+
 def test_speed_words_and_one_liner():
     assert speed_words(0.82) == "1.22x faster"
     assert speed_words(1.5) == "1.50x slower"
@@ -280,3 +303,24 @@ def test_verdict_against_the_noise_floor(tmp_path: Path, ref_run):
     no_floor = judge("close", [c_close], {})
     assert no_floor.within_noise_floor is None
     assert "no noise floor" in no_floor.summary
+
+
+def test_incomparable_or_corrupt_outputs_become_notes(tmp_path: Path, ref_run):
+    frames, audio = base_content(42, frames=5)
+    short = write_run(
+        tmp_path / "a" / "short", ArmSpec("short"), content=(frames, audio[:, : audio.shape[1] // 2])
+    )
+    cmp = compare_runs(ref_run, short)
+    assert cmp.video is None
+    assert any("not comparable" in n and "frame count differs" in n for n in cmp.notes)
+    assert cmp.b.stats is not None and cmp.b.stats.frames == 5  # still described on its own
+    cut = compare_runs(ref_run, short, truncate=True)
+    assert cut.video is not None and cut.video.frames == 5
+    assert any("truncated to 5 frames" in n for n in cut.notes)
+    corrupt = write_run(tmp_path / "a" / "corrupt", ArmSpec("corrupt"))
+    data = corrupt.output.read_bytes()
+    corrupt.output.write_bytes(data[: len(data) // 3])
+    bad = compare_runs(ref_run, corrupt)
+    assert bad.video is None and any("corrupt" in n or "truncated" in n for n in bad.notes), bad.notes
+    with pytest.raises(HarnessError, match="expected table, md or json"):
+        format_comparison(bad, "xml")

@@ -3,7 +3,7 @@
 Definitions (also written into ``RunStats.convention``):
 
 * Y: BT.601 luma from RGB rounded to uint8, as OpenCV's RGB2GRAY computes it
-  (``(4899 R + 9617 G + 1868 B + 8192) >> 14``, i.e. round(0.299 R + 0.587 G + 0.114 B)).
+  (``(9798 R + 19235 G + 3735 B + 2^14) >> 15``, i.e. round(0.299 R + 0.587 G + 0.114 B)).
   Integer Y keeps every sum exact and lets the GPU path match the CPU path bit for bit.
 * luma mean/std: population mean and std over all pixels of all frames.
 * sharpness: per frame, the variance of the Laplacian of Y (kernel [[0,1,0],[1,-4,1],[0,1,0]],
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 BLACK_Y_MEAN = 10.0
 FLAT_Y_STD = 1.0
 SATURATED_FRACTION = 0.95
-# cv2's fixed-point BT.601 weights (sum 2^14) and rounding constant.
-Y_WEIGHTS = (4899, 9617, 1868)
-Y_SHIFT = 14
+# cv2's fixed-point BT.601 weights (sum 2^15), applied with rounding.
+Y_WEIGHTS = (9798, 19235, 3735)
+Y_SHIFT = 15
 
 
 
@@ -60,9 +60,11 @@ def laplacian_var(y: np.ndarray) -> float:
     """Variance of the 4-neighbour Laplacian of Y over interior pixels (population)."""
     if y.shape[0] < 3 or y.shape[1] < 3:
         return 0.0
-    lap = cv2.Laplacian(y, cv2.CV_16S, ksize=1)[1:-1, 1:-1]
+    # float32 holds these integers exactly (|lap| <= 1020, lap^2 <= 2^20) and sumElems adds
+    # them exactly; OpenCV's NORM_L2SQR of int16/float32 arrays is not exact, so it is avoided.
+    lap = cv2.Laplacian(y, cv2.CV_32F, ksize=1)[1:-1, 1:-1]
     n = lap.shape[0] * lap.shape[1]
-    return _var(float(cv2.sumElems(lap)[0]), float(cv2.norm(lap, cv2.NORM_L2SQR)), n)
+    return _var(float(cv2.sumElems(lap)[0]), float(cv2.sumElems(cv2.multiply(lap, lap))[0]), n)
 
 
 def _var(s: float, ss: float, n: int) -> float:

@@ -24,10 +24,13 @@ PEAK = 255.0
 
 
 def sse(a: np.ndarray, b: np.ndarray) -> float:
-    """Sum of squared differences of two uint8 frames (exact: integer sums below 2^53)."""
+    """Sum of squared differences of two uint8 frames, exact.
+
+    (OpenCV's two-array NORM_L2SQR is not exact for uint8; the one-array form on |a - b| is.)
+    """
     if a.shape != b.shape:
         raise ValueError(f"frames differ in shape: {a.shape} and {b.shape}")
-    return float(cv2.norm(a, b, cv2.NORM_L2SQR))
+    return float(cv2.norm(cv2.absdiff(a, b), cv2.NORM_L2SQR))
 
 
 def mse(a: np.ndarray, b: np.ndarray) -> float:

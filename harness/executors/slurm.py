@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +203,6 @@ class _Tracked:
     done: bool = False  # its final record was reported
     dead_since: float | None = None  # Slurm says ended, run.json not final yet (shared-filesystem lag)
     pending_reason: str | None = None
-    history: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -310,7 +309,7 @@ class SlurmExecutor(Executor):
             self._adopt_or_cancel_stale(campaign, tracked, reporter)
             for t in tracked:
                 if t.job is None:
-                    self._submit(campaign, t, reporter, on_record, counter, len(todo))
+                    self._submit(t, reporter, on_record, counter, len(todo))
                 if t.job is not None:
                     active.append(t)
             if active:
@@ -318,7 +317,7 @@ class SlurmExecutor(Executor):
                 reporter.message(
                     f"slurm: {len(active)} job(s) queued ({ids}); logs in {self.folder(campaign).parent}"
                 )
-            self._poll(campaign, active, reporter, on_record, counter, len(todo))
+            self._poll(active, reporter, on_record, counter, len(todo))
         except KeyboardInterrupt:
             self._cancel_all([t for t in tracked if t.job is not None and not t.done], reporter, on_record)
             raise
@@ -360,7 +359,6 @@ class SlurmExecutor(Executor):
 
     def _submit(
         self,
-        campaign: CampaignDir,
         t: _Tracked,
         reporter: Reporter,
         on_record: OnRecord,
@@ -392,7 +390,6 @@ class SlurmExecutor(Executor):
             reporter.run_finished(pending)
             return
         t.job = job
-        t.history.append(t.job_id)
         try:
             rec = t.run_dir.record()
         except HarnessError:
@@ -404,7 +401,6 @@ class SlurmExecutor(Executor):
 
     def _poll(
         self,
-        campaign: CampaignDir,
         active: list[_Tracked],
         reporter: Reporter,
         on_record: OnRecord,
@@ -446,7 +442,7 @@ class SlurmExecutor(Executor):
                         f"slurm: {t.key}: {rec.status.value} ({rec.reason}); resubmitting "
                         f"(attempt {t.attempt} of {self.resubmit_failed + 1})"
                     )
-                    self._submit(campaign, t, reporter, on_record, counter, total)
+                    self._submit(t, reporter, on_record, counter, total)
                     if t.job is not None:
                         active.append(t)
                     continue

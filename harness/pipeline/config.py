@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.errors import HarnessError
 
+MIN_DIM = 48  # the residual stream holds a 32-dimensional content subspace plus type embeddings
+
 
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -29,8 +31,12 @@ class PipelineConfig(BaseModel):
     frames: int = Field(56, ge=2)
     fps: int = Field(24, ge=1)
     audio_rate: int = Field(32000, ge=8000)
+    # H3's video_codec_options use ultrafast/crf 18. It is also bit-reproducible: x264's mb-tree
+    # lookahead (veryfast and slower) gave different bytes for identical frames (PyAV 18 wheels).
     crf: int = Field(18, ge=0, le=51)
-    x264_preset: str = "medium"
+    x264_preset: Literal[
+        "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
+    ] = "ultrafast"
     # Transformer.
     heads: int = Field(4, ge=1)
     head_dim: int = Field(64, ge=8)
@@ -53,6 +59,8 @@ class PipelineConfig(BaseModel):
     def _check(self) -> PipelineConfig:
         if self.height % 16 or self.width % 16:
             raise ValueError(f"height/width must be multiples of 16, got {self.height}x{self.width}")
+        if self.dim < MIN_DIM:
+            raise ValueError(f"heads*head_dim must be at least {MIN_DIM}, got {self.dim}")
         if self.head_dim % 8:
             raise ValueError(f"head_dim must be a multiple of 8 (3D rotary split), got {self.head_dim}")
         if self.latent_t > self.frames:
@@ -128,8 +136,24 @@ def load_config(data: dict[str, Any]) -> PipelineConfig:
 
 
 PRESETS: dict[str, PipelineConfig] = {
+    # Tests and smoke runs: 16 text + 37 audio + 4x4x7 video tokens, 22 frames of 64x112.
+    "tiny": PipelineConfig(
+        preset="tiny",
+        height=64,
+        width=112,
+        frames=22,
+        heads=2,
+        head_dim=32,
+        depth=2,
+        text_tokens=16,
+        audio_tokens=37,
+        latent_t=4,
+        latent_h=4,
+        latent_w=7,
+        device="cpu",
+    ),
     # ~1.05k tokens: 64 text + 94 audio (56 frames / 24 fps * 40 latents/s) + 8x8x14 video.
-    "cpu": PipelineConfig(preset="cpu"),
+    "cpu": PipelineConfig(preset="cpu", device="cpu"),
     # ~48.7k tokens, 24 heads of 128: attention is most of each DiT step on one GPU.
     "gpu": PipelineConfig(
         preset="gpu",
@@ -147,7 +171,6 @@ PRESETS: dict[str, PipelineConfig] = {
         latent_w=84,
         device="cuda",
         dtype="bfloat16",
-        x264_preset="veryfast",
     ),
 }
 
@@ -156,4 +179,6 @@ def get_preset(name: str) -> PipelineConfig:
     try:
         return PRESETS[name]
     except KeyError:
-        raise HarnessError(f"unknown pipeline preset {name!r} (known: {', '.join(sorted(PRESETS))})") from None
+        raise HarnessError(
+            f"unknown pipeline preset {name!r} (known: {', '.join(sorted(PRESETS))})"
+        ) from None

@@ -21,14 +21,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.pipeline.conditioning import PITCH_UNIT
+from harness.pipeline.conditioning import PITCH_UNIT, encode_colour
 from harness.pipeline.config import PipelineConfig
 from harness.pipeline.sampler import synchronize
 
 ZOOM = 0.08  # camera zoom-in over the clip
 PAN = (0.05, 0.03)  # camera drift over the clip, normalised coordinates (x, y)
-FLOW_GAIN = 0.012  # normalised displacement per unit of flow latent
-COLOUR_GAIN = 0.5
+FLOW_CELLS = 0.2  # displacement, in latent cells, per unit of flow latent
+COLOUR_GAIN = 1.2
 BRIGHT_GAIN = 0.2
 SAT_GAIN = 0.4
 
@@ -40,7 +40,7 @@ class VideoDecoder:
         self.cfg, self.device = cfg, device
         self.reference = reference.to(device)  # [3, H, W] in [0, 1]
         # The reference as the decoder sees it through the latent colour channels.
-        self.ref_colour = _upsample(ref_colour[None].to(device), cfg.height, cfg.width)[0]
+        self.ref_code = encode_colour(ref_colour.to(device))  # [3, h, w]: the reference's colour latent
         self.seconds = 0.0
         h, w = cfg.height, cfg.width
         ys = (torch.arange(h, dtype=torch.float32, device=device) + 0.5) / h * 2 - 1
@@ -53,6 +53,10 @@ class VideoDecoder:
         if chunk is None:
             chunk = 8 if self.device.type == "cuda" else 4
         lat = latents.float().permute(0, 3, 1, 2).contiguous()  # [t, C, h, w]
+        # Colour is decoded as its deviation from the reference's colour latent, re-anchored on
+        # the reference: a clip-wide colour cast is removed, local colour changes are kept.
+        lat[:, 0:3] -= self.ref_code[None]
+        lat[:, 0:3] -= lat[:, 0:3].mean(dim=(0, 2, 3), keepdim=True)
         for start in range(0, cfg.frames, chunk):
             synchronize(self.device)
             t0 = time.perf_counter()
@@ -69,21 +73,29 @@ class VideoDecoder:
         i0 = pos.floor().long().clamp(max=n_lat - 2)
         frac = (pos - i0.float()).view(-1, 1, 1, 1)
         fields = lat[i0] * (1 - frac) + lat[i0 + 1] * frac  # [B, C, h, w]
-        up = _upsample(fields, cfg.height, cfg.width)  # [B, C, H, W]
+        up = _upsample(_smooth(fields), cfg.height, cfg.width)  # [B, C, H, W]
 
         zoom = (1 + ZOOM * u).view(-1, 1, 1)
-        gx = self.gx[None] / zoom + PAN[0] * u.view(-1, 1, 1) + FLOW_GAIN * up[:, 3]
-        gy = self.gy[None] / zoom + PAN[1] * u.view(-1, 1, 1) + FLOW_GAIN * up[:, 4]
+        fx, fy = 2 * FLOW_CELLS / cfg.latent_w, 2 * FLOW_CELLS / cfg.latent_h
+        gx = self.gx[None] / zoom + PAN[0] * u.view(-1, 1, 1) + fx * up[:, 3]
+        gy = self.gy[None] / zoom + PAN[1] * u.view(-1, 1, 1) + fy * up[:, 4]
         grid = torch.stack([gx, gy], dim=-1)
         ref = self.reference[None].expand(len(idx), -1, -1, -1)
         img = F.grid_sample(ref, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
 
-        colour = (up[:, 0:3] + 1) * 0.5 - self.ref_colour[None]
-        img = img * (1 + BRIGHT_GAIN * torch.tanh(up[:, 5:6])) + COLOUR_GAIN * colour
+        img = img * (1 + BRIGHT_GAIN * torch.tanh(up[:, 5:6])) + COLOUR_GAIN * 0.5 * up[:, 0:3]
         grey = img.mean(dim=1, keepdim=True)
         img = grey + (img - grey) * (1 + SAT_GAIN * torch.tanh(up[:, 6:7]))
         rgb = (img.clamp(0, 1) * 255).round().to(torch.uint8)
         return rgb.permute(0, 2, 3, 1).contiguous()
+
+
+def _smooth(x: Tensor) -> Tensor:
+    """Separable [1, 2, 1] / 4 blur over the latent grid (replicate edges): spatial context."""
+    c = x.shape[1]
+    k = torch.tensor([0.25, 0.5, 0.25], dtype=x.dtype, device=x.device)
+    x = F.conv2d(F.pad(x, (1, 1, 0, 0), mode="replicate"), k.view(1, 1, 1, 3).expand(c, 1, 1, 3), groups=c)
+    return F.conv2d(F.pad(x, (0, 0, 1, 1), mode="replicate"), k.view(1, 1, 3, 1).expand(c, 1, 3, 1), groups=c)
 
 
 def _upsample(x: Tensor, height: int, width: int) -> Tensor:

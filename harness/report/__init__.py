@@ -124,17 +124,18 @@ def _figures(res: ReportResults, campaign: CampaignDir, say: Progress) -> dict[s
             [(r.key, r.step_seconds) for r in res.runs if r.seed == seed and r.step_seconds], p
         ),
     )
-    attempt(
-        "latents",
-        lambda p: plots.latent_plot(
-            [
-                (label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points])
-                for s in res.latents
-                if s.seed == seed
-            ],
-            p,
-        ),
-    )
+    latent_series = []
+    for s in res.latents:
+        if s.seed != seed:
+            continue
+        names = sorted({n for pt in s.points for n in pt.parts})
+        if names:  # one line per named latent (video, audio): they part at different rates
+            for n in names:
+                pts = [(pt.step, pt.parts[n]) for pt in s.points if n in pt.parts]
+                latent_series.append((f"{label(s.key, s.role)}: {n}", pts))
+        else:
+            latent_series.append((label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points]))
+    attempt("latents", lambda p: plots.latent_plot(latent_series, p))
     if res.multi_seed:
         floor = next((a for a in res.arms if a.role == "noise_floor"), None)
         band = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -28,7 +27,7 @@ from harness.compare import (
 )
 from harness.errors import HarnessError
 from harness.records import Record
-from harness.store import CampaignDir, CampaignRecord, RunDir, utcnow
+from harness.store import CampaignDir, CampaignRecord, utcnow
 from harness.verdict import ACCURACY_METRICS, DEFAULT_STATS_REL_TOL, Verdict, _attention, judge
 
 RESULTS_SCHEMA = "harness.report/1"
@@ -293,7 +292,3 @@ def collect_results(
     if floor_arm is None and res.reference_arm:
         res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")
     return res
-
-
-def run_dir_of(res: ReportResults, key: str) -> RunDir:
-    return RunDir(Path(res.campaign_path) / "runs" / key)

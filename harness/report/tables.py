@@ -292,7 +292,16 @@ def latent_section(res: ReportResults) -> Section | None:
         row = [str(step)]
         for s in res.latents:
             p = next((p for p in s.points if p.step == step), None)
-            row.append(fmt_db(p.psnr) if p else NA)
+            if p is None:
+                row.append(NA)
+            elif p.parts:
+                row.append(
+                    f"{fmt_db(p.psnr)} ("
+                    + ", ".join(f"{n} {fmt_db(v)}" for n, v in sorted(p.parts.items()))
+                    + ")"
+                )
+            else:
+                row.append(fmt_db(p.psnr))
         t.add(row)
     sec.tables.append(t)
     return sec

@@ -59,7 +59,7 @@ class BuiltinRunner(Runner):
         return Launch(
             command=[sys.executable, "-m", "harness.runners.builtin", str(run_dir)],
             env={"PYTHONUNBUFFERED": "1"},
-            gpus=0 if device == "cpu" else 1,
+            gpus=1 if device == "cuda" else 0,  # "auto" takes a GPU where one is, but asks for none
         )
 
 

@@ -18,7 +18,7 @@ def _frames(n: int = 4, seed: int = 0) -> np.ndarray:
 
 def _numpy_luma(f: np.ndarray) -> np.ndarray:
     r, g, b = (f[..., i].astype(np.int64) for i in range(3))
-    return ((4899 * r + 9617 * g + 1868 * b + 8192) >> 14).astype(np.uint8)
+    return ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15).astype(np.uint8)
 
 
 def _numpy_laplacian_var(y: np.ndarray) -> float:

@@ -50,14 +50,18 @@ def job_env(cluster, monkeypatch):
 
 
 class Recorder(Reporter):
-    def __init__(self, on_start=None):
+    def __init__(self, on_start=None, on_progress=None):
         self.started, self.finished, self.messages = [], [], []
-        self.on_start = on_start
+        self.on_start, self.on_progress = on_start, on_progress
 
     def run_started(self, spec, index, total):
         self.started.append(spec.key)
         if self.on_start:
             self.on_start(spec)
+
+    def run_progress(self, step, steps):
+        if self.on_progress:
+            self.on_progress(step, steps)
 
     def run_finished(self, record):
         self.finished.append((record.spec.key, record.status))
@@ -158,20 +162,24 @@ time.sleep(120)
 """
     camp = CampaignDir(tmp_path / "camp")
 
-    def interrupt(spec):
+    def interrupt(step, steps):  # Ctrl-C once the first arm's own process is computing
         raise KeyboardInterrupt
 
     seen = []
     with pytest.raises(KeyboardInterrupt):
         SlurmExecutor(FAST, cancel_wait_s=60).run(
-            camp, plan(camp, [spec(code, "a"), spec(code, "b")]), Recorder(on_start=interrupt), seen.append
+            camp, plan(camp, [spec(code, "a"), spec(code, "b")]), Recorder(on_progress=interrupt), seen.append
         )
     recs = {k: camp.run(k).record() for k in ("a", "b")}
     assert {r.status for r in recs.values()} == {RunStatus.interrupted}
     assert all(r.job_id and "cancelled" in r.reason for r in recs.values())
     assert sorted(r.spec.key for r in seen) == ["a", "b"]
     assert active_jobs([r.job_id for r in recs.values()]) == []
-    for pid in (int(p.name) for p in pids.iterdir()):  # the arms' own processes are gone too
+    assert "before it started" in recs["b"].reason  # exclusive: b waited for a's node
+    assert recs["a"].exit_code is not None  # a's job stopped its arm and recorded how it ended
+    started = [int(p.name) for p in pids.iterdir()]
+    assert len(started) == 1
+    for pid in started:  # the arm's own process is gone too
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 

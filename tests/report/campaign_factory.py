@@ -209,6 +209,12 @@ def save_latents(run_path: Path, seed: int, noise: float, salt: int, kind: str, 
         arr = latent_array(seed, step, noise, salt)
         if kind == "npy":
             np.save(folder / f"step_{step:03d}.npy", arr)
+        elif kind == "npz":  # the builtin pipeline's layout: video and audio latents plus the sigmas
+            audio = arr[0, 0].reshape(-1, 4) * 0.5
+            sigma = np.float64(1.0 / step)
+            np.savez(
+                folder / f"step_{step:03d}.npz", video=arr, audio=audio, sigma_video=sigma, sigma_audio=sigma
+            )
         else:
             import torch
 

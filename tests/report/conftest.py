@@ -44,9 +44,9 @@ def single_report(tmp_path_factory) -> Built:
 def multi_report(tmp_path_factory) -> Built:
     """Two seeds, per-step latents (npy and pt) in every run."""
     arms = [
-        ArmSpec("torch_sdpa", role="reference", latents="npy"),
-        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0, latents="npy"),
-        ArmSpec("cand", noise=6.0, steps=[1.0, 0.6, 0.4], latents="pt"),
+        ArmSpec("torch_sdpa", role="reference", latents="npz"),
+        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0, latents="npz"),
+        ArmSpec("cand", noise=6.0, steps=[1.0, 0.6, 0.4], latents="npz"),
     ]
     camp = make_campaign(tmp_path_factory.mktemp("multi"), arms, seeds=(42, 43))
     return Built(camp, build_report(camp))

@@ -19,7 +19,7 @@ def _check_local_only(requests: list[str], root: Path) -> None:
         assert url.startswith(root_url + "/") or url.startswith("data:"), f"page fetched {url}"
 
 
-def test_index_html_loads_without_console_errors(single_report, chromium, tmp_path: Path):
+def test_index_html_loads_without_console_errors(chromium, single_report, tmp_path: Path):
     camp, paths = single_report.campaign, single_report.paths
     page = load_page(chromium, paths.index_html.resolve().as_uri())
     shot = tmp_path / "report.png"
@@ -38,7 +38,7 @@ def test_index_html_loads_without_console_errors(single_report, chromium, tmp_pa
     assert page.screenshot[:8] == b"\x89PNG\r\n\x1a\n" and kept.exists()
 
 
-def test_multi_seed_page_loads(multi_report, chromium, tmp_path: Path):
+def test_multi_seed_page_loads(chromium, multi_report, tmp_path: Path):
     camp, paths = multi_report.campaign, multi_report.paths
     page = load_page(chromium, paths.index_html.resolve().as_uri())
     shot = tmp_path / "report_multi_seed.png"

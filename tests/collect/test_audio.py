@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.collect import audio
+from harness.collect.audio import (
+    cosine,
+    logmel_cosine,
+    mel_filterbank,
+    mel_power,
+    pair_metrics,
+    peak,
+    resample,
+    rms,
+    snr_db,
+)
+
+RATE = 32000
+
+
+def _signal(n: int = RATE, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / RATE
+    x = np.stack([0.3 * np.sin(2 * np.pi * 440 * t), 0.2 * np.sin(2 * np.pi * 700 * t)])
+    return (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
+
+
+def test_snr_cosine_rms_peak_match_formulas() -> None:
+    a = _signal()
+    b = (a + np.random.default_rng(1).normal(0, 0.01, a.shape)).astype(np.float32)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    assert snr_db(a, b) == pytest.approx(10 * np.log10((x**2).sum() / ((x - y) ** 2).sum()), rel=1e-12)
+    assert cosine(a, b) == pytest.approx((x * y).sum() / np.sqrt((x**2).sum() * (y**2).sum()), rel=1e-12)
+    assert rms(a) == pytest.approx(np.sqrt((x**2).mean()), rel=1e-12)
+    assert peak(b) == float(np.abs(b).max())
+
+
+def test_snr_is_asymmetric_with_a_as_reference() -> None:
+    a = _signal()
+    b = (a * 0.5).astype(np.float32)
+    assert snr_db(a, b) == pytest.approx(10 * np.log10(4.0), abs=1e-6)  # noise = a/2
+    assert snr_db(b, a) == pytest.approx(0.0, abs=1e-6)  # noise = b
+
+
+def test_blocked_sums_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _signal(), _signal(seed=2)
+    whole = (snr_db(a, b), cosine(a, b), rms(a))
+    monkeypatch.setattr(audio, "CHUNK", 1000)  # many blocks, a ragged last one
+    assert (snr_db(a, b), cosine(a, b), rms(a)) == pytest.approx(whole, rel=1e-12)
+
+
+def test_silence_and_identity() -> None:
+    z = np.zeros((2, 1000), np.float32)
+    a = _signal(1000)
+    assert snr_db(a, a.copy()) == math.inf and cosine(a, a.copy()) == pytest.approx(1.0)
+    assert snr_db(z, z) == math.inf and cosine(z, z) == 1.0 and logmel_cosine(z, z, RATE) == 1.0
+    assert snr_db(z, a) == -math.inf and cosine(z, a) == 0.0
+    assert snr_db(a, z) == 0.0  # the test is silent: noise equals the signal
+    assert rms(z) == 0.0 and peak(z) == 0.0
+
+
+def test_mel_filterbank_shape() -> None:
+    fb = mel_filterbank(RATE, 1024, 64)
+    assert fb.shape == (64, 513)
+    assert fb.min() == 0.0 and fb.max() <= 1.0
+    assert (fb.max(axis=1) > 0.5).all()  # every band has a peak near 1
+    centers = fb.argmax(axis=1)
+    assert (np.diff(centers) >= 0).all()  # ordered by frequency
+    assert np.diff(centers)[-5:].mean() > np.diff(centers)[:5].mean()  # mel: wider at the top
+
+
+def test_mel_power_locates_a_tone_and_is_blockwise_exact() -> None:
+    t = np.arange(RATE) / RATE
+    tone = np.sin(2 * np.pi * 1000 * t).astype(np.float32)[None]
+    p = mel_power(tone, RATE)
+    fb = mel_filterbank(RATE)
+    freqs = np.linspace(0, RATE / 2, 513)
+    assert p.shape[0] == 1 and p.shape[1] == 64 and p.shape[2] == 1 + (RATE - 1024) // 256
+    band = int(p[0].mean(axis=1).argmax())
+    assert fb[band, np.argmin(np.abs(freqs - 1000))] > 0.3  # the loudest band covers 1 kHz
+    assert np.allclose(mel_power(tone, RATE, block=7), p, rtol=1e-12)
+
+
+def test_logmel_cosine_behaviour() -> None:
+    a = _signal(2 * RATE)
+    near = (a + np.random.default_rng(3).normal(0, 0.002, a.shape)).astype(np.float32)
+    other = _signal(2 * RATE, seed=9)[::-1].copy() * 0.1
+    shifted = np.roll(a, 37, axis=1)  # phase drift: waveform metrics collapse, spectra do not
+    assert logmel_cosine(a, a.copy(), RATE) == pytest.approx(1.0)
+    assert logmel_cosine(a, near, RATE) > 0.99
+    assert logmel_cosine(a, shifted, RATE) > 0.98 > cosine(a, shifted)
+    assert logmel_cosine(a, other, RATE) < logmel_cosine(a, near, RATE)
+
+
+def test_resample_keeps_a_tone() -> None:
+    t = np.arange(RATE) / RATE
+    x = np.stack([np.sin(2 * np.pi * 500 * t)] * 2).astype(np.float32) * 0.5
+    y = resample(x, RATE, 16000)
+    assert y.shape[0] == 2 and abs(y.shape[1] - 16000) <= 64
+    ref = 0.5 * np.sin(2 * np.pi * 500 * np.arange(y.shape[1]) / 16000)
+    mid = slice(200, y.shape[1] - 200)
+    lag = max(range(-40, 41), key=lambda k: float(np.dot(np.roll(y[0], k)[mid], ref[mid])))
+    assert np.abs(np.roll(y[0], lag)[mid] - ref[mid]).max() < 0.02  # a clean tone, maybe delayed
+    assert resample(x, RATE, RATE) is not None and resample(x, RATE, RATE).shape == x.shape
+
+
+def test_pair_metrics_truncates_and_records() -> None:
+    a = _signal(5000)
+    b = a[:, :4000].copy()
+    m = pair_metrics(a, b, RATE)
+    assert m["samples_compared"] == 4000 and m["samples_dropped"] == 1000
+    assert m["samples_a"] == 5000 and m["samples_b"] == 4000
+    assert m["snr_db"] == math.inf and m["cosine"] == pytest.approx(1.0)
+    assert m["rms_a"] == pytest.approx(rms(a)) and m["rms_b"] == pytest.approx(rms(b))
+    assert not m["bitwise_equal"]  # different lengths
+    assert pair_metrics(a, a.copy(), RATE)["bitwise_equal"]
+    assert len(m["snr_db_per_channel"]) == 2
+    with pytest.raises(ValueError, match="channel"):
+        pair_metrics(a, a[:1], RATE)
