@@ -298,12 +298,17 @@ def bench_metrics(
     width: int = typer.Option(1344),
     naive: bool = typer.Option(True, help="Also time the naive scikit-image loop."),
     double: bool = typer.Option(True, help="Also time a video twice as long."),
+    device: str = typer.Option("cpu", help="cpu, cuda or auto: where the suite computes."),
+    naive_frames: int = typer.Option(24, help="Frames the naive loop runs (scaled to the full length)."),
 ):
     """Time the full metric suite against a naive per-frame scikit-image loop, side by side."""
     from harness.bench import bench_metrics as run_bench
 
-    result = run_bench(workdir, frames=frames, height=height, width=width, naive=naive, double=double)
-    out.print(result.markdown() if hasattr(result, "markdown") else result)
+    result = run_bench(
+        workdir, frames=frames, height=height, width=width, naive=naive, double=double,
+        device=device, naive_frames=naive_frames,
+    )  # fmt: skip
+    sys.stdout.write(result.markdown() + "\n")
 
 
 def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost

@@ -209,7 +209,7 @@ def write_av(
     fps: int | float = 24,
     sample_rate: int = 32000,
     crf: int = 18,
-    preset: str = "medium",
+    preset: str = "ultrafast",
 ) -> None:
     """Encode frames (uint8 HxWx3 RGB, streamed) and optional audio (float32 [C, S] in [-1, 1]).
 
@@ -224,10 +224,17 @@ def write_av(
     tmp = Path(tmp_name)
     try:
         _encode(tmp, out, frames, aud, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _encode(
@@ -245,7 +252,9 @@ def _encode(
     with av.open(str(tmp), mode="w", format="mp4") as c:
         vs = c.add_stream("libx264", rate=rate)
         vs.pix_fmt = "yuv420p"
-        vs.options = {"crf": str(crf), "preset": preset}
+        # mbtree's threaded lookahead makes libx264 give different bytes for the same frames
+        # from one call to the next; without it any preset is reproducible (ultrafast has none).
+        vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
         astream = None
         if aud is not None:
             layout = "stereo" if aud.shape[0] == 2 else "mono"

@@ -72,7 +72,7 @@ class ExecutorBlock(Strict):
 class BuiltinBlock(Strict):
     """The embedded tiny ref2av pipeline."""
 
-    preset: Literal["cpu", "gpu"] = "cpu"
+    preset: Literal["tiny", "cpu", "gpu"] = "cpu"
     prompt: str = "a woman dances in the street, drums and a cheering crowd"
     params: dict[str, Any] = Field(default_factory=dict, description="Pipeline config overrides.")
     save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")

@@ -12,10 +12,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "{frames: 10, height: 64, width: 96, latent_t: 2, latent_h: 4, latent_w: 6, text_tokens: 8, "
-    "audio_tokens: 8, depth: 1, heads: 2, head_dim: 16, x264_preset: ultrafast, device: cpu}"
-)
 
 
 def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
@@ -23,7 +19,7 @@ def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
 name: tiny
 runner: builtin
 seed: 3
-builtin: {{preset: cpu, params: {TINY}, save_latents: false}}
+builtin: {{preset: tiny, save_latents: false}}
 profiles: {{3step: {{infer_steps: 4}}}}
 arms:
   - {{name: torch_sdpa, attn_type: torch_sdpa, role: reference}}
@@ -95,6 +91,7 @@ def test_interrupted_campaign_resumes(tmp_path):
     ref = camp / "runs" / "torch_sdpa" / "run.json"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # interrupt once the first arm is done and the second started
+        assert proc.poll() is None, proc.communicate()
         if ref.exists() and '"ok"' in ref.read_text() and (camp / "runs" / "floor" / "run.json").exists():
             break
         time.sleep(0.05)

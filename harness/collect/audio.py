@@ -100,14 +100,15 @@ def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarra
     if x.shape[1] < N_FFT:
         x = np.pad(x, ((0, 0), (0, N_FFT - x.shape[1])))
     n_frames = 1 + (x.shape[1] - N_FFT) // HOP
-    window = np.hanning(N_FFT + 1)[:-1]  # periodic Hann
-    fb = mel_filterbank(sample_rate)
+    window = (np.hanning(N_FFT + 1)[:-1]).astype(np.float32)  # periodic Hann
+    fb = mel_filterbank(sample_rate).astype(np.float32)
     out = np.empty((x.shape[0], fb.shape[0], n_frames), np.float64)
     for f0 in range(0, n_frames, block):
         f1 = min(f0 + block, n_frames)
         idx = np.arange(N_FFT)[None, :] + HOP * np.arange(f0, f1)[:, None]
-        spec = np.abs(np.fft.rfft(x[:, idx].astype(np.float64) * window, axis=-1)) ** 2  # [C, f, bins]
-        out[:, :, f0:f1] = np.einsum("mb,cfb->cmf", fb, spec)
+        # float32 FFT and a BLAS product: ample for a similarity reading, ~10x faster
+        spec = np.abs(np.fft.rfft(x[:, idx] * window, axis=-1)) ** 2  # [C, f, bins]
+        out[:, :, f0:f1] = np.matmul(fb, spec.transpose(0, 2, 1))
     return out
 
 

@@ -37,7 +37,6 @@ Y_WEIGHTS = (9798, 19235, 3735)
 Y_SHIFT = 15
 
 
-
 @dataclass(frozen=True)
 class FrameStats:
     """Exact integer sums for one frame (floats hold them exactly below 2^53)."""
@@ -159,7 +158,6 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     Integer arithmetic throughout, so the sums equal the OpenCV path's exactly.
     """
     import torch
-    import torch.nn.functional as F
 
     x = frames.to(torch.int32)
     r, g, b = x[..., 0], x[..., 1], x[..., 2]
@@ -169,9 +167,10 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     y_sum = y64.sum(dim=(1, 2))
     y_sumsq = (y64 * y64).sum(dim=(1, 2))
     if h >= 3 and w >= 3:
-        # float32 is exact here (|Laplacian| <= 1020); the sums are then taken in int64.
-        k = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32, device=frames.device)
-        lap = F.conv2d(y[:, None].to(torch.float32), k.view(1, 1, 3, 3))[:, 0].round().to(torch.int64)
+        # Shifted integer sums: exact, and no convolution algorithm (or TF32) involved.
+        lap = (y[:, :-2, 1:-1] + y[:, 2:, 1:-1] + y[:, 1:-1, :-2] + y[:, 1:-1, 2:] - 4 * y[:, 1:-1, 1:-1]).to(
+            torch.int64
+        )
         m = lap.shape[1] * lap.shape[2]
         lap_sums = list(zip(lap.sum(dim=(1, 2)).tolist(), (lap * lap).sum(dim=(1, 2)).tolist(), strict=True))
         lap_var = [_var(float(s), float(ss), m) for s, ss in lap_sums]

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -37,6 +37,9 @@ from harness.collect.stats import StatsReducer, frame_stats_torch
 from harness.collect.video import PairReducer, sse
 from harness.errors import HarnessError
 from harness.media import MediaInfo, iter_frames, probe, read_audio
+
+if TYPE_CHECKING:
+    import torch
 
 QUEUE_FRAMES = 4  # decoded frames buffered per stream
 GPU_BATCH = 8  # frame pairs per GPU upload
@@ -84,53 +87,88 @@ def _cv2_threads(n: int):
 
 
 class _Decoder(threading.Thread):
-    """Decodes one file into a bounded queue; hashes and (on CPU) measures every frame."""
+    """Decodes one file into a bounded queue; a second thread hashes and (on CPU) measures
+    every frame, so that on many cores neither chain limits the other."""
 
     def __init__(self, path: Path, limit: int, *, cpu_stats: bool, stop: threading.Event):
         super().__init__(daemon=True, name=f"decode-{path.name}")
         self.path, self.limit, self.cpu_stats, self.stop = path, limit, cpu_stats, stop
         self.q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
+        self.side_q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
+        self.side = threading.Thread(target=self._measure, daemon=True, name=f"stats-{path.name}")
+        self.side_error: BaseException | None = None
         self.stats = StatsReducer()
         self.count = 0
 
-    def _put(self, item: Any) -> bool:
+    def _put(self, q: queue.Queue, item: Any) -> bool:
         while not self.stop.is_set():
             try:
-                self.q.put(item, timeout=0.1)
+                q.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def run(self) -> None:
+    def _measure(self) -> None:
+        prev = None
         try:
-            prev = None
+            while not self.stop.is_set():
+                try:
+                    frame = self.side_q.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if frame is _DONE:
+                    return
+                if self.cpu_stats:
+                    self.stats.push(frame, prev)
+                else:
+                    self.stats.update_hash(frame)
+                prev = frame
+        except BaseException as exc:
+            self.side_error = exc
+            self.stop.set()
+
+    def run(self) -> None:
+        self.side.start()
+        try:
             # strict: a file that ends before its declared length is an error, not a short run
             frames = iter_frames(self.path, strict=True)
             for frame in frames:
                 if self.count >= self.limit:
                     frames.close()
                     break
-                if self.cpu_stats:
-                    self.stats.push(frame, prev)
-                else:
-                    self.stats.update_hash(frame)
-                prev = frame
                 self.count += 1
-                if not self._put(frame):
+                if not (self._put(self.side_q, frame) and self._put(self.q, frame)):
                     return
-            self._put(_DONE)
+            self._put(self.side_q, _DONE)
+            self.side.join()  # the statistics are complete before the consumer sees the end
+            self._put(self.q, self.side_error or _DONE)
         except BaseException as exc:  # handed to the main thread, which raises it
-            self._put(exc)
+            self._put(self.q, exc)
 
     def get(self) -> np.ndarray | None:
-        item = self.q.get()
+        while True:
+            try:
+                item = self.q.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if self.side_error is not None:
+                    raise self.side_error from None
+                if not self.is_alive() and self.q.empty():
+                    raise HarnessError(f"{self.path}: decoding stopped unexpectedly") from None
         if isinstance(item, BaseException):
             raise item
         return None if item is _DONE else item
 
+    def finish(self) -> None:
+        self.join()
+        self.side.join()
 
-def _check_compatible(a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: bool) -> int:
+
+def _check_compatible(
+    a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: bool, resample_audio: bool = False
+) -> int:
+    """Frames to compare; raises before any decoding when the pair cannot be compared."""
     if (ia.width, ia.height) != (ib.width, ib.height):
         raise HarnessError(
             f"resolution differs: {a} is {ia.width}x{ia.height}, {b} is {ib.width}x{ib.height}"
@@ -144,6 +182,16 @@ def _check_compatible(a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: 
     if ia.has_audio != ib.has_audio:
         has, lacks = (a, b) if ia.has_audio else (b, a)
         raise HarnessError(f"audio track in {has} but not in {lacks}")
+    if ia.has_audio:
+        if ia.audio_channels != ib.audio_channels:
+            raise HarnessError(
+                f"audio channel count differs: {a} has {ia.audio_channels}, {b} has {ib.audio_channels}"
+            )
+        if ia.audio_rate != ib.audio_rate and not resample_audio:
+            raise HarnessError(
+                f"audio sample rate differs: {a} is {ia.audio_rate} Hz, {b} is {ib.audio_rate} Hz "
+                "(ask for resampling to compare)"
+            )
     return min(ia.frames, ib.frames)
 
 
@@ -206,9 +254,7 @@ def _audio_part(
     return metrics, runs[0], runs[1]
 
 
-def _video_cpu(
-    dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, workers: int
-) -> None:
+def _video_cpu(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, workers: int) -> None:
     local = threading.local()
     pending: collections.deque[tuple[int, Future]] = collections.deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool:
@@ -225,9 +271,28 @@ def _video_cpu(
             reducer.add(j, *fut.result())
 
 
-def _video_torch(
-    dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, device: str
-) -> None:
+class _Uploader:
+    """Frames into one reused (pinned, on CUDA) host buffer, then one copy per batch to the device.
+
+    Filling it with numpy keeps torch's CPU thread pool out of the way; the results' .tolist()
+    at the end of each batch synchronises, so the buffer is free again when it is refilled.
+    """
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device):
+        import torch
+
+        pin = device.type == "cuda"
+        self.buf = torch.empty((GPU_BATCH, *shape), dtype=torch.uint8, pin_memory=pin)
+        self.view = self.buf.numpy()
+        self.device = device
+
+    def upload(self, frames: list[np.ndarray]) -> torch.Tensor:
+        for k, f in enumerate(frames):
+            np.copyto(self.view[k], f)
+        return self.buf[: len(frames)].to(self.device, non_blocking=True)
+
+
+def _video_torch(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, device: str) -> None:
     import torch
 
     from harness.collect.ssim import ssim_torch
@@ -235,6 +300,7 @@ def _video_torch(
 
     dev = torch.device(_torch_device(device))
     prev: dict[str, torch.Tensor | None] = {"a": None, "b": None}
+    up: dict[str, _Uploader] = {}
     i = 0
     done = False
     while not done and i < n:
@@ -244,19 +310,21 @@ def _video_torch(
             if fa is None or fb is None:
                 done = True
                 break
-            fa_list.append(torch.from_numpy(fa))
-            fb_list.append(torch.from_numpy(fb))
+            fa_list.append(fa)
+            fb_list.append(fb)
         if not fa_list:
             break
-        ta = torch.stack(fa_list).to(dev, non_blocking=True)
-        tb = torch.stack(fb_list).to(dev, non_blocking=True)
+        if not up:
+            up = {"a": _Uploader(fa_list[0].shape, dev), "b": _Uploader(fa_list[0].shape, dev)}
+        ta = up["a"].upload(fa_list)
+        tb = up["b"].upload(fb_list)
         s = ssim_torch(ta, tb).tolist()
         e = sse_torch(ta, tb).tolist()
         values = ta[0].numel()
         for name, t, dec in (("a", ta, dec_a), ("b", tb, dec_b)):
             for st in frame_stats_torch(t, prev[name]):
                 dec.stats.add(st, values)
-            prev[name] = t[-1]
+            prev[name] = t[-1].clone()  # the next batch overwrites the upload buffer
         for k in range(len(fa_list)):
             m = float(e[k]) / values
             reducer.add(i + k, m, 1.0 if m == 0.0 else float(s[k]))
@@ -264,7 +332,9 @@ def _video_torch(
 
 
 def _run_stats(path: Path, info: MediaInfo, stats: StatsReducer, audio: dict) -> RunStats:
-    return RunStats(file=str(path), width=info.width, height=info.height, fps=info.fps, **stats.result(), **audio)
+    return RunStats(
+        file=str(path), width=info.width, height=info.height, fps=info.fps, **stats.result(), **audio
+    )
 
 
 def measure_pair(
@@ -275,10 +345,11 @@ def measure_pair(
     truncate: bool = False,
     resample_audio: bool = False,
     device: str = "auto",
-    workers: int = 2,
+    workers: int | None = None,
 ) -> PairResult:
     """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file.
 
+    ``workers``: SSIM threads on CPU (default: the CPU count, at most 8).
     Run A is the reference (audio SNR). Frame count, resolution and frame rate must match
     (``truncate`` compares the first min(N_a, N_b) frames and records it); a track in one file
     but not the other is an error; audio rates must match unless ``resample_audio``.
@@ -286,7 +357,7 @@ def measure_pair(
     t0 = time.perf_counter()
     a, b = Path(path_a), Path(path_b)
     ia, ib = probe(a), probe(b)
-    n = _check_compatible(a, b, ia, ib, truncate)
+    n = _check_compatible(a, b, ia, ib, truncate, resample_audio)
     dev = resolve_device(device)
     stop = threading.Event()
     dec_a = _Decoder(a, n, cpu_stats=dev == "cpu", stop=stop)
@@ -299,13 +370,13 @@ def measure_pair(
         dec_b.start()
         try:
             if dev == "cpu":
-                _video_cpu(dec_a, dec_b, n, reducer, workers)
+                _video_cpu(dec_a, dec_b, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
             else:
                 _video_torch(dec_a, dec_b, n, reducer, dev)
         finally:
             stop.set()  # unblocks decoders still waiting on a full queue
-            dec_a.join()
-            dec_b.join()
+            dec_a.finish()
+            dec_b.finish()
         audio, audio_a, audio_b = audio_future.result()
         same_file = same_file_future.result()
     if reducer.frames != n:
@@ -362,7 +433,7 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
                 _stats_torch(dec, resolve_device(device))
             finally:
                 stop.set()
-                dec.join()
+                dec.finish()
             stats = dec.stats
     audio: dict = {}
     if info.has_audio:
@@ -380,17 +451,22 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
 def _stats_torch(dec: _Decoder, device: str) -> None:
     import torch
 
+    dev = torch.device(_torch_device(device))
+    up = None
     prev = None
-    while True:
+    done = False
+    while not done:
         batch = []
         while len(batch) < GPU_BATCH:
             f = dec.get()
             if f is None:
+                done = True
                 break
-            batch.append(torch.from_numpy(f))
+            batch.append(f)
         if not batch:
             return
-        t = torch.stack(batch).to(_torch_device(device))
+        up = up or _Uploader(batch[0].shape, dev)
+        t = up.upload(batch)
         for st in frame_stats_torch(t, prev):
             dec.stats.add(st, t[0].numel())
-        prev = t[-1]
+        prev = t[-1].clone()

@@ -91,7 +91,9 @@ class PairReducer:
         return {
             "psnr_mean": self.psnr_sum / n,
             "psnr_mean_finite": (
-                self.psnr_finite_sum / (self.frames - self.identical) if self.frames > self.identical else None
+                self.psnr_finite_sum / (self.frames - self.identical)
+                if self.frames > self.identical
+                else None
             ),
             "psnr_min": self.psnr_min,
             "psnr_min_frame": self.psnr_min_frame,

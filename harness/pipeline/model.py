@@ -39,10 +39,10 @@ QK_GAIN = 2.0  # q/k RMS-norm weight: sets attention sharpness
 GATE = 0.35  # residual gate of attention / MLP outputs
 LEAK = 0.15  # share of block outputs written outside the content subspace
 MOD_SCALE = 0.3  # strength of the timestep modulation
-# The MLP activation is sin(freq * x) with freq = SENSITIVITY / depth: a bounded output whose
-# sensitivity to its input stands in for what 48 layers and 29 steps do to small differences
-# in the real model; dividing by depth keeps the whole stack's amplification depth-independent.
-SENSITIVITY = 50.0
+# SENSITIVITY_NOTE: the MLP activation is sin(freq * x) with freq = cfg.sensitivity / depth: a
+# bounded output whose sensitivity to its input stands in for what 48 layers and 29 steps do
+# to small differences in the real model; dividing by depth keeps the stack's amplification
+# roughly depth-independent.
 
 
 @dataclass
@@ -213,7 +213,7 @@ class TinyRef2AV:
         bounds = _segments(cfg)
         mod = self._timestep_mod([0.0, sigma_audio, sigma_video])  # text tokens are clean
         scale = 1.0 / math.sqrt(hd)
-        act_freq = SENSITIVITY / cfg.depth
+        act_freq = cfg.sensitivity / cfg.depth
         for blk in self.blocks:
             m = mod + blk.table[None]
             x = _modulate(F.layer_norm(h, (d,), eps=1e-6), m[:, 0], m[:, 1], bounds).to(dt)

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -30,6 +31,8 @@ from harness.pipeline.decode import VideoDecoder, decode_audio
 from harness.pipeline.model import Attention, Conditioning, TinyRef2AV
 from harness.pipeline.sampler import StepResult, sample, synchronize
 from harness.records import StepTiming, TimingRecord
+
+T = TypeVar("T")
 
 
 def resolve_device(cfg: PipelineConfig) -> torch.device:
@@ -102,7 +105,7 @@ def run_pipeline(
     stages: dict[str, float] = {}
     steps: list[StepTiming] = []
 
-    def timed(name: str, fn: Callable[[], object]) -> object:
+    def timed(name: str, fn: Callable[[], T]) -> T:
         synchronize(device)
         t0 = time.perf_counter()
         result = fn()
@@ -111,7 +114,7 @@ def run_pipeline(
         return result
 
     with exact_matmul(), torch.inference_mode():
-        model: TinyRef2AV = timed("load", lambda: TinyRef2AV(cfg, device, dtype))  # type: ignore[assignment]
+        model = timed("load", lambda: TinyRef2AV(cfg, device, dtype))
         pipe0 = time.perf_counter()
         text = timed("text_encoder", lambda: model.encode_text(tokenize(prompt, cfg.text_tokens)))
 
@@ -121,10 +124,9 @@ def run_pipeline(
             tv = video_target(ref_low, cfg.latent_t, prompt)
             ta = audio_target(cfg.audio_tokens, cfg.frames / cfg.fps, prompt)
             cos, sin = model.rope_tables()
-            cond = Conditioning(text, tv.to(device), ta.to(device), cos, sin)  # type: ignore[arg-type]
-            return ref, tv[0, ..., 0:3].permute(2, 0, 1) * 0.5 + 0.5, cond
+            return ref, ref_low, Conditioning(text, tv.to(device), ta.to(device), cos, sin)
 
-        ref, ref_colour, cond = timed("ref_encoder", encode_reference)  # type: ignore[misc]
+        ref, ref_low, cond = timed("ref_encoder", encode_reference)
 
         save_s = 0.0
 
@@ -145,7 +147,7 @@ def run_pipeline(
             stages["latents_save"] = save_s
 
         audio = timed("vae_decode", lambda: decode_audio(lat_a, cfg))
-        decoder = VideoDecoder(cfg, ref, ref_colour, device)
+        decoder = VideoDecoder(cfg, ref, ref_low, device)
         t0 = time.perf_counter()
         write_av(
             out_path,

@@ -80,7 +80,8 @@ def test_counting_records_fallbacks_and_the_run_becomes_invalid():
     assert rc.errors == ["only_d64: head dim 32"]  # deduplicated
     record = counting.record(rank="0")
     valid, reasons = record.validity()
-    assert not valid and reasons == ["rank 0: 2 call(s) fell back to 'torch_sdpa'"]
+    assert not valid
+    assert reasons == ["rank 0: 2 call(s) fell back to 'torch_sdpa'", "rank 0: only_d64: head dim 32"]
 
 
 def test_make_attention_noise_floor_chain_is_valid_and_counts_by_backend_name():

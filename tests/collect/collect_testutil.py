@@ -18,7 +18,10 @@ def scene(n: int = 10, h: int = H, w: int = W, *, seed: int = 0, noise: float = 
     tex = np.random.default_rng(123).normal(0, 12, (h, w, 3)).astype(np.float32)
     out = np.empty((n, h, w, 3), np.uint8)
     for t in range(n):
-        f = np.stack([xx * 200 / w + 20, yy * 180 / h + 30, 120 + 40 * np.sin((xx + 3 * t) / 9)], axis=-1) + tex
+        f = (
+            np.stack([xx * 200 / w + 20, yy * 180 / h + 30, 120 + 40 * np.sin((xx + 3 * t) / 9)], axis=-1)
+            + tex
+        )
         x0 = 4 + 5 * t % max(w - 20, 1)
         f[h // 4 : h // 4 + 16, x0 : x0 + 16] = (230, 60, 40)
         if noise:

@@ -42,7 +42,13 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _skimage_ssim(x: np.ndarray, y: np.ndarray) -> float:
     return float(
         structural_similarity(
-            x, y, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1
+            x,
+            y,
+            gaussian_weights=True,
+            sigma=1.5,
+            use_sample_covariance=False,
+            data_range=255,
+            channel_axis=-1,
         )
     )
 

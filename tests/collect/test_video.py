@@ -57,7 +57,9 @@ def test_reducer_mean_min_and_csv(tmp_path: Path) -> None:
     assert res["psnr_mean"] == math.inf  # one identical frame
     finite = [p for p in psnrs if not math.isinf(p)]
     assert res["psnr_mean_finite"] == pytest.approx(sum(finite) / len(finite))
-    assert res["psnr_min"] == pytest.approx(psnr_from_mse(16.0)) and res["psnr_min_frame"] == 2  # first of the ties
+    assert (
+        res["psnr_min"] == pytest.approx(psnr_from_mse(16.0)) and res["psnr_min_frame"] == 2
+    )  # first of the ties
     assert res["ssim_min"] == 0.80 and res["ssim_min_frame"] == 2
     assert res["ssim_mean"] == pytest.approx(np.mean([s for *_, s in values]))
     assert res["mse_mean"] == pytest.approx(37.0 / 5)
