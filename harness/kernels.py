@@ -252,16 +252,24 @@ def time_wall(fn: Callable[[], Any], *, warmup: int, repeats: int) -> list[float
     return out
 
 
-def time_do_bench(fn: Callable[[], Any]) -> float | None:
-    """triton.testing.do_bench median in ms, or None when triton is not importable."""
+def time_do_bench(
+    fn: Callable[[], Any], expected_ms: float | None = None, min_reps: int = 20
+) -> float | None:
+    """triton.testing.do_bench median in ms, or None when triton is not importable.
+
+    do_bench sizes its sample by time (``rep`` ms); for a call of tens of ms its default 100 ms
+    would give a median of only a few calls, so the budget grows to hold ``min_reps`` of them.
+    """
     try:
         from triton.testing import do_bench
     except Exception:
         return None
+    ms = expected_ms or 0.0
+    warmup, rep = max(25, int(3 * ms)), max(100, int(1.25 * min_reps * ms))
     try:
-        return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
     except TypeError:  # older triton: no return_mode
-        return float(do_bench(fn, warmup=25, rep=100, quantiles=[0.5]))
+        return float(do_bench(fn, warmup=warmup, rep=rep, quantiles=[0.5]))
 
 
 class _Timer:
@@ -448,7 +456,7 @@ def _speed(
     if peak:
         speed.frac_of_peak = speed.tflops / peak
     if timer.cuda and block.do_bench and not emulated:
-        db = time_do_bench(call)
+        db = time_do_bench(call, expected_ms=median)
         if db is not None:
             speed.do_bench_ms = db
             speed.do_bench_tflops = tflops(flops, db)
@@ -471,7 +479,11 @@ def _measure_peak(
         times = timer.run(
             lambda: a @ b, block.warmup, max(block.repeats, 20) if timer.cuda else block.repeats
         )
-        db = time_do_bench(lambda: a @ b) if timer.cuda and block.do_bench else None
+        db = (
+            time_do_bench(lambda: a @ b, expected_ms=statistics.median(times))
+            if timer.cuda and block.do_bench
+            else None
+        )
     median = statistics.median(times)
     return PeakResult(
         dtype=dtype_name,

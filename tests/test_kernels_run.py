@@ -37,6 +37,19 @@ def test_kernels_command_writes_json_and_tables(tmp_path):
     assert rows["sage_attn2"]["status"] == "skipped" and rows["sage_attn2"]["reason"]
     md = (out / "report.md").read_text()
     assert "| tiny | torch_sdpa |" in md and "sage_attn2" in md
+    page = (out / "index.html").read_text()
+    assert "<td>torch_sdpa</td>" in page and "kernels.json" in page
+    assert "http://" not in page and "https://" not in page  # static: nothing fetched
+
+
+def test_markdown_sections_parse_tables_and_escape_in_html(tmp_path):
+    from harness.report.html import markdown_sections
+
+    md = "## Title\n\nintro <b>line</b>\n\n### Table\n\n| a | b |\n|---|---|\n| 1 | <script>x</script> |\n- note\n"
+    (sec,) = markdown_sections(md)
+    assert sec.title == "Title" and sec.paragraphs == ["intro <b>line</b>"] and sec.bullets == ["note"]
+    (table,) = sec.tables
+    assert table.title == "Table" and table.headers == ["a", "b"] and table.rows == [["1", "<script>x</script>"]]
 
 
 def test_kernels_command_refuses_an_e2e_scenario():
