@@ -49,7 +49,9 @@ def test_markdown_sections_parse_tables_and_escape_in_html(tmp_path):
     (sec,) = markdown_sections(md)
     assert sec.title == "Title" and sec.paragraphs == ["intro <b>line</b>"] and sec.bullets == ["note"]
     (table,) = sec.tables
-    assert table.title == "Table" and table.headers == ["a", "b"] and table.rows == [["1", "<script>x</script>"]]
+    assert (
+        table.title == "Table" and table.headers == ["a", "b"] and table.rows == [["1", "<script>x</script>"]]
+    )
 
 
 def test_kernels_command_refuses_an_e2e_scenario():
