@@ -127,6 +127,9 @@ def run(
             out.print(f"\n# {e.key}: {e.action} ({e.why}){note}", highlight=False, markup=False)
             out.print(e.shell(), highlight=False, markup=False, soft_wrap=True)
         return
+    from harness.scenario import load_scenario
+
+    load_scenario(scenario)  # a bad scenario is one line, before any progress bar
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:
@@ -145,8 +148,12 @@ def run(
     if outcome.interrupted:
         err.print("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(130)
+    for problem in getattr(outcome.report_paths, "errors", ()):
+        say_err(f"error: {problem}")
     if outcome.report_error:
         say_err(f"error: {outcome.report_error}")
+        raise typer.Exit(1)
+    if getattr(outcome.report_paths, "errors", ()):
         raise typer.Exit(1)
     if outcome.failed:
         err.print(
@@ -178,6 +185,10 @@ def compare(
     cmp = compare_runs(a, b, truncate=truncate, resample_audio=resample_audio)
     text = format_comparison(cmp, fmt)  # laid out already: printed as is, never re-wrapped or styled
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    for problem in cmp.errors:
+        say_err(f"error: {problem}")
+    if cmp.errors:
+        raise typer.Exit(1)
     if the_gate is not None:
         violations = check_gate(cmp, the_gate)
         for v in violations:
@@ -198,6 +209,10 @@ def report(
     paths = build_report(find_campaign(campaign))
     for label, path in paths.items():
         out.print(f"{label}: {path}", highlight=False)
+    for problem in paths.errors:
+        say_err(f"error: {problem}")
+    if paths.errors:
+        raise typer.Exit(1)
 
 
 @scenarios_app.command("list")

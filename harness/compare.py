@@ -167,6 +167,8 @@ class Comparison(Record):
     metrics_device: str | None = None
     options: dict[str, bool] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # why something is missing
+    # Bad input (corrupt, truncated or mismatched outputs): the caller exits non-zero on these.
+    errors: list[str] = Field(default_factory=list)
     conventions: dict[str, str] = Field(default_factory=lambda: dict(CONVENTIONS))
 
     model_config = Record.model_config | {"populate_by_name": True}
@@ -632,6 +634,7 @@ def compare_summaries(
             )
         except HarnessError as err:  # not comparable (frame count, resolution, audio track...)
             blockers.append(f"not comparable: {err}")
+            cmp.errors.append(str(err))
     if measured is None:
         cmp.notes.extend(f"no accuracy metrics: {m}" for m in blockers)
         for side in (cmp.a, cmp.b):
@@ -640,6 +643,8 @@ def compare_summaries(
                     side.stats = run_stats(side, metrics_dir)
                 except HarnessError as err:
                     cmp.notes.append(f"no statistics for {side.key}: {err}")
+                    if str(err) not in cmp.errors:
+                        cmp.errors.append(str(err))
     else:
         result, cached, json_path, csv_path = measured
         cmp.metrics_seconds = result.seconds if cached else time.perf_counter() - t0

@@ -26,6 +26,7 @@ class ReportPaths:
     index_html: Path
     results_json: Path
     assets: Path
+    errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
 
     def items(self) -> Iterator[tuple[str, Path]]:
         """(label, path) pairs for printing: report.md, index.html, results.json."""
@@ -179,6 +180,7 @@ def build_report(
         index_html=campaign.path / "index.html",
         results_json=campaign.path / "results.json",
         assets=campaign.assets_dir,
+        errors=tuple(res.errors),
     )
     say("write report")
     write_record(paths.results_json, res)

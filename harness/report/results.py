@@ -107,6 +107,7 @@ class ReportResults(Record):
     frame_indices: list[int] = Field(default_factory=list)
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the campaign
     notes: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
 
     model_config = Record.model_config | {"populate_by_name": True}
 
@@ -238,6 +239,7 @@ def collect_results(
         cmp = compare_summaries(ref, run, metrics_dir=campaign.metrics_dir)
         write_comparison(cmp, campaign.metrics_dir)
         res.comparisons.append(cmp)
+        res.errors.extend(e for e in cmp.errors if e not in res.errors)
 
     # Fill each run's statistics (from its comparisons, else measured alone).
     stats_of = {}
@@ -254,6 +256,8 @@ def collect_results(
             except HarnessError as err:
                 r.notes.append(f"no statistics: {err}")
                 res.notes.append(f"{r.key}: no statistics: {err}")
+                if str(err) not in res.errors:
+                    res.errors.append(str(err))
 
     for arm in arms_in_order:
         arm_runs = [r for r in runs if r.arm == arm]
