@@ -287,21 +287,7 @@ class SageEmulation(AttentionBackend):
     def quantize(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
     ) -> SageQuantized:
-        o = self.options
-        return sage_quantize(
-            q,
-            k,
-            v,
-            scale,
-            granularity=o["granularity"],
-            blkq=o["blkq"],
-            warpq=o["warpq"],
-            blkk=o["blkk"],
-            smooth_k=o["smooth_k"],
-            pv_dtype=o["pv_dtype"],
-            v_scale_max=o["v_scale_max"],
-            scale_eps=o["scale_eps"],
-        )
+        return sage_quantize(q, k, v, scale, **quant_options(self.options))
 
     def attend(self, z: SageQuantized) -> torch.Tensor:
         o = self.options
@@ -355,6 +341,14 @@ class SageEmulAiter(SageEmulation):
     default_options = {**_COMMON_DEFAULTS, "granularity": "per_block", "p_log2_offset": 0.0}
 
 
+QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v_scale_max", "scale_eps")
+
+
+def quant_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a backend that drive quantization (the rest drive the attention loop)."""
+    return {key: options[key] for key in QUANT_KEYS}
+
+
 def sage_attention_emulated(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -367,20 +361,7 @@ def sage_attention_emulated(
     """Direct functional call of the emulation (no registry), e.g. for bitwise checks."""
     defaults = SageEmulThuml.default_options if flavor == "thuml" else SageEmulAiter.default_options
     o = {**defaults, **options}
-    z = sage_quantize(
-        q,
-        k,
-        v,
-        scale,
-        granularity=o["granularity"],
-        blkq=o["blkq"],
-        warpq=o["warpq"],
-        blkk=o["blkk"],
-        smooth_k=o["smooth_k"],
-        pv_dtype=o["pv_dtype"],
-        v_scale_max=o["v_scale_max"],
-        scale_eps=o["scale_eps"],
-    )
+    z = sage_quantize(q, k, v, scale, **quant_options(o))
     return sage_attend(
         z,
         kv_tile=o["kv_tile"],
