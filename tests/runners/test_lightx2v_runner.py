@@ -572,7 +572,8 @@ def test_the_prepared_command_runs_two_ranks_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_a_rank_crash_leaves_counts_from_every_rank(tmp_path):
     """Rank 1 crashes at step 2 while rank 0 waits; torchrun stops rank 0 with SIGTERM."""
-    env = {"STUB_CRASH_AT_STEP": "2", "STUB_CRASH_RANK": "1", "STUB_HANG_OTHERS": "1"}
+    env = {"STUB_CRASH_AT_STEP": "2", "STUB_CRASH_RANK": "1", "STUB_HANG_OTHERS": "1",
+           "STUB_SYNC_DIR": str(tmp_path / "sync")}  # fmt: skip
     _, run_dir, proc = _stub_run(tmp_path, env)
     assert proc.returncode != 0
     raw = json.loads((run_dir / "attn_calls.json").read_text())
