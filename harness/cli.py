@@ -59,6 +59,9 @@ class RichReporter:
 
     def run_finished(self, record):
         self.progress.advance(self.arms)
+        if self.steps is not None:  # the step bar belongs to the arm that just ended
+            self.progress.remove_task(self.steps)
+            self.steps = None
         mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(record.status.value)
         mark = mark or f"[red]{record.status.value}[/]"
         extra = f" - {escape(record.reason)}" if record.reason else ""
