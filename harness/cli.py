@@ -124,11 +124,12 @@ def run(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
             campaign_id=campaign, force=force, dry_run=True, executor=executor,
         )  # fmt: skip
-        out.print(f"campaign: {outcome.campaign.path}  (dry run: nothing is executed)")
+        # Plain lines, never wrapped: the commands are meant to be copied.
+        print(f"campaign: {outcome.campaign.path}  (dry run: nothing is executed)")
         for e in outcome.dry_run:
             note = f"  [would be skipped: {e.preflight}]" if e.preflight else ""
-            out.print(f"\n# {e.key}: {e.action} ({e.why}){note}", highlight=False, markup=False)
-            out.print(e.shell(), highlight=False, markup=False, soft_wrap=True)
+            print(f"\n# {e.key}: {e.action} ({e.why}){note}")
+            print(e.shell())
         return
     from harness.scenario import load_scenario
 
