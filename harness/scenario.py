@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import ScenarioError
 from harness.kernels_schema import KernelsBlock
 from harness.records import Role
-from harness.runners.lightx2v_schema import LightX2VBlock
+from harness.runners.lightx2v.schema import LightX2VBlock
 
 SCENARIO_DIR = Path("scenarios")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.runners.lightx2v_launch import CallBook, instrument_registry, reverse_kv
+from harness.runners.lightx2v.launch import CallBook, instrument_registry, reverse_kv
 
 STUB = Path(__file__).resolve().parents[1] / "fixtures" / "lightx2v_stub"
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def run_launcher(
     cfg_path = tmp_path / "config.json"
     cfg_path.write_text(json.dumps(cfg))
     cmd = [
-        sys.executable, "-m", "harness.runners.lightx2v_launch",
+        sys.executable, "-m", "harness.runners.lightx2v.launch",
         "--run-dir", str(run_dir), "--attn-type", attn_type, "--scope", SCOPE, *extra,
         "--", "--model_cls", "minimax_h3", "--task", "ref2av", "--model_path", str(tmp_path),
         "--config_json", str(cfg_path), "--prompt", "a test", "--save_result_path", str(run_dir / "output.mp4"),
@@ -154,7 +154,7 @@ def test_missing_lightx2v_is_recorded(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "harness.runners.lightx2v_launch",
+        "harness.runners.lightx2v.launch",
         "--run-dir",
         str(run_dir),
         "--attn-type",

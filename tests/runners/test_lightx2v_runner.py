@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import harness.runners.lightx2v as lx
+import harness.runners.lightx2v.runner as lx
 from harness.errors import HarnessError, ScenarioError
 from harness.plan import build_plan
 from harness.records import AttnCallsRecord, TimingRecord
 from harness.runners import get_runner
-from harness.runners.lightx2v import HARNESS_IMPORT_ROOT, SHIM_DIR, LightX2VRunner
+from harness.runners.lightx2v.runner import HARNESS_IMPORT_ROOT, SHIM_DIR, LightX2VRunner
 from harness.scenario import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,7 +192,7 @@ def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
     assert prompt.startswith("A young woman dances hip-hop")
     assert launch.command == [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "harness.runners.lightx2v_launch",
+        "-m", "harness.runners.lightx2v.launch",
         "--run-dir", str(run_dir), "--attn-type", "torch_sdpa", "--kv-reversed",
         "--scope", "lightx2v.models.networks",
         "--wrapper", "ulysses", "--wrapper", "ulysses-4090", "--wrapper", "ring",
@@ -402,7 +402,7 @@ def test_the_real_probe_runs_in_the_ranks_environment(site):
 
 @pytest.mark.slow
 def test_probe_sees_which_sageattention_an_arm_gets(monkeypatch):
-    from harness.runners import lightx2v_launch as launch
+    from harness.runners.lightx2v import launch
 
     if launch.importlib.util.find_spec("sageattention") is not None:
         pytest.skip("a sageattention package is installed here")

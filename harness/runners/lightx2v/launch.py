@@ -1,6 +1,6 @@
 """Runs inside every torchrun rank: instrument LightX2V's attention registry, then run LightX2V.
 
-    python -m harness.runners.lightx2v_launch --run-dir DIR --attn-type NAME [--kv-reversed]
+    python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [--kv-reversed]
         [--scope MODULE_PREFIX]... [--wrapper NAME]... [--count-op LABEL=module:function]...
         -- <lightx2v.infer arguments>
 
@@ -576,7 +576,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     else:
         own, rest = argv, []
     p = argparse.ArgumentParser(
-        prog="python -m harness.runners.lightx2v_launch", description=__doc__.split("\n")[0]
+        prog="python -m harness.runners.lightx2v.launch", description=__doc__.split("\n")[0]
     )
     p.add_argument("--run-dir", type=Path)
     p.add_argument("--attn-type", required=True)

@@ -4,7 +4,7 @@ For each arm it writes ONE resolved config into the run directory (``config.json
 scenario's base config from the LightX2V checkout, then ``config_overrides``, then the arm's
 ``attn_type``), and launches
 
-    torchrun --standalone --nproc_per_node=N -m harness.runners.lightx2v_launch <launcher args>
+    torchrun --standalone --nproc_per_node=N -m harness.runners.lightx2v.launch <launcher args>
         -- --model_cls .. --task .. --model_path .. --config_json <run_dir>/config.json ..
 
 LightX2V's own files are never edited. Inside each rank the launcher counts attention calls,
@@ -41,14 +41,14 @@ from pydantic import Field, ValidationError
 from harness.errors import HarnessError, ScenarioError
 from harness.records import AttnCallsRecord, RankCalls, RunSpec
 from harness.runners.base import Launch, Runner, register_runner
-from harness.runners.lightx2v_schema import H3_MODEL_DIRS, LightX2VBlock
+from harness.runners.lightx2v.schema import H3_MODEL_DIRS, LightX2VBlock
 
-LAUNCH_MODULE = "harness.runners.lightx2v_launch"
+LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 RESOLVED_CONFIG = "config.json"
 ENV_JSON = "lightx2v_env.json"
 OUTPUT_MP4 = "output.mp4"
 SHIM_DIR = Path(__file__).resolve().parent / "shims" / "aiter_sageattention"
-HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
+HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 H3 = "minimax_h3"
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
 PROBE_TIMEOUT_S = 300.0
