@@ -25,6 +25,10 @@ scenarios_app = typer.Typer(no_args_is_help=True, help="List, validate and descr
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness itself.")
 app.add_typer(scenarios_app, name="scenarios")
 app.add_typer(bench_app, name="bench")
+lightx2v_app = typer.Typer(
+    no_args_is_help=True, help="Tools for the real LightX2V (synthetic checkpoint, overhead)."
+)
+app.add_typer(lightx2v_app, name="lightx2v")
 
 out = Console()
 err = Console(stderr=True)
@@ -328,6 +332,35 @@ def bench_metrics(
         device=device, naive_frames=naive_frames,
     )  # fmt: skip
     sys.stdout.write(result.markdown() + "\n")
+
+
+@lightx2v_app.command(
+    "tiny-checkpoint", epilog="Example: harness lightx2v tiny-checkpoint /tmp/h3_tiny --root $LIGHTX2V_ROOT"
+)
+def lightx2v_tiny_checkpoint(
+    out_dir: Path = typer.Argument(..., help="Empty or missing folder to write the checkpoint into."),
+    root: Path = typer.Option(
+        None, envvar="LIGHTX2V_ROOT", help="LightX2V checkout (its modules build the VAEs and vision tower)."
+    ),
+    preset: str = typer.Option(
+        "tiny", help="tiny (CPU-sized DiT) or small (GPU-sized DiT, head_dim 128 in both)."
+    ),
+    seed: int = typer.Option(0, help="The checkpoint is a function of the seed."),
+    python: str = typer.Option(None, help="Interpreter with LightX2V's dependencies (default: this one)."),
+):
+    """Write a synthetic MiniMax-H3 checkpoint (every folder ref2av loads, random weights, tiny sizes)."""
+    from harness.runners.lightx2v.checkpoint import create_checkpoint
+
+    if root is None:
+        raise HarnessError("--root: no LightX2V checkout given (or set LIGHTX2V_ROOT)", exit_code=2)
+    marker = create_checkpoint(out_dir, root, preset=preset, seed=seed, python=python)
+    dit = marker["dit"]
+    out.print(
+        f"{out_dir}: synthetic MiniMax-H3 checkpoint, preset {preset}, seed {seed}: DiT hidden "
+        f"{dit['hidden_size']}, {dit['num_attention_heads']} heads x {dit['attention_head_dim']}, "
+        f"{dit['num_layers']} layers; {len(marker['files'])} files",
+        highlight=False,
+    )
 
 
 def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost

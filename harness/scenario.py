@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import ScenarioError
 from harness.kernels_schema import KernelsBlock
 from harness.records import Role
-from harness.runners.lightx2v.schema import LightX2VBlock
+from harness.runners.lightx2v.schema import LightX2VBlock, check_op_refs
 
 SCENARIO_DIR = Path("scenarios")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -46,7 +46,17 @@ class Arm(Strict):
     sageattention: Literal["package", "aiter_shim"] = Field(
         "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
     )
+    count_ops: dict[str, str] = Field(
+        default_factory=dict,
+        description="lightx2v runner: label -> 'module:function' this arm must call (e.g. the aiter op "
+        "behind its backend), counted on every rank; an absent op or zero calls makes the arm invalid.",
+    )
     description: str | None = None
+
+    @field_validator("count_ops")
+    @classmethod
+    def _op_refs(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_op_refs(v)
 
 
 class SlurmBlock(Strict):
@@ -301,11 +311,14 @@ def resolve_scenario_path(ref: str | Path) -> Path:
 
 
 def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> Scenario:
+    """Load a scenario file; ``${SCENARIO_DIR}`` expands to its folder (for inputs kept beside it)."""
     path = resolve_scenario_path(ref)
     try:
         text = path.read_text()
     except OSError as err:
         raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+    environ = dict(os.environ if environ is None else environ)
+    environ.setdefault("SCENARIO_DIR", str(path.resolve().parent))
     return parse_scenario(text, str(path), environ)
 
 

@@ -33,6 +33,13 @@ class BuiltinRunner(Runner):
         from harness.scenario import BuiltinBlock
 
         block = scenario.builtin or BuiltinBlock()
+        if getattr(arm, "count_ops", None):
+            from harness.errors import ScenarioError
+
+            raise ScenarioError(
+                f"scenario {scenario.name}: arm {arm.name}: count_ops counts calls of a LightX2V op; "
+                "the builtin runner has none (its backends are counted through the harness registry)"
+            )
         overrides = {
             **block.params,
             **(scenario.profiles.get(profile, {}) if profile else {}),

@@ -2,6 +2,7 @@
 
     python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [--kv-reversed]
         [--scope MODULE_PREFIX]... [--wrapper NAME]... [--count-op LABEL=module:function]...
+        [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
 It depends on LightX2V through two things only: ``lightx2v.utils.registry_factory.
@@ -20,10 +21,11 @@ What it adds, per rank (RANK from torchrun, 0 otherwise):
   prints without a rank (step markers, packed layout) can be attributed.
 * DIR/attn_calls.rank<N>.json at exit, on an exception and on SIGTERM.
 
-``--probe`` instead checks, in the ranks' interpreter and environment, that an attention
-backend can run here and prints one JSON line (used by the runner's pre-flight).
+Before LightX2V is imported: ``PLATFORM=cpu`` gets a CPU platform, and ``--synthetic-checkpoint``
+relaxes the released-size checks for a synthetic checkpoint (``rank_env``). ``--bare`` runs
+LightX2V with those alone, no instrumentation: the baseline of the overhead benchmark.
 
-Standard library only at import time: torch is imported when a reversal or a probe needs it.
+Standard library only at import time: torch is imported when a reversal needs it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
-import importlib.util
 import inspect
 import json
 import os
@@ -43,10 +44,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from harness.runners.lightx2v.rank_env import prepare_platform, relax_synthetic_checks
+
 RANK_SCHEMA = "harness.attn_calls.rank/1"
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 LIGHTX2V_ENTRY = "lightx2v.infer"
-AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
 _SELF_FILE = __file__
 
 
@@ -82,6 +84,7 @@ class CallBook:
         self.op_calls: Counter[str] = Counter()
         self.kv_reversed_calls = 0
         self.errors: list[str] = []
+        self.relaxed: dict[str, Any] = {}  # LightX2V checks relaxed for a synthetic checkpoint
         self.finished = False
         self._lock = threading.Lock()
 
@@ -131,6 +134,7 @@ class CallBook:
             "op_calls": dict(self.op_calls),
             "modules": modules,
             "errors": list(self.errors),
+            "relaxed": dict(self.relaxed),
             "finished": self.finished,
             "pid": os.getpid(),
         }
@@ -436,136 +440,6 @@ class Tee:
         self._file.close()
 
 
-# --- probe (pre-flight in the ranks' environment) ---------------------------------------------------
-
-
-def _aiter_op_reason() -> str | None:
-    import torch
-
-    if not getattr(torch.version, "hip", None):
-        return f"needs a ROCm build of torch (this one is {torch.__version__}, no HIP)"
-    if torch.cuda.device_count() < 1:
-        return "no GPU is visible"
-    arch = str(getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")).split(":")[0]
-    if arch != "gfx1201":
-        return f"needs gfx1201 (Radeon AI PRO R9700); GPU 0 is {arch or 'unknown'}"
-    mod_name, _, attr = AITER_OP.partition(":")
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as err:
-        return f"aiter op not importable: {mod_name} ({type(err).__name__}: {err})"
-    if not hasattr(module, attr):
-        return f"aiter op missing: {mod_name} has no {attr}"
-    return None
-
-
-def _sageattention_reason(flavour: str) -> str | None:
-    spec = importlib.util.find_spec("sageattention")
-    if spec is None:
-        return "the sageattention package is not importable" + (
-            " (the aiter shim is not on PYTHONPATH)" if flavour == "aiter_shim" else ""
-        )
-    try:
-        module = importlib.import_module("sageattention")
-    except Exception as err:
-        return f"import sageattention failed: {type(err).__name__}: {err}"
-    is_shim = bool(getattr(module, "IS_AITER_SHIM", False))
-    if flavour == "aiter_shim":
-        if not is_shim:
-            return f"sageattention resolves to {module.__file__}, not the aiter shim"
-        return _aiter_op_reason()
-    if is_shim:
-        return f"sageattention resolves to the aiter shim ({module.__file__}), not the package"
-    # LightX2V's sage_attn2 imports the Triton entry on capability (8, 9) / (12, 0), else sageattn.
-    import torch
-
-    capability = torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
-    needed = "sageattn_qk_int8_pv_fp16_triton" if capability in ((8, 9), (12, 0)) else "sageattn"
-    if not hasattr(module, needed):
-        return (
-            f"sageattention at {module.__file__} has no {needed}, which LightX2V's sage_attn2 imports "
-            f"on this device (capability {capability})"
-        )
-    return None
-
-
-def _harness_availability(name: str) -> str | None:
-    """The harness's own availability check for a backend of that name, when importable here."""
-    try:
-        from harness.attention import availability
-    except Exception:  # the ranks' interpreter may lack the harness's dependencies
-        return None
-    try:
-        ok, why = availability(name)
-    except Exception:
-        return None
-    return None if ok else why
-
-
-def _git_sha(path: Path) -> str | None:
-    for parent in (path, *path.parents):
-        head = parent / ".git" / "HEAD"
-        if head.is_file():
-            ref = head.read_text().strip()
-            if ref.startswith("ref: "):
-                target = parent / ".git" / ref[5:]
-                return target.read_text().strip() if target.is_file() else ref[5:]
-            return ref
-    return None
-
-
-def probe(attn_type: str, flavour: str, nproc: int) -> dict[str, Any]:
-    """Can ``attn_type`` run with ``nproc`` ranks here? Returns {ok, reason, facts}."""
-    facts: dict[str, Any] = {"python": sys.executable}
-    try:
-        import torch
-    except Exception as err:
-        return {"ok": False, "reason": f"torch is not importable ({err})", "facts": facts}
-    facts["torch"] = torch.__version__
-    facts["hip"] = getattr(torch.version, "hip", None)
-    facts["cuda"] = getattr(torch.version, "cuda", None)
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    facts["gpus"] = count
-    if count:
-        props = torch.cuda.get_device_properties(0)
-        facts["gpu0"] = props.name
-        facts["arch"] = str(getattr(props, "gcnArchName", "")).split(":")[0] or None
-    if importlib.util.find_spec("aiter") is not None:
-        try:
-            import aiter  # noqa: F401 - version and location for the fingerprint
-
-            facts["aiter_file"] = getattr(aiter, "__file__", None)
-            facts["aiter_version"] = getattr(aiter, "__version__", None)
-            if facts["aiter_file"]:
-                facts["aiter_git"] = _git_sha(Path(facts["aiter_file"]).resolve().parent)
-        except Exception as err:
-            facts["aiter_error"] = f"{type(err).__name__}: {err}"
-    visible = os.environ.get("HIP_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
-    if nproc > count:
-        where = f" (visible devices: {visible})" if visible else ""
-        return {
-            "ok": False,
-            "reason": f"nproc_per_node {nproc} exceeds the {count} visible GPU(s){where}",
-            "facts": facts,
-        }
-    if os.environ.get("PLATFORM") == "amd_rocm" and importlib.util.find_spec("aiter") is None:
-        return {
-            "ok": False,
-            "reason": "PLATFORM=amd_rocm needs aiter (LightX2V's ROCm platform imports it)",
-            "facts": facts,
-        }
-    reason = None
-    if attn_type == "aiter_sage_attn":
-        reason = _harness_availability(attn_type) or _aiter_op_reason()
-    elif attn_type == "sage_attn2" and flavour == "package":
-        reason = _harness_availability(attn_type) or _sageattention_reason(flavour)
-    elif attn_type == "sage_attn2":
-        reason = _sageattention_reason(flavour)
-    if reason:
-        return {"ok": False, "reason": f"{attn_type}: {reason}", "facts": facts}
-    return {"ok": True, "reason": None, "facts": facts}
-
-
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -578,7 +452,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(
         prog="python -m harness.runners.lightx2v.launch", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--run-dir", type=Path)
+    p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--attn-type", required=True)
     p.add_argument("--kv-reversed", action="store_true")
     p.add_argument("--scope", action="append", default=[], help="module prefix of the model under test")
@@ -586,22 +460,44 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--no-tee", action="store_true", help="do not write rank<N>.log")
     p.add_argument("--entry", default=LIGHTX2V_ENTRY, help=argparse.SUPPRESS)
-    p.add_argument("--probe", action="store_true", help="check the backend here, print one JSON line, exit")
-    p.add_argument("--sageattention", choices=["package", "aiter_shim"], default="package")
-    p.add_argument("--nproc", type=int, default=1)
+    p.add_argument(
+        "--synthetic-checkpoint",
+        type=Path,
+        metavar="MODEL_PATH",
+        help="relax LightX2V's released-size checks for this synthetic checkpoint (refused without its marker)",
+    )
+    p.add_argument(
+        "--reference-short-edge", type=int, help="ref2av reference image short edge (synthetic only)"
+    )
+    p.add_argument(
+        "--bare",
+        action="store_true",
+        help="no counting, no K/V reversal, no rank log: LightX2V as it runs without the harness "
+        "(platform and synthetic relaxations only); the overhead benchmark's baseline",
+    )
     ns = p.parse_args(own)
-    if not ns.probe and ns.run_dir is None:
-        p.error("--run-dir is required")
     for item in ns.count_op:
         if "=" not in item or ":" not in item.split("=", 1)[1]:
             p.error(f"--count-op expects LABEL=module:function, got {item!r}")
+    if ns.reference_short_edge is not None and ns.synthetic_checkpoint is None:
+        p.error("--reference-short-edge is only allowed with --synthetic-checkpoint")
+    if ns.bare and (ns.kv_reversed or ns.count_op):
+        p.error("--bare runs LightX2V uninstrumented: no --kv-reversed or --count-op")
     return ns, rest
+
+
+def _run_entry(entry: str, rest: list[str]) -> None:
+    sys.argv = [entry, *rest]
+    runpy.run_module(entry, run_name="__main__", alter_sys=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ns, rest = parse_args(sys.argv[1:] if argv is None else argv)
-    if ns.probe:
-        print(json.dumps(probe(ns.attn_type, ns.sageattention, ns.nproc)), flush=True)
+    prepare_platform()
+    if ns.bare:
+        if ns.synthetic_checkpoint is not None:
+            relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
+        _run_entry(ns.entry, rest)
         return 0
 
     rank = rank_label()
@@ -634,10 +530,16 @@ def main(argv: list[str] | None = None) -> int:
         book.write(out)
         raise
     instrument_registry(registry, book)
+    if ns.synthetic_checkpoint is not None:
+        try:
+            book.relaxed = relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
+        except Exception as err:
+            book.error(f"synthetic checkpoint: {err}")
+            book.write(out)
+            raise
 
-    sys.argv = [ns.entry, *rest]
     try:
-        runpy.run_module(ns.entry, run_name="__main__", alter_sys=True)
+        _run_entry(ns.entry, rest)
     except SystemExit as exc:
         if exc.code not in (0, None):
             book.error(f"{ns.entry} exited with {exc.code}")

@@ -28,11 +28,9 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +39,12 @@ from pydantic import Field, ValidationError
 from harness.errors import HarnessError, ScenarioError
 from harness.records import AttnCallsRecord, RankCalls, RunSpec
 from harness.runners.base import Launch, Runner, register_runner
-from harness.runners.lightx2v.schema import H3_MODEL_DIRS, LightX2VBlock
+from harness.runners.lightx2v.checkpoint import SYNTHETIC_MARKER, read_marker, run_writer
+from harness.runners.lightx2v.rank_env import CPU_PLATFORM
+from harness.runners.lightx2v.schema import LightX2VBlock, h3_dit_dir, h3_model_dirs
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
+PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
 ENV_JSON = "lightx2v_env.json"
 OUTPUT_MP4 = "output.mp4"
@@ -52,10 +53,12 @@ HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 H3 = "minimax_h3"
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
 PROBE_TIMEOUT_S = 300.0
-_ATTN_REGISTRATION = re.compile(r"ATTN_WEIGHT_REGISTER\(\s*[\"']([^\"']+)[\"']\s*\)")
 
 # Probe results by spec hash: pre-flight learns the ranks' environment, prepare records it.
 _PROBES: dict[str, dict[str, Any]] = {}
+# Probe results by (command, environment): arms that share both share one probe (an import of
+# LightX2V takes seconds to tens of seconds).
+_PROBE_CACHE: dict[tuple, dict[str, Any]] = {}
 
 
 # --- records written by finalize -----------------------------------------------------------------
@@ -157,21 +160,9 @@ def resolved_config(params: dict[str, Any], base: dict[str, Any]) -> dict[str, A
     return deep_merge(base, params["config_overrides"])
 
 
-def build_command(params: dict[str, Any], spec: RunSpec, run_dir: Path) -> list[str]:
+def infer_args(params: dict[str, Any], spec: RunSpec, run_dir: Path) -> list[str]:
+    """The arguments of ``python -m lightx2v.infer`` for one arm (what LightX2V's own parser reads)."""
     run_dir = Path(os.path.abspath(run_dir))
-    if params.get("torchrun"):
-        prefix = [params["torchrun"]]
-    else:
-        prefix = [params.get("python") or sys.executable, "-m", "torch.distributed.run"]
-    launcher = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type]
-    if spec.kv_reversed:
-        launcher.append("--kv-reversed")
-    for prefix_mod in params["attn_scope"]:
-        launcher += ["--scope", prefix_mod]
-    for wrapper in params["attn_wrappers"]:
-        launcher += ["--wrapper", wrapper]
-    for label, ref in sorted(params["count_ops"].items()):
-        launcher += ["--count-op", f"{label}={ref}"]
     infer = [
         "--model_cls", params["model_cls"],
         "--task", params["task"],
@@ -187,16 +178,46 @@ def build_command(params: dict[str, Any], spec: RunSpec, run_dir: Path) -> list[
     infer += ["--save_result_path", str(run_dir / params["save_name"]), "--seed", str(spec.seed)]
     if params.get("warmup"):
         infer.append("--warmup")
-    infer += list(params.get("extra_args") or [])
+    return infer + list(params.get("extra_args") or [])
+
+
+def synthetic_args(params: dict[str, Any]) -> list[str]:
+    """Launcher flags that let LightX2V load the scenario's synthetic checkpoint (none for real weights)."""
+    if not params.get("synthetic_checkpoint"):
+        return []
+    args = ["--synthetic-checkpoint", params["model_path"]]
+    if params.get("reference_short_edge"):
+        args += ["--reference-short-edge", str(params["reference_short_edge"])]
+    return args
+
+
+def torchrun_prefix(params: dict[str, Any]) -> list[str]:
+    if params.get("torchrun"):
+        prefix = [params["torchrun"]]
+    else:
+        prefix = [params.get("python") or sys.executable, "-m", "torch.distributed.run"]
+    return [*prefix, "--standalone", f"--nproc_per_node={params['nproc_per_node']}"]
+
+
+def build_command(params: dict[str, Any], spec: RunSpec, run_dir: Path) -> list[str]:
+    run_dir = Path(os.path.abspath(run_dir))
+    launcher = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type]
+    if spec.kv_reversed:
+        launcher.append("--kv-reversed")
+    for prefix_mod in params["attn_scope"]:
+        launcher += ["--scope", prefix_mod]
+    for wrapper in params["attn_wrappers"]:
+        launcher += ["--wrapper", wrapper]
+    for label, ref in sorted(params["count_ops"].items()):
+        launcher += ["--count-op", f"{label}={ref}"]
+    launcher += synthetic_args(params)
     return [
-        *prefix,
-        "--standalone",
-        f"--nproc_per_node={params['nproc_per_node']}",
+        *torchrun_prefix(params),
         "-m",
         LAUNCH_MODULE,
         *launcher,
         "--",
-        *infer,
+        *infer_args(params, spec, run_dir),
     ]
 
 
@@ -227,21 +248,6 @@ def build_env(
         path += [p for p in rest.split(os.pathsep) if p and p not in path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
     return env
-
-
-@lru_cache(maxsize=8)
-def registered_attention(root: str) -> frozenset[str]:
-    """Attention names the checkout registers with ``@..ATTN_WEIGHT_REGISTER("name")`` (text scan)."""
-    names: set[str] = set()
-    for top in ("lightx2v", "lightx2v_platform"):
-        for path in Path(root, top).rglob("*.py"):
-            try:
-                text = path.read_text(errors="replace")
-            except OSError:
-                continue
-            if "ATTN_WEIGHT_REGISTER(" in text:
-                names.update(_ATTN_REGISTRATION.findall(text))
-    return frozenset(names)
 
 
 def _nearest_17n5(frames: int) -> str:
@@ -283,14 +289,31 @@ def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | 
     return None
 
 
+def probe_command(params: dict[str, Any], spec: RunSpec) -> list[str]:
+    """The pre-flight probe for one arm, run in the ranks' interpreter (see probe.py)."""
+    cmd = [params.get("python") or sys.executable, "-m", PROBE_MODULE]
+    attention = params.get("attention") or {}
+    for name in dict.fromkeys([spec.attn_type, attention.get("refiner_attn_type") or spec.attn_type]):
+        cmd += ["--attn-type", name]
+    cmd += [
+        "--sageattention",
+        params.get("sageattention") or "package",
+        "--nproc",
+        str(params["nproc_per_node"]),
+    ]
+    for label, ref in sorted((params.get("count_ops") or {}).items()):
+        cmd += ["--count-op", f"{label}={ref}"]
+    for feature in params.get("requires") or []:
+        cmd += ["--require", feature]
+    return cmd
+
+
 def _run_probe(params: dict[str, Any], spec: RunSpec, env: dict[str, str]) -> dict[str, Any]:
-    """Run the launcher's --probe in the ranks' interpreter and environment (a few seconds)."""
-    cmd = [
-        params.get("python") or sys.executable, "-m", LAUNCH_MODULE, "--probe",
-        "--attn-type", spec.attn_type,
-        "--sageattention", params.get("sageattention") or "package",
-        "--nproc", str(params["nproc_per_node"]),
-    ]  # fmt: skip
+    """Run the probe in the ranks' interpreter and environment; arms with the same probe share one run."""
+    cmd = probe_command(params, spec)
+    key = (tuple(cmd), tuple(sorted(env.items())))
+    if key in _PROBE_CACHE:
+        return _PROBE_CACHE[key]
     try:
         out = subprocess.run(
             cmd,
@@ -302,14 +325,49 @@ def _run_probe(params: dict[str, Any], spec: RunSpec, env: dict[str, str]) -> di
         )
     except (OSError, subprocess.SubprocessError) as err:
         return {"ok": False, "reason": f"pre-flight probe could not run ({err})"}
+    result = None
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                result = json.loads(line)
             except ValueError:
-                break
-    last = next((ln for ln in reversed(out.stderr.splitlines()) if ln.strip()), "no output")
-    return {"ok": False, "reason": f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}"}
+                pass
+            break
+    if result is None:
+        last = next((ln for ln in reversed(out.stderr.splitlines()) if ln.strip()), "no output")
+        result = {
+            "ok": False,
+            "reason": f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}",
+        }
+    _PROBE_CACHE[key] = result
+    return result
+
+
+def synthetic_problem(params: dict[str, Any]) -> str | None:
+    """Why the model folder cannot be (or become) the scenario's synthetic checkpoint, or None."""
+    wanted = params.get("synthetic_checkpoint")
+    model = Path(params["model_path"])
+    marker = read_marker(model)
+    if marker is None:
+        if model.is_dir() and any(model.iterdir()):
+            return (
+                f"lightx2v.model_path {model}: not empty and not a synthetic checkpoint (no {SYNTHETIC_MARKER}); "
+                "the harness writes synthetic weights only into an empty or missing folder"
+            )
+        return None  # written by prepare
+    have = {"preset": marker.get("preset"), "seed": marker.get("seed")}
+    if have != {"preset": wanted["preset"], "seed": wanted["seed"]}:
+        return (
+            f"lightx2v.model_path {model}: holds the synthetic checkpoint {have}, the scenario asks for "
+            f"{ {'preset': wanted['preset'], 'seed': wanted['seed']} } (use another folder)"
+        )
+    return None
+
+
+def write_synthetic_checkpoint(params: dict[str, Any], env: dict[str, str]) -> None:
+    """Write the scenario's synthetic checkpoint into model_path, in the ranks' interpreter."""
+    wanted = params["synthetic_checkpoint"]
+    run_writer(params["model_path"], wanted["preset"], wanted["seed"], python=params.get("python"), env=env)
 
 
 # --- the runner ------------------------------------------------------------------------------------
@@ -376,11 +434,19 @@ class LightX2VRunner(Runner):
             "warmup": block.warmup,
             "extra_args": list(block.extra_args),
             "model_dirs": list(
-                block.model_dirs if block.model_dirs is not None else _default_dirs(block.model_cls)
+                block.model_dirs
+                if block.model_dirs is not None
+                else _default_dirs(block.model_cls, block.task)
             ),
             "attn_scope": list(block.attn_scope),
             "attn_wrappers": list(block.attn_wrappers),
-            "count_ops": dict(block.count_ops),
+            "count_ops": dict(getattr(arm, "count_ops", None) or {}),
+            "synthetic_checkpoint": (
+                block.synthetic_checkpoint.model_dump() if block.synthetic_checkpoint is not None else None
+            ),
+            "reference_short_edge": block.reference_short_edge,
+            # LightX2V features the resolved config relies on; the probe refuses a checkout without them.
+            "requires": ["adaln_cache"] if merged.get("use_adaln_cache") else [],
         }
 
     def preflight(self, spec: RunSpec) -> str | None:
@@ -395,22 +461,23 @@ class LightX2VRunner(Runner):
         except HarnessError as err:
             return str(err)
         config = resolved_config(p, base)
-        names = registered_attention(str(root))
-        if names:  # a checkout whose registrations the scan cannot see is not refused
-            for key in ("attn_type", "refiner_attn_type"):
-                name = p["attention"].get(key)
-                if name and name not in names:
-                    return f"{key} {name!r}: the LightX2V checkout at {root} registers no attention backend of that name"
         model = Path(p["model_path"])
-        if not model.is_dir():
+        if p.get("synthetic_checkpoint"):
+            problem = synthetic_problem(p)
+            if problem:
+                return problem
+        if p.get("synthetic_checkpoint") and read_marker(model) is None:
+            pass  # prepare writes it; its folders are LightX2V's by construction
+        elif not model.is_dir():
             return f"lightx2v.model_path {model}: not a folder"
-        lacking = [d for d in p["model_dirs"] if not (model / d).is_dir()]
-        if lacking:
-            return f"lightx2v.model_path {model}: missing folder(s) {', '.join(lacking)} (needs {', '.join(p['model_dirs'])})"
-        if p["model_cls"] == H3:
-            part = "transformer_ref" if p["task"] == "ref2av" else "transformer"
-            if not (model / part / "config.json").is_file():
-                return f"lightx2v.model_path {model}: {part}/config.json not found ({p['task']} loads {part})"
+        else:
+            lacking = [d for d in p["model_dirs"] if not (model / d).is_dir()]
+            if lacking:
+                return f"lightx2v.model_path {model}: missing folder(s) {', '.join(lacking)} (needs {', '.join(p['model_dirs'])})"
+            if p["model_cls"] == H3:
+                part = h3_dit_dir(p["task"])
+                if not (model / part / "config.json").is_file():
+                    return f"lightx2v.model_path {model}: {part}/config.json not found ({p['task']} loads {part})"
         for key in ("image_path", "audio_path", "video_path"):
             for path in p[key]:
                 if not Path(path).is_file():
@@ -439,16 +506,24 @@ class LightX2VRunner(Runner):
         if "root" not in p:
             raise HarnessError("lightx2v: the run spec carries no lightx2v parameters (re-plan the campaign)")
         run_dir = Path(os.path.abspath(run_dir))
+        env = build_env(p, spec, os.environ.get("PYTHONPATH"))
+        on_cpu = (env.get("PLATFORM") or p.get("platform")) == CPU_PLATFORM
         launch = Launch(
             command=build_command(p, spec, run_dir),
-            env=build_env(p, spec, os.environ.get("PYTHONPATH")),
+            env=env,
             cwd=str(run_dir),
-            gpus=int(p["nproc_per_node"]),
+            gpus=0 if on_cpu else int(p["nproc_per_node"]),
         )
         if dry_run:
             return launch
         config = resolved_config(p, _read_json(p["config_json"]))
         from harness.store import atomic_write_json
+
+        if p.get("synthetic_checkpoint") and read_marker(p["model_path"]) is None:
+            problem = synthetic_problem(p)
+            if problem:
+                raise HarnessError(problem)
+            write_synthetic_checkpoint(p, env)
 
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in (*run_dir.glob("rank*.log"), *run_dir.glob("attn_calls.rank*.json")):
@@ -471,6 +546,7 @@ class LightX2VRunner(Runner):
             int(p.get("nproc_per_node") or 1),
             p.get("attn_scope") or [],
             p.get("sageattention"),
+            sorted(p.get("count_ops") or {}),
         )
         write_record(run_dir / ATTN_CALLS_JSON, calls)
         save_name = p.get("save_name") or OUTPUT_MP4
@@ -482,8 +558,8 @@ class LightX2VRunner(Runner):
                 shutil.copyfile(produced, expected)
 
 
-def _default_dirs(model_cls: str) -> tuple[str, ...]:
-    return H3_MODEL_DIRS if model_cls == H3 else ()
+def _default_dirs(model_cls: str, task: str) -> tuple[str, ...]:
+    return h3_model_dirs(task) if model_cls == H3 else ()
 
 
 def environment_facts(params: dict[str, Any], probe_facts: dict[str, Any] | None) -> dict[str, Any]:
@@ -543,11 +619,14 @@ def merge_rank_calls(
     nproc: int,
     scope: list[str] | None = None,
     sageattention: str | None = None,
+    required_ops: list[str] | None = None,
 ) -> LightX2VAttnCalls:
     """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
 
     For sage_attn2 arms, calls served by the other ``sageattention`` (the package where the aiter
     shim was asked for, or the reverse) are recorded as fallbacks: they ran another kernel.
+    ``required_ops`` are the arm's ``count_ops`` labels: a rank that called one of them zero
+    times gets an error (the arm named the op, so its backend must have reached it).
     """
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}
@@ -568,6 +647,10 @@ def merge_rank_calls(
     if sageattention:
         for rc in ranks.values():
             _check_sageattention(rc, sageattention)
+    for label in required_ops or []:
+        for rc in ranks.values():
+            if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
+                rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
     ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
     return LightX2VAttnCalls(
         requested=requested, kv_reversed=kv_reversed, ranks=ordered, scope=list(scope or [])

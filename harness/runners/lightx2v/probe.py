@@ -1,0 +1,288 @@
+"""The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
+
+    python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
+        [--sageattention package|aiter_shim] [--count-op LABEL=module:function]... [--require FEATURE]...
+
+It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
+so plugins and platform backends count and nothing is guessed from source text. Then, for each
+attention type: the name must be registered, the backend must construct, and one small call on
+the platform's device must agree with exact attention (catches a missing kernel module and a
+miscompiled one). It also reports which LightX2V it found (version, commit, features) and
+refuses a checkout that lacks a feature the scenario relies on. One JSON line on stdout:
+``{"ok": bool, "reason": str | null, "facts": {...}}``.
+
+Standard library at import time; torch and LightX2V are imported by ``probe``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.runners.lightx2v.rank_env import CPU_PLATFORM, prepare_platform
+
+LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
+AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
+SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
+# Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
+FEATURES = {
+    "adaln_cache": (
+        "lightx2v.models.networks.minimax_h3.infer.transformer_infer",
+        "use_adaln_cache",
+        "f8aee98 (#1413): use_adaln_cache; older checkouts ignore the key silently",
+    ),
+    "sage_sm120_triton": (
+        "lightx2v.common.ops.attn.sage_attn",
+        "(12, 0)",
+        "205d5c87: sage_attn2 selects sageattn_qk_int8_pv_fp16_triton on capability (12, 0)",
+    ),
+}
+SMOKE_TOKENS, SMOKE_HEADS, SMOKE_HEAD_DIM = 256, 2, 128
+SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
+
+
+def _git_sha(path: Path) -> str | None:
+    for parent in (path, *path.parents):
+        head = parent / ".git" / "HEAD"
+        if head.is_file():
+            ref = head.read_text().strip()
+            if ref.startswith("ref: "):
+                target = parent / ".git" / ref[5:]
+                return target.read_text().strip() if target.is_file() else ref[5:]
+            return ref
+    return None
+
+
+def _op_reason(ref: str) -> str | None:
+    """Why ``module:function`` cannot be called here (the aiter op also needs ROCm and gfx1201)."""
+    if ref == AITER_OP:
+        import torch
+
+        if not getattr(torch.version, "hip", None):
+            return f"needs a ROCm build of torch (this one is {torch.__version__}, no HIP)"
+        if torch.cuda.device_count() < 1:
+            return "no GPU is visible"
+        arch = str(getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")).split(":")[0]
+        if arch != "gfx1201":
+            return f"needs gfx1201 (Radeon AI PRO R9700); GPU 0 is {arch or 'unknown'}"
+    mod_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except Exception as err:
+        return f"{mod_name} is not importable ({type(err).__name__}: {err})"
+    if not hasattr(module, attr):
+        return f"{mod_name} has no {attr}"
+    return None
+
+
+def _sageattention_reason(flavour: str) -> str | None:
+    """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
+    if importlib.util.find_spec("sageattention") is None:
+        return "the sageattention package is not importable" + (
+            " (the aiter shim is not on PYTHONPATH)" if flavour == "aiter_shim" else ""
+        )
+    try:
+        module = importlib.import_module("sageattention")
+    except Exception as err:
+        return f"import sageattention failed: {type(err).__name__}: {err}"
+    is_shim = bool(getattr(module, "IS_AITER_SHIM", False))
+    if flavour == "aiter_shim":
+        if not is_shim:
+            return f"sageattention resolves to {module.__file__}, not the aiter shim"
+        return _op_reason(AITER_OP)
+    if is_shim:
+        return f"sageattention resolves to the aiter shim ({module.__file__}), not the package"
+    import torch
+
+    capability = torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
+    needed = "sageattn_qk_int8_pv_fp16_triton" if capability in ((8, 9), (12, 0)) else "sageattn"
+    if not hasattr(module, needed):
+        return (
+            f"sageattention at {module.__file__} has no {needed}, which LightX2V's sage_attn2 imports "
+            f"on this device (capability {capability})"
+        )
+    return None
+
+
+def detect_features() -> dict[str, bool]:
+    found = {}
+    for name, (module, token, _) in FEATURES.items():
+        spec = importlib.util.find_spec(module)
+        try:
+            text = Path(spec.origin).read_text(errors="replace") if spec and spec.origin else ""
+        except OSError:
+            text = ""
+        found[name] = token in text
+    return found
+
+
+def smoke_call(backend_cls: Any, device: str) -> tuple[float | None, str | None]:
+    """One small packed call ``[N, H, 128]`` in bf16; cosine against FP32 exact attention."""
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(0)
+    n, h, d = SMOKE_TOKENS, SMOKE_HEADS, SMOKE_HEAD_DIM
+    q, k, v = (torch.randn(n, h, d, generator=gen) for _ in range(3))
+    cu = torch.tensor([0, n], dtype=torch.int32, device=device)
+    try:
+        backend = backend_cls()
+        out = backend.apply(
+            q=q.to(device, torch.bfloat16),
+            k=k.to(device, torch.bfloat16),
+            v=v.to(device, torch.bfloat16),
+            cu_seqlens_q=cu,
+            cu_seqlens_kv=cu,
+            max_seqlen_q=n,
+            max_seqlen_kv=n,
+        )
+    except Exception as err:
+        return None, f"a {n}-token test call failed ({type(err).__name__}: {str(err)[:200]})"
+    ref = F.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)))[0].transpose(0, 1)
+    got = out.float().cpu().reshape(-1)
+    want = ref.reshape(-1)
+    if got.numel() != want.numel() or not torch.isfinite(got).all():
+        return (
+            None,
+            f"a {n}-token test call returned shape {tuple(out.shape)} with non-finite values or wrong size",
+        )
+    cosine = float(F.cosine_similarity(got, want, dim=0))
+    if cosine < SMOKE_MIN_COSINE:
+        return (
+            cosine,
+            f"a {n}-token test call disagrees with exact attention (cosine {cosine:.4f} < {SMOKE_MIN_COSINE})",
+        )
+    return cosine, None
+
+
+def _torch_facts(facts: dict[str, Any]) -> int:
+    import torch
+
+    facts["torch"] = torch.__version__
+    facts["hip"] = getattr(torch.version, "hip", None)
+    facts["cuda"] = getattr(torch.version, "cuda", None)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    facts["gpus"] = count
+    if count:
+        props = torch.cuda.get_device_properties(0)
+        facts["gpu0"] = props.name
+        facts["arch"] = str(getattr(props, "gcnArchName", "")).split(":")[0] or None
+        facts["capability"] = list(torch.cuda.get_device_capability(0))
+    if importlib.util.find_spec("aiter") is not None:
+        try:
+            import aiter
+
+            facts["aiter_file"] = getattr(aiter, "__file__", None)
+            facts["aiter_version"] = getattr(aiter, "__version__", None)
+            if facts["aiter_file"]:
+                facts["aiter_git"] = _git_sha(Path(facts["aiter_file"]).resolve().parent)
+        except Exception as err:
+            facts["aiter_error"] = f"{type(err).__name__}: {err}"
+    return count
+
+
+def probe(
+    attn_types: list[str],
+    flavour: str = "package",
+    nproc: int = 1,
+    count_ops: dict[str, str] | None = None,
+    require: list[str] | None = None,
+) -> dict[str, Any]:
+    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}."""
+    facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
+
+    def no(reason: str) -> dict[str, Any]:
+        return {"ok": False, "reason": reason, "facts": facts}
+
+    try:
+        gpus = _torch_facts(facts)
+    except Exception as err:
+        return no(f"torch is not importable ({err})")
+    platform = facts["platform"]
+    if platform != CPU_PLATFORM and nproc > gpus:
+        visible = os.environ.get("HIP_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+        where = f" (visible devices: {visible})" if visible else ""
+        return no(f"nproc_per_node {nproc} exceeds the {gpus} visible GPU(s){where}")
+    if platform == "amd_rocm" and importlib.util.find_spec("aiter") is None:
+        return no("PLATFORM=amd_rocm needs aiter (LightX2V's ROCm platform imports it)")
+
+    # Cheap checks first: an import of LightX2V takes seconds.
+    for label, ref in sorted((count_ops or {}).items()):
+        why = _op_reason(ref)
+        if why:
+            return no(f"count_ops {label}: {ref}: {why}")
+    if "sage_attn2" in attn_types:
+        why = _sageattention_reason(flavour)
+        if why:
+            return no(f"sage_attn2: {why}")
+
+    try:
+        prepare_platform()
+        registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
+        import lightx2v
+        from lightx2v_platform.base.global_var import AI_DEVICE
+    except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
+        return no(f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}")
+    root = Path(lightx2v.__file__).resolve().parent.parent
+    facts["lightx2v_root"] = str(root)
+    facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
+    facts["lightx2v_git"] = _git_sha(root)
+    facts["registered"] = sorted(registry.keys())
+    facts["features"] = features = detect_features()
+    facts["device"] = str(AI_DEVICE)
+
+    needed = list(require or [])
+    if "sage_attn2" in attn_types and flavour == "package" and facts.get("capability") == [12, 0]:
+        needed.append("sage_sm120_triton")
+    for feature in needed:
+        if feature not in FEATURES:
+            return no(f"unknown LightX2V feature {feature!r} (known: {', '.join(FEATURES)})")
+        if not features[feature]:
+            return no(
+                f"the LightX2V checkout at {root} is older than this scenario needs: "
+                f"no {feature} (from {FEATURES[feature][2]})"
+            )
+
+    facts["smoke_cosine"] = {}
+    for name in dict.fromkeys(attn_types):
+        if name not in registry:
+            close = difflib.get_close_matches(name, list(registry.keys()), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return no(
+                f"attn_type {name!r} is not registered in LightX2V at {root} with PLATFORM={platform}{hint}"
+            )
+        if name in SP_WRAPPERS:
+            continue  # wrappers need a process group and a backend to wrap
+        cosine, why = smoke_call(registry[name], str(AI_DEVICE))
+        facts["smoke_cosine"][name] = cosine
+        if why:
+            return no(f"{name}: {why}")
+    return {"ok": True, "reason": None, "facts": facts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--attn-type", action="append", required=True)
+    p.add_argument("--sageattention", choices=["package", "aiter_shim"], default="package")
+    p.add_argument("--nproc", type=int, default=1)
+    p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
+    p.add_argument("--require", action="append", default=[], metavar="FEATURE")
+    ns = p.parse_args(argv)
+    ops = dict(item.split("=", 1) for item in ns.count_op)
+    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require)
+    # LightX2V logs to stderr; the result is the last stdout line.
+    print(json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""What the harness sets up inside a LightX2V process before LightX2V runs (ranks, probe, checkpoint writer).
+
+* a ``cpu`` platform, so ``PLATFORM=cpu`` runs LightX2V with no GPU (it ships none);
+* for a synthetic checkpoint only (``checkpoint.SYNTHETIC_MARKER`` present): the text-encoder
+  checks that insist on the released Qwen3-VL sizes, and optionally the reference-image short
+  edge, are set to the checkpoint's values. Never applied to real weights.
+
+Standard library at import time; torch and LightX2V are imported by the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CPU_PLATFORM = "cpu"
+QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
+REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
+
+
+class SyntheticCheckpointError(RuntimeError):
+    """The scenario asked for synthetic relaxations the model folder does not allow."""
+
+
+def register_cpu_platform() -> None:
+    """Give LightX2V a ``cpu`` device, so ``PLATFORM=cpu`` runs without a GPU.
+
+    Must run before ``import lightx2v``, which initialises the platform named by ``PLATFORM``.
+    Ranks meet over gloo. (LightX2V could also take this through its ``lightx2v.platform_plugins``
+    entry point; registering here needs no installed harness in the ranks' interpreter.)
+    """
+    import torch.distributed as dist
+    from lightx2v_platform.registry_factory import PLATFORM_DEVICE_REGISTER
+
+    if CPU_PLATFORM in PLATFORM_DEVICE_REGISTER:
+        return
+
+    class HarnessCpuDevice:
+        name = CPU_PLATFORM
+
+        @staticmethod
+        def init_device_env() -> None:
+            _complete_torch_cpu()
+
+        @staticmethod
+        def is_available() -> bool:
+            return True
+
+        @staticmethod
+        def get_device() -> str:
+            return CPU_PLATFORM
+
+        @staticmethod
+        def init_parallel_env() -> None:
+            dist.init_process_group(backend="gloo")
+
+    PLATFORM_DEVICE_REGISTER.register(HarnessCpuDevice, key=CPU_PLATFORM)
+
+
+def _complete_torch_cpu() -> None:
+    """Add the CUDA-style calls LightX2V makes on ``torch.<device>`` that ``torch.cpu`` lacks.
+
+    LightX2V calls ``getattr(torch, AI_DEVICE).manual_seed(...)``, ``.empty_cache()`` and memory
+    queries. On the CPU: seeding is the default generator's, there is no cache to empty, and the
+    device-memory counters read 0 (free memory: the machine's available memory). Existing
+    attributes are never replaced.
+    """
+    import torch
+
+    def free_and_total(*_: Any) -> tuple[int, int]:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+    extra = {
+        "manual_seed": lambda seed: torch.manual_seed(seed),
+        "manual_seed_all": lambda seed: torch.manual_seed(seed),
+        "empty_cache": lambda: None,
+        "mem_get_info": free_and_total,
+        "memory_allocated": lambda *_: 0,
+        "memory_reserved": lambda *_: 0,
+        "max_memory_allocated": lambda *_: 0,
+        "max_memory_reserved": lambda *_: 0,
+        "reset_peak_memory_stats": lambda *_: None,
+    }
+    for name, fn in extra.items():
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, fn)
+
+
+def prepare_platform() -> None:
+    """Before ``import lightx2v``: register the CPU platform when ``PLATFORM=cpu``."""
+    if os.environ.get("PLATFORM") == CPU_PLATFORM:
+        register_cpu_platform()
+
+
+def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: int | None = None) -> dict:
+    """Let LightX2V load a synthetic checkpoint: text-encoder sizes from its config, not the release's.
+
+    LightX2V's Qwen3-VL conditioner refuses any config but the released one and loads exactly
+    50 layers; both are module globals read at run time. They are set from the checkpoint's
+    ``text_encoder/config.json``, and only when the folder carries the synthetic marker, so real
+    weights are never loaded under relaxed checks. Returns what was changed (for the run record).
+    """
+    from harness.runners.lightx2v.checkpoint import read_marker
+
+    if read_marker(model_path) is None:
+        raise SyntheticCheckpointError(
+            f"{model_path}: no synthetic-checkpoint marker; refusing to relax LightX2V's checks "
+            "(real weights are loaded as LightX2V ships them)"
+        )
+    import importlib
+
+    qwen = importlib.import_module(QWEN3VL_MODULE)
+    config_path = Path(model_path) / "text_encoder" / "config.json"
+    raw = json.loads(config_path.read_text())
+    text = raw.get("text_config", raw)
+    changed: dict[str, Any] = {}
+    expected = qwen._EXPECTED_RELEASE_CONFIG
+    for key in list(expected):
+        if text.get(key) != expected[key]:
+            changed[f"qwen3vl._EXPECTED_RELEASE_CONFIG.{key}"] = [expected[key], text.get(key)]
+            expected[key] = text.get(key)
+    layers = min(int(qwen.MINIMAX_H3_TEXT_ENCODER_LAYER), int(text["num_hidden_layers"]))
+    for name, value in (
+        ("MINIMAX_H3_TEXT_ENCODER_LAYER", layers),
+        ("MINIMAX_H3_TEXT_HIDDEN_SIZE", int(text["hidden_size"])),
+    ):
+        if getattr(qwen, name) != value:
+            changed[f"qwen3vl.{name}"] = [getattr(qwen, name), value]
+            setattr(qwen, name, value)
+    if reference_short_edge is not None:
+        packing = importlib.import_module(REF2AV_PACKING_MODULE)
+        if packing.REFERENCE_IMAGE_SHORT_EDGE != reference_short_edge:
+            changed["packing_ref2av.REFERENCE_IMAGE_SHORT_EDGE"] = [
+                packing.REFERENCE_IMAGE_SHORT_EDGE,
+                reference_short_edge,
+            ]
+            packing.REFERENCE_IMAGE_SHORT_EDGE = reference_short_edge
+    return changed
