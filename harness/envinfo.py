@@ -44,13 +44,20 @@ def git_info(path: Path) -> dict[str, Any] | None:
     return {"sha": sha, "dirty": bool(status)}
 
 
+def package_version(dist: str) -> str | None:
+    """Installed version of the distribution ``dist`` (e.g. "amd-aiter"), None when it is not installed."""
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     found = {}
     for name in names:
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
+        version = package_version(name)
+        if version is not None:
+            found[name] = version
     return found
 
 

@@ -39,7 +39,7 @@ from harness.attention import (
     sage_attention_emulated,
 )
 from harness.attention.exact import _sdpa_context, full_fp32_matmul
-from harness.attention.sage_thuml import package_version
+from harness.envinfo import package_version
 from harness.errors import BackendUnavailable, HarnessError
 from harness.kernels_schema import BackendEntry, KernelsBlock, KernelShape, load_kernels_file
 from harness.store import atomic_write_text, write_record

@@ -22,7 +22,7 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.attention.sage_thuml import package_version
+from harness.envinfo import package_version
 from harness.errors import BackendUnavailable
 
 SAGE_OP = "gfx1201_sage_attention"

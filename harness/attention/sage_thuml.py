@@ -7,7 +7,6 @@ LightX2V picks on sm89/sm120 and the one that also runs under HIP); 1.x only has
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 from typing import Any
 
@@ -20,16 +19,10 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
+from harness.envinfo import package_version
 from harness.errors import BackendUnavailable
 
 PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
-
-
-def package_version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 @register_backend(
