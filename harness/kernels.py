@@ -39,7 +39,7 @@ from harness.attention import (
     sage_attention_emulated,
 )
 from harness.attention.exact import _sdpa_context, full_fp32_matmul
-from harness.envinfo import package_version
+from harness.envinfo import package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError
 from harness.kernels_schema import BackendEntry, KernelsBlock, KernelShape, load_kernels_file
 from harness.store import atomic_write_text, write_record
@@ -291,14 +291,6 @@ class _Timer:
 
 
 # --- running ------------------------------------------------------------------------------------
-
-
-def _resolve_device(choice: str) -> torch.device:
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise HarnessError("kernels: device cuda requested but torch sees no GPU")
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(choice)
 
 
 def _env(device: torch.device) -> tuple[str, dict[str, str | None]]:
@@ -581,7 +573,7 @@ def run_kernels(
     say = progress or (lambda _msg: None)
     _validate_entries(block)
     started = time.perf_counter()
-    device = _resolve_device(block.device)
+    device = torch.device(resolve_device(block.device, context="kernels"))
     device_name, env = _env(device)
     result = KernelsResult(
         name=name,

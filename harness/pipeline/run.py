@@ -17,7 +17,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from harness.errors import HarnessError
+from harness.envinfo import resolve_device
 from harness.pipeline.conditioning import (
     audio_target,
     downsample,
@@ -33,14 +33,6 @@ from harness.pipeline.sampler import StepResult, sample, synchronize
 from harness.records import StepTiming, TimingRecord
 
 T = TypeVar("T")
-
-
-def resolve_device(cfg: PipelineConfig) -> torch.device:
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise HarnessError("pipeline config: device 'cuda' requested but torch sees no GPU (CUDA/ROCm)")
-    return torch.device(cfg.device)
 
 
 def resolve_dtype(cfg: PipelineConfig) -> torch.dtype:
@@ -101,7 +93,7 @@ def run_pipeline(
     out_path = Path(out_path)
     if latents_dir is None and cfg.save_latents:
         latents_dir = out_path.parent / "latents"
-    device, dtype = resolve_device(cfg), resolve_dtype(cfg)
+    device, dtype = torch.device(resolve_device(cfg.device, context="pipeline config")), resolve_dtype(cfg)
     stages: dict[str, float] = {}
     steps: list[StepTiming] = []
 
