@@ -171,8 +171,6 @@ class Comparison(Record):
     errors: list[str] = Field(default_factory=list)
     conventions: dict[str, str] = Field(default_factory=lambda: dict(CONVENTIONS))
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
     @property
     def measured(self) -> bool:
         return self.video is not None
@@ -190,8 +188,6 @@ class PairCache(Record):
     created_at: str = Field(default_factory=utcnow)
     result: PairResult
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
 
 class StatsCache(Record):
     """metrics/<run>.stats.json: one run's global statistics and the output hash they describe."""
@@ -201,8 +197,6 @@ class StatsCache(Record):
     sha256: str
     created_at: str = Field(default_factory=utcnow)
     stats: RunStats
-
-    model_config = Record.model_config | {"populate_by_name": True}
 
 
 # ---------------------------------------------------------------------------- formatting

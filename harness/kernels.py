@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness.attention import (
     AttentionBackend,
@@ -42,6 +42,7 @@ from harness.attention.exact import _sdpa_context, full_fp32_matmul
 from harness.envinfo import package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError
 from harness.kernels_schema import BackendEntry, KernelsBlock, KernelShape, load_kernels_file
+from harness.records import Record
 from harness.store import atomic_write_text, write_record
 
 KERNELS_JSON = "kernels.json"
@@ -65,11 +66,7 @@ CONVENTIONS = {
 }
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings", populate_by_name=True)
-
-
-class AccuracyMetrics(_Model):
+class AccuracyMetrics(Record):
     cosine: float
     rel_l1: float
     rmse: float
@@ -82,7 +79,7 @@ class AccuracyMetrics(_Model):
     zero_rows: int
 
 
-class SpeedMetrics(_Model):
+class SpeedMetrics(Record):
     timer: Literal["cuda_events", "wall"]
     warmup: int
     repeats: int
@@ -99,14 +96,14 @@ class SpeedMetrics(_Model):
     note: str | None = None
 
 
-class BitwiseCheck(_Model):
+class BitwiseCheck(Record):
     check: str  # registry_vs_direct | packed_3d_vs_direct | packed_4d_vs_direct
     identical: bool | None = None
     max_abs_diff: float | None = None
     note: str | None = None
 
 
-class KernelRow(_Model):
+class KernelRow(Record):
     shape: str
     label: str
     backend: str
@@ -121,7 +118,7 @@ class KernelRow(_Model):
     bitwise: list[BitwiseCheck] = Field(default_factory=list)
 
 
-class PeakResult(_Model):
+class PeakResult(Record):
     dtype: str
     size: int
     median_ms: float
@@ -130,7 +127,7 @@ class PeakResult(_Model):
     do_bench_tflops: float | None = None
 
 
-class ShapeResult(_Model):
+class ShapeResult(Record):
     shape: KernelShape
     scale: float
     flops: float
@@ -138,7 +135,7 @@ class ShapeResult(_Model):
     reference_s: float
 
 
-class KernelsResult(_Model):
+class KernelsResult(Record):
     schema_version: str = Field("harness.kernels/1", alias="schema")
     name: str
     created_at: str

@@ -109,8 +109,6 @@ class ReportResults(Record):
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
     def run(self, key: str) -> RunSummary | None:
         return next((r for r in self.runs if r.key == key), None)
 
