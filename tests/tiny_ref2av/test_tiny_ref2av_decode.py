@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.pipeline import PRESETS
-from harness.pipeline.conditioning import (
+from harness.tiny_ref2av import PRESETS
+from harness.tiny_ref2av.conditioning import (
     AUDIO_CH,
     PITCH_UNIT,
     downsample,
@@ -13,7 +13,7 @@ from harness.pipeline.conditioning import (
     load_reference,
     video_target,
 )
-from harness.pipeline.decode import VideoDecoder, decode_audio
+from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
 
 CPU = torch.device("cpu")
 

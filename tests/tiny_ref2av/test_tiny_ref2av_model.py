@@ -4,11 +4,11 @@ import math
 
 import torch
 import torch.nn.functional as F
-from pipeline_testutil import quantized_attention
+from tiny_ref2av_testutil import quantized_attention
 
-from harness.pipeline import PRESETS
-from harness.pipeline.conditioning import AUDIO_CH, VIDEO_CH, tokenize
-from harness.pipeline.model import Conditioning, TinyRef2AV, _rope
+from harness.tiny_ref2av import PRESETS
+from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, tokenize
+from harness.tiny_ref2av.model import Conditioning, TinyRef2AV, _rope
 
 CPU = torch.device("cpu")
 

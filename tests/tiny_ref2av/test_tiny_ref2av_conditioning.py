@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from skimage.transform import resize
 
-from harness.pipeline.conditioning import (
+from harness.tiny_ref2av.conditioning import (
     AUDIO_CH,
     PAD_ID,
     VIDEO_CH,

@@ -4,12 +4,12 @@ import av
 import numpy as np
 import pytest
 import torch
-from pipeline_testutil import PROMPT, exact_attention, psnr
+from tiny_ref2av_testutil import PROMPT, exact_attention, psnr
 
 from harness.errors import HarnessError
 from harness.media import iter_frames, read_audio
-from harness.pipeline import PRESETS, run_pipeline
-from harness.pipeline.conditioning import fit_reference, load_reference
+from harness.tiny_ref2av import PRESETS, run_pipeline
+from harness.tiny_ref2av.conditioning import fit_reference, load_reference
 
 
 def frames(run) -> np.ndarray:

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from harness.envinfo import resolve_device
-from harness.pipeline.conditioning import (
+from harness.records import StepTiming, TimingRecord
+from harness.tiny_ref2av.conditioning import (
     audio_target,
     downsample,
     fit_reference,
@@ -26,11 +27,10 @@ from harness.pipeline.conditioning import (
     tokenize,
     video_target,
 )
-from harness.pipeline.config import PipelineConfig
-from harness.pipeline.decode import VideoDecoder, decode_audio
-from harness.pipeline.model import Attention, Conditioning, TinyRef2AV
-from harness.pipeline.sampler import StepResult, sample, synchronize
-from harness.records import StepTiming, TimingRecord
+from harness.tiny_ref2av.config import PipelineConfig
+from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
+from harness.tiny_ref2av.model import Attention, Conditioning, TinyRef2AV
+from harness.tiny_ref2av.sampler import StepResult, sample, synchronize
 
 T = TypeVar("T")
 

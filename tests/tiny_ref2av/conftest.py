@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pipeline_testutil import Run, do_run, kv_reversed_attention, quantized_attention
+from tiny_ref2av_testutil import Run, do_run, kv_reversed_attention, quantized_attention
 
-from harness.pipeline import PRESETS, PipelineConfig
+from harness.tiny_ref2av import PRESETS, PipelineConfig
 
 
 @pytest.fixture(scope="session")

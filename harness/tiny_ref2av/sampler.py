@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from harness.pipeline.conditioning import AUDIO_CH, VIDEO_CH
-from harness.pipeline.config import PipelineConfig
-from harness.pipeline.model import Attention, Conditioning, TinyRef2AV
+from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH
+from harness.tiny_ref2av.config import PipelineConfig
+from harness.tiny_ref2av.model import Attention, Conditioning, TinyRef2AV
 
 
 def shifted_sigmas(infer_steps: int, shift: float) -> list[float]:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.pipeline import PRESETS
-from harness.pipeline.sampler import initial_noise, shifted_sigmas
+from harness.tiny_ref2av import PRESETS
+from harness.tiny_ref2av.sampler import initial_noise, shifted_sigmas
 
 
 @pytest.mark.parametrize("n,shift", [(4, 12.0), (4, 3.0), (30, 12.0), (2, 5.0)])

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.pipeline.conditioning import PITCH_UNIT, encode_colour
-from harness.pipeline.config import PipelineConfig
-from harness.pipeline.sampler import synchronize
+from harness.tiny_ref2av.conditioning import PITCH_UNIT, encode_colour
+from harness.tiny_ref2av.config import PipelineConfig
+from harness.tiny_ref2av.sampler import synchronize
 
 ZOOM = 0.08  # camera zoom-in over the clip
 PAN = (0.05, 0.03)  # camera drift over the clip, normalised coordinates (x, y)

@@ -8,7 +8,7 @@ downloaded: the reference photograph ships with scikit-image and the weights are
 from a fixed seed.
 """
 
-from harness.pipeline.config import PRESETS, PipelineConfig, get_preset, load_config
-from harness.pipeline.run import run_pipeline
+from harness.tiny_ref2av.config import PRESETS, PipelineConfig, get_preset, load_config
+from harness.tiny_ref2av.run import run_pipeline
 
 __all__ = ["PRESETS", "PipelineConfig", "get_preset", "load_config", "run_pipeline"]

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.pipeline.conditioning import AUDIO_CH, VIDEO_CH, VOCAB
-from harness.pipeline.config import PipelineConfig
+from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, VOCAB
+from harness.tiny_ref2av.config import PipelineConfig
 
 Attention = Callable[[Tensor, Tensor, Tensor, float], Tensor]
 

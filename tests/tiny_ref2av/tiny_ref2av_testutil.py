@@ -1,4 +1,4 @@
-"""Helpers for the pipeline tests: attention variants, one pipeline run, PSNR."""
+"""Helpers for the tiny_ref2av tests: attention variants, one pipeline run, PSNR."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.pipeline import PipelineConfig, run_pipeline
 from harness.records import TimingRecord
+from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
 PROMPT = "an astronaut waves in a sunny studio"
 
