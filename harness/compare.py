@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from harness.collect.models import (
     VideoPairMetrics,
 )
 from harness.errors import HarnessError
+from harness.number_format import one_liner
 from harness.records import RankCalls, Record, RunStatus
 from harness.store import (
     CAMPAIGN_JSON,
@@ -199,55 +198,22 @@ class StatsCache(Record):
     stats: RunStats
 
 
-# ---------------------------------------------------------------------------- formatting
-
-NA = "n/a"
-
-
-def fmt_num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return NA
-    if isinstance(x, float) and math.isnan(x):
-        return "nan"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.{digits}f}"
-
-
-def fmt_s(x: float | None) -> str:
-    """Seconds: three decimals below 100 s, one above."""
-    if x is None:
-        return NA
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
-
-
-def fmt_db(x: float | None) -> str:
-    if x is None:
-        return NA
-    if math.isinf(x) and x > 0:
-        return "inf (identical)"
-    return f"{fmt_num(x, 2)} dB"
-
-
-def fmt_ratio(x: float | None) -> str:
-    return NA if x is None or not math.isfinite(x) else f"{x:.3f}x"
-
-
-def speed_words(ratio: float | None) -> str:
-    """B/A time ratio in words: 0.82 -> '1.22x faster'."""
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
-        return NA
-    if abs(ratio - 1.0) < 5e-4:
-        return "same speed"
-    return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
-
-
-def one_liner(what: str, a: float | None, b: float | None, unit: str = "s") -> str | None:
-    """pyperf style: 's/step: 1.234 s -> 1.010 s: 1.22x faster'."""
-    if a is None or b is None:
-        return None
-    ratio = b / a if a > 0 else None
-    return f"{what}: {fmt_s(a)} {unit} -> {fmt_s(b)} {unit}: {speed_words(ratio)}"
+def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
+    """The statistics shown and checked (numbers that describe content, not the container)."""
+    names = (
+        "luma_mean",
+        "luma_std",
+        "sharpness",
+        "motion",
+        "black_frames",
+        "frozen_frames",
+        "nan_like_frames",
+        "audio_rms",
+        "audio_peak",
+    )
+    if stats is None:
+        return dict.fromkeys(names)
+    return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -694,296 +660,6 @@ def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path:
     path = Path(metrics_dir) / f"{pair_metrics_stem(cmp.a.key, cmp.b.key)}.compare.json"
     write_record(path, cmp)
     return path
-
-
-# ---------------------------------------------------------------------------- text tables
-
-
-class TextTable(Record):
-    """A table as strings: rendered to markdown, to the terminal (rich) and to HTML."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]] = Field(default_factory=list)
-    row_classes: list[str] = Field(default_factory=list)  # one per row ("" = none), for HTML
-    notes: list[str] = Field(default_factory=list)
-
-    def add(self, row: list[Any], css: str = "") -> None:
-        self.rows.append([str(c) for c in row])
-        self.row_classes.append(css)
-
-
-def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:
-    return NA if x is None else (yes if x else no)
-
-
-def attn_text(s: RunSummary) -> str:
-    if s.attn is None:
-        return "not recorded"
-    a = s.attn
-    state = "valid" if a.valid else "INVALID"
-    return f"{a.calls_requested} call(s) via {a.requested}, {a.fallbacks} fallback(s), {state}"
-
-
-def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
-    """The statistics shown and checked (numbers that describe content, not the container)."""
-    names = (
-        "luma_mean",
-        "luma_std",
-        "sharpness",
-        "motion",
-        "black_frames",
-        "frozen_frames",
-        "nan_like_frames",
-        "audio_rms",
-        "audio_peak",
-    )
-    if stats is None:
-        return dict.fromkeys(names)
-    return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
-
-
-def fmt_stat(name: str, x: float | None) -> str:
-    """Frame counts as integers, everything else with four decimals."""
-    if x is not None and name.endswith("_frames") and float(x).is_integer():
-        return str(int(x))
-    return fmt_num(x, 4)
-
-
-def comparison_headlines(cmp: Comparison) -> list[str]:
-    """The lines a reader looks at first (pyperf-style speed lines, bitwise, accuracy)."""
-    lines: list[str] = []
-    for line in (cmp.speed.s_per_step_line, cmp.speed.total_line):
-        if line:
-            lines.append(line)
-    if cmp.video is not None:
-        v = cmp.video
-        if cmp.bitwise.video and (cmp.bitwise.audio in (True, None)):
-            same = "bitwise identical: every decoded frame"
-            same += " and audio sample" if cmp.bitwise.audio else ""
-            same += " (files identical too)" if cmp.bitwise.files else " (files differ in bytes)"
-            lines.append(same)
-        else:
-            label = "noise floor" if cmp.kind == "noise_floor" else "accuracy"
-            txt = (
-                f"{label}: video PSNR {fmt_db(v.psnr_mean)} mean, {fmt_db(v.psnr_min)} min (frame "
-                f"{v.psnr_min_frame}); SSIM {v.ssim_mean:.5f} mean, {v.ssim_min:.5f} min (frame {v.ssim_min_frame})"
-            )
-            if cmp.audio is not None:
-                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}, cosine {cmp.audio.cosine:.6f}"
-            lines.append(txt)
-            lines.append(
-                f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "
-                f"file {_yes_no(cmp.bitwise.files)}"
-            )
-        if cmp.kind == "noise_floor":
-            lines.append(
-                f"B ({cmp.b.key}) is the noise floor: the exact backend {cmp.b.attn_type} with K/V order "
-                "reversed, so only floating-point summation order differs from A"
-            )
-    lines.extend(cmp.notes)
-    return lines
-
-
-def comparison_tables(cmp: Comparison) -> list[TextTable]:
-    a, b = cmp.a, cmp.b
-    ha, hb = f"A: {a.key}", f"B: {b.key}"
-    runs = TextTable(title="Runs", headers=["", ha, hb])
-    runs.add(["role", a.role, b.role])
-    runs.add(
-        [
-            "attention",
-            f"{a.attn_type}{' kv_reversed' if a.kv_reversed else ''}",
-            f"{b.attn_type}{' kv_reversed' if b.kv_reversed else ''}",
-        ]
-    )
-    runs.add(
-        [
-            "status",
-            a.status + (f": {a.reason}" if a.reason else ""),
-            b.status + (f": {b.reason}" if b.reason else ""),
-        ]
-    )
-    runs.add(["attention calls", attn_text(a), attn_text(b)])
-    runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
-
-    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A"])
-    sp.add(
-        [
-            "DiT steps",
-            a.dit_steps if a.dit_steps is not None else NA,
-            b.dit_steps if b.dit_steps is not None else NA,
-            "",
-            "",
-        ]
-    )
-    sp.add(
-        [
-            "s/step (mean of steps 2..N)",
-            fmt_s(a.s_per_step),
-            fmt_s(b.s_per_step),
-            fmt_ratio(cmp.speed.s_per_step_ratio),
-            speed_words(cmp.speed.s_per_step_ratio),
-        ]
-    )
-    for i in (1, 2, 3):
-        r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
-        sp.add([f"step {i}", fmt_s(a.step(i)), fmt_s(b.step(i)), fmt_ratio(r), speed_words(r)])
-    sp.add(
-        [
-            "pipeline total (s)",
-            fmt_s(a.pipeline_total_s),
-            fmt_s(b.pipeline_total_s),
-            fmt_ratio(cmp.speed.total_ratio),
-            speed_words(cmp.speed.total_ratio),
-        ]
-    )
-    tables = [runs, sp]
-
-    acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])
-    if cmp.video is not None:
-        v = cmp.video
-        acc.add(["frames compared", f"{v.frames} ({v.width}x{v.height} @ {v.fps:g} fps)"])
-        acc.add(["video PSNR mean", fmt_db(v.psnr_mean)])
-        acc.add(["video PSNR min (frame)", f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})"])
-        acc.add(["SSIM mean", f"{v.ssim_mean:.6f}"])
-        acc.add(["SSIM min (frame)", f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})"])
-        acc.add(["identical frames", f"{v.identical_frames} of {v.frames}"])
-    if cmp.audio is not None:
-        au = cmp.audio
-        acc.add(["audio SNR", fmt_db(au.snr_db)])
-        acc.add(["audio cosine", f"{au.cosine:.6f}"])
-        acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
-        acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])
-    acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])
-    acc.add(["bitwise: video frames", _yes_no(cmp.bitwise.video)])
-    acc.add(["bitwise: audio samples", _yes_no(cmp.bitwise.audio)])
-    acc.notes = list(cmp.notes)
-    tables.append(acc)
-
-    st = TextTable(title="Global statistics", headers=["statistic", ha, hb, "B - A"])
-    fa, fb = stat_fields(a.stats), stat_fields(b.stats)
-    for name in fa:
-        x, y = fa[name], fb[name]
-        d = fmt_stat(name, y - x) if x is not None and y is not None else NA
-        st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
-    tables.append(st)
-
-    at = TextTable(title="Attention calls per rank", headers=["run", "rank", "calls", "fallbacks", "errors"])
-    for s in (a, b):
-        if s.attn is None:
-            at.add([s.key, NA, "not recorded", "", ""])
-            continue
-        for rank, rc in sorted(s.attn.ranks.items()):
-            calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
-            fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
-            at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
-    tables.append(at)
-    if cmp.latents:
-        names = sorted({n for p in cmp.latents for n in p.parts})
-        lt = TextTable(
-            title="Latent PSNR per step (B against A)",
-            headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
-        )
-        for p in cmp.latents:
-            lt.add(
-                [p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"]
-            )
-        tables.append(lt)
-    return tables
-
-
-def md_text(text: str) -> str:
-    """Running markdown text: no raw HTML (a '<' would open a tag), no line breaks."""
-    return str(text).replace("<", "&lt;").replace("\r", " ").replace("\n", " ")
-
-
-def md_escape(text: str) -> str:
-    """One table cell of markdown: no pipes, no newlines, no raw HTML."""
-    return (
-        str(text)
-        .replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\r", " ")
-        .replace("\n", " ")
-    )
-
-
-def md_table(t: TextTable, level: int = 3) -> str:
-    out = [f"{'#' * level} {md_escape(t.title)}", ""] if t.title else []
-    out.append("| " + " | ".join(md_escape(h) for h in t.headers) + " |")
-    out.append("|" + "|".join("---" for _ in t.headers) + "|")
-    for row in t.rows:
-        out.append("| " + " | ".join(md_escape(c) for c in row) + " |")
-    for n in t.notes:
-        out.append(f"\n- {md_text(n)}")
-    return "\n".join(out) + "\n"
-
-
-def md_code_block(text: str, lang: str = "text") -> str:
-    """A fenced block that the text cannot close early (fence longer than any backtick run)."""
-    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text}\n{fence}\n"
-
-
-def _backtick_runs(line: str) -> list[str]:
-    runs, cur = [], ""
-    for ch in line:
-        if ch == "`":
-            cur += ch
-        elif cur:
-            runs.append(cur)
-            cur = ""
-    if cur:
-        runs.append(cur)
-    return runs
-
-
-def _rich_text(tables: list[TextTable], headlines: list[str], width: int) -> str:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    buf = StringIO()
-    con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
-    for line in headlines:
-        con.print(Text(line))
-    for t in tables:
-        rt = Table(title=t.title, title_justify="left")
-        for h in t.headers:
-            rt.add_column(h, overflow="fold")
-        for row in t.rows:
-            rt.add_row(*[Text(c) for c in row])  # Text: no markup parsing of log-derived strings
-        con.print(rt)
-        for n in t.notes:
-            con.print(Text(f"  note: {n}"))
-    return buf.getvalue()
-
-
-def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:
-    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``.
-
-    ``table`` is laid out for ``width`` columns (default: the terminal's, 100 when not a
-    terminal); print it as is (no re-wrapping, no markup parsing: it holds strings from logs).
-    """
-    if fmt == "json":
-        return cmp.model_dump_json(indent=2, by_alias=True) + "\n"
-    tables = comparison_tables(cmp)
-    heads = comparison_headlines(cmp)
-    if fmt == "md":
-        parts = [f"## {md_escape(cmp.b.key)} against {md_escape(cmp.a.key)} (reference)", ""]
-        parts += [f"- {md_text(h)}" for h in heads]
-        parts.append("")
-        parts += [md_table(t) for t in tables]
-        parts.append("Conventions:\n")
-        parts += [f"- {k}: `{v}`" for k, v in cmp.conventions.items()]
-        return "\n".join(parts) + "\n"
-    if fmt == "table":
-        return _rich_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))
-    raise HarnessError(f"format: expected table, md or json (got {fmt!r})")
 
 
 # Gates are defined next to the verdicts (harness.verdict); the CLI imports them from here.

@@ -20,8 +20,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.compare import Comparison, RunSummary, fmt_db, fmt_num, stat_fields
+from harness.compare import Comparison, RunSummary, stat_fields
 from harness.errors import HarnessError
+from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
 
 DEFAULT_STATS_REL_TOL = 0.01

@@ -13,19 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "report"))
 from campaign_factory import ArmSpec, base_content, latent_array, write_run  # noqa: E402
 
-from harness.compare import (  # noqa: E402
-    Comparison,
-    check_gate,
-    compare_runs,
-    format_comparison,
-    latent_psnr,
-    load_gate,
-    md_code_block,
-    one_liner,
-    speed_words,
-)
+from harness.compare import Comparison, check_gate, compare_runs, latent_psnr, load_gate  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
 from harness.media import iter_frames, read_audio  # noqa: E402
+from harness.report.comparison import format_comparison  # noqa: E402
 from harness.verdict import Gate, judge  # noqa: E402
 
 
@@ -177,22 +168,6 @@ def test_latent_npz_parts_and_sigmas_ignored(tmp_path: Path):
         assert p.psnr == pytest.approx(10 * math.log10(rng_all**2 / mse_all), rel=1e-9)
     assert all(math.isinf(p.psnr) for p in compare_runs(a, same).latents)
     assert "PSNR video" in format_comparison(cmp, "table")
-
-
-def test_speed_words_and_one_liner():
-    assert speed_words(0.82) == "1.22x faster"
-    assert speed_words(1.5) == "1.50x slower"
-    assert speed_words(1.0) == "same speed"
-    assert speed_words(None) == "n/a"
-    assert one_liner("s/step", 1.234, 1.010) == "s/step: 1.234 s -> 1.010 s: 1.22x faster"
-    assert one_liner("s/step", None, 1.0) is None
-
-
-def test_md_code_block_cannot_be_closed_by_the_text():
-    text = "a ``` b\n````"
-    block = md_code_block(text)
-    fence = block.split("text", 1)[0]
-    assert len(fence) == 5 and block.rstrip().endswith(fence)
 
 
 # ---------------------------------------------------------------------------- gates

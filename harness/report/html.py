@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness.report.results import ReportResults
 from harness.report.tables import Section
+from harness.report.text import TextTable
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -48,8 +49,6 @@ def markdown_sections(text: str) -> list[Section]:
     Only the subset the harness itself writes is understood: `#` headings, `|` tables whose
     second line is the separator, `- ` bullets and plain lines.
     """
-    from harness.compare import TextTable
-
     sections: list[Section] = []
     sec: Section | None = None
     lines = text.splitlines()
