@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import shutil
 
-from harness.compare import Comparison, RunSummary, stat_fields
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
 from harness.report.text import TextTable, md_escape, md_table, md_text, terminal_text

@@ -14,21 +14,20 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.compare import (
-    CONVENTIONS,
-    Comparison,
-    LatentPoint,
-    RunSummary,
-    compare_summaries,
-    run_stats,
-    stat_fields,
-    summarize_run,
-    write_comparison,
+from harness.compare.cache import run_stats
+from harness.compare.latents import LatentPoint
+from harness.compare.pairwise import CONVENTIONS, Comparison, compare_summaries, write_comparison
+from harness.compare.summary import RunSummary, stat_fields, summarize_run
+from harness.compare.verdict import (
+    ACCURACY_METRICS,
+    DEFAULT_STATS_REL_TOL,
+    Verdict,
+    attention_verdict,
+    judge,
 )
 from harness.errors import HarnessError
 from harness.records import Record
 from harness.store import CampaignDir, CampaignRecord, utcnow
-from harness.verdict import ACCURACY_METRICS, DEFAULT_STATS_REL_TOL, Verdict, _attention, judge
 
 RESULTS_SCHEMA = "harness.report/1"
 Progress = Callable[[str], None]
@@ -289,7 +288,7 @@ def collect_results(
         arm_runs = [r for r in runs if r.arm == arm]
         res.verdicts.append(judge(arm, cmps, floors, runs=arm_runs, rel_tol=stats_rel_tol))
     exact = [r for r in runs if r.role in ("reference", "noise_floor")]
-    ok, text = _attention(exact)
+    ok, text = attention_verdict(exact)
     res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
     if floor_arm is None and res.reference_arm:
         res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")

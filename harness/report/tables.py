@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.compare import Comparison, RunSummary, stat_fields
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary, stat_fields
+from harness.compare.verdict import ACCURACY_METRICS, Verdict
 from harness.number_format import NA, fmt_db, fmt_num, fmt_ratio, fmt_s, fmt_stat, speed_words
 from harness.report.results import ReportResults, Spread
 from harness.report.text import TextTable
-from harness.verdict import ACCURACY_METRICS, Verdict
 
 ROLE_LABEL = {"reference": "reference", "noise_floor": "noise floor", "candidate": "candidate"}
 

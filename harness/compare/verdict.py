@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.compare import Comparison, RunSummary, stat_fields
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
 from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
@@ -372,7 +373,8 @@ def _stat_checks(
     return out
 
 
-def _attention(runs: list[RunSummary]) -> tuple[bool | None, str]:
+def attention_verdict(runs: list[RunSummary]) -> tuple[bool | None, str]:
+    """(all calls served by the requested op, a sentence saying so); None when it cannot be told."""
     judged = [r for r in runs if r.ok]
     if not judged:
         return None, "not judged (no run finished ok)"
@@ -449,7 +451,7 @@ def judge(
                     f"global statistics: all {len(v.stats)} inside the spread of the exact runs"
                 )
             v.sentences.append(f"tolerance: {v.stats_tolerance}")
-    v.attention_ok, v.attention = _attention(runs)
+    v.attention_ok, v.attention = attention_verdict(runs)
     v.sentences.append(f"attention: {v.attention}")
     v.summary = _summary(v, not_ok)
     return v
