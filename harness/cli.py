@@ -179,8 +179,8 @@ def compare(
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
     """Compare two runs (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
+    from harness.compare.gates import check_gate, load_gate
     from harness.compare.pairwise import compare_runs
-    from harness.compare.verdict import check_gate, load_gate
     from harness.report.comparison import format_comparison
     from harness.store import resolve_run_dir
 

@@ -1,4 +1,4 @@
-"""Gates (thresholds that fail CI) and verdicts (plain-word judgement against the noise floor).
+"""Verdicts: a plain-word judgement of each candidate arm against the noise floor.
 
 A verdict answers three questions about a candidate, per seed and over seeds:
 1. is its distance to the reference within the noise floor (the exact backend with K/V order
@@ -10,210 +10,18 @@ A verdict answers three questions about a candidate, per seed and over seeds:
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
+from harness.compare.metrics import ACCURACY_METRICS, AccuracyMetric
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
-from harness.errors import HarnessError
 from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
 
 DEFAULT_STATS_REL_TOL = 0.01
-
-
-# ---------------------------------------------------------------------------- metric table
-
-
-@dataclass(frozen=True)
-class AccuracyMetric:
-    key: str
-    label: str
-    unit: str  # "dB" or ""
-    digits: int
-    get: Callable[[Comparison], float | None]
-
-    def fmt(self, x: float | None) -> str:
-        if self.unit == "dB":
-            return fmt_db(x)
-        return fmt_num(x, self.digits)
-
-
-def _v(attr: str) -> Callable[[Comparison], float | None]:
-    return lambda c: None if c.video is None else float(getattr(c.video, attr))
-
-
-def _a(attr: str) -> Callable[[Comparison], float | None]:
-    return lambda c: None if c.audio is None else float(getattr(c.audio, attr))
-
-
-# Higher is closer to the reference for all of them.
-ACCURACY_METRICS: tuple[AccuracyMetric, ...] = (
-    AccuracyMetric("psnr_mean", "video PSNR mean", "dB", 2, _v("psnr_mean")),
-    AccuracyMetric("psnr_min", "video PSNR min frame", "dB", 2, _v("psnr_min")),
-    AccuracyMetric("ssim_mean", "SSIM mean", "", 6, _v("ssim_mean")),
-    AccuracyMetric("ssim_min", "SSIM min frame", "", 6, _v("ssim_min")),
-    AccuracyMetric("audio_snr", "audio SNR", "dB", 2, _a("snr_db")),
-    AccuracyMetric("audio_cosine", "audio cosine", "", 6, _a("cosine")),
-    AccuracyMetric("audio_logmel_cosine", "audio log-mel cosine", "", 6, _a("logmel_cosine")),
-)
-
-
-# ---------------------------------------------------------------------------- gates
-
-
-class Gate(BaseModel):
-    """Thresholds for ``harness compare --gate``: any violation makes the command exit non-zero."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    min_psnr: float | None = None  # video PSNR, mean over frames (dB)
-    min_psnr_frame: float | None = None  # video PSNR of the worst frame (dB)
-    min_ssim: float | None = None
-    min_ssim_frame: float | None = None
-    min_audio_snr: float | None = None  # dB
-    min_audio_cosine: float | None = None
-    min_audio_logmel_cosine: float | None = None
-    max_step_ratio: float | None = None  # B s/step / A s/step
-    max_total_ratio: float | None = None  # B pipeline total / A pipeline total
-    bitwise_video: bool = False  # every decoded frame identical
-    bitwise_audio: bool = False  # every decoded sample identical
-    bitwise_files: bool = False  # output.mp4 byte for byte
-    require_valid_attention: bool = False  # both runs: requested op served every call, no fallback
-    max_fallbacks: int | None = None  # attention fallbacks allowed in B, all ranks
-    require_ok: bool = True  # both runs ended ok
-
-
-def load_gate(path: Path | str) -> Gate:
-    """A gate from a YAML or JSON mapping; unknown keys and wrong types are errors naming the file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise HarnessError(f"{p}: gate file not found") from None
-    except OSError as err:
-        raise HarnessError(f"{p}: cannot read gate file ({err.strerror})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise HarnessError(
-            f"{p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: "
-            f"{' '.join(str(err).split())}"
-        ) from None
-    if data is None or data == {}:
-        raise HarnessError(f"{p}: gate defines no thresholds")
-    if not isinstance(data, dict):
-        raise HarnessError(f"{p}: gate must be a mapping of thresholds, got {type(data).__name__}")
-    known = set(Gate.model_fields)
-    for key in data:
-        if key not in known:
-            raise HarnessError(f"{p}: unknown gate key {key!r} (known: {', '.join(sorted(known))})")
-    try:
-        return Gate.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise HarnessError(f"{p}: gate key {loc!r}: {first['msg']}") from None
-
-
-def _unavailable(cmp: Comparison) -> str:
-    return "; ".join(cmp.notes) if cmp.notes else "not measured"
-
-
-def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
-    """Violations, one line each; an empty list means the gate passes."""
-    out: list[str] = []
-    if gate.require_ok:
-        for side, s in (("A", cmp.a), ("B", cmp.b)):
-            if not s.ok:
-                out.append(
-                    f"run {side} ({s.key}) status is {s.status}" + (f": {s.reason}" if s.reason else "")
-                )
-
-    def low(
-        value: float | None, limit: float | None, name: str, what: str, fmt: Callable[[float | None], str]
-    ) -> None:
-        if limit is None:
-            return
-        if value is None:
-            out.append(f"{name}: {what} unavailable ({_unavailable(cmp)})")
-        elif math.isnan(value) or value < limit:
-            out.append(f"{name}: {what} {fmt(value)} < {fmt(limit)}")
-
-    v, a = cmp.video, cmp.audio
-    db = fmt_db
-
-    def f6(x: float | None) -> str:
-        return fmt_num(x, 6)
-
-    low(v.psnr_mean if v else None, gate.min_psnr, "min_psnr", "video PSNR mean", db)
-    low(
-        v.psnr_min if v else None,
-        gate.min_psnr_frame,
-        "min_psnr_frame",
-        f"video PSNR of the worst frame{f' ({v.psnr_min_frame})' if v else ''}",
-        db,
-    )
-    low(v.ssim_mean if v else None, gate.min_ssim, "min_ssim", "SSIM mean", f6)
-    low(
-        v.ssim_min if v else None,
-        gate.min_ssim_frame,
-        "min_ssim_frame",
-        f"SSIM of the worst frame{f' ({v.ssim_min_frame})' if v else ''}",
-        f6,
-    )
-    low(a.snr_db if a else None, gate.min_audio_snr, "min_audio_snr", "audio SNR", db)
-    low(a.cosine if a else None, gate.min_audio_cosine, "min_audio_cosine", "audio cosine", f6)
-    low(
-        a.logmel_cosine if a else None,
-        gate.min_audio_logmel_cosine,
-        "min_audio_logmel_cosine",
-        "audio log-mel cosine",
-        f6,
-    )
-
-    def high(value: float | None, limit: float | None, name: str, what: str) -> None:
-        if limit is None:
-            return
-        if value is None:
-            out.append(f"{name}: {what} unavailable (timing missing in a run)")
-        elif value > limit:
-            out.append(f"{name}: {what} {value:.3f} > {limit:.3f}")
-
-    high(cmp.speed.s_per_step_ratio, gate.max_step_ratio, "max_step_ratio", "s/step ratio B/A")
-    high(cmp.speed.total_ratio, gate.max_total_ratio, "max_total_ratio", "pipeline total ratio B/A")
-
-    for flag, value, what in (
-        (gate.bitwise_video, cmp.bitwise.video, "decoded video frames"),
-        (gate.bitwise_audio, cmp.bitwise.audio, "decoded audio samples"),
-        (gate.bitwise_files, cmp.bitwise.files, "output files"),
-    ):
-        if flag and value is not True:
-            out.append(f"bitwise: {what} {'differ' if value is False else 'could not be compared'}")
-
-    if gate.require_valid_attention:
-        for side, s in (("A", cmp.a), ("B", cmp.b)):
-            if s.valid is not True:
-                why = "; ".join(s.invalid_reasons) or ("not recorded" if s.valid is None else "invalid")
-                out.append(f"attention in run {side} ({s.key}) not valid: {why}")
-    if gate.max_fallbacks is not None:
-        if cmp.b.attn is None:
-            out.append(f"max_fallbacks: attention calls of B ({cmp.b.key}) were not recorded")
-        elif cmp.b.attn.fallbacks > gate.max_fallbacks:
-            out.append(
-                f"max_fallbacks: B ({cmp.b.key}) fell back {cmp.b.attn.fallbacks} time(s) > {gate.max_fallbacks}"
-            )
-    return out
-
-
-# ---------------------------------------------------------------------------- verdicts
 
 
 class SeedValue(Record):
@@ -263,11 +71,13 @@ class Verdict(Record):
     summary: str = ""
 
 
+def stats_tolerance_rule(rel_tol: float) -> str:
+    """When a statistic is inside the exact runs' spread (the check ``_stat_checks`` makes)."""
+    return f"|x - mean(exact)| <= max(max(exact) - min(exact), {rel_tol:g} * |mean(exact)|)"
+
+
 def stats_tolerance_text(rel_tol: float) -> str:
-    return (
-        f"|x - mean(exact)| <= max(max(exact) - min(exact), {rel_tol:g} * |mean(exact)|), "
-        "exact = the reference and noise-floor runs of the same seed"
-    )
+    return f"{stats_tolerance_rule(rel_tol)}, exact = the reference and noise-floor runs of the same seed"
 
 
 def _span(lo: float, hi: float, unit: str, digits: int) -> str:

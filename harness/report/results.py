@@ -16,14 +16,15 @@ from pydantic import Field
 
 from harness.compare.cache import run_stats
 from harness.compare.latents import LatentPoint
+from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import CONVENTIONS, Comparison, compare_summaries, write_comparison
 from harness.compare.summary import RunSummary, stat_fields, summarize_run
 from harness.compare.verdict import (
-    ACCURACY_METRICS,
     DEFAULT_STATS_REL_TOL,
     Verdict,
     attention_verdict,
     judge,
+    stats_tolerance_rule,
 )
 from harness.errors import HarnessError
 from harness.records import Record
@@ -208,9 +209,7 @@ def collect_results(
         stats_rel_tol=stats_rel_tol,
         runs=runs,
     )
-    res.conventions["stats_tolerance"] = (
-        f"|x - mean(exact)| <= max(max(exact) - min(exact), {stats_rel_tol:g} * |mean(exact)|)"
-    )
+    res.conventions["stats_tolerance"] = stats_tolerance_rule(stats_rel_tol)
     res.seeds = sorted({r.seed for r in runs if r.seed is not None})
     res.multi_seed = len(res.seeds) > 1
     arms_in_order = list(dict.fromkeys(r.arm for r in runs))

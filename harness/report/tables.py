@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
-from harness.compare.verdict import ACCURACY_METRICS, Verdict
-from harness.number_format import NA, fmt_db, fmt_num, fmt_ratio, fmt_s, fmt_stat, speed_words
+from harness.compare.verdict import Verdict
+from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
 from harness.report.results import ReportResults, Spread
 from harness.report.text import TextTable
 
@@ -196,20 +197,14 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
             else "not measured"
         )
         return [why] + [""] * (n - 1)
-    v, a = c.video, c.audio
+    cells = []
+    for m in ACCURACY_METRICS:
+        frame = f" (frame {m.worst_frame(c)})" if m.worst_frame is not None else ""
+        cells.append(m.fmt(m.get(c)) + frame)
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
         NA if c.bitwise.audio is None else ("yes" if c.bitwise.audio else "no")
     )
-    return [
-        fmt_db(v.psnr_mean),
-        f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})",
-        f"{v.ssim_mean:.6f}",
-        f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})",
-        fmt_db(a.snr_db) if a else NA,
-        fmt_num(a.cosine, 6) if a else NA,
-        fmt_num(a.logmel_cosine, 6) if a else NA,
-        bitwise,
-    ]
+    return [*cells, bitwise]
 
 
 ACC_HEADERS = [

@@ -1,4 +1,4 @@
-"""harness.compare gates: loading a gate file and the violations of a comparison."""
+"""harness.compare.gates: loading a gate file and the violations of a comparison."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from campaign_factory import ArmSpec, write_run
 
+from harness.compare.gates import Gate, check_gate, load_gate
+from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import compare_runs
-from harness.compare.verdict import Gate, check_gate, load_gate
 from harness.errors import HarnessError
 
 
@@ -80,3 +81,8 @@ def test_identical_runs_pass_a_bitwise_gate(tmp_path: Path, ref_run):
     )
     g = Gate(bitwise_video=True, bitwise_audio=True, require_valid_attention=True, min_psnr=100)
     assert check_gate(compare_runs(ref_run, again), g) == []
+
+
+def test_every_accuracy_metric_has_a_gate_key():
+    lower_bounds = {name for name in Gate.model_fields if name.startswith("min_")}
+    assert {m.gate for m in ACCURACY_METRICS} == lower_bounds
