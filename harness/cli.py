@@ -304,7 +304,7 @@ def kernels(
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
 ):
     """Kernel-level accuracy and speed of attention backends on the model's shapes."""
-    from harness.kernels_run import run_kernels_scenario
+    from harness.kernels.run import run_kernels_scenario
 
     paths = run_kernels_scenario(scenario, out_root=out_dir, console=err)
     for label, path in paths.items():
@@ -336,10 +336,11 @@ def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are re
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``harness`` command (``args``: the command line after the program name; default sys.argv)."""
     signal.signal(signal.SIGTERM, _sigterm)
     try:
-        rc = app(standalone_mode=False)
+        rc = app(args=args, prog_name=prog_name, standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except HarnessError as e:

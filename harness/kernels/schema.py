@@ -13,13 +13,9 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from harness.errors import ScenarioError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\[\]-]*$"
 DTYPE_ALIASES = {
@@ -32,6 +28,11 @@ DTYPE_ALIASES = {
     "float32": "float32",
 }
 GPU_MIN_REPEATS = 20
+
+
+def attention_flops(b: int, h: int, n_q: int, n_k: int, d: int) -> float:
+    """4*B*H*Nq*Nk*D: the QK^T and PV matmuls, non-causal (both SageAttention and aiter count this)."""
+    return 4.0 * b * h * n_q * n_k * d
 
 
 class _Strict(BaseModel):
@@ -70,8 +71,7 @@ class KernelShape(_Strict):
 
     @property
     def flops(self) -> float:
-        """4*B*H*Nq*Nk*D: the QK^T and PV matmuls, non-causal (both SageAttention and aiter count this)."""
-        return 4.0 * self.batch * self.heads * self.seq_q * (self.seq_k or self.seq_q) * self.head_dim
+        return attention_flops(self.batch, self.heads, self.seq_q, self.seq_k or self.seq_q, self.head_dim)
 
 
 class BackendEntry(_Strict):
@@ -139,35 +139,3 @@ class KernelsBlock(_Strict):
         if shape.backends is None:
             return list(self.backends)
         return [b for b in self.backends if b.key in shape.backends]
-
-
-_TOP_KEYS = {"name", "kind", "description", "kernels"}
-
-
-def load_kernels_file(path: str | Path) -> tuple[str, KernelsBlock]:
-    """Read a standalone kernels scenario (``name``, ``kind: kernels``, ``kernels: {...}``)."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read: {err.strerror}") from err
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{path}: invalid YAML: {err}") from err
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a mapping at the top level")
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ScenarioError(
-            f"{path}: unknown top-level key(s) {', '.join(unknown)}; expected {sorted(_TOP_KEYS)}"
-        )
-    if data.get("kind") != "kernels":
-        raise ScenarioError(f"{path}: field kind must be 'kernels' (got {data.get('kind')!r})")
-    if "kernels" not in data:
-        raise ScenarioError(f"{path}: missing the 'kernels' block")
-    name = str(data.get("name") or path.stem)
-    try:
-        return name, KernelsBlock.model_validate(data["kernels"])
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in ("kernels", *first["loc"]))
-        raise ScenarioError(f"{path}: field {loc}: {first['msg']}") from None

@@ -1,9 +1,11 @@
+"""`harness kernels SCENARIO` (also `python -m harness.kernels`): the files it writes, its refusals."""
+
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SCENARIO = """\
 name: kern_tiny
@@ -42,19 +44,26 @@ def test_kernels_command_writes_json_and_tables(tmp_path):
     assert "http://" not in page and "https://" not in page  # static: nothing fetched
 
 
-def test_markdown_sections_parse_tables_and_escape_in_html(tmp_path):
-    from harness.report.html import markdown_sections
-
-    md = "## Title\n\nintro <b>line</b>\n\n### Table\n\n| a | b |\n|---|---|\n| 1 | <script>x</script> |\n- note\n"
-    (sec,) = markdown_sections(md)
-    assert sec.title == "Title" and sec.paragraphs == ["intro <b>line</b>"] and sec.bullets == ["note"]
-    (table,) = sec.tables
-    assert (
-        table.title == "Table" and table.headers == ["a", "b"] and table.rows == [["1", "<script>x</script>"]]
-    )
-
-
 def test_kernels_command_refuses_an_e2e_scenario():
     res = harness("kernels", ROOT / "scenarios" / "e2e_3step.yaml")
     assert res.returncode == 2
     assert "is of kind 'e2e'; use `harness run`" in res.stderr
+
+
+def test_python_m_harness_kernels_is_the_same_command(tmp_path):
+    scenario = tmp_path / "k.yaml"
+    scenario.write_text(
+        "name: k_cli\nkind: kernels\nkernels:\n"
+        "  shapes: [{name: t, heads: 1, seq_q: 32, head_dim: 16}]\n"
+        "  backends: [torch_sdpa, sage_attn2]\n  timing: false\n  device: cpu\n"
+    )
+    run = [sys.executable, "-m", "harness.kernels", str(scenario), "--out", str(tmp_path / "out")]
+    res = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "out" / "k_cli" / "kernels"
+    assert {p.name for p in out.iterdir()} >= {"kernels.json", "env.json", "report.md", "index.html"}
+    assert "| t | torch_sdpa |" in (out / "report.md").read_text()
+    assert "report.md:" in res.stdout and "index.html:" in res.stdout
+    scenario.write_text("name: k_cli\nkind: kernels\nkernels: {shapes: [], backends: []}\n")
+    res = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2 and "kernels.shapes" in res.stderr
