@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from harness.attention.registry import (
     AttentionBackend,
+    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -67,6 +68,15 @@ class TorchSDPA(AttentionBackend):
     @property
     def params(self) -> dict[str, Any]:
         return {**super().params, "impl": "torch.nn.functional.scaled_dot_product_attention"}
+
+    def direct_call(self) -> DirectCall:
+        choice = self.options["sdpa_backend"]
+
+        def sdpa(q, k, v, scale):
+            with _sdpa_context(choice):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return sdpa
 
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)

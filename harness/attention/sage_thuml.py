@@ -7,6 +7,7 @@ LightX2V picks on sm89/sm120 and the one that also runs under HIP); 1.x only has
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 
 from harness.attention.registry import (
     AttentionBackend,
+    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -67,6 +69,11 @@ class SageAttn2(AttentionBackend):
             "tensor_layout": "HND",
             "is_causal": False,
         }
+
+    def direct_call(self) -> DirectCall:
+        fn = getattr(importlib.import_module("sageattention"), self._function)
+        kwargs = self.options["kwargs"]
+        return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)
 
     def supported_head_dim(self, d: int) -> bool:
         if self._function == "sageattn" and (self._version or "").startswith("1."):

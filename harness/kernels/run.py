@@ -12,7 +12,6 @@ reports/<scenario>/kernels/ with kernels.json (every figure), env.json, report.m
 
 from __future__ import annotations
 
-import importlib
 import platform
 import statistics
 import time
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from harness.attention import (
     AttentionBackend,
@@ -31,9 +29,8 @@ from harness.attention import (
     backend_class,
     exact_attention,
     get_backend,
-    sage_attention_emulated,
 )
-from harness.attention.exact import _sdpa_context, full_fp32_matmul
+from harness.attention.exact import full_fp32_matmul
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
 from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
@@ -103,50 +100,11 @@ def _reference_dtype(choice: str, shape: KernelShape) -> torch.dtype:
     return torch.float64 if scores <= FP64_MAX_SCORES else torch.float32
 
 
-def _direct_call(backend: AttentionBackend) -> Callable[..., torch.Tensor] | None:
-    """The same op called without the registry (written independently of the backend classes)."""
-    name, o = backend.name, backend.options
-    if name == "torch_sdpa":
-
-        def sdpa(q, k, v, s):
-            with _sdpa_context(o["sdpa_backend"]):
-                return F.scaled_dot_product_attention(q, k, v, scale=s)
-
-        return sdpa
-    if name in ("sage_emul_thuml", "sage_emul_aiter"):
-        flavor = name.rsplit("_", 1)[-1]
-        return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, flavor=flavor, **o)
-    if name == "sage_attn2":
-        fn = getattr(importlib.import_module("sageattention"), backend.params["function"])
-        return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **o["kwargs"])
-    if name == "aiter_sage_attn":
-        from harness.attention.aiter_ops import _find_sage_op, _scale_parameter
-
-        op, _ = _find_sage_op(importlib.import_module("aiter"))
-        arg = _scale_parameter(op)
-
-        def sage(q, k, v, s):
-            bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]
-            return op(*bshd, **({arg: s} if arg else {})).transpose(1, 2)
-
-        return sage
-    if name == "aiter_attn":
-        fa = importlib.import_module("aiter").flash_attn_func
-
-        def flash(q, k, v, s):
-            bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]
-            out = fa(*bshd, dropout_p=0.0, softmax_scale=s, causal=False)
-            return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
-
-        return flash
-    return None
-
-
 def _bitwise_checks(
     backend: AttentionBackend, out: torch.Tensor, q, k, v, scale: float
 ) -> list[BitwiseCheck]:
     checks: list[BitwiseCheck] = []
-    direct = _direct_call(backend)
+    direct = backend.direct_call()
     if direct is None:
         checks.append(BitwiseCheck(check="registry_vs_direct", note="no direct call known for this backend"))
         reference = out
