@@ -286,15 +286,15 @@ def env_cmd(as_json: bool = typer.Option(False, "--json", help="Print the full f
 
 @app.command()
 def backends():
-    """List the attention backends and whether each is available here (and why not)."""
-    from harness.attention import availability, list_backends
+    """List the attention backends: what each runs, whether it is available here (and why not)."""
+    from harness.attention import availability, backend_class, list_backends
 
     table = Table()
-    for col in ("backend", "available", "note"):
-        table.add_column(col)
+    for col in ("backend", "runs", "available", "note"):
+        table.add_column(col, overflow="fold")
     for name in list_backends():
         ok, why = availability(name)
-        table.add_row(name, "yes" if ok else "no", why)
+        table.add_row(name, backend_class(name).description, "yes" if ok else "no", why)
     out.print(table)
 
 

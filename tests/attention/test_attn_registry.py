@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -176,3 +180,15 @@ def test_every_harness_backend_owns_its_direct_call():
     for name in [*CPU_BACKENDS, "sage_attn2", "aiter_sage_attn", "aiter_attn"]:
         own = reg.backend_class(name).direct_call
         assert own is not AttentionBackend.direct_call, f"{name} does not own a direct call"
+
+
+def test_harness_backends_says_what_each_backend_runs():
+    res = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "backends"],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "runs" in res.stdout and "SageAttention 1" in res.stdout
+    for name in list_backends():
+        assert reg.backend_class(name).description, name
+        assert name in res.stdout
