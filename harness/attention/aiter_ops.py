@@ -18,7 +18,6 @@ import torch
 
 from harness.attention.registry import (
     AttentionBackend,
-    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -118,7 +117,7 @@ class AiterSageAttn(AttentionBackend):
             "aiter_version": package_version("amd-aiter"),
         }
 
-    def direct_call(self) -> DirectCall:
+    def direct_call(self):
         op, _ = _find_sage_op(importlib.import_module("aiter"))
         arg = _scale_parameter(op)
         return lambda q, k, v, s: call_bshd(op, q, k, v, **({arg: s} if arg else {}))
@@ -172,7 +171,7 @@ class AiterAttn(AttentionBackend):
             "aiter_version": package_version("amd-aiter"),
         }
 
-    def direct_call(self) -> DirectCall:
+    def direct_call(self):
         fa = importlib.import_module("aiter").flash_attn_func
         return lambda q, k, v, s: call_bshd(fa, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
 

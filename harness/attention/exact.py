@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from harness.attention.registry import (
     AttentionBackend,
-    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -69,7 +68,7 @@ class TorchSDPA(AttentionBackend):
     def params(self) -> dict[str, Any]:
         return {**super().params, "impl": "torch.nn.functional.scaled_dot_product_attention"}
 
-    def direct_call(self) -> DirectCall:
+    def direct_call(self):
         choice = self.options["sdpa_backend"]
 
         def sdpa(q, k, v, scale):

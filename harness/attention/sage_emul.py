@@ -34,7 +34,6 @@ import torch
 from harness.attention.exact import full_fp32_matmul
 from harness.attention.registry import (
     AttentionBackend,
-    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -294,7 +293,7 @@ class SageEmulation(AttentionBackend):
     def attend(self, z: SageQuantized) -> torch.Tensor:
         return sage_attend(z, **attend_options(self.options))
 
-    def direct_call(self) -> DirectCall:
+    def direct_call(self):
         flavor, options = self.flavor, self.options
         return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, flavor=flavor, **options)
 

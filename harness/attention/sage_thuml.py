@@ -16,7 +16,6 @@ import torch
 
 from harness.attention.registry import (
     AttentionBackend,
-    DirectCall,
     UnsupportedCall,
     check_qkv,
     default_scale,
@@ -76,7 +75,7 @@ class SageAttn2(AttentionBackend):
             "is_causal": False,
         }
 
-    def direct_call(self) -> DirectCall:
+    def direct_call(self):
         fn = getattr(importlib.import_module("sageattention"), self._function)
         kwargs = self.options["kwargs"]
         return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)

@@ -7,7 +7,9 @@ become notes, never errors.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field
 
@@ -17,6 +19,7 @@ from harness.records import RankCalls, Record, RunStatus
 from harness.store import OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, ArmStatus, RunDir, sha256_file, tail_text
 
 LOG_TAIL_LINES = 25
+T = TypeVar("T")
 
 
 class AttnSummary(Record):
@@ -109,6 +112,15 @@ def _log_tail(run: RunDir, recorded: str) -> str:
     return next((p for p in parts if p.strip()), "")
 
 
+def _side_file(read: Callable[[], T | None], name: str, notes: list[str]) -> T | None:
+    """A run's side file (timing.json, attn_calls.json), or None with a note when it is unreadable."""
+    try:
+        return read()
+    except HarnessError as err:
+        notes.append(f"{name} unreadable: {err}")
+        return None
+
+
 def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummary:
     """A run's own account of itself. Unreadable side files become notes, not errors."""
     notes: list[str] = []
@@ -151,11 +163,7 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
         s.log_tail = _log_tail(run, "")
         return s
 
-    try:
-        timing = run.timing()
-    except HarnessError as err:
-        timing = None
-        notes.append(f"timing.json unreadable: {err}")
+    timing = _side_file(run.timing, "timing.json", notes)
     if timing is not None:
         s.step_seconds = timing.step_seconds()
         s.dit_steps = timing.dit_steps
@@ -168,11 +176,7 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
     elif s.ok:
         notes.append("no timing.json")
 
-    try:
-        calls = run.attn_calls()
-    except HarnessError as err:
-        calls = None
-        notes.append(f"attn_calls.json unreadable: {err}")
+    calls = _side_file(run.attn_calls, "attn_calls.json", notes)
     if calls is not None:
         valid, reasons = calls.validity()
         s.attn = AttnSummary(

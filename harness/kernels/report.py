@@ -11,7 +11,15 @@ from types import SimpleNamespace
 import yaml
 
 from harness import __version__
-from harness.kernels.results import CONVENTIONS, KERNELS_JSON, BitwiseCheck, KernelsResult
+from harness.kernels.results import (
+    CONVENTIONS,
+    KERNELS_JSON,
+    AccuracyMetrics,
+    BitwiseCheck,
+    KernelRow,
+    KernelsResult,
+    SpeedMetrics,
+)
 from harness.report.html import render_page
 from harness.report.tables import Section
 from harness.report.text import TextTable
@@ -38,6 +46,42 @@ def _bit(checks: list[BitwiseCheck], name: str) -> str:
     return "-"
 
 
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A titled markdown table, cells as given (the harness writes them; nothing to escape)."""
+    out = ["", f"### {title}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
+    return [
+        r.shape,
+        r.label,
+        f"{a.cosine:.6f}",
+        f"{a.rel_l1:.4f}",
+        f"{a.rmse:.3e}",
+        f"{a.max_abs_err:.3g}",
+        f"{a.row_cos_p10:.5f}",
+        f"{a.row_cos_frac_gt_099:.4f}",
+        f"{a.nan_count}/{a.inf_count}",
+        str(a.zero_rows),
+    ]
+
+
+def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
+    return [
+        r.shape,
+        f"{r.label} (emulator)" if r.emulated else r.label,
+        _f(s.median_ms, ".3f"),
+        _f(s.tflops, ".4g"),
+        f"{s.frac_of_peak:.1%}" if s.frac_of_peak is not None else "-",
+        _f(s.do_bench_ms, ".3f"),
+        _f(s.do_bench_tflops, ".4g"),
+        f"{s.do_bench_diff_pct:+.1f}%" if s.do_bench_diff_pct is not None else "-",
+        _f(s.quant_ms, ".3f"),
+        f"{s.timer} x{s.repeats}",
+    ]
+
+
 def kernels_markdown(result: KernelsResult) -> str:
     """The tables for a pull request: accuracy, speed, bitwise checks, skipped rows."""
     lines = [f"## Attention kernels: {result.name}", ""]
@@ -59,60 +103,41 @@ def kernels_markdown(result: KernelsResult) -> str:
             f"reference {s.reference_dtype}{note}."
         )
     lines += [f"- {n}" for n in result.notes]
-    ok = [r for r in result.rows if r.accuracy is not None]
-    lines += ["", "### Accuracy against the exact reference", ""]
-    lines.append(
-        "| shape | backend | cosine | rel L1 | RMSE | max abs | row cos p10 | rows cos>0.99 | NaN/Inf | zero rows |"
-    )
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
-    for r in ok:
-        a = r.accuracy
-        assert a is not None
-        lines.append(
-            f"| {r.shape} | {r.label} | {a.cosine:.6f} | {a.rel_l1:.4f} | {a.rmse:.3e} | {a.max_abs_err:.3g} | "
-            f"{a.row_cos_p10:.5f} | {a.row_cos_frac_gt_099:.4f} | {a.nan_count}/{a.inf_count} | {a.zero_rows} |"
-        )
+    lines += _table(
+        "Accuracy against the exact reference",
+        ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
+         "zero rows"],
+        [_accuracy_cells(r, r.accuracy) for r in result.rows if r.accuracy is not None],
+    )  # fmt: skip
     timed = [r for r in result.rows if r.speed is not None]
     if timed:
-        lines += ["", "### Speed", ""]
-        lines.append(
-            "| shape | backend | median ms | TFLOP/s | of peak | do_bench ms | do_bench TFLOP/s | diff | quant ms | timer |"
-        )
-        lines.append("|---|---|---|---|---|---|---|---|---|---|")
-        for r in timed:
-            s = r.speed
-            assert s is not None
-            label = f"{r.label} (emulator)" if r.emulated else r.label
-            frac = f"{s.frac_of_peak:.1%}" if s.frac_of_peak is not None else "-"
-            diff = f"{s.do_bench_diff_pct:+.1f}%" if s.do_bench_diff_pct is not None else "-"
-            lines.append(
-                f"| {r.shape} | {label} | {_f(s.median_ms, '.3f')} | {_f(s.tflops, '.4g')} | {frac} | "
-                f"{_f(s.do_bench_ms, '.3f')} | {_f(s.do_bench_tflops, '.4g')} | {diff} | {_f(s.quant_ms, '.3f')} | "
-                f"{s.timer} x{s.repeats} |"
-            )
+        lines += _table(
+            "Speed",
+            ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
+             "quant ms", "timer"],
+            [_speed_cells(r, r.speed) for r in timed],
+        )  # fmt: skip
     checked = [r for r in result.rows if r.bitwise]
     if checked:
-        lines += ["", "### Bitwise checks", ""]
-        lines.append(
-            "| shape | backend | registry vs direct op | packed [N,H,D] vs direct | packed [B,N,H,D] vs direct |"
+        checks = ("registry_vs_direct", "packed_3d_vs_direct", "packed_4d_vs_direct")
+        lines += _table(
+            "Bitwise checks",
+            [
+                "shape",
+                "backend",
+                "registry vs direct op",
+                "packed [N,H,D] vs direct",
+                "packed [B,N,H,D] vs direct",
+            ],
+            [[r.shape, r.label, *[_bit(r.bitwise, c) for c in checks]] for r in checked],
         )
-        lines.append("|---|---|---|---|---|")
-        for r in checked:
-            lines.append(
-                f"| {r.shape} | {r.label} | {_bit(r.bitwise, 'registry_vs_direct')} | "
-                f"{_bit(r.bitwise, 'packed_3d_vs_direct')} | {_bit(r.bitwise, 'packed_4d_vs_direct')} |"
-            )
     other = [r for r in result.rows if r.status != "ok"]
     if other:
-        lines += [
-            "",
-            "### Skipped or failed",
-            "",
-            "| shape | backend | status | reason |",
-            "|---|---|---|---|",
-        ]
-        for r in other:
-            lines.append(f"| {r.shape} | {r.label} | {r.status} | {(r.reason or '').replace('|', '/')} |")
+        lines += _table(
+            "Skipped or failed",
+            ["shape", "backend", "status", "reason"],
+            [[r.shape, r.label, r.status, (r.reason or "").replace("|", "/")] for r in other],
+        )
     lines += [
         "",
         f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s.",

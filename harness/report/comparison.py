@@ -94,27 +94,13 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
             "",
         ]
     )
-    sp.add(
-        [
-            "s/step (mean of steps 2..N)",
-            fmt_s(a.s_per_step),
-            fmt_s(b.s_per_step),
-            fmt_ratio(cmp.speed.s_per_step_ratio),
-            speed_words(cmp.speed.s_per_step_ratio),
-        ]
-    )
+    timings = [("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_ratio)]
     for i in (1, 2, 3):
         r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
-        sp.add([f"step {i}", fmt_s(a.step(i)), fmt_s(b.step(i)), fmt_ratio(r), speed_words(r)])
-    sp.add(
-        [
-            "pipeline total (s)",
-            fmt_s(a.pipeline_total_s),
-            fmt_s(b.pipeline_total_s),
-            fmt_ratio(cmp.speed.total_ratio),
-            speed_words(cmp.speed.total_ratio),
-        ]
-    )
+        timings.append((f"step {i}", a.step(i), b.step(i), r))
+    timings.append(("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio))
+    for label, x, y, r in timings:
+        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), speed_words(r)])
     tables = [runs, sp]
 
     acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])

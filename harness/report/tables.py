@@ -13,6 +13,15 @@ from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_
 from harness.report.results import ReportResults, Spread
 from harness.report.text import TextTable
 
+SPEED_HEADERS = [
+    "s/step",
+    "step 1",
+    "step 2",
+    "step 3",
+    "pipeline total (s)",
+    "s/step vs ref",
+    "total vs ref",
+]
 ROLE_LABEL = {"reference": "reference", "noise_floor": "noise floor", "candidate": "candidate"}
 
 
@@ -105,18 +114,7 @@ def speed_section(res: ReportResults) -> Section:
     )
     t = TextTable(
         title="Per run",
-        headers=[
-            "run",
-            "role",
-            "DiT steps",
-            "s/step",
-            "step 1",
-            "step 2",
-            "step 3",
-            "pipeline total (s)",
-            "s/step vs ref",
-            "total vs ref",
-        ],
+        headers=["run", "role", "DiT steps", *SPEED_HEADERS],
     )
     for r in res.runs:
         c = res.comparison_for(r.key)
@@ -143,18 +141,7 @@ def speed_section(res: ReportResults) -> Section:
     if res.multi_seed:
         agg = TextTable(
             title="Per arm over seeds: mean [min..max]",
-            headers=[
-                "arm",
-                "role",
-                "runs ok",
-                "s/step",
-                "step 1",
-                "step 2",
-                "step 3",
-                "pipeline total (s)",
-                "s/step vs ref",
-                "total vs ref",
-            ],
+            headers=["arm", "role", "runs ok", *SPEED_HEADERS],
         )
         for a in res.arms:
             m = a.metrics
