@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness import __version__
 from harness.envinfo import fingerprint
-from harness.executors.base import Reporter, get_executor
+from harness.executors.base import Reporter
+from harness.executors.registry import get_executor
 from harness.plan import PlannedRun, build_plan, plan_actions, select_profile
 from harness.records import RunRecord, RunStatus, canonical_hash
 from harness.runners import get_runner

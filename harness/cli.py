@@ -183,7 +183,9 @@ def compare(
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
     """Compare two runs (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
-    from harness.compare import check_gate, compare_runs, format_comparison, load_gate
+    from harness.compare.gates import check_gate, load_gate
+    from harness.compare.pairwise import compare_runs
+    from harness.report.comparison import format_comparison
     from harness.store import resolve_run_dir
 
     if fmt not in ("table", "md", "json"):
@@ -288,15 +290,15 @@ def env_cmd(as_json: bool = typer.Option(False, "--json", help="Print the full f
 
 @app.command()
 def backends():
-    """List the attention backends and whether each is available here (and why not)."""
-    from harness.attention import availability, list_backends
+    """List the attention backends: what each runs, whether it is available here (and why not)."""
+    from harness.attention import availability, backend_class, list_backends
 
     table = Table()
-    for col in ("backend", "available", "note"):
-        table.add_column(col)
+    for col in ("backend", "runs", "available", "note"):
+        table.add_column(col, overflow="fold")
     for name in list_backends():
         ok, why = availability(name)
-        table.add_row(name, "yes" if ok else "no", why)
+        table.add_row(name, backend_class(name).description, "yes" if ok else "no", why)
     out.print(table)
 
 
@@ -306,7 +308,7 @@ def kernels(
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
 ):
     """Kernel-level accuracy and speed of attention backends on the model's shapes."""
-    from harness.kernels_run import run_kernels_scenario
+    from harness.kernels.run import run_kernels_scenario
 
     paths = run_kernels_scenario(scenario, out_root=out_dir, console=err)
     for label, path in paths.items():
@@ -367,10 +369,11 @@ def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are re
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``harness`` command (``args``: the command line after the program name; default sys.argv)."""
     signal.signal(signal.SIGTERM, _sigterm)
     try:
-        rc = app(standalone_mode=False)
+        rc = app(args=args, prog_name=prog_name, standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except HarnessError as e:

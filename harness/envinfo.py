@@ -1,4 +1,5 @@
-"""Environment fingerprint: what software and hardware produced a campaign's numbers."""
+"""What this machine offers: the environment fingerprint recorded with every campaign's numbers,
+installed package versions, and the one rule that picks the device a stage computes on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from harness.errors import HarnessError
 
 PACKAGES = (
     "torch",
@@ -44,14 +47,48 @@ def git_info(path: Path) -> dict[str, Any] | None:
     return {"sha": sha, "dirty": bool(status)}
 
 
+def package_version(dist: str) -> str | None:
+    """Installed version of the distribution ``dist`` (e.g. "amd-aiter"), None when it is not installed."""
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     found = {}
     for name in names:
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
+        version = package_version(name)
+        if version is not None:
+            found[name] = version
     return found
+
+
+def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
+    """Where a stage computes: "cpu", a torch GPU device ("cuda", "cuda:1") or "torch:cpu".
+
+    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu"; "cuda", "cuda:1" ask for a
+    GPU; "torch:cpu" runs a torch path on the CPU (the metric suite's cross-check). Without
+    torch, "auto" and "cpu" still answer "cpu". ``context`` starts the error message.
+    """
+    where = f"{context}: " if context else ""
+    if device == "cpu":
+        return "cpu"
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return "cpu"
+        raise HarnessError(f"{where}device {device!r} needs torch, which is not installed") from None
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("torch:"):
+        return device
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise HarnessError(f"{where}device {device!r} asked for, but torch sees no CUDA/ROCm GPU")
+        return device
+    raise HarnessError(f"{where}unknown device {device!r}: use auto, cpu, cuda[:N] or torch:cpu")
 
 
 def cpu_model() -> str | None:

@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
+    """Base of every model the harness writes: unknown fields ignored on read, infinities as strings,
+    fields settable by name as well as by alias (``schema_version`` / ``schema``)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
 
 
 class Role(str, Enum):
@@ -93,8 +96,6 @@ class RunRecord(Record):
     job_id: str | None = None
     executor: str = "local"
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
-
 
 class StepTiming(Record):
     index: int  # 1-based DiT step
@@ -116,8 +117,6 @@ class TimingRecord(Record):
     packed_layout: dict[str, int] | None = None  # text/audio/video/total token counts
     ranks: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # what the source did not say
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
 
     @property
     def dit_steps(self) -> int:
@@ -148,8 +147,6 @@ class AttnCallsRecord(Record):
     requested: str
     kv_reversed: bool = False
     ranks: dict[str, RankCalls] = Field(default_factory=dict)
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
 
     def total(self, backend: str | None = None) -> int:
         name = backend or self.requested

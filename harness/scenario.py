@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import ScenarioError
-from harness.kernels_schema import KernelsBlock
+from harness.kernels.schema import KernelsBlock
 from harness.records import Role
 from harness.runners.lightx2v.schema import LightX2VBlock, check_op_refs
 

@@ -132,8 +132,6 @@ class CampaignRecord(Record):
     env: dict[str, Any] = Field(default_factory=dict)  # environment fingerprint
     arms: list[ArmStatus] = Field(default_factory=list)
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
 
 class RunDir:
     """One arm run's directory and the files in it."""

@@ -1,6 +1,7 @@
 """ROCm aiter backends: ``aiter_sage_attn`` (gfx1201 SageAttention op) and ``aiter_attn`` (exact flash).
 
-Both take BSHD tensors, so the adapters transpose from the harness's ``[B, H, N, D]`` and back.
+Both take BSHD tensors, so ``call_bshd`` (their layout adapter) transposes from the harness's
+``[B, H, N, D]`` and back, in the backend and in its direct call alike.
 aiter is imported at construction, never at harness import.
 """
 
@@ -22,7 +23,7 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.attention.sage_thuml import package_version
+from harness.envinfo import package_version
 from harness.errors import BackendUnavailable
 
 SAGE_OP = "gfx1201_sage_attention"
@@ -77,8 +78,10 @@ def _scale_parameter(fn: Callable[..., Any]) -> str | None:
     return None
 
 
-def _to_bshd(*xs: torch.Tensor) -> list[torch.Tensor]:
-    return [x.transpose(1, 2).contiguous() for x in xs]
+def call_bshd(op: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any):
+    """Layout adapter: ``op`` takes and returns [B, N, H, D]; the harness speaks [B, H, N, D]."""
+    out = op(*[x.transpose(1, 2).contiguous() for x in (q, k, v)], **kwargs)
+    return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
 
 
 @register_backend(
@@ -114,6 +117,11 @@ class AiterSageAttn(AttentionBackend):
             "aiter_version": package_version("amd-aiter"),
         }
 
+    def direct_call(self):
+        op, _ = _find_sage_op(importlib.import_module("aiter"))
+        arg = _scale_parameter(op)
+        return lambda q, k, v, s: call_bshd(op, q, k, v, **({arg: s} if arg else {}))
+
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         if q.device.type != "cuda":
@@ -129,12 +137,10 @@ class AiterSageAttn(AttentionBackend):
             kwargs[self._scale_arg] = default_scale(q, scale)
         elif scale is not None and not math.isclose(scale, q.shape[-1] ** -0.5, rel_tol=1e-6):
             raise UnsupportedCall(f"aiter_sage_attn: the op fixes softmax scale head_dim**-0.5, got {scale}")
-        qb, kb, vb = _to_bshd(q, k, v)
         try:
-            out = self._fn(qb, kb, vb, **kwargs)
+            return call_bshd(self._fn, q, k, v, **kwargs)
         except ValueError as err:  # the op's own input validation
             raise UnsupportedCall(f"aiter_sage_attn: {err}") from err
-        return out.transpose(1, 2)
 
 
 @register_backend(
@@ -165,13 +171,16 @@ class AiterAttn(AttentionBackend):
             "aiter_version": package_version("amd-aiter"),
         }
 
+    def direct_call(self):
+        fa = importlib.import_module("aiter").flash_attn_func
+        return lambda q, k, v, s: call_bshd(fa, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
+
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         if q.device.type != "cuda":
             raise UnsupportedCall(f"aiter_attn: tensors on {q.device}; the op needs the GPU")
         if q.dtype not in (torch.bfloat16, torch.float16):
             raise UnsupportedCall(f"aiter_attn: dtype {q.dtype} (bf16 or fp16 only)")
-        qb, kb, vb = _to_bshd(q, k, v)
-        out = self._fn(qb, kb, vb, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False)
-        out = out[0] if isinstance(out, tuple) else out
-        return out.transpose(1, 2)
+        return call_bshd(
+            self._fn, q, k, v, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False
+        )

@@ -68,6 +68,15 @@ class TorchSDPA(AttentionBackend):
     def params(self) -> dict[str, Any]:
         return {**super().params, "impl": "torch.nn.functional.scaled_dot_product_attention"}
 
+    def direct_call(self):
+        choice = self.options["sdpa_backend"]
+
+        def sdpa(q, k, v, scale):
+            with _sdpa_context(choice):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return sdpa
+
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         try:

@@ -18,6 +18,9 @@ import torch
 
 from harness.errors import BackendUnavailable, HarnessError
 
+# (q, k, v, scale) -> out, all [B, H, N, D]: an op called without the backend around it.
+DirectCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+
 
 class UnsupportedCall(HarnessError):
     """The backend refuses this particular call (shape, dtype, options); another may serve it."""
@@ -102,7 +105,9 @@ class AttentionBackend(AttentionOp):
 
     Subclasses set ``default_options`` (every accepted option with its default), implement
     ``__call__`` and, where the backend depends on the machine, the ``availability`` classmethod
-    (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable after a closer look).
+    (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable after a closer look). A
+    backend wrapping an op of another package also gives ``direct_call``: that op with its
+    layout adapter. Adding a backend is one decorated class in one module.
     """
 
     name: ClassVar[str] = ""
@@ -132,6 +137,12 @@ class AttentionBackend(AttentionOp):
     def params(self) -> dict[str, Any]:  # type: ignore[override]
         """Numerics parameters recorded in run metadata."""
         return {"backend": self.name, "exact": self.exact, **self.options}
+
+    def direct_call(self) -> DirectCall | None:
+        """The underlying op called straight, through its layout adapter only: no checks, no
+        refusals, no registry. The kernel benchmark's ``registry_vs_direct`` check compares the
+        backend's calls with it; None when there is no op apart from the backend itself."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, options={self.options!r})"

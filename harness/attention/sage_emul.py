@@ -251,6 +251,7 @@ class SageEmulation(AttentionBackend):
 
     emulated = True  # timings are of the emulator, not of a kernel
     emulates: str = ""
+    flavor: str = ""  # thuml | aiter: whose kernel the defaults follow
     option_docs = _OPTION_DOC
 
     def setup(self) -> None:
@@ -290,14 +291,11 @@ class SageEmulation(AttentionBackend):
         return sage_quantize(q, k, v, scale, **quant_options(self.options))
 
     def attend(self, z: SageQuantized) -> torch.Tensor:
-        o = self.options
-        return sage_attend(
-            z,
-            kv_tile=o["kv_tile"],
-            p_log2_offset=float(o["p_log2_offset"]),
-            pv_dtype=o["pv_dtype"],
-            chunk_elems=o["chunk_elems"],
-        )
+        return sage_attend(z, **attend_options(self.options))
+
+    def direct_call(self):
+        flavor, options = self.flavor, self.options
+        return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, flavor=flavor, **options)
 
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
@@ -327,6 +325,7 @@ _COMMON_DEFAULTS: dict[str, Any] = {
     description="PyTorch emulation of thu-ml SageAttention2 (INT8 QK per_warp, FP8 PV with P x448)",
 )
 class SageEmulThuml(SageEmulation):
+    flavor = "thuml"
     emulates = "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3)"
     default_options = {**_COMMON_DEFAULTS, "granularity": "per_warp", "p_log2_offset": 8.807}
 
@@ -337,6 +336,7 @@ class SageEmulThuml(SageEmulation):
     description="PyTorch emulation of aiter fav3_sage (INT8 QK per_block, FP8 PV with P unscaled)",
 )
 class SageEmulAiter(SageEmulation):
+    flavor = "aiter"
     emulates = "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)"
     default_options = {**_COMMON_DEFAULTS, "granularity": "per_block", "p_log2_offset": 0.0}
 
@@ -347,6 +347,16 @@ QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v
 def quant_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options of a backend that drive quantization (the rest drive the attention loop)."""
     return {key: options[key] for key in QUANT_KEYS}
+
+
+def attend_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a backend that drive the attention loop (``sage_attend``'s keywords)."""
+    return {
+        "kv_tile": options["kv_tile"],
+        "p_log2_offset": float(options["p_log2_offset"]),
+        "pv_dtype": options["pv_dtype"],
+        "chunk_elems": options["chunk_elems"],
+    }
 
 
 def sage_attention_emulated(
@@ -361,11 +371,4 @@ def sage_attention_emulated(
     """Direct functional call of the emulation (no registry), e.g. for bitwise checks."""
     defaults = SageEmulThuml.default_options if flavor == "thuml" else SageEmulAiter.default_options
     o = {**defaults, **options}
-    z = sage_quantize(q, k, v, scale, **quant_options(o))
-    return sage_attend(
-        z,
-        kv_tile=o["kv_tile"],
-        p_log2_offset=float(o["p_log2_offset"]),
-        pv_dtype=o["pv_dtype"],
-        chunk_elems=o["chunk_elems"],
-    )
+    return sage_attend(sage_quantize(q, k, v, scale, **quant_options(o)), **attend_options(o))

@@ -1,13 +1,14 @@
 """thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend.
 
-2.x exposes ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block, fp16 PV, the path
-LightX2V picks on sm89/sm120 and the one that also runs under HIP); 1.x only has ``sageattn``
-(the same Triton scheme). The package is imported at construction, never at harness import.
+The name follows LightX2V's attention type; what runs depends on the installed package: 2.x
+exposes ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block, fp16 PV, the path LightX2V picks
+on sm89/sm120 and the one that also runs under HIP); 1.x only has ``sageattn`` (the same Triton
+scheme, SageAttention 1: what runs on the H200, where 1.0.6 is installed). The package is imported at construction, never at harness import.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import importlib.util
 from typing import Any
 
@@ -20,22 +21,19 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
+from harness.envinfo import package_version
 from harness.errors import BackendUnavailable
 
 PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
 
 
-def package_version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 @register_backend(
     "sage_attn2",
     exact=False,
-    description="thu-ml sageattention: sageattn_qk_int8_pv_fp16_triton (2.x) or sageattn (1.x); GPU only",
+    description=(
+        "thu-ml sageattention as installed: 2.x sageattn_qk_int8_pv_fp16_triton; 1.x sageattn "
+        "(SageAttention 1, e.g. 1.0.6 on the H200, not SageAttention2); GPU only"
+    ),
 )
 class SageAttn2(AttentionBackend):
     # function: "auto" picks PREFERRED_FUNCTION when the package has it, else "sageattn".
@@ -48,7 +46,9 @@ class SageAttn2(AttentionBackend):
             return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
         if importlib.util.find_spec("sageattention") is None:
             return False, "the python package 'sageattention' is not installed"
-        return True, f"sageattention {package_version('sageattention')} installed"
+        version = package_version("sageattention") or "?"
+        runs = "sageattn, the 1.x Triton kernel" if version.startswith("1.") else PREFERRED_FUNCTION
+        return True, f"sageattention {version} installed: runs {runs}"
 
     def setup(self) -> None:
         try:
@@ -74,6 +74,11 @@ class SageAttn2(AttentionBackend):
             "tensor_layout": "HND",
             "is_causal": False,
         }
+
+    def direct_call(self):
+        fn = getattr(importlib.import_module("sageattention"), self._function)
+        kwargs = self.options["kwargs"]
+        return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)
 
     def supported_head_dim(self, d: int) -> bool:
         if self._function == "sageattn" and (self._version or "").startswith("1."):

@@ -55,8 +55,6 @@ class VideoPairMetrics(Record):
     frames_b: int
     per_frame_csv: str | None = None  # name relative to the metrics JSON
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
 
 class AudioPairMetrics(Record):
     schema_version: str = Field("harness.audio_pair/1", alias="schema")
@@ -81,8 +79,6 @@ class AudioPairMetrics(Record):
     peak_b: float
     bitwise_equal: bool  # decoded tracks identical: same length and samples
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
 
 class RunStats(Record):
     schema_version: str = Field("harness.run_stats/1", alias="schema")
@@ -106,8 +102,6 @@ class RunStats(Record):
     audio_peak: float | None = None
     video_hash: str  # sha256 over the decoded RGB frames
 
-    model_config = Record.model_config | {"populate_by_name": True}
-
 
 class PairResult(Record):
     schema_version: str = Field("harness.pair/1", alias="schema")
@@ -117,5 +111,3 @@ class PairResult(Record):
     stats_b: RunStats
     seconds: float
     device: str = "cpu"
-
-    model_config = Record.model_config | {"populate_by_name": True}

@@ -35,6 +35,7 @@ from harness.collect.models import AudioPairMetrics, PairResult, RunStats, Video
 from harness.collect.ssim import Workspace, ssim_sum
 from harness.collect.stats import StatsReducer, frame_stats_torch
 from harness.collect.video import PairReducer, sse
+from harness.envinfo import resolve_device
 from harness.errors import HarnessError
 from harness.media import MediaInfo, iter_frames, probe, read_audio
 
@@ -44,31 +45,6 @@ if TYPE_CHECKING:
 QUEUE_FRAMES = 4  # decoded frames buffered per stream
 GPU_BATCH = 8  # frame pairs per GPU upload
 _DONE = object()
-
-
-def resolve_device(device: str = "auto") -> str:
-    """Where the metrics run: "cpu" (OpenCV threads), or a torch device for the torch path.
-
-    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu"; "cuda", "cuda:1" ask for a
-    GPU; "torch:cpu" runs the torch path on the CPU (slow; for tests and cross-checks).
-    """
-    if device == "cpu":
-        return "cpu"
-    try:
-        import torch
-    except ImportError:
-        if device == "auto":
-            return "cpu"
-        raise HarnessError(f"device {device!r} needs torch, which is not installed") from None
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("torch:"):
-        return device
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise HarnessError(f"device {device!r} asked for, but torch sees no CUDA/ROCm GPU")
-        return device
-    raise HarnessError(f"unknown device {device!r}: use auto, cpu, cuda[:N] or torch:cpu")
 
 
 def _torch_device(dev: str) -> str:

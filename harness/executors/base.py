@@ -33,15 +33,3 @@ class Executor(ABC):
         self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
     ) -> None:
         """Run every planned run that is not skipped; call on_record as each one ends."""
-
-
-def get_executor(kind: str, **options) -> Executor:
-    if kind == "local":
-        from harness.executors.local import LocalExecutor
-
-        return LocalExecutor()
-    if kind == "slurm":
-        from harness.executors.slurm import SlurmExecutor
-
-        return SlurmExecutor(**options)
-    raise ValueError(f"unknown executor {kind!r} (local or slurm)")

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.compare.verdict import DEFAULT_STATS_REL_TOL
 from harness.errors import HarnessError
 from harness.report.results import ReportResults, collect_results
 from harness.report.tables import FrameGrid
 from harness.store import CampaignDir, atomic_write_text, write_record
-from harness.verdict import DEFAULT_STATS_REL_TOL
 
 Progress = Callable[[str], None]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import yaml
@@ -32,9 +33,9 @@ def _env() -> Environment:
     return env
 
 
-def render_html(res: ReportResults, sections: list[Section]) -> str:
-    scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
-    env_text = json.dumps(res.env, indent=2, default=str)
+def render_page(res: Any, sections: list[Section], scenario_text: str, env_text: str) -> str:
+    """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
+    generated_at, harness_version, schema_version)."""
     return (
         _env()
         .get_template("index.html.j2")
@@ -42,76 +43,6 @@ def render_html(res: ReportResults, sections: list[Section]) -> str:
     )
 
 
-def markdown_sections(text: str) -> list[Section]:
-    """Headings, paragraphs and pipe tables of a generated markdown document, as report sections.
-
-    Only the subset the harness itself writes is understood: `#` headings, `|` tables whose
-    second line is the separator, `- ` bullets and plain lines.
-    """
-    from harness.compare import TextTable
-
-    sections: list[Section] = []
-    sec: Section | None = None
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip()
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            title = line[level:].strip()
-            if sec is None or level <= 2:
-                sec = Section(id=f"s{len(sections)}", title=title)
-                sections.append(sec)
-            else:
-                sec.tables.append(TextTable(title=title, headers=[]))
-            i += 1
-            continue
-        if sec is None:
-            sec = Section(id="s0", title="")
-            sections.append(sec)
-        if line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
-            cells = lambda s: [c.strip() for c in s.strip().strip("|").split("|")]  # noqa: E731
-            title = sec.tables.pop().title if sec.tables and not sec.tables[-1].headers else ""
-            table = TextTable(title=title, headers=cells(line))
-            i += 2
-            while i < len(lines) and lines[i].startswith("|"):
-                table.add(cells(lines[i]))
-                i += 1
-            sec.tables.append(table)
-            continue
-        if line.startswith("- "):
-            sec.bullets.append(line[2:])
-        elif line:
-            sec.paragraphs.append(line)
-        i += 1
-    return sections
-
-
-def kernels_html(result, markdown_text: str, out_dir: Path) -> Path:
-    """index.html for a kernel benchmark: the markdown tables as a static page (same template)."""
-    from types import SimpleNamespace
-
-    from harness import __version__
-    from harness.store import atomic_write_text
-
-    res = SimpleNamespace(
-        scenario_name=result.name,
-        campaign_id="kernels",
-        generated_at=result.created_at,
-        harness_version=__version__,
-        schema_version="kernels.json",
-    )
-    page = (
-        _env()
-        .get_template("index.html.j2")
-        .render(
-            res=res,
-            sections=markdown_sections(markdown_text),
-            scenario_text=yaml.safe_dump(result.block, sort_keys=False),
-            env_text=json.dumps(result.env, indent=2, default=str),
-        )
-    )
-    page = page.replace('<a href="results.json">results.json</a>', '<a href="kernels.json">kernels.json</a>')
-    path = Path(out_dir) / "index.html"
-    atomic_write_text(path, page)
-    return path
+def render_html(res: ReportResults, sections: list[Section]) -> str:
+    scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
+    return render_page(res, sections, scenario_text, json.dumps(res.env, indent=2, default=str))

@@ -139,6 +139,16 @@ def audio_plot(tracks: Sequence[tuple[str, np.ndarray, int]], path: Path) -> Pat
     return _save(fig, path)
 
 
+def _label_per_step(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Axes of a one-point-per-step figure: integer steps on x, a grid, the legend."""
+    ax.set_xlabel(xlabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path | None:
     series = [(label, list(s)) for label, s in series if s]
     if not series:
@@ -147,12 +157,7 @@ def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     ax = fig.subplots()
     for i, (label, secs) in enumerate(series):
         ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, color=PALETTE[i % len(PALETTE)])
-    ax.set_xlabel("DiT step")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("seconds")
-    ax.set_title("seconds per DiT step (step 1 carries warm-up)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
     return _save(fig, path)
 
 
@@ -168,12 +173,9 @@ def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path:
         xs = [s for s, _ in pts]
         ys = [v if math.isfinite(v) else top for _, v in pts]
         ax.plot(xs, ys, marker="o", label=label, color=PALETTE[i % len(PALETTE)])
-    ax.set_xlabel("step")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("latent PSNR (dB)")
-    ax.set_title("latent PSNR against the reference per step (identical at the top)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _label_per_step(
+        ax, "step", "latent PSNR (dB)", "latent PSNR against the reference per step (identical at the top)"
+    )
     return _save(fig, path)
 
 

@@ -14,21 +14,21 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.compare import (
-    CONVENTIONS,
-    Comparison,
-    LatentPoint,
-    RunSummary,
-    compare_summaries,
-    run_stats,
-    stat_fields,
-    summarize_run,
-    write_comparison,
+from harness.compare.cache import run_stats
+from harness.compare.latents import LatentPoint
+from harness.compare.metrics import ACCURACY_METRICS
+from harness.compare.pairwise import CONVENTIONS, Comparison, compare_summaries, write_comparison
+from harness.compare.summary import RunSummary, stat_fields, summarize_run
+from harness.compare.verdict import (
+    DEFAULT_STATS_REL_TOL,
+    Verdict,
+    attention_verdict,
+    judge,
+    stats_tolerance_rule,
 )
 from harness.errors import HarnessError
 from harness.records import Record
 from harness.store import CampaignDir, CampaignRecord, utcnow
-from harness.verdict import ACCURACY_METRICS, DEFAULT_STATS_REL_TOL, Verdict, _attention, judge
 
 RESULTS_SCHEMA = "harness.report/1"
 Progress = Callable[[str], None]
@@ -108,8 +108,6 @@ class ReportResults(Record):
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the campaign
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
-
-    model_config = Record.model_config | {"populate_by_name": True}
 
     def run(self, key: str) -> RunSummary | None:
         return next((r for r in self.runs if r.key == key), None)
@@ -211,9 +209,7 @@ def collect_results(
         stats_rel_tol=stats_rel_tol,
         runs=runs,
     )
-    res.conventions["stats_tolerance"] = (
-        f"|x - mean(exact)| <= max(max(exact) - min(exact), {stats_rel_tol:g} * |mean(exact)|)"
-    )
+    res.conventions["stats_tolerance"] = stats_tolerance_rule(stats_rel_tol)
     res.seeds = sorted({r.seed for r in runs if r.seed is not None})
     res.multi_seed = len(res.seeds) > 1
     arms_in_order = list(dict.fromkeys(r.arm for r in runs))
@@ -291,7 +287,7 @@ def collect_results(
         arm_runs = [r for r in runs if r.arm == arm]
         res.verdicts.append(judge(arm, cmps, floors, runs=arm_runs, rel_tol=stats_rel_tol))
     exact = [r for r in runs if r.role in ("reference", "noise_floor")]
-    ok, text = _attention(exact)
+    ok, text = attention_verdict(exact)
     res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
     if floor_arm is None and res.reference_arm:
         res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.compare import (
-    NA,
-    Comparison,
-    RunSummary,
-    TextTable,
-    fmt_db,
-    fmt_num,
-    fmt_ratio,
-    fmt_s,
-    fmt_stat,
-    speed_words,
-    stat_fields,
-)
+from harness.compare.metrics import ACCURACY_METRICS
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary, stat_fields
+from harness.compare.verdict import Verdict
+from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
 from harness.report.results import ReportResults, Spread
-from harness.verdict import ACCURACY_METRICS, Verdict
+from harness.report.text import TextTable
 
+SPEED_HEADERS = [
+    "s/step",
+    "step 1",
+    "step 2",
+    "step 3",
+    "pipeline total (s)",
+    "s/step vs ref",
+    "total vs ref",
+]
 ROLE_LABEL = {"reference": "reference", "noise_floor": "noise floor", "candidate": "candidate"}
 
 
@@ -113,18 +114,7 @@ def speed_section(res: ReportResults) -> Section:
     )
     t = TextTable(
         title="Per run",
-        headers=[
-            "run",
-            "role",
-            "DiT steps",
-            "s/step",
-            "step 1",
-            "step 2",
-            "step 3",
-            "pipeline total (s)",
-            "s/step vs ref",
-            "total vs ref",
-        ],
+        headers=["run", "role", "DiT steps", *SPEED_HEADERS],
     )
     for r in res.runs:
         c = res.comparison_for(r.key)
@@ -151,18 +141,7 @@ def speed_section(res: ReportResults) -> Section:
     if res.multi_seed:
         agg = TextTable(
             title="Per arm over seeds: mean [min..max]",
-            headers=[
-                "arm",
-                "role",
-                "runs ok",
-                "s/step",
-                "step 1",
-                "step 2",
-                "step 3",
-                "pipeline total (s)",
-                "s/step vs ref",
-                "total vs ref",
-            ],
+            headers=["arm", "role", "runs ok", *SPEED_HEADERS],
         )
         for a in res.arms:
             m = a.metrics
@@ -205,20 +184,14 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
             else "not measured"
         )
         return [why] + [""] * (n - 1)
-    v, a = c.video, c.audio
+    cells = []
+    for m in ACCURACY_METRICS:
+        frame = f" (frame {m.worst_frame(c)})" if m.worst_frame is not None else ""
+        cells.append(m.fmt(m.get(c)) + frame)
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
         NA if c.bitwise.audio is None else ("yes" if c.bitwise.audio else "no")
     )
-    return [
-        fmt_db(v.psnr_mean),
-        f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})",
-        f"{v.ssim_mean:.6f}",
-        f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})",
-        fmt_db(a.snr_db) if a else NA,
-        fmt_num(a.cosine, 6) if a else NA,
-        fmt_num(a.logmel_cosine, 6) if a else NA,
-        bitwise,
-    ]
+    return [*cells, bitwise]
 
 
 ACC_HEADERS = [

@@ -29,8 +29,8 @@ LATENTS_DIR = "latents"
 @register_runner("builtin")
 class BuiltinRunner(Runner):
     def resolve_params(self, scenario, arm, profile) -> dict[str, Any]:
-        from harness.pipeline import PRESETS
         from harness.scenario import BuiltinBlock
+        from harness.tiny_ref2av import PRESETS
 
         block = scenario.builtin or BuiltinBlock()
         if getattr(arm, "count_ops", None):
@@ -74,7 +74,7 @@ def run_in_process(run_dir: Path) -> None:
     """The child process: one pipeline run through the counting attention wrapper."""
     from harness.attention import get_backend
     from harness.attention.wrappers import CountingBackend, KVReversed
-    from harness.pipeline import PipelineConfig, run_pipeline
+    from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
     backend = get_backend(spec.attn_type)

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -161,3 +165,30 @@ def test_lightx2v_style_apply_refuses_what_it_cannot_serve(kwargs, match):
     nhd = [x[0].transpose(0, 1) for x in (q, k, v)]
     with pytest.raises(UnsupportedCall, match=match):
         get_backend("sage_emul_aiter").apply(*nhd, **kwargs)
+
+
+@pytest.mark.parametrize("name", CPU_BACKENDS)
+def test_each_backend_owns_a_direct_call_equal_to_its_registered_call(name):
+    backend = get_backend(name)
+    direct = backend.direct_call()
+    assert direct is not None
+    q, k, v = make_qkv(64, 80, h=2, d=32, dtype=torch.bfloat16)
+    assert torch.equal(direct(q, k, v, 0.2), backend(q, k, v, 0.2))
+
+
+def test_every_harness_backend_owns_its_direct_call():
+    for name in [*CPU_BACKENDS, "sage_attn2", "aiter_sage_attn", "aiter_attn"]:
+        own = reg.backend_class(name).direct_call
+        assert own is not AttentionBackend.direct_call, f"{name} does not own a direct call"
+
+
+def test_harness_backends_says_what_each_backend_runs():
+    res = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "backends"],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "runs" in res.stdout and "SageAttention 1" in res.stdout
+    for name in list_backends():
+        assert reg.backend_class(name).description, name
+        assert name in res.stdout

@@ -267,11 +267,11 @@ def _sha(path: Path) -> str:
 
 @pytest.mark.slow
 def test_builtin_campaign_on_slurm_equals_the_local_one(cluster, tmp_path):
-    pytest.importorskip("harness.pipeline", reason="the builtin pipeline is not there yet")
-    from harness import pipeline
+    pytest.importorskip("harness.tiny_ref2av", reason="the builtin pipeline is not there yet")
+    from harness import tiny_ref2av
 
-    if not hasattr(pipeline, "run_pipeline"):
-        pytest.skip("the builtin pipeline (harness.pipeline.run_pipeline) is not there yet")
+    if not hasattr(tiny_ref2av, "run_pipeline"):
+        pytest.skip("the builtin pipeline (harness.tiny_ref2av.run_pipeline) is not there yet")
     # The scenario as it is, plus its Slurm block: this test cluster has no GPU to give (the cpu
     # preset's device "auto" would otherwise ask for one) and polls often.
     scenario = yaml.safe_load((REPO / "scenarios/e2e_3step.yaml").read_text())

@@ -1,0 +1,13 @@
+"""Compare stage: what two runs say about themselves and how far B is from A (the reference).
+
+- ``summary``: one run's own account (status, timing, attention calls, output hash), no decoding;
+- ``cache``: the metrics of a pair and the statistics of a run, kept in the campaign's metrics/
+  folder and reused while the output files' sha256 still match;
+- ``latents``: latent PSNR per sampler step;
+- ``pairwise``: ``compare_runs`` / ``compare_summaries`` -> ``Comparison``;
+- ``metrics``: the accuracy metrics that gates and verdicts read off a comparison;
+- ``gates``: thresholds that fail CI (``harness compare --gate``);
+- ``verdict``: plain-word judgement of a candidate against the noise floor.
+
+Text rendering of all of this lives in ``harness.report``.
+"""

@@ -1,0 +1,222 @@
+"""Pairwise comparison of two runs, run A being the reference.
+
+``compare_runs`` summarises both runs, measures the pair through the collectors (cached in the
+metrics folder, keyed by the sha256 of both output files) and returns a ``Comparison``: speed,
+accuracy, global statistics, bitwise checks, attention calls and latent PSNR. A run that did
+not end ``ok`` or has no output is reported as such, never raised.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from harness.collect.models import (
+    AUDIO_CONVENTION,
+    STATS_CONVENTION,
+    VIDEO_CONVENTION,
+    AudioPairMetrics,
+    VideoPairMetrics,
+)
+from harness.compare.cache import measure_options, measure_pair_cached, run_stats
+from harness.compare.latents import LATENT_CONVENTION, LatentPoint, compare_latents
+from harness.compare.summary import RunSummary, summarize_run
+from harness.errors import HarnessError
+from harness.number_format import one_liner
+from harness.records import Record
+from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
+
+COMPARE_SCHEMA = "harness.compare/1"
+TIMING_CONVENTION = (
+    "s/step=mean of DiT steps 2..N (step 1 alone when N=1), a step's seconds = max over ranks; "
+    "ratio=B/A with A the reference (below 1 = B faster); speed-up=A/B"
+)
+CONVENTIONS = {
+    "video": VIDEO_CONVENTION,
+    "audio": AUDIO_CONVENTION,
+    "stats": STATS_CONVENTION,
+    "timing": TIMING_CONVENTION,
+    "latent": LATENT_CONVENTION,
+}
+
+
+class SpeedComparison(Record):
+    s_per_step_ratio: float | None = None  # B / A
+    total_ratio: float | None = None  # B / A
+    step_ratios: list[float | None] = Field(default_factory=list)  # steps 1..3, B / A
+    s_per_step_line: str | None = None  # pyperf-style one-liners
+    total_line: str | None = None
+
+
+class Bitwise(Record):
+    files: bool | None = None  # output.mp4 byte for byte
+    video: bool | None = None  # every decoded frame
+    audio: bool | None = None  # every decoded sample
+
+
+class Comparison(Record):
+    """Run B against run A (the reference)."""
+
+    schema_version: str = Field(COMPARE_SCHEMA, alias="schema")
+    created_at: str = Field(default_factory=utcnow)
+    kind: str = "candidate"  # identical-arm | noise_floor | candidate
+    a: RunSummary
+    b: RunSummary
+    speed: SpeedComparison = Field(default_factory=SpeedComparison)
+    video: VideoPairMetrics | None = None
+    audio: AudioPairMetrics | None = None
+    bitwise: Bitwise = Field(default_factory=Bitwise)
+    latents: list[LatentPoint] = Field(default_factory=list)
+    metrics_json: str | None = None
+    frames_csv: str | None = None
+    metrics_cached: bool = False
+    metrics_seconds: float | None = None
+    metrics_device: str | None = None
+    options: dict[str, bool] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)  # why something is missing
+    # Bad input (corrupt, truncated or mismatched outputs): the caller exits non-zero on these.
+    errors: list[str] = Field(default_factory=list)
+    conventions: dict[str, str] = Field(default_factory=lambda: dict(CONVENTIONS))
+
+    @property
+    def measured(self) -> bool:
+        return self.video is not None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return b / a if a is not None and b is not None and a > 0 else None
+
+
+def _not_measurable(s: RunSummary, side: str) -> str | None:
+    if not s.ok:
+        why = f": {s.reason}" if s.reason else ""
+        return f"run {side} ({s.key}) did not finish ok (status {s.status}{why})"
+    if s.output is None:
+        return f"run {side} ({s.key}) has no output.mp4"
+    return None
+
+
+def _same_campaign_metrics(a: RunDir, b: RunDir) -> Path | None:
+    """The campaign's metrics/ folder when both runs belong to the same campaign."""
+    ca, cb = a.path.resolve().parent.parent, b.path.resolve().parent.parent
+    if ca == cb and (ca / CAMPAIGN_JSON).exists():
+        return ca / "metrics"
+    return None
+
+
+def _kind(a: RunSummary, b: RunSummary) -> str:
+    if b.role == "noise_floor" or (
+        b.attn_type == a.attn_type and b.kv_reversed and not a.kv_reversed and b.arm != a.arm
+    ):
+        return "noise_floor"
+    if a.arm == b.arm and a.attn_type == b.attn_type and a.kv_reversed == b.kv_reversed:
+        return "identical-arm"
+    return "candidate"
+
+
+def _speed(a: RunSummary, b: RunSummary) -> SpeedComparison:
+    return SpeedComparison(
+        s_per_step_ratio=_ratio(a.s_per_step, b.s_per_step),
+        total_ratio=_ratio(a.pipeline_total_s, b.pipeline_total_s),
+        step_ratios=[_ratio(a.step(i), b.step(i)) for i in (1, 2, 3)],
+        s_per_step_line=one_liner("DiT s/step", a.s_per_step, b.s_per_step),
+        total_line=one_liner("pipeline total", a.pipeline_total_s, b.pipeline_total_s),
+    )
+
+
+def compare_summaries(
+    a: RunSummary,
+    b: RunSummary,
+    *,
+    metrics_dir: Path | None = None,
+    truncate: bool = False,
+    resample_audio: bool = False,
+) -> Comparison:
+    """Compare two already summarised runs (the report reuses summaries across pairs)."""
+    cmp = Comparison(
+        kind=_kind(a, b),
+        a=a.model_copy(),
+        b=b.model_copy(),
+        speed=_speed(a, b),
+        options=measure_options(truncate, resample_audio),
+    )
+    if a.output_sha256 and b.output_sha256:
+        cmp.bitwise.files = a.output_sha256 == b.output_sha256
+    blockers = [m for m in (_not_measurable(a, "A"), _not_measurable(b, "B")) if m]
+    measured = None
+    if not blockers:
+        t0 = time.perf_counter()
+        try:
+            measured = measure_pair_cached(
+                a, b, metrics_dir, truncate=truncate, resample_audio=resample_audio
+            )
+        except HarnessError as err:  # not comparable (frame count, resolution, audio track...)
+            blockers.append(f"not comparable: {err}")
+            cmp.errors.append(str(err))
+    if measured is None:
+        cmp.notes.extend(f"no accuracy metrics: {m}" for m in blockers)
+        for side in (cmp.a, cmp.b):
+            if side.ok and side.output is not None and side.stats is None:
+                try:
+                    side.stats = run_stats(side, metrics_dir)
+                except HarnessError as err:
+                    cmp.notes.append(f"no statistics for {side.key}: {err}")
+                    if str(err) not in cmp.errors:
+                        cmp.errors.append(str(err))
+    else:
+        result, cached, json_path, csv_path = measured
+        cmp.metrics_seconds = result.seconds if cached else time.perf_counter() - t0
+        cmp.metrics_cached = cached
+        cmp.metrics_device = result.device
+        cmp.video, cmp.audio = result.video, result.audio
+        cmp.a.stats, cmp.b.stats = result.stats_a, result.stats_b
+        cmp.bitwise.video = result.video.frames_bitwise_equal
+        cmp.bitwise.audio = result.audio.bitwise_equal if result.audio is not None else None
+        cmp.metrics_json = str(json_path) if json_path else None
+        cmp.frames_csv = str(csv_path) if csv_path else None
+        if result.audio is None:
+            cmp.notes.append("no audio metrics (a run has no audio track)")
+        if result.video.truncated_to is not None:
+            cmp.notes.append(
+                f"videos truncated to {result.video.truncated_to} frames "
+                f"(A has {result.video.frames_a}, B has {result.video.frames_b})"
+            )
+        if result.audio is not None and result.audio.samples_dropped:
+            cmp.notes.append(
+                f"audio: {result.audio.samples_dropped} samples per channel dropped from the longer track"
+            )
+        if result.audio is not None and result.audio.resampled:
+            cmp.notes.append(f"audio resampled: {result.audio.resample_note or 'on request'}")
+    cmp.latents, latent_notes = compare_latents(Path(a.path), Path(b.path))
+    cmp.notes.extend(latent_notes)
+    return cmp
+
+
+def compare_runs(
+    run_a: RunDir,
+    run_b: RunDir,
+    *,
+    metrics_dir: Path | None = None,
+    truncate: bool = False,
+    resample_audio: bool = False,
+) -> Comparison:
+    """Compare run B against run A (the reference).
+
+    Metrics are cached in ``metrics_dir`` (default: the campaign's metrics/ folder when both
+    runs belong to one campaign, else no cache) and written there as <a>__vs__<b>.compare.json.
+    """
+    if metrics_dir is None:
+        metrics_dir = _same_campaign_metrics(run_a, run_b)
+    a, b = summarize_run(run_a), summarize_run(run_b)
+    cmp = compare_summaries(a, b, metrics_dir=metrics_dir, truncate=truncate, resample_audio=resample_audio)
+    if metrics_dir is not None:
+        write_comparison(cmp, Path(metrics_dir))
+    return cmp
+
+
+def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path:
+    path = Path(metrics_dir) / f"{pair_metrics_stem(cmp.a.key, cmp.b.key)}.compare.json"
+    write_record(path, cmp)
+    return path

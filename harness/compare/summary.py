@@ -1,0 +1,206 @@
+"""One run's own account of itself (no decoding): status, timing, attention calls, output hash.
+
+A run that did not end ``ok`` keeps its reason and the tail of its log; unreadable side files
+become notes, never errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import Field
+
+from harness.collect.models import RunStats
+from harness.errors import HarnessError
+from harness.records import RankCalls, Record, RunStatus
+from harness.store import OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, ArmStatus, RunDir, sha256_file, tail_text
+
+LOG_TAIL_LINES = 25
+T = TypeVar("T")
+
+
+class AttnSummary(Record):
+    requested: str
+    kv_reversed: bool = False
+    ranks: dict[str, RankCalls] = Field(default_factory=dict)
+    calls_requested: int = 0  # calls served by the requested backend, all ranks
+    calls_total: int = 0  # calls served by any backend, all ranks
+    fallbacks: int = 0
+    valid: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunSummary(Record):
+    """What one run says about itself (no decoding): status, timing, attention, output hash."""
+
+    key: str
+    path: str
+    arm: str
+    seed: int | None = None
+    role: str = "candidate"
+    attn_type: str | None = None
+    kv_reversed: bool = False
+    status: str = "pending"
+    reason: str | None = None
+    log_tail: str = ""
+    valid: bool | None = None  # attention validity (run.json, else attn_calls.json)
+    invalid_reasons: list[str] = Field(default_factory=list)
+    output: str | None = None  # path of output.mp4 when present
+    output_sha256: str | None = None
+    dit_steps: int | None = None
+    step_seconds: list[float] = Field(default_factory=list)
+    s_per_step: float | None = None
+    pipeline_total_s: float | None = None
+    wall_total_s: float | None = None
+    stages: dict[str, float] = Field(default_factory=dict)
+    timing_source: str | None = None
+    timing_missing: list[str] = Field(default_factory=list)
+    attn: AttnSummary | None = None
+    stats: RunStats | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == RunStatus.ok.value
+
+    def step(self, index: int) -> float | None:
+        """Seconds of DiT step ``index`` (1-based)."""
+        return self.step_seconds[index - 1] if 0 < index <= len(self.step_seconds) else None
+
+    @property
+    def label(self) -> str:
+        return self.key
+
+
+def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
+    """The statistics shown and checked (numbers that describe content, not the container)."""
+    names = (
+        "luma_mean",
+        "luma_std",
+        "sharpness",
+        "motion",
+        "black_frames",
+        "frozen_frames",
+        "nan_like_frames",
+        "audio_rms",
+        "audio_peak",
+    )
+    if stats is None:
+        return dict.fromkeys(names)
+    return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
+
+
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, memoised on (path, mtime, size) for the life of the process."""
+    st = os.stat(path)
+    memo_key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+    if memo_key not in _SHA_MEMO:
+        _SHA_MEMO[memo_key] = sha256_file(path)
+    return _SHA_MEMO[memo_key]
+
+
+def _log_tail(run: RunDir, recorded: str) -> str:
+    if recorded.strip():
+        return "\n".join(recorded.splitlines()[-LOG_TAIL_LINES:])
+    parts = [tail_text(run.file(name), LOG_TAIL_LINES) for name in (STDERR_LOG, STDOUT_LOG)]
+    return next((p for p in parts if p.strip()), "")
+
+
+def _side_file(read: Callable[[], T | None], name: str, notes: list[str]) -> T | None:
+    """A run's side file (timing.json, attn_calls.json), or None with a note when it is unreadable."""
+    try:
+        return read()
+    except HarnessError as err:
+        notes.append(f"{name} unreadable: {err}")
+        return None
+
+
+def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummary:
+    """A run's own account of itself. Unreadable side files become notes, not errors."""
+    notes: list[str] = []
+    rec = None
+    if run.exists():
+        rec = run.record()
+    if rec is None and arm_status is None:
+        raise HarnessError(f"{run.path}: not a run directory (no run.json inside)")
+    if rec is not None:
+        spec = rec.spec
+        s = RunSummary(
+            key=run.key,
+            path=str(run.path),
+            arm=spec.arm,
+            seed=spec.seed,
+            role=spec.role.value,
+            attn_type=spec.attn_type,
+            kv_reversed=spec.kv_reversed,
+            status=rec.status.value,
+            reason=rec.reason,
+            valid=rec.valid,
+            invalid_reasons=list(rec.invalid_reasons),
+        )
+        if not s.ok:
+            s.log_tail = _log_tail(run, rec.log_tail)
+    else:
+        assert arm_status is not None
+        s = RunSummary(
+            key=arm_status.key,
+            path=str(run.path),
+            arm=arm_status.arm,
+            seed=arm_status.seed,
+            role=arm_status.role,
+            attn_type=arm_status.attn_type,
+            kv_reversed=arm_status.kv_reversed,
+            status=arm_status.status.value,
+            reason=arm_status.reason or "no run.json was written",
+            valid=arm_status.valid,
+        )
+        s.log_tail = _log_tail(run, "")
+        return s
+
+    timing = _side_file(run.timing, "timing.json", notes)
+    if timing is not None:
+        s.step_seconds = timing.step_seconds()
+        s.dit_steps = timing.dit_steps
+        s.s_per_step = timing.s_per_step
+        s.pipeline_total_s = timing.pipeline_total_s
+        s.wall_total_s = timing.wall_total_s
+        s.stages = dict(timing.stages)
+        s.timing_source = timing.source
+        s.timing_missing = list(timing.missing)
+    elif s.ok:
+        notes.append("no timing.json")
+
+    calls = _side_file(run.attn_calls, "attn_calls.json", notes)
+    if calls is not None:
+        valid, reasons = calls.validity()
+        s.attn = AttnSummary(
+            requested=calls.requested,
+            kv_reversed=calls.kv_reversed,
+            ranks=dict(calls.ranks),
+            calls_requested=calls.total(),
+            calls_total=sum(sum(r.calls.values()) for r in calls.ranks.values()),
+            fallbacks=calls.total_fallbacks(),
+            valid=valid,
+            reasons=reasons,
+        )
+        if s.valid is None:
+            s.valid, s.invalid_reasons = valid, reasons
+    elif s.ok:
+        notes.append("no attn_calls.json: attention calls were not recorded")
+
+    if run.output.is_file() and run.output.stat().st_size > 0:
+        s.output = str(run.output)
+        s.output_sha256 = file_sha256(run.output)
+        recorded = rec.outputs.get(OUTPUT_MP4)
+        if recorded and recorded != s.output_sha256:
+            notes.append("output.mp4 changed since run.json recorded its sha256")
+    elif s.ok:
+        notes.append("no output.mp4")
+    s.notes = notes
+    return s

@@ -1,0 +1,218 @@
+"""A kernel benchmark as text: report.md (accuracy, speed, bitwise checks, skipped rows) and
+index.html (the same tables as a static page, for CI artifacts)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import yaml
+
+from harness import __version__
+from harness.kernels.results import (
+    CONVENTIONS,
+    KERNELS_JSON,
+    AccuracyMetrics,
+    BitwiseCheck,
+    KernelRow,
+    KernelsResult,
+    SpeedMetrics,
+)
+from harness.report.html import render_page
+from harness.report.tables import Section
+from harness.report.text import TextTable
+from harness.store import atomic_write_text
+
+REPORT_MD = "report.md"
+INDEX_HTML = "index.html"
+
+
+def _f(x: float | None, fmt: str) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return format(x, fmt)
+
+
+def _bit(checks: list[BitwiseCheck], name: str) -> str:
+    for c in checks:
+        if c.check == name:
+            if c.identical is None:
+                return c.note or "-"
+            return "identical" if c.identical else f"differs (max {c.max_abs_diff:.3g})"
+    return "-"
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A titled markdown table, cells as given (the harness writes them; nothing to escape)."""
+    out = ["", f"### {title}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
+    return [
+        r.shape,
+        r.label,
+        f"{a.cosine:.6f}",
+        f"{a.rel_l1:.4f}",
+        f"{a.rmse:.3e}",
+        f"{a.max_abs_err:.3g}",
+        f"{a.row_cos_p10:.5f}",
+        f"{a.row_cos_frac_gt_099:.4f}",
+        f"{a.nan_count}/{a.inf_count}",
+        str(a.zero_rows),
+    ]
+
+
+def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
+    return [
+        r.shape,
+        f"{r.label} (emulator)" if r.emulated else r.label,
+        _f(s.median_ms, ".3f"),
+        _f(s.tflops, ".4g"),
+        f"{s.frac_of_peak:.1%}" if s.frac_of_peak is not None else "-",
+        _f(s.do_bench_ms, ".3f"),
+        _f(s.do_bench_tflops, ".4g"),
+        f"{s.do_bench_diff_pct:+.1f}%" if s.do_bench_diff_pct is not None else "-",
+        _f(s.quant_ms, ".3f"),
+        f"{s.timer} x{s.repeats}",
+    ]
+
+
+def kernels_markdown(result: KernelsResult) -> str:
+    """The tables for a pull request: accuracy, speed, bitwise checks, skipped rows."""
+    lines = [f"## Attention kernels: {result.name}", ""]
+    env = result.env
+    versions = ", ".join(
+        f"{k} {v}" for k, v in env.items() if v and k in ("torch", "triton", "sageattention", "amd-aiter")
+    )
+    lines.append(
+        f"Device: {result.device_name} ({result.device}{', ' + env['gpu_arch'] if env.get('gpu_arch') else ''}); {versions}."
+    )
+    for p in result.peaks.values():
+        db = f"; do_bench {p.do_bench_tflops:.1f}" if p.do_bench_tflops else ""
+        lines.append(f"Matmul peak {p.dtype} {p.size}^3: {p.tflops:.3g} TFLOP/s ({p.timer}{db}).")
+    for s in result.shapes:
+        sh = s.shape
+        note = f" - {sh.note}" if sh.note else ""
+        lines.append(
+            f"Shape `{sh.name}`: B={sh.batch} H={sh.heads} Nq={sh.seq_q} Nk={sh.seq_k} D={sh.head_dim} {sh.dtype}, "
+            f"reference {s.reference_dtype}{note}."
+        )
+    lines += [f"- {n}" for n in result.notes]
+    lines += _table(
+        "Accuracy against the exact reference",
+        ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
+         "zero rows"],
+        [_accuracy_cells(r, r.accuracy) for r in result.rows if r.accuracy is not None],
+    )  # fmt: skip
+    timed = [r for r in result.rows if r.speed is not None]
+    if timed:
+        lines += _table(
+            "Speed",
+            ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
+             "quant ms", "timer"],
+            [_speed_cells(r, r.speed) for r in timed],
+        )  # fmt: skip
+    checked = [r for r in result.rows if r.bitwise]
+    if checked:
+        checks = ("registry_vs_direct", "packed_3d_vs_direct", "packed_4d_vs_direct")
+        lines += _table(
+            "Bitwise checks",
+            [
+                "shape",
+                "backend",
+                "registry vs direct op",
+                "packed [N,H,D] vs direct",
+                "packed [B,N,H,D] vs direct",
+            ],
+            [[r.shape, r.label, *[_bit(r.bitwise, c) for c in checks]] for r in checked],
+        )
+    other = [r for r in result.rows if r.status != "ok"]
+    if other:
+        lines += _table(
+            "Skipped or failed",
+            ["shape", "backend", "status", "reason"],
+            [[r.shape, r.label, r.status, (r.reason or "").replace("|", "/")] for r in other],
+        )
+    lines += [
+        "",
+        f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def markdown_sections(text: str) -> list[Section]:
+    """Headings, paragraphs and pipe tables of a generated markdown document, as report sections.
+
+    Only the subset the harness itself writes is understood: `#` headings, `|` tables whose
+    second line is the separator, `- ` bullets and plain lines.
+    """
+    sections: list[Section] = []
+    sec: Section | None = None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            title = line[level:].strip()
+            if sec is None or level <= 2:
+                sec = Section(id=f"s{len(sections)}", title=title)
+                sections.append(sec)
+            else:
+                sec.tables.append(TextTable(title=title, headers=[]))
+            i += 1
+            continue
+        if sec is None:
+            sec = Section(id="s0", title="")
+            sections.append(sec)
+        if line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
+            cells = lambda s: [c.strip() for c in s.strip().strip("|").split("|")]  # noqa: E731
+            title = sec.tables.pop().title if sec.tables and not sec.tables[-1].headers else ""
+            table = TextTable(title=title, headers=cells(line))
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                table.add(cells(lines[i]))
+                i += 1
+            sec.tables.append(table)
+            continue
+        if line.startswith("- "):
+            sec.bullets.append(line[2:])
+        elif line:
+            sec.paragraphs.append(line)
+        i += 1
+    return sections
+
+
+def kernels_html(result: KernelsResult, markdown_text: str) -> str:
+    """index.html for a kernel benchmark: the markdown tables as a static page (the report's template)."""
+    res = SimpleNamespace(
+        scenario_name=result.name,
+        campaign_id="kernels",
+        generated_at=result.created_at,
+        harness_version=__version__,
+        schema_version=KERNELS_JSON,
+    )
+    page = render_page(
+        res,
+        markdown_sections(markdown_text),
+        scenario_text=yaml.safe_dump(result.block, sort_keys=False),
+        env_text=json.dumps(result.env, indent=2, default=str),
+    )
+    return page.replace(
+        '<a href="results.json">results.json</a>', f'<a href="{KERNELS_JSON}">{KERNELS_JSON}</a>'
+    )
+
+
+def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
+    """Write report.md and index.html into ``out_dir``; returns {name: path}."""
+    text = kernels_markdown(result)
+    paths = {"report.md": Path(out_dir) / REPORT_MD, "index.html": Path(out_dir) / INDEX_HTML}
+    atomic_write_text(paths["report.md"], text)
+    atomic_write_text(paths["index.html"], kernels_html(result, text))
+    return paths

@@ -1,0 +1,112 @@
+"""What a kernel benchmark writes to kernels.json: one row per shape x backend, the matmul peaks,
+the environment and the conventions every figure was measured under."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from harness.kernels.schema import KernelShape
+from harness.records import Record
+
+KERNELS_JSON = "kernels.json"
+NOISE_FLOOR_LABEL = "torch_sdpa[kv_reversed]"
+CONVENTIONS = {
+    "cosine": "sum(o*r)/sqrt(sum(o^2)*sum(r^2)) over all elements, fp64",
+    "rel_l1": "sum|o-r| / sum|r| (r = reference)",
+    "rmse": "sqrt(mean((o-r)^2))",
+    "row_cosine": "cosine over D of each (b, h, query) row; p10 = 10th percentile (numpy linear)",
+    "zero_rows": "output rows that are all zero while the reference row is not",
+    "flops": "4*B*H*Nq*Nk*D (QK^T and PV, non-causal)",
+    "time": "median of repeats; GPU: CUDA events around each call, L2 flushed before each; CPU: wall clock",
+    "do_bench": "triton.testing.do_bench(fn, warmup=25, rep=100), median",
+    "peak": "square matmul C=A@B of the shape's dtype, 2*n^3 flops, same timer",
+    "reference": "exact softmax attention in fp64/fp32 with IEEE fp32 matmuls, chunked over queries",
+    "noise_floor": "torch_sdpa with K and V reversed along the sequence vs the same reference",
+}
+
+
+class AccuracyMetrics(Record):
+    cosine: float
+    rel_l1: float
+    rmse: float
+    max_abs_err: float
+    row_cos_p10: float
+    row_cos_min: float
+    row_cos_frac_gt_099: float
+    nan_count: int
+    inf_count: int
+    zero_rows: int
+
+
+class SpeedMetrics(Record):
+    timer: Literal["cuda_events", "wall"]
+    warmup: int
+    repeats: int
+    l2_flush_mb: int | None = None
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    tflops: float
+    frac_of_peak: float | None = None
+    do_bench_ms: float | None = None
+    do_bench_tflops: float | None = None
+    do_bench_diff_pct: float | None = None  # (events - do_bench) / do_bench * 100
+    quant_ms: float | None = None  # quantization step alone, where the backend exposes it
+    note: str | None = None
+
+
+class BitwiseCheck(Record):
+    check: str  # registry_vs_direct | packed_3d_vs_direct | packed_4d_vs_direct
+    identical: bool | None = None
+    max_abs_diff: float | None = None
+    note: str | None = None
+
+
+class KernelRow(Record):
+    shape: str
+    label: str
+    backend: str
+    role: Literal["candidate", "noise_floor"] = "candidate"
+    status: Literal["ok", "skipped", "failed"]
+    reason: str | None = None
+    exact: bool | None = None
+    emulated: bool = False
+    params: dict[str, Any] = Field(default_factory=dict)
+    accuracy: AccuracyMetrics | None = None
+    speed: SpeedMetrics | None = None
+    bitwise: list[BitwiseCheck] = Field(default_factory=list)
+
+
+class PeakResult(Record):
+    dtype: str
+    size: int
+    median_ms: float
+    tflops: float
+    timer: str
+    do_bench_tflops: float | None = None
+
+
+class ShapeResult(Record):
+    shape: KernelShape
+    scale: float
+    flops: float
+    reference_dtype: str
+    reference_s: float
+
+
+class KernelsResult(Record):
+    schema_version: str = Field("harness.kernels/1", alias="schema")
+    name: str
+    created_at: str
+    duration_s: float
+    device: str
+    device_name: str
+    env: dict[str, str | None] = Field(default_factory=dict)
+    conventions: dict[str, str] = Field(default_factory=lambda: dict(CONVENTIONS))
+    block: dict[str, Any] = Field(default_factory=dict)
+    peaks: dict[str, PeakResult] = Field(default_factory=dict)
+    shapes: list[ShapeResult] = Field(default_factory=list)
+    rows: list[KernelRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)

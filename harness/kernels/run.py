@@ -1,0 +1,380 @@
+"""Run a kernel benchmark: every shape x backend of a scenario of kind ``kernels``.
+
+For every shape x backend: accuracy against an exact reference (fp64 or fp32, chunked over
+queries), the noise floor (torch_sdpa with K/V reversed against the same reference), speed
+(CUDA events with an L2 flush between calls, median, side by side with triton's do_bench when
+triton imports; wall time on CPU), TFLOP/s as a fraction of a matmul peak measured in the same
+run, and bitwise checks (registry vs direct op call; LightX2V-style packed calls).
+
+``run_kernels_scenario`` is what ``harness kernels SCENARIO`` calls: it writes
+reports/<scenario>/kernels/ with kernels.json (every figure), env.json, report.md and index.html.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.attention import (
+    AttentionBackend,
+    KVReversed,
+    UnsupportedCall,
+    backend_class,
+    exact_attention,
+    get_backend,
+)
+from harness.attention.exact import full_fp32_matmul
+from harness.envinfo import fingerprint, package_version, resolve_device
+from harness.errors import BackendUnavailable, HarnessError, ScenarioError
+from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
+from harness.kernels.report import write_kernels_report
+from harness.kernels.results import (
+    KERNELS_JSON,
+    NOISE_FLOOR_LABEL,
+    BitwiseCheck,
+    KernelRow,
+    KernelsResult,
+    PeakResult,
+    ShapeResult,
+    SpeedMetrics,
+)
+from harness.kernels.schema import BackendEntry, KernelsBlock, KernelShape
+from harness.scenario import load_scenario
+from harness.store import atomic_write_json, write_record
+
+FP64_MAX_SCORES = 1 << 28  # reference "auto": fp64 up to this many scores B*H*Nq*Nk
+ENV_JSON = "env.json"
+Progress = Callable[[str], None]
+
+
+def _env(device: torch.device) -> tuple[str, dict[str, str | None]]:
+    env: dict[str, str | None] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "triton": package_version("triton"),
+        "sageattention": package_version("sageattention"),
+        "amd-aiter": package_version("amd-aiter"),
+        "python": platform.python_version(),
+        "cpu_threads": str(torch.get_num_threads()),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env["gpu_arch"] = getattr(props, "gcnArchName", None) or f"sm{props.major}{props.minor}"
+        return torch.cuda.get_device_name(device), env
+    return platform.processor() or platform.machine(), env
+
+
+def _make_inputs(shape: KernelShape, device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
+    dtype = getattr(torch, shape.dtype)
+    g = torch.Generator(device=device).manual_seed(seed)
+    b, h, d, n_k = shape.batch, shape.heads, shape.head_dim, shape.seq_k or shape.seq_q
+
+    def randn(*size: int) -> torch.Tensor:
+        return torch.randn(*size, generator=g, device=device, dtype=dtype)
+
+    q = randn(b, h, shape.seq_q, d)
+    if shape.q_scale != 1.0:
+        q.mul_(shape.q_scale)
+    k, v = randn(b, h, n_k, d), randn(b, h, n_k, d)
+    if shape.k_bias:
+        k.add_(shape.k_bias * randn(b, h, 1, d))
+    if shape.v_bias:
+        v.add_(shape.v_bias * randn(b, h, 1, d))
+    return q, k, v
+
+
+def _reference_dtype(choice: str, shape: KernelShape) -> torch.dtype:
+    if choice == "fp64":
+        return torch.float64
+    if choice == "fp32":
+        return torch.float32
+    scores = shape.batch * shape.heads * shape.seq_q * (shape.seq_k or shape.seq_q)
+    return torch.float64 if scores <= FP64_MAX_SCORES else torch.float32
+
+
+def _bitwise_checks(
+    backend: AttentionBackend, out: torch.Tensor, q, k, v, scale: float
+) -> list[BitwiseCheck]:
+    checks: list[BitwiseCheck] = []
+    direct = backend.direct_call()
+    if direct is None:
+        checks.append(BitwiseCheck(check="registry_vs_direct", note="no direct call known for this backend"))
+        reference = out
+    else:
+        reference = direct(q, k, v, scale)
+        checks.append(bitwise_compare("registry_vs_direct", out, reference))
+    b, h, n_q, d = q.shape
+    n_k = k.shape[2]
+    expected = reference.transpose(1, 2).reshape(b * n_q, h * d)
+    if b == 1:
+        shd = [x[0].transpose(0, 1).contiguous() for x in (q, k, v)]  # [N, H, D]
+        cu_q = torch.tensor([0, n_q], dtype=torch.int32, device=q.device)
+        cu_k = torch.tensor([0, n_k], dtype=torch.int32, device=q.device)
+        try:
+            got = backend.apply(*shd, cu_q, cu_k, n_q, n_k, softmax_scale=scale, causal=False)
+            checks.append(bitwise_compare("packed_3d_vs_direct", got, expected))
+        except UnsupportedCall as err:
+            checks.append(BitwiseCheck(check="packed_3d_vs_direct", note=f"refused: {err}"))
+        del shd
+    else:
+        checks.append(BitwiseCheck(check="packed_3d_vs_direct", note="n/a (B > 1)"))
+    bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]  # [B, N, H, D]
+    try:
+        got = backend.apply(*bshd, softmax_scale=scale)
+        checks.append(bitwise_compare("packed_4d_vs_direct", got, expected))
+    except UnsupportedCall as err:
+        checks.append(BitwiseCheck(check="packed_4d_vs_direct", note=f"refused: {err}"))
+    return checks
+
+
+def _speed(
+    backend: AttentionBackend,
+    q,
+    k,
+    v,
+    scale: float,
+    flops: float,
+    timer: Timer,
+    block: KernelsBlock,
+    peak: float | None,
+) -> SpeedMetrics:
+    def call() -> Any:
+        return backend(q, k, v, scale)
+
+    emulated = backend.emulated
+    warmup = 0 if emulated else block.warmup  # the accuracy call already warmed the emulator up
+    repeats = block.emulation_repeats if emulated else block.repeats
+    if timer.cuda:
+        repeats = repeats if emulated else max(repeats, 20)
+    times = timer.run(call, warmup, repeats)
+    median = statistics.median(times)
+    speed = SpeedMetrics(
+        timer=timer.kind,
+        warmup=warmup,
+        repeats=repeats,
+        l2_flush_mb=block.flush_mb if timer.flush is not None else None,
+        median_ms=median,
+        min_ms=min(times),
+        max_ms=max(times),
+        tflops=tflops(flops, median),
+        note="emulator (numerics model), not a kernel" if emulated else None,
+    )
+    if peak:
+        speed.frac_of_peak = speed.tflops / peak
+    if timer.cuda and block.do_bench and not emulated:
+        db = time_do_bench(call, expected_ms=median)
+        if db is not None:
+            speed.do_bench_ms = db
+            speed.do_bench_tflops = tflops(flops, db)
+            speed.do_bench_diff_pct = (median - db) / db * 100.0
+    quantize = getattr(backend, "quantize", None)
+    if callable(quantize):
+        speed.quant_ms = statistics.median(timer.run(lambda: quantize(q, k, v, scale), warmup, repeats))
+    return speed
+
+
+def _measure_peak(
+    dtype_name: str, size: int, device: torch.device, timer: Timer, block: KernelsBlock
+) -> PeakResult:
+    dtype = getattr(torch, dtype_name)
+    g = torch.Generator(device=device).manual_seed(1)
+    a = torch.randn(size, size, generator=g, device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=g, device=device, dtype=dtype)
+    flops = 2.0 * size**3
+    with full_fp32_matmul():
+        times = timer.run(
+            lambda: a @ b, block.warmup, max(block.repeats, 20) if timer.cuda else block.repeats
+        )
+        db = (
+            time_do_bench(lambda: a @ b, expected_ms=statistics.median(times))
+            if timer.cuda and block.do_bench
+            else None
+        )
+    median = statistics.median(times)
+    return PeakResult(
+        dtype=dtype_name,
+        size=size,
+        median_ms=median,
+        tflops=tflops(flops, median),
+        timer=timer.kind,
+        do_bench_tflops=tflops(flops, db) if db else None,
+    )
+
+
+def _validate_entries(block: KernelsBlock) -> None:
+    """Unknown backends or options are configuration errors: fail before measuring anything."""
+    for entry in block.backends:
+        cls = backend_class(entry.backend)
+        unknown = sorted(set(entry.options) - set(cls.default_options))
+        if unknown:
+            raise HarnessError(
+                f"kernels.backends[{entry.key}]: unknown option(s) {', '.join(unknown)} for {entry.backend}; "
+                f"accepted: {', '.join(sorted(cls.default_options)) or 'none'}"
+            )
+
+
+def _free(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _run_entry(
+    entry: BackendEntry,
+    shape: KernelShape,
+    inputs: tuple[torch.Tensor, ...],
+    ref: torch.Tensor,
+    scale: float,
+    ctx: dict[str, Any],
+) -> KernelRow:
+    block: KernelsBlock = ctx["block"]
+    q, k, v = inputs
+    try:
+        backend = get_backend(entry.backend, **entry.options)
+    except BackendUnavailable as err:
+        return KernelRow(
+            shape=shape.name, label=entry.key, backend=entry.backend, status="skipped", reason=str(err)
+        )
+    row = KernelRow(
+        shape=shape.name,
+        label=entry.key,
+        backend=backend.name,
+        status="ok",
+        exact=backend.exact,
+        emulated=backend.emulated,
+        params=backend.params,
+    )
+    try:
+        out = backend(q, k, v, scale)
+        row.accuracy = accuracy_metrics(out, ref)
+        if block.bitwise:
+            row.bitwise = _bitwise_checks(backend, out, q, k, v, scale)
+        del out
+        _free(q.device)
+        if block.timing:
+            peak = ctx["peaks"].get(shape.dtype)
+            row.speed = _speed(
+                backend, q, k, v, scale, shape.flops, ctx["timer"], block, peak.tflops if peak else None
+            )
+    except UnsupportedCall as err:
+        row.status, row.reason = "skipped", f"refused: {err}"
+    except (RuntimeError, ValueError, HarnessError) as err:  # OOM, kernel errors: record, go on
+        row.status, row.reason = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
+    _free(q.device)
+    return row
+
+
+def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow:
+    q, k, v = inputs
+    op = KVReversed(get_backend("torch_sdpa"))
+    out = op(q, k, v, scale)
+    row = KernelRow(
+        shape=shape.name,
+        label=NOISE_FLOOR_LABEL,
+        backend="torch_sdpa",
+        role="noise_floor",
+        status="ok",
+        exact=True,
+        params=op.params,
+        accuracy=accuracy_metrics(out, ref),
+    )
+    return row
+
+
+def run_kernels(
+    block: KernelsBlock, out_dir: Path, progress: Progress | None = None, *, name: str = "kernels"
+) -> KernelsResult:
+    """Measure every shape x backend of ``block``; write ``out_dir/kernels.json``; return the result."""
+    say = progress or (lambda _msg: None)
+    _validate_entries(block)
+    started = time.perf_counter()
+    device = torch.device(resolve_device(block.device, context="kernels"))
+    device_name, env = _env(device)
+    result = KernelsResult(
+        name=name,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=0.0,
+        device=device.type,
+        device_name=device_name,
+        env=env,
+        block=block.model_dump(mode="json"),
+    )
+    if device.type == "cuda" and block.repeats < 20:
+        result.notes.append(f"repeats raised from {block.repeats} to 20 on the GPU")
+    timer = Timer(device, block)
+    if block.timing and block.peak:
+        size = block.peak_size or (8192 if device.type == "cuda" else 256)
+        for dtype_name in sorted({s.dtype for s in block.shapes}):
+            say(f"matmul peak {dtype_name} {size}^3")
+            result.peaks[dtype_name] = _measure_peak(dtype_name, size, device, timer, block)
+        if device.type == "cpu":
+            result.notes.append(
+                "CPU: bf16/fp16 matmuls may lack native support here, so fractions of peak can exceed 1"
+            )
+    ctx = {"block": block, "timer": timer, "peaks": result.peaks}
+    for index, shape in enumerate(block.shapes):
+        say(f"shape {shape.name}: inputs and reference")
+        inputs = _make_inputs(shape, device, block.seed + index)
+        scale = shape.head_dim**-0.5
+        ref_dtype = _reference_dtype(block.reference, shape)
+        t0 = time.perf_counter()
+        ref = exact_attention(
+            *inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=_ref_chunk(device, ref_dtype)
+        )
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        result.shapes.append(
+            ShapeResult(
+                shape=shape,
+                scale=scale,
+                flops=shape.flops,
+                reference_dtype=str(ref_dtype).removeprefix("torch."),
+                reference_s=time.perf_counter() - t0,
+            )
+        )
+        for entry in block.entries_for(shape):
+            say(f"shape {shape.name}: {entry.key}")
+            result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
+        if block.noise_floor:
+            say(f"shape {shape.name}: noise floor")
+            result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
+        del inputs, ref
+        _free(device)
+    result.duration_s = time.perf_counter() - started
+    out_dir = Path(out_dir)
+    write_record(out_dir / KERNELS_JSON, result)
+    return result
+
+
+def _ref_chunk(device: torch.device, dtype: torch.dtype) -> int:
+    if device.type == "cuda":
+        return (1 << 28) if dtype == torch.float32 else (1 << 27)
+    return 1 << 23
+
+
+def run_kernels_scenario(
+    ref: str | Path, *, out_root: Path = Path("reports"), console=None
+) -> dict[str, Path]:
+    """``harness kernels SCENARIO``: measure, then write reports/<scenario>/kernels/{kernels.json,
+    env.json, report.md, index.html}; returns the paths to print."""
+    scenario = load_scenario(ref)
+    if scenario.kind != "kernels" or scenario.kernels is None:
+        raise ScenarioError(
+            f"{ref}: scenario {scenario.name} is of kind {scenario.kind!r}; use `harness run`"
+        )
+    out_dir = Path(out_root) / scenario.name / "kernels"
+
+    def progress(msg: str) -> None:
+        if console is not None:
+            console.print(f"[kernels] {msg}", markup=False, highlight=False)
+
+    result = run_kernels(scenario.kernels, out_dir, progress, name=scenario.name)
+    atomic_write_json(out_dir / ENV_JSON, fingerprint())
+    return {"kernels.json": out_dir / KERNELS_JSON, **write_kernels_report(result, out_dir)}

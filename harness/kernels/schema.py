@@ -1,0 +1,141 @@
+"""Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here).
+
+Example::
+
+    name: kernels_smoke
+    kind: kernels
+    kernels:
+      shapes:
+        - {name: small, heads: 4, seq_q: 1024, head_dim: 64, dtype: bf16}
+      backends: [torch_sdpa, sage_emul_thuml, {backend: sage_emul_thuml, label: thuml_per_thread,
+                 options: {granularity: per_thread}}]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\[\]-]*$"
+DTYPE_ALIASES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+}
+GPU_MIN_REPEATS = 20
+
+
+def attention_flops(b: int, h: int, n_q: int, n_k: int, d: int) -> float:
+    """4*B*H*Nq*Nk*D: the QK^T and PV matmuls, non-causal (both SageAttention and aiter count this)."""
+    return 4.0 * b * h * n_q * n_k * d
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KernelShape(_Strict):
+    """One attention problem: q [batch, heads, seq_q, head_dim], k/v [batch, heads, seq_k, head_dim]."""
+
+    name: str = Field(pattern=_NAME)
+    batch: int = Field(1, ge=1)
+    heads: int = Field(ge=1)
+    seq_q: int = Field(ge=1)
+    seq_k: int | None = Field(None, ge=1, description="Default: seq_q (self-attention).")
+    head_dim: int = Field(ge=1)
+    dtype: str = Field("bfloat16", description="bf16 | fp16 | fp32")
+    # Input distribution: q = q_scale*N(0,1); k, v = N(0,1) + bias*N(0,1) per channel (outliers).
+    q_scale: float = Field(1.0, gt=0)
+    k_bias: float = Field(0.0, ge=0)
+    v_bias: float = Field(0.0, ge=0)
+    backends: list[str] | None = Field(None, description="Labels to run on this shape (default: all).")
+    note: str | None = Field(None, description="Where the shape comes from.")
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPE_ALIASES:
+            raise ValueError(f"dtype {v!r}; expected one of bf16, fp16, fp32")
+        return DTYPE_ALIASES[v]
+
+    @model_validator(mode="after")
+    def _seq_k(self) -> KernelShape:
+        if self.seq_k is None:
+            self.seq_k = self.seq_q
+        return self
+
+    @property
+    def flops(self) -> float:
+        return attention_flops(self.batch, self.heads, self.seq_q, self.seq_k or self.seq_q, self.head_dim)
+
+
+class BackendEntry(_Strict):
+    """A backend of the registry, optionally with options and a label that names its rows."""
+
+    backend: str
+    label: str | None = Field(None, pattern=_NAME)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.label or self.backend
+
+
+class KernelsBlock(_Strict):
+    shapes: list[KernelShape] = Field(min_length=1)
+    backends: list[BackendEntry] = Field(min_length=1)
+    reference: Literal["auto", "fp64", "fp32"] = Field(
+        "auto", description="auto: fp64 when B*H*Nq*Nk <= 2^28, else fp32 (chunked over queries)."
+    )
+    noise_floor: bool = Field(True, description="Add torch_sdpa with K/V reversed as the noise-floor row.")
+    bitwise: bool = Field(
+        True, description="Registry call vs direct op call, and LightX2V-style packed calls."
+    )
+    warmup: int = Field(3, ge=0)
+    repeats: int = Field(GPU_MIN_REPEATS, ge=1, description="Timed calls; at least 20 on a GPU.")
+    emulation_repeats: int = Field(3, ge=1, description="Timed calls of emulated (non-kernel) backends.")
+    flush_l2: bool = Field(True, description="Write a flush buffer between timed GPU calls.")
+    flush_mb: int = Field(256, ge=1)
+    do_bench: bool = Field(True, description="Also time with triton.testing.do_bench when triton imports.")
+    timing: bool = Field(True, description="Measure speed at all (accuracy only when false).")
+    peak: bool = Field(True, description="Measure the matmul peak of each dtype in the same run.")
+    peak_size: int | None = Field(None, ge=64, description="Square matmul size (auto: 8192 GPU, 512 CPU).")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 0
+
+    @field_validator("backends", mode="before")
+    @classmethod
+    def _entries(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"backend": x} if isinstance(x, str) else x for x in v]
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KernelsBlock:
+        keys = [b.key for b in self.backends]
+        dups = sorted({k for k in keys if keys.count(k) > 1})
+        if dups:
+            raise ValueError(f"backend labels must be unique (give `label:`); repeated: {', '.join(dups)}")
+        names = [s.name for s in self.shapes]
+        dup_shapes = sorted({n for n in names if names.count(n) > 1})
+        if dup_shapes:
+            raise ValueError(f"shape names must be unique; repeated: {', '.join(dup_shapes)}")
+        for s in self.shapes:
+            unknown = sorted(set(s.backends or []) - set(keys))
+            if unknown:
+                raise ValueError(
+                    f"shape {s.name}: backends {', '.join(unknown)} are not in the backends list"
+                )
+        if self.device == "cuda" and self.repeats < GPU_MIN_REPEATS:
+            raise ValueError(f"repeats must be >= {GPU_MIN_REPEATS} on a GPU (got {self.repeats})")
+        return self
+
+    def entries_for(self, shape: KernelShape) -> list[BackendEntry]:
+        if shape.backends is None:
+            return list(self.backends)
+        return [b for b in self.backends if b.key in shape.backends]

@@ -1,0 +1,179 @@
+"""One comparison as text, for ``harness compare``: a terminal table, markdown or JSON.
+
+Headlines first (pyperf-style speed lines, bitwise identity, accuracy), then the tables: runs,
+speed, accuracy, global statistics, attention calls per rank, latent PSNR per step.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary, stat_fields
+from harness.errors import HarnessError
+from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
+from harness.report.text import TextTable, md_escape, md_table, md_text, terminal_text
+
+
+def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:
+    return NA if x is None else (yes if x else no)
+
+
+def attn_text(s: RunSummary) -> str:
+    if s.attn is None:
+        return "not recorded"
+    a = s.attn
+    state = "valid" if a.valid else "INVALID"
+    return f"{a.calls_requested} call(s) via {a.requested}, {a.fallbacks} fallback(s), {state}"
+
+
+def comparison_headlines(cmp: Comparison) -> list[str]:
+    """The lines a reader looks at first (pyperf-style speed lines, bitwise, accuracy)."""
+    lines: list[str] = []
+    for line in (cmp.speed.s_per_step_line, cmp.speed.total_line):
+        if line:
+            lines.append(line)
+    if cmp.video is not None:
+        v = cmp.video
+        if cmp.bitwise.video and (cmp.bitwise.audio in (True, None)):
+            same = "bitwise identical: every decoded frame"
+            same += " and audio sample" if cmp.bitwise.audio else ""
+            same += " (files identical too)" if cmp.bitwise.files else " (files differ in bytes)"
+            lines.append(same)
+        else:
+            label = "noise floor" if cmp.kind == "noise_floor" else "accuracy"
+            txt = (
+                f"{label}: video PSNR {fmt_db(v.psnr_mean)} mean, {fmt_db(v.psnr_min)} min (frame "
+                f"{v.psnr_min_frame}); SSIM {v.ssim_mean:.5f} mean, {v.ssim_min:.5f} min (frame {v.ssim_min_frame})"
+            )
+            if cmp.audio is not None:
+                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}, cosine {cmp.audio.cosine:.6f}"
+            lines.append(txt)
+            lines.append(
+                f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "
+                f"file {_yes_no(cmp.bitwise.files)}"
+            )
+        if cmp.kind == "noise_floor":
+            lines.append(
+                f"B ({cmp.b.key}) is the noise floor: the exact backend {cmp.b.attn_type} with K/V order "
+                "reversed, so only floating-point summation order differs from A"
+            )
+    lines.extend(cmp.notes)
+    return lines
+
+
+def comparison_tables(cmp: Comparison) -> list[TextTable]:
+    a, b = cmp.a, cmp.b
+    ha, hb = f"A: {a.key}", f"B: {b.key}"
+    runs = TextTable(title="Runs", headers=["", ha, hb])
+    runs.add(["role", a.role, b.role])
+    runs.add(
+        [
+            "attention",
+            f"{a.attn_type}{' kv_reversed' if a.kv_reversed else ''}",
+            f"{b.attn_type}{' kv_reversed' if b.kv_reversed else ''}",
+        ]
+    )
+    runs.add(
+        [
+            "status",
+            a.status + (f": {a.reason}" if a.reason else ""),
+            b.status + (f": {b.reason}" if b.reason else ""),
+        ]
+    )
+    runs.add(["attention calls", attn_text(a), attn_text(b)])
+    runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
+
+    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A"])
+    sp.add(
+        [
+            "DiT steps",
+            a.dit_steps if a.dit_steps is not None else NA,
+            b.dit_steps if b.dit_steps is not None else NA,
+            "",
+            "",
+        ]
+    )
+    timings = [("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_ratio)]
+    for i in (1, 2, 3):
+        r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
+        timings.append((f"step {i}", a.step(i), b.step(i), r))
+    timings.append(("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio))
+    for label, x, y, r in timings:
+        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), speed_words(r)])
+    tables = [runs, sp]
+
+    acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])
+    if cmp.video is not None:
+        v = cmp.video
+        acc.add(["frames compared", f"{v.frames} ({v.width}x{v.height} @ {v.fps:g} fps)"])
+        acc.add(["video PSNR mean", fmt_db(v.psnr_mean)])
+        acc.add(["video PSNR min (frame)", f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})"])
+        acc.add(["SSIM mean", f"{v.ssim_mean:.6f}"])
+        acc.add(["SSIM min (frame)", f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})"])
+        acc.add(["identical frames", f"{v.identical_frames} of {v.frames}"])
+    if cmp.audio is not None:
+        au = cmp.audio
+        acc.add(["audio SNR", fmt_db(au.snr_db)])
+        acc.add(["audio cosine", f"{au.cosine:.6f}"])
+        acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
+        acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])
+    acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])
+    acc.add(["bitwise: video frames", _yes_no(cmp.bitwise.video)])
+    acc.add(["bitwise: audio samples", _yes_no(cmp.bitwise.audio)])
+    acc.notes = list(cmp.notes)
+    tables.append(acc)
+
+    st = TextTable(title="Global statistics", headers=["statistic", ha, hb, "B - A"])
+    fa, fb = stat_fields(a.stats), stat_fields(b.stats)
+    for name in fa:
+        x, y = fa[name], fb[name]
+        d = fmt_stat(name, y - x) if x is not None and y is not None else NA
+        st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
+    tables.append(st)
+
+    at = TextTable(title="Attention calls per rank", headers=["run", "rank", "calls", "fallbacks", "errors"])
+    for s in (a, b):
+        if s.attn is None:
+            at.add([s.key, NA, "not recorded", "", ""])
+            continue
+        for rank, rc in sorted(s.attn.ranks.items()):
+            calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
+            fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
+            at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
+    tables.append(at)
+    if cmp.latents:
+        names = sorted({n for p in cmp.latents for n in p.parts})
+        lt = TextTable(
+            title="Latent PSNR per step (B against A)",
+            headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
+        )
+        for p in cmp.latents:
+            lt.add(
+                [p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"]
+            )
+        tables.append(lt)
+    return tables
+
+
+def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:
+    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``.
+
+    ``table`` is laid out for ``width`` columns (default: the terminal's, 100 when not a
+    terminal); print it as is (no re-wrapping, no markup parsing: it holds strings from logs).
+    """
+    if fmt == "json":
+        return cmp.model_dump_json(indent=2, by_alias=True) + "\n"
+    tables = comparison_tables(cmp)
+    heads = comparison_headlines(cmp)
+    if fmt == "md":
+        parts = [f"## {md_escape(cmp.b.key)} against {md_escape(cmp.a.key)} (reference)", ""]
+        parts += [f"- {md_text(h)}" for h in heads]
+        parts.append("")
+        parts += [md_table(t) for t in tables]
+        parts.append("Conventions:\n")
+        parts += [f"- {k}: `{v}`" for k, v in cmp.conventions.items()]
+        return "\n".join(parts) + "\n"
+    if fmt == "table":
+        return terminal_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))
+    raise HarnessError(f"format: expected table, md or json (got {fmt!r})")

@@ -1,0 +1,166 @@
+"""One ref2av request end to end: load, encode, sample, decode, write the mp4, time it all.
+
+Determinism: on one machine, the same config, seed, prompt and attention give bitwise-identical
+latents, frames and waveform (every op used has a deterministic forward; TF32 is off for the
+duration of the call and restored afterwards). The global torch thread count is left alone:
+CPU results are reproducible for a given thread count, so compare runs made with the same one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from harness.envinfo import resolve_device
+from harness.records import StepTiming, TimingRecord
+from harness.tiny_ref2av.conditioning import (
+    audio_target,
+    downsample,
+    fit_reference,
+    load_reference,
+    tokenize,
+    video_target,
+)
+from harness.tiny_ref2av.config import PipelineConfig
+from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
+from harness.tiny_ref2av.model import Attention, Conditioning, TinyRef2AV
+from harness.tiny_ref2av.sampler import StepResult, sample, synchronize
+
+T = TypeVar("T")
+
+
+def resolve_dtype(cfg: PipelineConfig) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[cfg.dtype]
+
+
+@contextlib.contextmanager
+def exact_matmul() -> Iterator[None]:
+    """No TF32 inside the block (fp32 runs stay fp32 on GPUs); previous settings restored after.
+
+    ``torch.use_deterministic_algorithms`` is deliberately not switched on: every op here has a
+    deterministic forward (no atomics, scatter or index_add), and on the CPU the flag makes
+    elementwise kernels about ten times slower.
+    """
+    prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
+
+
+def save_latents(directory: Path, step: StepResult) -> None:
+    """latents_dir/step_NNN.npz: video [t, h, w, C], audio [n, C] (float32) and the sigmas reached."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"step_{step.index:03d}.npz"
+    tmp = directory / f".step_{step.index:03d}.tmp.npz"
+    np.savez(
+        tmp,
+        video=step.video.detach().float().cpu().numpy(),
+        audio=step.audio.detach().float().cpu().numpy(),
+        sigma_video=np.float64(step.sigma_video),
+        sigma_audio=np.float64(step.sigma_audio),
+    )
+    tmp.replace(final)
+
+
+def run_pipeline(
+    cfg: PipelineConfig,
+    *,
+    seed: int,
+    prompt: str,
+    attention: Attention,
+    out_path: Path,
+    latents_dir: Path | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> TimingRecord:
+    """Generate ``out_path`` (H.264 + AAC mp4) and return its timing.
+
+    ``attention(q, k, v, scale)`` takes [B, H, N, D] tensors and returns [B, H, N, D].
+    Latents after every DiT step go to ``latents_dir`` when given (or, with
+    ``cfg.save_latents`` and no directory, to ``<out_path's folder>/latents``).
+    """
+    from harness.media import write_av
+
+    wall0 = time.perf_counter()
+    out_path = Path(out_path)
+    if latents_dir is None and cfg.save_latents:
+        latents_dir = out_path.parent / "latents"
+    device, dtype = torch.device(resolve_device(cfg.device, context="pipeline config")), resolve_dtype(cfg)
+    stages: dict[str, float] = {}
+    steps: list[StepTiming] = []
+
+    def timed(name: str, fn: Callable[[], T]) -> T:
+        synchronize(device)
+        t0 = time.perf_counter()
+        result = fn()
+        synchronize(device)
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - t0
+        return result
+
+    with exact_matmul(), torch.inference_mode():
+        model = timed("load", lambda: TinyRef2AV(cfg, device, dtype))
+        pipe0 = time.perf_counter()
+        text = timed("text_encoder", lambda: model.encode_text(tokenize(prompt, cfg.text_tokens)))
+
+        def encode_reference() -> tuple[torch.Tensor, torch.Tensor, Conditioning]:
+            ref = fit_reference(load_reference(cfg.reference), cfg.height, cfg.width)
+            ref_low = downsample(ref, cfg.latent_h, cfg.latent_w)
+            tv = video_target(ref_low, cfg.latent_t, prompt)
+            ta = audio_target(cfg.audio_tokens, cfg.frames / cfg.fps, prompt)
+            cos, sin = model.rope_tables()
+            return ref, ref_low, Conditioning(text, tv.to(device), ta.to(device), cos, sin)
+
+        ref, ref_low, cond = timed("ref_encoder", encode_reference)
+
+        save_s = 0.0
+
+        def step_done(res: StepResult) -> None:
+            nonlocal save_s
+            steps.append(StepTiming(index=res.index, seconds=res.seconds))
+            if latents_dir is not None:
+                t0 = time.perf_counter()
+                save_latents(Path(latents_dir), res)
+                save_s += time.perf_counter() - t0
+            if on_step is not None:
+                on_step(res.index, res.total)
+
+        dit0 = time.perf_counter()
+        lat_v, lat_a = sample(model, cond, seed, attention, step_done)
+        stages["dit"] = time.perf_counter() - dit0 - save_s
+        if latents_dir is not None:
+            stages["latents_save"] = save_s
+
+        audio = timed("vae_decode", lambda: decode_audio(lat_a, cfg))
+        decoder = VideoDecoder(cfg, ref, ref_low, device)
+        t0 = time.perf_counter()
+        write_av(
+            out_path,
+            decoder.frames(lat_v),
+            audio,
+            fps=cfg.fps,
+            sample_rate=cfg.audio_rate,
+            crf=cfg.crf,
+            preset=cfg.x264_preset,
+        )
+        write_s = time.perf_counter() - t0
+        stages["vae_decode"] += decoder.seconds
+        stages["save"] = write_s - decoder.seconds
+        pipeline_total = time.perf_counter() - pipe0
+    return TimingRecord(
+        source="builtin",
+        steps=steps,
+        stages={k: round(v, 6) for k, v in stages.items()},
+        pipeline_total_s=pipeline_total,
+        wall_total_s=time.perf_counter() - wall0,
+        seq_len=cfg.seq_len,
+        packed_layout=cfg.packed_layout,
+        ranks=["0"],
+    )
