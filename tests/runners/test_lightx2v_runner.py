@@ -196,7 +196,6 @@ def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
         "--run-dir", str(run_dir), "--attn-type", "torch_sdpa", "--kv-reversed",
         "--scope", "lightx2v.models.networks",
         "--wrapper", "ulysses", "--wrapper", "ulysses-4090", "--wrapper", "ring",
-        "--count-op", "gfx1201_sage_attention=aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention",
         "--",
         "--model_cls", "minimax_h3", "--task", "ref2av", "--model_path", str(model),
         "--config_json", str(run_dir / "config.json"),
@@ -206,6 +205,37 @@ def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
         "--seed", "42",
     ]  # fmt: skip
     assert launch.gpus == 2 and launch.cwd == str(run_dir)
+
+
+OP_FLAG = "gfx1201_sage_attention=aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
+
+
+def test_only_the_arms_that_name_the_op_count_it(site):
+    """The aiter op is counted on the arms that must reach it, never on the exact arms."""
+    commands = {
+        arm: get_runner("lightx2v").prepare(spec, site["tmp"] / arm, dry_run=True).command
+        for arm, spec in specs_for(site).items()
+    }
+    counted = {arm for arm, cmd in commands.items() if OP_FLAG in cmd}
+    assert counted == {"aiter_sage_attn", "sage_attn2_aiter_shim"}
+    assert all("--count-op" not in cmd for arm, cmd in commands.items() if arm not in counted)
+
+
+def test_a_scenario_wide_count_ops_is_refused_with_the_way_out(site):
+    text = small(site).replace("  prompt: hi\n", "  prompt: hi\n  count_ops: {op: aiter.ops.x:y}\n")
+    with pytest.raises(ScenarioError, match=r"count_ops is per arm: set it on the arms that must hit the op"):
+        parse_scenario(text, "s.yaml", {})
+
+
+def test_the_attention_type_of_the_pull_requests_backend_is_set_per_arm(site):
+    environ = {**site["environ"], "AITER_SAGE_ATTN_TYPE": "gfx1201_sage_attn"}
+    scenario = load_scenario(SCENARIO, environ=environ)
+    spec = {s.arm: s for s in build_plan(scenario, profile="3step")}["aiter_sage_attn"]
+    assert spec.attn_type == "gfx1201_sage_attn"
+    assert spec.params["config_overrides"]["attn_type"] == "gfx1201_sage_attn"
+    assert spec.params["count_ops"] == {
+        "gfx1201_sage_attention": "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
+    }
 
 
 def test_a_torchrun_executable_replaces_the_module_launch(site):
@@ -297,8 +327,8 @@ BREAKS = {
     ),
     "model folders": (
         lambda s: [_remove(s["model"] / d) for d in ("processor", "audio_vae")],
-        "lightx2v.model_path {model}: missing folder(s) processor, audio_vae (needs transformer, "
-        "transformer_ref, text_encoder, tokenizer, processor, vae, audio_vae)",
+        "lightx2v.model_path {model}: missing folder(s) processor, audio_vae (needs transformer_ref, "
+        "text_encoder, tokenizer, processor, vae, audio_vae)",
     ),
     "transformer_ref config": (
         lambda s: _remove(s["model"] / "transformer_ref" / "config.json"),
@@ -308,10 +338,6 @@ BREAKS = {
         lambda s: _remove(s["root"] / "assets/inputs/street_dance/img_0.jpg"),
         "lightx2v.image_path {root}/assets/inputs/street_dance/img_0.jpg: not found",
     ),
-    "backend not registered": (
-        lambda s: _remove(s["root"] / "lightx2v_platform"),
-        "attn_type 'aiter_sage_attn': the LightX2V checkout at {root} registers no attention backend of that name",
-    ),
 }
 
 
@@ -320,7 +346,6 @@ def test_preflight_refuses_with_one_line(site, probe_ok, what):
     specs = specs_for(site)
     runner = get_runner("lightx2v")
     assert runner.preflight(specs["aiter_sage_attn"]) is None
-    lx.registered_attention.cache_clear()
     breaker, expected = BREAKS[what]
     breaker(site)
     reason = runner.preflight(specs["aiter_sage_attn"])
@@ -328,6 +353,12 @@ def test_preflight_refuses_with_one_line(site, probe_ok, what):
     assert reason == expected or (what == "config" and reason.startswith(expected)), reason
     assert "\n" not in reason
     assert len(probe_ok) == 1  # the GPU-side probe only ran when the cheap checks passed
+
+
+def test_ref2av_needs_transformer_ref_not_transformer(site, probe_ok):
+    """ref2av never loads transformer/: a model folder without it is complete."""
+    shutil.rmtree(site["model"] / "transformer")
+    assert get_runner("lightx2v").preflight(specs_for(site)["torch_sdpa"]) is None
 
 
 @pytest.mark.parametrize(
@@ -402,19 +433,19 @@ def test_the_real_probe_runs_in_the_ranks_environment(site):
 
 @pytest.mark.slow
 def test_probe_sees_which_sageattention_an_arm_gets(monkeypatch):
-    from harness.runners.lightx2v import launch
+    from harness.runners.lightx2v import probe
 
-    if launch.importlib.util.find_spec("sageattention") is not None:
+    if probe.importlib.util.find_spec("sageattention") is not None:
         pytest.skip("a sageattention package is installed here")
     monkeypatch.delitem(sys.modules, "sageattention", raising=False)
-    assert launch._sageattention_reason("aiter_shim") == (
+    assert probe._sageattention_reason("aiter_shim") == (
         "the sageattention package is not importable (the aiter shim is not on PYTHONPATH)"
     )
     monkeypatch.syspath_prepend(str(SHIM_DIR))
-    reason = launch._sageattention_reason("package")
+    reason = probe._sageattention_reason("package")
     assert reason.startswith("sageattention resolves to the aiter shim")
     # The shim is found; what stops it here is the op's platform (no ROCm torch).
-    assert launch._sageattention_reason("aiter_shim").startswith("needs a ROCm build of torch")
+    assert probe._sageattention_reason("aiter_shim").startswith("needs a ROCm build of torch")
     sys.modules.pop("sageattention", None)
 
 

@@ -11,7 +11,7 @@ shapes are whatever the checked-out LightX2V expects.
 
 The text encoder is far smaller than the released Qwen3-VL conditioner, which LightX2V refuses
 (``_validate_text_config``); the launcher relaxes that check only for a checkpoint that carries
-``SYNTHETIC_MARKER`` and a scenario that declares its checkpoint synthetic (see
+the marker file (``rank_env.SYNTHETIC_MARKER``) and a scenario that declares its checkpoint synthetic (see
 ``rank_env.relax_synthetic_checks``).
 
 Runs in LightX2V's interpreter: needs torch, safetensors, tokenizers, transformers and the
@@ -28,9 +28,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners.lightx2v.rank_env import (
+    CPU_PLATFORM,
+    MARKER_SCHEMA,
+    SYNTHETIC_MARKER,
+    read_marker,
+    register_cpu_platform,
+)
+
 MODULE = "harness.runners.lightx2v.checkpoint"
-SYNTHETIC_MARKER = "harness_synthetic_checkpoint.json"
-MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
 COMPONENTS = ("transformer_ref", "text_encoder", "tokenizer", "processor", "vae", "audio_vae")
 
 # DiT sizes. head_dim stays 128 in both presets: GPU kernels (SageAttention, FlashAttention) want it,
@@ -380,16 +386,6 @@ def file_hashes(root: Path) -> dict[str, str]:
     return hashes
 
 
-def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """The synthetic marker of a model folder, or None for anything else (real weights included)."""
-    path = Path(model_path) / SYNTHETIC_MARKER
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == MARKER_SCHEMA else None
-
-
 def run_writer(
     out: str | os.PathLike,
     preset: str = "tiny",
@@ -456,8 +452,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     p.add_argument("--seed", type=int, default=0)
     ns = p.parse_args(argv)
-    from harness.runners.lightx2v.rank_env import CPU_PLATFORM, register_cpu_platform
-
     os.environ["PLATFORM"] = CPU_PLATFORM  # modules are built and saved on the CPU whatever the machine
     register_cpu_platform()
     marker = write_checkpoint(ns.out, ns.preset, ns.seed)

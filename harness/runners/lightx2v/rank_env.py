@@ -16,8 +16,21 @@ from pathlib import Path
 from typing import Any
 
 CPU_PLATFORM = "cpu"
+# Written last by checkpoint.py into a synthetic checkpoint: the only folders relaxed checks apply to.
+SYNTHETIC_MARKER = "harness_synthetic_checkpoint.json"
+MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
 QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
 REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
+
+
+def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The synthetic marker of a model folder, or None for anything else (real weights included)."""
+    path = Path(model_path) / SYNTHETIC_MARKER
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == MARKER_SCHEMA else None
 
 
 class SyntheticCheckpointError(RuntimeError):
@@ -103,8 +116,6 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
     ``text_encoder/config.json``, and only when the folder carries the synthetic marker, so real
     weights are never loaded under relaxed checks. Returns what was changed (for the run record).
     """
-    from harness.runners.lightx2v.checkpoint import read_marker
-
     if read_marker(model_path) is None:
         raise SyntheticCheckpointError(
             f"{model_path}: no synthetic-checkpoint marker; refusing to relax LightX2V's checks "

@@ -39,8 +39,8 @@ from pydantic import Field, ValidationError
 from harness.errors import HarnessError, ScenarioError
 from harness.records import AttnCallsRecord, RankCalls, RunSpec
 from harness.runners.base import Launch, Runner, register_runner
-from harness.runners.lightx2v.checkpoint import SYNTHETIC_MARKER, read_marker, run_writer
-from harness.runners.lightx2v.rank_env import CPU_PLATFORM
+from harness.runners.lightx2v.checkpoint import run_writer
+from harness.runners.lightx2v.rank_env import CPU_PLATFORM, SYNTHETIC_MARKER, read_marker
 from harness.runners.lightx2v.schema import LightX2VBlock, h3_dit_dir, h3_model_dirs
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
@@ -73,6 +73,9 @@ class LightX2VRankCalls(RankCalls):
     kv_reversed_calls: int = 0
     op_calls: dict[str, int] = Field(default_factory=dict)
     modules: dict[str, Any] = Field(default_factory=dict)
+    relaxed: dict[str, Any] = Field(
+        default_factory=dict
+    )  # LightX2V checks relaxed for a synthetic checkpoint
     finished: bool = False
 
 
