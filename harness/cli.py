@@ -365,6 +365,24 @@ def lightx2v_tiny_checkpoint(
     )
 
 
+@lightx2v_app.command(
+    "overhead",
+    epilog="Example: harness lightx2v overhead scenarios/minimax_h3_tiny.yaml --profile gpu --arm torch_sdpa",
+)
+def lightx2v_overhead(
+    scenario: str = typer.Argument(..., help="A lightx2v scenario."),
+    arm: str = typer.Option(..., help="The arm to time (not a K/V-reversed one)."),
+    profile: str = typer.Option(None, help="Scenario profile."),
+    repeats: int = typer.Option(4, help="Pairs of runs (launcher, bare), in ABBA order."),
+    out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
+):
+    """DiT s/step with the harness's launcher against LightX2V uninstrumented, interleaved, with a t-test."""
+    from harness.runners.lightx2v.overhead import measure_overhead
+
+    result = measure_overhead(scenario, profile=profile, arm=arm, repeats=repeats, out_root=out_dir)
+    sys.stdout.write(result.markdown())
+
+
 def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost
     raise KeyboardInterrupt
 

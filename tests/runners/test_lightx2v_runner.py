@@ -614,3 +614,73 @@ def test_a_rank_crash_leaves_counts_from_every_rank(tmp_path):
     timing = TimingRecord.model_validate_json((run_dir / "timing.json").read_text())
     assert timing.step_seconds() == pytest.approx([1.11])
     assert "rank 0: DiT steps 2..3 of 3 not logged, step 2 started (run ended early?)" in timing.missing
+
+
+# --- synthetic checkpoints and the overhead summary (no LightX2V needed) ------------------------------
+
+
+def test_required_ops_with_zero_calls_make_the_arm_invalid(site):
+    run_dir = site["tmp"] / "run"
+    run_dir.mkdir()
+    for r in (0, 1):
+        rank = _rank_file(r, {"aiter_sage_attn": 147}, op_calls={"gfx1201_sage_attention": 147 if r else 0})
+        (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
+    calls = lx.merge_rank_calls(run_dir, "aiter_sage_attn", False, 2, required_ops=["gfx1201_sage_attention"])
+    valid, reasons = calls.validity()
+    assert not valid
+    assert reasons == [
+        "rank 0: count-op gfx1201_sage_attention: 0 calls (the arm names this op, so it must be hit)"
+    ]
+    # The same files, for an arm that does not name the op: nothing to object to.
+    assert lx.merge_rank_calls(run_dir, "aiter_sage_attn", False, 2).validity() == (True, [])
+
+
+def test_relaxed_checks_are_refused_without_the_synthetic_marker(tmp_path):
+    from harness.runners.lightx2v.rank_env import SyntheticCheckpointError, relax_synthetic_checks
+
+    (tmp_path / "text_encoder").mkdir()
+    with pytest.raises(SyntheticCheckpointError, match="no synthetic-checkpoint marker; refusing"):
+        relax_synthetic_checks(tmp_path)
+
+
+def test_a_synthetic_scenario_never_writes_over_other_weights(site):
+    spec = specs_for(site)["torch_sdpa"]
+    spec.params["synthetic_checkpoint"] = {"preset": "tiny", "seed": 0}
+    reason = get_runner("lightx2v").preflight(spec)
+    assert reason.startswith(f"lightx2v.model_path {site['model']}: not empty and not a synthetic checkpoint")
+    with pytest.raises(HarnessError, match="not empty and not a synthetic checkpoint"):
+        get_runner("lightx2v").prepare(spec, site["tmp"] / "run")
+    assert sorted(p.name for p in site["model"].iterdir())[0] == "audio_vae"  # untouched
+    marker = {"schema": "harness.synthetic_checkpoint/1", "preset": "small", "seed": 0}
+    (site["model"] / "harness_synthetic_checkpoint.json").write_text(json.dumps(marker))
+    assert "holds the synthetic checkpoint {'preset': 'small', 'seed': 0}" in lx.synthetic_problem(
+        spec.params
+    )
+
+
+def test_the_overhead_verdict_needs_significance():
+    from harness.runners.lightx2v.overhead import OverheadResult, OverheadRun, summarize
+
+    def result(launcher, bare):
+        runs = [
+            OverheadRun(mode="launcher", repeat=i, s_per_step=v, exit_code=0, run_dir="")
+            for i, v in enumerate(launcher)
+        ]
+        runs += [
+            OverheadRun(mode="bare", repeat=i, s_per_step=v, exit_code=0, run_dir="")
+            for i, v in enumerate(bare)
+        ]
+        r = OverheadResult(
+            scenario="s", profile="p", arm="a", attn_type="torch_sdpa", nproc=1, repeats=len(bare)
+        )
+        r.runs = runs
+        return summarize(r)
+
+    same = result([0.0510, 0.0512, 0.0509, 0.0511], [0.0511, 0.0509, 0.0512, 0.0510])
+    assert same.verdict.startswith("no significant difference: launcher / bare = 1.0000 (+0.00%)")
+    slower = result([0.0600, 0.0601, 0.0602, 0.0600], [0.0500, 0.0501, 0.0499, 0.0500])
+    assert slower.verdict.startswith("the harness costs 20.15% of DiT s/step (launcher / bare = 1.2015")
+    assert "p=" in slower.verdict and "n=4+4" in slower.verdict
+    one = result([0.06], [0.05])
+    assert "too few runs for a test (n=1+1)" in one.verdict
+    assert "| launcher | 0.06000 ± 0.00000 | 1 | 0.06000 |" in one.markdown()

@@ -1,0 +1,323 @@
+"""The harness against the real LightX2V (the pinned source at LIGHTX2V_ROOT), on the CPU.
+
+Contract tests run LightX2V's own registry, torch_sdpa, argument parser, config loader, profiler
+and sage_attn2 module in a subprocess (tests/runners/lightx2v_contract.py); end-to-end tests run
+scenarios/minimax_h3_tiny.yaml through `harness run` machinery on a synthetic checkpoint, one
+rank and two ranks (gloo). Marked `lightx2v`: skipped with the reason when LIGHTX2V_ROOT is unset,
+a failure when it is set (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.campaign import run_campaign
+from harness.collect.lightx2v_log import parse_lightx2v_logs
+from harness.media import probe as probe_media
+from harness.plan import build_plan
+from harness.records import RunStatus
+from harness.runners.lightx2v.checkpoint import create_checkpoint, file_hashes
+from harness.runners.lightx2v.runner import SHIM_DIR, infer_args, resolved_config
+from harness.scenario import load_scenario
+
+pytestmark = pytest.mark.lightx2v
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = Path(__file__).resolve().parent / "lightx2v_contract.py"
+TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
+R9700 = REPO / "scenarios" / "minimax_h3_ref2av_r9700.yaml"
+SCOPE_SITES = ("lightx2v.models.networks",)
+
+
+@pytest.fixture(scope="session")
+def lightx2v_root() -> Path:
+    root = os.environ.get("LIGHTX2V_ROOT")
+    if not root:
+        pytest.skip("LIGHTX2V_ROOT is not set (make lightx2v extracts the pinned LightX2V and sets it)")
+    path = Path(root)
+    assert (path / "lightx2v" / "infer.py").is_file(), f"LIGHTX2V_ROOT={root}: no lightx2v/infer.py"
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(lightx2v_root, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("h3") / "minimax_h3_tiny"
+    create_checkpoint(out, lightx2v_root, preset="tiny", seed=0)
+    return out
+
+
+def contract(check: str, lightx2v_root: Path, data=None, tmp_path: Path | None = None, shim=False) -> dict:
+    """Run one check of lightx2v_contract.py in a fresh process; its last stdout line is the result."""
+    args = [sys.executable, str(CONTRACT), check]
+    if data is not None:
+        path = tmp_path / f"{check}.json"
+        path.write_text(json.dumps(data))
+        args.append(str(path))
+    path = [str(lightx2v_root), str(REPO)]
+    if shim:
+        path.insert(0, str(SHIM_DIR))
+    env = {**os.environ, "PLATFORM": "cpu", "PROFILING_DEBUG_LEVEL": "2", "PYTHONPATH": os.pathsep.join(path)}
+    env.pop("SAGEATTENTION", None)
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"result": json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
+
+
+# --- contracts on the real source -----------------------------------------------------------------
+
+
+def test_the_launcher_counts_and_reverses_through_the_real_registry(lightx2v_root):
+    out = contract("registry", lightx2v_root)["result"]
+    assert {"torch_sdpa", "sage_attn2", "flash_attn3", "ulysses", "ring"} <= set(out["registered"])
+    plain, rev = out["plain"], out["reversed"]
+    # Counting alone changes nothing, bit for bit; reversing K/V changes only the FP32 summation order.
+    assert plain["max_abs_vs_unwrapped"] == 0.0 and plain["max_abs_positional"] == 0.0
+    assert 0.0 < rev["max_abs_vs_unwrapped"] < 1e-5 and rev["max_abs_positional"] < 1e-5
+    for run in (plain, rev):
+        assert run["counting_subclass"] and run["is_subclass_of_real"]
+        assert run["outside_equal_unwrapped"]  # a VAE's instance is never reversed
+        book = run["book"]
+        assert book["calls"] == {"torch_sdpa": 2} and book["outside_scope"] == {"torch_sdpa": 1}
+        assert book["fallbacks"] == {} and book["errors"] == []
+    assert plain["book"]["kv_reversed_calls"] == 0 and rev["book"]["kv_reversed_calls"] == 2
+
+
+def _cases(scenario_path: Path, environ: dict, profile: str, run_root: Path) -> list[dict]:
+    scenario = load_scenario(scenario_path, environ=environ)
+    cases = []
+    for spec in build_plan(scenario, profile=profile):
+        run_dir = run_root / spec.key
+        run_dir.mkdir(parents=True)
+        base = json.loads(Path(spec.params["config_json"]).read_text())
+        (run_dir / "config.json").write_text(json.dumps(resolved_config(spec.params, base)))
+        cases.append(
+            {
+                "arm": spec.arm,
+                "argv": infer_args(spec.params, spec, run_dir),
+                "expect_args": ["model_cls", "task", "model_path", "image_path", "seed", "save_result_path"],
+                "expect_config": [
+                    "attn_type",
+                    "refiner_attn_type",
+                    "infer_steps",
+                    "target_height",
+                    "target_width",
+                    "target_video_length",
+                    "parallel",
+                    "use_adaln_cache",
+                    "num_attention_heads",
+                ],  # fmt: skip
+                "want": spec.params,
+                "seed": spec.seed,
+            }
+        )
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("scenario_path", "profile"),
+    [(R9700, "3step"), (R9700, "full"), (TINY, "cpu"), (TINY, "gpu_tp2")],
+    ids=["r9700-3step", "r9700-full", "tiny-cpu", "tiny-gpu_tp2"],
+)
+def test_lightx2v_parses_and_loads_what_the_harness_builds_for_every_arm(
+    lightx2v_root, tiny_checkpoint, tmp_path, scenario_path, profile
+):
+    """LightX2V's own parser and config loader, on every arm's exact argv and resolved config.json."""
+    environ = {
+        **os.environ,
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "MINIMAX_H3_MODEL": str(tiny_checkpoint),
+        "H3_TINY_MODEL": str(tiny_checkpoint),
+        "H3_SMALL_MODEL": str(tiny_checkpoint),
+        "H3_REF_DIR": str(REPO / "scenarios" / "inputs" / "h3_tiny"),
+    }
+    cases = _cases(scenario_path, environ, profile, tmp_path / "runs")
+    assert len(cases) == 5
+    results = contract("infer", lightx2v_root, cases, tmp_path)["result"]
+    dit = json.loads((tiny_checkpoint / "transformer_ref" / "config.json").read_text())
+    for case in cases:
+        got, want = results[case["arm"]], case["want"]
+        assert "parser_exit" not in got, f"{case['arm']}: LightX2V's parser refused the argv"
+        assert got["args"] == {
+            "model_cls": "minimax_h3",
+            "task": "ref2av",
+            "model_path": want["model_path"],
+            "image_path": ",".join(want["image_path"]),
+            "seed": case["seed"],
+            "save_result_path": case["argv"][case["argv"].index("--save_result_path") + 1],
+        }
+        config = got["config"]
+        overrides = want["config_overrides"]
+        assert config["attn_type"] == want["attention"]["attn_type"] == overrides["attn_type"]
+        assert config["refiner_attn_type"] == want["attention"]["refiner_attn_type"]
+        assert config["infer_steps"] == want["infer_steps"]
+        assert want["dit_steps"] == want["infer_steps"] - 1
+        for key in ("target_height", "target_width", "target_video_length", "use_adaln_cache"):
+            assert config[key] == overrides[key], key
+        assert config["parallel"] == overrides.get("parallel", False)
+        if want["nproc_per_node"] > 1:
+            assert config["parallel"] == {"tensor_p_size": want["nproc_per_node"]}
+        # The DiT's config is read from transformer_ref/ (ref2av), over the JSON config.
+        assert config["num_attention_heads"] == dit["num_attention_heads"]
+
+
+def test_the_log_collector_parses_lines_of_the_real_profiler(lightx2v_root):
+    done = contract("profiler", lightx2v_root)
+    slept, stderr = done["result"], done["stderr"]
+    assert "[Profile] Single GPU - Level1_Log Run Dit every step cost" in stderr
+    timing = parse_lightx2v_logs({"rank0": stderr})
+    assert timing.dit_steps == 3
+    for got, want in zip(timing.step_seconds(), slept["steps"], strict=True):
+        assert want <= got < want + 0.05
+    assert slept["load"] <= timing.stages["load"] < slept["load"] + 0.05
+    assert timing.pipeline_total_s >= sum(slept["steps"])
+
+
+def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_path):
+    out = contract("shim", lightx2v_root, tmp_path=tmp_path, shim=True)["result"]
+    # No GPU here: LightX2V imports plain `sageattn` (the Triton entry only on capability 8.9 / 12.0).
+    assert out["bound"] == "sageattention.sageattn"
+    assert out["is_aiter_shim"] and Path(out["package_file"]).parent.parent == SHIM_DIR
+
+
+def test_the_synthetic_checkpoint_is_a_function_of_its_seed(lightx2v_root, tiny_checkpoint, tmp_path):
+    again = create_checkpoint(tmp_path / "again", lightx2v_root, preset="tiny", seed=0)
+    assert again["files"] == file_hashes(tiny_checkpoint)
+    assert sorted(p.name for p in tiny_checkpoint.iterdir()) == [
+        "audio_vae", "harness_synthetic_checkpoint.json", "processor", "text_encoder", "tokenizer",
+        "transformer_ref", "vae",
+    ]  # fmt: skip
+
+
+# --- the tiny H3 scenario, end to end -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cpu_campaign(lightx2v_root, tiny_checkpoint, tmp_path_factory):
+    """scenarios/minimax_h3_tiny.yaml, profile cpu, as shipped (every arm)."""
+    out = tmp_path_factory.mktemp("campaign")
+    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint)}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        outcome = run_campaign(TINY, profile="cpu", out_root=out)
+    return outcome
+
+
+def _dit_calls_per_rank(checkpoint: Path, dit_steps: int) -> int:
+    dit = json.loads((checkpoint / "transformer_ref" / "config.json").read_text())
+    return dit_steps * (dit["num_layers"] + dit["num_refiner_layers"])
+
+
+def test_the_tiny_scenario_runs_the_real_lightx2v_on_cpu(cpu_campaign, tiny_checkpoint):
+    runs = {r.spec.arm: r for r in cpu_campaign.records}
+    assert list(runs) == [
+        "torch_sdpa",
+        "torch_sdpa_kv_reversed",
+        "flash_attn3",
+        "sage_attn2",
+        "aiter_sage_attn",
+    ]
+    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed"):
+        assert runs[arm].status == RunStatus.ok and runs[arm].valid, runs[arm].reason
+    skipped = {arm: runs[arm].reason for arm in ("flash_attn3", "sage_attn2", "aiter_sage_attn")}
+    assert all(runs[a].status == RunStatus.skipped for a in skipped)
+    assert "test call failed" in skipped["flash_attn3"]
+    assert "needs a ROCm build of torch" in skipped["aiter_sage_attn"]
+    assert cpu_campaign.report_error is None
+
+
+def test_every_rank_reports_its_calls_and_reversals(cpu_campaign, tiny_checkpoint):
+    path = cpu_campaign.campaign.path / "runs"
+    expected = _dit_calls_per_rank(tiny_checkpoint, 3)
+    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed"):
+        calls = json.loads((path / arm / "attn_calls.json").read_text())
+        assert list(calls["ranks"]) == ["0"]
+        rank = calls["ranks"]["0"]
+        assert rank["calls"] == {"torch_sdpa": expected} and rank["fallbacks"] == {} and rank["errors"] == []
+        assert rank["outside_scope"].get("torch_sdpa", 0) > 0  # the video VAE's attention
+        assert rank["kv_reversed_calls"] == (expected if calls["kv_reversed"] else 0)
+        assert rank["finished"] and rank["op_calls"] == {}
+        assert "qwen3vl.MINIMAX_H3_TEXT_HIDDEN_SIZE" in rank["relaxed"]
+        assert rank["relaxed"]["packing_ref2av.REFERENCE_IMAGE_SHORT_EDGE"] == [2048, 64]
+
+
+def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
+    path = cpu_campaign.campaign.path
+    timing = json.loads((path / "runs" / "torch_sdpa" / "timing.json").read_text())
+    log = (path / "runs" / "torch_sdpa" / "rank0.log").read_text()
+    assert len(timing["steps"]) == 3 and timing["missing"] == []
+    packed = [ln for ln in log.splitlines() if "MiniMax-H3 packed layout" in ln]
+    assert len(packed) == 1 and packed[0].endswith(f"total={timing['seq_len']}")
+    for stage in ("load", "text_encoder", "vae_encoder", "vae_decode", "save"):
+        assert timing["stages"][stage] > 0, stage
+    info = probe_media(path / "runs" / "torch_sdpa" / "output.mp4")
+    assert (info.frames, info.width, info.height, info.fps) == (124, 64, 64, 24.0)
+    assert (info.audio_rate, info.audio_channels) == (32000, 2)
+    results = json.loads((path / "results.json").read_text())
+    ref = next(r for r in results["runs"] if r["arm"] == "torch_sdpa")
+    assert ref["s_per_step"] == pytest.approx(sum(s["seconds"] for s in timing["steps"][1:]) / 2)
+    report = (path / "report.md").read_text()
+    assert f"| torch_sdpa | reference | 3 | {ref['s_per_step']:.3f} |" in report
+    floor = next(c for c in results["comparisons"] if c["b"]["arm"] == "torch_sdpa_kv_reversed")
+    assert floor["video"] is not None and floor["audio"] is not None
+    env = json.loads((path / "runs" / "torch_sdpa" / "lightx2v_env.json").read_text())
+    probe = env["probe"]
+    assert probe["lightx2v_version"] == "0.1.0" and probe["features"]["adaln_cache"] is True
+    assert probe["platform"] == "cpu" and probe["smoke_cosine"]["torch_sdpa"] > 0.999
+
+
+def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, tiny_checkpoint, tmp_path):
+    """Two ranks over gloo (the TP2 layout); the reference counts SDPA's op on every rank, a
+    candidate naming an op its backend never reaches is invalid, the floor names none."""
+    text = TINY.read_text()
+    text = text.replace(
+        "    role: reference\n",
+        "    role: reference\n    count_ops: {sdpa: torch.nn.functional:scaled_dot_product_attention}\n",
+        1,
+    )
+    text += (
+        "  - name: sdpa_naming_an_unused_op\n"
+        "    attn_type: torch_sdpa\n"
+        "    count_ops: {unused: colorsys:rgb_to_yiq}\n"
+    )
+    scenario = tmp_path / "minimax_h3_tiny_ops.yaml"
+    scenario.write_text(text)
+    env = {
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "H3_TINY_MODEL": str(tiny_checkpoint),
+        "SCENARIO_DIR": str(TINY.parent),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        outcome = run_campaign(
+            scenario,
+            profile="cpu_tp2",
+            arms=["torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op"],
+            out_root=tmp_path / "out",
+            report=False,
+        )
+    runs = {r.spec.arm: r for r in outcome.records}
+    assert runs["torch_sdpa"].valid and runs["torch_sdpa_kv_reversed"].valid, runs["torch_sdpa"].reason
+    bad = runs["sdpa_naming_an_unused_op"]
+    assert bad.status == RunStatus.ok and bad.valid is False
+    assert "count-op unused: 0 calls" in bad.reason
+    expected = _dit_calls_per_rank(tiny_checkpoint, 3)
+    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op"):
+        calls = json.loads((outcome.campaign.path / "runs" / arm / "attn_calls.json").read_text())
+        assert list(calls["ranks"]) == ["0", "1"]
+        for rank in calls["ranks"].values():
+            assert rank["calls"] == {"torch_sdpa": expected}
+            if arm == "torch_sdpa":
+                assert rank["op_calls"]["sdpa"] >= expected
+            else:
+                assert "sdpa" not in rank["op_calls"]
+    timing = json.loads((outcome.campaign.path / "runs" / "torch_sdpa" / "timing.json").read_text())
+    assert len(timing["steps"]) == 3 and timing["ranks"] == ["0", "1"]
+    assert all(sorted(step["per_rank"]) == ["0", "1"] for step in timing["steps"])
