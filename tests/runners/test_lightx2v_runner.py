@@ -542,7 +542,7 @@ def test_runner_is_registered():
     assert isinstance(get_runner("lightx2v"), LightX2VRunner)
 
 
-# --- the whole command against the stand-in LightX2V, two ranks ---------------------------------------
+# --- a rank crash, two ranks, against the stand-in LightX2V (the real one cannot crash on demand) ------
 
 
 def _stub_run(tmp_path: Path, extra_env: dict | None = None):
@@ -580,24 +580,6 @@ arms:
     )
     runner.finalize(spec, run_dir)
     return spec, run_dir, proc
-
-
-@pytest.mark.slow
-def test_the_prepared_command_runs_two_ranks_end_to_end(tmp_path):
-    spec, run_dir, proc = _stub_run(tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert spec.params["dit_steps"] == 4  # not H3: infer_steps counts DiT steps
-    assert (run_dir / "output.mp4").read_bytes().startswith(b"stub output")
-    timing = TimingRecord.model_validate_json((run_dir / "timing.json").read_text())
-    assert timing.ranks == ["0", "1"]
-    # The stub logs 1.0 + i/10 + rank/100 for step i: rank 1 is always the slower.
-    assert timing.step_seconds() == pytest.approx([1.11, 1.21, 1.31])
-    assert timing.steps[0].per_rank == pytest.approx({"0": 1.1, "1": 1.11})
-    assert timing.seq_len == 8
-    assert timing.missing == ["expected 4 DiT steps (infer_steps 4), the logs time 3"]
-    calls = AttnCallsRecord.model_validate_json((run_dir / "attn_calls.json").read_text())
-    assert sorted(calls.ranks) == ["0", "1"] and calls.validity() == (True, [])
-    assert calls.total() == 2 * 3 * 3  # ranks x steps x (two blocks + refiner)
 
 
 @pytest.mark.slow
