@@ -321,3 +321,42 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     timing = json.loads((outcome.campaign.path / "runs" / "torch_sdpa" / "timing.json").read_text())
     assert len(timing["steps"]) == 3 and timing["ranks"] == ["0", "1"]
     assert all(sorted(step["per_rank"]) == ["0", "1"] for step in timing["steps"])
+
+
+def _probe(root: Path, *args: str) -> dict:
+    env = {**os.environ, "PLATFORM": "cpu", "PYTHONPATH": os.pathsep.join([str(root), str(REPO)])}
+    cmd = [sys.executable, "-m", "harness.runners.lightx2v.probe", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_root, tmp_path):
+    """A copy of the checkout without use_adaln_cache (as before f8aee98) is refused by name."""
+    import shutil
+
+    old = tmp_path / "LightX2V-old"
+    shutil.copytree(lightx2v_root, old, ignore=shutil.ignore_patterns("__pycache__"))
+    infer = old / "lightx2v/models/networks/minimax_h3/infer/transformer_infer.py"
+    infer.write_text(infer.read_text().replace("use_adaln_cache", "adaln_cache_switch"))
+    result = _probe(old, "--attn-type", "torch_sdpa", "--require", "adaln_cache")
+    assert result["ok"] is False
+    assert result["reason"] == (
+        f"the LightX2V checkout at {old.resolve()} is older than this scenario needs: no adaln_cache "
+        "(from f8aee98 (#1413): use_adaln_cache; older checkouts ignore the key silently)"
+    )
+    assert (
+        result["facts"]["lightx2v_version"] == "0.1.0" and result["facts"]["features"]["adaln_cache"] is False
+    )
+
+
+def test_the_probe_names_an_unregistered_backend_from_the_real_registry(lightx2v_root):
+    result = _probe(lightx2v_root, "--attn-type", "torch_sdpaa")
+    assert result["ok"] is False
+    assert result["reason"] == (
+        f"attn_type 'torch_sdpaa' is not registered in LightX2V at {lightx2v_root.resolve()} with PLATFORM=cpu; "
+        "did you mean 'torch_sdpa'?"
+    )
+    # Registered by name, but its kernel module is absent here: refused after a real test call.
+    result = _probe(lightx2v_root, "--attn-type", "flash_attn3")
+    assert result["ok"] is False and result["reason"].startswith("flash_attn3: a 256-token test call failed")

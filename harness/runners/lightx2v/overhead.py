@@ -12,6 +12,11 @@ drift (clocks, caches) falls on both sides:
 
 s/step per run is the mean of DiT steps 2..N from LightX2V's own profiler lines. The two sets of
 per-run values are compared with Welch's t-test; "costs" is only said when it is significant.
+
+Where run-to-run noise hides a small cost, ``wrapper_cost`` times the one thing the launcher adds
+to every attention call (the counting subclass's ``apply``) against the plain class, in process,
+interleaved; multiplied by the calls per DiT step it bounds the per-step cost (a derived figure,
+labelled as such).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import math
 import os
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 from pydantic import Field
@@ -50,6 +56,34 @@ class OverheadRun(Record):
     run_dir: str
 
 
+class WrapperCost(Record):
+    """Seconds per attention call: the counting subclass against the plain backend (a no-op apply)."""
+
+    plain_s: list[float] = Field(default_factory=list)
+    counted_s: list[float] = Field(default_factory=list)
+    calls_per_sample: int = 0
+
+    @property
+    def added_s(self) -> float:
+        return statistics.fmean(self.counted_s) - statistics.fmean(self.plain_s)
+
+    def line(self, calls_per_step: int | None = None, s_per_step: float | None = None) -> str:
+        n = len(self.plain_s)
+        text = (
+            f"counting wrapper, in process: {statistics.fmean(self.counted_s) * 1e6:.2f} ± "
+            f"{statistics.stdev(self.counted_s) * 1e6:.2f} µs per call against {statistics.fmean(self.plain_s) * 1e6:.2f} ± "
+            f"{statistics.stdev(self.plain_s) * 1e6:.2f} µs unwrapped (n={n} samples of {self.calls_per_sample} calls each): "
+            f"+{self.added_s * 1e6:.2f} µs per call"
+        )
+        if calls_per_step and s_per_step:
+            share = self.added_s * calls_per_step / s_per_step * 100
+            text += (
+                f"; x {calls_per_step} calls per DiT step per rank / {s_per_step:.4f} s per step = "
+                f"{share:.4f}% of a step (derived from the per-call cost, not a timing of the run)"
+            )
+        return text
+
+
 class OverheadResult(Record):
     schema_version: str = Field("harness.lightx2v_overhead/1", alias="schema")
     scenario: str
@@ -65,6 +99,8 @@ class OverheadResult(Record):
     ratio: float | None = None  # launcher / bare
     p_value: float | None = None  # Welch's t-test on per-run s/step
     verdict: str = ""
+    calls_per_step: int | None = None  # attention calls of the model under test, per DiT step and rank
+    wrapper: WrapperCost | None = None
 
     def markdown(self) -> str:
         lines = [
@@ -84,6 +120,8 @@ class OverheadResult(Record):
             else:
                 lines.append(f"| {mode} | n/a | 0 | {each} |")
         lines += ["", self.verdict]
+        if self.wrapper is not None:
+            lines += ["", self.wrapper.line(self.calls_per_step, self.mean.get("bare"))]
         return "\n".join(lines) + "\n"
 
 
@@ -130,6 +168,48 @@ def summarize(result: OverheadResult) -> OverheadResult:
             f"Welch t-test p={result.p_value:.3g} >= {SIGNIFICANCE} ({sizes})"
         )
     return result
+
+
+def wrapper_cost(samples: int = 7, calls: int = 20000) -> WrapperCost:
+    """Time ``apply`` through the launcher's counting subclass and through the plain class, interleaved."""
+    from harness.runners.lightx2v.launch import CallBook, instrument_registry
+
+    class Backend:
+        def apply(
+            self, q, k, v, cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=None, max_seqlen_kv=None, **kw
+        ):
+            return q
+
+    class Registry(dict):
+        pass
+
+    registry = Registry(backend=Backend)
+    plain = Backend()
+    instrument_registry(registry, CallBook("0", "backend", False, [], []))
+    counted = registry["backend"]()
+    args = {"cu_seqlens_q": None, "cu_seqlens_kv": None, "max_seqlen_q": 1, "max_seqlen_kv": 1}
+    result = WrapperCost(calls_per_sample=calls)
+    for _ in range(samples):
+        for obj, into in ((plain, result.plain_s), (counted, result.counted_s)):
+            apply = obj.apply
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                apply(1, 2, 3, **args)
+            into.append((time.perf_counter() - t0) / calls)
+    return result
+
+
+def _calls_per_step(result: OverheadResult, dit_steps: int | None) -> int | None:
+    """In-scope attention calls per DiT step on rank 0, from a launcher run's attn_calls.json."""
+    import json
+
+    for run in result.runs:
+        path = Path(run.run_dir) / "attn_calls.json"
+        if run.mode == "launcher" and path.is_file() and dit_steps:
+            ranks = json.loads(path.read_text()).get("ranks", {})
+            calls = sum((ranks.get("0") or {}).get("calls", {}).values())
+            return calls // dit_steps if calls else None
+    return None
 
 
 def measure_overhead(
@@ -200,6 +280,8 @@ def measure_overhead(
                 )
             )
     summarize(result)
+    result.calls_per_step = _calls_per_step(result, params.get("dit_steps"))
+    result.wrapper = wrapper_cost()
     from harness.store import atomic_write_json
 
     atomic_write_json(root / "overhead.json", result.model_dump(mode="json", by_alias=True))
