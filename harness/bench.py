@@ -541,7 +541,10 @@ def bench_metrics(
 
     ``profile`` (default: on for the CPU suite) adds the time split of the CPU stages.
     """
+    from harness.collect.suite import resolve_device
+
     load_before = list(os.getloadavg())
+    device = resolve_device(device)  # "auto" decided here, so each side sets up what it uses
     a, b, gen_s = ensure_pair(workdir, frames, height, width)
     kernels_s = compiled = None
     if device == "cpu" or profile:
