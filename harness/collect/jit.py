@@ -80,9 +80,9 @@ def ssim_sse(a, b, taps, band_rows, ring, ts, pa, pb, row_sse, mode):  # pragma:
     a, b: C-contiguous uint8 (H, W, C) with H, W >= 11. taps: float32 k_0..k_4, the taps
     from the window's edge inwards (the centre tap is implied). Scratch: ring float32
     (4, 12, W - 10), ts float32 (4, W), pa/pb uint8 (C, band_rows + 10, W), row_sse int64
-    (H,). Bands of ``band_rows``
-    output rows get their own offsets; bands whose rows (halo included) are identical
-    contribute exactly 1.0 per term without being computed.
+    (H,). Bands of ``band_rows`` output rows get their own offsets; bands whose rows (halo
+    included) are identical contribute exactly 1.0 per term without being computed. In the
+    horizontal pass (x_t + x_-t) - 2 x_c is exact: the maps hold integers below 2^21.
     """
     H, W, C = a.shape
     Wv = W - 2 * PAD
