@@ -324,14 +324,15 @@ def bench_metrics(
     naive: bool = typer.Option(True, help="Also time the naive scikit-image loop."),
     double: bool = typer.Option(True, help="Also time a video twice as long."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto: where the suite computes."),
-    naive_frames: int = typer.Option(24, help="Frames the naive loop runs (scaled to the full length)."),
+    naive_frames: int = typer.Option(24, help="Frames the naive loop runs (fewer: extrapolated, marked ~)."),
+    profile: bool | None = typer.Option(None, help="Time split of the CPU stages (default: on for cpu)."),
 ):
     """Time the full metric suite against a naive per-frame scikit-image loop, side by side."""
     from harness.bench import bench_metrics as run_bench
 
     result = run_bench(
         workdir, frames=frames, height=height, width=width, naive=naive, double=double,
-        device=device, naive_frames=naive_frames,
+        device=device, naive_frames=naive_frames, profile=profile,
     )  # fmt: skip
     sys.stdout.write(result.markdown() + "\n")
 

@@ -105,24 +105,40 @@ def probe(path: str | os.PathLike) -> MediaInfo:
 
 
 def iter_frames(
-    path: str | os.PathLike, *, threads: bool = True, strict: bool = True
+    path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
 ) -> Iterator[np.ndarray]:
     """Decoded frames as uint8 RGB HxWx3 arrays, one at a time.
 
-    ``strict``: a decode error, or fewer frames than the container declares, raises
-    HarnessError (a truncated mp4 otherwise ends early without a word).
+    ``threads``: True lets FFmpeg pick (frame + slice threads, as many as cores), False or 1
+    decodes on the calling thread only, N > 1 uses N threads. ``strict``: a decode error, or
+    fewer frames than the container declares, raises HarnessError (a truncated mp4
+    otherwise ends early without a word).
+    """
+    for frame in iter_video_frames(path, threads=threads, strict=strict):
+        yield frame.to_ndarray(format="rgb24")
+
+
+def iter_video_frames(
+    path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
+) -> Iterator[av.VideoFrame]:
+    """``iter_frames`` before the colour conversion: PyAV frames as decoded (YUV).
+
+    ``frame.to_ndarray(format="rgb24")`` gives what ``iter_frames`` yields (libswscale,
+    PyAV's defaults: the convention of every RGB metric here).
     """
     p = _check_file(path)
     container = _open(p)
     try:
         vs = _video_stream(container, p)
-        if threads:
+        count = 0 if threads is True else 1 if threads is False else int(threads)
+        if count != 1:
             vs.thread_type = "AUTO"  # frame + slice threads; decoding releases the GIL
+            vs.codec_context.thread_count = count  # 0: FFmpeg's choice
         declared = int(vs.frames or 0)
         n = 0
         try:
             for frame in container.decode(vs):
-                yield frame.to_ndarray(format="rgb24")
+                yield frame
                 n += 1
         except av.error.FFmpegError as exc:
             raise HarnessError(
@@ -172,6 +188,45 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     if not chunks:
         raise HarnessError(f"{p}: audio track decoded to 0 samples")
     return np.concatenate(chunks, axis=1), rate
+
+
+def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.ndarray]:
+    """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks of
+    about ``block`` samples, in order; memory does not grow with the length. The rate is
+    ``probe(path).audio_rate`` (or soundfile's for .wav/.flac)."""
+    p = _check_file(path)
+    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+        import soundfile as sf
+
+        try:
+            for data in sf.blocks(str(p), blocksize=block, dtype="float32", always_2d=True):
+                yield np.ascontiguousarray(data.T)
+        except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
+            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
+        return
+    with _open(p) as c:
+        if not c.streams.audio:
+            raise HarnessError(f"{p}: no audio track")
+        ast = c.streams.audio[0]
+        chunks: list[np.ndarray] = []
+        pending = 0
+        total = 0
+        try:
+            for frame in c.decode(ast):
+                x = _frames_to_planar(frame)
+                chunks.append(x)
+                pending += x.shape[1]
+                if pending >= block:
+                    total += pending
+                    yield np.concatenate(chunks, axis=1)
+                    chunks, pending = [], 0
+        except av.error.FFmpegError as exc:
+            raise HarnessError(f"{p}: audio decode error (corrupt or truncated?): {_one_line(exc)}") from None
+    if chunks:
+        total += pending
+        yield np.concatenate(chunks, axis=1)
+    if total == 0:
+        raise HarnessError(f"{p}: audio track decoded to 0 samples")
 
 
 def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int] | None) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A tiny smoke run of the metric benchmark (the real one is `python -m harness.bench`)."""
+"""Small runs of the metric benchmark (the real one is `harness bench metrics`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import BenchResult, bench_metrics, main, synthetic_frames
+from harness.bench import MARK, BenchResult, bench_metrics, main, synthetic_frames
 from harness.media import probe
 
 
-@pytest.mark.slow  # four subprocesses, each importing OpenCV/PyAV (and scikit-image)
+@pytest.mark.slow  # five subprocesses, each importing OpenCV/PyAV/numba (and scikit-image)
 def test_bench_smoke(tmp_path: Path) -> None:
     res = bench_metrics(tmp_path, frames=6, height=64, width=96, naive_frames=2)
     names = [r.name for r in res.rows]
@@ -18,13 +18,31 @@ def test_bench_smoke(tmp_path: Path) -> None:
     suite, naive, ocv, double = res.rows
     assert suite.frames == 6 and not suite.extrapolated and suite.measured_frames == 6
     assert naive.extrapolated and naive.measured_frames == 2 and naive.frames == 6
-    assert ocv.extrapolated and ocv.measured_frames == 2
+    assert ocv.extrapolated is False and ocv.measured_frames == 6  # 6 frames < its 24-frame subset
     assert double.frames == 12
     assert all(r.seconds > 0 and r.peak_mb > 10 for r in res.rows)
+    assert suite.setup_s is not None and suite.setup_s > 0
     assert res.naive_over_suite == pytest.approx(naive.seconds / suite.seconds)
-    # the suite's SSIM equals scikit-image's on the frames the naive loop measured
-    assert res.suite_ssim_mean_same_frames == pytest.approx(res.naive_ssim_mean, abs=1e-6)
-    assert "| suite | 6 |" in res.markdown() and "first frames only" in res.markdown()
+    assert res.naive_over_suite_extrapolated
+    # per frame, the suite's values equal scikit-image's on the frames the naive loop measured
+    assert res.compared_frames == 2
+    assert res.max_ssim_diff is not None and res.max_ssim_diff < 1e-6
+    assert res.max_psnr_diff_db is not None and res.max_psnr_diff_db < 1e-4
+    # the time split covers every stage, on all frames
+    p = res.profile
+    assert p is not None and p.frames == 6
+    assert min(p.decode, p.convert, p.ssim_kernel, p.stats, p.hash, p.audio) > 0
+    assert p.total == pytest.approx(
+        p.decode + p.convert + p.blurs + p.elementwise + p.stats + p.hash + p.audio
+    )
+    md = res.markdown()
+    assert "| suite | 6 |" in md and "Time split" in md and "SSIM blurs" in md
+    # an extrapolated figure carries its mark beside the number, and so does a ratio built on it
+    naive_line = next(line for line in md.splitlines() if line.startswith("| naive skimage loop"))
+    assert f"{naive.seconds:.2f}{MARK}" in naive_line
+    suite_line = next(line for line in md.splitlines() if line.startswith("| suite |"))
+    assert f"{MARK}x |" in suite_line and f"{suite.seconds:.2f} |" in suite_line
+    assert "extrapolated, not measured" in md
     assert BenchResult.model_validate_json(res.model_dump_json()) == res
 
     files = sorted(p.name for p in tmp_path.glob("*.mp4"))
@@ -39,12 +57,23 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert (info.audio_rate, info.audio_channels) == (32000, 2)
 
 
+@pytest.mark.slow
+def test_naive_on_every_frame_is_measured_not_extrapolated(tmp_path: Path) -> None:
+    res = bench_metrics(tmp_path, frames=4, height=48, width=64, naive_frames=4, double=False, profile=False)
+    suite, naive, _ = res.rows
+    assert not naive.extrapolated and not res.naive_over_suite_extrapolated and res.compared_frames == 4
+    md = res.markdown()
+    naive_line = next(line for line in md.splitlines() if line.startswith("| naive skimage loop"))
+    suite_line = next(line for line in md.splitlines() if line.startswith("| suite |"))
+    assert MARK not in naive_line and MARK not in suite_line and res.profile is None
+
+
 def test_cli_without_naive_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
     args = ["--workdir", str(tmp_path), "--frames", "4", "--height", "32", "--width", "48"]
-    assert main([*args, "--no-naive", "--no-double", "--json", str(out)]) == 0
+    assert main([*args, "--no-naive", "--no-double", "--no-profile", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "| suite | 4 |" in text and "naive" not in text
+    assert "| suite | 4 |" in text and "naive" not in text and "Time split" not in text
     res = BenchResult.model_validate_json(out.read_text())
     assert [r.name for r in res.rows] == ["suite"] and res.naive_over_suite is None
 

@@ -29,23 +29,30 @@ CHUNK = 1 << 18  # samples per float64 block: sums stay exact-ish without doubli
 
 
 def _sums(a: np.ndarray, b: np.ndarray | None = None) -> tuple[float, float, float, float]:
-    """sum a^2, sum b^2, sum a*b, sum (a-b)^2 in float64, block by block."""
+    """sum a^2, sum b^2, sum a*b, sum (a-b)^2 in float64, block by block.
+
+    ``np.einsum`` rather than ``np.dot``: the same float64 sums without BLAS, whose thread
+    pool would spin on every core of a large host after each call.
+    """
     x = np.asarray(a).reshape(-1)
-    y = np.asarray(b).reshape(-1) if b is not None else x
+    y = np.asarray(b).reshape(-1) if b is not None else None
     aa = bb = ab = ee = 0.0
     for i in range(0, x.size, CHUNK):
         u = x[i : i + CHUNK].astype(np.float64)
+        aa += float(np.einsum("i,i->", u, u))
+        if y is None:
+            continue
         v = y[i : i + CHUNK].astype(np.float64)
-        e = u - v
-        aa += float(np.dot(u, u))
-        bb += float(np.dot(v, v))
-        ab += float(np.dot(u, v))
-        ee += float(np.dot(e, e))
+        bb += float(np.einsum("i,i->", v, v))
+        ab += float(np.einsum("i,i->", u, v))
+        u -= v
+        ee += float(np.einsum("i,i->", u, u))
+    if y is None:
+        return aa, aa, aa, 0.0
     return aa, bb, ab, ee
 
 
-def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
-    signal, _, _, noise = _sums(ref, test)
+def _snr(signal: float, noise: float) -> float:
     if noise == 0.0:
         return math.inf
     if signal == 0.0:
@@ -53,13 +60,22 @@ def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
     return 10.0 * math.log10(signal / noise)
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    aa, bb, ab, _ = _sums(a, b)
+def _cosine(aa: float, bb: float, ab: float) -> float:
     if aa == 0.0 and bb == 0.0:
         return 1.0
     if aa == 0.0 or bb == 0.0:
         return 0.0
     return ab / (math.sqrt(aa) * math.sqrt(bb))
+
+
+def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
+    signal, _, _, noise = _sums(ref, test)
+    return _snr(signal, noise)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    aa, bb, ab, _ = _sums(a, b)
+    return _cosine(aa, bb, ab)
 
 
 def rms(x: np.ndarray) -> float:
@@ -89,6 +105,26 @@ def mel_filterbank(sample_rate: int, n_fft: int = N_FFT, n_mels: int = N_MELS) -
     return np.maximum(0.0, np.minimum(up, down))
 
 
+def _mel_frames(x: np.ndarray, window: np.ndarray, fb: np.ndarray, block: int = 512) -> np.ndarray:
+    """Mel power float32 [channels, n_mels, frames] of every full STFT frame of x [C, S]."""
+    n_frames = 1 + (x.shape[1] - N_FFT) // HOP if x.shape[1] >= N_FFT else 0
+    frames = np.lib.stride_tricks.sliding_window_view(x, N_FFT, axis=-1)[:, ::HOP]  # a view
+    out = np.empty((x.shape[0], fb.shape[0], n_frames), np.float32)
+    for f0 in range(0, n_frames, block):
+        f1 = min(f0 + block, n_frames)
+        # float32 FFT: ample for a similarity reading, and fast
+        spec = np.fft.rfft(frames[:, f0:f1] * window, axis=-1)  # [C, f, bins]
+        power = spec.real**2 + spec.imag**2
+        # einsum, not matmul: no BLAS thread pool (see _sums)
+        out[:, :, f0:f1] = np.einsum("mk,cfk->cmf", fb, power)
+    return out
+
+
+def _mel_setup(sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
+    window = (np.hanning(N_FFT + 1)[:-1]).astype(np.float32)  # periodic Hann
+    return window, mel_filterbank(sample_rate).astype(np.float32)
+
+
 def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarray:
     """Mel power spectrogram [channels, n_mels, frames] of float [channels, samples] audio.
 
@@ -99,30 +135,148 @@ def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarra
         x = x[None]
     if x.shape[1] < N_FFT:
         x = np.pad(x, ((0, 0), (0, N_FFT - x.shape[1])))
-    n_frames = 1 + (x.shape[1] - N_FFT) // HOP
-    window = (np.hanning(N_FFT + 1)[:-1]).astype(np.float32)  # periodic Hann
-    fb = mel_filterbank(sample_rate).astype(np.float32)
-    out = np.empty((x.shape[0], fb.shape[0], n_frames), np.float64)
-    for f0 in range(0, n_frames, block):
-        f1 = min(f0 + block, n_frames)
-        idx = np.arange(N_FFT)[None, :] + HOP * np.arange(f0, f1)[:, None]
-        # float32 FFT and a BLAS product: ample for a similarity reading, ~10x faster
-        spec = np.abs(np.fft.rfft(x[:, idx] * window, axis=-1)) ** 2  # [C, f, bins]
-        out[:, :, f0:f1] = np.matmul(fb, spec.transpose(0, 2, 1))
-    return out
+    return _mel_frames(x, *_mel_setup(sample_rate), block=block).astype(np.float64)
 
 
-def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    pa, pb = mel_power(a, sample_rate), mel_power(b, sample_rate)
-    top = max(float(pa.max()), float(pb.max()))
+def _logmel_cosine_of_power(pa: np.ndarray, pb: np.ndarray, block: int = 2048) -> float:
+    """Cosine of the floored dB spectrograms; float64 work ``block`` frames at a time."""
+    top = max(float(pa.max(initial=0.0)), float(pb.max(initial=0.0)))
     if top <= 0.0:
         return 1.0  # both silent
     floor = 10.0 * math.log10(top) - DB_RANGE
 
     def db(p: np.ndarray) -> np.ndarray:
-        return np.maximum(10.0 * np.log10(np.maximum(p, 1e-30)), floor) - floor
+        return np.maximum(10.0 * np.log10(np.maximum(p.astype(np.float64), 1e-30)), floor) - floor
 
-    return cosine(db(pa), db(pb))
+    aa = bb = ab = 0.0
+    for f0 in range(0, pa.shape[-1], block):
+        x, y = db(pa[..., f0 : f0 + block]), db(pb[..., f0 : f0 + block])
+        s = _sums(x, y)
+        aa, bb, ab = aa + s[0], bb + s[1], ab + s[2]
+    return _cosine(aa, bb, ab)
+
+
+def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
+    return _logmel_cosine_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
+
+
+class TrackStream:
+    """One track pushed block by block: sample count, sum of squares, peak, and its mel
+    power frames (float32, 64 values per 256 samples per channel: a quarter of the samples'
+    memory; all that is kept besides the first N_FFT samples)."""
+
+    def __init__(self, sample_rate: int, *, mel: bool = True):
+        self.rate = sample_rate
+        self.samples = 0
+        self.channels: int | None = None
+        self.sumsq = 0.0
+        self.peak = 0.0
+        self.head = np.zeros((0, 0), np.float32)  # the first N_FFT samples (short tracks)
+        self._mel = _mel_setup(sample_rate) if mel else None
+        self._tail: np.ndarray | None = None
+        self._pieces: list[np.ndarray] = []
+
+    def push(self, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float32)
+        if self.channels is None:
+            self.channels = x.shape[0]
+            self.head = np.zeros((x.shape[0], 0), np.float32)
+        elif x.shape[0] != self.channels:
+            raise ValueError(f"channel count changed from {self.channels} to {x.shape[0]}")
+        if self.head.shape[1] < N_FFT:
+            self.head = np.concatenate([self.head, x[:, : N_FFT - self.head.shape[1]]], axis=1)
+        self.samples += x.shape[1]
+        self.sumsq += _sums(x)[0]
+        if x.size:
+            self.peak = max(self.peak, float(np.max(np.abs(x))))
+        if self._mel is None:
+            return
+        buf = x if self._tail is None else np.concatenate([self._tail, x], axis=1)
+        n_frames = 1 + (buf.shape[1] - N_FFT) // HOP if buf.shape[1] >= N_FFT else 0
+        if n_frames:
+            self._pieces.append(_mel_frames(buf[:, : (n_frames - 1) * HOP + N_FFT], *self._mel))
+        self._tail = buf[:, n_frames * HOP :].copy()
+
+    @property
+    def rms(self) -> float:
+        return math.sqrt(self.sumsq / (self.samples * (self.channels or 1))) if self.samples else 0.0
+
+    def mel_prefix(self, n: int) -> np.ndarray:
+        """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it."""
+        if n < N_FFT:
+            return mel_power(self.head[:, :n], self.rate)
+        n_frames = 1 + (n - N_FFT) // HOP
+        pieces = np.concatenate(self._pieces, axis=2) if self._pieces else None
+        assert pieces is not None and pieces.shape[2] >= n_frames
+        return pieces[:, :, :n_frames]
+
+
+class PairStream:
+    """``pair_metrics`` of two equal-rate tracks pushed block by block (run A the reference):
+    the sums over the common prefix in float64, per channel; memory does not hold the tracks."""
+
+    def __init__(self, sample_rate: int):
+        self.rate = sample_rate
+        self.tracks = (TrackStream(sample_rate), TrackStream(sample_rate))
+        self._pending: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        self._sums: np.ndarray | None = None  # [channels, 4]: aa, bb, ab, ee
+        self._equal = True
+
+    def push(self, which: int, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float32)
+        self.tracks[which].push(x)
+        other = self.tracks[1 - which].channels
+        if other is not None and other != x.shape[0]:
+            raise ValueError(f"channel counts differ: {x.shape[0]} and {other}")
+        self._pending[which].append(x)
+        self._pair()
+
+    def _pair(self) -> None:
+        pa, pb = self._pending
+        while pa and pb:
+            x, y = pa[0], pb[0]
+            m = min(x.shape[1], y.shape[1])
+            u, v = x[:, :m], y[:, :m]
+            if self._sums is None:
+                self._sums = np.zeros((x.shape[0], 4))
+            for c in range(x.shape[0]):
+                self._sums[c] += _sums(u[c], v[c])
+            self._equal = self._equal and bool(np.array_equal(u, v))
+            for q, z in ((pa, x), (pb, y)):
+                if z.shape[1] == m:
+                    q.pop(0)
+                else:
+                    q[0] = z[:, m:]
+
+    @property
+    def behind(self) -> int:
+        """The track (0 or 1) with fewer samples so far: push to it next to keep memory flat."""
+        return 0 if self.tracks[0].samples <= self.tracks[1].samples else 1
+
+    def result(self) -> dict:
+        """What ``pair_metrics`` returns for the two whole tracks."""
+        ta, tb = self.tracks
+        channels = ta.channels or tb.channels or 0
+        sums = self._sums if self._sums is not None else np.zeros((channels, 4))
+        aa, bb, ab, ee = (float(v) for v in sums.sum(axis=0))
+        n = min(ta.samples, tb.samples)
+        return {
+            "sample_rate": self.rate,
+            "channels": int(channels),
+            "samples_a": int(ta.samples),
+            "samples_b": int(tb.samples),
+            "samples_compared": int(n),
+            "samples_dropped": int(abs(ta.samples - tb.samples)),
+            "snr_db": _snr(aa, ee),
+            "snr_db_per_channel": [_snr(float(sums[c, 0]), float(sums[c, 3])) for c in range(channels)],
+            "cosine": _cosine(aa, bb, ab),
+            "logmel_cosine": _logmel_cosine_of_power(ta.mel_prefix(n), tb.mel_prefix(n)),
+            "rms_a": ta.rms,
+            "rms_b": tb.rms,
+            "peak_a": ta.peak,
+            "peak_b": tb.peak,
+            "bitwise_equal": self._equal and ta.samples == tb.samples and ta.channels == tb.channels,
+        }
 
 
 def resample(x: np.ndarray, rate_from: int, rate_to: int) -> np.ndarray:
@@ -149,6 +303,7 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int) -> dict:
         raise ValueError(f"channel counts differ: {a.shape[0]} and {b.shape[0]}")
     n = min(a.shape[1], b.shape[1])
     ta, tb = a[:, :n], b[:, :n]
+    aa, bb, ab, ee = _sums(ta, tb)
     return {
         "sample_rate": sample_rate,
         "channels": int(a.shape[0]),
@@ -156,9 +311,9 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int) -> dict:
         "samples_b": int(b.shape[1]),
         "samples_compared": int(n),
         "samples_dropped": int(abs(a.shape[1] - b.shape[1])),
-        "snr_db": snr_db(ta, tb),
-        "snr_db_per_channel": [snr_db(ta[c], tb[c]) for c in range(a.shape[0])],
-        "cosine": cosine(ta, tb),
+        "snr_db": _snr(aa, ee),
+        "snr_db_per_channel": [_snr(*_sums(ta[c], tb[c])[::3]) for c in range(a.shape[0])],
+        "cosine": _cosine(aa, bb, ab),
         "logmel_cosine": logmel_cosine(ta, tb, sample_rate),
         "rms_a": rms(a),
         "rms_b": rms(b),

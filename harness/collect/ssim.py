@@ -1,4 +1,4 @@
-"""SSIM in Wang et al. 2004's definition, fast on CPU (OpenCV) and on GPU (torch).
+"""SSIM in Wang et al. 2004's definition, fast on CPU (a compiled kernel) and on GPU (torch).
 
 Convention: 11x11 Gaussian window (sigma 1.5, truncated at 3.5 sigma, normalised),
 K1 = 0.01, K2 = 0.03, L = 255, population covariance, valid region only (5 px cropped on
@@ -10,25 +10,25 @@ Why it is written in sums and differences: with s = a + b - 255 and d = a - b,
 
     SSIM = (Ms^2 - Md^2 + 2 C1)(Vs - Vd + 2 C2) / ((Ms^2 + Md^2 + 2 C1)(Vs + Vd + 2 C2))
 
-(M = local mean of s+255 or d, V = local variance). Four blurs instead of five, and float32
-is enough: for similar frames d is small, so Md and Vd carry few rounding errors, and the
-rounding errors of Ms and Vs (which do cancel catastrophically in E[x^2] - E[x]^2) hit the
-numerator and the denominator alike and drop out of the ratio. Each band is also shifted by
-integer offsets (its mean s and d) before squaring. Measured against scikit-image's float64
-result: within 3e-7 on random, smooth, odd-size, photo, flat, saturated, inverted, shifted,
-JPEG'd, blurred, warped and brightness-changed pairs (the tests hold 1e-6); the worst case
-found is 1.7e-6, a clipped synthetic gradient against its own vertical flip (large, smooth
-differences over flat areas). ``ssim_reference`` (float64 numpy) and ``ssim_torch``
-(float64 by default) are exact to ~1e-12.
+(M = local mean of s+255 or d, V = local variance). Four blurred maps instead of five, and
+float32 is enough: for similar frames d is small, so Md and Vd carry few rounding errors,
+and the rounding errors of Ms and Vs hit the numerator and the denominator alike and drop
+out of the ratio. Each band of rows is shifted by integer offsets (its mean s and d), and
+the filters are centre-compensated (``jit.py``), so a flat area gives a variance of exactly
+0 whatever its level. Measured against scikit-image's float64 result (``tests/collect``):
+within 1.3e-7 on random, smooth, odd-size, photo, flat, saturated, inverted, shifted,
+black-and-white, gradient-against-its-flip and real H.264 video pairs; the tests hold 1e-6.
+``ssim_reference`` (float64 numpy/OpenCV) and ``ssim_torch`` in float64 are exact to ~1e-12;
+``ssim_torch`` in float32 (the GPU path) uses the same offsets and compensation.
 
-The frame is processed in bands of rows so that every intermediate stays in the CPU cache.
+The CPU kernel (``jit.ssim_sse``) also returns the exact sum of squared differences, so one
+pass over a frame pair gives both SSIM and PSNR.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import cv2
 import numpy as np
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ PAD = WIN // 2
 K1, K2, DATA_RANGE = 0.01, 0.03, 255.0
 C1 = (K1 * DATA_RANGE) ** 2
 C2 = (K2 * DATA_RANGE) ** 2
-BAND_ROWS = 64  # output rows per band: ~1 MB per float32 buffer at 1344x3, fits in L2
+BAND_ROWS = 128  # output rows per band: each band has its own offsets and identity check
 
 
 def gaussian_kernel(size: int = WIN, sigma: float = SIGMA) -> np.ndarray:
@@ -51,10 +51,9 @@ def gaussian_kernel(size: int = WIN, sigma: float = SIGMA) -> np.ndarray:
 
 
 _KERNEL = gaussian_kernel()
-# The float32 taps OpenCV will use, with the centre tap set so that they sum to 1 as
-# closely as float32 allows: a kernel sum of 1 + e biases every variance by about -2e E[x]^2.
-_KERNEL32 = _KERNEL.astype(np.float32)
-_KERNEL32[PAD] = np.float32(1.0 - (_KERNEL32.astype(np.float64).sum() - float(_KERNEL32[PAD])))
+# The kernel's float32 taps from the edge inwards; the centre tap is implied (1 - the rest),
+# so the taps the CPU kernel uses sum to exactly 1.
+_TAPS32 = np.ascontiguousarray(_KERNEL[:PAD].astype(np.float32))
 
 
 def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
@@ -67,79 +66,58 @@ def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
 
 
 class Workspace:
-    """Reusable float32 buffers for one thread (fresh allocations would page-fault every band)."""
+    """Scratch buffers of the CPU kernel for one thread (~0.5 MB at 1344x3), reused per frame."""
 
     def __init__(self, width: int, channels: int, band_rows: int = BAND_ROWS):
         self.key = (width, channels, band_rows)
-        n = band_rows + 2 * PAD
-        self.full = [np.empty((n, width, channels), np.float32) for _ in range(4)]
-        self.out = np.empty((band_rows, width, channels), np.float32)
+        self.ring = np.empty((4, WIN + 1, width - 2 * PAD), np.float32)
+        self.rows = np.empty((4, width), np.float32)
+        self.pa = np.empty((channels, band_rows + 2 * PAD, width), np.uint8)
+        self.pb = np.empty_like(self.pa)
+        self.row_sse = np.empty(0, np.int64)
+
+    def row_buffer(self, height: int) -> np.ndarray:
+        if self.row_sse.shape[0] < height:
+            self.row_sse = np.empty(height, np.int64)
+        return self.row_sse
 
 
-def _band_sum(a: np.ndarray, b: np.ndarray, ws: Workspace) -> float:
-    """Sum of the SSIM map over the valid rows/columns of one band (a, b include the halo).
+def ssim_sse(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    ws: Workspace | None = None,
+    band_rows: int = BAND_ROWS,
+    mode: int = 0,
+) -> tuple[float, int, int]:
+    """(sum of the SSIM map over the valid region of all channels, number of terms, SSE).
 
-    Five buffers, reused in place, and whole rows (contiguous) until the final sum, which
-    drops the 5 border columns: the working set stays small enough for the L2 cache.
+    SSE is the exact sum of squared differences over the whole frame (PSNR's input). Bands
+    whose rows (halo included) are identical contribute exactly 1.0 per term without being
+    computed. ``mode`` other than 0 does part of the work only (for profiling).
     """
-    n = a.shape[0]
-    m = n - 2 * PAD
-    # Band-wide integer offsets keep |s|, |d| small, so E[x^2] - E[x]^2 cancels less and the
-    # float32 rounding of the kernel does not bias the variances (variance ignores a shift).
-    mean_a, mean_b = np.mean(cv2.mean(a)[: a.shape[2]]), np.mean(cv2.mean(b)[: b.shape[2]])
-    cs = float(round(mean_a + mean_b - 255.0))
-    cd = float(round(mean_a - mean_b))
-    s, d, s2, d2 = (x[:n] for x in ws.full)
-    cv2.addWeighted(a, 1.0, b, 1.0, -255.0 - cs, dst=s, dtype=cv2.CV_32F)
-    cv2.addWeighted(a, 1.0, b, -1.0, -cd, dst=d, dtype=cv2.CV_32F)
-    # Negated squares: adding Ms^2 to their blur then gives -Vs in one fused pass.
-    cv2.multiply(s, s, dst=s2, scale=-1.0)
-    cv2.multiply(d, d, dst=d2, scale=-1.0)
-    for z in (s, d, s2, d2):
-        cv2.sepFilter2D(z, cv2.CV_32F, _KERNEL32, _KERNEL32, dst=z)  # in place
-    r = slice(PAD, n - PAD)  # rows whose 11 taps all lie inside the band
-    ms, md, nvs, nvd = s[r], d[r], s2[r], d2[r]
-    x = ws.out[:m]
-    cv2.accumulateSquare(ms, nvs)  # -Vs = Ms^2 - E[s^2]
-    cv2.accumulateSquare(md, nvd)  # -Vd
-    cv2.addWeighted(md, 1.0, md, 0.0, cd, dst=md)  # mean of a - b ...
-    cv2.multiply(md, md, dst=md)  # ... squared
-    cv2.addWeighted(ms, 1.0, ms, 0.0, 255.0 + cs, dst=ms)  # mean of a + b ...
-    cv2.multiply(ms, ms, dst=ms)  # ... squared
-    cv2.addWeighted(ms, 1.0, md, -1.0, 2 * C1, dst=x)  # 2 (2 mu_a mu_b + C1)
-    cv2.addWeighted(ms, 1.0, md, 1.0, 2 * C1, dst=ms)  # 2 (mu_a^2 + mu_b^2 + C1)
-    cv2.addWeighted(nvs, -1.0, nvd, 1.0, 2 * C2, dst=md)  # 2 (2 sigma_ab + C2)
-    cv2.addWeighted(nvs, -1.0, nvd, -1.0, 2 * C2, dst=nvs)  # 2 (sigma_a^2 + sigma_b^2 + C2)
-    cv2.multiply(x, md, dst=x)
-    cv2.multiply(ms, nvs, dst=ms)
-    cv2.divide(x, ms, dst=x)
-    return float(sum(cv2.sumElems(x[:, PAD:-PAD])))
+    from harness.collect import jit
+
+    _check_pair(a, b)
+    if a.ndim == 2:
+        a, b = a[:, :, None], b[:, :, None]
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    h, w, c = a.shape
+    band_rows = max(1, int(band_rows))
+    if ws is None or ws.key != (w, c, band_rows):
+        ws = Workspace(w, c, band_rows)
+    total, count, err = jit.ssim_sse(
+        a, b, _TAPS32, band_rows, ws.ring, ws.rows, ws.pa, ws.pb, ws.row_buffer(h), mode
+    )
+    return float(total), int(count), int(err)
 
 
 def ssim_sum(
     a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None, band_rows: int = BAND_ROWS
 ) -> tuple[float, int]:
-    """Sum of the SSIM map over the valid region of all channels, and the number of terms.
-
-    Bands whose rows (halo included) are identical contribute exactly 1.0 per pixel
-    without being computed.
-    """
-    _check_pair(a, b)
-    if a.ndim == 2:
-        a, b = a[:, :, None], b[:, :, None]
-    h, w, c = a.shape
-    per_row = (w - 2 * PAD) * c
-    if ws is None or ws.key != (w, c, band_rows):
-        ws = Workspace(w, c, band_rows)
-    total = 0.0
-    for o0 in range(PAD, h - PAD, band_rows):
-        o1 = min(o0 + band_rows, h - PAD)
-        ba, bb = a[o0 - PAD : o1 + PAD], b[o0 - PAD : o1 + PAD]
-        if cv2.norm(ba, bb, cv2.NORM_INF) == 0:
-            total += float((o1 - o0) * per_row)
-        else:
-            total += _band_sum(ba, bb, ws)
-    return total, (h - 2 * PAD) * per_row
+    """Sum of the SSIM map over the valid region of all channels, and the number of terms."""
+    total, count, _ = ssim_sse(a, b, ws=ws, band_rows=band_rows)
+    return total, count
 
 
 def ssim(a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None) -> float:
@@ -150,6 +128,8 @@ def ssim(a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None) -> float:
 
 def ssim_reference(a: np.ndarray, b: np.ndarray) -> float:
     """Textbook float64 formula (five blurs, no tricks): the slow yardstick for tests."""
+    import cv2
+
     _check_pair(a, b)
     x, y = a.astype(np.float64), b.astype(np.float64)
 
@@ -165,22 +145,28 @@ def ssim_reference(a: np.ndarray, b: np.ndarray) -> float:
 # --- torch (GPU, or CPU for tests) ---------------------------------------------------------
 
 
-def _blur_valid(x: torch.Tensor, k: list[float]) -> torch.Tensor:
-    """Separable Gaussian over the last two dims, valid region only, as shifted sums.
+def _pass(x: torch.Tensor, k: list[float], dim: int) -> torch.Tensor:
+    """One centre-compensated 11-tap pass along ``dim``, valid region only, as shifted sums.
 
     Plain multiply-adds instead of a convolution: no TF32 or algorithm choice can change the
-    digits, and it runs in float64 on any GPU (the work is small and memory-bound).
+    digits, and the work is small and memory-bound. x_c + sum k_t ((x_t - x_c) + (x_-t - x_c)),
+    as in the CPU kernel, so a flat area comes out exact in float32 too.
     """
-    h, w = x.shape[-2], x.shape[-1]
-    rows = sum(k[i] * x[..., :, i : w - WIN + 1 + i] for i in range(WIN))
-    return sum(k[i] * rows[..., i : h - WIN + 1 + i, :] for i in range(WIN))
+    n = x.shape[dim] - 2 * PAD
+    c = x.narrow(dim, PAD, n)
+    acc = None
+    for i in range(PAD):
+        term = ((x.narrow(dim, i, n) - c) + (x.narrow(dim, WIN - 1 - i, n) - c)) * k[i]
+        acc = term if acc is None else acc + term
+    return c + acc
 
 
 def ssim_torch(a: torch.Tensor, b: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Per-frame mean SSIM of uint8 batches [N, H, W, C] (or one [H, W, C] frame) -> float64 [N].
 
-    The sums-and-differences formula of the CPU path; float64 by default (exact to ~1e-12 of
-    scikit-image), float32 on request (the CPU path's precision).
+    The sums-and-differences formula of the CPU kernel, with per-frame integer offsets and
+    centre-compensated filters; float64 by default (exact to ~1e-12 of scikit-image),
+    float32 on request (what the GPU path uses: consumer GPUs have slow float64).
     """
     import torch
 
@@ -194,16 +180,23 @@ def ssim_torch(a: torch.Tensor, b: torch.Tensor, *, dtype: torch.dtype | None = 
     dtype = dtype or torch.float64
     x = a.permute(0, 3, 1, 2).to(dtype)
     y = b.permute(0, 3, 1, 2).to(dtype)
-    s = x + y - 255.0
-    d = x - y
+    # Per-frame integer offsets (any integer is exact; near the means keeps magnitudes small).
+    mx, my = x.mean(dim=(1, 2, 3), keepdim=True), y.mean(dim=(1, 2, 3), keepdim=True)
+    cs = torch.round(mx + my) - 255.0
+    cd = torch.round(mx - my)
+    s = x + y - (255.0 + cs)
+    d = x - y - cd
     del x, y
     k = [float(v) for v in _KERNEL]
-    blurred = _blur_valid(torch.cat([s, d, s * s, d * d], dim=1), k)  # all four in one pass
-    ms, md, bss, bdd = blurred.split(c, dim=1)
-    md2 = md * md
-    vs, vd = bss - ms * ms, bdd - md2
-    q = (ms + 255.0) ** 2
-    smap = ((q - md2 + 2 * C1) * (vs - vd + 2 * C2)) / ((q + md2 + 2 * C1) * (vs + vd + 2 * C2))
+    maps = torch.cat([s, d, s * s, d * d], dim=1)  # all four in one pass
+    del s, d
+    blurred = _pass(_pass(maps, k, -1), k, -2)
+    del maps
+    ms, md, es, ed = blurred.split(c, dim=1)
+    vs, vd = es - ms * ms, ed - md * md
+    qs = (ms + (255.0 + cs)) ** 2
+    qd = (md + cd) ** 2
+    smap = ((qs - qd + 2 * C1) * (vs - vd + 2 * C2)) / ((qs + qd + 2 * C1) * (vs + vd + 2 * C2))
     means = smap.to(torch.float64).mean(dim=(1, 2, 3))
     # Identical frames are exactly 1.0 (float rounding could otherwise leave 1 - 1e-16).
     same = (a == b).flatten(1).all(dim=1)

@@ -72,23 +72,35 @@ def _var(s: float, ss: float, n: int) -> float:
 
 
 def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats:
-    """Sums for one uint8 RGB frame; ``prev`` is the previous frame of the same run."""
-    y = luma(frame)
-    flat = frame.reshape(frame.shape[0], -1)  # one channel view: inRange compares each value
-    extreme = flat.size - cv2.countNonZero(cv2.inRange(flat, 1, 254))
-    diff = None
-    frozen = False
+    """Sums for one uint8 RGB frame; ``prev`` is the previous frame of the same run.
+
+    One pass of a compiled kernel (``jit.frame_sums``), exact integer arithmetic; ``luma``
+    and ``laplacian_var`` (OpenCV) are the same definitions, kept as independent checks.
+    """
+    from harness.collect import jit
+
+    f = np.ascontiguousarray(frame)
+    if f.dtype != np.uint8 or f.ndim != 3 or f.shape[2] != 3:
+        raise ValueError(f"statistics need uint8 HxWx3 RGB frames, got {f.dtype} {f.shape}")
     if prev is not None:
-        diff = float(cv2.norm(frame, prev, cv2.NORM_L1))
-        frozen = diff == 0.0
+        p = np.ascontiguousarray(prev)
+        if p.shape != f.shape or p.dtype != np.uint8:
+            raise ValueError(f"previous frame {p.dtype} {p.shape} does not match {f.shape}")
+    else:
+        p = f
+    h, w = f.shape[:2]
+    y_sum, y_sumsq, lap_s, lap_ss, extreme, diff = jit.frame_sums(
+        f, p, prev is not None, np.empty((3, w), np.int32)
+    )
+    lap_var = _var(float(lap_s), float(lap_ss), (h - 2) * (w - 2)) if h >= 3 and w >= 3 else 0.0
     return FrameStats(
-        pixels=y.size,
-        y_sum=float(cv2.sumElems(y)[0]),
-        y_sumsq=float(cv2.norm(y, cv2.NORM_L2SQR)),
-        lap_var=laplacian_var(y),
+        pixels=h * w,
+        y_sum=float(y_sum),
+        y_sumsq=float(y_sumsq),
+        lap_var=lap_var,
         extreme_values=int(extreme),
-        diff_l1=diff,
-        frozen=frozen,
+        diff_l1=float(diff) if prev is not None else None,
+        frozen=prev is not None and diff == 0,
     )
 
 

@@ -1,17 +1,17 @@
 """The full metric suite: decode two runs once, in lockstep, and measure everything.
 
-Threads (the heavy calls all release the GIL: FFmpeg decoding and colour conversion,
-OpenCV filters, hashlib):
+Threads (every heavy call releases the GIL: FFmpeg decoding and colour conversion, the
+compiled kernels of ``jit.py``, hashlib, NumPy's FFT):
 
-    decoder A --frames--> \\                      / SSIM + SSE (worker 1)
+    decoder A --frames--> \\                      / SSIM + SSE kernel (worker 1)
                            main: pairs in order --
-    decoder B --frames--> /                      \\ SSIM + SSE (worker 2)
+    decoder B --frames--> /                      \\ SSIM + SSE kernel (worker 2)
+    (each decoder feeds a side thread: sha256 + statistics kernel)      audio (1 thread)
 
-Each decoder also hashes its frames and computes its run's statistics, since those run in
-frame order anyway. Queues are bounded, so memory stays flat whatever the video length.
-On a GPU (``device="cuda"``, which ROCm builds of torch answer too) the decoders only decode
-and hash; the main thread uploads batches of frame pairs and computes SSIM, SSE and the
-statistics there.
+Queues are bounded, so memory stays flat whatever the video length; on two cores the seven
+threads keep both busy from the first frame to the last. On a GPU (``device="cuda"``, which
+ROCm builds of torch answer too) the decoders only decode and hash; the main thread uploads
+batches of frame pairs and computes SSIM (float32), SSE and the statistics there.
 """
 
 from __future__ import annotations
@@ -23,43 +23,37 @@ import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import cv2
 import numpy as np
 
 from harness.collect import audio as audio_metrics
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
-from harness.collect.ssim import Workspace, ssim_sum
+from harness.collect.ssim import Workspace, ssim_sse
 from harness.collect.stats import StatsReducer, frame_stats_torch
-from harness.collect.video import PairReducer, sse
+from harness.collect.video import PairReducer
 from harness.envinfo import resolve_device
 from harness.errors import HarnessError
-from harness.media import MediaInfo, iter_frames, probe, read_audio
+from harness.media import MediaInfo, iter_audio, iter_frames, probe, read_audio
 
 if TYPE_CHECKING:
     import torch
 
-QUEUE_FRAMES = 4  # decoded frames buffered per stream
+QUEUE_FRAMES = 2  # decoded frames buffered per stream (and per side thread)
 GPU_BATCH = 8  # frame pairs per GPU upload
 _DONE = object()
 
 
+def decode_threads(cpus: int | None = None) -> int:
+    """FFmpeg threads per decoder: none on small machines (our own threads keep the cores
+    busy, and FFmpeg's add overhead), a few on large ones (where decoding limits a GPU)."""
+    cpus = cpus or os.cpu_count() or 2
+    return max(1, min(4, (cpus - 2) // 2))
+
+
 def _torch_device(dev: str) -> str:
     return dev.removeprefix("torch:")
-
-
-@contextmanager
-def _cv2_threads(n: int):
-    """Our own threads share the cores; OpenCV's inner thread pool would only oversubscribe them."""
-    old = cv2.getNumThreads()
-    cv2.setNumThreads(n)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(old)
 
 
 class _Decoder(threading.Thread):
@@ -69,6 +63,7 @@ class _Decoder(threading.Thread):
     def __init__(self, path: Path, limit: int, *, cpu_stats: bool, stop: threading.Event):
         super().__init__(daemon=True, name=f"decode-{path.name}")
         self.path, self.limit, self.cpu_stats, self.stop = path, limit, cpu_stats, stop
+        self.threads = decode_threads()
         self.q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
         self.side_q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
         self.side = threading.Thread(target=self._measure, daemon=True, name=f"stats-{path.name}")
@@ -108,7 +103,7 @@ class _Decoder(threading.Thread):
         self.side.start()
         try:
             # strict: a file that ends before its declared length is an error, not a short run
-            frames = iter_frames(self.path, strict=True)
+            frames = iter_frames(self.path, strict=True, threads=self.threads)
             for frame in frames:
                 if self.count >= self.limit:
                     frames.close()
@@ -184,23 +179,59 @@ def files_equal(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
 
 
 def _pair_job(fa: np.ndarray, fb: np.ndarray, local: threading.local) -> tuple[float, float]:
-    """(MSE, SSIM) of one frame pair on CPU; identical frames skip the SSIM arithmetic."""
-    e = sse(fa, fb)
-    if e == 0.0:
-        return 0.0, 1.0
+    """(MSE, SSIM) of one frame pair on CPU: one pass of the compiled kernel."""
     ws = getattr(local, "ws", None)
     if ws is None or ws.key[:2] != (fa.shape[1], fa.shape[2]):
         ws = local.ws = Workspace(fa.shape[1], fa.shape[2])
-    total, count = ssim_sum(fa, fb, ws=ws)
-    return e / fa.size, total / count
+    total, count, err = ssim_sse(fa, fb, ws=ws)
+    if err == 0:
+        return 0.0, 1.0
+    return err / fa.size, total / count
+
+
+def _run_audio(t: audio_metrics.TrackStream) -> dict:
+    return {
+        "audio_rate": t.rate,
+        "audio_channels": int(t.channels or 0),
+        "audio_samples": int(t.samples),
+        "audio_rms": t.rms,
+        "audio_peak": t.peak,
+    }
 
 
 def _audio_part(
-    a: Path, b: Path, has_audio: bool, resample_audio: bool
+    a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, resample_audio: bool
 ) -> tuple[AudioPairMetrics | None, dict, dict]:
-    """Audio pair metrics and the per-run audio fields of RunStats."""
-    if not has_audio:
+    """Audio pair metrics and the per-run audio fields of RunStats.
+
+    Equal rates (the usual case): both tracks stream through in blocks, the one behind read
+    next, so memory does not grow with the length. Resampling reads the whole tracks.
+    """
+    if not (ia.has_audio and ib.has_audio):
         return None, {}, {}
+    ra, rb = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
+    if ra != rb:
+        return _audio_resampled(a, b, resample_audio)
+    pair = audio_metrics.PairStream(ra)
+    blocks = (iter_audio(a), iter_audio(b))
+    live = [True, True]
+    while any(live):
+        k = pair.behind if all(live) else live.index(True)
+        x = next(blocks[k], None)
+        if x is None:
+            live[k] = False
+            continue
+        if pair.tracks[1 - k].channels not in (None, x.shape[0]):
+            ca, cb = (
+                (x.shape[0], pair.tracks[1].channels) if k == 0 else (pair.tracks[0].channels, x.shape[0])
+            )
+            raise HarnessError(f"audio channel count differs: {a} has {ca}, {b} has {cb}")
+        pair.push(k, x)
+    metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, **pair.result())
+    return metrics, _run_audio(pair.tracks[0]), _run_audio(pair.tracks[1])
+
+
+def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairMetrics, dict, dict]:
     pa, ra = read_audio(a)
     pb, rb = read_audio(b)
     runs = [
@@ -215,18 +246,15 @@ def _audio_part(
     ]
     if pa.shape[0] != pb.shape[0]:
         raise HarnessError(f"audio channel count differs: {a} has {pa.shape[0]}, {b} has {pb.shape[0]}")
-    note = None
-    if ra != rb:
-        if not resample_audio:
-            raise HarnessError(
-                f"audio sample rate differs: {a} is {ra} Hz, {b} is {rb} Hz (ask for resampling to compare)"
-            )
-        pb = audio_metrics.resample(pb, rb, ra)
-        note = f"{b.name} resampled {rb} Hz -> {ra} Hz with libswresample (PyAV); A is the reference"
+    if not resample_audio:
+        raise HarnessError(
+            f"audio sample rate differs: {a} is {ra} Hz, {b} is {rb} Hz (ask for resampling to compare)"
+        )
+    pb = audio_metrics.resample(pb, rb, ra)
+    note = f"{b.name} resampled {rb} Hz -> {ra} Hz with libswresample (PyAV); A is the reference"
     m = audio_metrics.pair_metrics(pa, pb, ra)
-    if ra != rb:
-        m["samples_b"] = runs[1]["audio_samples"]  # as decoded, before resampling
-    metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, resampled=ra != rb, resample_note=note, **m)
+    m["samples_b"] = runs[1]["audio_samples"]  # as decoded, before resampling
+    metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, resampled=True, resample_note=note, **m)
     return metrics, runs[0], runs[1]
 
 
@@ -239,7 +267,7 @@ def _video_cpu(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, w
             if fa is None or fb is None:
                 break
             pending.append((i, pool.submit(_pair_job, fa, fb, local)))
-            while len(pending) > 2 * workers:
+            while len(pending) > workers + 1:
                 j, fut = pending.popleft()
                 reducer.add(j, *fut.result())
         while pending:
@@ -294,7 +322,7 @@ def _video_torch(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer,
             up = {"a": _Uploader(fa_list[0].shape, dev), "b": _Uploader(fa_list[0].shape, dev)}
         ta = up["a"].upload(fa_list)
         tb = up["b"].upload(fb_list)
-        s = ssim_torch(ta, tb).tolist()
+        s = ssim_torch(ta, tb, dtype=torch.float32).tolist()
         e = sse_torch(ta, tb).tolist()
         values = ta[0].numel()
         for name, t, dec in (("a", ta, dec_a), ("b", tb, dec_b)):
@@ -339,8 +367,8 @@ def measure_pair(
     dec_a = _Decoder(a, n, cpu_stats=dev == "cpu", stop=stop)
     dec_b = _Decoder(b, n, cpu_stats=dev == "cpu", stop=stop)
     reducer = PairReducer()
-    with _cv2_threads(1), ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
-        audio_future = side.submit(_audio_part, a, b, ia.has_audio, resample_audio)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
+        audio_future = side.submit(_audio_part, a, b, ia, ib, resample_audio)
         same_file_future = side.submit(files_equal, a, b)
         dec_a.start()
         dec_b.start()
@@ -395,32 +423,27 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
     p = Path(path)
     info = probe(p)
     stats = StatsReducer()
-    with _cv2_threads(1):
-        if resolve_device(device) == "cpu":
-            prev = None
-            for frame in iter_frames(p):
-                stats.push(frame, prev)
-                prev = frame
-        else:
-            stop = threading.Event()
-            dec = _Decoder(p, info.frames, cpu_stats=False, stop=stop)
-            dec.start()
-            try:
-                _stats_torch(dec, resolve_device(device))
-            finally:
-                stop.set()
-                dec.finish()
-            stats = dec.stats
+    if resolve_device(device) == "cpu":
+        prev = None
+        for frame in iter_frames(p):
+            stats.push(frame, prev)
+            prev = frame
+    else:
+        stop = threading.Event()
+        dec = _Decoder(p, info.frames, cpu_stats=False, stop=stop)
+        dec.start()
+        try:
+            _stats_torch(dec, resolve_device(device))
+        finally:
+            stop.set()
+            dec.finish()
+        stats = dec.stats
     audio: dict = {}
     if info.has_audio:
-        pcm, rate = read_audio(p)
-        audio = {
-            "audio_rate": rate,
-            "audio_channels": int(pcm.shape[0]),
-            "audio_samples": int(pcm.shape[1]),
-            "audio_rms": audio_metrics.rms(pcm),
-            "audio_peak": audio_metrics.peak(pcm),
-        }
+        track = audio_metrics.TrackStream(int(info.audio_rate or 0), mel=False)
+        for x in iter_audio(p):
+            track.push(x)
+        audio = _run_audio(track)
     return _run_stats(p, info, stats, audio)
 
 

@@ -120,3 +120,31 @@ def test_pair_metrics_truncates_and_records() -> None:
     assert len(m["snr_db_per_channel"]) == 2
     with pytest.raises(ValueError, match="channel"):
         pair_metrics(a, a[:1], RATE)
+
+
+@pytest.mark.parametrize(
+    ("len_a", "len_b", "channels"),
+    [(RATE, RATE, 2), (RATE, RATE - 777, 2), (20000, 23000, 1), (900, 5000, 2), (700, 600, 1)],
+)
+def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int) -> None:
+    """Blocks of any size, pushed in any interleaving, give what the whole arrays give."""
+    a = _signal(len_a)[:channels]
+    b = (_signal(len_b, seed=4)[:channels] * 0.3 + _signal(len_b)[:channels] * 0.7).astype(np.float32)
+    want = pair_metrics(a, b, RATE)
+    rng = np.random.default_rng(len_a + len_b)
+    stream = audio.PairStream(RATE)
+    pos = [0, 0]
+    tracks = (a, b)
+    while pos[0] < len_a or pos[1] < len_b:
+        k = int(rng.integers(0, 2)) if pos[0] < len_a and pos[1] < len_b else int(pos[0] >= len_a)
+        step = int(rng.integers(1, 9000))
+        stream.push(k, tracks[k][:, pos[k] : pos[k] + step])
+        pos[k] += step
+    got = stream.result()
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    same = audio.PairStream(RATE)
+    same.push(0, a)
+    same.push(1, a.copy())
+    assert same.result()["bitwise_equal"] and same.result()["snr_db"] == math.inf

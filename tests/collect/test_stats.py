@@ -101,3 +101,40 @@ def test_torch_stats_equal_cpu_exactly(with_prev: bool) -> None:
         want.append(frame_stats(x, p))
         p = x
     assert got == want
+
+
+def _numpy_stats(f: np.ndarray, prev: np.ndarray | None) -> dict:
+    """Every FrameStats field from plain integer numpy: the independent check of the kernel."""
+    y = _numpy_luma(f).astype(np.int64)
+    out = {
+        "pixels": y.size,
+        "y_sum": float(y.sum()),
+        "y_sumsq": float((y * y).sum()),
+        "lap_var": _numpy_laplacian_var(y) if min(y.shape) >= 3 else 0.0,
+        "extreme_values": int(np.isin(f, (0, 255)).sum()),
+        "diff_l1": None if prev is None else float(np.abs(f.astype(np.int64) - prev).sum()),
+    }
+    out["frozen"] = out["diff_l1"] == 0.0
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 5), (3, 3), (29, 41), (120, 333), (240, 1031)])
+def test_kernel_equals_numpy_on_every_field(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[1])
+    prev = rng.integers(0, 256, (*shape, 3), np.uint8)
+    f = np.clip(prev.astype(int) + rng.integers(-40, 41, prev.shape), 0, 255).astype(np.uint8)
+    f[: shape[0] // 2, : shape[1] // 3] = 255  # some saturation
+    for p in (None, prev):
+        st = frame_stats(f, p)
+        want = _numpy_stats(f, p)
+        got = {k: getattr(st, k) for k in want}
+        assert got == pytest.approx(want, rel=1e-12, abs=0)
+    assert frame_stats(f[:, ::2], prev[:, ::2]) == frame_stats(f[:, ::2].copy(), prev[:, ::2].copy())
+
+
+def test_bad_frames_are_rejected() -> None:
+    f = _frames(1)[0]
+    with pytest.raises(ValueError, match="uint8 HxWx3"):
+        frame_stats(f[..., 0])
+    with pytest.raises(ValueError, match="does not match"):
+        frame_stats(f, f[1:])
