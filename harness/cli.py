@@ -175,24 +175,24 @@ def run(
     epilog="Example: harness compare reports/e2e_3step/3step:torch_sdpa reports/e2e_3step/3step:sage_emul_aiter"
 )
 def compare(
-    run_a: str = typer.Argument(..., help="Reference run: a run directory or CAMPAIGN:ARM."),
-    run_b: str = typer.Argument(..., help="Run compared against A."),
+    run_a: str = typer.Argument(..., help="Reference: a run directory, CAMPAIGN:ARM or an mp4 file."),
+    run_b: str = typer.Argument(
+        ..., help="Compared against A: a run directory, CAMPAIGN:ARM or an mp4 file."
+    ),
     fmt: str = typer.Option("table", "--format", "-f", help="table, md or json."),
     gate: Path | None = typer.Option(None, help="YAML/JSON thresholds; exit 1 when one is violated."),
     truncate: bool = typer.Option(False, help="Compare up to the shorter video (recorded)."),
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
-    """Compare two runs (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
+    """Compare two runs or mp4 files (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
     from harness.compare.gates import check_gate, load_gate
-    from harness.compare.pairwise import compare_runs
+    from harness.compare.inputs import compare_inputs
     from harness.report.comparison import format_comparison
-    from harness.store import resolve_run_dir
 
     if fmt not in ("table", "md", "json"):
         raise HarnessError(f"--format: expected table, md or json (got {fmt!r})", exit_code=2)
     the_gate = load_gate(gate) if gate else None
-    a, b = resolve_run_dir(run_a), resolve_run_dir(run_b)
-    cmp = compare_runs(a, b, truncate=truncate, resample_audio=resample_audio)
+    cmp = compare_inputs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
     text = format_comparison(cmp, fmt)  # laid out already: printed as is, never re-wrapped or styled
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     for problem in cmp.errors:
@@ -223,6 +223,71 @@ def report(
         say_err(f"error: {problem}")
     if paths.errors:
         raise typer.Exit(1)
+
+
+@app.command(
+    epilog="Examples: harness ingest reports/h3/pr --arm torch_sdpa --role reference --mp4 sdpa.mp4 "
+    "--log rank0.log --log rank1.log --config h3.json --seed 42   |   harness ingest manifest.yaml"
+)
+def ingest(
+    target: Path = typer.Argument(
+        ..., help="A manifest (.yaml) of several arms, or the campaign folder to create or extend."
+    ),
+    arm: str | None = typer.Option(None, help="Arm name (one arm from the flags below)."),
+    mp4: Path | None = typer.Option(None, help="The arm's output mp4."),
+    log: list[Path] = typer.Option(
+        [], "--log", help="A LightX2V log: once per rank, or one interleaved torchrun log."
+    ),
+    config: Path | None = typer.Option(None, help="The config JSON the run used (seed, attn_type read)."),
+    role: str = typer.Option("candidate", help="reference, noise_floor or candidate."),
+    seed: int | None = typer.Option(None, help="Seed (default: the config's, else LightX2V's 42)."),
+    attn_type: str | None = typer.Option(None, "--attn-type", help="Attention type (default: the config's)."),
+    gpu: str | None = typer.Option(None, help="Where it ran, free text (shown in history)."),
+    scenario: str | None = typer.Option(
+        None, help="Scenario name of a new campaign (default: parent folder)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace arms already in the campaign."),
+    build: bool = typer.Option(False, "--report", help="Build the campaign's report afterwards."),
+):
+    """Create or extend a campaign from existing outputs (mp4, LightX2V logs, config) made anywhere."""
+    from harness.ingest import IngestArm, ingest_manifest
+    from harness.ingest import ingest as do_ingest
+    from harness.records import Role
+
+    is_manifest = target.suffix.lower() in (".yaml", ".yml")
+    if is_manifest:
+        given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
+        if given:
+            raise HarnessError(f"{given[0]}: not with a manifest ({target} lists the arms)", exit_code=2)
+        result = ingest_manifest(target, force=force)
+    else:
+        if arm is None or mp4 is None:
+            raise HarnessError(
+                f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)", exit_code=2
+            )
+        if role not in Role.__members__:
+            raise HarnessError(
+                f"--role: expected reference, noise_floor or candidate (got {role!r})", exit_code=2
+            )
+        one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
+                        attn_type=attn_type, gpu=gpu)  # fmt: skip
+        result = do_ingest(target, [one], scenario=scenario, force=force)
+    for run_path, note in zip(result.runs, result.notes, strict=False):
+        print(f"{run_path}: {note.split(': ', 1)[1]}")
+    print(f"campaign: {result.campaign}")
+    if build:
+        from harness.report import build_report
+        from harness.store import CampaignDir
+
+        paths = build_report(CampaignDir(Path(result.campaign)))
+        for label, path in paths.items():
+            out.print(f"{label}: {path}", highlight=False)
+        for problem in paths.errors:
+            say_err(f"error: {problem}")
+        if paths.errors:
+            raise typer.Exit(1)
+    else:
+        print(f"next: harness report {result.campaign}")
 
 
 @scenarios_app.command("list")

@@ -101,6 +101,9 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     timings.append(("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio))
     for label, x, y, r in timings:
         sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), speed_words(r)])
+    untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
+    if untimed:
+        sp.notes.append(f"no timing: {' and '.join(untimed)} recorded no step times")
     tables = [runs, sp]
 
     acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])
