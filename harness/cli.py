@@ -211,12 +211,18 @@ def compare(
 @app.command(epilog="Example: harness report reports/e2e_3step/3step")
 def report(
     campaign: Path = typer.Argument(..., help="Campaign directory (or reports/<scenario> for its newest)."),
+    single_file: bool | None = typer.Option(
+        None,
+        "--single-file/--with-assets",
+        help="index.html with every image inlined (one file), or beside assets/ (default: the scenario's "
+        "report.single_file, else beside assets/).",
+    ),
 ):
-    """Write report.md, index.html, results.json and assets/ for a campaign."""
+    """Write report.md, pr.md, index.html, results.json and assets/ for a campaign."""
     from harness.report import build_report
     from harness.store import find_campaign
 
-    paths = build_report(find_campaign(campaign))
+    paths = build_report(find_campaign(campaign), single_file=single_file)
     for label, path in paths.items():
         out.print(f"{label}: {path}", highlight=False)
     for problem in paths.errors:

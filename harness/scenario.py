@@ -88,6 +88,12 @@ class BuiltinBlock(Strict):
     save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")
 
 
+class ReportBlock(Strict):
+    single_file: bool = Field(
+        False, description="index.html with every image inlined (one file), not beside an assets/ folder."
+    )
+
+
 class Scenario(Strict):
     name: str = Field(pattern=_NAME)
     kind: Literal["e2e", "kernels"] = "e2e"
@@ -104,6 +110,7 @@ class Scenario(Strict):
     builtin: BuiltinBlock | None = None
     lightx2v: LightX2VBlock | None = None
     kernels: KernelsBlock | None = None
+    report: ReportBlock | None = None
 
     @field_validator("env")
     @classmethod
