@@ -296,6 +296,51 @@ def ingest(
         print(f"next: harness report {result.campaign}")
 
 
+@app.command(
+    epilog="Example: harness history reports/ci-builds --out reports/history --last 5 --gate   "
+    "(exit 1: the newest campaign regressed against the ones before it)"
+)
+def history(
+    dirs: list[Path] = typer.Argument(
+        ..., help="Folders searched for results.json (campaigns, scenarios, builds)."
+    ),
+    out_dir: Path = typer.Option(
+        Path("reports/history"), "--out", help="Where history.csv and history.html go."
+    ),
+    last: int = typer.Option(5, min=1, help="Each campaign is tested against the N campaigns before it."),
+    gate: bool = typer.Option(
+        False, "--gate", help="Exit 1 when the newest campaign regressed significantly."
+    ),
+):
+    """Every results.json under the folders as one table over time: history.csv and history.html."""
+    from harness.history import METRIC, find_moves, gate_regressions, load_history, write_history
+
+    df = load_history(dirs)
+    moves = find_moves(df, last=last)
+    csv_path, html_path = write_history(df, moves, out_dir, last=last)
+    print(
+        f"{df['campaign_path'].nunique()} campaign(s), {len(df)} run(s), "
+        f"scenario(s): {', '.join(df['scenario'].drop_duplicates())}"
+    )
+    moved = moves[moves["moved"]] if not moves.empty else moves
+    for _, mv in moved.iterrows():
+        word = "worse" if mv["worse"] else "better"
+        print(
+            f"moved ({word}): {mv['scenario']} {mv['arm']} {METRIC[mv['metric']].label} in {mv['campaign']}: {mv['text']}"
+        )
+    if moved.empty:
+        print("no metric moved more than its noise (Welch's t-test, alpha 0.05)")
+    print(f"history.csv: {csv_path}")
+    print(f"history.html: {html_path}")
+    if gate:
+        regressions = gate_regressions(df, moves)
+        for line in regressions:
+            say_err(f"regression: {line}")
+        if regressions:
+            raise typer.Exit(1)
+        err.print(f"history gate: passed (newest campaign against the last {last})")
+
+
 @scenarios_app.command("list")
 def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder to list.")):
     """List scenario files with their runner, arms and profiles."""

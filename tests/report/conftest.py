@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from campaign_factory import ArmSpec, make_campaign, standard_arms
-from chromium_cdp import find_chromium
+from browser import find_chromium
 
 from harness.report import ReportPaths, build_report
 from harness.store import CampaignDir

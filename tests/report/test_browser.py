@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from campaign_factory import keep_artifact
-from chromium_cdp import load_page
+from browser import load_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<script>alert(1)</script>"
