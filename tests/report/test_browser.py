@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from campaign_factory import keep_artifact
 from browser import load_page
+from campaign_factory import keep_artifact
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<script>alert(1)</script>"
