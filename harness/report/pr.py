@@ -19,21 +19,32 @@ from harness.report.text import md_escape, md_text
 NA = "n/a"
 
 
+def _shown(x: float, digits: int) -> float:
+    """``x`` as report.md prints it: pr.md rounds that figure, never the raw value (no second opinion)."""
+    return float(f"{x:.{digits}f}")
+
+
 def fmt_time(x: float | None) -> str:
-    """Seconds as the pull request wrote them: one decimal from 10 s up, else three."""
+    """Seconds as the pull request wrote them: one decimal from 10 s up, else three (report.md: three
+    below 100 s, one above)."""
     if x is None:
         return NA
+    x = _shown(x, 1 if abs(x) >= 100 else 3)
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3f}"
 
 
-def fmt_psnr(x: float | None) -> str:
+def fmt_db(x: float | None) -> str:
+    """dB with two decimals, as report.md; +inf (identical) as 'identical'."""
     if x is None:
         return NA
-    return "identical" if math.isinf(x) and x > 0 else f"{x:.2f}"
+    return "identical" if math.isinf(x) and x > 0 else f"{x:.2f} dB"
 
 
-def _num(x: float | None, digits: int) -> str:
-    return NA if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+def _num(x: float | None, digits: int, shown: int) -> str:
+    """``digits`` decimals of report.md's figure (printed there with ``shown`` decimals)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return NA
+    return f"{_shown(x, shown):.{digits}f}"
 
 
 def _mean(a: ArmAggregate | None, key: str) -> float | None:
@@ -76,6 +87,8 @@ def speed_table(res: ReportResults) -> list[str]:
         total = _mean(a, "pipeline_total_s")
         if a.arm == res.reference_arm:
             vs = "reference"
+        elif a.role == "noise_floor":
+            vs = "noise floor"  # an exact run: its time says nothing about a kernel
         else:
             sp = arm_speed(res, a.arm)
             vs = f"{fmt_speedup(sp.step_speedup)} / {fmt_speedup(sp.total_speedup)}"
@@ -98,11 +111,11 @@ def accuracy_table(res: ReportResults) -> list[str]:
     rows = []
     for a in ordered:
         label = a.arm + (" (noise floor)" if a.role == "noise_floor" else "")
-        psnr = f"{fmt_psnr(_mean(a, 'psnr_mean'))} dB ({fmt_psnr(_mean(a, 'psnr_min'))})"
-        ssim = f"{_num(_mean(a, 'ssim_mean'), 3)} ({_num(_mean(a, 'ssim_min'), 3)})"
+        psnr = f"{fmt_db(_mean(a, 'psnr_mean'))} ({fmt_db(_mean(a, 'psnr_min')).removesuffix(' dB')})"
+        ssim = f"{_num(_mean(a, 'ssim_mean'), 3, 6)} ({_num(_mean(a, 'ssim_min'), 3, 6)})"
         snr = _mean(a, "audio_snr")
-        audio = NA if snr is None else f"{fmt_psnr(snr)} dB / {_num(_mean(a, 'audio_cosine'), 3)}"
-        rows.append([label, psnr.replace("identical dB", "identical"), ssim, audio])
+        audio = NA if snr is None else f"{fmt_db(snr)} / {_num(_mean(a, 'audio_cosine'), 3, 6)}"
+        rows.append([label, psnr, ssim, audio])
     return _table(head, rows)
 
 
@@ -121,10 +134,10 @@ def stats_table(res: ReportResults) -> list[str]:
         rows.append(
             [
                 a.arm,
-                f"{_num(_mean(a, 'luma_mean'), 1)} / {_num(_mean(a, 'luma_std'), 1)}",
-                _num(_mean(a, "sharpness"), 1),
-                _num(_mean(a, "motion"), 2),
-                f"{_num(_mean(a, 'audio_rms'), 3)} / {_num(_mean(a, 'audio_peak'), 3)}",
+                f"{_num(_mean(a, 'luma_mean'), 1, 4)} / {_num(_mean(a, 'luma_std'), 1, 4)}",
+                _num(_mean(a, "sharpness"), 1, 4),
+                _num(_mean(a, "motion"), 2, 4),
+                f"{_num(_mean(a, 'audio_rms'), 3, 4)} / {_num(_mean(a, 'audio_peak'), 3, 4)}",
             ]
         )
     return _table(head, rows)

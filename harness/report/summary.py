@@ -93,6 +93,11 @@ def summary_lines(res: ReportResults) -> list[str]:
     )
     lines = [head]
     for v in cands:
+        runs = [r for r in res.runs if r.arm == v.arm]
+        if runs and not any(r.ok for r in runs):
+            r = runs[0]
+            lines.append(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")"))
+            continue
         sp = arm_speed(res, v.arm)
         parts = [
             _speed_text("DiT s/step", sp.step, sp.step_speedup),

@@ -1,0 +1,161 @@
+"""The report's opening summary and pr.md: every figure of pr.md is report.md's (the same value,
+rounded as the pull request did), checked on a fresh campaign and on the committed H200 runs;
+the single-file page carries every image inside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.report import ReportResults, build_report
+from harness.report.pr import fmt_time, render_pr
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = [
+    ROOT / "reports" / "examples" / "h200" / "minimax_h3_tiny" / "gpu",
+    ROOT / "reports" / "examples" / "h200x2" / "minimax_h3_tiny" / "gpu_tp2",
+]
+
+
+def md_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every markdown table of ``text`` as (headers, rows); escaped pipes stay inside cells."""
+    out, block = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        elif block:
+            out.append((block[0], [r for r in block[2:]]))
+            block = []
+    return out
+
+
+def table(text: str, *first_headers: str) -> dict[str, dict[str, str]]:
+    """The table whose headers start with ``first_headers``, as {first cell: {header: cell}}."""
+    for headers, rows in md_tables(text):
+        if tuple(headers[: len(first_headers)]) == first_headers:
+            return {r[0]: dict(zip(headers, r, strict=True)) for r in rows}
+    raise AssertionError(f"no table with headers {first_headers}")
+
+
+def rounded(cell: str, digits: int) -> str:
+    """report.md's figure rounded as pr.md rounds it ('inf (identical)' is 'identical' there)."""
+    return "identical" if cell.startswith("inf") else f"{float(cell.split()[0]):.{digits}f}"
+
+
+def db(cell: str) -> str:
+    r = rounded(cell, 2)
+    return r if r == "identical" else f"{r} dB"
+
+
+def check_pr_against_report(pr: str, md: str) -> int:
+    """Assert each pr.md figure equals report.md's; returns how many figures were checked."""
+    checked = 0
+    speed = table(md, "run", "role", "DiT steps")
+    acc = table(md, "run", "role", "PSNR mean")
+    stats = table(md, "run", "role", "frames", "size")
+    pr_speed = next(t for h, t in md_tables(pr) if h[0] in ("attn_type", "attention"))
+    heads = next(h for h, _ in md_tables(pr) if h[0] in ("attn_type", "attention"))
+    for row in pr_speed:
+        ref = speed[row[0]]
+        steps = row[1].split(" / ")
+        cols = ["step 1", "step 2", "step 3"] if heads[0] == "attn_type" else ["s/step"]
+        for cell, col in zip(steps, cols, strict=True):
+            assert cell == fmt_time(float(ref[col])), (row, col)
+            checked += 1
+        assert row[2] == f"{fmt_time(float(ref['pipeline total (s)']))} s"
+        checked += 1
+    for row in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs")):
+        r = acc[row[0].removesuffix(" (noise floor)")]
+        m = re.fullmatch(r"(.+) \((.+)\)", row[1])
+        assert m and m.group(1) == db(r["PSNR mean"]) and m.group(2) == rounded(r["PSNR min (frame)"], 2)
+        m = re.fullmatch(r"([\d.]+) \(([\d.]+)\)", row[2])
+        assert (
+            m and m.group(1) == rounded(r["SSIM mean"], 3) and m.group(2) == rounded(r["SSIM min (frame)"], 3)
+        )
+        snr, cos = row[3].split(" / ")
+        assert snr == db(r["audio SNR"]) and cos == rounded(r["audio cosine"], 3)
+        checked += 6
+    for row in next(t for h, t in md_tables(pr) if h[0] == "run" and "sharpness (Laplacian var.)" in h):
+        s = stats[row[0]]
+        assert row[1] == f"{rounded(s['luma_mean'], 1)} / {rounded(s['luma_std'], 1)}"
+        assert row[2] == rounded(s["sharpness"], 1) and row[3] == rounded(s["motion"], 2)
+        assert row[4] == f"{rounded(s['audio_rms'], 3)} / {rounded(s['audio_peak'], 3)}"
+        checked += 6
+    if "## Summary" in md:  # the speed-ups are the summary's
+        summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+        for row in pr_speed:
+            if row[3] in ("reference", "noise floor"):
+                continue
+            step_up, total_up = row[3].split(" / ")
+            line = next(ln for ln in summary.splitlines() if ln.startswith(f"- {row[0]}: "))
+            assert (
+                f"DiT s/step speed-up {step_up}:" in line and f"pipeline total speed-up {total_up}:" in line
+            )
+            checked += 2
+    return checked
+
+
+def test_pr_md_figures_are_report_md_figures(single_report):
+    md = single_report.paths.report_md.read_text()
+    pr = single_report.paths.pr_md.read_text()
+    assert single_report.paths.pr_md == single_report.campaign.path / "pr.md"
+    assert check_pr_against_report(pr, md) >= 40
+    # the pull request's layout: three steps, a total, the speed-ups; the noise floor row last
+    assert "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | vs torch_sdpa (s/step / total) |" in pr
+    assert "| sage_far | 1.500 / 0.500 / 0.500 | 3.000 s | 2.00x / 1.50x |" in pr
+    acc_rows = [r[0] for r in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs"))]
+    assert acc_rows[-1] == "torch_sdpa_kv_reversed (noise floor)"
+    assert (
+        "- sage_far: 60 / 57 DiT attention calls per rank went through sage_far, 3 fallbacks (2 rank(s))"
+        in pr
+    )
+    assert (
+        "- sage_close: 60 DiT attention calls per rank went through sage_close, 0 fallbacks (2 rank(s))" in pr
+    )
+    assert "- frames 0 / 3 / 5 / 8 side by side" in pr
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.parent.parent.name)
+def test_pr_md_of_the_committed_h200_runs(example):
+    """Real LightX2V campaigns (one H200, two H200): pr.md from their results.json against their report.md."""
+    res = ReportResults.model_validate_json((example / "results.json").read_bytes())
+    pr = render_pr(res)
+    assert "DiT s/step (mean of steps 2-4)" in pr  # 4 DiT steps: the long-run layout
+    assert check_pr_against_report(pr, (example / "report.md").read_text()) >= 20
+    assert "sage_attn2: 20 DiT attention calls per rank went through sage_attn2, 0 fallbacks" in pr
+
+
+def test_report_opens_with_the_summary(single_report):
+    md = single_report.paths.report_md.read_text()
+    first = md.split("\n## ", 2)
+    assert first[1].startswith("Summary\n")
+    bullets = [ln for ln in first[1].splitlines() if ln.startswith("- ")]
+    assert len(bullets) == 5  # the campaign, then each of its four candidates
+    assert bullets[0].startswith("- tiny / c1: reference torch_sdpa, noise floor torch_sdpa_kv_reversed")
+    far = next(b for b in bullets if b.startswith("- sage_far:"))
+    # steps 2..3: [0.5, 0.5] against [1.0, 1.0]: constant samples, a difference that never varies
+    assert "DiT s/step speed-up 2.00x: 2.00x faster (n=2/2 steps, p=0, alpha 0.05)" in far
+    assert "pipeline total speed-up 1.50x: too few samples for a test (n=1/1 runs" in far
+    assert "verdict: OUTSIDE the noise floor" in far and far.endswith("attention INVALID")
+    close = next(b for b in bullets if b.startswith("- sage_close:"))
+    assert "verdict: within the noise floor" in close and close.endswith("attention valid")
+    assert "- broken: not run (failed: exit code 1" in md
+    html = single_report.paths.index_html.read_text()
+    assert html.index('<section id="summary">') < html.index('<section id="overview">')
+
+
+def test_single_file_page_inlines_every_image(single_report, tmp_path):
+    paths = build_report(single_report.campaign, single_file=True)
+    try:
+        html = paths.index_html.read_text()
+        srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
+        assert len(srcs) == 3 + 16 and all(s.startswith("data:image/png;base64,") for s in srcs)
+        assert "every figure is inlined" in html
+        moved = tmp_path / "alone.html"  # one file that opens anywhere: nothing else beside it
+        moved.write_text(html)
+        assert 'src="assets/' not in moved.read_text()
+    finally:
+        build_report(single_report.campaign)  # the shared fixture keeps its default form
+    assert 'src="assets/' in paths.index_html.read_text()
