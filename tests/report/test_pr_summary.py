@@ -159,3 +159,21 @@ def test_single_file_page_inlines_every_image(single_report, tmp_path):
     finally:
         build_report(single_report.campaign)  # the shared fixture keeps its default form
     assert 'src="assets/' in paths.index_html.read_text()
+
+
+def test_scenario_option_makes_the_page_one_file(tmp_path):
+    """`report: {single_file: true}` in a scenario: the campaign's page is one file by default."""
+    from campaign_factory import ArmSpec, make_campaign
+
+    from harness.scenario import parse_scenario
+
+    text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text() + "report:\n  single_file: true\n"
+    assert parse_scenario(text, "e2e_3step.yaml").report.single_file is True
+    camp = make_campaign(tmp_path, [ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
+    rec = camp.record()
+    rec.scenario["report"] = {"single_file": True}
+    camp.write(rec)
+    html = build_report(camp).index_html.read_text()
+    assert 'src="assets/' not in html and 'src="data:image/png;base64,' in html
+    html = build_report(camp, single_file=False).index_html.read_text()  # --with-assets wins
+    assert 'src="assets/' in html
