@@ -13,6 +13,7 @@ the field (exit 2), and the campaign is left as it was. A manifest (YAML) does s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -399,7 +400,7 @@ def ingest(
 def _resolve(base: Path, p: Path | None) -> Path | None:
     if p is None:
         return None
-    return p if p.is_absolute() else base / p
+    return p if p.is_absolute() else Path(os.path.normpath(base / p))
 
 
 def load_manifest(path: Path) -> IngestManifest:
