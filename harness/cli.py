@@ -278,8 +278,8 @@ def ingest(
         one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
                         attn_type=attn_type, gpu=gpu)  # fmt: skip
         result = do_ingest(target, [one], scenario=scenario, force=force)
-    for run_path, note in zip(result.runs, result.notes, strict=False):
-        print(f"{run_path}: {note.split(': ', 1)[1]}")
+    for line in result.lines:
+        print(line)
     print(f"campaign: {result.campaign}")
     if build:
         from harness.report import build_report

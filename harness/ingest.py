@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.errors import HarnessError
+from harness.media import MediaInfo, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord
 from harness.store import (
     OUTPUT_MP4,
@@ -98,11 +100,15 @@ class IngestedRunRecord(RunRecord):
     ingested: Ingested
 
 
+@dataclass
 class Prepared:
     """An arm checked and ready to write."""
 
-    def __init__(self, arm: IngestArm, spec: RunSpec, timing: TimingRecord | None, info, config: dict | None):
-        self.arm, self.spec, self.timing, self.info, self.config = arm, spec, timing, info, config
+    arm: IngestArm
+    spec: RunSpec
+    timing: TimingRecord | None
+    info: MediaInfo
+    config: dict | None
 
 
 def _need_file(path: Path, what: str) -> Path:
@@ -145,8 +151,6 @@ def _timing(arm: IngestArm) -> TimingRecord | None:
 
 def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     """Check one arm's inputs (files, config, logs, video) without writing anything."""
-    from harness.media import probe
-
     mp4 = _need_file(arm.mp4, "mp4")
     try:
         info = probe(mp4)
@@ -234,8 +238,6 @@ def _check_campaign(
 
 def _existing_reference(camp: CampaignDir, kept: list[ArmStatus]):
     """(name, media info) of the reference run already in the campaign, or (None, None)."""
-    from harness.media import probe
-
     for a in kept:
         if a.role == "reference":
             out = camp.run(a.key).output
@@ -321,7 +323,7 @@ def _campaign_record(camp: CampaignDir, scenario: str) -> CampaignRecord:
 class IngestResult(Record):
     campaign: str
     runs: list[str] = Field(default_factory=list)  # run folders written
-    notes: list[str] = Field(default_factory=list)
+    lines: list[str] = Field(default_factory=list)  # one per run: what was read from its sources
 
 
 def ingest(
@@ -378,11 +380,11 @@ def ingest(
         result.runs.append(str(final))
         src = written.ingested
         if p.timing is None:
-            result.notes.append(f"{p.spec.key}: no log given: no timing")
+            result.lines.append(f"{final}: no log given: no timing")
         else:
             t = p.timing
-            result.notes.append(
-                f"{p.spec.key}: {len(t.steps)} DiT steps on {len(t.ranks)} rank(s), "
+            result.lines.append(
+                f"{final}: {len(t.steps)} DiT steps on {len(t.ranks)} rank(s), "
                 f"s/step {t.s_per_step:.4g}, pipeline total "
                 + (f"{t.pipeline_total_s:.4g} s" if t.pipeline_total_s is not None else "not logged")
                 + f"; seed {p.spec.seed} ({src.seed_from}), attention {p.spec.attn_type} ({src.attn_type_from})"

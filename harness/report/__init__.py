@@ -1,4 +1,5 @@
-"""Campaign report: report.md (pull-request tables), index.html (static CI page), results.json, assets/.
+"""Campaign report: report.md (every table, a summary first), pr.md (the pull request's compact
+tables), index.html (static CI page, beside assets/ or one file), results.json, assets/.
 
 ``build_report`` computes (or reuses from metrics/) every comparison against the reference,
 draws the figures, cuts the frame thumbnails and writes the three files atomically.
