@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from harness.collect import audio_align
+
 N_FFT = 1024
 HOP = 256
 N_MELS = 64
@@ -147,9 +149,10 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int) -> dict:
     """SNR/cosine/log-mel metrics of two equal-rate tracks, truncated to the shorter one."""
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"channel counts differ: {a.shape[0]} and {b.shape[0]}")
-    n = min(a.shape[1], b.shape[1])
-    ta, tb = a[:, :n], b[:, :n]
+    ta, tb, lag = audio_align.aligned(a, b)  # bounded lag search, then the common span
+    n = ta.shape[1]
     return {
+        "lag_samples": lag,
         "sample_rate": sample_rate,
         "channels": int(a.shape[0]),
         "samples_a": int(a.shape[1]),
