@@ -42,7 +42,7 @@ from harness.number_format import fmt_db
 from harness.records import Record
 from harness.store import CampaignDir, CampaignRecord, utcnow
 
-RESULTS_SCHEMA = "harness.report/1"
+RESULTS_SCHEMA = "harness.report/2"  # 2: error-energy verdicts, floor band, speed tests, repeats
 Progress = Callable[[str], None]
 
 
