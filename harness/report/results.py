@@ -302,6 +302,15 @@ def scenario_rules(scenario: dict[str, Any], notes: list[str]) -> VerdictRules:
         return VerdictRules()
 
 
+def _floor_kind(c: Comparison) -> str:
+    """What a floor run changes: its perturbation, or the exact kernel it runs instead."""
+    if c.b.perturbation:
+        return c.b.perturbation
+    if c.b.attn_type != c.a.attn_type:
+        return f"another exact kernel: {c.b.attn_type}"
+    return "the reference's backend again (no perturbation)"
+
+
 def _floor_summary(floors: list[Comparison], rules: VerdictRules) -> FloorSummary | None:
     measured = [c for c in floors if c.measured]
     if not measured:
@@ -309,7 +318,7 @@ def _floor_summary(floors: list[Comparison], rules: VerdictRules) -> FloorSummar
     f = FloorSummary(
         arms=list(dict.fromkeys(c.b.arm for c in measured)),
         keys=[c.b.key for c in measured],
-        perturbations={c.b.arm: c.b.perturbation or "exact (no perturbation)" for c in measured},
+        perturbations={c.b.arm: _floor_kind(c) for c in measured},
     )
     mse, _ = pooled([PairErrors.from_comparison(c) for c in measured], "video_mse")
     f.psnr_pooled = None if mse is None else psnr_from_mse(mse)

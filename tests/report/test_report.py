@@ -217,3 +217,19 @@ def test_repeats_speed_significance_and_floor_distribution(repeats_report):
         assert "tolerance 2.5x" in v.summary, v.summary
         mse = next(c for c in v.energy if c.metric == "video_mse")
         assert mse.n_floor == 4
+
+
+def test_a_floor_arm_names_its_perturbation_or_its_other_kernel():
+    from harness.compare.pairwise import Comparison
+    from harness.compare.summary import RunSummary
+    from harness.report.results import _floor_kind
+
+    ref = RunSummary(key="ref", path="r", arm="ref", attn_type="torch_sdpa", role="reference")
+
+    def floor(**kw) -> str:
+        b = RunSummary(key="f", path="f", arm="f", role="noise_floor", **kw)
+        return _floor_kind(Comparison(a=ref, b=b))
+
+    assert floor(attn_type="torch_sdpa", kv_reversed=True, kv_chunks=2) == "K/V reversed, K/V in 2 chunks"
+    assert floor(attn_type="torch_sdpa", attn_options={"sdpa_backend": "math"}) == "sdpa_backend=math"
+    assert floor(attn_type="flash_attn3") == "another exact kernel: flash_attn3"
