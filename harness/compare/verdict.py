@@ -552,6 +552,7 @@ def judge(
     if not measured:
         first = next((r for r in not_ok if r.reason), None)
         v.accuracy = "not measured" + (f" ({first.status}: {first.reason})" if first else "")
+        v.accuracy += f"; not judged (tolerance {rules.tolerance:g}x)"
     attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}[
         v.attention_ok
     ]
