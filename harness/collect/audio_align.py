@@ -12,9 +12,12 @@ A positive lag means B is late: ``b[n + lag]`` lines up with ``a[n]``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 
 MAX_LAG = 2048  # samples: 64 ms at 32 kHz, more than an AAC frame of priming
+WINDOW = 1 << 19  # samples a streamed track's lag is found on (16 s at 32 kHz)
 MIN_GAIN = 0.01  # normalised correlation a non-zero lag must add over lag 0
 CHANCE_SIGMAS = 6.0
 
@@ -74,3 +77,38 @@ def aligned(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG) -> tuple[np.nd
     lag = best_lag(a, b, max_lag)
     ta, tb = overlap(a, b, lag)
     return ta, tb, lag
+
+
+# Streamed tracks ([C, S] blocks, e.g. media.iter_audio): find the lag on a bounded head, then
+# drop the leading samples of the late track before pairing.
+
+
+def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Iterator[np.ndarray]]:
+    """(the first ``n`` samples [C, <=n], an iterator over every block, those included)."""
+    it = iter(blocks)
+    head: list[np.ndarray] = []
+    got = 0
+    while got < n:
+        x = next(it, None)
+        if x is None:
+            break
+        head.append(x)
+        got += x.shape[1]
+
+    def chained() -> Iterator[np.ndarray]:
+        yield from head
+        yield from it
+
+    first = np.concatenate(head, axis=1)[:, :n] if head else np.zeros((0, 0), np.float32)
+    return first, chained()
+
+
+def skip(blocks: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
+    """The blocks without their first ``n`` samples."""
+    left = max(0, int(n))
+    for x in blocks:
+        if left >= x.shape[1]:
+            left -= x.shape[1]
+            continue
+        yield x[:, left:] if left else x
+        left = 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.collect.audio import pair_metrics
-from harness.collect.audio_align import MAX_LAG, aligned, best_lag, cross_correlation, overlap
+from harness.collect.audio_align import MAX_LAG, aligned, best_lag, cross_correlation, overlap, peek, skip
 
 RATE = 32000
 
@@ -52,3 +52,16 @@ def test_snr_is_taken_after_the_lag():
     m = pair_metrics(a, b, RATE)
     assert m["lag_samples"] == 64 and m["snr_db"] > 30  # without the search: about 0 dB
     assert m["samples_compared"] == RATE - 64
+
+
+def test_streamed_tracks_peek_and_skip():
+    a = _track()
+    blocks = [a[:, i : i + 3000] for i in range(0, a.shape[1], 3000)]
+    head, rest = peek(blocks, 7000)
+    assert np.array_equal(head, a[:, :7000])
+    assert np.array_equal(np.concatenate(list(rest), axis=1), a)  # nothing lost
+    late = np.roll(a, 300, axis=1)
+    lag = best_lag(head, peek([late[:, i : i + 3000] for i in range(0, RATE, 3000)], 7000)[0])
+    assert lag == 300
+    trimmed = np.concatenate(list(skip([late[:, i : i + 3000] for i in range(0, RATE, 3000)], lag)), axis=1)
+    assert np.array_equal(trimmed, late[:, 300:])
