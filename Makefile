@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 	@if $(PY) -c "import torch" 2>/dev/null; then \
 	  echo "torch already present: $$($(PY) -c 'import torch; print(torch.__version__)') (kept)"; \
 	else \
-	  $(PY) -m pip install -q "$(TORCH_SPEC)"; \
+	  $(PY) -m pip install -q $(TORCH_SPEC); \
 	fi
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@

@@ -68,6 +68,7 @@ def _arm_status(rec: RunRecord) -> ArmStatus:
         status=rec.status,
         reason=rec.reason,
         valid=rec.valid,
+        repeat=s.repeat,
     )
 
 
@@ -115,12 +116,13 @@ def run_campaign(
     reporter: Reporter | None = None,
     slurm_overrides: dict | None = None,
     resubmit_failed: int = 0,
+    repeats: int | None = None,
 ) -> CampaignOutcome:
     reporter = reporter or Reporter()
     path = resolve_scenario_path(scenario_ref)
     scenario = load_scenario(path)
     profile = select_profile(scenario, profile)
-    specs = build_plan(scenario, profile=profile, arms=arms, seeds=seeds)
+    specs = build_plan(scenario, profile=profile, arms=arms, seeds=seeds, repeats=repeats)
     campaign = campaign_dir_for(scenario, out_root, campaign_id, profile)
     planned = plan_actions(campaign, specs, force=force)
     outcome = CampaignOutcome(campaign)

@@ -116,6 +116,9 @@ def run(
     time_min: int | None = typer.Option(None, "--slurm-time-min", help="Slurm time limit per arm, minutes."),
     gpus: int | None = typer.Option(None, "--slurm-gpus", help="GPUs per arm job (default: the runner's)."),
     resubmit_failed: int = typer.Option(0, "--resubmit-failed", help="Slurm: resubmit failed arms N times."),
+    repeats: int | None = typer.Option(
+        None, "--repeats", help="Runs per arm and seed, interleaved (default: the scenario's repeats)."
+    ),
 ):
     """Run a scenario's arms (a campaign), then write its report."""
     from harness.campaign import run_campaign
@@ -126,7 +129,7 @@ def run(
     if dry_run:
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
-            campaign_id=campaign, force=force, dry_run=True, executor=executor,
+            campaign_id=campaign, force=force, dry_run=True, executor=executor, repeats=repeats,
         )  # fmt: skip
         # Plain lines, never wrapped: the commands are meant to be copied.
         print(f"campaign: {outcome.campaign.path}  (dry run: nothing is executed)")
@@ -145,7 +148,7 @@ def run(
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
             campaign_id=campaign, force=force, executor=executor, report=not no_report, reporter=reporter,
-            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed,
+            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats,
         )  # fmt: skip
     out.print(_summary_table(outcome))
     for note in _notes(outcome):

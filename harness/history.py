@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.compare.significance import DEFAULT_ALPHA, compare_samples, fmt_p
 from harness.errors import HarnessError
-from harness.significance import DEFAULT_ALPHA, compare_samples, fmt_p
 from harness.store import atomic_write_text
 
 RESULTS_JSON = "results.json"

@@ -1,7 +1,8 @@
 """Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
 
 Writing mirrors the MiniMax-H3 LightX2V writer: libx264 yuv420p video, AAC stereo audio at
-the model's rate, muxed in one mp4. Reading streams frames one at a time; nothing here holds
+the model's rate, muxed in one mp4. ``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB and
+float PCM in Matroska) so pixel and audio metrics can be taken before compression. Reading streams frames one at a time; nothing here holds
 a whole video in memory. Every failure is a ``HarnessError`` with one line naming the file.
 """
 
@@ -348,3 +349,86 @@ def _mux_audio(c, astream, aud: np.ndarray, start: int, stop: int) -> int:
         c.mux(astream.encode(af))
         pos = end
     return pos
+
+
+LOSSLESS_CONVENTION = (
+    "FFV1 (bgr0: 8-bit RGB, lossless) + pcm_f32le in Matroska, written from the same RGB frames"
+)
+
+
+class LosslessWriter:
+    """The frames and audio of a run, lossless: FFV1 RGB video and float32 PCM in a .mkv.
+
+    Frames go in one at a time (``add``, or ``tee`` while the mp4 is written from the same
+    generator); ``close()`` writes the audio track and renames the file into place. ``seconds``
+    is the time spent here, so a runner can keep it out of its timings.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        fps: int | float,
+        audio: np.ndarray | None = None,
+        sample_rate: int = 32000,
+    ):
+        import time
+
+        self._clock = time.perf_counter
+        t0 = self._clock()
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.audio = _check_audio(audio, self.path) if audio is not None else None
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp.mkv", dir=self.path.parent)
+        os.close(fd)
+        self.tmp = Path(tmp)
+        self.c = av.open(str(self.tmp), mode="w", format="matroska")
+        self.vs = self.c.add_stream("ffv1", rate=Fraction(fps).limit_denominator(1001))
+        self.vs.pix_fmt = "bgr0"
+        self.layout = None
+        self.ast = None
+        if self.audio is not None:  # every stream exists before the first packet is muxed
+            self.layout = "stereo" if self.audio.shape[0] == 2 else "mono"
+            self.ast = self.c.add_stream("pcm_f32le", rate=sample_rate, layout=self.layout)
+        self.sample_rate = sample_rate
+        self.n = 0
+        self.seconds = self._clock() - t0
+
+    def add(self, frame: np.ndarray) -> None:
+        t0 = self._clock()
+        arr = _check_frame(frame, self.path, self.n, None)
+        if self.n == 0:
+            self.vs.width, self.vs.height = arr.shape[1], arr.shape[0]
+        vf = av.VideoFrame.from_ndarray(arr, format="rgb24").reformat(format="bgr0")
+        vf.pts = self.n
+        self.c.mux(self.vs.encode(vf))
+        self.n += 1
+        self.seconds += self._clock() - t0
+
+    def close(self) -> None:
+        t0 = self._clock()
+        try:
+            if self.n == 0:
+                raise HarnessError(f"{self.path}: no frames to write")
+            self.c.mux(self.vs.encode(None))
+            if self.audio is not None and self.ast is not None:
+                aud = self.audio
+                for pos in range(0, aud.shape[1], AUDIO_CHUNK):
+                    block = np.ascontiguousarray(aud[:, pos : pos + AUDIO_CHUNK].T.reshape(1, -1))
+                    af = av.AudioFrame.from_ndarray(block, format="flt", layout=self.layout)
+                    af.sample_rate, af.pts = self.sample_rate, pos
+                    self.c.mux(self.ast.encode(af))
+                self.c.mux(self.ast.encode(None))
+            self.c.close()
+            os.chmod(self.tmp, 0o666 & ~_umask())
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)
+            raise
+        self.seconds += self._clock() - t0
+
+    def tee(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        """Yield ``frames`` unchanged, writing each one here on the way."""
+        for f in frames:
+            self.add(f)
+            yield f

@@ -1,7 +1,8 @@
-"""How numbers are written in every text the harness prints: n/a, inf, dB, seconds, ratios in words.
+"""How numbers are written in every text the harness prints: n/a, inf, dB, seconds, ratios.
 
 One place for these, so a terminal table, report.md, a verdict sentence and a gate violation
-spell the same value the same way.
+spell the same value the same way. Ratio words ("1.19x slower") come only with their
+significance, from ``harness.compare.significance``.
 """
 
 from __future__ import annotations
@@ -38,23 +39,6 @@ def fmt_db(x: float | None) -> str:
 
 def fmt_ratio(x: float | None) -> str:
     return NA if x is None or not math.isfinite(x) else f"{x:.3f}x"
-
-
-def speed_words(ratio: float | None) -> str:
-    """B/A time ratio in words: 0.82 -> '1.22x faster'."""
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
-        return NA
-    if abs(ratio - 1.0) < 5e-4:
-        return "same speed"
-    return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
-
-
-def one_liner(what: str, a: float | None, b: float | None, unit: str = "s") -> str | None:
-    """pyperf style: 's/step: 1.234 s -> 1.010 s: 1.22x faster'."""
-    if a is None or b is None:
-        return None
-    ratio = b / a if a > 0 else None
-    return f"{what}: {fmt_s(a)} {unit} -> {fmt_s(b)} {unit}: {speed_words(ratio)}"
 
 
 def fmt_stat(name: str, x: float | None) -> str:

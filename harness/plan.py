@@ -30,8 +30,15 @@ def build_plan(
     profile: str | None = None,
     arms: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
+    repeats: int | None = None,
 ) -> list[RunSpec]:
-    """One RunSpec per (arm, seed), arms in scenario order, the reference first."""
+    """One RunSpec per (arm, seed, repeat), arms in scenario order, the reference first.
+
+    Repeats are interleaved: every arm's first run of every seed, then every arm's second run,
+    ... (A B C A B C), so a drift of the machine over the campaign spreads over all arms instead
+    of landing on the last one. ``repeats`` (the CLI's --repeats) replaces the scenario's; an
+    arm's own ``repeats`` wins over both.
+    """
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
@@ -40,26 +47,37 @@ def build_plan(
     runner = get_runner(scenario.runner)
     multi = len(seed_list) > 1 or len(scenario.seed_list) > 1
     chosen.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role.value, 2))
+    if repeats is not None and repeats < 1:
+        raise ScenarioError(f"repeats must be 1 or more (got {repeats})")
+    default_repeats = repeats if repeats is not None else scenario.repeats
+    arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
+    params = {a.name: runner.resolve_params(scenario, a, profile) for a in chosen}
     specs = []
-    for seed in seed_list:
-        for arm in chosen:
-            env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
-            specs.append(
-                RunSpec(
-                    scenario=scenario.name,
-                    runner=scenario.runner,
-                    arm=arm.name,
-                    seed=seed,
-                    profile=profile,
-                    attn_type=arm.attn_type,
-                    kv_reversed=arm.kv_reversed,
-                    role=arm.role,
-                    params=runner.resolve_params(scenario, arm, profile),
-                    env={k: str(v) for k, v in env.items()},
-                    timeout_s=scenario.timeout_s,
-                    multi_seed=multi,
+    for repeat in range(1, max(arm_repeats.values(), default=1) + 1):
+        for seed in seed_list:
+            for arm in chosen:
+                if repeat > arm_repeats[arm.name]:
+                    continue
+                env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
+                specs.append(
+                    RunSpec(
+                        scenario=scenario.name,
+                        runner=scenario.runner,
+                        arm=arm.name,
+                        seed=seed,
+                        profile=profile,
+                        attn_type=arm.attn_type,
+                        kv_reversed=arm.kv_reversed,
+                        kv_chunks=arm.kv_chunks,
+                        attn_options=dict(arm.attn_options),
+                        role=arm.role,
+                        params=params[arm.name],
+                        env={k: str(v) for k, v in env.items()},
+                        timeout_s=scenario.timeout_s,
+                        multi_seed=multi,
+                        repeat=repeat,
+                    )
                 )
-            )
     return specs
 
 

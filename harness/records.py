@@ -55,6 +55,8 @@ class RunSpec(Record):
     profile: str | None = None
     attn_type: str
     kv_reversed: bool = False
+    kv_chunks: int = 1  # > 1: K/V in this many chunks merged by log-sum-exp (an exact perturbation)
+    attn_options: dict[str, Any] = Field(default_factory=dict)  # options of the attention backend
     role: Role = Role.candidate
     # Runner parameters after profile and arm overrides are applied.
     params: dict[str, Any] = Field(default_factory=dict)
@@ -62,14 +64,32 @@ class RunSpec(Record):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_s: float | None = None
     multi_seed: bool = False  # whether the run directory carries @seed
+    repeat: int = 1  # 1-based; repeats 2.. time the same computation again in a new process
 
     @property
     def key(self) -> str:
-        """Run directory name: ``<arm>`` or ``<arm>@<seed>`` when the campaign has several seeds."""
-        return f"{self.arm}@{self.seed}" if self.multi_seed else self.arm
+        """Run directory name: ``<arm>``, ``<arm>@<seed>`` when the campaign has several seeds,
+        and ``~r<n>`` after it for repeat n >= 2 (repeat 1 keeps the plain name)."""
+        return run_key(self.arm, self.seed if self.multi_seed else None, self.repeat)
 
     def spec_hash(self) -> str:
-        return canonical_hash(self.model_dump(mode="json", exclude={"timeout_s"}))
+        """Hash of what the run computes: the repeat index is in the key, not in the hash, and
+        fields at their defaults that older harness versions did not write are left out, so
+        campaigns made before them still resume."""
+        data = self.model_dump(mode="json", exclude={"timeout_s", "repeat"})
+        for name, default in (("kv_chunks", 1), ("attn_options", {})):
+            if data.get(name) == default:
+                data.pop(name)
+        return canonical_hash(data)
+
+
+REPEAT_MARK = "~r"
+
+
+def run_key(arm: str, seed: int | None = None, repeat: int = 1) -> str:
+    """``arm``, ``arm@seed``, ``arm@seed~r2``: '~' is not allowed in arm names, so keys parse back."""
+    key = arm if seed is None else f"{arm}@{seed}"
+    return key if repeat <= 1 else f"{key}{REPEAT_MARK}{repeat}"
 
 
 class RunRecord(Record):

@@ -18,6 +18,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.compare.rules import VerdictRules
 from harness.errors import ScenarioError
 from harness.kernels.schema import KernelsBlock
 from harness.records import Role
@@ -39,6 +40,20 @@ class Arm(Strict):
     attn_type: str = Field(description="Attention backend name from the registry (harness backends list).")
     role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
     kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
+    kv_chunks: int = Field(
+        1,
+        ge=1,
+        description="Split K/V into this many chunks along the sequence and merge the chunks' outputs "
+        "by log-sum-exp (online softmax): exact, only rounding changes (a noise floor).",
+    )
+    attn_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the attention backend (e.g. {sdpa_backend: efficient} for another exact "
+        "SDPA kernel as a noise floor; `harness backends` lists what each backend runs).",
+    )
+    repeats: int | None = Field(
+        None, ge=1, description="Runs of this arm per seed (default: the scenario's repeats)."
+    )
     env: dict[str, EnvValue] = Field(default_factory=dict, description="Extra environment for this arm.")
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="Runner parameters for this arm only."
@@ -86,6 +101,11 @@ class BuiltinBlock(Strict):
     prompt: str = "a woman dances in the street, drums and a cheering crowd"
     params: dict[str, Any] = Field(default_factory=dict, description="Pipeline config overrides.")
     save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")
+    lossless: bool = Field(
+        False,
+        description="Also write output_lossless.mkv (FFV1 RGB + float PCM): pixel and audio metrics are then "
+        "taken before compression, and the codec floor is the mp4's own error against it.",
+    )
 
 
 class ReportBlock(Strict):
@@ -106,6 +126,13 @@ class Scenario(Strict):
     default_profile: str | None = None
     arms: list[Arm] = Field(default_factory=list)
     timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
+    repeats: int = Field(
+        1,
+        ge=1,
+        description="Runs of each arm per seed, each in its own process, in interleaved order "
+        "(A B C A B C ...): the samples of the speed significance tests.",
+    )
+    verdict: VerdictRules = Field(default_factory=VerdictRules)
     executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
     builtin: BuiltinBlock | None = None
     lightx2v: LightX2VBlock | None = None
@@ -141,6 +168,13 @@ class Scenario(Strict):
             raise ValueError(f"exactly one arm must have role: reference (found {found})")
         if self.runner == "lightx2v" and self.lightx2v is None:
             raise ValueError("runner 'lightx2v' needs a 'lightx2v' block")
+        if self.runner == "lightx2v":
+            for a in self.arms:
+                if a.kv_chunks > 1 or a.attn_options:
+                    raise ValueError(
+                        f"arm {a.name}: kv_chunks and attn_options are served by the builtin runner only "
+                        "(the LightX2V launcher applies kv_reversed alone)"
+                    )
         if self.default_profile is not None and self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
         return self

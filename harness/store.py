@@ -30,6 +30,7 @@ CAMPAIGN_JSON = "campaign.json"
 TIMING_JSON = "timing.json"
 ATTN_CALLS_JSON = "attn_calls.json"
 OUTPUT_MP4 = "output.mp4"
+OUTPUT_LOSSLESS = "output_lossless.mkv"  # opt-in lossless twin of output.mp4 (builtin runner)
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 
@@ -111,6 +112,7 @@ class ArmStatus(Record):
     status: RunStatus = RunStatus.pending
     reason: str | None = None
     valid: bool | None = None
+    repeat: int = 1
 
 
 class CampaignRecord(Record):

@@ -7,7 +7,7 @@ import pytest
 import soundfile as sf
 
 from harness.errors import HarnessError
-from harness.media import iter_frames, probe, read_audio, write_av
+from harness.media import LosslessWriter, iter_frames, probe, read_audio, write_av
 
 
 def _frames(n: int = 8, h: int = 64, w: int = 96, seed: int = 0) -> np.ndarray:
@@ -129,3 +129,23 @@ def test_encoding_is_reproducible_at_a_slow_preset(tmp_path):
         write_av(path, frames, None, preset="medium")
         digests.add(hashlib.sha256(path.read_bytes()).hexdigest())
     assert len(digests) == 1
+
+
+def test_lossless_twin_is_bit_exact_beside_the_mp4(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (5, 64, 96, 3), dtype=np.uint8)  # noise: what H.264 cannot keep
+    audio = _tone(5 / 24)
+    twin = LosslessWriter(tmp_path / "out_lossless.mkv", fps=24, audio=audio)
+    write_av(tmp_path / "out.mp4", twin.tee(iter(list(frames))), audio, fps=24)
+    twin.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "out_lossless.mkv"]
+    back = list(iter_frames(tmp_path / "out_lossless.mkv"))
+    assert len(back) == 5 and all(np.array_equal(a, b) for a, b in zip(frames, back, strict=True))
+    pcm, rate = read_audio(tmp_path / "out_lossless.mkv")
+    assert rate == 32000 and np.array_equal(pcm, audio)
+    assert not np.array_equal(list(iter_frames(tmp_path / "out.mp4"))[0], frames[0])
+    assert twin.seconds > 0
+    empty = LosslessWriter(tmp_path / "none.mkv", fps=24)
+    with pytest.raises(HarnessError, match="no frames"):
+        empty.close()
+    assert not (tmp_path / "none.mkv").exists()

@@ -18,12 +18,13 @@ from harness.attention.registry import (
     register_backend,
 )
 from harness.attention.sage_emul import sage_attention_emulated
-from harness.attention.wrappers import CountingBackend, KVReversed, make_attention
+from harness.attention.wrappers import CountingBackend, KVChunked, KVReversed, make_attention
 
 __all__ = [
     "AttentionBackend",
     "AttentionOp",
     "CountingBackend",
+    "KVChunked",
     "KVReversed",
     "UnsupportedCall",
     "availability",

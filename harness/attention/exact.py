@@ -16,9 +16,10 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.errors import HarnessError
+from harness.errors import BackendUnavailable, HarnessError
 
 _SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+_GPU_ONLY = ("efficient", "cudnn")  # flash and math also run on a CPU
 
 
 @contextlib.contextmanager
@@ -58,11 +59,13 @@ class TorchSDPA(AttentionBackend):
     default_options = {"sdpa_backend": "auto"}
 
     def setup(self) -> None:
-        if self.options["sdpa_backend"] not in _SDPA_BACKENDS:
+        choice = self.options["sdpa_backend"]
+        if choice not in _SDPA_BACKENDS:
             raise HarnessError(
-                f"torch_sdpa: option sdpa_backend={self.options['sdpa_backend']!r}; "
-                f"expected one of {', '.join(_SDPA_BACKENDS)}"
+                f"torch_sdpa: option sdpa_backend={choice!r}; expected one of {', '.join(_SDPA_BACKENDS)}"
             )
+        if choice in _GPU_ONLY and not torch.cuda.is_available():
+            raise BackendUnavailable(f"torch_sdpa[{choice}]: torch has this SDPA kernel on GPUs only")
 
     @property
     def params(self) -> dict[str, Any]:

@@ -13,14 +13,27 @@ What is reproduced, step by step, as the kernels do it:
    running max after tile j, ``P = exp2(S - m_j + offset)``; the row sum comes from fp32 P.
 5. P to FP8 e4m3 (``offset = 8.807 = log2 448`` as thu-ml's S_FP8_OFFSET, or 0 for aiter's
    fav3_sage, which casts P in [0, 1] and flushes tiny probabilities) or to fp16 (Triton fp16-PV).
-6. V to FP8 per channel (``scale = amax_seq|v| / 448``) or to fp16; fp32 accumulation;
-   ``O = acc / l * v_scale`` cast to the input dtype.
+6. V to FP8 per channel (``scale = amax_seq|v| / 448``) or to fp16; the tile products
+   ``Pq_j @ Vq_j`` accumulate in fp32 or, as SageAttention 1's Triton kernel does
+   (``tl.dot(p, v, out_dtype=tl.float16)``), in fp16 (``pv_accum="fp16_tile"``: each tile's
+   product rounded to fp16 once, then added in fp32); ``O = acc / l * v_scale`` cast to the
+   input dtype.
+
+Variants (option ``variant``; other options override single settings):
+
+* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton), what the measured
+  ``sage_attn2`` backend runs on the H200: INT8 Q per 128-token block and K per 64-token block,
+  K smoothed, P in [0, 1] and V cast to fp16, fp16 tile accumulation. ``sage_emul_thuml``'s default.
+* ``sageattn2_fp8``: thu-ml SageAttention2 ``qk_int8_pv_fp8`` (sm89/sm90): INT8 Q per 32-token
+  warp, P x448 and V per channel in FP8 e4m3, fp32 accumulation.
+* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled.
+  ``sage_emul_aiter``'s default.
 
 The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
 accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
-of a query chunk. Only fp32 rounding of the rescale factors differs from the kernels, and the
-hardware's reduced-precision inner accumulation (FP22 on Ada, fp16 in fp32+fp16 mode) is not
-modelled, so the emulation is slightly optimistic.
+of a query chunk. Only fp32 rounding of the rescale factors differs from the kernels; the
+hardware's reduced-precision inner accumulation (FP22 on Ada, fp16 inside an mma) is modelled
+at most as one rounding per tile, so the emulation is slightly optimistic.
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ from harness.errors import HarnessError
 LOG2E = 1.4426950408889634
 GRANULARITIES = ("per_block", "per_warp", "per_thread")
 PV_DTYPES = ("fp8", "fp16")
+PV_ACCUMS = ("fp32", "fp16_tile")
 FP8_MAX = 448.0
 # 127^2 * D must stay below 2^24 for the fp32 matmul of int8 values to be exact.
 MAX_EXACT_HEAD_DIM = 1040
@@ -192,6 +206,7 @@ def sage_attend(
     kv_tile: int = 64,
     p_log2_offset: float = 8.807,
     pv_dtype: str = "fp8",
+    pv_accum: str = "fp32",
     chunk_elems: int = 0,
 ) -> torch.Tensor:
     """Steps 3-6: the attention kernel on quantized operands, tiled over queries."""
@@ -207,8 +222,12 @@ def sage_attend(
         vq = torch.nn.functional.pad(vq, (0, 0, 0, pad))
     kt = ki.transpose(-1, -2)
     ks_row = ks.unsqueeze(-2)  # [B, H, 1, Nkp]
+    tile_accum = pv_accum == "fp16_tile"
+    vq_tiles = vq.view(b, h, n_tiles, kv_tile, d) if tile_accum else None
     elems = chunk_elems or _auto_chunk_elems(z.qi.device)
-    rows = max(1, elems // max(1, b * h * n_kp))
+    # fp16 tiles keep one product per tile and query ([rows, T, D] beside the [rows, Nkp] scores)
+    per_row = b * h * n_kp * ((1 + d / kv_tile) if tile_accum else 1)
+    rows = max(1, int(elems // max(1, per_row)))
     out = torch.empty(b, h, n_q, d, dtype=z.out_dtype, device=z.qi.device)
     with full_fp32_matmul():
         for r0 in range(0, n_q, rows):
@@ -225,8 +244,13 @@ def sage_attend(
             rescale = torch.exp2(m - m[..., -1:])  # exp2(m_j - m_T): later tiles' alpha product
             row_sum = (st.sum(dim=-1) * rescale).sum(dim=-1, keepdim=True)
             _round_p_(st, pv_dtype)
-            st.mul_(rescale.unsqueeze(-1))
-            acc = torch.matmul(s, vq)
+            if tile_accum:
+                # [B, H, T, rows, kv_tile] @ [B, H, T, kv_tile, D]: one fp16 product per tile
+                tiles = torch.matmul(st.transpose(2, 3), vq_tiles).to(torch.float16).float()
+                acc = (tiles * rescale.transpose(2, 3).unsqueeze(-1)).sum(dim=2)
+            else:
+                st.mul_(rescale.unsqueeze(-1))
+                acc = torch.matmul(s, vq)
             out[:, :, r0:r1] = (acc.div_(row_sum).mul_(z.vs.unsqueeze(-2))).to(z.out_dtype)
     return out
 
@@ -239,7 +263,9 @@ _OPTION_DOC = {
     "kv_tile": "KV tile of the online softmax (running max used to quantize P)",
     "smooth_k": "subtract the K mean over the sequence before quantizing",
     "p_log2_offset": "P = exp2(s - m + offset) before the cast; 8.807 = log2(448) for thu-ml, 0 for aiter",
+    "variant": "sageattn1_triton | sageattn2_fp8 | aiter_fav3_sage: the kernel whose settings are the defaults",
     "pv_dtype": "fp8 (e4m3, V per channel) or fp16 (Triton fp16-PV kernels)",
+    "pv_accum": "fp32, or fp16_tile (each KV tile's P@V rounded to fp16, SageAttention 1's out_dtype=fp16)",
     "v_scale_max": "V per-channel scale = amax / v_scale_max",
     "scale_eps": "added to amax/127 in the INT8 scales",
     "chunk_elems": "scores per query chunk (0 = auto: 2^22 CPU, 2^27 GPU)",
@@ -250,12 +276,20 @@ class SageEmulation(AttentionBackend):
     """Common implementation; the registered subclasses differ in their defaults."""
 
     emulated = True  # timings are of the emulator, not of a kernel
-    emulates: str = ""
-    flavor: str = ""  # thuml | aiter: whose kernel the defaults follow
     option_docs = _OPTION_DOC
+
+    def __init__(self, **options: Any):
+        variant = options.get("variant", self.default_options["variant"])
+        if variant not in VARIANTS:
+            raise HarnessError(
+                f"{self.name}: option variant={variant!r}; expected one of {', '.join(VARIANTS)}"
+            )
+        super().__init__(**{**VARIANTS[variant], **options, "variant": variant})
 
     def setup(self) -> None:
         o = self.options
+        if o["pv_accum"] not in PV_ACCUMS:
+            raise HarnessError(f"{self.name}: option pv_accum={o['pv_accum']!r}; expected fp32 or fp16_tile")
         if o["granularity"] not in GRANULARITIES:
             raise HarnessError(
                 f"{self.name}: option granularity={o['granularity']!r}; expected one of {', '.join(GRANULARITIES)}"
@@ -278,7 +312,7 @@ class SageEmulation(AttentionBackend):
     def params(self) -> dict[str, Any]:
         return {
             **super().params,
-            "emulates": self.emulates,
+            "emulates": VARIANT_TEXT[self.options["variant"]],
             "qk_dtype": "int8 (exact fp32 matmul of integer values)",
             "log2e": LOG2E,
             "p_scale": 2.0 ** float(self.options["p_log2_offset"]),
@@ -294,8 +328,8 @@ class SageEmulation(AttentionBackend):
         return sage_attend(z, **attend_options(self.options))
 
     def direct_call(self):
-        flavor, options = self.flavor, self.options
-        return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, flavor=flavor, **options)
+        options = self.options
+        return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, **options)
 
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
@@ -312,22 +346,49 @@ _COMMON_DEFAULTS: dict[str, Any] = {
     "blkk": 64,
     "kv_tile": 64,
     "smooth_k": True,
-    "pv_dtype": "fp8",
     "v_scale_max": FP8_MAX,
     "scale_eps": 1e-7,
     "chunk_elems": 0,
+}
+
+# Each variant's settings; a backend's options start from its variant and may override any one.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "sageattn1_triton": {
+        "granularity": "per_block",
+        "pv_dtype": "fp16",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp16_tile",
+    },
+    "sageattn2_fp8": {
+        "granularity": "per_warp",
+        "pv_dtype": "fp8",
+        "p_log2_offset": 8.807,
+        "pv_accum": "fp32",
+    },
+    "aiter_fav3_sage": {
+        "granularity": "per_block",
+        "pv_dtype": "fp8",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp32",
+    },
+}
+VARIANT_TEXT = {
+    "sageattn1_triton": "thu-ml SageAttention 1.0.6 sageattn, Triton (INT8 QK per block 128/64, K smoothed; P "
+    "and V in fp16, P@V accumulated in fp16 per 64-key tile)",
+    "sageattn2_fp8": "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3, "
+    "V per channel in e4m3)",
+    "aiter_fav3_sage": "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)",
 }
 
 
 @register_backend(
     "sage_emul_thuml",
     exact=False,
-    description="PyTorch emulation of thu-ml SageAttention2 (INT8 QK per_warp, FP8 PV with P x448)",
+    description="PyTorch emulation of thu-ml SageAttention: by default 1.0.6's Triton sageattn (INT8 QK, "
+    "FP16 PV), the kernel sage_attn2 runs on the H200; variant sageattn2_fp8 models SageAttention2 (FP8 PV)",
 )
 class SageEmulThuml(SageEmulation):
-    flavor = "thuml"
-    emulates = "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3)"
-    default_options = {**_COMMON_DEFAULTS, "granularity": "per_warp", "p_log2_offset": 8.807}
+    default_options = {**_COMMON_DEFAULTS, **VARIANTS["sageattn1_triton"], "variant": "sageattn1_triton"}
 
 
 @register_backend(
@@ -336,9 +397,7 @@ class SageEmulThuml(SageEmulation):
     description="PyTorch emulation of aiter fav3_sage (INT8 QK per_block, FP8 PV with P unscaled)",
 )
 class SageEmulAiter(SageEmulation):
-    flavor = "aiter"
-    emulates = "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)"
-    default_options = {**_COMMON_DEFAULTS, "granularity": "per_block", "p_log2_offset": 0.0}
+    default_options = {**_COMMON_DEFAULTS, **VARIANTS["aiter_fav3_sage"], "variant": "aiter_fav3_sage"}
 
 
 QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v_scale_max", "scale_eps")
@@ -355,6 +414,7 @@ def attend_options(options: dict[str, Any]) -> dict[str, Any]:
         "kv_tile": options["kv_tile"],
         "p_log2_offset": float(options["p_log2_offset"]),
         "pv_dtype": options["pv_dtype"],
+        "pv_accum": options["pv_accum"],
         "chunk_elems": options["chunk_elems"],
     }
 
@@ -365,10 +425,11 @@ def sage_attention_emulated(
     v: torch.Tensor,
     scale: float | None = None,
     *,
-    flavor: str = "thuml",
+    variant: str = "sageattn1_triton",
     **options: Any,
 ) -> torch.Tensor:
     """Direct functional call of the emulation (no registry), e.g. for bitwise checks."""
-    defaults = SageEmulThuml.default_options if flavor == "thuml" else SageEmulAiter.default_options
-    o = {**defaults, **options}
+    if variant not in VARIANTS:
+        raise HarnessError(f"sage emulation: variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    o = {**_COMMON_DEFAULTS, **VARIANTS[variant], **options}
     return sage_attend(sage_quantize(q, k, v, scale, **quant_options(o)), **attend_options(o))

@@ -1,4 +1,5 @@
-"""Wrappers around a backend: K/V order reversal (the noise floor) and call counting with fallback."""
+"""Wrappers around a backend: exact perturbations for the noise floor (K/V order reversed; K/V
+in chunks merged by log-sum-exp) and call counting with fallback."""
 
 from __future__ import annotations
 
@@ -33,6 +34,71 @@ class KVReversed(AttentionOp):
 
     def __repr__(self) -> str:
         return f"KVReversed({self.inner!r})"
+
+
+def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_elems: int = 0) -> torch.Tensor:
+    """logsumexp over keys of ``q k^T * scale`` in fp32, ``[B, H, Nq]``, chunked over queries
+    (at most ``max_chunk_elems`` scores at a time; 0: 2^22 on a CPU, 2^28 on a GPU)."""
+    from harness.attention.exact import full_fp32_matmul
+
+    b, h, n_q, _ = q.shape
+    budget = max_chunk_elems or ((1 << 28) if q.is_cuda else (1 << 22))
+    rows = max(1, budget // max(1, b * h * k.shape[2]))
+    kt = k.float().transpose(-1, -2)
+    out = torch.empty(b, h, n_q, dtype=torch.float32, device=q.device)
+    with full_fp32_matmul():
+        for r0 in range(0, n_q, rows):
+            r1 = min(n_q, r0 + rows)
+            scores = torch.matmul(q[:, :, r0:r1].float(), kt).mul_(scale)
+            out[:, :, r0:r1] = torch.logsumexp(scores, dim=-1)
+    return out
+
+
+class KVChunked(AttentionOp):
+    """K and V split into ``chunks`` pieces along the sequence; the inner backend attends to each
+    piece and the outputs are merged with their log-sum-exp weights (the online-softmax merge):
+
+        O = sum_i exp(lse_i - logsumexp_j lse_j) * O_i
+
+    Exact attention gives the same result for any split, so only rounding changes: a second
+    exact perturbation beside K/V reversal. The inner backend's outputs come from its own kernel;
+    the weights come from an fp32 log-sum-exp of each piece (extra work: this arm's timings are
+    no baseline). Calls are reported under the inner backend's name.
+    """
+
+    def __init__(self, backend: AttentionOp, chunks: int = 2):
+        if chunks < 2:
+            raise ValueError(f"KVChunked needs 2 or more chunks (got {chunks})")
+        self.inner = backend
+        self.chunks = chunks
+        self.name = backend.name
+        self.exact = backend.exact
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return {**self.inner.params, "kv_chunks": self.chunks}
+
+    def __call__(self, q, k, v, scale=None):
+        from harness.attention.registry import default_scale
+
+        s = default_scale(q, scale)
+        n_k = k.shape[-2]
+        bounds = [round(i * n_k / self.chunks) for i in range(self.chunks + 1)]
+        outs, lses = [], []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            if hi <= lo:
+                continue
+            kc, vc = k[:, :, lo:hi], v[:, :, lo:hi]
+            outs.append(self.inner(q, kc, vc, scale))
+            lses.append(chunk_logsumexp(q, kc, s))
+        total = torch.logsumexp(torch.stack(lses), dim=0)
+        acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        for o, lse in zip(outs, lses, strict=True):
+            acc.add_(o.float() * torch.exp(lse - total).unsqueeze(-1))
+        return acc.to(q.dtype)
+
+    def __repr__(self) -> str:
+        return f"KVChunked({self.inner!r}, chunks={self.chunks})"
 
 
 class CountingBackend(AttentionOp):
@@ -101,11 +167,16 @@ class CountingBackend(AttentionOp):
 
 
 def make_attention(
-    name: str, *, kv_reversed: bool = False, fallback: str | None = None, **options: Any
+    name: str,
+    *,
+    kv_reversed: bool = False,
+    kv_chunks: int = 1,
+    fallback: str | None = None,
+    **options: Any,
 ) -> CountingBackend:
-    """The usual chain for a run: get_backend(name) [-> KVReversed] -> CountingBackend.
+    """The usual chain for a run: get_backend(name) [-> KVReversed] [-> KVChunked] -> CountingBackend.
 
-    The fallback (if any) gets the same K/V reversal, so a noise-floor run stays a noise-floor
+    The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
     run when it falls back.
     """
     op: AttentionOp = get_backend(name, **options)
@@ -113,4 +184,7 @@ def make_attention(
     if kv_reversed:
         op = KVReversed(op)
         fb = KVReversed(fb) if fb is not None else None
+    if kv_chunks > 1:
+        op = KVChunked(op, kv_chunks)
+        fb = KVChunked(fb, kv_chunks) if fb is not None else None
     return CountingBackend(op, requested=name, fallback=fb)

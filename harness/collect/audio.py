@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from harness.collect import audio_align
+
 N_FFT = 1024
 HOP = 256
 N_MELS = 64
@@ -215,8 +217,11 @@ class PairStream:
     """``pair_metrics`` of two equal-rate tracks pushed block by block (run A the reference):
     the sums over the common prefix in float64, per channel; memory does not hold the tracks."""
 
-    def __init__(self, sample_rate: int):
+    def __init__(self, sample_rate: int, lag: int = 0):
         self.rate = sample_rate
+        self.lag = int(lag)  # B's lag against A (audio_align): the late track's head is not paired
+        self._drop = [max(0, -self.lag), max(0, self.lag)]
+        self._dropped = tuple(self._drop)
         self.tracks = (TrackStream(sample_rate), TrackStream(sample_rate))
         self._pending: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
         self._sums: np.ndarray | None = None  # [channels, 4]: aa, bb, ab, ee
@@ -224,10 +229,16 @@ class PairStream:
 
     def push(self, which: int, x: np.ndarray) -> None:
         x = np.asarray(x, np.float32)
-        self.tracks[which].push(x)
+        self.tracks[which].push(x)  # whole-track statistics (RMS, peak) see every sample
         other = self.tracks[1 - which].channels
         if other is not None and other != x.shape[0]:
             raise ValueError(f"channel counts differ: {x.shape[0]} and {other}")
+        if self._drop[which]:
+            cut = min(self._drop[which], x.shape[1])
+            self._drop[which] -= cut
+            x = x[:, cut:]
+            if not x.shape[1]:
+                return
         self._pending[which].append(x)
         self._pair()
 
@@ -259,8 +270,9 @@ class PairStream:
         channels = ta.channels or tb.channels or 0
         sums = self._sums if self._sums is not None else np.zeros((channels, 4))
         aa, bb, ab, ee = (float(v) for v in sums.sum(axis=0))
-        n = min(ta.samples, tb.samples)
+        n = max(0, min(ta.samples - self._dropped[0], tb.samples - self._dropped[1]))
         return {
+            "lag_samples": self.lag,
             "sample_rate": self.rate,
             "channels": int(channels),
             "samples_a": int(ta.samples),
@@ -275,7 +287,10 @@ class PairStream:
             "rms_b": tb.rms,
             "peak_a": ta.peak,
             "peak_b": tb.peak,
-            "bitwise_equal": self._equal and ta.samples == tb.samples and ta.channels == tb.channels,
+            "bitwise_equal": self._equal
+            and not self.lag
+            and ta.samples == tb.samples
+            and ta.channels == tb.channels,
         }
 
 
@@ -301,10 +316,11 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int) -> dict:
     """SNR/cosine/log-mel metrics of two equal-rate tracks, truncated to the shorter one."""
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"channel counts differ: {a.shape[0]} and {b.shape[0]}")
-    n = min(a.shape[1], b.shape[1])
-    ta, tb = a[:, :n], b[:, :n]
+    ta, tb, lag = audio_align.aligned(a, b)  # bounded lag search, then the common span
+    n = ta.shape[1]
     aa, bb, ab, ee = _sums(ta, tb)
     return {
+        "lag_samples": lag,
         "sample_rate": sample_rate,
         "channels": int(a.shape[0]),
         "samples_a": int(a.shape[1]),

@@ -11,11 +11,19 @@ from pydantic import Field
 
 from harness.records import Record
 
-PSNR_CONVENTION = "psnr=rgb-uint8-L255-perframe-mean"
-SSIM_CONVENTION = "ssim=wang2004-g11s1.5-K.01/.03-pop-L255-rgbmean-valid"
+PSNR_CONVENTION = (
+    "psnr=rgb-uint8-L255; pooled=10log10(255^2/mean of per-frame MSE) (reported), per-frame mean kept for "
+    "reference only; min=worst frame with its index; identical frames (MSE 0) counted"
+)
+SSIM_CONVENTION = (
+    "ssim=wang2004-g11s1.5-K.01/.03-pop-L255-valid, mean of the R, G, B channel SSIMs (= skimage "
+    "structural_similarity(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, "
+    "channel_axis=-1))"
+)
 VIDEO_CONVENTION = f"{PSNR_CONVENTION}; {SSIM_CONVENTION}"
 AUDIO_CONVENTION = (
-    "audio=float32-native-rate; snr=10log10(sum a^2/sum (a-b)^2) A=reference, over all channels; "
+    "audio=float32-native-rate; lag search |l|<=2048 (audio_align) then the overlap; "
+    "snr=10log10(sum a^2/sum (a-b)^2) A=reference, over all channels; "
     "cosine=all samples; rms/peak=whole track; "
     "logmel=hann1024-hop256-64mel(htk,0..nyquist)-power-dB-floor(max-80dB)-shifted-cosine"
 )
@@ -69,6 +77,7 @@ class AudioPairMetrics(Record):
     samples_b: int
     samples_compared: int
     samples_dropped: int  # samples cut from the longer track (per channel)
+    lag_samples: int = 0  # B's delay against A found by the lag search (audio_align); metrics after it
     snr_db: float  # +inf when equal; see audio.snr_db for silence
     snr_db_per_channel: list[float] = Field(default_factory=list)
     cosine: float

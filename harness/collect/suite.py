@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.collect import audio as audio_metrics
+from harness.collect import audio_align
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
 from harness.collect.ssim import Workspace, ssim_sse
 from harness.collect.stats import StatsReducer, frame_stats_torch
@@ -212,8 +213,13 @@ def _audio_part(
     ra, rb = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
     if ra != rb:
         return _audio_resampled(a, b, resample_audio)
-    pair = audio_metrics.PairStream(ra)
-    blocks = (iter_audio(a), iter_audio(b))
+    # The lag of B against A, found on a bounded head of each track (audio_align's convention);
+    # the late track's first |lag| samples are then left out of the pairing only.
+    head_a, blocks_a = audio_align.peek(iter_audio(a))
+    head_b, blocks_b = audio_align.peek(iter_audio(b))
+    lag = audio_align.best_lag(head_a, head_b) if head_a.size and head_b.size else 0
+    pair = audio_metrics.PairStream(ra, lag)
+    blocks = (blocks_a, blocks_b)
     live = [True, True]
     while any(live):
         k = pair.behind if all(live) else live.index(True)

@@ -5,9 +5,11 @@
   folder and reused while the output files' sha256 still match;
 - ``latents``: latent PSNR per sampler step;
 - ``pairwise``: ``compare_runs`` / ``compare_summaries`` -> ``Comparison``;
-- ``metrics``: the accuracy metrics that gates and verdicts read off a comparison;
+- ``metrics``: the accuracy metrics that tables and gates read off a comparison;
 - ``gates``: thresholds that fail CI (``harness compare --gate``);
-- ``verdict``: plain-word judgement of a candidate against the noise floor.
+- ``significance``: when a timing difference is a finding (Welch's t-test, pure functions);
+- ``rules``: the tolerances a scenario sets for verdicts and speed tests;
+- ``verdict``: a candidate's error energy against the noise floor's, in plain words.
 
 Text rendering of all of this lives in ``harness.report``.
 """

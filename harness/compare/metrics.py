@@ -2,7 +2,8 @@
 
 Each metric says how to read it from a ``Comparison``, how to print it and which gate key sets
 its lower bound; higher is closer to the reference for all of them. Adding a metric is one line
-here and its key in ``gates.Gate``.
+here and its key in ``gates.Gate``. Verdicts judge error energies (``verdict``); these are the
+figures tables show and gates bound.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def _a(attr: str) -> Callable[[Comparison], float | None]:
 
 
 ACCURACY_METRICS: tuple[AccuracyMetric, ...] = (
-    AccuracyMetric("psnr_mean", "video PSNR mean", "dB", 2, _v("psnr_mean"), "min_psnr"),
+    # PSNR of the mean per-frame MSE: one identical frame (PSNR +inf) neither lifts nor sinks it.
+    AccuracyMetric("psnr", "video PSNR (pooled)", "dB", 2, _v("psnr_pooled"), "min_psnr"),
     AccuracyMetric(
         "psnr_min",
         "video PSNR min frame",

@@ -20,18 +20,20 @@ from harness.collect.models import (
     AudioPairMetrics,
     VideoPairMetrics,
 )
-from harness.compare.cache import measure_options, measure_pair_cached, run_stats
+from harness.compare.cache import measure_options, measure_pair_cached, run_stats, use_lossless
 from harness.compare.latents import LATENT_CONVENTION, LatentPoint, compare_latents
+from harness.compare.significance import DEFAULT_ALPHA, SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.number_format import one_liner
 from harness.records import Record
 from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
 
 COMPARE_SCHEMA = "harness.compare/1"
 TIMING_CONVENTION = (
     "s/step=mean of DiT steps 2..N (step 1 alone when N=1), a step's seconds = max over ranks; "
-    "ratio=B/A with A the reference (below 1 = B faster); speed-up=A/B"
+    "ratio=B/A of the means with A the reference (below 1 = B faster); a ratio is called faster/slower "
+    "only when Welch's two-sided t-test rejects equal means at the stated level: over runs (repeats x "
+    "seeds) in a campaign, over the steps 2..N of one run each in `harness compare`"
 )
 CONVENTIONS = {
     "video": VIDEO_CONVENTION,
@@ -46,7 +48,9 @@ class SpeedComparison(Record):
     s_per_step_ratio: float | None = None  # B / A
     total_ratio: float | None = None  # B / A
     step_ratios: list[float | None] = Field(default_factory=list)  # steps 1..3, B / A
-    s_per_step_line: str | None = None  # pyperf-style one-liners
+    s_per_step_test: SpeedTest | None = None  # steps 2..N of each run as the samples
+    total_test: SpeedTest | None = None  # one sample a side: never a ratio word
+    s_per_step_line: str | None = None  # pyperf-style one-liners, with their significance
     total_line: str | None = None
 
 
@@ -116,14 +120,28 @@ def _kind(a: RunSummary, b: RunSummary) -> str:
     return "candidate"
 
 
-def _speed(a: RunSummary, b: RunSummary) -> SpeedComparison:
-    return SpeedComparison(
+def step_samples(r: RunSummary) -> list[float]:
+    """The seconds of DiT steps 2..N (step 1 carries warm-up), step 1 alone when it is the only one."""
+    return list(r.step_seconds[1:] if len(r.step_seconds) > 1 else r.step_seconds)
+
+
+def _speed(a: RunSummary, b: RunSummary, alpha: float = DEFAULT_ALPHA) -> SpeedComparison:
+    sp = SpeedComparison(
         s_per_step_ratio=_ratio(a.s_per_step, b.s_per_step),
         total_ratio=_ratio(a.pipeline_total_s, b.pipeline_total_s),
         step_ratios=[_ratio(a.step(i), b.step(i)) for i in (1, 2, 3)],
-        s_per_step_line=one_liner("DiT s/step", a.s_per_step, b.s_per_step),
-        total_line=one_liner("pipeline total", a.pipeline_total_s, b.pipeline_total_s),
     )
+    if a.step_seconds and b.step_seconds:
+        sp.s_per_step_test = compare_samples(
+            step_samples(a), step_samples(b), what="DiT s/step", samples="steps of one run", alpha=alpha
+        )
+        sp.s_per_step_line = sp.s_per_step_test.line()
+    if a.pipeline_total_s is not None and b.pipeline_total_s is not None:
+        sp.total_test = compare_samples(
+            [a.pipeline_total_s], [b.pipeline_total_s], what="pipeline total", samples="run", alpha=alpha
+        )
+        sp.total_line = sp.total_test.line()
+    return sp
 
 
 def compare_summaries(
@@ -140,7 +158,7 @@ def compare_summaries(
         a=a.model_copy(),
         b=b.model_copy(),
         speed=_speed(a, b),
-        options=measure_options(truncate, resample_audio),
+        options=measure_options(truncate, resample_audio, use_lossless(a, b)),
     )
     if a.output_sha256 and b.output_sha256:
         cmp.bitwise.files = a.output_sha256 == b.output_sha256

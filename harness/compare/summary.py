@@ -9,14 +9,23 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import Field
 
 from harness.collect.models import RunStats
 from harness.errors import HarnessError
 from harness.records import RankCalls, Record, RunStatus
-from harness.store import OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, ArmStatus, RunDir, sha256_file, tail_text
+from harness.store import (
+    OUTPUT_LOSSLESS,
+    OUTPUT_MP4,
+    STDERR_LOG,
+    STDOUT_LOG,
+    ArmStatus,
+    RunDir,
+    sha256_file,
+    tail_text,
+)
 
 LOG_TAIL_LINES = 25
 T = TypeVar("T")
@@ -40,9 +49,12 @@ class RunSummary(Record):
     path: str
     arm: str
     seed: int | None = None
+    repeat: int = 1  # 1 is the run compared for accuracy; 2.. time the same computation again
     role: str = "candidate"
     attn_type: str | None = None
     kv_reversed: bool = False
+    kv_chunks: int = 1
+    attn_options: dict[str, Any] = Field(default_factory=dict)
     status: str = "pending"
     reason: str | None = None
     log_tail: str = ""
@@ -50,6 +62,8 @@ class RunSummary(Record):
     invalid_reasons: list[str] = Field(default_factory=list)
     output: str | None = None  # path of output.mp4 when present
     output_sha256: str | None = None
+    lossless: str | None = None  # path of output_lossless.mkv when the run wrote one
+    lossless_sha256: str | None = None
     dit_steps: int | None = None
     step_seconds: list[float] = Field(default_factory=list)
     s_per_step: float | None = None
@@ -73,6 +87,15 @@ class RunSummary(Record):
     @property
     def label(self) -> str:
         return self.key
+
+    @property
+    def perturbation(self) -> str:
+        """How an exact run is perturbed ('K/V reversed', 'K/V in 2 chunks', 'sdpa_backend=efficient')."""
+        bits = ["K/V reversed"] if self.kv_reversed else []
+        if self.kv_chunks > 1:
+            bits.append(f"K/V in {self.kv_chunks} chunks")
+        bits += [f"{k}={v}" for k, v in sorted(self.attn_options.items())]
+        return ", ".join(bits)
 
 
 def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
@@ -136,9 +159,12 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
             path=str(run.path),
             arm=spec.arm,
             seed=spec.seed,
+            repeat=spec.repeat,
             role=spec.role.value,
             attn_type=spec.attn_type,
             kv_reversed=spec.kv_reversed,
+            kv_chunks=spec.kv_chunks,
+            attn_options=dict(spec.attn_options),
             status=rec.status.value,
             reason=rec.reason,
             valid=rec.valid,
@@ -153,6 +179,7 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
             path=str(run.path),
             arm=arm_status.arm,
             seed=arm_status.seed,
+            repeat=arm_status.repeat,
             role=arm_status.role,
             attn_type=arm_status.attn_type,
             kv_reversed=arm_status.kv_reversed,
@@ -202,5 +229,8 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
             notes.append("output.mp4 changed since run.json recorded its sha256")
     elif s.ok:
         notes.append("no output.mp4")
+    lossless = run.file(OUTPUT_LOSSLESS)
+    if s.ok and lossless.is_file() and lossless.stat().st_size > 0:
+        s.lossless, s.lossless_sha256 = str(lossless), file_sha256(lossless)
     s.notes = notes
     return s

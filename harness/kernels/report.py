@@ -19,6 +19,7 @@ from harness.kernels.results import (
     KernelRow,
     KernelsResult,
     SpeedMetrics,
+    bitwise_reading,
 )
 from harness.report.html import render_page
 from harness.report.tables import Section
@@ -119,17 +120,22 @@ def kernels_markdown(result: KernelsResult) -> str:
         )  # fmt: skip
     checked = [r for r in result.rows if r.bitwise]
     if checked:
-        checks = ("registry_vs_direct", "packed_3d_vs_direct", "packed_4d_vs_direct")
+        checks = ("direct_vs_direct", "registry_vs_direct", "packed_3d_vs_direct", "packed_4d_vs_direct")
         lines += _table(
             "Bitwise checks",
             [
                 "shape",
                 "backend",
+                "direct op vs direct op",
                 "registry vs direct op",
                 "packed [N,H,D] vs direct",
                 "packed [B,N,H,D] vs direct",
+                "reading",
             ],
-            [[r.shape, r.label, *[_bit(r.bitwise, c) for c in checks]] for r in checked],
+            [
+                [r.shape, r.label, *[_bit(r.bitwise, c) for c in checks], bitwise_reading(r.bitwise)]
+                for r in checked
+            ],
         )
     other = [r for r in result.rows if r.status != "ok"]
     if other:

@@ -58,10 +58,29 @@ class SpeedMetrics(Record):
 
 
 class BitwiseCheck(Record):
-    check: str  # registry_vs_direct | packed_3d_vs_direct | packed_4d_vs_direct
+    check: str  # direct_vs_direct | registry_vs_direct | packed_3d_vs_direct | packed_4d_vs_direct
     identical: bool | None = None
     max_abs_diff: float | None = None
     note: str | None = None
+
+
+def bitwise_reading(checks: list[BitwiseCheck]) -> str:
+    """What the checks say together: a wrapper that changes the result, or a kernel that does not
+    repeat itself (two direct calls on the same inputs differ)."""
+    by = {c.check: c for c in checks}
+    direct, registry = by.get("direct_vs_direct"), by.get("registry_vs_direct")
+    wrapped = [c for c in checks if c.check != "direct_vs_direct" and c.identical is not None]
+    if not wrapped:
+        return "not checked"
+    if all(c.identical for c in wrapped):
+        return "identical: the backend adds nothing to the op"
+    worst = max((c.max_abs_diff or 0.0) for c in wrapped if not c.identical)
+    if direct is not None and direct.identical is False:
+        return f"kernel nondeterministic (direct vs direct differs by max {direct.max_abs_diff:.3g})"
+    if direct is not None and direct.identical:
+        return f"wrapper changes the result (max {worst:.3g}; two direct calls are identical)"
+    what = "the backend" if registry is None or registry.identical is None else "the wrapper or the kernel"
+    return f"differs (max {worst:.3g}); {what}: no direct-vs-direct repeat to tell"
 
 
 class KernelRow(Record):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare.verdict import DEFAULT_STATS_REL_TOL
+from harness.compare.rules import VerdictRules
 from harness.errors import HarnessError
 from harness.report.results import ReportResults, collect_results
 from harness.report.tables import FrameGrid
@@ -46,15 +46,15 @@ def _rel(path: Path, root: Path) -> str:
 def _frame_grids(res: ReportResults, campaign: CampaignDir, say: Progress) -> list[FrameGrid]:
     from harness.report.frames import frame_indices, run_thumbnails
 
-    ref = next((r for r in res.runs if r.arm == res.reference_arm and r.stats), None)
-    basis = ref or next((r for r in res.runs if r.stats), None)
+    ref = next((r for r in res.primary_runs if r.arm == res.reference_arm and r.stats), None)
+    basis = ref or next((r for r in res.primary_runs if r.stats), None)
     if basis is None or basis.stats is None:
         return []
     res.frame_indices = frame_indices(basis.stats.frames)
     out_dir = campaign.assets_dir / "frames"
     grids = []
     for seed in res.seeds or [None]:
-        runs = [r for r in res.runs if r.seed == seed]
+        runs = [r for r in res.primary_runs if r.seed == seed]
         grid = FrameGrid(
             title=f"seed {seed}" if seed is not None else "frames",
             indices=res.frame_indices,
@@ -110,7 +110,7 @@ def _figures(res: ReportResults, campaign: CampaignDir, say: Progress) -> dict[s
 
         tracks = []
         ordered = sorted(
-            (r for r in res.runs if r.seed == seed and r.ok and r.output),
+            (r for r in res.primary_runs if r.seed == seed and r.ok and r.output),
             key=lambda r: r.arm != res.reference_arm,
         )
         for r in ordered:
@@ -126,7 +126,7 @@ def _figures(res: ReportResults, campaign: CampaignDir, say: Progress) -> dict[s
     attempt(
         "step_times",
         lambda p: plots.step_times_plot(
-            [(r.key, r.step_seconds) for r in res.runs if r.seed == seed and r.step_seconds], p
+            [(r.key, r.step_seconds) for r in res.primary_runs if r.seed == seed and r.step_seconds], p
         ),
     )
     latent_series = []
@@ -142,15 +142,15 @@ def _figures(res: ReportResults, campaign: CampaignDir, say: Progress) -> dict[s
             latent_series.append((label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points]))
     attempt("latents", lambda p: plots.latent_plot(latent_series, p))
     if res.multi_seed:
-        floor = next((a for a in res.arms if a.role == "noise_floor"), None)
         band = None
-        if floor is not None and floor.metrics.get("psnr_mean") and floor.metrics["psnr_mean"].n:
-            band = (floor.metrics["psnr_mean"].min, floor.metrics["psnr_mean"].max)
+        if res.floor is not None and "psnr" in res.floor.band:
+            lo, _, hi = res.floor.band["psnr"]
+            band = (lo, hi)
         series = []
         for a in res.arms:
             if a.role != "candidate":
                 continue
-            pts = [(c.b.seed, c.video.psnr_mean) for c in res.comparisons if c.b.arm == a.arm and c.video]
+            pts = [(c.b.seed, c.video.psnr_pooled) for c in res.comparisons if c.b.arm == a.arm and c.video]
             series.append((a.arm, pts))
         attempt("seeds", lambda p: plots.seeds_plot(series, band, p))
     return images
@@ -160,11 +160,12 @@ def build_report(
     campaign: CampaignDir,
     *,
     progress: Progress | None = None,
-    stats_rel_tol: float = DEFAULT_STATS_REL_TOL,
+    rules: VerdictRules | None = None,
     single_file: bool | None = None,
 ) -> ReportPaths:
     """Write report.md, pr.md, index.html, results.json and assets/ into the campaign directory.
 
+    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario's).
     ``single_file``: index.html with every image inlined (one file that opens anywhere); None
     takes the scenario's ``report.single_file`` (default: a page beside its assets/ folder).
     """
@@ -175,7 +176,7 @@ def build_report(
     from harness.report.tables import build_sections
 
     say = progress or (lambda _msg: None)
-    res = collect_results(campaign, progress=say, stats_rel_tol=stats_rel_tol)
+    res = collect_results(campaign, progress=say, rules=rules)
     campaign.assets_dir.mkdir(parents=True, exist_ok=True)
     grids = _frame_grids(res, campaign, say)
     images = _figures(res, campaign, say)
@@ -184,7 +185,7 @@ def build_report(
         for key, cells in g.cells.items():
             for i, rel in cells.items():
                 res.assets[f"frame:{key}:{i}"] = rel
-    res.conventions["speed_significance"] = SPEEDUP_CONVENTION
+    res.conventions["speedup"] = SPEEDUP_CONVENTION
     sections = [summary_section(res), *build_sections(res, grids, images)]
     if single_file is None:
         single_file = bool((res.scenario.get("report") or {}).get("single_file"))

@@ -11,7 +11,7 @@ import shutil
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
-from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
+from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
 from harness.report.text import TextTable, md_escape, md_table, md_text, terminal_text
 
 
@@ -43,20 +43,24 @@ def comparison_headlines(cmp: Comparison) -> list[str]:
         else:
             label = "noise floor" if cmp.kind == "noise_floor" else "accuracy"
             txt = (
-                f"{label}: video PSNR {fmt_db(v.psnr_mean)} mean, {fmt_db(v.psnr_min)} min (frame "
+                f"{label}: video PSNR {fmt_db(v.psnr_pooled)} pooled, {fmt_db(v.psnr_min)} min (frame "
                 f"{v.psnr_min_frame}); SSIM {v.ssim_mean:.5f} mean, {v.ssim_min:.5f} min (frame {v.ssim_min_frame})"
             )
+            if v.identical_frames:
+                txt += f"; {v.identical_frames} of {v.frames} frames identical"
             if cmp.audio is not None:
-                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}, cosine {cmp.audio.cosine:.6f}"
+                lag = f" (lag {cmp.audio.lag_samples} samples)" if cmp.audio.lag_samples else ""
+                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}{lag}, cosine {cmp.audio.cosine:.6f}"
             lines.append(txt)
             lines.append(
                 f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "
                 f"file {_yes_no(cmp.bitwise.files)}"
             )
         if cmp.kind == "noise_floor":
+            how = cmp.b.perturbation or "no perturbation"
             lines.append(
-                f"B ({cmp.b.key}) is the noise floor: the exact backend {cmp.b.attn_type} with K/V order "
-                "reversed, so only floating-point summation order differs from A"
+                f"B ({cmp.b.key}) is a noise floor: the exact backend {cmp.b.attn_type} ({how}), so only "
+                "rounding differs from A"
             )
     lines.extend(cmp.notes)
     return lines
@@ -84,7 +88,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     runs.add(["attention calls", attn_text(a), attn_text(b)])
     runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
 
-    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A"])
+    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A (significance)"])
     sp.add(
         [
             "DiT steps",
@@ -94,13 +98,22 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
             "",
         ]
     )
-    timings = [("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_ratio)]
+    step_test, total_test = cmp.speed.s_per_step_test, cmp.speed.total_test
+    timings = [
+        ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_ratio, step_test)
+    ]
     for i in (1, 2, 3):
         r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
-        timings.append((f"step {i}", a.step(i), b.step(i), r))
-    timings.append(("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio))
-    for label, x, y, r in timings:
-        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), speed_words(r)])
+        timings.append((f"step {i}", a.step(i), b.step(i), r, None))
+    timings.append(
+        ("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio, total_test)
+    )
+    for label, x, y, r, test in timings:
+        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), test.words if test is not None else ""])
+    sp.notes.append(
+        "s/step is tested over the steps 2..N of each run (one process each: run-to-run noise is not in it); "
+        "a campaign with repeats tests over runs"
+    )
     untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
     if untimed:
         sp.notes.append(f"no timing: {' and '.join(untimed)} recorded no step times")
@@ -110,7 +123,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     if cmp.video is not None:
         v = cmp.video
         acc.add(["frames compared", f"{v.frames} ({v.width}x{v.height} @ {v.fps:g} fps)"])
-        acc.add(["video PSNR mean", fmt_db(v.psnr_mean)])
+        acc.add(["video PSNR (pooled)", fmt_db(v.psnr_pooled)])
         acc.add(["video PSNR min (frame)", f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})"])
         acc.add(["SSIM mean", f"{v.ssim_mean:.6f}"])
         acc.add(["SSIM min (frame)", f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})"])
@@ -118,6 +131,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     if cmp.audio is not None:
         au = cmp.audio
         acc.add(["audio SNR", fmt_db(au.snr_db)])
+        acc.add(["audio lag (B late, samples)", str(au.lag_samples)])
         acc.add(["audio cosine", f"{au.cosine:.6f}"])
         acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
         acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])

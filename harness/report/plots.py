@@ -183,9 +183,9 @@ def seeds_plot(
     series: Sequence[tuple[str, Sequence[tuple[int, float]]]],
     band: tuple[float, float] | None,
     path: Path,
-    ylabel: str = "video PSNR mean (dB)",
+    ylabel: str = "video PSNR, pooled (dB)",
 ) -> Path | None:
-    """A metric per seed for each candidate, with the noise floor's range over seeds as a band."""
+    """A metric per seed for each candidate, with the noise floor's range (perturbations x seeds) as a band."""
     series = [(label, [(s, v) for s, v in pts if math.isfinite(v)]) for label, pts in series]
     series = [(label, pts) for label, pts in series if pts]
     if not series and band is None:
@@ -200,7 +200,7 @@ def seeds_plot(
             band[1] if band[1] > band[0] else band[0] + 1e-9,
             color="#999999",
             alpha=0.35,
-            label="noise floor (min..max over seeds)",
+            label="noise floor (min..max over perturbations x seeds)",
         )
         ax.axhline(band[0], color="#666666", lw=0.8)
     for i, (label, pts) in enumerate(series):

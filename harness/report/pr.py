@@ -5,7 +5,8 @@ per arm with the speed-up against the reference, decoded output against the refe
 the noise-floor row last, global statistics per run, and one-line facts (attention calls
 through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
 (the same value, rounded as the pull request did); the speed-ups are the summary's.
-With several seeds an arm's figures are its means over seeds, as report.md's per-arm tables.
+With several runs per arm (seeds, repeats) the speed and accuracy figures are the arm's means, as in
+report.md's per-arm tables; statistics stay per run.
 """
 
 from __future__ import annotations
@@ -68,14 +69,13 @@ def speed_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
     arms = _timed(res)
     steps = max((int(_mean(a, "dit_steps") or 0) for a in arms), default=0)
-    long_run = steps > 3
+    many_runs = any(
+        a.runs_ok > 1 for a in arms
+    )  # repeats or seeds: means over runs, as report.md's per-arm table
+    long_run = steps > 3 or many_runs
     if long_run:
-        head = [
-            "attention",
-            f"DiT s/step (mean of steps 2-{steps})",
-            "pipeline total",
-            f"vs {ref} (s/step / total)",
-        ]
+        what = f"DiT s/step (mean of steps 2-{steps}{', mean over runs' if many_runs else ''})"
+        head = ["attention", what, "pipeline total", f"vs {ref} (s/step / total)"]
     else:
         head = ["attn_type", "DiT s/step (steps 1/2/3)", "pipeline total", f"vs {ref} (s/step / total)"]
     rows, notes = [], []
@@ -103,15 +103,20 @@ def speed_table(res: ReportResults) -> list[str]:
 
 def accuracy_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
-    head = [f"decoded output vs {ref}", "video PSNR (min frame)", "SSIM (min frame)", "audio SNR / cos"]
-    measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, "psnr_mean") is not None]
+    head = [
+        f"decoded output vs {ref}",
+        "video PSNR pooled (min frame)",
+        "SSIM (min frame)",
+        "audio SNR / cos",
+    ]
+    measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, "psnr") is not None]
     ordered = [a for a in measured if a.role != "noise_floor"] + [
         a for a in measured if a.role == "noise_floor"
     ]
     rows = []
     for a in ordered:
         label = a.arm + (" (noise floor)" if a.role == "noise_floor" else "")
-        psnr = f"{fmt_db(_mean(a, 'psnr_mean'))} ({fmt_db(_mean(a, 'psnr_min')).removesuffix(' dB')})"
+        psnr = f"{fmt_db(_mean(a, 'psnr'))} ({fmt_db(_mean(a, 'psnr_min')).removesuffix(' dB')})"
         ssim = f"{_num(_mean(a, 'ssim_mean'), 3, 6)} ({_num(_mean(a, 'ssim_min'), 3, 6)})"
         snr = _mean(a, "audio_snr")
         audio = NA if snr is None else f"{fmt_db(snr)} / {_num(_mean(a, 'audio_cosine'), 3, 6)}"
@@ -120,6 +125,9 @@ def accuracy_table(res: ReportResults) -> list[str]:
 
 
 def stats_table(res: ReportResults) -> list[str]:
+    """One row per run (the first repeat of each seed), as report.md's statistics table."""
+    from harness.compare.summary import stat_fields
+
     head = [
         "run",
         "luma mean / std",
@@ -128,16 +136,17 @@ def stats_table(res: ReportResults) -> list[str]:
         "audio RMS / peak",
     ]
     rows = []
-    for a in res.arms:
-        if _mean(a, "luma_mean") is None:
+    for r in res.runs:
+        if r.stats is None or r.repeat != 1:
             continue
+        f = stat_fields(r.stats)
         rows.append(
             [
-                a.arm,
-                f"{_num(_mean(a, 'luma_mean'), 1, 4)} / {_num(_mean(a, 'luma_std'), 1, 4)}",
-                _num(_mean(a, "sharpness"), 1, 4),
-                _num(_mean(a, "motion"), 2, 4),
-                f"{_num(_mean(a, 'audio_rms'), 3, 4)} / {_num(_mean(a, 'audio_peak'), 3, 4)}",
+                r.key,
+                f"{_num(f['luma_mean'], 1, 4)} / {_num(f['luma_std'], 1, 4)}",
+                _num(f["sharpness"], 1, 4),
+                _num(f["motion"], 2, 4),
+                f"{_num(f['audio_rms'], 3, 4)} / {_num(f['audio_peak'], 3, 4)}",
             ]
         )
     return _table(head, rows)

@@ -1,26 +1,26 @@
 """The summary a report opens with: one line for the campaign, then one per candidate arm.
 
 Per candidate: its DiT s/step and pipeline-total speed-up against the reference with the
-significance test on the same line (a ratio word only when the test is significant), its
-verdict against the noise floor, and whether its attention calls were valid. pr.md takes its
-speed-ups from ``arm_speed`` here, so both files print the same figures.
+significance test on the same line (the report's own speed tests, ``compare.significance``: a
+ratio word only when the test is significant), its verdict against the noise floor, and whether
+its attention calls were valid. pr.md takes its speed-ups from ``arm_speed`` here, so both files
+print the same figures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.compare.summary import RunSummary
+from harness.compare.significance import SpeedTest
 from harness.report.results import ReportResults
-from harness.significance import SpeedTest, compare_samples
 
 
 @dataclass(frozen=True)
 class ArmSpeed:
-    """An arm's timing against the reference, pooled over its runs (seeds, repeats)."""
+    """An arm's timing against the reference: the report's speed tests (samples: runs)."""
 
-    step: SpeedTest  # samples: DiT steps 2..N of every run (the s/step convention)
-    total: SpeedTest  # samples: one pipeline total per run
+    step: SpeedTest
+    total: SpeedTest
 
     @staticmethod
     def _speedup(t: SpeedTest) -> float | None:
@@ -36,23 +36,13 @@ class ArmSpeed:
         return self._speedup(self.total)
 
 
-def _steps(runs: list[RunSummary]) -> list[float]:
-    """Steps 2..N of every run that finished ok (step 1 alone when it is the only one)."""
-    out: list[float] = []
-    for r in runs:
-        if r.ok and r.step_seconds:
-            out.extend(r.step_seconds[1:] if len(r.step_seconds) > 1 else r.step_seconds)
-    return out
-
-
 def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
-    ref = [r for r in res.runs if r.arm == res.reference_arm]
-    mine = [r for r in res.runs if r.arm == arm]
-    step = compare_samples(_steps(ref), _steps(mine), samples="steps")
-    total = compare_samples(
-        [r.pipeline_total_s for r in ref if r.ok], [r.pipeline_total_s for r in mine if r.ok], samples="runs"
+    agg = res.arm(arm)
+    tests = agg.speed if agg is not None else {}
+    return ArmSpeed(
+        step=tests.get("s_per_step") or SpeedTest(what="DiT s/step"),
+        total=tests.get("pipeline_total_s") or SpeedTest(what="pipeline total"),
     )
-    return ArmSpeed(step=step, total=total)
 
 
 def fmt_speedup(x: float | None) -> str:
@@ -66,26 +56,20 @@ def _speed_text(what: str, t: SpeedTest, speedup: float | None) -> str:
 
 
 def _verdict_text(v) -> str:
-    within = getattr(v, "within_noise_floor", None)
-    if getattr(v, "measured", 0) == 0:
+    """The verdict's own judgement (issue 13's wording), without its attention part."""
+    if v.measured == 0:
         return "verdict: not measured"
-    if within is None:
-        return "verdict: not judged (no noise floor)"
-    text = "within the noise floor" if within else "OUTSIDE the noise floor"
-    inside = getattr(v, "stats_inside", None)
-    if inside is False:
-        text += ", global statistics outside the exact runs' spread"
-    return f"verdict: {text}"
+    return f"verdict: {v.accuracy or v.summary}"
 
 
 def _validity_text(v) -> str:
-    ok = getattr(v, "attention_ok", None)
+    ok = v.attention_ok
     return {True: "attention valid", False: "attention INVALID"}.get(ok, "attention not recorded")
 
 
 def summary_lines(res: ReportResults) -> list[str]:
     """The campaign line, then one line per candidate arm."""
-    cands = [v for v in res.verdicts if getattr(v, "role", "candidate") == "candidate"]
+    cands = [v for v in res.verdicts if v.role == "candidate"]
     head = (
         f"{res.scenario_name} / {res.campaign_id}: reference {res.reference_arm or 'none'}, "
         f"noise floor {', '.join(res.noise_floor_arms) or 'none'}, seeds {', '.join(map(str, res.seeds)) or 'n/a'}, "
@@ -118,8 +102,4 @@ def summary_section(res: ReportResults):
     return sec
 
 
-SPEEDUP_CONVENTION = (
-    "speed-up=reference time / run time (above 1 = faster); significance: Welch's two-sided t-test, "
-    "alpha 0.05, on DiT steps 2..N of every run (s/step) and on one pipeline total per run; a ratio word "
-    "only when the test is significant"
-)
+SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"

@@ -3,14 +3,16 @@ so the pull-request tables and the CI page always say the same thing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
+from harness.compare.significance import SpeedTest, mean_sd_text
 from harness.compare.summary import RunSummary, stat_fields
-from harness.compare.verdict import Verdict
-from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat, speed_words
-from harness.report.results import ReportResults, Spread
+from harness.compare.verdict import JUDGED_STATS, Verdict, ratio_text
+from harness.number_format import NA, fmt_db, fmt_num, fmt_ratio, fmt_s, fmt_stat
+from harness.report.results import ArmAggregate, ReportResults, Spread
 from harness.report.text import TextTable
 
 SPEED_HEADERS = [
@@ -19,8 +21,8 @@ SPEED_HEADERS = [
     "step 2",
     "step 3",
     "pipeline total (s)",
-    "s/step vs ref",
-    "total vs ref",
+    "s/step / ref",
+    "total / ref",
 ]
 ROLE_LABEL = {"reference": "reference", "noise_floor": "noise floor", "candidate": "candidate"}
 
@@ -78,8 +80,19 @@ def _status(r: RunSummary) -> str:
     return r.status if r.ok else f"{r.status}: {r.reason or 'no reason recorded'}"
 
 
-def _vs_ref(ratio: float | None) -> str:
-    return NA if ratio is None else f"{fmt_ratio(ratio)} ({speed_words(ratio)})"
+def _ms(s: Spread | None) -> str:
+    """mean ± sd (n) over runs."""
+    if s is None or s.n == 0:
+        return NA
+    return mean_sd_text(s.mean, s.std, s.n, unit="")
+
+
+def _vs_ref_test(t: SpeedTest | None, a: ArmAggregate) -> str:
+    """The ratio with its significance; a floor arm's timing is marked as no baseline."""
+    if t is None or t.outcome == "not_measured":
+        return NA
+    text = f"{fmt_ratio(t.ratio)}: {t.words}"
+    return text if a.timing_baseline else f"{a.timing_label}; {text}"
 
 
 def overview_section(res: ReportResults) -> Section:
@@ -108,25 +121,56 @@ def overview_section(res: ReportResults) -> Section:
 
 def speed_section(res: ReportResults) -> Section:
     sec = Section("speed", "1. Speed")
+    runs = "1 run" if res.repeats == 1 else f"up to {res.repeats} runs"
     sec.paragraphs.append(
-        "DiT s/step is the mean of steps 2..N (step 1 carries warm-up); ratios are run / reference of the same "
-        "seed (below 1 = faster)."
+        f"DiT s/step is the mean of steps 2..N (step 1 carries warm-up). Each arm ran {runs} per seed, each in its "
+        "own process, in interleaved order (A B C A B C ...). Per arm: mean ± sd (n) over runs (repeats x seeds). "
+        f"A ratio to the reference is called faster or slower only when Welch's two-sided t-test over the runs "
+        f"rejects equal means at alpha {res.rules.alpha:g}; otherwise it reads 'no significant difference', and "
+        "with fewer than 2 runs a side 'too few samples'."
     )
+    agg = TextTable(
+        title="Per arm: mean ± sd (n) over runs",
+        headers=["arm", "role", "runs ok", "DiT steps", "s/step", "step 1", "pipeline total (s)",
+                 "s/step vs reference", "total vs reference"],
+    )  # fmt: skip
+    for a in res.arms:
+        m = a.metrics
+        ref = a.arm == res.reference_arm
+        role = ROLE_LABEL.get(a.role, a.role)
+        if not a.timing_baseline:
+            role += f" ({a.timing_label}: {a.timing_note})"
+        agg.add(
+            [
+                a.arm,
+                role,
+                f"{a.runs_ok}/{len(a.keys)}",
+                _spread_text(m["dit_steps"], lambda x: f"{x:g}"),
+                _ms(m["s_per_step"]),
+                _ms(m["step_1"]),
+                _ms(m["pipeline_total_s"]),
+                "reference" if ref else _vs_ref_test(a.speed.get("s_per_step"), a),
+                "reference" if ref else _vs_ref_test(a.speed.get("pipeline_total_s"), a),
+            ],
+            {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
+        )
     t = TextTable(
-        title="Per run",
-        headers=["run", "role", "DiT steps", *SPEED_HEADERS],
+        title="Every run (one sample each: ratios without a test)",
+        headers=["run", "role", "repeat", "DiT steps", *SPEED_HEADERS],
     )
+    ref_of = {(r.seed, r.repeat): r for r in res.runs if r.arm == res.reference_arm}
     for r in res.runs:
-        c = res.comparison_for(r.key)
+        ref = ref_of.get((r.seed, r.repeat)) or ref_of.get((r.seed, 1))
         if r.arm == res.reference_arm:
-            rs, rt = "1 (reference)", "1 (reference)"
+            rs = rt = "1 (reference)"
         else:
-            rs = _vs_ref(c.speed.s_per_step_ratio) if c else NA
-            rt = _vs_ref(c.speed.total_ratio) if c else NA
+            rs = _ratio_cell(ref.s_per_step if ref else None, r.s_per_step)
+            rt = _ratio_cell(ref.pipeline_total_s if ref else None, r.pipeline_total_s)
         t.add(
             [
                 r.key,
                 _role(r),
+                r.repeat,
                 r.dit_steps if r.dit_steps is not None else NA,
                 fmt_s(r.s_per_step),
                 fmt_s(r.step(1)),
@@ -138,41 +182,23 @@ def speed_section(res: ReportResults) -> Section:
             ],
             _css(r),
         )
-    if res.multi_seed:
-        agg = TextTable(
-            title="Per arm over seeds: mean [min..max]",
-            headers=["arm", "role", "runs ok", *SPEED_HEADERS],
-        )
-        for a in res.arms:
-            m = a.metrics
-            ref = a.arm == res.reference_arm
-            agg.add(
-                [
-                    a.arm,
-                    ROLE_LABEL.get(a.role, a.role),
-                    f"{a.runs_ok}/{len(a.keys)}",
-                    _spread_text(m["s_per_step"], fmt_s),
-                    _spread_text(m["step_1"], fmt_s),
-                    _spread_text(m["step_2"], fmt_s),
-                    _spread_text(m["step_3"], fmt_s),
-                    _spread_text(m["pipeline_total_s"], fmt_s),
-                    "1 (reference)" if ref else _spread_text(m.get("s_per_step_ratio"), fmt_ratio),
-                    "1 (reference)" if ref else _spread_text(m.get("total_ratio"), fmt_ratio),
-                ],
-                {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
-            )
-        agg.notes.append("1-3 runs per arm are too few for a significance test: the spread is indicative")
-        sec.tables = [agg, t]
-    else:
-        sec.tables = [t]
-    for c in res.comparisons:
-        if c.speed.s_per_step_line:
-            sec.bullets.append(f"{c.b.key} vs {c.a.key}: {c.speed.s_per_step_line}")
+    sec.tables = [agg, t]
+    for a in res.arms:
+        for key in ("s_per_step", "pipeline_total_s"):
+            test = a.speed.get(key)
+            if test is not None and test.outcome != "not_measured":
+                mark = "" if a.timing_baseline else f" [{a.timing_label}]"
+                sec.bullets.append(f"{a.arm} vs {res.reference_arm}: {test.line()}{mark}")
+    sec.bullets += [f"repeats: {n}" for n in res.repeat_notes]
     return sec
 
 
+def _ratio_cell(a: float | None, b: float | None) -> str:
+    return fmt_ratio(b / a) if a and b is not None else NA
+
+
 def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str]:
-    n = len(ACCURACY_METRICS) + 1
+    n = len(ACC_HEADERS)
     if reference:
         return ["reference"] * n
     if c is None:
@@ -184,19 +210,35 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
             else "not measured"
         )
         return [why] + [""] * (n - 1)
-    cells = []
-    for m in ACCURACY_METRICS:
-        frame = f" (frame {m.worst_frame(c)})" if m.worst_frame is not None else ""
-        cells.append(m.fmt(m.get(c)) + frame)
+    m = {x.key: x for x in ACCURACY_METRICS}
+    v, a = c.video, c.audio
+
+    def cell(key: str) -> str:
+        metric = m[key]
+        frame = f" (frame {metric.worst_frame(c)})" if metric.worst_frame is not None else ""
+        return metric.fmt(metric.get(c)) + frame
+
+    snr = cell("audio_snr") + (f" (lag {a.lag_samples})" if a is not None and a.lag_samples else "")
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
         NA if c.bitwise.audio is None else ("yes" if c.bitwise.audio else "no")
     )
-    return [*cells, bitwise]
+    return [
+        cell("psnr"),
+        cell("psnr_min"),
+        f"{v.identical_frames} of {v.frames}",
+        cell("ssim_mean"),
+        cell("ssim_min"),
+        snr,
+        cell("audio_cosine"),
+        cell("audio_logmel_cosine"),
+        bitwise,
+    ]
 
 
 ACC_HEADERS = [
-    "PSNR mean",
+    "PSNR (pooled)",
     "PSNR min (frame)",
+    "identical frames",
     "SSIM mean",
     "SSIM min (frame)",
     "audio SNR",
@@ -204,41 +246,98 @@ ACC_HEADERS = [
     "log-mel cosine",
     "bitwise",
 ]
+AGG_METRICS = (
+    "psnr",
+    "psnr_min",
+    "ssim_mean",
+    "ssim_min",
+    "audio_snr",
+    "audio_cosine",
+    "audio_logmel_cosine",
+)
+
+
+def _floor_band(res: ReportResults, key: str, fmt) -> str:
+    band = res.floor.band.get(key) if res.floor else None
+    if not band:
+        return NA
+    lo, med, hi = band
+    return fmt(lo) if lo == hi else f"{fmt(lo)} / {fmt(med)} / {fmt(hi)}"
+
+
+def _codec_cells(res: ReportResults) -> list[str]:
+    cf = res.codec_floor
+    assert cf is not None
+    return [
+        fmt_db(cf.psnr_pooled),
+        f"{fmt_db(cf.psnr_min)} (frame {cf.psnr_min_frame})",
+        "",
+        fmt_num(cf.ssim_mean, 6),
+        f"{fmt_num(cf.ssim_min, 6)} (frame {cf.ssim_min_frame})",
+        fmt_db(cf.audio_snr),
+        "",
+        fmt_num(cf.audio_logmel_cosine, 6),
+        "",
+    ]
 
 
 def accuracy_section(res: ReportResults) -> Section:
     sec = Section("accuracy", "2. Accuracy against the reference")
-    sec.paragraphs.append(
-        f"Each run against {res.reference_arm or 'the reference'} of the same seed, decoded output. The noise floor "
-        "row is the exact backend with K/V order reversed: only floating-point summation order differs, so a "
-        "candidate at or above it is as close as two exact runs are to each other."
+    floors = ", ".join(
+        f"{arm} ({how})" for arm, how in (res.floor.perturbations.items() if res.floor else [])
     )
+    sec.paragraphs.append(
+        f"Each run against {res.reference_arm or 'the reference'} of the same seed. The noise floor is every exact "
+        f"perturbation against the reference: {floors or 'none in this campaign'}. Exact attention is invariant "
+        "to them, so only rounding differs: the floor is how far two exact runs are from each other. PSNR is pooled "
+        "(from the mean MSE over frames); the worst frame keeps its index; identical frames are counted."
+    )
+    if res.pixel_source:
+        sec.paragraphs.append(f"Pixel metrics taken on: {res.pixel_source}.")
     t = TextTable(title="Per run", headers=["run", "role", *ACC_HEADERS])
-    for r in res.runs:
+    for r in res.primary_runs:
         c = res.comparison_for(r.key)
-        role = _role(r) + (" (K/V reversed)" if r.role == "noise_floor" and r.kv_reversed else "")
+        role = _role(r) + (f" ({r.perturbation})" if r.role == "noise_floor" and r.perturbation else "")
         t.add([r.key, role, *_acc_cells(c, r, r.arm == res.reference_arm)], _css(r))
+    if res.codec_floor is not None:
+        cf = res.codec_floor
+        t.add([f"codec floor ({cf.key})", f"codec, {cf.method}", *_codec_cells(res)], "band")
+        t.notes.append(cf.text)
+        t.notes.append(f"decoding: {cf.decode}" if cf.decode else "")
+        t.notes = [n for n in t.notes if n]
     sec.tables.append(t)
+    m_by_key = {x.key: x for x in ACCURACY_METRICS}
+    if res.floor is not None:
+        band = TextTable(
+            title="Noise floor band: min / median / max over perturbations x seeds",
+            headers=["floor runs", "PSNR of their pooled MSE", *[m_by_key[k].label for k in AGG_METRICS]],
+        )
+        band.add(
+            [
+                str(len(res.floor.keys)),
+                fmt_db(res.floor.psnr_pooled),
+                *[_floor_band(res, k, m_by_key[k].fmt) for k in AGG_METRICS],
+            ],
+            "noise-floor",
+        )
+        band.notes.append(res.floor.text)
+        sec.tables.insert(0, band)
     if res.multi_seed:
         agg = TextTable(
-            title="Per arm over seeds: mean [min..max]; noise floor as a band (min..max)",
-            headers=["arm", "role", "seeds measured", *ACC_HEADERS[:-1]],
+            title="Per arm over seeds: mean [min..max]",
+            headers=["arm", "role", "seeds measured", *[m_by_key[k].label for k in AGG_METRICS]],
         )
         for a in res.arms:
             if a.arm == res.reference_arm:
                 continue
             m = a.metrics
-            floor = a.role == "noise_floor"
-            cells = []
-            for metric in ACCURACY_METRICS:
-                fmt = metric.fmt
-                cells.append(
-                    _band_text(m.get(metric.key), fmt) if floor else _spread_text(m.get(metric.key), fmt)
-                )
-            measured = m["psnr_mean"].n if "psnr_mean" in m else 0
-            label = "noise floor band" if floor else ROLE_LABEL.get(a.role, a.role)
-            agg.add([a.arm, label, f"{measured}/{len(a.keys)}", *cells], "noise-floor" if floor else "")
-        sec.tables.insert(0, agg)
+            cells = [_spread_text(m.get(k), m_by_key[k].fmt) for k in AGG_METRICS]
+            measured = m["psnr"].n if "psnr" in m else 0
+            agg.add(
+                [a.arm, ROLE_LABEL.get(a.role, a.role), f"{measured}/{len(a.seeds)}", *cells],
+                "noise-floor" if a.role == "noise_floor" else "",
+            )
+        sec.tables.insert(1 if res.floor is not None else 0, agg)
     for c in res.comparisons:
         for n in c.notes:
             sec.bullets.append(f"{c.b.key}: {n}")
@@ -284,8 +383,16 @@ def stats_section(res: ReportResults) -> Section:
     sec = Section("stats", "3. Global statistics")
     sec.paragraphs.append("Convention: " + res.conventions.get("stats", ""))
     names = list(stat_fields(None))
+    sec.paragraphs.append(
+        "Judged (means, standard deviations, frame counts): " + ", ".join(JUDGED_STATS) + ". Shown only "
+        "(extreme values, one sample decides them): "
+        + ", ".join(n for n in names if n not in JUDGED_STATS)
+        + ". "
+        f"A judged statistic is inside when it lies in the exact runs' range widened by {res.rules.stats_rel_tol:g} "
+        "of their mean on each side."
+    )
     t = TextTable(title="Every run", headers=["run", "role", "frames", "size", *names])
-    for r in res.runs:
+    for r in res.primary_runs:
         s = r.stats
         vals = stat_fields(s)
         if s is None:
@@ -298,20 +405,28 @@ def stats_section(res: ReportResults) -> Section:
             [r.key, _role(r), s.frames, f"{s.width}x{s.height}", *[fmt_stat(n, vals[n]) for n in names]],
             _css(r),
         )
-    # The spread of the exact runs per seed: the band candidates are judged against.
-    for seed in res.seeds:
-        exact = [r for r in res.runs if r.seed == seed and r.role in ("reference", "noise_floor") and r.stats]
-        if len(exact) < 2:
+    # The band candidates are judged against: the exact runs' range per seed, widened by the tolerance.
+    tol = res.rules.stats_rel_tol
+    for seed in res.seeds or [None]:
+        exact = [
+            r
+            for r in res.primary_runs
+            if r.seed == seed and r.role in ("reference", "noise_floor") and r.stats
+        ]
+        if not exact:
             continue
         cells = []
         for n in names:
             xs = [stat_fields(r.stats)[n] for r in exact]
             xs = [x for x in xs if x is not None]
-            cells.append(f"{fmt_stat(n, min(xs))}..{fmt_stat(n, max(xs))}" if xs else NA)
-        t.add(
-            [f"exact runs spread{f' (seed {seed})' if res.multi_seed else ''}", "band", "", "", *cells],
-            "band",
-        )
+            if not xs:
+                cells.append(NA)
+                continue
+            pad = tol * abs(sum(xs) / len(xs)) if n in JUDGED_STATS else 0.0
+            txt = f"{fmt_stat(n, min(xs) - pad)}..{fmt_stat(n, max(xs) + pad)}"
+            cells.append(txt if n in JUDGED_STATS else f"{txt} (not judged)")
+        label = f"judged band: {len(exact)} exact run(s){f', seed {seed}' if res.multi_seed else ''}"
+        t.add([label, "band", "", "", *cells], "band")
     sec.tables.append(t)
     return sec
 
@@ -368,32 +483,53 @@ def frames_section(res: ReportResults, grids: list[FrameGrid]) -> Section:
     return sec
 
 
+def _yn(x: bool | None, yes: str, no: str) -> str:
+    return "not judged" if x is None else (yes if x else no)
+
+
+def _energy_cell(v: Verdict) -> str:
+    judged = [c for c in v.energy if c.judged and c.ratio is not None]
+    if v.regime == "chaotic":
+        lat = next((c for c in judged if c.metric == "latent"), None)
+        head = f"pixel metrics uninformative (floor {fmt_db(v.floor_psnr)})"
+        return head + (f"; latent {ratio_text(lat.ratio)}" if lat else "")
+    if not judged:
+        return "not judged"
+    worst = max(judged, key=lambda c: c.ratio or 0.0)
+    return f"{ratio_text(worst.ratio)} ({worst.label}): {'within' if v.within_noise_floor else 'OUTSIDE'}"
+
+
 def verdict_section(res: ReportResults) -> Section:
     sec = Section("verdicts", "6. Verdicts")
-    t = TextTable(
-        title="", headers=["arm", "within the noise floor", "global statistics", "attention", "summary"]
+    rules = res.rules
+    sec.paragraphs.append(
+        f"A candidate's error energy against the reference (video MSE, 1 - SSIM, audio error energy; pooled over "
+        f"frames and seeds) is divided by the noise floor's (every exact perturbation x seed). Tolerance "
+        f"{rules.tolerance:g}x ({10 * math.log10(rules.tolerance):.2f} dB of PSNR). When the floor's "
+        f"pooled PSNR is below {rules.chaotic_below_db:g} dB, pixel and audio pair metrics are uninformative and the "
+        "verdict rests on the earliest-step latents (where saved) and the global statistics."
     )
-
-    def yn(x: bool | None, yes: str, no: str) -> str:
-        return "not judged" if x is None else (yes if x else no)
-
+    t = TextTable(
+        title="",
+        headers=[
+            "arm",
+            "error energy vs floor",
+            "statistics",
+            f"equivalent at {rules.tolerance:g}x",
+            "attention",
+        ],
+    )
     for v in res.verdicts:
-        css = (
-            ""
-            if v.within_noise_floor is not False
-            and v.stats_inside is not False
-            and v.attention_ok is not False
-            else "bad"
-        )
+        bad = v.equivalent is False or v.attention_ok is False
         t.add(
             [
                 v.arm,
-                yn(v.within_noise_floor, "yes", "NO"),
-                yn(v.stats_inside, "inside", "OUTSIDE"),
-                yn(v.attention_ok, "valid", "INVALID"),
-                v.summary,
+                _energy_cell(v) if v.measured else "not measured",
+                _yn(v.stats_inside, "inside", "OUTSIDE"),
+                _yn(v.equivalent, "yes", "NO"),
+                _yn(v.attention_ok, "valid", "INVALID"),
             ],
-            css,
+            "bad" if bad else "",
         )
     if res.verdicts:
         sec.tables.append(t)
@@ -401,7 +537,7 @@ def verdict_section(res: ReportResults) -> Section:
         sec.paragraphs.append("No candidate arm in this campaign.")
     sec.verdicts = list(res.verdicts)
     sec.bullets.append(res.exact_attention)
-    sec.bullets.append("statistics tolerance: " + res.conventions.get("stats_tolerance", ""))
+    sec.bullets.append("statistics rule: " + res.conventions.get("stats_tolerance", ""))
     return sec
 
 

@@ -15,6 +15,7 @@ from harness.records import AttnCallsRecord, RunSpec
 from harness.runners.base import Launch, Runner, register_runner
 from harness.store import (
     ATTN_CALLS_JSON,
+    OUTPUT_LOSSLESS,
     OUTPUT_MP4,
     TIMING_JSON,
     atomic_write_text,
@@ -50,14 +51,23 @@ class BuiltinRunner(Runner):
             "preset": block.preset,
             "prompt": block.prompt,
             "save_latents": block.save_latents,
+            **({"lossless": True} if block.lossless else {}),  # absent when off: older specs keep their hash
             "pipeline": cfg.model_dump(mode="json"),
         }
 
     def preflight(self, spec: RunSpec) -> str | None:
-        from harness.attention import availability
+        from harness.attention import availability, get_backend
+        from harness.errors import BackendUnavailable
 
         ok, why = availability(spec.attn_type)
-        return None if ok else f"backend {spec.attn_type} unavailable here: {why}"
+        if not ok:
+            return f"backend {spec.attn_type} unavailable here: {why}"
+        if spec.attn_options:  # options can pin what the machine lacks (an SDPA kernel, a variant)
+            try:
+                get_backend(spec.attn_type, **spec.attn_options)
+            except BackendUnavailable as err:
+                return f"backend {spec.attn_type} with {spec.attn_options} unavailable here: {err}"
+        return None
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         if not dry_run:
@@ -72,15 +82,13 @@ class BuiltinRunner(Runner):
 
 def run_in_process(run_dir: Path) -> None:
     """The child process: one pipeline run through the counting attention wrapper."""
-    from harness.attention import get_backend
-    from harness.attention.wrappers import CountingBackend, KVReversed
+    from harness.attention import make_attention
     from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
-    backend = get_backend(spec.attn_type)
-    if spec.kv_reversed:
-        backend = KVReversed(backend)
-    counting = CountingBackend(backend, requested=spec.attn_type)
+    counting = make_attention(
+        spec.attn_type, kv_reversed=spec.kv_reversed, kv_chunks=spec.kv_chunks, **spec.attn_options
+    )
     cfg = PipelineConfig.model_validate(spec.params["pipeline"])
     latents = run_dir / LATENTS_DIR if spec.params.get("save_latents") else None
 
@@ -95,6 +103,7 @@ def run_in_process(run_dir: Path) -> None:
         out_path=run_dir / OUTPUT_MP4,
         latents_dir=latents,
         on_step=on_step,
+        lossless_path=run_dir / OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
     )
     write_record(run_dir / TIMING_JSON, timing)
     calls = AttnCallsRecord(

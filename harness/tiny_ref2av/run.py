@@ -80,14 +80,17 @@ def run_pipeline(
     out_path: Path,
     latents_dir: Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    lossless_path: Path | None = None,
 ) -> TimingRecord:
     """Generate ``out_path`` (H.264 + AAC mp4) and return its timing.
 
     ``attention(q, k, v, scale)`` takes [B, H, N, D] tensors and returns [B, H, N, D].
     Latents after every DiT step go to ``latents_dir`` when given (or, with
     ``cfg.save_latents`` and no directory, to ``<out_path's folder>/latents``).
+    ``lossless_path``: also write the same frames and audio losslessly (FFV1 + PCM .mkv); its
+    time is kept out of the pipeline total (stage ``lossless_copy``).
     """
-    from harness.media import write_av
+    from harness.media import LosslessWriter, write_av
 
     wall0 = time.perf_counter()
     out_path = Path(out_path)
@@ -141,19 +144,29 @@ def run_pipeline(
         audio = timed("vae_decode", lambda: decode_audio(lat_a, cfg))
         decoder = VideoDecoder(cfg, ref, ref_low, device)
         t0 = time.perf_counter()
+        frames = decoder.frames(lat_v)
+        lossless = None
+        if lossless_path is not None:
+            lossless = LosslessWriter(lossless_path, fps=cfg.fps, audio=audio, sample_rate=cfg.audio_rate)
+            frames = lossless.tee(frames)
         write_av(
             out_path,
-            decoder.frames(lat_v),
+            frames,
             audio,
             fps=cfg.fps,
             sample_rate=cfg.audio_rate,
             crf=cfg.crf,
             preset=cfg.x264_preset,
         )
-        write_s = time.perf_counter() - t0
+        if lossless is not None:
+            lossless.close()
+        copy_s = lossless.seconds if lossless is not None else 0.0
+        write_s = time.perf_counter() - t0 - copy_s
         stages["vae_decode"] += decoder.seconds
         stages["save"] = write_s - decoder.seconds
-        pipeline_total = time.perf_counter() - pipe0
+        if lossless is not None:
+            stages["lossless_copy"] = copy_s
+        pipeline_total = time.perf_counter() - pipe0 - copy_s
     return TimingRecord(
         source="builtin",
         steps=steps,

@@ -17,8 +17,9 @@ aiter_ok, aiter_reason = availability("aiter_sage_attn")
 def test_emulation_tracks_the_real_sage_attn2_kernel(n):
     q, k, v = (x.cuda() for x in make_qkv(n, b=2, h=8, d=128, k_bias=2.0, seed=4))
     real = get_backend("sage_attn2")
-    # The Triton fp16-PV path: per_block Q (128) / K (64) INT8, P in [0, 1] to fp16, V fp16.
-    emul = get_backend("sage_emul_thuml", granularity="per_block", pv_dtype="fp16", p_log2_offset=0.0)
+    # The default models the Triton fp16-PV kernel: per_block Q (128) / K (64) INT8, P in [0, 1] and
+    # V in fp16, fp16 tile accumulation (SageAttention 1.0.6 sageattn, 2.x sageattn_qk_int8_pv_fp16_triton).
+    emul = get_backend("sage_emul_thuml")
     ref = exact_attention(q, k, v, compute_dtype=torch.float32)
     out_real, out_emul = real(q, k, v), emul(q, k, v)
     assert out_real.shape == q.shape and out_real.dtype == q.dtype

@@ -7,12 +7,14 @@ from attn_testutil import errors, make_qkv
 from harness.attention import (
     AttentionOp,
     CountingBackend,
+    KVChunked,
     KVReversed,
     UnsupportedCall,
     exact_attention,
     get_backend,
     make_attention,
 )
+from harness.attention.wrappers import chunk_logsumexp
 from harness.records import AttnCallsRecord, RankCalls
 
 
@@ -103,3 +105,31 @@ def test_real_fallback_emulation_to_sdpa_beyond_exact_int8_head_dim():
     assert attn.rank_calls().fallbacks == {"torch_sdpa": 1}
     assert attn.params["fallback"] == "torch_sdpa"
     assert "2048" in attn.rank_calls().errors[0]
+
+
+@pytest.mark.parametrize("chunks", [2, 3])
+def test_kv_chunks_merged_by_logsumexp_are_exact(chunks):
+    sdpa = get_backend("torch_sdpa")
+    q, k, v = make_qkv(300, 257, h=2, d=64, dtype=torch.float32)
+    ref = exact_attention(q, k, v)
+    plain, chunked = sdpa(q, k, v), KVChunked(sdpa, chunks)(q, k, v)
+    assert not torch.equal(plain, chunked)  # the split changed the rounding
+    assert (chunked.double() - ref).abs().max() < 1e-5
+    assert chunked.dtype == q.dtype and chunked.shape == q.shape
+    qb, kb, vb = (x.bfloat16() for x in (q, k, v))
+    ref_b = exact_attention(qb, kb, vb)
+    err_plain = (sdpa(qb, kb, vb).double() - ref_b).pow(2).mean()
+    err_chunked = (KVChunked(sdpa, chunks)(qb, kb, vb).double() - ref_b).pow(2).mean()
+    assert err_chunked < 4 * err_plain  # a rounding-level perturbation in bf16 too
+
+
+def test_chunk_logsumexp_matches_torch_and_make_attention_wraps():
+    q, k, _ = make_qkv(70, 50, h=2, d=32, dtype=torch.float32)
+    got = chunk_logsumexp(q, k, 0.2, max_chunk_elems=2 * 2 * 50 * 8)  # 8 query rows at a time
+    want = torch.logsumexp((q.double() @ k.double().transpose(-1, -2)) * 0.2, dim=-1)
+    assert (got.double() - want).abs().max() < 1e-4
+    op = make_attention("torch_sdpa", kv_reversed=True, kv_chunks=2)
+    assert isinstance(op.inner, KVChunked) and isinstance(op.inner.inner, KVReversed)
+    assert op.params["kv_chunks"] == 2 and op.params["kv_reversed"] is True
+    with pytest.raises(ValueError, match="2 or more"):
+        KVChunked(get_backend("torch_sdpa"), 1)

@@ -148,3 +148,27 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
     same.push(0, a)
     same.push(1, a.copy())
     assert same.result()["bitwise_equal"] and same.result()["snr_db"] == math.inf
+
+
+@pytest.mark.parametrize("shift", [37, -211])
+def test_streamed_pair_with_a_lag_equals_the_aligned_whole_tracks(shift: int) -> None:
+    """B starts |shift| samples late (or early): the stream leaves the late head out of the pairing,
+    as pair_metrics does on whole tracks; whole-track RMS and peak still see every sample."""
+    from harness.collect import audio_align
+
+    base = _signal(RATE + 500)
+    a = base[:, 250 : 250 + RATE]
+    b = (base[:, 250 - shift : 250 - shift + RATE] + 0.01 * _signal(RATE, seed=9)).astype(np.float32)
+    lag = audio_align.best_lag(a, b)
+    assert lag == shift
+    want = pair_metrics(a, b, RATE)
+    stream = audio.PairStream(RATE, lag)
+    for start in range(0, RATE, 4096):
+        stream.push(0, a[:, start : start + 4096])
+        stream.push(1, b[:, start : start + 4096])
+    got = stream.result()
+    assert got["lag_samples"] == want["lag_samples"] == shift
+    assert got["samples_compared"] == want["samples_compared"] == RATE - abs(shift)
+    for key in ("snr_db", "cosine", "rms_a", "rms_b", "peak_a", "peak_b"):
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    assert got["snr_db"] > 30 and not got["bitwise_equal"]

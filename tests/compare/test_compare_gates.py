@@ -47,7 +47,7 @@ def test_check_gate_violations(tmp_path: Path, ref_run):
         tmp_path / "a" / "sage", ArmSpec("sage", noise=3.0, steps=[1.0, 1.5, 1.5], fallbacks=2), salt=3
     )
     cmp = compare_runs(ref_run, other)
-    psnr = cmp.video.psnr_mean
+    psnr = cmp.video.psnr_pooled
     assert check_gate(cmp, Gate(min_psnr=psnr - 1, min_ssim=0.5)) == []
     v = check_gate(
         cmp,
@@ -72,7 +72,7 @@ def test_check_gate_on_failed_run_names_the_reason(tmp_path: Path, ref_run):
     bad = write_run(tmp_path / "a" / "broken", ArmSpec("broken", status="failed", reason="exit code 3"))
     v = check_gate(compare_runs(ref_run, bad), Gate(min_psnr=30))
     assert any("status is failed: exit code 3" in x for x in v)
-    assert any(x.startswith("min_psnr: video PSNR mean unavailable") for x in v)
+    assert any(x.startswith("min_psnr: video PSNR (pooled) unavailable") for x in v)
 
 
 def test_identical_runs_pass_a_bitwise_gate(tmp_path: Path, ref_run):

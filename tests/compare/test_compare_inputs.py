@@ -66,7 +66,7 @@ def test_cli_formats_on_files(files, fmt):
         assert data["a"]["output"] == str(files["a"]) and data["b"]["role"] == "file"
     else:
         assert "no timing: A (a) and B (b) recorded no step times" in res.stdout
-        assert "video PSNR" in res.stdout and "37.0" in res.stdout
+        assert "video PSNR 36.92 dB pooled" in res.stdout
 
 
 def test_gates_on_files(files, tmp_path):
@@ -79,7 +79,7 @@ def test_gates_on_files(files, tmp_path):
     res = harness("compare", files["a"], files["b"], "--gate", strict)
     assert res.returncode == 1
     gates = [ln for ln in res.stderr.splitlines() if ln.startswith("gate: ")]
-    assert gates[0].startswith("gate: min_psnr: video PSNR mean 37.")
+    assert gates[0] == "gate: min_psnr: video PSNR (pooled) 36.92 dB < 45.00 dB"
     assert gates[1] == "gate: max_step_ratio: s/step ratio B/A unavailable (timing missing in a run)"
 
 

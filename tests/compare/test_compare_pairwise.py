@@ -50,16 +50,22 @@ def test_perturbed_run_psnr_matches_numpy_and_json_roundtrips(tmp_path: Path, re
     assert cmp.video.psnr_mean == pytest.approx(np.mean(per_frame), abs=1e-6)
     assert cmp.video.psnr_min == pytest.approx(min(per_frame), abs=1e-6)
     assert cmp.video.psnr_min_frame == int(np.argmin(per_frame))
+    mse = [float(np.mean((x.astype(np.float64) - y) ** 2)) for x, y in zip(fa, fb, strict=True)]
+    assert cmp.video.psnr_pooled == pytest.approx(10 * np.log10(255**2 / np.mean(mse)), abs=1e-6)
     (aa, _), (ab, _) = read_audio(ref_run.output), read_audio(other.output)
     n = min(aa.shape[1], ab.shape[1])
     snr = 10 * np.log10(
         np.sum(aa[:, :n].astype(np.float64) ** 2) / np.sum((aa[:, :n] - ab[:, :n]).astype(np.float64) ** 2)
     )
-    assert cmp.audio.snr_db == pytest.approx(snr, rel=1e-4)
+    assert cmp.audio.snr_db == pytest.approx(snr, rel=1e-4) and cmp.audio.lag_samples == 0
     assert cmp.bitwise.video is False and cmp.bitwise.files is False
-    # speed: A s/step 1.1, B 0.5 -> ratio 0.4545, "2.20x faster"
+    # speed: A s/step 1.1, B 0.5 -> ratio 0.4545; steps 2..3 of one run each are too few to call it
     assert cmp.speed.s_per_step_ratio == pytest.approx(0.5 / 1.1)
-    assert "2.20x faster" in cmp.speed.s_per_step_line
+    assert (
+        "no significant difference (n=2/2 steps of one run, p=0.11, alpha 0.05)" in cmp.speed.s_per_step_line
+    )
+    assert "faster" not in cmp.speed.s_per_step_line
+    assert "too few samples" in cmp.speed.total_line
     back = Comparison.model_validate_json(format_comparison(cmp, "json"))
     assert back.video.psnr_mean == pytest.approx(cmp.video.psnr_mean)
     assert json.loads(format_comparison(cmp, "json"))["schema"] == "harness.compare/1"
@@ -94,7 +100,7 @@ def test_noise_floor_comparison_is_labelled(tmp_path: Path, ref_run):
     assert cmp.kind == "noise_floor"
     text = format_comparison(cmp, "table")
     assert "noise floor: video PSNR" in text
-    assert "K/V order reversed" in text
+    assert "exact backend torch_sdpa (K/V reversed)" in text
 
 
 def test_incomparable_or_corrupt_outputs_become_notes(tmp_path: Path, ref_run):
@@ -116,3 +122,18 @@ def test_incomparable_or_corrupt_outputs_become_notes(tmp_path: Path, ref_run):
     assert bad.video is None and any("corrupt" in n or "truncated" in n for n in bad.notes), bad.notes
     with pytest.raises(HarnessError, match="expected table, md or json"):
         format_comparison(bad, "xml")
+
+
+def test_lossless_copies_are_measured_before_compression(tmp_path: Path):
+    content = base_content(42)
+    ref = write_run(tmp_path / "a" / "ref", ArmSpec("ref", role="reference", lossless=True), content=content)
+    other = write_run(tmp_path / "a" / "b", ArmSpec("b", noise=3.0, lossless=True), content=content, salt=3)
+    mp4_only = write_run(tmp_path / "a" / "c", ArmSpec("c", noise=3.0), content=content, salt=3)
+    cmp = compare_runs(ref, other)
+    assert cmp.options["lossless"] is True
+    fa = list(iter_frames(ref.file("output_lossless.mkv")))
+    fb = list(iter_frames(other.file("output_lossless.mkv")))
+    mse = [float(np.mean((x.astype(np.float64) - y) ** 2)) for x, y in zip(fa, fb, strict=True)]
+    assert cmp.video.psnr_pooled == pytest.approx(10 * np.log10(255**2 / np.mean(mse)), abs=1e-6)
+    assert cmp.audio.snr_db != compare_runs(ref, mp4_only).audio.snr_db  # PCM, not AAC
+    assert compare_runs(ref, mp4_only).options["lossless"] is False  # one side has no twin: both mp4

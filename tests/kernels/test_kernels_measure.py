@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from harness.kernels.measure import accuracy_metrics, bitwise_compare, tflops
+from harness.kernels.results import BitwiseCheck, bitwise_reading
 from harness.kernels.schema import attention_flops
 
 
@@ -46,3 +47,18 @@ def test_flops_and_bitwise_helpers():
     b[3] += 0.5
     diff = bitwise_compare("x", a, b)
     assert not diff.identical and diff.max_abs_diff == 0.5
+
+
+def test_bitwise_reading_tells_a_wrapper_from_a_nondeterministic_kernel():
+    same = BitwiseCheck(check="direct_vs_direct", identical=True, max_abs_diff=0.0)
+    jitter = BitwiseCheck(check="direct_vs_direct", identical=False, max_abs_diff=2.4e-4)
+    wrapped_same = BitwiseCheck(check="registry_vs_direct", identical=True, max_abs_diff=0.0)
+    wrapped_diff = BitwiseCheck(check="registry_vs_direct", identical=False, max_abs_diff=1.2e-4)
+    assert bitwise_reading([same, wrapped_same]).startswith("identical")
+    assert (
+        bitwise_reading([jitter, wrapped_diff])
+        == "kernel nondeterministic (direct vs direct differs by max 0.00024)"
+    )
+    assert bitwise_reading([same, wrapped_diff]).startswith("wrapper changes the result (max 0.00012")
+    assert "no direct-vs-direct repeat" in bitwise_reading([wrapped_diff])
+    assert bitwise_reading([BitwiseCheck(check="registry_vs_direct", note="no direct call")]) == "not checked"

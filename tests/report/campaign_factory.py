@@ -22,9 +22,11 @@ from harness.records import (
     RunStatus,
     StepTiming,
     TimingRecord,
+    run_key,
 )
 from harness.store import (
     ATTN_CALLS_JSON,
+    OUTPUT_LOSSLESS,
     TIMING_JSON,
     ArmStatus,
     CampaignDir,
@@ -90,6 +92,7 @@ class ArmSpec:
     role: str = "candidate"
     attn_type: str | None = None
     kv_reversed: bool = False
+    kv_chunks: int = 1
     status: str = "ok"
     reason: str | None = None
     log_tail: str = ""
@@ -101,6 +104,9 @@ class ArmSpec:
     latents: str | None = None  # "npy" or "pt": save per-step latents
     write_run_json: bool = True  # False: the arm never got a run folder (campaign.json only)
     write_output: bool = True
+    lossless: bool = False  # also write output_lossless.mkv (the builtin runner's opt-in twin)
+    repeats: int | None = None  # runs per seed (default: the campaign's)
+    jitter: float = 0.0  # relative sd of the step times from one repeat to the next
 
 
 def write_run(
@@ -113,6 +119,8 @@ def write_run(
     content: tuple[list[np.ndarray], np.ndarray] | None = None,
     salt: int = 0,
     copy_output_from: RunDir | None = None,
+    repeat: int = 1,
+    steps: list[float] | None = None,
 ) -> RunDir:
     """One run directory as a runner leaves it.
 
@@ -130,9 +138,12 @@ def write_run(
         seed=seed,
         attn_type=attn_type,
         kv_reversed=arm.kv_reversed,
+        kv_chunks=arm.kv_chunks,
         role=Role(arm.role),
         multi_seed=multi_seed,
+        repeat=repeat,
     )
+    steps = steps if steps is not None else arm.steps
     outputs = {}
     if arm.status == "ok":
         frames, audio = content if content is not None else base_content(seed)
@@ -140,17 +151,23 @@ def write_run(
         if copy_output_from is not None:
             shutil.copyfile(copy_output_from.output, run.output)
         elif arm.write_output:
-            from harness.media import write_av
+            from harness.media import LosslessWriter, write_av
 
+            twin = None
+            if arm.lossless:
+                twin = LosslessWriter(run.file(OUTPUT_LOSSLESS), fps=FPS, audio=audio, sample_rate=RATE)
+                frames = twin.tee(frames)
             # ultrafast: x264's lookahead (mbtree) is not bit-reproducible on tiny frames; ultrafast is
             write_av(run.output, frames, audio, fps=FPS, sample_rate=RATE, preset="ultrafast")
+            if twin is not None:
+                twin.close()
         if run.output.exists():
             outputs["output.mp4"] = sha256_file(run.output)
-        total = arm.pipeline_total_s if arm.pipeline_total_s is not None else sum(arm.steps) + 0.5
+        total = arm.pipeline_total_s if arm.pipeline_total_s is not None else sum(steps) + 0.5
         timing = TimingRecord(
             source="builtin",
-            steps=[StepTiming(index=i + 1, seconds=s) for i, s in enumerate(arm.steps)],
-            stages={"dit": sum(arm.steps), "vae_decode": 0.3},
+            steps=[StepTiming(index=i + 1, seconds=s) for i, s in enumerate(steps)],
+            stages={"dit": sum(steps), "vae_decode": 0.3},
             pipeline_total_s=total,
             ranks=["0", "1"],
         )
@@ -228,30 +245,46 @@ def make_campaign(
     seeds: tuple[int, ...] = (42,),
     scenario: str = "tiny",
     env: dict | None = None,
+    repeats: int = 1,
+    verdict: dict | None = None,
 ) -> CampaignDir:
+    """Runs in the executor's order (repeats interleaved); repeats 2.. copy repeat 1's output
+    byte for byte (a deterministic pipeline) and jitter the step times by ``arm.jitter``."""
     camp = CampaignDir(root / scenario / "c1")
     multi = len(seeds) > 1
     statuses = []
-    for seed in seeds:
-        content = base_content(seed)
-        for salt, arm in enumerate(arms):
-            key = f"{arm.name}@{seed}" if multi else arm.name
-            attn_type = arm.attn_type or ("torch_sdpa" if arm.role != "candidate" else arm.name)
-            if arm.write_run_json:
-                write_run(camp.run(key).path, arm, seed=seed, scenario=scenario, multi_seed=multi,
-                          content=content, salt=salt + 10 * seed)  # fmt: skip
-            statuses.append(
-                ArmStatus(
-                    key=key,
-                    arm=arm.name,
-                    seed=seed,
-                    role=arm.role,
-                    attn_type=attn_type,
-                    kv_reversed=arm.kv_reversed,
-                    status=RunStatus(arm.status),
-                    reason=arm.reason,
-                )  # fmt: skip
-            )
+    contents = {seed: base_content(seed) for seed in seeds}
+    for repeat in range(1, repeats + 1):
+        for seed in seeds:
+            for salt, arm in enumerate(arms):
+                if repeat > (arm.repeats or repeats):
+                    continue
+                key = run_key(arm.name, seed if multi else None, repeat)
+                attn_type = arm.attn_type or ("torch_sdpa" if arm.role != "candidate" else arm.name)
+                steps = list(arm.steps)
+                first = None
+                if repeat > 1:
+                    rng = np.random.default_rng(seed * 1000 + salt * 10 + repeat)
+                    steps = [x * (1 + arm.jitter * rng.standard_normal()) for x in steps]
+                    first = camp.run(run_key(arm.name, seed if multi else None, 1))
+                    first = first if first.output.exists() else None
+                if arm.write_run_json:
+                    write_run(camp.run(key).path, arm, seed=seed, scenario=scenario, multi_seed=multi,
+                              content=contents[seed], salt=salt + 10 * seed, copy_output_from=first,
+                              repeat=repeat, steps=steps)  # fmt: skip
+                statuses.append(
+                    ArmStatus(
+                        key=key,
+                        arm=arm.name,
+                        seed=seed,
+                        role=arm.role,
+                        attn_type=attn_type,
+                        kv_reversed=arm.kv_reversed,
+                        status=RunStatus(arm.status),
+                        reason=arm.reason,
+                        repeat=repeat,
+                    )  # fmt: skip
+                )
     rec = CampaignRecord(
         campaign_id="c1",
         scenario_name=scenario,
@@ -261,6 +294,7 @@ def make_campaign(
             "runner": "builtin",
             "seeds": list(seeds),
             "arms": [a.name for a in arms],
+            **({"verdict": verdict} if verdict else {}),
         },
         profile="3step",
         runner="builtin",

@@ -53,6 +53,23 @@ def multi_report(tmp_path_factory) -> Built:
 
 
 @pytest.fixture(scope="session")
+def repeats_report(tmp_path_factory) -> Built:
+    """Two seeds x three interleaved repeats, two noise-floor perturbations run once per seed, a
+    candidate 25 % faster and one as fast as the reference; tolerance 2.5x in the scenario."""
+    arms = [
+        ArmSpec("torch_sdpa", role="reference", jitter=0.01),
+        ArmSpec("nf_reversed", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0, repeats=1),
+        ArmSpec("nf_chunks", role="noise_floor", attn_type="torch_sdpa", kv_chunks=2, noise=1.2, repeats=1),
+        ArmSpec("fast", noise=1.0, steps=[1.6, 0.75, 0.75], jitter=0.01),
+        ArmSpec("same", noise=1.1, jitter=0.01),
+    ]  # fmt: skip
+    camp = make_campaign(
+        tmp_path_factory.mktemp("repeats"), arms, seeds=(42, 43), repeats=3, verdict={"tolerance": 2.5}
+    )
+    return Built(camp, build_report(camp))
+
+
+@pytest.fixture(scope="session")
 def chromium() -> str:
     path = find_chromium()
     if path is None:

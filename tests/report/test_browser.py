@@ -46,7 +46,7 @@ def test_multi_seed_page_loads(chromium, multi_report, tmp_path: Path):
     keep_artifact(shot, "report_multi_seed.png")
     assert page.errors == [] and page.failed == [], page.console
     _check_local_only(page.requests, camp.path)
-    assert "Latent PSNR per step" in page.body_text and "noise floor band" in page.body_text
+    assert "Latent PSNR per step" in page.body_text and "Noise floor band" in page.body_text
 
 
 def test_detector_sees_console_errors_and_missing_files(chromium, tmp_path: Path):

@@ -51,7 +51,7 @@ def test_report_files_and_sections(single_report):
 def test_results_json_numbers(single_report):
     paths = single_report.paths
     raw = json.loads(paths.results_json.read_text())
-    assert raw["schema"] == "harness.report/1"
+    assert raw["schema"] == "harness.report/2"
     assert set(raw["conventions"]) >= {"video", "audio", "stats", "timing", "stats_tolerance"}
     assert raw["env"]["hostname"] == "test-host"
     assert raw["scenario"]["name"] == "tiny"
@@ -60,7 +60,7 @@ def test_results_json_numbers(single_report):
     by_b = {c.b.key: c for c in res.comparisons}
     assert set(by_b) == {"torch_sdpa_kv_reversed", "sage_close", "sage_far", "broken", "sage_triton"}
     floor, close, far = by_b["torch_sdpa_kv_reversed"], by_b["sage_close"], by_b["sage_far"]
-    assert close.video.psnr_mean > floor.video.psnr_mean > far.video.psnr_mean
+    assert close.video.psnr_pooled > floor.video.psnr_pooled > far.video.psnr_pooled
     assert by_b["broken"].video is None and by_b["sage_triton"].video is None
     assert by_b["sage_triton"].b.status == "skipped"
     # speed: steps [1.5, .5, .5] vs [2, 1, 1] -> s/step ratio 0.5
@@ -79,14 +79,18 @@ def test_verdicts_in_plain_words(single_report):
     v = {x.arm: x for x in res.verdicts}
     assert set(v) == {"sage_close", "sage_far", "broken", "sage_triton"}
     assert v["sage_close"].within_noise_floor is True and v["sage_close"].attention_ok is True
-    assert v["sage_far"].within_noise_floor is False
+    assert v["sage_close"].equivalent is True
+    assert v["sage_far"].within_noise_floor is False and v["sage_far"].equivalent is False
     assert v["sage_far"].attention_ok is False  # 3 calls fell back on rank 1
     assert v["broken"].measured == 0 and "not measured" in v["broken"].summary
     assert "backend unavailable" in " ".join(v["sage_triton"].sentences)
     md = paths.report_md.read_text()
-    far_psnr = next(d for d in v["sage_far"].distance if d.metric == "psnr_mean")
-    assert "dB below the floor" in far_psnr.text and far_psnr.text in md.replace("\\|", "|")
-    assert "max(max(exact) - min(exact), 0.01 * \\|mean(exact)\\|)" in md
+    far_mse = next(d for d in v["sage_far"].energy if d.metric == "video_mse")
+    assert far_mse.ratio > 2 and "tolerance 2x: outside the floor" in far_mse.text
+    assert far_mse.text in md.replace("\\|", "|")
+    assert "tolerance 2x: outside the floor" in v["sage_far"].summary
+    assert "0.02\\|mean(exact)\\|" in md  # the statistics rule is printed
+    assert "| sage_far |" in md and "| equivalent at 2x |" in md
     assert "exact runs (torch_sdpa, torch_sdpa_kv_reversed): all" in res.exact_attention
 
 
@@ -126,21 +130,24 @@ def test_multi_seed_aggregation_and_band(multi_report):
         "nf@43": "torch_sdpa@43", "cand@43": "torch_sdpa@43",
     }  # fmt: skip
     agg = {a.arm: a for a in res.arms}
-    per_seed = [c.video.psnr_mean for c in res.comparisons if c.b.arm == "cand"]
-    psnr = agg["cand"].metrics["psnr_mean"]
+    per_seed = [c.video.psnr_pooled for c in res.comparisons if c.b.arm == "cand"]
+    psnr = agg["cand"].metrics["psnr"]
     assert psnr.n == 2 and psnr.mean == pytest.approx(sum(per_seed) / 2)
     assert psnr.min == min(per_seed) and psnr.max == max(per_seed)
     assert psnr.std == pytest.approx(abs(per_seed[0] - per_seed[1]) / math.sqrt(2))
     assert agg["cand"].metrics["s_per_step"].mean == pytest.approx(0.5)
     v = res.verdicts[0]
     assert v.arm == "cand" and v.seeds == [42, 43] and v.within_noise_floor is False
-    psnr_check = next(d for d in v.distance if d.metric == "psnr_mean")
-    assert [s.seed for s in psnr_check.per_seed] == [42, 43]
-    assert "below the floor in 2 of 2 seeds" in psnr_check.text
+    mse = next(d for d in v.energy if d.metric == "video_mse")
+    assert list(mse.per_seed) == ["42", "43"] and mse.n_candidate == 2 and mse.n_floor == 2
+    cand = [c.video.mse_mean for c in res.comparisons if c.b.arm == "cand"]
+    floor_mse = [c.video.mse_mean for c in res.comparisons if c.b.arm == "nf"]
+    assert mse.ratio == pytest.approx(sum(cand) / sum(floor_mse))  # pooled over frames and seeds
     md = paths.report_md.read_text()
-    assert "noise floor band" in md and "Per arm over seeds" in md
-    floor = agg["nf"].metrics["psnr_mean"]
-    assert f"{floor.min:.2f} dB..{floor.max:.2f} dB" in md
+    assert "Noise floor band" in md and "Per arm over seeds" in md
+    floor = sorted(c.video.psnr_pooled for c in res.comparisons if c.b.arm == "nf")
+    assert res.floor.band["psnr"] == pytest.approx([floor[0], sum(floor) / 2, floor[1]])
+    assert f"{floor[0]:.2f} dB / {sum(floor) / 2:.2f} dB / {floor[1]:.2f} dB" in md
     assert (camp.path / res.assets["seeds"]).exists()
     assert "#### seed 42" in md and "#### seed 43" in md
 
@@ -167,4 +174,62 @@ def test_campaign_without_reference_still_reports_speed(campaign_factory):
     paths = build_report(camp)
     md = paths.report_md.read_text()
     assert "no arm has role reference" in md
-    assert "| a | candidate | 2 | 1.000 |" in md
+    assert "| a | candidate | 1 | 2 | 1.000 |" in md
+
+
+def test_repeats_speed_significance_and_floor_distribution(repeats_report):
+    res, md = _results(repeats_report), repeats_report.paths.report_md.read_text()
+    assert res.repeats == 3
+    keys = [r.key for r in res.runs]
+    assert "torch_sdpa@42~r2" in keys and "fast@43~r3" in keys and "nf_reversed@42~r2" not in keys
+    # accuracy: first repeats only; the floor is every perturbation x seed
+    assert all("~r" not in c.b.key for c in res.comparisons)
+    assert res.floor is not None and sorted(res.floor.keys) == ["nf_chunks@42", "nf_chunks@43",
+                                                                 "nf_reversed@42", "nf_reversed@43"]  # fmt: skip
+    assert "4 floor run(s) (2 perturbation(s) x 2 seed(s))" in md
+    assert res.floor.perturbations == {"nf_reversed": "K/V reversed", "nf_chunks": "K/V in 2 chunks"}
+    # speed over runs (repeats x seeds) with Welch's test
+    arms = {a.arm: a for a in res.arms}
+    fast, same = arms["fast"].speed["s_per_step"], arms["same"].speed["s_per_step"]
+    assert (
+        fast.n_a == fast.n_b == 6 and fast.outcome == "faster" and fast.ratio == pytest.approx(0.75, rel=0.02)
+    )
+    assert same.outcome == "no_difference"
+    assert (
+        "fast vs torch_sdpa: DiT s/step: 0.998 ± 0.006 s (n=6) -> 0.751" in md
+        and "1.33x faster (n=6/6 runs, p=" in md
+    )
+    assert "same vs torch_sdpa: DiT s/step:" in md and "no significant difference (n=6/6 runs, p=" in md
+    # every ratio word in the report carries its test
+    for line in md.splitlines():
+        for word in ("x faster", "x slower"):
+            if word in line:
+                assert "runs, p=" in line, line
+    # the floors' timings are no baseline, and say why
+    assert not arms["nf_reversed"].timing_baseline and not arms["nf_chunks"].timing_baseline
+    assert "noise floor (not a timing baseline: the K/V-reversed wrapper copies K and V" in md
+    assert "not a timing baseline; " in md and "[not a timing baseline]" in md
+    assert "no significant difference (n=6/2 runs" in md  # the floors ran once per seed
+    assert any("byte-identical in every repeat" in n for n in res.repeat_notes)
+    # the scenario's tolerance is the one stated in every verdict
+    assert res.rules.tolerance == 2.5
+    for v in res.verdicts:
+        assert "tolerance 2.5x" in v.summary, v.summary
+        mse = next(c for c in v.energy if c.metric == "video_mse")
+        assert mse.n_floor == 4
+
+
+def test_a_floor_arm_names_its_perturbation_or_its_other_kernel():
+    from harness.compare.pairwise import Comparison
+    from harness.compare.summary import RunSummary
+    from harness.report.results import _floor_kind
+
+    ref = RunSummary(key="ref", path="r", arm="ref", attn_type="torch_sdpa", role="reference")
+
+    def floor(**kw) -> str:
+        b = RunSummary(key="f", path="f", arm="f", role="noise_floor", **kw)
+        return _floor_kind(Comparison(a=ref, b=b))
+
+    assert floor(attn_type="torch_sdpa", kv_reversed=True, kv_chunks=2) == "K/V reversed, K/V in 2 chunks"
+    assert floor(attn_type="torch_sdpa", attn_options={"sdpa_backend": "math"}) == "sdpa_backend=math"
+    assert floor(attn_type="flash_attn3") == "another exact kernel: flash_attn3"

@@ -146,3 +146,14 @@ def test_cpu_preset_runs(tmp_path):
         PRESETS["cpu"], seed=42, prompt=PROMPT, attention=exact_attention, out_path=tmp_path / "o.mp4"
     )
     assert t.dit_steps == 3 and t.seq_len == PRESETS["cpu"].seq_len
+
+
+def test_lossless_copy_holds_the_frames_before_compression(tmp_path, tiny_cfg):
+    cfg = tiny_cfg.with_overrides({"infer_steps": 2})
+    t = run_pipeline(cfg, seed=1, prompt=PROMPT, attention=exact_attention, out_path=tmp_path / "o.mp4",
+                     lossless_path=tmp_path / "o.mkv")  # fmt: skip
+    assert t.stages["lossless_copy"] > 0  # kept out of the pipeline total
+    raw, mp4 = list(iter_frames(tmp_path / "o.mkv")), list(iter_frames(tmp_path / "o.mp4"))
+    assert len(raw) == len(mp4) == cfg.frames
+    assert any(not np.array_equal(a, b) for a, b in zip(raw, mp4, strict=True))  # H.264 moved pixels
+    assert read_audio(tmp_path / "o.mkv")[0].shape[1] <= read_audio(tmp_path / "o.mp4")[0].shape[1]

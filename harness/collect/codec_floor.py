@@ -1,0 +1,156 @@
+"""The codec's own error, and what decoding does before any pixel metric.
+
+Pixel metrics compare decoded frames: H.264 at a CRF and the YUV -> RGB conversion already
+moved every pixel before attention is compared. The codec floor measures that move for the
+reference run, in one of two ways:
+
+* ``lossless``: the run kept a lossless twin (FFV1 RGB + PCM); the decoded mp4 against it is
+  exactly the error of the encode the run made;
+* ``re-encode``: the reference's decoded frames (and audio) encoded again with the run's codec
+  settings and measured against the decoded reference: the error of a second encode of the
+  same content, an estimate of the first one's (usually a little smaller).
+
+``decode_convention`` says how a file's frames become RGB: PyAV's ``to_ndarray("rgb24")`` asks
+libswscale with the frame's colorspace tag (untagged: BT.601) and no range (limited, 16-235).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import av
+
+from harness.errors import HarnessError
+from harness.records import Record
+
+DEFAULT_CRF = 18  # MiniMax-H3's writer (ultrafast, CRF 18), the builtin pipeline's default too
+DEFAULT_PRESET = "ultrafast"
+_X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
+_CRF = re.compile(r"\bcrf=([0-9.]+)")
+
+
+# FFmpeg's AVColorSpace and AVColorRange values, as the frame reports them.
+_MATRIX = {
+    2: "BT.601 (untagged; libswscale's default)",
+    1: "BT.709 (tagged)",
+    5: "BT.601 (tagged bt470bg)",
+    6: "BT.601 (tagged smpte170m)",
+    9: "BT.2020 non-constant (tagged)",
+}
+_RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged; converted as limited)"}
+
+
+class CodecSettings(Record):
+    codec: str = "h264"
+    pix_fmt: str = "yuv420p"
+    crf: int = DEFAULT_CRF
+    preset: str = DEFAULT_PRESET
+    source: str = "assumed"  # run spec | x264 info in the file | assumed
+    encoder_info: str | None = None  # the x264 options the file carries (when found)
+
+    def text(self) -> str:
+        return f"{self.codec} {self.pix_fmt} CRF {self.crf} preset {self.preset} (settings: {self.source})"
+
+
+def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
+    """The option string libx264 writes into its first SEI ('x264 - core ... crf=18.0 ...')."""
+    try:
+        with av.open(str(path)) as c:
+            if not c.streams.video:
+                return None
+            for i, pkt in enumerate(c.demux(c.streams.video[0])):
+                m = _X264_INFO.search(bytes(pkt))
+                if m:
+                    return m.group(0).decode("ascii", "replace")
+                if i + 1 >= max_packets:
+                    break
+    except av.error.FFmpegError:
+        return None
+    return None
+
+
+def encoder_settings(
+    path: str | os.PathLike, *, crf: int | None = None, preset: str | None = None
+) -> CodecSettings:
+    """Codec settings of a file: the given ones (a run's spec), else the CRF found in the file's
+    x264 info, else the defaults of MiniMax-H3's writer (marked assumed)."""
+    with av.open(str(path)) as c:
+        if not c.streams.video:
+            raise HarnessError(f"{path}: no video stream")
+        cc = c.streams.video[0].codec_context
+        codec, pix_fmt = cc.name, cc.format.name if cc.format else "yuv420p"
+    info = x264_info(path)
+    s = CodecSettings(codec=codec, pix_fmt=pix_fmt, encoder_info=info)
+    if crf is not None:
+        s.crf, s.preset, s.source = int(crf), preset or DEFAULT_PRESET, "run spec"
+        return s
+    found = _CRF.search(info or "")
+    if found:
+        s.crf, s.source = round(float(found.group(1))), "CRF from the file's x264 info, preset assumed"
+    else:
+        s.source = "assumed (MiniMax-H3 writer: CRF 18, ultrafast)"
+    return s
+
+
+def decode_convention(path: str | os.PathLike) -> str:
+    """How the frames of ``path`` become uint8 RGB for the metrics (read off its first frame)."""
+    with av.open(str(path)) as c:
+        if not c.streams.video:
+            raise HarnessError(f"{path}: no video stream")
+        vs = c.streams.video[0]
+        frame = next(c.decode(vs), None)
+        codec = vs.codec_context.name
+    if frame is None:
+        raise HarnessError(f"{path}: no frame decoded")
+    fmt = frame.format.name
+    if fmt in ("rgb24", "bgr0", "bgra", "gbrp"):
+        return f"{codec} {fmt}: RGB stored, no colour conversion"
+    space, rng = int(frame.colorspace), int(frame.color_range)
+    matrix = _MATRIX.get(space, f"colorspace tag {space} (libswscale's table for it)")
+    return (
+        f"{codec} {fmt} decoded by FFmpeg, to RGB by libswscale (PyAV to_ndarray rgb24): matrix {matrix}; "
+        f"range limited 16-235 (stream says {_RANGE.get(rng, rng)}; PyAV passes no range); bilinear chroma "
+        "upsampling"
+    )
+
+
+def reencode(src: str | os.PathLike, dest: str | os.PathLike, settings: CodecSettings) -> None:
+    """``src``'s decoded frames and audio encoded again into ``dest`` with ``settings``."""
+    from harness.media import iter_frames, probe, read_audio, write_av
+
+    info = probe(src)
+    audio = read_audio(src)[0] if info.has_audio else None
+    write_av(
+        dest,
+        iter_frames(src),
+        audio,
+        fps=info.fps,
+        sample_rate=info.audio_rate or 32000,
+        crf=settings.crf,
+        preset=settings.preset,
+    )
+
+
+def measure_codec_floor(
+    reference: str | os.PathLike,
+    settings: CodecSettings,
+    *,
+    lossless: str | os.PathLike | None = None,
+    device: str = "auto",
+):
+    """(PairResult, method): the codec's error on the reference run (see the module docstring)."""
+    from harness.collect.suite import measure_pair
+
+    if lossless is not None:
+        return measure_pair(lossless, reference, device=device), "lossless"
+    ref = Path(reference)
+    fd, tmp = tempfile.mkstemp(prefix=".codec_floor.", suffix=".mp4", dir=ref.parent)
+    os.close(fd)
+    try:
+        reencode(ref, tmp, settings)
+        return measure_pair(ref, tmp, device=device), "re-encode"
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,88 @@
+"""harness.plan: repeats in interleaved order, run keys, spec hashes, floor perturbations."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ScenarioError
+from harness.plan import build_plan
+from harness.records import RunSpec, run_key
+from harness.scenario import parse_scenario
+
+SCENARIO = """\
+name: demo
+runner: builtin
+seeds: [1, 2]
+builtin: {preset: tiny, save_latents: false}
+repeats: 2
+arms:
+  - {name: cand, attn_type: sage_emul_aiter}
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: rev, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor, repeats: 1}
+  - {name: chunks, attn_type: torch_sdpa, kv_chunks: 2, role: noise_floor, repeats: 1}
+  - {name: math, attn_type: torch_sdpa, attn_options: {sdpa_backend: math}, role: noise_floor, repeats: 1}
+"""
+
+
+def test_repeats_are_interleaved_and_keyed():
+    specs = build_plan(parse_scenario(SCENARIO, "s.yaml", {}))
+    assert [s.key for s in specs] == [
+        "ref@1", "rev@1", "chunks@1", "math@1", "cand@1",
+        "ref@2", "rev@2", "chunks@2", "math@2", "cand@2",
+        "ref@1~r2", "cand@1~r2", "ref@2~r2", "cand@2~r2",
+    ]  # fmt: skip
+    by_key = {s.key: s for s in specs}
+    assert by_key["chunks@1"].kv_chunks == 2 and by_key["math@2"].attn_options == {"sdpa_backend": "math"}
+    # a repeat computes the same thing: same spec hash, another run directory
+    assert by_key["ref@1~r2"].spec_hash() == by_key["ref@1"].spec_hash()
+    assert by_key["ref@1~r2"].repeat == 2
+
+
+def test_cli_repeats_replace_the_scenarios_but_not_an_arms_own():
+    specs = build_plan(parse_scenario(SCENARIO, "s.yaml", {}), repeats=3, seeds=[1])
+    keys = [s.key for s in specs]
+    assert keys.count("rev@1") == 1 and "rev@1~r2" not in keys
+    assert [k for k in keys if k.startswith("cand")] == ["cand@1", "cand@1~r2", "cand@1~r3"]
+    with pytest.raises(ScenarioError, match="repeats must be 1 or more"):
+        build_plan(parse_scenario(SCENARIO, "s.yaml", {}), repeats=0)
+
+
+def test_run_keys_and_old_spec_hashes():
+    assert run_key("a") == "a" and run_key("a", 42) == "a@42" and run_key("a", 42, 3) == "a@42~r3"
+    assert run_key("a", None, 2) == "a~r2"
+    spec = RunSpec(scenario="s", runner="builtin", arm="a", seed=1, attn_type="torch_sdpa")
+    # fields at their defaults stay out of the hash: a campaign made before them still resumes
+    dumped = spec.model_dump(mode="json", exclude={"timeout_s", "repeat", "kv_chunks", "attn_options"})
+    from harness.records import canonical_hash
+
+    assert spec.spec_hash() == canonical_hash(dumped)
+    assert spec.model_copy(update={"kv_chunks": 2}).spec_hash() != spec.spec_hash()
+
+
+def test_verdict_rules_and_repeats_are_validated():
+    s = parse_scenario(SCENARIO + "verdict: {tolerance: 1.5, chaotic_below_db: 18}\n", "s.yaml", {})
+    assert s.verdict.tolerance == 1.5 and s.verdict.chaotic_below_db == 18 and s.verdict.alpha == 0.05
+    for bad, match in (
+        ("verdict: {tolerance: 0.9}\n", "verdict.tolerance"),
+        ("verdict: {tolerence: 2}\n", "did you mean 'tolerance'"),
+    ):
+        with pytest.raises(ScenarioError, match=match):
+            parse_scenario(SCENARIO + bad, "s.yaml", {})
+    with pytest.raises(ScenarioError, match="repeats"):
+        parse_scenario(SCENARIO.replace("repeats: 2", "repeats: 0"), "s.yaml", {})
+
+
+def test_lightx2v_refuses_perturbations_it_cannot_apply():
+    text = """\
+name: l
+runner: lightx2v
+lightx2v: {root: /nowhere, model_path: /nowhere, model_cls: minimax_h3, task: ref2av, config_json: c.json,
+           prompt: a dancer}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: chunks, attn_type: torch_sdpa, kv_chunks: 2, role: noise_floor}
+"""
+    with pytest.raises(
+        ScenarioError, match="kv_chunks and attn_options are served by the builtin runner only"
+    ):
+        parse_scenario(text, "l.yaml", {})
