@@ -96,7 +96,7 @@ def speed_table(res: ReportResults) -> list[str]:
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
     out = _table(head, rows)
     out.append("")
-    out.append(f"Speed-up = {ref} time / arm time (above 1 = faster); Welch's t-test, alpha 0.05:")
+    out.append(f"Speed-up = {ref} time / arm time (above 1 = faster); the speed tests of report.md:")
     out += [f"- {md_text(n)}" for n in notes]
     return out
 
