@@ -146,18 +146,25 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _campaign_runs(campaign: CampaignDir, rec: CampaignRecord) -> list[RunSummary]:
-    """Every arm the campaign planned (in scenario order), then any other run folder found."""
+def _campaign_runs(campaign: CampaignDir, rec: CampaignRecord) -> tuple[list[RunSummary], list[str]]:
+    """Every arm the campaign planned (in scenario order), then any other run folder found;
+    and one line per run whose run.json cannot be read."""
     runs: list[RunSummary] = []
+    damaged: list[str] = []
     seen: set[str] = set()
     for st in rec.arms:
         run = campaign.run(st.key)
         runs.append(summarize_run(run, st))
+        if runs[-1].status == "damaged":
+            damaged.append(f"{st.key}: {runs[-1].reason}")
         seen.add(st.key)
     for run in campaign.runs():
         if run.key not in seen:
-            runs.append(summarize_run(run))
-    return runs
+            try:
+                runs.append(summarize_run(run))
+            except HarnessError as err:
+                damaged.append(f"{run.key}: run.json unreadable: {err}")
+    return runs, damaged
 
 
 def _aggregate(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dict[str, Spread]:
@@ -188,8 +195,8 @@ def collect_results(
     say = progress or (lambda _msg: None)
     if not campaign.exists():
         raise HarnessError(f"{campaign.path}: not a campaign directory (no campaign.json)")
-    rec = campaign.record()
-    runs = _campaign_runs(campaign, rec)
+    rec, damaged_campaign = campaign.record_or_rebuilt()
+    runs, damaged_runs = _campaign_runs(campaign, rec)
     res = ReportResults(
         campaign_id=rec.campaign_id,
         campaign_path=str(campaign.path),
@@ -210,6 +217,10 @@ def collect_results(
         runs=runs,
     )
     res.conventions["stats_tolerance"] = stats_tolerance_rule(stats_rel_tol)
+    for problem in [damaged_campaign, *damaged_runs]:  # listed, never blocking the other arms
+        if problem:
+            res.errors.append(problem)
+            res.notes.append(problem)
     res.seeds = sorted({r.seed for r in runs if r.seed is not None})
     res.multi_seed = len(res.seeds) > 1
     arms_in_order = list(dict.fromkeys(r.arm for r in runs))
