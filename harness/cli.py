@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import harness.cli_startup  # noqa: F401  (first: a quiet Ctrl-C while the rest loads)
+
+# isort: split
 import json
 import signal
 import sys
@@ -468,7 +471,11 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
 
     Exit codes: see ``harness.errors`` (one contract for every command).
     """
+    from harness.cli_startup import HANDLED
+
     signal.signal(signal.SIGTERM, _sigterm)
+    if signal.SIGINT in HANDLED:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = app(args=args, prog_name=prog_name or "harness", standalone_mode=False)
         if isinstance(rc, int) and rc:
@@ -487,8 +494,11 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
         if _is_click_error(e):
             say_err(_usage_line(e))
             sys.exit(Exit.BAD_INPUT)
-        if type(e).__name__ in ("Exit", "Abort"):  # click's own, from an older typer
-            sys.exit(int(getattr(e, "exit_code", Exit.INTERRUPTED)))
+        if type(e).__name__ == "Abort":  # click turns Ctrl-C inside a command into Abort
+            err.print("interrupted")
+            sys.exit(Exit.INTERRUPTED)
+        if type(e).__name__ == "Exit":  # click's own, from an older typer
+            sys.exit(int(getattr(e, "exit_code", 0)))
         import traceback
 
         traceback.print_exc()
