@@ -198,23 +198,29 @@ class Scenario(Strict):
         return getattr(self, self.runner) if self.runner else None
 
 
-def unknown_backend(scenario: Scenario) -> tuple[int, str] | None:
-    """(arm index, one line) for the first builtin arm whose backend the harness registry lacks.
+def unknown_backend(scenario: Scenario) -> tuple[tuple, str] | None:
+    """(field location, one line) for the first backend name the harness registry lacks: the
+    builtin runner's arms and a kernels scenario's backends.
 
     LightX2V arms name LightX2V's own attention types, which only its pre-flight probe can check.
     """
-    if scenario.runner != "builtin":
+    names: list[tuple[tuple, str]] = []
+    if scenario.kind == "kernels" and scenario.kernels is not None:
+        names = [(("kernels", "backends", i), b.backend) for i, b in enumerate(scenario.kernels.backends)]
+    elif scenario.runner == "builtin":
+        names = [(("arms", i, "attn_type"), a.attn_type) for i, a in enumerate(scenario.arms)]
+    if not names:
         return None
     from harness.attention import list_backends
 
     known = list_backends()
-    for i, arm in enumerate(scenario.arms):
-        if arm.attn_type not in known:
-            hint = difflib.get_close_matches(arm.attn_type, known, n=1)
+    for loc, name in names:
+        if name not in known:
+            hint = difflib.get_close_matches(name, known, n=1)
             tip = f"; did you mean {hint[0]!r}?" if hint else ""
-            return i, (
-                f"unknown attention backend {arm.attn_type!r}{tip} (the builtin runner's backends: "
-                f"{', '.join(known)})"
+            return (
+                loc,
+                f"unknown attention backend {name!r}{tip} (the harness registry has: {', '.join(known)})",
             )
     return None
 
@@ -365,8 +371,7 @@ def parse_scenario(
         raise ScenarioError(" ".join(text.split())) from None
     bad_backend = unknown_backend(scenario)
     if bad_backend:
-        i, why = bad_backend
-        loc = ("arms", i, "attn_type")
+        loc, why = bad_backend
         raise ScenarioError(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {why}")
     return scenario
 

@@ -241,3 +241,9 @@ def test_cli_validate_refuses_an_unknown_backend(tmp_path):
     res = _cli("scenarios", "validate", str(f))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith(f"{f}:10: arms[2].attn_type: unknown attention backend 'nosuch'")
+
+
+def test_unknown_kernels_backend_is_refused_with_its_line():
+    text = (ROOT / "scenarios" / "kernels_smoke.yaml").read_text().replace("    - sage_attn2\n", "    - sage_atn2\n")
+    msg = bad(text)
+    assert "kernels.backends[4]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg
