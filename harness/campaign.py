@@ -281,8 +281,12 @@ def plan_campaign(
     executor: str | None = None,
     slurm_overrides: dict | None = None,
     resubmit_failed: int = 0,
+    dry_run: bool = False,
 ) -> CampaignPlan:
-    """Check the scenario and every option, and say which runs the campaign has and where."""
+    """Check the scenario and every option, and say which runs the campaign has and where.
+
+    For a real run (not ``dry_run``) the Slurm executor must also be reachable from here.
+    """
     path = resolve_scenario_path(scenario_ref)
     scenario = load_scenario(path)
     profile = select_profile(scenario, profile)
@@ -296,6 +300,12 @@ def plan_campaign(
     specs = build_plan(scenario, profile=profile, arms=arms, seeds=seeds)
     campaign = campaign_dir_for(scenario, out_root, campaign_id, profile)
     _check_out_root(Path(out_root))
+    if kind == "slurm" and not dry_run:
+        from harness.executors.slurm import slurm_unavailable
+
+        why = slurm_unavailable()
+        if why:
+            raise UsageError(f"{'--executor' if executor else 'executor.kind'} slurm: {why}")
     return CampaignPlan(scenario, path, profile, kind, slurm, specs, campaign, notes)
 
 
@@ -334,7 +344,7 @@ def run_campaign(
     reporter = reporter or Reporter()
     plan = plan_campaign(
         scenario_ref, profile=profile, arms=arms, seeds=seeds, out_root=out_root, campaign_id=campaign_id,
-        executor=executor, slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed,
+        executor=executor, slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, dry_run=dry_run,
     )  # fmt: skip
     campaign = plan.campaign
     outcome = CampaignOutcome(campaign, notes=list(plan.notes))

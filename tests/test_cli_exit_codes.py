@@ -6,6 +6,7 @@ not be measured (the README's table and `harness --help` say the same).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -132,3 +133,12 @@ def test_scenario_validate_exit_codes(tmp_path: Path):
     res = harness("scenarios", "validate", bad)
     assert res.returncode == Exit.BAD_INPUT
     assert the_error_line(res, prefix="") == f"{bad}:4: duplicate key 'seed' (first given on line 3)"
+
+
+def test_slurm_executor_without_slurm_is_refused_before_anything_is_written(tmp_path):
+    path = tiny_scenario(tmp_path)
+    out = tmp_path / "out"
+    res = harness("run", path, "--out", out, "--executor", "slurm", env={**os.environ, "PATH": str(tmp_path)})
+    assert res.returncode == Exit.BAD_INPUT
+    assert "--executor slurm: no sbatch on PATH" in the_error_line(res)
+    assert not out.exists()
