@@ -17,9 +17,10 @@ from harness import __version__
 from harness.envinfo import fingerprint
 from harness.errors import HarnessError, UsageError
 from harness.executors.base import Reporter
+from harness.executors.process import stale_reason, stop_orphan
 from harness.executors.registry import executor_names, get_executor
 from harness.plan import PlannedRun, build_plan, plan_actions, select_profile
-from harness.records import RunRecord, RunStatus, canonical_hash
+from harness.records import RunRecord, RunSpec, RunStatus, canonical_hash
 from harness.runners import get_runner
 from harness.scenario import (
     Scenario,
@@ -35,6 +36,7 @@ from harness.store import (
     CampaignLock,
     CampaignRecord,
     LockHolder,
+    RunDir,
     lock_holder,
     move_aside,
     sha256_file,
@@ -195,8 +197,6 @@ def _check_out_root(out_root: Path) -> None:
 def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignOutcome, say) -> None:
     """Before anything runs (lock held): damaged run.json moved aside; runs left running by a
     harness that is gone marked interrupted (stale), their runner stopped if it is still there."""
-    from harness.executors.process import stale_reason, stop_orphan
-
     planned_keys = {p.spec.key for p in planned}
     for run in campaign.runs():
         if run.key in planned_keys or run.damage():
@@ -204,7 +204,7 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
         rec = run.record()
         why = stale_reason(rec)
         if why:
-            _mark_stale(run, rec, why, outcome, say, stop_orphan)
+            _mark_stale(run, rec, why, outcome, say)
     for p in planned:
         run = campaign.run(p.spec.key)
         if p.repair == "corrupt" and run.run_json.exists():
@@ -215,10 +215,10 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
             say(line)
         elif p.repair == "stale":
             rec = run.record()
-            _mark_stale(run, rec, stale_reason(rec) or "interrupted (stale)", outcome, say, stop_orphan)
+            _mark_stale(run, rec, stale_reason(rec) or "interrupted (stale)", outcome, say)
 
 
-def _mark_stale(run, rec: RunRecord, why: str, outcome: CampaignOutcome, say, stop_orphan) -> None:
+def _mark_stale(run: RunDir, rec: RunRecord, why: str, outcome: CampaignOutcome, say) -> None:
     if stop_orphan(rec):
         why += "; its runner was still running and has been stopped"
     rec.status, rec.reason = RunStatus.interrupted, why
@@ -265,7 +265,7 @@ class CampaignPlan:
     profile: str | None
     kind: str
     slurm: SlurmBlock | None
-    specs: list
+    specs: list[RunSpec]
     campaign: CampaignDir
     notes: list[str]
 
