@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 ATTEMPTS = 5  # faulted runs
 MAX_DELAY_S = 14.0  # a kill lands somewhere in the first seconds of a run (a clean run: ~15-25 s)
+ORPHAN_WAIT_S = 4.0  # after a kill, every process of the campaign is gone within this (an arm: 5+ s)
 
 
 def summary(camp: Path) -> dict[str, tuple]:
@@ -35,7 +36,17 @@ def summary(camp: Path) -> dict[str, tuple]:
     return out
 
 
-def wait_no_process(text: str, timeout: float = 15.0) -> list:
+def any_running(camp: Path) -> bool:
+    for p in camp.glob("runs/*/run.json"):
+        try:
+            if json.loads(p.read_text())["status"] == "running":
+                return True
+        except (OSError, ValueError, KeyError):
+            pass
+    return False
+
+
+def wait_no_process(text: str, timeout: float) -> list:
     deadline = time.monotonic() + timeout
     while (left := processes_mentioning(text)) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -57,16 +68,24 @@ def test_killed_at_random_moments_then_resumed_equals_a_clean_campaign(tmp_path)
     outside = tree_digest(tmp_path, skip=camp)
     log = []
     for attempt in range(ATTEMPTS):
-        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-        delay = rng.uniform(1.0, MAX_DELAY_S)  # past the interpreter's own start-up
-        force = rng.random() < 0.4  # re-run finished arms too, so later kills land mid-arm
+        # The first kill is a SIGKILL while an arm runs (the case that once left orphans); the
+        # others: a random signal at a random moment, some of them during a --force re-run.
+        sig = signal.SIGKILL if attempt == 0 else rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        force = attempt > 0 and rng.random() < 0.4
         proc = harness_popen("run", path, "--profile", "3step", "--out", faulty_out, *(["--force"] * force))
+        if attempt == 0:
+            deadline = time.monotonic() + 120
+            while not any_running(camp) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            delay = rng.uniform(0.2, 1.0)
+        else:
+            delay = rng.uniform(1.0, MAX_DELAY_S)  # past the interpreter's own start-up
         time.sleep(delay)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         log.append(f"attempt {attempt}: {sig.name} after {delay:.1f}s force={force} -> rc {proc.returncode}")
         assert "Traceback" not in err, f"seed {seed}: {log}\n{err}"
-        left = wait_no_process(str(camp))
+        left = wait_no_process(str(camp), timeout=ORPHAN_WAIT_S)
         assert not left, f"seed {seed}: {log}: processes of the campaign still running: {left}"
 
     res = harness("run", path, "--profile", "3step", "--out", faulty_out)
