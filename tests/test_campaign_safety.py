@@ -123,7 +123,9 @@ def test_sigkill_of_harness_run_takes_the_runner_with_it_and_the_rerun_marks_it_
     assert run_json(camp, "torch_sdpa")["status"] == "running"  # as the killed harness left it
 
     dry = harness("run", path, "--profile", "3step", "--out", out, "--dry-run")
-    assert "# torch_sdpa: rerun (interrupted (stale): left running by a harness run that is gone" in dry.stdout
+    assert (
+        "# torch_sdpa: rerun (interrupted (stale): left running by a harness run that is gone" in dry.stdout
+    )
     res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
     assert res.returncode == 0, res.stderr
     assert "note: the campaign lock was left by pid" in res.stderr
@@ -180,7 +182,9 @@ def test_damaged_run_json_is_moved_aside_and_only_that_arm_reruns(clean, tmp_pat
     assert {p: p.stat().st_mtime_ns for p in ref.iterdir()} == kept, "the ok arm was not touched"
 
     (camp / "runs" / "floor" / "run.json").write_text("")  # damaged again: --force --arms works too
-    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report", "--force", "--arms", "floor")
+    res = harness(
+        "run", path, "--profile", "3step", "--out", out, "--no-report", "--force", "--arms", "floor"
+    )
     assert res.returncode == 0, res.stderr
     assert statuses(camp)["floor"] == "ok"
 
@@ -211,7 +215,10 @@ def test_unknown_backend_stops_the_campaign_before_any_arm_runs(tmp_path):
     "edit, flag",
     [
         (("name: tiny", "name: ../../escape"), None),
-        (("{3step: {infer_steps: 4}}", "{../../../escape: {infer_steps: 4}}"), ["--profile", "../../../escape"]),
+        (
+            ("{3step: {infer_steps: 4}}", "{../../../escape: {infer_steps: 4}}"),
+            ["--profile", "../../../escape"],
+        ),
         (("{name: floor,", "{name: ../../../escape,"), None),
         (("seed: 3", "seed: 3\ndefault_profile: ../escape"), None),
         (None, ["--campaign", "../../../escape"]),
@@ -238,7 +245,9 @@ def test_nothing_is_written_outside_out(tmp_path, edit, flag):
 
 def test_duplicate_seeds_run_once_with_a_note(tmp_path):
     path = tiny_scenario(tmp_path)
-    res = harness("run", path, "--profile", "3step", "--out", tmp_path / "out", "--seeds", "5,5,6", "--dry-run")
+    res = harness(
+        "run", path, "--profile", "3step", "--out", tmp_path / "out", "--seeds", "5,5,6", "--dry-run"
+    )
     assert res.returncode == 0, res.stderr
     assert "note: --seeds: 5 given more than once; each seed runs once" in res.stdout
     heads = [ln for ln in res.stdout.splitlines() if ln.startswith("# ")]

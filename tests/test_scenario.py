@@ -189,9 +189,14 @@ def test_largest_seed_is_accepted():
 @pytest.mark.parametrize(
     "text, msg",
     [
-        (GOOD.replace("seed: 7", "seed: 7\nseed: 8"), "s.yaml:4: duplicate key 'seed' (first given on line 3)"),
         (
-            GOOD.replace("{name: cand, attn_type: sage_emul_aiter}", "{name: cand, attn_type: x, attn_type: y}"),
+            GOOD.replace("seed: 7", "seed: 7\nseed: 8"),
+            "s.yaml:4: duplicate key 'seed' (first given on line 3)",
+        ),
+        (
+            GOOD.replace(
+                "{name: cand, attn_type: sage_emul_aiter}", "{name: cand, attn_type: x, attn_type: y}"
+            ),
             "s.yaml:10: duplicate key 'attn_type' (first given on line 10)",
         ),
         (
@@ -244,6 +249,10 @@ def test_cli_validate_refuses_an_unknown_backend(tmp_path):
 
 
 def test_unknown_kernels_backend_is_refused_with_its_line():
-    text = (ROOT / "scenarios" / "kernels_smoke.yaml").read_text().replace("    - sage_attn2\n", "    - sage_atn2\n")
+    text = (
+        (ROOT / "scenarios" / "kernels_smoke.yaml")
+        .read_text()
+        .replace("    - sage_attn2\n", "    - sage_atn2\n")
+    )
     msg = bad(text)
     assert "kernels.backends[4]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg

@@ -104,7 +104,10 @@ def test_every_accuracy_metric_has_a_gate_key():
         ("min_ssim: 1.5\n", "less than or equal to 1"),
         ("bitwise_video: 'true'\n", "valid boolean"),
         ("min_psnr: 30\nmin_psnr: 40\n", "g.yaml:2: duplicate key 'min_psnr' (first given on line 1)"),
-        ("require_ok: true\nmin_psnrr: 3\n", "g.yaml:2: unknown gate key 'min_psnrr'; did you mean 'min_psnr'?"),
+        (
+            "require_ok: true\nmin_psnrr: 3\n",
+            "g.yaml:2: unknown gate key 'min_psnrr'; did you mean 'min_psnr'?",
+        ),
     ],
 )
 def test_gate_values_that_are_not_finite_numbers_are_refused(tmp_path: Path, text, msg):

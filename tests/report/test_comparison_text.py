@@ -14,7 +14,9 @@ from harness.report.comparison import format_comparison
 @pytest.mark.parametrize("fmt", ["md", "table"])
 def test_each_note_is_printed_once(tmp_path: Path, fmt):
     ref = write_run(tmp_path / "a" / "torch_sdpa", ArmSpec("torch_sdpa", role="reference"))
-    skipped = write_run(tmp_path / "b" / "sk", ArmSpec("sk", status="skipped", reason="backend x unavailable"))
+    skipped = write_run(
+        tmp_path / "b" / "sk", ArmSpec("sk", status="skipped", reason="backend x unavailable")
+    )
     cmp = compare_runs(ref, skipped)
     assert cmp.notes
     text = format_comparison(cmp, fmt, width=400)
