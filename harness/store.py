@@ -1,7 +1,8 @@
-"""Campaign and run directory layout, atomic writes, manifests and hashing.
+"""Campaign and run directory layout, atomic writes, manifests, hashing and the campaign lock.
 
 reports/<scenario>/<campaign-id>/
   campaign.json                 resolved scenario, environment, harness git SHA, arm status
+  campaign.lock                 flock held by the `harness run` working on it (pid, host, start)
   runs/<arm>[@seed]/            run.json, stdout.log, stderr.log, output.mp4, timing.json, attn_calls.json
   metrics/                      <a>__vs__<b>.json + .frames.csv per pair, <run>.stats.json per run
   report.md index.html results.json assets/

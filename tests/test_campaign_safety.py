@@ -222,7 +222,7 @@ def test_unknown_backend_stops_the_campaign_before_any_arm_runs(tmp_path):
         (("{name: floor,", "{name: ../../../escape,"), None),
         (("seed: 3", "seed: 3\ndefault_profile: ../escape"), None),
         (None, ["--campaign", "../../../escape"]),
-        (None, ["--campaign", str(Path("/tmp") / "escape-harness-test")]),
+        (None, ["--campaign", "{tmp}/escape"]),  # an absolute path: inside tmp_path, outside --out
         (None, ["--seeds", "../1"]),
     ],
 )
@@ -234,11 +234,12 @@ def test_nothing_is_written_outside_out(tmp_path, edit, flag):
         path.write_text(path.read_text().replace(*edit))
     out = work / "a" / "b" / "out"
     before = tree_digest(tmp_path)
-    res = harness("run", path, "--profile", "3step", "--out", out, *(flag or []))
+    flag = [f.replace("{tmp}", str(tmp_path)) for f in flag or []]
+    res = harness("run", path, "--profile", "3step", "--out", out, *flag)
     assert res.returncode == Exit.BAD_INPUT, res.stderr
     the_error_line(res)
     assert tree_digest(tmp_path) == before
-    assert not Path("/tmp/escape-harness-test").exists()
+    assert not (tmp_path / "escape").exists()
     if flag is None:
         assert harness("scenarios", "validate", path).returncode == Exit.BAD_INPUT
 
