@@ -168,7 +168,7 @@ def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
         if value is None:
             out.append(f"{name}: {what} unavailable (timing missing in a run)")
         elif value > limit:
-            out.append(f"{name}: {what} {value:.3f} > {limit:.3f}")
+            out.append(f"{name}: {what} {value:.3f} > {limit:g}")
 
     high(cmp.speed.s_per_step_ratio, gate.max_step_ratio, "max_step_ratio", "s/step ratio B/A")
     high(cmp.speed.total_ratio, gate.max_total_ratio, "max_total_ratio", "pipeline total ratio B/A")

@@ -65,7 +65,7 @@ def test_check_gate_violations(tmp_path: Path, ref_run):
     assert len(v) == 5, v
     assert "min_psnr" in joined and f"{psnr:.2f} dB" in joined
     assert "bitwise: decoded video frames differ" in joined
-    assert "max_step_ratio: s/step ratio B/A 1.364 > 1.100" in joined
+    assert "max_step_ratio: s/step ratio B/A 1.364 > 1.1" in joined
     assert "attention in run B (sage) not valid" in joined and "fell back" in joined
     assert "max_fallbacks" in joined
 
