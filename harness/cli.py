@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import harness.cli_startup  # noqa: F401  (first: a quiet Ctrl-C while the rest loads)
+
+# isort: split
 import json
 import signal
 import sys
@@ -13,22 +16,41 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.errors import HarnessError
+from harness.errors import EXIT_CODES_HELP, Exit, HarnessError, UsageError
 
+# Groups do not use typer's no_args_is_help: what it does differs between typer/click versions
+# (help and exit 0, or an error and exit 2); the callbacks below make it one usage line, exit 2.
 app = typer.Typer(
     add_completion=False,
-    no_args_is_help=True,
+    invoke_without_command=True,
     rich_markup_mode="rich",
     help="A/B benchmark and accuracy harness for attention backends in video+audio generation.",
+    epilog=EXIT_CODES_HELP,
 )
-scenarios_app = typer.Typer(no_args_is_help=True, help="List, validate and describe scenario files.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness itself.")
+scenarios_app = typer.Typer(
+    invoke_without_command=True, help="List, validate and describe scenario files.", epilog=EXIT_CODES_HELP
+)
+bench_app = typer.Typer(
+    invoke_without_command=True, help="Benchmarks of the harness itself.", epilog=EXIT_CODES_HELP
+)
 app.add_typer(scenarios_app, name="scenarios")
 app.add_typer(bench_app, name="bench")
 lightx2v_app = typer.Typer(
-    no_args_is_help=True, help="Tools for the real LightX2V (synthetic checkpoint, overhead)."
+    invoke_without_command=True,
+    help="Tools for the real LightX2V (synthetic checkpoint, overhead).",
+    epilog=EXIT_CODES_HELP,
 )
 app.add_typer(lightx2v_app, name="lightx2v")
+
+
+def _need_subcommand(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        names = ", ".join(sorted(ctx.command.list_commands(ctx)))
+        raise UsageError(f"{ctx.command_path}: a command is required (one of: {names}; see --help)")
+
+
+for _group in (app, scenarios_app, bench_app, lightx2v_app):
+    _group.callback()(_need_subcommand)
 
 out = Console()
 err = Console(stderr=True)
@@ -41,6 +63,20 @@ def say_err(text: str) -> None:
 
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _seeds(value: str | None) -> list[int] | None:
+    """--seeds 1,2,3: integers in [0, 2^32); anything else is a usage error naming the flag."""
+    items = _csv(value)
+    if value is not None and not items:
+        raise UsageError(f"--seeds: no seed given in {value!r} (expected e.g. 42 or 42,43)")
+    seeds = []
+    for item in items or ():
+        try:
+            seeds.append(int(item, 10))
+        except ValueError:
+            raise UsageError(f"--seeds: {item!r} is not an integer (expected e.g. 42 or 42,43)") from None
+    return seeds or None
 
 
 class RichReporter:
@@ -72,12 +108,14 @@ class RichReporter:
         self.progress.console.print(f"  {record.spec.key}: {mark}{extra}", markup=True, highlight=False)
 
     def message(self, text):
-        self.progress.console.print(text)
+        self.progress.console.print(text, soft_wrap=True, markup=False, highlight=False)  # one line
 
 
 def _summary_table(outcome) -> Table:
+    """One row per run; a "from" column when some rows were not made by this invocation."""
     table = Table(title=f"campaign {outcome.campaign.path}", title_justify="left")
-    for col in ("run", "role", "status", "valid", "s/step", "total s"):
+    mixed = any(rec.spec.key not in outcome.ran for rec in outcome.records)
+    for col in ("run", "role", "status", "valid", "s/step", "total s") + (("from",) if mixed else ()):
         table.add_column(col, no_wrap=True)
     for rec in outcome.records:
         timing = None
@@ -88,7 +126,8 @@ def _summary_table(outcome) -> Table:
         sps = f"{timing.s_per_step:.4f}" if timing and timing.s_per_step is not None else "-"
         tot = f"{timing.pipeline_total_s:.2f}" if timing and timing.pipeline_total_s is not None else "-"
         valid = "-" if rec.valid is None else ("yes" if rec.valid else "NO")
-        table.add_row(rec.spec.key, rec.spec.role.value, rec.status.value, valid, sps, tot)
+        row = [rec.spec.key, rec.spec.role.value, rec.status.value, valid, sps, tot]
+        table.add_row(*row, *([outcome.provenance(rec.spec.key)] if mixed else []))
     return table
 
 
@@ -123,24 +162,45 @@ def run(
     """Run a scenario's arms (a campaign), then write its report."""
     from harness.campaign import run_campaign
 
-    seed_list = [int(s) for s in _csv(seeds)] if seeds else None
+    seed_list = _seeds(seeds)
     given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
     slurm_overrides = {k: v for k, v in given.items() if v is not None}
     if dry_run:
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
-            campaign_id=campaign, force=force, dry_run=True, executor=executor, repeats=repeats,
+            campaign_id=campaign, force=force, dry_run=True, executor=executor,
+            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats,
         )  # fmt: skip
         # Plain lines, never wrapped: the commands are meant to be copied.
         print(f"campaign: {outcome.campaign.path}  (dry run: nothing is executed)")
+        for note in outcome.notes:
+            print(note)
+        if outcome.held_by is not None:
+            print(
+                f"note: another harness run holds this campaign ({outcome.held_by.describe()}); "
+                "a real run now would exit 2"
+            )
         for e in outcome.dry_run:
             note = f"  [would be skipped: {e.preflight}]" if e.preflight else ""
             print(f"\n# {e.key}: {e.action} ({e.why}){note}")
             print(e.shell())
         return
-    from harness.scenario import load_scenario
+    from harness.campaign import lock_campaign, plan_campaign
 
-    load_scenario(scenario)  # a bad scenario is one line, before any progress bar
+    # Every bad input, and a campaign another run holds, is one line before any progress bar.
+    plan = plan_campaign(
+        scenario,
+        profile=profile,
+        arms=_csv(arms),
+        seeds=seed_list,
+        out_root=out_dir,
+        campaign_id=campaign,
+        executor=executor,
+        slurm_overrides=slurm_overrides,
+        resubmit_failed=resubmit_failed,
+        repeats=repeats,
+    )
+    lock = lock_campaign(plan.campaign)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:
@@ -148,7 +208,7 @@ def run(
         outcome = run_campaign(
             scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
             campaign_id=campaign, force=force, executor=executor, report=not no_report, reporter=reporter,
-            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats,
+            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats, lock=lock,
         )  # fmt: skip
     out.print(_summary_table(outcome))
     for note in _notes(outcome):
@@ -158,20 +218,20 @@ def run(
             out.print(f"{label}: {path}", highlight=False)
     if outcome.interrupted:
         err.print("interrupted: finished runs are kept; run the same command again to resume")
-        raise typer.Exit(130)
-    for problem in getattr(outcome.report_paths, "errors", ()):
-        say_err(f"error: {problem}")
+        raise typer.Exit(Exit.INTERRUPTED)
+    problems = [f"{p}" for p in outcome.damaged]
+    problems += list(getattr(outcome.report_paths, "errors", ()))
     if outcome.report_error:
-        say_err(f"error: {outcome.report_error}")
-        raise typer.Exit(1)
-    if getattr(outcome.report_paths, "errors", ()):
-        raise typer.Exit(1)
+        problems.append(outcome.report_error)
+    for problem in problems:
+        say_err(f"error: {problem}")
     if outcome.failed:
-        err.print(
-            f"{len(outcome.failed)} run(s) did not finish ok: "
+        say_err(
+            f"{len(outcome.failed)} run(s) did not finish ok or are invalid: "
             + ", ".join(r.spec.key for r in outcome.failed)
         )
-        raise typer.Exit(1)
+    if outcome.failed or problems:
+        raise typer.Exit(Exit.RUN_FAILED)
 
 
 @app.command(
@@ -183,7 +243,10 @@ def compare(
         ..., help="Compared against A: a run directory, CAMPAIGN:ARM or an mp4 file."
     ),
     fmt: str = typer.Option("table", "--format", "-f", help="table, md or json."),
-    gate: Path | None = typer.Option(None, help="YAML/JSON thresholds; exit 1 when one is violated."),
+    gate: Path | None = typer.Option(
+        None,
+        help="YAML/JSON thresholds (schema: harness scenarios schema --gate); exit 1 when one is violated.",
+    ),
     truncate: bool = typer.Option(False, help="Compare up to the shorter video (recorded)."),
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
@@ -193,21 +256,33 @@ def compare(
     from harness.report.comparison import format_comparison
 
     if fmt not in ("table", "md", "json"):
-        raise HarnessError(f"--format: expected table, md or json (got {fmt!r})", exit_code=2)
+        raise UsageError(f"--format: expected table, md or json (got {fmt!r})")
     the_gate = load_gate(gate) if gate else None
     cmp = compare_inputs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
+    violations = check_gate(cmp, the_gate) if the_gate is not None else []
     text = format_comparison(cmp, fmt)  # laid out already: printed as is, never re-wrapped or styled
+    if fmt == "json":  # the gate's outcome travels with the numbers it judged
+        data = json.loads(text)
+        data["gate"] = (
+            None
+            if the_gate is None
+            else {"file": str(gate), "passed": not violations and cmp.measured, "violations": violations}
+        )
+        text = json.dumps(data, indent=2) + "\n"
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     for problem in cmp.errors:
         say_err(f"error: {problem}")
-    if cmp.errors:
-        raise typer.Exit(1)
+    for v in violations:
+        say_err(f"gate: {v}")
+    if cmp.errors:  # unreadable or incompatible media
+        raise typer.Exit(Exit.BAD_INPUT)
+    if not cmp.measured:
+        why = "; ".join(n.removeprefix("no accuracy metrics: ") for n in cmp.notes if "accuracy" in n)
+        say_err(f"error: not measured: {why or 'no accuracy metrics'}")
+        raise typer.Exit(Exit.RUN_FAILED)
+    if violations:
+        raise typer.Exit(Exit.GATE_FAILED)
     if the_gate is not None:
-        violations = check_gate(cmp, the_gate)
-        for v in violations:
-            say_err(f"gate: {v}")
-        if violations:
-            raise typer.Exit(1)
         err.print(f"gate {gate}: passed")
 
 
@@ -230,8 +305,8 @@ def report(
         out.print(f"{label}: {path}", highlight=False)
     for problem in paths.errors:
         say_err(f"error: {problem}")
-    if paths.errors:
-        raise typer.Exit(1)
+    if paths.errors:  # a run that could not be read or measured; the others are in the report
+        raise typer.Exit(Exit.RUN_FAILED)
 
 
 @app.command(
@@ -267,17 +342,13 @@ def ingest(
     if is_manifest:
         given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
         if given:
-            raise HarnessError(f"{given[0]}: not with a manifest ({target} lists the arms)", exit_code=2)
+            raise UsageError(f"{given[0]}: not with a manifest ({target} lists the arms)")
         result = ingest_manifest(target, force=force)
     else:
         if arm is None or mp4 is None:
-            raise HarnessError(
-                f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)", exit_code=2
-            )
+            raise UsageError(f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)")
         if role not in Role.__members__:
-            raise HarnessError(
-                f"--role: expected reference, noise_floor or candidate (got {role!r})", exit_code=2
-            )
+            raise UsageError(f"--role: expected reference, noise_floor or candidate (got {role!r})")
         one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
                         attn_type=attn_type, gpu=gpu)  # fmt: skip
         result = do_ingest(target, [one], scenario=scenario, force=force)
@@ -294,7 +365,7 @@ def ingest(
         for problem in paths.errors:
             say_err(f"error: {problem}")
         if paths.errors:
-            raise typer.Exit(1)
+            raise typer.Exit(Exit.RUN_FAILED)
     else:
         print(f"next: harness report {result.campaign}")
 
@@ -340,7 +411,7 @@ def history(
         for line in regressions:
             say_err(f"regression: {line}")
         if regressions:
-            raise typer.Exit(1)
+            raise typer.Exit(Exit.GATE_FAILED)
         err.print(f"history gate: passed (newest campaign against the last {last})")
 
 
@@ -384,9 +455,16 @@ def scenarios_validate(files: list[str] = typer.Argument(..., help="Scenario fil
         raise typer.Exit(2)
 
 
-@scenarios_app.command("schema")
-def scenarios_schema():
-    """Print the scenario JSON Schema (for editors)."""
+@scenarios_app.command("schema", epilog="Example: harness scenarios schema --gate > gate.schema.json")
+def scenarios_schema(
+    gate: bool = typer.Option(False, "--gate", help="The schema of a gate file (compare --gate) instead."),
+):
+    """Print the scenario JSON Schema (for editors), or with --gate the gate file's."""
+    if gate:
+        from harness.compare.gates import gate_schema
+
+        sys.stdout.write(json.dumps(gate_schema(), indent=2) + "\n")
+        return
     from harness.scenario import json_schema
 
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
@@ -507,28 +585,60 @@ def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are re
     raise KeyboardInterrupt
 
 
+def _is_click_error(exc: BaseException) -> bool:
+    """A usage error from click, or from the copy of click that newer typer releases carry.
+
+    Matched by class name along the MRO, so no version of either needs to be importable here.
+    """
+    return any(k.__name__ == "ClickException" for k in type(exc).__mro__) and hasattr(exc, "format_message")
+
+
+def _usage_line(exc: BaseException) -> str:
+    """One line: the command, then click's own words (which name the option or argument)."""
+    ctx = getattr(exc, "ctx", None)
+    where = getattr(ctx, "command_path", None) or "harness"
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    return f"error: {where}: {message}"
+
+
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
-    """The ``harness`` command (``args``: the command line after the program name; default sys.argv)."""
+    """The ``harness`` command (``args``: the command line after the program name; default sys.argv).
+
+    Exit codes: see ``harness.errors`` (one contract for every command).
+    """
+    from harness.cli_startup import HANDLED
+
     signal.signal(signal.SIGTERM, _sigterm)
+    if signal.SIGINT in HANDLED:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        rc = app(args=args, prog_name=prog_name, standalone_mode=False)
+        rc = app(args=args, prog_name=prog_name or "harness", standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except HarnessError as e:
-        say_err(f"error: {e}")
-        sys.exit(e.exit_code)
+        say_err(f"error: {' '.join(str(e).split())}")
+        sys.exit(int(e.exit_code))
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(Exit.INTERRUPTED)
     except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
+        sys.exit(int(e.exit_code))
+    except SystemExit:
         raise
+    except Exception as e:
+        if _is_click_error(e):
+            say_err(_usage_line(e))
+            sys.exit(Exit.BAD_INPUT)
+        if type(e).__name__ == "Abort":  # click turns Ctrl-C inside a command into Abort
+            err.print("interrupted")
+            sys.exit(Exit.INTERRUPTED)
+        if type(e).__name__ == "Exit":  # click's own, from an older typer
+            sys.exit(int(getattr(e, "exit_code", 0)))
+        import traceback
+
+        traceback.print_exc()
+        say_err(f"error: internal error in harness (a bug; the traceback is above): {type(e).__name__}: {e}")
+        sys.exit(Exit.INTERNAL)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,39 @@
-"""User-facing errors: one line, non-zero exit, no traceback."""
+"""User-facing errors and the exit codes every command shares: one line, no traceback.
+
+Exit codes (the README's table and ``harness --help`` say the same):
+0 success; 1 a gate or verdict failed; 2 bad input or usage (scenario, flags, gate file,
+unreadable or incompatible media, a path outside ``--out``, a campaign locked by another run);
+3 a run failed, was invalid, or could not be measured; 4 the harness itself failed (a bug:
+the traceback is printed); 130 interrupted (finished runs are kept).
+"""
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    OK = 0
+    GATE_FAILED = 1
+    BAD_INPUT = 2
+    RUN_FAILED = 3
+    INTERNAL = 4
+    INTERRUPTED = 130
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 a gate or verdict failed; 2 bad input or usage (scenario, flags, "
+    "gate file, unreadable or incompatible media, a path outside --out, a campaign another run "
+    "holds); 3 a run failed, was invalid or could not be measured; 4 a bug in the harness "
+    "(traceback printed); 130 interrupted."
+)
 
 
 class HarnessError(Exception):
     """An error the user can fix (bad input, missing file, unavailable backend).
 
-    The CLI prints ``str(err)`` on one line and exits with ``exit_code``.
+    The CLI prints ``str(err)`` on one line and exits with ``exit_code`` (default 2: bad input).
     """
 
-    exit_code = 1
+    exit_code = Exit.BAD_INPUT
 
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
@@ -18,7 +44,25 @@ class HarnessError(Exception):
 class ScenarioError(HarnessError):
     """The scenario file is invalid (exit 2, like a usage error)."""
 
-    exit_code = 2
+    exit_code = Exit.BAD_INPUT
+
+
+class UsageError(HarnessError):
+    """A flag or argument of the command line is wrong; the message names it (exit 2)."""
+
+    exit_code = Exit.BAD_INPUT
+
+
+class CampaignLocked(HarnessError):
+    """Another ``harness run`` holds the campaign (exit 2); the message names it."""
+
+    exit_code = Exit.BAD_INPUT
+
+
+class RunFailed(HarnessError):
+    """A run failed, was invalid or could not be measured (exit 3)."""
+
+    exit_code = Exit.RUN_FAILED
 
 
 class BackendUnavailable(HarnessError):

@@ -42,8 +42,8 @@ def build_plan(
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
-    chosen = [scenario.arm(a) for a in arms] if arms else list(scenario.arms)
-    seed_list = list(seeds) if seeds else scenario.seed_list
+    chosen = [scenario.arm(a) for a in dict.fromkeys(arms)] if arms else list(scenario.arms)
+    seed_list = list(dict.fromkeys(seeds)) if seeds else scenario.seed_list
     runner = get_runner(scenario.runner)
     multi = len(seed_list) > 1 or len(scenario.seed_list) > 1
     chosen.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role.value, 2))
@@ -86,10 +86,21 @@ class PlannedRun:
     spec: RunSpec
     action: str  # "run" | "skip-ok" (resume: already ok with the same spec hash) | "rerun"
     why: str
+    # Set right before running: "corrupt" (run.json is moved aside) or "stale" (a run.json left
+    # running by a harness that is gone is marked interrupted, its runner stopped if still there).
+    repair: str | None = None
 
 
-def plan_actions(campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False) -> list[PlannedRun]:
-    """What a (re-)run of the campaign will do for each spec: resume skips runs already ok."""
+def plan_actions(
+    campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False, held_elsewhere: bool = False
+) -> list[PlannedRun]:
+    """What a (re-)run of the campaign will do for each spec: resume skips runs already ok.
+
+    The dry run and the real run both ask this, so they agree. ``held_elsewhere``: another
+    harness holds the campaign lock, so a run.json that says running is running, not stale.
+    """
+    from harness.executors.process import stale_reason
+
     planned = []
     for spec in specs:
         run = campaign.run(spec.key)
@@ -99,10 +110,14 @@ def plan_actions(campaign: CampaignDir, specs: list[RunSpec], *, force: bool = F
         try:
             rec: RunRecord = run.record()
         except Exception as err:  # an unreadable run.json is re-run, never trusted
-            planned.append(PlannedRun(spec, "rerun", f"run.json unreadable ({err})"))
+            why = f"run.json unreadable, to be moved aside ({err})"
+            planned.append(PlannedRun(spec, "rerun", why, repair="corrupt"))
             continue
         same = rec.spec_hash == spec.spec_hash()
-        if force:
+        stale = None if held_elsewhere else stale_reason(rec)
+        if stale:
+            planned.append(PlannedRun(spec, "rerun", stale + (", --force" if force else ""), repair="stale"))
+        elif force:
             planned.append(PlannedRun(spec, "rerun", "--force"))
         elif rec.status == RunStatus.ok and same:
             planned.append(PlannedRun(spec, "skip-ok", "already ok, same spec"))

@@ -112,6 +112,10 @@ class RunRecord(Record):
     valid: bool | None = None
     invalid_reasons: list[str] = Field(default_factory=list)
     host: str | None = None
+    # The process group that ran the runner (its guard's pid) and that process's start time in
+    # clock ticks since boot: a later harness tells a live runner from a reused pid by both.
+    pid: int | None = None
+    pid_start: int | None = None
     gpu: str | None = None
     job_id: str | None = None
     executor: str = "local"

@@ -13,20 +13,50 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from harness.compare.rules import VerdictRules
 from harness.errors import ScenarioError
 from harness.kernels.schema import KernelsBlock
 from harness.records import Role
 from harness.runners.lightx2v.schema import LightX2VBlock, check_op_refs
+from harness.strict_yaml import YamlProblem, load_yaml
 
 SCENARIO_DIR = Path("scenarios")
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# Scenario, profile, campaign and arm names become folder names: one safe pattern for all of them.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+NAME_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters"
+_NAME = NAME_PATTERN
+SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+SEED_LIMIT = 2**32
+# A seed is a plain integer in [0, 2^32): not a string, a float or a bool.
+Seed = Annotated[StrictInt, Field(ge=0, lt=SEED_LIMIT)]
 EnvValue = str | int | float | bool
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` if it is a safe name (a folder name that stays where it is put); else a one-line error."""
+    if not isinstance(value, str) or not re.fullmatch(NAME_PATTERN, value):
+        raise ScenarioError(f"{what}: {value!r} is not a valid name ({NAME_RULE})")
+    return value
+
+
+def check_seed(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise ScenarioError(f"{what}: seed {value!r} is not an integer in [0, 2^32)")
+    return value
 
 
 class Strict(BaseModel):
@@ -37,7 +67,11 @@ class Arm(Strict):
     """One attention configuration to run."""
 
     name: str = Field(pattern=_NAME, description="Run directory name; unique in the scenario.")
-    attn_type: str = Field(description="Attention backend name from the registry (harness backends list).")
+    attn_type: str = Field(
+        pattern=NAME_PATTERN,
+        description="Attention backend: for the builtin runner a name from `harness backends`; for "
+        "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
+    )
     role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
     kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
     kv_chunks: int = Field(
@@ -119,11 +153,13 @@ class Scenario(Strict):
     kind: Literal["e2e", "kernels"] = "e2e"
     description: str | None = None
     runner: Literal["builtin", "lightx2v"] | None = None
-    seed: int | None = None
-    seeds: list[int] | None = None
+    seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
+    seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
     env: dict[str, EnvValue] = Field(default_factory=dict)
-    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    default_profile: str | None = None
+    profiles: dict[SafeName, dict[str, Any]] = Field(
+        default_factory=dict, description="Runner parameters by profile name (selected with --profile)."
+    )
+    default_profile: SafeName | None = None
     arms: list[Arm] = Field(default_factory=list)
     timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
     repeats: int = Field(
@@ -203,6 +239,33 @@ class Scenario(Strict):
         return getattr(self, self.runner) if self.runner else None
 
 
+def unknown_backend(scenario: Scenario) -> tuple[tuple, str] | None:
+    """(field location, one line) for the first backend name the harness registry lacks: the
+    builtin runner's arms and a kernels scenario's backends.
+
+    LightX2V arms name LightX2V's own attention types, which only its pre-flight probe can check.
+    """
+    names: list[tuple[tuple, str]] = []
+    if scenario.kind == "kernels" and scenario.kernels is not None:
+        names = [(("kernels", "backends", i), b.backend) for i, b in enumerate(scenario.kernels.backends)]
+    elif scenario.runner == "builtin":
+        names = [(("arms", i, "attn_type"), a.attn_type) for i, a in enumerate(scenario.arms)]
+    if not names:
+        return None
+    from harness.attention import list_backends
+
+    known = list_backends()
+    for loc, name in names:
+        if name not in known:
+            hint = difflib.get_close_matches(name, known, n=1)
+            tip = f"; did you mean {hint[0]!r}?" if hint else ""
+            return (
+                loc,
+                f"unknown attention backend {name!r}{tip} (the harness registry has: {', '.join(known)})",
+            )
+    return None
+
+
 # --- loading -----------------------------------------------------------------------------------
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -227,6 +290,8 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key, val in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue  # a mapping or list as a key: the schema rejects it, without a line of its own
             out[path + (key.value,)] = key.start_mark.line + 1
             _line_map(val, path + (key.value,), out)
             out[path + (key.value,)] = key.start_mark.line + 1
@@ -239,7 +304,14 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
 def _fmt_loc(loc: tuple) -> str:
     s = ""
     for part in loc:
-        s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
+        if part == "[key]":  # pydantic's marker for a mapping key: the key itself is the field
+            continue
+        if isinstance(part, int):
+            s += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            s += f".{part}" if s else str(part)
+        else:
+            s += f"[{str(part)!r}]"
     return s or "(top level)"
 
 
@@ -286,6 +358,8 @@ def _describe(err: dict) -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
+        return f"{got!r} is not a valid name ({NAME_RULE})"
     shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
     return f"{msg} (got {shown})"
 
@@ -295,20 +369,16 @@ def parse_scenario(
 ) -> Scenario:
     environ = os.environ if environ is None else environ
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        problem = getattr(err, "problem", None) or str(err)
-        raise ScenarioError(f"{where}: not valid YAML: {problem}") from None
+        data, node = load_yaml(text)
+    except YamlProblem as err:
+        where = f"{source}:{err.line}" if err.line else source
+        raise ScenarioError(f"{where}: {err.message}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}:1: expected a mapping of scenario fields at the top level")
-    lines = _line_map(node)
+    try:
+        lines = _line_map(node)
+    except RecursionError:
+        raise ScenarioError(f"{source}:1: nested too deeply") from None
 
     def expand(value: Any, path: tuple) -> Any:
         if isinstance(value, str):
@@ -326,18 +396,25 @@ def parse_scenario(
             return [expand(v, path + (i,)) for i, v in enumerate(value)]
         return value
 
-    data = expand(data, ())
     try:
-        return Scenario.model_validate(data)
+        data = expand(data, ())
+    except RecursionError:
+        raise ScenarioError(f"{source}:1: nested too deeply") from None
+    try:
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         # A typo'd key also makes its real key "missing": name the typo, it is the cause.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first = errors[0]
         loc = tuple(first["loc"])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise ScenarioError(
-            f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {_describe(first)}{more}"
-        ) from None
+        text = f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {_describe(first)}{more}"
+        raise ScenarioError(" ".join(text.split())) from None
+    bad_backend = unknown_backend(scenario)
+    if bad_backend:
+        loc, why = bad_backend
+        raise ScenarioError(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {why}")
+    return scenario
 
 
 def resolve_scenario_path(ref: str | Path) -> Path:

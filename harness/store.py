@@ -1,7 +1,8 @@
-"""Campaign and run directory layout, atomic writes, manifests and hashing.
+"""Campaign and run directory layout, atomic writes, manifests, hashing and the campaign lock.
 
 reports/<scenario>/<campaign-id>/
   campaign.json                 resolved scenario, environment, harness git SHA, arm status
+  campaign.lock                 flock held by the `harness run` working on it (pid, host, start)
   runs/<arm>[@seed]/            run.json, stdout.log, stderr.log, output.mp4, timing.json, attn_calls.json
   metrics/                      <a>__vs__<b>.json + .frames.csv per pair, <run>.stats.json per run
   report.md index.html results.json assets/
@@ -12,15 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import socket
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from harness.errors import HarnessError
+from harness.errors import CampaignLocked, HarnessError
 from harness.records import AttnCallsRecord, Record, RunRecord, RunStatus, TimingRecord
 
 R = TypeVar("R", bound=BaseModel)
@@ -33,17 +38,32 @@ OUTPUT_MP4 = "output.mp4"
 OUTPUT_LOSSLESS = "output_lossless.mkv"  # opt-in lossless twin of output.mp4 (builtin runner)
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
+LOCK_FILE = "campaign.lock"
 
 
 def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _create_temp_beside(path: Path) -> tuple[int, Path]:
+    """A new temp file next to ``path``, created with mode 0666 less the umask (as open() would)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file."""
+    """Write via a temp file in the same folder and rename: readers never see half a file.
+
+    The file gets the user's umask like any other new file (0644 under umask 022).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -100,6 +120,19 @@ def tail_text(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
     except FileNotFoundError:
         return ""
     return "\n".join(data.splitlines()[-lines:])
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged file to ``<name>.corrupt-<UTC time>`` beside it (kept for a look, never read)."""
+    path = Path(path)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, target)
+    return target
 
 
 class ArmStatus(Record):
@@ -162,6 +195,16 @@ class RunDir:
     def record(self) -> RunRecord:
         return read_record(self.run_json, RunRecord)
 
+    def damage(self) -> str | None:
+        """Why run.json cannot be read (one line), or None when it reads (or is absent)."""
+        if not self.exists():
+            return None
+        try:
+            self.record()
+        except HarnessError as err:
+            return str(err)
+        return None
+
     def write(self, record: RunRecord) -> None:
         write_record(self.run_json, record)
 
@@ -211,6 +254,45 @@ class CampaignDir:
     def record(self) -> CampaignRecord:
         return read_record(self.campaign_json, CampaignRecord)
 
+    @property
+    def lock_file(self) -> Path:
+        return self.path / LOCK_FILE
+
+    def record_or_rebuilt(self) -> tuple[CampaignRecord, str | None]:
+        """campaign.json, or when it is damaged a stand-in made from the run folders and why.
+
+        The report uses this so that one damaged file never hides every other arm.
+        """
+        try:
+            return self.record(), None
+        except HarnessError as err:
+            if not self.campaign_json.exists():
+                raise
+            problem = f"{err} (the report is built from the run folders)"
+        arms, scenario_name, runner = [], self.path.parent.name, "builtin"
+        for run in self.runs():
+            try:
+                spec = run.record().spec
+            except HarnessError:
+                continue
+            scenario_name, runner = spec.scenario, spec.runner
+            arms.append(
+                ArmStatus(
+                    key=spec.key, arm=spec.arm, seed=spec.seed, role=spec.role.value,
+                    attn_type=spec.attn_type, kv_reversed=spec.kv_reversed, status=run.record().status,
+                )
+            )  # fmt: skip
+        arms.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role, 2))
+        stand_in = CampaignRecord(
+            campaign_id=self.path.name,
+            scenario_name=scenario_name,
+            scenario={},
+            runner=runner,
+            created_at=utcnow(),
+            arms=arms,
+        )
+        return stand_in, problem
+
     def write(self, record: CampaignRecord) -> None:
         record.updated_at = utcnow()
         write_record(self.campaign_json, record)
@@ -247,3 +329,121 @@ def find_campaign(ref: str | Path) -> CampaignDir:
             return CampaignDir(camps[-1])
         raise HarnessError(f"{path}: not a campaign directory (no {CAMPAIGN_JSON} here or in a subfolder)")
     raise HarnessError(f"{path}: no such campaign directory")
+
+
+# --- one runner per campaign -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    pid: int
+    host: str
+    started_at: str
+    command: str = ""
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}, started {self.started_at}"
+
+
+def _read_holder(fd: int) -> LockHolder | None:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        data = json.loads(raw.decode()) if raw.strip() else None
+        return LockHolder(
+            int(data["pid"]), str(data["host"]), str(data["started_at"]), str(data.get("command", ""))
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def lock_holder(campaign: CampaignDir) -> LockHolder | None:
+    """Who holds the campaign's lock now (None: nobody); takes nothing and creates nothing."""
+    import fcntl
+
+    try:
+        fd = os.open(campaign.lock_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd) or LockHolder(0, "unknown host", "at an unknown time")
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class CampaignLock:
+    """An OS lock (flock) on ``<campaign>/campaign.lock``, held for a whole ``harness run``.
+
+    The kernel drops it when the process ends, however it ends, so a lock is never left held
+    by a dead process; the file keeps the holder's pid, host and start time, which is how a
+    second run names the holder, and how a run that takes over after a crash says so.
+    """
+
+    RETRY_S = 0.5  # a dry run probing the lock holds it for microseconds; ride over that
+
+    def __init__(self, campaign: CampaignDir):
+        self.campaign = campaign
+        self.fd: int | None = None
+        self.took_over: LockHolder | None = None
+
+    def acquire(self) -> CampaignLock:
+        import fcntl
+
+        path = self.campaign.lock_file
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        deadline = time.monotonic() + self.RETRY_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                holder = _read_holder(fd)
+                os.close(fd)
+                who = holder.describe() if holder else "a process that has not written its name yet"
+                raise CampaignLocked(
+                    f"{self.campaign.path}: another harness run holds this campaign ({who}; lock file "
+                    f"{path}); wait for it to end or stop it"
+                ) from None
+            except OSError as err:
+                os.close(fd)
+                raise HarnessError(f"{path}: cannot lock the campaign ({err.strerror})") from None
+        self.took_over = _read_holder(fd)
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_at": utcnow(),
+            "command": " ".join(sys.argv),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+        os.fsync(fd)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        import fcntl
+
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, 0)  # a clean end leaves no holder behind
+        except OSError:
+            pass
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> CampaignLock:
+        return self if self.fd is not None else self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -143,3 +143,116 @@ def test_cli_schema_is_json():
     res = _cli("scenarios", "schema")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["title"] == "harness scenario"
+
+
+# --- names, seeds, duplicate keys, backends: checked before anything runs ----------------------
+
+
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (("name: demo", "name: ../../etc/x"), "s.yaml:1: name: '../../etc/x' is not a valid name"),
+        (("3step: {", "../../../x: {"), "s.yaml:6: profiles['../../../x']: '../../../x' is not a valid name"),
+        (("3step: {", "/tmp/x: {"), "profiles['/tmp/x']: '/tmp/x' is not a valid name"),
+        (("name: cand", "name: ../cand"), "s.yaml:10: arms[2].name: '../cand' is not a valid name"),
+        (("name: cand", "name: .hidden"), "arms[2].name: '.hidden' is not a valid name"),
+        (("seed: 7", "seed: 7\ndefault_profile: ../x"), "default_profile: '../x' is not a valid name"),
+    ],
+)
+def test_names_that_are_paths_are_refused(edit, where):
+    assert where in bad(GOOD.replace(*edit))
+
+
+@pytest.mark.parametrize(
+    "seed, why",
+    [
+        ('"42"', "valid integer"),
+        ("42.0", "valid integer"),
+        ("1.2e+29", "valid integer"),
+        ("true", "valid integer"),
+        ("-1", "greater than or equal to 0"),
+        (str(2**32), "less than 4294967296"),
+        (str(10**40), "less than"),
+    ],
+)
+def test_seed_must_be_an_integer_in_0_to_2_pow_32(seed, why):
+    msg = bad(GOOD.replace("seed: 7", f"seed: {seed}"))
+    assert msg.startswith("s.yaml:3: seed: ") and why in msg
+    msg = bad(GOOD.replace("seed: 7", f"seeds: [1, {seed}]"))
+    assert msg.startswith("s.yaml:3: seeds[1]: ") and why in msg
+
+
+def test_largest_seed_is_accepted():
+    assert parse_scenario(GOOD.replace("seed: 7", f"seed: {2**32 - 1}"), "s.yaml", {}).seed == 2**32 - 1
+
+
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        (
+            GOOD.replace("seed: 7", "seed: 7\nseed: 8"),
+            "s.yaml:4: duplicate key 'seed' (first given on line 3)",
+        ),
+        (
+            GOOD.replace(
+                "{name: cand, attn_type: sage_emul_aiter}", "{name: cand, attn_type: x, attn_type: y}"
+            ),
+            "s.yaml:10: duplicate key 'attn_type' (first given on line 10)",
+        ),
+        (
+            GOOD.replace("  3step: {infer_steps: 4}", "  3step: {infer_steps: 4}\n  3step: {infer_steps: 9}"),
+            "s.yaml:7: duplicate key '3step' (first given on line 6)",
+        ),
+    ],
+)
+def test_duplicate_yaml_keys_name_both_lines(text, msg):
+    assert bad(text) == msg
+
+
+def test_yaml_merge_keys_still_override():
+    text = "base: &b {attn_type: torch_sdpa, role: reference}\n" + GOOD.replace(
+        "{name: ref, attn_type: torch_sdpa, role: reference}", "{<<: *b, name: ref}"
+    )
+    with pytest.raises(ScenarioError, match="base: unknown key"):
+        parse_scenario(text, "s.yaml", {})  # merged fine; only the extra top-level key is refused
+
+
+def test_unknown_builtin_backend_is_refused_with_its_line():
+    msg = bad(GOOD.replace("attn_type: sage_emul_aiter", "attn_type: sage_emul_aitr"))
+    assert msg.startswith("s.yaml:10: arms[2].attn_type: unknown attention backend 'sage_emul_aitr'")
+    assert "did you mean 'sage_emul_aiter'?" in msg
+
+
+LX = """\
+name: lx
+runner: lightx2v
+lightx2v: {root: /opt/lx, model_path: /m, model_cls: minimax_h3, task: ref2av, config_json: c.json, prompt: p}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: cand, attn_type: ATTN}
+"""
+
+
+def test_lightx2v_backends_are_lightx2v_names_checked_only_for_form():
+    s = parse_scenario(LX.replace("ATTN", "some_lightx2v_only_attn"), "s.yaml", {})
+    assert s.arms[1].attn_type == "some_lightx2v_only_attn"  # LightX2V's probe checks it, not us
+    msg = bad(LX.replace("ATTN", '"../x"'))
+    assert msg.startswith("s.yaml:6: arms[1].attn_type: '../x' is not a valid name")
+
+
+def test_cli_validate_refuses_an_unknown_backend(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(GOOD.replace("attn_type: sage_emul_aiter", "attn_type: nosuch"))
+    res = _cli("scenarios", "validate", str(f))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith(f"{f}:10: arms[2].attn_type: unknown attention backend 'nosuch'")
+
+
+def test_unknown_kernels_backend_is_refused_with_its_line():
+    text = (
+        (ROOT / "scenarios" / "kernels_smoke.yaml")
+        .read_text()
+        .replace("    - sage_attn2\n", "    - sage_atn2\n")
+    )
+    msg = bad(text)
+    assert "kernels.backends[4]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg

@@ -108,3 +108,93 @@ def test_tail_text_reads_end(tmp_path):
     assert tail_text(p, lines=2) == "line 998\nline 999"
     assert tail_text(tmp_path / "none") == ""
     assert os.path.getsize(p) > 0
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_writes_follow_the_umask(tmp_path, mask, mode):
+    import subprocess
+    import sys
+
+    p = tmp_path / "x.json"
+    code = f"import harness.store as s; s.atomic_write_json({str(p)!r}, {{'a': 1}})"
+    res = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: os.umask(mask))
+    assert res.returncode == 0
+    assert p.stat().st_mode & 0o777 == mode
+
+
+def test_move_aside_keeps_the_damaged_file(tmp_path):
+    from harness.store import move_aside
+
+    p = tmp_path / "run.json"
+    p.write_text("{broken")
+    first = move_aside(p)
+    p.write_text("{broken again")
+    second = move_aside(p)
+    assert not p.exists() and first != second
+    assert first.name.startswith("run.json.corrupt-") and first.read_text() == "{broken"
+    assert second.read_text() == "{broken again"
+
+
+def _hold_lock(path, ready):
+    """A child that takes the campaign lock and waits (the parent kills it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time, pathlib\n"
+        "from harness.store import CampaignDir, CampaignLock\n"
+        f"lock = CampaignLock(CampaignDir({str(path)!r})).acquire()\n"
+        f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_campaign_lock_names_its_holder_and_is_taken_over_after_it_dies(tmp_path):
+    import signal
+    import time
+
+    from harness.errors import CampaignLocked
+    from harness.store import CampaignLock, lock_holder
+
+    camp = CampaignDir(tmp_path / "camp")
+    camp.path.mkdir()
+    ready = tmp_path / "ready"
+    holder = _hold_lock(camp.path, ready)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.05)
+        seen = lock_holder(camp)
+        assert seen is not None and seen.pid == holder.pid
+        t0 = time.monotonic()
+        with pytest.raises(CampaignLocked) as info:
+            CampaignLock(camp).acquire()
+        assert time.monotonic() - t0 < 5, "a second run is refused at once"
+        assert info.value.exit_code == 2
+        assert f"pid {holder.pid} on " in str(info.value) and "started 20" in str(info.value)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert lock_holder(camp) is None, "the kernel dropped the dead holder's lock"
+    with CampaignLock(camp) as lock:
+        assert lock.took_over is not None and lock.took_over.pid == holder.pid
+        assert lock_holder(camp) is not None
+    with CampaignLock(camp) as lock:
+        assert lock.took_over is None, "a clean release leaves no holder behind"
+
+
+def test_damaged_campaign_json_is_rebuilt_from_the_runs(tmp_path):
+    camp = CampaignDir(tmp_path / "camp")
+    run = camp.run("a")
+    run.path.mkdir(parents=True)
+    run.write(RunRecord(spec=_spec(), spec_hash="x", status=RunStatus.ok))
+    bad = camp.run("b")
+    bad.path.mkdir(parents=True)
+    bad.run_json.write_text("{")
+    camp.campaign_json.write_text("not json")
+    rec, problem = camp.record_or_rebuilt()
+    assert "campaign.json" in problem and "built from the run folders" in problem
+    assert [a.key for a in rec.arms] == ["a"] and rec.scenario_name == "s"
+    assert bad.damage() and run.damage() is None

@@ -1,76 +1,141 @@
 """Gates: thresholds on a comparison that fail CI (``harness compare --gate FILE`` exits 1).
 
-A gate file is a YAML or JSON mapping of the ``Gate`` fields; unknown keys and wrong types are
-errors naming the file. ``check_gate`` returns one line per violation (empty: the gate passes).
-The accuracy bounds come from the metric table in ``harness.compare.metrics``.
+A gate file is a YAML or JSON mapping of the ``Gate`` fields (``harness scenarios schema --gate``
+prints its JSON Schema; ``scenarios/gates/candidate.yaml`` is an example). Every threshold is a
+finite number, every switch a true/false; an unknown key, a key given twice, a string, a bool
+where a number belongs, NaN or infinity are errors naming the file, line and key (exit 2).
+``check_gate`` returns one line per violation (empty: the gate passes). The accuracy bounds
+come from the metric table in ``harness.compare.metrics``.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.errors import HarnessError
+from harness.strict_yaml import YamlProblem, load_yaml
+
+
+def _threshold(description: str, **bounds: float) -> Any:
+    """A finite number (int or float; never a bool, a string, NaN or infinity), or null for none."""
+    return Field(None, strict=True, allow_inf_nan=False, description=description, **bounds)
+
+
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class Gate(BaseModel):
-    """Thresholds for ``harness compare --gate``: any violation makes the command exit non-zero."""
+    """Thresholds for ``harness compare --gate``: any violation makes the command exit 1."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", title="harness gate")
 
-    min_psnr: float | None = None  # video PSNR, mean over frames (dB)
-    min_psnr_frame: float | None = None  # video PSNR of the worst frame (dB)
-    min_ssim: float | None = None
-    min_ssim_frame: float | None = None
-    min_audio_snr: float | None = None  # dB
-    min_audio_cosine: float | None = None
-    min_audio_logmel_cosine: float | None = None
-    max_step_ratio: float | None = None  # B s/step / A s/step
-    max_total_ratio: float | None = None  # B pipeline total / A pipeline total
-    bitwise_video: bool = False  # every decoded frame identical
-    bitwise_audio: bool = False  # every decoded sample identical
-    bitwise_files: bool = False  # output.mp4 byte for byte
-    require_valid_attention: bool = False  # both runs: requested op served every call, no fallback
-    max_fallbacks: int | None = None  # attention fallbacks allowed in B, all ranks
-    require_ok: bool = True  # both runs ended ok
+    min_psnr: Number | None = _threshold("Video PSNR of B against A, mean over frames, in dB.")
+    min_psnr_frame: Number | None = _threshold("Video PSNR of the worst frame, in dB.")
+    min_ssim: Number | None = _threshold("SSIM, mean over frames.", le=1)
+    min_ssim_frame: Number | None = _threshold("SSIM of the worst frame.", le=1)
+    min_audio_snr: Number | None = _threshold("Audio SNR of B against A, in dB.")
+    min_audio_cosine: Number | None = _threshold("Cosine of the audio samples.", ge=-1, le=1)
+    min_audio_logmel_cosine: Number | None = _threshold("Cosine of the audio log-mel spectra.", ge=-1, le=1)
+    max_step_ratio: Number | None = _threshold("B s/step / A s/step (below 1: B is faster).", gt=0)
+    max_total_ratio: Number | None = _threshold("B pipeline total / A pipeline total.", gt=0)
+    bitwise_video: StrictBool = Field(False, description="Every decoded frame identical.")
+    bitwise_audio: StrictBool = Field(False, description="Every decoded audio sample identical.")
+    bitwise_files: StrictBool = Field(False, description="output.mp4 identical byte for byte.")
+    require_valid_attention: StrictBool = Field(
+        False, description="Both runs: the requested backend served every call, nothing fell back."
+    )
+    max_fallbacks: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        None, description="Attention fallbacks allowed in B, all ranks together."
+    )
+    require_ok: StrictBool = Field(True, description="Both runs ended ok.")
+
+
+def gate_schema() -> dict[str, Any]:
+    """The JSON Schema of a gate file (``harness scenarios schema --gate``)."""
+    schema = Gate.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["description"] = (
+        "Thresholds for `harness compare RUN_A RUN_B --gate FILE` (YAML or JSON). Numbers must be "
+        "finite; a violation exits 1, a bad gate file exits 2."
+    )
+    return schema
+
+
+def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> Gate:
+    """A gate from the text of a YAML or JSON file; every problem is one line naming ``source``."""
+    lines: dict[str, int] = {}
+    if as_json:
+        try:
+            data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
+        except (json.JSONDecodeError, ValueError, RecursionError) as err:
+            raise HarnessError(f"{source}: not valid JSON: {' '.join(str(err).split())}") from None
+    else:
+        try:
+            data, node = load_yaml(text)
+        except YamlProblem as err:
+            raise HarnessError(f"{source}{f':{err.line}' if err.line else ''}: {err.message}") from None
+        if isinstance(node, yaml.MappingNode):
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    lines.setdefault(key.value, key.start_mark.line + 1)
+    if data is None or data == {}:
+        raise HarnessError(f"{source}: gate defines no thresholds")
+    if not isinstance(data, dict):
+        raise HarnessError(f"{source}: gate must be a mapping of thresholds, got {type(data).__name__}")
+
+    def where(key: object) -> str:
+        line = lines.get(str(key))
+        return f"{source}:{line}" if line else source
+
+    known = list(Gate.model_fields)
+    for key in data:
+        if key not in known:
+            hint = difflib.get_close_matches(str(key), known, n=1)
+            tip = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise HarnessError(
+                f"{where(key)}: unknown gate key {str(key)!r}{tip} (known: {', '.join(sorted(known))})"
+            )
+    try:
+        return Gate.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = first["loc"][0] if first["loc"] else "?"
+        got = first.get("input")
+        shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+        msg = " ".join(f"{first['msg']} (got {shown})".split())
+        raise HarnessError(f"{where(key)}: gate key {str(key)!r}: {msg}") from None
 
 
 def load_gate(path: Path | str) -> Gate:
-    """A gate from a YAML or JSON mapping; unknown keys and wrong types are errors naming the file."""
+    """A gate from a YAML or JSON file (by its suffix); problems are one line naming the file."""
     p = Path(path)
     try:
         text = p.read_text()
     except FileNotFoundError:
         raise HarnessError(f"{p}: gate file not found") from None
+    except UnicodeDecodeError:
+        raise HarnessError(f"{p}: gate file is not text (UTF-8)") from None
     except OSError as err:
         raise HarnessError(f"{p}: cannot read gate file ({err.strerror})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise HarnessError(
-            f"{p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: "
-            f"{' '.join(str(err).split())}"
-        ) from None
-    if data is None or data == {}:
-        raise HarnessError(f"{p}: gate defines no thresholds")
-    if not isinstance(data, dict):
-        raise HarnessError(f"{p}: gate must be a mapping of thresholds, got {type(data).__name__}")
-    known = set(Gate.model_fields)
-    for key in data:
-        if key not in known:
-            raise HarnessError(f"{p}: unknown gate key {key!r} (known: {', '.join(sorted(known))})")
-    try:
-        return Gate.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise HarnessError(f"{p}: gate key {loc!r}: {first['msg']}") from None
+    return parse_gate(text, str(p), as_json=p.suffix.lower() == ".json")
 
 
 def _unavailable(cmp: Comparison) -> str:
@@ -103,7 +168,7 @@ def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
         if value is None:
             out.append(f"{name}: {what} unavailable (timing missing in a run)")
         elif value > limit:
-            out.append(f"{name}: {what} {value:.3f} > {limit:.3f}")
+            out.append(f"{name}: {what} {value:.3f} > {limit:g}")
 
     high(cmp.speed.s_per_step_ratio, gate.max_step_ratio, "max_step_ratio", "s/step ratio B/A")
     high(cmp.speed.total_ratio, gate.max_total_ratio, "max_total_ratio", "pipeline total ratio B/A")

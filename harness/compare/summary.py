@@ -148,8 +148,14 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
     """A run's own account of itself. Unreadable side files become notes, not errors."""
     notes: list[str] = []
     rec = None
+    damaged = None
     if run.exists():
-        rec = run.record()
+        try:
+            rec = run.record()
+        except HarnessError as err:
+            if arm_status is None:
+                raise
+            damaged = str(err)  # the campaign's arm list still says what this run was
     if rec is None and arm_status is None:
         raise HarnessError(f"{run.path}: not a run directory (no run.json inside)")
     if rec is not None:
@@ -183,10 +189,11 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
             role=arm_status.role,
             attn_type=arm_status.attn_type,
             kv_reversed=arm_status.kv_reversed,
-            status=arm_status.status.value,
-            reason=arm_status.reason or "no run.json was written",
-            valid=arm_status.valid,
+            status="damaged" if damaged else arm_status.status.value,
+            reason=f"run.json unreadable: {damaged}" if damaged else arm_status.reason,
+            valid=None if damaged else arm_status.valid,
         )
+        s.reason = s.reason or "no run.json was written"
         s.log_tail = _log_tail(run, "")
         return s
 

@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,8 @@ from harness.store import (
 _STEP = re.compile(r"(?:HARNESS_STEP|MiniMax-H3 step:|step_index:)\s*(\d+)\s*/\s*(\d+)")
 HASHED_OUTPUTS = (OUTPUT_MP4, TIMING_JSON, ATTN_CALLS_JSON, "config.json")
 KILL_GRACE_S = 10.0
+GUARD = Path(__file__).with_name("guard.py")
+LIVE = (RunStatus.pending, RunStatus.running)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -57,6 +60,69 @@ def _stop(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:  # the command name (field 2) may hold spaces and parentheses: split after the last ')'
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def runner_alive(rec: RunRecord) -> bool:
+    """Whether the process group recorded in run.json still runs on this host (same process, not a
+    reused pid)."""
+    if rec.pid is None or rec.host != socket.gethostname():
+        return False
+    try:
+        os.kill(rec.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    start = process_start(rec.pid)
+    return rec.pid_start is None or start is None or start == rec.pid_start
+
+
+def stale_reason(rec: RunRecord) -> str | None:
+    """Why a run.json that still says pending/running was left by a harness that is gone (one line).
+
+    Only for local runs, and only to be asked by a caller that holds the campaign lock (or knows
+    nobody does): Slurm jobs outlive the harness on purpose and are re-attached by their executor.
+    """
+    if rec.status not in LIVE or rec.executor != "local":
+        return None
+    where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
+    return f"interrupted (stale): left {rec.status.value} by a harness run that is gone (runner {where})"
+
+
+def stop_orphan(rec: RunRecord, grace_s: float = KILL_GRACE_S) -> bool:
+    """Stop a runner that outlived its harness (its guard normally does that within seconds).
+
+    Returns whether one was still running. Call only while holding the campaign lock.
+    """
+    if not runner_alive(rec):
+        return False
+    assert rec.pid is not None
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and runner_alive(rec):  # its guard may be stopping it now
+        time.sleep(0.1)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not runner_alive(rec):
+            break
+        try:
+            os.killpg(rec.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end and runner_alive(rec):
+            time.sleep(0.1)
+    return True
 
 
 def _gpu_label() -> str | None:
@@ -129,17 +195,27 @@ def execute_run(
     env = {**os.environ, **rec.env}
     t0 = time.monotonic()
     interrupted = False
+    # The guard holds the read end of this pipe; its write end dies with this process, and with
+    # it the runner's whole process group (see guard.py). -E -S: the guard needs only the stdlib.
+    watch_r, watch_w = os.pipe()
+    guarded = [sys.executable, "-E", "-S", str(GUARD), str(watch_r), "--", *launch.command]
     with open(run_dir.file(STDOUT_LOG), "wb") as out, open(run_dir.file(STDERR_LOG), "wb") as err:
         try:
             proc = subprocess.Popen(
-                launch.command, stdout=out, stderr=err, env=env, cwd=launch.cwd, start_new_session=True
-            )
+                guarded, stdout=out, stderr=err, env=env, cwd=launch.cwd, start_new_session=True,
+                pass_fds=(watch_r,),
+            )  # fmt: skip
         except OSError as exc:
+            os.close(watch_w)
             rec.status, rec.reason = RunStatus.failed, f"cannot start {launch.command[0]}: {exc.strerror}"
             rec.ended_at = utcnow()
             run_dir.write(rec)
             return rec
+        finally:
+            os.close(watch_r)
         try:
+            rec.pid, rec.pid_start = proc.pid, process_start(proc.pid)
+            run_dir.write(rec)
             last = None
             while True:
                 try:
@@ -161,6 +237,11 @@ def execute_run(
             interrupted = True
             rec.status, rec.reason = RunStatus.interrupted, "interrupted (Ctrl-C or SIGTERM)"
 
+    os.close(watch_w)
+    try:  # whatever the runner left behind in its group (a rank that outlived torchrun)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     rec.exit_code = proc.returncode
     rec.ended_at = utcnow()
     rec.duration_s = round(time.monotonic() - t0, 3)

@@ -138,8 +138,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])
     acc.add(["bitwise: video frames", _yes_no(cmp.bitwise.video)])
     acc.add(["bitwise: audio samples", _yes_no(cmp.bitwise.audio)])
-    acc.notes = list(cmp.notes)
-    tables.append(acc)
+    tables.append(acc)  # the comparison's notes are headlines already: not repeated here
 
     st = TextTable(title="Global statistics", headers=["statistic", ha, hb, "B - A"])
     fa, fb = stat_fields(a.stats), stat_fields(b.stats)

@@ -209,18 +209,25 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _campaign_runs(campaign: CampaignDir, rec: CampaignRecord) -> list[RunSummary]:
-    """Every arm the campaign planned (in scenario order), then any other run folder found."""
+def _campaign_runs(campaign: CampaignDir, rec: CampaignRecord) -> tuple[list[RunSummary], list[str]]:
+    """Every arm the campaign planned (in scenario order), then any other run folder found;
+    and one line per run whose run.json cannot be read."""
     runs: list[RunSummary] = []
+    damaged: list[str] = []
     seen: set[str] = set()
     for st in rec.arms:
         run = campaign.run(st.key)
         runs.append(summarize_run(run, st))
+        if runs[-1].status == "damaged":
+            damaged.append(f"{st.key}: {runs[-1].reason}")
         seen.add(st.key)
     for run in campaign.runs():
         if run.key not in seen:
-            runs.append(summarize_run(run))
-    return runs
+            try:
+                runs.append(summarize_run(run))
+            except HarnessError as err:
+                damaged.append(f"{run.key}: run.json unreadable: {err}")
+    return runs, damaged
 
 
 def _aggregate(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dict[str, Spread]:
@@ -452,8 +459,8 @@ def collect_results(
     say = progress or (lambda _msg: None)
     if not campaign.exists():
         raise HarnessError(f"{campaign.path}: not a campaign directory (no campaign.json)")
-    rec = campaign.record()
-    runs = _campaign_runs(campaign, rec)
+    rec, damaged_campaign = campaign.record_or_rebuilt()
+    runs, damaged_runs = _campaign_runs(campaign, rec)
     notes: list[str] = []
     rules = rules or scenario_rules(rec.scenario, notes)
     res = ReportResults(
@@ -487,6 +494,10 @@ def collect_results(
     res.conventions["speed_significance"] = (
         f"{TEST_NAME} over runs (repeats x seeds), alpha {rules.alpha:g}; 2 runs a side at least"
     )
+    for problem in [damaged_campaign, *damaged_runs]:  # listed, never blocking the other arms
+        if problem:
+            res.errors.append(problem)
+            res.notes.append(problem)
     res.seeds = sorted({r.seed for r in runs if r.seed is not None})
     res.multi_seed = len(res.seeds) > 1
     res.repeats = max((r.repeat for r in runs), default=1)

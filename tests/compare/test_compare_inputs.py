@@ -85,7 +85,7 @@ def test_gates_on_files(files, tmp_path):
 
 def test_files_of_different_lengths(files):
     res = harness("compare", files["a"], files["long"])
-    assert res.returncode == 1
+    assert res.returncode == 2  # incompatible media: bad input
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     a, long = files["a"], files["long"]
     assert errors == [
@@ -102,7 +102,7 @@ def test_bad_file_inputs(files, tmp_path):
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"not a video at all" * 100)
     res = harness("compare", files["a"], junk)
-    assert res.returncode == 1 and str(junk) in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and str(junk) in res.stderr and "Traceback" not in res.stderr
     assert is_media_file("x/y.MP4") and not is_media_file("camp:arm")
 
 

@@ -1,8 +1,13 @@
 """The shared run step: real child processes that succeed, crash, hang, fall back or get interrupted."""
 
 import json
+import os
+import signal
+import socket
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +16,7 @@ from harness.executors.base import Reporter
 from harness.executors.local import LocalExecutor
 from harness.executors.process import execute_run
 from harness.plan import PlannedRun
-from harness.records import RunSpec, RunStatus
+from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, Runner, register_runner
 from harness.store import CampaignDir, RunDir
 
@@ -126,3 +131,76 @@ def test_a_crashing_arm_does_not_stop_the_others(tmp_path):
     LocalExecutor().run(camp, [PlannedRun(s, "run", "new") for s in specs], Reporter(), seen.append)
     assert [r.status for r in seen] == [RunStatus.ok, RunStatus.failed, RunStatus.ok]
     assert all(camp.run(k).exists() for k in ("first", "crash", "last"))
+
+
+SLEEPER = """
+import subprocess, sys, time
+from pathlib import Path
+from harness.executors.process import execute_run
+from harness.records import RunSpec
+from harness.runners.base import Launch, Runner, register_runner
+from harness.store import RunDir
+
+RUNNER = '''
+import os, pathlib, subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # like a torchrun rank
+pathlib.Path(sys.argv[1]).write_text(f"{os.getpid()} {rank.pid}")
+time.sleep(120)
+'''
+
+@register_runner("sleeper")
+class Sleeper(Runner):
+    def resolve_params(self, *args):
+        return {}
+
+    def prepare(self, spec, run_dir, *, dry_run=False):
+        return Launch([sys.executable, "-c", RUNNER, PIDS])
+
+PIDS = sys.argv[1]
+execute_run(RunSpec(scenario="t", runner="sleeper", arm="a", seed=1, attn_type="x"), RunDir(Path(sys.argv[2])))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_runner_and_its_children_die_with_the_process_that_started_them(tmp_path, sig):
+    """The harness side of a run dies (SIGKILL: nothing of it runs any more); the runner, started
+    in a session of its own, and the runner's own child go with it within seconds."""
+    pids = tmp_path / "pids"
+    parent = subprocess.Popen([sys.executable, "-c", SLEEPER, str(pids), str(tmp_path / "run")])
+    deadline = time.monotonic() + 60
+    while not pids.exists() or not pids.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    runner, rank = map(int, pids.read_text().split())
+    assert _alive(runner) and _alive(rank)
+    rec = RunDir(tmp_path / "run").record()
+    assert rec.status == RunStatus.running and rec.pid and rec.pid_start
+    parent.send_signal(sig)
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while (_alive(runner) or _alive(rank)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(runner) and not _alive(rank), "orphaned runner or rank still running"
+
+
+def test_stale_running_record_is_recognised_only_when_its_process_is_gone(tmp_path):
+    from harness.executors.process import process_start, runner_alive, stale_reason
+
+    me = RunRecord(spec=spec("pass"), spec_hash="h", status=RunStatus.running, host=socket.gethostname())
+    me.pid, me.pid_start = os.getpid(), process_start(os.getpid())
+    assert runner_alive(me)
+    assert stale_reason(me).startswith("interrupted (stale): left running by a harness run that is gone")
+    me.pid_start += 1  # the same pid, another process: a reused pid is not our runner
+    assert not runner_alive(me)
+    me.executor = "slurm"  # Slurm jobs outlive the harness on purpose
+    assert stale_reason(me) is None
+    done = RunRecord(spec=spec("pass"), spec_hash="h", status=RunStatus.ok)
+    assert stale_reason(done) is None

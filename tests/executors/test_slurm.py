@@ -124,14 +124,16 @@ def test_jobs_run_and_a_crash_does_not_stop_the_others(job_env, tmp_path):
 
 def test_a_job_that_dies_is_recorded_and_resubmitted(job_env, tmp_path):
     flag = tmp_path / "second-attempt"
-    # First attempt: SIGKILL the job's own Python (the one that would write run.json), like a node failure.
+    # First attempt: SIGKILL the job's own Python (the one that would write run.json), like a node
+    # failure. The runner's parent is its guard; the guard's parent is the job's Python.
     code = (
         f"""
 import os, pathlib, signal, sys
 flag = pathlib.Path({str(flag)!r})
 if not flag.exists():
     flag.write_text("1")
-    os.kill(os.getppid(), signal.SIGKILL)
+    stat = pathlib.Path(f"/proc/{{os.getppid()}}/stat").read_text()
+    os.kill(int(stat.rsplit(")", 1)[1].split()[1]), signal.SIGKILL)
     sys.exit(0)
 """
         + GOOD
