@@ -337,6 +337,7 @@ def ingest(
     from harness.ingest import IngestArm, ingest_manifest
     from harness.ingest import ingest as do_ingest
     from harness.records import Role
+    from harness.scenario import check_name, check_seed
 
     is_manifest = target.suffix.lower() in (".yaml", ".yml")
     if is_manifest:
@@ -349,6 +350,11 @@ def ingest(
             raise UsageError(f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)")
         if role not in Role.__members__:
             raise UsageError(f"--role: expected reference, noise_floor or candidate (got {role!r})")
+        check_name(arm, "--arm")
+        if scenario is not None:
+            check_name(scenario, "--scenario")
+        if seed is not None:
+            check_seed(seed, "--seed")
         one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
                         attn_type=attn_type, gpu=gpu)  # fmt: skip
         result = do_ingest(target, [one], scenario=scenario, force=force)

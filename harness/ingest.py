@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.errors import HarnessError
 from harness.media import MediaInfo, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord
+from harness.scenario import SafeName, Seed
 from harness.store import (
     OUTPUT_MP4,
     TIMING_JSON,
@@ -53,12 +53,12 @@ class IngestArm(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: SafeName  # becomes a folder name
     mp4: Path
     logs: list[Path] = Field(default_factory=list)
     config: Path | None = None
     role: Role = Role.candidate
-    seed: int | None = None  # default: the config's "seed", else LightX2V's default (42)
+    seed: Seed | None = None  # default: the config's "seed", else LightX2V's default (42)
     attn_type: str | None = None  # default: the config's "attn_type"
     gpu: str | None = None  # where it ran, free text (shown in history)
 
@@ -69,7 +69,7 @@ class IngestManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     campaign: Path  # reports/<scenario>/<campaign-id>
-    scenario: str | None = None  # default: the campaign's parent folder name
+    scenario: SafeName | None = None  # default: the campaign's parent folder name
     gpu: str | None = None  # default for every arm
     arms: list[IngestArm]
 
@@ -159,6 +159,8 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     config = _read_config(arm.config) if arm.config is not None else None
     seed, seed_from = arm.seed, "given"
     cfg_seed = (config or {}).get("seed")
+    if cfg_seed is not None and (isinstance(cfg_seed, bool) or not isinstance(cfg_seed, int)):
+        raise bad(f"{arm.config}: seed {cfg_seed!r} is not an integer")
     if seed is not None and cfg_seed is not None and int(cfg_seed) != seed:
         raise bad(f"{arm.config}: seed {cfg_seed} in the config, but {seed} given for arm {arm.name!r}")
     if seed is None:
@@ -408,6 +410,7 @@ def _resolve(base: Path, p: Path | None) -> Path | None:
 def load_manifest(path: Path) -> IngestManifest:
     """A manifest from YAML; a problem is one line with the file, the line and the field."""
     from harness.scenario import _fmt_loc, _line_for, _line_map
+    from harness.strict_yaml import YamlProblem, load_yaml
 
     p = Path(path)
     try:
@@ -415,10 +418,9 @@ def load_manifest(path: Path) -> IngestManifest:
     except FileNotFoundError:
         raise bad(f"{p}: manifest not found") from None
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise bad(f"{p}: not valid YAML: {' '.join(str(err).split())}") from None
+        data, node = load_yaml(text)
+    except YamlProblem as err:
+        raise bad(f"{p}:{err.line or 1}: {err.message}") from None
     if not isinstance(data, dict):
         raise bad(f"{p}: a manifest is a mapping with 'campaign' and 'arms'")
     try:

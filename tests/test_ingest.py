@@ -187,3 +187,18 @@ def test_force_replaces_an_arm(tmp_path, mp4s):
     assert sha256_file(c.run("r").output) == sha256_file(mp4s["floor"])
     assert [a.key for a in c.record().arms] == ["r"]
     assert not [p for p in c.runs_dir.iterdir() if p.name.startswith(".")]  # no temp folder left
+
+
+def test_names_that_would_leave_the_campaign_and_duplicate_keys(tmp_path, mp4s):
+    res = harness(
+        "ingest", tmp_path / "s" / "c", "--arm", "../../evil", "--mp4", mp4s["sdpa"], "--attn-type", "x"
+    )
+    assert res.returncode == 2 and res.stderr.startswith("error: --arm: '../../evil' is not a valid name")
+    man = tmp_path / "m.yaml"
+    man.write_text(f"campaign: out/c1\narms:\n  - {{name: ../x, mp4: {mp4s['sdpa']}}}\n")
+    res = harness("ingest", man)
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {man}:3: arms[0].name: String should match")
+    man.write_text("campaign: out/c1\ncampaign: out/c2\narms: []\n")
+    res = harness("ingest", man)
+    assert res.stderr.strip() == f"error: {man}:2: duplicate key 'campaign' (first given on line 1)"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "evil").exists()
