@@ -264,7 +264,9 @@ def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
     assert ref["s_per_step"] == pytest.approx(sum(s["seconds"] for s in timing["steps"][1:]) / 2)
     report = (path / "report.md").read_text()
     rows = [ln for ln in report.splitlines() if ln.startswith("| torch_sdpa | reference |")]
-    assert any(f"| 3 | {ref['s_per_step']:.3f}" in row for row in rows), rows  # DiT steps, s/step from the logs
+    assert any(f"| 3 | {ref['s_per_step']:.3f}" in row for row in rows), (
+        rows
+    )  # DiT steps, s/step from the logs
     floor = next(c for c in results["comparisons"] if c["b"]["arm"] == "torch_sdpa_kv_reversed")
     assert floor["video"] is not None and floor["audio"] is not None
     env = json.loads((path / "runs" / "torch_sdpa" / "lightx2v_env.json").read_text())
