@@ -255,4 +255,4 @@ def test_unknown_kernels_backend_is_refused_with_its_line():
         .replace("    - sage_attn2\n", "    - sage_atn2\n")
     )
     msg = bad(text)
-    assert "kernels.backends[4]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg
+    assert "kernels.backends[5]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg

@@ -38,7 +38,9 @@ class Gate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="harness gate")
 
-    min_psnr: Number | None = _threshold("Video PSNR of B against A, mean over frames, in dB.")
+    min_psnr: Number | None = _threshold(
+        "Video PSNR of B against A, pooled (from the mean MSE over frames), in dB."
+    )
     min_psnr_frame: Number | None = _threshold("Video PSNR of the worst frame, in dB.")
     min_ssim: Number | None = _threshold("SSIM, mean over frames.", le=1)
     min_ssim_frame: Number | None = _threshold("SSIM of the worst frame.", le=1)

@@ -151,8 +151,8 @@ def test_compare_exit_codes_and_gate_in_json(tmp_path: Path, ref_run):
     close = write_run(tmp_path / "b" / "close", ArmSpec("close", noise=1.0), salt=1)
     cmp = compare_runs(ref_run, close)
     ok_gate, bad_gate = tmp_path / "ok.yaml", tmp_path / "bad.yaml"
-    ok_gate.write_text(f"min_psnr: {cmp.video.psnr_mean - 1:.2f}\n")
-    bad_gate.write_text(f"min_psnr: {cmp.video.psnr_mean + 1:.2f}\n")
+    ok_gate.write_text(f"min_psnr: {cmp.video.psnr_pooled - 1:.2f}\n")
+    bad_gate.write_text(f"min_psnr: {cmp.video.psnr_pooled + 1:.2f}\n")
 
     res = _compare(ref_run.path, close.path, "--gate", ok_gate, "--format", "json")
     assert res.returncode == 0, res.stderr
@@ -161,7 +161,7 @@ def test_compare_exit_codes_and_gate_in_json(tmp_path: Path, ref_run):
     res = _compare(ref_run.path, close.path, "--gate", bad_gate, "--format", "json")
     assert res.returncode == 1, res.stderr
     gate = json.loads(res.stdout)["gate"]
-    assert gate["passed"] is False and gate["violations"][0].startswith("min_psnr: video PSNR mean")
+    assert gate["passed"] is False and gate["violations"][0].startswith("min_psnr: video PSNR (pooled)")
     assert [ln for ln in res.stderr.splitlines() if ln.startswith("gate: ")] == [
         f"gate: {v}" for v in gate["violations"]
     ]

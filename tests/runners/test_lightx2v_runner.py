@@ -545,8 +545,8 @@ def test_runner_is_registered():
 # --- a rank crash, two ranks, against the stand-in LightX2V (the real one cannot crash on demand) ------
 
 
-def _stub_run(tmp_path: Path, extra_env: dict | None = None):
-    """Plan, prepare and run the runner's exact command against the stand-in LightX2V, 2 ranks."""
+def _stub_launch(tmp_path: Path):
+    """Plan and prepare the runner's exact command against the stand-in LightX2V, 2 ranks."""
     base = tmp_path / "base.json"
     base.write_text(json.dumps({"infer_steps": 30, "vae_attn_type": "stub_other"}))
     text = f"""\
@@ -567,9 +567,15 @@ arms:
 """
     spec = build_plan(parse_scenario(text, "s.yaml", {}), profile="3step")[0]
     run_dir = tmp_path / "run"
-    runner = get_runner("lightx2v")
-    launch = runner.prepare(spec, run_dir)
+    launch = get_runner("lightx2v").prepare(spec, run_dir)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return spec, run_dir, launch, env
+
+
+def _stub_run(tmp_path: Path, extra_env: dict | None = None):
+    """Run the runner's exact command against the stand-in LightX2V, 2 ranks, then finalize."""
+    spec, run_dir, launch, env = _stub_launch(tmp_path)
+    runner = get_runner("lightx2v")
     proc = subprocess.run(
         launch.command,
         env={**env, **launch.env, **(extra_env or {})},
@@ -596,6 +602,52 @@ def test_a_rank_crash_leaves_counts_from_every_rank(tmp_path):
     timing = TimingRecord.model_validate_json((run_dir / "timing.json").read_text())
     assert timing.step_seconds() == pytest.approx([1.11])
     assert "rank 0: DiT steps 2..3 of 3 not logged, step 2 started (run ended early?)" in timing.missing
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_ranks_do_not_outlive_a_killed_torchrun(tmp_path):
+    """torchrun puts each rank in a session of its own; SIGKILL it and the ranks still end, counted."""
+    import signal
+    import time
+
+    spec, run_dir, launch, env = _stub_launch(tmp_path)
+    hang = {"STUB_CRASH_AT_STEP": "2", "STUB_CRASH_RANK": "99", "STUB_HANG_OTHERS": "1",
+            "STUB_SYNC_DIR": str(tmp_path / "sync")}  # fmt: skip
+    proc = subprocess.Popen(
+        launch.command, env={**env, **launch.env, **hang}, cwd=launch.cwd,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list((tmp_path / "sync").glob("*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # both ranks are waiting at step 2
+    ranks = [p for p in _processes_mentioning(str(run_dir)) if p != proc.pid]
+    assert ranks, "no rank process found"
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _processes_mentioning(str(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _processes_mentioning(str(run_dir))
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "ranks outlived torchrun"
+    for rank in (0, 1):
+        calls = json.loads((run_dir / f"attn_calls.rank{rank}.json").read_text())
+        assert calls["errors"] == ["terminated by SIGTERM"] and calls["calls"] == {"stub_exact": 3}
 
 
 # --- synthetic checkpoints and the overhead summary (no LightX2V needed) ------------------------------

@@ -406,10 +406,12 @@ def run_writer(
             cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
         )
     except (OSError, subprocess.SubprocessError) as err:
-        raise HarnessError(f"synthetic checkpoint: could not run the writer ({err})") from None
+        raise HarnessError(f"synthetic checkpoint: could not run the writer ({err})", exit_code=3) from None
     if done.returncode != 0:
         last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
-        raise HarnessError(f"synthetic checkpoint writer exited {done.returncode}: {last.strip()[:300]}")
+        raise HarnessError(
+            f"synthetic checkpoint writer exited {done.returncode}: {last.strip()[:300]}", exit_code=3
+        )
 
 
 def create_checkpoint(
@@ -440,7 +442,7 @@ def create_checkpoint(
     run_writer(out, preset, seed, python=python, env={"PYTHONPATH": os.pathsep.join(dict.fromkeys(path))})
     marker = read_marker(out)
     if marker is None:
-        raise HarnessError(f"{out}: the writer finished but left no {SYNTHETIC_MARKER}")
+        raise HarnessError(f"{out}: the writer finished but left no {SYNTHETIC_MARKER}", exit_code=3)
     return marker
 
 

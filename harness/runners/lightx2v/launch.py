@@ -486,6 +486,29 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return ns, rest
 
 
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``sig`` to this rank when its parent (torchrun) dies.
+
+    torchrun starts every rank in a session of its own, so a torchrun killed outright (SIGKILL)
+    would leave its ranks running; with this they get SIGTERM and write their counts. Returns
+    whether the request was made (Linux only).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(sig), 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # the parent died before the request: act on it now
+        os.kill(os.getpid(), sig)
+    return True
+
+
 def _run_entry(entry: str, rest: list[str]) -> None:
     sys.argv = [entry, *rest]
     runpy.run_module(entry, run_name="__main__", alter_sys=True)
@@ -495,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     ns, rest = parse_args(sys.argv[1:] if argv is None else argv)
     prepare_platform()
     if ns.bare:
+        die_with_parent()
         if ns.synthetic_checkpoint is not None:
             relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
         _run_entry(ns.entry, rest)
@@ -518,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    die_with_parent()
 
     for item in ns.count_op:
         label, ref = item.split("=", 1)
