@@ -238,8 +238,10 @@ def run(
     epilog="Example: harness compare reports/e2e_3step/3step:torch_sdpa reports/e2e_3step/3step:sage_emul_aiter"
 )
 def compare(
-    run_a: str = typer.Argument(..., help="Reference run: a run directory or CAMPAIGN:ARM."),
-    run_b: str = typer.Argument(..., help="Run compared against A."),
+    run_a: str = typer.Argument(..., help="Reference: a run directory, CAMPAIGN:ARM or an mp4 file."),
+    run_b: str = typer.Argument(
+        ..., help="Compared against A: a run directory, CAMPAIGN:ARM or an mp4 file."
+    ),
     fmt: str = typer.Option("table", "--format", "-f", help="table, md or json."),
     gate: Path | None = typer.Option(
         None,
@@ -248,17 +250,15 @@ def compare(
     truncate: bool = typer.Option(False, help="Compare up to the shorter video (recorded)."),
     resample_audio: bool = typer.Option(False, help="Resample B's audio to A's rate (recorded)."),
 ):
-    """Compare two runs (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
+    """Compare two runs or mp4 files (A is the reference): speed, accuracy, statistics, bitwise, attention calls."""
     from harness.compare.gates import check_gate, load_gate
-    from harness.compare.pairwise import compare_runs
+    from harness.compare.inputs import compare_inputs
     from harness.report.comparison import format_comparison
-    from harness.store import resolve_run_dir
 
     if fmt not in ("table", "md", "json"):
         raise UsageError(f"--format: expected table, md or json (got {fmt!r})")
     the_gate = load_gate(gate) if gate else None
-    a, b = resolve_run_dir(run_a), resolve_run_dir(run_b)
-    cmp = compare_runs(a, b, truncate=truncate, resample_audio=resample_audio)
+    cmp = compare_inputs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
     violations = check_gate(cmp, the_gate) if the_gate is not None else []
     text = format_comparison(cmp, fmt)  # laid out already: printed as is, never re-wrapped or styled
     if fmt == "json":  # the gate's outcome travels with the numbers it judged
@@ -289,18 +289,136 @@ def compare(
 @app.command(epilog="Example: harness report reports/e2e_3step/3step")
 def report(
     campaign: Path = typer.Argument(..., help="Campaign directory (or reports/<scenario> for its newest)."),
+    single_file: bool | None = typer.Option(
+        None,
+        "--single-file/--with-assets",
+        help="index.html with every image inlined (one file), or beside assets/ (default: the scenario's "
+        "report.single_file, else beside assets/).",
+    ),
 ):
-    """Write report.md, index.html, results.json and assets/ for a campaign."""
+    """Write report.md, pr.md, index.html, results.json and assets/ for a campaign."""
     from harness.report import build_report
     from harness.store import find_campaign
 
-    paths = build_report(find_campaign(campaign))
+    paths = build_report(find_campaign(campaign), single_file=single_file)
     for label, path in paths.items():
         out.print(f"{label}: {path}", highlight=False)
     for problem in paths.errors:
         say_err(f"error: {problem}")
     if paths.errors:  # a run that could not be read or measured; the others are in the report
         raise typer.Exit(Exit.RUN_FAILED)
+
+
+@app.command(
+    epilog="Examples: harness ingest reports/h3/pr --arm torch_sdpa --role reference --mp4 sdpa.mp4 "
+    "--log rank0.log --log rank1.log --config h3.json --seed 42   |   harness ingest manifest.yaml"
+)
+def ingest(
+    target: Path = typer.Argument(
+        ..., help="A manifest (.yaml) of several arms, or the campaign folder to create or extend."
+    ),
+    arm: str | None = typer.Option(None, help="Arm name (one arm from the flags below)."),
+    mp4: Path | None = typer.Option(None, help="The arm's output mp4."),
+    log: list[Path] = typer.Option(
+        [], "--log", help="A LightX2V log: once per rank, or one interleaved torchrun log."
+    ),
+    config: Path | None = typer.Option(None, help="The config JSON the run used (seed, attn_type read)."),
+    role: str = typer.Option("candidate", help="reference, noise_floor or candidate."),
+    seed: int | None = typer.Option(None, help="Seed (default: the config's, else LightX2V's 42)."),
+    attn_type: str | None = typer.Option(None, "--attn-type", help="Attention type (default: the config's)."),
+    gpu: str | None = typer.Option(None, help="Where it ran, free text (shown in history)."),
+    scenario: str | None = typer.Option(
+        None, help="Scenario name of a new campaign (default: parent folder)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace arms already in the campaign."),
+    build: bool = typer.Option(False, "--report", help="Build the campaign's report afterwards."),
+):
+    """Create or extend a campaign from existing outputs (mp4, LightX2V logs, config) made anywhere."""
+    from harness.ingest import IngestArm, ingest_manifest
+    from harness.ingest import ingest as do_ingest
+    from harness.records import Role
+    from harness.scenario import check_name, check_seed
+
+    is_manifest = target.suffix.lower() in (".yaml", ".yml")
+    if is_manifest:
+        given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
+        if given:
+            raise UsageError(f"{given[0]}: not with a manifest ({target} lists the arms)")
+        result = ingest_manifest(target, force=force)
+    else:
+        if arm is None or mp4 is None:
+            raise UsageError(f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)")
+        if role not in Role.__members__:
+            raise UsageError(f"--role: expected reference, noise_floor or candidate (got {role!r})")
+        check_name(arm, "--arm")
+        if scenario is not None:
+            check_name(scenario, "--scenario")
+        if seed is not None:
+            check_seed(seed, "--seed")
+        one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
+                        attn_type=attn_type, gpu=gpu)  # fmt: skip
+        result = do_ingest(target, [one], scenario=scenario, force=force)
+    for line in result.lines:
+        print(line)
+    print(f"campaign: {result.campaign}")
+    if build:
+        from harness.report import build_report
+        from harness.store import CampaignDir
+
+        paths = build_report(CampaignDir(Path(result.campaign)))
+        for label, path in paths.items():
+            out.print(f"{label}: {path}", highlight=False)
+        for problem in paths.errors:
+            say_err(f"error: {problem}")
+        if paths.errors:
+            raise typer.Exit(Exit.RUN_FAILED)
+    else:
+        print(f"next: harness report {result.campaign}")
+
+
+@app.command(
+    epilog="Example: harness history reports/ci-builds --out reports/history --last 5 --gate   "
+    "(exit 1: the newest campaign regressed against the ones before it)"
+)
+def history(
+    dirs: list[Path] = typer.Argument(
+        ..., help="Folders searched for results.json (campaigns, scenarios, builds)."
+    ),
+    out_dir: Path = typer.Option(
+        Path("reports/history"), "--out", help="Where history.csv and history.html go."
+    ),
+    last: int = typer.Option(5, min=1, help="Each campaign is tested against the N campaigns before it."),
+    gate: bool = typer.Option(
+        False, "--gate", help="Exit 1 when the newest campaign regressed significantly."
+    ),
+):
+    """Every results.json under the folders as one table over time: history.csv and history.html."""
+    from harness.history import METRIC, find_moves, gate_regressions, load_history, write_history
+
+    df = load_history(dirs)
+    moves = find_moves(df, last=last)
+    csv_path, html_path = write_history(df, moves, out_dir, last=last)
+    print(
+        f"{df['campaign_path'].nunique()} campaign(s), {len(df)} run(s), "
+        f"scenario(s): {', '.join(df['scenario'].drop_duplicates())}"
+    )
+    moved = moves[moves["moved"]] if not moves.empty else moves
+    for _, mv in moved.iterrows():
+        word = "worse" if mv["worse"] else "better"
+        print(
+            f"moved ({word}): {mv['scenario']} {mv['arm']} {METRIC[mv['metric']].label} in {mv['campaign']}: {mv['text']}"
+        )
+    if moved.empty:
+        print("no metric moved more than its noise (Welch's t-test, alpha 0.05)")
+    print(f"history.csv: {csv_path}")
+    print(f"history.html: {html_path}")
+    if gate:
+        regressions = gate_regressions(df, moves)
+        for line in regressions:
+            say_err(f"regression: {line}")
+        if regressions:
+            raise typer.Exit(Exit.GATE_FAILED)
+        err.print(f"history gate: passed (newest campaign against the last {last})")
 
 
 @scenarios_app.command("list")

@@ -142,6 +142,12 @@ class BuiltinBlock(Strict):
     )
 
 
+class ReportBlock(Strict):
+    single_file: bool = Field(
+        False, description="index.html with every image inlined (one file), not beside an assets/ folder."
+    )
+
+
 class Scenario(Strict):
     name: str = Field(pattern=_NAME)
     kind: Literal["e2e", "kernels"] = "e2e"
@@ -167,6 +173,7 @@ class Scenario(Strict):
     builtin: BuiltinBlock | None = None
     lightx2v: LightX2VBlock | None = None
     kernels: KernelsBlock | None = None
+    report: ReportBlock | None = None
 
     @field_validator("env")
     @classmethod

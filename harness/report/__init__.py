@@ -1,4 +1,5 @@
-"""Campaign report: report.md (pull-request tables), index.html (static CI page), results.json, assets/.
+"""Campaign report: report.md (every table, a summary first), pr.md (the pull request's compact
+tables), index.html (static CI page, beside assets/ or one file), results.json, assets/.
 
 ``build_report`` computes (or reuses from metrics/) every comparison against the reference,
 draws the figures, cuts the frame thumbnails and writes the three files atomically.
@@ -27,10 +28,13 @@ class ReportPaths:
     results_json: Path
     assets: Path
     errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
+    pr_md: Path | None = None  # the pull request's compact tables
 
     def items(self) -> Iterator[tuple[str, Path]]:
-        """(label, path) pairs for printing: report.md, index.html, results.json."""
+        """(label, path) pairs for printing: report.md, pr.md, index.html, results.json."""
         yield "report.md", self.report_md
+        if self.pr_md is not None:
+            yield "pr.md", self.pr_md
         yield "index.html", self.index_html
         yield "results.json", self.results_json
 
@@ -157,12 +161,18 @@ def build_report(
     *,
     progress: Progress | None = None,
     rules: VerdictRules | None = None,
+    single_file: bool | None = None,
 ) -> ReportPaths:
-    """Write report.md, index.html, results.json and assets/ into the campaign directory.
+    """Write report.md, pr.md, index.html, results.json and assets/ into the campaign directory.
 
-    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario's)."""
-    from harness.report.html import render_html
+    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario's).
+    ``single_file``: index.html with every image inlined (one file that opens anywhere); None
+    takes the scenario's ``report.single_file`` (default: a page beside its assets/ folder).
+    """
+    from harness.report.html import inline_images, render_html
     from harness.report.markdown import render_markdown
+    from harness.report.pr import render_pr
+    from harness.report.summary import SPEEDUP_CONVENTION, summary_section
     from harness.report.tables import build_sections
 
     say = progress or (lambda _msg: None)
@@ -175,7 +185,10 @@ def build_report(
         for key, cells in g.cells.items():
             for i, rel in cells.items():
                 res.assets[f"frame:{key}:{i}"] = rel
-    sections = build_sections(res, grids, images)
+    res.conventions["speedup"] = SPEEDUP_CONVENTION
+    sections = [summary_section(res), *build_sections(res, grids, images)]
+    if single_file is None:
+        single_file = bool((res.scenario.get("report") or {}).get("single_file"))
     paths = ReportPaths(
         campaign=campaign.path,
         report_md=campaign.path / "report.md",
@@ -183,11 +196,14 @@ def build_report(
         results_json=campaign.path / "results.json",
         assets=campaign.assets_dir,
         errors=tuple(res.errors),
+        pr_md=campaign.path / "pr.md",
     )
     say("write report")
     write_record(paths.results_json, res)
     atomic_write_text(paths.report_md, render_markdown(res, sections))
-    atomic_write_text(paths.index_html, render_html(res, sections))
+    atomic_write_text(paths.pr_md, render_pr(res))
+    page = render_html(res, sections, single_file=single_file)
+    atomic_write_text(paths.index_html, inline_images(page, campaign.path) if single_file else page)
     return paths
 
 

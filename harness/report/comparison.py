@@ -114,6 +114,9 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
         "s/step is tested over the steps 2..N of each run (one process each: run-to-run noise is not in it); "
         "a campaign with repeats tests over runs"
     )
+    untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
+    if untimed:
+        sp.notes.append(f"no timing: {' and '.join(untimed)} recorded no step times")
     tables = [runs, sp]
 
     acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])

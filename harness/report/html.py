@@ -1,4 +1,5 @@
-"""index.html: a static, self-contained page (no script, no network) from a Jinja2 template.
+"""index.html: a static page (no script, no network) from a Jinja2 template, its figures in assets/
+beside it, or all inlined as data: URIs (``inline_images``) for a page that is one file.
 
 Autoescaping is on for every value, so run reasons and log tails (which come from files and
 processes) can never inject markup; asset paths are percent-encoded relative URLs.
@@ -6,14 +7,18 @@ processes) can never inject markup; asset paths are percent-encoded relative URL
 
 from __future__ import annotations
 
+import base64
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from harness.errors import HarnessError
 from harness.report.results import ReportResults
 from harness.report.tables import Section
 
@@ -33,16 +38,50 @@ def _env() -> Environment:
     return env
 
 
-def render_page(res: Any, sections: list[Section], scenario_text: str, env_text: str) -> str:
+def render_page(
+    res: Any, sections: list[Section], scenario_text: str, env_text: str, *, single_file: bool = False
+) -> str:
     """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
     generated_at, harness_version, schema_version)."""
     return (
         _env()
         .get_template("index.html.j2")
-        .render(res=res, sections=sections, scenario_text=scenario_text, env_text=env_text)
+        .render(
+            res=res,
+            sections=sections,
+            scenario_text=scenario_text,
+            env_text=env_text,
+            single_file=single_file,
+        )
     )
 
 
-def render_html(res: ReportResults, sections: list[Section]) -> str:
+def render_html(res: ReportResults, sections: list[Section], *, single_file: bool = False) -> str:
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
-    return render_page(res, sections, scenario_text, json.dumps(res.env, indent=2, default=str))
+    return render_page(
+        res, sections, scenario_text, json.dumps(res.env, indent=2, default=str), single_file=single_file
+    )
+
+
+_IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+
+
+def inline_images(page: str, root: Path) -> str:
+    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file under ``root``.
+
+    A path that leaves ``root`` or names no file is an error (the page would show a hole)."""
+    base = Path(root).resolve()
+
+    def embed(m: re.Match[str]) -> str:
+        src = html.unescape(m.group(2))
+        if src.startswith("data:"):
+            return m.group(0)
+        path = (base / unquote(src)).resolve()
+        if base not in path.parents or not path.is_file():
+            raise HarnessError(f"{root}: image {src} is not a file under the campaign")
+        mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"{m.group(1)}data:{mime};base64,{data}{m.group(3)}"
+
+    return _IMG_SRC.sub(embed, page)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from browser import find_chromium
 from campaign_factory import ArmSpec, make_campaign, standard_arms
-from chromium_cdp import find_chromium
 
 from harness.report import ReportPaths, build_report
 from harness.store import CampaignDir

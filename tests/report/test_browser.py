@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from browser import load_page
 from campaign_factory import keep_artifact
-from chromium_cdp import load_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<script>alert(1)</script>"

@@ -22,7 +22,7 @@ def _results(built) -> ReportResults:
 def test_report_files_and_sections(single_report):
     paths, single = single_report.paths, single_report.campaign
     labels = dict(paths.items())
-    assert set(labels) == {"report.md", "index.html", "results.json"}
+    assert set(labels) == {"report.md", "pr.md", "index.html", "results.json"}
     for p in labels.values():
         assert p.exists() and p.stat().st_size > 0
     md = paths.report_md.read_text()

@@ -1,0 +1,399 @@
+"""History across campaigns: every results.json under some folders, as one pandas DataFrame.
+
+``load_history`` reads one row per run (scenario, campaign, harness commit, date, GPU, arm,
+seed, s/step, total, pooled PSNR, SSIM, audio metrics, verdict), keeping the samples the
+significance test needs (DiT steps 2..N of the run). ``find_moves`` compares each campaign of
+a series (scenario, profile, GPU, arm) with the campaigns before it (the last N) by the same
+Welch test as the report's speed lines: a mark where a metric moved more than its noise.
+``write_history`` writes history.csv and history.html (one figure per scenario and metric,
+arms as lines, the noise floor shaded, moves marked; every figure inlined: one file).
+``gate_regressions`` lists the moves of the newest campaign in the worse direction.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.compare.significance import DEFAULT_ALPHA, compare_samples, fmt_p
+from harness.errors import HarnessError
+from harness.store import atomic_write_text
+
+RESULTS_JSON = "results.json"
+SERIES = ["scenario", "profile", "gpu", "arm"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    label: str
+    higher_is_better: bool
+    samples: str  # column holding the samples of one run ("" = the value itself)
+    digits: int
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("s_per_step", "DiT s/step", False, "step_samples", 4),
+    Metric("total_s", "pipeline total (s)", False, "", 3),
+    Metric("psnr_pooled", "video PSNR pooled (dB)", True, "", 2),
+    Metric("ssim_mean", "SSIM mean", True, "", 5),
+    Metric("audio_snr", "audio SNR (dB)", True, "", 2),
+    Metric("audio_cosine", "audio cosine", True, "", 6),
+)
+METRIC = {m.column: m for m in METRICS}
+
+
+def find_results(dirs: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if d.is_file() and d.name == RESULTS_JSON:
+            out.append(d)
+        elif d.is_dir():
+            out.extend(sorted(d.rglob(RESULTS_JSON)))
+        else:
+            raise HarnessError(f"{d}: no such folder", exit_code=2)
+    return sorted(set(out))
+
+
+def _gpu(env: dict) -> str:
+    gpus = ((env or {}).get("torch") or {}).get("gpus") or []
+    if gpus:
+        names = sorted({g.get("name", "?") for g in gpus})
+        return f"{len(gpus)} x {names[0]}" if len(names) == 1 and len(gpus) > 1 else ", ".join(names)
+    return "cpu"
+
+
+def _commit(env: dict) -> str:
+    git = (env or {}).get("harness_git") or {}
+    sha = git.get("sha")
+    return "unknown" if not sha else sha[:10] + ("+dirty" if git.get("dirty") else "")
+
+
+def _float(x) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, str):  # infinities serialise as strings
+        return {"Infinity": math.inf, "-Infinity": -math.inf}.get(x)
+    return float(x)
+
+
+def _verdict(v: dict | None) -> str:
+    if v is None:
+        return ""
+    within = v.get("within_noise_floor")
+    if not v.get("measured"):
+        return "not measured"
+    return {True: "within floor", False: "outside floor"}.get(within, "not judged")
+
+
+def _rows(path: Path) -> list[dict]:
+    try:
+        res = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise HarnessError(f"{path}: not a readable results.json ({err})", exit_code=2) from None
+    if not isinstance(res, dict) or "runs" not in res or "campaign_id" not in res:
+        raise HarnessError(f"{path}: not a harness results.json (no campaign_id/runs)", exit_code=2)
+    env = res.get("env") or {}
+    gpu = _gpu(env)
+    if gpu == "cpu":
+        gpu = next((r.get("gpu") for r in res["runs"] if r.get("gpu")), None) or gpu
+    by_b = {c["b"]["key"]: c for c in res.get("comparisons", [])}
+    verdicts = {v["arm"]: v for v in res.get("verdicts", [])}
+    rows = []
+    for r in res["runs"]:
+        c = by_b.get(r["key"]) or {}
+        video, audio = c.get("video") or {}, c.get("audio") or {}
+        steps = r.get("step_seconds") or []
+        ok = r.get("status") == "ok"
+        rows.append(
+            {
+                "scenario": res.get("scenario_name"),
+                "profile": res.get("profile") or "",
+                "campaign": res["campaign_id"],
+                "campaign_path": str(path.parent),
+                "commit": _commit(env),
+                "date": res.get("created_at") or res.get("generated_at"),
+                "gpu": gpu,
+                "arm": r["arm"],
+                "role": r.get("role", "candidate"),
+                "seed": r.get("seed"),
+                "status": r.get("status"),
+                "s_per_step": _float(r.get("s_per_step")) if ok else None,
+                "total_s": _float(r.get("pipeline_total_s")) if ok else None,
+                "psnr_pooled": _float(video.get("psnr_pooled")),
+                "psnr_mean": _float(video.get("psnr_mean")),
+                "ssim_mean": _float(video.get("ssim_mean")),
+                "audio_snr": _float(audio.get("snr_db")),
+                "audio_cosine": _float(audio.get("cosine")),
+                "valid": r.get("valid"),
+                "verdict": _verdict(verdicts.get(r["arm"])),
+                "step_samples": (steps[1:] if len(steps) > 1 else steps) if ok else [],
+            }
+        )
+    return rows
+
+
+def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
+    """One row per run of every results.json under ``dirs``, campaigns in time order."""
+    paths = find_results(dirs)
+    if not paths:
+        raise HarnessError(f"no {RESULTS_JSON} under {', '.join(map(str, dirs))}", exit_code=2)
+    df = pd.DataFrame([row for p in paths for row in _rows(p)])
+    df["date"] = pd.to_datetime(df["date"], utc=True, errors="coerce")
+    df = df.sort_values(["date", "campaign_path", "arm", "seed"], kind="stable").reset_index(drop=True)
+    order = df.drop_duplicates("campaign_path")["campaign_path"].tolist()
+    df["campaign_index"] = df["campaign_path"].map({p: i for i, p in enumerate(order)})
+    return df
+
+
+def _samples(group: pd.DataFrame, m: Metric) -> list[float]:
+    if m.samples:
+        return [x for xs in group[m.samples] for x in xs]
+    return [x for x in group[m.column] if x is not None and not pd.isna(x)]
+
+
+def find_moves(df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+    """Per series and metric, each campaign against the ``last`` campaigns before it (Welch's test).
+
+    Columns: the series keys, metric, campaign, campaign_index, commit, before, now, ratio, p,
+    outcome, moved (significant), worse (moved the bad way), text."""
+    out = []
+    for key, series in df.groupby(SERIES, sort=False, dropna=False):
+        camps = series.drop_duplicates("campaign_index")["campaign_index"].tolist()
+        for m in METRICS:
+            for i, ci in enumerate(camps):
+                if i == 0:
+                    continue
+                window = camps[max(0, i - last) : i]
+                now = _samples(series[series["campaign_index"] == ci], m)
+                before = _samples(series[series["campaign_index"].isin(window)], m)
+                if not now or not before:
+                    continue
+                t = compare_samples(before, now, samples="steps" if m.samples else "runs", alpha=alpha)
+                went_up = t.mean_b is not None and t.mean_a is not None and t.mean_b > t.mean_a
+                worse = t.significant and (went_up != m.higher_is_better)
+                row = series[series["campaign_index"] == ci].iloc[0]
+                p = fmt_p(t.p_value)
+                if t.significant:
+                    change = (
+                        f"{'up' if went_up else 'down'} {t.mean_a:.{m.digits}f} -> {t.mean_b:.{m.digits}f}"
+                    )
+                    text = f"{change} (n={t.n_a}/{t.n_b} {t.samples}, p={p}, alpha {alpha:g})"
+                else:
+                    text = t.words
+                out.append(
+                    dict(zip(SERIES, key, strict=True))
+                    | {
+                        "metric": m.column,
+                        "campaign": row["campaign"],
+                        "campaign_path": row["campaign_path"],
+                        "campaign_index": ci,
+                        "commit": row["commit"],
+                        "window": len(window),
+                        "before": t.mean_a,
+                        "now": t.mean_b,
+                        "ratio": t.ratio,
+                        "p": t.p_value,
+                        "outcome": t.outcome,
+                        "moved": t.significant,
+                        "worse": bool(worse),
+                        "text": text,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def gate_regressions(df: pd.DataFrame, moves: pd.DataFrame) -> list[str]:
+    """Moves the bad way of each scenario's newest campaign, one line each (empty: the gate passes)."""
+    if moves.empty:
+        return []
+    lines = []
+    newest = df.groupby("scenario")["campaign_index"].max()
+    for _, mv in moves.iterrows():
+        if mv["worse"] and newest.get(mv["scenario"]) == mv["campaign_index"]:
+            m = METRIC[mv["metric"]]
+            lines.append(
+                f"{mv['scenario']} {mv['arm']} ({mv['gpu']}): {m.label} {mv['text']} in {mv['campaign_path']} "
+                f"against the {mv['window']} campaign(s) before it"
+            )
+    return lines
+
+
+def _x_labels(df: pd.DataFrame) -> dict[int, str]:
+    camps = df.drop_duplicates("campaign_index").set_index("campaign_index")
+    return {
+        int(i): f"{r['campaign']}\n{r['commit'][:7]}\n{r['date']:%m-%d %H:%M}"
+        if not pd.isna(r["date"])
+        else r["campaign"]
+        for i, r in camps.iterrows()
+    }
+
+
+def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> bytes | None:
+    from matplotlib.figure import Figure
+
+    from harness.report.plots import PALETTE
+
+    sub = df[(df["scenario"] == scenario) & df[m.column].notna()]
+    if sub.empty:
+        return None
+    per = sub.groupby(["arm", "gpu", "role", "campaign_index"], sort=False)[m.column].mean().reset_index()
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    ax = fig.subplots()
+    floor = per[per["role"] == "noise_floor"]
+    if not floor.empty and m.higher_is_better:
+        lo, hi = floor[m.column].min(), floor[m.column].max()
+        ax.axhspan(lo, hi if hi > lo else lo + 1e-9, color="#999999", alpha=0.25, label="noise floor band")
+        ax.axhline(lo, color="#777777", lw=0.8, ls=":")
+    lines = per.groupby(["arm", "gpu"], sort=False)
+    many_gpus = per["gpu"].nunique() > 1
+    for i, ((arm, gpu), g) in enumerate(lines):
+        color = PALETTE[i % len(PALETTE)]
+        label = f"{arm} ({gpu})" if many_gpus else arm
+        style = "--" if (g["role"] == "noise_floor").any() else "-"
+        ax.plot(g["campaign_index"], g[m.column], style, marker="o", ms=4, color=color, label=label)
+        if not moves.empty:
+            mv = moves[
+                (moves["scenario"] == scenario) & (moves["metric"] == m.column) & (moves["arm"] == arm)
+                & (moves["gpu"] == gpu) & moves["moved"]
+            ]  # fmt: skip
+            for _, row in mv.iterrows():
+                y = g[g["campaign_index"] == row["campaign_index"]][m.column]
+                if not y.empty:
+                    ax.plot(
+                        row["campaign_index"], y.iloc[0], marker="v" if row["worse"] else "^", ms=11,
+                        color="#c62828" if row["worse"] else "#2e7d32", ls="none",
+                    )  # fmt: skip
+    labels = _x_labels(sub)
+    ax.set_xticks(sorted(labels), [labels[i] for i in sorted(labels)], fontsize=7)
+    ax.set_ylabel(m.label)
+    ax.set_title(f"{scenario}: {m.label}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, bytes]], last: int) -> str:
+    from harness.report.html import _env
+
+    template = _env().from_string(HISTORY_TEMPLATE)
+    moved = moves[moves["moved"]] if not moves.empty else moves
+    latest = (
+        df.sort_values("campaign_index")
+        .groupby(["scenario", "arm", "gpu"], sort=False)
+        .tail(1)[
+            [
+                "scenario",
+                "campaign",
+                "commit",
+                "gpu",
+                "arm",
+                "role",
+                "s_per_step",
+                "total_s",
+                "psnr_pooled",
+                "ssim_mean",
+                "audio_snr",
+                "verdict",
+            ]
+        ]  # fmt: skip
+    )
+    return template.render(
+        campaigns=df["campaign_path"].nunique(),
+        runs=len(df),
+        last=last,
+        figures=[(s, label, base64.b64encode(png).decode("ascii")) for s, label, png in figures],
+        latest=[[_cell(v) for v in row] for row in latest.itertuples(index=False)],
+        latest_headers=list(latest.columns),
+        moves=[
+            [
+                r["scenario"],
+                r["arm"],
+                r["gpu"],
+                METRIC[r["metric"]].label,
+                r["campaign"],
+                r["text"],
+                "worse" if r["worse"] else "better",
+            ]
+            for _, r in moved.iterrows()
+        ],  # fmt: skip
+    )
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def write_history(
+    df: pd.DataFrame, moves: pd.DataFrame, out_dir: Path, *, last: int = 5
+) -> tuple[Path, Path]:
+    """history.csv (one row per run) and history.html (figures inlined: one file)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv = df.drop(columns=["step_samples"]).assign(
+        step_samples=df["step_samples"].map(lambda xs: " ".join(f"{x:.6g}" for x in xs))
+    )
+    csv_path, html_path = out / "history.csv", out / "history.html"
+    atomic_write_text(csv_path, csv.to_csv(index=False))
+    figures = []
+    for scenario in df["scenario"].drop_duplicates():
+        for m in METRICS:
+            png = _figure(df, moves, scenario, m)
+            if png is not None:
+                figures.append((scenario, m.label, png))
+    atomic_write_text(html_path, _page(df, moves, figures, last))
+    return csv_path, html_path
+
+
+HISTORY_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'">
+<title>harness history</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; padding: 0 1em; color: #1b1b1b; }
+  table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1.2em; }
+  th, td { border: 1px solid #d0d0d0; padding: .2em .5em; text-align: left; }
+  th { background: #f1f3f5; }
+  tr.worse td { background: #fff1f0; }
+  figure { margin: .5em 0 1.5em; }
+  figure img { max-width: 100%; border: 1px solid #ddd; }
+  .muted { color: #666; font-size: .85em; }
+</style>
+</head>
+<body>
+<h1>History</h1>
+<p class="muted">{{ campaigns }} campaign(s), {{ runs }} run(s). Each campaign is compared with the {{ last }} before it
+in the same series (scenario, profile, GPU, arm) by Welch's two-sided t-test at alpha 0.05 on the samples kept
+(DiT steps 2..N for s/step, one value per run otherwise); a triangle marks a significant move (red, pointing down:
+worse; green, pointing up: better). The grey band is the noise floor's range over these campaigns.</p>
+<h2>Significant moves</h2>
+{% if moves %}<table><thead><tr><th>scenario</th><th>arm</th><th>GPU</th><th>metric</th><th>campaign</th><th>change</th><th></th></tr></thead><tbody>
+{% for r in moves %}<tr{% if r[6] == "worse" %} class="worse"{% endif %}>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>{% else %}<p>None: no metric moved more than its noise.</p>{% endif %}
+<h2>Latest campaign per arm</h2>
+<table><thead><tr>{% for h in latest_headers %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
+{% for r in latest %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>
+<h2>Over time</h2>
+{% for scenario, label, data in figures %}<figure><img src="data:image/png;base64,{{ data }}" alt="{{ scenario }}: {{ label }}"><figcaption class="muted">{{ scenario }}: {{ label }}</figcaption></figure>
+{% endfor %}
+<p class="muted">The same rows as numbers: history.csv.</p>
+</body>
+</html>
+"""

@@ -1,0 +1,445 @@
+"""Bring your own runs: turn existing mp4s and LightX2V logs into run folders of a campaign.
+
+``ingest`` takes arms (an mp4, zero or more LightX2V logs: one per rank or one interleaved
+torchrun log, optionally the config JSON used, a role, a seed, an attention type) and writes
+each as a real run writes it: run.json marked ``ingested`` with the source paths and their
+sha256, output.mp4, timing.json parsed from the logs (``collect.lightx2v_log``), the logs and
+the config copied. ``harness report`` then reads the campaign like any other.
+
+Every input is checked before anything is written; a bad one is one line naming the file or
+the field (exit 2), and the campaign is left as it was. A manifest (YAML) does several arms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.collect.lightx2v_log import parse_lightx2v_logs
+from harness.errors import HarnessError
+from harness.media import MediaInfo, probe
+from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord
+from harness.scenario import SafeName, Seed
+from harness.store import (
+    OUTPUT_MP4,
+    TIMING_JSON,
+    ArmStatus,
+    CampaignDir,
+    CampaignRecord,
+    sha256_file,
+    utcnow,
+    write_record,
+)
+
+RUNNER = "ingested"
+CONFIG_JSON_NAME = "config.json"
+LIGHTX2V_DEFAULT_SEED = 42  # LightX2V's infer.py --seed default
+LOGS_DIR = "logs"
+
+
+def bad(msg: str) -> HarnessError:
+    return HarnessError(msg, exit_code=2)
+
+
+class IngestArm(BaseModel):
+    """One arm to ingest (a manifest's ``arms`` entry, or the command-line flags)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: SafeName  # becomes a folder name
+    mp4: Path
+    logs: list[Path] = Field(default_factory=list)
+    config: Path | None = None
+    role: Role = Role.candidate
+    seed: Seed | None = None  # default: the config's "seed", else LightX2V's default (42)
+    attn_type: str | None = None  # default: the config's "attn_type"
+    gpu: str | None = None  # where it ran, free text (shown in history)
+
+
+class IngestManifest(BaseModel):
+    """``harness ingest manifest.yaml``: a campaign folder and its arms; paths relative to the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    campaign: Path  # reports/<scenario>/<campaign-id>
+    scenario: SafeName | None = None  # default: the campaign's parent folder name
+    gpu: str | None = None  # default for every arm
+    arms: list[IngestArm]
+
+
+class SourceFile(Record):
+    path: str  # as given (absolute)
+    sha256: str
+    copied_to: str | None = None  # relative to the run folder
+
+
+class Ingested(Record):
+    """run.json's ``ingested`` block: where the run came from."""
+
+    at: str
+    mp4: SourceFile
+    logs: list[SourceFile] = Field(default_factory=list)
+    config: SourceFile | None = None
+    seed_from: str = "given"  # given | config | lightx2v default
+    attn_type_from: str = "given"  # given | config
+    frames: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+class IngestedRunRecord(RunRecord):
+    """run.json of an ingested run: a RunRecord with the ``ingested`` block (older readers ignore it)."""
+
+    ingested: Ingested
+
+
+@dataclass
+class Prepared:
+    """An arm checked and ready to write."""
+
+    arm: IngestArm
+    spec: RunSpec
+    timing: TimingRecord | None
+    info: MediaInfo
+    config: dict | None
+
+
+def _need_file(path: Path, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise bad(f"{p}: {what} not found")
+    if not p.is_file():
+        raise bad(f"{p}: {what} is not a regular file")
+    if p.stat().st_size == 0:
+        raise bad(f"{p}: {what} is empty (0 bytes)")
+    return p
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(_need_file(path, "config JSON").read_text())
+    except json.JSONDecodeError as err:
+        raise bad(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, dict):
+        raise bad(f"{path}: config JSON must be an object, got {type(data).__name__}")
+    return data
+
+
+def _timing(arm: IngestArm) -> TimingRecord | None:
+    if not arm.logs:
+        return None
+    texts: dict[str, str] = {}
+    for log in arm.logs:
+        p = _need_file(log, "log")
+        texts[f"{len(texts)}:{p.name}"] = p.read_text(errors="replace")
+    timing = parse_lightx2v_logs(texts)
+    if not timing.steps:
+        names = ", ".join(str(p) for p in arm.logs)
+        raise bad(
+            f"{names}: no DiT step times (no '[Profile] ... Run Dit every step cost' line; "
+            "LightX2V logs them with PROFILING_DEBUG_LEVEL >= 1)"
+        )
+    return timing
+
+
+def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
+    """Check one arm's inputs (files, config, logs, video) without writing anything."""
+    mp4 = _need_file(arm.mp4, "mp4")
+    try:
+        info = probe(mp4)
+    except HarnessError as err:
+        raise bad(str(err)) from None
+    config = _read_config(arm.config) if arm.config is not None else None
+    seed, seed_from = arm.seed, "given"
+    cfg_seed = (config or {}).get("seed")
+    if cfg_seed is not None and (isinstance(cfg_seed, bool) or not isinstance(cfg_seed, int)):
+        raise bad(f"{arm.config}: seed {cfg_seed!r} is not an integer")
+    if seed is not None and cfg_seed is not None and int(cfg_seed) != seed:
+        raise bad(f"{arm.config}: seed {cfg_seed} in the config, but {seed} given for arm {arm.name!r}")
+    if seed is None:
+        seed, seed_from = (
+            (int(cfg_seed), "config") if cfg_seed is not None else (LIGHTX2V_DEFAULT_SEED, "lightx2v default")
+        )
+    attn_type, attn_from = arm.attn_type, "given"
+    if attn_type is None:
+        attn_type, attn_from = (config or {}).get("attn_type"), "config"
+    if not attn_type:
+        where = f"{arm.config} has no attn_type" if arm.config else "no config JSON given"
+        raise bad(f"arm {arm.name!r}: attention type not given (--attn-type) and {where}")
+    timing = _timing(arm)
+    spec = RunSpec(
+        scenario=scenario,
+        runner=RUNNER,
+        arm=arm.name,
+        seed=seed,
+        attn_type=str(attn_type),
+        role=arm.role,
+        params={"ingested": True, "seed_from": seed_from, "attn_type_from": attn_from},
+    )
+    return Prepared(arm, spec, timing, info, config)
+
+
+def _check_campaign(
+    camp: CampaignDir, prepared: list[Prepared], existing: list[ArmStatus], force: bool
+) -> None:
+    """Names unique, no silent overwrite, every seed has a reference, videos of one size and length."""
+    names = [p.arm.name for p in prepared]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise bad(f"arm {dup[0]!r} is given twice")
+    if not force:
+        taken = {a.arm for a in existing} & set(names)
+        if taken:
+            raise bad(f"arm {sorted(taken)[0]!r} is already in the campaign (--force replaces it)")
+    kept = [a for a in existing if a.arm not in names]
+    roles = [(a.arm, a.role, a.seed) for a in kept] + [
+        (p.arm.name, p.spec.role.value, p.spec.seed) for p in prepared
+    ]
+    refs = [(n, s) for n, r, s in roles if r == "reference"]
+    if len({n for n, _ in refs}) > 1:
+        raise bad(f"two reference arms: {', '.join(sorted({n for n, _ in refs}))} (a campaign has one)")
+    ref_seeds = {s for _, s in refs}
+    if refs:
+        for p in prepared:
+            if p.spec.seed not in ref_seeds:
+                raise bad(
+                    f"arm {p.arm.name!r}: seed {p.spec.seed} but the reference ran seed "
+                    f"{', '.join(map(str, sorted(ref_seeds)))} (outputs of different seeds are not comparable)"
+                )
+        for a in kept:
+            if a.seed not in ref_seeds:
+                raise bad(
+                    f"arm {a.arm!r} already in the campaign has seed {a.seed}, the new reference {sorted(ref_seeds)}"
+                )
+    ref = next((p for p in prepared if p.spec.role == Role.reference), None)
+    if ref is not None:
+        ref_name, ref_info = str(ref.arm.mp4), ref.info
+    else:
+        ref_name, ref_info = _existing_reference(camp, kept)
+    if ref_info is None:
+        return
+    for p in prepared:
+        if p is ref:
+            continue
+        a, b = ref_info, p.info
+        if (a.width, a.height) != (b.width, b.height):
+            raise bad(f"{p.arm.mp4}: {b.width}x{b.height}, the reference {ref_name} is {a.width}x{a.height}")
+        if a.frames != b.frames:
+            raise bad(
+                f"{p.arm.mp4}: {b.frames} frames, the reference {ref_name} has {a.frames} "
+                "(a report compares equal lengths; `harness compare --truncate` compares the files)"
+            )
+
+
+def _existing_reference(camp: CampaignDir, kept: list[ArmStatus]):
+    """(name, media info) of the reference run already in the campaign, or (None, None)."""
+    for a in kept:
+        if a.role == "reference":
+            out = camp.run(a.key).output
+            if out.is_file():
+                try:
+                    return str(out), probe(out)
+                except HarnessError:
+                    return None, None
+    return None, None
+
+
+def _copy(src: Path, dest: Path) -> SourceFile:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    sha = sha256_file(dest)
+    if sha != sha256_file(src):
+        raise HarnessError(f"{src}: changed while being copied")
+    return SourceFile(path=str(Path(src).resolve()), sha256=sha)
+
+
+def _write_run(p: Prepared, folder: Path) -> IngestedRunRecord:
+    """Write one run folder (output.mp4, logs, config.json, timing.json, run.json) into ``folder``."""
+    mp4 = _copy(p.arm.mp4, folder / OUTPUT_MP4)
+    mp4.copied_to = OUTPUT_MP4
+    logs = []
+    used: set[str] = set()
+    for i, log in enumerate(p.arm.logs):
+        name = Path(log).name if Path(log).name not in used else f"{i}_{Path(log).name}"
+        used.add(name)
+        rel = f"{LOGS_DIR}/{name}"
+        src = _copy(log, folder / rel)
+        src.copied_to = rel
+        logs.append(src)
+    config = None
+    if p.arm.config is not None:
+        config = _copy(p.arm.config, folder / CONFIG_JSON_NAME)
+        config.copied_to = CONFIG_JSON_NAME
+    if p.timing is not None:
+        write_record(folder / TIMING_JSON, p.timing)
+    now = utcnow()
+    rec = IngestedRunRecord(
+        spec=p.spec,
+        spec_hash=p.spec.spec_hash(),
+        status=RunStatus.ok,
+        reason=None,
+        started_at=None,
+        ended_at=None,
+        outputs={OUTPUT_MP4: mp4.sha256},
+        valid=None,
+        invalid_reasons=[],
+        gpu=p.arm.gpu,
+        executor=RUNNER,
+        ingested=Ingested(
+            at=now,
+            mp4=mp4,
+            logs=logs,
+            config=config,
+            seed_from=p.spec.params["seed_from"],
+            attn_type_from=p.spec.params["attn_type_from"],
+            frames=p.info.frames,
+            width=p.info.width,
+            height=p.info.height,
+        ),
+    )
+    write_record(folder / "run.json", rec)
+    return rec
+
+
+def _campaign_record(camp: CampaignDir, scenario: str) -> CampaignRecord:
+    if camp.exists():
+        return camp.record()
+    return CampaignRecord(
+        campaign_id=camp.path.name,
+        scenario_name=scenario,
+        scenario={"name": scenario, "runner": RUNNER},
+        runner=RUNNER,
+        executor=RUNNER,
+        created_at=utcnow(),
+        env={},
+    )
+
+
+class IngestResult(Record):
+    campaign: str
+    runs: list[str] = Field(default_factory=list)  # run folders written
+    lines: list[str] = Field(default_factory=list)  # one per run: what was read from its sources
+
+
+def ingest(
+    campaign: Path, arms: list[IngestArm], *, scenario: str | None = None, force: bool = False
+) -> IngestResult:
+    """Check every arm, then write each run folder (temp folder + rename) and campaign.json."""
+    camp = CampaignDir(Path(campaign))
+    if camp.path.exists() and not camp.path.is_dir():
+        raise bad(f"{camp.path}: not a folder")
+    if not camp.exists() and camp.path.is_dir() and any(camp.path.iterdir()):
+        raise bad(f"{camp.path}: folder exists, is not empty and is not a campaign (no campaign.json)")
+    rec = _campaign_record(camp, scenario or camp.path.parent.name or "ingested")
+    if scenario and camp.exists() and scenario != rec.scenario_name:
+        raise bad(f"{camp.path}: campaign of scenario {rec.scenario_name!r}, not {scenario!r}")
+    if not arms:
+        raise bad("no arm to ingest")
+    prepared = [prepare_arm(a, rec.scenario_name) for a in arms]
+    _check_campaign(camp, prepared, rec.arms, force)
+
+    seeds = {a.seed for a in rec.arms if a.arm not in {p.arm.name for p in prepared}} | {
+        p.spec.seed for p in prepared
+    }
+    multi = len(seeds) > 1
+    result = IngestResult(campaign=str(camp.path))
+    camp.runs_dir.mkdir(parents=True, exist_ok=True)
+    for p in prepared:
+        p.spec.multi_seed = multi
+        final = camp.run(p.spec.key).path
+        tmp = Path(tempfile.mkdtemp(prefix=f".{p.spec.key}.", dir=camp.runs_dir))
+        try:
+            written = _write_run(p, tmp)
+            if final.exists():
+                old = final.with_name(f".{final.name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                final.rename(old)
+                tmp.rename(final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        rec.arms = [a for a in rec.arms if a.arm != p.arm.name]
+        rec.arms.append(
+            ArmStatus(
+                key=p.spec.key,
+                arm=p.arm.name,
+                seed=p.spec.seed,
+                role=p.spec.role.value,
+                attn_type=p.spec.attn_type,
+                status=RunStatus.ok,
+            )
+        )
+        result.runs.append(str(final))
+        src = written.ingested
+        if p.timing is None:
+            result.lines.append(f"{final}: no log given: no timing")
+        else:
+            t = p.timing
+            result.lines.append(
+                f"{final}: {len(t.steps)} DiT steps on {len(t.ranks)} rank(s), "
+                f"s/step {t.s_per_step:.4g}, pipeline total "
+                + (f"{t.pipeline_total_s:.4g} s" if t.pipeline_total_s is not None else "not logged")
+                + f"; seed {p.spec.seed} ({src.seed_from}), attention {p.spec.attn_type} ({src.attn_type_from})"
+            )
+    order = {"reference": 0, "noise_floor": 1, "candidate": 2}
+    rec.arms.sort(key=lambda a: (order.get(a.role, 3), a.seed))
+    scen = dict(rec.scenario)
+    scen["arms"] = [a.arm for a in rec.arms]
+    scen["seeds"] = sorted({a.seed for a in rec.arms})
+    rec.scenario = scen
+    camp.write(rec)
+    return result
+
+
+def _resolve(base: Path, p: Path | None) -> Path | None:
+    if p is None:
+        return None
+    return p if p.is_absolute() else Path(os.path.normpath(base / p))
+
+
+def load_manifest(path: Path) -> IngestManifest:
+    """A manifest from YAML; a problem is one line with the file, the line and the field."""
+    from harness.scenario import _fmt_loc, _line_for, _line_map
+    from harness.strict_yaml import YamlProblem, load_yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise bad(f"{p}: manifest not found") from None
+    try:
+        data, node = load_yaml(text)
+    except YamlProblem as err:
+        raise bad(f"{p}:{err.line or 1}: {err.message}") from None
+    if not isinstance(data, dict):
+        raise bad(f"{p}: a manifest is a mapping with 'campaign' and 'arms'")
+    try:
+        man = IngestManifest.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = tuple(first["loc"])
+        line = _line_for(_line_map(node), loc) if node is not None else 1
+        raise bad(f"{p}:{line}: {_fmt_loc(loc)}: {first['msg']}") from None
+    base = p.parent
+    man.campaign = _resolve(base, man.campaign)  # type: ignore[assignment]
+    for arm in man.arms:
+        arm.mp4 = _resolve(base, arm.mp4)  # type: ignore[assignment]
+        arm.logs = [_resolve(base, x) for x in arm.logs]  # type: ignore[misc]
+        arm.config = _resolve(base, arm.config)
+        arm.gpu = arm.gpu or man.gpu
+    return man
+
+
+def ingest_manifest(path: Path, *, force: bool = False) -> IngestResult:
+    man = load_manifest(path)
+    return ingest(man.campaign, man.arms, scenario=man.scenario, force=force)

@@ -1,0 +1,191 @@
+"""pr.md: the pull request's own compact tables, paste-ready, beside report.md.
+
+Four blocks, as the pull request laid them out (there tab-separated, here markdown): speed
+per arm with the speed-up against the reference, decoded output against the reference with
+the noise-floor row last, global statistics per run, and one-line facts (attention calls
+through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
+(the same value, rounded as the pull request did); the speed-ups are the summary's.
+With several runs per arm (seeds, repeats) the speed and accuracy figures are the arm's means, as in
+report.md's per-arm tables; statistics stay per run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from harness.report.results import ArmAggregate, ReportResults
+from harness.report.summary import arm_speed, fmt_speedup
+from harness.report.text import md_escape, md_text
+
+NA = "n/a"
+
+
+def _shown(x: float, digits: int) -> float:
+    """``x`` as report.md prints it: pr.md rounds that figure, never the raw value (no second opinion)."""
+    return float(f"{x:.{digits}f}")
+
+
+def fmt_time(x: float | None) -> str:
+    """Seconds as the pull request wrote them: one decimal from 10 s up, else three (report.md: three
+    below 100 s, one above)."""
+    if x is None:
+        return NA
+    x = _shown(x, 1 if abs(x) >= 100 else 3)
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3f}"
+
+
+def fmt_db(x: float | None) -> str:
+    """dB with two decimals, as report.md; +inf (identical) as 'identical'."""
+    if x is None:
+        return NA
+    return "identical" if math.isinf(x) and x > 0 else f"{x:.2f} dB"
+
+
+def _num(x: float | None, digits: int, shown: int) -> str:
+    """``digits`` decimals of report.md's figure (printed there with ``shown`` decimals)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return NA
+    return f"{_shown(x, shown):.{digits}f}"
+
+
+def _mean(a: ArmAggregate | None, key: str) -> float | None:
+    s = a.metrics.get(key) if a is not None else None
+    return None if s is None or s.n == 0 else s.mean
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(md_escape(c) for c in cells) + " |"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return [_row(headers), "|" + "---|" * len(headers), *(_row(r) for r in rows)]
+
+
+def _timed(res: ReportResults) -> list[ArmAggregate]:
+    return [a for a in res.arms if a.runs_ok and _mean(a, "s_per_step") is not None]
+
+
+def speed_table(res: ReportResults) -> list[str]:
+    ref = res.reference_arm or "the reference"
+    arms = _timed(res)
+    steps = max((int(_mean(a, "dit_steps") or 0) for a in arms), default=0)
+    many_runs = any(
+        a.runs_ok > 1 for a in arms
+    )  # repeats or seeds: means over runs, as report.md's per-arm table
+    long_run = steps > 3 or many_runs
+    if long_run:
+        what = f"DiT s/step (mean of steps 2-{steps}{', mean over runs' if many_runs else ''})"
+        head = ["attention", what, "pipeline total", f"vs {ref} (s/step / total)"]
+    else:
+        head = ["attn_type", "DiT s/step (steps 1/2/3)", "pipeline total", f"vs {ref} (s/step / total)"]
+    rows, notes = [], []
+    for a in arms:
+        if long_run:
+            step_cell = fmt_time(_mean(a, "s_per_step"))
+        else:
+            step_cell = " / ".join(fmt_time(_mean(a, f"step_{i}")) for i in (1, 2, 3))
+        total = _mean(a, "pipeline_total_s")
+        if a.arm == res.reference_arm:
+            vs = "reference"
+        elif a.role == "noise_floor":
+            vs = "noise floor"  # an exact run: its time says nothing about a kernel
+        else:
+            sp = arm_speed(res, a.arm)
+            vs = f"{fmt_speedup(sp.step_speedup)} / {fmt_speedup(sp.total_speedup)}"
+            notes.append(f"{a.arm}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
+        rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
+    out = _table(head, rows)
+    out.append("")
+    out.append(f"Speed-up = {ref} time / arm time (above 1 = faster); the speed tests of report.md:")
+    out += [f"- {md_text(n)}" for n in notes]
+    return out
+
+
+def accuracy_table(res: ReportResults) -> list[str]:
+    ref = res.reference_arm or "the reference"
+    head = [
+        f"decoded output vs {ref}",
+        "video PSNR pooled (min frame)",
+        "SSIM (min frame)",
+        "audio SNR / cos",
+    ]
+    measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, "psnr") is not None]
+    ordered = [a for a in measured if a.role != "noise_floor"] + [
+        a for a in measured if a.role == "noise_floor"
+    ]
+    rows = []
+    for a in ordered:
+        label = a.arm + (" (noise floor)" if a.role == "noise_floor" else "")
+        psnr = f"{fmt_db(_mean(a, 'psnr'))} ({fmt_db(_mean(a, 'psnr_min')).removesuffix(' dB')})"
+        ssim = f"{_num(_mean(a, 'ssim_mean'), 3, 6)} ({_num(_mean(a, 'ssim_min'), 3, 6)})"
+        snr = _mean(a, "audio_snr")
+        audio = NA if snr is None else f"{fmt_db(snr)} / {_num(_mean(a, 'audio_cosine'), 3, 6)}"
+        rows.append([label, psnr, ssim, audio])
+    return _table(head, rows)
+
+
+def stats_table(res: ReportResults) -> list[str]:
+    """One row per run (the first repeat of each seed), as report.md's statistics table."""
+    from harness.compare.summary import stat_fields
+
+    head = [
+        "run",
+        "luma mean / std",
+        "sharpness (Laplacian var.)",
+        "mean frame-to-frame abs diff",
+        "audio RMS / peak",
+    ]
+    rows = []
+    for r in res.runs:
+        if r.stats is None or r.repeat != 1:
+            continue
+        f = stat_fields(r.stats)
+        rows.append(
+            [
+                r.key,
+                f"{_num(f['luma_mean'], 1, 4)} / {_num(f['luma_std'], 1, 4)}",
+                _num(f["sharpness"], 1, 4),
+                _num(f["motion"], 2, 4),
+                f"{_num(f['audio_rms'], 3, 4)} / {_num(f['audio_peak'], 3, 4)}",
+            ]
+        )
+    return _table(head, rows)
+
+
+def facts(res: ReportResults) -> list[str]:
+    out: list[str] = []
+    for r in res.runs:
+        if not r.ok or r.role != "candidate":
+            continue
+        if r.attn is None:
+            out.append(f"{r.key}: attention calls not recorded")
+            continue
+        per_rank = {rank: rc.calls.get(r.attn.requested, 0) for rank, rc in sorted(r.attn.ranks.items())}
+        counts = sorted(set(per_rank.values()))
+        n = str(counts[0]) if len(counts) == 1 else " / ".join(str(per_rank[k]) for k in per_rank)
+        out.append(
+            f"{r.key}: {n} DiT attention calls per rank went through {r.attn.requested}, "
+            f"{r.attn.fallbacks} fallbacks ({len(per_rank)} rank(s))"
+        )
+    same = [c for c in res.comparisons if c.bitwise.video is True and c.bitwise.audio is True]
+    for c in same:
+        out.append(f"video and audio bitwise identical: {c.a.key} and {c.b.key}")
+    if not same and res.comparisons:
+        out.append(f"video and audio bitwise identical to {res.reference_arm}: no run")
+    if res.frame_indices:
+        seed = res.primary_seed
+        cols = [r.key for r in res.runs if r.seed == seed and r.ok and r.output]
+        out.append(
+            f"frames {' / '.join(map(str, res.frame_indices))} side by side (report.md, section 5), "
+            f"columns: {' | '.join(cols)}"
+        )
+    return out
+
+
+def render_pr(res: ReportResults) -> str:
+    lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
+    lines += speed_table(res) + [""]
+    lines += accuracy_table(res) + [""]
+    lines += stats_table(res) + [""]
+    lines += [f"- {md_text(f)}" for f in facts(res)]
+    return "\n".join(lines).rstrip() + "\n"

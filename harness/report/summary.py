@@ -1,0 +1,105 @@
+"""The summary a report opens with: one line for the campaign, then one per candidate arm.
+
+Per candidate: its DiT s/step and pipeline-total speed-up against the reference with the
+significance test on the same line (the report's own speed tests, ``compare.significance``: a
+ratio word only when the test is significant), its verdict against the noise floor, and whether
+its attention calls were valid. pr.md takes its speed-ups from ``arm_speed`` here, so both files
+print the same figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.compare.significance import SpeedTest
+from harness.report.results import ReportResults
+
+
+@dataclass(frozen=True)
+class ArmSpeed:
+    """An arm's timing against the reference: the report's speed tests (samples: runs)."""
+
+    step: SpeedTest
+    total: SpeedTest
+
+    @staticmethod
+    def _speedup(t: SpeedTest) -> float | None:
+        return None if t.mean_a is None or not t.mean_b else t.mean_a / t.mean_b
+
+    @property
+    def step_speedup(self) -> float | None:
+        """Reference time / arm time (above 1: the arm is faster)."""
+        return self._speedup(self.step)
+
+    @property
+    def total_speedup(self) -> float | None:
+        return self._speedup(self.total)
+
+
+def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
+    agg = res.arm(arm)
+    tests = agg.speed if agg is not None else {}
+    return ArmSpeed(
+        step=tests.get("s_per_step") or SpeedTest(what="DiT s/step"),
+        total=tests.get("pipeline_total_s") or SpeedTest(what="pipeline total"),
+    )
+
+
+def fmt_speedup(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def _speed_text(what: str, t: SpeedTest, speedup: float | None) -> str:
+    if t.outcome == "not_measured":
+        return f"{what}: no timing"
+    return f"{what} speed-up {fmt_speedup(speedup)}: {t.words}"
+
+
+def _verdict_text(v) -> str:
+    """The verdict's own judgement (issue 13's wording), without its attention part."""
+    if v.measured == 0:
+        return "verdict: not measured"
+    return f"verdict: {v.accuracy or v.summary}"
+
+
+def _validity_text(v) -> str:
+    ok = v.attention_ok
+    return {True: "attention valid", False: "attention INVALID"}.get(ok, "attention not recorded")
+
+
+def summary_lines(res: ReportResults) -> list[str]:
+    """The campaign line, then one line per candidate arm."""
+    cands = [v for v in res.verdicts if v.role == "candidate"]
+    head = (
+        f"{res.scenario_name} / {res.campaign_id}: reference {res.reference_arm or 'none'}, "
+        f"noise floor {', '.join(res.noise_floor_arms) or 'none'}, seeds {', '.join(map(str, res.seeds)) or 'n/a'}, "
+        f"{len(cands)} candidate(s)"
+    )
+    lines = [head]
+    for v in cands:
+        runs = [r for r in res.runs if r.arm == v.arm]
+        if runs and not any(r.ok for r in runs):
+            r = runs[0]
+            lines.append(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")"))
+            continue
+        sp = arm_speed(res, v.arm)
+        parts = [
+            _speed_text("DiT s/step", sp.step, sp.step_speedup),
+            _speed_text("pipeline total", sp.total, sp.total_speedup),
+            _verdict_text(v),
+            _validity_text(v),
+        ]
+        lines.append(f"{v.arm}: " + "; ".join(parts))
+    return lines
+
+
+def summary_section(res: ReportResults):
+    """The summary as the report's first section (markdown and HTML render it alike)."""
+    from harness.report.tables import Section
+
+    sec = Section("summary", "Summary")
+    sec.bullets = summary_lines(res)
+    return sec
+
+
+SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"

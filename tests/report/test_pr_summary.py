@@ -1,0 +1,195 @@
+"""The report's opening summary and pr.md: every figure of pr.md is report.md's (the same value,
+rounded as the pull request did), checked on a fresh campaign and on a committed H200 campaign;
+the single-file page carries every image inside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.report import ReportResults, build_report
+from harness.report.pr import fmt_time, render_pr
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def md_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every markdown table of ``text`` as (headers, rows); escaped pipes stay inside cells."""
+    out, block = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        elif block:
+            out.append((block[0], [r for r in block[2:]]))
+            block = []
+    return out
+
+
+def table(text: str, *first_headers: str) -> dict[str, dict[str, str]]:
+    """The table whose headers start with ``first_headers``, as {first cell: {header: cell}}."""
+    for headers, rows in md_tables(text):
+        if tuple(headers[: len(first_headers)]) == first_headers:
+            return {r[0]: dict(zip(headers, r, strict=True)) for r in rows}
+    raise AssertionError(f"no table with headers {first_headers}")
+
+
+def rounded(cell: str, digits: int) -> str:
+    """report.md's figure rounded as pr.md rounds it ('inf (identical)' is 'identical' there)."""
+    return "identical" if cell.startswith("inf") else f"{float(cell.split()[0]):.{digits}f}"
+
+
+def db(cell: str) -> str:
+    r = rounded(cell, 2)
+    return r if r == "identical" else f"{r} dB"
+
+
+def first(cell: str) -> str:
+    """The mean of a per-arm cell ('0.450 ± 0.001 (n=4)', '40.39 dB [40.36 dB..40.42 dB]')."""
+    return cell.split(" ± ")[0].split(" [")[0].split(" (n=")[0]
+
+
+def check_pr_against_report(pr: str, md: str) -> int:
+    """Assert each pr.md figure equals report.md's; returns how many figures were checked."""
+    checked = 0
+    heads, pr_speed = next((h, t) for h, t in md_tables(pr) if h[0] in ("attn_type", "attention"))
+    over_runs = "mean over runs" in heads[1]
+    if over_runs:  # the per-arm table: means over runs
+        speed = table(md, "arm", "role", "runs ok")
+        cols, total_col = ["s/step"], "pipeline total (s)"
+    else:
+        speed = table(md, "run", "role", "repeat", "DiT steps")
+        cols = ["step 1", "step 2", "step 3"] if heads[0] == "attn_type" else ["s/step"]
+        total_col = "pipeline total (s)"
+    for row in pr_speed:
+        ref = speed[row[0]]
+        for cell, col in zip(row[1].split(" / "), cols, strict=True):
+            assert cell == fmt_time(float(first(ref[col]))), (row, col)
+            checked += 1
+        assert row[2] == f"{fmt_time(float(first(ref[total_col])))} s"
+        checked += 1
+    try:
+        acc, names = table(md, "arm", "role", "seeds measured"), ("video PSNR (pooled)", "video PSNR min frame",
+                                                                   "SSIM mean", "SSIM min frame")  # fmt: skip
+    except AssertionError:
+        acc, names = table(md, "run", "role", "PSNR (pooled)"), ("PSNR (pooled)", "PSNR min (frame)",
+                                                                 "SSIM mean", "SSIM min (frame)")  # fmt: skip
+    for row in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs")):
+        r = {k: first(v) for k, v in acc[row[0].removesuffix(" (noise floor)")].items()}
+        m = re.fullmatch(r"(.+) \((.+)\)", row[1])
+        assert m and m.group(1) == db(r[names[0]]) and m.group(2) == rounded(r[names[1]], 2)
+        m = re.fullmatch(r"([\d.]+) \(([\d.]+)\)", row[2])
+        assert m and m.group(1) == rounded(r[names[2]], 3) and m.group(2) == rounded(r[names[3]], 3)
+        snr, cos = row[3].split(" / ")
+        assert snr == db(r["audio SNR"]) and cos == rounded(r["audio cosine"], 3)
+        checked += 6
+    stats = table(md, "run", "role", "frames", "size")
+    for row in next(t for h, t in md_tables(pr) if h[0] == "run" and "sharpness (Laplacian var.)" in h):
+        s = stats[row[0]]
+        assert row[1] == f"{rounded(s['luma_mean'], 1)} / {rounded(s['luma_std'], 1)}"
+        assert row[2] == rounded(s["sharpness"], 1) and row[3] == rounded(s["motion"], 2)
+        assert row[4] == f"{rounded(s['audio_rms'], 3)} / {rounded(s['audio_peak'], 3)}"
+        checked += 6
+    if "## Summary" in md:  # the speed-ups are the summary's
+        summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+        for row in pr_speed:
+            if row[3] in ("reference", "noise floor"):
+                continue
+            step_up, total_up = row[3].split(" / ")
+            line = next(ln for ln in summary.splitlines() if ln.startswith(f"- {row[0]}: "))
+            assert (
+                f"DiT s/step speed-up {step_up}:" in line and f"pipeline total speed-up {total_up}:" in line
+            )
+            checked += 2
+    return checked
+
+
+def test_pr_md_figures_are_report_md_figures(single_report):
+    md = single_report.paths.report_md.read_text()
+    pr = single_report.paths.pr_md.read_text()
+    assert single_report.paths.pr_md == single_report.campaign.path / "pr.md"
+    assert check_pr_against_report(pr, md) >= 40
+    # the pull request's layout: three steps, a total, the speed-ups; the noise floor row last
+    assert "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | vs torch_sdpa (s/step / total) |" in pr
+    assert "| sage_far | 1.500 / 0.500 / 0.500 | 3.000 s | 2.00x / 1.50x |" in pr
+    acc_rows = [r[0] for r in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs"))]
+    assert acc_rows[-1] == "torch_sdpa_kv_reversed (noise floor)"
+    assert (
+        "- sage_far: 60 / 57 DiT attention calls per rank went through sage_far, 3 fallbacks (2 rank(s))"
+        in pr
+    )
+    assert (
+        "- sage_close: 60 DiT attention calls per rank went through sage_close, 0 fallbacks (2 rank(s))" in pr
+    )
+    assert "- frames 0 / 3 / 5 / 8 side by side" in pr
+
+
+def test_pr_md_of_the_committed_h200_campaign():
+    """A real H200 campaign (2 seeds x 2 repeats): pr.md from its results.json against its report.md."""
+    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
+    res = ReportResults.model_validate_json((example / "results.json").read_bytes())
+    pr = render_pr(res)
+    assert "DiT s/step (mean of steps 2-3, mean over runs)" in pr
+    assert check_pr_against_report(pr, (example / "report.md").read_text()) >= 40
+    assert "| sage_attn2 | 0.538 | 4.366 s | 0.84x / 0.71x |" in pr
+
+
+def test_report_opens_with_the_summary(single_report):
+    md = single_report.paths.report_md.read_text()
+    first = md.split("\n## ", 2)
+    assert first[1].startswith("Summary\n")
+    bullets = [ln for ln in first[1].splitlines() if ln.startswith("- ")]
+    assert len(bullets) == 5  # the campaign, then each of its four candidates
+    assert bullets[0].startswith("- tiny / c1: reference torch_sdpa, noise floor torch_sdpa_kv_reversed")
+    far = next(b for b in bullets if b.startswith("- sage_far:"))
+    # one run a side: the speed-up is printed, no ratio word without a test
+    assert "DiT s/step speed-up 2.00x: too few samples for a test (n=1/1 runs; 2 a side needed)" in far
+    assert "pipeline total speed-up 1.50x: too few samples for a test (n=1/1 runs" in far
+    assert "verdict: error energy" in far and "outside the floor" in far and far.endswith("attention INVALID")
+    close = next(b for b in bullets if b.startswith("- sage_close:"))
+    assert "tolerance 2x: within" in close and close.endswith("attention valid")
+    assert "- broken: not run (failed: exit code 1" in md
+    html = single_report.paths.index_html.read_text()
+    assert html.index('<section id="summary">') < html.index('<section id="overview">')
+
+
+def test_summary_with_two_runs_a_side_carries_the_test(multi_report):
+    md = multi_report.paths.report_md.read_text()
+    cand = next(ln for ln in md.splitlines() if ln.startswith("- cand: "))
+    # s/step 0.5 in both seeds against 1.0 in both: a difference that never varies
+    assert cand.startswith("- cand: DiT s/step speed-up 2.00x: 2.00x faster (n=2/2 runs, p=0, alpha 0.05)")
+    pr = multi_report.paths.pr_md.read_text()
+    assert "| cand | 0.500 | 2.500 s | 2.00x / 1.80x |" in pr
+    assert check_pr_against_report(pr, md) >= 20
+
+
+def test_single_file_page_inlines_every_image(single_report, tmp_path):
+    paths = build_report(single_report.campaign, single_file=True)
+    try:
+        html = paths.index_html.read_text()
+        srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
+        assert len(srcs) == 3 + 16 and all(s.startswith("data:image/png;base64,") for s in srcs)
+        assert "every figure is inlined" in html
+        moved = tmp_path / "alone.html"  # one file that opens anywhere: nothing else beside it
+        moved.write_text(html)
+        assert 'src="assets/' not in moved.read_text()
+    finally:
+        build_report(single_report.campaign)  # the shared fixture keeps its default form
+    assert 'src="assets/' in paths.index_html.read_text()
+
+
+def test_scenario_option_makes_the_page_one_file(tmp_path):
+    """`report: {single_file: true}` in a scenario: the campaign's page is one file by default."""
+    from campaign_factory import ArmSpec, make_campaign
+
+    from harness.scenario import parse_scenario
+
+    text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text() + "report:\n  single_file: true\n"
+    assert parse_scenario(text, "e2e_3step.yaml").report.single_file is True
+    camp = make_campaign(tmp_path, [ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
+    rec = camp.record()
+    rec.scenario["report"] = {"single_file": True}
+    camp.write(rec)
+    html = build_report(camp).index_html.read_text()
+    assert 'src="assets/' not in html and 'src="data:image/png;base64,' in html
+    html = build_report(camp, single_file=False).index_html.read_text()  # --with-assets wins
+    assert 'src="assets/' in html

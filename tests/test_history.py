@@ -1,0 +1,133 @@
+"""harness history: results.json of several campaigns as one DataFrame, moves found by Welch's test,
+history.csv and a one-file history.html that opens in a real chromium, and the CI gate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
+from browser import find_chromium, load_page  # noqa: E402
+from campaign_factory import ArmSpec, keep_artifact, make_campaign  # noqa: E402
+
+from harness.history import find_moves, gate_regressions, load_history, write_history  # noqa: E402
+from harness.report import build_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def harness(*args, cwd=ROOT, timeout=900):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout)  # fmt: skip
+
+
+def _arms(cand_steps: list[float]) -> list[ArmSpec]:
+    return [
+        ArmSpec("torch_sdpa", role="reference", steps=[2.0, 1.0, 1.02]),
+        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=2.0, steps=[2.0, 1.01, 1.0]),
+        ArmSpec("cand", noise=1.0, steps=cand_steps),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> Path:
+    """Three builds of one scenario; the third one's candidate takes twice as long per step."""
+    root = tmp_path_factory.mktemp("builds")
+    for name, steps in (("b1", [1.8, 0.80, 0.82]), ("b2", [1.8, 0.81, 0.80]), ("b3", [1.8, 1.60, 1.62])):
+        build_report(make_campaign(root / name, _arms(steps)))
+    return root
+
+
+def browser_or_skip() -> str:
+    path = find_chromium()
+    if path is None:
+        pytest.skip("chromium is not installed (run .ci/install-browser.sh, or set HARNESS_CHROMIUM)")
+    return path
+
+
+def test_dataframe_has_a_row_per_run(builds):
+    df = load_history([builds])
+    assert len(df) == 9 and df["campaign_path"].nunique() == 3
+    for col in ("scenario", "campaign", "commit", "date", "gpu", "arm", "seed", "s_per_step", "total_s",
+                "psnr_pooled", "ssim_mean", "audio_snr", "audio_cosine", "verdict"):  # fmt: skip
+        assert col in df.columns, col
+    cand = df[df["arm"] == "cand"].sort_values("campaign_index")
+    assert cand["s_per_step"].tolist() == pytest.approx([0.81, 0.805, 1.61])
+    assert cand["step_samples"].tolist() == [[0.80, 0.82], [0.81, 0.80], [1.60, 1.62]]
+    assert set(df["gpu"]) == {"cpu"} and set(df["verdict"][df["role"] == "candidate"]) <= {
+        "within floor",
+        "outside floor",
+    }
+    assert df["psnr_pooled"][df["arm"] == "cand"].notna().all()
+    assert df["psnr_pooled"][df["arm"] == "torch_sdpa"].isna().all()  # the reference has no distance
+
+
+def test_moves_and_gate(builds):
+    df = load_history([builds])
+    moves = find_moves(df, last=2)
+    step = moves[(moves["metric"] == "s_per_step") & (moves["arm"] == "cand")].set_index("campaign_index")
+    assert not step.loc[1, "moved"] and step.loc[2, "moved"] and step.loc[2, "worse"]
+    assert step.loc[2, "window"] == 2 and step.loc[2, "p"] < 0.05
+    assert step.loc[2, "text"].startswith("up 0.8075 -> 1.6100 (n=4/2 steps, p=")
+    lines = gate_regressions(df, moves)
+    assert len(lines) == 1 and lines[0].startswith("tiny cand (cpu): DiT s/step up 0.8075 -> 1.6100")
+    # the same campaigns without the slow third build: nothing to gate
+    two = df[df["campaign_index"] < 2]
+    assert gate_regressions(two, find_moves(two, last=2)) == []
+
+
+def test_cli_writes_csv_and_one_file_page_and_gates(builds, tmp_path):
+    out = tmp_path / "hist"
+    res = harness("history", builds, "--out", out, "--last", "2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("3 campaign(s), 9 run(s), scenario(s): tiny\n")
+    assert "moved (worse): tiny cand DiT s/step in c1: up 0.8075 -> 1.6100" in res.stdout
+    csv = pd.read_csv(out / "history.csv")
+    assert len(csv) == 9 and "step_samples" in csv.columns
+    html = (out / "history.html").read_text()
+    assert html.count('src="data:image/png;base64,') >= 5 and 'src="http' not in html
+    gated = harness("history", builds, "--out", out, "--last", "2", "--gate")
+    assert gated.returncode == 1
+    errors = gated.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("regression: tiny cand (cpu): DiT s/step up")
+    bad = harness("history", tmp_path / "nowhere")
+    assert bad.returncode == 2 and bad.stderr.strip() == f"error: {tmp_path / 'nowhere'}: no such folder"
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_history_page_in_chromium(builds, tmp_path):
+    chromium = browser_or_skip()
+    df = load_history([builds])
+    _, html = write_history(df, find_moves(df, last=2), tmp_path, last=2)
+    page = load_page(chromium, html.resolve().as_uri(), height=1400)
+    assert page.errors == [] and page.failed == [], page.console
+    assert page.requests == [html.resolve().as_uri()]  # one file: nothing else is fetched
+    assert page.images_broken == 0
+    assert "Significant moves" in page.body_text and "cand" in page.body_text
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_three_e2e_3step_campaigns(tmp_path):
+    """What CI keeps across builds: three `make e2e-3step` campaigns (three arms each), then the page."""
+    chromium = browser_or_skip()
+    arms = "torch_sdpa,torch_sdpa_kv_reversed,sage_emul_aiter"
+    for build in ("b1", "b2", "b3"):
+        run = harness("run", "scenarios/e2e_3step.yaml", "--profile", "3step", "--arms", arms,
+                      "--out", tmp_path / "ci", "--campaign", build)  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+    res = harness("history", tmp_path / "ci", "--out", tmp_path / "history", "--last", "2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("3 campaign(s), 9 run(s), scenario(s): e2e_3step\n")
+    page = load_page(chromium, (tmp_path / "history" / "history.html").resolve().as_uri(), height=1600)
+    shot = tmp_path / "history.png"
+    shot.write_bytes(page.screenshot)
+    keep_artifact(shot, "history_e2e_3step.png")
+    assert page.errors == [] and page.failed == [] and page.images_broken == 0, page.console
+    for text in ("Latest campaign per arm", "sage_emul_aiter", "e2e_3step: DiT s/step", "b3"):
+        assert text in page.body_text or text in (tmp_path / "history" / "history.html").read_text()
