@@ -124,13 +124,13 @@ def test_pr_md_figures_are_report_md_figures(single_report):
 
 
 def test_pr_md_of_the_committed_h200_campaign():
-    """A real H200 campaign (2 seeds x 2 repeats): pr.md from its results.json against its report.md."""
+    """A real H200 campaign (3 seeds x 3 repeats): pr.md from its results.json against its report.md."""
     example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
     res = ReportResults.model_validate_json((example / "results.json").read_bytes())
     pr = render_pr(res)
     assert "DiT s/step (mean of steps 2-3, mean over runs)" in pr
     assert check_pr_against_report(pr, (example / "report.md").read_text()) >= 40
-    assert "| sage_attn2 | 0.538 | 4.366 s | 0.84x / 0.71x |" in pr
+    assert "| sage_attn2 | 0.539 | 4.152 s | 0.85x / 0.76x |" in pr
 
 
 def test_report_opens_with_the_summary(single_report):
