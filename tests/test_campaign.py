@@ -10,35 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
+from cli_testutil import ROOT, harness, statuses, tiny_scenario
 
 
 def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
-    text = f"""\
-name: tiny
-runner: builtin
-seed: 3
-builtin: {{preset: tiny, save_latents: false}}
-profiles: {{3step: {{infer_steps: 4}}}}
-arms:
-  - {{name: torch_sdpa, attn_type: torch_sdpa, role: reference}}
-  - {{name: floor, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}}
-{extra_arms}"""
-    path = tmp_path / "tiny.yaml"
-    path.write_text(text)
-    return path
-
-
-def harness(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, **kw)  # fmt: skip
-
-
-def statuses(camp: Path) -> dict[str, str]:
-    return {
-        p.name: json.loads((p / "run.json").read_text())["status"] for p in sorted((camp / "runs").iterdir())
-    }
+    return tiny_scenario(tmp_path, extra_arms)
 
 
 def test_dry_run_shows_every_command_and_runs_nothing(tmp_path):

@@ -98,19 +98,23 @@ class RunSummary(Record):
         return ", ".join(bits)
 
 
+# Global statistics that describe a typical value (judged by the verdicts) and extremes (shown only).
+JUDGED_STATS = (
+    "luma_mean",
+    "luma_std",
+    "sharpness",
+    "motion",
+    "black_frames",
+    "frozen_frames",
+    "nan_like_frames",
+    "audio_rms",
+)
+SHOWN_STATS = ("audio_peak",)
+
+
 def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
     """The statistics shown and checked (numbers that describe content, not the container)."""
-    names = (
-        "luma_mean",
-        "luma_std",
-        "sharpness",
-        "motion",
-        "black_frames",
-        "frozen_frames",
-        "nan_like_frames",
-        "audio_rms",
-        "audio_peak",
-    )
+    names = (*JUDGED_STATS, *SHOWN_STATS)
     if stats is None:
         return dict.fromkeys(names)
     return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}

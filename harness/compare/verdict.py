@@ -33,23 +33,11 @@ from pydantic import Field
 
 from harness.compare.pairwise import Comparison
 from harness.compare.rules import VerdictRules
-from harness.compare.summary import RunSummary, stat_fields
+from harness.compare.summary import JUDGED_STATS, SHOWN_STATS, RunSummary, stat_fields
 from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
 
 PEAK = 255.0
-# Global statistics that describe a typical value (judged) and extremes (shown only).
-JUDGED_STATS = (
-    "luma_mean",
-    "luma_std",
-    "sharpness",
-    "motion",
-    "black_frames",
-    "frozen_frames",
-    "nan_like_frames",
-    "audio_rms",
-)
-SHOWN_STATS = ("audio_peak",)
 
 
 class PairErrors(Record):
