@@ -156,7 +156,7 @@ def run(
     gpus: int | None = typer.Option(None, "--slurm-gpus", help="GPUs per arm job (default: the runner's)."),
     resubmit_failed: int = typer.Option(0, "--resubmit-failed", help="Slurm: resubmit failed arms N times."),
     repeats: int | None = typer.Option(
-        None, "--repeats", help="Runs per arm and seed, interleaved (default: the scenario's repeats)."
+        None, "--repeats", min=1, help="Runs per arm and seed, interleaved (default: the scenario's repeats)."
     ),
 ):
     """Run a scenario's arms (a campaign), then write its report."""

@@ -59,6 +59,7 @@ def test_usage_errors_are_one_line_exit_2(args, names):
         (["--campaign", "../../x"], "--campaign"),
         (["--slurm-gpus", "-1"], "--slurm-gpus"),
         (["--resubmit-failed", "-2"], "--resubmit-failed"),
+        (["--repeats", "0"], "'--repeats'"),
         (["--profile", "nope"], "unknown profile 'nope'"),
         (["--arms", "nope"], "no arm named 'nope'"),
     ],
