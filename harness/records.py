@@ -158,10 +158,40 @@ class TimingRecord(Record):
         return statistics.fmean(sec[1:] if len(sec) > 1 else sec)
 
 
+class DirectCheck(Record):
+    """A run's first attention call, the backend's output against its op called directly (the
+    layout adapter only): does the registered backend pass the op's result through unchanged?"""
+
+    q_shape: list[int] = Field(default_factory=list)  # [B, H, N, D] of the checked call
+    identical: bool
+    max_abs_diff: float = 0.0
+    # Only when they differ: the op called a second time gives its first output again (True:
+    # the backend changes the result; False: the op itself is not deterministic).
+    op_repeatable: bool | None = None
+    inputs_modified: list[str] = Field(default_factory=list)  # of q, k, v: changed in place by the call
+    note: str = ""
+
+    def reading(self) -> str:
+        where = f"first call, q {'x'.join(map(str, self.q_shape))}" if self.q_shape else "first call"
+        written = (
+            f"; the call changes {' and '.join(self.inputs_modified)} in place"
+            if self.inputs_modified
+            else ""
+        )
+        if self.identical:
+            return f"bitwise identical{written} ({where})"
+        if self.note:
+            return f"differs: {self.note}{written} ({where})"
+        cause = {True: "the backend changes the result", False: "the op itself is not deterministic"}
+        tail = f"; {cause[self.op_repeatable]}" if self.op_repeatable is not None else ""
+        return f"differs by up to {self.max_abs_diff:.3g}{tail}{written} ({where})"
+
+
 class RankCalls(Record):
     calls: dict[str, int] = Field(default_factory=dict)  # backend name -> calls served
     fallbacks: dict[str, int] = Field(default_factory=dict)  # backend fallen back to -> count
     errors: list[str] = Field(default_factory=list)
+    direct_check: DirectCheck | None = None  # None: not checked (no direct op, or not this runner)
 
 
 class AttnCallsRecord(Record):

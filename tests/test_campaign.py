@@ -84,3 +84,23 @@ def test_interrupted_campaign_resumes(tmp_path):
     assert res.returncode == 0, res.stderr
     assert statuses(camp) == {"cand": "ok", "floor": "ok", "torch_sdpa": "ok"}
     assert ref.stat().st_mtime_ns == ok_mtime, "the arm that was ok is not run again"
+
+
+@pytest.mark.slow
+def test_each_run_checks_its_backend_against_the_direct_op_call(tmp_path):
+    """The real pipeline: the first attention call of every run is compared bitwise with the op called
+    directly; pr.md and report.md state it for the candidate."""
+    path = scenario(tmp_path, "  - {name: sage, attn_type: sage_emul_thuml}\n")
+    out = tmp_path / "out"
+    res = harness("run", path, "--profile", "3step", "--out", out)
+    assert res.returncode == 0, res.stderr
+    camp = out / "tiny" / "3step"
+    checks = {
+        arm: json.loads((camp / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"]["direct_check"]
+        for arm in ("torch_sdpa", "floor", "sage")
+    }
+    assert all(c["identical"] and len(c["q_shape"]) == 4 for c in checks.values()), checks
+    shape = "x".join(map(str, checks["sage"]["q_shape"]))
+    line = f"sage: backend output vs a direct op call: bitwise identical (first call, q {shape})"
+    assert f"- {line}" in (camp / "pr.md").read_text()
+    assert f"bitwise identical (first call, q {shape})" in (camp / "report.md").read_text()

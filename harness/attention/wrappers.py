@@ -1,5 +1,6 @@
 """Wrappers around a backend: exact perturbations for the noise floor (K/V order reversed; K/V
-in chunks merged by log-sum-exp) and call counting with fallback."""
+in chunks merged by log-sum-exp), call counting with fallback, and a bitwise check of the
+backend against its op called directly on a run's first call."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from typing import Any
 
 import torch
 
-from harness.attention.registry import AttentionOp, UnsupportedCall, get_backend
-from harness.records import AttnCallsRecord, RankCalls
+from harness.attention.registry import (
+    AttentionBackend,
+    AttentionOp,
+    UnsupportedCall,
+    default_scale,
+    get_backend,
+)
+from harness.records import AttnCallsRecord, DirectCheck, RankCalls
 
 
 class KVReversed(AttentionOp):
@@ -101,6 +108,61 @@ class KVChunked(AttentionOp):
         return f"KVChunked({self.inner!r}, chunks={self.chunks})"
 
 
+class FirstCallCheck(AttentionOp):
+    """Pass every call through; on the first one, also call the backend's op directly (its layout
+    adapter only) on the same inputs and compare the outputs bitwise.
+
+    This is the pull request's "backend output vs a direct op call" fact, taken on the run's
+    real inputs. It costs one extra op call and a copy of q, k and v per run (one more call when
+    the outputs differ, to tell a nondeterministic op from a backend that changes the result),
+    inside the first DiT step, which s/step leaves out. An op that writes into its inputs is
+    named in ``inputs_modified``.
+    """
+
+    def __init__(self, backend: AttentionBackend, direct: Any):
+        self.inner = backend
+        self.direct = direct
+        self.name = backend.name
+        self.exact = backend.exact
+        self.result: DirectCheck | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.inner.params
+
+    def __call__(self, q, k, v, scale=None):
+        if self.result is not None:
+            return self.inner(q, k, v, scale)
+        # Copies first: an op may change its inputs in place (SageAttention 1.x subtracts K's mean
+        # from K), and the direct call must see what the backend saw.
+        before = [x.clone() for x in (q, k, v)]
+        out = self.inner(q, k, v, scale)
+        self.result = self._check(out, before, (q, k, v), default_scale(q, scale))
+        return out
+
+    def _check(self, out, before, after, scale: float) -> DirectCheck:
+        shape = list(before[0].shape)
+        modified = [name for name, b, a in zip("qkv", before, after, strict=True) if not torch.equal(b, a)]
+        ref = self.direct(*(x.clone() for x in before), scale)
+        if ref.shape != out.shape:
+            note = f"shapes differ {tuple(out.shape)} vs {tuple(ref.shape)}"
+            return DirectCheck(q_shape=shape, identical=False, note=note, inputs_modified=modified)
+        if torch.equal(out, ref):
+            return DirectCheck(q_shape=shape, identical=True, inputs_modified=modified)
+        diff = float((out.float() - ref.float()).abs().max())
+        repeatable = bool(torch.equal(self.direct(*(x.clone() for x in before), scale), ref))
+        return DirectCheck(
+            q_shape=shape,
+            identical=False,
+            max_abs_diff=diff,
+            op_repeatable=repeatable,
+            inputs_modified=modified,
+        )
+
+    def __repr__(self) -> str:
+        return f"FirstCallCheck({self.inner!r})"
+
+
 class CountingBackend(AttentionOp):
     """Count calls per serving backend; on a refusal (UnsupportedCall) hand the call to ``fallback``.
 
@@ -111,8 +173,15 @@ class CountingBackend(AttentionOp):
 
     max_errors = 20
 
-    def __init__(self, backend: AttentionOp, requested: str, fallback: AttentionOp | str | None = None):
+    def __init__(
+        self,
+        backend: AttentionOp,
+        requested: str,
+        fallback: AttentionOp | str | None = None,
+        direct_check: FirstCallCheck | None = None,
+    ):
         self.inner = backend
+        self.direct_check = direct_check
         self.requested = requested
         self.fallback = get_backend(fallback) if isinstance(fallback, str) else fallback
         self.name = backend.name
@@ -147,7 +216,13 @@ class CountingBackend(AttentionOp):
         return out
 
     def rank_calls(self) -> RankCalls:
-        return RankCalls(calls=dict(self.calls), fallbacks=dict(self.fallbacks), errors=list(self.errors))
+        check = self.direct_check.result if self.direct_check is not None else None
+        return RankCalls(
+            calls=dict(self.calls),
+            fallbacks=dict(self.fallbacks),
+            errors=list(self.errors),
+            direct_check=check,
+        )
 
     def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
         """attn_calls.json content for a single-rank run (multi-rank runs merge rank_calls())."""
@@ -177,9 +252,14 @@ def make_attention(
     """The usual chain for a run: get_backend(name) [-> KVReversed] [-> KVChunked] -> CountingBackend.
 
     The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
-    run when it falls back.
+    run when it falls back. A backend with a direct op is checked against it on the first call
+    (innermost, so a perturbed arm checks the op on the inputs the op really gets).
     """
     op: AttentionOp = get_backend(name, **options)
+    direct = op.direct_call() if isinstance(op, AttentionBackend) else None
+    checker = FirstCallCheck(op, direct) if direct is not None else None
+    if checker is not None:
+        op = checker
     fb: AttentionOp | None = get_backend(fallback) if fallback else None
     if kv_reversed:
         op = KVReversed(op)
@@ -187,4 +267,4 @@ def make_attention(
     if kv_chunks > 1:
         op = KVChunked(op, kv_chunks)
         fb = KVChunked(fb, kv_chunks) if fb is not None else None
-    return CountingBackend(op, requested=name, fallback=fb)
+    return CountingBackend(op, requested=name, fallback=fb, direct_check=checker)

@@ -167,6 +167,11 @@ def facts(res: ReportResults) -> list[str]:
             f"{r.key}: {n} DiT attention calls per rank went through {r.attn.requested}, "
             f"{r.attn.fallbacks} fallbacks ({len(per_rank)} rank(s))"
         )
+        checks = [rc.direct_check for rc in r.attn.ranks.values() if rc.direct_check is not None]
+        if checks:  # one line for all ranks when they read alike, else each rank's reading
+            readings = sorted({c.reading() for c in checks})
+            ranks = f" ({len(checks)} rank(s))" if len(r.attn.ranks) > 1 else ""
+            out.append(f"{r.key}: backend output vs a direct op call: {'; '.join(readings)}{ranks}")
     same = [c for c in res.comparisons if c.bitwise.video is True and c.bitwise.audio is True]
     for c in same:
         out.append(f"video and audio bitwise identical: {c.a.key} and {c.b.key}")

@@ -435,13 +435,31 @@ def attention_section(res: ReportResults) -> Section:
     sec = Section("attention", "4. Attention calls and environment")
     t = TextTable(
         title="Attention calls per rank",
-        headers=["run", "requested", "rank", "calls", "fallbacks", "errors", "valid"],
+        headers=[
+            "run",
+            "requested",
+            "rank",
+            "calls",
+            "fallbacks",
+            "errors",
+            "backend vs direct op call",
+            "valid",
+        ],
     )
     for r in res.runs:
         if r.attn is None:
             why = "not recorded" if r.ok else f"not run ({r.status})"
             t.add(
-                [r.key, r.attn_type or NA, NA, why, "", "", "unknown" if r.valid is None else str(r.valid)],
+                [
+                    r.key,
+                    r.attn_type or NA,
+                    NA,
+                    why,
+                    "",
+                    "",
+                    "",
+                    "unknown" if r.valid is None else str(r.valid),
+                ],
                 _css(r),
             )
             continue
@@ -456,12 +474,13 @@ def attention_section(res: ReportResults) -> Section:
                     calls,
                     fallbacks,
                     "; ".join(rc.errors),
+                    rc.direct_check.reading() if rc.direct_check else "not checked",
                     "yes" if r.valid else "NO",
                 ],
                 _css(r) if r.valid else "not-ok",
             )
         if not r.attn.ranks:
-            t.add([r.key, r.attn.requested, NA, "no rank recorded", "", "", "NO"], "not-ok")
+            t.add([r.key, r.attn.requested, NA, "no rank recorded", "", "", "", "NO"], "not-ok")
     sec.tables.append(t)
     for r in res.runs:
         if r.valid is False:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from attn_testutil import errors, make_qkv
 
-from harness.attention import availability, exact_attention, get_backend
+from harness.attention import availability, exact_attention, get_backend, make_attention
 
 sage_ok, sage_reason = availability("sage_attn2")
 aiter_ok, aiter_reason = availability("aiter_sage_attn")
@@ -27,6 +27,16 @@ def test_emulation_tracks_the_real_sage_attn2_kernel(n):
     e_real, e_emul = errors(out_real, ref), errors(out_emul, ref)
     assert between["cos"] > 0.9999, between
     assert abs(e_real["rel_l1"] - e_emul["rel_l1"]) < 0.5 * e_real["rel_l1"] + 1e-3, (e_real, e_emul)
+
+
+@pytest.mark.skipif(not sage_ok, reason=f"sage_attn2 unavailable: {sage_reason}")
+def test_sage_attn2_backend_passes_the_kernel_result_through_bitwise():
+    """The run's first-call check on the real Triton kernel: registry backend vs sageattn called directly."""
+    attn = make_attention("sage_attn2")
+    q, k, v = (x.cuda() for x in make_qkv(4096, h=8, d=128, k_bias=2.0, seed=5))
+    attn(q, k, v)
+    check = attn.rank_calls().direct_check
+    assert check is not None and check.identical, check
 
 
 @pytest.mark.skipif(not aiter_ok, reason=f"aiter_sage_attn unavailable: {aiter_reason}")

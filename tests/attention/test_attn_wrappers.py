@@ -14,7 +14,7 @@ from harness.attention import (
     get_backend,
     make_attention,
 )
-from harness.attention.wrappers import chunk_logsumexp
+from harness.attention.wrappers import FirstCallCheck, chunk_logsumexp
 from harness.records import AttnCallsRecord, RankCalls
 
 
@@ -133,3 +133,79 @@ def test_chunk_logsumexp_matches_torch_and_make_attention_wraps():
     assert op.params["kv_chunks"] == 2 and op.params["kv_reversed"] is True
     with pytest.raises(ValueError, match="2 or more"):
         KVChunked(get_backend("torch_sdpa"), 1)
+
+
+class Shifted(AttentionOp):
+    """A backend whose wrapper changes the op's result (adds a tiny bias), with the op as direct call."""
+
+    name = "shifted"
+    exact = False
+    params = {"backend": "shifted"}
+
+    def __init__(self):
+        self.op = get_backend("torch_sdpa").direct_call()
+
+    def __call__(self, q, k, v, scale=None):
+        return self.op(q, k, v, q.shape[-1] ** -0.5) + 1e-3
+
+
+def test_first_call_check_finds_the_backend_equal_to_its_op():
+    for name in ("torch_sdpa", "sage_emul_thuml", "sage_emul_aiter"):
+        attn = make_attention(name, kv_reversed=name == "torch_sdpa")
+        q, k, v = make_qkv(96, h=2, d=64)
+        attn(q, k, v)
+        attn(*make_qkv(32, h=2, d=64))  # a later call is not checked: the first one's shape stays
+        check = attn.rank_calls().direct_check
+        assert check is not None and check.identical, (name, check)
+        assert check.q_shape == list(q.shape)
+        assert check.reading() == f"bitwise identical (first call, q {'x'.join(map(str, q.shape))})"
+        assert attn.rank_calls().calls == {name: 2}  # the direct call is not counted
+
+
+def test_first_call_check_tells_a_changed_result_from_a_nondeterministic_op():
+    q, k, v = make_qkv(64, h=2, d=32, dtype=torch.float32)
+    changed = FirstCallCheck(Shifted(), get_backend("torch_sdpa").direct_call())
+    changed(q, k, v)
+    assert not changed.result.identical and changed.result.op_repeatable is True
+    assert abs(changed.result.max_abs_diff - 1e-3) < 1e-4
+    assert "the backend changes the result" in changed.result.reading()
+
+    draws = iter(range(100))
+
+    def noisy_op(q, k, v, scale):  # a different last bit on every call, like an op with atomics
+        return exact_attention(q, k, v).to(q.dtype) + next(draws) * 1e-6
+
+    shaky = FirstCallCheck(get_backend("torch_sdpa"), noisy_op)
+    shaky(q, k, v)
+    assert not shaky.result.identical and shaky.result.op_repeatable is False
+    assert "the op itself is not deterministic" in shaky.result.reading()
+
+
+def test_backends_without_a_direct_op_are_not_checked():
+    counting = CountingBackend(OnlyD64(), requested="only_d64")
+    counting(*make_qkv(16, d=64))
+    assert counting.rank_calls().direct_check is None
+
+
+def test_first_call_check_gives_the_direct_call_the_inputs_the_backend_saw():
+    """An op that smooths K in place (SageAttention 1.x does ``k -= k.mean``): without copies the
+    direct call would see a changed K and the check would blame the op."""
+    sdpa = get_backend("torch_sdpa").direct_call()
+
+    def smoothing_op(q, k, v, scale):
+        k.sub_(k.mean(dim=-2, keepdim=True))
+        return sdpa(q, k, v, scale)
+
+    class Smoothing(OnlyD64):
+        name = "smoothing"
+
+        def __call__(self, q, k, v, scale=None):
+            return smoothing_op(q, k, v, q.shape[-1] ** -0.5)
+
+    q, k, v = make_qkv(64, h=2, d=64, dtype=torch.float32, k_bias=3.0)
+    k_before = k.clone()
+    check = FirstCallCheck(Smoothing(), smoothing_op)
+    check(q, k, v)
+    assert not torch.equal(k, k_before)  # the run's own K really changed
+    assert check.result.identical and check.result.inputs_modified == ["k"]
+    assert check.result.reading().startswith("bitwise identical; the call changes k in place (first call")

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.records import (
     AttnCallsRecord,
+    DirectCheck,
     RankCalls,
     Role,
     RunRecord,
@@ -107,6 +108,7 @@ class ArmSpec:
     lossless: bool = False  # also write output_lossless.mkv (the builtin runner's opt-in twin)
     repeats: int | None = None  # runs per seed (default: the campaign's)
     jitter: float = 0.0  # relative sd of the step times from one repeat to the next
+    direct_check: DirectCheck | None = None  # every rank's first-call check (None: not checked)
 
 
 def write_run(
@@ -179,6 +181,7 @@ def write_run(
                     **({"torch_sdpa": arm.fallbacks} if r == 1 and arm.fallbacks else {}),
                 },
                 fallbacks={"torch_sdpa": arm.fallbacks} if r == 1 and arm.fallbacks else {},
+                direct_check=arm.direct_check,
             )
             for r in (0, 1)
         }
@@ -315,8 +318,11 @@ def standard_arms(bad_text: str = "") -> list[ArmSpec]:
         ArmSpec("torch_sdpa", role="reference", steps=[2.0, 1.0, 1.0]),
         ArmSpec("torch_sdpa_kv_reversed", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=3.0,
                 steps=[2.0, 1.02, 1.0]),
-        ArmSpec("sage_close", noise=0.3, audio_noise=0.0, steps=[1.8, 0.8, 0.82]),
-        ArmSpec("sage_far", noise=12.0, steps=[1.5, 0.5, 0.5], fallbacks=3),
+        ArmSpec("sage_close", noise=0.3, audio_noise=0.0, steps=[1.8, 0.8, 0.82],
+                direct_check=DirectCheck(q_shape=[1, 24, 4096, 128], identical=True)),
+        ArmSpec("sage_far", noise=12.0, steps=[1.5, 0.5, 0.5], fallbacks=3,
+                direct_check=DirectCheck(q_shape=[1, 24, 4096, 128], identical=False, max_abs_diff=0.0039,
+                                         op_repeatable=True)),
         ArmSpec("broken", status="failed", reason=f"exit code 1 {bad_text}".strip(),
                 log_tail=f"Traceback ...\nRuntimeError: kernel failed {bad_text}\n"),
         ArmSpec("sage_triton", status="skipped", reason="backend unavailable: no GPU here", write_run_json=False),

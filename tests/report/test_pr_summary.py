@@ -121,6 +121,17 @@ def test_pr_md_figures_are_report_md_figures(single_report):
         "- sage_close: 60 DiT attention calls per rank went through sage_close, 0 fallbacks (2 rank(s))" in pr
     )
     assert "- frames 0 / 3 / 5 / 8 side by side" in pr
+    assert (
+        "- sage_close: backend output vs a direct op call: bitwise identical (first call, q 1x24x4096x128)"
+        in pr
+    )
+    far = "sage_far: backend output vs a direct op call: differs by up to 0.0039; the backend changes the result"
+    assert f"- {far} (first call, q 1x24x4096x128) (2 rank(s))" in pr
+    # the same reading, rank by rank, in report.md's attention table
+    assert (
+        md.count("differs by up to 0.0039; the backend changes the result (first call, q 1x24x4096x128)") == 2
+    )
+    assert "not checked" in md  # the reference's ranks carry no check in this fixture
 
 
 def test_pr_md_of_the_committed_h200_campaign():
