@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from harness.compare.summary import RunSummary
 from harness.report.results import ArmAggregate, ReportResults
 from harness.report.summary import arm_speed, fmt_speedup
 from harness.report.text import md_escape, md_text
@@ -152,26 +153,37 @@ def stats_table(res: ReportResults) -> list[str]:
     return _table(head, rows)
 
 
+def _run_facts(r: RunSummary) -> list[str]:
+    """The attention facts of one candidate run, without its name."""
+    if r.attn is None:
+        return ["attention calls not recorded"]
+    per_rank = {rank: rc.calls.get(r.attn.requested, 0) for rank, rc in sorted(r.attn.ranks.items())}
+    counts = sorted(set(per_rank.values()))
+    n = str(counts[0]) if len(counts) == 1 else " / ".join(str(per_rank[k]) for k in per_rank)
+    out = [
+        f"{n} DiT attention calls per rank went through {r.attn.requested}, "
+        f"{r.attn.fallbacks} fallbacks ({len(per_rank)} rank(s))"
+    ]
+    checks = [rc.direct_check for rc in r.attn.ranks.values() if rc.direct_check is not None]
+    if checks:  # one reading for all ranks when they read alike, else each distinct one
+        readings = sorted({c.reading() for c in checks})
+        ranks = f" ({len(checks)} rank(s))" if len(r.attn.ranks) > 1 else ""
+        out.append(f"backend output vs a direct op call: {'; '.join(readings)}{ranks}")
+    return out
+
+
 def facts(res: ReportResults) -> list[str]:
     out: list[str] = []
+    by_arm: dict[str, list[RunSummary]] = {}
     for r in res.runs:
-        if not r.ok or r.role != "candidate":
-            continue
-        if r.attn is None:
-            out.append(f"{r.key}: attention calls not recorded")
-            continue
-        per_rank = {rank: rc.calls.get(r.attn.requested, 0) for rank, rc in sorted(r.attn.ranks.items())}
-        counts = sorted(set(per_rank.values()))
-        n = str(counts[0]) if len(counts) == 1 else " / ".join(str(per_rank[k]) for k in per_rank)
-        out.append(
-            f"{r.key}: {n} DiT attention calls per rank went through {r.attn.requested}, "
-            f"{r.attn.fallbacks} fallbacks ({len(per_rank)} rank(s))"
-        )
-        checks = [rc.direct_check for rc in r.attn.ranks.values() if rc.direct_check is not None]
-        if checks:  # one line for all ranks when they read alike, else each rank's reading
-            readings = sorted({c.reading() for c in checks})
-            ranks = f" ({len(checks)} rank(s))" if len(r.attn.ranks) > 1 else ""
-            out.append(f"{r.key}: backend output vs a direct op call: {'; '.join(readings)}{ranks}")
+        if r.ok and r.role == "candidate":
+            by_arm.setdefault(r.arm, []).append(r)
+    for arm, runs in by_arm.items():
+        per_run = [_run_facts(r) for r in runs]
+        if len(runs) > 1 and all(f == per_run[0] for f in per_run):  # every run of the arm reads alike
+            out += [f"{arm} (each of its {len(runs)} runs): {line}" for line in per_run[0]]
+        else:
+            out += [f"{r.key}: {line}" for r, lines in zip(runs, per_run, strict=True) for line in lines]
     same = [c for c in res.comparisons if c.bitwise.video is True and c.bitwise.audio is True]
     for c in same:
         out.append(f"video and audio bitwise identical: {c.a.key} and {c.b.key}")
