@@ -5,7 +5,6 @@ and the campaign is left as it was."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
 from campaign_factory import FPS, RATE, base_content, perturb  # noqa: E402
+from cli_testutil import harness  # noqa: E402
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs  # noqa: E402
 from harness.ingest import IngestArm, ingest  # noqa: E402
@@ -24,11 +24,6 @@ from harness.store import CampaignDir, sha256_file  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "lightx2v_logs"
 H200 = ROOT / "reports" / "examples" / "h200" / "minimax_h3_tiny" / "gpu" / "runs"
-
-
-def harness(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # cli_testutil
 from campaign_factory import ArmSpec, write_run  # noqa: E402
 
 

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from campaign_factory import FPS, RATE, ArmSpec, base_content, perturb, write_run
+from cli_testutil import harness
 
 from harness.compare.inputs import compare_inputs, is_media_file
 from harness.compare.pairwise import compare_runs
 from harness.compare.summary import stat_fields
 from harness.media import write_av
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def harness(*args):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
