@@ -1,8 +1,9 @@
 """User-facing errors and the exit codes every command shares: one line, no traceback.
 
 Exit codes (the README's table and ``harness --help`` say the same):
-0 success; 1 a gate or verdict failed; 2 bad input or usage (scenario, flags, gate file,
-unreadable or incompatible media, a path outside ``--out``, a campaign locked by another run);
+0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage
+(scenario, flags, gate file, unreadable or incompatible media, a path outside ``--out``, a
+campaign locked by another run);
 3 a run failed, was invalid, or could not be measured; 4 the harness itself failed (a bug:
 the traceback is printed); 130 interrupted (finished runs are kept).
 """
@@ -20,9 +21,9 @@ class Exit(IntEnum):
 
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 a gate or verdict failed; 2 bad input or usage (scenario, flags, "
-    "gate file, unreadable or incompatible media, a path outside --out, a campaign another run "
-    "holds); 3 a run failed, was invalid or could not be measured; 4 a bug in the harness "
+    "Exit codes: 0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input "
+    "or usage (scenario, flags, gate file, unreadable or incompatible media, a path outside "
+    "--out, a campaign another run holds); 3 a run failed, was invalid or could not be measured; 4 a bug in the harness "
     "(traceback printed); 130 interrupted."
 )
 

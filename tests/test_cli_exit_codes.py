@@ -1,6 +1,6 @@
 """The exit-code contract of every command: usage errors are one line naming the flag, exit 2.
 
-0 success; 1 a gate or verdict failed; 2 bad input or usage; 3 a run failed, was invalid or could
+0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage; 3 a run failed, was invalid or could
 not be measured (the README's table and `harness --help` say the same).
 """
 
@@ -98,7 +98,10 @@ def test_help_states_the_exit_codes():
     res = harness("--help")
     assert res.returncode == 0
     text = " ".join(res.stdout.split())
-    assert "Exit codes: 0 success; 1 a gate or verdict failed; 2 bad input or usage" in text
+    assert (
+        "Exit codes: 0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage"
+        in text
+    )
     assert "3 a run failed, was invalid or could not be measured" in text
 
 
