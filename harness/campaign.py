@@ -337,19 +337,22 @@ def run_campaign(
     resubmit_failed: int = 0,
     repeats: int | None = None,
     lock: CampaignLock | None = None,
+    plan: CampaignPlan | None = None,
 ) -> CampaignOutcome:
     """Plan, check every input, then (unless ``dry_run``) run the campaign under its lock and report.
 
     Nothing is written before every input has been checked; a second run on the same campaign
     raises CampaignLocked at once. ``lock``: the campaign's lock, already taken with
-    ``lock_campaign`` (it is released at the end); default: taken here.
+    ``lock_campaign`` (it is released at the end); default: taken here. ``plan``: the campaign
+    already planned with ``plan_campaign`` (the planning arguments are then not used).
     """
     reporter = reporter or Reporter()
-    plan = plan_campaign(
-        scenario_ref, profile=profile, arms=arms, seeds=seeds, out_root=out_root, campaign_id=campaign_id,
-        executor=executor, slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, dry_run=dry_run,
-        repeats=repeats,
-    )  # fmt: skip
+    if plan is None:
+        plan = plan_campaign(
+            scenario_ref, profile=profile, arms=arms, seeds=seeds, out_root=out_root, campaign_id=campaign_id,
+            executor=executor, slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed,
+            dry_run=dry_run, repeats=repeats,
+        )  # fmt: skip
     campaign = plan.campaign
     outcome = CampaignOutcome(campaign, notes=list(plan.notes))
     for line in plan.notes:

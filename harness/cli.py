@@ -206,9 +206,8 @@ def run(
     ) as progress:
         reporter = RichReporter(progress, total=0)
         outcome = run_campaign(
-            scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
-            campaign_id=campaign, force=force, executor=executor, report=not no_report, reporter=reporter,
-            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats, lock=lock,
+            scenario, plan=plan, lock=lock, force=force, report=not no_report, reporter=reporter,
+            resubmit_failed=resubmit_failed,
         )  # fmt: skip
     out.print(_summary_table(outcome))
     for note in _notes(outcome):

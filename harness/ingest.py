@@ -26,7 +26,7 @@ from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.errors import HarnessError
 from harness.media import MediaInfo, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord
-from harness.scenario import SafeName, Seed
+from harness.scenario import SafeName, Seed, check_seed
 from harness.store import (
     OUTPUT_MP4,
     TIMING_JSON,
@@ -159,8 +159,8 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     config = _read_config(arm.config) if arm.config is not None else None
     seed, seed_from = arm.seed, "given"
     cfg_seed = (config or {}).get("seed")
-    if cfg_seed is not None and (isinstance(cfg_seed, bool) or not isinstance(cfg_seed, int)):
-        raise bad(f"{arm.config}: seed {cfg_seed!r} is not an integer")
+    if cfg_seed is not None:  # the same rule as --seed and the manifest's seed
+        check_seed(cfg_seed, str(arm.config))
     if seed is not None and cfg_seed is not None and int(cfg_seed) != seed:
         raise bad(f"{arm.config}: seed {cfg_seed} in the config, but {seed} given for arm {arm.name!r}")
     if seed is None:
@@ -417,6 +417,8 @@ def load_manifest(path: Path) -> IngestManifest:
         text = p.read_text()
     except FileNotFoundError:
         raise bad(f"{p}: manifest not found") from None
+    except (OSError, UnicodeDecodeError) as err:  # a folder, no permission, not text
+        raise bad(f"{p}: cannot read the manifest ({getattr(err, 'strerror', None) or err})") from None
     try:
         data, node = load_yaml(text)
     except YamlProblem as err:

@@ -222,7 +222,10 @@ class PairStream:
         self.lag = int(lag)  # B's lag against A (audio_align): the late track's head is not paired
         self._drop = [max(0, -self.lag), max(0, self.lag)]
         self._dropped = tuple(self._drop)
-        self.tracks = (TrackStream(sample_rate), TrackStream(sample_rate))
+        # Whole tracks for RMS and peak; the mel frames come from the paired samples only (after
+        # the late track's head is dropped), as pair_metrics takes them from the overlap.
+        self.tracks = (TrackStream(sample_rate, mel=False), TrackStream(sample_rate, mel=False))
+        self._mels = (TrackStream(sample_rate), TrackStream(sample_rate))
         self._pending: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
         self._sums: np.ndarray | None = None  # [channels, 4]: aa, bb, ab, ee
         self._equal = True
@@ -239,6 +242,7 @@ class PairStream:
             x = x[:, cut:]
             if not x.shape[1]:
                 return
+        self._mels[which].push(x)
         self._pending[which].append(x)
         self._pair()
 
@@ -282,7 +286,9 @@ class PairStream:
             "snr_db": _snr(aa, ee),
             "snr_db_per_channel": [_snr(float(sums[c, 0]), float(sums[c, 3])) for c in range(channels)],
             "cosine": _cosine(aa, bb, ab),
-            "logmel_cosine": _logmel_cosine_of_power(ta.mel_prefix(n), tb.mel_prefix(n)),
+            "logmel_cosine": _logmel_cosine_of_power(
+                self._mels[0].mel_prefix(n), self._mels[1].mel_prefix(n)
+            ),
             "rms_a": ta.rms,
             "rms_b": tb.rms,
             "peak_a": ta.peak,

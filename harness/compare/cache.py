@@ -15,8 +15,8 @@ from harness.records import Record
 from harness.store import pair_metrics_stem, read_record, utcnow, write_record
 
 # Bumped when the metric suite measures differently, so older entries are measured again.
-# 2: audio metrics after the bounded lag search.
-PAIR_METRICS_VERSION = 2
+# 2: audio metrics after the bounded lag search; 3: the streamed log-mel cosine on the aligned overlap.
+PAIR_METRICS_VERSION = 3
 
 
 class PairCache(Record):

@@ -137,8 +137,8 @@ def stats_table(res: ReportResults) -> list[str]:
         "audio RMS / peak",
     ]
     rows = []
-    for r in res.runs:
-        if r.stats is None or r.repeat != 1:
+    for r in res.primary_runs:
+        if r.stats is None:
             continue
         f = stat_fields(r.stats)
         rows.append(
@@ -191,7 +191,7 @@ def facts(res: ReportResults) -> list[str]:
         out.append(f"video and audio bitwise identical to {res.reference_arm}: no run")
     if res.frame_indices:
         seed = res.primary_seed
-        cols = [r.key for r in res.runs if r.seed == seed and r.ok and r.output]
+        cols = [r.key for r in res.primary_runs if r.seed == seed and r.ok and r.output]
         out.append(
             f"frames {' / '.join(map(str, res.frame_indices))} side by side (report.md, section 5), "
             f"columns: {' | '.join(cols)}"

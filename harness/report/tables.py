@@ -112,7 +112,7 @@ def overview_section(res: ReportResults) -> Section:
         info.add([k, v])
     runs = TextTable(title="Runs", headers=["run", "arm", "seed", "role", "attention", "status"])
     for r in res.runs:
-        attn = f"{r.attn_type}{' (K/V reversed)' if r.kv_reversed else ''}"
+        attn = f"{r.attn_type}{f' ({r.perturbation})' if r.perturbation else ''}"
         runs.add([r.key, r.arm, r.seed if r.seed is not None else NA, _role(r), attn, _status(r)], _css(r))
     sec.tables = [info, runs]
     sec.bullets = list(res.notes)
