@@ -107,29 +107,13 @@ def campaign_dir_for(
     return CampaignDir(path)
 
 
-def _arm_status(rec: RunRecord) -> ArmStatus:
-    s = rec.spec
-    return ArmStatus(
-        key=s.key,
-        arm=s.arm,
-        seed=s.seed,
-        role=s.role.value,
-        attn_type=s.attn_type,
-        kv_reversed=s.kv_reversed,
-        status=rec.status,
-        reason=rec.reason,
-        valid=rec.valid,
-        repeat=s.repeat,
-    )
-
-
 def refresh_arms(campaign: CampaignDir, record: CampaignRecord, keys: Sequence[str]) -> None:
     """campaign.json's arm list from the run.json files (the run directories are the truth)."""
     arms = []
     for key in keys:
-        run = campaign.run(key)
-        if run.exists() and run.damage() is None:
-            arms.append(_arm_status(run.record()))
+        rec = campaign.run(key).record_or_none()
+        if rec is not None:
+            arms.append(ArmStatus.of(rec))
     record.arms = arms
     campaign.write(record)
 
@@ -200,9 +184,9 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
     harness that is gone marked interrupted (stale), their runner stopped if it is still there."""
     planned_keys = {p.spec.key for p in planned}
     for run in campaign.runs():
-        if run.key in planned_keys or run.damage():
+        rec = None if run.key in planned_keys else run.record_or_none()
+        if rec is None:
             continue  # planned ones below; damaged unselected ones are left to the user
-        rec = run.record()
         why = stale_reason(rec)
         if why:
             _mark_stale(run, rec, why, outcome, say)

@@ -60,11 +60,5 @@ class CampaignLocked(HarnessError):
     exit_code = Exit.BAD_INPUT
 
 
-class RunFailed(HarnessError):
-    """A run failed, was invalid or could not be measured (exit 3)."""
-
-    exit_code = Exit.RUN_FAILED
-
-
 class BackendUnavailable(HarnessError):
     """An attention backend cannot run on this machine; the message says why."""

@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness.compare.significance import DEFAULT_ALPHA, compare_samples, fmt_p
 from harness.errors import HarnessError
+from harness.records import steady_steps
 from harness.store import atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -135,7 +136,7 @@ def _rows(path: Path) -> list[dict]:
                 "audio_cosine": _float(audio.get("cosine")),
                 "valid": r.get("valid"),
                 "verdict": _verdict(verdicts.get(r["arm"])),
-                "step_samples": (steps[1:] if len(steps) > 1 else steps) if ok else [],
+                "step_samples": steady_steps(steps) if ok else [],
             }
         )
     return rows

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.errors import HarnessError
-from harness.media import MediaInfo, probe
-from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord
+from harness.media import MediaInfo, check_file, probe
+from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord, role_rank
 from harness.scenario import SafeName, Seed, check_seed
 from harness.store import (
     OUTPUT_MP4,
@@ -108,23 +108,11 @@ class Prepared:
     spec: RunSpec
     timing: TimingRecord | None
     info: MediaInfo
-    config: dict | None
-
-
-def _need_file(path: Path, what: str) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise bad(f"{p}: {what} not found")
-    if not p.is_file():
-        raise bad(f"{p}: {what} is not a regular file")
-    if p.stat().st_size == 0:
-        raise bad(f"{p}: {what} is empty (0 bytes)")
-    return p
 
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(_need_file(path, "config JSON").read_text())
+        data = json.loads(check_file(path, "config JSON").read_text())
     except json.JSONDecodeError as err:
         raise bad(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, dict):
@@ -137,7 +125,7 @@ def _timing(arm: IngestArm) -> TimingRecord | None:
         return None
     texts: dict[str, str] = {}
     for log in arm.logs:
-        p = _need_file(log, "log")
+        p = check_file(log, "log")
         texts[f"{len(texts)}:{p.name}"] = p.read_text(errors="replace")
     timing = parse_lightx2v_logs(texts)
     if not timing.steps:
@@ -151,7 +139,7 @@ def _timing(arm: IngestArm) -> TimingRecord | None:
 
 def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     """Check one arm's inputs (files, config, logs, video) without writing anything."""
-    mp4 = _need_file(arm.mp4, "mp4")
+    mp4 = check_file(arm.mp4, "mp4")
     try:
         info = probe(mp4)
     except HarnessError as err:
@@ -183,7 +171,7 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
         role=arm.role,
         params={"ingested": True, "seed_from": seed_from, "attn_type_from": attn_from},
     )
-    return Prepared(arm, spec, timing, info, config)
+    return Prepared(arm, spec, timing, info)
 
 
 def _check_campaign(
@@ -369,16 +357,7 @@ def ingest(
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         rec.arms = [a for a in rec.arms if a.arm != p.arm.name]
-        rec.arms.append(
-            ArmStatus(
-                key=p.spec.key,
-                arm=p.arm.name,
-                seed=p.spec.seed,
-                role=p.spec.role.value,
-                attn_type=p.spec.attn_type,
-                status=RunStatus.ok,
-            )
-        )
+        rec.arms.append(ArmStatus.of(written))
         result.runs.append(str(final))
         src = written.ingested
         if p.timing is None:
@@ -391,8 +370,7 @@ def ingest(
                 + (f"{t.pipeline_total_s:.4g} s" if t.pipeline_total_s is not None else "not logged")
                 + f"; seed {p.spec.seed} ({src.seed_from}), attention {p.spec.attn_type} ({src.attn_type_from})"
             )
-    order = {"reference": 0, "noise_floor": 1, "candidate": 2}
-    rec.arms.sort(key=lambda a: (order.get(a.role, 3), a.seed))
+    rec.arms.sort(key=lambda a: (role_rank(a.role), a.seed))
     scen = dict(rec.scenario)
     scen["arms"] = [a.arm for a in rec.arms]
     scen["seeds"] = sorted({a.seed for a in rec.arms})

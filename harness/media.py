@@ -36,19 +36,20 @@ class MediaInfo:
     size_bytes: int
 
 
-def _check_file(path: str | os.PathLike) -> Path:
+def check_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """``path`` as a Path when it is a non-empty regular file; else one line naming it (exit 2)."""
     p = Path(path)
     if not p.exists():
-        raise HarnessError(f"{p}: file not found")
+        raise HarnessError(f"{p}: {what} not found")
     if not p.is_file():
-        raise HarnessError(f"{p}: not a regular file")
+        raise HarnessError(f"{p}: {what} is not a regular file")
     if p.stat().st_size == 0:
-        raise HarnessError(f"{p}: file is empty (0 bytes)")
+        raise HarnessError(f"{p}: {what} is empty (0 bytes)")
     return p
 
 
 def _open(path: str | os.PathLike) -> av.container.InputContainer:
-    p = _check_file(path)
+    p = check_file(path)
     try:
         return av.open(str(p), mode="r")
     except (av.error.FFmpegError, UnicodeDecodeError) as exc:
@@ -74,7 +75,7 @@ def _count_packets(path: Path) -> int:
 
 def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
-    p = _check_file(path)
+    p = check_file(path)
     with _open(p) as c:
         vs = _video_stream(c, p)
         cc = vs.codec_context
@@ -127,7 +128,7 @@ def iter_video_frames(
     ``frame.to_ndarray(format="rgb24")`` gives what ``iter_frames`` yields (libswscale,
     PyAV's defaults: the convention of every RGB metric here).
     """
-    p = _check_file(path)
+    p = check_file(path)
     container = _open(p)
     try:
         vs = _video_stream(container, p)
@@ -166,7 +167,7 @@ def _frames_to_planar(frame: av.AudioFrame) -> np.ndarray:
 
 def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """Audio as float32 [channels, samples] and its rate: an mp4's track or a .wav/.flac file."""
-    p = _check_file(path)
+    p = check_file(path)
     if p.suffix.lower() in (".wav", ".flac", ".ogg"):
         import soundfile as sf
 
@@ -195,7 +196,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
     """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks of
     about ``block`` samples, in order; memory does not grow with the length. The rate is
     ``probe(path).audio_rate`` (or soundfile's for .wav/.flac)."""
-    p = _check_file(path)
+    p = check_file(path)
     if p.suffix.lower() in (".wav", ".flac", ".ogg"):
         import soundfile as sf
 

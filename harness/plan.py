@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.errors import ScenarioError
-from harness.records import RunRecord, RunSpec, RunStatus
+from harness.records import RunRecord, RunSpec, RunStatus, role_rank
 from harness.runners import get_runner
 from harness.store import CampaignDir
 
@@ -46,7 +46,7 @@ def build_plan(
     seed_list = list(dict.fromkeys(seeds)) if seeds else scenario.seed_list
     runner = get_runner(scenario.runner)
     multi = len(seed_list) > 1 or len(scenario.seed_list) > 1
-    chosen.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role.value, 2))
+    chosen.sort(key=lambda a: role_rank(a.role))
     if repeats is not None and repeats < 1:
         raise ScenarioError(f"repeats must be 1 or more (got {repeats})")
     default_repeats = repeats if repeats is not None else scenario.repeats

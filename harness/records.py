@@ -29,6 +29,17 @@ class Role(str, Enum):
     candidate = "candidate"
 
 
+def steady_steps(seconds: list[float]) -> list[float]:
+    """DiT steps 2..N (step 1 carries warm-up); step 1 alone when it is the only one. The one
+    rule for s/step and for the samples of every speed test."""
+    return list(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+def role_rank(role: Role | str) -> int:
+    """Sort key of a role: the reference first, then the noise floor, then candidates."""
+    return {"reference": 0, "noise_floor": 1, "candidate": 2}.get(getattr(role, "value", role), 3)
+
+
 class RunStatus(str, Enum):
     pending = "pending"
     running = "running"
@@ -155,7 +166,7 @@ class TimingRecord(Record):
         sec = self.step_seconds()
         if not sec:
             return None
-        return statistics.fmean(sec[1:] if len(sec) > 1 else sec)
+        return statistics.fmean(steady_steps(sec))
 
 
 class DirectCheck(Record):

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import CampaignLocked, HarnessError
-from harness.records import AttnCallsRecord, Record, RunRecord, RunStatus, TimingRecord
+from harness.records import AttnCallsRecord, Record, RunRecord, RunStatus, TimingRecord, role_rank
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -147,6 +147,15 @@ class ArmStatus(Record):
     valid: bool | None = None
     repeat: int = 1
 
+    @classmethod
+    def of(cls, rec: RunRecord) -> ArmStatus:
+        """campaign.json's line for a run, from its run.json."""
+        s = rec.spec
+        return cls(
+            key=s.key, arm=s.arm, seed=s.seed, role=s.role.value, attn_type=s.attn_type,
+            kv_reversed=s.kv_reversed, status=rec.status, reason=rec.reason, valid=rec.valid, repeat=s.repeat,
+        )  # fmt: skip
+
 
 class CampaignRecord(Record):
     """campaign.json: what was asked, where, with what software, and how each arm ended."""
@@ -194,6 +203,13 @@ class RunDir:
 
     def record(self) -> RunRecord:
         return read_record(self.run_json, RunRecord)
+
+    def record_or_none(self) -> RunRecord | None:
+        """run.json parsed once; None when it is absent or damaged."""
+        try:
+            return self.record() if self.exists() else None
+        except HarnessError:
+            return None
 
     def damage(self) -> str | None:
         """Why run.json cannot be read (one line), or None when it reads (or is absent)."""
@@ -271,18 +287,12 @@ class CampaignDir:
             problem = f"{err} (the report is built from the run folders)"
         arms, scenario_name, runner = [], self.path.parent.name, "builtin"
         for run in self.runs():
-            try:
-                spec = run.record().spec
-            except HarnessError:
+            rec = run.record_or_none()
+            if rec is None:
                 continue
-            scenario_name, runner = spec.scenario, spec.runner
-            arms.append(
-                ArmStatus(
-                    key=spec.key, arm=spec.arm, seed=spec.seed, role=spec.role.value,
-                    attn_type=spec.attn_type, kv_reversed=spec.kv_reversed, status=run.record().status,
-                )
-            )  # fmt: skip
-        arms.sort(key=lambda a: {"reference": 0, "noise_floor": 1}.get(a.role, 2))
+            scenario_name, runner = rec.spec.scenario, rec.spec.runner
+            arms.append(ArmStatus.of(rec))
+        arms.sort(key=lambda a: role_rank(a.role))
         stand_in = CampaignRecord(
             campaign_id=self.path.name,
             scenario_name=scenario_name,

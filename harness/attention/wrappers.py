@@ -86,8 +86,6 @@ class KVChunked(AttentionOp):
         return {**self.inner.params, "kv_chunks": self.chunks}
 
     def __call__(self, q, k, v, scale=None):
-        from harness.attention.registry import default_scale
-
         s = default_scale(q, scale)
         n_k = k.shape[-2]
         bounds = [round(i * n_k / self.chunks) for i in range(self.chunks + 1)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.compare.summary import RunSummary, file_sha256, summarize_run
-from harness.errors import HarnessError
 from harness.store import resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
@@ -24,13 +23,9 @@ def is_media_file(ref: str) -> bool:
 
 def summarize_file(path: Path, key: str | None = None) -> RunSummary:
     """A bare mp4 as a run that ended ok: its output and hash, no timing, no attention calls."""
-    p = Path(path)
-    if not p.exists():
-        raise HarnessError(f"{p}: file not found", exit_code=2)
-    if not p.is_file():
-        raise HarnessError(f"{p}: not a regular file", exit_code=2)
-    if p.stat().st_size == 0:
-        raise HarnessError(f"{p}: file is empty (0 bytes)", exit_code=2)
+    from harness.media import check_file
+
+    p = check_file(path)
     name = key or p.stem
     return RunSummary(
         key=name,

@@ -25,7 +25,7 @@ from harness.compare.latents import LATENT_CONVENTION, LatentPoint, compare_late
 from harness.compare.significance import DEFAULT_ALPHA, SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.records import Record
+from harness.records import Record, steady_steps
 from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
 
 COMPARE_SCHEMA = "harness.compare/1"
@@ -122,7 +122,7 @@ def _kind(a: RunSummary, b: RunSummary) -> str:
 
 def step_samples(r: RunSummary) -> list[float]:
     """The seconds of DiT steps 2..N (step 1 carries warm-up), step 1 alone when it is the only one."""
-    return list(r.step_seconds[1:] if len(r.step_seconds) > 1 else r.step_seconds)
+    return steady_steps(r.step_seconds)
 
 
 def _speed(a: RunSummary, b: RunSummary, alpha: float = DEFAULT_ALPHA) -> SpeedComparison:

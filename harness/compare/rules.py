@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.compare.significance import DEFAULT_ALPHA
+
 DEFAULT_TOLERANCE = 2.0
 DEFAULT_CHAOTIC_BELOW_DB = 20.0
 DEFAULT_STATS_REL_TOL = 0.02
 DEFAULT_AUDIO_SNR_MIN_DB = 20.0
-DEFAULT_ALPHA = 0.05
 
 
 class VerdictRules(BaseModel):
@@ -50,6 +51,3 @@ class VerdictRules(BaseModel):
         lt=1.0,
         description="Significance level of the speed comparisons (Welch's t-test over runs).",
     )
-
-    def tolerance_text(self) -> str:
-        return f"{self.tolerance:g}x"

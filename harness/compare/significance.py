@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
+from harness.number_format import fmt_s
 from harness.records import Record
 
 DEFAULT_ALPHA = 0.05
@@ -87,18 +88,14 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
 
 
-def _fmt_time(x: float) -> str:
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
-
-
 def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") -> str:
     """'0.451 ± 0.003 s (n=9)'; one sample: '0.451 s (n=1)'; none: 'n/a'."""
     if mean is None or n == 0:
         return "n/a"
     u = f" {unit}" if unit else ""
     if sd is None:
-        return f"{_fmt_time(mean)}{u} (n={n})"
-    return f"{_fmt_time(mean)} ± {_fmt_time(sd)}{u} (n={n})"
+        return f"{fmt_s(mean)}{u} (n={n})"
+    return f"{fmt_s(mean)} ± {fmt_s(sd)}{u} (n={n})"
 
 
 def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:

@@ -60,12 +60,6 @@ def _spread_text(s: Spread | None, fmt) -> str:
     return f"{mean} [{fmt(s.min)}..{fmt(s.max)}]"
 
 
-def _band_text(s: Spread | None, fmt) -> str:
-    if s is None or s.n == 0:
-        return NA
-    return fmt(s.min) if s.min == s.max else f"{fmt(s.min)}..{fmt(s.max)}"
-
-
 def _role(r: RunSummary) -> str:
     return ROLE_LABEL.get(r.role, r.role)
 
@@ -246,15 +240,6 @@ ACC_HEADERS = [
     "log-mel cosine",
     "bitwise",
 ]
-AGG_METRICS = (
-    "psnr",
-    "psnr_min",
-    "ssim_mean",
-    "ssim_min",
-    "audio_snr",
-    "audio_cosine",
-    "audio_logmel_cosine",
-)
 
 
 def _floor_band(res: ReportResults, key: str, fmt) -> str:
@@ -306,17 +291,16 @@ def accuracy_section(res: ReportResults) -> Section:
         t.notes.append(f"decoding: {cf.decode}" if cf.decode else "")
         t.notes = [n for n in t.notes if n]
     sec.tables.append(t)
-    m_by_key = {x.key: x for x in ACCURACY_METRICS}
     if res.floor is not None:
         band = TextTable(
             title="Noise floor band: min / median / max over perturbations x seeds",
-            headers=["floor runs", "PSNR of their pooled MSE", *[m_by_key[k].label for k in AGG_METRICS]],
+            headers=["floor runs", "PSNR of their pooled MSE", *[m.label for m in ACCURACY_METRICS]],
         )
         band.add(
             [
                 str(len(res.floor.keys)),
                 fmt_db(res.floor.psnr_pooled),
-                *[_floor_band(res, k, m_by_key[k].fmt) for k in AGG_METRICS],
+                *[_floor_band(res, m.key, m.fmt) for m in ACCURACY_METRICS],
             ],
             "noise-floor",
         )
@@ -325,13 +309,13 @@ def accuracy_section(res: ReportResults) -> Section:
     if res.multi_seed:
         agg = TextTable(
             title="Per arm over seeds: mean [min..max]",
-            headers=["arm", "role", "seeds measured", *[m_by_key[k].label for k in AGG_METRICS]],
+            headers=["arm", "role", "seeds measured", *[m.label for m in ACCURACY_METRICS]],
         )
         for a in res.arms:
             if a.arm == res.reference_arm:
                 continue
             m = a.metrics
-            cells = [_spread_text(m.get(k), m_by_key[k].fmt) for k in AGG_METRICS]
+            cells = [_spread_text(m.get(x.key), x.fmt) for x in ACCURACY_METRICS]
             measured = m["psnr"].n if "psnr" in m else 0
             agg.add(
                 [a.arm, ROLE_LABEL.get(a.role, a.role), f"{measured}/{len(a.seeds)}", *cells],

@@ -126,14 +126,10 @@ class OverheadResult(Record):
 
 
 def welch_p(a: list[float], b: list[float]) -> float | None:
-    """Two-sided Welch t-test p-value; None with fewer than two values a side or no spread at all."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    if statistics.pstdev(a) == 0 and statistics.pstdev(b) == 0:
-        return 1.0 if statistics.fmean(a) == statistics.fmean(b) else 0.0
-    from scipy.stats import ttest_ind
+    """Two-sided Welch t-test p-value; None with fewer than two values a side."""
+    from harness.compare.significance import welch_p_value
 
-    return float(ttest_ind(a, b, equal_var=False).pvalue)
+    return welch_p_value(a, b) if len(a) >= 2 and len(b) >= 2 else None
 
 
 def summarize(result: OverheadResult) -> OverheadResult:
@@ -201,13 +197,13 @@ def wrapper_cost(samples: int = 7, calls: int = 20000) -> WrapperCost:
 
 def _calls_per_step(result: OverheadResult, dit_steps: int | None) -> int | None:
     """In-scope attention calls per DiT step on rank 0, from a launcher run's attn_calls.json."""
-    import json
+    from harness.store import RunDir
 
     for run in result.runs:
-        path = Path(run.run_dir) / "attn_calls.json"
-        if run.mode == "launcher" and path.is_file() and dit_steps:
-            ranks = json.loads(path.read_text()).get("ranks", {})
-            calls = sum((ranks.get("0") or {}).get("calls", {}).values())
+        record = RunDir(Path(run.run_dir)).attn_calls() if run.mode == "launcher" and dit_steps else None
+        if record is not None:
+            rank0 = record.ranks.get("0")
+            calls = sum(rank0.calls.values()) if rank0 else 0
             return calls // dit_steps if calls else None
     return None
 
