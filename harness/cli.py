@@ -160,55 +160,37 @@ def run(
     ),
 ):
     """Run a scenario's arms (a campaign), then write its report."""
-    from harness.campaign import run_campaign
+    from harness.campaign import dry_run as plan_dry_run
+    from harness.campaign import execute, lock_campaign, plan_campaign
 
-    seed_list = _seeds(seeds)
     given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
-    slurm_overrides = {k: v for k, v in given.items() if v is not None}
+    # Every bad input, and a campaign another run holds, is one line before any progress bar.
+    plan = plan_campaign(
+        scenario, profile=profile, arms=_csv(arms), seeds=_seeds(seeds), out_root=out_dir,
+        campaign_id=campaign, executor=executor, slurm_overrides={k: v for k, v in given.items() if v is not None},
+        resubmit_failed=resubmit_failed, repeats=repeats, force=force, check_executor=not dry_run,
+    )  # fmt: skip
     if dry_run:
-        outcome = run_campaign(
-            scenario, profile=profile, arms=_csv(arms), seeds=seed_list, out_root=out_dir,
-            campaign_id=campaign, force=force, dry_run=True, executor=executor,
-            slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed, repeats=repeats,
-        )  # fmt: skip
+        shown = plan_dry_run(plan)
         # Plain lines, never wrapped: the commands are meant to be copied.
-        print(f"campaign: {outcome.campaign.path}  (dry run: nothing is executed)")
-        for note in outcome.notes:
+        print(f"campaign: {shown.campaign.path}  (dry run: nothing is executed)")
+        for note in shown.notes:
             print(note)
-        if outcome.held_by is not None:
+        if shown.held_by is not None:
             print(
-                f"note: another harness run holds this campaign ({outcome.held_by.describe()}); "
+                f"note: another harness run holds this campaign ({shown.held_by.describe()}); "
                 "a real run now would exit 2"
             )
-        for e in outcome.dry_run:
+        for e in shown.entries:
             note = f"  [would be skipped: {e.preflight}]" if e.preflight else ""
             print(f"\n# {e.key}: {e.action} ({e.why}){note}")
             print(e.shell())
         return
-    from harness.campaign import lock_campaign, plan_campaign
-
-    # Every bad input, and a campaign another run holds, is one line before any progress bar.
-    plan = plan_campaign(
-        scenario,
-        profile=profile,
-        arms=_csv(arms),
-        seeds=seed_list,
-        out_root=out_dir,
-        campaign_id=campaign,
-        executor=executor,
-        slurm_overrides=slurm_overrides,
-        resubmit_failed=resubmit_failed,
-        repeats=repeats,
-    )
     lock = lock_campaign(plan.campaign)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:
-        reporter = RichReporter(progress, total=0)
-        outcome = run_campaign(
-            scenario, plan=plan, lock=lock, force=force, report=not no_report, reporter=reporter,
-            resubmit_failed=resubmit_failed,
-        )  # fmt: skip
+        outcome = execute(plan, lock=lock, reporter=RichReporter(progress, total=0), report=not no_report)
     out.print(_summary_table(outcome))
     for note in _notes(outcome):
         out.print(note, highlight=False, markup=False, soft_wrap=True)

@@ -387,8 +387,7 @@ def _resolve(base: Path, p: Path | None) -> Path | None:
 
 def load_manifest(path: Path) -> IngestManifest:
     """A manifest from YAML; a problem is one line with the file, the line and the field."""
-    from harness.scenario import _fmt_loc, _line_for, _line_map
-    from harness.strict_yaml import YamlProblem, load_yaml
+    from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
     p = Path(path)
     try:
@@ -408,8 +407,8 @@ def load_manifest(path: Path) -> IngestManifest:
     except ValidationError as err:
         first = err.errors()[0]
         loc = tuple(first["loc"])
-        line = _line_for(_line_map(node), loc) if node is not None else 1
-        raise bad(f"{p}:{line}: {_fmt_loc(loc)}: {first['msg']}") from None
+        line = line_for(line_map(node), loc) if node is not None else 1
+        raise bad(f"{p}:{line}: {format_loc(loc)}: {first['msg']}") from None
     base = p.parent
     man.campaign = _resolve(base, man.campaign)  # type: ignore[assignment]
     for arm in man.arms:

@@ -1,18 +1,35 @@
-"""Plan: a scenario x selected arms x seeds x profile -> the list of run specs, and their status."""
+"""Plan: a scenario x selected arms x seeds x profile -> the run specs of a campaign, where it
+lives, what a (re-)run does with each run, and what a dry run shows.
+
+``plan_campaign`` checks every input and writes nothing; ``dry_run`` says exactly what would be
+launched; ``harness.campaign.execute`` runs a plan.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from harness.errors import ScenarioError
-from harness.records import RunRecord, RunSpec, RunStatus, role_rank
+from pydantic import ValidationError
+
+from harness.errors import HarnessError, ScenarioError, UsageError
+from harness.executors.base import PlannedRun
+from harness.plugins import EXECUTORS
+from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
 from harness.runners import get_runner
-from harness.store import CampaignDir
-
-if TYPE_CHECKING:
-    from harness.scenario import Scenario
+from harness.scenario import (
+    Scenario,
+    SlurmBlock,
+    check_name,
+    check_seed,
+    load_scenario,
+    resolve_scenario_path,
+)
+from harness.store import CampaignDir, LockHolder, lock_holder
 
 
 def select_profile(scenario: Scenario, profile: str | None) -> str | None:
@@ -81,16 +98,6 @@ def build_plan(
     return specs
 
 
-@dataclass
-class PlannedRun:
-    spec: RunSpec
-    action: str  # "run" | "skip-ok" (resume: already ok with the same spec hash) | "rerun"
-    why: str
-    # Set right before running: "corrupt" (run.json is moved aside) or "stale" (a run.json left
-    # running by a harness that is gone is marked interrupted, its runner stopped if still there).
-    repair: str | None = None
-
-
 def plan_actions(
     campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False, held_elsewhere: bool = False
 ) -> list[PlannedRun]:
@@ -99,8 +106,6 @@ def plan_actions(
     The dry run and the real run both ask this, so they agree. ``held_elsewhere``: another
     harness holds the campaign lock, so a run.json that says running is running, not stale.
     """
-    from harness.executors.process import stale_reason
-
     planned = []
     for spec in specs:
         run = campaign.run(spec.key)
@@ -109,7 +114,7 @@ def plan_actions(
             continue
         try:
             rec: RunRecord = run.record()
-        except Exception as err:  # an unreadable run.json is re-run, never trusted
+        except (HarnessError, OSError) as err:  # unreadable, or of a schema this harness does not read
             why = f"run.json unreadable, to be moved aside ({err})"
             planned.append(PlannedRun(spec, "rerun", why, repair="corrupt"))
             continue
@@ -126,3 +131,180 @@ def plan_actions(
         else:
             planned.append(PlannedRun(spec, "rerun", f"previous status {rec.status.value}"))
     return planned
+
+
+# --- a campaign's plan -------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """A campaign after every input was checked: nothing is written to make one."""
+
+    scenario: Scenario
+    path: Path | None  # the scenario file (None: planned from a Scenario object)
+    profile: str | None
+    executor: str
+    slurm: SlurmBlock | None
+    resubmit_failed: int
+    force: bool
+    specs: list[RunSpec]
+    campaign: CampaignDir
+    notes: list[str] = field(default_factory=list)  # one line each (de-duplicated seeds)
+
+    @property
+    def keys(self) -> list[str]:
+        return [s.key for s in self.specs]
+
+    def actions(self, *, held_elsewhere: bool = False) -> list[PlannedRun]:
+        """What running the plan now does with each run (asked again right before running)."""
+        return plan_actions(self.campaign, self.specs, force=self.force, held_elsewhere=held_elsewhere)
+
+    def executor_options(self) -> dict[str, Any]:
+        """The options the executor is built with."""
+        if self.executor == "slurm":
+            return {"slurm": self.slurm, "resubmit_failed": self.resubmit_failed}
+        return {}
+
+
+SLURM_FLAGS = {
+    "partition": "--slurm-partition",
+    "account": "--slurm-account",
+    "time_min": "--slurm-time-min",
+    "gpus_per_node": "--slurm-gpus",
+}
+
+
+def campaign_dir_for(
+    scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
+) -> CampaignDir:
+    """reports/<scenario>/<campaign-id>; the id defaults to the profile, so a re-run resumes.
+
+    Every part is a checked name, so the folder is always inside ``out_root``.
+    """
+    cid = check_name(campaign_id, "--campaign") if campaign_id is not None else (profile or "default")
+    check_name(scenario.name, "scenario name")
+    check_name(cid, "campaign id")
+    path = Path(out_root) / scenario.name / cid
+    if os.path.relpath(os.path.normpath(path), os.path.normpath(out_root)).startswith(".."):
+        raise UsageError(f"--campaign: {path} would be outside --out {out_root}")
+    return CampaignDir(path)
+
+
+def _slurm_block(scenario: Scenario, overrides: dict | None) -> SlurmBlock:
+    slurm = scenario.executor.slurm
+    if not overrides:
+        return slurm
+    try:
+        return slurm.model_validate({**slurm.model_dump(), **overrides})
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        raise UsageError(
+            f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
+        ) from None
+
+
+def _check_out_root(out_root: Path) -> None:
+    p = Path(out_root)
+    for parent in (p, *p.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--out: {parent} is not a folder")
+            break
+
+
+def plan_campaign(
+    scenario: str | Path | Scenario,
+    *,
+    profile: str | None = None,
+    arms: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    out_root: Path = Path("reports"),
+    campaign_id: str | None = None,
+    executor: str | None = None,
+    slurm_overrides: dict | None = None,
+    resubmit_failed: int = 0,
+    repeats: int | None = None,
+    force: bool = False,
+    check_executor: bool = True,
+) -> Plan:
+    """Check the scenario and every option, and say which runs the campaign has and where.
+
+    Nothing is written. ``check_executor``: also refuse an executor that cannot start runs from
+    here (Slurm without its tools or a node up); a dry run passes False, it shows the commands anywhere.
+    """
+    if isinstance(scenario, Scenario):
+        path, loaded = None, scenario
+    else:
+        path = resolve_scenario_path(scenario)
+        loaded = load_scenario(path)
+    profile = select_profile(loaded, profile)
+    kind = executor or loaded.executor.kind
+    for seed in seeds or ():
+        check_seed(seed, "--seeds")
+    if kind not in EXECUTORS:
+        raise UsageError(f"--executor: {EXECUTORS.unknown_message(kind)}")
+    if resubmit_failed < 0:
+        raise UsageError(f"--resubmit-failed: must be 0 or more (got {resubmit_failed})")
+    slurm = _slurm_block(loaded, slurm_overrides)
+    notes = []
+    if seeds and len(set(seeds)) != len(seeds):
+        dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
+        seeds = list(dict.fromkeys(seeds))
+        notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
+    specs = build_plan(loaded, profile=profile, arms=arms, seeds=seeds, repeats=repeats)
+    campaign = campaign_dir_for(loaded, out_root, campaign_id, profile)
+    _check_out_root(Path(out_root))
+    if check_executor and kind == "slurm":
+        from harness.executors.slurm_queue import slurm_unavailable
+
+        why = slurm_unavailable()
+        if why:
+            raise UsageError(f"{'--executor' if executor else 'executor.kind'} slurm: {why}")
+    return Plan(loaded, path, profile, kind, slurm, resubmit_failed, force, specs, campaign, notes)
+
+
+# --- a dry run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class DryRunEntry:
+    key: str
+    action: str
+    why: str
+    preflight: str | None  # why the run would be skipped here, or None
+    command: list[str]
+    env: dict[str, str]
+
+    def shell(self) -> str:
+        """The exact command, with the variables it adds, as one line to copy."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.command)
+
+
+@dataclass
+class DryRun:
+    campaign: CampaignDir
+    entries: list[DryRunEntry]
+    notes: list[str]
+    held_by: LockHolder | None  # the harness run that holds the campaign now, if any
+
+
+def dry_run(plan: Plan) -> DryRun:
+    """What running the plan would launch, run by run; nothing is written or started."""
+    held_by = lock_holder(plan.campaign)
+    entries = []
+    for p in plan.actions(held_elsewhere=held_by is not None):
+        runner = get_runner(p.spec.runner)
+        launch = runner.prepare(p.spec, plan.campaign.run(p.spec.key).path, dry_run=True)
+        entries.append(
+            DryRunEntry(
+                key=p.spec.key,
+                action=p.action,
+                why=p.why,
+                preflight=runner.preflight(p.spec),
+                command=launch.command,
+                env={**p.spec.env, **launch.env},
+            )
+        )
+    return DryRun(plan.campaign, entries, list(plan.notes), held_by)

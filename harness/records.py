@@ -1,26 +1,96 @@
-"""Records written to disk by every stage: one pydantic model per file kind.
+"""Records written to disk by every stage: one pydantic model per file kind, and their schema ids.
 
 Readers ignore unknown fields so that newer harness versions can add fields without
 breaking older campaigns; writers always go through ``store.write_record`` (atomic).
 Infinite values (PSNR of identical frames) serialise as the string "Infinity".
+
+A record file carries a schema id (``"schema": "harness.run/1"``: the kind of record and its
+version). ``check_schema`` is asked on every read (``store.read_record``): an older version is
+migrated step by step where the model defines a migration, else refused; a newer version, or a
+record of another kind, is refused. Each refusal is one line naming the file and both ids.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
+from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import HarnessError
+
+# A record's data at version N -> its data at version N + 1.
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Record(BaseModel):
     """Base of every model the harness writes: unknown fields ignored on read, infinities as strings,
-    fields settable by name as well as by alias (``schema_version`` / ``schema``)."""
+    fields settable by name as well as by alias (``schema_version`` / ``schema``).
+
+    ``migrations``: version N -> the function that turns such a record into version N + 1 (a
+    model whose schema changes says here how older files are read).
+    """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
+    migrations: ClassVar[dict[int, Migration]] = {}
+
+
+class SchemaMismatch(HarnessError):
+    """A record file of a schema version this harness does not read (damaged, as far as a reader goes)."""
+
+
+_SCHEMA_ID = re.compile(r"^(?P<kind>[A-Za-z0-9_.-]+)/(?P<version>[0-9]+)$")
+
+
+def schema_id(model: type[BaseModel]) -> str | None:
+    """The schema id a model writes (``harness.run/1``), or None for a model that has none."""
+    field = model.model_fields.get("schema_version")
+    return field.default if field is not None and isinstance(field.default, str) else None
+
+
+def parse_schema_id(value: str) -> tuple[str, int] | None:
+    """("harness.run", 1) from "harness.run/1"; None when it is not of that form."""
+    m = _SCHEMA_ID.match(value) if isinstance(value, str) else None
+    return (m["kind"], int(m["version"])) if m else None
+
+
+def check_schema(data: Any, model: type[BaseModel], source: str) -> Any:
+    """``data`` (a record file's parsed JSON) ready for ``model``: its schema id checked, older
+    versions migrated. Data without a schema id, or a model without one, is passed on as it is
+    (the model's validation judges it)."""
+    current = schema_id(model)
+    if current is None or not isinstance(data, dict) or "schema" not in data:
+        return data
+    given = data["schema"]
+    kind, version = parse_schema_id(current) or (current, 0)
+    parsed = parse_schema_id(given)
+    if parsed is None:
+        raise SchemaMismatch(f"{source}: schema {given!r} is not a schema id (this harness reads {current})")
+    if parsed[0] != kind:
+        raise SchemaMismatch(
+            f"{source}: schema {given} is not a {kind} record (this harness reads {current})"
+        )
+    if parsed[1] > version:
+        raise SchemaMismatch(
+            f"{source}: schema {given} is newer than this harness reads ({current}); read it with a newer harness"
+        )
+    migrations: dict[int, Migration] = getattr(model, "migrations", {})
+    at = parsed[1]
+    while at < version:
+        step = migrations.get(at)
+        if step is None:
+            raise SchemaMismatch(
+                f"{source}: schema {given} is older than this harness reads ({current}) and no migration "
+                f"from {kind}/{at} is defined; read it with the harness that wrote it"
+            )
+        data = {**step(dict(data)), "schema": f"{kind}/{at + 1}"}
+        at += 1
+    return data
 
 
 class Role(str, Enum):
@@ -130,6 +200,21 @@ class RunRecord(Record):
     gpu: str | None = None
     job_id: str | None = None
     executor: str = "local"
+
+
+LIVE = (RunStatus.pending, RunStatus.running)
+
+
+def stale_reason(rec: RunRecord) -> str | None:
+    """Why a run.json that still says pending/running was left by a harness that is gone (one line).
+
+    Only for local runs, and only to be asked by a caller that holds the campaign lock (or knows
+    nobody does): Slurm jobs outlive the harness on purpose and are re-attached by their executor.
+    """
+    if rec.status not in LIVE or rec.executor != "local":
+        return None
+    where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
+    return f"interrupted (stale): left {rec.status.value} by a harness run that is gone (runner {where})"
 
 
 class StepTiming(Record):

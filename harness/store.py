@@ -26,7 +26,15 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import CampaignLocked, HarnessError
-from harness.records import AttnCallsRecord, Record, RunRecord, RunStatus, TimingRecord, role_rank
+from harness.records import (
+    AttnCallsRecord,
+    Record,
+    RunRecord,
+    RunStatus,
+    TimingRecord,
+    check_schema,
+    role_rank,
+)
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -88,11 +96,23 @@ def write_record(path: Path, record: BaseModel) -> None:
 
 
 def read_record(path: Path, model: type[R]) -> R:
+    """A record file read into ``model``: its schema id checked (an older version migrated, or
+    refused, a newer one refused: ``records.check_schema``); any problem is one HarnessError line."""
     path = Path(path)
     try:
-        return model.model_validate_json(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise HarnessError(f"{path}: file not found") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as err:
+        raise HarnessError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise HarnessError(f"{path}: not valid JSON (nested too deeply)") from None
+    checked = check_schema(data, model, str(path))
+    try:
+        # JSON mode either way (how "Infinity" and enums are read): the file's bytes unless migrated.
+        return model.model_validate_json(raw if checked is data else json.dumps(checked))
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"

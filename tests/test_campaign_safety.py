@@ -259,7 +259,7 @@ def test_summary_says_which_rows_ran_now():
     """After an interrupted --force some rows are fresh and some are from before: the table says so."""
     from harness.campaign import CampaignOutcome
     from harness.cli import _summary_table
-    from harness.plan import PlannedRun
+    from harness.executors.base import PlannedRun
     from harness.records import RunRecord, RunSpec, RunStatus
     from harness.store import CampaignDir
 

@@ -198,3 +198,34 @@ def test_damaged_campaign_json_is_rebuilt_from_the_runs(tmp_path):
     assert "campaign.json" in problem and "built from the run folders" in problem
     assert [a.key for a in rec.arms] == ["a"] and rec.scenario_name == "s"
     assert bad.damage() and run.damage() is None
+
+
+def test_read_record_refuses_a_newer_schema_and_names_the_file(tmp_path):
+    p = tmp_path / "run.json"
+    write_record(p, RunRecord(spec=_spec(), spec_hash="h"))
+    assert read_record(p, RunRecord).schema_version == "harness.run/1"
+    p.write_text(p.read_text().replace('"harness.run/1"', '"harness.run/2"'))
+    with pytest.raises(HarnessError) as info:
+        read_record(p, RunRecord)
+    assert str(info.value) == (
+        f"{p}: schema harness.run/2 is newer than this harness reads (harness.run/1); read it with a newer harness"
+    )
+    camp = CampaignDir(tmp_path / "c")
+    run = camp.run("a")
+    run.path.mkdir(parents=True)
+    os.replace(p, run.run_json)
+    assert run.record_or_none() is None and "harness.run/2 is newer" in run.damage()
+
+
+def test_read_record_migrates_an_older_schema(tmp_path):
+    from test_records import Widget
+
+    p = tmp_path / "w.json"
+    p.write_text('{"schema": "harness.widget/1", "size": 1.5, "label": "Infinity"}')
+    w = read_record(p, Widget)
+    assert (w.schema_version, w.size_mm, w.label) == ("harness.widget/3", 15.0, "Infinity")
+    p.write_text('{"schema": "harness.widget/3", "size_mm": "Infinity"}')  # JSON mode: "Infinity" reads
+    assert read_record(p, Widget).size_mm == float("inf")
+    p.write_text('{"schema": "harness.widget/3", "size_mm": [')
+    with pytest.raises(HarnessError, match="not valid JSON"):
+        read_record(p, Widget)

@@ -1,4 +1,4 @@
-"""Named attention backends, registered by decorator.
+"""Named attention backends, registered by decorator in ``BACKENDS`` (a ``harness.registry.Registry``).
 
 One calling convention for every backend: ``backend(q, k, v, scale=None) -> out`` with q, k, v
 laid out ``[B, H, N, D]`` (Nq may differ from Nk), non-causal, and ``out`` of q's dtype and
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import torch
 
 from harness.errors import BackendUnavailable, HarnessError
+from harness.registry import Registry
 
 # (q, k, v, scale) -> out, all [B, H, N, D]: an op called without the backend around it.
 DirectCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
@@ -148,41 +149,33 @@ class AttentionBackend(AttentionOp):
         return f"{type(self).__name__}(name={self.name!r}, options={self.options!r})"
 
 
-_REGISTRY: dict[str, type[AttentionBackend]] = {}
+BACKENDS: Registry[type[AttentionBackend]] = Registry("attention backend", base=AttentionBackend)
 
 
 def register_backend(
     name: str, *, exact: bool, description: str
 ) -> Callable[[type[AttentionBackend]], type[AttentionBackend]]:
-    """Class decorator: register ``cls`` under ``name``."""
+    """Class decorator: register ``cls`` under ``name`` (a name is registered once)."""
 
     def decorate(cls: type[AttentionBackend]) -> type[AttentionBackend]:
         if not (isinstance(cls, type) and issubclass(cls, AttentionBackend)):
             raise TypeError(f"register_backend({name!r}) must decorate an AttentionBackend subclass")
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(
-                f"attention backend {name!r} is already registered by {_REGISTRY[name].__name__}"
-            )
+        BACKENDS.register(name, cls)
         cls.name = name
         cls.exact = exact
         cls.description = description
-        _REGISTRY[name] = cls
         return cls
 
     return decorate
 
 
 def list_backends() -> list[str]:
-    return sorted(_REGISTRY)
+    return BACKENDS.names()
 
 
 def backend_class(name: str) -> type[AttentionBackend]:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise HarnessError(
-            f"unknown attention backend {name!r}; known: {', '.join(list_backends())}"
-        ) from None
+    """The class of backend ``name``; an unknown name raises UnknownName (a HarnessError, did-you-mean)."""
+    return BACKENDS.get(name)
 
 
 def availability(name: str) -> tuple[bool, str]:

@@ -32,10 +32,10 @@ from collections.abc import Callable, Sequence
 from pydantic import Field
 
 from harness.compare.pairwise import Comparison
-from harness.compare.rules import VerdictRules
 from harness.compare.summary import JUDGED_STATS, SHOWN_STATS, RunSummary, stat_fields
 from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
+from harness.scenario.verdict import VerdictRules
 
 PEAK = 255.0
 

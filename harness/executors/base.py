@@ -1,13 +1,25 @@
-"""The executor interface and the progress reporter it talks to."""
+"""The executor interface, what it is asked to run (planned runs), and the progress reporter it talks to."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from harness.plan import PlannedRun
 from harness.records import RunRecord, RunSpec
 from harness.store import CampaignDir
+
+
+@dataclass
+class PlannedRun:
+    """One run of a campaign and what this invocation does with it (``harness.plan`` decides)."""
+
+    spec: RunSpec
+    action: str  # "run" | "skip-ok" (resume: already ok with the same spec hash) | "rerun"
+    why: str
+    # Set right before running: "corrupt" (run.json is moved aside) or "stale" (a run.json left
+    # running by a harness that is gone is marked interrupted, its runner stopped if still there).
+    repair: str | None = None
 
 
 class Reporter:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from harness.executors.base import Executor, OnRecord, Reporter
+from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.process import execute_run
-from harness.plan import PlannedRun
 from harness.store import CampaignDir
 
 

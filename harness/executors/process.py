@@ -38,12 +38,12 @@ _STEP = re.compile(r"(?:HARNESS_STEP|MiniMax-H3 step:|step_index:)\s*(\d+)\s*/\s
 HASHED_OUTPUTS = (OUTPUT_MP4, TIMING_JSON, ATTN_CALLS_JSON, "config.json")
 KILL_GRACE_S = 10.0
 GUARD = Path(__file__).with_name("guard.py")
-LIVE = (RunStatus.pending, RunStatus.running)
 
 ProgressFn = Callable[[int, int], None]
 
 
-def _last_step(path: Path) -> tuple[int, int] | None:
+def last_step(path: Path) -> tuple[int, int] | None:
+    """The last (step, steps) a runner's log announced, from its tail; None before the first."""
     found = _STEP.findall(tail_text(path, lines=20, max_bytes=8000))
     return (int(found[-1][0]), int(found[-1][1])) if found else None
 
@@ -87,18 +87,6 @@ def runner_alive(rec: RunRecord) -> bool:
         return True
     start = process_start(rec.pid)
     return rec.pid_start is None or start is None or start == rec.pid_start
-
-
-def stale_reason(rec: RunRecord) -> str | None:
-    """Why a run.json that still says pending/running was left by a harness that is gone (one line).
-
-    Only for local runs, and only to be asked by a caller that holds the campaign lock (or knows
-    nobody does): Slurm jobs outlive the harness on purpose and are re-attached by their executor.
-    """
-    if rec.status not in LIVE or rec.executor != "local":
-        return None
-    where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
-    return f"interrupted (stale): left {rec.status.value} by a harness run that is gone (runner {where})"
 
 
 def stop_orphan(rec: RunRecord, grace_s: float = KILL_GRACE_S) -> bool:
@@ -228,7 +216,7 @@ def execute_run(
                     rec.status, rec.reason = RunStatus.timeout, f"time limit of {spec.timeout_s:g} s reached"
                     break
                 if on_progress:
-                    step = _last_step(run_dir.file(STDOUT_LOG)) or _last_step(run_dir.file(STDERR_LOG))
+                    step = last_step(run_dir.file(STDOUT_LOG)) or last_step(run_dir.file(STDERR_LOG))
                     if step and step != last:
                         on_progress(*step)
                         last = step

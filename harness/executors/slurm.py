@@ -9,27 +9,28 @@ the end records the jobs that died without writing a final run.json (cancelled, 
 Slurm time limit) with Slurm's state and the tail of submitit's log. Ctrl-C cancels every job the
 campaign submitted.
 
-Job states come from ``squeue`` (and ``sacct`` when the cluster keeps accounting), not from
-submitit's watcher, which needs accounting.
+The job side is ``slurm_job``; Slurm's job states and availability are ``slurm_queue``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.executors.base import Executor, OnRecord, Reporter
-from harness.executors.process import _last_step, execute_run
-from harness.plan import PlannedRun
+from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
+from harness.executors.process import last_step
+from harness.executors.slurm_job import run_job
+from harness.executors.slurm_queue import (
+    TIMEOUT_STATES,
+    JobState,
+    query_jobs,
+    slurm_command,
+    slurm_unavailable,
+)
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners import get_runner
 from harness.scenario import SlurmBlock
@@ -38,154 +39,7 @@ from harness.store import RUN_JSON, STDERR_LOG, STDOUT_LOG, CampaignDir, RunDir,
 FINAL = {RunStatus.ok, RunStatus.failed, RunStatus.timeout, RunStatus.interrupted, RunStatus.skipped}
 # What --resubmit-failed retries: crashes, time limits, and jobs Slurm cancelled or preempted.
 RESUBMITTABLE = {RunStatus.failed, RunStatus.timeout, RunStatus.interrupted}
-ACTIVE_STATES = {
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-    "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-}  # fmt: skip
-RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
-TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
 CANCEL_WAIT_S = 30.0  # after Ctrl-C: how long to wait for cancelled jobs to record themselves
-SLURM_CMD_TIMEOUT_S = 60.0
-_GPU_ENV = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-
-
-# --- the job (runs on the compute node) --------------------------------------------------------
-
-
-def _gpu_names() -> list[str]:
-    """Names of the GPUs this process sees, from a short-lived child (its GPU context goes with it)."""
-    code = "import torch\nfor i in range(torch.cuda.device_count()): print(torch.cuda.get_device_name(i))"
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
-
-
-def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
-    """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1; CUDA_VISIBLE_DEVICES=0,1)'.
-
-    None when the job has no GPU (nothing to look up, no child process started).
-    """
-    env = os.environ if environ is None else environ
-    slurm_ids = env.get("SLURM_JOB_GPUS") or env.get("SLURM_STEP_GPUS")
-    visible = [(k, env[k]) for k in _GPU_ENV if env.get(k)]
-    if not slurm_ids and not visible:
-        return None
-    names = _gpu_names()
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
-    label = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items()) or "GPU names unknown"
-    where = ([f"Slurm GPUs {slurm_ids}"] if slurm_ids else []) + [f"{k}={v}" for k, v in visible[:1]]
-    return f"{label} ({'; '.join(where)})"
-
-
-def run_job(spec: RunSpec, run_path: str, imports: tuple[str, ...] = ()) -> str:
-    """The function a Slurm job runs: execute_run for one spec, then the job's own details.
-
-    SIGTERM (scancel, preemption) and submitit's time-limit warning (SIGUSR2, 90 s before the
-    limit) stop the arm cleanly through execute_run's interrupt path, and run.json then says
-    which of the two it was. Returns the final status.
-    """
-    for module in imports:  # runners registered outside the harness package (plug-ins, tests)
-        importlib.import_module(module)
-    job_id = os.environ.get("SLURM_JOB_ID")
-    node = socket.gethostname()
-    run_dir = RunDir(Path(run_path))
-    gpu = describe_gpus()
-    stop: dict[str, str] = {}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        if stop:  # a second signal must not break the recording of the first
-            return
-        stop["why"] = "timeout" if signum == signal.SIGUSR2 else "cancelled"
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGUSR2, on_signal)
-    try:
-        rec = execute_run(spec, run_dir, executor="slurm", job_id=job_id)
-    except KeyboardInterrupt:
-        rec = run_dir.record()
-        if stop.get("why") == "timeout":
-            rec.status = RunStatus.timeout
-            rec.reason = f"Slurm time limit about to be reached: stopped by job {job_id} on {node}"
-        else:
-            rec.status = RunStatus.interrupted
-            rec.reason = f"Slurm job {job_id} on {node} was sent SIGTERM (scancel or preemption)"
-        rec.ended_at = rec.ended_at or utcnow()
-    rec.host = rec.host or node
-    rec.gpu = gpu or rec.gpu
-    run_dir.write(rec)
-    return rec.status.value
-
-
-# --- Slurm queries ----------------------------------------------------------------------------
-
-
-@dataclass
-class JobState:
-    state: str  # Slurm's job state (RUNNING, COMPLETED, CANCELLED, ...), or UNKNOWN
-    node: str | None = None
-    reason: str | None = None  # why a pending job waits
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-    @property
-    def running(self) -> bool:
-        return self.state in RUNNING_STATES
-
-
-def _slurm(cmd: list[str]) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=SLURM_CMD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def query_jobs(job_ids: list[str]) -> dict[str, JobState]:
-    """Current state of each job: squeue (the controller keeps ended jobs for MinJobAge), then sacct."""
-    states: dict[str, JobState] = {}
-    if not job_ids:
-        return states
-    out = _slurm(["squeue", "-h", "--states=all", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)])
-    if out is not None and out.returncode == 0:
-        for line in out.stdout.splitlines():
-            jid, st, node, reason = (line.split("|") + ["", "", ""])[:4]
-            if jid.strip() in job_ids:
-                states[jid.strip()] = JobState(st.strip(), node.strip() or None, reason.strip() or None)
-    missing = [j for j in job_ids if j not in states]
-    if missing:
-        out = _slurm(["sacct", "-n", "-P", "-X", "-o", "JobID,State,NodeList", "-j", ",".join(missing)])
-        if out is not None and out.returncode == 0:
-            for line in out.stdout.splitlines():
-                jid, st, node = (line.split("|") + ["", ""])[:3]
-                if jid in missing and st:
-                    node = node.strip()
-                    states[jid] = JobState(st.split()[0], None if node in ("", "None assigned") else node)
-    return states
-
-
-def slurm_unavailable() -> str | None:
-    """Why Slurm jobs cannot be submitted from here (one line), or None when a node is up."""
-    for tool in ("sbatch", "squeue", "sinfo", "srun", "scancel"):
-        if not _which(tool):
-            return f"no {tool} on PATH (Slurm client tools are not installed)"
-    out = _slurm(["sinfo", "-h", "-o", "%t"])
-    if out is None or out.returncode != 0:
-        why = (out.stderr.strip().splitlines() or ["no answer"])[-1] if out else "no answer"
-        return f"sinfo failed: {why}"
-    up = [s for s in out.stdout.split() if s.rstrip("*~#!%$@^-") in ("idle", "mix", "alloc", "comp")]
-    return None if up else f"no Slurm node is up (sinfo states: {' '.join(out.stdout.split()) or 'none'})"
-
-
-def _which(tool: str) -> bool:
-    from shutil import which
-
-    return which(tool) is not None
 
 
 # --- the executor (runs in the harness) --------------------------------------------------------
@@ -351,7 +205,7 @@ class SlurmExecutor(Executor):
             if st is None or not st.active:
                 continue
             if t.planned.why == "--force":
-                _slurm(["scancel", jid])
+                slurm_command(["scancel", jid])
                 reporter.message(f"slurm: {t.key}: cancelled job {jid} left by an earlier run (--force)")
                 continue
             t.job = SlurmJob(folder=self.folder(campaign), job_id=jid)
@@ -452,7 +306,7 @@ class SlurmExecutor(Executor):
             running = [t for t in active if t.started]
             if running:
                 t = running[-1]
-                step = _last_step(t.run_dir.file(STDOUT_LOG)) or _last_step(t.run_dir.file(STDERR_LOG))
+                step = last_step(t.run_dir.file(STDOUT_LOG)) or last_step(t.run_dir.file(STDERR_LOG))
                 if step and (t.key, step) != last_progress:
                     reporter.run_progress(*step)
                     last_progress = (t.key, step)

@@ -1,4 +1,5 @@
-"""Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here).
+"""Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here), and
+the part that kind adds to the scenario core (``SCENARIO_PART``, registered in ``harness.plugins``).
 
 Example::
 
@@ -16,6 +17,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.registry import did_you_mean
+from harness.scenario import FieldProblem, ScenarioPart
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\[\]-]*$"
 DTYPE_ALIASES = {
@@ -139,3 +143,20 @@ class KernelsBlock(_Strict):
         if shape.backends is None:
             return list(self.backends)
         return [b for b in self.backends if b.key in shape.backends]
+
+
+def check_backends(scenario: Any) -> None:
+    """Every backend the block names is one of the harness registry."""
+    from harness.attention import list_backends
+
+    known = list_backends()
+    for i, entry in enumerate(scenario.kernels.backends):
+        if entry.backend not in known:
+            raise FieldProblem(
+                ("kernels", "backends", i),
+                f"unknown attention backend {entry.backend!r}{did_you_mean(entry.backend, known)} "
+                f"(the harness registry has: {', '.join(known)})",
+            )
+
+
+SCENARIO_PART = ScenarioPart(block="kernels", model=KernelsBlock, required=True, check=check_backends)

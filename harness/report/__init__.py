@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare.rules import VerdictRules
 from harness.errors import HarnessError
 from harness.report.results import ReportResults, collect_results
 from harness.report.tables import FrameGrid
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir, atomic_write_text, write_record
 
 Progress = Callable[[str], None]

@@ -23,7 +23,6 @@ from harness.compare.cache import CodecFloor, codec_floor_cached, run_stats
 from harness.compare.latents import LatentPoint
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import CONVENTIONS, Comparison, compare_summaries, write_comparison
-from harness.compare.rules import VerdictRules
 from harness.compare.significance import TEST_NAME, SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, stat_fields, summarize_run
 from harness.compare.verdict import (
@@ -40,6 +39,7 @@ from harness.errors import HarnessError
 from harness.media import LOSSLESS_CONVENTION
 from harness.number_format import fmt_db
 from harness.records import Record
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir, CampaignRecord, utcnow
 
 RESULTS_SCHEMA = "harness.report/2"  # 2: error-energy verdicts, floor band, speed tests, repeats

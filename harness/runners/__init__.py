@@ -1,4 +1,8 @@
-"""Runners: turn one RunSpec into a process that writes output.mp4, timing.json and attn_calls.json."""
+"""Runners: turn one RunSpec into a process that writes output.mp4, timing.json and attn_calls.json.
+
+Runners are found by name in ``harness.plugins.RUNNERS`` (``get_runner``); each one's module is
+imported when it is first asked for.
+"""
 
 from harness.runners.base import Launch, Runner, get_runner, register_runner, runner_names
 

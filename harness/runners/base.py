@@ -1,4 +1,4 @@
-"""The runner interface and the registry of runners by name.
+"""The runner interface, and runners by name (``harness.plugins.RUNNERS``).
 
 A runner never runs anything itself: it says what to launch (``prepare``), and makes sense of
 what the process left behind (``finalize``). The executor (local or Slurm) owns processes,
@@ -7,11 +7,12 @@ time-outs, logs and run.json, so every runner gets resume, crash isolation and C
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.plugins import RUNNERS
 
 if TYPE_CHECKING:
     from harness.records import RunSpec
@@ -50,28 +51,25 @@ class Runner(ABC):
         """After the process exits: write timing.json / attn_calls.json from what it left (logs, per-rank files)."""
 
 
-_RUNNERS: dict[str, type[Runner]] = {}
-# Runners live in their own modules; importing on demand keeps `harness --help` fast.
-_RUNNER_MODULES = {"builtin": "harness.runners.builtin", "lightx2v": "harness.runners.lightx2v.runner"}
-
-
 def register_runner(name: str):
+    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines).
+
+    The harness's own runners are listed lazily in ``harness.plugins``; what a runner adds to a
+    scenario is registered beside it in ``harness.plugins.RUNNER_SCENARIO``.
+    """
+
     def deco(cls: type[Runner]) -> type[Runner]:
         cls.name = name
-        _RUNNERS[name] = cls
+        RUNNERS.register(name, cls)
         return cls
 
     return deco
 
 
 def runner_names() -> list[str]:
-    return sorted(set(_RUNNERS) | set(_RUNNER_MODULES))
+    return RUNNERS.names()
 
 
 def get_runner(name: str) -> Runner:
-    if name not in _RUNNERS and name in _RUNNER_MODULES:
-        importlib.import_module(_RUNNER_MODULES[name])
-    try:
-        return _RUNNERS[name]()
-    except KeyError:
-        raise KeyError(f"unknown runner {name!r}; known: {', '.join(runner_names())}") from None
+    """A new runner of ``name``; an unknown name raises UnknownName (one line, did-you-mean)."""
+    return RUNNERS.get(name)()

@@ -3,16 +3,23 @@
 ``python -m harness.runners.builtin RUN_DIR`` is what the executor launches: it reads the spec
 the runner wrote into RUN_DIR, builds the attention backend (with the kv_reversed and counting
 wrappers), runs the pipeline and writes output.mp4, timing.json and attn_calls.json.
+
+It also owns what a builtin scenario adds to the scenario core (``SCENARIO_PART``): the
+``builtin:`` block, and the check that every arm names a backend of the harness registry.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from harness.records import AttnCallsRecord, RunSpec
-from harness.runners.base import Launch, Runner, register_runner
+from harness.registry import did_you_mean
+from harness.runners.base import Launch, Runner
+from harness.scenario import FieldProblem, ScenarioPart, Strict
 from harness.store import (
     ATTN_CALLS_JSON,
     OUTPUT_LOSSLESS,
@@ -27,20 +34,44 @@ SPEC_JSON = "spec.json"
 LATENTS_DIR = "latents"
 
 
-@register_runner("builtin")
+class BuiltinBlock(Strict):
+    """The embedded tiny ref2av pipeline."""
+
+    preset: Literal["tiny", "cpu", "gpu"] = "cpu"
+    prompt: str = "a woman dances in the street, drums and a cheering crowd"
+    params: dict[str, Any] = Field(default_factory=dict, description="Pipeline config overrides.")
+    save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")
+    lossless: bool = Field(
+        False,
+        description="Also write output_lossless.mkv (FFV1 RGB + float PCM): pixel and audio metrics are then "
+        "taken before compression, and the codec floor is the mp4's own error against it.",
+    )
+
+
+def check_backends(scenario: Any) -> None:
+    """Every arm names a backend of the harness registry (the builtin runner serves no other)."""
+    from harness.attention import list_backends
+
+    known = list_backends()
+    for i, arm in enumerate(scenario.arms):
+        if arm.attn_type not in known:
+            raise FieldProblem(
+                ("arms", i, "attn_type"),
+                f"unknown attention backend {arm.attn_type!r}{did_you_mean(arm.attn_type, known)} "
+                f"(the harness registry has: {', '.join(known)})",
+            )
+
+
+SCENARIO_PART = ScenarioPart(block="builtin", model=BuiltinBlock, check=check_backends)
+
+
 class BuiltinRunner(Runner):
+    name: ClassVar[str] = "builtin"
+
     def resolve_params(self, scenario, arm, profile) -> dict[str, Any]:
-        from harness.scenario import BuiltinBlock
         from harness.tiny_ref2av import PRESETS
 
-        block = scenario.builtin or BuiltinBlock()
-        if getattr(arm, "count_ops", None):
-            from harness.errors import ScenarioError
-
-            raise ScenarioError(
-                f"scenario {scenario.name}: arm {arm.name}: count_ops counts calls of a LightX2V op; "
-                "the builtin runner has none (its backends are counted through the harness registry)"
-            )
+        block = scenario.runner_block() or BuiltinBlock()
         overrides = {
             **block.params,
             **(scenario.profiles.get(profile, {}) if profile else {}),

@@ -129,7 +129,7 @@ def test_register_backend_decorator_and_duplicates():
                 pass
 
     finally:
-        reg._REGISTRY.pop("test_double_sdpa", None)
+        reg.BACKENDS.unregister("test_double_sdpa")
 
 
 def test_lightx2v_style_apply_matches_the_direct_call():

@@ -14,7 +14,6 @@ import pytest
 from campaign_factory import ArmSpec, base_content, write_run
 
 from harness.compare.pairwise import compare_runs
-from harness.compare.rules import VerdictRules
 from harness.compare.verdict import (
     PairErrors,
     StatsSample,
@@ -23,6 +22,7 @@ from harness.compare.verdict import (
     mse_from_psnr,
     psnr_from_mse,
 )
+from harness.scenario.verdict import VerdictRules
 
 STATS = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms", "audio_peak")
 

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.executors.base import Reporter
+from harness.executors.base import PlannedRun, Reporter
 from harness.executors.local import LocalExecutor
 from harness.executors.process import execute_run
-from harness.plan import PlannedRun
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, Runner, register_runner
 from harness.store import CampaignDir, RunDir
@@ -192,7 +191,8 @@ def test_the_runner_and_its_children_die_with_the_process_that_started_them(tmp_
 
 
 def test_stale_running_record_is_recognised_only_when_its_process_is_gone(tmp_path):
-    from harness.executors.process import process_start, runner_alive, stale_reason
+    from harness.executors.process import process_start, runner_alive
+    from harness.records import stale_reason
 
     me = RunRecord(spec=spec("pass"), spec_hash="h", status=RunStatus.running, host=socket.gethostname())
     me.pid, me.pid_start = os.getpid(), process_start(os.getpid())

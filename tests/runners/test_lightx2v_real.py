@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import run_campaign
+from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.media import probe as probe_media
 from harness.plan import build_plan
@@ -205,7 +205,8 @@ def cpu_campaign(lightx2v_root, tiny_checkpoint, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
-        outcome = run_campaign(TINY, profile="cpu", out_root=out)
+        plan = plan_campaign(TINY, profile="cpu", out_root=out)
+        outcome = execute(plan, lock=lock_campaign(plan.campaign))
     return outcome
 
 
@@ -299,13 +300,13 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
-        outcome = run_campaign(
+        plan = plan_campaign(
             scenario,
             profile="cpu_tp2",
             arms=["torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op"],
             out_root=tmp_path / "out",
-            report=False,
         )
+        outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
     runs = {r.spec.arm: r for r in outcome.records}
     assert runs["torch_sdpa"].valid and runs["torch_sdpa_kv_reversed"].valid, runs["torch_sdpa"].reason
     bad = runs["sdpa_naming_an_unused_op"]

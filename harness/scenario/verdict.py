@@ -1,4 +1,4 @@
-"""The numbers a verdict is judged with, as a scenario writes them (``verdict:`` block).
+"""The numbers a verdict is judged with, as a scenario writes them (the ``verdict:`` block).
 
 Every verdict and every speed line prints the rule it used, so a reader never has to guess
 the tolerance behind a "within" or the level behind a "slower".
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.compare.significance import DEFAULT_ALPHA
-
+DEFAULT_ALPHA = 0.05  # significance level of the speed tests (compare.significance uses the same)
 DEFAULT_TOLERANCE = 2.0
 DEFAULT_CHAOTIC_BELOW_DB = 20.0
 DEFAULT_STATS_REL_TOL = 0.02

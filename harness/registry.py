@@ -1,0 +1,179 @@
+"""One registry mechanism for everything the harness looks up by name (runners, executors,
+attention backends, scenario parts, metrics).
+
+A :class:`Registry` maps a name to an object, or to a lazy ``"module:attr"`` string that is
+imported the first time the name is asked for (so ``harness --help`` never imports a runner).
+An object must be the registry's base class, a subclass of it or an instance of it: checked when
+it is registered, or for a lazy entry when it is first loaded. ``freeze()`` ends registration.
+An unknown name raises :class:`UnknownName`, one line with a did-you-mean and the known names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, overload
+
+from harness.errors import HarnessError
+
+T = TypeVar("T")
+
+
+class UnknownName(HarnessError, LookupError):
+    """A name no registry entry has (exit 2: it comes from the user's input)."""
+
+
+def import_ref(ref: str) -> Any:
+    """The object a ``"module:attr"`` (or ``"module:attr.sub"``) string names."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"expected 'module:attr', got {ref!r}")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or ``""``."""
+    hint = difflib.get_close_matches(str(name), known, n=1)
+    return f"; did you mean {hint[0]!r}?" if hint else ""
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind (``what``: "runner", "attention backend", ...).
+
+    ``base``: a class, or a lazy ``"module:attr"`` string naming one (a low module can then hold
+    the registry of classes defined higher up); ``None`` checks nothing.
+    """
+
+    def __init__(self, what: str, *, base: type | str | None = None):
+        self.what = what
+        self._base = base
+        self._entries: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}
+        self._frozen = False
+
+    # -- registration ---------------------------------------------------------------------------
+
+    @overload
+    def register(self, name: str, obj: T, *, lazy: None = None) -> T: ...
+
+    @overload
+    def register(self, name: str, obj: None = None, *, lazy: str) -> None: ...
+
+    @overload
+    def register(self, name: str, obj: None = None, *, lazy: None = None) -> Callable[[T], T]: ...
+
+    def register(self, name: str, obj: Any = None, *, lazy: str | None = None) -> Any:
+        """Register ``obj`` under ``name``; with ``lazy`` the "module:attr" it will be imported
+        from; with neither, a decorator. A name is registered once: the same object again is a
+        no-op (a module imported twice), another object is a ValueError."""
+        if obj is None and lazy is None:
+            return lambda target: self.register(name, target)
+        self._check_open(name)
+        if lazy is not None:
+            if obj is not None:
+                raise ValueError(f"{self.what} {name!r}: give an object or a lazy reference, not both")
+            module, sep, attr = lazy.partition(":")
+            if not (module and sep and attr):
+                raise ValueError(f"{self.what} {name!r}: lazy reference must be 'module:attr', got {lazy!r}")
+            if name in self._entries or self._lazy.get(name, lazy) != lazy:
+                raise ValueError(f"{self.what} {name!r} is already registered")
+            self._lazy[name] = lazy
+            return None
+        self._check_base(name, obj)
+        held = self._entries.get(name)
+        if held is not None and held is not obj:
+            raise ValueError(f"{self.what} {name!r} is already registered by {_label(held)}")
+        if held is None and name in self._lazy:
+            # The module a lazy entry names registers its object on import: that is the same entry
+            # when it is what the reference points at.
+            target = self._lazy[name]
+            if _ref_of(obj) != target:
+                raise ValueError(f"{self.what} {name!r} is already registered as {target}")
+            del self._lazy[name]
+        self._entries[name] = obj
+        return obj
+
+    def unregister(self, name: str) -> None:
+        """Remove an entry (for tests that register one of their own)."""
+        self._check_open(name)
+        self._entries.pop(name, None)
+        self._lazy.pop(name, None)
+
+    def freeze(self) -> None:
+        """No more registrations; lazy entries still load on first use."""
+        self._frozen = True
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Every registered name, loaded or not, sorted."""
+        return sorted({*self._entries, *self._lazy})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries or name in self._lazy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def get(self, name: str) -> T:
+        """The object registered under ``name`` (importing a lazy one); UnknownName otherwise."""
+        if name in self._entries:
+            return self._entries[name]
+        if name not in self._lazy:
+            raise UnknownName(self.unknown_message(name))
+        ref = self._lazy[name]
+        obj = import_ref(ref)
+        self._check_base(name, obj)
+        self._lazy.pop(name, None)
+        self._entries[name] = obj  # the module may have registered it on import already
+        return obj
+
+    def unknown_message(self, name: str) -> str:
+        """``unknown runner 'x'; did you mean 'y'? (known: a, b)``: one line."""
+        known = self.names()
+        listed = ", ".join(known) if known else "none"
+        return f"unknown {self.what} {name!r}{did_you_mean(name, known)} (known: {listed})"
+
+    # -- checks ---------------------------------------------------------------------------------
+
+    def base(self) -> type | None:
+        if isinstance(self._base, str):
+            self._base = import_ref(self._base)
+        return self._base  # type: ignore[return-value]
+
+    def _check_base(self, name: str, obj: Any) -> None:
+        base = self.base()
+        if base is None:
+            return
+        ok = issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base)
+        if not ok:
+            raise TypeError(
+                f"{self.what} {name!r}: {_label(obj)} is not a {base.__name__} (nor a subclass or an instance of it)"
+            )
+
+    def _check_open(self, name: str) -> None:
+        if self._frozen:
+            raise RuntimeError(f"{self.what} {name!r}: the {self.what} registry is frozen")
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}, names={self.names()!r})"
+
+
+def _label(obj: Any) -> str:
+    return getattr(obj, "__name__", None) or type(obj).__name__
+
+
+def _ref_of(obj: Any) -> str | None:
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{module}:{qualname}" if module and qualname else None

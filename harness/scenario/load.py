@@ -1,0 +1,191 @@
+"""Reading scenario files: ${VAR} expansion, validation, and errors that name file, line and field."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import BaseModel, ValidationError
+
+from harness.errors import ScenarioError
+from harness.plugins import RUNNERS
+from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
+from harness.scenario.names import NAME_PATTERN, NAME_RULE
+from harness.scenario.parts import FieldProblem
+from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
+
+SCENARIO_DIR = Path("scenarios")
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
+    """Expand ${VAR} and ${VAR:-default}; an unset variable without default raises KeyError(VAR)."""
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in environ and environ[name] != "":
+            return environ[name]
+        if default is not None:
+            return default
+        raise KeyError(name)
+
+    return _VAR.sub(sub, value)
+
+
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (to list the keys that were expected)."""
+    model: Any = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = _inner_model(model.model_fields[part].annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType, list, dict):
+        for arg in typing.get_args(tp):
+            found = _inner_model(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+        return None
+    return tp
+
+
+def _describe(root: type[BaseModel], err: dict) -> str:
+    loc, kind, msg = tuple(err["loc"]), err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        parent = _model_at(root, loc[:-1])
+        allowed = list(parent.model_fields) if parent else []
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        tip = f"; did you mean {hint[0]!r}?" if hint else ""
+        return f"unknown key{tip} (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    got = err.get("input")
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
+        return f"{got!r} is not a valid name ({NAME_RULE})"
+    shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+    return f"{msg} (got {shown})"
+
+
+def _unknown_name(data: dict) -> FieldProblem | None:
+    """The runner and the kind decide which fields a scenario has: an unknown one is named first."""
+    kind, runner = data.get("kind", E2E), data.get("runner")
+    if isinstance(kind, str) and kind not in kind_names():
+        return FieldProblem(("kind",), unknown_kind(kind))
+    if isinstance(runner, str) and runner not in RUNNERS:
+        return FieldProblem(("runner",), RUNNERS.unknown_message(runner))
+    return None
+
+
+def validate_scenario(
+    data: dict, lines: dict[tuple, int] | None = None, source: str = "<scenario>"
+) -> Scenario:
+    """A scenario from its (expanded) data; a problem is one line naming source, line and field."""
+    lines = lines or {}
+
+    def where(loc: tuple) -> str:
+        return f"{source}:{line_for(lines, loc)}: {format_loc(loc)}"
+
+    problem = _unknown_name(data)
+    if problem is not None:
+        raise ScenarioError(f"{where(problem.loc)}: {problem.message}")
+    model = scenario_model(data.get("runner"), data.get("kind", E2E))
+    try:
+        return model.model_validate(data)
+    except FieldProblem as problem:
+        raise ScenarioError(f"{where(problem.loc)}: {problem.message}") from None
+    except ValidationError as exc:
+        # A typo'd key also makes its real key "missing": name the typo, it is the cause.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = errors[0]
+        loc = tuple(first["loc"])
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        text = f"{where(loc)}: {_describe(model, first)}{more}"
+        raise ScenarioError(" ".join(text.split())) from None
+
+
+def parse_scenario(
+    text: str, source: str = "<scenario>", environ: typing.Mapping[str, str] | None = None
+) -> Scenario:
+    environ = os.environ if environ is None else environ
+    try:
+        data, node = load_yaml(text)
+    except YamlProblem as err:
+        where = f"{source}:{err.line}" if err.line else source
+        raise ScenarioError(f"{where}: {err.message}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}:1: expected a mapping of scenario fields at the top level")
+    try:
+        lines = line_map(node)
+    except RecursionError:
+        raise ScenarioError(f"{source}:1: nested too deeply") from None
+
+    def expand(value: Any, path: tuple) -> Any:
+        if isinstance(value, str):
+            try:
+                return expand_vars(value, environ)
+            except KeyError as missing:
+                raise ScenarioError(
+                    f"{source}:{line_for(lines, path)}: {format_loc(path)}: environment variable "
+                    f"{missing.args[0]} is not set (used as ${{{missing.args[0]}}}; set it or write "
+                    f"${{{missing.args[0]}:-default}})"
+                ) from None
+        if isinstance(value, dict):
+            return {k: expand(v, path + (k,)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [expand(v, path + (i,)) for i, v in enumerate(value)]
+        return value
+
+    try:
+        data = expand(data, ())
+    except RecursionError:
+        raise ScenarioError(f"{source}:1: nested too deeply") from None
+    return validate_scenario(data, lines, source)
+
+
+def resolve_scenario_path(ref: str | Path) -> Path:
+    """A path, or a bare name looked up as scenarios/<name>.yaml."""
+    path = Path(ref)
+    if path.exists():
+        return path
+    for cand in (SCENARIO_DIR / f"{ref}.yaml", SCENARIO_DIR / f"{ref}.yml"):
+        if cand.exists():
+            return cand
+    raise ScenarioError(f"{ref}: scenario file not found")
+
+
+def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> Scenario:
+    """Load a scenario file; ``${SCENARIO_DIR}`` expands to its folder (for inputs kept beside it)."""
+    path = resolve_scenario_path(ref)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+    environ = dict(os.environ if environ is None else environ)
+    environ.setdefault("SCENARIO_DIR", str(path.resolve().parent))
+    return parse_scenario(text, str(path), environ)
+
+
+def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:
+    return sorted(p for p in folder.glob("*.y*ml")) if folder.is_dir() else []
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of scenario files (for editors): every registered runner's and kind's fields."""
+    schema = full_model().model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "harness scenario"
+    return schema

@@ -1,0 +1,268 @@
+"""The scenario core: fields every scenario has, the rules between them, and the model of one
+scenario composed with the part of the runner (or kind) it names.
+
+One YAML file describes one experiment: the runner, the seed(s), profiles, environment and the
+arms (exactly one reference, noise floors, candidates). Unknown keys are errors, so a typo is
+never silently ignored. Which runners, kinds and executors exist is asked of the registries in
+``harness.plugins``; what a runner adds (its block, arm fields, checks) is its
+:class:`~harness.scenario.parts.ScenarioPart`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from harness.errors import ScenarioError
+from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
+from harness.records import Role
+from harness.registry import did_you_mean
+from harness.scenario.names import NAME_PATTERN, EnvValue, SafeName, Seed
+from harness.scenario.parts import NO_PART, ScenarioPart
+from harness.scenario.verdict import VerdictRules
+
+E2E = "e2e"  # the kind the core itself is: arms run by a runner
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Arm(Strict):
+    """One attention configuration to run (the fields every runner's arms have)."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="Run directory name; unique in the scenario.")
+    attn_type: str = Field(
+        pattern=NAME_PATTERN,
+        description="Attention backend: for the builtin runner a name from `harness backends`; for "
+        "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
+    )
+    role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
+    kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
+    kv_chunks: int = Field(
+        1,
+        ge=1,
+        description="Split K/V into this many chunks along the sequence and merge the chunks' outputs "
+        "by log-sum-exp (online softmax): exact, only rounding changes (a noise floor).",
+    )
+    attn_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the attention backend (e.g. {sdpa_backend: efficient} for another exact "
+        "SDPA kernel as a noise floor; `harness backends` lists what each backend runs).",
+    )
+    repeats: int | None = Field(
+        None, ge=1, description="Runs of this arm per seed (default: the scenario's repeats)."
+    )
+    env: dict[str, EnvValue] = Field(default_factory=dict, description="Extra environment for this arm.")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Runner parameters for this arm only."
+    )
+    description: str | None = None
+
+
+class SlurmBlock(Strict):
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time_min: int = Field(60, ge=1, description="Job time limit in minutes.")
+    gpus_per_node: int | None = Field(None, ge=0, description="Default: the runner's GPU count.")
+    cpus_per_task: int | None = Field(None, ge=1)
+    mem_gb: int | None = Field(None, ge=1)
+    exclusive: bool = Field(True, description="Whole node per arm, so timings are not shared.")
+    folder: str | None = Field(None, description="submitit log folder (default: <campaign>/slurm).")
+    poll_s: float = Field(5.0, gt=0)
+    extra: dict[str, Any] = Field(default_factory=dict, description="Other submitit slurm_* parameters.")
+
+
+class ExecutorBlock(Strict):
+    kind: str = Field("local", description="Where the arms run: an executor's name (local, slurm).")
+    slurm: SlurmBlock = Field(default_factory=SlurmBlock)
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in EXECUTORS:
+            raise ValueError(EXECUTORS.unknown_message(v))
+        return v
+
+
+class ReportBlock(Strict):
+    single_file: bool = Field(
+        False, description="index.html with every image inlined (one file), not beside an assets/ folder."
+    )
+
+
+def kind_names() -> list[str]:
+    return [E2E, *SCENARIO_KINDS.names()]
+
+
+def unknown_kind(kind: str) -> str:
+    known = kind_names()
+    return f"unknown scenario kind {kind!r}{did_you_mean(kind, known)} (known: {', '.join(known)})"
+
+
+class Scenario(Strict):
+    """A scenario; a scenario file is validated by the model ``scenario_model`` composes for it."""
+
+    # The parts this model was composed with (the core alone: none).
+    runner_part: ClassVar[ScenarioPart] = NO_PART
+    kind_part: ClassVar[ScenarioPart] = NO_PART
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: str = Field(E2E, description="e2e (arms run by a runner), or a registered kind such as kernels.")
+    description: str | None = None
+    runner: str | None = Field(None, description="The runner of every arm (builtin, lightx2v, ...).")
+    seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
+    seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    profiles: dict[SafeName, dict[str, Any]] = Field(
+        default_factory=dict, description="Runner parameters by profile name (selected with --profile)."
+    )
+    default_profile: SafeName | None = None
+    arms: list[Arm] = Field(default_factory=list)
+    timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
+    repeats: int = Field(
+        1,
+        ge=1,
+        description="Runs of each arm per seed, each in its own process, in interleaved order "
+        "(A B C A B C ...): the samples of the speed significance tests.",
+    )
+    verdict: VerdictRules = Field(default_factory=VerdictRules)
+    executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
+    report: ReportBlock | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_str(cls, v: dict[str, EnvValue]) -> dict[str, EnvValue]:
+        return {k: (("1" if x else "0") if isinstance(x, bool) else str(x)) for k, x in v.items()}
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v != E2E and v not in SCENARIO_KINDS:
+            raise ValueError(unknown_kind(v))
+        return v
+
+    @field_validator("runner")
+    @classmethod
+    def _known_runner(cls, v: str | None) -> str | None:
+        if v is not None and v not in RUNNERS:
+            raise ValueError(RUNNERS.unknown_message(v))
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.kind != E2E:
+            self._require_block(type(self).kind_part, f"kind {self.kind!r}")
+            return self._checked(type(self).kind_part)
+        if self.runner is None:
+            raise ValueError(f"'runner' is required ({' or '.join(RUNNERS.names())})")
+        if self.seed is not None and self.seeds is not None:
+            raise ValueError("give 'seed' or 'seeds', not both")
+        if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
+            raise ValueError("'seeds' must be a non-empty list of distinct integers")
+        if not self.arms:
+            raise ValueError("'arms' must list at least one arm")
+        names = [a.name for a in self.arms]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
+        refs = [a.name for a in self.arms if a.role == Role.reference]
+        if len(refs) != 1:
+            found = ", ".join(refs) if refs else "none"
+            raise ValueError(f"exactly one arm must have role: reference (found {found})")
+        self._require_block(type(self).runner_part, f"runner {self.runner!r}")
+        if self.default_profile is not None and self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
+        return self._checked(type(self).runner_part)
+
+    def _require_block(self, part: ScenarioPart, owner: str) -> None:
+        if part.required and getattr(self, part.block or "", None) is None:
+            raise ValueError(f"{owner} needs a {part.block!r} block")
+
+    def _checked(self, part: ScenarioPart) -> Scenario:
+        if part.check is not None:
+            part.check(self)  # a FieldProblem is not a ValueError: it reaches the loader as raised
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed if self.seed is not None else 42]
+
+    @property
+    def reference(self) -> Arm:
+        return next(a for a in self.arms if a.role == Role.reference)
+
+    def arm(self, name: str) -> Arm:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise ScenarioError(
+            f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})"
+        )
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [a.name for a in self.arms]
+
+    def runner_block(self) -> BaseModel | None:
+        """The block of the scenario's runner (``lightx2v:``, ``builtin:``), None when not given."""
+        block = type(self).runner_part.block
+        return getattr(self, block) if block else None
+
+    def kind_block(self) -> BaseModel | None:
+        """The block of the scenario's kind (``kernels:``), None for e2e."""
+        block = type(self).kind_part.block
+        return getattr(self, block) if block else None
+
+    def source_repos(self) -> dict[str, str]:
+        """Source checkouts the runner's block names (label -> path), for the environment fingerprint."""
+        part, block = type(self).runner_part, self.runner_block()
+        return part.repos(block) if part.repos is not None and block is not None else {}
+
+
+# --- one model per (runner, kind) ----------------------------------------------------------------
+
+
+def scenario_model(runner: Any = None, kind: Any = E2E) -> type[Scenario]:
+    """The model that validates a scenario naming ``runner`` and ``kind`` (the raw values a file
+    gives): the core, plus the block and arm fields of that runner and the block of that kind.
+    An unknown or missing name gives the core alone, which then says what is wrong."""
+    runner_part = NO_PART
+    if isinstance(runner, str) and runner in RUNNERS and runner in RUNNER_SCENARIO:
+        runner_part = RUNNER_SCENARIO.get(runner)
+    kind_part = NO_PART
+    if isinstance(kind, str) and kind != E2E and kind in SCENARIO_KINDS:
+        kind_part = SCENARIO_KINDS.get(kind)
+    return _composed(runner_part, kind_part)
+
+
+def full_model() -> type[Scenario]:
+    """The scenario model with every registered runner's and kind's fields (the JSON schema's)."""
+    runners = tuple(RUNNER_SCENARIO.get(n) for n in RUNNER_SCENARIO.names())
+    kinds = tuple(SCENARIO_KINDS.get(n) for n in SCENARIO_KINDS.names())
+    return _compose("Scenario", runners, kinds)
+
+
+@cache
+def _composed(runner_part: ScenarioPart, kind_part: ScenarioPart) -> type[Scenario]:
+    if runner_part == NO_PART and kind_part == NO_PART:
+        return Scenario
+    model = _compose("Scenario", (runner_part,), (kind_part,))
+    model.runner_part, model.kind_part = runner_part, kind_part
+    return model
+
+
+def _compose(name: str, runner_parts: tuple[ScenarioPart, ...], kind_parts: tuple[ScenarioPart, ...]):
+    fields: dict[str, Any] = {}
+    extras = tuple(p.arm_fields for p in runner_parts if p.arm_fields is not None)
+    if extras:  # the core's fields first, then the runner's (in the order "expected one of" lists them)
+        arm = create_model("Arm", __base__=(*reversed(extras), Arm))
+        fields["arms"] = (list[arm], Field(default_factory=list))
+    for part in (*runner_parts, *kind_parts):
+        if part.block is not None:
+            fields[part.block] = (part.model | None, None)
+    return create_model(name, __base__=Scenario, **fields)

@@ -1,0 +1,39 @@
+"""harness.executors.registry: executors by name, each module imported on demand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.executors.local import LocalExecutor
+from harness.executors.registry import executor_names, get_executor
+from harness.registry import UnknownName
+
+
+def test_names_and_the_local_executor() -> None:
+    assert executor_names() == ["local", "slurm"]
+    assert isinstance(get_executor("local"), LocalExecutor)
+
+
+def test_unknown_executor_names_the_known_ones() -> None:
+    with pytest.raises(
+        UnknownName, match=r"unknown executor 'locl'; did you mean 'local'\? \(known: local, slurm\)"
+    ):
+        get_executor("locl")
+    with pytest.raises(UnknownName, match=r"unknown executor 'ssh' \(known: local, slurm\)"):
+        get_executor("ssh")
+
+
+def test_an_executor_module_is_imported_only_when_asked_for() -> None:
+    code = (
+        "import sys\n"
+        "from harness.executors.registry import executor_names, get_executor\n"
+        "assert executor_names() == ['local', 'slurm']\n"
+        "assert 'harness.executors.slurm' not in sys.modules\n"
+        "get_executor('local')\n"
+        "assert 'harness.executors.local' in sys.modules and 'harness.executors.slurm' not in sys.modules\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
