@@ -104,3 +104,77 @@ def test_each_run_checks_its_backend_against_the_direct_op_call(tmp_path):
     line = f"sage: backend output vs a direct op call: bitwise identical (first call, q {shape})"
     assert f"- {line}" in (camp / "pr.md").read_text()
     assert f"bitwise identical (first call, q {shape})" in (camp / "report.md").read_text()
+
+
+# --- the library API: plan_campaign -> dry_run | lock_campaign + execute -----------------------
+
+
+def test_plan_campaign_checks_every_input_and_writes_nothing(tmp_path):
+    from harness.campaign import plan_campaign
+    from harness.errors import Exit, HarnessError
+    from harness.scenario import load_scenario
+
+    path = scenario(tmp_path)
+    out = tmp_path / "out"
+    plan = plan_campaign(path, profile="3step", out_root=out, seeds=[5, 5, 6], repeats=2)
+    assert plan.keys == ["torch_sdpa@5", "floor@5", "torch_sdpa@6", "floor@6"] + [
+        "torch_sdpa@5~r2", "floor@5~r2", "torch_sdpa@6~r2", "floor@6~r2"
+    ]  # fmt: skip
+    assert plan.campaign.path == out / "tiny" / "3step" and plan.path == path and plan.executor == "local"
+    assert plan.notes == ["note: --seeds: 5 given more than once; each seed runs once"]
+    from_object = plan_campaign(load_scenario(path), out_root=out, campaign_id="obj")
+    assert from_object.path is None and from_object.campaign.path == out / "tiny" / "obj"
+    for kwargs, match in (
+        ({"executor": "locall"}, "--executor: unknown executor 'locall'; did you mean 'local'?"),
+        ({"seeds": [-1]}, "--seeds"),
+        ({"resubmit_failed": -1}, "--resubmit-failed"),
+        ({"slurm_overrides": {"time_min": 0}}, "--slurm-time-min"),
+        ({"campaign_id": "../x"}, "--campaign"),
+    ):
+        with pytest.raises(HarnessError, match=match) as info:
+            plan_campaign(path, out_root=out, **kwargs)
+        assert info.value.exit_code == Exit.BAD_INPUT
+    with pytest.raises(HarnessError, match="unknown profile 'nope'"):
+        plan_campaign(path, profile="nope", out_root=out)
+    assert not out.exists()
+
+
+def test_dry_run_says_what_would_be_launched(tmp_path):
+    from harness.campaign import dry_run, plan_campaign
+
+    path = scenario(tmp_path, "  - {name: sage_attn2, attn_type: sage_attn2}\n")
+    shown = dry_run(plan_campaign(path, profile="3step", out_root=tmp_path / "out", check_executor=False))
+    assert [(e.key, e.action, e.why) for e in shown.entries] == [
+        ("torch_sdpa", "run", "new"), ("floor", "run", "new"), ("sage_attn2", "run", "new")
+    ]  # fmt: skip
+    assert "-m harness.runners.builtin" in shown.entries[0].shell()
+    assert "PYTHONUNBUFFERED=1" in shown.entries[0].shell()
+    assert shown.entries[2].preflight.startswith("backend sage_attn2 unavailable here")
+    assert shown.held_by is None and shown.notes == []
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_execute_runs_the_plan_then_a_rerun_keeps_what_is_ok(tmp_path):
+    from harness.campaign import execute, lock_campaign, plan_campaign
+    from harness.store import CampaignDir
+
+    path = scenario(tmp_path)
+    plan = plan_campaign(path, profile="3step", out_root=tmp_path / "out")
+    with pytest.raises(ValueError, match="not held on"):
+        execute(plan, lock=lock_campaign(CampaignDir(tmp_path / "elsewhere")))
+    outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
+    rows = outcome.summary_rows()
+    assert [(r.key, r.role, r.status, r.valid, r.provenance) for r in rows] == [
+        ("torch_sdpa", "reference", "ok", True, "now"), ("floor", "noise_floor", "ok", True, "now")
+    ]  # fmt: skip
+    assert all(r.s_per_step > 0 and r.pipeline_total_s > 0 for r in rows)
+    assert not outcome.mixed_provenance and not outcome.failed and outcome.report_paths is None
+    campaign = json.loads((plan.campaign.campaign_json).read_text())
+    assert campaign["scenario_file"] == str(path) and campaign["executor"] == "local"
+    assert [a["status"] for a in campaign["arms"]] == ["ok", "ok"]
+
+    again = plan_campaign(path, profile="3step", out_root=tmp_path / "out")
+    assert [p.action for p in again.actions()] == ["skip-ok", "skip-ok"]
+    outcome = execute(again, lock=lock_campaign(again.campaign), report=False)
+    assert [r.provenance for r in outcome.summary_rows()] == ["kept", "kept"] and outcome.mixed_provenance

@@ -189,6 +189,35 @@ def test_damaged_run_json_is_moved_aside_and_only_that_arm_reruns(clean, tmp_pat
     assert statuses(camp)["floor"] == "ok"
 
 
+def test_a_run_json_of_a_schema_this_harness_does_not_read_is_refused_then_rerun(clean, tmp_path):
+    """A newer run.json (or an older one without a migration) reads as damaged: one line naming the
+    file and both schema ids, exit 3 from the report; `harness run` moves it aside and re-runs the arm."""
+    path, out, camp = copy_of(clean, tmp_path)
+    floor = camp / "runs" / "floor" / "run.json"
+    newer = floor.read_text().replace('"schema": "harness.run/1"', '"schema": "harness.run/7"')
+    assert newer != floor.read_text()
+    floor.write_text(newer)
+
+    res = harness("report", camp)
+    assert res.returncode == Exit.RUN_FAILED
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, res.stderr
+    assert f"{floor}: schema harness.run/7 is newer than this harness reads (harness.run/1)" in errors[0]
+
+    res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
+    assert res.returncode == 0, res.stderr
+    assert "note: floor: run.json unreadable" in res.stderr and "harness.run/7 is newer" in res.stderr
+    aside = list(floor.parent.glob("run.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_text() == newer, "the newer record is kept, never read"
+    assert statuses(camp) == {"floor": "ok", "torch_sdpa": "ok"}
+
+    older = floor.read_text().replace('"schema": "harness.run/1"', '"schema": "harness.run/0"')
+    floor.write_text(older)
+    res = harness("report", camp)
+    assert res.returncode == Exit.RUN_FAILED
+    assert "schema harness.run/0 is older than this harness reads (harness.run/1)" in res.stderr
+
+
 def test_damaged_campaign_json_blocks_nothing(clean, tmp_path):
     path, out, camp = copy_of(clean, tmp_path)
     (camp / "campaign.json").write_text("\x00garbage")

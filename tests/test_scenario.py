@@ -256,3 +256,121 @@ def test_unknown_kernels_backend_is_refused_with_its_line():
     )
     msg = bad(text)
     assert "kernels.backends[5]: unknown attention backend 'sage_atn2'; did you mean 'sage_attn2'?" in msg
+
+
+# --- the core names no runner: runners, kinds and executors come from the registries ----------
+
+
+def test_an_unknown_runner_is_named_with_a_did_you_mean():
+    msg = bad(GOOD.replace("runner: builtin", "runner: builtn"))
+    assert (
+        msg == "s.yaml:2: runner: unknown runner 'builtn'; did you mean 'builtin'? (known: builtin, lightx2v)"
+    )
+    assert bad(GOOD.replace("runner: builtin\n", "")).startswith(
+        "s.yaml:1: (top level): 'runner' is required (builtin or lightx2v)"
+    )
+
+
+def test_an_unknown_kind_and_executor_are_named_with_a_did_you_mean():
+    msg = bad(GOOD.replace("seed: 7", "seed: 7\nkind: kernel"))
+    assert (
+        msg == "s.yaml:4: kind: unknown scenario kind 'kernel'; did you mean 'kernels'? (known: e2e, kernels)"
+    )
+    msg = bad(GOOD.replace("seed: 7", "seed: 7\nexecutor: {kind: slurn}"))
+    assert msg.startswith("s.yaml:4: executor.kind: unknown executor 'slurn'; did you mean 'slurm'?")
+
+
+def test_a_runners_arm_fields_exist_only_in_its_scenarios():
+    s = parse_scenario(
+        LX.replace("attn_type: ATTN}", "attn_type: sage_attn2, sageattention: aiter_shim}"), "s.yaml", {}
+    )
+    assert s.arms[1].sageattention == "aiter_shim" and s.arms[0].count_ops == {}
+    msg = bad(LX.replace("attn_type: ATTN}", "attn_type: x, count_ops: {op: no_colon}}"))
+    assert msg.startswith("s.yaml:6: arms[1].count_ops: count_ops.op: expected 'module:function'")
+    msg = bad(
+        GOOD.replace(
+            "{name: cand, attn_type: sage_emul_aiter}",
+            "{name: cand, attn_type: sage_emul_aiter, count_ops: {}}",
+        )
+    )
+    assert msg.startswith("s.yaml:10: arms[2].count_ops: unknown key (expected one of: name, attn_type,")
+    assert "sageattention" not in msg
+
+
+def test_a_runners_block_is_its_own():
+    assert bad(LX.replace("lightx2v: {", "other: {")).startswith("s.yaml:3: other: unknown key")
+    assert "runner 'lightx2v' needs a 'lightx2v' block" in bad(
+        LX.replace("lightx2v: {", "x: {").replace("x: {", "#")
+    )
+    msg = bad(GOOD + "lightx2v: {root: /r}\n")  # the block of a runner this scenario does not name
+    assert msg.startswith("s.yaml:11: lightx2v: unknown key") and "builtin" in msg
+    assert parse_scenario(GOOD + "builtin: {preset: tiny}\n", "s.yaml", {}).runner_block().preset == "tiny"
+
+
+def test_a_runner_registered_by_a_plug_in_brings_its_block_arm_fields_and_checks():
+    """The same core validates a runner it has never heard of: the registries say everything."""
+    from pydantic import Field
+
+    from harness.plugins import RUNNER_SCENARIO, RUNNERS
+    from harness.runners.base import Runner
+    from harness.scenario import FieldProblem, ScenarioPart, Strict
+
+    class ToyBlock(Strict):
+        size: int = Field(ge=1)
+
+    class ToyArm(Strict):
+        colour: str = "red"
+
+    def no_blue_reference(scenario):
+        for i, arm in enumerate(scenario.arms):
+            if arm.role.value == "reference" and arm.colour == "blue":
+                raise FieldProblem(("arms", i, "colour"), "a reference is never blue")
+
+    class ToyRunner(Runner):
+        def resolve_params(self, scenario, arm, profile):
+            return {"size": scenario.toy.size, "colour": arm.colour}
+
+        def prepare(self, spec, run_dir, *, dry_run=False):
+            raise NotImplementedError
+
+    part = ScenarioPart(
+        block="toy", model=ToyBlock, required=True, arm_fields=ToyArm, check=no_blue_reference
+    )
+    RUNNERS.register("toy", ToyRunner)
+    RUNNER_SCENARIO.register("toy", part)
+    try:
+        text = GOOD.replace("runner: builtin", "runner: toy\ntoy: {size: 2}").replace(
+            "role: reference}", "role: reference, colour: COLOUR}"
+        )
+        s = parse_scenario(text.replace("COLOUR", "green"), "s.yaml", {})
+        assert s.toy.size == 2 and s.arms[0].colour == "green" and s.arms[1].colour == "red"
+        assert s.runner_block() is s.toy
+        from harness.plan import build_plan
+
+        assert build_plan(s)[0].params == {"size": 2, "colour": "green"}
+        assert bad(text.replace("COLOUR", "blue")) == "s.yaml:9: arms[0].colour: a reference is never blue"
+        assert bad(text.replace("size: 2", "size: 0").replace("COLOUR", "green")).startswith(
+            "s.yaml:3: toy.size: Input should be greater than or equal to 1"
+        )
+        assert "runner 'toy' needs a 'toy' block" in bad(
+            text.replace("toy: {size: 2}\n", "").replace("COLOUR", "x")
+        )
+        assert "toy" in json_schema()["properties"]
+    finally:
+        RUNNERS.unregister("toy")
+        RUNNER_SCENARIO.unregister("toy")
+    assert "unknown runner 'toy'" in bad(text.replace("COLOUR", "green"))
+
+
+def test_the_json_schema_has_every_registered_block_and_arm_field():
+    schema = json_schema()
+    assert {"builtin", "lightx2v", "kernels", "verdict", "executor"} <= set(schema["properties"])
+    arm = next(d for n, d in schema["$defs"].items() if n == "Arm")
+    assert {"name", "attn_type", "sageattention", "count_ops"} <= set(arm["properties"])
+
+
+def test_the_verdict_rules_use_the_speed_tests_default_level():
+    from harness.compare.significance import DEFAULT_ALPHA
+    from harness.scenario import VerdictRules
+
+    assert VerdictRules().alpha == DEFAULT_ALPHA
