@@ -105,8 +105,8 @@ def validate_scenario(
     model = scenario_model(data.get("runner"), data.get("kind", E2E))
     try:
         return model.model_validate(data)
-    except FieldProblem as problem:
-        raise ScenarioError(f"{where(problem.loc)}: {problem.message}") from None
+    except FieldProblem as problem:  # a runner's or kind's check: it names its field
+        raise ScenarioError(" ".join(f"{where(problem.loc)}: {problem.message}".split())) from None
     except ValidationError as exc:
         # A typo'd key also makes its real key "missing": name the typo, it is the cause.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
