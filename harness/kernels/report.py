@@ -21,10 +21,10 @@ from harness.kernels.results import (
     SpeedMetrics,
     bitwise_reading,
 )
+from harness.report.cells import Section
 from harness.report.html import render_page
-from harness.report.tables import Section
-from harness.report.text import TextTable
 from harness.store import atomic_write_text
+from harness.text_table import TextTable
 
 REPORT_MD = "report.md"
 INDEX_HTML = "index.html"

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from harness.report import ReportResults, build_report
-from harness.report.pr import fmt_time, render_pr
+from harness.number_format import fmt_time
+from harness.report.pr import render_pr
 
 ROOT = Path(__file__).resolve().parents[2]
 
