@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from campaign_factory import ArmSpec, base_content, write_run
 
-from harness.compare.pairwise import compare_runs
-from harness.compare.rules import VerdictRules
 from harness.analysis.energy import PairErrors, mse_from_psnr, psnr_from_mse
 from harness.analysis.verdict import StatsSample, judge, judge_numbers
+from harness.compare.pairwise import compare_runs
+from harness.compare.rules import VerdictRules
 
 STATS = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms", "audio_peak")
 

@@ -23,7 +23,9 @@ def test_audio_latent_seed_plots(tmp_path: Path):
     env = Envelope(t=t, lo=[-0.5] * 50, hi=[0.5] * 50)
     ref = AudioView(key="ref", rate=16000, seconds=1.0, signal=env, spectrogram_hz=[0, 8000],
                     spectrogram_db=[-140, -20])  # fmt: skip
-    cand = ref.model_copy(update={"key": "cand", "minus_reference": Envelope(t=t, lo=[-0.01] * 50, hi=[0.01] * 50)})
+    cand = ref.model_copy(
+        update={"key": "cand", "minus_reference": Envelope(t=t, lo=[-0.01] * 50, hi=[0.01] * 50)}
+    )
     spec = np.linspace(-140, -20, 64 * 80).reshape(64, 80)
     out = audio_plot([("ref", ref, spec), ("cand", cand, None)], tmp_path / "a.png")
     assert out is not None and out.stat().st_size > 1000

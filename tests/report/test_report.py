@@ -123,7 +123,7 @@ def test_progress_callback_and_missing_campaign(single_report, tmp_path):
 
 
 def test_multi_seed_aggregation_and_band(multi_report):
-    paths, camp = multi_report.paths, multi_report.campaign
+    paths = multi_report.paths
     res = _results(multi_report)
     assert res.multi_seed and res.seeds == [42, 43]
     assert {c.b.key: c.a.key for c in res.comparisons} == {
