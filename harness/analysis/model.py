@@ -207,3 +207,29 @@ class ReportResults(Record):
     @property
     def primary_seed(self) -> int | None:
         return self.seeds[0] if self.seeds else None
+
+
+# What results.json holds, by name: its own records and those of the stages it carries (a run's
+# summary, a comparison, a speed test, a verdict), so a renderer needs this module alone.
+__all__ = [
+    "AUDIO_VIEW_SCHEMA",
+    "READABLE_SCHEMAS",
+    "RESULTS_SCHEMA",
+    "SERIES_SCHEMA",
+    "ArmAggregate",
+    "AudioView",
+    "CodecFloorRow",
+    "Comparison",
+    "Envelope",
+    "FloorSummary",
+    "FrameGrid",
+    "FrameSeries",
+    "LatentPoint",
+    "LatentSeries",
+    "ReportResults",
+    "RunSummary",
+    "SpeedTest",
+    "Spread",
+    "Verdict",
+    "VerdictRules",
+]

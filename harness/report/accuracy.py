@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from harness.analysis.model import ReportResults
-from harness.analysis.verdict import Verdict
+from harness.analysis.model import ReportResults, Verdict
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import JUDGED_STATS, RunSummary, stat_fields

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.analysis.model import FrameGrid, Spread
-from harness.analysis.verdict import Verdict
+from harness.analysis.model import FrameGrid, Spread, Verdict
 from harness.compare.significance import mean_sd_text
 from harness.compare.summary import RunSummary
 from harness.number_format import NA
