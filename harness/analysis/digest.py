@@ -1,6 +1,6 @@
 """What an analysis read, as one digest, so that an unchanged campaign is not analysed again.
 
-The digest covers campaign.json and every file under runs/ (by content: ``compare.hashes``
+The digest covers campaign.json (but the time it was last written) and every file under runs/ (by content: ``compare.hashes``
 remembers each file's sha256 by its identity, so no file is read twice), the campaign's place,
 the verdict rules given by the caller, this stage's version and the source of the harness code
 that computes the results (everything but the renderers and the command line). A results.json
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from pathlib import Path
 
 from harness.analysis.model import RESULTS_SCHEMA, ReportResults
@@ -37,8 +38,20 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+def campaign_json_digest(path: Path) -> str:
+    """campaign.json's content but its ``updated_at`` (a ``harness run`` that keeps every run rewrites
+    only that)."""
+    data = path.read_bytes()
+    try:
+        record = json.loads(data)
+        record.pop("updated_at", None)
+        return canonical_hash(record)
+    except (ValueError, AttributeError):  # damaged: its bytes
+        return hashlib.sha256(data).hexdigest()
+
+
 def inputs_digest(campaign: CampaignDir, hashes: FileHashes, rules: VerdictRules | None) -> str:
-    files = {"campaign.json": hashes.sha256(campaign.campaign_json)}
+    files = {"campaign.json": campaign_json_digest(campaign.campaign_json)}
     if campaign.runs_dir.is_dir():
         for path in sorted(campaign.runs_dir.rglob("*")):
             if path.is_file():
