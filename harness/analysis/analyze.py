@@ -19,12 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
-from harness.analysis.assets import media_assets
 from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.model import LatentSeries, ReportResults
 from harness.analysis.verdict import attention_verdict, judge, stats_rule_text
-from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION
 from harness.compare.cache import MetricsCache, run_stats
 from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
@@ -101,6 +99,8 @@ def campaign_runs(
 def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
                 notes: list[str], problems: list[str]) -> ReportResults:  # fmt: skip
     """The campaign's facts and conventions, before anything is compared; ``problems``: damaged files."""
+    from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
+
     res = ReportResults(
         campaign_id=rec.campaign_id,
         campaign_path=str(campaign.path),
@@ -243,6 +243,8 @@ def analyze_campaign(
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)
         res.conventions["pixel_source"] = res.pixel_source
     codec_floor_row(res, campaign, cache, say)
+    from harness.analysis.assets import media_assets  # numpy and OpenCV: not loaded when results are reused
+
     media_assets(res, campaign.path, cache, say)
     res.conventions["speedup"] = SPEEDUP_CONVENTION
     res.inputs_digest = digest
