@@ -285,9 +285,9 @@ def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> 
 
 
 def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, bytes]], last: int) -> str:
-    from harness.report.html import _env
+    from harness.report.html import template_env
 
-    template = _env().from_string(HISTORY_TEMPLATE)
+    template = template_env().from_string(HISTORY_TEMPLATE)
     moved = moves[moves["moved"]] if not moves.empty else moves
     latest = (
         df.sort_values("campaign_index")

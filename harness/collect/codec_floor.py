@@ -23,11 +23,9 @@ from pathlib import Path
 
 import av
 
+from harness.collect.models import DEFAULT_PRESET, CodecSettings
 from harness.errors import HarnessError
-from harness.records import Record
 
-DEFAULT_CRF = 18  # MiniMax-H3's writer (ultrafast, CRF 18), the builtin pipeline's default too
-DEFAULT_PRESET = "ultrafast"
 _X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
 _CRF = re.compile(r"\bcrf=([0-9.]+)")
 
@@ -41,18 +39,6 @@ _MATRIX = {
     9: "BT.2020 non-constant (tagged)",
 }
 _RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged; converted as limited)"}
-
-
-class CodecSettings(Record):
-    codec: str = "h264"
-    pix_fmt: str = "yuv420p"
-    crf: int = DEFAULT_CRF
-    preset: str = DEFAULT_PRESET
-    source: str = "assumed"  # run spec | x264 info in the file | assumed
-    encoder_info: str | None = None  # the x264 options the file carries (when found)
-
-    def text(self) -> str:
-        return f"{self.codec} {self.pix_fmt} CRF {self.crf} preset {self.preset} (settings: {self.source})"
 
 
 def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:

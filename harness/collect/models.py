@@ -1,4 +1,5 @@
-"""Results the collectors write to disk (metrics/<pair>.json, metrics/<run>.stats.json).
+"""Results the collectors write to disk (metrics/<pair>.json, metrics/<run>.stats.json) and the codec
+settings a codec floor is measured with.
 
 Every model carries a ``convention`` string so that numbers measured under different
 definitions are never compared silently. PSNR of identical frames is +inf and serialises as
@@ -120,3 +121,19 @@ class PairResult(Record):
     stats_b: RunStats
     seconds: float
     device: str = "cpu"
+
+
+DEFAULT_CRF = 18  # MiniMax-H3's writer (ultrafast, CRF 18), the builtin pipeline's default too
+DEFAULT_PRESET = "ultrafast"
+
+
+class CodecSettings(Record):
+    codec: str = "h264"
+    pix_fmt: str = "yuv420p"
+    crf: int = DEFAULT_CRF
+    preset: str = DEFAULT_PRESET
+    source: str = "assumed"  # run spec | x264 info in the file | assumed
+    encoder_info: str | None = None  # the x264 options the file carries (when found)
+
+    def text(self) -> str:
+        return f"{self.codec} {self.pix_fmt} CRF {self.crf} preset {self.preset} (settings: {self.source})"

@@ -1,46 +1,101 @@
-"""The metrics cache of a campaign's metrics/ folder: a pair's metrics, a run's statistics and
-its codec floor, reused while the sha256 of the output files they were measured on still match."""
+"""The one cache of costly results in a campaign's metrics/ folder, and the pair and run entries.
+
+Every entry is metrics/<name>.json: its kind, the version of the computation of that kind, the
+key it was computed under (the sha256 of the files it read, and the settings that change the
+result) and the value. An entry is used only when all three match, so a changed output, a
+changed setting or a new version of the computation is measured again. A cache that cannot be
+read is measured again; one that cannot be written (a read-only campaign) is skipped, never fatal.
+
+The entries of this stage: a pair's metrics (with its per-frame CSV beside it), a run's global
+statistics and the latent PSNR of a pair. The analysis stage keeps its own kinds here too (the
+codec floor, frame thumbnails, audio views).
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from harness.collect.codec_floor import CodecSettings
 from harness.collect.models import PairResult, RunStats
+from harness.compare.hashes import FileHashes
+from harness.compare.latents import LatentComparison, LatentPoint, compare_latent_files, latent_files
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
 from harness.store import pair_metrics_stem, read_record, utcnow, write_record
 
+M = TypeVar("M", bound=BaseModel)
+CACHE_SCHEMA = "harness.cache/1"
+
 # Bumped when the metric suite measures differently, so older entries are measured again.
 # 2: audio metrics after the bounded lag search; 3: the streamed log-mel cosine on the aligned overlap.
 PAIR_METRICS_VERSION = 3
+STATS_VERSION = 1
+LATENTS_VERSION = 1
 
 
-class PairCache(Record):
-    """metrics/<a>__vs__<b>.json: a pair's metrics and the output hashes they were measured on."""
+class CacheEntry(Record):
+    """metrics/<name>.json: one cached result and what it was computed from."""
 
-    schema_version: str = Field("harness.pair_cache/1", alias="schema")
-    metrics_version: int = 1
-    key_a: str
-    key_b: str
-    sha256_a: str
-    sha256_b: str
-    options: dict[str, bool] = Field(default_factory=dict)
+    schema_version: str = Field(CACHE_SCHEMA, alias="schema")
+    kind: str
+    version: int
+    key: dict[str, Any]
     created_at: str = Field(default_factory=utcnow)
-    result: PairResult
+    value: dict[str, Any]
 
 
-class StatsCache(Record):
-    """metrics/<run>.stats.json: one run's global statistics and the output hash they describe."""
+def normal(key: dict[str, Any]) -> dict[str, Any]:
+    """A key as it reads back from JSON (tuples as lists), so that equal keys compare equal."""
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
 
-    schema_version: str = Field("harness.stats_cache/1", alias="schema")
-    key: str
-    sha256: str
-    created_at: str = Field(default_factory=utcnow)
-    stats: RunStats
+
+class MetricsCache:
+    """The campaign's cache: ``get`` a value of ``kind`` computed under ``key``, or ``put`` one.
+
+    ``folder`` None: no cache (every get misses, every put is dropped). ``skipped`` lists the
+    entries that could not be written.
+    """
+
+    def __init__(self, folder: Path | None):
+        self.folder = Path(folder) if folder is not None else None
+        self.skipped: list[str] = []
+
+    def path(self, name: str, suffix: str = ".json") -> Path | None:
+        return None if self.folder is None else self.folder / f"{name}{suffix}"
+
+    def get(self, name: str, kind: str, version: int, key: dict[str, Any], model: type[M]) -> M | None:
+        path = self.path(name)
+        if path is None or not path.exists():
+            return None
+        try:
+            entry = read_record(path, CacheEntry)
+            if (entry.schema_version, entry.kind, entry.version) != (CACHE_SCHEMA, kind, version):
+                return None
+            if entry.key != normal(key):
+                return None
+            return model.model_validate(entry.value)
+        except (HarnessError, ValueError):
+            return None  # an older or damaged entry is simply measured again
+
+    def put(self, name: str, kind: str, version: int, key: dict[str, Any], value: BaseModel) -> bool:
+        path = self.path(name)
+        if path is None:
+            return False
+        entry = CacheEntry(
+            kind=kind, version=version, key=normal(key), value=value.model_dump(mode="json", by_alias=True)
+        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_record(path, entry)
+        except OSError as err:
+            self.skipped.append(f"{path}: not cached ({err.strerror or err})")
+            return False
+        return True
 
 
 def measure_options(truncate: bool, resample_audio: bool, lossless: bool = False) -> dict[str, bool]:
@@ -61,44 +116,21 @@ def media(run: RunSummary, lossless: bool) -> tuple[str, str]:
     return run.output, run.output_sha256
 
 
-def _load_pair_cache(path: Path, sha_a: str, sha_b: str, options: dict[str, bool]) -> PairCache | None:
-    if not path.exists():
-        return None
-    try:
-        entry = read_record(path, PairCache)
-    except HarnessError:
-        return None  # an older or damaged entry is simply measured again
-    if entry.sha256_a != sha_a or entry.sha256_b != sha_b or entry.options != options:
-        return None
-    if entry.metrics_version != PAIR_METRICS_VERSION:
-        return None
-    return entry
-
-
-def _write_stats_cache(metrics_dir: Path, key: str, sha: str, stats: RunStats) -> None:
-    write_record(metrics_dir / f"{key}.stats.json", StatsCache(key=key, sha256=sha, stats=stats))
-
-
 def run_stats(run: RunSummary, metrics_dir: Path | None) -> RunStats | None:
     """Global statistics of one run's output (its lossless copy when it has one), from the cache
-    when its hash still matches."""
+    while its hash still matches."""
     if run.output is None or run.output_sha256 is None:
         return None
     file, sha = media(run, use_lossless(run, run))
-    if metrics_dir is not None:
-        path = Path(metrics_dir) / f"{run.key}.stats.json"
-        if path.exists():
-            try:
-                entry = read_record(path, StatsCache)
-                if entry.sha256 == sha:
-                    return entry.stats
-            except HarnessError:
-                pass
+    cache = MetricsCache(metrics_dir)
+    name, key = f"{run.key}.stats", {"sha256": sha}
+    stats = cache.get(name, "stats", STATS_VERSION, key, RunStats)
+    if stats is not None:
+        return stats
     from harness.collect.suite import measure_run
 
     stats = measure_run(Path(file))
-    if metrics_dir is not None:
-        _write_stats_cache(Path(metrics_dir), run.key, sha, stats)
+    cache.put(name, "stats", STATS_VERSION, key, stats)
     return stats
 
 
@@ -115,77 +147,50 @@ def measure_pair_cached(
     lossless = use_lossless(a, b)
     (file_a, sha_a), (file_b, sha_b) = media(a, lossless), media(b, lossless)
     options = measure_options(truncate, resample_audio, lossless)
-    json_path = csv_path = None
-    if metrics_dir is not None:
-        stem = pair_metrics_stem(a.key, b.key)
-        json_path = Path(metrics_dir) / f"{stem}.json"
-        csv_path = Path(metrics_dir) / f"{stem}.frames.csv"
-        entry = _load_pair_cache(json_path, sha_a, sha_b, options)
-        if entry is not None and csv_path.exists():
-            return entry.result, True, json_path, csv_path
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
+    cache = MetricsCache(metrics_dir)
+    stem = pair_metrics_stem(a.key, b.key)
+    key = {"sha256_a": sha_a, "sha256_b": sha_b, "options": options}
+    json_path, csv_path = cache.path(stem), cache.path(stem, ".frames.csv")
+    if csv_path is not None and csv_path.exists():
+        entry = cache.get(stem, "pair", PAIR_METRICS_VERSION, key, PairResult)
+        if entry is not None:
+            return entry, True, json_path, csv_path
+    if csv_path is not None:
+        try:
+            csv_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass
+        if not os.access(csv_path.parent, os.W_OK):
+            csv_path = None  # a read-only campaign: measured, not kept
     from harness.collect.suite import measure_pair
 
     result = measure_pair(
         Path(file_a), Path(file_b), csv_path=csv_path, truncate=truncate, resample_audio=resample_audio
     )
-    if json_path is not None and csv_path is not None:
-        write_record(
-            json_path,
-            PairCache(
-                key_a=a.key,
-                key_b=b.key,
-                sha256_a=sha_a,
-                sha256_b=sha_b,
-                options=options,
-                metrics_version=PAIR_METRICS_VERSION,
-                result=result,
-            ),
-        )
-        _write_stats_cache(Path(metrics_dir), a.key, sha_a, result.stats_a)
-        _write_stats_cache(Path(metrics_dir), b.key, sha_b, result.stats_b)
+    if csv_path is None or not cache.put(stem, "pair", PAIR_METRICS_VERSION, key, result):
+        json_path = None
+    for key_x, sha, stats in ((a.key, sha_a, result.stats_a), (b.key, sha_b, result.stats_b)):
+        cache.put(f"{key_x}.stats", "stats", STATS_VERSION, {"sha256": sha}, stats)
     return result, False, json_path, csv_path
 
 
-class CodecFloor(Record):
-    """metrics/<run>.codec_floor.json: the codec's own error on a run's output (collect.codec_floor)."""
-
-    schema_version: str = Field("harness.codec_floor/1", alias="schema")
-    key: str
-    sha256: str  # of the output.mp4 measured
-    method: str  # lossless | re-encode
-    settings: CodecSettings
-    decode: str = ""  # how the mp4's frames became RGB
-    created_at: str = Field(default_factory=utcnow)
-    result: PairResult
-
-
-def codec_floor_cached(
-    run: RunSummary, metrics_dir: Path | None, settings: CodecSettings
-) -> CodecFloor | None:
-    """The codec floor of a run's output, from the cache while the output (and the method) match."""
-    if run.output is None or run.output_sha256 is None:
-        return None
-    method = "lossless" if run.lossless else "re-encode"
-    path = Path(metrics_dir) / f"{run.key}.codec_floor.json" if metrics_dir is not None else None
-    if path is not None and path.exists():
-        try:
-            entry = read_record(path, CodecFloor)
-            if entry.sha256 == run.output_sha256 and entry.method == method and entry.settings == settings:
-                return entry
-        except HarnessError:
-            pass
-    from harness.collect.codec_floor import decode_convention, measure_codec_floor
-
-    result, method = measure_codec_floor(run.output, settings, lossless=run.lossless)
-    entry = CodecFloor(
-        key=run.key,
-        sha256=run.output_sha256,
-        method=method,
-        settings=settings,
-        decode=decode_convention(run.output),
-        result=result,
-    )
-    if path is not None:
-        write_record(path, entry)
-    return entry
+def latents_cached(
+    a: RunSummary, b: RunSummary, metrics_dir: Path | None, hashes: FileHashes
+) -> tuple[list[LatentPoint], list[str]]:
+    """Latent PSNR of B against A per step (``compare.latents``), from the cache while every latent
+    file of both runs is unchanged."""
+    la, lb = latent_files(Path(a.path)), latent_files(Path(b.path))
+    if not la or not lb:
+        return [], []
+    cache = MetricsCache(metrics_dir)
+    name = f"{pair_metrics_stem(a.key, b.key)}.latents"
+    key = {
+        "a": {str(step): hashes.sha256(p) for step, p in la.items()},
+        "b": {str(step): hashes.sha256(p) for step, p in lb.items()},
+    }
+    hit = cache.get(name, "latents", LATENTS_VERSION, key, LatentComparison)
+    if hit is not None:
+        return hit.points, hit.notes
+    points, notes = compare_latent_files(la, lb)
+    cache.put(name, "latents", LATENTS_VERSION, key, LatentComparison(points=points, notes=notes))
+    return points, notes

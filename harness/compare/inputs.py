@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.compare.summary import RunSummary, file_sha256, summarize_run
+from harness.compare.hashes import file_sha256
+from harness.compare.summary import RunSummary, summarize_run
 from harness.store import resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import Field
 
 from harness.errors import HarnessError
 from harness.records import Record
+
+if TYPE_CHECKING:  # numpy is imported where arrays are read: reading results needs no numpy
+    import numpy as np
 
 LATENT_CONVENTION = (
     "latent psnr=10log10(R^2/mse) on float64, R=max(ref)-min(ref) of the reference step latent, "
@@ -24,6 +26,13 @@ class LatentPoint(Record):
     psnr: float  # over every latent of the step together
     max_abs_diff: float
     parts: dict[str, float] = Field(default_factory=dict)  # PSNR per named latent (npz: video, audio)
+
+
+class LatentComparison(Record):
+    """Latent PSNR of B against A at every step both saved, and why some step could not be compared."""
+
+    points: list[LatentPoint] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 LATENT_SUFFIXES = (".npz", ".npy", ".pt")
@@ -44,6 +53,8 @@ def latent_files(run_dir: Path) -> dict[int, Path]:
 
 def _arrays(obj: Any, path: Path) -> dict[str, np.ndarray]:
     """Named non-scalar arrays of a loaded latent file (scalars such as the sigma reached are skipped)."""
+    import numpy as np
+
     if isinstance(obj, dict):
         items = obj.items()
     else:
@@ -62,6 +73,8 @@ def _arrays(obj: Any, path: Path) -> dict[str, np.ndarray]:
 
 def load_latent(path: Path) -> dict[str, np.ndarray]:
     """{name: array} from step_XXX.npz (one entry per array), .npy or .pt (a tensor or a dict of them)."""
+    import numpy as np
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".npy", ".npz"):
@@ -84,6 +97,8 @@ def load_latent(path: Path) -> dict[str, np.ndarray]:
 
 def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
     """(PSNR in dB with the reference's range as peak, max |diff|); see LATENT_CONVENTION."""
+    import numpy as np
+
     ref = np.asarray(ref, dtype=np.float64)
     test = np.asarray(test, dtype=np.float64)
     if ref.shape != test.shape:
@@ -99,6 +114,8 @@ def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
 
 def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarray]) -> LatentPoint:
     """PSNR per named latent and over all of them together (flattened and concatenated)."""
+    import numpy as np
+
     names = [n for n in ref if n in test]
     if not names:
         raise HarnessError(f"no latent in common (A has {sorted(ref)}, B has {sorted(test)})")
@@ -114,7 +131,11 @@ def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarr
 
 def compare_latents(run_a: Path, run_b: Path) -> tuple[list[LatentPoint], list[str]]:
     """Latent PSNR of B against A at every step both runs saved."""
-    la, lb = latent_files(run_a), latent_files(run_b)
+    return compare_latent_files(latent_files(run_a), latent_files(run_b))
+
+
+def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> tuple[list[LatentPoint], list[str]]:
+    """``compare_latents`` on the files ``latent_files`` found."""
     if not la or not lb:
         return [], []
     points: list[LatentPoint] = []

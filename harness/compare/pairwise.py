@@ -20,8 +20,15 @@ from harness.collect.models import (
     AudioPairMetrics,
     VideoPairMetrics,
 )
-from harness.compare.cache import measure_options, measure_pair_cached, run_stats, use_lossless
-from harness.compare.latents import LATENT_CONVENTION, LatentPoint, compare_latents
+from harness.compare.cache import (
+    latents_cached,
+    measure_options,
+    measure_pair_cached,
+    run_stats,
+    use_lossless,
+)
+from harness.compare.hashes import HASHES_JSON, PROCESS_HASHES, FileHashes
+from harness.compare.latents import LATENT_CONVENTION, LatentPoint
 from harness.compare.significance import DEFAULT_ALPHA, SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
@@ -151,8 +158,12 @@ def compare_summaries(
     metrics_dir: Path | None = None,
     truncate: bool = False,
     resample_audio: bool = False,
+    hashes: FileHashes | None = None,
 ) -> Comparison:
-    """Compare two already summarised runs (the report reuses summaries across pairs)."""
+    """Compare two already summarised runs (the analysis reuses summaries across pairs).
+
+    ``hashes``: where the hashes of latent files are remembered (default: the process's memo).
+    """
     cmp = Comparison(
         kind=_kind(a, b),
         a=a.model_copy(),
@@ -207,7 +218,7 @@ def compare_summaries(
             )
         if result.audio is not None and result.audio.resampled:
             cmp.notes.append(f"audio resampled: {result.audio.resample_note or 'on request'}")
-    cmp.latents, latent_notes = compare_latents(Path(a.path), Path(b.path))
+    cmp.latents, latent_notes = latents_cached(a, b, metrics_dir, hashes or PROCESS_HASHES)
     cmp.notes.extend(latent_notes)
     return cmp
 
@@ -227,14 +238,22 @@ def compare_runs(
     """
     if metrics_dir is None:
         metrics_dir = _same_campaign_metrics(run_a, run_b)
-    a, b = summarize_run(run_a), summarize_run(run_b)
-    cmp = compare_summaries(a, b, metrics_dir=metrics_dir, truncate=truncate, resample_audio=resample_audio)
+    hashes = FileHashes(Path(metrics_dir) / HASHES_JSON) if metrics_dir is not None else PROCESS_HASHES
+    a, b = summarize_run(run_a, hashes=hashes), summarize_run(run_b, hashes=hashes)
+    cmp = compare_summaries(
+        a, b, metrics_dir=metrics_dir, truncate=truncate, resample_audio=resample_audio, hashes=hashes
+    )
     if metrics_dir is not None:
         write_comparison(cmp, Path(metrics_dir))
+        hashes.save()
     return cmp
 
 
-def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path:
+def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path | None:
+    """metrics/<a>__vs__<b>.compare.json; None when the folder cannot be written (read-only)."""
     path = Path(metrics_dir) / f"{pair_metrics_stem(cmp.a.key, cmp.b.key)}.compare.json"
-    write_record(path, cmp)
+    try:
+        write_record(path, cmp)
+    except OSError:
+        return None
     return path

@@ -19,8 +19,8 @@ from typing import Literal
 
 from harness.number_format import fmt_s
 from harness.records import Record
+from harness.scenario.verdict import DEFAULT_ALPHA  # one level, held by the scenario's verdict block
 
-DEFAULT_ALPHA = 0.05
 MIN_SAMPLES = 2  # per side: Welch's test needs a variance on each side
 TEST_NAME = "Welch's two-sided t-test"
 

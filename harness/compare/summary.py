@@ -6,14 +6,13 @@ become notes, never errors.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import Field
 
 from harness.collect.models import RunStats
+from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
 from harness.records import RankCalls, Record, RunStatus
 from harness.store import (
@@ -23,7 +22,6 @@ from harness.store import (
     STDOUT_LOG,
     ArmStatus,
     RunDir,
-    sha256_file,
     tail_text,
 )
 
@@ -120,18 +118,6 @@ def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
     return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
 
 
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, memoised on (path, mtime, size) for the life of the process."""
-    st = os.stat(path)
-    memo_key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
-    if memo_key not in _SHA_MEMO:
-        _SHA_MEMO[memo_key] = sha256_file(path)
-    return _SHA_MEMO[memo_key]
-
-
 def _log_tail(run: RunDir, recorded: str) -> str:
     if recorded.strip():
         return "\n".join(recorded.splitlines()[-LOG_TAIL_LINES:])
@@ -148,8 +134,14 @@ def _side_file(read: Callable[[], T | None], name: str, notes: list[str]) -> T |
         return None
 
 
-def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummary:
-    """A run's own account of itself. Unreadable side files become notes, not errors."""
+def summarize_run(
+    run: RunDir, arm_status: ArmStatus | None = None, *, hashes: FileHashes | None = None
+) -> RunSummary:
+    """A run's own account of itself. Unreadable side files become notes, not errors.
+
+    ``hashes``: where output hashes are remembered (a campaign's memo; default: the process's).
+    """
+    hashes = hashes or PROCESS_HASHES
     notes: list[str] = []
     rec = None
     damaged = None
@@ -234,7 +226,7 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
 
     if run.output.is_file() and run.output.stat().st_size > 0:
         s.output = str(run.output)
-        s.output_sha256 = file_sha256(run.output)
+        s.output_sha256 = hashes.sha256(run.output)
         recorded = rec.outputs.get(OUTPUT_MP4)
         if recorded and recorded != s.output_sha256:
             notes.append("output.mp4 changed since run.json recorded its sha256")
@@ -242,6 +234,6 @@ def summarize_run(run: RunDir, arm_status: ArmStatus | None = None) -> RunSummar
         notes.append("no output.mp4")
     lossless = run.file(OUTPUT_LOSSLESS)
     if s.ok and lossless.is_file() and lossless.stat().st_size > 0:
-        s.lossless, s.lossless_sha256 = str(lossless), file_sha256(lossless)
+        s.lossless, s.lossless_sha256 = str(lossless), hashes.sha256(lossless)
     s.notes = notes
     return s

@@ -21,10 +21,10 @@ from harness.kernels.results import (
     SpeedMetrics,
     bitwise_reading,
 )
+from harness.report.cells import Section
 from harness.report.html import render_page
-from harness.report.tables import Section
-from harness.report.text import TextTable
 from harness.store import atomic_write_text
+from harness.text_table import TextTable, md_rows
 
 REPORT_MD = "report.md"
 INDEX_HTML = "index.html"
@@ -49,8 +49,7 @@ def _bit(checks: list[BitwiseCheck], name: str) -> str:
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
     """A titled markdown table, cells as given (the harness writes them; nothing to escape)."""
-    out = ["", f"### {title}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return out + ["| " + " | ".join(row) + " |" for row in rows]
+    return ["", f"### {title}", "", *md_rows(headers, rows, escape=False)]
 
 
 def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:

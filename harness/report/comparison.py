@@ -12,7 +12,7 @@ from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
-from harness.report.text import TextTable, md_escape, md_table, md_text, terminal_text
+from harness.text_table import TextTable, md_escape, md_table, md_text, terminal_text
 
 
 def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:

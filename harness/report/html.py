@@ -18,14 +18,15 @@ from urllib.parse import quote, unquote
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from harness.analysis.model import ReportResults
 from harness.errors import HarnessError
-from harness.report.results import ReportResults
-from harness.report.tables import Section
+from harness.report.cells import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def _env() -> Environment:
+def template_env() -> Environment:
+    """The Jinja2 environment of the harness's page templates (autoescaping on, undefined names fatal)."""
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -44,7 +45,7 @@ def render_page(
     """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
     generated_at, harness_version, schema_version)."""
     return (
-        _env()
+        template_env()
         .get_template("index.html.j2")
         .render(
             res=res,
@@ -67,18 +68,21 @@ _IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
 
 
-def inline_images(page: str, root: Path) -> str:
-    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file under ``root``.
+def inline_images(page: str, root: Path, *more_roots: Path) -> str:
+    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file it names.
 
-    A path that leaves ``root`` or names no file is an error (the page would show a hole)."""
+    Paths are relative to ``root``; the file must lie under ``root`` or one of ``more_roots`` (the
+    results' folder when the page is written elsewhere). Any other path is an error (the page
+    would show a hole, or carry a file it has no business with)."""
     base = Path(root).resolve()
+    allowed = [base, *(Path(r).resolve() for r in more_roots)]
 
     def embed(m: re.Match[str]) -> str:
         src = html.unescape(m.group(2))
         if src.startswith("data:"):
             return m.group(0)
         path = (base / unquote(src)).resolve()
-        if base not in path.parents or not path.is_file():
+        if not any(a in path.parents for a in allowed) or not path.is_file():
             raise HarnessError(f"{root}: image {src} is not a file under the campaign")
         mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
         data = base64.b64encode(path.read_bytes()).decode("ascii")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from harness.report.results import ReportResults
-from harness.report.tables import FrameGrid, Section
-from harness.report.text import md_code_block, md_escape, md_table, md_text
+from harness.analysis.model import FrameGrid, ReportResults
+from harness.report.cells import Section
+from harness.text_table import md_code_block, md_escape, md_table, md_text
 
 
 def _img(path: str, alt: str) -> str:

@@ -1,12 +1,11 @@
 """Report figures as small PNGs (matplotlib's object API: no pyplot state, no display needed).
 
-Each function takes plain data, writes one PNG atomically and returns its path, or None when
-there is nothing to draw.
+Each function takes numbers of results.json or of its assets (per-frame series, audio views),
+writes one PNG atomically and returns its path, or None when there is nothing to draw.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from harness.analysis.model import AudioView, FrameSeries
 from harness.store import atomic_write_bytes
 
 DPI = 90
@@ -29,54 +29,28 @@ def _save(fig: Figure, path: Path) -> Path:
     return Path(path)
 
 
-def read_frames_csv(path: Path) -> dict[str, np.ndarray]:
-    """Per-frame columns of a metrics CSV: 'frame', 'psnr', 'ssim' (matched by name)."""
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows:
-        return {}
-    cols = {name.strip().lower(): name for name in rows[0]}
-
-    def pick(*needles: str) -> str | None:
-        for low, orig in cols.items():
-            if any(n == low for n in needles):
-                return orig
-        for low, orig in cols.items():
-            if any(n in low for n in needles):
-                return orig
-        return None
-
-    out: dict[str, np.ndarray] = {}
-    for key, needles in (("frame", ("frame", "index")), ("psnr", ("psnr",)), ("ssim", ("ssim",))):
-        col = pick(*needles)
-        if col is not None:
-            out[key] = np.array([float(r[col]) for r in rows], dtype=np.float64)
-    if "frame" not in out and out:
-        out["frame"] = np.arange(len(rows), dtype=np.float64)
-    return out
-
-
-def per_frame_plot(series: Sequence[tuple[str, Path]], path: Path) -> Path | None:
-    """PSNR (top) and SSIM (bottom) per frame, one line per (label, frames CSV)."""
-    data = [(label, read_frames_csv(p)) for label, p in series if Path(p).exists()]
-    data = [(label, d) for label, d in data if "psnr" in d or "ssim" in d]
+def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Path | None:
+    """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
+    data = [(label, d) for label, d in series if d.psnr or d.ssim]
     if not data:
         return None
     fig = Figure(figsize=(9, 5.2), layout="constrained")
     ax_p, ax_s = fig.subplots(2, 1, sharex=True)
-    finite = [d["psnr"][np.isfinite(d["psnr"])] for _, d in data if "psnr" in d]
+    finite = [np.asarray(d.psnr, dtype=np.float64) for _, d in data if d.psnr]
+    finite = [f[np.isfinite(f)] for f in finite]
     top = max((float(f.max()) for f in finite if f.size), default=60.0) + 3.0
     any_inf = False
     for i, (label, d) in enumerate(data):
         color = PALETTE[i % len(PALETTE)]
-        if "psnr" in d:
-            y = d["psnr"].copy()
+        frames = np.asarray(d.frame, dtype=np.float64)
+        if d.psnr:
+            y = np.asarray(d.psnr, dtype=np.float64)
             inf = ~np.isfinite(y)
             any_inf |= bool(inf.any())
             y[inf] = top  # identical frames drawn at the top edge
-            ax_p.plot(d["frame"], y, label=label, color=color, lw=1.2)
-        if "ssim" in d:
-            ax_s.plot(d["frame"], d["ssim"], label=label, color=color, lw=1.2)
+            ax_p.plot(frames, y, label=label, color=color, lw=1.2)
+        if d.ssim:
+            ax_s.plot(frames, d.ssim, label=label, color=color, lw=1.2)
     ax_p.set_ylabel("PSNR (dB)")
     ax_p.set_title(
         "per-frame PSNR and SSIM against the reference"
@@ -90,46 +64,32 @@ def per_frame_plot(series: Sequence[tuple[str, Path]], path: Path) -> Path | Non
     return _save(fig, path)
 
 
-def _envelope(x: np.ndarray, bins: int = 1500) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Min/max per bin so long tracks plot quickly and still show peaks."""
-    n = x.size
-    bins = max(1, min(bins, n))
-    edges = np.linspace(0, n, bins + 1).astype(int)
-    lo = np.minimum.reduceat(x, edges[:-1])
-    hi = np.maximum.reduceat(x, edges[:-1])
-    return edges[:-1], lo, hi
+def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path: Path) -> Path | None:
+    """Waveform envelope (with the difference to the first track) and spectrogram, one row per track.
 
-
-def audio_plot(tracks: Sequence[tuple[str, np.ndarray, int]], path: Path) -> Path | None:
-    """Waveform (with the difference to the first track) and spectrogram, one row per track.
-
-    ``tracks``: (label, float32 [C, S], rate); the first is the reference.
+    ``tracks``: (label, view, spectrogram in dB or None); the first is the reference.
     """
-    tracks = [(label, a, r) for label, a, r in tracks if a is not None and a.size]
+    tracks = [t for t in tracks if t[1].signal.t]
     if not tracks:
         return None
-    ref_mono = tracks[0][1].mean(axis=0)
     n = len(tracks)
     fig = Figure(figsize=(10, 1.9 * n + 0.4), layout="constrained")
     axes = fig.subplots(n, 2, squeeze=False)
-    for i, (label, audio, rate) in enumerate(tracks):
-        mono = audio.mean(axis=0).astype(np.float64)
+    for i, (label, view, spec_db) in enumerate(tracks):
         ax_w, ax_s = axes[i]
-        idx, lo, hi = _envelope(mono)
-        t = idx / float(rate)
-        ax_w.fill_between(t, lo, hi, color=PALETTE[0], lw=0, label="signal")
-        if i > 0 and rate == tracks[0][2]:
-            m = min(mono.size, ref_mono.size)
-            diff = mono[:m] - ref_mono[:m]
-            didx, dlo, dhi = _envelope(diff)
-            ax_w.fill_between(
-                didx / float(rate), dlo, dhi, color=PALETTE[1], lw=0, alpha=0.8, label="minus reference"
-            )
+        ax_w.fill_between(
+            view.signal.t, view.signal.lo, view.signal.hi, color=PALETTE[0], lw=0, label="signal"
+        )
+        if i > 0 and view.minus_reference is not None:
+            d = view.minus_reference
+            ax_w.fill_between(d.t, d.lo, d.hi, color=PALETTE[1], lw=0, alpha=0.8, label="minus reference")
             ax_w.legend(fontsize=7, loc="upper right")
         ax_w.set_ylim(-1.05, 1.05)
         ax_w.set_ylabel(label, fontsize=8)
-        nfft = 1024 if mono.size >= 2048 else max(16, 2 ** int(math.log2(max(mono.size // 2, 16))))
-        ax_s.specgram(mono, NFFT=nfft, Fs=rate, noverlap=nfft // 2, cmap="magma", scale="dB", vmin=-140)
+        if spec_db is not None:
+            lo, hi = view.spectrogram_hz
+            ax_s.imshow(spec_db, aspect="auto", extent=(0.0, view.seconds, lo, hi), cmap="magma",
+                        vmin=view.spectrogram_db[0], vmax=view.spectrogram_db[1], interpolation="nearest")  # fmt: skip
         ax_s.set_ylabel("Hz", fontsize=8)
         if i == 0:
             ax_w.set_title("waveform (mono mix) and difference to the reference", fontsize=9)

@@ -11,55 +11,18 @@ report.md's per-arm tables; statistics stay per run.
 
 from __future__ import annotations
 
-import math
+from harness.analysis.model import ArmAggregate, ReportResults
+from harness.compare.summary import RunSummary, stat_fields
+from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
+from harness.report.summary import arm_speed
+from harness.text_table import md_escape, md_rows, md_text
 
-from harness.compare.summary import RunSummary
-from harness.report.results import ArmAggregate, ReportResults
-from harness.report.summary import arm_speed, fmt_speedup
-from harness.report.text import md_escape, md_text
-
-NA = "n/a"
-
-
-def _shown(x: float, digits: int) -> float:
-    """``x`` as report.md prints it: pr.md rounds that figure, never the raw value (no second opinion)."""
-    return float(f"{x:.{digits}f}")
-
-
-def fmt_time(x: float | None) -> str:
-    """Seconds as the pull request wrote them: one decimal from 10 s up, else three (report.md: three
-    below 100 s, one above)."""
-    if x is None:
-        return NA
-    x = _shown(x, 1 if abs(x) >= 100 else 3)
-    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3f}"
-
-
-def fmt_db(x: float | None) -> str:
-    """dB with two decimals, as report.md; +inf (identical) as 'identical'."""
-    if x is None:
-        return NA
-    return "identical" if math.isinf(x) and x > 0 else f"{x:.2f} dB"
-
-
-def _num(x: float | None, digits: int, shown: int) -> str:
-    """``digits`` decimals of report.md's figure (printed there with ``shown`` decimals)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return NA
-    return f"{_shown(x, shown):.{digits}f}"
+IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
 
 
 def _mean(a: ArmAggregate | None, key: str) -> float | None:
     s = a.metrics.get(key) if a is not None else None
     return None if s is None or s.n == 0 else s.mean
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(md_escape(c) for c in cells) + " |"
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return [_row(headers), "|" + "---|" * len(headers), *(_row(r) for r in rows)]
 
 
 def _timed(res: ReportResults) -> list[ArmAggregate]:
@@ -95,7 +58,7 @@ def speed_table(res: ReportResults) -> list[str]:
             vs = f"{fmt_speedup(sp.step_speedup)} / {fmt_speedup(sp.total_speedup)}"
             notes.append(f"{a.arm}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
-    out = _table(head, rows)
+    out = md_rows(head, rows)
     out.append("")
     out.append(f"Speed-up = {ref} time / arm time (above 1 = faster); the speed tests of report.md:")
     out += [f"- {md_text(n)}" for n in notes]
@@ -117,18 +80,18 @@ def accuracy_table(res: ReportResults) -> list[str]:
     rows = []
     for a in ordered:
         label = a.arm + (" (noise floor)" if a.role == "noise_floor" else "")
-        psnr = f"{fmt_db(_mean(a, 'psnr'))} ({fmt_db(_mean(a, 'psnr_min')).removesuffix(' dB')})"
-        ssim = f"{_num(_mean(a, 'ssim_mean'), 3, 6)} ({_num(_mean(a, 'ssim_min'), 3, 6)})"
+        psnr = f"{fmt_db(_mean(a, 'psnr'), IDENTICAL)} ({fmt_db(_mean(a, 'psnr_min'), IDENTICAL).removesuffix(' dB')})"
+        ssim = f"{fmt_rounded(_mean(a, 'ssim_mean'), 3, 6)} ({fmt_rounded(_mean(a, 'ssim_min'), 3, 6)})"
         snr = _mean(a, "audio_snr")
-        audio = NA if snr is None else f"{fmt_db(snr)} / {_num(_mean(a, 'audio_cosine'), 3, 6)}"
+        audio = (
+            NA if snr is None else f"{fmt_db(snr, IDENTICAL)} / {fmt_rounded(_mean(a, 'audio_cosine'), 3, 6)}"
+        )
         rows.append([label, psnr, ssim, audio])
-    return _table(head, rows)
+    return md_rows(head, rows)
 
 
 def stats_table(res: ReportResults) -> list[str]:
     """One row per run (the first repeat of each seed), as report.md's statistics table."""
-    from harness.compare.summary import stat_fields
-
     head = [
         "run",
         "luma mean / std",
@@ -144,13 +107,13 @@ def stats_table(res: ReportResults) -> list[str]:
         rows.append(
             [
                 r.key,
-                f"{_num(f['luma_mean'], 1, 4)} / {_num(f['luma_std'], 1, 4)}",
-                _num(f["sharpness"], 1, 4),
-                _num(f["motion"], 2, 4),
-                f"{_num(f['audio_rms'], 3, 4)} / {_num(f['audio_peak'], 3, 4)}",
+                f"{fmt_rounded(f['luma_mean'], 1, 4)} / {fmt_rounded(f['luma_std'], 1, 4)}",
+                fmt_rounded(f["sharpness"], 1, 4),
+                fmt_rounded(f["motion"], 2, 4),
+                f"{fmt_rounded(f['audio_rms'], 3, 4)} / {fmt_rounded(f['audio_peak'], 3, 4)}",
             ]
         )
-    return _table(head, rows)
+    return md_rows(head, rows)
 
 
 def _run_facts(r: RunSummary) -> list[str]:

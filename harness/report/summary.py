@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.analysis.model import ReportResults
 from harness.compare.significance import SpeedTest
-from harness.report.results import ReportResults
+from harness.number_format import fmt_speedup
+from harness.report.cells import Section
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,6 @@ def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
         step=tests.get("s_per_step") or SpeedTest(what="DiT s/step"),
         total=tests.get("pipeline_total_s") or SpeedTest(what="pipeline total"),
     )
-
-
-def fmt_speedup(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}x"
 
 
 def _speed_text(what: str, t: SpeedTest, speedup: float | None) -> str:
@@ -93,13 +91,8 @@ def summary_lines(res: ReportResults) -> list[str]:
     return lines
 
 
-def summary_section(res: ReportResults):
+def summary_section(res: ReportResults) -> Section:
     """The summary as the report's first section (markdown and HTML render it alike)."""
-    from harness.report.tables import Section
-
     sec = Section("summary", "Summary")
     sec.bullets = summary_lines(res)
     return sec
-
-
-SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DEFAULT_ALPHA = 0.05  # significance level of the speed tests (compare.significance uses the same)
+DEFAULT_ALPHA = 0.05  # significance level of the speed tests (compare.significance imports it)
 DEFAULT_TOLERANCE = 2.0
 DEFAULT_CHAOTIC_BELOW_DB = 20.0
 DEFAULT_STATS_REL_TOL = 0.02

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.number_format import fmt_time
 from harness.report import ReportResults, build_report
-from harness.report.pr import fmt_time, render_pr
+from harness.report.pr import render_pr
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -40,7 +40,7 @@ def test_report_files_and_sections(single_report):
     # figures and frames exist where the report points
     res = ReportResults.model_validate_json(paths.results_json.read_bytes())
     for name in ("per_frame", "audio", "step_times"):
-        assert (single.path / res.assets[name]).exists(), name
+        assert paths.figures[name].is_file() and f"assets/{name}.png" in md, name
     assert res.frame_indices == [0, 3, 5, 8]  # round(linspace(0, 8, 4))
     thumbs = [v for k, v in res.assets.items() if k.startswith("frame:")]
     assert len(thumbs) == 4 * 4  # 4 runs with output x 4 frames
@@ -51,7 +51,7 @@ def test_report_files_and_sections(single_report):
 def test_results_json_numbers(single_report):
     paths = single_report.paths
     raw = json.loads(paths.results_json.read_text())
-    assert raw["schema"] == "harness.report/2"
+    assert raw["schema"] == "harness.report/3"
     assert set(raw["conventions"]) >= {"video", "audio", "stats", "timing", "stats_tolerance"}
     assert raw["env"]["hostname"] == "test-host"
     assert raw["scenario"]["name"] == "tiny"
@@ -106,11 +106,12 @@ def test_untrusted_strings_are_escaped(single_report):
     assert any("&lt;script&gt;" in line for line in table_lines)
 
 
-def test_second_report_reuses_cached_metrics(single_report):
-    paths = build_report(single_report.campaign)
-    res = ReportResults.model_validate_json(paths.results_json.read_bytes())
-    measured = [c for c in res.comparisons if c.measured]
-    assert measured and all(c.metrics_cached for c in measured)
+def test_second_report_reuses_the_analysis(single_report):
+    before = single_report.paths.results_json.read_bytes()
+    seen: list[str] = []
+    paths = build_report(single_report.campaign, progress=seen.append)
+    assert seen[0] == "analysis unchanged: results.json reused" and not any("compare" in m for m in seen)
+    assert paths.results_json.read_bytes() == before
 
 
 def test_progress_callback_and_missing_campaign(single_report, tmp_path):
@@ -122,7 +123,7 @@ def test_progress_callback_and_missing_campaign(single_report, tmp_path):
 
 
 def test_multi_seed_aggregation_and_band(multi_report):
-    paths, camp = multi_report.paths, multi_report.campaign
+    paths = multi_report.paths
     res = _results(multi_report)
     assert res.multi_seed and res.seeds == [42, 43]
     assert {c.b.key: c.a.key for c in res.comparisons} == {
@@ -148,7 +149,7 @@ def test_multi_seed_aggregation_and_band(multi_report):
     floor = sorted(c.video.psnr_pooled for c in res.comparisons if c.b.arm == "nf")
     assert res.floor.band["psnr"] == pytest.approx([floor[0], sum(floor) / 2, floor[1]])
     assert f"{floor[0]:.2f} dB / {sum(floor) / 2:.2f} dB / {floor[1]:.2f} dB" in md
-    assert (camp.path / res.assets["seeds"]).exists()
+    assert multi_report.paths.figures["seeds"].is_file()
     assert "#### seed 42" in md and "#### seed 43" in md
 
 
@@ -161,7 +162,7 @@ def test_latents_section_when_runs_saved_latents(multi_report):
     assert all(c.psnr < f.psnr for c, f in zip(cand, nf, strict=True))
     md = multi_report.paths.report_md.read_text()
     assert "## 2b. Latent PSNR per step" in md and "nf@42 (noise floor)" in md
-    assert (multi_report.campaign.path / res.assets["latents"]).exists()
+    assert multi_report.paths.figures["latents"].is_file()
 
 
 def test_no_latents_no_section(single_report):
@@ -220,15 +221,15 @@ def test_repeats_speed_significance_and_floor_distribution(repeats_report):
 
 
 def test_a_floor_arm_names_its_perturbation_or_its_other_kernel():
+    from harness.analysis.floor import floor_kind
     from harness.compare.pairwise import Comparison
     from harness.compare.summary import RunSummary
-    from harness.report.results import _floor_kind
 
     ref = RunSummary(key="ref", path="r", arm="ref", attn_type="torch_sdpa", role="reference")
 
     def floor(**kw) -> str:
         b = RunSummary(key="f", path="f", arm="f", role="noise_floor", **kw)
-        return _floor_kind(Comparison(a=ref, b=b))
+        return floor_kind(Comparison(a=ref, b=b))
 
     assert floor(attn_type="torch_sdpa", kv_reversed=True, kv_chunks=2) == "K/V reversed, K/V in 2 chunks"
     assert floor(attn_type="torch_sdpa", attn_options={"sdpa_backend": "math"}) == "sdpa_backend=math"

@@ -1,4 +1,4 @@
-"""harness.compare.verdict: error energy against the floor's, the chaotic regime, statistics.
+"""harness.analysis.verdict (and .energy): error energy against the floor's, the chaotic regime, statistics.
 
 The seed-table and 3-step cases are computed from summary numbers alone (no media), as a
 pull request reports them.
@@ -13,15 +13,9 @@ import numpy as np
 import pytest
 from campaign_factory import ArmSpec, base_content, write_run
 
+from harness.analysis.energy import PairErrors, mse_from_psnr, psnr_from_mse
+from harness.analysis.verdict import StatsSample, judge, judge_numbers
 from harness.compare.pairwise import compare_runs
-from harness.compare.verdict import (
-    PairErrors,
-    StatsSample,
-    judge,
-    judge_numbers,
-    mse_from_psnr,
-    psnr_from_mse,
-)
 from harness.scenario.verdict import VerdictRules
 
 STATS = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms", "audio_peak")

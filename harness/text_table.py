@@ -1,8 +1,12 @@
-"""Text primitives every rendering shares: the table model (TextTable), markdown escaping and
-tables, fenced code blocks, and plain-text terminal tables drawn with rich."""
+"""Tables of strings and how they are written: markdown (GitHub-flavoured) and plain terminal text.
+
+The one table helper of the harness: report.md, pr.md, ``harness compare``, the kernel report
+and the benchmark tool all draw their tables here, so escaping and layout are decided once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from io import StringIO
 from typing import Any
 
@@ -43,25 +47,33 @@ def md_escape(text: str) -> str:
     )
 
 
-def md_table(t: TextTable, level: int = 3) -> str:
+def md_rows(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "", *, escape: bool = True
+) -> list[str]:
+    """The lines of a markdown table, every cell escaped.
+
+    ``align``: one letter per column, ``l`` (default) or ``r`` (a right-aligned number column).
+    ``escape=False``: cells as given, for tables whose every cell the harness wrote itself and that
+    are read back as text (the kernel report's page parses its own markdown).
+    """
+    cell = md_escape if escape else str
+    marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
+    out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join(marks) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def md_table(t: TextTable, level: int = 3, align: str = "") -> str:
+    """A table with its title as a heading of ``level`` and its notes as a list below it."""
     out = [f"{'#' * level} {md_escape(t.title)}", ""] if t.title else []
-    out.append("| " + " | ".join(md_escape(h) for h in t.headers) + " |")
-    out.append("|" + "|".join("---" for _ in t.headers) + "|")
-    for row in t.rows:
-        out.append("| " + " | ".join(md_escape(c) for c in row) + " |")
+    out += md_rows(t.headers, t.rows, align)
     for n in t.notes:
         out.append(f"\n- {md_text(n)}")
     return "\n".join(out) + "\n"
 
 
-def md_code_block(text: str, lang: str = "text") -> str:
-    """A fenced block that the text cannot close early (fence longer than any backtick run)."""
-    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text}\n{fence}\n"
-
-
-def _backtick_runs(line: str) -> list[str]:
+def backtick_runs(line: str) -> list[str]:
+    """The runs of consecutive backticks in ``line``."""
     runs, cur = [], ""
     for ch in line:
         if ch == "`":
@@ -74,12 +86,19 @@ def _backtick_runs(line: str) -> list[str]:
     return runs
 
 
+def md_code_block(text: str, lang: str = "text") -> str:
+    """A fenced block that the text cannot close early (fence longer than any backtick run)."""
+    longest = max((len(run) for line in text.split("\n") for run in backtick_runs(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}\n"
+
+
 def terminal_text(tables: list[TextTable], headlines: list[str], width: int) -> str:
+    """Headlines, then each table drawn with rich for a ``width``-column terminal, as plain text."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    """Headlines, then each table drawn with rich for a ``width``-column terminal, as plain text."""
     buf = StringIO()
     con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
     for line in headlines:

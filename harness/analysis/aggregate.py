@@ -1,0 +1,154 @@
+"""Per-arm aggregates: speed over every run of an arm, accuracy and statistics over its seeds, the
+speed tests against the reference, and why an arm's timing is no baseline.
+
+Speed is aggregated over every run (repeats x seeds) and tested with ``compare.significance``
+(Welch's t-test over runs); accuracy over the first repeat of each seed. Each spread keeps its
+values and n, so every aggregate is printed with its band.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from harness.analysis.model import ArmAggregate, Spread
+from harness.compare.metrics import ACCURACY_METRICS
+from harness.compare.pairwise import Comparison
+from harness.scenario.verdict import VerdictRules
+from harness.compare.significance import SpeedTest, compare_samples
+from harness.compare.summary import RunSummary, stat_fields
+from harness.errors import HarnessError
+
+TIMING_NOTES = {
+    "kv_reversed": "the K/V-reversed wrapper copies K and V (flip) before every call",
+    "kv_chunks": "the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass",
+}
+
+
+def spread(values: list[float | None]) -> Spread:
+    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return Spread(n=0)
+    finite = [v for v in vals if math.isfinite(v)]
+    s = Spread(n=len(vals), values=vals, min=min(vals), max=max(vals))
+    s.mean = (
+        statistics.fmean(vals) if len(finite) == len(vals) else (math.inf if max(vals) == math.inf else None)
+    )
+    s.std = statistics.stdev(vals) if len(finite) == len(vals) and len(vals) > 1 else None
+    return s
+
+
+def aggregate_metrics(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dict[str, Spread]:
+    """Speed over every run of the arm (repeats x seeds); accuracy and statistics over seeds."""
+    m: dict[str, Spread] = {
+        "s_per_step": spread([r.s_per_step for r in arm_runs]),
+        "step_1": spread([r.step(1) for r in arm_runs]),
+        "step_2": spread([r.step(2) for r in arm_runs]),
+        "step_3": spread([r.step(3) for r in arm_runs]),
+        "pipeline_total_s": spread([r.pipeline_total_s for r in arm_runs]),
+        "dit_steps": spread([r.dit_steps for r in arm_runs]),
+    }
+    if cmps:
+        for metric in ACCURACY_METRICS:
+            m[metric.key] = spread([metric.get(c) for c in cmps])
+        m["identical_frames"] = spread([c.video.identical_frames if c.video else None for c in cmps])
+    for name in stat_fields(None):
+        m[name] = spread([stat_fields(r.stats)[name] for r in arm_runs if r.repeat == 1])
+    return m
+
+
+def emulated(attn_type: str | None) -> bool:
+    """Whether a backend is a numerics model (the registry says so); unknown names are not."""
+    if not attn_type:
+        return False
+    from harness.attention.registry import backend_class
+
+    try:
+        return bool(backend_class(attn_type).emulated)
+    except HarnessError:
+        return False
+
+
+def timing_note(r: RunSummary) -> str:
+    """Why an arm's timings are no baseline (empty when they are one)."""
+    bits = []
+    if r.kv_reversed:
+        bits.append(TIMING_NOTES["kv_reversed"])
+    if r.kv_chunks > 1:
+        bits.append(TIMING_NOTES["kv_chunks"])
+    if r.role == "noise_floor" and r.attn_options and not bits:
+        bits.append("another exact kernel, run as a noise floor")
+    if emulated(r.attn_type):
+        bits.append("a numerics model in PyTorch, not a kernel")
+    return "; ".join(bits)
+
+
+def speed_tests(arm_runs: list[RunSummary], ref_runs: list[RunSummary], alpha: float) -> dict[str, SpeedTest]:
+    ok, ref = [r for r in arm_runs if r.ok], [r for r in ref_runs if r.ok]
+    return {
+        "s_per_step": compare_samples(
+            [r.s_per_step for r in ref], [r.s_per_step for r in ok], what="DiT s/step", alpha=alpha
+        ),
+        "pipeline_total_s": compare_samples(
+            [r.pipeline_total_s for r in ref],
+            [r.pipeline_total_s for r in ok],
+            what="pipeline total",
+            alpha=alpha,
+        ),
+    }
+
+
+def arm_aggregates(
+    runs: list[RunSummary], comparisons: list[Comparison], reference_arm: str | None, rules: VerdictRules
+) -> list[ArmAggregate]:
+    """One aggregate per arm, in the order the arms first appear in ``runs``."""
+    out = []
+    ref_runs = [r for r in runs if r.arm == reference_arm]
+    for arm in dict.fromkeys(r.arm for r in runs):
+        arm_runs = [r for r in runs if r.arm == arm]
+        first = arm_runs[0]
+        agg = ArmAggregate(
+            arm=arm,
+            role=first.role,
+            attn_type=first.attn_type,
+            kv_reversed=first.kv_reversed,
+            perturbation=first.perturbation,
+            keys=[r.key for r in arm_runs],
+            seeds=sorted({r.seed for r in arm_runs if r.seed is not None}),
+            repeats=max(r.repeat for r in arm_runs),
+            runs_ok=sum(r.ok for r in arm_runs),
+            metrics=aggregate_metrics(arm_runs, [c for c in comparisons if c.b.arm == arm]),
+            timing_note=timing_note(first),
+        )
+        agg.timing_baseline = not agg.timing_note
+        if agg.timing_note:
+            agg.timing_label = (
+                "not a timing baseline" if first.role == "noise_floor" else "an emulator's timing"
+            )
+        if reference_arm and arm != reference_arm:
+            agg.speed = speed_tests(arm_runs, ref_runs, rules.alpha)
+        out.append(agg)
+    return out
+
+
+def repeat_notes(runs: list[RunSummary]) -> list[str]:
+    """Are the outputs of an arm's repeats byte-identical (a deterministic pipeline and kernel)?"""
+    notes = []
+    groups: dict[tuple[str, int | None], list[RunSummary]] = {}
+    for r in runs:
+        if r.ok and r.output_sha256:
+            groups.setdefault((r.arm, r.seed), []).append(r)
+    for (arm, seed), group in groups.items():
+        if len(group) < 2:
+            continue
+        where = f"{arm}{f' seed {seed}' if seed is not None else ''}"
+        same = len({r.output_sha256 for r in group}) == 1
+        notes.append(
+            f"{where}: {len(group)} runs, output.mp4 "
+            + (
+                "byte-identical in every repeat"
+                if same
+                else "differs between repeats (run-to-run nondeterminism)"
+            )
+        )
+    return notes

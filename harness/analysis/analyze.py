@@ -1,0 +1,256 @@
+"""The analysis of a campaign: compare, aggregate, test and judge once, and write results.json.
+
+Every run (the first repeat of each arm and seed) is compared with the reference arm of the
+same seed; the comparisons are aggregated per arm (``analysis.aggregate``), the noise floor
+becomes a band over perturbations x seeds (``analysis.floor``) and each candidate gets a verdict
+(``analysis.verdict``). Speed is aggregated over every run of an arm (repeats x seeds) and tested
+against the reference. The codec floor of the reference is measured once. What the page shows
+of the media is written under assets/ (``analysis.assets``). Failed and skipped runs stay in
+the results with their reason and log tail.
+
+Each costly piece is cached in metrics/ under the content hashes of its inputs
+(``compare.cache``), and the whole analysis under the digest of everything it read
+(``analysis.digest``): analysing an unchanged campaign again decodes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.analysis.aggregate import arm_aggregates, repeat_notes
+from harness.analysis.digest import inputs_digest, reusable
+from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
+from harness.analysis.model import LatentSeries, ReportResults
+from harness.analysis.verdict import attention_verdict, judge, stats_rule_text
+from harness.compare.cache import MetricsCache, run_stats
+from harness.compare.hashes import HASHES_JSON, FileHashes
+from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
+from harness.scenario.verdict import VerdictRules
+from harness.compare.significance import TEST_NAME
+from harness.compare.summary import RunSummary, summarize_run
+from harness.errors import HarnessError
+from harness.store import CampaignDir, CampaignRecord, write_record
+
+RESULTS_JSON = "results.json"
+SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"
+Progress = Callable[[str], None]
+
+
+def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """The environment as (label, value) rows: the fingerprint's own summary, else flattened."""
+    if not env:
+        return []
+    try:
+        from harness.envinfo import summary_lines
+
+        return [(str(k), str(v)) for k, v in summary_lines(env)]
+    except Exception:  # an older or partial fingerprint: print what is there
+        return flatten(env)
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            rows.extend(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, list) and any(isinstance(x, dict | list) for x in obj):
+        for i, v in enumerate(obj):
+            rows.extend(flatten(v, f"{prefix}[{i}]"))
+    else:
+        text = ", ".join(map(str, obj)) if isinstance(obj, list) else str(obj)
+        rows.append((prefix, text if len(text) <= 300 else text[:297] + "..."))
+    return rows
+
+
+def scenario_rules(scenario: dict[str, Any], notes: list[str]) -> VerdictRules:
+    """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults."""
+    try:
+        return VerdictRules.model_validate(scenario.get("verdict") or {})
+    except Exception as err:  # an older or hand-edited campaign.json: say so, judge with the defaults
+        notes.append(
+            f"verdict rules in campaign.json unreadable ({' '.join(str(err).split())[:200]}); defaults used"
+        )
+        return VerdictRules()
+
+
+def campaign_runs(
+    campaign: CampaignDir, rec: CampaignRecord, hashes: FileHashes
+) -> tuple[list[RunSummary], list[str]]:
+    """Every arm the campaign planned (in scenario order), then any other run folder found;
+    and one line per run whose run.json cannot be read."""
+    runs: list[RunSummary] = []
+    damaged: list[str] = []
+    seen: set[str] = set()
+    for st in rec.arms:
+        runs.append(summarize_run(campaign.run(st.key), st, hashes=hashes))
+        if runs[-1].status == "damaged":
+            damaged.append(f"{st.key}: {runs[-1].reason}")
+        seen.add(st.key)
+    for run in campaign.runs():
+        if run.key not in seen:
+            try:
+                runs.append(summarize_run(run, hashes=hashes))
+            except HarnessError as err:
+                damaged.append(f"{run.key}: run.json unreadable: {err}")
+    return runs, damaged
+
+
+def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
+                notes: list[str], problems: list[str]) -> ReportResults:  # fmt: skip
+    """The campaign's facts and conventions, before anything is compared; ``problems``: damaged files."""
+    from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
+
+    res = ReportResults(
+        campaign_id=rec.campaign_id,
+        campaign_path=str(campaign.path),
+        scenario_name=rec.scenario_name,
+        scenario_file=rec.scenario_file,
+        scenario_sha256=rec.scenario_sha256,
+        profile=rec.profile,
+        runner=rec.runner,
+        executor=rec.executor,
+        kind=rec.kind,
+        harness_version=rec.harness_version,
+        created_at=rec.created_at,
+        scenario=rec.scenario,
+        env=rec.env,
+        env_summary=env_summary(rec.env),
+        conventions=dict(CONVENTIONS),
+        rules=rules,
+        runs=runs,
+        notes=notes,
+    )
+    res.conventions["audio_lag"] = AUDIO_LAG_CONVENTION
+    res.conventions["stats_tolerance"] = stats_rule_text(rules.stats_rel_tol)
+    res.conventions["verdict"] = (
+        f"error energy = MSE, 1 - SSIM, audio error energy 10^(-SNR/10) (1 - log-mel cosine when the floor's SNR "
+        f"< {rules.audio_snr_min_db:g} dB), earliest-step latent MSE; candidate vs reference pooled over frames "
+        f"and seeds, divided by the same over every noise-floor run; within when <= {rules.tolerance:g}x; pixel "
+        f"and audio pair metrics uninformative when the floor's pooled PSNR < {rules.chaotic_below_db:g} dB"
+    )
+    res.conventions["speed_significance"] = (
+        f"{TEST_NAME} over runs (repeats x seeds), alpha {rules.alpha:g}; 2 runs a side at least"
+    )
+    for problem in problems:  # listed, never blocking the other arms
+        res.errors.append(problem)
+        res.notes.append(problem)
+    res.seeds = sorted({r.seed for r in runs if r.seed is not None})
+    res.multi_seed = len(res.seeds) > 1
+    res.repeats = max((r.repeat for r in runs), default=1)
+    arms_in_order = list(dict.fromkeys(r.arm for r in runs))
+    role_of = {r.arm: r.role for r in runs}
+    refs = [a for a in arms_in_order if role_of[a] == "reference"]
+    res.noise_floor_arms = [a for a in arms_in_order if role_of[a] == "noise_floor"]
+    if not refs:
+        res.notes.append("no arm has role reference: nothing is compared; speed and statistics only")
+    else:
+        res.reference_arm = refs[0]
+        if len(refs) > 1:
+            res.notes.append(f"several reference arms ({', '.join(refs)}); {refs[0]} is used")
+    return res
+
+
+def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, say: Progress) -> None:
+    """Each run (first repeat) against the reference of its seed; then each run's statistics (from its
+    comparisons, else measured alone)."""
+    primary = res.primary_runs
+    ref_by_seed = {r.seed: r for r in primary if r.arm == res.reference_arm}
+    todo = [r for r in primary if res.reference_arm and r.arm != res.reference_arm]
+    for i, run in enumerate(todo, 1):
+        ref = ref_by_seed.get(run.seed)
+        if ref is None:
+            res.notes.append(f"{run.key}: no reference run for seed {run.seed}")
+            continue
+        say(f"compare {run.key} against {ref.key} ({i}/{len(todo)})")
+        cmp = compare_summaries(ref, run, metrics_dir=campaign.metrics_dir, hashes=hashes)
+        write_comparison(cmp, campaign.metrics_dir)
+        res.comparisons.append(cmp)
+        res.errors.extend(e for e in cmp.errors if e not in res.errors)
+
+    stats_of = {}
+    for c in res.comparisons:
+        for side in (c.a, c.b):
+            if side.stats is not None:
+                stats_of[side.key] = side.stats
+    for r in primary:
+        r.stats = stats_of.get(r.key)
+        if r.stats is None and r.ok and r.output is not None:
+            say(f"statistics of {r.key}")
+            try:
+                r.stats = run_stats(r, campaign.metrics_dir)
+            except HarnessError as err:
+                r.notes.append(f"no statistics: {err}")
+                res.notes.append(f"{r.key}: no statistics: {err}")
+                if str(err) not in res.errors:
+                    res.errors.append(str(err))
+
+
+def judge_all(res: ReportResults) -> None:
+    """Per-arm aggregates, latent series, the floor band, every candidate's verdict, exact attention."""
+    runs = res.runs
+    res.arms = arm_aggregates(runs, res.comparisons, res.reference_arm, res.rules)
+    res.repeat_notes = repeat_notes(runs)
+    for c in res.comparisons:
+        if c.latents:
+            res.latents.append(
+                LatentSeries(key=c.b.key, arm=c.b.arm, seed=c.b.seed, role=c.b.role, points=c.latents)
+            )
+    floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
+    res.floor = floor_summary(floors, res.rules)
+    for a in res.arms:
+        if a.role != "candidate":
+            continue
+        cmps = [c for c in res.comparisons if c.b.arm == a.arm]
+        arm_runs = [r for r in runs if r.arm == a.arm]
+        res.verdicts.append(judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules))
+    exact = [r for r in runs if r.role in ("reference", "noise_floor")]
+    _, text = attention_verdict(exact)
+    res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
+    if not res.noise_floor_arms and res.reference_arm:
+        res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")
+
+
+def analyze_campaign(
+    campaign: CampaignDir, *, progress: Progress | None = None, rules: VerdictRules | None = None
+) -> ReportResults:
+    """The campaign's results, also written (atomically) as its results.json.
+
+    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario, else the
+    defaults). An unchanged campaign (same digest, assets present) returns its results.json as is.
+    """
+    say = progress or (lambda _msg: None)
+    if not campaign.exists():
+        raise HarnessError(f"{campaign.path}: not a campaign directory (no campaign.json)")
+    hashes = FileHashes(campaign.metrics_dir / HASHES_JSON)
+    digest = inputs_digest(campaign, hashes, rules)
+    results_json = campaign.path / RESULTS_JSON
+    done = reusable(results_json, digest)
+    if done is not None:
+        say("analysis unchanged: results.json reused")
+        hashes.save()
+        return done
+    rec, damaged_campaign = campaign.record_or_rebuilt()
+    runs, damaged_runs = campaign_runs(campaign, rec, hashes)
+    notes: list[str] = []
+    problems = [p for p in (damaged_campaign, *damaged_runs) if p]
+    res = new_results(campaign, rec, runs, rules or scenario_rules(rec.scenario, notes), notes, problems)
+    cache = MetricsCache(campaign.metrics_dir)
+    compare_all(res, campaign, hashes, say)
+    judge_all(res)
+    measured = [c for c in res.comparisons if c.measured]
+    if measured:
+        res.pixel_source = pixel_source(measured, res.primary_runs, cache)
+        res.conventions["pixel_source"] = res.pixel_source
+    codec_floor_row(res, campaign, cache, say)
+    from harness.analysis.assets import media_assets  # numpy and OpenCV: not loaded when results are reused
+
+    media_assets(res, campaign.path, cache, say)
+    res.conventions["speedup"] = SPEEDUP_CONVENTION
+    res.inputs_digest = digest
+    hashes.save()
+    try:
+        write_record(results_json, res)
+    except OSError as err:
+        res.notes.append(f"{results_json}: not written ({err.strerror or err})")
+    return res

@@ -1,0 +1,175 @@
+"""What the audio figure draws of each run's track, measured once: the waveform envelope of the mono
+mix, its difference to the reference's, and a spectrogram as an 8-bit PNG.
+
+Written per run as assets/audio/<run>.json (``AudioView``) and .spectrogram.png, for the runs of
+the first seed (the figure's). The cache entry naming them is keyed by the sha256 of the run's
+output and of the reference's, so an unchanged pair of tracks is never decoded again. The
+spectrogram is matplotlib's ``specgram`` (Hann window, power spectral density scaled by frequency,
+one-sided, in dB), averaged into at most ``SPEC_ROWS`` x ``SPEC_COLS`` cells and quantised between
+``DB_FLOOR`` and its maximum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis.frames import encode_png, slug
+from harness.analysis.model import AudioView, Envelope, ReportResults
+from harness.compare.cache import MetricsCache
+from harness.compare.summary import RunSummary
+from harness.errors import HarnessError
+from harness.records import Record
+from harness.store import atomic_write_bytes, atomic_write_text
+
+AUDIO_VIEW_VERSION = 1
+ENVELOPE_BINS = 1500
+SPEC_ROWS, SPEC_COLS = 128, 400
+DB_FLOOR = -140.0
+Progress = Callable[[str], None]
+
+
+class AudioAssets(Record):
+    view: str  # AudioView JSON, relative to the campaign
+    spectrogram: str | None = None
+
+
+def envelope(x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS) -> Envelope:
+    """Min/max per bin so long tracks plot quickly and still show peaks."""
+    n = x.size
+    bins = max(1, min(bins, n))
+    edges = np.linspace(0, n, bins + 1).astype(int)[:-1]
+    lo = np.minimum.reduceat(x, edges)
+    hi = np.maximum.reduceat(x, edges)
+    return Envelope(
+        t=[round(float(i) / rate, 6) for i in edges],
+        lo=[round(float(v), 5) for v in lo],
+        hi=[round(float(v), 5) for v in hi],
+    )
+
+
+def nfft_for(samples: int) -> int:
+    return 1024 if samples >= 2048 else max(16, 2 ** int(math.log2(max(samples // 2, 16))))
+
+
+def psd_frames(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
+    """[frequency bin, segment] power spectral density, as ``matplotlib.mlab.specgram`` computes it
+    (Hann window, half-overlapping segments, one-sided, scaled by frequency)."""
+    step = nfft - nfft // 2
+    if mono.size < nfft:
+        mono = np.pad(mono, (0, nfft - mono.size))
+    count = (mono.size - nfft // 2) // step
+    window = np.hanning(nfft)
+    segs = np.lib.stride_tricks.sliding_window_view(mono, nfft)[::step][:count] * window
+    spec = np.abs(np.fft.rfft(segs, axis=1)) ** 2 / (rate * float((window**2).sum()))
+    spec[:, 1 : (nfft + 1) // 2] *= 2.0  # one-sided: every bin but DC (and Nyquist for an even nfft)
+    return spec.T
+
+
+def binned(spec: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Mean power over at most ``rows`` x ``cols`` cells."""
+    for axis, n in ((0, rows), (1, cols)):
+        if spec.shape[axis] > n:
+            edges = np.linspace(0, spec.shape[axis], n + 1).astype(int)[:-1]
+            counts = np.diff(np.append(edges, spec.shape[axis]))
+            spec = np.add.reduceat(spec, edges, axis=axis) / np.expand_dims(counts, 1 - axis)
+    return spec
+
+
+def spectrogram_png(mono: np.ndarray, rate: int) -> tuple[bytes, list[float], list[float]]:
+    """(8-bit PNG, [lowest, highest] Hz, [dB of grey 0, dB of grey 255]); the top row is the highest bin."""
+    nfft = nfft_for(mono.size)
+    spec = binned(psd_frames(mono, rate, nfft), SPEC_ROWS, SPEC_COLS)
+    with np.errstate(divide="ignore"):
+        db = 10.0 * np.log10(spec)
+    finite = db[np.isfinite(db)]
+    top = float(finite.max()) if finite.size else DB_FLOOR + 1.0
+    top = max(top, DB_FLOOR + 1.0)
+    grey = np.rint(
+        (np.clip(np.nan_to_num(db, neginf=DB_FLOOR), DB_FLOOR, top) - DB_FLOOR) / (top - DB_FLOOR) * 255
+    )
+    return encode_png(np.flipud(grey.astype(np.uint8))), [0.0, rate / 2.0], [DB_FLOOR, round(top, 3)]
+
+
+def write_view(
+    run: RunSummary, mono: np.ndarray, rate: int, ref: np.ndarray | None, root: Path
+) -> AudioAssets:
+    name = slug(run.key)
+    png, hz, db = spectrogram_png(mono, rate)
+    assets = AudioAssets(view=f"assets/audio/{name}.json", spectrogram=f"assets/audio/{name}.spectrogram.png")
+    diff = None
+    if ref is not None:
+        m = min(mono.size, ref.size)
+        diff = envelope(mono[:m] - ref[:m], rate)
+    view = AudioView(
+        key=run.key,
+        rate=rate,
+        seconds=mono.size / float(rate),
+        signal=envelope(mono, rate),
+        minus_reference=diff,
+        spectrogram=assets.spectrogram,
+        spectrogram_hz=hz,
+        spectrogram_db=db,
+    )
+    atomic_write_bytes(root / str(assets.spectrogram), png)
+    atomic_write_text(root / assets.view, view.model_dump_json(by_alias=True) + "\n")
+    return assets
+
+
+def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
+    """``audio:<run>`` assets for the first seed's runs, the reference first (the others' differences
+    are taken to the first track)."""
+    from harness.media import read_audio
+
+    seed = res.primary_seed
+    ordered = sorted(
+        (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
+        key=lambda r: r.arm != res.reference_arm,
+    )
+    tracks: dict[str, tuple[np.ndarray, int]] = {}  # decoded mono mixes, by run key
+
+    def track(r: RunSummary) -> tuple[np.ndarray, int]:
+        if r.key not in tracks:
+            data, rate = read_audio(str(r.output))
+            tracks[r.key] = data.mean(axis=0).astype(np.float64), rate
+        return tracks[r.key]
+
+    first: RunSummary | None = None  # the track the others are set against
+    for r in ordered:
+        key = {
+            "sha256": r.output_sha256,
+            "reference_sha256": first.output_sha256 if first is not None else None,
+            "bins": ENVELOPE_BINS,
+            "cells": [SPEC_ROWS, SPEC_COLS],
+        }
+        name = f"{r.key}.audio_view"
+        hit = cache.get(name, "audio_view", AUDIO_VIEW_VERSION, key, AudioAssets)
+        if hit is not None and all((root / p).is_file() for p in (hit.view, hit.spectrogram) if p):
+            res.assets[f"audio:{r.key}"] = hit.view
+            if hit.spectrogram:
+                res.assets[f"spectrogram:{r.key}"] = hit.spectrogram
+            first = first or r
+            continue
+        say(f"audio of {r.key}")
+        try:
+            mono, rate = track(r)
+            ref = None
+            if first is not None:
+                ref_mono, ref_rate = track(first)
+                ref = ref_mono if ref_rate == rate else None
+        except HarnessError as err:
+            res.notes.append(f"audio figure: {r.key}: {err}")
+            continue
+        try:
+            assets = write_view(r, mono, rate, ref, root)
+        except OSError as err:
+            res.notes.append(f"audio figure: {r.key}: not written ({err.strerror or err})")
+            continue
+        cache.put(name, "audio_view", AUDIO_VIEW_VERSION, key, assets)
+        res.assets[f"audio:{r.key}"] = assets.view
+        if assets.spectrogram:
+            res.assets[f"spectrogram:{r.key}"] = assets.spectrogram
+        first = first or r

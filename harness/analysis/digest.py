@@ -1,0 +1,81 @@
+"""What an analysis read, as one digest, so that an unchanged campaign is not analysed again.
+
+The digest covers campaign.json (but the time it was last written) and every file under runs/ (by content: ``compare.hashes``
+remembers each file's sha256 by its identity, so no file is read twice), the campaign's place,
+the verdict rules given by the caller, this stage's version and the source of the harness code
+that computes the results (everything but the renderers and the command line). A results.json
+that carries the digest of the campaign as it is now, and whose assets are all present, is the
+analysis: nothing is compared, decoded or judged again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+
+from harness.analysis.model import RESULTS_SCHEMA, ReportResults
+from harness.compare.hashes import FileHashes
+from harness.scenario.verdict import VerdictRules
+from harness.records import canonical_hash
+from harness.store import CampaignDir
+
+ANALYSIS_VERSION = 1
+PACKAGE = Path(__file__).resolve().parents[1]
+RENDERERS = ("report", "cli")  # their code changes no result
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of the harness source that computes results (sorted paths and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in RENDERERS or rel.parts[0].startswith(RENDERERS):
+            continue
+        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def campaign_json_digest(path: Path) -> str:
+    """campaign.json's content but its ``updated_at`` (a ``harness run`` that keeps every run rewrites
+    only that)."""
+    data = path.read_bytes()
+    try:
+        record = json.loads(data)
+        record.pop("updated_at", None)
+        return canonical_hash(record)
+    except (ValueError, AttributeError):  # damaged: its bytes
+        return hashlib.sha256(data).hexdigest()
+
+
+def inputs_digest(campaign: CampaignDir, hashes: FileHashes, rules: VerdictRules | None) -> str:
+    files = {"campaign.json": campaign_json_digest(campaign.campaign_json)}
+    if campaign.runs_dir.is_dir():
+        for path in sorted(campaign.runs_dir.rglob("*")):
+            if path.is_file():
+                files[path.relative_to(campaign.path).as_posix()] = hashes.sha256(path)
+    return canonical_hash(
+        {
+            "analysis": ANALYSIS_VERSION,
+            "code": code_digest(),
+            "campaign": str(campaign.path.resolve()),
+            "rules": rules.model_dump() if rules is not None else None,
+            "files": files,
+        }
+    )
+
+
+def reusable(results_json: Path, digest: str) -> ReportResults | None:
+    """The results.json at ``results_json`` when it is this digest's analysis with every asset present."""
+    try:
+        res = ReportResults.model_validate_json(results_json.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if res.schema_version != RESULTS_SCHEMA or res.inputs_digest != digest:
+        return None
+    root = results_json.parent
+    if not all((root / rel).is_file() for rel in res.assets.values()):
+        return None
+    return res

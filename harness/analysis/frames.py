@@ -1,0 +1,143 @@
+"""Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run.
+
+A run's frames are decoded once (streamed, nothing held but the thumbnails) and written as
+PNGs under assets/frames/; the cache entry that names them is keyed by the output's sha256, the
+thumbnail width and the frame indices, so an unchanged output is never decoded again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from harness.analysis.model import FrameGrid, ReportResults
+from harness.compare.cache import MetricsCache
+from harness.errors import HarnessError
+from harness.records import Record
+from harness.store import atomic_write_bytes
+
+THUMB_WIDTH = 320
+THUMBNAILS_VERSION = 1
+Progress = Callable[[str], None]
+
+
+class Thumbnails(Record):
+    files: dict[int, str] = Field(default_factory=dict)  # frame index -> PNG path relative to the campaign
+
+
+def frame_indices(n_frames: int, count: int = 4) -> list[int]:
+    """round(linspace(0, F-1, count)), deduplicated: 0/120/241/361 for the 362-frame pull request."""
+    if n_frames <= 0:
+        return []
+    idx = np.rint(np.linspace(0, n_frames - 1, min(count, n_frames))).astype(int)
+    return sorted({int(i) for i in idx})
+
+
+def slug(key: str) -> str:
+    """A file-name-safe form of a run key ('arm@43' -> 'arm_s43')."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", key.replace("@", "_s"))
+
+
+def thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
+    import cv2
+
+    h, w = frame.shape[:2]
+    if w <= width:
+        return frame
+    height = max(2, int(round(h * width / w)))
+    return cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """PNG bytes of an RGB (H, W, 3) or grey (H, W) uint8 image."""
+    import cv2
+
+    pixels = np.ascontiguousarray(image)
+    if pixels.ndim == 3:
+        pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".png", pixels)
+    if not ok:
+        raise ValueError("PNG encoding failed")
+    return buf.tobytes()
+
+
+def pick_frames(frames: Iterable[np.ndarray], indices: list[int]) -> dict[int, np.ndarray]:
+    """The frames at ``indices`` from a stream; stops reading after the last one."""
+    wanted = set(indices)
+    last = max(indices) if indices else -1
+    got: dict[int, np.ndarray] = {}
+    for i, frame in enumerate(frames):
+        if i in wanted:
+            got[i] = thumbnail(frame)
+        if i >= last:
+            break
+    return got
+
+
+def run_thumbnails(
+    key: str, video: Path, sha256: str, indices: list[int], root: Path, cache: MetricsCache
+) -> dict[int, str]:
+    """{frame index: PNG path relative to ``root``} of one run, decoded only when the cache misses."""
+    name = f"{key}.frames"
+    cache_key = {"sha256": sha256, "width": THUMB_WIDTH, "indices": sorted(indices)}
+    hit = cache.get(name, "thumbnails", THUMBNAILS_VERSION, cache_key, Thumbnails)
+    if hit is not None and all((root / p).is_file() for p in hit.files.values()):
+        return hit.files
+    from harness.media import iter_frames
+
+    frames = iter_frames(video)
+    try:
+        got = pick_frames(frames, indices)
+    finally:
+        frames.close()
+    files: dict[int, str] = {}
+    for i, rgb in got.items():
+        rel = f"assets/frames/{slug(key)}_f{i:04d}.png"
+        try:
+            atomic_write_bytes(root / rel, encode_png(rgb))
+        except OSError:
+            continue  # a read-only campaign: the frame is named missing on the page
+        files[i] = rel
+    if len(files) == len(got):
+        cache.put(name, "thumbnails", THUMBNAILS_VERSION, cache_key, Thumbnails(files=files))
+    return files
+
+
+def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> list[FrameGrid]:
+    """One grid per seed (rows: frame indices evenly spaced over the reference's length; columns:
+    that seed's first repeats); ``res.frame_indices`` is set, every thumbnail named in ``res.assets``."""
+    ref = next((r for r in res.primary_runs if r.arm == res.reference_arm and r.stats), None)
+    basis = ref or next((r for r in res.primary_runs if r.stats), None)
+    if basis is None or basis.stats is None:
+        return []
+    res.frame_indices = frame_indices(basis.stats.frames)
+    grids = []
+    for seed in res.seeds or [None]:
+        runs = [r for r in res.primary_runs if r.seed == seed]
+        grid = FrameGrid(
+            title=f"seed {seed}" if seed is not None else "frames",
+            indices=res.frame_indices,
+            columns=[r.key for r in runs],
+        )
+        for r in runs:
+            if not r.ok or r.output is None or r.output_sha256 is None:
+                grid.missing[r.key] = f"no output ({r.status})" if not r.ok else "no output.mp4"
+                continue
+            say(f"frames of {r.key}")
+            try:
+                files = run_thumbnails(r.key, Path(r.output), r.output_sha256, res.frame_indices, root, cache)
+            except HarnessError as err:
+                grid.missing[r.key] = f"cannot decode: {err}"
+                continue
+            grid.cells[r.key] = files
+            for i, rel in files.items():
+                res.assets[f"frame:{r.key}:{i}"] = rel
+            for i in res.frame_indices:
+                if i not in files:
+                    grid.missing.setdefault(r.key, f"only {r.stats.frames if r.stats else '?'} frames")
+        grids.append(grid)
+    return grids

@@ -1,0 +1,235 @@
+"""results.json and its assets: the contract between the analysis stage and the renderers.
+
+``ReportResults`` is everything a report shows, measured and judged once (``analysis.analyze``).
+What the page needs from media is written by the analysis as files under assets/ and named in
+``ReportResults.assets`` (paths relative to the results file's folder):
+
+* ``frame:<run>:<index>``: a frame thumbnail (PNG), laid out by ``frame_grids``;
+* ``series:<run>``: that run's per-frame PSNR and SSIM against the reference (``FrameSeries``);
+* ``audio:<run>``: its waveform envelope and spectrogram (``AudioView``), ``spectrogram:<run>`` the
+  spectrogram's PNG.
+
+A renderer reads this file and those assets and nothing else, so a results.json with its assets/
+folder can be rendered anywhere, without the campaign's media.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from harness.analysis.verdict import Verdict
+from harness.collect.models import CodecSettings
+from harness.compare.latents import LatentPoint
+from harness.compare.pairwise import Comparison
+from harness.scenario.verdict import VerdictRules
+from harness.compare.significance import SpeedTest
+from harness.compare.summary import RunSummary
+from harness.records import Record
+from harness.store import utcnow
+
+# 2: error-energy verdicts, floor band, speed tests, repeats. 3: media assets (frame grids, per-frame
+# series, audio views) named in ``assets``; figures are the renderer's (no longer in ``assets``);
+# ``inputs_digest`` of what the analysis read.
+RESULTS_SCHEMA = "harness.report/3"
+READABLE_SCHEMAS = ("harness.report/2", RESULTS_SCHEMA)  # /2 renders too, without its media assets
+SERIES_SCHEMA = "harness.frame_series/1"
+AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
+
+
+class Spread(Record):
+    n: int
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    std: float | None = None  # sample std over seeds; None below two finite values
+    values: list[float] = Field(default_factory=list)
+
+
+class ArmAggregate(Record):
+    arm: str
+    role: str
+    attn_type: str | None = None
+    kv_reversed: bool = False
+    perturbation: str = ""  # how a noise-floor arm perturbs exact attention
+    keys: list[str] = Field(default_factory=list)  # every run: seeds x repeats
+    seeds: list[int] = Field(default_factory=list)
+    repeats: int = 1  # most runs of one seed
+    runs_ok: int = 0
+    metrics: dict[str, Spread] = Field(default_factory=dict)  # speed over runs, accuracy over seeds
+    speed: dict[str, SpeedTest] = Field(default_factory=dict)  # s_per_step, pipeline_total_s vs the reference
+    timing_baseline: bool = True
+    timing_label: str = ""  # "not a timing baseline" (a noise floor), "an emulator's timing"
+    timing_note: str = ""  # why its timings are no baseline
+
+
+class FloorSummary(Record):
+    """The noise floor as a distribution: every noise-floor run against the reference."""
+
+    arms: list[str] = Field(default_factory=list)
+    keys: list[str] = Field(default_factory=list)
+    perturbations: dict[str, str] = Field(default_factory=dict)  # arm -> what it perturbs
+    psnr_pooled: float | None = None  # from the mean MSE over all floor runs
+    band: dict[str, list[float]] = Field(default_factory=dict)  # metric key -> min, median, max
+    chaotic: bool = False
+    text: str = ""
+
+
+class CodecFloorRow(Record):
+    """The codec's own error on the reference, with its share of the floor's error energy."""
+
+    key: str
+    method: str
+    settings: CodecSettings
+    decode: str = ""
+    psnr_pooled: float | None = None
+    psnr_min: float | None = None
+    psnr_min_frame: int | None = None
+    ssim_mean: float | None = None
+    ssim_min: float | None = None
+    ssim_min_frame: int | None = None
+    audio_snr: float | None = None
+    audio_logmel_cosine: float | None = None
+    mse: float | None = None
+    share_of_floor: float | None = None  # codec MSE / floor pooled MSE
+    text: str = ""
+
+
+class LatentSeries(Record):
+    key: str
+    arm: str
+    seed: int | None = None
+    role: str
+    points: list[LatentPoint] = Field(default_factory=list)
+
+
+class FrameGrid(Record):
+    """Rows are frame indices, columns are runs; cells are the thumbnails' asset paths."""
+
+    title: str
+    indices: list[int]
+    columns: list[str]
+    cells: dict[str, dict[int, str]] = Field(default_factory=dict)  # run -> frame index -> asset path
+    missing: dict[str, str] = Field(default_factory=dict)  # run -> why it has no frames
+
+
+class FrameSeries(Record):
+    """assets/series/<run>.json: one run's per-frame PSNR and SSIM against the reference."""
+
+    schema_version: str = Field(SERIES_SCHEMA, alias="schema")
+    key: str
+    reference: str
+    frame: list[int] = Field(default_factory=list)
+    psnr: list[float] = Field(default_factory=list)  # +inf: an identical frame
+    ssim: list[float] = Field(default_factory=list)
+
+
+class Envelope(Record):
+    """Min and max of a signal per bin of samples: a long track drawn quickly, its peaks kept."""
+
+    t: list[float] = Field(default_factory=list)  # seconds at the start of each bin
+    lo: list[float] = Field(default_factory=list)
+    hi: list[float] = Field(default_factory=list)
+
+
+class AudioView(Record):
+    """assets/audio/<run>.json: what the audio figure draws of one run's track (mono mix)."""
+
+    schema_version: str = Field(AUDIO_VIEW_SCHEMA, alias="schema")
+    key: str
+    rate: int
+    seconds: float
+    signal: Envelope
+    minus_reference: Envelope | None = None  # the difference to the reference's track (same rate)
+    spectrogram: str | None = (
+        None  # 8-bit PNG path (relative to the results' folder); row 0 = top = highest bin
+    )
+    spectrogram_hz: list[float] = Field(default_factory=list)  # lowest, highest bin
+    spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
+
+
+class ReportResults(Record):
+    schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
+    generated_at: str = Field(default_factory=utcnow)
+    inputs_digest: str | None = None  # of everything the analysis read (campaign.json, runs/, rules, code)
+    campaign_id: str
+    campaign_path: str
+    scenario_name: str
+    scenario_file: str | None = None
+    scenario_sha256: str | None = None
+    profile: str | None = None
+    runner: str
+    executor: str = "local"
+    kind: str = "e2e"
+    harness_version: str | None = None
+    created_at: str | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, Any] = Field(default_factory=dict)
+    env_summary: list[tuple[str, str]] = Field(default_factory=list)
+    conventions: dict[str, str] = Field(default_factory=dict)
+    reference_arm: str | None = None
+    noise_floor_arms: list[str] = Field(default_factory=list)
+    seeds: list[int] = Field(default_factory=list)
+    multi_seed: bool = False
+    runs: list[RunSummary] = Field(default_factory=list)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    arms: list[ArmAggregate] = Field(default_factory=list)
+    latents: list[LatentSeries] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    exact_attention: str = ""
+    rules: VerdictRules = Field(default_factory=VerdictRules)
+    repeats: int = 1  # most runs of one arm and seed
+    floor: FloorSummary | None = None
+    codec_floor: CodecFloorRow | None = None
+    pixel_source: str = ""  # what the pixel metrics were taken on (lossless copies or decoded mp4)
+    repeat_notes: list[str] = Field(default_factory=list)  # are repeats' outputs byte-identical
+    frame_indices: list[int] = Field(default_factory=list)
+    frame_grids: list[FrameGrid] = Field(default_factory=list)  # one per seed
+    assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
+    notes: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
+
+    def run(self, key: str) -> RunSummary | None:
+        return next((r for r in self.runs if r.key == key), None)
+
+    @property
+    def primary_runs(self) -> list[RunSummary]:
+        """The first repeat of every arm and seed: the runs compared for accuracy."""
+        return [r for r in self.runs if r.repeat == 1]
+
+    def arm(self, name: str) -> ArmAggregate | None:
+        return next((a for a in self.arms if a.arm == name), None)
+
+    def comparison_for(self, key: str) -> Comparison | None:
+        return next((c for c in self.comparisons if c.b.key == key), None)
+
+    @property
+    def primary_seed(self) -> int | None:
+        return self.seeds[0] if self.seeds else None
+
+
+# What results.json holds, by name: its own records and those of the stages it carries (a run's
+# summary, a comparison, a speed test, a verdict), so a renderer needs this module alone.
+__all__ = [
+    "AUDIO_VIEW_SCHEMA",
+    "READABLE_SCHEMAS",
+    "RESULTS_SCHEMA",
+    "SERIES_SCHEMA",
+    "ArmAggregate",
+    "AudioView",
+    "CodecFloorRow",
+    "Comparison",
+    "Envelope",
+    "FloorSummary",
+    "FrameGrid",
+    "FrameSeries",
+    "LatentPoint",
+    "LatentSeries",
+    "ReportResults",
+    "RunSummary",
+    "SpeedTest",
+    "Spread",
+    "Verdict",
+    "VerdictRules",
+]

@@ -1,0 +1,75 @@
+"""sha256 of files, remembered by the file's identity so that an unchanged file is read once.
+
+Every cached result is keyed by content hashes: the sha256 of the files it was measured on.
+This memo only saves reading a file again to learn its hash. Its key is the file's identity
+(size, mtime, ctime and inode: ctime changes on every write and cannot be set back); a file
+whose identity changed is hashed again (the sha check), and when its content is the same every
+result keyed by its hash still holds. A campaign keeps its memo in metrics/hashes.json; a memo
+that cannot be written (a read-only campaign) lives for the process only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from harness.store import atomic_write_json, sha256_file
+
+HASHES_JSON = "hashes.json"
+MEMO_VERSION = 1
+
+
+def identity(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class FileHashes:
+    """sha256 by file identity; ``path`` (optional) is where the memo is kept between processes."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path is not None else None
+        self.entries: dict[str, list] = {}  # resolved path -> [size, mtime_ns, ctime_ns, inode, sha256]
+        self.changed = False
+        self.hashed: list[str] = []  # files read to learn their hash (not known from the memo)
+        if self.path is not None:
+            try:
+                data = json.loads(self.path.read_text())
+                if data.get("version") == MEMO_VERSION and isinstance(data.get("files"), dict):
+                    self.entries = data["files"]
+            except (OSError, ValueError, AttributeError):
+                pass  # no memo, or a damaged one: files are hashed again
+
+    def sha256(self, file: Path) -> str:
+        """The file's sha256; read only when its identity is not the remembered one."""
+        resolved = str(Path(file).resolve())
+        ident = identity(os.stat(resolved))
+        known = self.entries.get(resolved)
+        if known is not None and known[:4] == ident:
+            return known[4]
+        sha = sha256_file(Path(resolved))
+        self.entries[resolved] = [*ident, sha]
+        self.changed = True
+        self.hashed.append(resolved)
+        return sha
+
+    def save(self) -> bool:
+        """Write the memo when it learnt something; False when it cannot be written."""
+        if self.path is None or not self.changed:
+            return True
+        live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.path, {"version": MEMO_VERSION, "files": live})
+        except OSError:
+            return False
+        self.changed = False
+        return True
+
+
+PROCESS_HASHES = FileHashes()  # for files outside a campaign (harness compare on two mp4s)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, remembered for the life of the process."""
+    return PROCESS_HASHES.sha256(path)

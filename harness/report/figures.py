@@ -1,0 +1,178 @@
+"""The report's figures, drawn from results.json and its assets, and redrawn only when what they show
+changed.
+
+Each figure's inputs (the numbers it plots, the content of the assets it reads) are hashed; the
+PNG under assets/ is reused while assets/figures.json records that hash for it, so rendering an
+unchanged results.json again draws nothing (and does not even import matplotlib). An asset that
+results.json names but that is not there is named in the report's notes, never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.model import AudioView, FrameSeries, ReportResults
+from harness.errors import HarnessError
+from harness.records import canonical_hash
+from harness.store import atomic_write_json
+
+FIGURES_VERSION = 1
+MANIFEST = "figures.json"
+Draw = Callable[[Path], Path | None]
+
+
+class AssetReader:
+    """Assets of a results.json, by the relative paths it names (never a path outside its folder)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.missing: list[str] = []
+
+    def path(self, rel: str) -> Path | None:
+        p = (self.root / rel).resolve()
+        if self.root not in p.parents or not p.is_file():
+            if rel not in self.missing:
+                self.missing.append(rel)
+            return None
+        return p
+
+    def digest(self, rel: str) -> str | None:
+        p = self.path(rel)
+        return None if p is None else hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def label(key: str, role: str) -> str:
+    return key + (" (noise floor)" if role == "noise_floor" else "")
+
+
+def spectrogram_db(png: Path, view: AudioView) -> Any:
+    """The dB image of an AudioView's 8-bit spectrogram PNG."""
+    from matplotlib.image import imread
+
+    grey = imread(str(png))  # floats 0..1
+    if grey.ndim == 3:
+        grey = grey[..., 0]
+    lo, hi = view.spectrogram_db
+    return lo + grey * (hi - lo)
+
+
+def plots():
+    """``report.plots``, imported by the first figure drawn (matplotlib takes a second to load)."""
+    from harness.report import plots as module
+
+    return module
+
+
+def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any, Draw]]:
+    """(name, what it shows, how to draw it) for every figure the results can give."""
+    seed = res.primary_seed
+    jobs: list[tuple[str, Any, Draw]] = []
+
+    series = []
+    for c in res.comparisons:
+        rel = res.assets.get(f"series:{c.b.key}")
+        if c.b.seed == seed and rel and assets.path(rel) is not None:
+            series.append((label(c.b.key, c.b.role), rel))
+    if series:
+
+        def per_frame(p: Path, series=series) -> Path | None:
+            data = [
+                (lab, FrameSeries.model_validate_json(assets.root.joinpath(rel).read_bytes()))
+                for lab, rel in series
+            ]
+            return plots().per_frame_plot(data, p)
+
+        jobs.append(("per_frame", [(lab, assets.digest(rel)) for lab, rel in series], per_frame))
+
+    ordered = sorted(
+        (r for r in res.primary_runs if r.seed == seed), key=lambda r: r.arm != res.reference_arm
+    )
+    tracks = []
+    for r in ordered:
+        rel = res.assets.get(f"audio:{r.key}")
+        if rel and assets.path(rel) is not None:
+            tracks.append((label(r.key, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))
+    if tracks:
+
+        def audio(p: Path, tracks=tracks) -> Path | None:
+            drawn = []
+            for lab, rel, spec in tracks:
+                view = AudioView.model_validate_json(assets.root.joinpath(rel).read_bytes())
+                png = assets.path(spec) if spec else None
+                drawn.append((lab, view, spectrogram_db(png, view) if png is not None else None))
+            return plots().audio_plot(drawn, p)
+
+        shown = [
+            (lab, assets.digest(rel), assets.digest(spec) if spec else None) for lab, rel, spec in tracks
+        ]
+        jobs.append(("audio", shown, audio))
+
+    steps = [(r.key, r.step_seconds) for r in res.primary_runs if r.seed == seed and r.step_seconds]
+    if steps:
+        jobs.append(("step_times", steps, lambda p: plots().step_times_plot(steps, p)))
+
+    latent_series = []
+    for s in res.latents:
+        if s.seed != seed:
+            continue
+        names = sorted({n for pt in s.points for n in pt.parts})
+        if names:  # one line per named latent (video, audio): they part at different rates
+            for n in names:
+                pts = [(pt.step, pt.parts[n]) for pt in s.points if n in pt.parts]
+                latent_series.append((f"{label(s.key, s.role)}: {n}", pts))
+        else:
+            latent_series.append((label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points]))
+    if any(pts for _, pts in latent_series):
+        jobs.append(("latents", latent_series, lambda p: plots().latent_plot(latent_series, p)))
+
+    if res.multi_seed:
+        band = None
+        if res.floor is not None and "psnr" in res.floor.band:
+            lo, _, hi = res.floor.band["psnr"]
+            band = (lo, hi)
+        per_seed = []
+        for a in res.arms:
+            if a.role != "candidate":
+                continue
+            pts = [(c.b.seed, c.video.psnr_pooled) for c in res.comparisons if c.b.arm == a.arm and c.video]
+            per_seed.append((a.arm, pts))
+        if band is not None or any(pts for _, pts in per_seed):
+            jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
+    return jobs
+
+
+def draw_figures(res: ReportResults, assets: AssetReader, out_dir: Path, notes: list[str]) -> dict[str, Path]:
+    """{figure name: PNG under ``out_dir``/assets/} for every figure there is data for; a figure whose
+    inputs are unchanged since it was drawn is reused. A figure that fails is named in ``notes``; the
+    assets it missed are in ``assets.missing``."""
+    folder = Path(out_dir) / "assets"
+    manifest_path = folder / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        manifest = manifest if isinstance(manifest, dict) else {}
+    except (OSError, ValueError):
+        manifest = {}
+    out: dict[str, Path] = {}
+    changed = False
+    for name, shown, draw in figure_jobs(res, assets):
+        path = folder / f"{name}.png"
+        digest = canonical_hash({"figures": FIGURES_VERSION, "name": name, "data": shown})
+        if manifest.get(name) == digest and path.is_file():
+            out[name] = path
+            continue
+        try:
+            drawn = draw(path)
+        except HarnessError as err:
+            notes.append(f"figure {name}: {err}")
+            continue
+        if drawn is not None:
+            out[name] = drawn
+            manifest[name] = digest
+            changed = True
+    if changed:
+        atomic_write_json(manifest_path, manifest)
+    return out

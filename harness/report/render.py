@@ -1,0 +1,130 @@
+"""Rendering a results.json: report.md, pr.md, index.html and the figures, from the results and the
+assets they name, and nothing else (no campaign, no media).
+
+Asset paths in results.json are relative to its folder; the files are written into ``out_dir``
+(the results' folder by default) and point back at the assets from there. An asset that is not
+there (a results.json copied without its assets/) is named in the page as missing; a single-file
+page inlines every image that exists.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.analysis.model import READABLE_SCHEMAS, FrameGrid, ReportResults
+from harness.errors import HarnessError
+from harness.report.figures import AssetReader, draw_figures
+from harness.store import atomic_write_text
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    campaign: Path  # the folder of results.json (a campaign's own, or a copy of it)
+    report_md: Path
+    index_html: Path
+    results_json: Path
+    assets: Path
+    errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
+    pr_md: Path | None = None  # the pull request's compact tables
+    figures: dict[str, Path] = field(default_factory=dict)  # figure name -> PNG
+
+    def items(self) -> Iterator[tuple[str, Path]]:
+        """(label, path) pairs for printing: report.md, pr.md, index.html, results.json."""
+        yield "report.md", self.report_md
+        if self.pr_md is not None:
+            yield "pr.md", self.pr_md
+        yield "index.html", self.index_html
+        yield "results.json", self.results_json
+
+
+def load_results(path: Path) -> ReportResults:
+    """A results.json written by the analysis (this schema or the one before it)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise HarnessError(f"{path}: cannot read results.json ({err.strerror or err})") from None
+    try:
+        res = ReportResults.model_validate_json(data)
+    except ValueError as err:
+        first = str(err).splitlines()[0]
+        raise HarnessError(f"{path}: not a harness results.json ({first})") from None
+    if res.schema_version not in READABLE_SCHEMAS:
+        raise HarnessError(
+            f"{path}: schema {res.schema_version!r} is not one this harness renders ({', '.join(READABLE_SCHEMAS)})"
+        )
+    return res
+
+
+def placed(path: Path, out_dir: Path) -> str:
+    """``path`` as the page in ``out_dir`` links it."""
+    return Path(os.path.relpath(path, Path(out_dir).resolve())).as_posix()
+
+
+def usable_grids(res: ReportResults, assets: AssetReader, out_dir: Path) -> list[FrameGrid]:
+    """The frame grids with paths from ``out_dir``; a thumbnail that is not there is named missing."""
+    grids = []
+    for g in res.frame_grids:
+        grid = g.model_copy(deep=True)
+        grid.cells = {}
+        for key, cells in g.cells.items():
+            for i, rel in cells.items():
+                p = assets.path(rel)
+                if p is None:
+                    grid.missing.setdefault(key, f"missing: {rel}")
+                else:
+                    grid.cells.setdefault(key, {})[i] = placed(p, out_dir)
+        grids.append(grid)
+    return grids
+
+
+def render(
+    res: ReportResults,
+    results_json: Path,
+    out_dir: Path | None = None,
+    *,
+    single_file: bool | None = None,
+    progress: Progress | None = None,
+) -> ReportPaths:
+    """Write report.md, pr.md, index.html and the figures of ``res`` (read from ``results_json``)."""
+    from harness.report.html import inline_images, render_html
+    from harness.report.markdown import render_markdown
+    from harness.report.pr import render_pr
+    from harness.report.summary import summary_section
+    from harness.report.tables import build_sections
+
+    say = progress or (lambda _msg: None)
+    results_dir = Path(results_json).parent
+    out = Path(out_dir) if out_dir is not None else results_dir
+    out.mkdir(parents=True, exist_ok=True)
+    res = res.model_copy(update={"notes": list(res.notes)})  # render notes stay out of results.json
+    assets = AssetReader(results_dir)
+    grids = usable_grids(res, assets, out)
+    say("figures")
+    figures = draw_figures(res, assets, out, res.notes)
+    res.notes.extend(f"asset missing: {rel} (named in results.json, not beside it)" for rel in assets.missing)
+    images = {name: placed(p.resolve(), out) for name, p in figures.items()}
+    sections = [summary_section(res), *build_sections(res, grids, images)]
+    if single_file is None:
+        single_file = bool((res.scenario.get("report") or {}).get("single_file"))
+    paths = ReportPaths(
+        campaign=results_dir,
+        report_md=out / "report.md",
+        index_html=out / "index.html",
+        results_json=Path(results_json),
+        assets=out / "assets",
+        errors=tuple(res.errors),
+        pr_md=out / "pr.md",
+        figures=figures,
+    )
+    say("write report")
+    atomic_write_text(paths.report_md, render_markdown(res, sections))
+    atomic_write_text(paths.pr_md, render_pr(res))
+    page = render_html(res, sections, single_file=single_file)
+    atomic_write_text(paths.index_html, inline_images(page, out, results_dir) if single_file else page)
+    return paths

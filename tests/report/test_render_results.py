@@ -1,0 +1,76 @@
+"""harness.report.render_results: a results.json rendered alone (a CI artifact, anywhere), with its
+assets or without them; and a committed results.json of the schema before."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.report import render_results
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def body(md: str) -> str:
+    """report.md without its first lines (title, generation time) and its image links."""
+    return re.sub(r"!\[[^]]*\]\([^)]*\)", "IMG", md.split("## 1. Speed", 1)[1])
+
+
+def test_a_copy_with_its_assets_renders_the_same_report(single_report, tmp_path):
+    src = single_report.campaign.path
+    art = tmp_path / "artifact"
+    art.mkdir()
+    shutil.copy(src / "results.json", art / "results.json")
+    shutil.copytree(src / "assets", art / "assets", ignore=shutil.ignore_patterns("*.png", "figures.json"))
+    for png in (src / "assets" / "frames").glob("*.png"):
+        shutil.copy(png, art / "assets" / "frames" / png.name)
+    for png in (src / "assets" / "audio").glob("*.png"):
+        shutil.copy(png, art / "assets" / "audio" / png.name)
+    paths = render_results(art / "results.json")
+    assert (
+        paths.report_md == art / "report.md"
+        and paths.pr_md.read_text() == single_report.paths.pr_md.read_text()
+    )
+    assert body(paths.report_md.read_text()) == body(single_report.paths.report_md.read_text())
+    assert set(paths.figures) == set(single_report.paths.figures)  # drawn here from the numbers and assets
+    assert "asset missing" not in paths.report_md.read_text()
+
+
+def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path):
+    alone = tmp_path / "alone" / "results.json"
+    alone.parent.mkdir()
+    shutil.copy(single_report.campaign.path / "results.json", alone)
+    out = tmp_path / "out"
+    paths = render_results(alone, out, single_file=True)
+    assert paths.index_html == out / "index.html" and not (alone.parent / "index.html").exists()
+    md = paths.report_md.read_text()
+    assert "asset missing: assets/series/sage_far.json" in md and "missing: assets/frames/" in md
+    assert "per_frame" not in paths.figures and "step_times" in paths.figures  # drawn from results.json alone
+    html = paths.index_html.read_text()
+    srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)  # what exists is inlined
+    assert "asset missing: assets/audio/torch_sdpa.json" in html
+
+
+def test_a_results_json_of_the_schema_before_renders(tmp_path):
+    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
+    paths = render_results(example / "results.json", tmp_path)
+    md = paths.report_md.read_text()
+    assert "| sage_attn2 |" in md and "(schema harness.report/2)" in md
+    assert paths.pr_md.read_text() == (example / "pr.md").read_text()
+
+
+def test_not_a_results_json_is_one_line(tmp_path):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
+    with pytest.raises(HarnessError, match=r"results.json: not a harness results.json"):
+        render_results(bad)
+    bad.write_text("{}")
+    with pytest.raises(HarnessError, match="not a harness results.json"):
+        render_results(bad)
+    with pytest.raises(HarnessError, match="cannot read results.json"):
+        render_results(tmp_path / "absent.json")
