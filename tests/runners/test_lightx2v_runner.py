@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
-import harness.runners.lightx2v.runner as lx
+import harness.runners.lightx2v.preflight as preflight
 from harness.errors import HarnessError, ScenarioError
 from harness.plan import build_plan
 from harness.records import AttnCallsRecord, TimingRecord
 from harness.runners import get_runner
-from harness.runners.lightx2v.runner import HARNESS_IMPORT_ROOT, SHIM_DIR, LightX2VRunner
+from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, build_env
+from harness.runners.lightx2v.finalize import merge_rank_calls
+from harness.runners.lightx2v.params import LightX2VParams, deep_merge
+from harness.runners.lightx2v.preflight import ProbeResult, run_probe, synthetic_problem
+from harness.runners.lightx2v.runner import LightX2VRunner
 from harness.scenario import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,9 +78,9 @@ def probe_ok(monkeypatch):
 
     def fake(params, spec, env):
         seen.append((spec.arm, env["PYTHONPATH"]))
-        return {"ok": True, "reason": None, "facts": {"arch": "gfx1201", "gpus": 2}}
+        return ProbeResult(ok=True, facts={"arch": "gfx1201", "gpus": 2})
 
-    monkeypatch.setattr(lx, "_run_probe", fake)
+    monkeypatch.setattr(preflight, "run_probe", fake)
     return seen
 
 
@@ -381,7 +385,7 @@ def test_ref2av_needs_transformer_ref_not_transformer(site, probe_ok):
 )
 def test_preflight_geometry_and_layout(site, probe_ok, overrides, expected):
     spec = specs_for(site)["torch_sdpa"]
-    spec.params["config_overrides"] = lx.deep_merge(spec.params["config_overrides"], overrides)
+    spec.params["config_overrides"] = deep_merge(spec.params["config_overrides"], overrides)
     assert get_runner("lightx2v").preflight(spec) == expected
     assert probe_ok == []
 
@@ -412,9 +416,11 @@ def test_preflight_refuses_ref2av_without_references(site, probe_ok):
 
 def test_preflight_passes_on_the_probe_verdict(site, monkeypatch):
     def refuse(params, spec, env):
-        return {"ok": False, "reason": "nproc_per_node 2 exceeds the 1 visible GPU(s) (visible devices: 0)"}
+        return ProbeResult(
+            ok=False, reason="nproc_per_node 2 exceeds the 1 visible GPU(s) (visible devices: 0)"
+        )
 
-    monkeypatch.setattr(lx, "_run_probe", refuse)
+    monkeypatch.setattr(preflight, "run_probe", refuse)
     reason = get_runner("lightx2v").preflight(specs_for(site)["sage_attn2_aiter_shim"])
     assert reason == "nproc_per_node 2 exceeds the 1 visible GPU(s) (visible devices: 0)"
 
@@ -423,12 +429,13 @@ def test_preflight_passes_on_the_probe_verdict(site, monkeypatch):
 def test_the_real_probe_runs_in_the_ranks_environment(site):
     """Here (CPU torch, no GPU) the probe refuses on the GPU count, from a subprocess."""
     spec = specs_for(site)["sage_attn2_aiter_shim"]
-    env = lx.build_env(spec.params, spec, os.environ.get("PYTHONPATH"))
+    params = LightX2VParams.model_validate(spec.params)
+    env = build_env(params, spec, os.environ.get("PYTHONPATH"))
     env.pop("CUDA_VISIBLE_DEVICES"), env.pop("HIP_VISIBLE_DEVICES")
-    result = lx._run_probe(spec.params, spec, env)
-    assert result["ok"] is False
-    assert result["reason"] == "nproc_per_node 2 exceeds the 0 visible GPU(s)"
-    assert result["facts"]["gpus"] == 0 and result["facts"]["torch"]
+    result = run_probe(params, spec, env)
+    assert result.ok is False
+    assert result.reason == "nproc_per_node 2 exceeds the 0 visible GPU(s)"
+    assert result.facts["gpus"] == 0 and result.facts["torch"]
 
 
 @pytest.mark.slow
@@ -438,14 +445,14 @@ def test_probe_sees_which_sageattention_an_arm_gets(monkeypatch):
     if probe.importlib.util.find_spec("sageattention") is not None:
         pytest.skip("a sageattention package is installed here")
     monkeypatch.delitem(sys.modules, "sageattention", raising=False)
-    assert probe._sageattention_reason("aiter_shim") == (
+    assert probe.sageattention_reason("aiter_shim") == (
         "the sageattention package is not importable (the aiter shim is not on PYTHONPATH)"
     )
     monkeypatch.syspath_prepend(str(SHIM_DIR))
-    reason = probe._sageattention_reason("package")
+    reason = probe.sageattention_reason("package")
     assert reason.startswith("sageattention resolves to the aiter shim")
     # The shim is found; what stops it here is the op's platform (no ROCm torch).
-    assert probe._sageattention_reason("aiter_shim").startswith("needs a ROCm build of torch")
+    assert probe.sageattention_reason("aiter_shim").startswith("needs a ROCm build of torch")
     sys.modules.pop("sageattention", None)
 
 
@@ -659,14 +666,14 @@ def test_required_ops_with_zero_calls_make_the_arm_invalid(site):
     for r in (0, 1):
         rank = _rank_file(r, {"aiter_sage_attn": 147}, op_calls={"gfx1201_sage_attention": 147 if r else 0})
         (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
-    calls = lx.merge_rank_calls(run_dir, "aiter_sage_attn", False, 2, required_ops=["gfx1201_sage_attention"])
+    calls = merge_rank_calls(run_dir, "aiter_sage_attn", False, 2, required_ops=["gfx1201_sage_attention"])
     valid, reasons = calls.validity()
     assert not valid
     assert reasons == [
         "rank 0: count-op gfx1201_sage_attention: 0 calls (the arm names this op, so it must be hit)"
     ]
     # The same files, for an arm that does not name the op: nothing to object to.
-    assert lx.merge_rank_calls(run_dir, "aiter_sage_attn", False, 2).validity() == (True, [])
+    assert merge_rank_calls(run_dir, "aiter_sage_attn", False, 2).validity() == (True, [])
 
 
 def test_relaxed_checks_are_refused_without_the_synthetic_marker(tmp_path):
@@ -687,8 +694,8 @@ def test_a_synthetic_scenario_never_writes_over_other_weights(site):
     assert sorted(p.name for p in site["model"].iterdir())[0] == "audio_vae"  # untouched
     marker = {"schema": "harness.synthetic_checkpoint/1", "preset": "small", "seed": 0}
     (site["model"] / "harness_synthetic_checkpoint.json").write_text(json.dumps(marker))
-    assert "holds the synthetic checkpoint {'preset': 'small', 'seed': 0}" in lx.synthetic_problem(
-        spec.params
+    assert "holds the synthetic checkpoint {'preset': 'small', 'seed': 0}" in synthetic_problem(
+        LightX2VParams.model_validate(spec.params)
     )
 
 
@@ -711,10 +718,24 @@ def test_the_overhead_verdict_needs_significance():
         return summarize(r)
 
     same = result([0.0510, 0.0512, 0.0509, 0.0511], [0.0511, 0.0509, 0.0512, 0.0510])
-    assert same.verdict.startswith("no significant difference: launcher / bare = 1.0000 (+0.00%)")
+    assert same.speed.outcome == "no_difference" and same.p_value == same.speed.p_value > 0.05
+    assert same.verdict.startswith(
+        "DiT s/step, bare -> launcher: 0.051 ± 0.000 s (n=4) -> 0.051 ± 0.000 s (n=4)"
+    )
+    assert same.verdict.endswith(
+        ": no significant difference (n=4/4 runs, p=1.00, alpha 0.05); launcher / bare = 1.0000 (+0.00%)"
+    )
     slower = result([0.0600, 0.0601, 0.0602, 0.0600], [0.0500, 0.0501, 0.0499, 0.0500])
-    assert slower.verdict.startswith("the harness costs 20.15% of DiT s/step (launcher / bare = 1.2015")
-    assert "p=" in slower.verdict and "n=4+4" in slower.verdict
+    assert slower.speed.outcome == "slower" and slower.p_value < 0.05
+    assert slower.verdict.endswith(
+        ": 1.20x slower (n=4/4 runs, p=6.9e-12, alpha 0.05); launcher / bare = 1.2015 (+20.15%)"
+    )
+    assert slower.verdict == f"{slower.speed.line()}; launcher / bare = 1.2015 (+20.15%)"
     one = result([0.06], [0.05])
-    assert "too few runs for a test (n=1+1)" in one.verdict
+    assert one.p_value is None
+    assert "too few samples for a test (n=1/1 runs; 2 a side needed)" in one.verdict
     assert "| launcher | 0.06000 ± 0.00000 | 1 | 0.06000 |" in one.markdown()
+    lone = result([0.06, 0.07], [])
+    assert lone.verdict == "not measured: a mode has no timed run (see the runs' logs)"
+    assert "| launcher | 0.06500 ± 0.00707 | 2 | 0.06000, 0.07000 |" in lone.markdown()
+    assert "| bare | n/a | 0 |  |" in lone.markdown()
