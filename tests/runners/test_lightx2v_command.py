@@ -10,6 +10,7 @@ from lightx2v_site import ARMS, SCENARIO, specs_for
 from harness.plan import build_plan
 from harness.runners import get_runner
 from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR
+from harness.runners.lightx2v.params import LightX2VParams
 from harness.scenario import load_scenario
 
 
@@ -94,3 +95,24 @@ def test_scenario_env_overrides_the_defaults(site):
     spec.env["PYTORCH_CUDA_ALLOC_CONF"] = "garbage_collection_threshold:0.8"
     env = get_runner("lightx2v").prepare(spec, site["tmp"] / "r", dry_run=True).env
     assert env["PYTORCH_CUDA_ALLOC_CONF"] == "garbage_collection_threshold:0.8"
+
+
+def test_a_bare_run_is_the_same_launch_without_the_instrumentation(site):
+    """The overhead tool's baseline: same interpreter, environment, config and LightX2V arguments."""
+    spec = specs_for(site)["sage_attn2_aiter_shim"]
+    params = LightX2VParams.model_validate(spec.params)
+    bare = spec.model_copy(
+        update={"params": params.model_copy(update={"bare": True}).model_dump(mode="json")}
+    )
+    run_dir = site["tmp"] / "run"
+    runner = get_runner("lightx2v")
+    full, base = runner.prepare(spec, run_dir, dry_run=True), runner.prepare(bare, run_dir, dry_run=True)
+    cut = full.command.index("--")
+    assert base.command == [
+        *full.command[: full.command.index("-m", 3) + 2],
+        "--bare", "--run-dir", str(run_dir), "--attn-type", "sage_attn2",
+        *full.command[cut:],
+    ]  # fmt: skip
+    assert "--count-op" in full.command[:cut] and "--scope" in full.command[:cut]
+    assert base.env == full.env and base.gpus == full.gpus
+    assert bare.spec_hash() != spec.spec_hash()

@@ -7,8 +7,10 @@ import json
 import pytest
 from lightx2v_site import ARMS, BASE, small, specs_for
 
-from harness.errors import ScenarioError
+from harness.errors import HarnessError, ScenarioError
 from harness.plan import build_plan
+from harness.records import canonical_hash
+from harness.runners.lightx2v.params import LightX2VParams, params_of
 from harness.scenario import parse_scenario
 
 
@@ -84,3 +86,67 @@ def test_a_scenario_wide_count_ops_is_refused_with_the_way_out(site):
     text = small(site).replace("  prompt: hi\n", "  prompt: hi\n  count_ops: {op: aiter.ops.x:y}\n")
     with pytest.raises(ScenarioError, match=r"count_ops is per arm: set it on the arms that must hit the op"):
         parse_scenario(text, "s.yaml", {})
+
+
+# Planned with paths that exist nowhere, so the parameters are the same on every machine.
+FIXED = """\
+name: fixed
+runner: lightx2v
+seed: 3
+profiles:
+  quick: {infer_steps: 3, nproc_per_node: 1, config_overrides: {parallel: {seq_p_size: 1}}}
+lightx2v:
+  root: /nonexistent-harness-test/LightX2V
+  model_path: /nonexistent-harness-test/MiniMax-H3
+  config_json: configs/minimax_h3/minimax_h3_ref2av.json
+  prompt: hi
+  image_path: [assets/a.png]
+  synthetic_checkpoint: {preset: tiny, seed: 1}
+  reference_short_edge: 64
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: rev, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}
+  - {name: shim, attn_type: sage_attn2, sageattention: aiter_shim, count_ops: {op: "m.n:f"}, overrides: {use_adaln_cache: true}}
+  - {name: other, attn_type: torch_sdpa, overrides: {model_cls: wan2.1, task: t2v}}
+"""
+
+
+def test_the_typed_parameters_hash_as_the_untyped_dict_did():
+    """Hashes of the parameters and of one spec as the harness wrote them before the typed model:
+    campaigns planned then resume (their runs keep their spec hash)."""
+    specs = {s.arm: s for s in build_plan(parse_scenario(FIXED, "fixed.yaml", {}), profile="quick")}
+    assert {arm: canonical_hash(s.params) for arm, s in specs.items()} == {
+        "ref": "50b58e3a16c9cfdcc28c0c9ebd981414990d6ee035c7d5e74cd5419fd1e6adc2",
+        "rev": "50b58e3a16c9cfdcc28c0c9ebd981414990d6ee035c7d5e74cd5419fd1e6adc2",
+        "shim": "0f318240f6e2156dc614a4a238e6d081ff84d34440af9760f8f8afda9b9cce78",
+        "other": "da0c669c15b558992d1d6e88c8adfba2e30170028302e1ff8c0d0e3d50486226",
+    }
+    assert specs["ref"].spec_hash() == "bd24c39e07e2b467d6cd6f83d750574f2c3752330ec4b00e50582cec0e4bd864"
+    # Sites a model does not have are absent (not null), and `bare` is absent unless set.
+    assert specs["other"].params["attention"] == {
+        "attn_type": "torch_sdpa",
+        "refiner_attn_type": "torch_sdpa",
+    }
+    assert "bare" not in specs["ref"].params
+    bare = LightX2VParams.model_validate(specs["ref"].params).model_copy(update={"bare": True})
+    assert bare.model_dump(mode="json")["bare"] is True
+
+
+def test_the_parameters_read_back_as_they_were_written(site):
+    for spec in specs_for(site).values():
+        params = LightX2VParams.model_validate(spec.params)
+        assert params.model_dump(mode="json") == spec.params
+        assert params.synthetic_checkpoint is None and params.attention.attn_type == spec.attn_type
+
+
+def test_parameters_that_are_not_the_runners_are_one_line(site):
+    spec = specs_for(site)["torch_sdpa"]
+    with pytest.raises(HarnessError, match=r"^lightx2v: the run spec carries no lightx2v parameters"):
+        params_of(spec.model_copy(update={"params": {"pipeline": {}}}))
+    with pytest.raises(HarnessError) as info:
+        params_of(spec.model_copy(update={"params": {**spec.params, "nproc_per_node": "two"}}))
+    assert str(info.value).startswith(
+        "lightx2v: run spec params.nproc_per_node: Input should be a valid integer"
+    )
+    with pytest.raises(HarnessError, match=r"params\.infer_step: Extra inputs are not permitted"):
+        params_of(spec.model_copy(update={"params": {**spec.params, "infer_step": 4}}))

@@ -55,6 +55,21 @@ def test_prepare_writes_one_resolved_config_and_never_touches_lightx2v(site, pro
     assert facts["probe"] == {"arch": "gfx1201", "gpus": 2} and facts["lightx2v_root"] == str(site["root"])
 
 
+def test_the_probe_facts_reach_prepare_on_the_runner_that_asked(site, probe_ok):
+    """What a runner's pre-flight learnt is that runner's: another one records no probe."""
+    specs = specs_for(site)
+    runner = get_runner("lightx2v")
+    assert runner.preflight(specs["torch_sdpa"]) is None
+    runner.prepare(specs["torch_sdpa"], site["tmp"] / "a")
+    get_runner("lightx2v").prepare(specs["torch_sdpa"], site["tmp"] / "b")
+    runner.prepare(specs["aiter_sage_attn"], site["tmp"] / "c")  # an arm this runner did not probe
+    probes = {d: json.loads((site["tmp"] / d / "lightx2v_env.json").read_text())["probe"] for d in "abc"}
+    assert probes == {"a": {"arch": "gfx1201", "gpus": 2}, "b": None, "c": None}
+    env = json.loads((site["tmp"] / "a" / "lightx2v_env.json").read_text())
+    assert list(env) == ["lightx2v_root", "lightx2v_git", "ranks_python", "probe"]
+    assert env["ranks_python"] == sys.executable
+
+
 def test_prepare_without_the_base_config_is_a_clear_error(site):
     spec = specs_for(site)["torch_sdpa"]
     site["config"].unlink()
