@@ -5,6 +5,7 @@
   checks that insist on the released Qwen3-VL sizes, and optionally the reference-image short
   edge, are set to the checkpoint's values. Never applied to real weights.
 
+It also names what both sides need to know of LightX2V (its sequence-parallel wrappers).
 Standard library at import time; torch and LightX2V are imported by the functions.
 """
 
