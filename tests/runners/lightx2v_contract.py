@@ -18,7 +18,7 @@ def check_registry(_: Any) -> dict[str, Any]:
     """The launcher's counting and K/V reversal around the real registry and the real torch_sdpa."""
     import torch
 
-    from harness.runners.lightx2v.launch import CallBook, instrument_registry
+    from harness.runners.lightx2v.counting import CallBook, instrument_registry
     from harness.runners.lightx2v.rank_env import prepare_platform
 
     prepare_platform()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.runners.lightx2v.launch import CallBook, count_op, instrument_registry, reverse_kv
+from harness.runners.lightx2v.counting import CallBook, count_op, instrument_registry, reverse_kv
 
 STUB = Path(__file__).resolve().parents[1] / "fixtures" / "lightx2v_stub"
 REPO = Path(__file__).resolve().parents[2]

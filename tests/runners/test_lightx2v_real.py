@@ -23,7 +23,9 @@ from harness.media import probe as probe_media
 from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners.lightx2v.checkpoint import create_checkpoint, file_hashes
-from harness.runners.lightx2v.runner import SHIM_DIR, infer_args, resolved_config
+from harness.runners.lightx2v.command import SHIM_DIR, infer_args
+from harness.runners.lightx2v.overhead import measure_overhead
+from harness.runners.lightx2v.params import LightX2VParams
 from harness.scenario import load_scenario
 
 pytestmark = pytest.mark.lightx2v
@@ -94,12 +96,13 @@ def _cases(scenario_path: Path, environ: dict, profile: str, run_root: Path) -> 
     for spec in build_plan(scenario, profile=profile):
         run_dir = run_root / spec.key
         run_dir.mkdir(parents=True)
-        base = json.loads(Path(spec.params["config_json"]).read_text())
-        (run_dir / "config.json").write_text(json.dumps(resolved_config(spec.params, base)))
+        params = LightX2VParams.model_validate(spec.params)
+        base = json.loads(Path(params.config_json).read_text())
+        (run_dir / "config.json").write_text(json.dumps(params.resolved_config(base)))
         cases.append(
             {
                 "arm": spec.arm,
-                "argv": infer_args(spec.params, spec, run_dir),
+                "argv": infer_args(params, spec, run_dir),
                 "expect_args": ["model_cls", "task", "model_path", "image_path", "seed", "save_result_path"],
                 "expect_config": [
                     "attn_type",
@@ -325,6 +328,31 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     timing = json.loads((outcome.campaign.path / "runs" / "torch_sdpa" / "timing.json").read_text())
     assert len(timing["steps"]) == 3 and timing["ranks"] == ["0", "1"]
     assert all(sorted(step["per_rank"]) == ["0", "1"] for step in timing["steps"])
+
+
+def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher(
+    lightx2v_root, tiny_checkpoint, tmp_path
+):
+    """One pair on the CPU: both runs are executor runs (run.json); one pair is too few for a test."""
+    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint)}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        result = measure_overhead(TINY, profile="cpu", arm="torch_sdpa", repeats=1, out_root=tmp_path)
+    assert [r.mode for r in result.runs] == ["launcher", "bare"]
+    for run in result.runs:
+        rec = json.loads((Path(run.run_dir) / "run.json").read_text())
+        assert rec["status"] == "ok" and rec["exit_code"] == 0, rec["reason"]
+        assert rec["valid"] is (run.mode == "launcher"), rec["reason"]
+        assert run.s_per_step is not None and len(run.step_seconds) == 3
+        assert probe_media(Path(run.run_dir) / "output.mp4").frames == 124
+    bare = json.loads((Path(result.runs[1].run_dir) / "run.json").read_text())
+    assert "--bare" in bare["command"] and "--scope" not in bare["command"]
+    assert not list(Path(result.runs[1].run_dir).glob("rank*.log"))  # LightX2V ran uninstrumented
+    assert result.speed.outcome == "too_few" and result.p_value is None
+    assert "too few samples for a test (n=1/1 runs; 2 a side needed)" in result.verdict
+    assert result.calls_per_step == _dit_calls_per_rank(tiny_checkpoint, 3) // 3
+    assert (tmp_path / "minimax_h3_tiny" / "overhead" / "cpu" / "torch_sdpa" / "overhead.md").is_file()
 
 
 def _probe(root: Path, *args: str) -> dict:

@@ -1,50 +1,53 @@
 """What the harness costs on a real LightX2V run: DiT s/step with the launcher's instrumentation vs without.
 
 ``harness lightx2v overhead SCENARIO --profile P --arm A --repeats N`` runs one arm 2N times, each
-a torchrun process of its own with the same config and seed, alternating in ABBA order so that
-drift (clocks, caches) falls on both sides:
+a run of its own through the executor (the guard, the time limit, run.json, as every campaign
+run), with the same config and seed, alternating in ABBA order so that drift (clocks, caches)
+falls on both sides:
 
-* ``launcher``: the command the harness runs for the arm (counting every attention call per rank,
+* ``launcher``: the run the harness makes of the arm (counting every attention call per rank,
   rank logs, the registry wrapped; K/V reversal is refused here, it is a different computation);
-* ``bare``: the same launcher module with ``--bare``: LightX2V runs uninstrumented, with only what
-  it needs to run at all here (the CPU platform when ``PLATFORM=cpu``; for a synthetic checkpoint,
-  the relaxed released-size checks). For real weights that is ``torchrun -m lightx2v.infer``.
+* ``bare``: the same arm with the ``bare`` parameter: the launcher module with ``--bare``, so
+  LightX2V runs uninstrumented, with only what it needs to run at all here (the CPU platform
+  when ``PLATFORM=cpu``; for a synthetic checkpoint, the relaxed released-size checks). For real
+  weights that is ``torchrun -m lightx2v.infer``. Its run.json says its attention calls were not
+  counted (they were not).
 
 s/step per run is the mean of DiT steps 2..N from LightX2V's own profiler lines. The two sets of
-per-run values are compared with Welch's t-test; "costs" is only said when it is significant.
+per-run values go through the harness's one significance test (``compare.significance``, its
+alpha and its words): a difference is said only when it is significant.
 
 Where run-to-run noise hides a small cost, ``wrapper_cost`` times the one thing the launcher adds
 to every attention call (the counting subclass's ``apply``) against the plain class, in process,
 interleaved; multiplied by the calls per DiT step it bounds the per-step cost (a derived figure,
 labelled as such).
+
+A tool above the campaign machinery (it plans the arm, runs it through the executor and tests
+the timings): nothing in the runner imports it.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
 from pydantic import Field
 
+from harness.compare.significance import SpeedTest, compare_samples
 from harness.errors import HarnessError
+from harness.executors.process import execute_run
 from harness.plan import build_plan
-from harness.records import Record
+from harness.records import Record, RunSpec
 from harness.runners import get_runner
-from harness.runners.lightx2v.runner import (
-    LAUNCH_MODULE,
-    infer_args,
-    synthetic_args,
-    timing_from_run_dir,
-    torchrun_prefix,
-)
+from harness.runners.lightx2v.counting import CallBook, instrument_registry
+from harness.runners.lightx2v.params import params_of
 from harness.scenario import load_scenario
+from harness.store import RunDir, atomic_write_json
 
 MODES = ("launcher", "bare")
-SIGNIFICANCE = 0.05
+WHAT = "DiT s/step, bare -> launcher"
 
 
 class OverheadRun(Record):
@@ -52,7 +55,8 @@ class OverheadRun(Record):
     repeat: int
     s_per_step: float | None
     step_seconds: list[float] = Field(default_factory=list)
-    exit_code: int
+    exit_code: int | None
+    status: str = "ok"  # the run's status in its run.json
     run_dir: str
 
 
@@ -98,9 +102,13 @@ class OverheadResult(Record):
     n: dict[str, int] = Field(default_factory=dict)
     ratio: float | None = None  # launcher / bare
     p_value: float | None = None  # Welch's t-test on per-run s/step
+    speed: SpeedTest | None = None  # bare (A) against launcher (B)
     verdict: str = ""
     calls_per_step: int | None = None  # attention calls of the model under test, per DiT step and rank
     wrapper: WrapperCost | None = None
+
+    def values(self, mode: str) -> list[float]:
+        return [r.s_per_step for r in self.runs if r.mode == mode and r.s_per_step is not None]
 
     def markdown(self) -> str:
         lines = [
@@ -111,8 +119,7 @@ class OverheadResult(Record):
             "|---|---|---|---|",
         ]
         for mode in MODES:
-            values = [r.s_per_step for r in self.runs if r.mode == mode and r.s_per_step is not None]
-            each = ", ".join(f"{v:.5f}" for v in values)
+            each = ", ".join(f"{v:.5f}" for v in self.values(mode))
             if mode in self.mean:
                 lines.append(
                     f"| {mode} | {self.mean[mode]:.5f} ± {self.sd[mode]:.5f} | {self.n[mode]} | {each} |"
@@ -125,50 +132,27 @@ class OverheadResult(Record):
         return "\n".join(lines) + "\n"
 
 
-def welch_p(a: list[float], b: list[float]) -> float | None:
-    """Two-sided Welch t-test p-value; None with fewer than two values a side."""
-    from harness.compare.significance import welch_p_value
-
-    return welch_p_value(a, b) if len(a) >= 2 and len(b) >= 2 else None
-
-
 def summarize(result: OverheadResult) -> OverheadResult:
-    values = {
-        m: [r.s_per_step for r in result.runs if r.mode == m and r.s_per_step is not None] for m in MODES
-    }
-    for mode, vals in values.items():
+    """Means, spreads and the significance test of the runs, and the line that says what they show."""
+    for mode in MODES:
+        vals = result.values(mode)
         if vals:
             result.mean[mode] = statistics.fmean(vals)
             result.sd[mode] = statistics.stdev(vals) if len(vals) > 1 else 0.0
             result.n[mode] = len(vals)
-    if len(result.mean) < 2:
-        result.verdict = "not measured: a mode has no timed run (see the runs' logs)"
+    test = compare_samples(result.values("bare"), result.values("launcher"), what=WHAT, samples="runs")
+    result.speed = test
+    if test.outcome == "not_measured":
+        result.verdict = f"{test.words}: a mode has no timed run (see the runs' logs)"
         return result
-    result.ratio = result.mean["launcher"] / result.mean["bare"]
-    result.p_value = welch_p(values["launcher"], values["bare"])
-    pct = (result.ratio - 1) * 100
-    sizes = f"n={result.n['launcher']}+{result.n['bare']}"
-    if result.p_value is None:
-        result.verdict = (
-            f"launcher / bare = {result.ratio:.4f} ({pct:+.2f}%): too few runs for a test ({sizes})"
-        )
-    elif result.p_value < SIGNIFICANCE:
-        word = "costs" if pct > 0 else "saves"
-        result.verdict = (
-            f"the harness {word} {abs(pct):.2f}% of DiT s/step (launcher / bare = {result.ratio:.4f}; "
-            f"Welch t-test p={result.p_value:.3g} < {SIGNIFICANCE}, {sizes})"
-        )
-    else:
-        result.verdict = (
-            f"no significant difference: launcher / bare = {result.ratio:.4f} ({pct:+.2f}%), "
-            f"Welch t-test p={result.p_value:.3g} >= {SIGNIFICANCE} ({sizes})"
-        )
+    result.ratio, result.p_value = test.ratio, test.p_value
+    figure = f"launcher / bare = {test.ratio:.4f} ({(test.ratio - 1) * 100:+.2f}%)" if test.ratio else ""
+    result.verdict = "; ".join(x for x in (test.line(), figure) if x)
     return result
 
 
 def wrapper_cost(samples: int = 7, calls: int = 20000) -> WrapperCost:
     """Time ``apply`` through the launcher's counting subclass and through the plain class, interleaved."""
-    from harness.runners.lightx2v.launch import CallBook, instrument_registry
 
     class Backend:
         def apply(
@@ -197,8 +181,6 @@ def wrapper_cost(samples: int = 7, calls: int = 20000) -> WrapperCost:
 
 def _calls_per_step(result: OverheadResult, dit_steps: int | None) -> int | None:
     """In-scope attention calls per DiT step on rank 0, from a launcher run's attn_calls.json."""
-    from harness.store import RunDir
-
     for run in result.runs:
         record = RunDir(Path(run.run_dir)).attn_calls() if run.mode == "launcher" and dit_steps else None
         if record is not None:
@@ -206,6 +188,26 @@ def _calls_per_step(result: OverheadResult, dit_steps: int | None) -> int | None
             calls = sum(rank0.calls.values()) if rank0 else 0
             return calls // dit_steps if calls else None
     return None
+
+
+def timed_run(spec: RunSpec, mode: str, repeat: int, run_dir: RunDir) -> OverheadRun:
+    """One run through the executor; its s/step counts when it exited 0 with two timed steps or more."""
+    rec = execute_run(spec, run_dir)
+    try:
+        timing = run_dir.timing()
+    except HarnessError:  # a damaged timing.json: the run is not timed
+        timing = None
+    seconds = timing.step_seconds() if timing is not None else []
+    ok = rec.exit_code == 0 and len(seconds) > 1 and all(math.isfinite(s) for s in seconds)
+    return OverheadRun(
+        mode=mode,
+        repeat=repeat,
+        s_per_step=timing.s_per_step if ok and timing is not None else None,
+        step_seconds=seconds,
+        exit_code=rec.exit_code,
+        status=rec.status.value,
+        run_dir=str(run_dir.path),
+    )
 
 
 def measure_overhead(
@@ -221,65 +223,37 @@ def measure_overhead(
     scenario = load_scenario(scenario_ref)
     if scenario.runner != "lightx2v":
         raise HarnessError(f"{scenario_ref}: runner {scenario.runner!r}, not lightx2v", exit_code=2)
-    specs = build_plan(scenario, profile=profile, arms=[arm])
-    spec = specs[0]
+    spec = build_plan(scenario, profile=profile, arms=[arm])[0]
     if spec.kv_reversed:
         raise HarnessError(
             f"--arm {arm}: K/V-reversed arms compute something else; pick a plain arm", exit_code=2
         )
-    runner = get_runner("lightx2v")
-    reason = runner.preflight(spec)
+    reason = get_runner("lightx2v").preflight(spec)
     if reason:
         raise HarnessError(f"arm {arm} cannot run here: {reason}", exit_code=3)
+    params = params_of(spec)
+    specs = {
+        "launcher": spec,
+        "bare": spec.model_copy(
+            update={"params": params.model_copy(update={"bare": True}).model_dump(mode="json")}
+        ),
+    }
     root = Path(out_root) / scenario.name / "overhead" / (profile or "default") / arm
     result = OverheadResult(
         scenario=scenario.name,
         profile=profile,
         arm=arm,
         attn_type=spec.attn_type,
-        nproc=int(spec.params["nproc_per_node"]),
+        nproc=params.nproc_per_node,
         repeats=repeats,
     )
-    params = spec.params
     for repeat in range(repeats):
         for mode in MODES if repeat % 2 == 0 else reversed(MODES):
-            run_dir = (root / f"{repeat:02d}-{mode}").absolute()
-            launch = runner.prepare(spec, run_dir)
-            if mode == "bare":
-                command = [
-                    *torchrun_prefix(params),
-                    "-m", LAUNCH_MODULE, "--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type,
-                    *synthetic_args(params), "--", *infer_args(params, spec, run_dir),
-                ]  # fmt: skip
-            else:
-                command = launch.command
-            with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
-                done = subprocess.run(
-                    command,
-                    stdout=out,
-                    stderr=err,
-                    env={**os.environ, **spec.env, **launch.env},
-                    cwd=launch.cwd,
-                    timeout=spec.timeout_s,
-                )
-            timing = timing_from_run_dir(run_dir, params.get("dit_steps"), params.get("infer_steps"))
-            seconds = timing.step_seconds()
-            ok = done.returncode == 0 and len(seconds) > 1 and all(math.isfinite(s) for s in seconds)
-            result.runs.append(
-                OverheadRun(
-                    mode=mode,
-                    repeat=repeat,
-                    s_per_step=timing.s_per_step if ok else None,
-                    step_seconds=seconds,
-                    exit_code=done.returncode,
-                    run_dir=str(run_dir),
-                )
-            )
+            run_dir = RunDir((root / f"{repeat:02d}-{mode}").absolute())
+            result.runs.append(timed_run(specs[mode], mode, repeat, run_dir))
     summarize(result)
-    result.calls_per_step = _calls_per_step(result, params.get("dit_steps"))
+    result.calls_per_step = _calls_per_step(result, params.dit_steps)
     result.wrapper = wrapper_cost()
-    from harness.store import atomic_write_json
-
     atomic_write_json(root / "overhead.json", result.model_dump(mode="json", by_alias=True))
     (root / "overhead.md").write_text(result.markdown())
     return result

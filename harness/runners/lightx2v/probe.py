@@ -26,11 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.runners.lightx2v.rank_env import CPU_PLATFORM, prepare_platform
+from harness.runners.lightx2v.rank_env import CPU_PLATFORM, SP_WRAPPERS, prepare_platform
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
-SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
     "adaln_cache": (
@@ -82,7 +81,7 @@ def _op_reason(ref: str) -> str | None:
     return None
 
 
-def _sageattention_reason(flavour: str) -> str | None:
+def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
@@ -219,7 +218,7 @@ def probe(
         if why:
             return no(f"count_ops {label}: {ref}: {why}")
     if "sage_attn2" in attn_types:
-        why = _sageattention_reason(flavour)
+        why = sageattention_reason(flavour)
         if why:
             return no(f"sage_attn2: {why}")
 

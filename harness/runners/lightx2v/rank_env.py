@@ -5,6 +5,7 @@
   checks that insist on the released Qwen3-VL sizes, and optionally the reference-image short
   edge, are set to the checkpoint's values. Never applied to real weights.
 
+It also names what both sides need to know of LightX2V (its sequence-parallel wrappers).
 Standard library at import time; torch and LightX2V are imported by the functions.
 """
 
@@ -21,6 +22,9 @@ SYNTHETIC_MARKER = "harness_synthetic_checkpoint.json"
 MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
 QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
 REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
+# LightX2V's sequence-parallel attention types: they wrap the real backend, so their calls are
+# neither the backend under test nor a fallback.
+SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
 
 
 def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:

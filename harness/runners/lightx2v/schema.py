@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.runners.lightx2v.rank_env import SP_WRAPPERS
+
 # Model folders MiniMax-H3 loads besides its DiT (ref2av reads transformer_ref/, the other tasks transformer/).
 H3_COMPONENT_DIRS = ("text_encoder", "tokenizer", "processor", "vae", "audio_vae")
 
@@ -39,11 +41,6 @@ class SyntheticCheckpoint(BaseModel):
 
     preset: Literal["tiny", "small"] = Field("tiny", description="tiny: CPU-sized DiT; small: GPU-sized DiT.")
     seed: int = Field(0, ge=0, description="Weights, tokenizer and configs are a function of the seed.")
-
-
-# LightX2V's sequence-parallel attention types: they wrap the real backend, so their calls are
-# neither the backend under test nor a fallback.
-SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
 
 
 class LightX2VBlock(BaseModel):

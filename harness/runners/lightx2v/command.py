@@ -1,0 +1,135 @@
+"""The exact processes of one LightX2V arm: the torchrun command, its environment, the probe's command.
+
+    torchrun --standalone --nproc_per_node=N -m harness.runners.lightx2v.launch <launcher args>
+        -- --model_cls .. --task .. --model_path .. --config_json <run_dir>/config.json ..
+
+Pure functions of the parameters, the spec and the run directory: nothing is written or run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from harness.records import RunSpec
+from harness.runners.lightx2v.params import LightX2VParams
+
+LAUNCH_MODULE = "harness.runners.lightx2v.launch"
+PROBE_MODULE = "harness.runners.lightx2v.probe"
+RESOLVED_CONFIG = "config.json"
+SHIM_DIR = Path(__file__).resolve().parent / "shims" / "aiter_sageattention"
+HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
+    """The arguments of ``python -m lightx2v.infer`` for one arm (what LightX2V's own parser reads)."""
+    run_dir = Path(os.path.abspath(run_dir))
+    infer = [
+        "--model_cls", params.model_cls,
+        "--task", params.task,
+        "--model_path", params.model_path,
+        "--config_json", str(run_dir / RESOLVED_CONFIG),
+        "--prompt", params.prompt,
+    ]  # fmt: skip
+    if params.negative_prompt:
+        infer += ["--negative_prompt", params.negative_prompt]
+    for key, paths in (
+        ("image_path", params.image_path),
+        ("audio_path", params.audio_path),
+        ("video_path", params.video_path),
+    ):
+        if paths:
+            infer += [f"--{key}", ",".join(paths)]
+    infer += ["--save_result_path", str(run_dir / params.save_name), "--seed", str(spec.seed)]
+    if params.warmup:
+        infer.append("--warmup")
+    return infer + list(params.extra_args)
+
+
+def synthetic_args(params: LightX2VParams) -> list[str]:
+    """Launcher flags that let LightX2V load the scenario's synthetic checkpoint (none for real weights)."""
+    if params.synthetic_checkpoint is None:
+        return []
+    args = ["--synthetic-checkpoint", params.model_path]
+    if params.reference_short_edge:
+        args += ["--reference-short-edge", str(params.reference_short_edge)]
+    return args
+
+
+def torchrun_prefix(params: LightX2VParams) -> list[str]:
+    if params.torchrun:
+        prefix = [params.torchrun]
+    else:
+        prefix = [params.python or sys.executable, "-m", "torch.distributed.run"]
+    return [*prefix, "--standalone", f"--nproc_per_node={params.nproc_per_node}"]
+
+
+def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
+    """The launcher's own flags: what it counts, reverses and relaxes (``--bare``: only the relaxing)."""
+    if params.bare:
+        return ["--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type, *synthetic_args(params)]
+    args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type]
+    if spec.kv_reversed:
+        args.append("--kv-reversed")
+    for prefix_mod in params.attn_scope:
+        args += ["--scope", prefix_mod]
+    for wrapper in params.attn_wrappers:
+        args += ["--wrapper", wrapper]
+    for label, ref in sorted(params.count_ops.items()):
+        args += ["--count-op", f"{label}={ref}"]
+    return args + synthetic_args(params)
+
+
+def build_command(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
+    run_dir = Path(os.path.abspath(run_dir))
+    return [
+        *torchrun_prefix(params),
+        "-m",
+        LAUNCH_MODULE,
+        *launcher_args(params, spec, run_dir),
+        "--",
+        *infer_args(params, spec, run_dir),
+    ]
+
+
+def build_env(
+    params: LightX2VParams, spec: RunSpec, inherited_pythonpath: str | None = None
+) -> dict[str, str]:
+    """Variables the launch adds; the scenario's and arm's env (spec.env) win over the defaults."""
+    env: dict[str, str] = {
+        "PROFILING_DEBUG_LEVEL": "2",  # both profiler levels: steps, stages, load and save times
+        "PYTHONUNBUFFERED": "1",  # keeps stdout and stderr lines in order in the rank logs
+        "TOKENIZERS_PARALLELISM": "false",
+        "DTYPE": "BF16",
+    }
+    if params.alloc_conf:
+        # Read by torch when the allocator starts: set in the environment, i.e. before platform init.
+        env["PYTORCH_CUDA_ALLOC_CONF"] = params.alloc_conf
+        env["PYTORCH_ALLOC_CONF"] = params.alloc_conf
+    if params.platform:
+        env["PLATFORM"] = params.platform
+    if params.visible_devices:
+        env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
+        env["HIP_VISIBLE_DEVICES"] = params.visible_devices
+    env.update({k: str(v) for k, v in spec.env.items()})
+    path = [str(SHIM_DIR)] if params.sageattention == "aiter_shim" else []
+    path += [params.root, str(HARNESS_IMPORT_ROOT)]
+    rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
+    if rest:
+        path += [p for p in rest.split(os.pathsep) if p and p not in path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    return env
+
+
+def probe_command(params: LightX2VParams, spec: RunSpec) -> list[str]:
+    """The pre-flight probe for one arm, run in the ranks' interpreter (see probe.py)."""
+    cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
+    for name in dict.fromkeys([spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]):
+        cmd += ["--attn-type", name]
+    cmd += ["--sageattention", params.sageattention or "package", "--nproc", str(params.nproc_per_node)]
+    for label, ref in sorted(params.count_ops.items()):
+        cmd += ["--count-op", f"{label}={ref}"]
+    for feature in params.requires:
+        cmd += ["--require", feature]
+    return cmd

@@ -1,0 +1,155 @@
+"""After a LightX2V arm's process exits: ``timing.json`` and ``attn_calls.json`` from what it left.
+
+The launcher leaves ``rank<N>.log`` (the rank's output, with LightX2V's profiler lines) and
+``attn_calls.rank<N>.json`` per rank; a bare run (the overhead tool's baseline) leaves neither,
+so its timing comes from torchrun's own logs and its attention calls are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from harness.collect.lightx2v_log import parse_lightx2v_logs
+from harness.records import AttnCallsRecord, RankCalls, RunSpec, TimingRecord
+from harness.runners.lightx2v.params import LightX2VParams
+from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
+
+
+class LightX2VRankCalls(RankCalls):
+    """One rank's counts; ``calls``/``fallbacks`` cover the model under test (``scope``)."""
+
+    outside_scope: dict[str, int] = Field(default_factory=dict)  # text encoder, VAE, ...
+    sites: dict[str, int] = Field(default_factory=dict)  # "backend <- module that built it" -> calls
+    instances: dict[str, int] = Field(default_factory=dict)
+    kv_reversed_calls: int = 0
+    op_calls: dict[str, int] = Field(default_factory=dict)
+    modules: dict[str, Any] = Field(default_factory=dict)
+    relaxed: dict[str, Any] = Field(
+        default_factory=dict
+    )  # LightX2V checks relaxed for a synthetic checkpoint
+    finished: bool = False
+
+
+class LightX2VAttnCalls(AttnCallsRecord):
+    source: str = "lightx2v-launcher"
+    scope: list[str] = Field(default_factory=list)
+    ranks: dict[str, LightX2VRankCalls] = Field(default_factory=dict)  # type: ignore[assignment]
+
+
+def timing_from_run_dir(
+    run_dir: Path, dit_steps: int | None = None, infer_steps: int | None = None
+) -> TimingRecord:
+    """Parse rank<N>.log files (the launcher's), else the torchrun process's stderr/stdout."""
+    run_dir = Path(run_dir)
+    texts = {f.stem: f.read_text(errors="replace") for f in sorted(run_dir.glob("rank*.log"))}
+    fallback = not texts
+    if fallback:
+        texts = {
+            n: (run_dir / n).read_text(errors="replace")
+            for n in (STDERR_LOG, STDOUT_LOG)
+            if (run_dir / n).is_file()
+        }
+    timing = parse_lightx2v_logs(texts)
+    if fallback:
+        timing.missing.append("no rank<N>.log from the launcher: parsed the torchrun process's own logs")
+    if dit_steps is not None and timing.steps and len(timing.steps) != dit_steps:
+        timing.missing.append(
+            f"expected {dit_steps} DiT steps (infer_steps {infer_steps}), the logs time {len(timing.steps)}"
+        )
+    return timing
+
+
+def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
+    """Calls of sage_attn2 served by the other ``sageattention`` are fallbacks: another kernel ran."""
+    served = rc.calls.get("sage_attn2", 0)
+    if not served:
+        return
+    path = rc.modules.get("sageattention")
+    if path is None:
+        rc.errors.append("sage_attn2 served calls but no sageattention module was recorded")
+        return
+    is_shim = bool(rc.modules.get("sageattention_is_aiter_shim"))
+    if flavour == "aiter_shim" and not is_shim:
+        rc.fallbacks[f"sageattention package at {path} (not the aiter shim)"] = served
+    elif flavour == "package" and is_shim:
+        rc.fallbacks[f"the aiter shim at {path} (not the sageattention package)"] = served
+
+
+def merge_rank_calls(
+    run_dir: Path,
+    requested: str,
+    kv_reversed: bool,
+    nproc: int,
+    scope: list[str] | None = None,
+    sageattention: str | None = None,
+    required_ops: list[str] | None = None,
+) -> LightX2VAttnCalls:
+    """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
+
+    For sage_attn2 arms, calls served by the other ``sageattention`` (the package where the aiter
+    shim was asked for, or the reverse) are recorded as fallbacks: they ran another kernel.
+    ``required_ops`` are the arm's ``count_ops`` labels: a rank that called one of them zero
+    times gets an error (the arm named the op, so its backend must have reached it).
+    """
+    run_dir = Path(run_dir)
+    ranks: dict[str, LightX2VRankCalls] = {}
+    for path in sorted(run_dir.glob("attn_calls.rank*.json")):
+        rank = path.stem.removeprefix("attn_calls.rank")
+        try:
+            data = json.loads(path.read_text())
+            ranks[rank] = LightX2VRankCalls.model_validate(data)
+        except (OSError, ValueError) as err:
+            ranks[rank] = LightX2VRankCalls(errors=[f"{path.name}: unreadable ({err})"])
+    for rank in range(nproc):
+        if str(rank) not in ranks:
+            ranks[str(rank)] = LightX2VRankCalls(
+                errors=[
+                    f"no attn_calls.rank{rank}.json: rank {rank} did not report (crashed before the launcher?)"
+                ]
+            )
+    if sageattention:
+        for rc in ranks.values():
+            check_sageattention(rc, sageattention)
+    for label in required_ops or []:
+        for rc in ranks.values():
+            if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
+                rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
+    ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
+    return LightX2VAttnCalls(
+        requested=requested, kv_reversed=kv_reversed, ranks=ordered, scope=list(scope or [])
+    )
+
+
+def link_output(run_dir: Path, save_name: str) -> None:
+    """The run's video as ``output.mp4`` too, when the scenario named it otherwise."""
+    produced, expected = run_dir / save_name, run_dir / OUTPUT_MP4
+    if save_name != OUTPUT_MP4 and produced.is_file() and not expected.exists():
+        try:
+            os.link(produced, expected)
+        except OSError:
+            shutil.copyfile(produced, expected)
+
+
+def finalize_run(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> None:
+    """timing.json, attn_calls.json (not for a bare run: nothing was counted) and output.mp4."""
+    run_dir = Path(run_dir)
+    write_record(run_dir / TIMING_JSON, timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps))
+    if not params.bare:
+        calls = merge_rank_calls(
+            run_dir,
+            spec.attn_type,
+            spec.kv_reversed,
+            params.nproc_per_node,
+            params.attn_scope,
+            params.sageattention,
+            sorted(params.count_ops),
+        )
+        write_record(run_dir / ATTN_CALLS_JSON, calls)
+    link_output(run_dir, params.save_name)

@@ -1,0 +1,205 @@
+"""The LightX2V pre-flight: can this arm run here? One line saying why not, or None.
+
+Cheap checks first (checkout, base config, model folder, inputs, MiniMax-H3's geometry rules,
+the parallel layout, the launchers), then the probe (``probe.py``) in the ranks' interpreter and
+environment, which imports LightX2V's real registry and makes one small call per backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import HarnessError
+from harness.records import RunSpec
+from harness.runners.lightx2v.command import build_env, probe_command
+from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
+from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, read_marker
+from harness.runners.lightx2v.schema import h3_dit_dir
+
+H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
+PROBE_TIMEOUT_S = 300.0
+
+
+class ProbeResult(BaseModel):
+    """What the probe said: ``ok``, the one-line ``reason`` when not, and what it found (``facts``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool = False
+    reason: str | None = None
+    facts: dict[str, Any] = Field(default_factory=dict)
+
+
+def nearest_17n5(frames: int) -> str:
+    lo = (frames - 5) // 17 * 17 + 5
+    return f"{lo} or {lo + 17}"
+
+
+def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | None:
+    """LightX2V's H3 rules and the parallel layout, from the resolved config (one line or None)."""
+    parallel = config.get("parallel")
+    if isinstance(parallel, dict) and parallel:
+        size = 1
+        for key in ("tensor_p_size", "seq_p_size", "cfg_p_size"):
+            size *= int(parallel.get(key, 1) or 1)
+        if size != nproc:
+            return f"config parallel sizes multiply to {size} but nproc_per_node is {nproc}"
+    elif nproc > 1:
+        return f"nproc_per_node {nproc} needs a 'parallel' block in the config (e.g. tensor_p_size: {nproc})"
+    if model_cls != H3:
+        return None
+    for key in ("target_video_length", "target_height", "target_width", "infer_steps"):
+        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool):
+            return f"config {key}: expected an integer, got {config.get(key)!r}"
+    frames = config["target_video_length"]
+    if (frames - 5) % 17:
+        return (
+            f"target_video_length {frames}: MiniMax-H3 needs 17n+5 frames (nearest: {nearest_17n5(frames)})"
+        )
+    if not H3_FRAMES[0] <= frames <= H3_FRAMES[1]:
+        return f"target_video_length {frames}: MiniMax-H3 takes {H3_FRAMES[0]}..{H3_FRAMES[1]} frames (5-15 s at 24 fps)"
+    h, w = config["target_height"], config["target_width"]
+    if h % 32 or w % 32:
+        return f"target_height x target_width {h}x{w}: MiniMax-H3 needs multiples of 32"
+    if config["infer_steps"] < 2:
+        return f"infer_steps {config['infer_steps']}: MiniMax-H3 runs infer_steps-1 DiT steps, so at least 2"
+    for key in ("lazy_load", "unload_modules"):
+        if config.get(key):
+            return f"config {key}: MiniMax-H3 does not implement it"
+    return None
+
+
+def synthetic_problem(params: LightX2VParams) -> str | None:
+    """Why the model folder cannot be (or become) the scenario's synthetic checkpoint, or None."""
+    wanted = params.synthetic_checkpoint
+    if wanted is None:
+        return None
+    model = Path(params.model_path)
+    marker = read_marker(model)
+    if marker is None:
+        if model.is_dir() and any(model.iterdir()):
+            return (
+                f"lightx2v.model_path {model}: not empty and not a synthetic checkpoint (no {SYNTHETIC_MARKER}); "
+                "the harness writes synthetic weights only into an empty or missing folder"
+            )
+        return None  # written by prepare
+    have = {"preset": marker.get("preset"), "seed": marker.get("seed")}
+    asked = {"preset": wanted.preset, "seed": wanted.seed}
+    if have != asked:
+        return (
+            f"lightx2v.model_path {model}: holds the synthetic checkpoint {have}, the scenario asks for "
+            f"{asked} (use another folder)"
+        )
+    return None
+
+
+def model_folder_problem(params: LightX2VParams) -> str | None:
+    """Why the model folder is not what the task loads (a synthetic one prepare writes is fine)."""
+    model = Path(params.model_path)
+    if params.synthetic_checkpoint is not None:
+        problem = synthetic_problem(params)
+        if problem:
+            return problem
+        if read_marker(model) is None:
+            return None  # prepare writes it; its folders are LightX2V's by construction
+    if not model.is_dir():
+        return f"lightx2v.model_path {model}: not a folder"
+    lacking = [d for d in params.model_dirs if not (model / d).is_dir()]
+    if lacking:
+        return f"lightx2v.model_path {model}: missing folder(s) {', '.join(lacking)} (needs {', '.join(params.model_dirs)})"
+    if params.on_h3:
+        part = h3_dit_dir(params.task)
+        if not (model / part / "config.json").is_file():
+            return f"lightx2v.model_path {model}: {part}/config.json not found ({params.task} loads {part})"
+    return None
+
+
+def inputs_problem(params: LightX2VParams) -> str | None:
+    for key, paths in (
+        ("image_path", params.image_path),
+        ("audio_path", params.audio_path),
+        ("video_path", params.video_path),
+    ):
+        for path in paths:
+            if not Path(path).is_file():
+                return f"lightx2v.{key} {path}: not found"
+    if params.on_h3 and params.task == "ref2av" and not (params.image_path or params.video_path):
+        return "lightx2v.image_path: ref2av needs at least one reference image or video"
+    return None
+
+
+def launchers_problem(params: LightX2VParams, env: dict[str, str]) -> str | None:
+    level = env.get("PROFILING_DEBUG_LEVEL", "0")
+    if not level.isdigit() or int(level) < 1:
+        return f"PROFILING_DEBUG_LEVEL={level}: LightX2V logs no step times below 1 (the harness sets 2)"
+    for name, exe in (("torchrun", params.torchrun), ("python", params.python)):
+        if exe and not (shutil.which(exe) or Path(exe).is_file()):
+            return f"lightx2v.{name} {exe}: not found"
+    return None
+
+
+@functools.cache
+def probe_once(command: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> ProbeResult:
+    """Run the probe once per command and environment in this process (it imports LightX2V: seconds
+    to tens of seconds); every run of an arm, over seeds and repeats, asks the same question."""
+    try:
+        out = subprocess.run(
+            list(command),
+            env={**os.environ, **dict(env)},
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return ProbeResult(ok=False, reason=f"pre-flight probe could not run ({err})")
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return ProbeResult.model_validate(json.loads(line))
+            except ValueError:
+                pass
+            break
+    last = next((ln for ln in reversed(out.stderr.splitlines()) if ln.strip()), "no output")
+    return ProbeResult(
+        ok=False, reason=f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}"
+    )
+
+
+def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
+    """The probe for one arm, in the ranks' interpreter and environment; arms that ask alike share one."""
+    return probe_once(tuple(probe_command(params, spec)), tuple(sorted(env.items())))
+
+
+def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:
+    """Why the arm cannot run here (or None), and the probe's result when it got that far."""
+    if not (Path(params.root) / "lightx2v" / "infer.py").is_file():
+        return (
+            f"lightx2v.root {params.root}: lightx2v/infer.py not found "
+            "(point it, e.g. LIGHTX2V_ROOT, at a LightX2V checkout)"
+        ), None
+    try:
+        config = params.resolved_config(read_base_config(params.config_json))
+    except HarnessError as err:
+        return str(err), None
+    env = build_env(params, spec, os.environ.get("PYTHONPATH"))
+    problem = (
+        model_folder_problem(params)
+        or inputs_problem(params)
+        or check_geometry(params.model_cls, config, params.nproc_per_node)
+        or launchers_problem(params, env)
+    )
+    if problem:
+        return problem, None
+    result = run_probe(params, spec, env)
+    if not result.ok:
+        return str(result.reason or "pre-flight probe failed"), result
+    return None, result

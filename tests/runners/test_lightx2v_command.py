@@ -1,0 +1,118 @@
+"""The exact commands and environments of LightX2V arms (dry runs: nothing is written or run)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lightx2v_site import ARMS, SCENARIO, specs_for
+
+from harness.plan import build_plan
+from harness.runners import get_runner
+from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR
+from harness.runners.lightx2v.params import LightX2VParams
+from harness.scenario import load_scenario
+
+
+def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
+    spec = specs_for(site)["torch_sdpa_kv_reversed"]
+    run_dir = site["tmp"] / "reports" / "runs" / "torch_sdpa_kv_reversed"
+    launch = get_runner("lightx2v").prepare(spec, run_dir, dry_run=True)
+    assert not run_dir.exists()
+    root, model = site["root"], site["model"]
+    prompt = spec.params["prompt"]
+    assert prompt.startswith("A young woman dances hip-hop")
+    assert launch.command == [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        "-m", "harness.runners.lightx2v.launch",
+        "--run-dir", str(run_dir), "--attn-type", "torch_sdpa", "--kv-reversed",
+        "--scope", "lightx2v.models.networks",
+        "--wrapper", "ulysses", "--wrapper", "ulysses-4090", "--wrapper", "ring",
+        "--",
+        "--model_cls", "minimax_h3", "--task", "ref2av", "--model_path", str(model),
+        "--config_json", str(run_dir / "config.json"),
+        "--prompt", prompt,
+        "--image_path", f"{root}/assets/inputs/street_dance/girl.png,{root}/assets/inputs/street_dance/img_0.jpg",
+        "--save_result_path", str(run_dir / "output.mp4"),
+        "--seed", "42",
+    ]  # fmt: skip
+    assert launch.gpus == 2 and launch.cwd == str(run_dir)
+
+
+OP_FLAG = "gfx1201_sage_attention=aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
+
+
+def test_only_the_arms_that_name_the_op_count_it(site):
+    """The aiter op is counted on the arms that must reach it, never on the exact arms."""
+    commands = {
+        arm: get_runner("lightx2v").prepare(spec, site["tmp"] / arm, dry_run=True).command
+        for arm, spec in specs_for(site).items()
+    }
+    counted = {arm for arm, cmd in commands.items() if OP_FLAG in cmd}
+    assert counted == {"aiter_sage_attn", "sage_attn2_aiter_shim"}
+    assert all("--count-op" not in cmd for arm, cmd in commands.items() if arm not in counted)
+
+
+def test_the_attention_type_of_the_pull_requests_backend_is_set_per_arm(site):
+    environ = {**site["environ"], "AITER_SAGE_ATTN_TYPE": "gfx1201_sage_attn"}
+    scenario = load_scenario(SCENARIO, environ=environ)
+    spec = {s.arm: s for s in build_plan(scenario, profile="3step")}["aiter_sage_attn"]
+    assert spec.attn_type == "gfx1201_sage_attn"
+    assert spec.params["config_overrides"]["attn_type"] == "gfx1201_sage_attn"
+    assert spec.params["count_ops"] == {
+        "gfx1201_sage_attention": "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
+    }
+
+
+def test_a_torchrun_executable_replaces_the_module_launch(site):
+    spec = specs_for(site)["torch_sdpa"]
+    spec.params["torchrun"] = "/opt/venv/bin/torchrun"
+    cmd = get_runner("lightx2v").prepare(spec, site["tmp"] / "r", dry_run=True).command
+    assert cmd[:3] == ["/opt/venv/bin/torchrun", "--standalone", "--nproc_per_node=2"]
+    assert "--kv-reversed" not in cmd
+
+
+def test_environment_per_arm(site, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/site/extra")
+    specs = specs_for(site)
+    envs = {a: get_runner("lightx2v").prepare(specs[a], site["tmp"] / a, dry_run=True).env for a in ARMS}
+    for arm, env in envs.items():
+        assert env["PLATFORM"] == "amd_rocm" and env["ROCM_DETERMINISTIC_FP32_BLAS"] == "1"
+        assert env["PROFILING_DEBUG_LEVEL"] == "2"
+        assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+        assert env["CUDA_VISIBLE_DEVICES"] == env["HIP_VISIBLE_DEVICES"] == "0,1"
+        path = env["PYTHONPATH"].split(os.pathsep)
+        expected = [str(site["root"]), str(HARNESS_IMPORT_ROOT), "/site/extra"]
+        if arm == "sage_attn2_aiter_shim":
+            assert path == [str(SHIM_DIR), *expected]  # the shim first, for this arm only
+        else:
+            assert path == expected
+    assert (SHIM_DIR / "sageattention" / "__init__.py").is_file()
+
+
+def test_scenario_env_overrides_the_defaults(site):
+    spec = specs_for(site)["torch_sdpa"]
+    spec.env["PYTORCH_CUDA_ALLOC_CONF"] = "garbage_collection_threshold:0.8"
+    env = get_runner("lightx2v").prepare(spec, site["tmp"] / "r", dry_run=True).env
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "garbage_collection_threshold:0.8"
+
+
+def test_a_bare_run_is_the_same_launch_without_the_instrumentation(site):
+    """The overhead tool's baseline: same interpreter, environment, config and LightX2V arguments."""
+    spec = specs_for(site)["sage_attn2_aiter_shim"]
+    params = LightX2VParams.model_validate(spec.params)
+    bare = spec.model_copy(
+        update={"params": params.model_copy(update={"bare": True}).model_dump(mode="json")}
+    )
+    run_dir = site["tmp"] / "run"
+    runner = get_runner("lightx2v")
+    full, base = runner.prepare(spec, run_dir, dry_run=True), runner.prepare(bare, run_dir, dry_run=True)
+    cut = full.command.index("--")
+    assert base.command == [
+        *full.command[: full.command.index("-m", 3) + 2],
+        "--bare", "--run-dir", str(run_dir), "--attn-type", "sage_attn2",
+        *full.command[cut:],
+    ]  # fmt: skip
+    assert "--count-op" in full.command[:cut] and "--scope" in full.command[:cut]
+    assert base.env == full.env and base.gpus == full.gpus
+    assert bare.spec_hash() != spec.spec_hash()
