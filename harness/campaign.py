@@ -90,6 +90,46 @@ class CampaignOutcome:
         action = next((p.action for p in self.planned if p.spec.key == key), None)
         return "kept" if action == "skip-ok" else "earlier"
 
+    @property
+    def mixed_provenance(self) -> bool:
+        """Some rows of the summary were not made by this invocation."""
+        return any(rec.spec.key not in self.ran for rec in self.records)
+
+    def summary_rows(self) -> list[SummaryRow]:
+        """One row per run record, with its timing (from timing.json, when readable)."""
+        rows = []
+        for rec in self.records:
+            timing = None
+            try:
+                timing = self.campaign.run(rec.spec.key).timing()
+            except HarnessError:
+                pass
+            rows.append(
+                SummaryRow(
+                    key=rec.spec.key,
+                    role=rec.spec.role.value,
+                    status=rec.status.value,
+                    valid=rec.valid,
+                    s_per_step=timing.s_per_step if timing else None,
+                    pipeline_total_s=timing.pipeline_total_s if timing else None,
+                    provenance=self.provenance(rec.spec.key),
+                )
+            )
+        return rows
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One run of a campaign as ``harness run`` tabulates it."""
+
+    key: str
+    role: str
+    status: str
+    valid: bool | None
+    s_per_step: float | None
+    pipeline_total_s: float | None
+    provenance: str  # "now", "kept" or "earlier" (CampaignOutcome.provenance)
+
 
 def campaign_dir_for(
     scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
@@ -253,6 +293,8 @@ class CampaignPlan:
     specs: list[RunSpec]
     campaign: CampaignDir
     notes: list[str]
+    force: bool = False
+    resubmit_failed: int = 0
 
 
 def plan_campaign(
@@ -268,6 +310,7 @@ def plan_campaign(
     resubmit_failed: int = 0,
     dry_run: bool = False,
     repeats: int | None = None,
+    force: bool = False,
 ) -> CampaignPlan:
     """Check the scenario and every option, and say which runs the campaign has and where.
 
@@ -292,7 +335,7 @@ def plan_campaign(
         why = slurm_unavailable()
         if why:
             raise UsageError(f"{'--executor' if executor else 'executor.kind'} slurm: {why}")
-    return CampaignPlan(scenario, path, profile, kind, slurm, specs, campaign, notes)
+    return CampaignPlan(scenario, path, profile, kind, slurm, specs, campaign, notes, force, resubmit_failed)
 
 
 def lock_campaign(campaign: CampaignDir) -> CampaignLock:
@@ -302,6 +345,32 @@ def lock_campaign(campaign: CampaignDir) -> CampaignLock:
     except OSError as err:
         raise UsageError(f"--out: cannot create {campaign.path} ({err.strerror})") from None
     return CampaignLock(campaign).acquire()
+
+
+@dataclass
+class DryRun:
+    """What a run of the plan would do, run by run; nothing is written to make it."""
+
+    campaign: CampaignDir
+    entries: list[DryRunEntry]
+    notes: list[str]
+    held_by: LockHolder | None  # the harness run that holds the campaign now
+
+
+def dry_run(plan: CampaignPlan) -> DryRun:
+    """The plan shown: each run's action and exact command (the plan's notes first)."""
+    outcome = run_campaign(plan.path, plan=plan, force=plan.force, dry_run=True)
+    return DryRun(outcome.campaign, outcome.dry_run, outcome.notes, outcome.held_by)
+
+
+def execute(
+    plan: CampaignPlan, *, lock: CampaignLock, reporter: Reporter | None = None, report: bool = True
+) -> CampaignOutcome:
+    """Run the plan under ``lock`` (from ``lock_campaign``; released at the end), then report."""
+    return run_campaign(
+        plan.path, plan=plan, lock=lock, force=plan.force, report=report, reporter=reporter,
+        resubmit_failed=plan.resubmit_failed,
+    )  # fmt: skip
 
 
 def run_campaign(
