@@ -308,13 +308,14 @@ def plan_campaign(
     executor: str | None = None,
     slurm_overrides: dict | None = None,
     resubmit_failed: int = 0,
-    dry_run: bool = False,
     repeats: int | None = None,
     force: bool = False,
+    check_executor: bool = True,
 ) -> CampaignPlan:
     """Check the scenario and every option, and say which runs the campaign has and where.
 
-    For a real run (not ``dry_run``) the Slurm executor must also be reachable from here.
+    ``check_executor``: the Slurm executor must also be reachable from here (a dry run passes
+    False: it shows the commands anywhere).
     """
     path = resolve_scenario_path(scenario_ref)
     scenario = load_scenario(path)
@@ -329,7 +330,7 @@ def plan_campaign(
     specs = build_plan(scenario, profile=profile, arms=arms, seeds=seeds, repeats=repeats)
     campaign = campaign_dir_for(scenario, out_root, campaign_id, profile)
     _check_out_root(Path(out_root))
-    if kind == "slurm" and not dry_run:
+    if kind == "slurm" and check_executor:
         from harness.executors.slurm import slurm_unavailable
 
         why = slurm_unavailable()
@@ -404,7 +405,7 @@ def run_campaign(
         plan = plan_campaign(
             scenario_ref, profile=profile, arms=arms, seeds=seeds, out_root=out_root, campaign_id=campaign_id,
             executor=executor, slurm_overrides=slurm_overrides, resubmit_failed=resubmit_failed,
-            dry_run=dry_run, repeats=repeats,
+            check_executor=not dry_run, repeats=repeats,
         )  # fmt: skip
     campaign = plan.campaign
     outcome = CampaignOutcome(campaign, notes=list(plan.notes))

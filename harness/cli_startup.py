@@ -18,7 +18,7 @@ def _stop_quietly(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _module_of_the_command_line(argv: list[str]) -> str | None:
+def command_line_module(argv: list[str]) -> str | None:
     """The module of ``python [options] -m MODULE ...`` (None for a script, ``-c`` or stdin).
 
     Read from the interpreter's own arguments: while ``python -m harness.cli`` imports the
@@ -44,7 +44,7 @@ def _started_as_the_program() -> bool:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return (
         getattr(spec, "name", None) in (PROGRAM, f"{PROGRAM}.__main__")
-        or _module_of_the_command_line(list(getattr(sys, "orig_argv", []))) == PROGRAM
+        or command_line_module(list(getattr(sys, "orig_argv", []))) == PROGRAM
         or Path(sys.argv[0] if sys.argv else "").name == "harness"
     )
 

@@ -29,6 +29,8 @@ from harness.errors import EXIT_CODES_HELP, Exit
         (["compare", "a"], "run_b"),
         (["compare", "a", "b", "--format", "xml"], "--format"),
         (["report"], "campaign"),
+        (["report", "--from-results", "results.json", "reports/x"], "--from-results: not with a campaign"),
+        (["report", "--out", "pages", "reports/x"], "--out: only with --from-results"),
         (["scenarios"], "a command is required"),
         (["scenarios", "validate"], "files"),
         (["scenarios", "schema", "--gate", "extra"], "extra"),

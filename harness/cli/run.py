@@ -49,7 +49,8 @@ def run(
     plan = plan_campaign(
         scenario, profile=profile, arms=parse_csv(arms), seeds=parse_seeds(seeds), out_root=out_dir,
         campaign_id=campaign, executor=executor, resubmit_failed=resubmit_failed, repeats=repeats,
-        slurm_overrides={k: v for k, v in given.items() if v is not None}, force=force, dry_run=dry_run,
+        slurm_overrides={k: v for k, v in given.items() if v is not None}, force=force,
+        check_executor=not dry_run,
     )  # fmt: skip
     if dry_run:
         print_dry_run(show_plan(plan))
