@@ -1,6 +1,6 @@
 """The ``harness`` command: a thin typer layer, one module per command (parsing and printing only;
 each command imports the library it calls inside its function). ``common`` holds what they share,
-``app`` assembles them and maps every outcome to an exit code (``main``)."""
+``program`` assembles them into the app and ``main`` (every outcome mapped to an exit code)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``harness compare A B``: two runs or two media files (A is the reference), as a terminal table,
 markdown or JSON, optionally judged by a gate file.
 
-Two files are compared on the CPU unless the metric suite finds a GPU; nothing of the campaign
-machinery, the report renderers or torch is imported for them (``tests/test_cli_lean.py``).
+For two files neither the campaign machinery, the page renderers (HTML, figures), pandas nor
+(on a machine without a GPU) torch is imported (``tests/test_cli_lean.py``).
 """
 
 from __future__ import annotations
