@@ -64,16 +64,31 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     return found
 
 
+# The device files a GPU that torch can use shows on Linux: NVIDIA (CUDA), AMD (ROCm), WSL.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_device_nodes() -> list[str]:
+    """The GPU device files present here (none: torch sees no CUDA/ROCm GPU either). Not Linux:
+    unknown, so every node counts as present and torch is asked."""
+    if not sys.platform.startswith("linux"):
+        return list(GPU_DEVICE_NODES)
+    return [p for p in GPU_DEVICE_NODES if os.path.exists(p)]
+
+
 def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
     """Where a stage computes: "cpu", a torch GPU device ("cuda", "cuda:1") or "torch:cpu".
 
-    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu"; "cuda", "cuda:1" ask for a
-    GPU; "torch:cpu" runs a torch path on the CPU (the metric suite's cross-check). Without
-    torch, "auto" and "cpu" still answer "cpu". ``context`` starts the error message.
+    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu" (without importing torch on a
+    machine with no GPU device file); "cuda", "cuda:1" ask for a GPU; "torch:cpu" runs a torch
+    path on the CPU (the metric suite's cross-check). Without torch, "auto" and "cpu" still
+    answer "cpu". ``context`` starts the error message.
     """
     where = f"{context}: " if context else ""
     if device == "cpu":
         return "cpu"
+    if device == "auto" and not gpu_device_nodes():
+        return "cpu"  # what torch would answer, without importing it (about 0.9 GB of RSS)
     try:
         import torch
     except ImportError:

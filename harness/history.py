@@ -8,6 +8,7 @@ Welch test as the report's speed lines: a mark where a metric moved more than it
 ``write_history`` writes history.csv and history.html (one figure per scenario and metric,
 arms as lines, the noise floor shaded, moves marked; every figure inlined: one file).
 ``gate_regressions`` lists the moves of the newest campaign in the worse direction.
+``build_history`` does all of it for ``harness history`` and says what it found.
 """
 
 from __future__ import annotations
@@ -358,6 +359,41 @@ def write_history(
                 figures.append((scenario, m.label, png))
     atomic_write_text(html_path, _page(df, moves, figures, last))
     return csv_path, html_path
+
+
+@dataclass(frozen=True)
+class HistoryOutcome:
+    """What ``harness history`` found and wrote."""
+
+    campaigns: int
+    runs: int
+    scenarios: list[str]  # in time order of their first campaign
+    moved: list[str]  # one line per significant move of a metric, any campaign
+    regressions: list[str]  # the newest campaign's moves the bad way (``gate_regressions``)
+    csv_path: Path
+    html_path: Path
+
+
+def build_history(dirs: Iterable[Path], out_dir: Path, *, last: int = 5) -> HistoryOutcome:
+    """``load_history``, ``find_moves`` and ``write_history`` over ``dirs``, in one call."""
+    df = load_history(dirs)
+    moves = find_moves(df, last=last)
+    csv_path, html_path = write_history(df, moves, out_dir, last=last)
+    moved = moves[moves["moved"]] if not moves.empty else moves
+    lines = [
+        f"moved ({'worse' if mv['worse'] else 'better'}): {mv['scenario']} {mv['arm']} "
+        f"{METRIC[mv['metric']].label} in {mv['campaign']}: {mv['text']}"
+        for _, mv in moved.iterrows()
+    ]
+    return HistoryOutcome(
+        campaigns=int(df["campaign_path"].nunique()),
+        runs=len(df),
+        scenarios=[str(s) for s in df["scenario"].drop_duplicates()],
+        moved=lines,
+        regressions=gate_regressions(df, moves),
+        csv_path=csv_path,
+        html_path=html_path,
+    )
 
 
 HISTORY_TEMPLATE = """<!DOCTYPE html>

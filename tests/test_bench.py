@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_testutil import harness
 
-from harness.bench import MARK, BenchResult, bench_metrics, main, synthetic_frames
+from harness.bench import MARK, BenchResult, bench_metrics, ensure_pair, measure_side, synthetic_frames
+from harness.errors import HarnessError
 from harness.media import probe
 
 
@@ -68,14 +70,24 @@ def test_naive_on_every_frame_is_measured_not_extrapolated(tmp_path: Path) -> No
     assert MARK not in naive_line and MARK not in suite_line and res.profile is None
 
 
-def test_cli_without_naive_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_without_naive_side(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    args = ["--workdir", str(tmp_path), "--frames", "4", "--height", "32", "--width", "48"]
-    assert main([*args, "--no-naive", "--no-double", "--no-profile", "--json", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "| suite | 4 |" in text and "naive" not in text and "Time split" not in text
+    args = ["--workdir", tmp_path, "--frames", "4", "--height", "32", "--width", "48"]
+    res = harness("bench", "metrics", *args, "--no-naive", "--no-double", "--no-profile", "--json", out)
+    assert res.returncode == 0, res.stderr
+    assert "| suite | 4 |" in res.stdout and "naive" not in res.stdout and "Time split" not in res.stdout
+    assert "|---|---|---|---|---|---|" in res.stdout  # the project's markdown table
     res = BenchResult.model_validate_json(out.read_text())
     assert [r.name for r in res.rows] == ["suite"] and res.naive_over_suite is None
+
+
+def test_a_side_in_its_own_process_hands_back_its_record(tmp_path: Path) -> None:
+    a, b, _ = ensure_pair(tmp_path, 3, 32, 48)
+    side = measure_side("opencv", a, b, limit=2)
+    assert (side.kind, side.frames, side.measured_frames) == ("opencv", 3, 2)
+    assert side.seconds > 0 and side.peak_mb > 10 and side.setup_s > 0
+    with pytest.raises(HarnessError, match=r"benchmark side 'opencv' failed \(exit 1\): .*nope\.mp4"):
+        measure_side("opencv", tmp_path / "nope.mp4", b, limit=2)
 
 
 def test_synthetic_pair_differs_but_not_much() -> None:

@@ -287,7 +287,7 @@ def test_duplicate_seeds_run_once_with_a_note(tmp_path):
 def test_summary_says_which_rows_ran_now():
     """After an interrupted --force some rows are fresh and some are from before: the table says so."""
     from harness.campaign import CampaignOutcome
-    from harness.cli import _summary_table
+    from harness.cli.run import summary_table
     from harness.executors.base import PlannedRun
     from harness.records import RunRecord, RunSpec, RunStatus
     from harness.store import CampaignDir
@@ -299,11 +299,11 @@ def test_summary_says_which_rows_ran_now():
                        PlannedRun(specs[2], "skip-ok", "ok")]  # fmt: skip
     outcome.ran = {"a"}
     console = Console(width=200, record=True)
-    console.print(_summary_table(outcome))
+    console.print(summary_table(outcome))
     rows = {ln.split("│")[1].strip(): ln.split("│")[-2].strip() for ln in console.export_text().splitlines()
             if ln.startswith("│")}  # fmt: skip
     assert rows == {"a": "now", "b": "earlier", "c": "kept"}
     outcome.ran = {"a", "b", "c"}
     console = Console(width=200, record=True)
-    console.print(_summary_table(outcome))
+    console.print(summary_table(outcome))
     assert "from" not in console.export_text(), "a fresh campaign keeps the plain table"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_testutil import ROOT, harness, the_error_line, tiny_scenario
 
-from harness.cli import _is_click_error
+from harness.cli.common import is_click_error
 from harness.errors import EXIT_CODES_HELP, Exit
 
 
@@ -29,6 +29,8 @@ from harness.errors import EXIT_CODES_HELP, Exit
         (["compare", "a"], "run_b"),
         (["compare", "a", "b", "--format", "xml"], "--format"),
         (["report"], "campaign"),
+        (["report", "--from-results", "results.json", "reports/x"], "--from-results: not with a campaign"),
+        (["report", "--out", "pages", "reports/x"], "--out: only with --from-results"),
         (["scenarios"], "a command is required"),
         (["scenarios", "validate"], "files"),
         (["scenarios", "schema", "--gate", "extra"], "extra"),
@@ -118,15 +120,15 @@ def test_click_errors_are_recognised_from_click_and_from_typers_copy():
     """typer >= 0.2x carries its own click; older typer raises click's. Both are usage errors."""
     import click
 
-    assert _is_click_error(click.UsageError("x"))
-    assert _is_click_error(click.BadParameter("x"))
+    assert is_click_error(click.UsageError("x"))
+    assert is_click_error(click.BadParameter("x"))
     try:
         from typer._click.exceptions import UsageError as TyperUsageError
     except ImportError:  # a typer that uses click itself
         pass
     else:
-        assert _is_click_error(TyperUsageError("x"))
-    assert not _is_click_error(ValueError("x"))
+        assert is_click_error(TyperUsageError("x"))
+    assert not is_click_error(ValueError("x"))
 
 
 def test_scenario_validate_exit_codes(tmp_path: Path):

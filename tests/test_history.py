@@ -3,6 +3,7 @@ history.csv and a one-file history.html that opens in a real chromium, and the C
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
 from browser import find_chromium, load_page  # noqa: E402
 from campaign_factory import ArmSpec, keep_artifact, make_campaign  # noqa: E402
 
-from harness.history import find_moves, gate_regressions, load_history, write_history  # noqa: E402
+from harness.history import build_history, find_moves, gate_regressions, load_history, write_history  # noqa: E402
 from harness.report import build_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +79,25 @@ def test_moves_and_gate(builds):
     # the same campaigns without the slow third build: nothing to gate
     two = df[df["campaign_index"] < 2]
     assert gate_regressions(two, find_moves(two, last=2)) == []
+
+
+def test_build_history_says_what_it_found(builds, tmp_path):
+    h = build_history([builds], tmp_path / "hist", last=2)
+    assert (h.campaigns, h.runs, h.scenarios) == (3, 9, ["tiny"])
+    assert len([m for m in h.moved if m.startswith("moved (worse): tiny cand DiT s/step in c1: up")]) == 1
+    assert len(h.regressions) == 1 and h.regressions[0].startswith("tiny cand (cpu): DiT s/step up")
+    assert h.csv_path.is_file() and h.html_path.is_file()
+
+
+def test_history_page_escapes_what_results_json_says(builds, tmp_path):
+    """The GPU of a run is free text (``harness ingest --gpu``): on the page it is text, not markup."""
+    res = json.loads(next(builds.rglob("results.json")).read_text())
+    for run in res["runs"]:
+        run["gpu"] = "<i>gpu</i>"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "results.json").write_text(json.dumps(res))
+    page = build_history([tmp_path / "one"], tmp_path / "hist").html_path.read_text()
+    assert "&lt;i&gt;gpu&lt;/i&gt;" in page and "<i>gpu</i>" not in page
 
 
 def test_cli_writes_csv_and_one_file_page_and_gates(builds, tmp_path):

@@ -200,7 +200,7 @@ def _run_audio(t: audio_metrics.TrackStream) -> dict:
     }
 
 
-def _audio_part(
+def audio_part(
     a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, resample_audio: bool
 ) -> tuple[AudioPairMetrics | None, dict, dict]:
     """Audio pair metrics and the per-run audio fields of RunStats.
@@ -374,7 +374,7 @@ def measure_pair(
     dec_b = _Decoder(b, n, cpu_stats=dev == "cpu", stop=stop)
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
-        audio_future = side.submit(_audio_part, a, b, ia, ib, resample_audio)
+        audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
         same_file_future = side.submit(files_equal, a, b)
         dec_a.start()
         dec_b.start()

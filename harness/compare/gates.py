@@ -4,8 +4,9 @@ A gate file is a YAML or JSON mapping of the ``Gate`` fields (``harness scenario
 prints its JSON Schema; ``scenarios/gates/candidate.yaml`` is an example). Every threshold is a
 finite number, every switch a true/false; an unknown key, a key given twice, a string, a bool
 where a number belongs, NaN or infinity are errors naming the file, line and key (exit 2).
-``check_gate`` returns one line per violation (empty: the gate passes). The accuracy bounds
-come from the metric table in ``harness.compare.metrics``.
+``check_gate`` returns one line per violation (empty: the gate passes); ``judge_gate`` adds the
+file and the pass/fail that ``harness compare --format json`` carries. The accuracy bounds come
+from the metric table in ``harness.compare.metrics``.
 """
 
 from __future__ import annotations
@@ -196,3 +197,17 @@ def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
                 f"max_fallbacks: B ({cmp.b.key}) fell back {cmp.b.attn.fallbacks} time(s) > {gate.max_fallbacks}"
             )
     return out
+
+
+class GateOutcome(BaseModel):
+    """A gate's judgement of one comparison (``"gate"`` in ``harness compare --format json``)."""
+
+    file: str
+    passed: bool  # no violation, and the comparison was measured
+    violations: list[str]
+
+
+def judge_gate(cmp: Comparison, gate: Gate, file: Path | str) -> GateOutcome:
+    """``check_gate``'s violations with the gate file and whether the comparison passed it."""
+    violations = check_gate(cmp, gate)
+    return GateOutcome(file=str(file), passed=not violations and cmp.measured, violations=violations)

@@ -6,8 +6,10 @@ speed, accuracy, global statistics, attention calls per rank, latent PSNR per st
 
 from __future__ import annotations
 
+import json
 import shutil
 
+from harness.compare.gates import GateOutcome
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
@@ -193,3 +195,14 @@ def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None 
     if fmt == "table":
         return terminal_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))
     raise HarnessError(f"format: expected table, md or json (got {fmt!r})")
+
+
+def format_compare_output(cmp: Comparison, fmt: str, gate: GateOutcome | None) -> str:
+    """What ``harness compare`` prints: ``format_comparison``'s text, ending in a newline; in JSON
+    the gate's outcome travels with the numbers it judged (``"gate": null`` without a gate)."""
+    text = format_comparison(cmp, fmt)
+    if fmt == "json":
+        data = json.loads(text)
+        data["gate"] = None if gate is None else gate.model_dump()
+        text = json.dumps(data, indent=2) + "\n"
+    return text if text.endswith("\n") else text + "\n"

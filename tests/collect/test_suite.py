@@ -277,10 +277,10 @@ def test_gpu_path_when_present(videos: dict[str, Path], realistic: tuple[Path, P
 def test_peak_memory_is_flat_in_video_length(tmp_path: Path) -> None:
     """Twice the frames, the same peak RSS: nothing holds the whole video. Buffering the
     decoded frames would add 48 x 2 x 0.7 MB = 67 MB at twice the length."""
-    from harness.bench import _spawn, ensure_pair
+    from harness.bench import ensure_pair, measure_side
 
     peaks = []
     for n in (48, 96):
         a, b, _ = ensure_pair(tmp_path, n, 360, 640)
-        peaks.append(_spawn("suite", a, b)["peak_mb"])
+        peaks.append(measure_side("suite", a, b).peak_mb)
     assert peaks[1] - peaks[0] < 25, peaks

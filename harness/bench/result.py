@@ -1,0 +1,254 @@
+"""The benchmark's records and their markdown: one side's measurement (``SideResult``, what a child
+process hands back), a row of the table (``BenchRow``), the time split of the CPU stages
+(``StageTimes``) and the whole result (``BenchResult``) with the table and notes it prints."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.bench.material import RATE
+from harness.records import Record
+
+# The design's measurement of the OpenCV loop (RGB SSIM) on the 2-core machine, 362 frames:
+# quoted beside this run's own measurement, since a shared VM's speed drifts.
+REFERENCE_OPENCV_LOOP_S = 42.6
+MARK = "~"  # beside every figure scaled from a subset of frames
+
+
+class StageTimes(Record):
+    """Thread CPU seconds of each stage run alone on one thread, over ``frames`` frame pairs."""
+
+    frames: int
+    decode: float  # H.264 -> YUV, both files, FFmpeg on one thread
+    convert: float  # YUV -> RGB24 (libswscale), both files
+    ssim_kernel: float  # the whole SSIM + SSE kernel
+    ssim_blur_only: float  # the kernel with its SSIM formula skipped
+    ssim_maps_only: float  # the kernel with its blurs and formula skipped
+    stats: float  # luma, Laplacian, extreme-value and motion sums, both files
+    hash: float  # sha256 of the decoded RGB frames, both files
+    audio: float  # decode of both tracks, SNR, cosine, log-mel cosine, RMS/peak
+
+    @property
+    def blurs(self) -> float:
+        return max(self.ssim_blur_only - self.ssim_maps_only, 0.0)
+
+    @property
+    def elementwise(self) -> float:
+        return max(self.ssim_kernel - self.blurs, 0.0)
+
+    @property
+    def total(self) -> float:
+        return self.decode + self.convert + self.ssim_kernel + self.stats + self.hash + self.audio
+
+
+class SideResult(Record):
+    """One side measured in its own process (the file a child writes for the parent)."""
+
+    schema_version: str = Field("harness.bench_side/1", alias="schema")
+    kind: str  # suite, naive, opencv or profile
+    frames: int  # frames of the video (the figures are scaled to it)
+    measured_frames: int  # frames actually processed
+    seconds: float
+    cpu_seconds: float  # user + system of the process (threads add up)
+    peak_mb: float  # the process's own peak RSS
+    setup_s: float  # imports, kernel loading, a CUDA context: before the clock started
+    gpu_peak_mb: float | None = None  # torch's peak allocated GPU memory, GPU suite only
+    device: str | None = None  # where the suite computed
+    psnr_mean: float | None = None
+    ssim_mean: float | None = None
+    ssim_frames: list[float] = Field(default_factory=list)  # per frame, the first ``limit`` frames
+    psnr_frames: list[float] = Field(default_factory=list)
+    profile: StageTimes | None = None  # the profile side's time split
+
+
+class BenchRow(Record):
+    name: str
+    frames: int  # frames the figures below stand for
+    measured_frames: int  # frames actually processed (fewer when extrapolated)
+    seconds: float
+    frames_per_s: float
+    cpu_seconds: float  # user + system of the subprocess (threads add up)
+    peak_mb: float  # the subprocess's own peak RSS
+    extrapolated: bool = False
+    note: str = ""
+    setup_s: float | None = None  # imports and kernel loading before the clock started
+    gpu_peak_mb: float | None = None  # torch's peak allocated GPU memory, GPU runs only
+
+    @classmethod
+    def of(cls, name: str, r: SideResult, *, note: str = "") -> BenchRow:
+        """A side's figures scaled to the whole video (extrapolated when it measured fewer frames)."""
+        scale = r.frames / max(r.measured_frames, 1)
+        seconds = r.seconds * scale
+        return cls(
+            name=name,
+            frames=r.frames,
+            measured_frames=r.measured_frames,
+            seconds=seconds,
+            frames_per_s=r.frames / seconds if seconds else 0.0,
+            cpu_seconds=r.cpu_seconds * scale,
+            peak_mb=r.peak_mb,
+            extrapolated=r.measured_frames < r.frames,
+            note=note,
+            setup_s=r.setup_s,
+            gpu_peak_mb=r.gpu_peak_mb,
+        )
+
+
+class BenchResult(Record):
+    schema_version: str = Field("harness.bench/1", alias="schema")
+    frames: int
+    height: int
+    width: int
+    device: str
+    cpu_count: int | None
+    load_avg_before: list[float] = Field(default_factory=list)
+    load_avg_after: list[float] = Field(default_factory=list)
+    generate_s: float  # time spent generating the pair(s) in this call (0 when cached)
+    kernels_s: float | None = None  # compiling (first use) or loading the CPU kernels, parent
+    kernels_compiled: bool | None = None
+    rows: list[BenchRow]
+    profile: StageTimes | None = None
+    naive_over_suite: float | None = None
+    naive_over_suite_extrapolated: bool = False
+    opencv_over_suite: float | None = None
+    suite_psnr_mean: float | None = None
+    suite_ssim_mean: float | None = None
+    naive_ssim_mean: float | None = None  # over its measured frames, to cross-check the suite
+    suite_ssim_mean_same_frames: float | None = None
+    compared_frames: int = 0  # frames where the suite's and scikit-image's values are compared
+    max_ssim_diff: float | None = None  # max over those frames of |suite - scikit-image|
+    max_psnr_diff_db: float | None = None
+    table_md: str = ""  # the markdown table and notes, as printed
+
+    def markdown(self) -> str:
+        return self.table_md or render_markdown(self)
+
+
+def _fmt(x: float, mark: bool, digits: int = 2) -> str:
+    return f"{x:.{digits}f}{MARK if mark else ''}"
+
+
+def _md_table(headers: list[str], rows: list[list]) -> list[str]:
+    """The project's markdown table (imported here, not above: a child process that measures a
+    side loads only the records, not the report package)."""
+    from harness.report.text import TextTable, md_table
+
+    table = TextTable(title="", headers=headers)
+    for row in rows:
+        table.add(row)
+    return md_table(table).rstrip("\n").split("\n")
+
+
+def _side_table(res: BenchResult) -> list[str]:
+    naive = next((r for r in res.rows if r.name == "naive skimage loop"), None)
+    headers = ["side", "frames", "seconds", "frames/s", "CPU s", "peak MB"] + (
+        ["naive / side"] if naive else []
+    )
+    rows = []
+    for r in res.rows:
+        if naive and r.seconds and r is not naive:
+            ratio = _fmt(naive.seconds / r.seconds, naive.extrapolated or r.extrapolated, 1) + "x"
+        else:
+            ratio = "-"
+        m = r.extrapolated
+        peak = f"{r.peak_mb:.0f}" + (f" (GPU {r.gpu_peak_mb:.0f})" if r.gpu_peak_mb is not None else "")
+        cells = [
+            r.name,
+            r.frames,
+            _fmt(r.seconds, m),
+            _fmt(r.frames_per_s, m, 1),
+            _fmt(r.cpu_seconds, m, 1),
+            peak,
+        ]
+        rows.append(cells + ([ratio] if naive else []))
+    return _md_table(headers, rows)
+
+
+def _notes(res: BenchResult) -> list[str]:
+    notes = [f"{r.name}: {r.note}" for r in res.rows if r.note]
+    for r in res.rows:
+        if r.extrapolated:
+            notes.append(
+                f"{MARK} {r.name}: measured on the first {r.measured_frames} of {r.frames} frames and "
+                "scaled linearly to the full length (extrapolated, not measured)"
+            )
+    suite = next((r for r in res.rows if r.name == "suite"), None)
+    if suite and suite.setup_s is not None:
+        what = "numba import and kernel load" if res.device == "cpu" else "torch import and CUDA context"
+        notes.append(f"before each suite's clock started: {suite.setup_s:.2f} s ({what}, once per process)")
+    if res.kernels_s is not None:
+        how = (
+            "compiled (first use on this machine; cached for later processes)"
+            if res.kernels_compiled
+            else "loaded from numba's cache"
+        )
+        notes.append(f"CPU kernels {how} in {res.kernels_s:.1f} s, before the sides ran")
+    if suite and res.cpu_count and suite.seconds:
+        busy = suite.cpu_seconds / (suite.seconds * res.cpu_count)
+        notes.append(
+            f"suite: {suite.cpu_seconds:.1f} CPU s in {suite.seconds:.2f} s wall on {res.cpu_count} CPUs, "
+            f"{busy:.0%} of the machine busy"
+        )
+    ocv = next((r for r in res.rows if r.name == "opencv loop"), None)
+    if ocv and res.frames == 362 and (res.height, res.width) == (768, 1344):
+        notes.append(
+            f"machine speed: the OpenCV loop took {_fmt(ocv.seconds, ocv.extrapolated, 1)} s here; the design's "
+            f"reference measurement on the 2-core machine is {REFERENCE_OPENCV_LOOP_S} s"
+        )
+    if res.max_ssim_diff is not None:
+        notes.append(
+            f"exactness on the {res.compared_frames} frames the naive side measured: max per-frame "
+            f"|suite - scikit-image| SSIM {res.max_ssim_diff:.1e}, PSNR {res.max_psnr_diff_db:.1e} dB; "
+            f"mean SSIM suite {res.suite_ssim_mean_same_frames:.8f}, scikit-image {res.naive_ssim_mean:.8f}"
+        )
+    return notes
+
+
+def _profile_lines(res: BenchResult, p: StageTimes) -> list[str]:
+    stages = [
+        ("decode H.264 to YUV (both files, FFmpeg on one thread)", p.decode),
+        ("convert YUV to RGB24 (libswscale, both files)", p.convert),
+        ("SSIM blurs: 4 maps x 2 separable 11-tap passes (a)", p.blurs),
+        ("SSIM/PSNR element-wise: maps, SSIM formula, SSE (b)", p.elementwise),
+        ("statistics: luma, Laplacian, extremes, motion (both files)", p.stats),
+        ("sha256 of the decoded frames (both files)", p.hash),
+        ("audio: decode both tracks, SNR, cosine, log-mel", p.audio),
+    ]
+    rows = [[name, f"{v:.2f}", f"{v / p.total:.0%}"] for name, v in stages]
+    rows.append(["total", f"{p.total:.2f}", "100%"])
+    out = [
+        "",
+        f"Time split: each stage of the CPU suite alone on one thread, {p.frames} frame pairs "
+        "(thread CPU seconds):",
+        "",
+        *_md_table(["stage", "CPU s", "share"], rows),
+        "",
+        f"(a) kernel without its SSIM formula ({p.ssim_blur_only:.2f} s) minus the kernel without blurs "
+        f"and formula ({p.ssim_maps_only:.2f} s); (b) the whole kernel ({p.ssim_kernel:.2f} s) minus (a).",
+    ]
+    suite = next((r for r in res.rows if r.name == "suite"), None)
+    if suite and not suite.extrapolated and suite.frames == p.frames and res.cpu_count:
+        out.append(
+            f"Alone, the stages add up to {p.total:.2f} CPU s; the suite overlapped them on "
+            f"{res.cpu_count} CPUs: {suite.cpu_seconds:.1f} CPU s in {suite.seconds:.2f} s wall."
+        )
+    return out
+
+
+def render_markdown(res: BenchResult) -> str:
+    """The printed result: a line on the material and the machine, the sides' table, notes, and
+    the time split of the CPU stages when it was measured."""
+    load = ", ".join(f"{x:.2f}" for x in res.load_avg_before)
+    load_after = ", ".join(f"{x:.2f}" for x in res.load_avg_after)
+    lines = [
+        f"Metric suite benchmark: {res.frames} frames {res.width}x{res.height} H.264 yuv420p + "
+        f"{RATE // 1000} kHz stereo AAC, device {res.device}, {res.cpu_count} CPUs "
+        f"(load average before {load}; after {load_after}).",
+        "",
+        *_side_table(res),
+    ]
+    notes = _notes(res)
+    out = lines + ([""] + notes if notes else [])
+    if res.profile is not None:
+        out += _profile_lines(res, res.profile)
+    return "\n".join(out)

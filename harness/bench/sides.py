@@ -1,0 +1,247 @@
+"""The benchmark's sides, each measured in the process that calls ``run_side`` (a fresh one, started
+by ``harness.bench.child``, so its CPU time and peak RSS are its own):
+
+* ``suite``: ``measure_pair`` (PSNR, SSIM, both runs' statistics, audio), one decode of each
+  file; imports and the load of the compiled kernels happen before the clock starts;
+* ``naive``: decode in lockstep and call ``skimage.metrics`` PSNR + SSIM per frame, on the
+  first ``limit`` frames;
+* ``opencv``: the usual hand-written float64 OpenCV loop, a yardstick of this machine's speed;
+* ``profile``: every stage of the CPU suite alone on one thread over the frame pairs (decode,
+  colour conversion, SSIM blurs, element-wise work, statistics, hashing, audio), thread CPU s.
+"""
+
+from __future__ import annotations
+
+import csv
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.bench.result import SideResult, StageTimes
+
+KINDS = ("suite", "naive", "opencv", "profile")
+
+
+def warm_up() -> tuple[float, bool]:
+    """Compile (first use on a machine) or load (from the cache) the metric kernels for the types
+    the suite uses. Returns (seconds, whether anything was compiled rather than loaded)."""
+    from harness.collect import jit
+    from harness.collect.ssim import ssim_sse
+    from harness.collect.stats import frame_stats
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (24, 32, 3), np.uint8)
+    b = rng.integers(0, 256, (24, 32, 3), np.uint8)
+    ssim_sse(a, b)
+    frame_stats(a, b)
+    misses = sum(sum(k.stats.cache_misses.values()) for k in (jit.ssim_sse, jit.frame_sums))
+    return time.perf_counter() - t0, misses > 0
+
+
+def _read_csv(path: Path, limit: int) -> tuple[list[float], list[float]]:
+    ssim, psnr = [], []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if int(row["frame"]) < limit:
+                ssim.append(float(row["ssim"]))
+                psnr.append(float(row["psnr"]))
+    return ssim, psnr
+
+
+def _suite(a: str, b: str, device: str, limit: int) -> dict:
+    from harness.collect.suite import measure_pair
+
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "frames.csv"
+        res = measure_pair(a, b, device=device, csv_path=csv_path)
+        ssim, psnr = _read_csv(csv_path, limit)
+    return {
+        "frames": res.video.frames,
+        "measured_frames": res.video.frames,
+        "psnr_mean": res.video.psnr_mean,
+        "ssim_mean": res.video.ssim_mean,
+        "ssim_frames": ssim,
+        "psnr_frames": psnr,
+        "device": res.device,
+    }
+
+
+def _naive(a: str, b: str, limit: int) -> dict:
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    from harness.media import iter_frames, probe
+
+    total = probe(a).frames
+    ssims, psnrs = [], []
+    for i, (fa, fb) in enumerate(
+        zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False)
+    ):
+        if i >= limit:
+            break
+        psnrs.append(float(peak_signal_noise_ratio(fa, fb, data_range=255)))
+        ssims.append(
+            float(
+                structural_similarity(
+                    fa,
+                    fb,
+                    gaussian_weights=True,
+                    sigma=1.5,
+                    use_sample_covariance=False,
+                    data_range=255,
+                    channel_axis=-1,
+                )
+            )
+        )
+    return {"frames": total, "measured_frames": len(ssims), "ssim_frames": ssims, "psnr_frames": psnrs}
+
+
+def _opencv(a: str, b: str, limit: int) -> dict:
+    """The usual hand-written loop: OpenCV float64 Wang SSIM on RGB, PSNR and the statistics,
+    one frame at a time on one thread (a yardstick of this machine's speed)."""
+    import cv2
+
+    from harness.media import iter_frames, probe
+
+    cv2.setNumThreads(1)
+
+    def blur(x: np.ndarray) -> np.ndarray:
+        return cv2.GaussianBlur(x, (11, 11), 1.5)
+
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    total = probe(a).frames
+    prev, n = None, 0
+    for fa, fb in zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False):
+        if n >= limit:
+            break
+        cv2.PSNR(fa, fb)
+        x, y = fa.astype(np.float64), fb.astype(np.float64)
+        mx, my = blur(x), blur(y)
+        vx, vy, vxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
+        smap = ((2 * mx * my + c1) * (2 * vxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2))
+        float(smap[5:-5, 5:-5].mean())
+        for f in (fa, fb):
+            g = cv2.cvtColor(f, cv2.COLOR_RGB2GRAY)
+            cv2.meanStdDev(g)
+            cv2.Laplacian(g, cv2.CV_64F).var()
+        if prev is not None:
+            float(np.mean(cv2.absdiff(fa, prev)))
+        prev = fa
+        n += 1
+    return {"frames": total, "measured_frames": n}
+
+
+def _profile(a: str, b: str, limit: int) -> dict:
+    """Each stage of the CPU suite alone, in this one thread, timed with the thread's CPU clock."""
+    import hashlib
+
+    from harness.collect.ssim import Workspace, ssim_sse
+    from harness.collect.stats import frame_stats
+    from harness.collect.suite import audio_part
+    from harness.media import iter_video_frames, probe
+
+    clock = time.thread_time
+    t = dict.fromkeys(StageTimes.model_fields, 0.0)
+    gens = [iter_video_frames(p, threads=1, strict=False) for p in (a, b)]
+    hashes = [hashlib.sha256(), hashlib.sha256()]
+    prev: list[np.ndarray | None] = [None, None]
+    ws = None
+    n = 0
+    while n < limit:
+        frames = []
+        for g in gens:
+            c0 = clock()
+            vf = next(g, None)
+            c1 = clock()
+            t["decode"] += c1 - c0
+            if vf is None:
+                break
+            frames.append(vf.to_ndarray(format="rgb24"))
+            t["convert"] += clock() - c1
+        if len(frames) < 2:
+            break
+        for k, f in enumerate(frames):
+            c0 = clock()
+            hashes[k].update(f.data)
+            c1 = clock()
+            frame_stats(f, prev[k])
+            t["stats"] += clock() - c1
+            t["hash"] += c1 - c0
+            prev[k] = f
+        if ws is None:
+            ws = Workspace(frames[0].shape[1], frames[0].shape[2])
+        for mode, key in ((0, "ssim_kernel"), (1, "ssim_blur_only"), (2, "ssim_maps_only")):
+            c0 = clock()
+            ssim_sse(frames[0], frames[1], ws=ws, mode=mode)
+            t[key] += clock() - c0
+        n += 1
+    for g in gens:
+        g.close()
+    c0 = clock()
+    audio_part(Path(a), Path(b), probe(a), probe(b), False)
+    t["audio"] = clock() - c0
+    t["frames"] = n
+    return {"frames": n, "measured_frames": n, "profile": StageTimes(**t)}
+
+
+def _setup(kind: str, device: str) -> None:
+    """What a side needs before its clock starts: imports, kernels, a CUDA context."""
+    import cv2  # noqa: F401
+
+    import harness.media  # noqa: F401
+
+    if kind in ("suite", "profile"):
+        import harness.collect.suite  # noqa: F401
+
+        if device == "cpu" or kind == "profile":
+            warm_up()
+        else:  # torch import and CUDA context creation: once per process
+            import torch
+
+            if torch.cuda.is_available():
+                torch.zeros(1, device="cuda")
+                torch.cuda.reset_peak_memory_stats()
+    elif kind == "naive":
+        from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+        z = np.arange(768, dtype=np.uint8).reshape(16, 16, 3)  # first calls load scipy pieces:
+        structural_similarity(z, z, gaussian_weights=True, data_range=255, channel_axis=-1)  # keep
+        peak_signal_noise_ratio(z, z[::-1], data_range=255)  # them out of the timing
+
+
+def run_side(kind: str, a: str, b: str, device: str, limit: int) -> SideResult:
+    """Set up, then measure one side on this process's clocks (``limit``: frames the naive,
+    OpenCV and profile sides run, and how many per-frame suite values are kept)."""
+    t_setup = time.perf_counter()
+    _setup(kind, device)
+    setup_s = time.perf_counter() - t_setup
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    if kind == "suite":
+        out = _suite(a, b, device, limit)
+    elif kind == "naive":
+        out = _naive(a, b, limit)
+    elif kind == "opencv":
+        out = _opencv(a, b, limit)
+    else:
+        out = _profile(a, b, limit)
+    seconds = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    gpu_peak_mb = None
+    if kind == "suite" and device != "cpu":
+        import torch
+
+        if torch.cuda.is_available():
+            gpu_peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    return SideResult(
+        kind=kind,
+        seconds=seconds,
+        cpu_seconds=ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime,
+        peak_mb=ru.ru_maxrss / 1024.0,  # Linux reports KiB
+        setup_s=setup_s,
+        gpu_peak_mb=gpu_peak_mb,
+        **out,
+    )

@@ -1,0 +1,136 @@
+"""What every command of the `harness` CLI shares: the consoles, one-line errors, the parsing of
+comma lists (``--arms``, ``--seeds``), command groups that require a subcommand, and ``run_app``,
+the one mapping of outcomes to the exit codes of ``harness.errors``.
+
+Imports only the command-line libraries: a command loads the rest of the harness itself, inside
+its function, so ``harness --help`` stays fast and a command imports only what it uses.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import typer
+from rich.console import Console
+
+from harness.errors import EXIT_CODES_HELP, Exit, HarnessError, UsageError
+
+out = Console()
+err = Console(stderr=True)
+
+
+def say_err(text: str) -> None:
+    """One plain line on stderr (never wrapped or styled: it is meant to be grepped)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def print_paths(paths) -> None:
+    """``label: path`` lines of a report's (or a kernels run's) files."""
+    for label, path in paths.items():
+        out.print(f"{label}: {path}", highlight=False)
+
+
+def fail_on_report_errors(paths) -> None:
+    """Each problem of a written report on its own ``error:`` line; exit 3 when there is one
+    (a run that could not be read or measured; the others are in the report)."""
+    for problem in paths.errors:
+        say_err(f"error: {problem}")
+    if paths.errors:
+        raise typer.Exit(Exit.RUN_FAILED)
+
+
+def parse_csv(value: str | None) -> list[str] | None:
+    """``--arms a,b``: the names, blanks dropped; None when the flag is absent or empty."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def parse_seeds(value: str | None) -> list[int] | None:
+    """--seeds 1,2,3: integers (their range is checked with the plan); anything else is a usage
+    error naming the flag."""
+    items = parse_csv(value)
+    if value is not None and not items:
+        raise UsageError(f"--seeds: no seed given in {value!r} (expected e.g. 42 or 42,43)")
+    seeds = []
+    for item in items or ():
+        try:
+            seeds.append(int(item, 10))
+        except ValueError:
+            raise UsageError(f"--seeds: {item!r} is not an integer (expected e.g. 42 or 42,43)") from None
+    return seeds or None
+
+
+def need_subcommand(ctx: typer.Context) -> None:
+    """A group called alone: one usage line, exit 2.
+
+    Groups do not use typer's no_args_is_help: what it does differs between typer/click versions
+    (help and exit 0, or an error and exit 2).
+    """
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        names = ", ".join(sorted(ctx.command.list_commands(ctx)))
+        raise UsageError(f"{ctx.command_path}: a command is required (one of: {names}; see --help)")
+
+
+def group(help_text: str, **options) -> typer.Typer:
+    """A command group that states the exit codes and requires a subcommand."""
+    app = typer.Typer(invoke_without_command=True, help=help_text, epilog=EXIT_CODES_HELP, **options)
+    app.callback()(need_subcommand)
+    return app
+
+
+def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost
+    raise KeyboardInterrupt
+
+
+def is_click_error(exc: BaseException) -> bool:
+    """A usage error from click, or from the copy of click that newer typer releases carry.
+
+    Matched by class name along the MRO, so no version of either needs to be importable here.
+    """
+    return any(k.__name__ == "ClickException" for k in type(exc).__mro__) and hasattr(exc, "format_message")
+
+
+def usage_line(exc: BaseException) -> str:
+    """One line: the command, then click's own words (which name the option or argument)."""
+    ctx = getattr(exc, "ctx", None)
+    where = getattr(ctx, "command_path", None) or "harness"
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    return f"error: {where}: {message}"
+
+
+def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: set[int]) -> None:
+    """Run ``app`` and exit with the code of ``harness.errors`` that its outcome maps to.
+
+    ``handled``: the signals ``harness.cli_startup`` took while the CLI loaded (handed over here).
+    """
+    signal.signal(signal.SIGTERM, _sigterm)
+    if signal.SIGINT in handled:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        rc = app(args=args, prog_name=prog_name, standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except HarnessError as e:
+        say_err(f"error: {' '.join(str(e).split())}")
+        sys.exit(int(e.exit_code))
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(Exit.INTERRUPTED)
+    except typer.Exit as e:
+        sys.exit(int(e.exit_code))
+    except SystemExit:
+        raise
+    except Exception as e:
+        if is_click_error(e):
+            say_err(usage_line(e))
+            sys.exit(Exit.BAD_INPUT)
+        if type(e).__name__ == "Abort":  # click turns Ctrl-C inside a command into Abort
+            err.print("interrupted")
+            sys.exit(Exit.INTERRUPTED)
+        if type(e).__name__ == "Exit":  # click's own, from an older typer
+            sys.exit(int(getattr(e, "exit_code", 0)))
+        import traceback
+
+        traceback.print_exc()
+        say_err(f"error: internal error in harness (a bug; the traceback is above): {type(e).__name__}: {e}")
+        sys.exit(Exit.INTERNAL)

@@ -1,0 +1,78 @@
+"""``harness ingest``: a campaign created or extended from outputs made anywhere (one arm from the
+flags, or several from a manifest), its report built on request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from harness.cli.common import fail_on_report_errors, print_paths
+from harness.errors import UsageError
+
+EPILOG = (
+    "Examples: harness ingest reports/h3/pr --arm torch_sdpa --role reference --mp4 sdpa.mp4 "
+    "--log rank0.log --log rank1.log --config h3.json --seed 42   |   harness ingest manifest.yaml"
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(ingest)
+
+
+def ingest(
+    target: Path = typer.Argument(
+        ..., help="A manifest (.yaml) of several arms, or the campaign folder to create or extend."
+    ),
+    arm: str | None = typer.Option(None, help="Arm name (one arm from the flags below)."),
+    mp4: Path | None = typer.Option(None, help="The arm's output mp4."),
+    log: list[Path] = typer.Option(
+        [], "--log", help="A LightX2V log: once per rank, or one interleaved torchrun log."
+    ),
+    config: Path | None = typer.Option(None, help="The config JSON the run used (seed, attn_type read)."),
+    role: str = typer.Option("candidate", help="reference, noise_floor or candidate."),
+    seed: int | None = typer.Option(None, help="Seed (default: the config's, else LightX2V's 42)."),
+    attn_type: str | None = typer.Option(None, "--attn-type", help="Attention type (default: the config's)."),
+    gpu: str | None = typer.Option(None, help="Where it ran, free text (shown in history)."),
+    scenario: str | None = typer.Option(
+        None, help="Scenario name of a new campaign (default: parent folder)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace arms already in the campaign."),
+    build: bool = typer.Option(False, "--report", help="Build the campaign's report afterwards."),
+):
+    """Create or extend a campaign from existing outputs (mp4, LightX2V logs, config) made anywhere."""
+    from harness.ingest import IngestArm, ingest_manifest
+    from harness.ingest import ingest as do_ingest
+    from harness.records import Role
+    from harness.scenario import check_name, check_seed
+
+    if target.suffix.lower() in (".yaml", ".yml"):
+        given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
+        if given:
+            raise UsageError(f"{given[0]}: not with a manifest ({target} lists the arms)")
+        result = ingest_manifest(target, force=force)
+    else:
+        if arm is None or mp4 is None:
+            raise UsageError(f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)")
+        if role not in Role.__members__:
+            raise UsageError(f"--role: expected reference, noise_floor or candidate (got {role!r})")
+        check_name(arm, "--arm")
+        if scenario is not None:
+            check_name(scenario, "--scenario")
+        if seed is not None:
+            check_seed(seed, "--seed")
+        one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
+                        attn_type=attn_type, gpu=gpu)  # fmt: skip
+        result = do_ingest(target, [one], scenario=scenario, force=force)
+    for line in result.lines:
+        print(line)
+    print(f"campaign: {result.campaign}")
+    if not build:
+        print(f"next: harness report {result.campaign}")
+        return
+    from harness.report import build_report
+    from harness.store import CampaignDir
+
+    paths = build_report(CampaignDir(Path(result.campaign)))
+    print_paths(paths)
+    fail_on_report_errors(paths)

@@ -1,0 +1,24 @@
+"""``harness kernels``: kernel-level accuracy and speed of attention backends on a model's shapes
+(a scenario of kind ``kernels``), its report's paths printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from harness.cli.common import err, print_paths
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog="Example: harness kernels scenarios/kernels_smoke.yaml")(kernels)
+
+
+def kernels(
+    scenario: str = typer.Argument(..., help="Scenario of kind `kernels`."),
+    out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
+):
+    """Kernel-level accuracy and speed of attention backends on the model's shapes."""
+    from harness.kernels.run import run_kernels_scenario
+
+    print_paths(run_kernels_scenario(scenario, out_root=out_dir, console=err))

@@ -1,0 +1,44 @@
+"""The ``harness`` program: the typer app with every command's module registered in the order
+``--help`` lists them, and ``main``, the entry point (``harness`` console script, ``python -m
+harness.cli``)."""
+
+from __future__ import annotations
+
+import typer
+
+from harness.cli import (
+    backends,
+    bench,
+    compare,
+    env,
+    history,
+    ingest,
+    kernels,
+    lightx2v,
+    report,
+    run,
+    scenarios,
+)
+from harness.cli.common import need_subcommand, run_app
+from harness.errors import EXIT_CODES_HELP
+
+app = typer.Typer(
+    add_completion=False,
+    invoke_without_command=True,
+    rich_markup_mode="rich",
+    help="A/B benchmark and accuracy harness for attention backends in video+audio generation.",
+    epilog=EXIT_CODES_HELP,
+)
+app.callback()(need_subcommand)
+for command in (run, compare, report, ingest, history, env, backends, kernels, scenarios, bench, lightx2v):
+    command.register(app)
+
+
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``harness`` command (``args``: the command line after the program name; default sys.argv).
+
+    Exit codes: see ``harness.errors`` (one contract for every command).
+    """
+    from harness.cli_startup import HANDLED
+
+    run_app(app, args, prog_name or "harness", HANDLED)

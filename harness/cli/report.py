@@ -1,0 +1,59 @@
+"""``harness report``: a campaign's report (analysed, cached, then rendered), or with
+``--from-results FILE`` the pages rendered again from a results.json alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from harness.cli.common import fail_on_report_errors, print_paths
+from harness.errors import UsageError
+
+EPILOG = (
+    "Examples: harness report reports/e2e_3step/3step   |   "
+    "harness report --from-results reports/e2e_3step/3step/results.json --out pages"
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(report)
+
+
+def report(
+    campaign: Path | None = typer.Argument(
+        None, help="Campaign directory (or reports/<scenario> for its newest)."
+    ),
+    single_file: bool | None = typer.Option(
+        None,
+        "--single-file/--with-assets",
+        help="index.html with every image inlined (one file), or beside assets/ (default: the scenario's "
+        "report.single_file, else beside assets/).",
+    ),
+    from_results: Path | None = typer.Option(
+        None, "--from-results", help="Render the pages from this results.json only (no campaign, no media)."
+    ),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="With --from-results: where the pages go (default: the results file's folder)."
+    ),
+):
+    """Write report.md, pr.md, index.html, results.json and assets/ for a campaign."""
+    if from_results is not None:
+        if campaign is not None:
+            raise UsageError(
+                f"--from-results: not with a campaign directory ({campaign}); give one of the two"
+            )
+        from harness.report import render_results
+
+        paths = render_results(from_results, out_dir, single_file=single_file)
+    else:
+        if campaign is None:
+            raise UsageError("harness report: Missing argument 'CAMPAIGN' (or give --from-results FILE).")
+        if out_dir is not None:
+            raise UsageError("--out: only with --from-results (a campaign's report is written into it)")
+        from harness.report import build_report
+        from harness.store import find_campaign
+
+        paths = build_report(find_campaign(campaign), single_file=single_file)
+    print_paths(paths)
+    fail_on_report_errors(paths)

@@ -1,0 +1,122 @@
+"""``harness run``: plan a scenario's campaign, show it (``--dry-run``) or execute it under its lock
+with progress bars, then print the run table, the report's paths and what went wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from harness.cli.common import err, out, parse_csv, parse_seeds, say_err
+from harness.errors import Exit
+
+EPILOG = (
+    "Example: harness run scenarios/e2e_3step.yaml --profile 3step   "
+    "(resumes: arms already ok with the same spec are skipped; --force re-runs them)"
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(run)
+
+
+def run(
+    scenario: str = typer.Argument(..., help="Scenario YAML file (or a name under scenarios/)."),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile from the scenario."),
+    arms: str | None = typer.Option(None, help="Comma-separated arm names (default: all)."),
+    seeds: str | None = typer.Option(None, help="Comma-separated seeds (default: the scenario's)."),
+    out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of campaigns."),
+    campaign: str | None = typer.Option(None, help="Campaign id (default: the profile name)."),
+    force: bool = typer.Option(False, "--force", help="Re-run arms that are already ok."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show exactly what would run, run nothing."),
+    executor: str | None = typer.Option(None, help="local or slurm (default: the scenario's)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Skip building the report."),
+    partition: str | None = typer.Option(None, "--slurm-partition", help="Slurm partition (slurm executor)."),
+    account: str | None = typer.Option(None, "--slurm-account", help="Slurm account (slurm executor)."),
+    time_min: int | None = typer.Option(None, "--slurm-time-min", help="Slurm time limit per arm, minutes."),
+    gpus: int | None = typer.Option(None, "--slurm-gpus", help="GPUs per arm job (default: the runner's)."),
+    resubmit_failed: int = typer.Option(0, "--resubmit-failed", help="Slurm: resubmit failed arms N times."),
+    repeats: int | None = typer.Option(
+        None, "--repeats", min=1, help="Runs per arm and seed, interleaved (default: the scenario's repeats)."
+    ),
+):
+    """Run a scenario's arms (a campaign), then write its report."""
+    from harness.campaign import dry_run as show_plan
+    from harness.campaign import execute, lock_campaign, plan_campaign
+
+    given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
+    # Every bad input is one line here, before anything is written or any progress bar is drawn.
+    plan = plan_campaign(
+        scenario, profile=profile, arms=parse_csv(arms), seeds=parse_seeds(seeds), out_root=out_dir,
+        campaign_id=campaign, executor=executor, resubmit_failed=resubmit_failed, repeats=repeats,
+        slurm_overrides={k: v for k, v in given.items() if v is not None}, force=force,
+        check_executor=not dry_run,
+    )  # fmt: skip
+    if dry_run:
+        print_dry_run(show_plan(plan))
+        return
+    lock = lock_campaign(plan.campaign)  # a campaign another run holds: one line, exit 2
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.cli.progress import RichReporter
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as progress:
+        outcome = execute(plan, lock=lock, reporter=RichReporter(progress, total=0), report=not no_report)
+    out.print(summary_table(outcome))
+    for rec in outcome.records:
+        if rec.reason:
+            out.print(f"{rec.spec.key}: {rec.reason}", highlight=False, markup=False, soft_wrap=True)
+    if outcome.report_paths is not None:
+        for label, path in outcome.report_paths.items():
+            out.print(f"{label}: {path}", highlight=False)
+    if outcome.interrupted:
+        err.print("interrupted: finished runs are kept; run the same command again to resume")
+        raise typer.Exit(Exit.INTERRUPTED)
+    problems = [f"{p}" for p in outcome.damaged]
+    problems += list(getattr(outcome.report_paths, "errors", ()))
+    if outcome.report_error:
+        problems.append(outcome.report_error)
+    for problem in problems:
+        say_err(f"error: {problem}")
+    if outcome.failed:
+        say_err(
+            f"{len(outcome.failed)} run(s) did not finish ok or are invalid: "
+            + ", ".join(r.spec.key for r in outcome.failed)
+        )
+    if outcome.failed or problems:
+        raise typer.Exit(Exit.RUN_FAILED)
+
+
+def print_dry_run(dry) -> None:
+    """Plain lines, never wrapped: the commands are meant to be copied."""
+    print(f"campaign: {dry.campaign.path}  (dry run: nothing is executed)")
+    for note in dry.notes:
+        print(note)
+    if dry.held_by is not None:
+        print(
+            f"note: another harness run holds this campaign ({dry.held_by.describe()}); "
+            "a real run now would exit 2"
+        )
+    for e in dry.entries:
+        note = f"  [would be skipped: {e.preflight}]" if e.preflight else ""
+        print(f"\n# {e.key}: {e.action} ({e.why}){note}")
+        print(e.shell())
+
+
+def summary_table(outcome):
+    """One row per run; a "from" column when some rows were not made by this invocation."""
+    from rich.table import Table
+
+    table = Table(title=f"campaign {outcome.campaign.path}", title_justify="left")
+    mixed = outcome.mixed_provenance
+    for col in ("run", "role", "status", "valid", "s/step", "total s") + (("from",) if mixed else ()):
+        table.add_column(col, no_wrap=True)
+    for row in outcome.summary_rows():
+        sps = f"{row.s_per_step:.4f}" if row.s_per_step is not None else "-"
+        tot = f"{row.pipeline_total_s:.2f}" if row.pipeline_total_s is not None else "-"
+        valid = "-" if row.valid is None else ("yes" if row.valid else "NO")
+        cells = [row.key, row.role, row.status, valid, sps, tot]
+        table.add_row(*cells, *([row.provenance] if mixed else []))
+    return table
