@@ -25,7 +25,7 @@ RUNNERS.register("lightx2v", lazy="harness.runners.lightx2v.runner:LightX2VRunne
 # adds nothing.
 RUNNER_SCENARIO: Registry[Any] = Registry("runner scenario part", base=PART)
 RUNNER_SCENARIO.register("builtin", lazy="harness.runners.builtin:SCENARIO_PART")
-RUNNER_SCENARIO.register("lightx2v", lazy="harness.runners.lightx2v_scenario:SCENARIO_PART")
+RUNNER_SCENARIO.register("lightx2v", lazy="harness.runners.lightx2v.schema:SCENARIO_PART")
 
 # Scenario kinds other than "e2e" (which the core is), by the name `kind:` gives.
 SCENARIO_KINDS: Registry[Any] = Registry("scenario kind", base=PART)

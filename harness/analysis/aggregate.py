@@ -14,10 +14,10 @@ import statistics
 from harness.analysis.model import ArmAggregate, Spread
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
-from harness.scenario.verdict import VerdictRules
 from harness.compare.significance import SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
+from harness.scenario.verdict import VerdictRules
 
 TIMING_NOTES = {
     "kv_reversed": "the K/V-reversed wrapper copies K and V (flip) before every call",

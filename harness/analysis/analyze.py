@@ -26,10 +26,10 @@ from harness.analysis.verdict import attention_verdict, judge, stats_rule_text
 from harness.compare.cache import MetricsCache, run_stats
 from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
-from harness.scenario.verdict import VerdictRules
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir, CampaignRecord, write_record
 
 RESULTS_JSON = "results.json"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from harness.analysis.model import RESULTS_SCHEMA, ReportResults
 from harness.compare.hashes import FileHashes
-from harness.scenario.verdict import VerdictRules
 from harness.records import canonical_hash
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 ANALYSIS_VERSION = 1

@@ -18,11 +18,11 @@ from harness.collect.models import CodecSettings, PairResult
 from harness.compare.cache import MetricsCache
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
-from harness.scenario.verdict import VerdictRules
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.number_format import fmt_db, ratio_text
 from harness.records import Record
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 CODEC_FLOOR_VERSION = 1

@@ -15,7 +15,7 @@ folder can be rendered anywhere, without the campaign's media.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -23,17 +23,16 @@ from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
 from harness.compare.pairwise import Comparison
-from harness.scenario.verdict import VerdictRules
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
-from harness.records import Record
+from harness.records import Migration, Record
+from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
 # 2: error-energy verdicts, floor band, speed tests, repeats. 3: media assets (frame grids, per-frame
 # series, audio views) named in ``assets``; figures are the renderer's (no longer in ``assets``);
 # ``inputs_digest`` of what the analysis read.
 RESULTS_SCHEMA = "harness.report/3"
-READABLE_SCHEMAS = ("harness.report/2", RESULTS_SCHEMA)  # /2 renders too, without its media assets
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
 
@@ -150,6 +149,9 @@ class AudioView(Record):
 
 
 class ReportResults(Record):
+    # /2 had no media assets and listed its figures: it reads as /3 (its figures are redrawn).
+    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data}
+
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)
     inputs_digest: str | None = None  # of everything the analysis read (campaign.json, runs/, rules, code)
@@ -213,7 +215,6 @@ class ReportResults(Record):
 # summary, a comparison, a speed test, a verdict), so a renderer needs this module alone.
 __all__ = [
     "AUDIO_VIEW_SCHEMA",
-    "READABLE_SCHEMAS",
     "RESULTS_SCHEMA",
     "SERIES_SCHEMA",
     "ArmAggregate",

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from harness.bench.material import RATE
 from harness.records import Record
+from harness.text_table import md_rows
 
 # The design's measurement of the OpenCV loop (RGB SSIM) on the 2-core machine, 362 frames:
 # quoted beside this run's own measurement, since a shared VM's speed drifts.
@@ -128,17 +129,6 @@ def _fmt(x: float, mark: bool, digits: int = 2) -> str:
     return f"{x:.{digits}f}{MARK if mark else ''}"
 
 
-def _md_table(headers: list[str], rows: list[list]) -> list[str]:
-    """The project's markdown table (imported here, not above: a child process that measures a
-    side loads only the records, not the report package)."""
-    from harness.report.text import TextTable, md_table
-
-    table = TextTable(title="", headers=headers)
-    for row in rows:
-        table.add(row)
-    return md_table(table).rstrip("\n").split("\n")
-
-
 def _side_table(res: BenchResult) -> list[str]:
     naive = next((r for r in res.rows if r.name == "naive skimage loop"), None)
     headers = ["side", "frames", "seconds", "frames/s", "CPU s", "peak MB"] + (
@@ -161,7 +151,7 @@ def _side_table(res: BenchResult) -> list[str]:
             peak,
         ]
         rows.append(cells + ([ratio] if naive else []))
-    return _md_table(headers, rows)
+    return md_rows(headers, rows, "l" + "r" * (len(headers) - 1))
 
 
 def _notes(res: BenchResult) -> list[str]:
@@ -221,7 +211,7 @@ def _profile_lines(res: BenchResult, p: StageTimes) -> list[str]:
         f"Time split: each stage of the CPU suite alone on one thread, {p.frames} frame pairs "
         "(thread CPU seconds):",
         "",
-        *_md_table(["stage", "CPU s", "share"], rows),
+        *md_rows(["stage", "CPU s", "share"], rows, "lrr"),
         "",
         f"(a) kernel without its SSIM formula ({p.ssim_blur_only:.2f} s) minus the kernel without blurs "
         f"and formula ({p.ssim_maps_only:.2f} s); (b) the whole kernel ({p.ssim_kernel:.2f} s) minus (a).",

@@ -28,7 +28,7 @@ def say_err(text: str) -> None:
 def print_paths(paths) -> None:
     """``label: path`` lines of a report's (or a kernels run's) files."""
     for label, path in paths.items():
-        out.print(f"{label}: {path}", highlight=False)
+        print(f"{label}: {path}")  # plain: paths are copied, never wrapped
 
 
 def fail_on_report_errors(paths) -> None:

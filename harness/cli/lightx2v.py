@@ -59,7 +59,7 @@ def overhead(
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
 ):
     """DiT s/step with the harness's launcher against LightX2V uninstrumented, interleaved, with a t-test."""
-    from harness.runners.lightx2v.overhead import measure_overhead
+    from harness.bench.overhead import measure_overhead
 
     result = measure_overhead(scenario, profile=profile, arm=arm, repeats=repeats, out_root=out_dir)
     sys.stdout.write(result.markdown())

@@ -70,7 +70,7 @@ def run(
             out.print(f"{rec.spec.key}: {rec.reason}", highlight=False, markup=False, soft_wrap=True)
     if outcome.report_paths is not None:
         for label, path in outcome.report_paths.items():
-            out.print(f"{label}: {path}", highlight=False)
+            print(f"{label}: {path}")  # plain: paths are copied, never wrapped
     if outcome.interrupted:
         err.print("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(Exit.INTERRUPTED)

@@ -1,8 +1,9 @@
 """The accuracy metrics read off a comparison, in one table that gates, verdicts and reports share.
 
 Each metric says how to read it from a ``Comparison``, how to print it and which gate key sets
-its lower bound; higher is closer to the reference for all of them. Adding a metric is one line
-here and its key in ``gates.Gate``. Verdicts judge error energies (``verdict``); these are the
+its lower bound; higher is closer to the reference for all of them. They are registered by key in
+``METRICS`` (the project's one registry mechanism); adding a metric is one entry here and its key
+in ``gates.Gate``. Verdicts judge error energies (``verdict``); these are the
 figures tables show and gates bound.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from harness.compare.pairwise import Comparison
 from harness.number_format import fmt_db, fmt_num
+from harness.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ def _a(attr: str) -> Callable[[Comparison], float | None]:
     return lambda c: None if c.audio is None else float(getattr(c.audio, attr))
 
 
+METRICS: Registry[AccuracyMetric] = Registry("accuracy metric", base=AccuracyMetric)
+
+# In table order: the columns of every accuracy table.
 ACCURACY_METRICS: tuple[AccuracyMetric, ...] = (
     # PSNR of the mean per-frame MSE: one identical frame (PSNR +inf) neither lifts nor sinks it.
     AccuracyMetric("psnr", "video PSNR (pooled)", "dB", 2, _v("psnr_pooled"), "min_psnr"),
@@ -81,3 +86,6 @@ ACCURACY_METRICS: tuple[AccuracyMetric, ...] = (
         "audio_logmel_cosine", "audio log-mel cosine", "", 6, _a("logmel_cosine"), "min_audio_logmel_cosine"
     ),
 )
+for _metric in ACCURACY_METRICS:
+    METRICS.register(_metric.key, _metric)
+METRICS.freeze()

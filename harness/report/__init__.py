@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.analysis.model import ReportResults
-from harness.scenario.verdict import VerdictRules
 from harness.report.render import ReportPaths, load_results, render
+from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 Progress = Callable[[str], None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis.model import ReportResults, Verdict
-from harness.compare.metrics import ACCURACY_METRICS
+from harness.compare.metrics import ACCURACY_METRICS, METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import JUDGED_STATS, RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_num, fmt_stat, ratio_text
@@ -27,11 +27,10 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
             else "not measured"
         )
         return [why] + [""] * (n - 1)
-    m = {x.key: x for x in ACCURACY_METRICS}
     v, a = c.video, c.audio
 
     def cell(key: str) -> str:
-        metric = m[key]
+        metric = METRICS.get(key)
         frame = f" (frame {metric.worst_frame(c)})" if metric.worst_frame is not None else ""
         return metric.fmt(metric.get(c)) + frame
 

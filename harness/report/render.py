@@ -9,13 +9,15 @@ page inlines every image that exists.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.model import READABLE_SCHEMAS, FrameGrid, ReportResults
+from harness.analysis.model import FrameGrid, ReportResults
 from harness.errors import HarnessError
+from harness.records import check_schema
 from harness.report.figures import AssetReader, draw_figures
 from harness.store import atomic_write_text
 
@@ -46,18 +48,17 @@ def load_results(path: Path) -> ReportResults:
     """A results.json written by the analysis (this schema or the one before it)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = json.loads(path.read_bytes())
     except OSError as err:
         raise HarnessError(f"{path}: cannot read results.json ({err.strerror or err})") from None
+    except ValueError as err:
+        raise HarnessError(f"{path}: not a harness results.json (not JSON: {err})") from None
+    data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
     try:
-        res = ReportResults.model_validate_json(data)
+        res = ReportResults.model_validate(data)
     except ValueError as err:
         first = str(err).splitlines()[0]
         raise HarnessError(f"{path}: not a harness results.json ({first})") from None
-    if res.schema_version not in READABLE_SCHEMAS:
-        raise HarnessError(
-            f"{path}: schema {res.schema_version!r} is not one this harness renders ({', '.join(READABLE_SCHEMAS)})"
-        )
     return res
 
 

@@ -57,17 +57,19 @@ def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path)
 
 
 def test_a_results_json_of_the_schema_before_renders(tmp_path):
+    """A /2 file (the committed H200 example) is migrated on read and renders as it did."""
     example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
     paths = render_results(example / "results.json", tmp_path)
     md = paths.report_md.read_text()
-    assert "| sage_attn2 |" in md and "(schema harness.report/2)" in md
+    assert '"schema": "harness.report/2"' in (example / "results.json").read_text()
+    assert "| sage_attn2 |" in md and "(schema harness.report/3)" in md
     assert paths.pr_md.read_text() == (example / "pr.md").read_text()
 
 
 def test_not_a_results_json_is_one_line(tmp_path):
     bad = tmp_path / "results.json"
     bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
-    with pytest.raises(HarnessError, match=r"results.json: not a harness results.json"):
+    with pytest.raises(HarnessError, match=r"results.json: schema harness.report/1 is older than this harness reads"):
         render_results(bad)
     bad.write_text("{}")
     with pytest.raises(HarnessError, match="not a harness results.json"):

@@ -8,8 +8,8 @@ import json
 import pytest
 from lightx2v_site import stub_scenario
 
+from harness.bench.overhead import OverheadResult, OverheadRun, measure_overhead, summarize
 from harness.records import RunRecord, RunStatus
-from harness.runners.lightx2v.overhead import OverheadResult, OverheadRun, measure_overhead, summarize
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.overhead import measure_overhead
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.media import probe as probe_media
@@ -24,7 +25,6 @@ from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners.lightx2v.checkpoint import create_checkpoint, file_hashes
 from harness.runners.lightx2v.command import SHIM_DIR, infer_args
-from harness.runners.lightx2v.overhead import measure_overhead
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.scenario import load_scenario
 

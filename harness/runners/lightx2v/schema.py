@@ -1,4 +1,6 @@
-"""The `lightx2v:` block of a scenario: how to run one arm through a LightX2V checkout.
+"""What a `runner: lightx2v` scenario adds to the scenario core: the `lightx2v:` block (how to run
+one arm through a LightX2V checkout), the arm fields only LightX2V arms have, and the rule on what
+its launcher can apply (``SCENARIO_PART``, registered in ``harness.plugins``).
 
 Kept free of heavy imports (no torch, no LightX2V): the scenario loader imports it on every
 command. Paths may be absolute or relative to ``root`` (the LightX2V checkout); ``${VAR}`` is
@@ -12,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.runners.lightx2v.rank_env import SP_WRAPPERS
+from harness.scenario import FieldProblem, ScenarioPart, Strict
 
 # Model folders MiniMax-H3 loads besides its DiT (ref2av reads transformer_ref/, the other tasks transformer/).
 H3_COMPONENT_DIRS = ("text_encoder", "tokenizer", "processor", "vae", "audio_vae")
@@ -139,3 +142,46 @@ class LightX2VBlock(BaseModel):
         if self.reference_short_edge is not None and self.synthetic_checkpoint is None:
             raise ValueError("reference_short_edge is only allowed with synthetic_checkpoint")
         return self
+
+
+class LightX2VArmFields(Strict):
+    """Arm fields of the lightx2v runner."""
+
+    sageattention: Literal["package", "aiter_shim"] = Field(
+        "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
+    )
+    count_ops: dict[str, str] = Field(
+        default_factory=dict,
+        description="lightx2v runner: label -> 'module:function' this arm must call (e.g. the aiter op "
+        "behind its backend), counted on every rank; an absent op or zero calls makes the arm invalid.",
+    )
+
+    @field_validator("count_ops")
+    @classmethod
+    def _op_refs(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_op_refs(v)
+
+
+def check_perturbations(scenario: Any) -> None:
+    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the builtin runner's."""
+    for a in scenario.arms:
+        if a.kv_chunks > 1 or a.attn_options:
+            raise FieldProblem(
+                (),
+                f"arm {a.name}: kv_chunks and attn_options are served by the builtin runner only "
+                "(the LightX2V launcher applies kv_reversed alone)",
+            )
+
+
+def source_repos(block: Any) -> dict[str, str]:
+    return {"lightx2v": block.root}
+
+
+SCENARIO_PART = ScenarioPart(
+    block="lightx2v",
+    model=LightX2VBlock,
+    required=True,
+    arm_fields=LightX2VArmFields,
+    check=check_perturbations,
+    repos=source_repos,
+)
