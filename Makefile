@@ -2,26 +2,34 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# CPU build of torch used only where no torch is importable (a ROCm or CUDA torch is never replaced).
-TORCH_SPEC ?= torch==2.13.0
+# torch where no torch is importable (a CUDA or ROCm torch, or any torch already there, is kept):
+# the CPU pair the real LightX2V needs. PyPI's torchvision wheels pair only with the same torch
+# release, so both are installed from the start, for `make e2e-3step` and `make test` alike.
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 SCENARIO ?= scenarios/e2e_3step.yaml
 PROFILE ?= 3step
 OUT ?= reports
 ARGS ?=
 # The real LightX2V for its tests and scenarios: the pinned source (sha256 checked), extracted
-# into an ignored folder. On a CPU machine LightX2V needs torchvision, whose PyPI wheels pair only
-# with the same release of torch: that pair replaces the CPU torch above. torchaudio's last
-# release pins torch 2.11, so it goes in without that pin (H3 imports it; its Python transforms
-# run on the newer torch). On a GPU or ROCm machine, keep its own torch: LIGHTX2V_TORCH_SPEC=.
+# into an ignored folder. On a CPU machine whose torch has no torchvision that imports (a venv made
+# before the pair above), LIGHTX2V_TORCH_SPEC replaces it; a GPU or ROCm torch is never replaced.
+# torchaudio's last release pins torch 2.11, so it goes in without that pin (H3 imports it; its
+# Python transforms run on the newer torch).
 LIGHTX2V_TARBALL ?= ../shared/vendor/lightx2v-f8aee98.tar.gz
 LIGHTX2V_SHA256 ?= d25d159752add6aa3c20f8c0e67215745034cc9a989be9b324fe3b917b0037b7
 LIGHTX2V_DIR ?= .lightx2v
-LIGHTX2V_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+LIGHTX2V_TORCH_SPEC ?= $(TORCH_SPEC)
 LIGHTX2V_TORCHAUDIO_SPEC ?= torchaudio==2.11.1
-# Tests that need LightX2V run when it is here (make lightx2v), and must not skip then.
-ifneq ($(wildcard $(LIGHTX2V_DIR)/LightX2V/lightx2v/infer.py),)
+# `make test` runs the real-LightX2V tests wherever the pinned source is (CI has it beside the
+# clone): it extracts it first and exports LIGHTX2V_ROOT, and a skipped LightX2V test then fails
+# (tests/conftest.py). Without it (a clone with no ../shared) they skip, and make says why.
+ifneq ($(wildcard $(LIGHTX2V_TARBALL)),)
+TEST_LIGHTX2V := $(VENV)/.lightx2v-installed
+export LIGHTX2V_ROOT ?= $(abspath $(LIGHTX2V_DIR)/LightX2V)
+else ifneq ($(wildcard $(LIGHTX2V_DIR)/LightX2V/lightx2v/infer.py),)
 export LIGHTX2V_ROOT ?= $(abspath $(LIGHTX2V_DIR)/LightX2V)
 endif
+LIGHTX2V_ABSENT := $(LIGHTX2V_TARBALL) not found (the pinned LightX2V source)
 
 .PHONY: install lightx2v test lint format e2e-3step bench-metrics clean
 
@@ -31,26 +39,44 @@ $(VENV)/.installed: pyproject.toml
 	@if $(PY) -c "import torch" 2>/dev/null; then \
 	  echo "torch already present: $$($(PY) -c 'import torch; print(torch.__version__)') (kept)"; \
 	else \
-	  $(PY) -m pip install -q $(TORCH_SPEC); \
+	  echo "$(PY) -m pip install -q $(TORCH_SPEC)"; $(PY) -m pip install -q $(TORCH_SPEC); \
 	fi
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
 install: $(VENV)/.installed
 
+# torch: kept when torchvision imports beside it; else, on a machine with no GPU, the CPU pair;
+# a GPU torch needs the torchvision built for it, which only its user can pick.
 $(VENV)/.lightx2v-installed: $(VENV)/.installed $(LIGHTX2V_TARBALL)
 	echo "$(LIGHTX2V_SHA256)  $(LIGHTX2V_TARBALL)" | sha256sum -c --quiet
 	rm -rf $(LIGHTX2V_DIR) && mkdir -p $(LIGHTX2V_DIR)
 	tar -xzf $(LIGHTX2V_TARBALL) -C $(LIGHTX2V_DIR)
-	@if [ -n "$(LIGHTX2V_TORCH_SPEC)" ]; then $(PY) -m pip install -q $(LIGHTX2V_TORCH_SPEC); fi
-	@if [ -n "$(LIGHTX2V_TORCHAUDIO_SPEC)" ]; then $(PY) -m pip install -q --no-deps $(LIGHTX2V_TORCHAUDIO_SPEC); fi
+	@if $(PY) -c "import torch, torchvision" 2>/dev/null; then \
+	  echo "torch $$($(PY) -c 'import torch, torchvision as v; print(torch.__version__, "with torchvision", v.__version__)') (kept)"; \
+	elif $(PY) -c "import sys, torch; sys.exit(torch.version.hip is not None or torch.cuda.is_available())"; then \
+	  echo "$(PY) -m pip install -q $(LIGHTX2V_TORCH_SPEC)"; $(PY) -m pip install -q $(LIGHTX2V_TORCH_SPEC); \
+	else \
+	  echo "lightx2v: torchvision does not import beside this GPU torch ($$($(PY) -c 'import torch; print(torch.__version__)')): install the torchvision built for it (LightX2V imports it)" >&2; \
+	  exit 2; \
+	fi
+	@if ! $(PY) -c "import torchaudio" 2>/dev/null && [ -n "$(LIGHTX2V_TORCHAUDIO_SPEC)" ]; then \
+	  echo "$(PY) -m pip install -q --no-deps $(LIGHTX2V_TORCHAUDIO_SPEC)"; \
+	  $(PY) -m pip install -q --no-deps $(LIGHTX2V_TORCHAUDIO_SPEC); \
+	fi
 	$(PY) -m pip install -q -e ".[dev,lightx2v]"
 	touch $@
 
+ifneq ($(wildcard $(LIGHTX2V_TARBALL)),)
 lightx2v: $(VENV)/.lightx2v-installed
 	@echo "LIGHTX2V_ROOT=$(abspath $(LIGHTX2V_DIR)/LightX2V)"
+else
+lightx2v:
+	@echo "lightx2v: $(LIGHTX2V_ABSENT); point LIGHTX2V_TARBALL at it" >&2; exit 2
+endif
 
-test: install
+test: install $(TEST_LIGHTX2V)
+	@if [ -z "$$LIGHTX2V_ROOT" ]; then echo "LightX2V: $(LIGHTX2V_ABSENT): the real-LightX2V tests skip"; fi
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: install
