@@ -41,6 +41,12 @@ lightx2v_app = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 app.add_typer(lightx2v_app, name="lightx2v")
+diffusers_app = typer.Typer(
+    invoke_without_command=True,
+    help="Tools for the diffusers runner (synthetic pipelines, the backend pre-flight).",
+    epilog=EXIT_CODES_HELP,
+)
+app.add_typer(diffusers_app, name="diffusers")
 
 
 def _need_subcommand(ctx: typer.Context) -> None:
@@ -49,7 +55,7 @@ def _need_subcommand(ctx: typer.Context) -> None:
         raise UsageError(f"{ctx.command_path}: a command is required (one of: {names}; see --help)")
 
 
-for _group in (app, scenarios_app, bench_app, lightx2v_app):
+for _group in (app, scenarios_app, bench_app, lightx2v_app, diffusers_app):
     _group.callback()(_need_subcommand)
 
 out = Console()
@@ -584,6 +590,47 @@ def lightx2v_overhead(
 
     result = measure_overhead(scenario, profile=profile, arm=arm, repeats=repeats, out_root=out_dir)
     sys.stdout.write(result.markdown())
+
+
+@diffusers_app.command(
+    "tiny-checkpoint", epilog="Example: harness diffusers tiny-checkpoint /tmp/ltx2_tiny --model ltx2"
+)
+def diffusers_tiny_checkpoint(
+    out_dir: Path = typer.Argument(..., help="Empty or missing folder to write the pipeline into."),
+    model: str = typer.Option(..., help="ltx2, wan2.1_t2v, wan2.2_t2v, wan2.1_i2v or wan2.2_i2v."),
+    preset: str = typer.Option("tiny", help="tiny (CPU-sized) or small (GPU-sized: head dims 128/64)."),
+    seed: int = typer.Option(0, help="The pipeline is a function of the seed."),
+    python: str = typer.Option(None, help="Interpreter with diffusers and transformers (default: this one)."),
+):
+    """Write a synthetic diffusers pipeline folder (every component, random weights, offline)."""
+    from harness.runners.diffusers.checkpoint import create_pipeline
+
+    marker = create_pipeline(out_dir, model, preset=preset, seed=seed, python=python)
+    out.print(
+        f"{out_dir}: synthetic {model} pipeline, preset {preset}, seed {seed}; {len(marker['files'])} files",
+        highlight=False,
+    )
+
+
+@diffusers_app.command(
+    "probe", epilog="Example: harness diffusers probe --backend native --backend sage --device cuda"
+)
+def diffusers_probe(
+    backend: list[str] = typer.Option(..., help="A dispatcher backend or harness backend (repeatable)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    dtype: str = typer.Option("auto", help="auto (bfloat16 on a GPU), float32, bfloat16 or float16."),
+    head_dim: list[int] = typer.Option([128], help="Head dims of the test calls (repeatable)."),
+):
+    """The diffusers runner's pre-flight for some backends: usable here, and agreeing with exact attention?"""
+    from harness.runners.diffusers.probe import probe_in_subprocess
+
+    results = probe_in_subprocess([(b, {}) for b in backend], device=device, dtype=dtype, head_dims=head_dim)
+    for r in results:
+        cos = ", ".join(f"d{d} {c:.5f}" for d, c in (r.get("cosine") or {}).items())
+        verdict = "ok" if r.get("ok") else f"unavailable: {r.get('reason')}"
+        out.print(f"{r['attn_type']}: {verdict}{f' (cosine {cos})' if cos else ''}", highlight=False)
+    if not all(r.get("ok") for r in results):
+        raise typer.Exit(3)
 
 
 def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost

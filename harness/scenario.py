@@ -31,6 +31,7 @@ from harness.compare.rules import VerdictRules
 from harness.errors import ScenarioError
 from harness.kernels.schema import KernelsBlock
 from harness.records import Role
+from harness.runners.diffusers.schema import DiffusersBlock, check_arm
 from harness.runners.lightx2v.schema import LightX2VBlock, check_op_refs
 from harness.strict_yaml import YamlProblem, load_yaml
 
@@ -39,6 +40,8 @@ SCENARIO_DIR = Path("scenarios")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 NAME_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters"
 _NAME = NAME_PATTERN
+# An attention type is never a folder name; diffusers' dispatcher names may start with '_'.
+ATTN_TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
 SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 SEED_LIMIT = 2**32
 # A seed is a plain integer in [0, 2^32): not a string, a float or a bool.
@@ -68,9 +71,10 @@ class Arm(Strict):
 
     name: str = Field(pattern=_NAME, description="Run directory name; unique in the scenario.")
     attn_type: str = Field(
-        pattern=NAME_PATTERN,
+        pattern=ATTN_TYPE_PATTERN,
         description="Attention backend: for the builtin runner a name from `harness backends`; for "
-        "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
+        "lightx2v one of LightX2V's attention types (checked by its pre-flight probe); for diffusers "
+        "a name of its attention dispatcher (e.g. native, _native_flash, sage) or a harness backend.",
     )
     role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
     kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
@@ -152,7 +156,7 @@ class Scenario(Strict):
     name: str = Field(pattern=_NAME)
     kind: Literal["e2e", "kernels"] = "e2e"
     description: str | None = None
-    runner: Literal["builtin", "lightx2v"] | None = None
+    runner: Literal["builtin", "lightx2v", "diffusers"] | None = None
     seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
     seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
     env: dict[str, EnvValue] = Field(default_factory=dict)
@@ -172,6 +176,7 @@ class Scenario(Strict):
     executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
     builtin: BuiltinBlock | None = None
     lightx2v: LightX2VBlock | None = None
+    diffusers: DiffusersBlock | None = None
     kernels: KernelsBlock | None = None
     report: ReportBlock | None = None
 
@@ -187,7 +192,7 @@ class Scenario(Strict):
                 raise ValueError("kind 'kernels' needs a 'kernels' block")
             return self
         if self.runner is None:
-            raise ValueError("'runner' is required (builtin or lightx2v)")
+            raise ValueError("'runner' is required (builtin, lightx2v or diffusers)")
         if self.seed is not None and self.seeds is not None:
             raise ValueError("give 'seed' or 'seeds', not both")
         if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
@@ -204,6 +209,8 @@ class Scenario(Strict):
             raise ValueError(f"exactly one arm must have role: reference (found {found})")
         if self.runner == "lightx2v" and self.lightx2v is None:
             raise ValueError("runner 'lightx2v' needs a 'lightx2v' block")
+        if self.runner == "diffusers" and self.diffusers is None:
+            raise ValueError("runner 'diffusers' needs a 'diffusers' block")
         if self.runner == "lightx2v":
             for a in self.arms:
                 if a.kv_chunks > 1 or a.attn_options:
@@ -263,6 +270,17 @@ def unknown_backend(scenario: Scenario) -> tuple[tuple, str] | None:
                 loc,
                 f"unknown attention backend {name!r}{tip} (the harness registry has: {', '.join(known)})",
             )
+    return None
+
+
+def runner_arm_problem(scenario: Scenario) -> tuple[tuple, str] | None:
+    """(field location, one line) for the first arm the scenario's runner refuses (diffusers: ``check_arm``)."""
+    if scenario.kind != "e2e" or scenario.runner != "diffusers":
+        return None
+    for i, arm in enumerate(scenario.arms):
+        problem = check_arm(arm)
+        if problem:
+            return ("arms", i, problem[0]), problem[1]
     return None
 
 
@@ -410,7 +428,7 @@ def parse_scenario(
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         text = f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {_describe(first)}{more}"
         raise ScenarioError(" ".join(text.split())) from None
-    bad_backend = unknown_backend(scenario)
+    bad_backend = unknown_backend(scenario) or runner_arm_problem(scenario)
     if bad_backend:
         loc, why = bad_backend
         raise ScenarioError(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {why}")

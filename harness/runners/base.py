@@ -52,7 +52,11 @@ class Runner(ABC):
 
 _RUNNERS: dict[str, type[Runner]] = {}
 # Runners live in their own modules; importing on demand keeps `harness --help` fast.
-_RUNNER_MODULES = {"builtin": "harness.runners.builtin", "lightx2v": "harness.runners.lightx2v.runner"}
+_RUNNER_MODULES = {
+    "builtin": "harness.runners.builtin",
+    "lightx2v": "harness.runners.lightx2v.runner",
+    "diffusers": "harness.runners.diffusers.runner",
+}
 
 
 def register_runner(name: str):
