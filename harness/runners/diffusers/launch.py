@@ -59,7 +59,7 @@ def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dty
     import diffusers
 
     cls = getattr(diffusers, PIPELINES[params["pipeline"]["name"]].cls)
-    pipe = cls.from_pretrained(params["model_path"], torch_dtype=dtype)
+    pipe = cls.from_pretrained(params["model_path"], dtype=dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
 
