@@ -42,6 +42,9 @@ NAME_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit,
 _NAME = NAME_PATTERN
 # An attention type is never a folder name; diffusers' dispatcher names may start with '_'.
 ATTN_TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
+ATTN_TYPE_RULE = (
+    "letters, digits, '_', '.' and '-', starting with a letter, a digit or '_', at most 100 characters"
+)
 SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 SEED_LIMIT = 2**32
 # A seed is a plain integer in [0, 2^32): not a string, a float or a bool.
@@ -376,8 +379,9 @@ def _describe(err: dict) -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
-    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
-        return f"{got!r} is not a valid name ({NAME_RULE})"
+    rules = {NAME_PATTERN: NAME_RULE, ATTN_TYPE_PATTERN: ATTN_TYPE_RULE}
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in rules:
+        return f"{got!r} is not a valid name ({rules[err['ctx']['pattern']]})"
     shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
     return f"{msg} (got {shown})"
 

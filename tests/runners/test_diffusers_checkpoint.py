@@ -37,6 +37,10 @@ def test_the_writer_never_overwrites(tmp_path):
     res = harness("diffusers", "tiny-checkpoint", tmp_path / "new", "--model", "ltx3")
     assert res.returncode == 2 and "--model ltx3: expected one of ltx2, wan2.1_t2v" in the_error_line(res)
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine" and not (tmp_path / "new").exists()
+    res = harness("diffusers")
+    assert res.returncode == 2 and "a command is required (one of: probe, tiny-checkpoint" in the_error_line(
+        res
+    )
 
 
 # Every pipeline class the runner drives, each from a synthetic model that serves it.

@@ -199,3 +199,15 @@ def test_dispatcher_names_are_read_without_importing_diffusers():
     from diffusers.models.attention_dispatch import AttentionBackendName
 
     assert out == [str(len(AttentionBackendName)), "True", "True", "False"]
+
+
+@needs_diffusers
+def test_probe_command_says_per_backend_whether_it_runs_here():
+    from cli_testutil import harness
+
+    res = harness("diffusers", "probe", "--device", "cpu", "--dtype", "float32", "--head-dim", "16",
+                  "--backend", "native", "--backend", "nativ")  # fmt: skip
+    assert res.returncode == 3, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("native: ok (cosine d16 1.0000") and len(lines) == 2
+    assert lines[1] == "nativ: unavailable: unknown attention backend 'nativ'; did you mean 'native'?"
