@@ -21,6 +21,8 @@ PACKAGES = (
     "aiter",
     "sageattention",
     "lightx2v",
+    "diffusers",
+    "transformers",
     "av",
     "opencv-python-headless",
     "opencv-python",

@@ -20,12 +20,14 @@ PART = "harness.scenario.parts:ScenarioPart"
 RUNNERS: Registry[Any] = Registry("runner", base="harness.runners.base:Runner")
 RUNNERS.register("builtin", lazy="harness.runners.builtin:BuiltinRunner")
 RUNNERS.register("lightx2v", lazy="harness.runners.lightx2v.runner:LightX2VRunner")
+RUNNERS.register("diffusers", lazy="harness.runners.diffusers.runner:DiffusersRunner")
 
 # What a runner adds to the scenario (its block, arm fields, checks); a runner without an entry
 # adds nothing.
 RUNNER_SCENARIO: Registry[Any] = Registry("runner scenario part", base=PART)
 RUNNER_SCENARIO.register("builtin", lazy="harness.runners.builtin:SCENARIO_PART")
 RUNNER_SCENARIO.register("lightx2v", lazy="harness.runners.lightx2v.schema:SCENARIO_PART")
+RUNNER_SCENARIO.register("diffusers", lazy="harness.runners.diffusers.schema:SCENARIO_PART")
 
 # Scenario kinds other than "e2e" (which the core is), by the name `kind:` gives.
 SCENARIO_KINDS: Registry[Any] = Registry("scenario kind", base=PART)

@@ -76,7 +76,9 @@ def test_command_without_naive_side(tmp_path: Path) -> None:
     res = harness("bench", "metrics", *args, "--no-naive", "--no-double", "--no-profile", "--json", out)
     assert res.returncode == 0, res.stderr
     assert "| suite | 4 |" in res.stdout and "naive" not in res.stdout and "Time split" not in res.stdout
-    assert "|---|---:|---:|---:|---:|---:|" in res.stdout  # the project's markdown table, numbers right-aligned
+    assert (
+        "|---|---:|---:|---:|---:|---:|" in res.stdout
+    )  # the project's markdown table, numbers right-aligned
     res = BenchResult.model_validate_json(out.read_text())
     assert [r.name for r in res.rows] == ["suite"] and res.naive_over_suite is None
 

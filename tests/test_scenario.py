@@ -267,7 +267,7 @@ def test_an_unknown_runner_is_named_with_a_did_you_mean():
         msg == "s.yaml:2: runner: unknown runner 'builtn'; did you mean 'builtin'? (known: builtin, lightx2v)"
     )
     assert bad(GOOD.replace("runner: builtin\n", "")).startswith(
-        "s.yaml:1: (top level): 'runner' is required (builtin or lightx2v)"
+        "s.yaml:1: (top level): 'runner' is required (one of: builtin, diffusers, lightx2v)"
     )
 
 

@@ -10,6 +10,7 @@ from harness.cli import (
     backends,
     bench,
     compare,
+    diffusers,
     env,
     history,
     ingest,
@@ -30,7 +31,9 @@ app = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 app.callback()(need_subcommand)
-for command in (run, compare, report, ingest, history, env, backends, kernels, scenarios, bench, lightx2v):
+for command in (
+    run, compare, report, ingest, history, env, backends, kernels, scenarios, bench, lightx2v, diffusers,
+):  # fmt: skip
     command.register(app)
 
 

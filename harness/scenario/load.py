@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from harness.errors import ScenarioError
 from harness.plugins import RUNNERS
 from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
-from harness.scenario.names import NAME_PATTERN, NAME_RULE
+from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, NAME_PATTERN, NAME_RULE
 from harness.scenario.parts import FieldProblem
 from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
@@ -74,8 +74,9 @@ def _describe(root: type[BaseModel], err: dict) -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
-    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
-        return f"{got!r} is not a valid name ({NAME_RULE})"
+    rules = {NAME_PATTERN: NAME_RULE, ATTN_TYPE_PATTERN: ATTN_TYPE_RULE}
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in rules:
+        return f"{got!r} is not a valid name ({rules[err['ctx']['pattern']]})"
     shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
     return f"{msg} (got {shown})"
 

@@ -19,7 +19,7 @@ from harness.errors import ScenarioError
 from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.records import Role
 from harness.registry import did_you_mean
-from harness.scenario.names import NAME_PATTERN, EnvValue, SafeName, Seed
+from harness.scenario.names import ATTN_TYPE_PATTERN, NAME_PATTERN, EnvValue, SafeName, Seed
 from harness.scenario.parts import NO_PART, ScenarioPart
 from harness.scenario.verdict import VerdictRules
 
@@ -35,7 +35,7 @@ class Arm(Strict):
 
     name: str = Field(pattern=NAME_PATTERN, description="Run directory name; unique in the scenario.")
     attn_type: str = Field(
-        pattern=NAME_PATTERN,
+        pattern=ATTN_TYPE_PATTERN,
         description="Attention backend: for the builtin runner a name from `harness backends`; for "
         "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
     )
@@ -159,7 +159,7 @@ class Scenario(Strict):
             self._require_block(type(self).kind_part, f"kind {self.kind!r}")
             return self._checked(type(self).kind_part)
         if self.runner is None:
-            raise ValueError(f"'runner' is required ({' or '.join(RUNNERS.names())})")
+            raise ValueError(f"'runner' is required (one of: {', '.join(RUNNERS.names())})")
         if self.seed is not None and self.seeds is not None:
             raise ValueError("give 'seed' or 'seeds', not both")
         if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):

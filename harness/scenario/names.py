@@ -11,6 +11,11 @@ from harness.errors import ScenarioError
 
 # Scenario, profile, campaign and arm names become folder names: one safe pattern for all of them.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+# An attention type is never a folder name; diffusers' dispatcher names may start with '_'.
+ATTN_TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
+ATTN_TYPE_RULE = (
+    "letters, digits, '_', '.' and '-', starting with a letter, a digit or '_', at most 100 characters"
+)
 NAME_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters"
 SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 SEED_LIMIT = 2**32

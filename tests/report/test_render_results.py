@@ -69,7 +69,9 @@ def test_a_results_json_of_the_schema_before_renders(tmp_path):
 def test_not_a_results_json_is_one_line(tmp_path):
     bad = tmp_path / "results.json"
     bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
-    with pytest.raises(HarnessError, match=r"results.json: schema harness.report/1 is older than this harness reads"):
+    with pytest.raises(
+        HarnessError, match=r"results.json: schema harness.report/1 is older than this harness reads"
+    ):
         render_results(bad)
     bad.write_text("{}")
     with pytest.raises(HarnessError, match="not a harness results.json"):

@@ -1,0 +1,194 @@
+"""One arm of the diffusers runner, in its own process: ``python -m harness.runners.diffusers.launch RUN_DIR``.
+
+Reads the spec the runner wrote into RUN_DIR, loads the pipeline through its own
+``from_pretrained``, instruments the attention dispatcher (``dispatch``), selects the arm's
+backend on the DiT, generates once (``generate``) and writes output.mp4, timing.json,
+attn_calls.json (also when the generation fails) and diffusers_env.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.envinfo import package_versions, resolve_device
+from harness.errors import HarnessError
+from harness.records import RunSpec
+from harness.runners.diffusers.dispatch import CallBook, Instrument
+from harness.runners.diffusers.generate import dit_modules, generate
+from harness.runners.diffusers.records import (
+    DIFFUSERS_ENV_JSON,
+    DiffusersAttnCalls,
+    DiffusersEnv,
+    DiffusersRankCalls,
+)
+from harness.runners.diffusers.schema import PIPELINES
+from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
+
+SPEC_JSON = "spec.json"
+LATENTS_DIR = "latents"
+ENV_PACKAGES = ("diffusers", "transformers", "tokenizers", "torch", "sageattention", "flash-attn", "xformers")
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """auto: bfloat16 on a GPU, float32 on a CPU."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+@contextlib.contextmanager
+def exact_matmul() -> Iterator[None]:
+    """No TF32 for the run (float32 runs stay float32 on a GPU); restored after."""
+    prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
+
+
+def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dtype) -> Any:
+    """The scenario's pipeline class, from model_path, on ``device`` in ``dtype``."""
+    import diffusers
+
+    cls = getattr(diffusers, PIPELINES[params["pipeline"]["name"]].cls)
+    pipe = cls.from_pretrained(params["model_path"], dtype=dtype)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to(device)
+
+
+def harness_chain(spec: RunSpec) -> Any:
+    """The harness's usual chain for a harness backend: perturbation, counting, first-call check."""
+    from harness.attention import make_attention
+
+    return make_attention(
+        spec.attn_type, kv_reversed=spec.kv_reversed, kv_chunks=spec.kv_chunks, **spec.attn_options
+    )
+
+
+def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> DiffusersAttnCalls:
+    errors = book.problems()
+    check = None
+    if chain is not None:  # the harness chain's own refusals and its bitwise check
+        rc = chain.rank_calls()
+        errors += [e for e in rc.errors if e not in errors]
+        check = rc.direct_check
+    if not finished:
+        errors.append("the run did not finish (see stderr.log)")
+    rank = DiffusersRankCalls(
+        calls=dict(book.calls),
+        fallbacks=dict(book.fallbacks),
+        errors=errors,
+        direct_check=check,
+        outside_scope=dict(book.outside),
+        bypassed=book.bypassed,
+        ops=dict(book.ops),
+        masks_dropped=dict(book.masks_dropped),
+        kv_reversed_calls=book.kv_reversed_calls,
+        scope=list(book.scope),
+        finished=finished,
+    )
+    return DiffusersAttnCalls(
+        requested=spec.attn_type, kv_reversed=spec.kv_reversed, backend_kind=book.kind, ranks={"0": rank}
+    )
+
+
+def run_generation(
+    pipe: Any, spec: RunSpec, run_dir: Path, device: torch.device, book: CallBook
+) -> tuple[Any, Any, list[str]]:
+    """Instrument, select the arm's backend on the DiT, generate: (timing, harness chain, backend names)."""
+    p = spec.params
+    chain = harness_chain(spec) if book.kind == "harness" else None
+    with Instrument(book, drop_trivial_masks=p["drop_trivial_masks"]) as inst:
+        if chain is not None:
+            inst.register_harness(spec.attn_type, chain)
+        dit = dit_modules(pipe)
+        for name, module in dit:
+            inst.scope(name, module)
+        taken = inst.select(spec.attn_type, [m for _, m in dit])
+        if not taken:
+            book.error(f"no attention processor of the DiT took backend {spec.attn_type!r}")
+        names = inst.backend_names()
+
+        def on_step(i: int, n: int) -> None:
+            print(f"HARNESS_STEP {i}/{n}", flush=True)
+
+        timing = generate(
+            pipe,
+            p["pipeline"],
+            seed=spec.seed,
+            device=device,
+            out_path=run_dir / OUTPUT_MP4,
+            latents_dir=run_dir / LATENTS_DIR if p["save_latents"] else None,
+            on_step=on_step,
+        )
+    return timing, chain, names
+
+
+def run_in_process(run_dir: Path) -> None:
+    wall0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    p = spec.params
+    device = torch.device(resolve_device(p["device"], context="diffusers.device"))
+    dtype = resolve_dtype(p["dtype"], device)
+    book = CallBook(spec.attn_type, p["backend_kind"], spec.kv_reversed)
+    chain, finished, names = None, False, []
+    with exact_matmul():
+        t0 = time.perf_counter()
+        pipe = load_pipeline(p, device, dtype)
+        load_s = time.perf_counter() - t0
+        try:
+            timing, chain, names = run_generation(pipe, spec, run_dir, device, book)
+            finished = True
+        finally:
+            write_record(run_dir / ATTN_CALLS_JSON, calls_record(spec, book, chain, finished))
+            write_record(run_dir / DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
+    timing.stages["load"] = round(load_s, 6)
+    timing.wall_total_s = time.perf_counter() - wall0
+    write_record(run_dir / TIMING_JSON, timing)
+    print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)
+
+
+def environment(
+    pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
+) -> DiffusersEnv:
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    components = {
+        name: type(module).__name__ for name, module in pipe.components.items() if module is not None
+    }
+    return DiffusersEnv(
+        python=sys.executable,
+        packages=package_versions(ENV_PACKAGES),
+        pipeline_class=type(pipe).__name__,
+        model_path=p["model_path"],
+        device=str(device),
+        dtype=str(dtype).removeprefix("torch."),
+        gpu=gpu,
+        dispatcher_backends=names,
+        components=components,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m harness.runners.diffusers.launch RUN_DIR", file=sys.stderr)
+        return 2
+    try:
+        run_in_process(Path(argv[0]))
+    except HarnessError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""The diffusers pre-flight, run in the run's interpreter and environment: can these backends run here?
+
+    python -m harness.runners.diffusers.probe --device cpu|cuda[:N] --dtype float32|bfloat16|float16
+        --head-dim D [--head-dim D]... --backend NAME[=OPTIONS_JSON]...
+
+For each backend, before any pipeline is loaded: the name must be one of the installed
+dispatcher's (``AttentionBackendName``) or a harness backend (registered with the dispatcher the
+way a run registers it); diffusers' own requirement check must pass (package installed, version);
+the backend's declared constraints must accept tensors of the run's device and dtype; and one
+small call per head dimension through ``dispatch_attention_fn`` must agree with exact attention
+(cosine >= 0.99: catches a missing kernel and a miscompiled one). One JSON line on stdout: a list
+of ``ProbeResult``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from typing import Any
+
+MODULE = "harness.runners.diffusers.probe"
+SMOKE_TOKENS, SMOKE_HEADS = 256, 2
+SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
+
+
+def _smoke_inputs(device: Any, dtype: Any, head_dim: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    gen = torch.Generator().manual_seed(head_dim)
+    shape = (1, SMOKE_TOKENS, SMOKE_HEADS, head_dim)  # the dispatcher's [B, S, H, D]
+    return tuple(torch.randn(shape, generator=gen).to(device, dtype) for _ in range(3))  # type: ignore[return-value]
+
+
+def smoke_cosine(backend: Any, q: Any, k: Any, v: Any) -> float:
+    """One call through the dispatcher against float64 exact attention: the cosine of the outputs."""
+    import torch.nn.functional as F
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    from harness.attention import exact_attention
+
+    out = dispatch_attention_fn(q, k, v, backend=backend)
+    ref = exact_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+    got = out.double().reshape(-1).cpu()
+    if got.numel() != ref.numel() or not got.isfinite().all():
+        raise ValueError(f"returned shape {tuple(out.shape)} with non-finite values or the wrong size")
+    return float(F.cosine_similarity(got, ref.reshape(-1).cpu(), dim=0))
+
+
+def _dispatcher_check(name: str, device: Any, dtype: Any, head_dims: list[int]) -> tuple[str | None, dict]:
+    from diffusers.models import attention_dispatch as ad
+
+    member = ad.AttentionBackendName(name)
+    try:
+        ad._check_attention_backend_requirements(member)
+        ad._maybe_download_kernel_for_backend(member)
+    except Exception as err:  # diffusers raises RuntimeError; a hub fetch anything
+        return " ".join(str(err).split())[:300], {}
+    cosines: dict[str, float] = {}
+    for d in head_dims:
+        q, k, v = _smoke_inputs(device, dtype, d)
+        for check in ad._AttentionBackendRegistry._constraints.get(member, []):
+            try:
+                check(query=q, key=k, value=v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None)
+            except ValueError as err:
+                return (
+                    f"diffusers' checks refuse {str(dtype).removeprefix('torch.')} on {device}: {err}",
+                    cosines,
+                )
+        cosines[str(d)] = _call(member, q, k, v, d)
+    return None, cosines
+
+
+def _call(member: Any, q: Any, k: Any, v: Any, d: int) -> float:
+    try:
+        return smoke_cosine(member, q, k, v)
+    except Exception as err:
+        raise _Refused(f"a {SMOKE_TOKENS}-token test call (head dim {d}) failed: {type(err).__name__}: "
+                       f"{' '.join(str(err).split())[:200]}") from None  # fmt: skip
+
+
+class _Refused(Exception):
+    pass
+
+
+def _harness_check(
+    name: str, options: dict, device: Any, dtype: Any, head_dims: list[int]
+) -> tuple[str | None, dict]:
+    from harness.attention import availability, make_attention
+    from harness.errors import HarnessError
+    from harness.runners.diffusers.dispatch import CallBook, Instrument
+
+    ok, why = availability(name)
+    if not ok:
+        return f"harness backend {name} unavailable here: {why}", {}
+    try:
+        chain = make_attention(name, **options)
+    except HarnessError as err:
+        return str(err), {}
+    cosines: dict[str, float] = {}
+    with Instrument(CallBook(name, "harness", False)) as inst:
+        inst.register_harness(name, chain)
+        member = inst.ad.AttentionBackendName(name)
+        for d in head_dims:
+            q, k, v = _smoke_inputs(device, dtype, d)
+            cosines[str(d)] = _call(member, q, k, v, d)
+        if chain.errors:
+            return f"harness backend {name}: {chain.errors[0]}", cosines
+    return None, cosines
+
+
+def probe(
+    backends: list[tuple[str, dict]], device_name: str, dtype_name: str, head_dims: list[int]
+) -> list[dict]:
+    facts: dict[str, Any] = {"python": sys.executable}
+    try:
+        import torch
+
+        from harness.envinfo import package_versions, resolve_device
+        from harness.errors import HarnessError
+
+        facts["packages"] = package_versions(
+            ("diffusers", "transformers", "torch", "sageattention", "flash-attn")
+        )
+        device = torch.device(resolve_device(device_name, context="diffusers.device"))
+        from harness.runners.diffusers.launch import resolve_dtype
+
+        dtype = resolve_dtype(dtype_name, device)
+        facts["device"] = str(device)
+        if device.type == "cuda":
+            facts["gpu"] = torch.cuda.get_device_name(device)
+            facts["capability"] = list(torch.cuda.get_device_capability(device))
+        from diffusers.models import attention_dispatch as ad
+
+        from harness.attention import list_backends
+    except (ImportError, HarnessError) as err:
+        return [_result(n, False, " ".join(str(err).split())[:300], "", {}, facts) for n, _ in backends]
+    names = sorted(m.value for m in ad.AttentionBackendName)
+    ours = list_backends()
+    out = []
+    for name, options in backends:
+        kind = "dispatcher" if name in names else "harness" if name in ours else ""
+        try:
+            if kind == "dispatcher":
+                why, cos = _dispatcher_check(name, device, dtype, head_dims)
+            elif kind == "harness":
+                why, cos = _harness_check(name, options, device, dtype, head_dims)
+            else:
+                hint = difflib.get_close_matches(name, [*names, *ours], n=1)
+                tip = f"; did you mean {hint[0]!r}?" if hint else ""
+                why, cos = f"unknown attention backend {name!r}{tip}", {}
+        except _Refused as err:
+            why, cos = str(err), {}
+        low = [f"head dim {d}: cosine {c:.4f}" for d, c in cos.items() if c < SMOKE_MIN_COSINE]
+        if why is None and low:
+            why = f"disagrees with exact attention ({', '.join(low)} < {SMOKE_MIN_COSINE})"
+        out.append(_result(name, why is None, why, kind, cos, facts))
+    return out
+
+
+def _result(name: str, ok: bool, why: str | None, kind: str, cos: dict, facts: dict) -> dict:
+    from harness.runners.diffusers.records import ProbeResult
+
+    return ProbeResult(attn_type=name, ok=ok, reason=why, kind=kind, cosine=cos, facts=facts).model_dump(
+        mode="json"
+    )
+
+
+def probe_in_subprocess(
+    backends: list[tuple[str, dict]],
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    head_dims: list[int] | None = None,
+    python: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+) -> list[dict]:
+    """Run this module in ``python`` with ``env`` added; one result dict per backend, always."""
+    import os
+    import subprocess
+
+    cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
+    for d in head_dims or [128]:
+        cmd += ["--head-dim", str(d)]
+    for name, options in backends:
+        cmd += ["--backend", f"{name}={json.dumps(options, sort_keys=True)}" if options else name]
+
+    def failed(why: str) -> list[dict]:
+        return [{"attn_type": n, "ok": False, "reason": why} for n, _ in backends]
+
+    try:
+        done = subprocess.run(
+            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return failed(f"diffusers pre-flight probe: {err}")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("[")]
+    try:
+        results = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
+        return failed(f"diffusers pre-flight probe exited {done.returncode}: {last.strip()[:300]}")
+    return (
+        results
+        if len(results) == len(backends)
+        else failed("the pre-flight probe answered for other backends")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--head-dim", type=int, action="append", default=[])
+    p.add_argument("--backend", action="append", required=True, metavar="NAME[=OPTIONS_JSON]")
+    ns = p.parse_args(argv)
+    backends = []
+    for item in ns.backend:
+        name, _, options = item.partition("=")
+        backends.append((name, json.loads(options) if options else {}))
+    results = probe(backends, ns.device, ns.dtype, ns.head_dim or [128])
+    print(json.dumps(results, default=str), flush=True)  # the last stdout line is the result
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The diffusers runner: one diffusers pipeline call per arm, in a child process of its own.
+
+    python -m harness.runners.diffusers.launch RUN_DIR
+
+``resolve_params`` applies the profile and the arm (a key naming a ``diffusers:`` block field
+replaces it; any other key is an argument of the pipeline call, in ``call_kwargs``). The
+pre-flight checks the model folder and inputs, then runs ``probe`` once per interpreter,
+environment, device and dtype for every backend the plan named (the names, the requirements,
+one small call against exact attention), before any pipeline is loaded. ``prepare`` writes a
+synthetic pipeline when the scenario asks for one and its folder is missing, and the spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.errors import HarnessError, ScenarioError
+from harness.records import RunSpec
+from harness.runners.base import Launch, Runner
+from harness.runners.diffusers.probe import probe_in_subprocess
+from harness.runners.diffusers.schema import PIPELINES, DiffusersBlock
+
+LAUNCH_MODULE = "harness.runners.diffusers.launch"
+SPEC_JSON = "spec.json"
+# Block fields that make the pipeline call and its mp4 (spec params "pipeline").
+CALL_FIELDS = {
+    "pipeline", "prompt", "negative_prompt", "image_path", "height", "width", "num_frames", "num_inference_steps",
+    "guidance_scale", "frame_rate", "max_sequence_length", "call_kwargs", "crf", "x264_preset",
+}  # fmt: skip
+HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
+PROBE_TIMEOUT_S = 600.0
+# Backends the plan named, by probe environment: the first pre-flight there probes them together.
+_PENDING: dict[tuple, set[tuple[str, str]]] = {}
+# Probe results by (environment, backend, options).
+_PROBED: dict[tuple, dict[str, Any]] = {}
+
+
+def _abs(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def effective_block(scenario: Any, arm: Any, profile: str | None) -> DiffusersBlock:
+    """The scenario's diffusers block with the profile's, then the arm's parameters applied."""
+    block: DiffusersBlock | None = getattr(scenario, "diffusers", None)
+    if block is None:
+        raise ScenarioError(f"scenario {scenario.name}: runner 'diffusers' needs a 'diffusers' block")
+    data = block.model_dump()
+    layers = [(f"profiles.{profile}", (scenario.profiles or {}).get(profile, {}))] if profile else []
+    layers.append((f"arms[{arm.name}].overrides", arm.overrides or {}))
+    fields = set(DiffusersBlock.model_fields)
+    for where, layer in layers:
+        for key, val in layer.items():
+            if key == "call_kwargs":
+                if not isinstance(val, dict):
+                    raise ScenarioError(f"scenario {scenario.name}: {where}.call_kwargs must be a mapping")
+                data["call_kwargs"] = {**data["call_kwargs"], **val}
+            elif key in fields:
+                data[key] = val
+            else:
+                data["call_kwargs"] = {**data["call_kwargs"], key: val}
+    try:
+        return DiffusersBlock.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(block)"
+        raise ScenarioError(
+            f"scenario {scenario.name}: arm {arm.name}: diffusers.{loc}: "
+            f"{first['msg'].removeprefix('Value error, ')} (after profile/arm overrides)"
+        ) from None
+
+
+def head_dims(params: dict[str, Any]) -> list[int]:
+    """The DiT's attention head dims: from the model's transformer config, else the synthetic preset's."""
+    config = Path(params["model_path"]) / "transformer" / "config.json"
+    found: list[int] = []
+    try:
+        data = json.loads(config.read_text())
+        found = [
+            data[k]
+            for k in ("attention_head_dim", "audio_attention_head_dim")
+            if isinstance(data.get(k), int)
+        ]
+    except (OSError, ValueError):
+        synthetic = params.get("synthetic_checkpoint")
+        if synthetic:
+            from harness.runners.diffusers.checkpoint import SIZES
+
+            sizes = SIZES[synthetic["preset"]]
+            audio = [sizes["audio_head_dim"]] if PIPELINES[params["pipeline"]["name"]].audio else []
+            found = [sizes["head_dim"], *audio]
+    return list(dict.fromkeys(found)) or [128]
+
+
+def _probe_key(params: dict[str, Any], env: dict[str, str]) -> tuple:
+    return (
+        params.get("python") or sys.executable,
+        params["device"],
+        params["dtype"],
+        tuple(head_dims(params)),
+        tuple(sorted(env.items())),
+    )
+
+
+def run_env(env: dict[str, str]) -> dict[str, str]:
+    """What the runner adds to a run's variables (``env``: the scenario's and arm's): this harness
+    first on PYTHONPATH, so any interpreter imports the harness that planned the run."""
+    rest = (env.get("PYTHONPATH") or os.environ.get("PYTHONPATH") or "").split(os.pathsep)
+    path = os.pathsep.join(dict.fromkeys(p for p in (str(HARNESS_IMPORT_ROOT), *rest) if p))
+    return {"PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def probe_result(spec: RunSpec) -> dict[str, Any]:
+    """This spec's backend, probed together with every backend the plan named for the same environment."""
+    p = spec.params
+    key = _probe_key(p, spec.env)
+    mine = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
+    if (key, mine) not in _PROBED:
+        todo = [b for b in sorted({mine} | _PENDING.pop(key, set())) if (key, b) not in _PROBED]
+        results = probe_in_subprocess(
+            [(name, json.loads(options)) for name, options in todo],
+            device=p["device"],
+            dtype=p["dtype"],
+            head_dims=head_dims(p),
+            python=p.get("python"),
+            env={**spec.env, **run_env(spec.env)},
+            timeout_s=PROBE_TIMEOUT_S,
+        )
+        for b, result in zip(todo, results, strict=True):
+            _PROBED[(key, b)] = result
+    return _PROBED.get((key, mine)) or {"ok": False, "reason": "the pre-flight probe returned no result"}
+
+
+def model_problem(p: dict[str, Any]) -> str | None:
+    """Why the model folder cannot serve the pipeline (None when it can, or when prepare writes it)."""
+    from harness.runners.diffusers.checkpoint import MARKER, read_marker
+
+    model = Path(p["model_path"])
+    wanted = p.get("synthetic_checkpoint")
+    if wanted:
+        marker = read_marker(model)
+        if marker is None:
+            if model.exists() and (not model.is_dir() or any(model.iterdir())):
+                return (
+                    f"diffusers.model_path {model}: not empty and not a synthetic pipeline (no {MARKER}); "
+                    "the harness writes synthetic weights only into an empty or missing folder"
+                )
+            return None
+        have = {k: marker.get(k) for k in ("model", "preset", "seed")}
+        if have != {k: wanted[k] for k in ("model", "preset", "seed")}:
+            return f"diffusers.model_path {model}: holds the synthetic pipeline {have}, the scenario asks for {wanted}"
+        return None
+    index = model / "model_index.json"
+    try:
+        cls = json.loads(index.read_text()).get("_class_name", "")
+    except (OSError, ValueError):
+        return f"diffusers.model_path {model}: no readable model_index.json (not a diffusers pipeline folder)"
+    name = p["pipeline"]["name"]
+    family = PIPELINES[name].family
+    if not str(cls).lower().startswith(family):
+        return f"diffusers.model_path {model}: holds a {cls}, not an {family} pipeline ({name})"
+    return None
+
+
+class DiffusersRunner(Runner):
+    def resolve_params(self, scenario: Any, arm: Any, profile: str | None) -> dict[str, Any]:
+        from harness.attention import list_backends
+
+        block = effective_block(scenario, arm, profile)
+        synthetic = None
+        if block.synthetic_checkpoint is not None:
+            synthetic = {**block.synthetic_checkpoint.model_dump(), "model": block.synthetic_model}
+        call = block.model_dump(include=CALL_FIELDS)
+        call["name"] = call.pop("pipeline")
+        call["image_path"] = _abs(block.image_path) if block.image_path else None
+        params = {
+            # What is generated and how it is encoded (the report reads crf and x264_preset here).
+            "pipeline": call,
+            "model_path": _abs(block.model_path),
+            "synthetic_checkpoint": synthetic,
+            **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
+            "backend_kind": "harness" if arm.attn_type in list_backends() else "dispatcher",
+        }
+        env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
+        options = json.dumps(dict(arm.attn_options), sort_keys=True)
+        _PENDING.setdefault(_probe_key(params, env), set()).add((arm.attn_type, options))
+        return params
+
+    def preflight(self, spec: RunSpec) -> str | None:
+        p = spec.params
+        if "pipeline" not in p:
+            return "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
+        problem = model_problem(p)
+        if problem:
+            return problem
+        image = p["pipeline"].get("image_path")
+        if image and not Path(image).is_file():
+            return f"diffusers.image_path {image}: not found"
+        if p.get("python") and not (shutil.which(p["python"]) or Path(p["python"]).is_file()):
+            return f"diffusers.python {p['python']}: not found"
+        result = probe_result(spec)
+        if not result.get("ok"):
+            return f"backend {spec.attn_type}: {result.get('reason') or 'the pre-flight probe failed'}"
+        return None
+
+    def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
+        from harness.runners.diffusers.checkpoint import read_marker, run_writer
+        from harness.runners.diffusers.launch import LATENTS_DIR
+        from harness.runners.diffusers.records import DIFFUSERS_ENV_JSON
+        from harness.store import atomic_write_text
+
+        p = spec.params
+        if "pipeline" not in p:
+            raise HarnessError(
+                "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
+            )
+        run_dir = Path(os.path.abspath(run_dir))
+        launch = Launch(
+            command=[p.get("python") or sys.executable, "-m", LAUNCH_MODULE, str(run_dir)],
+            env=run_env(spec.env),
+            gpus=1 if str(p["device"]).startswith("cuda") else 0,
+        )
+        if dry_run:
+            return launch
+        wanted = p.get("synthetic_checkpoint")
+        if wanted and read_marker(p["model_path"]) is None:
+            problem = model_problem(p)
+            if problem:
+                raise HarnessError(problem)
+            run_writer(p["model_path"], wanted["model"], wanted["preset"], wanted["seed"], python=p.get("python"),
+                       env={**spec.env, **run_env(spec.env)})  # fmt: skip
+        shutil.rmtree(run_dir / LATENTS_DIR, ignore_errors=True)
+        (run_dir / DIFFUSERS_ENV_JSON).unlink(missing_ok=True)
+        atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
+        return launch
+
+
+__all__ = ["DiffusersRunner", "effective_block", "head_dims", "model_problem", "probe_result", "run_env"]

@@ -1,0 +1,85 @@
+"""Both tiny diffusers scenarios on the CPU, end to end through the real pipelines: every arm that can run
+here runs valid, the others are skipped with the pre-flight's reason, and the campaign is reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diffusers_support import needs_diffusers, synthetic
+
+from harness.campaign import run_campaign
+from harness.media import probe
+from harness.records import RunStatus
+
+pytestmark = needs_diffusers
+
+REPO = Path(__file__).resolve().parents[2]
+RAN_HERE = {"native", "native_kv_reversed", "sage_emul_thuml"}
+SKIP_REASONS = {
+    "native_flash": "diffusers' checks refuse float32 on cpu",
+    "flash": "Please install `flash-attn>=2.6.3`",
+    "sage": "Please install `sageattention>=2.1.1`",
+    "sage_triton": "Please install `sageattention>=2.1.1`",
+    "sage_attn2": "no GPU visible to torch",
+}
+
+
+def run_tiny(scenario: str, out: Path):
+    outcome = run_campaign(REPO / "scenarios" / f"{scenario}.yaml", profile="cpu", out_root=out)
+    records = {r.spec.arm: r for r in outcome.records}
+    assert outcome.failed == [] and outcome.report_error is None
+    assert {a for a, r in records.items() if r.status == RunStatus.ok} == RAN_HERE
+    for arm in RAN_HERE:
+        assert records[arm].valid is True, (arm, records[arm].invalid_reasons)
+    for arm, why in SKIP_REASONS.items():
+        assert records[arm].status == RunStatus.skipped and why in records[arm].reason, records[arm].reason
+    camp = outcome.campaign.path
+    assert all((camp / name).is_file() for name in ("report.md", "pr.md", "index.html", "results.json"))
+    env = json.loads((camp / "campaign.json").read_text())["env"]
+    assert env["packages"]["diffusers"] == "0.42.1"
+    return camp
+
+
+def calls(camp: Path, arm: str) -> dict:
+    return json.loads((camp / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"]
+
+
+def test_ltx2_tiny_scenario_on_the_cpu(tmp_path_factory, tmp_path, monkeypatch):
+    # The session's synthetic LTX-2 is the one the scenario asks for (tiny, seed 0): reused, not rewritten.
+    monkeypatch.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
+    camp = run_tiny("diffusers_ltx2_tiny", tmp_path)
+    native = camp / "runs" / "native"
+    info = probe(native / "output.mp4")
+    assert (info.frames, info.width, info.height, info.has_audio, info.audio_rate) == (9, 64, 64, True, 16000)
+    timing = json.loads((native / "timing.json").read_text())
+    assert [s["index"] for s in timing["steps"]] == [1, 2, 3] and timing["stages"]["audio_decode"] > 0
+    assert sorted(p.name for p in (native / "latents").iterdir())[-1] == "step_003.npz"
+    # 2 layers x 6 attentions x 3 steps, all served by the requested backend; the floor reversed every one.
+    assert calls(camp, "native")["calls"] == {"native": 36}
+    assert calls(camp, "native_kv_reversed")["kv_reversed_calls"] == 36
+    emul = calls(camp, "sage_emul_thuml")
+    assert emul["calls"] == {"sage_emul_thuml": 36} and emul["direct_check"]["identical"]
+    run_env = json.loads((native / "diffusers_env.json").read_text())
+    assert (
+        run_env["pipeline_class"] == "LTX2Pipeline"
+        and "sage_emul_thuml" not in run_env["dispatcher_backends"]
+    )
+    assert (
+        "sage_emul_thuml"
+        in json.loads((camp / "runs" / "sage_emul_thuml" / "diffusers_env.json").read_text())[
+            "dispatcher_backends"
+        ]
+    )
+
+
+def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkeypatch):
+    model = tmp_path / "models" / "wan"
+    monkeypatch.setenv("WAN_TINY_MODEL", str(model))  # missing: prepare writes it, in the run's interpreter
+    camp = run_tiny("diffusers_wan_tiny", tmp_path / "reports")
+    assert json.loads((model / "harness_synthetic_pipeline.json").read_text())["model"] == "wan2.1_t2v"
+    info = probe(camp / "runs" / "native" / "output.mp4")
+    assert (info.frames, info.width, info.height, info.has_audio) == (9, 64, 64, False)
+    # 2 layers x (self, text) x 3 steps.
+    assert calls(camp, "native")["calls"] == {"native": 12}
+    assert calls(camp, "native")["outside_scope"]["torch sdpa (direct)"] > 0  # the Wan VAE's own attention
