@@ -43,7 +43,7 @@ class ClipAssets(Record):
 
 def wav_bytes(mono: np.ndarray, rate: int) -> bytes:
     """16-bit PCM WAV of a float track in [-1, 1] (clipped)."""
-    pcm = np.clip(np.rint(mono * 32767.0), -32768, 32767).astype("<i2")
+    pcm = np.rint(np.clip(mono, -1.0, 1.0) * 32767.0).astype("<i2")
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(1)

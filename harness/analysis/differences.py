@@ -17,9 +17,9 @@ names them and ``ReportResults.frame_diff`` states the gain.
 from __future__ import annotations
 
 import math
-from typing import Any
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -166,7 +166,7 @@ def colour_stops(count: int = COLOUR_STOPS) -> list[str]:
 
     grey = np.rint(np.linspace(0, 255, count)).astype(np.uint8).reshape(-1, 1)
     rgb = cv2.cvtColor(cv2.applyColorMap(grey, cv2.COLORMAP_INFERNO), cv2.COLOR_BGR2RGB).reshape(-1, 3)
-    return ["#%02x%02x%02x" % tuple(int(v) for v in c) for c in rgb]
+    return ["#" + "".join(f"{int(v):02x}" for v in c) for c in rgb]
 
 
 def scale_bar(width: int = 256, height: int = 12) -> np.ndarray:

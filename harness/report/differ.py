@@ -6,6 +6,7 @@ in-situ heatmaps, as paths the page in its folder links (assets that are missing
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from harness.analysis.model import FrameGrid, ReportResults
 from harness.report.cells import ROLE_LABEL
 from harness.report.figures import AssetReader
@@ -51,10 +52,16 @@ def transfer_tables(colours: list[str]) -> tuple[str, str, str] | None:
     return r, g, b
 
 
-def insitu_images(res: ReportResults, assets: AssetReader, placed, images: dict[str, str]) -> list[tuple[str, str]]:
+def insitu_images(
+    res: ReportResults, assets: AssetReader, placed, images: dict[str, str]
+) -> list[tuple[str, str]]:
     """The in-situ heatmaps where results.json has them (issue 22): assets and figures whose name starts
     with ``insitu`` and names a PNG."""
-    out = [(name.replace(":", " ").replace("_", " "), path) for name, path in images.items() if name.startswith("insitu")]
+    out = [
+        (name.replace(":", " ").replace("_", " "), path)
+        for name, path in images.items()
+        if name.startswith("insitu")
+    ]
     for name, rel in sorted(res.assets.items()):
         if name.startswith("insitu") and rel.lower().endswith(".png"):
             p = assets.path(rel)
@@ -85,7 +92,9 @@ def differ_view(
             continue
         p = assets.path(rel)
         role = ROLE_LABEL.get(r.role, r.role)
-        view.clips.append(Clip(r.key, role, placed(p) if p is not None else None, "" if p else f"missing: {rel}"))
+        view.clips.append(
+            Clip(r.key, role, placed(p) if p is not None else None, "" if p else f"missing: {rel}")
+        )
     if res.audio_clips is not None:
         view.clips_text = res.audio_clips.text
     view.specdiff = images.get("spectrogram_diff")

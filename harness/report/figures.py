@@ -84,7 +84,9 @@ def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
         return None
     tol = cands[0].tolerance if cands else res.rules.tolerance
     chaotic = any(r.regime == "chaotic" for r in cands)
-    ylabel = "error / the noise floor's" + (" (in-situ or latent where chaotic)" if chaotic else " (error energy)")
+    ylabel = "error / the noise floor's" + (
+        " (in-situ or latent where chaotic)" if chaotic else " (error energy)"
+    )
     shown = [points, floors, tol, ylabel]
     return "speed_accuracy", shown, lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel)
 

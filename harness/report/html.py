@@ -179,4 +179,3 @@ def inline_media(page: str, root: Path, *more_roots: Path, audio_budget: int = A
         return m.group(0).replace(f'src="{m.group(1)}"', f'src="{_data_uri(path)}"', 1)
 
     return _AUDIO.sub(embed_audio, _IMG_SRC.sub(embed, page))
-

@@ -196,7 +196,9 @@ def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
-def _span(values: Sequence[float], bounds: Sequence[float], pad: float = 1.6, reach: float = 8.0) -> tuple[float, float]:
+def _span(
+    values: Sequence[float], bounds: Sequence[float], pad: float = 1.6, reach: float = 8.0
+) -> tuple[float, float]:
     """An axis range over ``values`` and the interval ends ``bounds``, the bounds at most ``reach``
     times beyond the values (a wide interval runs off the edge rather than squash the points)."""
     vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
@@ -225,8 +227,10 @@ def speed_accuracy_plot(
     fl = [f for f in floors if f[1][0] is not None]
     if not pts:
         return None
-    xlo, xhi = _span([p[2][0] for p in pts] + [f[1][0] for f in fl] + [1.0],
-                     [v for p in pts for v in p[2][1:]] + [v for f in fl for v in f[1][1:]])
+    xlo, xhi = _span(
+        [p[2][0] for p in pts] + [f[1][0] for f in fl] + [1.0],
+        [v for p in pts for v in p[2][1:]] + [v for f in fl for v in f[1][1:]],
+    )
     ylo, yhi = _span([p[3][0] for p in pts] + [f[2] for f in fl] + [tolerance, 1.0],
                      [v for p in pts for v in p[3][1:]], 2.0)  # fmt: skip
     fig = Figure(figsize=(8, 4.4), layout="constrained")
@@ -245,7 +249,9 @@ def speed_accuracy_plot(
         xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
         ax.errorbar([x], [place(r)], xerr=xerr, fmt="s", ms=6, color="#8a8a8a", mfc="white", mew=1.4,
                     capsize=3, lw=1, label="exact noise-floor runs (not a timing baseline)" if i == 0 else None)  # fmt: skip
-        ax.annotate(arm, (x, place(r)), xytext=(5, -11), textcoords="offset points", fontsize=7, color="#666666")
+        ax.annotate(
+            arm, (x, place(r)), xytext=(5, -11), textcoords="offset points", fontsize=7, color="#666666"
+        )
     for n, (arm, word, (x, x_lo, x_hi), (y, y_lo, y_hi), baseline) in enumerate(pts):
         colour = WORD_COLOURS.get(word, "#333333")
         yy = place(y)
@@ -254,7 +260,11 @@ def speed_accuracy_plot(
         marker = "*" if baseline else ("v" if y <= 0 else "o")
         ax.errorbar([x], [yy], xerr=xerr, yerr=yerr, fmt=marker, ms=13 if baseline else 8, color=colour,
                     capsize=3, lw=1.2)  # fmt: skip
-        tag = f"{arm} ({word})" + (" - accepted baseline" if baseline else "") + (" - identical" if y <= 0 else "")
+        tag = (
+            f"{arm} ({word})"
+            + (" - accepted baseline" if baseline else "")
+            + (" - identical" if y <= 0 else "")
+        )
         ax.annotate(tag, (x, yy), xytext=(7, 5 if n % 2 == 0 else -12), textcoords="offset points", fontsize=8,
                     color=colour)  # fmt: skip
     if any(p[4] for p in pts):
@@ -264,7 +274,9 @@ def speed_accuracy_plot(
     ax.minorticks_off()
     ax.set_xlabel("DiT s/step speed-up against the reference (above 1x = faster)")
     ax.set_ylabel(ylabel)
-    ax.set_title("speed against accuracy: lower right is better; the shaded band is within tolerance", fontsize=10)
+    ax.set_title(
+        "speed against accuracy: lower right is better; the shaded band is within tolerance", fontsize=10
+    )
     ax.grid(alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)
@@ -282,7 +294,9 @@ def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]
         im = ax.imshow(diff, aspect="auto", extent=(0.0, view.seconds, lo, hi), cmap="RdBu_r",
                        vmin=-view.db_range, vmax=view.db_range, interpolation="nearest")  # fmt: skip
         ax.set_ylabel("Hz", fontsize=8)
-        ax.set_title(f"{label} minus {view.reference}: mean |difference| {view.mean_abs_db:.2f} dB", fontsize=9)
+        ax.set_title(
+            f"{label} minus {view.reference}: mean |difference| {view.mean_abs_db:.2f} dB", fontsize=9
+        )
     axes[-1][0].set_xlabel("s")
     if im is not None:
         bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)

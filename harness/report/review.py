@@ -102,7 +102,11 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
     insitu = insitu_reading(res, v.arm) if v.regime == "chaotic" else None
     if insitu is not None and field(insitu, "ratio") is not None:
         ci = pair(field(insitu, "ratio_ci"))
-        return word, Terms(float(field(insitu, "ratio")), ci, "95 % CI" if ci else ""), "in-situ error / the exact floor's"
+        return (
+            word,
+            Terms(float(field(insitu, "ratio")), ci, "95 % CI" if ci else ""),
+            "in-situ error / the exact floor's",
+        )
     if getattr(v, "ratio", None) is not None:
         ci = pair(getattr(v, "ratio_ci", None))
         return word, Terms(float(v.ratio), ci, "95 % CI" if ci else ""), "error energy / the floor's"  # type: ignore[attr-defined]
@@ -241,11 +245,16 @@ def ratio_line(r: Reading) -> str:
     )
 
 
+def speed_cell(t: Terms) -> str:
+    """'0.57x [0.31x, 1.05x] 95 % CI: no significant difference', or 'no timing'."""
+    if t.value is None:
+        return t.word or "no timing"
+    return f"{fmt_speedup(t.value)}{interval_text(t, fmt_speedup)}: {t.word or NA}"
+
+
 def speed_line(what: str, t: Terms) -> str:
     """'DiT s/step speed-up 0.57x [0.31x, 1.05x] 95 % CI: no significant difference'."""
-    if t.value is None:
-        return f"{what}: {t.word or 'no timing'}"
-    return f"{what} speed-up {fmt_speedup(t.value)}{interval_text(t, fmt_speedup)}: {t.word or NA}"
+    return f"{what}: {speed_cell(t)}" if t.value is None else f"{what} speed-up {speed_cell(t)}"
 
 
 @dataclass(frozen=True)
@@ -255,6 +264,7 @@ class Badge:
     ratio: str  # ratio_line
     step: str  # speed_line of DiT s/step
     total: str  # speed_line of the pipeline total
+    note: str = ""  # why a run is missing or invalid
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,9 @@ def badge(r: Reading) -> Badge:
         ratio=ratio_line(r),
         step=speed_line("DiT s/step", r.step),
         total=speed_line("pipeline total", r.total),
+        note=r.text
+        if r.word == "not run"
+        else ("attention INVALID: see the attention calls" if r.word == "invalid" else ""),
     )
 
 
