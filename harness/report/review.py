@@ -164,7 +164,7 @@ def readings(res: ReportResults) -> list[Reading]:
         text = getattr(v, "text", None) or v.summary
         if word == "not run" and runs:
             r = runs[0]
-            text = f"not run ({r.status}" + (f": {r.reason})" if r.reason else ")")
+            text = r.status + (f": {r.reason}" if r.reason else "")
         out.append(
             Reading(
                 arm=v.arm,
