@@ -33,6 +33,9 @@ class DifferView:
     specdiff: str | None = None  # the spectrogram-difference figure
     audio_figure: str | None = None  # the waveform and spectrogram figure
     insitu: list[tuple[str, str]] = field(default_factory=list)  # (caption, image)
+    shown_first: list[str | None] = field(
+        default_factory=list
+    )  # per grid: the run the compare control opens on
 
     @property
     def empty(self) -> bool:
@@ -76,6 +79,12 @@ def differ_view(
     """The page's "where the runs differ" block. ``placed(path)`` is a file as the page links it;
     ``grids`` are already placed; ``images`` the figures by name."""
     view = DifferView(grids=grids)
+    role = {r.key: r.role for r in res.runs}
+    for g in grids:  # the first candidate with a difference image, else the first run with one
+        with_diff = [k for k in g.columns if k in g.diffs]
+        view.shown_first.append(
+            next((k for k in with_diff if role.get(k) == "candidate"), None) or next(iter(with_diff), None)
+        )
     if res.frame_diff is not None:
         fd = res.frame_diff
         view.diff_text, view.diff_gain, view.diff_top = fd.text, fd.gain, fd.full_scale
