@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.store import atomic_write_json
 
-FIGURES_VERSION = 2  # 2: the speed-against-accuracy and spectrogram-difference figures
+FIGURES_VERSION = 3  # 3: the speed-against-accuracy and spectrogram-difference figures
 MANIFEST = "figures.json"
 Draw = Callable[[Path], Path | None]
 
