@@ -88,8 +88,16 @@ def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = Tru
     )  # fmt: skip
 
 
-def _reading(name: str, items: list[tuple[str, InSituCall]], floor_ops: list[str], base: str | None,
-             tol: InSituTolerance, attn_type: str) -> InSituReading:  # fmt: skip
+def candidate_reading(
+    name: str,
+    items: list[tuple[str, InSituCall]],
+    floor_ops: list[str],
+    base: str | None,
+    tol: InSituTolerance,
+    attn_type: str = "",
+) -> InSituReading:
+    """The reading of candidate ``name`` over ``items`` ((run key, call) pairs): against the mean of
+    ``floor_ops`` on each call, the accepted baseline ``base`` and the absolute limits of ``tol``."""
     calls = [c for _, c in items]
     r = InSituReading(candidate=name, attn_type=attn_type, runs=sorted({k for k, _ in items}))
     r.stats = pool(calls, name)
@@ -241,7 +249,9 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
             calls=len(good), rel_l1=sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
         )
     for name, its in items.items():  # an op absent from a call adds nothing to its floor
-        out.readings.append(_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name]))
+        out.readings.append(
+            candidate_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name])
+        )
     if out.accepted_baseline and not any(out.accepted_baseline in info.ops for info in out.runs):
         out.notes.append(
             f"accepted baseline {out.accepted_baseline} was not shadowed: no in-situ comparison against it "
