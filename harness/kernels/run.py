@@ -312,6 +312,7 @@ def run_kernels(
     """Measure every shape x backend of ``block``; write ``out_dir/kernels.json``; return the result."""
     say = progress or (lambda _msg: None)
     _validate_entries(block)
+    captured = [c for entry in block.captured for c in captured_shapes(entry)]  # every file checked first
     started = time.perf_counter()
     device = torch.device(resolve_device(block.device, context="kernels"))
     device_name, env = _env(device)
@@ -337,7 +338,6 @@ def run_kernels(
                 "CPU: bf16/fp16 matmuls may lack native support here, so fractions of peak can exceed 1"
             )
     ctx = {"block": block, "timer": timer, "peaks": result.peaks}
-    captured = [c for entry in block.captured for c in captured_shapes(entry)]  # every file checked first
     for index, shape in enumerate(block.shapes):
         say(f"shape {shape.name}: inputs and reference")
         inputs = _make_inputs(shape, device, block.seed + index)
