@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from harness.analysis.insitu_model import InSituPart, InSituReading, InSituResults, ScheduleRow
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
@@ -235,6 +236,9 @@ class ReportResults(Record):
     frame_diff: DiffScale | None = None  # how the difference images of the grids were drawn
     audio_clips: ClipSet | None = None
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
+    # In-situ readings of shadowed runs and the hybrid schedules (analysis.insitu, analysis.schedules).
+    insitu: InSituResults | None = None
+    schedules: list[ScheduleRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
 
@@ -274,10 +278,14 @@ __all__ = [
     "FloorSummary",
     "FrameGrid",
     "FrameSeries",
+    "InSituPart",
+    "InSituReading",
+    "InSituResults",
     "LatentPoint",
     "LatentSeries",
     "ReportResults",
     "RunSummary",
+    "ScheduleRow",
     "SpectrogramDiff",
     "SpeedTest",
     "Spread",

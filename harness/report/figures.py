@@ -18,6 +18,7 @@ from typing import Any
 from harness.analysis.model import AudioView, FrameSeries, ReportResults, SpectrogramDiff
 from harness.errors import HarnessError
 from harness.records import canonical_hash
+from harness.report.insitu import insitu_figure_jobs
 from harness.store import atomic_write_json
 
 FIGURES_VERSION = 3  # 3: the speed-against-accuracy and spectrogram-difference figures
@@ -118,6 +119,13 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
     return "spectrogram_diff", shown, draw
 
 
+def insitu_plots():
+    """``report.insitu_plots``, imported by the first in-situ figure drawn."""
+    from harness.report import insitu_plots as module
+
+    return module
+
+
 def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any, Draw]]:
     """(name, what it shows, how to draw it) for every figure the results can give."""
     seed = res.primary_seed
@@ -195,6 +203,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             per_seed.append((a.arm, pts))
         if band is not None or any(pts for _, pts in per_seed):
             jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
+    jobs += insitu_figure_jobs(res, insitu_plots)
     return jobs
 
 
