@@ -71,7 +71,11 @@ class FloorSummary(Record):
     perturbations: dict[str, str] = Field(default_factory=dict)  # arm -> what it perturbs
     psnr_pooled: float | None = None  # from the mean MSE over all floor runs
     band: dict[str, list[float]] = Field(default_factory=dict)  # metric key -> min, median, max
-    chaotic: bool = False
+    per_seed_psnr: dict[str, float | None] = Field(
+        default_factory=dict
+    )  # seed -> pooled PSNR of its floor runs
+    regimes: dict[str, str] = Field(default_factory=dict)  # seed -> pixel | transitional | chaotic
+    chaotic: bool = False  # some seed is chaotic
     text: str = ""
 
 
