@@ -13,8 +13,8 @@ Combined over S seeds: the geometric mean, log r = mean(log r_s), with
     se^2 = sum(se_s^2) / S^2 + tau^2 / S,   tau^2 = max(0, var(log r_s) - mean(se_s^2))
 
 (the seeds' own spread beyond the floor noise), df by Satterthwaite. Every interval is two-sided
-at 1 - alpha. The word: **outside** when a seed's or the combined lower bound is over the
-tolerance; **incomplete** when a seed lacks the value (named); **within** when the combined upper
+at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word:
+**outside** when a seed's or the combined lower bound is over the tolerance; **incomplete** when a seed lacks the value (named); **within** when the combined upper
 bound is under the tolerance and no seed's ratio is over it (every seed must pass); else
 **inconclusive**, with the number of seeds that would decide it at this spread.
 
@@ -100,7 +100,7 @@ def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
     for s in seeds:
         logs = [math.log(f) for f in s.floors if math.isfinite(f) and f > 0]
         if len(logs) >= 2:
-            m = statistics.fmean(logs)
+            m = sum(logs) / len(logs)
             ss += sum((x - m) ** 2 for x in logs)
             df += len(logs) - 1
     return (math.sqrt(ss / df), df) if df else (None, 0.0)
@@ -183,7 +183,8 @@ def ratio_reading(
         runs = sum(len(s.floors) for s in seeds)
         r.spread = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df_w:g})"
     r.log_sd = sigma
-    q_seed = t_quantile(1 - alpha / 2, df_w)
+    # Every seed must pass: S per-seed decisions, so each at alpha / S (Bonferroni).
+    q_seed = t_quantile(1 - alpha / (2 * max(1, len(seeds))), df_w)
     logs: list[float] = []
     ses: list[float] = []
     for s in seeds:

@@ -9,7 +9,8 @@ their mean in seed s (n_s runs) and s_p^2 their within-seed variance pooled over
 
 (a prediction interval: the candidate is one more run). The p-values of every statistic and
 seed judged are adjusted together (Holm); a statistic is **outside** when its adjusted p is
-under alpha. It reads **within** only when the design could detect a change of
+under alpha and it differs from m_s by more than ``stats_min_effect`` of it (exact runs can be
+heavy-tailed: one perturbation may move a statistic far more than the others). It reads **within** only when the design could detect a change of
 ``stats_detectable`` of its mean (alpha over the number judged, power 80 %), else
 **inconclusive**, with the change it could detect. Counts (black, frozen, NaN-like frames) follow
 their own rule (``VerdictRules.count_tolerance``). Extremes (audio peak) are shown, not judged.
@@ -78,7 +79,8 @@ def rule_text(rules: VerdictRules) -> str:
     return (
         "x against the exact runs of its seed (reference and noise floor): prediction interval from their "
         "within-seed variance pooled over seeds, Holm over every statistic and seed judged at alpha "
-        f"{rules.alpha:g}; within only when a change of {100 * rules.stats_detectable:g}% of the mean is "
+        f"{rules.alpha:g} and a change over {100 * rules.stats_min_effect:g}% of the mean; within only when a "
+        f"change of {100 * rules.stats_detectable:g}% of the mean is "
         f"detectable; counts: more than max(exact) + {100 * rules.count_tolerance:g}% of the frames (at least 1; "
         f"NaN-like frames: any more); judged: {', '.join(TYPICAL_STATS + COUNT_STATS)}; shown only (extremes): "
         + ", ".join(SHOWN_STATS)
@@ -182,7 +184,12 @@ def judge_stats(
         where = f" (seed {t.seed})" if t.seed is not None else ""
         band = f"[{fmt_stat(t.stat, t.lo)}, {fmt_stat(t.stat, t.hi)}]"
         could = f"could detect {100 * t.detectable:.2g}%" if t.detectable is not None else ""
-        if p is not None and p < rules.alpha:
+        big = (
+            t.value is not None
+            and t.center is not None
+            and abs(t.value - t.center) > rules.stats_min_effect * abs(t.center)
+        )
+        if p is not None and p < rules.alpha and big:
             t.word = "outside"
         elif t.detectable is not None and t.detectable <= rules.stats_detectable:
             t.word = "within"

@@ -16,6 +16,9 @@ between: both kinds of evidence judge there), audio by its waveform correlation 
   an absolute PSNR (never against a floor that differs from the reference by round-off);
 * always: the global statistics (``analysis.stat_rule``).
 
+The verdict is outside when any modality is, so each modality's intervals are taken at alpha
+divided by the number of modalities judged (and a seed's at that over the number of seeds).
+
 The word: **outside** when any part is; else **incomplete** when a value the floor has is missing
 (named); else **within** when every part is; else **inconclusive** (with what would decide it).
 ``judge`` adds **not run** (no run ended ok) and **invalid** (attention calls not served by the
@@ -272,13 +275,18 @@ def judge_numbers(
         if sv.regime["video"] == "no floor":
             v.missing.append(f"seed {sv.seed}: no noise-floor run")
     parts: list[tuple[str, str]] = []  # (word, why)
+    # The verdict is outside when any modality is: each modality's intervals at alpha / modalities judged.
+    judged_modalities = {
+        KINDS[k].modality for s in seeds for r in regime_of[s].values() for k in JUDGED_BY.get(r, ())
+    }
+    alpha = rules.alpha / max(1, len(judged_modalities))
     for kind in ("video_mse", "video_1_ssim", "audio_error", "audio_spectral", "audio_logmel"):
         modality = KINDS[kind].modality
         judged = [s for s in seeds if kind in JUDGED_BY.get(regime_of[s][modality], ())]
         vals = _values(kind, judged or seeds, cand_of, floors_of)
         if not vals:
             continue
-        r = ratio_reading(kind, KINDS[kind].label, vals, bound=rules.tolerance, alpha=rules.alpha,
+        r = ratio_reading(kind, KINDS[kind].label, vals, bound=rules.tolerance, alpha=alpha,
                           prior_sd=rules.floor_log_sd.get(kind, 0.25))  # fmt: skip
         if judged:
             v.energy.append(r)
@@ -388,9 +396,7 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
         )
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
-            head += (
-                f" ({100 * (1 - rules.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
-            )
+            head += f" ({100 * (1 - rules.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
         else:
             head += f" ({top.label}"
         others = [_short(r) for r in judged if r is not top]

@@ -29,7 +29,9 @@ def bench_verdicts(
         None, help="A calibration campaign (scenarios/verdict_calibration.yaml): measure its distributions."
     ),
     write: Path | None = typer.Option(None, help="With --measure: the fixture file to write."),
-    workdir: Path = typer.Option(Path("reports/bench-verdicts"), help="With --measure: where defects are made."),
+    workdir: Path = typer.Option(
+        Path("reports/bench-verdicts"), help="With --measure: where defects are made."
+    ),
 ):
     """False alarms and power of the verdict rules on campaigns drawn from measured distributions."""
     from harness.store import write_record

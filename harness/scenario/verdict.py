@@ -79,6 +79,13 @@ class VerdictRules(BaseModel):
         description="A statistic reads within only when this design could detect a change of this "
         "fraction of its mean (else inconclusive, with the change it could detect).",
     )
+    stats_min_effect: float = Field(
+        0.01,
+        ge=0.0,
+        description="A statistic is outside only when it differs from the exact runs' mean of its seed by "
+        "more than this fraction of it, and beyond their run-to-run variability (the builtin pipeline's exact "
+        "perturbations move audio RMS by up to 0.74%).",
+    )
     count_tolerance: float = Field(
         0.01,
         ge=0.0,
