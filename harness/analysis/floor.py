@@ -26,7 +26,7 @@ from harness.records import Record
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
-CODEC_FLOOR_VERSION = 1
+CODEC_FLOOR_VERSION = 2  # 2: a re-encode's video against its lossless twin
 DECODE_VERSION = 1
 Progress = Callable[[str], None]
 
@@ -192,8 +192,9 @@ def codec_floor_row(res: ReportResults, campaign: CampaignDir, cache: MetricsCac
     how = (
         "the decoded output.mp4 against the run's lossless copy: the error of the encode the run made"
         if entry.method == "lossless"
-        else "the reference's decoded frames and audio encoded again with the run's codec settings, against "
-        "the decoded reference: a second-generation estimate, usually smaller than the first encode's error"
+        else "the reference's decoded frames and audio encoded again with the run's codec settings (video against "
+        "the lossless twin of that encode, so the colour conversion both share is not counted; audio against the "
+        "decoded reference): a second-generation estimate, usually smaller than the first encode's error"
     )
     row.text = f"codec floor ({entry.settings.text()}): {how}; {fmt_db(v.psnr_pooled)} pooled"
     floor_mse = None

@@ -152,7 +152,8 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_speedup_value(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}x"
+    """Three significant figures, trailing zeros kept: '2.00x', '0.846x', '12.3x'."""
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:#.3g}".rstrip(".") + "x"
 
 
 def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") -> str:
