@@ -428,6 +428,8 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
         bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
     if v.missing:
         bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
+    if v.word == "within":  # the only word whose intervals support the claim
+        bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
     return f"{v.word}: " + "; ".join(bits) if bits else v.word
 
 
