@@ -48,7 +48,9 @@ def test_every_planted_defect_is_caught(bench):
 
 def test_the_rules_these_replaced_fail_on_the_same_draws(bench):
     old = {(r.rule, r.design): r.old_rule for r in bench.rows if r.old_rule is not None}
-    stats29 = [v for (rule, design), v in old.items() if rule == "statistics" and design.startswith("29-step")]
+    stats29 = [
+        v for (rule, design), v in old.items() if rule == "statistics" and design.startswith("29-step")
+    ]
     assert min(stats29) > 0.25  # about 38 % and 76 %
     assert old[next(k for k in old if k[0] == "speed word, harness compare of one run a side")] > 0.8
     assert old[next(k for k in old if k[0] == "speed word in a report")] > 0.05

@@ -63,7 +63,8 @@ def test_dataframe_has_a_row_per_run(builds):
     assert cand["step_samples"].tolist()[::3] == [[0.80, 0.82], [0.81, 0.80], [1.60, 1.62]]
     words = {"within", "outside", "inconclusive", "incomplete", "invalid", "not run"}
     assert set(df["gpu"]) == {"cpu"} and set(df["verdict"][df["role"] == "candidate"]) <= words
-    assert df["psnr_pooled"][df["arm"] == "cand"].notna().all()
+    first = df["step_samples"].map(len) > 0  # every run; accuracy is the first repeat's
+    assert df["psnr_pooled"][(df["arm"] == "cand")].notna().sum() == 3 and first.all()
     assert df["psnr_pooled"][df["arm"] == "torch_sdpa"].isna().all()  # the reference has no distance
 
 
@@ -76,7 +77,12 @@ def test_moves_and_gate(builds):
     assert step.loc[2, "p_adjusted"] >= step.loc[2, "p"]  # corrected for every test of the history
     assert step.loc[2, "text"].startswith("up 0.8075 -> 1.6100 (n=6/3 runs, p=")
     lines = gate_regressions(df, moves)
-    assert len(lines) == 1 and lines[0].startswith("tiny cand (cpu): DiT s/step up 0.8075 -> 1.6100")
+    # the candidate's steps and (so) its pipeline total doubled: both are gated
+    assert [ln.split(" up ")[0] for ln in lines] == [
+        "tiny cand (cpu): DiT s/step",
+        "tiny cand (cpu): pipeline total (s)",
+    ]
+    assert lines[0].startswith("tiny cand (cpu): DiT s/step up 0.8075 -> 1.6100 (n=6/3 runs, p=")
     # the same campaigns without the slow third build: nothing to gate
     two = df[df["campaign_index"] < 2]
     assert gate_regressions(two, find_moves(two, last=2)) == []
@@ -86,7 +92,7 @@ def test_build_history_says_what_it_found(builds, tmp_path):
     h = build_history([builds], tmp_path / "hist", last=2)
     assert (h.campaigns, h.runs, h.scenarios) == (3, 27, ["tiny"])
     assert len([m for m in h.moved if m.startswith("moved (worse): tiny cand DiT s/step in c1: up")]) == 1
-    assert len(h.regressions) == 1 and h.regressions[0].startswith("tiny cand (cpu): DiT s/step up")
+    assert len(h.regressions) == 2 and h.regressions[0].startswith("tiny cand (cpu): DiT s/step up")
     assert h.csv_path.is_file() and h.html_path.is_file()
 
 
@@ -114,7 +120,7 @@ def test_cli_writes_csv_and_one_file_page_and_gates(builds, tmp_path):
     gated = harness("history", builds, "--out", out, "--last", "2", "--gate")
     assert gated.returncode == 1
     errors = gated.stderr.strip().splitlines()
-    assert len(errors) == 1 and errors[0].startswith("regression: tiny cand (cpu): DiT s/step up")
+    assert len(errors) == 2 and errors[0].startswith("regression: tiny cand (cpu): DiT s/step up")
     bad = harness("history", tmp_path / "nowhere")
     assert bad.returncode == 2 and bad.stderr.strip() == f"error: {tmp_path / 'nowhere'}: no such folder"
 

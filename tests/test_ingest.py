@@ -125,7 +125,9 @@ def _scaled_log(factor: float) -> str:
     def scale(m: re.Match) -> str:
         return f"{m.group(1)}{float(m.group(2)) * factor:.6f} seconds"
 
-    return re.sub(r"(Run Dit every step cost )([0-9.]+) seconds", scale, (LOGS / "h3_tp2_rank0.log").read_text())
+    return re.sub(
+        r"(Run Dit every step cost )([0-9.]+) seconds", scale, (LOGS / "h3_tp2_rank0.log").read_text()
+    )
 
 
 def test_two_seeds_with_repeats_get_per_seed_verdicts_and_speed_intervals(tmp_path):
@@ -153,7 +155,9 @@ def test_two_seeds_with_repeats_get_per_seed_verdicts_and_speed_intervals(tmp_pa
     assert "sage@43~r2" in keys and "torch_sdpa@42~r2" in keys and "kv_reversed@43" in keys
     results = json.loads((camp / "results.json").read_text())
     v = next(x for x in results["verdicts"] if x["arm"] == "sage")
-    assert [s["seed"] for s in v["per_seed"]] == [42, 43] and all(s["word"] == "outside" for s in v["per_seed"])
+    assert [s["seed"] for s in v["per_seed"]] == [42, 43] and all(
+        s["word"] == "outside" for s in v["per_seed"]
+    )
     assert all(s["floor_runs"] == 2 and s["regime"]["video"] == "pixel" for s in v["per_seed"])
     speed = next(a for a in results["arms"] if a["arm"] == "sage")["speed"]["s_per_step"]
     assert speed["design"] == "paired by seed and repeat" and speed["n_ref"] == speed["n_arm"] == 4

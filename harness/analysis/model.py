@@ -167,7 +167,9 @@ def _verdict_from_3(v: dict) -> dict:
     """A /3 verdict (booleans, pooled floor) in /4's terms (a word; its per-seed ratios as readings)."""
     eq, measured = v.get("equivalent"), v.get("measured", 0)
     v["word"] = "not run" if not measured else {True: "within", False: "outside"}.get(eq, "inconclusive")
-    v["text"] = f"{v['word']} (an older harness's verdict, no intervals): {v.get('accuracy') or v.get('summary', '')}"
+    v["text"] = (
+        f"{v['word']} (an older harness's verdict, no intervals): {v.get('accuracy') or v.get('summary', '')}"
+    )
     for e in v.get("energy") or []:
         per = e.get("per_seed")
         if isinstance(per, dict):

@@ -424,7 +424,11 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
         bits.append(v.stats_text)
     if v.baseline is not None:
         b = v.baseline
-        ci = f" ({100 * (1 - rules.alpha):.10g}% CI {b.ratio_ci[0]:.3g}-{b.ratio_ci[1]:.3g})" if b.ratio_ci else ""
+        ci = (
+            f" ({100 * (1 - rules.alpha):.10g}% CI {b.ratio_ci[0]:.3g}-{b.ratio_ci[1]:.3g})"
+            if b.ratio_ci
+            else ""
+        )
         bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
     if v.missing:
         bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))

@@ -22,7 +22,9 @@ def test_the_interval_is_the_stated_formula():
     l1, l2 = (math.log(s.candidate) - math.log(np.mean(s.floors)) for s in seeds)
     se_s = sigma * math.sqrt(1 + 1 / 3)
     q_seed = stats.t.ppf(1 - 0.05 / 4, 4)  # every seed must pass: alpha / seeds
-    assert r.per_seed[0].ratio_ci == pytest.approx([math.exp(l1 - q_seed * se_s), math.exp(l1 + q_seed * se_s)])
+    assert r.per_seed[0].ratio_ci == pytest.approx(
+        [math.exp(l1 - q_seed * se_s), math.exp(l1 + q_seed * se_s)]
+    )
     a, tau2 = 2 * se_s**2 / 4, max(0.0, np.var([l1, l2], ddof=1) - se_s**2)
     se = math.sqrt(a + tau2 / 2)
     df = 4 if tau2 == 0 else (a + tau2 / 2) ** 2 / (a * a / 4 + (tau2 / 2) ** 2 / 1)
@@ -51,21 +53,29 @@ def test_one_floor_run_per_seed_uses_the_stated_assumption():
     r = ratio_reading("video_mse", "video MSE", seeds, bound=2.0, alpha=0.05, prior_sd=0.04)
     assert r.df == math.inf and "spread assumed: sd 0.04" in r.text
     z = stats.norm.ppf(0.975)
-    assert r.ratio_ci == pytest.approx([2.32 * math.exp(-z * 0.04 * math.sqrt(2)), 2.32 * math.exp(z * 0.04 * math.sqrt(2))])
+    assert r.ratio_ci == pytest.approx(
+        [2.32 * math.exp(-z * 0.04 * math.sqrt(2)), 2.32 * math.exp(z * 0.04 * math.sqrt(2))]
+    )
     assert pooled_log_sd(seeds) == (None, 0.0)
 
 
 def test_missing_zero_and_non_finite():
     assert ratio_reading("m", "m", [SeedValues(seed=1, candidate=None, floors=[1.0, 1.1])], bound=2, alpha=0.05,
                          prior_sd=0.1).word == "incomplete"  # fmt: skip
-    inf = ratio_reading("m", "m", [SeedValues(seed=1, candidate=math.inf, floors=[1.0])], bound=2, alpha=0.05, prior_sd=0.1)
+    inf = ratio_reading(
+        "m", "m", [SeedValues(seed=1, candidate=math.inf, floors=[1.0])], bound=2, alpha=0.05, prior_sd=0.1
+    )
     assert inf.word == "outside" and "not finite" in inf.text
     nan_floor = ratio_reading("m", "m", [SeedValues(seed=1, candidate=1.0, floors=[math.nan], floor_keys=["f"])],
                               bound=2, alpha=0.05, prior_sd=0.1)  # fmt: skip
     assert nan_floor.word == "incomplete" and "f is not finite" in nan_floor.text
-    same = ratio_reading("m", "m", [SeedValues(seed=1, candidate=0.0, floors=[0.0, 0.0])], bound=2, alpha=0.05, prior_sd=0.1)
+    same = ratio_reading(
+        "m", "m", [SeedValues(seed=1, candidate=0.0, floors=[0.0, 0.0])], bound=2, alpha=0.05, prior_sd=0.1
+    )
     assert same.word == "within" and same.ratio == 1.0
-    worse = ratio_reading("m", "m", [SeedValues(seed=1, candidate=1e-3, floors=[0.0])], bound=2, alpha=0.05, prior_sd=0.1)
+    worse = ratio_reading(
+        "m", "m", [SeedValues(seed=1, candidate=1e-3, floors=[0.0])], bound=2, alpha=0.05, prior_sd=0.1
+    )
     assert worse.word == "outside" and "identical to the reference" in worse.text
 
 

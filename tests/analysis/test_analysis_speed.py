@@ -17,7 +17,9 @@ def run(arm: str, seed: int, repeat: int, s: float, role: str = "candidate") -> 
 
 def test_designs_follow_the_runs():
     runs = [run("ref", s, r, 1.0 + 0.01 * r + 0.1 * s, "reference") for s in (1, 2) for r in (1, 2, 3)]
-    runs += [run("fast", s, r, 0.5 + 0.005 * r + 0.05 * s + 0.001 * (r % 2)) for s in (1, 2) for r in (1, 2, 3)]
+    runs += [
+        run("fast", s, r, 0.5 + 0.005 * r + 0.05 * s + 0.001 * (r % 2)) for s in (1, 2) for r in (1, 2, 3)
+    ]
     runs += [run("floor", s, 1, 1.2 + 0.1 * s, "noise_floor") for s in (1, 2)]
     tests = campaign_speed_tests(runs, "ref", VerdictRules())
     fast, floor = tests["fast"]["s_per_step"], tests["floor"]["s_per_step"]

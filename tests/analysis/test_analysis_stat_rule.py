@@ -22,7 +22,9 @@ PR29 = np.array([
 
 
 def sample(key: str, seed: int, values, frames: int | None = None, **extra) -> StatsSample:
-    return StatsSample(key=key, seed=seed, frames=frames, values=dict(zip(NAMES, map(float, values), strict=True)) | extra)
+    return StatsSample(
+        key=key, seed=seed, frames=frames, values=dict(zip(NAMES, map(float, values), strict=True)) | extra
+    )
 
 
 def test_the_prediction_interval_is_the_t_formula_with_holm():
@@ -36,7 +38,9 @@ def test_the_prediction_interval_is_the_t_formula_with_holm():
     assert luma.sd == pytest.approx(sp) and luma.df == 2
     assert luma.p == pytest.approx(2 * sps.t.sf(abs(z), 2))
     q = sps.t.ppf(1 - 0.05 / (2 * 5), 2)
-    assert [luma.lo, luma.hi] == pytest.approx([100.5 - q * sp * math.sqrt(1.5), 100.5 + q * sp * math.sqrt(1.5)])
+    assert [luma.lo, luma.hi] == pytest.approx(
+        [100.5 - q * sp * math.sqrt(1.5), 100.5 + q * sp * math.sqrt(1.5)]
+    )
     ps = sorted(c.p for c in v.checks if c.p is not None)
     assert min(c.p_adjusted for c in v.checks if c.p is not None) == pytest.approx(min(1.0, 5 * ps[0]))
     assert luma.detectable is not None and "could detect" in luma.text
@@ -73,7 +77,11 @@ def test_exact_candidates_with_the_pull_requests_spreads_rarely_read_outside():
 def test_a_few_percent_of_sharpness_lost_is_outside_where_runs_agree():
     rng = np.random.default_rng(3)
     base = np.array([116.0, 71.0, 590.0, 3.6, 0.049])
-    exact = [sample(f"e{s}{j}", s, base * (1 + s * 0.01) * (1 + rng.normal(0, 1e-4, 5))) for s in range(3) for j in range(4)]
+    exact = [
+        sample(f"e{s}{j}", s, base * (1 + s * 0.01) * (1 + rng.normal(0, 1e-4, 5)))
+        for s in range(3)
+        for j in range(4)
+    ]
     blurred = [sample(f"c{s}", s, base * (1 + s * 0.01) * np.array([1, 1, 0.97, 1, 1])) for s in range(3)]
     v = judge_stats(blurred, exact, VerdictRules())
     assert v.word == "outside" and all(c.word == "outside" for c in v.checks if c.stat == "sharpness")
@@ -89,11 +97,17 @@ def test_a_few_percent_of_sharpness_lost_is_outside_where_runs_agree():
 def test_counts_follow_their_own_rule():
     exact = [sample(f"e{j}", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=0.0, frozen_frames=2.0,
                     nan_like_frames=0.0) for j in range(3)]  # fmt: skip
-    ok = sample("c", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=2.0, frozen_frames=0.0, nan_like_frames=0.0)
-    bad = sample("d", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=0.0, frozen_frames=2.0, nan_like_frames=1.0)
+    ok = sample(
+        "c", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=2.0, frozen_frames=0.0, nan_like_frames=0.0
+    )
+    bad = sample(
+        "d", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=0.0, frozen_frames=2.0, nan_like_frames=1.0
+    )
     black = next(c for c in judge_stats([ok], exact, VerdictRules()).checks if c.stat == "black_frames")
     assert black.word == "within" and black.hi == 2.0  # 1 % of 200 frames
-    nan_like = next(c for c in judge_stats([bad], exact, VerdictRules()).checks if c.stat == "nan_like_frames")
+    nan_like = next(
+        c for c in judge_stats([bad], exact, VerdictRules()).checks if c.stat == "nan_like_frames"
+    )
     assert nan_like.word == "outside" and "nan_like_frames (seed 1) 1 outside [0, 0]" in nan_like.text
 
 

@@ -51,7 +51,7 @@ def test_three_step_case_still_reads_outside_the_floor():
     v = judge_numbers("kernel", [PairErrors.from_psnr(32.28, key="k", seed=42)],
                       [PairErrors.from_psnr(35.94, key="f", seed=42)])  # fmt: skip
     r = next(c for c in v.energy if c.metric == "video_mse")
-    assert r.ratio == pytest.approx(10 ** 0.366, rel=1e-6)  # 3.66 dB = 2.32x the energy
+    assert r.ratio == pytest.approx(10**0.366, rel=1e-6)  # 3.66 dB = 2.32x the energy
     assert r.ratio_ci[0] > 2.0 and r.word == "outside" and "spread assumed" in r.spread
     assert v.word == "outside" and v.ratio == pytest.approx(r.ratio) and v.ratio_ci == r.ratio_ci
     assert v.text.startswith("outside: error energy 2.32x the floor's (95% CI 2.")
@@ -87,7 +87,11 @@ def test_a_candidate_of_one_seed_is_judged_against_that_seeds_floor():
     assert pooled < 1.0  # what the pooled floor said
     v = judge_numbers("c", [cand], floors)
     r = next(c for c in v.energy if c.metric == "video_mse")
-    assert r.ratio == pytest.approx(5.0, rel=0.01) and v.word == "outside" and [s.seed for s in v.per_seed] == [43]
+    assert (
+        r.ratio == pytest.approx(5.0, rel=0.01)
+        and v.word == "outside"
+        and [s.seed for s in v.per_seed] == [43]
+    )
 
 
 def test_a_failure_on_a_chaotic_seed_is_judged():
@@ -172,7 +176,9 @@ def test_early_latents_are_judged_absolutely_or_against_the_baseline_never_the_r
     floor = PairErrors.from_psnr(14.6, seed=1, key="f", latent_psnr={1: 156.0, 2: 120.0})
     cand = PairErrors.from_psnr(14.0, seed=1, key="c", latent_psnr={1: 76.0, 2: 60.0, 3: 30.0})
     v = judge_numbers("c", [cand], [floor])
-    assert v.latent is not None and v.latent.judged and v.latent.word == "within" and v.latent.steps == {"1": 1}
+    assert (
+        v.latent is not None and v.latent.judged and v.latent.word == "within" and v.latent.steps == {"1": 1}
+    )
     assert "absolute bound 40 dB" in v.latent.text
     broken = cand.model_copy(update={"latent_psnr": {1: 25.0}})
     assert judge_numbers("c", [broken], [floor]).latent.word == "outside"
@@ -207,17 +213,26 @@ def test_the_accepted_baseline_gives_a_non_inferiority_reading():
     base = [PairErrors.from_psnr(40.4, seed=s, key=f"b{s}") for s in (1, 2, 3)]
     v = judge_numbers("c", cands, floors, rules=rules, baseline=base)
     assert v.baseline.ratio == pytest.approx(10 ** (-0.02), rel=1e-6) and v.baseline.word == "not worse"
-    assert "error energy 0.95x sage_attn2's (95% CI 0.882-1.03)" in v.text and "margin 1.25x: not worse" in v.text
+    assert (
+        "error energy 0.95x sage_attn2's (95% CI 0.882-1.03)" in v.text
+        and "margin 1.25x: not worse" in v.text
+    )
 
 
 def test_one_identical_frame_neither_lifts_a_candidate_nor_sinks_the_floor():
     frames = 10
     floor_mse = [0.0] + [4.0] * (frames - 1)
     cand_mse = [0.0] + [40.0] * (frames - 1)
-    floor = PairErrors(key="floor", seed=1, frames=frames, video_mse=float(np.mean(floor_mse)), identical_frames=1)
-    cand = PairErrors(key="cand", seed=1, frames=frames, video_mse=float(np.mean(cand_mse)), identical_frames=1)
+    floor = PairErrors(
+        key="floor", seed=1, frames=frames, video_mse=float(np.mean(floor_mse)), identical_frames=1
+    )
+    cand = PairErrors(
+        key="cand", seed=1, frames=frames, video_mse=float(np.mean(cand_mse)), identical_frames=1
+    )
     v = judge_numbers("cand", [cand], [floor])
-    assert v.per_seed[0].floor_psnr == pytest.approx(psnr_from_mse(3.6)) and math.isfinite(v.per_seed[0].floor_psnr)
+    assert v.per_seed[0].floor_psnr == pytest.approx(psnr_from_mse(3.6)) and math.isfinite(
+        v.per_seed[0].floor_psnr
+    )
     assert v.energy[0].ratio == pytest.approx(10.0) and v.word == "outside"
     assert "identical frames: 1 of 10, counted in the pooled MSE" in " ".join(v.sentences)
 

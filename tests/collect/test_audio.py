@@ -142,7 +142,11 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
         stream.push(k, tracks[k][:, pos[k] : pos[k] + step])
         pos[k] += step
     got = stream.result()
-    assert set(got) == set(want) - {"residual_lag_samples", "residual_corr", "aligned_corr"}  # suite adds them
+    assert set(got) == set(want) - {
+        "residual_lag_samples",
+        "residual_corr",
+        "aligned_corr",
+    }  # suite adds them
     for key, value in got.items():
         assert value == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
     same = audio.PairStream(RATE)
@@ -181,7 +185,8 @@ def _music(seed: int, seconds: float = 4.0) -> np.ndarray:
     g = np.random.default_rng(seed)
     t = np.arange(int(seconds * RATE)) / RATE
     x = sum(
-        g.uniform(0.05, 0.2) * np.sin(2 * np.pi * g.uniform(100, 2000) * t + g.uniform(0, 6))
+        g.uniform(0.05, 0.2)
+        * np.sin(2 * np.pi * g.uniform(100, 2000) * t + g.uniform(0, 6))
         * (1 + np.sin(2 * np.pi * g.uniform(0.5, 3) * t))
         for _ in range(6)
     )
@@ -204,7 +209,7 @@ def test_spectral_error_is_calibrated_close_reads_close_unrelated_far():
     assert cosine(a, close) > 0.99
     errs = [spectral_error(a, _at_snr(a, snr), RATE) for snr in (40, 30, 19, 10, 0)]
     assert errs == sorted(errs) and errs[0] < 1e-3
-    assert 0.2 * 10 ** -1.9 < spectral_error(a, close, RATE) < 5 * 10 ** -1.9
+    assert 0.2 * 10**-1.9 < spectral_error(a, close, RATE) < 5 * 10**-1.9
     assert spectral_error(a, other, RATE) > 0.5 > 50 * spectral_error(a, close, RATE)
     assert spectral_error(a, a.copy(), RATE) == 0.0
     assert spectral_error(a, np.zeros_like(a), RATE) == pytest.approx(1.0)
@@ -237,7 +242,9 @@ def test_mel_power_equals_an_fp64_implementation_and_librosa():
     assert got.shape == want.shape
     assert np.abs(got - want).max() <= 1e-4 * want.max()
     b = _at_snr(a, 15.0)
-    fp64 = float(((np.sqrt(want) - np.sqrt(_mel_fp64(b[0].astype(np.float64), RATE))) ** 2).sum() / want.sum())
+    fp64 = float(
+        ((np.sqrt(want) - np.sqrt(_mel_fp64(b[0].astype(np.float64), RATE))) ** 2).sum() / want.sum()
+    )
     assert spectral_error(a, b, RATE) == pytest.approx(fp64, rel=1e-3)
     librosa = pytest.importorskip("librosa")
     ref = librosa.feature.melspectrogram(y=a[0], sr=RATE, n_fft=1024, hop_length=256, window="hann", center=False,

@@ -80,6 +80,8 @@ def test_a_reencode_is_measured_against_its_lossless_twin_not_the_colour_convers
     against_ref = measure_pair(mp4, tmp_path / "lossy.mp4")
     bias = measure_pair(mp4, tmp_path / "twin.mp4")
     assert bias.video.psnr_pooled < 80  # the conversion alone moves pixels
-    assert floor.video.psnr_pooled == pytest.approx(measure_pair(tmp_path / "twin.mp4", tmp_path / "lossy.mp4").video.psnr_pooled)
+    assert floor.video.psnr_pooled == pytest.approx(
+        measure_pair(tmp_path / "twin.mp4", tmp_path / "lossy.mp4").video.psnr_pooled
+    )
     assert floor.video.psnr_pooled > against_ref.video.psnr_pooled  # the bias is left out
     assert floor.audio.snr_db == pytest.approx(against_ref.audio.snr_db)  # audio against the reference

@@ -60,7 +60,9 @@ def test_perturbed_run_psnr_matches_numpy_and_json_roundtrips(tmp_path: Path, re
     assert cmp.audio.snr_db == pytest.approx(snr, rel=1e-4) and cmp.audio.lag_samples == 0
     assert cmp.bitwise.video is False and cmp.bitwise.files is False
     # speed: A s/step 1.1, B 0.5 -> speed-up 2.2; the steps of one run are not samples: no speed word
-    assert cmp.speed.s_per_step_speedup == pytest.approx(1.1 / 0.5) and cmp.speed.s_per_step_ratio == pytest.approx(0.5 / 1.1)
+    assert cmp.speed.s_per_step_speedup == pytest.approx(
+        1.1 / 0.5
+    ) and cmp.speed.s_per_step_ratio == pytest.approx(0.5 / 1.1)
     line = cmp.speed.s_per_step_line
     assert "speed-up 2.20x: one run a side: no speed word" in line
     assert "[steps 2..N: 1.100 ± 0.141 s (steps, n=2) -> 0.500 ± 0.000 s (steps, n=2)]" in line

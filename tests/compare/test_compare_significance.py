@@ -33,7 +33,9 @@ def test_welch_on_log_times_matches_scipy_and_the_interval_its_formula():
         df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
         d, q = la.mean() - lb.mean(), stats.t.ppf(0.975, df)
         assert t.speedup == pytest.approx(math.exp(d))
-        assert t.speedup_ci == pytest.approx([math.exp(d - q * math.sqrt(va + vb)), math.exp(d + q * math.sqrt(va + vb))])
+        assert t.speedup_ci == pytest.approx(
+            [math.exp(d - q * math.sqrt(va + vb)), math.exp(d + q * math.sqrt(va + vb))]
+        )
 
 
 def test_paired_runs_use_the_log_ratios():
@@ -44,9 +46,13 @@ def test_paired_runs_use_the_log_ratios():
     q = stats.t.ppf(0.975, 3)
     assert t.design == "paired by seed and repeat" and t.n_pairs == 4 and t.df == 3
     assert t.speedup == pytest.approx(math.exp(statistics.fmean(d)))
-    assert t.speedup_ci == pytest.approx([math.exp(statistics.fmean(d) - q * se), math.exp(statistics.fmean(d) + q * se)])
+    assert t.speedup_ci == pytest.approx(
+        [math.exp(statistics.fmean(d) - q * se), math.exp(statistics.fmean(d) + q * se)]
+    )
     assert t.word == "slower" and t.speedup < 1
-    assert t.line.startswith("DiT s/step: 0.451 ± 0.003 s (n=4) -> 0.536 ± 0.002 s (n=4): speed-up 0.842x (95% CI 0.839-0.844; n=4/4 runs")
+    assert t.line.startswith(
+        "DiT s/step: 0.451 ± 0.003 s (n=4) -> 0.536 ± 0.002 s (n=4): speed-up 0.842x (95% CI 0.839-0.844; n=4/4 runs"
+    )
     assert "n=4/4 runs, paired by seed and repeat): slower (p=" in t.line
 
 
@@ -83,7 +89,10 @@ def test_one_run_a_side_gives_the_ratio_and_no_speed_word():
     assert t.speedup == pytest.approx(0.451 / 0.536) and t.speedup_ci is None and t.word == "too few runs"
     assert "one run a side: no speed word" in t.line
     few = compare_samples([0.451], [0.536])
-    assert few.word == "too few runs" and "too few runs for an interval (n=1/1 runs; 2 a side needed)" in few.line
+    assert (
+        few.word == "too few runs"
+        and "too few runs for an interval (n=1/1 runs; 2 a side needed)" in few.line
+    )
     assert compare_samples([], [1.0]).line.endswith("no timing (n=0/1 runs)")
     assert compare_samples([1.0, None, math.nan, 1.1, -1.0], [1.0, 1.1]).n_ref == 2
 
@@ -93,7 +102,9 @@ def test_holm_matches_its_definition_and_changes_the_words():
     assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
     rng = np.random.default_rng(0)
     base = list(np.exp(rng.normal(0, 0.005, 6)))
-    tests = [compare_samples(base, [x * 1.02 * math.exp(rng.normal(0, 0.01)) for x in base]) for _ in range(3)]
+    tests = [
+        compare_samples(base, [x * 1.02 * math.exp(rng.normal(0, 0.01)) for x in base]) for _ in range(3)
+    ]
     single = [t.p for t in tests]
     holm_tests(tests)
     assert [t.p_adjusted for t in tests] == pytest.approx(holm(single))

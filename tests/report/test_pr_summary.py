@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from harness.number_format import fmt_time
-from harness.report import ReportResults, build_report
+from harness.report import build_report
 from harness.report.pr import render_pr
 from harness.report.render import load_results
 
@@ -111,7 +111,10 @@ def test_pr_md_figures_are_report_md_figures(single_report):
     assert single_report.paths.pr_md == single_report.campaign.path / "pr.md"
     assert check_pr_against_report(pr, md) >= 40
     # the pull request's layout: three steps, a total, the speed-ups; the noise floor row last
-    assert "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | speed-up vs torch_sdpa (s/step / total) |" in pr
+    assert (
+        "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | speed-up vs torch_sdpa (s/step / total) |"
+        in pr
+    )
     assert "| sage_far | 1.500 / 0.500 / 0.500 | 3.000 s | 2.00x / 1.50x |" in pr
     acc_rows = [r[0] for r in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs"))]
     assert acc_rows[-1] == "torch_sdpa_kv_reversed (noise floor)"
@@ -141,13 +144,17 @@ def test_pr_md_of_the_committed_h200_campaign(tmp_path):
     from harness.report import render_results
 
     example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
-    res = load_results(example / "results.json")  # schema /2, migrated: its speed tests read again as speed-ups
+    res = load_results(
+        example / "results.json"
+    )  # schema /2, migrated: its speed tests read again as speed-ups
     pr = render_pr(res)
     assert "DiT s/step (mean of steps 2-3, mean over runs)" in pr
     md = render_results(example / "results.json", tmp_path).report_md.read_text()
     assert check_pr_against_report(pr, md) >= 40
     assert "| sage_attn2 | 0.539 | 3.735 s | 0.85x / 0.81x |" in pr
-    assert "- sage_attn2: DiT s/step speed-up 0.846x (95% CI 0.844-0.848; n=9/9 runs): slower (p=1.4e-25" in pr
+    assert (
+        "- sage_attn2: DiT s/step speed-up 0.846x (95% CI 0.844-0.848; n=9/9 runs): slower (p=1.4e-25" in pr
+    )
     # nine runs that read alike are one line each; the real kernel writes into K (SageAttention 1.0.6)
     direct = "bitwise identical; the call changes k in place (first call, q 1x24x48719x128)"
     assert f"- sage_attn2 (each of its 9 runs): backend output vs a direct op call: {direct}" in pr
@@ -164,7 +171,11 @@ def test_report_opens_with_the_summary(single_report):
     # one run a side: the speed-up is printed, no speed word without an interval
     assert "DiT s/step speed-up 2.00x: too few runs for an interval (n=1/1 runs; 2 a side needed)" in far
     assert "pipeline total speed-up 1.50x: too few runs for an interval (n=1/1 runs" in far
-    assert "verdict invalid: NOT all attention calls" in far and "outside" in far and far.endswith("attention INVALID")
+    assert (
+        "verdict invalid: NOT all attention calls" in far
+        and "outside" in far
+        and far.endswith("attention INVALID")
+    )
     close = next(b for b in bullets if b.startswith("- sage_close:"))
     assert "tolerance 2x" in close and close.endswith("attention valid")
     assert "- broken: not run (failed: exit code 1" in md

@@ -194,9 +194,14 @@ def test_repeats_speed_significance_and_floor_distribution(repeats_report):
     arms = {a.arm: a for a in res.arms}
     fast, same = arms["fast"].speed["s_per_step"], arms["same"].speed["s_per_step"]
     assert fast.n_ref == fast.n_arm == 6 and fast.design == "paired by seed and repeat"
-    assert fast.word == "faster" and fast.speedup == pytest.approx(1.33, rel=0.02) and fast.speedup_ci[0] > 1.01
+    assert (
+        fast.word == "faster" and fast.speedup == pytest.approx(1.33, rel=0.02) and fast.speedup_ci[0] > 1.01
+    )
     assert same.word in ("no meaningful difference", "no difference detected")
-    assert "fast vs torch_sdpa: DiT s/step: 0.998 ± 0.006 s (n=6) -> 0.751" in md and "speed-up 1.33x (95% CI" in md
+    assert (
+        "fast vs torch_sdpa: DiT s/step: 0.998 ± 0.006 s (n=6) -> 0.751" in md
+        and "speed-up 1.33x (95% CI" in md
+    )
     assert "same vs torch_sdpa: DiT s/step:" in md
     # every speed word in the report carries its interval and its test
     for line in md.splitlines():
