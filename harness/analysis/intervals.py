@@ -65,6 +65,7 @@ class RatioReading(Record):
     label: str
     against: str = "the floor's"
     bound: float = 2.0  # the tolerance (or the non-inferiority margin)
+    alpha: float = 0.05  # the level of the combined interval (a seed's: alpha / seeds)
     ratio: float | None = None  # combined over seeds (geometric mean)
     ratio_ci: list[float] | None = None
     word: str = ""
@@ -168,7 +169,7 @@ def ratio_reading(
     """The candidate's energy over the floor's, per seed and combined (module docstring).
 
     ``given_sd``: (sigma, df) measured elsewhere, instead of the spread of ``seeds``' floor values."""
-    r = RatioReading(metric=metric, label=label, against=against, bound=bound)
+    r = RatioReading(metric=metric, label=label, against=against, bound=bound, alpha=alpha)
     sigma, df_w = given_sd if given_sd is not None else pooled_log_sd(seeds)
     if given_sd is not None:
         r.spread = (

@@ -220,8 +220,11 @@ def stats_text(v: StatsVerdict, rules: VerdictRules) -> str:
     judged = [c for c in v.checks if c.judged]
     bad = [c for c in judged if c.word == "outside"]
     if v.word == "outside":
-        return f"statistics OUTSIDE run-to-run variability ({len(bad)} of {len(judged)}): " + "; ".join(
-            c.text for c in bad
+        more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+        return (
+            f"statistics OUTSIDE run-to-run variability ({len(bad)} of {len(judged)}): "
+            + "; ".join(c.text for c in bad[:3])
+            + more
         )
     if v.word == "incomplete":
         return "statistics incomplete: " + "; ".join(c.text for c in judged if c.word == "incomplete")
