@@ -418,7 +418,7 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
     if v.latent is not None and v.latent.judged:
         bits.append(f"latents {v.latent.word}")
     elif chaotic and v.insitu is None:
-        bits.append("no in-situ reading or latents: the statistics are the whole verdict")
+        bits.append("no in-situ reading or latents: the video rests on the statistics")
     bits += v.audio_lag
     if v.stats_text:
         bits.append(v.stats_text)

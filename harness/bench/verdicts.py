@@ -233,7 +233,7 @@ def part_outside(part: str) -> Callable[[Draw, VerdictRules], bool]:
     return rule
 
 
-def run_bench(draws: int = 1000, seed: int = 0, fixture: Path = FIXTURE,
+def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
               rules: VerdictRules | None = None) -> VerdictBench:  # fmt: skip
     """Every row (module docstring) on ``draws`` seeded draws each."""
     import time

@@ -22,7 +22,7 @@ def register(bench_app: typer.Typer) -> None:
 
 
 def bench_verdicts(
-    draws: int = typer.Option(1000, min=10, help="Campaigns drawn per row."),
+    draws: int = typer.Option(500, min=10, help="Campaigns drawn per row."),
     seed: int = typer.Option(0, min=0, help="Seed of the draws (the same seed, the same table)."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the rows (JSON) here."),
     measure: Path | None = typer.Option(
