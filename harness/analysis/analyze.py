@@ -69,6 +69,8 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 def scenario_rules(scenario: dict[str, Any], notes: list[str]) -> VerdictRules:
     """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults."""
     block, dropped = legacy_free(dict(scenario.get("verdict") or {}))
+    if scenario.get("accepted_baseline") and not block.get("accepted_baseline"):  # one name for both readings
+        block["accepted_baseline"] = scenario["accepted_baseline"]
     if dropped:
         notes.append(f"verdict rules: {', '.join(dropped)} of an older harness ignored (the rules changed)")
     try:
@@ -223,23 +225,41 @@ def judge_all(res: ReportResults, insitu: dict[str, InsituReading] | None = None
     base_arm = res.rules.accepted_baseline
     if base_arm and base_arm not in {r.arm for r in runs}:
         res.notes.append(
-            f"verdict.accepted_baseline: no arm named {base_arm!r} in this campaign; no baseline reading"
+            f"accepted_baseline: no arm named {base_arm!r} in this campaign; no baseline reading"
         )
-    base = [c for c in res.comparisons if c.b.arm == base_arm]
-    for a in res.arms:
-        if a.role != "candidate":
-            continue
-        cmps = [c for c in res.comparisons if c.b.arm == a.arm]
-        arm_runs = [r for r in runs if r.arm == a.arm]
-        res.verdicts.append(
-            judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules,
-                  baseline=base if a.arm != base_arm else None, insitu=(insitu or {}).get(a.arm))
-        )  # fmt: skip
+    judge_candidates(res, insitu)
     exact = [r for r in runs if r.role in ("reference", "noise_floor")]
     _, text = attention_verdict(exact)
     res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
     if not res.noise_floor_arms and res.reference_arm:
         res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")
+
+
+def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
+    """``res.verdicts``: one per candidate arm (``analysis.judge``), against its seeds' floors, the accepted
+    baseline and, where given, its in-situ reading."""
+    floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
+    base_arm = res.rules.accepted_baseline
+    base = [c for c in res.comparisons if c.b.arm == base_arm]
+    res.verdicts = []
+    for a in res.arms:
+        if a.role != "candidate":
+            continue
+        cmps = [c for c in res.comparisons if c.b.arm == a.arm]
+        arm_runs = [r for r in res.runs if r.arm == a.arm]
+        res.verdicts.append(
+            judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules,
+                  baseline=base if a.arm != base_arm else None, insitu=(insitu or {}).get(a.arm))
+        )  # fmt: skip
+
+
+def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
+    """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
+    found = res.insitu.readings if res.insitu is not None else []
+    return {
+        r.candidate: InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
+        for r in found
+    }
 
 
 def analyze_campaign(
@@ -269,6 +289,12 @@ def analyze_campaign(
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
     judge_all(res)
+    from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
+
+    add_insitu(res, campaign, say)
+    readings = insitu_by_arm(res)
+    if readings:  # a chaotic seed's verdict rests on the run's in-situ reading
+        judge_candidates(res, readings)
     measured = [c for c in res.comparisons if c.measured]
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)

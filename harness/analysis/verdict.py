@@ -396,7 +396,9 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
         )
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
-            head += f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
+            head += (
+                f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
+            )
         else:
             head += f" ({top.label}"
         others = [_short(r) for r in judged if r is not top]

@@ -1,6 +1,15 @@
 """Scenario files: the schema (a core plus what each runner and kind registers), loading with
 ${VAR} expansion, and errors that name file, line and field."""
 
+from harness.scenario.insitu import (
+    CaptureBlock,
+    InSituBlock,
+    InSituTolerance,
+    ScheduleBlock,
+    insitu_settings,
+    schedule_spec,
+    shadow_specs,
+)
 from harness.scenario.load import (
     SCENARIO_DIR,
     expand_vars,
@@ -46,14 +55,18 @@ __all__ = [
     "SCENARIO_DIR",
     "SEED_LIMIT",
     "Arm",
+    "CaptureBlock",
     "EnvValue",
     "ExecutorBlock",
     "FieldProblem",
+    "InSituBlock",
+    "InSituTolerance",
     "RepeatsAuto",
     "ReportBlock",
     "SafeName",
     "Scenario",
     "ScenarioPart",
+    "ScheduleBlock",
     "Seed",
     "SlurmBlock",
     "Strict",
@@ -63,6 +76,7 @@ __all__ = [
     "expand_vars",
     "format_loc",
     "full_model",
+    "insitu_settings",
     "json_schema",
     "kind_names",
     "line_for",
@@ -72,5 +86,7 @@ __all__ = [
     "parse_scenario",
     "resolve_scenario_path",
     "scenario_model",
+    "schedule_spec",
+    "shadow_specs",
     "validate_scenario",
 ]
