@@ -10,6 +10,7 @@ The library API behind `harness run` (the CLI only parses options and shows prog
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -264,13 +265,61 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
         outcome.ran.add(rec.spec.key)
         refresh_arms(campaign, record, keys)
 
+    executor = get_executor(plan.executor, **plan.executor_options())
+    rounds = [planned] if plan.auto is None else _rounds(planned)
     try:
-        get_executor(plan.executor, **plan.executor_options()).run(campaign, planned, reporter, on_record)
+        for n, batch in enumerate(rounds, 1):
+            executor.run(campaign, batch, reporter, on_record)
+            if plan.auto is not None and n >= plan.auto.min:
+                stop = auto_stop(plan, n, last=n == len(rounds))
+                if stop is not None:
+                    _note(outcome, reporter, f"repeats auto: {stop}")
+                    break
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
         refresh_arms(campaign, record, keys)
     outcome.records = _read_records(campaign, keys, outcome)
+
+
+def _rounds(planned: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """The planned runs by repeat: round n holds every arm's n-th run of every seed."""
+    by: dict[int, list[PlannedRun]] = {}
+    for p in planned:
+        by.setdefault(p.spec.repeat, []).append(p)
+    return [by[k] for k in sorted(by)]
+
+
+def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:
+    """Why ``repeats: auto`` stops after ``rounds`` rounds (None: go on): every candidate's speed-up
+    interval is narrower than the target, or the maximum is reached (the widest then named)."""
+    from harness.analysis.speed import campaign_speed_tests, interval_widths
+    from harness.compare.summary import summarize_run
+
+    assert plan.auto is not None
+    runs = []
+    for spec in plan.specs:
+        run = plan.campaign.run(spec.key)
+        if run.exists():
+            try:
+                runs.append(summarize_run(run))
+            except HarnessError:
+                continue
+    ref = plan.scenario.reference.name
+    widths = interval_widths(
+        campaign_speed_tests(runs, ref, plan.scenario.verdict),
+        {a.name: a.role.value for a in plan.scenario.arms},
+    )
+    target = plan.auto.target
+    open_ = {k: w for k, w in widths.items() if w is None or w >= target}
+    if not open_:
+        return f"stopped after {rounds} round(s): every speed-up interval is narrower than {100 * target:g}%"
+    if last:
+        widest = max(open_, key=lambda k: math.inf if open_[k] is None else open_[k])
+        w = open_[widest]
+        shown = "no interval" if w is None else f"{100 * w:.2g}% wide"
+        return f"stopped at the maximum of {rounds} round(s): {widest} is still {shown} (target {100 * target:g}%)"
+    return None
 
 
 def _build_report(outcome: CampaignOutcome) -> None:

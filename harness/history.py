@@ -1,10 +1,12 @@
 """History across campaigns: every results.json under some folders, as one pandas DataFrame.
 
 ``load_history`` reads one row per run (scenario, campaign, harness commit, date, GPU, arm,
-seed, s/step, total, pooled PSNR, SSIM, audio metrics, verdict), keeping the samples the
-significance test needs (DiT steps 2..N of the run). ``find_moves`` compares each campaign of
-a series (scenario, profile, GPU, arm) with the campaigns before it (the last N) by the same
-Welch test as the report's speed lines: a mark where a metric moved more than its noise.
+seed, s/step, total, pooled PSNR, SSIM, audio metrics, verdict word), keeping the DiT steps 2..N
+of each run for the CSV. ``find_moves`` compares each campaign of a series (scenario, profile,
+GPU, arm) with the campaigns before it (the last N), runs as the samples (never the steps of one
+run): timings by the report's speed test (``compare.significance``: the interval must clear the
+minimum effect), the other metrics by Welch's test; every test of the history is corrected
+together (Holm), so a long history does not mark noise.
 ``write_history`` writes history.csv and history.html (one figure per scenario and metric,
 arms as lines, the noise floor shaded, moves marked; every figure inlined: one file).
 ``gate_regressions`` lists the moves of the newest campaign in the worse direction.
@@ -23,7 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.compare.significance import DEFAULT_ALPHA, compare_samples, fmt_p
+from harness.compare.significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    compare_samples,
+    fmt_p,
+    holm,
+    welch_p_value,
+)
 from harness.errors import HarnessError
 from harness.records import steady_steps
 from harness.store import atomic_write_text
@@ -37,17 +46,17 @@ class Metric:
     column: str
     label: str
     higher_is_better: bool
-    samples: str  # column holding the samples of one run ("" = the value itself)
+    timing: bool  # tested as a speed-up (log times, minimum effect), else Welch on the values
     digits: int
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("s_per_step", "DiT s/step", False, "step_samples", 4),
-    Metric("total_s", "pipeline total (s)", False, "", 3),
-    Metric("psnr_pooled", "video PSNR pooled (dB)", True, "", 2),
-    Metric("ssim_mean", "SSIM mean", True, "", 5),
-    Metric("audio_snr", "audio SNR (dB)", True, "", 2),
-    Metric("audio_cosine", "audio cosine", True, "", 6),
+    Metric("s_per_step", "DiT s/step", False, True, 4),
+    Metric("total_s", "pipeline total (s)", False, True, 3),
+    Metric("psnr_pooled", "video PSNR pooled (dB)", True, False, 2),
+    Metric("ssim_mean", "SSIM mean", True, False, 5),
+    Metric("audio_snr", "audio SNR (dB)", True, False, 2),
+    Metric("audio_cosine", "audio cosine", True, False, 6),
 )
 METRIC = {m.column: m for m in METRICS}
 
@@ -88,12 +97,14 @@ def _float(x) -> float | None:
 
 
 def _verdict(v: dict | None) -> str:
+    """The verdict's word (older results.json: read off its booleans)."""
     if v is None:
         return ""
-    within = v.get("within_noise_floor")
+    if v.get("word"):
+        return str(v["word"])
     if not v.get("measured"):
-        return "not measured"
-    return {True: "within floor", False: "outside floor"}.get(within, "not judged")
+        return "not run"
+    return {True: "within", False: "outside"}.get(v.get("within_noise_floor"), "inconclusive")
 
 
 def _rows(path: Path) -> list[dict]:
@@ -157,17 +168,33 @@ def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
 
 
 def _samples(group: pd.DataFrame, m: Metric) -> list[float]:
-    if m.samples:
-        return [x for xs in group[m.samples] for x in xs]
-    return [x for x in group[m.column] if x is not None and not pd.isna(x)]
+    """One value per run (runs are the samples)."""
+    return [float(x) for x in group[m.column] if x is not None and not pd.isna(x) and math.isfinite(x)]
 
 
-def find_moves(df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """Per series and metric, each campaign against the ``last`` campaigns before it (Welch's test).
+def _test(before: list[float], now: list[float], m: Metric, alpha: float, min_effect: float) -> dict:
+    """p, means and what a move reads, before Holm."""
+    mean_b = sum(before) / len(before)
+    mean_n = sum(now) / len(now)
+    out = {"before": mean_b, "now": mean_n, "ratio": mean_n / mean_b if mean_b else None, "p": None,
+           "n": f"n={len(before)}/{len(now)} runs", "speed": None}  # fmt: skip
+    if m.timing:
+        t = compare_samples(before, now, alpha=alpha, min_effect=min_effect)
+        out["p"], out["speed"] = t.p, t
+    elif len(before) >= 2 and len(now) >= 2:
+        out["p"] = welch_p_value(before, now)
+    return out
+
+
+def find_moves(
+    df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT
+) -> pd.DataFrame:
+    """Per series and metric, each campaign against the ``last`` campaigns before it, runs as samples;
+    Holm over every test of the history.
 
     Columns: the series keys, metric, campaign, campaign_index, commit, before, now, ratio, p,
-    outcome, moved (significant), worse (moved the bad way), text."""
-    out = []
+    p_adjusted, outcome, moved, worse (moved the bad way), text."""
+    found = []
     for key, series in df.groupby(SERIES, sort=False, dropna=False):
         camps = series.drop_duplicates("campaign_index")["campaign_index"].tolist()
         for m in METRICS:
@@ -179,37 +206,48 @@ def find_moves(df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA)
                 before = _samples(series[series["campaign_index"].isin(window)], m)
                 if not now or not before:
                     continue
-                t = compare_samples(before, now, samples="steps" if m.samples else "runs", alpha=alpha)
-                went_up = t.mean_b is not None and t.mean_a is not None and t.mean_b > t.mean_a
-                worse = t.significant and (went_up != m.higher_is_better)
                 row = series[series["campaign_index"] == ci].iloc[0]
-                p = fmt_p(t.p_value)
-                if t.significant:
-                    change = (
-                        f"{'up' if went_up else 'down'} {t.mean_a:.{m.digits}f} -> {t.mean_b:.{m.digits}f}"
-                    )
-                    text = f"{change} (n={t.n_a}/{t.n_b} {t.samples}, p={p}, alpha {alpha:g})"
-                else:
-                    text = t.words
-                out.append(
-                    dict(zip(SERIES, key, strict=True))
-                    | {
-                        "metric": m.column,
-                        "campaign": row["campaign"],
-                        "campaign_path": row["campaign_path"],
-                        "campaign_index": ci,
-                        "commit": row["commit"],
-                        "window": len(window),
-                        "before": t.mean_a,
-                        "now": t.mean_b,
-                        "ratio": t.ratio,
-                        "p": t.p_value,
-                        "outcome": t.outcome,
-                        "moved": t.significant,
-                        "worse": bool(worse),
-                        "text": text,
-                    }
-                )
+                t = _test(before, now, m, alpha, min_effect)
+                found.append((dict(zip(SERIES, key, strict=True)), m, row, ci, len(window), t))
+    adjusted = holm([t["p"] for *_, t in found])
+    out = []
+    for (keys, m, row, ci, window, t), p_adj in zip(found, adjusted, strict=True):
+        went_up = t["now"] > t["before"]
+        if t["speed"] is not None:
+            speed = t["speed"].finish(p_adj)
+            moved = speed.significant
+            outcome = speed.word
+        else:
+            moved = p_adj is not None and p_adj < alpha
+            outcome = "moved" if moved else ("too few runs" if t["p"] is None else "no change detected")
+        p_txt = f"p={fmt_p(t['p'])}, Holm {fmt_p(p_adj)}"
+        if moved:
+            change = f"{'up' if went_up else 'down'} {t['before']:.{m.digits}f} -> {t['now']:.{m.digits}f}"
+            text = f"{change} ({t['n']}, {p_txt}, alpha {alpha:g})"
+        elif t["p"] is None:
+            text = f"too few runs for a test ({t['n']}; 2 a side needed)"
+        else:
+            text = f"{outcome} ({t['n']}, {p_txt})"
+        out.append(
+            keys
+            | {
+                "metric": m.column,
+                "campaign": row["campaign"],
+                "campaign_path": row["campaign_path"],
+                "campaign_index": ci,
+                "commit": row["commit"],
+                "window": window,
+                "before": t["before"],
+                "now": t["now"],
+                "ratio": t["ratio"],
+                "p": t["p"],
+                "p_adjusted": p_adj,
+                "outcome": outcome,
+                "moved": bool(moved),
+                "worse": bool(moved and (went_up != m.higher_is_better)),
+                "text": text,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -416,9 +454,10 @@ HISTORY_TEMPLATE = """<!DOCTYPE html>
 <body>
 <h1>History</h1>
 <p class="muted">{{ campaigns }} campaign(s), {{ runs }} run(s). Each campaign is compared with the {{ last }} before it
-in the same series (scenario, profile, GPU, arm) by Welch's two-sided t-test at alpha 0.05 on the samples kept
-(DiT steps 2..N for s/step, one value per run otherwise); a triangle marks a significant move (red, pointing down:
-worse; green, pointing up: better). The grey band is the noise floor's range over these campaigns.</p>
+in the same series (scenario, profile, GPU, arm), one value per run (runs are the samples, never the steps of one
+run): timings by their speed-up's interval (it must clear the minimum effect), other metrics by Welch's two-sided
+t-test, every test of this history corrected together (Holm) at alpha 0.05; a triangle marks a move (red, pointing
+down: worse; green, pointing up: better). The grey band is the noise floor's range over these campaigns.</p>
 <h2>Significant moves</h2>
 {% if moves %}<table><thead><tr><th>scenario</th><th>arm</th><th>GPU</th><th>metric</th><th>campaign</th><th>change</th><th></th></tr></thead><tbody>
 {% for r in moves %}<tr{% if r[6] == "worse" %} class="worse"{% endif %}>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>

@@ -6,6 +6,10 @@ each as a real run writes it: run.json marked ``ingested`` with the source paths
 sha256, output.mp4, timing.json parsed from the logs (``collect.lightx2v_log``), the logs and
 the config copied. ``harness report`` then reads the campaign like any other.
 
+An arm may come several times: once per seed and per repeat (``seed``, ``repeat``; repeats not
+given are numbered in the order given, per arm and seed), so runs made elsewhere get per-seed
+verdicts and run-level speed tests too. Each becomes the run ``arm@seed~rN`` a real campaign has.
+
 Every input is checked before anything is written; a bad one is one line naming the file or
 the field (exit 2), and the campaign is left as it was. A manifest (YAML) does several arms.
 """
@@ -59,6 +63,7 @@ class IngestArm(BaseModel):
     config: Path | None = None
     role: Role = Role.candidate
     seed: Seed | None = None  # default: the config's "seed", else LightX2V's default (42)
+    repeat: int | None = Field(None, ge=1)  # default: numbered in the order given, per arm and seed
     attn_type: str | None = None  # default: the config's "attn_type"
     gpu: str | None = None  # where it ran, free text (shown in history)
 
@@ -169,24 +174,46 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
         seed=seed,
         attn_type=str(attn_type),
         role=arm.role,
+        repeat=arm.repeat or 1,
         params={"ingested": True, "seed_from": seed_from, "attn_type_from": attn_from},
     )
     return Prepared(arm, spec, timing, info)
 
 
+def _number_repeats(prepared: list[Prepared]) -> None:
+    """Repeats not given: 1, 2, ... per (arm, seed) in the order given."""
+    count: dict[tuple[str, int], int] = {}
+    for p in prepared:
+        k = (p.arm.name, p.spec.seed)
+        if p.arm.repeat is None:
+            p.spec.repeat = count.get(k, 0) + 1
+        count[k] = max(count.get(k, 0), p.spec.repeat)
+
+
 def _check_campaign(
     camp: CampaignDir, prepared: list[Prepared], existing: list[ArmStatus], force: bool
 ) -> None:
-    """Names unique, no silent overwrite, every seed has a reference, videos of one size and length."""
-    names = [p.arm.name for p in prepared]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise bad(f"arm {dup[0]!r} is given twice")
+    """Runs unique (arm, seed, repeat), no silent overwrite, every seed has a reference, videos of one
+    size and length."""
+    ids = [(p.arm.name, p.spec.seed, p.spec.repeat) for p in prepared]
+    dup = next((p for p, i in zip(prepared, ids, strict=True) if ids.count(i) > 1), None)
+    if dup is not None:
+        raise bad(f"arm {dup.arm.name!r} seed {dup.spec.seed} repeat {dup.spec.repeat} is given twice")
+    roles: dict[str, Role] = {}
+    for p in prepared:
+        if roles.setdefault(p.arm.name, p.spec.role) != p.spec.role:
+            raise bad(
+                f"arm {p.arm.name!r}: role {p.spec.role.value} in one entry, {roles[p.arm.name].value} in another"
+            )
+    mine = set(ids)
     if not force:
-        taken = {a.arm for a in existing} & set(names)
+        taken = [a for a in existing if (a.arm, a.seed, a.repeat) in mine]
         if taken:
-            raise bad(f"arm {sorted(taken)[0]!r} is already in the campaign (--force replaces it)")
-    kept = [a for a in existing if a.arm not in names]
+            a = taken[0]
+            raise bad(
+                f"arm {a.arm!r} seed {a.seed} repeat {a.repeat} is already in the campaign (--force replaces it)"
+            )
+    kept = [a for a in existing if (a.arm, a.seed, a.repeat) not in mine]
     roles = [(a.arm, a.role, a.seed) for a in kept] + [
         (p.arm.name, p.spec.role.value, p.spec.seed) for p in prepared
     ]
@@ -331,12 +358,22 @@ def ingest(
     if not arms:
         raise bad("no arm to ingest")
     prepared = [prepare_arm(a, rec.scenario_name) for a in arms]
+    _number_repeats(prepared)
     _check_campaign(camp, prepared, rec.arms, force)
 
-    seeds = {a.seed for a in rec.arms if a.arm not in {p.arm.name for p in prepared}} | {
+    mine = {(p.arm.name, p.spec.seed, p.spec.repeat) for p in prepared}
+    seeds = {a.seed for a in rec.arms if (a.arm, a.seed, a.repeat) not in mine} | {
         p.spec.seed for p in prepared
     }
     multi = len(seeds) > 1
+    single_keys = [
+        a.key for a in rec.arms if multi and "@" not in a.key and (a.arm, a.seed, a.repeat) not in mine
+    ]
+    if single_keys:
+        raise bad(
+            f"{camp.path}: run {single_keys[0]} was ingested as the only seed; a second seed needs every run named "
+            "by its seed (ingest the campaign again with all its seeds, or --force them)"
+        )
     result = IngestResult(campaign=str(camp.path))
     camp.runs_dir.mkdir(parents=True, exist_ok=True)
     for p in prepared:
@@ -356,7 +393,7 @@ def ingest(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        rec.arms = [a for a in rec.arms if a.arm != p.arm.name]
+        rec.arms = [a for a in rec.arms if a.key != p.spec.key]
         rec.arms.append(ArmStatus.of(written))
         result.runs.append(str(final))
         src = written.ingested
@@ -370,9 +407,9 @@ def ingest(
                 + (f"{t.pipeline_total_s:.4g} s" if t.pipeline_total_s is not None else "not logged")
                 + f"; seed {p.spec.seed} ({src.seed_from}), attention {p.spec.attn_type} ({src.attn_type_from})"
             )
-    rec.arms.sort(key=lambda a: (role_rank(a.role), a.seed))
+    rec.arms.sort(key=lambda a: (a.repeat, role_rank(a.role), a.seed))
     scen = dict(rec.scenario)
-    scen["arms"] = [a.arm for a in rec.arms]
+    scen["arms"] = list(dict.fromkeys(a.arm for a in rec.arms))
     scen["seeds"] = sorted({a.seed for a in rec.arms})
     rec.scenario = scen
     camp.write(rec)

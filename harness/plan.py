@@ -22,6 +22,7 @@ from harness.plugins import EXECUTORS
 from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
 from harness.runners import get_runner
 from harness.scenario import (
+    RepeatsAuto,
     Scenario,
     SlurmBlock,
     check_name,
@@ -57,7 +58,8 @@ def build_plan(
     Repeats are interleaved: every arm's first run of every seed, then every arm's second run,
     ... (A B C A B C), so a drift of the machine over the campaign spreads over all arms instead
     of landing on the last one. ``repeats`` (the CLI's --repeats) replaces the scenario's; an
-    arm's own ``repeats`` wins over both.
+    arm's own ``repeats`` wins over both. The scenario's ``repeats: auto`` plans
+    ``repeats_auto.max`` rounds; ``campaign.execute`` stops earlier when the intervals allow.
     """
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
@@ -69,7 +71,7 @@ def build_plan(
     chosen.sort(key=lambda a: role_rank(a.role))
     if repeats is not None and repeats < 1:
         raise ScenarioError(f"repeats must be 1 or more (got {repeats})")
-    default_repeats = repeats if repeats is not None else scenario.repeats
+    default_repeats = repeats if repeats is not None else auto_rounds(scenario)
     arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
     params = {a.name: runner.resolve_params(scenario, a, profile) for a in chosen}
     specs = []
@@ -102,6 +104,11 @@ def build_plan(
                     )
                 )
     return specs
+
+
+def auto_rounds(scenario: Scenario) -> int:
+    """The scenario's repeats as a number of rounds (``auto``: its maximum)."""
+    return scenario.repeats_auto.max if scenario.repeats == "auto" else int(scenario.repeats)
 
 
 def plan_actions(
@@ -156,6 +163,7 @@ class Plan:
     specs: list[RunSpec]
     campaign: CampaignDir
     notes: list[str] = field(default_factory=list)  # one line each (de-duplicated seeds)
+    auto: RepeatsAuto | None = None  # repeats: auto (and no --repeats): rounds until the intervals are narrow
 
     @property
     def keys(self) -> list[str]:
@@ -267,7 +275,8 @@ def plan_campaign(
         why = slurm_unavailable()
         if why:
             raise UsageError(f"{'--executor' if executor else 'executor.kind'} slurm: {why}")
-    return Plan(loaded, path, profile, kind, slurm, resubmit_failed, force, specs, campaign, notes)
+    auto = loaded.repeats_auto if loaded.repeats == "auto" and repeats is None else None
+    return Plan(loaded, path, profile, kind, slurm, resubmit_failed, force, specs, campaign, notes, auto)
 
 
 # --- a dry run -----------------------------------------------------------------------------------

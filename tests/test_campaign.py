@@ -178,3 +178,41 @@ def test_execute_runs_the_plan_then_a_rerun_keeps_what_is_ok(tmp_path):
     assert [p.action for p in again.actions()] == ["skip-ok", "skip-ok"]
     outcome = execute(again, lock=lock_campaign(again.campaign), report=False)
     assert [r.provenance for r in outcome.summary_rows()] == ["kept", "kept"] and outcome.mixed_provenance
+
+
+def test_repeats_auto_plans_the_maximum_and_stops_when_the_intervals_are_narrow(tmp_path):
+    """``repeats: auto``: rounds up to the maximum are planned; after each round from the minimum on,
+    the candidates' speed-up intervals decide whether another round runs, and the stop says why."""
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from campaign_factory import ArmSpec, write_run
+
+    from harness.campaign import auto_stop
+    from harness.plan import plan_campaign
+
+    path = scenario(tmp_path, "  - {name: cand, attn_type: sage_emul_aiter}\n")
+    path.write_text(path.read_text().replace("seed: 3\n", "seed: 3\nrepeats: auto\n"
+                                             "repeats_auto: {target: 0.05, min: 2, max: 4}\n"))  # fmt: skip
+    plan = plan_campaign(path, profile="3step", out_root=tmp_path / "out")
+    assert plan.auto is not None and plan.auto.max == 4
+    assert sorted({s.repeat for s in plan.specs}) == [1, 2, 3, 4] and len(plan.specs) == 12
+
+    def rounds(n: int, cand_steps) -> None:
+        for spec in plan.specs:
+            if spec.repeat <= n and not plan.campaign.run(spec.key).run_json.exists():
+                steps = [2.0, 1.0, 1.0] if spec.arm != "cand" else cand_steps(spec.repeat)
+                arm = ArmSpec(spec.arm, role=spec.role.value, attn_type=spec.attn_type)
+                write_run(
+                    plan.campaign.run(spec.key).path, arm, seed=spec.seed, repeat=spec.repeat, steps=steps
+                )
+
+    rounds(2, lambda r: [2.0, 0.5 + 0.001 * r, 0.5 + 0.001 * r])  # steady: narrow after two rounds
+    assert auto_stop(plan, 2, last=False) == (
+        "stopped after 2 round(s): every speed-up interval is narrower than 5%"
+    )
+    noisy = plan_campaign(path, profile="3step", out_root=tmp_path / "noisy")
+    plan = noisy
+    rounds(2, lambda r: [2.0, 0.5 * r, 0.5 * r])  # the candidate halves its speed each round
+    assert auto_stop(plan, 2, last=False) is None
+    rounds(4, lambda r: [2.0, 0.5 * r, 0.5 * r])
+    why = auto_stop(plan, 4, last=True)
+    assert why.startswith("stopped at the maximum of 4 round(s): cand ") and "(target 5%)" in why

@@ -1,5 +1,6 @@
-"""harness history: results.json of several campaigns as one DataFrame, moves found by Welch's test,
-history.csv and a one-file history.html that opens in a real chromium, and the CI gate."""
+"""harness history: results.json of several campaigns as one DataFrame, moves found with runs as the
+samples and every test of the history corrected together (Holm), history.csv and a one-file
+history.html that opens in a real chromium, and the CI gate."""
 
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ def _arms(cand_steps: list[float]) -> list[ArmSpec]:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory) -> Path:
-    """Three builds of one scenario; the third one's candidate takes twice as long per step."""
+    """Three builds of one scenario, three runs of each arm; the third one's candidate takes twice as
+    long per step."""
     root = tmp_path_factory.mktemp("builds")
     for name, steps in (("b1", [1.8, 0.80, 0.82]), ("b2", [1.8, 0.81, 0.80]), ("b3", [1.8, 1.60, 1.62])):
-        build_report(make_campaign(root / name, _arms(steps)))
+        build_report(make_campaign(root / name, _arms(steps), repeats=3))
     return root
 
 
@@ -52,18 +54,17 @@ def browser_or_skip() -> str:
 
 def test_dataframe_has_a_row_per_run(builds):
     df = load_history([builds])
-    assert len(df) == 9 and df["campaign_path"].nunique() == 3
+    assert len(df) == 27 and df["campaign_path"].nunique() == 3
     for col in ("scenario", "campaign", "commit", "date", "gpu", "arm", "seed", "s_per_step", "total_s",
                 "psnr_pooled", "ssim_mean", "audio_snr", "audio_cosine", "verdict"):  # fmt: skip
         assert col in df.columns, col
-    cand = df[df["arm"] == "cand"].sort_values("campaign_index")
-    assert cand["s_per_step"].tolist() == pytest.approx([0.81, 0.805, 1.61])
-    assert cand["step_samples"].tolist() == [[0.80, 0.82], [0.81, 0.80], [1.60, 1.62]]
-    assert set(df["gpu"]) == {"cpu"} and set(df["verdict"][df["role"] == "candidate"]) <= {
-        "within floor",
-        "outside floor",
-    }
-    assert df["psnr_pooled"][df["arm"] == "cand"].notna().all()
+    cand = df[df["arm"] == "cand"].sort_values("campaign_index", kind="stable")
+    assert cand["s_per_step"].tolist() == pytest.approx([0.81] * 3 + [0.805] * 3 + [1.61] * 3)
+    assert cand["step_samples"].tolist()[::3] == [[0.80, 0.82], [0.81, 0.80], [1.60, 1.62]]
+    words = {"within", "outside", "inconclusive", "incomplete", "invalid", "not run"}
+    assert set(df["gpu"]) == {"cpu"} and set(df["verdict"][df["role"] == "candidate"]) <= words
+    first = df["step_samples"].map(len) > 0  # every run; accuracy is the first repeat's
+    assert df["psnr_pooled"][(df["arm"] == "cand")].notna().sum() == 3 and first.all()
     assert df["psnr_pooled"][df["arm"] == "torch_sdpa"].isna().all()  # the reference has no distance
 
 
@@ -72,10 +73,16 @@ def test_moves_and_gate(builds):
     moves = find_moves(df, last=2)
     step = moves[(moves["metric"] == "s_per_step") & (moves["arm"] == "cand")].set_index("campaign_index")
     assert not step.loc[1, "moved"] and step.loc[2, "moved"] and step.loc[2, "worse"]
-    assert step.loc[2, "window"] == 2 and step.loc[2, "p"] < 0.05
-    assert step.loc[2, "text"].startswith("up 0.8075 -> 1.6100 (n=4/2 steps, p=")
+    assert step.loc[2, "window"] == 2 and step.loc[2, "p_adjusted"] < 0.05
+    assert step.loc[2, "p_adjusted"] >= step.loc[2, "p"]  # corrected for every test of the history
+    assert step.loc[2, "text"].startswith("up 0.8075 -> 1.6100 (n=6/3 runs, p=")
     lines = gate_regressions(df, moves)
-    assert len(lines) == 1 and lines[0].startswith("tiny cand (cpu): DiT s/step up 0.8075 -> 1.6100")
+    # the candidate's steps and (so) its pipeline total doubled: both are gated
+    assert [ln.split(" up ")[0] for ln in lines] == [
+        "tiny cand (cpu): DiT s/step",
+        "tiny cand (cpu): pipeline total (s)",
+    ]
+    assert lines[0].startswith("tiny cand (cpu): DiT s/step up 0.8075 -> 1.6100 (n=6/3 runs, p=")
     # the same campaigns without the slow third build: nothing to gate
     two = df[df["campaign_index"] < 2]
     assert gate_regressions(two, find_moves(two, last=2)) == []
@@ -83,9 +90,9 @@ def test_moves_and_gate(builds):
 
 def test_build_history_says_what_it_found(builds, tmp_path):
     h = build_history([builds], tmp_path / "hist", last=2)
-    assert (h.campaigns, h.runs, h.scenarios) == (3, 9, ["tiny"])
+    assert (h.campaigns, h.runs, h.scenarios) == (3, 27, ["tiny"])
     assert len([m for m in h.moved if m.startswith("moved (worse): tiny cand DiT s/step in c1: up")]) == 1
-    assert len(h.regressions) == 1 and h.regressions[0].startswith("tiny cand (cpu): DiT s/step up")
+    assert len(h.regressions) == 2 and h.regressions[0].startswith("tiny cand (cpu): DiT s/step up")
     assert h.csv_path.is_file() and h.html_path.is_file()
 
 
@@ -104,16 +111,16 @@ def test_cli_writes_csv_and_one_file_page_and_gates(builds, tmp_path):
     out = tmp_path / "hist"
     res = harness("history", builds, "--out", out, "--last", "2")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("3 campaign(s), 9 run(s), scenario(s): tiny\n")
+    assert res.stdout.startswith("3 campaign(s), 27 run(s), scenario(s): tiny\n")
     assert "moved (worse): tiny cand DiT s/step in c1: up 0.8075 -> 1.6100" in res.stdout
     csv = pd.read_csv(out / "history.csv")
-    assert len(csv) == 9 and "step_samples" in csv.columns
+    assert len(csv) == 27 and "step_samples" in csv.columns
     html = (out / "history.html").read_text()
     assert html.count('src="data:image/png;base64,') >= 5 and 'src="http' not in html
     gated = harness("history", builds, "--out", out, "--last", "2", "--gate")
     assert gated.returncode == 1
     errors = gated.stderr.strip().splitlines()
-    assert len(errors) == 1 and errors[0].startswith("regression: tiny cand (cpu): DiT s/step up")
+    assert len(errors) == 2 and errors[0].startswith("regression: tiny cand (cpu): DiT s/step up")
     bad = harness("history", tmp_path / "nowhere")
     assert bad.returncode == 2 and bad.stderr.strip() == f"error: {tmp_path / 'nowhere'}: no such folder"
 

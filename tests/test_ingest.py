@@ -115,7 +115,65 @@ def test_manifest_then_report_gives_the_pull_request_tables(tmp_path, mp4s):
     results = json.loads((camp / "results.json").read_text())
     assert json.loads((camp / "runs" / "aiter_sage_attn" / "run.json").read_text())["gpu"] == "2 x H200"
     v = {x["arm"]: x for x in results["verdicts"]}
-    assert v["aiter_sage_attn"]["within_noise_floor"] is False  # 12 grey levels of noise vs 1
+    assert v["aiter_sage_attn"]["word"] == "outside"  # 12 grey levels of noise vs 1
+
+
+def _scaled_log(factor: float) -> str:
+    """The two-rank fixture's rank-0 log with every DiT step time multiplied by ``factor``."""
+    import re
+
+    def scale(m: re.Match) -> str:
+        return f"{m.group(1)}{float(m.group(2)) * factor:.6f} seconds"
+
+    return re.sub(
+        r"(Run Dit every step cost )([0-9.]+) seconds", scale, (LOGS / "h3_tp2_rank0.log").read_text()
+    )
+
+
+def test_two_seeds_with_repeats_get_per_seed_verdicts_and_speed_intervals(tmp_path):
+    """Runs made elsewhere: a reference and a candidate over two seeds, two repeats each, and a floor
+    per seed; the report judges each seed against its own floor and tests speed over the runs."""
+    rng = __import__("numpy").random.default_rng(5)
+    arms = []
+    for seed in (42, 43):
+        frames, audio = base_content(seed)
+        for name, level, salt, role in (("torch_sdpa", 0.0, 0, "reference"), ("kv_reversed", 1.0, 1, "noise_floor"),
+                                        ("kv_chunks", 1.0, 3, "noise_floor"), ("sage", 12.0, 2, "candidate")):  # fmt: skip
+            mp4 = tmp_path / f"{name}_{seed}.mp4"
+            write_av(mp4, *perturb(frames, audio, level, salt), fps=FPS, sample_rate=RATE, preset="ultrafast")
+            for repeat in (1, 2) if role != "noise_floor" else (1,):
+                log = tmp_path / f"{name}_{seed}_{repeat}.log"
+                log.write_text(_scaled_log((0.8 if name == "sage" else 1.0) * (1 + rng.normal(0, 0.005))))
+                arms.append({"name": name, "role": role, "seed": seed, "mp4": str(mp4), "logs": [str(log)],
+                             "attn_type": "torch_sdpa" if role != "candidate" else "sage_attn2"})  # fmt: skip
+    man = tmp_path / "manifest.yaml"
+    man.write_text(yaml.safe_dump({"campaign": "out/h3/pr", "arms": arms}))
+    res = harness("ingest", man, "--report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    camp = tmp_path / "out" / "h3" / "pr"
+    keys = sorted(p.name for p in (camp / "runs").iterdir())
+    assert "sage@43~r2" in keys and "torch_sdpa@42~r2" in keys and "kv_reversed@43" in keys
+    results = json.loads((camp / "results.json").read_text())
+    v = next(x for x in results["verdicts"] if x["arm"] == "sage")
+    assert [s["seed"] for s in v["per_seed"]] == [42, 43] and all(
+        s["word"] == "outside" for s in v["per_seed"]
+    )
+    assert all(s["floor_runs"] == 2 and s["regime"]["video"] == "pixel" for s in v["per_seed"])
+    speed = next(a for a in results["arms"] if a["arm"] == "sage")["speed"]["s_per_step"]
+    assert speed["design"] == "paired by seed and repeat" and speed["n_ref"] == speed["n_arm"] == 4
+    assert speed["speedup"] == pytest.approx(1.25, rel=0.02) and speed["word"] == "faster"
+    assert speed["speedup_ci"][0] > 1.2 and speed["p_adjusted"] >= speed["p"]
+    floor = next(a for a in results["arms"] if a["arm"] == "kv_reversed")["speed"]["s_per_step"]
+    assert floor["design"] == "blocked by seed"
+    assert "speed-up 1.2" in (camp / "report.md").read_text()
+
+
+def test_the_same_run_twice_is_refused(tmp_path, mp4s):
+    arm = dict(name="r", mp4=mp4s["sdpa"], attn_type="torch_sdpa", role=Role.reference, seed=42)
+    with pytest.raises(Exception, match="seed 42 repeat 1 is given twice"):
+        ingest(tmp_path / "s" / "c", [IngestArm(**arm, repeat=1), IngestArm(**arm, repeat=1)])
+    res = ingest(tmp_path / "s" / "c", [IngestArm(**arm), IngestArm(**arm)])  # numbered in order
+    assert [p.rsplit("/", 1)[-1] for p in res.runs] == ["r", "r~r2"]
 
 
 @pytest.mark.parametrize(

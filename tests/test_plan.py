@@ -79,6 +79,32 @@ def test_verdict_rules_and_repeats_are_validated():
         parse_scenario(SCENARIO.replace("repeats: 2", "repeats: 0"), "s.yaml", {})
 
 
+def test_the_new_verdict_keys_and_repeats_auto():
+    rules = parse_scenario(SCENARIO + "verdict: {accepted_baseline: sage, baseline_margin: 1.1, min_effect: 0.02, "
+                           "floor_log_sd: {video_mse: 0.1}}\n", "s.yaml", {}).verdict  # fmt: skip
+    assert rules.accepted_baseline == "sage" and rules.min_effect == 0.02
+    assert rules.floor_log_sd["video_mse"] == 0.1 and rules.floor_log_sd["audio_error"] == 0.45
+    for bad, match in (
+        ("verdict: {stats_rel_tol: 0.02}\n", "stats_rel_tol: unknown key"),  # the min..max rule is gone
+        ("verdict: {floor_log_sd: {latent: 0.1}}\n", "unknown kind 'latent'"),
+        ("verdict: {baseline_margin: 1.0}\n", "baseline_margin"),
+        ("repeats_auto: {min: 5, max: 3}\n", "max \\(3\\) must be at least min \\(5\\)"),
+    ):
+        with pytest.raises(ScenarioError, match=match):
+            parse_scenario(SCENARIO + bad, "s.yaml", {})
+    auto = parse_scenario(SCENARIO.replace("repeats: 2", "repeats: auto"), "s.yaml", {})
+    assert auto.repeats == "auto" and auto.repeats_auto.max == 10
+    with pytest.raises(ScenarioError, match="repeats"):
+        parse_scenario(SCENARIO.replace("repeats: 2", "repeats: many"), "s.yaml", {})
+    from harness.analysis.analyze import scenario_rules
+
+    notes: list[str] = []
+    old = scenario_rules({"verdict": {"tolerance": 3, "stats_rel_tol": 0.02, "audio_snr_min_db": 20}}, notes)
+    assert old.tolerance == 3 and notes == [
+        "verdict rules: stats_rel_tol, audio_snr_min_db of an older harness ignored (the rules changed)"
+    ]
+
+
 def test_lightx2v_refuses_perturbations_it_cannot_apply():
     text = """\
 name: l

@@ -1,9 +1,10 @@
 """Per-arm aggregates: speed over every run of an arm, accuracy and statistics over its seeds, the
 speed tests against the reference, and why an arm's timing is no baseline.
 
-Speed is aggregated over every run (repeats x seeds) and tested with ``compare.significance``
-(Welch's t-test over runs); accuracy over the first repeat of each seed. Each spread keeps its
-values and n, so every aggregate is printed with its band.
+Speed is aggregated over every run (repeats x seeds) and tested by ``analysis.speed`` (runs as
+samples, paired where the design pairs them, Holm over the report's tests); accuracy over the
+first repeat of each seed. Each spread keeps its values and n, so every aggregate is printed
+with its band.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import math
 import statistics
 
 from harness.analysis.model import ArmAggregate, Spread
+from harness.analysis.speed import campaign_speed_tests
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
-from harness.compare.significance import SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
 from harness.scenario.verdict import VerdictRules
@@ -83,27 +84,12 @@ def timing_note(r: RunSummary) -> str:
     return "; ".join(bits)
 
 
-def speed_tests(arm_runs: list[RunSummary], ref_runs: list[RunSummary], alpha: float) -> dict[str, SpeedTest]:
-    ok, ref = [r for r in arm_runs if r.ok], [r for r in ref_runs if r.ok]
-    return {
-        "s_per_step": compare_samples(
-            [r.s_per_step for r in ref], [r.s_per_step for r in ok], what="DiT s/step", alpha=alpha
-        ),
-        "pipeline_total_s": compare_samples(
-            [r.pipeline_total_s for r in ref],
-            [r.pipeline_total_s for r in ok],
-            what="pipeline total",
-            alpha=alpha,
-        ),
-    }
-
-
 def arm_aggregates(
     runs: list[RunSummary], comparisons: list[Comparison], reference_arm: str | None, rules: VerdictRules
 ) -> list[ArmAggregate]:
     """One aggregate per arm, in the order the arms first appear in ``runs``."""
     out = []
-    ref_runs = [r for r in runs if r.arm == reference_arm]
+    tests = campaign_speed_tests(runs, reference_arm, rules)
     for arm in dict.fromkeys(r.arm for r in runs):
         arm_runs = [r for r in runs if r.arm == arm]
         first = arm_runs[0]
@@ -125,8 +111,7 @@ def arm_aggregates(
             agg.timing_label = (
                 "not a timing baseline" if first.role == "noise_floor" else "an emulator's timing"
             )
-        if reference_arm and arm != reference_arm:
-            agg.speed = speed_tests(arm_runs, ref_runs, rules.alpha)
+        agg.speed = tests.get(arm, {})
         out.append(agg)
     return out
 

@@ -21,15 +21,18 @@ from typing import Any
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
+from harness.analysis.judge import judge
 from harness.analysis.model import LatentSeries, ReportResults
-from harness.analysis.verdict import attention_verdict, judge, stats_rule_text
+from harness.analysis.speed import auto_note
+from harness.analysis.stat_rule import rule_text
+from harness.analysis.verdict import InsituReading, attention_verdict
 from harness.compare.cache import MetricsCache, run_stats
 from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.scenario.verdict import VerdictRules
+from harness.scenario.verdict import VerdictRules, legacy_free
 from harness.store import CampaignDir, CampaignRecord, write_record
 
 RESULTS_JSON = "results.json"
@@ -65,8 +68,13 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 def scenario_rules(scenario: dict[str, Any], notes: list[str]) -> VerdictRules:
     """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults."""
+    block, dropped = legacy_free(dict(scenario.get("verdict") or {}))
+    if scenario.get("accepted_baseline") and not block.get("accepted_baseline"):  # one name for both readings
+        block["accepted_baseline"] = scenario["accepted_baseline"]
+    if dropped:
+        notes.append(f"verdict rules: {', '.join(dropped)} of an older harness ignored (the rules changed)")
     try:
-        return VerdictRules.model_validate(scenario.get("verdict") or {})
+        return VerdictRules.model_validate(block)
     except Exception as err:  # an older or hand-edited campaign.json: say so, judge with the defaults
         notes.append(
             f"verdict rules in campaign.json unreadable ({' '.join(str(err).split())[:200]}); defaults used"
@@ -122,15 +130,22 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
         notes=notes,
     )
     res.conventions["audio_lag"] = AUDIO_LAG_CONVENTION
-    res.conventions["stats_tolerance"] = stats_rule_text(rules.stats_rel_tol)
+    res.conventions["stats_tolerance"] = rule_text(rules)
+    half = rules.chaotic_band_db / 2
     res.conventions["verdict"] = (
-        f"error energy = MSE, 1 - SSIM, audio error energy 10^(-SNR/10) (1 - log-mel cosine when the floor's SNR "
-        f"< {rules.audio_snr_min_db:g} dB), earliest-step latent MSE; candidate vs reference pooled over frames "
-        f"and seeds, divided by the same over every noise-floor run; within when <= {rules.tolerance:g}x; pixel "
-        f"and audio pair metrics uninformative when the floor's pooled PSNR < {rules.chaotic_below_db:g} dB"
+        "per seed against the floor of that seed: error energy = video MSE and 1 - SSIM (pixel regime: the seed's "
+        f"floor PSNR >= {rules.chaotic_below_db + half:g} dB; chaotic below {rules.chaotic_below_db - half:g} dB, "
+        "transitional between), audio error energy 10^(-SNR/10) (the floor's waveform correlation >= "
+        f"{rules.audio_coherent_min_corr:g}) or the mel spectral error (below); ratio to the mean of the seed's "
+        f"floor runs, geometric mean over seeds, {100 * (1 - rules.alpha):.10g}% interval from the floor runs' "
+        f"spread and the seeds'; within when the interval lies under {rules.tolerance:g}x (every seed too), "
+        "outside when over, else inconclusive; chaotic video: in-situ reading, early-step latents (accepted "
+        "baseline, else an absolute PSNR) and the statistics"
     )
     res.conventions["speed_significance"] = (
-        f"{TEST_NAME} over runs (repeats x seeds), alpha {rules.alpha:g}; 2 runs a side at least"
+        f"{TEST_NAME} over runs (repeats x seeds; paired by seed and repeat where both ran every round, else "
+        f"blocked by seed), Holm over the report's tests at alpha {rules.alpha:g}; a speed word needs the whole "
+        f"interval beyond the minimum effect {100 * rules.min_effect:g}%; 2 runs a side at least"
     )
     for problem in problems:  # listed, never blocking the other arms
         res.errors.append(problem)
@@ -186,11 +201,20 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
                     res.errors.append(str(err))
 
 
-def judge_all(res: ReportResults) -> None:
-    """Per-arm aggregates, latent series, the floor band, every candidate's verdict, exact attention."""
+def judge_all(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
+    """Per-arm aggregates, latent series, the floor band, every candidate's verdict, exact attention.
+
+    ``insitu``: arm -> its in-situ reading (the in-situ section of the results, where the runs measured
+    one); a chaotic seed's verdict rests on it."""
     runs = res.runs
     res.arms = arm_aggregates(runs, res.comparisons, res.reference_arm, res.rules)
     res.repeat_notes = repeat_notes(runs)
+    if res.scenario.get("repeats") == "auto":
+        auto = res.scenario.get("repeats_auto") or {}
+        res.repeat_notes.append(
+            auto_note({a.arm: a.speed for a in res.arms}, {a.arm: a.role for a in res.arms}, res.repeats,
+                      float(auto.get("target", 0.02)), int(auto.get("max", 10)))
+        )  # fmt: skip
     for c in res.comparisons:
         if c.latents:
             res.latents.append(
@@ -198,17 +222,44 @@ def judge_all(res: ReportResults) -> None:
             )
     floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
     res.floor = floor_summary(floors, res.rules)
-    for a in res.arms:
-        if a.role != "candidate":
-            continue
-        cmps = [c for c in res.comparisons if c.b.arm == a.arm]
-        arm_runs = [r for r in runs if r.arm == a.arm]
-        res.verdicts.append(judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules))
+    base_arm = res.rules.accepted_baseline
+    if base_arm and base_arm not in {r.arm for r in runs}:
+        res.notes.append(
+            f"accepted_baseline: no arm named {base_arm!r} in this campaign; no baseline reading"
+        )
+    judge_candidates(res, insitu)
     exact = [r for r in runs if r.role in ("reference", "noise_floor")]
     _, text = attention_verdict(exact)
     res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
     if not res.noise_floor_arms and res.reference_arm:
         res.notes.append("no noise_floor arm: candidates cannot be judged against a noise floor")
+
+
+def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
+    """``res.verdicts``: one per candidate arm (``analysis.judge``), against its seeds' floors, the accepted
+    baseline and, where given, its in-situ reading."""
+    floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
+    base_arm = res.rules.accepted_baseline
+    base = [c for c in res.comparisons if c.b.arm == base_arm]
+    res.verdicts = []
+    for a in res.arms:
+        if a.role != "candidate":
+            continue
+        cmps = [c for c in res.comparisons if c.b.arm == a.arm]
+        arm_runs = [r for r in res.runs if r.arm == a.arm]
+        res.verdicts.append(
+            judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules,
+                  baseline=base if a.arm != base_arm else None, insitu=(insitu or {}).get(a.arm))
+        )  # fmt: skip
+
+
+def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
+    """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
+    found = res.insitu.readings if res.insitu is not None else []
+    return {
+        r.candidate: InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
+        for r in found
+    }
 
 
 def analyze_campaign(
@@ -241,6 +292,9 @@ def analyze_campaign(
     from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
 
     add_insitu(res, campaign, say)
+    readings = insitu_by_arm(res)
+    if readings:  # a chaotic seed's verdict rests on the run's in-situ reading
+        judge_candidates(res, readings)
     measured = [c for c in res.comparisons if c.measured]
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)

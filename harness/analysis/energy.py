@@ -1,22 +1,24 @@
-"""Error energies: a run against the reference reduced to energies, pooled and set against the floor's.
+"""Error energies: a run against the reference reduced to the numbers a verdict weighs (no media).
 
-The kinds of energy a verdict weighs: video MSE on decoded RGB (pooled over frames, so one
-identical frame neither lifts nor sinks it) and 1 - SSIM; the audio waveform error energy
-(10^(-SNR/10), after the lag search) or 1 - log-mel cosine; the MSE of the earliest latent step.
-``energy_check`` divides a candidate's pooled energy by the noise floor's (every perturbation x
-seed) and says in words whether it is within the tolerance.
+The kinds of energy: video MSE on decoded RGB (pooled over frames, so one identical frame
+neither lifts nor sinks it) and 1 - SSIM; the audio waveform error energy (10^(-SNR/10), at the
+container's alignment) and the mel spectral error (``collect.audio``); 1 - log-mel cosine, shown
+only; the latent error energy of a step (10^(-PSNR/10) against the reference's range).
+
+A missing value is None; a value that is not finite stays so (NaN SSIM is a NaN energy, an SNR
+of -inf an infinite one): the verdict fails it, never drops it.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from harness.compare.pairwise import Comparison
-from harness.number_format import fmt_db, fmt_num, ratio_text
+from harness.number_format import fmt_db, fmt_num
 from harness.records import Record
 
 PEAK = 255.0
@@ -27,16 +29,19 @@ class PairErrors(Record):
 
     key: str = ""
     seed: int | None = None
-    frames: int = 1  # weight of the video energies when pooling over seeds
+    frames: int = 1  # weight of the video energies when pooling
     video_mse: float | None = None  # mean of per-frame MSE (uint8 RGB)
     ssim_mean: float | None = None
     psnr_min: float | None = None
     psnr_min_frame: int | None = None
     identical_frames: int = 0
-    audio_snr_db: float | None = None  # after the lag search
+    audio_snr_db: float | None = None  # at the container's alignment
+    audio_cosine: float | None = None  # signed
+    audio_spectral: float | None = None  # mel spectral error energy
     audio_logmel_cosine: float | None = None
-    latent_step: int | None = None  # earliest step with a latent in both runs
-    latent_psnr: float | None = None  # against the reference's range (compare.latents)
+    audio_residual_lag: int | None = None  # samples left after the container's alignment (0: none)
+    audio_rate: int | None = None
+    latent_psnr: dict[int, float] = Field(default_factory=dict)  # step -> PSNR against the reference
 
     @classmethod
     def from_psnr(cls, psnr_db: float, **kw) -> PairErrors:
@@ -55,10 +60,11 @@ class PairErrors(Record):
                 v.identical_frames,
             )
         if c.audio is not None:
-            e.audio_snr_db, e.audio_logmel_cosine = c.audio.snr_db, c.audio.logmel_cosine
-        if c.latents:
-            first = min(c.latents, key=lambda p: p.step)
-            e.latent_step, e.latent_psnr = first.step, first.psnr
+            a = c.audio
+            e.audio_snr_db, e.audio_cosine, e.audio_logmel_cosine = a.snr_db, a.cosine, a.logmel_cosine
+            e.audio_spectral, e.audio_residual_lag = a.spectral_error, a.residual_lag_samples
+            e.audio_rate = a.sample_rate
+        e.latent_psnr = {p.step: p.psnr for p in c.latents}
         return e
 
 
@@ -67,148 +73,76 @@ def mse_from_psnr(psnr_db: float, peak: float = PEAK) -> float:
 
 
 def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
+    if math.isnan(mse):
+        return math.nan
     return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
 
 
 def energy_from_db(db: float) -> float:
-    return 0.0 if math.isinf(db) and db > 0 else 10.0 ** (-db / 10.0)
+    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN."""
+    if math.isnan(db):
+        return math.nan
+    if math.isinf(db):
+        return 0.0 if db > 0 else math.inf
+    return 10.0 ** (-db / 10.0)
 
 
 def db_from_energy(e: float) -> float:
+    if math.isnan(e):
+        return math.nan
     return math.inf if e == 0 else -10.0 * math.log10(e)
 
 
-# metric -> (label, energy of a pair, weight of a pair, energy -> display value, display format)
-_KINDS: dict[str, tuple[str, Callable, Callable, Callable, Callable]] = {
-    "video_mse": (
-        "video MSE",
-        lambda e: e.video_mse,
-        lambda e: e.frames,
-        psnr_from_mse,
-        fmt_db,
-    ),
-    "video_1_ssim": (
-        "video 1 - SSIM",
-        lambda e: None if e.ssim_mean is None else max(0.0, 1.0 - e.ssim_mean),
-        lambda e: e.frames,
-        lambda x: 1.0 - x,
-        lambda x: f"SSIM {fmt_num(x, 5)}",
-    ),
-    "audio_error": (
-        "audio error energy",
-        lambda e: None if e.audio_snr_db is None else energy_from_db(e.audio_snr_db),
-        lambda e: 1,
-        db_from_energy,
-        lambda x: f"SNR {fmt_db(x)}",
-    ),
-    "audio_logmel": (
-        "audio 1 - log-mel cosine",
-        lambda e: None if e.audio_logmel_cosine is None else max(0.0, 1.0 - e.audio_logmel_cosine),
-        lambda e: 1,
-        lambda x: 1.0 - x,
-        lambda x: f"log-mel cosine {fmt_num(x, 6)}",
-    ),
-    "latent": (
-        "earliest-step latent MSE",
-        lambda e: None if e.latent_psnr is None else energy_from_db(e.latent_psnr),
-        lambda e: 1,
-        db_from_energy,
-        fmt_db,
-    ),
-}
+def one_minus(x: float | None) -> float | None:
+    """1 - x for a similarity; NaN stays NaN (max(0, 1 - nan) would read as perfect)."""
+    if x is None:
+        return None
+    if not math.isfinite(x):
+        return math.nan
+    return max(0.0, 1.0 - x)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of error energy: how it is read off a pair, weighted and shown."""
+
+    key: str
+    label: str
+    get: Callable[[PairErrors], float | None]
+    weight: Callable[[PairErrors], float]
+    show: Callable[[float], float]  # energy -> the value a table prints
+    fmt: Callable[[float], str]
+    modality: str  # video | audio
+
+
+KINDS: dict[str, Kind] = {
+    k.key: k
+    for k in (
+        Kind("video_mse", "video MSE", lambda e: e.video_mse, lambda e: e.frames, psnr_from_mse, fmt_db, "video"),
+        Kind("video_1_ssim", "video 1 - SSIM", lambda e: one_minus(e.ssim_mean), lambda e: e.frames,
+             lambda x: 1.0 - x, lambda x: f"SSIM {fmt_num(x, 5)}", "video"),
+        Kind("audio_error", "audio error energy",
+             lambda e: None if e.audio_snr_db is None else energy_from_db(e.audio_snr_db), lambda e: 1,
+             db_from_energy, lambda x: f"SNR {fmt_db(x)}", "audio"),
+        Kind("audio_spectral", "audio mel spectral error", lambda e: e.audio_spectral, lambda e: 1,
+             lambda x: x, lambda x: f"spectral error {fmt_num(x, 4)}", "audio"),
+        Kind("audio_logmel", "audio 1 - log-mel cosine", lambda e: one_minus(e.audio_logmel_cosine),
+             lambda e: 1, lambda x: 1.0 - x, lambda x: f"log-mel cosine {fmt_num(x, 6)}", "audio"),
+    )
+}  # fmt: skip
 
 
 def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:
-    """(pooled energy, pairs used): the weighted mean (frames for video, 1 otherwise)."""
-    _, get, weight, _, _ = _KINDS[metric]
-    vals = [(get(p), weight(p)) for p in pairs]
-    vals = [(x, w) for x, w in vals if x is not None and math.isfinite(x)]
+    """(pooled energy, pairs used): the weighted mean (frames for video, 1 otherwise) of the pairs
+    that have the metric; NaN or infinite when one of them is."""
+    kind = KINDS[metric]
+    vals = [(kind.get(p), kind.weight(p)) for p in pairs]
+    vals = [(x, w) for x, w in vals if x is not None]
     if not vals:
         return None, 0
-    total = sum(w for _, w in vals)
+    total = sum(w for _, w in vals) or 1
     return sum(x * w for x, w in vals) / total, len(vals)
 
 
-class EnergyCheck(Record):
-    metric: str
-    label: str
-    judged: bool = True  # False: shown for information (uninformative here, or not the audio metric used)
-    why_not_judged: str = ""
-    candidate: float | None = None  # pooled error energy of the candidate
-    floor: float | None = None  # pooled error energy of the floor (perturbations x seeds)
-    ratio: float | None = None  # candidate / floor
-    tolerance: float = 2.0
-    within: bool | None = None
-    n_candidate: int = 0
-    n_floor: int = 0
-    floor_band: list[float] = Field(default_factory=list)  # display values: min, median, max
-    per_seed: dict[str, float] = Field(default_factory=dict)  # seed -> ratio against the pooled floor
-    text: str = ""
-
-
-def _band(floors: Sequence[PairErrors], metric: str) -> list[float]:
-    _, get, _, show, _ = _KINDS[metric]
-    vals = sorted(show(x) for x in (get(p) for p in floors) if x is not None and math.isfinite(x))
-    if not vals:
-        return []
-    return [vals[0], statistics.median(vals), vals[-1]]
-
-
-def energy_check(
-    metric: str,
-    cands: Sequence[PairErrors],
-    floors: Sequence[PairErrors],
-    tolerance: float,
-    *,
-    judged: bool = True,
-    why_not_judged: str = "",
-) -> EnergyCheck | None:
-    """The candidate's pooled energy over the floor's; None when the candidate has none of it."""
-    label, get, _, show, fmt = _KINDS[metric]
-    cand, n_c = pooled(cands, metric)
-    if cand is None:
-        return None
-    floor, n_f = pooled(floors, metric)
-    chk = EnergyCheck(
-        metric=metric,
-        label=label,
-        judged=judged,
-        why_not_judged=why_not_judged,
-        candidate=cand,
-        floor=floor,
-        tolerance=tolerance,
-        n_candidate=n_c,
-        n_floor=n_f,
-        floor_band=_band(floors, metric),
-    )
-    shown_c = fmt(show(cand))
-    if floor is None:
-        chk.judged = False
-        chk.text = f"{label}: candidate {shown_c}; no noise floor measured"
-        return chk
-    if floor == 0.0:
-        chk.ratio = 1.0 if cand == 0.0 else math.inf
-    else:
-        chk.ratio = cand / floor
-        for p in cands:
-            x = get(p)
-            if x is not None and p.seed is not None:
-                chk.per_seed[str(p.seed)] = x / floor
-    chk.within = chk.ratio <= tolerance
-    band = chk.floor_band
-    band_txt = (
-        f"{fmt(band[0])} / {fmt(band[1])} / {fmt(band[2])} (min / median / max of {n_f})"
-        if len(band) == 3 and n_f > 1
-        else fmt(show(floor))
-    )
-    head = f"{label} {ratio_text(chk.ratio)} the floor's: candidate {shown_c} pooled over {n_c} run(s), floor {fmt(show(floor))} pooled, band {band_txt}"
-    if floor == 0.0 and cand > 0.0:
-        head += " (every floor run is identical to the reference; the candidate is not)"
-    if len(chk.per_seed) > 1:
-        head += "; per seed " + ", ".join(f"{s}: {ratio_text(r)}" for s, r in chk.per_seed.items())
-    if chk.judged:
-        word = "within" if chk.within else "outside the floor"
-        chk.text = f"{head}; tolerance {tolerance:g}x: {word}"
-    else:
-        chk.text = f"{head}; not judged ({why_not_judged})"
-    return chk
+def latent_energy(psnr: float) -> float:
+    return energy_from_db(psnr)

@@ -31,13 +31,14 @@ from harness.compare.pairwise import Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
 from harness.records import Migration, Record
-from harness.scenario.verdict import VerdictRules
+from harness.scenario.verdict import VerdictRules, legacy_free
 from harness.store import utcnow
 
 # 2: error-energy verdicts, floor band, speed tests, repeats. 3: media assets (frame grids, per-frame
 # series, audio views) named in ``assets``; figures are the renderer's (no longer in ``assets``);
 # ``inputs_digest`` of what the analysis read.
-RESULTS_SCHEMA = "harness.report/3"
+# 4: verdicts per seed and modality with intervals and a word, speed-ups over runs with intervals (Holm).
+RESULTS_SCHEMA = "harness.report/4"
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
 SPECTROGRAM_DIFF_SCHEMA = "harness.spectrogram_diff/1"
@@ -77,7 +78,11 @@ class FloorSummary(Record):
     perturbations: dict[str, str] = Field(default_factory=dict)  # arm -> what it perturbs
     psnr_pooled: float | None = None  # from the mean MSE over all floor runs
     band: dict[str, list[float]] = Field(default_factory=dict)  # metric key -> min, median, max
-    chaotic: bool = False
+    per_seed_psnr: dict[str, float | None] = Field(
+        default_factory=dict
+    )  # seed -> pooled PSNR of its floor runs
+    regimes: dict[str, str] = Field(default_factory=dict)  # seed -> pixel | transitional | chaotic
+    chaotic: bool = False  # some seed is chaotic
     text: str = ""
 
 
@@ -176,6 +181,54 @@ class AudioView(Record):
     spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
 
 
+def _speed_from_3(t: dict) -> dict:
+    """A /3 speed test (time ratio B/A, Welch's outcome) tested again on its kept samples, in /4's
+    terms (speed-up A/B with its interval; unpaired: /3 kept no pairing)."""
+    from harness.compare.significance import compare_samples
+
+    again = compare_samples(t.get("a") or [], t.get("b") or [], what=t.get("what", ""), unit=t.get("unit", "s"),
+                            alpha=t.get("alpha", 0.05))  # fmt: skip
+    return again.model_dump()
+
+
+def _verdict_from_3(v: dict) -> dict:
+    """A /3 verdict (booleans, pooled floor) in /4's terms (a word; its per-seed ratios as readings)."""
+    eq, measured = v.get("equivalent"), v.get("measured", 0)
+    v["word"] = "not run" if not measured else {True: "within", False: "outside"}.get(eq, "inconclusive")
+    v["text"] = (
+        f"{v['word']} (an older harness's verdict, no intervals): {v.get('accuracy') or v.get('summary', '')}"
+    )
+    for e in v.get("energy") or []:
+        per = e.get("per_seed")
+        if isinstance(per, dict):
+            e["per_seed"] = [
+                {"seed": int(k) if str(k).lstrip("-").isdigit() else None, "ratio": r} for k, r in per.items()
+            ]
+        e["word"] = {True: "within", False: "outside"}.get(e.get("within"), "")
+        e["bound"] = e.get("tolerance", 2.0)
+    for c in v.get("stats") or []:
+        c["word"] = c.get("word") or (
+            "shown" if not c.get("judged", True) else ("within" if c.get("ok") else "outside")
+        )
+    v["stats_word"] = {True: "within", False: "outside"}.get(v.get("stats_inside"), "")
+    return v
+
+
+def _from_3(data: dict) -> dict:
+    """/3 -> /4: the verdicts' words and the speed-up convention (nothing is measured again)."""
+    if isinstance(data.get("rules"), dict):
+        data["rules"] = legacy_free(data["rules"])[0]
+    data["verdicts"] = [_verdict_from_3(v) for v in data.get("verdicts") or []]
+    for a in data.get("arms") or []:
+        a["speed"] = {k: _speed_from_3(t) for k, t in (a.get("speed") or {}).items()}
+    for c in data.get("comparisons") or []:
+        sp = c.get("speed") or {}
+        for key in ("s_per_step_test", "total_test"):
+            if isinstance(sp.get(key), dict):
+                sp[key] = _speed_from_3(sp[key])
+    return data
+
+
 class SpectrogramDiff(Record):
     """assets/audio/<run>.specdiff.json: a run's spectrogram minus the reference's, in dB."""
 
@@ -194,8 +247,9 @@ class SpectrogramDiff(Record):
 
 
 class ReportResults(Record):
-    # /2 had no media assets and listed its figures: it reads as /3 (its figures are redrawn).
-    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data}
+    # /2 had no media assets and listed its figures: it reads as /3 (its figures are redrawn). /3 had
+    # pooled-floor verdicts and time ratios: it reads as /4 with words and speed-ups.
+    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data, 3: _from_3}
 
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)

@@ -89,8 +89,8 @@ def schedule_rows(res: Any, campaign: CampaignDir, insitu: Any = None) -> list[S
             row.exact_steps = exact_steps(spec.schedule, row.steps) if row.steps else []
         agg = res.arm(r.arm)
         test = agg.speed.get("s_per_step") if agg is not None else None
-        if test is not None and test.ratio:
-            row.speedup, row.speed_words = 1.0 / test.ratio, test.words  # the test's ratio is of times
+        if test is not None and test.speedup:
+            row.speedup, row.speed_words = test.speedup, test.words  # reference time / arm time
         verdict = next((v for v in res.verdicts if v.arm == r.arm), None)
         if verdict is not None:
             row.accuracy, row.equivalent = verdict.accuracy, verdict.equivalent

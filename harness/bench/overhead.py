@@ -142,12 +142,13 @@ def summarize(result: OverheadResult) -> OverheadResult:
             result.n[mode] = len(vals)
     test = compare_samples(result.values("bare"), result.values("launcher"), what=WHAT, samples="runs")
     result.speed = test
-    if test.outcome == "not_measured":
-        result.verdict = f"{test.words}: a mode has no timed run (see the runs' logs)"
+    if not test.measured:
+        result.verdict = "not measured: a mode has no timed run (see the runs' logs)"
         return result
-    result.ratio, result.p_value = test.ratio, test.p_value
-    figure = f"launcher / bare = {test.ratio:.4f} ({(test.ratio - 1) * 100:+.2f}%)" if test.ratio else ""
-    result.verdict = "; ".join(x for x in (test.line(), figure) if x)
+    ratio = test.mean_arm / test.mean_ref if test.mean_ref and test.mean_arm is not None else None
+    result.ratio, result.p_value = ratio, test.p
+    figure = f"launcher / bare = {ratio:.4f} ({(ratio - 1) * 100:+.2f}%)" if ratio else ""
+    result.verdict = "; ".join(x for x in (test.line, figure) if x)
     return result
 
 

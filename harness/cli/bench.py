@@ -1,5 +1,6 @@
 """``harness bench metrics``: the metric suite timed against a naive per-frame scikit-image loop,
-side by side (``harness.bench`` does the work; this prints its markdown)."""
+side by side (``harness.bench`` does the work; this prints its markdown); ``harness bench verdicts``
+is ``cli.bench_verdicts``'s."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 
 import typer
 
+from harness.cli import bench_verdicts
 from harness.cli.common import group
 
 
 def register(app: typer.Typer) -> None:
     bench_app = group("Benchmarks of the harness itself.")
     bench_app.command("metrics", epilog="Example: harness bench metrics --frames 362")(bench_metrics)
+    bench_verdicts.register(bench_app)
     app.add_typer(bench_app, name="bench")
 
 

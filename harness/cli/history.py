@@ -40,7 +40,9 @@ def history(
     for line in h.moved:
         print(line)
     if not h.moved:
-        print("no metric moved more than its noise (Welch's t-test, alpha 0.05)")
+        print(
+            "no metric moved more than its noise (runs as samples, Holm over every test of the history, alpha 0.05)"
+        )
     print(f"history.csv: {h.csv_path}")
     print(f"history.html: {h.html_path}")
     if gate:

@@ -32,6 +32,7 @@ def ingest(
     config: Path | None = typer.Option(None, help="The config JSON the run used (seed, attn_type read)."),
     role: str = typer.Option("candidate", help="reference, noise_floor or candidate."),
     seed: int | None = typer.Option(None, help="Seed (default: the config's, else LightX2V's 42)."),
+    repeat: int | None = typer.Option(None, min=1, help="Repeat number of this arm and seed (default 1)."),
     attn_type: str | None = typer.Option(None, "--attn-type", help="Attention type (default: the config's)."),
     gpu: str | None = typer.Option(None, help="Where it ran, free text (shown in history)."),
     scenario: str | None = typer.Option(
@@ -62,7 +63,7 @@ def ingest(
         if seed is not None:
             check_seed(seed, "--seed")
         one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
-                        attn_type=attn_type, gpu=gpu)  # fmt: skip
+                        repeat=repeat, attn_type=attn_type, gpu=gpu)  # fmt: skip
         result = do_ingest(target, [one], scenario=scenario, force=force)
     for line in result.lines:
         print(line)

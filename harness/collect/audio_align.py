@@ -1,30 +1,38 @@
-"""Bounded lag search before the waveform audio metrics (SNR, cosine, log-mel).
+"""How two audio tracks are lined up before the waveform metrics, and the lag left after that.
 
-Two tracks that differ only by a few samples of delay (an encoder's priming left in, a
-resampler's group delay) have a poor SNR that says nothing about their content. The lag is
-the argmax of the cross-correlation of the channel-summed tracks within +-``max_lag``
-samples, computed with one FFT; it is kept only when it raises the normalised correlation
-over lag 0 by more than ``min_gain`` and by more than 6 / sqrt(samples) (about six times the
-largest correlation two unrelated white tracks reach by chance), so two unrelated tracks are
-not shifted by chance.
+The metrics that are judged are taken at the **container's alignment**: each track's first
+decoded sample sits at its presentation time, relative to its file's first video frame (what
+plays together in the file plays together here). FFmpeg drops the encoder's priming where the
+container marks it (a negative first timestamp, an edit list); where it does not, the priming
+carries its own timestamps, before the content, so the timestamps place the content either way.
+
+After that, a bounded search for a **residual lag** (the argmax of |cross-correlation| of the
+channel-summed tracks within +-``max_lag`` samples, one FFT) says whether the content is still
+shifted: a lag kept only when it raises the normalised |correlation| over lag 0 by more than
+``min_gain`` and by more than 6 / sqrt(samples) (about six times what two unrelated white tracks
+reach by chance). The residual lag is reported as a finding, never silently removed; the
+correlation keeps its sign (an inverted track reads about -1).
 A positive lag means B is late: ``b[n + lag]`` lines up with ``a[n]``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 MAX_LAG = 2048  # samples: 64 ms at 32 kHz, more than an AAC frame of priming
-WINDOW = 1 << 19  # samples a streamed track's lag is found on (16 s at 32 kHz)
-MIN_GAIN = 0.01  # normalised correlation a non-zero lag must add over lag 0
+WINDOW = 1 << 19  # samples a streamed track's residual lag is found on (16 s at 32 kHz)
+MIN_GAIN = 0.01  # normalised |correlation| a non-zero lag must add over lag 0
 CHANCE_SIGMAS = 6.0
 
 CONVENTION = (
-    f"lag=argmax over |l|<={MAX_LAG} samples of sum_n a[n] b[n+l] (channels summed, FFT), kept when the "
-    f"normalised correlation gains > max({MIN_GAIN:g}, {CHANCE_SIGMAS:g}/sqrt(n)) over l=0; positive = B late; "
-    "metrics on the overlap"
+    "alignment=the container's timestamps (first decoded audio sample's time minus the first video frame's, "
+    "per file; FFmpeg drops a marked encoder priming); metrics judged at that alignment on the overlap; "
+    f"residual lag=argmax over |l|<={MAX_LAG} samples of |sum_n a[n] b[n+l]| (channels summed, FFT), kept when "
+    f"the normalised |correlation| gains > max({MIN_GAIN:g}, {CHANCE_SIGMAS:g}/sqrt(n)) over l=0; positive = B "
+    "late; reported, not removed"
 )
 
 
@@ -45,21 +53,29 @@ def cross_correlation(a: np.ndarray, b: np.ndarray, max_lag: int) -> tuple[np.nd
     return lags, full[lags % size]
 
 
-def best_lag(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN) -> int:
-    """The lag of B against A (see the module docstring); 0 for silent or too-short tracks."""
+def lag_search(
+    a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN
+) -> tuple[int, float, float]:
+    """(lag, normalised correlation at that lag, at lag 0) of B against A (module docstring)."""
     x, y = _mono(a), _mono(b)
     if x.size == 0 or y.size == 0 or max_lag <= 0:
-        return 0
+        return 0, 0.0, 0.0
     norm = float(np.sqrt(np.dot(x, x) * np.dot(y, y)))
     if norm == 0.0:
-        return 0
+        return 0, 0.0, 0.0
     lags, c = cross_correlation(x, y, max_lag)
-    i = int(np.argmax(c))
+    i = int(np.argmax(np.abs(c)))
     zero = int(np.flatnonzero(lags == 0)[0])
     n = min(x.size, y.size)
-    if (c[i] - c[zero]) / norm > max(min_gain, CHANCE_SIGMAS / np.sqrt(n)):
-        return int(lags[i])
-    return 0
+    at_zero = float(c[zero]) / norm
+    if (abs(c[i]) - abs(c[zero])) / norm > max(min_gain, CHANCE_SIGMAS / np.sqrt(n)):
+        return int(lags[i]), float(c[i]) / norm, at_zero
+    return 0, at_zero, at_zero
+
+
+def best_lag(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN) -> int:
+    """The residual lag of B against A (``lag_search``); 0 for silent or too-short tracks."""
+    return lag_search(a, b, max_lag, min_gain)[0]
 
 
 def overlap(a: np.ndarray, b: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,14 +89,46 @@ def overlap(a: np.ndarray, b: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndar
 
 
 def aligned(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG) -> tuple[np.ndarray, np.ndarray, int]:
-    """(a, b, lag): both tracks on their common, lag-aligned span."""
+    """(a, b, lag): both tracks on their common span after the residual-lag search (a diagnostic:
+    the judged metrics are taken at the container's alignment)."""
     lag = best_lag(a, b, max_lag)
     ta, tb = overlap(a, b, lag)
     return ta, tb, lag
 
 
-# Streamed tracks ([C, S] blocks, e.g. media.iter_audio): find the lag on a bounded head, then
-# drop the leading samples of the late track before pairing.
+def audio_start(path: str | os.PathLike) -> float:
+    """Seconds from the file's first video frame to its first decoded audio sample (0 for an audio
+    file, or where a stream has no timestamps)."""
+    import av
+
+    from harness.media import check_file
+
+    p = check_file(path, "media file")
+    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+        return 0.0
+    with av.open(str(p)) as c:
+        if not c.streams.audio:
+            return 0.0
+        audio_t = next((f.time for f in c.decode(c.streams.audio[0]) if f.time is not None), None)
+    video_t = None
+    with av.open(str(p)) as c:
+        if c.streams.video:
+            v = c.streams.video[0]
+            if v.start_time is not None and v.time_base is not None:
+                video_t = float(v.start_time * v.time_base)
+    if audio_t is None:
+        return 0.0
+    return float(audio_t) - (video_t or 0.0)
+
+
+def container_lag(a: str | os.PathLike, b: str | os.PathLike, rate: int) -> int:
+    """The lag (samples of ``rate``, module convention) that lines the two files' tracks up by their
+    timestamps: B's track starting later than A's reads as a negative lag (A's head unpaired)."""
+    return round((audio_start(a) - audio_start(b)) * rate)
+
+
+# Streamed tracks ([C, S] blocks, e.g. media.iter_audio): take a bounded head for the residual lag,
+# and drop the leading samples of the track that starts earlier before pairing.
 
 
 def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Iterator[np.ndarray]]:

@@ -23,10 +23,12 @@ SSIM_CONVENTION = (
 )
 VIDEO_CONVENTION = f"{PSNR_CONVENTION}; {SSIM_CONVENTION}"
 AUDIO_CONVENTION = (
-    "audio=float32-native-rate; lag search |l|<=2048 (audio_align) then the overlap; "
+    "audio=float32-native-rate; aligned by the container's timestamps (audio_align), metrics on the overlap; "
+    "residual lag |l|<=2048 by |cross-correlation|, reported; "
     "snr=10log10(sum a^2/sum (a-b)^2) A=reference, over all channels; "
-    "cosine=all samples; rms/peak=whole track; "
-    "logmel=hann1024-hop256-64mel(htk,0..nyquist)-power-dB-floor(max-80dB)-shifted-cosine"
+    "cosine=all samples (signed); rms/peak=whole track; "
+    "spectral_error=sum(|M_a|-|M_b|)^2/sum|M_a|^2, M=sqrt(hann1024-hop256-64mel(htk,0..nyquist) power); "
+    "logmel=same mel power in dB, floor(max-80dB), shifted, cosine"
 )
 STATS_CONVENTION = (
     "Y=bt601 round(0.299R+0.587G+0.114B) uint8 (cv2 RGB2GRAY); luma=population mean/std over all pixels; "
@@ -78,11 +80,15 @@ class AudioPairMetrics(Record):
     samples_b: int
     samples_compared: int
     samples_dropped: int  # samples cut from the longer track (per channel)
-    lag_samples: int = 0  # B's delay against A found by the lag search (audio_align); metrics after it
+    lag_samples: int = 0  # the alignment the metrics are taken at: the container's (audio_align)
+    residual_lag_samples: int = 0  # B's lag left after that alignment (a finding; 0: none found)
+    residual_corr: float | None = None  # normalised correlation at the residual lag (signed)
+    aligned_corr: float | None = None  # the same at the container's alignment, on the search window
     snr_db: float  # +inf when equal; see audio.snr_db for silence
     snr_db_per_channel: list[float] = Field(default_factory=list)
     cosine: float
     logmel_cosine: float
+    spectral_error: float | None = None  # mel spectral error energy (collect.audio); None: older record
     rms_a: float
     rms_b: float
     peak_a: float

@@ -213,11 +213,14 @@ def audio_part(
     ra, rb = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
     if ra != rb:
         return _audio_resampled(a, b, resample_audio)
-    # The lag of B against A, found on a bounded head of each track (audio_align's convention);
-    # the late track's first |lag| samples are then left out of the pairing only.
+    # Aligned by the containers' timestamps; the residual lag is searched on a bounded head of each
+    # track after that alignment (audio_align's convention), reported and never removed.
+    lag = audio_align.container_lag(a, b, ra)
     head_a, blocks_a = audio_align.peek(iter_audio(a))
     head_b, blocks_b = audio_align.peek(iter_audio(b))
-    lag = audio_align.best_lag(head_a, head_b) if head_a.size and head_b.size else 0
+    residual = (0, None, None)
+    if head_a.size and head_b.size:
+        residual = audio_align.lag_search(*audio_align.overlap(head_a, head_b, lag))
     pair = audio_metrics.PairStream(ra, lag)
     blocks = (blocks_a, blocks_b)
     live = [True, True]
@@ -233,7 +236,10 @@ def audio_part(
             )
             raise HarnessError(f"audio channel count differs: {a} has {ca}, {b} has {cb}")
         pair.push(k, x)
-    metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, **pair.result())
+    metrics = AudioPairMetrics(
+        rate_a=ra, rate_b=rb, residual_lag_samples=residual[0], residual_corr=residual[1],
+        aligned_corr=residual[2], **pair.result(),
+    )  # fmt: skip
     return metrics, _run_audio(pair.tracks[0]), _run_audio(pair.tracks[1])
 
 
@@ -258,7 +264,7 @@ def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairM
         )
     pb = audio_metrics.resample(pb, rb, ra)
     note = f"{b.name} resampled {rb} Hz -> {ra} Hz with libswresample (PyAV); A is the reference"
-    m = audio_metrics.pair_metrics(pa, pb, ra)
+    m = audio_metrics.pair_metrics(pa, pb, ra, audio_align.container_lag(a, b, ra))
     m["samples_b"] = runs[1]["audio_samples"]  # as decoded, before resampling
     metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, resampled=True, resample_note=note, **m)
     return metrics, runs[0], runs[1]

@@ -8,6 +8,7 @@ not end ``ok`` or has no output is reported as such, never raised.
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from harness.compare.cache import (
 )
 from harness.compare.hashes import HASHES_JSON, PROCESS_HASHES, FileHashes
 from harness.compare.latents import LATENT_CONVENTION, LatentPoint
-from harness.compare.significance import DEFAULT_ALPHA, SpeedTest, compare_samples
+from harness.compare.significance import SpeedTest, mean_sd_text, one_run_each
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
 from harness.records import Record, steady_steps
@@ -38,9 +39,10 @@ from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, writ
 COMPARE_SCHEMA = "harness.compare/1"
 TIMING_CONVENTION = (
     "s/step=mean of DiT steps 2..N (step 1 alone when N=1), a step's seconds = max over ranks; "
-    "ratio=B/A of the means with A the reference (below 1 = B faster); a ratio is called faster/slower "
-    "only when Welch's two-sided t-test rejects equal means at the stated level: over runs (repeats x "
-    "seeds) in a campaign, over the steps 2..N of one run each in `harness compare`"
+    "speed-up=A time / B time with A the reference (above 1 = B faster); runs are the samples (never the "
+    "steps of one run): faster/slower only when the speed-up's interval over runs clears the minimum effect "
+    "and the Holm-adjusted test rejects equal times; `harness compare` of one run a side gives the speed-up "
+    "and each run's step spread, no speed word"
 )
 CONVENTIONS = {
     "video": VIDEO_CONVENTION,
@@ -52,12 +54,15 @@ CONVENTIONS = {
 
 
 class SpeedComparison(Record):
-    s_per_step_ratio: float | None = None  # B / A
-    total_ratio: float | None = None  # B / A
-    step_ratios: list[float | None] = Field(default_factory=list)  # steps 1..3, B / A
-    s_per_step_test: SpeedTest | None = None  # steps 2..N of each run as the samples
-    total_test: SpeedTest | None = None  # one sample a side: never a ratio word
-    s_per_step_line: str | None = None  # pyperf-style one-liners, with their significance
+    s_per_step_speedup: float | None = None  # A / B (above 1: B faster)
+    total_speedup: float | None = None  # A / B
+    step_speedups: list[float | None] = Field(default_factory=list)  # steps 1..3, A / B
+    s_per_step_ratio: float | None = None  # B / A: what a gate's max_step_ratio bounds
+    total_ratio: float | None = None  # B / A: a gate's max_total_ratio
+    step_spread: list[str] = Field(default_factory=list)  # A's and B's steps 2..N: mean ± sd (n)
+    s_per_step_test: SpeedTest | None = None  # one run a side: the speed-up, never a speed word
+    total_test: SpeedTest | None = None
+    s_per_step_line: str | None = None  # pyperf-style one-liners
     total_line: str | None = None
 
 
@@ -132,22 +137,33 @@ def step_samples(r: RunSummary) -> list[float]:
     return steady_steps(r.step_seconds)
 
 
-def _speed(a: RunSummary, b: RunSummary, alpha: float = DEFAULT_ALPHA) -> SpeedComparison:
+def _steps_text(r: RunSummary) -> str:
+    xs = step_samples(r)
+    if not xs:
+        return "n/a"
+    sd = statistics.stdev(xs) if len(xs) > 1 else None
+    return mean_sd_text(statistics.fmean(xs), sd, len(xs)).replace("(n=", "(steps, n=")
+
+
+def _speed(a: RunSummary, b: RunSummary) -> SpeedComparison:
+    """One run a side: speed-ups and each run's step spread; the steps of one process are not
+    independent samples, so no speed word (a campaign's repeats give one)."""
     sp = SpeedComparison(
+        s_per_step_speedup=_ratio(b.s_per_step, a.s_per_step),
+        total_speedup=_ratio(b.pipeline_total_s, a.pipeline_total_s),
+        step_speedups=[_ratio(b.step(i), a.step(i)) for i in (1, 2, 3)],
         s_per_step_ratio=_ratio(a.s_per_step, b.s_per_step),
         total_ratio=_ratio(a.pipeline_total_s, b.pipeline_total_s),
-        step_ratios=[_ratio(a.step(i), b.step(i)) for i in (1, 2, 3)],
     )
     if a.step_seconds and b.step_seconds:
-        sp.s_per_step_test = compare_samples(
-            step_samples(a), step_samples(b), what="DiT s/step", samples="steps of one run", alpha=alpha
+        sp.step_spread = [_steps_text(a), _steps_text(b)]
+        sp.s_per_step_test = one_run_each(a.s_per_step, b.s_per_step, what="DiT s/step")
+        sp.s_per_step_line = (
+            f"{sp.s_per_step_test.line} [steps 2..N: {sp.step_spread[0]} -> {sp.step_spread[1]}]"
         )
-        sp.s_per_step_line = sp.s_per_step_test.line()
     if a.pipeline_total_s is not None and b.pipeline_total_s is not None:
-        sp.total_test = compare_samples(
-            [a.pipeline_total_s], [b.pipeline_total_s], what="pipeline total", samples="run", alpha=alpha
-        )
-        sp.total_line = sp.total_test.line()
+        sp.total_test = one_run_each(a.pipeline_total_s, b.pipeline_total_s, what="pipeline total")
+        sp.total_line = sp.total_test.line
     return sp
 
 
@@ -215,6 +231,24 @@ def compare_summaries(
         if result.audio is not None and result.audio.samples_dropped:
             cmp.notes.append(
                 f"audio: {result.audio.samples_dropped} samples per channel dropped from the longer track"
+            )
+        au = result.audio
+        if au is not None and au.lag_samples:
+            cmp.notes.append(
+                f"audio: the containers' timestamps place B {au.lag_samples:+d} samples against A "
+                "(metrics taken at that alignment)"
+            )
+        if au is not None and au.residual_lag_samples:
+            ms = 1000 * au.residual_lag_samples / au.sample_rate
+            corr = (
+                f", correlation {au.residual_corr:.4f} there against {au.aligned_corr:.4f}"
+                if au.residual_corr is not None
+                else ""
+            )
+            cmp.notes.append(
+                f"audio: residual lag {au.residual_lag_samples:+d} samples ({ms:+.1f} ms, "
+                f"{'B late' if au.residual_lag_samples > 0 else 'B early'}) after the containers' alignment{corr}: "
+                "reported, not removed"
             )
         if result.audio is not None and result.audio.resampled:
             cmp.notes.append(f"audio resampled: {result.audio.resample_note or 'on request'}")

@@ -1,12 +1,27 @@
-"""When a timing difference is a finding: Welch's t-test on kept samples, pyperf's rule.
+"""When a timing difference is a finding: the speed-up of an arm with its interval, over runs.
 
-``compare_samples(a, b)`` takes the samples of the reference (A) and of the candidate (B),
-e.g. the s/step of every run of an arm over repeats and seeds, and returns a ``SpeedTest``:
-mean ± sd with n on each side, the time ratio B/A, Welch's p-value and the words a report
-prints. A ratio word ("1.19x slower") appears only when the test is significant at ``alpha``;
-otherwise the words are "no significant difference (n=..)", or "too few samples" when a side
-has fewer than ``min_n`` samples. Pure functions, no I/O: reports, history pages and
-pull-request tables all call this one place.
+One convention everywhere: **speed-up = reference time / arm time** (above 1: the arm is faster),
+the ratio of the geometric means of the runs' times. A run (one process) is one sample, never a
+step inside it. The interval is a t interval on log times:
+
+* ``compare_pairs``: runs paired by the design (the same seed and repeat of the reference and the
+  arm ran side by side in one interleaved round): a paired t on the log ratios;
+* ``compare_blocked``: runs grouped by seed (a block), not paired: the mean over seeds of the
+  within-seed log ratio, with the within-seed variance pooled over seeds and sides;
+* ``compare_samples``: two independent sets of runs: Welch's t on log times.
+
+The word a report prints (``SpeedTest.word``):
+
+* ``faster`` / ``slower``: the test rejects equal times at ``alpha`` after the report's Holm
+  correction (``holm``) and the whole interval lies beyond the minimum effect (1 + ``min_effect``
+  above 1, or below its inverse);
+* ``no meaningful difference``: the whole interval lies inside the minimum effect's band;
+* ``no difference detected``: neither, with the change this design could detect (two-sided
+  ``alpha``, power 80 %);
+* ``too few runs``: fewer than 2 runs a side (or 2 pairs / 1 degree of freedom).
+
+Pure functions, no I/O: reports, history pages, ``harness compare`` and the overhead tool all
+call this one place.
 """
 
 from __future__ import annotations
@@ -17,67 +32,115 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
+from pydantic import Field
+
 from harness.number_format import fmt_s
 from harness.records import Record
-from harness.scenario.verdict import DEFAULT_ALPHA  # one level, held by the scenario's verdict block
+from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
 
-MIN_SAMPLES = 2  # per side: Welch's test needs a variance on each side
-TEST_NAME = "Welch's two-sided t-test"
+MIN_SAMPLES = 2  # runs a side (or pairs) for an interval
+POWER = 0.8  # of the detectable change a "no difference detected" states
+TEST_NAME = "t interval on log times"
 
-Outcome = Literal["faster", "slower", "no_difference", "too_few", "not_measured"]
+Word = Literal["faster", "slower", "no meaningful difference", "no difference detected", "too few runs"]
+Design = Literal["paired by seed and repeat", "blocked by seed", "unpaired", "one run a side", ""]
 
 
 class SpeedTest(Record):
-    """B against A (the reference) on one timing; times, so a ratio below 1 means B is faster."""
+    """An arm's timing against the reference's; ``speedup`` = reference time / arm time."""
 
     what: str = ""
     unit: str = "s"
-    samples: str = "runs"  # what one sample is: runs (processes), steps of one run, ...
-    a: list[float] = []
-    b: list[float] = []
-    n_a: int = 0
-    n_b: int = 0
-    mean_a: float | None = None
-    mean_b: float | None = None
-    sd_a: float | None = None  # sample standard deviation; None below two samples
-    sd_b: float | None = None
-    ratio: float | None = None  # mean_b / mean_a
-    p_value: float | None = None
+    samples: str = "runs"  # what one sample is (runs: processes)
+    ref: list[float] = Field(default_factory=list)  # the reference's samples
+    arm: list[float] = Field(default_factory=list)
+    n_ref: int = 0
+    n_arm: int = 0
+    mean_ref: float | None = None  # arithmetic means and sample sds, as tables print them
+    mean_arm: float | None = None
+    sd_ref: float | None = None
+    sd_arm: float | None = None
+    design: Design = ""
+    n_pairs: int = 0  # pairs or seeds the interval rests on (paired / blocked)
+    df: float | None = None
+    speedup: float | None = None  # reference time / arm time (geometric means)
+    speedup_ci: list[float] | None = None  # [lo, hi] at 1 - alpha
+    p: float | None = None  # two-sided, of equal times
+    p_adjusted: float | None = None  # Holm over the tests of one report (= p until ``holm``)
     alpha: float = DEFAULT_ALPHA
-    min_n: int = MIN_SAMPLES
+    min_effect: float = DEFAULT_MIN_EFFECT
+    detectable: float | None = None  # the relative change this design detects (alpha, 80 % power)
+    word: Word = "too few runs"
+    line: str = ""
     test: str = TEST_NAME
-    outcome: Outcome = "not_measured"
 
     @property
     def significant(self) -> bool:
-        return self.outcome in ("faster", "slower")
+        return self.word in ("faster", "slower")
+
+    @property
+    def measured(self) -> bool:
+        return self.n_ref > 0 and self.n_arm > 0
+
+    def side(self, which: str) -> str:
+        """'0.451 ± 0.003 s (n=9)' for the reference ('ref') or the arm ('arm')."""
+        if which == "ref":
+            return mean_sd_text(self.mean_ref, self.sd_ref, self.n_ref, self.unit)
+        return mean_sd_text(self.mean_arm, self.sd_arm, self.n_arm, self.unit)
 
     @property
     def words(self) -> str:
-        """What the comparison says, with its evidence on the same line."""
-        n = f"n={self.n_a}/{self.n_b}"
-        if self.outcome == "not_measured":
-            return "not measured"
-        if self.outcome == "too_few":
-            return f"too few samples for a test ({n} {self.samples}; {self.min_n} a side needed)"
-        p = fmt_p(self.p_value)
-        if self.outcome == "no_difference":
-            return f"no significant difference ({n} {self.samples}, p={p}, alpha {self.alpha:g})"
-        assert self.ratio is not None
-        factor = 1 / self.ratio if self.outcome == "faster" else self.ratio
-        return f"{factor:.2f}x {self.outcome} ({n} {self.samples}, p={p}, alpha {self.alpha:g})"
+        """The finding and its evidence, without the two sides' means (``line`` has them)."""
+        if not self.measured:
+            return f"no timing (n={self.n_ref}/{self.n_arm} {self.samples})"
+        n = f"n={self.n_ref}/{self.n_arm} {self.samples}"
+        head = f"speed-up {fmt_speedup_value(self.speedup)}"
+        if self.speedup_ci is None:
+            if self.design == "one run a side":
+                return (
+                    f"{head}: one run a side: no speed word (runs are the samples, not the steps of one run)"
+                )
+            return f"{head}: too few runs for an interval ({n}; {MIN_SAMPLES} a side needed)"
+        lo, hi = self.speedup_ci
+        ci = f"{100 * (1 - self.alpha):.10g}% CI {lo:.3g}-{hi:.3g}"
+        design = f", {self.design}" if self.design and self.design != "unpaired" else ""
+        p = f"p={fmt_p(self.p)}"
+        if self.p_adjusted is not None and self.p_adjusted != self.p:
+            p += f", Holm {fmt_p(self.p_adjusted)}"
+        effect = f"minimum effect {100 * self.min_effect:g}%"
+        if self.word == "no difference detected":
+            could = (
+                f"; could detect a change of {100 * self.detectable:.2g}% at this n"
+                if self.detectable is not None
+                else ""
+            )
+            return f"{head} ({ci}; {n}{design}): no difference detected ({p}, {effect}{could})"
+        return f"{head} ({ci}; {n}{design}): {self.word} ({p}, {effect})"
 
-    def side(self, which: str) -> str:
-        """'0.451 ± 0.003 s (n=9)' for side 'a' or 'b'."""
-        mean, sd, n = (
-            (self.mean_a, self.sd_a, self.n_a) if which == "a" else (self.mean_b, self.sd_b, self.n_b)
-        )
-        return mean_sd_text(mean, sd, n, self.unit)
-
-    def line(self) -> str:
-        """pyperf's one-liner: 'DiT s/step: 0.451 ± 0.003 s (n=9) -> 0.536 ± 0.002 s (n=9): 1.19x slower (...)'."""
+    def finish(self, p_adjusted: float | None = None) -> SpeedTest:
+        """Set the word and the line from the interval and the (adjusted) p-value."""
+        if p_adjusted is not None:
+            self.p_adjusted = p_adjusted
+        elif self.p_adjusted is None:
+            self.p_adjusted = self.p
+        self.word = speed_word(self)
         head = f"{self.what}: " if self.what else ""
-        return f"{head}{self.side('a')} -> {self.side('b')}: {self.words}"
+        self.line = f"{head}{self.side('ref')} -> {self.side('arm')}: {self.words}"
+        return self
+
+
+def speed_word(t: SpeedTest) -> Word:
+    if t.speedup_ci is None or t.p_adjusted is None:
+        return "too few runs"
+    lo, hi = t.speedup_ci
+    up, down = 1.0 + t.min_effect, 1.0 / (1.0 + t.min_effect)
+    if t.p_adjusted < t.alpha and lo > up:
+        return "faster"
+    if t.p_adjusted < t.alpha and hi < down:
+        return "slower"
+    if down < lo and hi < up:
+        return "no meaningful difference"
+    return "no difference detected"
 
 
 def fmt_p(p: float | None) -> str:
@@ -86,6 +149,11 @@ def fmt_p(p: float | None) -> str:
     if p == 0.0:
         return "0"
     return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
+
+
+def fmt_speedup_value(x: float | None) -> str:
+    """Three significant figures, trailing zeros kept: '2.00x', '0.846x', '12.3x'."""
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:#.3g}".rstrip(".") + "x"
 
 
 def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") -> str:
@@ -98,12 +166,26 @@ def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") 
     return f"{fmt_s(mean)} ± {fmt_s(sd)}{u} (n={n})"
 
 
-def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p-value of Welch's t-test (scipy); both sides need two samples or more.
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None stays None), in the order given."""
+    idx = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
+    m = len(idx)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        out[i] = running
+    return out
 
-    Zero variance on both sides (identical samples) is decided without the t distribution:
-    equal means give 1, different means give 0 (a difference that never varies).
-    """
+
+def holm_tests(tests: Sequence[SpeedTest]) -> None:
+    """Adjust the p-values of one report's speed tests together (Holm) and set their words."""
+    for t, p in zip(tests, holm([t.p for t in tests]), strict=True):
+        t.finish(p)
+
+
+def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p of Welch's t-test on raw values; zero variance on both sides: 1 if equal, else 0."""
     va, vb = statistics.variance(a), statistics.variance(b)
     if va == 0.0 and vb == 0.0:
         return 1.0 if statistics.fmean(a) == statistics.fmean(b) else 0.0
@@ -114,33 +196,123 @@ def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:
         return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
+def _usable(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
+def _clean(xs: Sequence[float | None]) -> list[float]:
+    return [float(x) for x in xs if _usable(x)]
+
+
+def _base(ref: list[float], arm: list[float], what: str, unit: str, samples: str, alpha: float,
+          min_effect: float) -> SpeedTest:  # fmt: skip
+    t = SpeedTest(what=what, unit=unit, samples=samples, ref=ref, arm=arm, n_ref=len(ref), n_arm=len(arm))
+    t.alpha, t.min_effect = alpha, min_effect
+    if ref:
+        t.mean_ref = statistics.fmean(ref)
+        t.sd_ref = statistics.stdev(ref) if len(ref) > 1 else None
+    if arm:
+        t.mean_arm = statistics.fmean(arm)
+        t.sd_arm = statistics.stdev(arm) if len(arm) > 1 else None
+    if ref and arm:
+        t.speedup = math.exp(statistics.fmean(map(math.log, ref)) - statistics.fmean(map(math.log, arm)))
+    return t
+
+
+def _interval(t: SpeedTest, d: float, se: float, df: float) -> SpeedTest:
+    """Set the interval, p and detectable change from a mean log ratio ``d`` (ref over arm) and its se."""
+    from scipy import special
+
+    t.df = df
+    if se == 0.0:
+        t.p = 1.0 if d == 0.0 else 0.0
+        t.speedup_ci = [math.exp(d), math.exp(d)]
+        t.detectable = 0.0
+        return t.finish()
+    q = float(special.stdtrit(df, 1 - t.alpha / 2))
+    t.speedup_ci = [math.exp(d - q * se), math.exp(d + q * se)]
+    t.p = float(2 * special.stdtr(df, -abs(d) / se))
+    t.detectable = math.exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
+    return t.finish()
+
+
 def compare_samples(
-    a: Sequence[float | None],
-    b: Sequence[float | None],
+    ref: Sequence[float | None],
+    arm: Sequence[float | None],
     *,
     what: str = "",
     unit: str = "s",
     samples: str = "runs",
     alpha: float = DEFAULT_ALPHA,
-    min_n: int = MIN_SAMPLES,
+    min_effect: float = DEFAULT_MIN_EFFECT,
 ) -> SpeedTest:
-    """Reference samples ``a`` against candidate samples ``b`` (None and NaN are left out)."""
-    xa = [float(x) for x in a if x is not None and math.isfinite(x)]
-    xb = [float(x) for x in b if x is not None and math.isfinite(x)]
-    t = SpeedTest(what=what, unit=unit, samples=samples, a=xa, b=xb, n_a=len(xa), n_b=len(xb))
-    t.alpha, t.min_n = alpha, max(2, min_n)
-    if not xa or not xb:
-        return t
-    t.mean_a, t.mean_b = statistics.fmean(xa), statistics.fmean(xb)
-    t.sd_a = statistics.stdev(xa) if len(xa) > 1 else None
-    t.sd_b = statistics.stdev(xb) if len(xb) > 1 else None
-    t.ratio = t.mean_b / t.mean_a if t.mean_a > 0 else None
-    if len(xa) < t.min_n or len(xb) < t.min_n:
-        t.outcome = "too_few"
-        return t
-    t.p_value = welch_p_value(xa, xb)
-    if t.p_value < alpha and t.ratio is not None and t.ratio != 1.0:
-        t.outcome = "faster" if t.ratio < 1 else "slower"
-    else:
-        t.outcome = "no_difference"
-    return t
+    """Independent runs of the reference and of the arm (None, NaN and non-positive left out): Welch
+    on log times."""
+    xr, xa = _clean(ref), _clean(arm)
+    t = _base(xr, xa, what, unit, samples, alpha, min_effect)
+    t.design = "unpaired"
+    if len(xr) < MIN_SAMPLES or len(xa) < MIN_SAMPLES:
+        return t.finish()
+    lr, la = [math.log(x) for x in xr], [math.log(x) for x in xa]
+    vr, va = statistics.variance(lr) / len(lr), statistics.variance(la) / len(la)
+    d, se = statistics.fmean(lr) - statistics.fmean(la), math.sqrt(vr + va)
+    df = (vr + va) ** 2 / (vr**2 / (len(lr) - 1) + va**2 / (len(la) - 1)) if se > 0 else len(lr) + len(la) - 2
+    return _interval(t, d, se, df)
+
+
+def compare_pairs(
+    pairs: Sequence[tuple[float | None, float | None]],
+    *,
+    what: str = "",
+    unit: str = "s",
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> SpeedTest:
+    """(reference, arm) runs paired by the design: a paired t on the log ratios."""
+    kept = [(float(r), float(a)) for r, a in pairs if _usable(r) and _usable(a)]  # type: ignore[arg-type]
+    t = _base([r for r, _ in kept], [a for _, a in kept], what, unit, "runs", alpha, min_effect)
+    t.design, t.n_pairs = "paired by seed and repeat", len(kept)
+    if len(kept) < MIN_SAMPLES:
+        return t.finish()
+    d = [math.log(r) - math.log(a) for r, a in kept]
+    return _interval(t, statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1)
+
+
+def compare_blocked(
+    blocks: Sequence[tuple[Sequence[float | None], Sequence[float | None]]],
+    *,
+    what: str = "",
+    unit: str = "s",
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> SpeedTest:
+    """Runs grouped by seed, (reference runs, arm runs) per seed: the mean over seeds of the within-seed
+    log ratio; its variance from the within-seed variance of log times pooled over seeds and sides."""
+    kept = [(_clean(r), _clean(a)) for r, a in blocks]
+    kept = [(r, a) for r, a in kept if r and a]
+    t = _base([x for r, _ in kept for x in r], [x for _, a in kept for x in a], what, unit, "runs", alpha,
+              min_effect)  # fmt: skip
+    t.design, t.n_pairs = "blocked by seed", len(kept)
+    ss = df = 0.0
+    for r, a in kept:
+        for side in (r, a):
+            logs = [math.log(x) for x in side]
+            m = statistics.fmean(logs)
+            ss += sum((x - m) ** 2 for x in logs)
+            df += len(logs) - 1
+    if not kept or df < 1:
+        return t.finish()
+    s2 = ss / df
+    d = statistics.fmean(
+        statistics.fmean(map(math.log, r)) - statistics.fmean(map(math.log, a)) for r, a in kept
+    )
+    se = math.sqrt(s2 * sum(1 / len(r) + 1 / len(a) for r, a in kept)) / len(kept)
+    t.speedup = math.exp(d)
+    return _interval(t, d, se, df)
+
+
+def one_run_each(ref: float | None, arm: float | None, *, what: str = "", unit: str = "s") -> SpeedTest:
+    """One run a side (``harness compare RUN_A RUN_B``): the ratio, never a speed word."""
+    t = _base(_clean([ref]), _clean([arm]), what, unit, "run", DEFAULT_ALPHA, DEFAULT_MIN_EFFECT)
+    t.design = "one run a side"
+    return t.finish()

@@ -8,7 +8,7 @@ import math
 from harness.analysis.model import ReportResults, Verdict
 from harness.compare.metrics import ACCURACY_METRICS, METRICS
 from harness.compare.pairwise import Comparison
-from harness.compare.summary import JUDGED_STATS, RunSummary, stat_fields
+from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_num, fmt_stat, ratio_text
 from harness.report.cells import ROLE_LABEL, Section, role_label, row_css, spread_text
 from harness.text_table import TextTable
@@ -34,7 +34,10 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
         frame = f" (frame {metric.worst_frame(c)})" if metric.worst_frame is not None else ""
         return metric.fmt(metric.get(c)) + frame
 
-    snr = cell("audio_snr") + (f" (lag {a.lag_samples})" if a is not None and a.lag_samples else "")
+    snr = cell("audio_snr") + (
+        f" (residual lag {a.residual_lag_samples:+d})" if a is not None and a.residual_lag_samples else ""
+    )
+    spectral = NA if a is None or a.spectral_error is None else f"{a.spectral_error:.4g}"
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
         NA if c.bitwise.audio is None else ("yes" if c.bitwise.audio else "no")
     )
@@ -46,6 +49,7 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
         cell("ssim_min"),
         snr,
         cell("audio_cosine"),
+        spectral,
         cell("audio_logmel_cosine"),
         bitwise,
     ]
@@ -59,6 +63,7 @@ ACC_HEADERS = [
     "SSIM min (frame)",
     "audio SNR",
     "audio cosine",
+    "mel spectral error",
     "log-mel cosine",
     "bitwise",
 ]
@@ -82,6 +87,7 @@ def _codec_cells(res: ReportResults) -> list[str]:
         fmt_num(cf.ssim_mean, 6),
         f"{fmt_num(cf.ssim_min, 6)} (frame {cf.ssim_min_frame})",
         fmt_db(cf.audio_snr),
+        "",
         "",
         fmt_num(cf.audio_logmel_cosine, 6),
         "",
@@ -189,14 +195,7 @@ def stats_section(res: ReportResults) -> Section:
     sec = Section("stats", "3. Global statistics")
     sec.paragraphs.append("Convention: " + res.conventions.get("stats", ""))
     names = list(stat_fields(None))
-    sec.paragraphs.append(
-        "Judged (means, standard deviations, frame counts): " + ", ".join(JUDGED_STATS) + ". Shown only "
-        "(extreme values, one sample decides them): "
-        + ", ".join(n for n in names if n not in JUDGED_STATS)
-        + ". "
-        f"A judged statistic is inside when it lies in the exact runs' range widened by {res.rules.stats_rel_tol:g} "
-        "of their mean on each side."
-    )
+    sec.paragraphs.append("Rule: " + res.conventions.get("stats_tolerance", ""))
     t = TextTable(title="Every run", headers=["run", "role", "frames", "size", *names])
     for r in res.primary_runs:
         s = r.stats
@@ -211,77 +210,70 @@ def stats_section(res: ReportResults) -> Section:
             [r.key, role_label(r), s.frames, f"{s.width}x{s.height}", *[fmt_stat(n, vals[n]) for n in names]],
             row_css(r),
         )
-    # The band candidates are judged against: the exact runs' range per seed, widened by the tolerance.
-    tol = res.rules.stats_rel_tol
+    # The intervals candidates are judged against, per seed (every candidate of a seed shares them).
+    first = next((v for v in res.verdicts if v.stats), None)
     for seed in res.seeds or [None]:
-        exact = [
-            r
-            for r in res.primary_runs
-            if r.seed == seed and r.role in ("reference", "noise_floor") and r.stats
-        ]
-        if not exact:
+        checks = {c.stat: c for c in (first.stats if first else []) if c.seed == seed and c.lo is not None}
+        if not checks:
             continue
-        cells = []
-        for n in names:
-            xs = [stat_fields(r.stats)[n] for r in exact]
-            xs = [x for x in xs if x is not None]
-            if not xs:
-                cells.append(NA)
-                continue
-            pad = tol * abs(sum(xs) / len(xs)) if n in JUDGED_STATS else 0.0
-            txt = f"{fmt_stat(n, min(xs) - pad)}..{fmt_stat(n, max(xs) + pad)}"
-            cells.append(txt if n in JUDGED_STATS else f"{txt} (not judged)")
-        label = f"judged band: {len(exact)} exact run(s){f', seed {seed}' if res.multi_seed else ''}"
+        cells = [
+            f"{fmt_stat(n, checks[n].lo)}..{fmt_stat(n, checks[n].hi)}" if n in checks else NA for n in names
+        ]
+        exact = max(c.exact_runs for c in checks.values())
+        label = f"prediction interval: {exact} exact run(s){f', seed {seed}' if res.multi_seed else ''}"
         t.add([label, "band", "", "", *cells], "band")
     sec.tables.append(t)
     return sec
 
 
-def _yn(x: bool | None, yes: str, no: str) -> str:
-    return "not judged" if x is None else (yes if x else no)
+def _ci(ci: list[float] | None) -> str:
+    return f" ({ci[0]:.3g}-{ci[1]:.3g})" if ci else ""
 
 
 def _energy_cell(v: Verdict) -> str:
-    judged = [c for c in v.energy if c.judged and c.ratio is not None]
-    if v.regime == "chaotic":
-        lat = next((c for c in judged if c.metric == "latent"), None)
-        head = f"pixel metrics uninformative (floor {fmt_db(v.floor_psnr)})"
-        return head + (f"; latent {ratio_text(lat.ratio)}" if lat else "")
-    if not judged:
-        return "not judged"
-    worst = max(judged, key=lambda c: c.ratio or 0.0)
-    return f"{ratio_text(worst.ratio)} ({worst.label}): {'within' if v.within_noise_floor else 'OUTSIDE'}"
+    if not v.energy:
+        chaotic = any(sv.regime.get("video") == "chaotic" for sv in v.per_seed)
+        return "pixel metrics uninformative (chaotic floor)" if chaotic else "not judged"
+    parts = [f"{r.label} {ratio_text(r.ratio)}{_ci(r.ratio_ci)} {r.word}" for r in v.energy]
+    return "; ".join(parts)
+
+
+def _seed_cell(v: Verdict) -> str:
+    return "; ".join(
+        f"{sv.seed}: {'/'.join(sv.regime.values())} {ratio_text(sv.ratio)} {sv.word}" for sv in v.per_seed
+    )
 
 
 def verdict_section(res: ReportResults) -> Section:
     sec = Section("verdicts", "6. Verdicts")
     rules = res.rules
+    half = rules.chaotic_band_db / 2
     sec.paragraphs.append(
-        f"A candidate's error energy against the reference (video MSE, 1 - SSIM, audio error energy; pooled over "
-        f"frames and seeds) is divided by the noise floor's (every exact perturbation x seed). Tolerance "
-        f"{rules.tolerance:g}x ({10 * math.log10(rules.tolerance):.2f} dB of PSNR). When the floor's "
-        f"pooled PSNR is below {rules.chaotic_below_db:g} dB, pixel and audio pair metrics are uninformative and the "
-        "verdict rests on the earliest-step latents (where saved) and the global statistics."
+        "Each candidate is judged seed by seed against the noise floor of that seed (every exact perturbation of the "
+        "reference with that seed), per modality: video by video MSE and 1 - SSIM where the seed's floor PSNR is at "
+        f"least {rules.chaotic_below_db + half:g} dB (chaotic below {rules.chaotic_below_db - half:g} dB, both kinds "
+        "of evidence between); audio by its waveform error energy where the floor's waveform correlation is at least "
+        f"{rules.audio_coherent_min_corr:g}, else by the mel spectral error. Each ratio carries its "
+        f"{100 * (1 - rules.alpha):.10g}% interval (the floor runs' spread and the seeds'); the seeds combine by "
+        f"geometric mean, every seed required to pass. Tolerance {rules.tolerance:g}x "
+        f"({10 * math.log10(rules.tolerance):.2f} dB of PSNR): within when the interval lies under it, outside when "
+        "over it, else inconclusive (with the seeds that would decide it). A value the floor has and the candidate "
+        "lacks makes the verdict incomplete; a value that is not finite fails."
     )
     t = TextTable(
         title="",
-        headers=[
-            "arm",
-            "error energy vs floor",
-            "statistics",
-            f"equivalent at {rules.tolerance:g}x",
-            "attention",
-        ],
+        headers=["arm", "verdict", "error energy vs floor (interval)", "per seed", "statistics", "attention"],
     )
     for v in res.verdicts:
-        bad = v.equivalent is False or v.attention_ok is False
+        bad = v.word in ("outside", "invalid", "incomplete") or v.attention_ok is False
         t.add(
             [
                 v.arm,
+                v.word,
                 _energy_cell(v) if v.measured else "not measured",
-                _yn(v.stats_inside, "inside", "OUTSIDE"),
-                _yn(v.equivalent, "yes", "NO"),
-                _yn(v.attention_ok, "valid", "INVALID"),
+                _seed_cell(v),
+                v.stats_word or "not judged",
+                {True: "valid", False: "INVALID", None: "not verified"}[v.attention_ok],
             ],
             "bad" if bad else "",
         )

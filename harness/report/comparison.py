@@ -51,8 +51,13 @@ def comparison_headlines(cmp: Comparison) -> list[str]:
             if v.identical_frames:
                 txt += f"; {v.identical_frames} of {v.frames} frames identical"
             if cmp.audio is not None:
-                lag = f" (lag {cmp.audio.lag_samples} samples)" if cmp.audio.lag_samples else ""
-                txt += f"; audio SNR {fmt_db(cmp.audio.snr_db)}{lag}, cosine {cmp.audio.cosine:.6f}"
+                au = cmp.audio
+                lag = (
+                    f" (residual lag {au.residual_lag_samples:+d} samples)" if au.residual_lag_samples else ""
+                )
+                txt += f"; audio SNR {fmt_db(au.snr_db)}{lag}, cosine {au.cosine:.6f}"
+                if au.spectral_error is not None:
+                    txt += f", spectral error {au.spectral_error:.4g}"
             lines.append(txt)
             lines.append(
                 f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "
@@ -90,7 +95,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     runs.add(["attention calls", attn_text(a), attn_text(b)])
     runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
 
-    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "B/A", "B vs A (significance)"])
+    sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "speed-up A/B", "B vs A"])
     sp.add(
         [
             "DiT steps",
@@ -102,19 +107,23 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     )
     step_test, total_test = cmp.speed.s_per_step_test, cmp.speed.total_test
     timings = [
-        ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_ratio, step_test)
+        ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_speedup, step_test)
     ]
     for i in (1, 2, 3):
-        r = cmp.speed.step_ratios[i - 1] if len(cmp.speed.step_ratios) >= i else None
+        r = cmp.speed.step_speedups[i - 1] if len(cmp.speed.step_speedups) >= i else None
         timings.append((f"step {i}", a.step(i), b.step(i), r, None))
     timings.append(
-        ("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_ratio, total_test)
+        ("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_speedup, total_test)
     )
     for label, x, y, r, test in timings:
-        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), test.words if test is not None else ""])
+        word = "one run a side: no speed word" if test is not None else ""
+        sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), word])
+    if cmp.speed.step_spread:
+        sp.add(["steps 2..N of the run", *cmp.speed.step_spread, "", ""])
     sp.notes.append(
-        "s/step is tested over the steps 2..N of each run (one process each: run-to-run noise is not in it); "
-        "a campaign with repeats tests over runs"
+        "speed-up = A's time / B's (above 1: B faster). Runs are the samples of a speed test, never the steps of "
+        "one process (they share its run-to-run noise): a campaign with repeats (`harness run --repeats N`) gives "
+        "the interval and the word"
     )
     untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
     if untimed:
@@ -132,9 +141,16 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
         acc.add(["identical frames", f"{v.identical_frames} of {v.frames}"])
     if cmp.audio is not None:
         au = cmp.audio
-        acc.add(["audio SNR", fmt_db(au.snr_db)])
-        acc.add(["audio lag (B late, samples)", str(au.lag_samples)])
+        acc.add(["audio SNR (at the containers' alignment)", fmt_db(au.snr_db)])
+        acc.add(["audio alignment by timestamps (samples, B late > 0)", str(au.lag_samples)])
+        corr = (
+            f" (correlation {au.residual_corr:.4f} there)"
+            if au.residual_lag_samples and au.residual_corr is not None
+            else ""
+        )
+        acc.add(["audio residual lag (samples, B late > 0)", f"{au.residual_lag_samples}{corr}"])
         acc.add(["audio cosine", f"{au.cosine:.6f}"])
+        acc.add(["audio mel spectral error", NA if au.spectral_error is None else f"{au.spectral_error:.4g}"])
         acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
         acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])
     acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])

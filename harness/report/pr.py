@@ -39,9 +39,14 @@ def speed_table(res: ReportResults) -> list[str]:
     long_run = steps > 3 or many_runs
     if long_run:
         what = f"DiT s/step (mean of steps 2-{steps}{', mean over runs' if many_runs else ''})"
-        head = ["attention", what, "pipeline total", f"vs {ref} (s/step / total)"]
+        head = ["attention", what, "pipeline total", f"speed-up vs {ref} (s/step / total)"]
     else:
-        head = ["attn_type", "DiT s/step (steps 1/2/3)", "pipeline total", f"vs {ref} (s/step / total)"]
+        head = [
+            "attn_type",
+            "DiT s/step (steps 1/2/3)",
+            "pipeline total",
+            f"speed-up vs {ref} (s/step / total)",
+        ]
     rows, notes = [], []
     for a in arms:
         if long_run:

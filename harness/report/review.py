@@ -2,18 +2,10 @@
 speed-up, each with an interval; the points of the speed-against-accuracy figure.
 
 The page's badges, its figure and the GitHub job summary read these ``Reading`` records and nothing
-else. The verdict stage (issue 21) gives every verdict ``word``, ``ratio`` and ``ratio_ci`` and every
-speed test ``speedup``, ``speedup_ci`` and ``word``; until results.json carries them, ``verdict_terms``
-and ``speed_terms`` derive them from today's fields (the two adapters go once it does):
-
-* word: "not run" (no run of the arm finished ok), "invalid" (an attention call not served by the
-  requested op), "incomplete" (runs ok but nothing measured), else "within" / "outside" from
-  ``equivalent``, "inconclusive" when it is None;
-* ratio: the judged error-energy check the verdict names (the largest ratio; the earliest-step
-  latent check in the chaotic regime, an in-situ reading where results.json has one); ratio_ci:
-  the range of its per-seed ratios (two seeds or more), labelled as such;
-* speed-up: reference mean / arm mean; speedup_ci: 95 % for the ratio of the two means (delta
-  method on the log ratio, Welch's degrees of freedom).
+else: every verdict's ``word``, ``ratio`` and ``ratio_ci`` (the largest judged error-energy ratio to
+the floor, combined over seeds, with its interval; an in-situ reading's where a chaotic verdict rests
+on one) and every speed test's ``speedup``, ``speedup_ci`` and ``word`` (``analysis.verdict``,
+``compare.significance``).
 """
 
 from __future__ import annotations
@@ -86,20 +78,16 @@ def field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
+def regime(v: Verdict) -> str:
+    """The video regime of a verdict's seeds: one word when they agree, else "mixed"."""
+    found = {sv.regime.get("video", "") for sv in v.per_seed}
+    return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
+
+
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
     """(word, ratio with its interval, what the ratio is) of a verdict."""
-    runs = [r for r in res.runs if r.arm == v.arm]
-    word = getattr(v, "word", None)
-    if word not in WORDS:
-        if runs and not any(r.ok for r in runs):
-            word = "not run"
-        elif v.attention_ok is False:
-            word = "invalid"
-        elif v.measured == 0:
-            word = "incomplete"
-        else:
-            word = {True: "within", False: "outside"}.get(v.equivalent, "inconclusive")
-    insitu = insitu_reading(res, v.arm) if v.regime == "chaotic" else None
+    word = v.word if v.word in WORDS else "inconclusive"
+    insitu = insitu_reading(res, v.arm) if regime(v) == "chaotic" else None
     if insitu is not None and field(insitu, "ratio") is not None:
         ci = pair(field(insitu, "ratio_ci"))
         return (
@@ -107,47 +95,24 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
             Terms(float(field(insitu, "ratio")), ci, "95 % CI" if ci else ""),
             "in-situ error / the exact floor's",
         )
-    if getattr(v, "ratio", None) is not None:
-        ci = pair(getattr(v, "ratio_ci", None))
-        return word, Terms(float(v.ratio), ci, "95 % CI" if ci else ""), "error energy / the floor's"  # type: ignore[attr-defined]
-    judged = [c for c in v.energy if c.judged and c.ratio is not None]
-    if v.regime == "chaotic":
-        judged = [c for c in judged if c.metric == "latent"]
-    if not judged:
+    if v.ratio is None:
         return word, Terms(), ""
-    worst = max(judged, key=lambda c: c.ratio or 0.0)
-    seeds = list(worst.per_seed.values())
-    ci = (min(seeds), max(seeds)) if len(seeds) > 1 else None
-    return word, Terms(worst.ratio, ci, "range over seeds" if ci else ""), f"{worst.label} / the floor's"
-
-
-def t_quantile(df: float, q: float = 0.975) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(q, df))
+    ci = pair(v.ratio_ci)
+    label = next((r.label for r in v.energy if r.metric == v.ratio_metric), "error energy")
+    level = next((r.alpha for r in v.energy if r.metric == v.ratio_metric), 0.05)
+    return (
+        word,
+        Terms(float(v.ratio), ci, f"{100 * (1 - level):.10g} % CI" if ci else ""),
+        f"{label} / the floor's",
+    )
 
 
 def speed_terms(t: SpeedTest | None) -> Terms:
-    """Speed-up (reference time / arm time) with its 95 % interval and the test's word."""
-    if t is None or t.outcome == "not_measured" or not t.mean_a or not t.mean_b:
+    """Speed-up (reference time / arm time) with its interval and the test's word."""
+    if t is None or not t.measured or t.speedup is None:
         return Terms(word="no timing")
-    given = getattr(t, "speedup", None)
-    if given is not None:
-        ci = pair(getattr(t, "speedup_ci", None))
-        return Terms(float(given), ci, "95 % CI" if ci else "", str(getattr(t, "word", "") or t.outcome))
-    speedup = t.mean_a / t.mean_b
-    word = {"faster": "faster", "slower": "slower", "no_difference": "no significant difference",
-            "too_few": "too few runs"}.get(t.outcome, t.outcome)  # fmt: skip
-    if t.sd_a is None or t.sd_b is None or t.n_a < 2 or t.n_b < 2:
-        return Terms(speedup, None, "", word)
-    va = (t.sd_a / t.mean_a) ** 2 / t.n_a
-    vb = (t.sd_b / t.mean_b) ** 2 / t.n_b
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return Terms(speedup, (speedup, speedup), "95 % CI", word)
-    df = (va + vb) ** 2 / (va**2 / (t.n_a - 1) + vb**2 / (t.n_b - 1)) if va + vb > 0 else t.n_a + t.n_b - 2
-    half = t_quantile(max(df, 1.0)) * se
-    return Terms(speedup, (speedup * math.exp(-half), speedup * math.exp(half)), "95 % CI", word)
+    ci = pair(t.speedup_ci)
+    return Terms(float(t.speedup), ci, f"{100 * (1 - t.alpha):.10g} % CI" if ci else "", t.word)
 
 
 def readings(res: ReportResults) -> list[Reading]:
@@ -172,7 +137,7 @@ def readings(res: ReportResults) -> list[Reading]:
                 ratio=ratio,
                 ratio_what=what,
                 tolerance=v.tolerance,
-                regime=v.regime,
+                regime=regime(v),
                 step=speed_terms(tests.get("s_per_step")),
                 total=speed_terms(tests.get("pipeline_total_s")),
                 baseline=v.arm == base,
@@ -182,7 +147,7 @@ def readings(res: ReportResults) -> list[Reading]:
     return out
 
 
-FLOOR_METRICS = ("video_mse", "video_1_ssim", "audio_error", "audio_logmel")
+FLOOR_METRICS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
 
 
 def floor_energy(c: Any, metric: str) -> float | None:
@@ -193,6 +158,8 @@ def floor_energy(c: Any, metric: str) -> float | None:
         return None if c.video.ssim_mean is None else max(0.0, 1.0 - c.video.ssim_mean)
     if metric == "audio_error" and c.audio is not None and c.audio.snr_db is not None:
         return 0.0 if math.isinf(c.audio.snr_db) and c.audio.snr_db > 0 else 10.0 ** (-c.audio.snr_db / 10.0)
+    if metric == "audio_spectral" and c.audio is not None and c.audio.spectral_error is not None:
+        return c.audio.spectral_error
     if metric == "audio_logmel" and c.audio is not None and c.audio.logmel_cosine is not None:
         return max(0.0, 1.0 - c.audio.logmel_cosine)
     return None
@@ -208,13 +175,15 @@ class FloorPoint:
 
 def floor_points(res: ReportResults) -> list[FloorPoint]:
     """The exact noise-floor arms on the same axes: their speed-up and their own error energy over the
-    pooled floor's, on the metric the candidates' verdicts name most (video MSE by default)."""
-    checks = [c for v in res.verdicts for c in v.energy if c.judged and c.floor and c.metric in FLOOR_METRICS]
+    floor's (the mean of every seed's floor runs), on the metric the candidates' verdicts judge most
+    (video MSE by default)."""
+    checks = [r for v in res.verdicts for r in v.energy if r.metric in FLOOR_METRICS]
     if not checks:
         return []
     names = [c.metric for c in checks]
     metric = max(set(names), key=lambda m: (names.count(m), m == "video_mse"))
-    pooled = next(c.floor for c in checks if c.metric == metric)
+    floors = [s.floor for s in next(c for c in checks if c.metric == metric).per_seed if s.floor]
+    pooled = sum(floors) / len(floors) if floors else None
     out = []
     for arm in res.noise_floor_arms:
         vals = [(floor_energy(c, metric), c.video.frames if c.video and metric.startswith("video") else 1)

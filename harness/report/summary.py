@@ -1,10 +1,10 @@
 """The summary a report opens with: one line for the campaign, then one per candidate arm.
 
-Per candidate: its DiT s/step and pipeline-total speed-up against the reference with the
-significance test on the same line (the report's own speed tests, ``compare.significance``: a
-ratio word only when the test is significant), its verdict against the noise floor, and whether
-its attention calls were valid. pr.md takes its speed-ups from ``arm_speed`` here, so both files
-print the same figures.
+Per candidate: its DiT s/step and pipeline-total speed-up (reference time / arm time) with its
+interval and word on the same line (the report's own speed tests, ``analysis.speed``: a speed
+word only when the interval clears the minimum effect and the Holm-adjusted test rejects equal
+times), its verdict (word and line), and whether its attention calls were valid. pr.md takes its
+speed-ups from ``arm_speed`` here, so both files print the same figures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from harness.analysis.model import ReportResults
 from harness.compare.significance import SpeedTest
-from harness.number_format import fmt_speedup
 from harness.report.cells import Section
 
 
@@ -24,18 +23,14 @@ class ArmSpeed:
     step: SpeedTest
     total: SpeedTest
 
-    @staticmethod
-    def _speedup(t: SpeedTest) -> float | None:
-        return None if t.mean_a is None or not t.mean_b else t.mean_a / t.mean_b
-
     @property
     def step_speedup(self) -> float | None:
         """Reference time / arm time (above 1: the arm is faster)."""
-        return self._speedup(self.step)
+        return self.step.speedup
 
     @property
     def total_speedup(self) -> float | None:
-        return self._speedup(self.total)
+        return self.total.speedup
 
 
 def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
@@ -47,17 +42,15 @@ def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
     )
 
 
-def _speed_text(what: str, t: SpeedTest, speedup: float | None) -> str:
-    if t.outcome == "not_measured":
+def _speed_text(what: str, t: SpeedTest) -> str:
+    if not t.measured:
         return f"{what}: no timing"
-    return f"{what} speed-up {fmt_speedup(speedup)}: {t.words}"
+    return f"{what} {t.words}"
 
 
 def _verdict_text(v) -> str:
-    """The verdict's own judgement (issue 13's wording), without its attention part."""
-    if v.measured == 0:
-        return "verdict: not measured"
-    return f"verdict: {v.accuracy or v.summary}"
+    """The verdict's word and its one line, without its attention part."""
+    return f"verdict {v.text or v.word}"
 
 
 def _validity_text(v) -> str:
@@ -82,8 +75,8 @@ def summary_lines(res: ReportResults) -> list[str]:
             continue
         sp = arm_speed(res, v.arm)
         parts = [
-            _speed_text("DiT s/step", sp.step, sp.step_speedup),
-            _speed_text("pipeline total", sp.total, sp.total_speedup),
+            _speed_text("DiT s/step", sp.step),
+            _speed_text("pipeline total", sp.total),
             _verdict_text(v),
             _validity_text(v),
         ]

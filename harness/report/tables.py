@@ -27,17 +27,16 @@ SPEED_HEADERS = [
     "step 2",
     "step 3",
     "pipeline total (s)",
-    "s/step / ref",
-    "total / ref",
+    "s/step speed-up",
+    "total speed-up",
 ]
 
 
 def _vs_ref_test(t: SpeedTest | None, a: ArmAggregate) -> str:
-    """The ratio with its significance; a floor arm's timing is marked as no baseline."""
-    if t is None or t.outcome == "not_measured":
+    """The speed-up with its interval and word; a floor arm's timing is marked as no baseline."""
+    if t is None or not t.measured:
         return NA
-    text = f"{fmt_ratio(t.ratio)}: {t.words}"
-    return text if a.timing_baseline else f"{a.timing_label}; {text}"
+    return t.words if a.timing_baseline else f"{a.timing_label}; {t.words}"
 
 
 def overview_section(res: ReportResults) -> Section:
@@ -70,17 +69,21 @@ def overview_section(res: ReportResults) -> Section:
 def speed_section(res: ReportResults) -> Section:
     sec = Section("speed", "1. Speed")
     runs = "1 run" if res.repeats == 1 else f"up to {res.repeats} runs"
+    r = res.rules
     sec.paragraphs.append(
         f"DiT s/step is the mean of steps 2..N (step 1 carries warm-up). Each arm ran {runs} per seed, each in its "
         "own process, in interleaved order (A B C A B C ...). Per arm: mean ± sd (n) over runs (repeats x seeds). "
-        f"A ratio to the reference is called faster or slower only when Welch's two-sided t-test over the runs "
-        f"rejects equal means at alpha {res.rules.alpha:g}; otherwise it reads 'no significant difference', and "
-        "with fewer than 2 runs a side 'too few samples'."
+        "Speed-up = reference time / arm time (above 1: the arm is faster), the ratio of the runs' geometric means, "
+        f"with its {100 * (1 - r.alpha):.10g}% interval from the runs (paired by seed and repeat where both ran every "
+        "round, else blocked by seed). 'faster' or 'slower' only when the whole interval lies beyond the minimum "
+        f"effect ({100 * r.min_effect:g}%) and the test, Holm-adjusted over this report's tests, rejects equal "
+        f"times at alpha {r.alpha:g}; 'no meaningful difference' when the interval lies inside the minimum effect; "
+        "else 'no difference detected' with the change this design could detect; under 2 runs a side 'too few runs'."
     )
     agg = TextTable(
         title="Per arm: mean ± sd (n) over runs",
         headers=["arm", "role", "runs ok", "DiT steps", "s/step", "step 1", "pipeline total (s)",
-                 "s/step vs reference", "total vs reference"],
+                 "s/step speed-up vs reference", "total speed-up vs reference"],
     )  # fmt: skip
     for a in res.arms:
         m = a.metrics
@@ -103,7 +106,7 @@ def speed_section(res: ReportResults) -> Section:
             {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
         )
     t = TextTable(
-        title="Every run (one sample each: ratios without a test)",
+        title="Every run (one sample each: speed-ups without a test)",
         headers=["run", "role", "repeat", "DiT steps", *SPEED_HEADERS],
     )
     ref_of = {(r.seed, r.repeat): r for r in res.runs if r.arm == res.reference_arm}
@@ -134,15 +137,16 @@ def speed_section(res: ReportResults) -> Section:
     for a in res.arms:
         for key in ("s_per_step", "pipeline_total_s"):
             test = a.speed.get(key)
-            if test is not None and test.outcome != "not_measured":
+            if test is not None and test.measured:
                 mark = "" if a.timing_baseline else f" [{a.timing_label}]"
-                sec.bullets.append(f"{a.arm} vs {res.reference_arm}: {test.line()}{mark}")
+                sec.bullets.append(f"{a.arm} vs {res.reference_arm}: {test.line}{mark}")
     sec.bullets += [f"repeats: {n}" for n in res.repeat_notes]
     return sec
 
 
-def _ratio_cell(a: float | None, b: float | None) -> str:
-    return fmt_ratio(b / a) if a and b is not None else NA
+def _ratio_cell(ref: float | None, run: float | None) -> str:
+    """One run's speed-up: the reference's time over the run's."""
+    return fmt_ratio(ref / run) if ref is not None and run else NA
 
 
 def attention_section(res: ReportResults) -> Section:

@@ -11,7 +11,7 @@ never silently ignored. Which runners, kinds and executors exist is asked of the
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -111,6 +111,24 @@ class ExecutorBlock(Strict):
         return v
 
 
+class RepeatsAuto(Strict):
+    """``repeats: auto``: interleaved rounds until every candidate's speed-up interval is narrow enough."""
+
+    target: float = Field(
+        0.02,
+        gt=0,
+        description="Stop when every candidate's speed-up interval is narrower than this fraction.",
+    )
+    min: int = Field(2, ge=2, description="Rounds run before the first look (2: an interval needs two).")
+    max: int = Field(10, ge=2, description="Rounds at most, whatever the intervals.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RepeatsAuto:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be at least min ({self.min})")
+        return self
+
+
 class ReportBlock(Strict):
     single_file: bool = Field(
         False, description="index.html with every image inlined (one file), not beside an assets/ folder."
@@ -146,12 +164,13 @@ class Scenario(Strict):
     default_profile: SafeName | None = None
     arms: list[Arm] = Field(default_factory=list)
     timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
-    repeats: int = Field(
+    repeats: int | Literal["auto"] = Field(
         1,
-        ge=1,
         description="Runs of each arm per seed, each in its own process, in interleaved order "
-        "(A B C A B C ...): the samples of the speed significance tests.",
+        "(A B C A B C ...): the samples of the speed tests; 'auto': rounds until every candidate's speed-up "
+        "interval is narrower than repeats_auto.target, or repeats_auto.max rounds.",
     )
+    repeats_auto: RepeatsAuto = Field(default_factory=RepeatsAuto)
     verdict: VerdictRules = Field(default_factory=VerdictRules)
     executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
     report: ReportBlock | None = None
@@ -167,6 +186,13 @@ class Scenario(Strict):
     @classmethod
     def _env_str(cls, v: dict[str, EnvValue]) -> dict[str, EnvValue]:
         return {k: (("1" if x else "0") if isinstance(x, bool) else str(x)) for k, x in v.items()}
+
+    @field_validator("repeats")
+    @classmethod
+    def _repeats(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("repeats must be 1 or more, or 'auto'")
+        return v
 
     @field_validator("kind")
     @classmethod

@@ -16,6 +16,7 @@ from harness.collect.audio import (
     resample,
     rms,
     snr_db,
+    spectral_error,
 )
 
 RATE = 32000
@@ -141,9 +142,13 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
         stream.push(k, tracks[k][:, pos[k] : pos[k] + step])
         pos[k] += step
     got = stream.result()
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    assert set(got) == set(want) - {
+        "residual_lag_samples",
+        "residual_corr",
+        "aligned_corr",
+    }  # suite adds them
+    for key, value in got.items():
+        assert value == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
     same = audio.PairStream(RATE)
     same.push(0, a)
     same.push(1, a.copy())
@@ -152,8 +157,8 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
 
 @pytest.mark.parametrize("shift", [37, -211])
 def test_streamed_pair_with_a_lag_equals_the_aligned_whole_tracks(shift: int) -> None:
-    """B starts |shift| samples late (or early): the stream leaves the late head out of the pairing,
-    as pair_metrics does on whole tracks; whole-track RMS and peak still see every sample."""
+    """The containers place B |shift| samples late (or early): the stream leaves the late head out of the
+    pairing, as pair_metrics does on whole tracks; whole-track RMS and peak still see every sample."""
     from harness.collect import audio_align
 
     base = _signal(RATE + 500)
@@ -161,7 +166,8 @@ def test_streamed_pair_with_a_lag_equals_the_aligned_whole_tracks(shift: int) ->
     b = (base[:, 250 - shift : 250 - shift + RATE] + 0.01 * _signal(RATE, seed=9)).astype(np.float32)
     lag = audio_align.best_lag(a, b)
     assert lag == shift
-    want = pair_metrics(a, b, RATE)
+    want = pair_metrics(a, b, RATE, lag)
+    assert want["residual_lag_samples"] == 0  # nothing left once aligned
     stream = audio.PairStream(RATE, lag)
     for start in range(0, RATE, 4096):
         stream.push(0, a[:, start : start + 4096])
@@ -169,6 +175,79 @@ def test_streamed_pair_with_a_lag_equals_the_aligned_whole_tracks(shift: int) ->
     got = stream.result()
     assert got["lag_samples"] == want["lag_samples"] == shift
     assert got["samples_compared"] == want["samples_compared"] == RATE - abs(shift)
-    for key in ("snr_db", "cosine", "logmel_cosine", "rms_a", "rms_b", "peak_a", "peak_b"):
+    for key in ("snr_db", "cosine", "logmel_cosine", "spectral_error", "rms_a", "rms_b", "peak_a", "peak_b"):
         assert got[key] == pytest.approx(want[key], rel=1e-9), key
     assert got["snr_db"] > 30 and not got["bitwise_equal"]
+
+
+def _music(seed: int, seconds: float = 4.0) -> np.ndarray:
+    """A few tones with slow envelopes and a little noise: music-like, with quiet passages."""
+    g = np.random.default_rng(seed)
+    t = np.arange(int(seconds * RATE)) / RATE
+    x = sum(
+        g.uniform(0.05, 0.2)
+        * np.sin(2 * np.pi * g.uniform(100, 2000) * t + g.uniform(0, 6))
+        * (1 + np.sin(2 * np.pi * g.uniform(0.5, 3) * t))
+        for _ in range(6)
+    )
+    x = (x + 0.02 * g.normal(size=t.size)) * np.clip(np.sin(2 * np.pi * 0.5 * t), 0.05, 1)
+    return x[None].astype(np.float32)
+
+
+def _at_snr(a: np.ndarray, snr: float, seed: int = 0) -> np.ndarray:
+    n = np.random.default_rng(seed).normal(size=a.shape)
+    n *= np.sqrt((a.astype(np.float64) ** 2).sum() / (n**2).sum() / 10 ** (snr / 10))
+    return (a + n).astype(np.float32)
+
+
+def test_spectral_error_is_calibrated_close_reads_close_unrelated_far():
+    """The log-mel cosine's 80 dB floor swamps it: a pair at 19 dB SNR and waveform cosine 0.994 reads
+    about as far as unrelated audio. The mel spectral error reads close for close audio (about
+    10^(-SNR/10)), far for unrelated audio, and grows as the SNR falls."""
+    a, other = _music(1), _music(2)
+    close = _at_snr(a, 19.0)
+    assert cosine(a, close) > 0.99
+    errs = [spectral_error(a, _at_snr(a, snr), RATE) for snr in (40, 30, 19, 10, 0)]
+    assert errs == sorted(errs) and errs[0] < 1e-3
+    assert 0.2 * 10**-1.9 < spectral_error(a, close, RATE) < 5 * 10**-1.9
+    assert spectral_error(a, other, RATE) > 0.5 > 50 * spectral_error(a, close, RATE)
+    assert spectral_error(a, a.copy(), RATE) == 0.0
+    assert spectral_error(a, np.zeros_like(a), RATE) == pytest.approx(1.0)
+    # the log-mel cosine cannot tell the two apart by much: what made it unfit to judge
+    gap = logmel_cosine(a, close, RATE) - logmel_cosine(a, other, RATE)
+    assert gap < 0.1 and 1 - spectral_error(a, close, RATE) - (1 - spectral_error(a, other, RATE)) > 1.0
+
+
+def _mel_fp64(x: np.ndarray, rate: int) -> np.ndarray:
+    """The mel power spectrogram written out independently in float64: periodic Hann 1024, hop 256, full
+    frames, |rfft|^2, HTK triangles from 0 Hz to Nyquist with peak 1."""
+    n_fft, hop, n_mels = 1024, 256, 64
+    win = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)
+    frames = np.array([x[i : i + n_fft] for i in range(0, x.size - n_fft + 1, hop)], np.float64)
+    power = np.abs(np.fft.rfft(frames * win, axis=1)) ** 2
+    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
+    edges = 700 * (10 ** (np.linspace(0, mel(rate / 2), n_mels + 2) / 2595) - 1)
+    freqs = np.arange(n_fft // 2 + 1) * rate / n_fft
+    fb = np.zeros((n_mels, freqs.size))
+    for m in range(n_mels):
+        lo, c, hi = edges[m : m + 3]
+        fb[m] = np.clip(np.minimum((freqs - lo) / (c - lo), (hi - freqs) / (hi - c)), 0, None)
+    return fb @ power.T
+
+
+def test_mel_power_equals_an_fp64_implementation_and_librosa():
+    a = _music(3, seconds=1.0)
+    got = mel_power(a, RATE)[0]
+    want = _mel_fp64(a[0].astype(np.float64), RATE)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-4 * want.max()
+    b = _at_snr(a, 15.0)
+    fp64 = float(
+        ((np.sqrt(want) - np.sqrt(_mel_fp64(b[0].astype(np.float64), RATE))) ** 2).sum() / want.sum()
+    )
+    assert spectral_error(a, b, RATE) == pytest.approx(fp64, rel=1e-3)
+    librosa = pytest.importorskip("librosa")
+    ref = librosa.feature.melspectrogram(y=a[0], sr=RATE, n_fft=1024, hop_length=256, window="hann", center=False,
+                                         power=2.0, n_mels=64, fmin=0.0, fmax=RATE / 2, htk=True, norm=None)  # fmt: skip
+    assert ref.shape == got.shape
+    assert np.abs(got - ref).max() <= 1e-4 * ref.max()

@@ -1,21 +1,35 @@
-"""harness.collect.audio_align: the bounded lag search before the waveform metrics."""
+"""harness.collect.audio_align: tracks lined up by the containers' timestamps, the residual lag
+searched after that and reported (never removed), the correlation's sign kept."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import av
 import numpy as np
 import pytest
+from collect_testutil import RATE, make_video, scene, tone
 
 from harness.collect.audio import pair_metrics
-from harness.collect.audio_align import MAX_LAG, aligned, best_lag, cross_correlation, overlap, peek, skip
-
-RATE = 32000
+from harness.collect.audio_align import (
+    MAX_LAG,
+    audio_start,
+    best_lag,
+    container_lag,
+    cross_correlation,
+    lag_search,
+    overlap,
+    peek,
+    skip,
+)
+from harness.collect.suite import measure_pair
 
 
 def _track(n: int = RATE, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = np.arange(n) / RATE
-    tone = 0.3 * np.sin(2 * np.pi * 330 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
-    return np.stack([tone, 0.5 * tone]).astype(np.float32) + rng.normal(0, 0.05, (2, n)).astype(np.float32)
+    tone_ = 0.3 * np.sin(2 * np.pi * 330 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    return np.stack([tone_, 0.5 * tone_]).astype(np.float32) + rng.normal(0, 0.05, (2, n)).astype(np.float32)
 
 
 def test_cross_correlation_matches_the_direct_sum():
@@ -28,13 +42,12 @@ def test_cross_correlation_matches_the_direct_sum():
 
 
 @pytest.mark.parametrize("lag", [0, 1, 37, -250, 1024])
-def test_a_delayed_copy_is_found_and_aligned(lag):
+def test_a_delayed_copy_is_found_and_the_sign_is_kept(lag):
     a = _track()
     b = np.roll(a, lag, axis=1)  # b[n + lag] == a[n]
     assert best_lag(a, b) == lag
-    ta, tb, found = aligned(a, b)
-    assert found == lag and ta.shape == tb.shape
-    assert np.array_equal(ta[:, 2000:-2000], tb[:, 2000:-2000])
+    found, corr, _ = lag_search(a, -b)  # inverted: the same lag, a correlation near -1
+    assert found == lag and corr < -0.95
 
 
 def test_unrelated_tracks_and_lags_beyond_the_bound_stay_at_zero():
@@ -46,12 +59,63 @@ def test_unrelated_tracks_and_lags_beyond_the_bound_stay_at_zero():
     assert overlap(np.ones((1, 10)), np.ones((1, 8)), -3)[0].shape == (1, 7)
 
 
-def test_snr_is_taken_after_the_lag():
+def test_a_real_delay_is_a_finding_not_removed():
+    """Audio 50 ms late, timestamps as usual: the lag search used to remove it (39 dB SNR, cosine
+    0.99994); at the containers' alignment the metrics show it, and the residual lag names it."""
     a = _track()
-    b = np.roll(a, 64, axis=1) + np.random.default_rng(3).normal(0, 0.003, a.shape).astype(np.float32)
+    b = np.concatenate([np.zeros((2, 1600), np.float32), a[:, :-1600]], axis=1)
     m = pair_metrics(a, b, RATE)
-    assert m["lag_samples"] == 64 and m["snr_db"] > 30  # without the search: about 0 dB
-    assert m["samples_compared"] == RATE - 64
+    assert m["lag_samples"] == 0 and m["residual_lag_samples"] == 1600
+    assert m["snr_db"] < 3 and abs(m["cosine"]) < 0.9 and m["residual_corr"] > 0.95
+
+
+def test_inverted_audio_reads_minus_one():
+    a = _track()
+    m = pair_metrics(a, -a, RATE)
+    assert m["cosine"] == pytest.approx(-1.0) and m["residual_lag_samples"] == 0 and m["snr_db"] < -6
+
+
+def _late_stream(path: Path, frames: np.ndarray, audio: np.ndarray, start: int) -> Path:
+    """An mp4 whose audio stream starts ``start`` samples after its video (as its timestamps say)."""
+    with av.open(str(path), "w") as c:
+        vs = c.add_stream("libx264", rate=24)
+        vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        a = c.add_stream("aac", rate=RATE)
+        a.layout = "stereo"
+        for i, f in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(f, format="rgb24")
+            vf.pts = i
+            c.mux(vs.encode(vf))
+        c.mux(vs.encode(None))
+        for pos in range(0, audio.shape[1], 1024):
+            af = av.AudioFrame.from_ndarray(np.ascontiguousarray(audio[:, pos : pos + 1024]), format="fltp",
+                                            layout="stereo")  # fmt: skip
+            af.sample_rate, af.pts = RATE, pos + start
+            c.mux(a.encode(af))
+        c.mux(a.encode(None))
+    return path
+
+
+def test_the_containers_timestamps_line_the_tracks_up(tmp_path: Path):
+    frames, audio = scene(24), tone(24)
+    a = make_video(tmp_path / "a.mp4", frames, audio)
+    same = make_video(tmp_path / "b.mp4", frames, audio)
+    assert audio_start(a) == 0.0 and container_lag(a, same, RATE) == 0
+    late = _late_stream(tmp_path / "late.mp4", frames, audio, 1600)  # the file plays its audio 50 ms late
+    assert audio_start(late) > 0 and container_lag(a, late, RATE) < 0
+    m = measure_pair(a, late).audio
+    assert m.lag_samples == container_lag(a, late, RATE)
+    # what plays together is compared: the content is 50 ms late there, and that is reported
+    assert m.residual_lag_samples == 1600 and m.snr_db < 5
+    # the same audio placed by its timestamps where the reference has it compares as close as a re-encode
+    early = np.concatenate([np.zeros((2, 1600), np.float32), audio], axis=1)
+    shifted = _late_stream(tmp_path / "early.mp4", frames, early, -1600)
+    ms = measure_pair(a, shifted).audio
+    # a re-encode of the same audio at another AAC frame phase, as far from the reference as codec noise
+    pad = np.concatenate([np.zeros((2, 512), np.float32), audio], axis=1)
+    again = measure_pair(a, _late_stream(tmp_path / "again.mp4", frames, pad, -512)).audio
+    assert ms.residual_lag_samples == again.residual_lag_samples == 0
+    assert abs(ms.snr_db - again.snr_db) < 3 and ms.snr_db > m.snr_db + 5
 
 
 def test_streamed_tracks_peek_and_skip():
@@ -61,7 +125,6 @@ def test_streamed_tracks_peek_and_skip():
     assert np.array_equal(head, a[:, :7000])
     assert np.array_equal(np.concatenate(list(rest), axis=1), a)  # nothing lost
     late = np.roll(a, 300, axis=1)
-    lag = best_lag(head, peek([late[:, i : i + 3000] for i in range(0, RATE, 3000)], 7000)[0])
-    assert lag == 300
-    trimmed = np.concatenate(list(skip([late[:, i : i + 3000] for i in range(0, RATE, 3000)], lag)), axis=1)
+    assert best_lag(head, peek([late[:, i : i + 3000] for i in range(0, RATE, 3000)], 7000)[0]) == 300
+    trimmed = np.concatenate(list(skip([late[:, i : i + 3000] for i in range(0, RATE, 3000)], 300)), axis=1)
     assert np.array_equal(trimmed, late[:, 300:])

@@ -65,3 +65,23 @@ def test_codec_floor_lossless_is_the_encode_error_and_reencode_estimates_it(enco
     assert method == "re-encode" and again.video.frames == len(frames)
     assert again.video.psnr_pooled > exact.video.psnr_pooled  # the second encode loses less
     assert sorted(p.name for p in mp4.parent.iterdir()) == ["o.mkv", "o.mp4"]  # the re-encode is gone
+
+
+def test_a_reencode_is_measured_against_its_lossless_twin_not_the_colour_conversion(encoded, tmp_path):
+    """Frames through RGB -> YUV 4:2:0 -> RGB move even at CRF 0: that bias is not the codec's."""
+    from harness.collect.codec_floor import reencode
+    from harness.collect.suite import measure_pair
+
+    mp4, _, _ = encoded
+    settings = CodecSettings(crf=23)
+    floor, _ = measure_codec_floor(mp4, settings)
+    reencode(mp4, tmp_path / "lossy.mp4", settings)
+    reencode(mp4, tmp_path / "twin.mp4", settings, crf=0)
+    against_ref = measure_pair(mp4, tmp_path / "lossy.mp4")
+    bias = measure_pair(mp4, tmp_path / "twin.mp4")
+    assert bias.video.psnr_pooled < 80  # the conversion alone moves pixels
+    assert floor.video.psnr_pooled == pytest.approx(
+        measure_pair(tmp_path / "twin.mp4", tmp_path / "lossy.mp4").video.psnr_pooled
+    )
+    assert floor.video.psnr_pooled > against_ref.video.psnr_pooled  # the bias is left out
+    assert floor.audio.snr_db == pytest.approx(against_ref.audio.snr_db)  # audio against the reference

@@ -59,13 +59,15 @@ def test_perturbed_run_psnr_matches_numpy_and_json_roundtrips(tmp_path: Path, re
     )
     assert cmp.audio.snr_db == pytest.approx(snr, rel=1e-4) and cmp.audio.lag_samples == 0
     assert cmp.bitwise.video is False and cmp.bitwise.files is False
-    # speed: A s/step 1.1, B 0.5 -> ratio 0.4545; steps 2..3 of one run each are too few to call it
-    assert cmp.speed.s_per_step_ratio == pytest.approx(0.5 / 1.1)
-    assert (
-        "no significant difference (n=2/2 steps of one run, p=0.11, alpha 0.05)" in cmp.speed.s_per_step_line
-    )
-    assert "faster" not in cmp.speed.s_per_step_line
-    assert "too few samples" in cmp.speed.total_line
+    # speed: A s/step 1.1, B 0.5 -> speed-up 2.2; the steps of one run are not samples: no speed word
+    assert cmp.speed.s_per_step_speedup == pytest.approx(
+        1.1 / 0.5
+    ) and cmp.speed.s_per_step_ratio == pytest.approx(0.5 / 1.1)
+    line = cmp.speed.s_per_step_line
+    assert "speed-up 2.20x: one run a side: no speed word" in line
+    assert "[steps 2..N: 1.100 ± 0.141 s (steps, n=2) -> 0.500 ± 0.000 s (steps, n=2)]" in line
+    assert "faster" not in line and cmp.speed.s_per_step_test.word == "too few runs"
+    assert "one run a side" in cmp.speed.total_line
     back = Comparison.model_validate_json(format_comparison(cmp, "json"))
     assert back.video.psnr_mean == pytest.approx(cmp.video.psnr_mean)
     assert json.loads(format_comparison(cmp, "json"))["schema"] == "harness.compare/1"

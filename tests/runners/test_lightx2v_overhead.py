@@ -39,8 +39,8 @@ def test_every_overhead_run_is_a_run_of_the_executor(tmp_path, probe_ok):
             assert rec.valid is True and (folder / "rank0.log").is_file()
         # The stand-in logs DiT steps of 1.1, 1.2 and 1.3 s: s/step over steps 2..3.
         assert run.s_per_step == pytest.approx(1.25) and run.step_seconds == pytest.approx([1.1, 1.2, 1.3])
-    assert result.speed.outcome == "no_difference" and result.ratio == pytest.approx(1.0)
-    assert "no significant difference (n=2/2 runs, p=1.00, alpha 0.05)" in result.verdict
+    assert result.speed.word == "no meaningful difference" and result.ratio == pytest.approx(1.0)
+    assert "speed-up 1.00x (95% CI 1-1; n=2/2 runs): no meaningful difference (p=1.00" in result.verdict
     # 9 in-scope calls on rank 0 (3 steps x two blocks and the refiner) over the 4 DiT steps the
     # plan counts for a model that is not MiniMax-H3 (the stand-in runs infer_steps - 1).
     assert result.calls_per_step == 9 // 4
@@ -68,22 +68,21 @@ def test_the_overhead_verdict_needs_significance():
         return summarize(r)
 
     same = result([0.0510, 0.0512, 0.0509, 0.0511], [0.0511, 0.0509, 0.0512, 0.0510])
-    assert same.speed.outcome == "no_difference" and same.p_value == same.speed.p_value > 0.05
+    assert same.speed.word == "no meaningful difference" and same.p_value == same.speed.p > 0.05
     assert same.verdict.startswith(
         "DiT s/step, bare -> launcher: 0.051 ± 0.000 s (n=4) -> 0.051 ± 0.000 s (n=4)"
     )
     assert same.verdict.endswith(
-        ": no significant difference (n=4/4 runs, p=1.00, alpha 0.05); launcher / bare = 1.0000 (+0.00%)"
+        "n=4/4 runs): no meaningful difference (p=1.00, minimum effect 1%); launcher / bare = 1.0000 (+0.00%)"
     )
     slower = result([0.0600, 0.0601, 0.0602, 0.0600], [0.0500, 0.0501, 0.0499, 0.0500])
-    assert slower.speed.outcome == "slower" and slower.p_value < 0.05
-    assert slower.verdict.endswith(
-        ": 1.20x slower (n=4/4 runs, p=6.9e-12, alpha 0.05); launcher / bare = 1.2015 (+20.15%)"
-    )
-    assert slower.verdict == f"{slower.speed.line()}; launcher / bare = 1.2015 (+20.15%)"
+    assert slower.speed.word == "slower" and slower.p_value < 0.05
+    assert ": speed-up 0.832x (95% CI 0.83-0.835; n=4/4 runs): slower (p=3.9e-12" in slower.verdict
+    assert slower.verdict.endswith("; launcher / bare = 1.2015 (+20.15%)")
+    assert slower.verdict == f"{slower.speed.line}; launcher / bare = 1.2015 (+20.15%)"
     one = result([0.06], [0.05])
     assert one.p_value is None
-    assert "too few samples for a test (n=1/1 runs; 2 a side needed)" in one.verdict
+    assert "too few runs for an interval (n=1/1 runs; 2 a side needed)" in one.verdict
     assert "| launcher | 0.06000 ± 0.00000 | 1 | 0.06000 |" in one.markdown()
     lone = result([0.06, 0.07], [])
     assert lone.verdict == "not measured: a mode has no timed run (see the runs' logs)"

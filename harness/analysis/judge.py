@@ -1,0 +1,88 @@
+"""A candidate's verdict read off its comparisons: ``analysis.verdict.judge_numbers`` on the numbers
+of its runs, its seeds' floor runs, the exact runs' statistics and the accepted baseline's runs,
+plus what the runs say of themselves (not run, not measured, attention invalid)."""
+
+from __future__ import annotations
+
+from harness.analysis.energy import PairErrors
+from harness.analysis.verdict import InsituReading, Verdict, attention_verdict, judge_numbers, stats_sample
+from harness.compare.pairwise import Comparison
+from harness.compare.summary import RunSummary
+from harness.scenario.verdict import VerdictRules
+
+
+def judge(
+    arm: str,
+    cands: list[Comparison],
+    floors: list[Comparison],
+    *,
+    runs: list[RunSummary] | None = None,
+    rules: VerdictRules | None = None,
+    baseline: list[Comparison] | None = None,
+    insitu: InsituReading | None = None,
+) -> Verdict:
+    """Verdict for one arm: ``cands`` its runs against the reference (one per seed), ``floors`` every
+    noise-floor run against the reference of its seed, ``runs`` every run of the arm (repeats
+    included) for the attention check, ``baseline`` the accepted baseline's comparisons (when the
+    scenario names one) and ``insitu`` the arm's in-situ reading (where the run measured one)."""
+    rules = rules or VerdictRules()
+    runs = runs if runs is not None else [c.b for c in cands]
+    measured = [c for c in cands if c.measured]
+    floor_ok = [f for f in floors if f.measured]
+    exact: dict[str, RunSummary] = {}
+    for c in measured:
+        if c.a.stats is not None:
+            exact[c.a.key] = c.a
+    for f in floor_ok:
+        if f.b.stats is not None:
+            exact[f.b.key] = f.b
+    v = judge_numbers(
+        arm,
+        [PairErrors.from_comparison(c) for c in measured],
+        [PairErrors.from_comparison(f) for f in floor_ok],
+        cand_stats=[stats_sample(c.b) for c in measured if c.b.stats is not None],
+        exact_stats=[stats_sample(r) for r in exact.values()],
+        rules=rules,
+        baseline=[PairErrors.from_comparison(b) for b in baseline or [] if b.measured],
+        insitu=insitu,
+    )
+    v.role = runs[0].role if runs else "candidate"
+    v.keys = [r.key for r in runs if r.repeat == 1] or v.keys
+    v.seeds = sorted({r.seed for r in runs if r.seed is not None})
+    head: list[str] = []
+    by_reason: dict[tuple[str, str | None], list[str]] = {}
+    for r in runs:
+        if not r.ok:
+            by_reason.setdefault((r.status, r.reason), []).append(r.key)
+    for (status, reason), keys in by_reason.items():
+        who = keys[0] if len(keys) == 1 else f"{len(keys)} runs ({', '.join(keys)})"
+        head.append(f"{who} not measured: status {status}" + (f" ({reason})" if reason else ""))
+    for c in cands:
+        if c.b.ok and not c.measured:
+            head.append(f"{c.b.key}: " + "; ".join(c.notes or ["not measured"]))
+    primary_seeds = {r.seed for r in runs if r.repeat == 1 and r.ok}
+    unmeasured = sorted(s for s in primary_seeds if s not in {c.b.seed for c in measured})
+    v.sentences = head + v.sentences
+    v.attention_ok, v.attention = attention_verdict(runs)
+    v.sentences.append(f"attention: {v.attention}")
+    if not any(r.ok for r in runs):
+        first = next((r for r in runs if r.reason), None)
+        v.word = "not run"
+        v.text = "not run" + (f" ({first.status}: {first.reason})" if first else "")
+    elif not measured:
+        v.word, v.text = "incomplete", "incomplete: no run of the arm could be measured; " + "; ".join(head)
+    elif unmeasured and v.word not in ("outside",):
+        v.word = "incomplete"
+        v.text = (
+            f"incomplete: seed(s) {', '.join(map(str, unmeasured))} not measured; "
+            + v.text.split(": ", 1)[-1]
+        )
+    if v.attention_ok is False and v.word != "not run":
+        v.word = "invalid"
+        v.text = f"invalid: {v.attention}; as measured: {v.text}"
+    v.accuracy = v.text
+    attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}[
+        v.attention_ok
+    ]
+    v.summary = f"{v.text}; {attn}"
+    return v
