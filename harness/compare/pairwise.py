@@ -32,6 +32,7 @@ from harness.compare.latents import LATENT_CONVENTION, LatentPoint
 from harness.compare.significance import DEFAULT_ALPHA, SpeedTest, compare_samples
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
+from harness.pixel_formats import CONVENTION as RGB_CONVENTION
 from harness.records import Record, steady_steps
 from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
 
@@ -43,6 +44,7 @@ TIMING_CONVENTION = (
     "seeds) in a campaign, over the steps 2..N of one run each in `harness compare`"
 )
 CONVENTIONS = {
+    "rgb": RGB_CONVENTION,
     "video": VIDEO_CONVENTION,
     "audio": AUDIO_CONVENTION,
     "stats": STATS_CONVENTION,
@@ -205,6 +207,8 @@ def compare_summaries(
         cmp.bitwise.audio = result.audio.bitwise_equal if result.audio is not None else None
         cmp.metrics_json = str(json_path) if json_path else None
         cmp.frames_csv = str(csv_path) if csv_path else None
+        if result.video.pixel_formats:
+            cmp.notes.append(result.video.pixel_formats)
         if result.audio is None:
             cmp.notes.append("no audio metrics (a run has no audio track)")
         if result.video.truncated_to is not None:
