@@ -11,7 +11,7 @@ pixel format and bit depth FFmpeg's decoders give, stated in ``CONVENTION``.
   interpolates chroma and differs from its 8-bit one by tens of levels on sharp edges).
 * semi-planar or packed YUV (nv12, yuyv422): rearranged to planar by libswscale (no value
   changes), then as above; an alpha plane is ignored.
-* RGB: 8-bit copied (channels reordered, alpha dropped); more bits rounded to 8.
+* RGB: 8-bit copied (channels reordered, alpha dropped); more bits rounded to 8 as YUV is.
 * anything else (palettes, grey, Bayer, XYZ) is refused in one line.
 """
 
@@ -70,9 +70,10 @@ def layout_of(fmt: av.VideoFormat) -> str | None:
 
 def _planar_name(fmt: av.VideoFormat) -> str | None:
     sized = av.VideoFormat(fmt.name, 64, 64)  # a format's plane sizes are known only for a size
-    luma = sized.components[0]
-    chroma = next((c for c in sized.components if c.is_chroma), None)
-    if chroma is None or not chroma.width or not chroma.height:
+    if len(sized.components) < 3 or not sized.components[0].is_luma:
+        return None
+    luma, chroma = sized.components[0], sized.components[1]  # PyAV's is_chroma is 0 for 4:4:4 chroma
+    if not chroma.width or not chroma.height:
         return None
     return _PLANAR.get((luma.width // chroma.width, luma.height // chroma.height))
 
@@ -108,8 +109,11 @@ def to_rgb(frame: av.VideoFrame, source: object = "<video>") -> np.ndarray:
     if layout == "RGB":
         if depth <= 8:
             return frame.to_ndarray(format="rgb24")
-        wide = frame.reformat(format="rgb48le").to_ndarray().astype(np.uint32)
-        return np.minimum((wide + 128) // 257, 255).astype(np.uint8)
+        if not (fmt.name.startswith("gbrp") and fmt.name.endswith("le")):
+            frame, depth = frame.reformat(format="gbrp16le"), 16  # packed or big-endian: planar first
+        g, b, r = (_plane(frame, i, np.uint16).astype(np.uint32) for i in range(3))
+        half, shift = 1 << (depth - 9), depth - 8
+        return np.stack([np.minimum((c + half) >> shift, 255) for c in (r, g, b)], -1).astype(np.uint8)
     planar = _planar_name(fmt)
     assert planar is not None
     wanted = planar if depth <= 8 else f"{planar}{depth}le"
