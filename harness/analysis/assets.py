@@ -1,7 +1,8 @@
 """Everything the page shows of the media, written by the analysis as files under assets/ and named
-in ``ReportResults.assets``: frame thumbnails (``analysis.frames``), audio views
-(``analysis.audio_view``) and each comparison's per-frame PSNR and SSIM (from the pair's
-metrics/<pair>.frames.csv, which the metric suite wrote while measuring it).
+in ``ReportResults.assets``: frame thumbnails (``analysis.frames``) and their difference images
+(``analysis.differences``), audio views (``analysis.audio_view``), audio clips and spectrogram
+differences (``analysis.audio_clips``) and each comparison's per-frame PSNR and SSIM (from the
+pair's metrics/<pair>.frames.csv, which the metric suite wrote while measuring it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import csv
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.analysis.audio_clips import audio_clips
 from harness.analysis.audio_view import audio_views
+from harness.analysis.differences import frame_differences
 from harness.analysis.frames import frame_grids, slug
 from harness.analysis.model import FrameSeries, ReportResults
 from harness.compare.cache import MetricsCache
@@ -73,5 +76,7 @@ def frame_series(res: ReportResults, root: Path) -> None:
 def media_assets(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """Frame grids, per-frame series and audio views of ``res``, written under ``root``/assets/."""
     res.frame_grids = frame_grids(res, root, cache, say)
+    frame_differences(res, root, cache, say)
     frame_series(res, root)
     audio_views(res, root, cache, say)
+    audio_clips(res, root, cache, say)

@@ -7,7 +7,11 @@ What the page needs from media is written by the analysis as files under assets/
 * ``frame:<run>:<index>``: a frame thumbnail (PNG), laid out by ``frame_grids``;
 * ``series:<run>``: that run's per-frame PSNR and SSIM against the reference (``FrameSeries``);
 * ``audio:<run>``: its waveform envelope and spectrogram (``AudioView``), ``spectrogram:<run>`` the
-  spectrogram's PNG.
+  spectrogram's PNG;
+* ``diff:<run>:<index>``: the amplified difference image of that frame to the reference of its seed
+  (laid out by ``FrameGrid.diffs``; ``diff_scale`` the colour bar, ``frame_diff`` the gain);
+* ``clip:<run>``: a short WAV of its track (``audio_clips`` says what), ``specdiff:<run>`` its
+  spectrogram minus the reference's (``SpectrogramDiff``).
 
 A renderer reads this file and those assets and nothing else, so a results.json with its assets/
 folder can be rendered anywhere, without the campaign's media.
@@ -35,6 +39,7 @@ from harness.store import utcnow
 RESULTS_SCHEMA = "harness.report/3"
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
+SPECTROGRAM_DIFF_SCHEMA = "harness.spectrogram_diff/1"
 
 
 class Spread(Record):
@@ -111,6 +116,28 @@ class FrameGrid(Record):
     columns: list[str]
     cells: dict[str, dict[int, str]] = Field(default_factory=dict)  # run -> frame index -> asset path
     missing: dict[str, str] = Field(default_factory=dict)  # run -> why it has no frames
+    reference: str | None = None  # the column the differences are taken to
+    diffs: dict[str, dict[int, str]] = Field(default_factory=dict)  # run -> frame index -> difference image
+
+
+class DiffScale(Record):
+    """How the difference images were drawn: one gain for the whole campaign."""
+
+    gain: float
+    full_scale: float  # |difference| (8-bit levels) at the top of the colour scale: 255 / gain
+    colormap: str = "inferno"
+    colours: list[str] = Field(default_factory=list)  # the colour map at evenly spaced grey levels (#rrggbb)
+    percentile: float = 99.5
+    largest: float = 0.0  # that percentile of the largest map, in 8-bit levels
+    scale: str | None = None  # the colour bar's PNG (relative to the results' folder)
+    text: str = ""
+
+
+class ClipSet(Record):
+    """What the audio clips (``clip:<run>``) hold."""
+
+    seconds: float  # the longest clip
+    text: str = ""
 
 
 class FrameSeries(Record):
@@ -146,6 +173,23 @@ class AudioView(Record):
     )
     spectrogram_hz: list[float] = Field(default_factory=list)  # lowest, highest bin
     spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
+
+
+class SpectrogramDiff(Record):
+    """assets/audio/<run>.specdiff.json: a run's spectrogram minus the reference's, in dB."""
+
+    schema_version: str = Field(SPECTROGRAM_DIFF_SCHEMA, alias="schema")
+    key: str
+    reference: str
+    rate: int
+    seconds: float
+    lag_samples: int = 0
+    png: str  # 8-bit PNG: grey 0 = -db_range, 255 = +db_range; row 0 = top = highest bin
+    hz: list[float] = Field(default_factory=list)  # lowest, highest bin
+    db_range: float
+    floor_db: float | None = None  # cells under this (both tracks) count as this
+    max_abs_db: float = 0.0
+    mean_abs_db: float = 0.0
 
 
 class ReportResults(Record):
@@ -188,6 +232,8 @@ class ReportResults(Record):
     repeat_notes: list[str] = Field(default_factory=list)  # are repeats' outputs byte-identical
     frame_indices: list[int] = Field(default_factory=list)
     frame_grids: list[FrameGrid] = Field(default_factory=list)  # one per seed
+    frame_diff: DiffScale | None = None  # how the difference images of the grids were drawn
+    audio_clips: ClipSet | None = None
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
@@ -217,10 +263,13 @@ __all__ = [
     "AUDIO_VIEW_SCHEMA",
     "RESULTS_SCHEMA",
     "SERIES_SCHEMA",
+    "SPECTROGRAM_DIFF_SCHEMA",
     "ArmAggregate",
     "AudioView",
+    "ClipSet",
     "CodecFloorRow",
     "Comparison",
+    "DiffScale",
     "Envelope",
     "FloorSummary",
     "FrameGrid",
@@ -229,6 +278,7 @@ __all__ = [
     "LatentSeries",
     "ReportResults",
     "RunSummary",
+    "SpectrogramDiff",
     "SpeedTest",
     "Spread",
     "Verdict",

@@ -1,8 +1,10 @@
 """``harness report``: a campaign's report (analysed, cached, then rendered), or with
-``--from-results FILE`` the pages rendered again from a results.json alone."""
+``--from-results FILE`` the pages rendered again from a results.json alone; with
+``--github-summary`` (or wherever $GITHUB_STEP_SUMMARY is set) the CI job's summary too."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -36,6 +38,13 @@ def report(
     out_dir: Path | None = typer.Option(
         None, "--out", help="With --from-results: where the pages go (default: the results file's folder)."
     ),
+    github_summary: bool | None = typer.Option(
+        None,
+        "--github-summary/--no-github-summary",
+        help="The CI job summary (markdown, verdicts first, under 1 MiB): appended to $GITHUB_STEP_SUMMARY "
+        "when that is set, else written to github-summary.md beside the report. Default: appended when "
+        "$GITHUB_STEP_SUMMARY is set.",
+    ),
 ):
     """Write report.md, pr.md, index.html, results.json and assets/ for a campaign."""
     if from_results is not None:
@@ -68,4 +77,13 @@ def report(
         ))  # fmt: skip
         paths = build_report(camp, single_file=single_file)
     print_paths(paths)
+    from harness.report.github_summary import publish_summary, run_url, summary_target
+
+    target, append = summary_target(github_summary, dict(os.environ), paths.index_html.parent)
+    if target is not None:
+        try:
+            written = publish_summary(paths, target, append=append, run_url=run_url(dict(os.environ)))
+        except OSError as err:
+            raise UsageError(f"$GITHUB_STEP_SUMMARY {target}: cannot write ({err.strerror or err})") from None
+        print(f"job summary: {written}{' (appended)' if append else ''}")
     fail_on_report_errors(paths)

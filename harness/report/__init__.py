@@ -19,7 +19,14 @@ from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 Progress = Callable[[str], None]
-REPORT_FILES = ("results.json", "report.md", "pr.md", "index.html", "assets")  # written together
+REPORT_FILES = (
+    "results.json",
+    "report.md",
+    "pr.md",
+    "index.html",
+    "benchmark.json",
+    "assets",
+)  # written together
 
 
 def build_report(

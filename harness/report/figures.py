@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.model import AudioView, FrameSeries, ReportResults
+from harness.analysis.model import AudioView, FrameSeries, ReportResults, SpectrogramDiff
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.store import atomic_write_json
 
-FIGURES_VERSION = 1
+FIGURES_VERSION = 3  # 3: the speed-against-accuracy and spectrogram-difference figures
 MANIFEST = "figures.json"
 Draw = Callable[[Path], Path | None]
 
@@ -67,10 +67,63 @@ def plots():
     return module
 
 
+def triple(t: Any) -> tuple[float | None, float | None, float | None]:
+    """(value, lo, hi) of a ``review.Terms``."""
+    lo, hi = t.ci if t.ci is not None else (None, None)
+    return t.value, lo, hi
+
+
+def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
+    """The figure at the top of the page: every candidate's speed-up against its error ratio."""
+    from harness.report.review import floor_points, readings
+
+    cands = readings(res)
+    points = [(r.arm, r.word, triple(r.step), triple(r.ratio), r.baseline) for r in cands]
+    floors = [(f.arm, triple(f.speedup), f.ratio) for f in floor_points(res)]
+    if not any(p[2][0] is not None and p[3][0] is not None for p in points):
+        return None
+    tol = cands[0].tolerance if cands else res.rules.tolerance
+    chaotic = any(r.regime == "chaotic" for r in cands)
+    ylabel = "error / the noise floor's" + (
+        " (in-situ or latent where chaotic)" if chaotic else " (error energy)"
+    )
+    shown = [points, floors, tol, ylabel]
+    return "speed_accuracy", shown, lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel)
+
+
+def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, Any, Draw] | None:
+    """Each run's spectrogram minus the reference's (the first seed's runs)."""
+    rows = []
+    for r in res.primary_runs:
+        rel = res.assets.get(f"specdiff:{r.key}")
+        if r.seed != res.primary_seed or not rel or assets.path(rel) is None:
+            continue
+        view = SpectrogramDiff.model_validate_json(assets.root.joinpath(rel).read_bytes())
+        if assets.path(view.png) is not None:
+            rows.append((label(r.key, r.role), view))
+    if not rows:
+        return None
+
+    def draw(p: Path, rows=rows) -> Path | None:
+        from matplotlib.image import imread
+
+        drawn = []
+        for lab, view in rows:
+            grey = imread(str(assets.root / view.png))  # floats 0..1
+            grey = grey[..., 0] if grey.ndim == 3 else grey
+            drawn.append((lab, view, -view.db_range + grey * 2 * view.db_range))
+        return plots().spectrogram_diff_plot(drawn, p)
+
+    shown = [(lab, view.model_dump(mode="json"), assets.digest(view.png)) for lab, view in rows]
+    return "spectrogram_diff", shown, draw
+
+
 def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any, Draw]]:
     """(name, what it shows, how to draw it) for every figure the results can give."""
     seed = res.primary_seed
-    jobs: list[tuple[str, Any, Draw]] = []
+    jobs: list[tuple[str, Any, Draw]] = [
+        job for job in (speed_accuracy_job(res), spectrogram_diff_job(res, assets)) if job is not None
+    ]
 
     series = []
     for c in res.comparisons:

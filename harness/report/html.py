@@ -1,28 +1,42 @@
-"""index.html: a static page (no script, no network) from a Jinja2 template, its figures in assets/
-beside it, or all inlined as data: URIs (``inline_images``) for a page that is one file.
+"""index.html: a static page (no network) from Jinja2 templates, its figures and audio clips in
+assets/ beside it, or inlined as data: URIs (``inline_media``) for a page that is one file.
+
+The page opens with the review (a verdict badge per candidate, the speed-against-accuracy figure),
+then where the runs differ (frame grids with difference images and a compare control, audio
+players, the spectrogram difference), then every section of report.md, long tables folded. Its one
+script (templates/page.js, the compare control) and stylesheet are written into the page; the
+Content-Security-Policy allows that script alone (by its sha256), images and audio from the page's
+folder or data: URIs, and nothing from the network.
 
 Autoescaping is on for every value, so run reasons and log tails (which come from files and
-processes) can never inject markup; asset paths are percent-encoded relative URLs.
+processes) can never inject markup; asset paths are percent-encoded relative URLs. A one-file page
+inlines audio clips up to ``AUDIO_INLINE_BYTES`` in all; a player over that says where its clip is.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from harness.analysis.model import ReportResults
 from harness.errors import HarnessError
 from harness.report.cells import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
+LONG_ROWS = 12  # a table of more rows is folded (<details>) on the page
+AUDIO_INLINE_BYTES = 6 * 1024 * 1024  # audio a one-file page carries (the clips' bytes, before base64)
 
 
 def template_env() -> Environment:
@@ -39,11 +53,29 @@ def template_env() -> Environment:
     return env
 
 
+@functools.cache
+def page_code() -> tuple[str, str, str]:
+    """(stylesheet, script, the script's CSP source 'sha256-...') of the page."""
+    css = (TEMPLATES / "page.css").read_text()
+    js = (TEMPLATES / "page.js").read_text()
+    digest = base64.b64encode(hashlib.sha256(js.encode()).digest()).decode("ascii")
+    return css, js, f"sha256-{digest}"
+
+
 def render_page(
-    res: Any, sections: list[Section], scenario_text: str, env_text: str, *, single_file: bool = False
+    res: Any,
+    sections: list[Section],
+    scenario_text: str,
+    env_text: str,
+    *,
+    single_file: bool = False,
+    review: Any = None,
+    differ: Any = None,
 ) -> str:
     """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
-    generated_at, harness_version, schema_version)."""
+    generated_at, harness_version, schema_version); ``review`` (``report.review.ReviewView``) and
+    ``differ`` (``report.differ.DifferView``) the blocks at its top, where given."""
+    css, js, script_hash = page_code()
     return (
         template_env()
         .get_template("index.html.j2")
@@ -53,23 +85,68 @@ def render_page(
             scenario_text=scenario_text,
             env_text=env_text,
             single_file=single_file,
+            review=review,
+            differ=differ,
+            long_rows=LONG_ROWS,
+            page_css=Markup(css),
+            page_js=Markup(js),
+            script_hash=script_hash,
+            audio_limit_mb=AUDIO_INLINE_BYTES / 2**20,
         )
     )
 
 
-def render_html(res: ReportResults, sections: list[Section], *, single_file: bool = False) -> str:
+def render_html(
+    res: ReportResults,
+    sections: list[Section],
+    *,
+    single_file: bool = False,
+    review: Any = None,
+    differ: Any = None,
+) -> str:
+    """The campaign's page. Where ``differ`` shows the frame grids, the frames section is not repeated;
+    the summary's figure is the review's."""
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
+    shown = []
+    for sec in sections:
+        if sec.id == "frames" and differ is not None and differ.grids:
+            continue
+        if sec.id == "summary" and review is not None:
+            sec = replace(sec, images=[])
+        shown.append(sec)
     return render_page(
-        res, sections, scenario_text, json.dumps(res.env, indent=2, default=str), single_file=single_file
+        res,
+        shown,
+        scenario_text,
+        json.dumps(res.env, indent=2, default=str),
+        single_file=single_file,
+        review=review,
+        differ=differ,
     )
 
 
 _IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
-_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+_AUDIO = re.compile(r'<audio\b[^>]*?\bsrc="([^"]+)"[^>]*></audio>')
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
+         ".wav": "audio/wav", ".m4a": "audio/mp4"}  # fmt: skip
 
 
-def inline_images(page: str, root: Path, *more_roots: Path) -> str:
-    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file it names.
+def _file_under(src: str, base: Path, allowed: list[Path], root: Path, kind: str) -> Path:
+    path = (base / unquote(src)).resolve()
+    if not any(a in path.parents for a in allowed) or not path.is_file():
+        raise HarnessError(f"{root}: {kind} {src} is not a file under the campaign")
+    return path
+
+
+def _data_uri(path: Path) -> str:
+    mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
+    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
+def inline_media(page: str, root: Path, *more_roots: Path, audio_budget: int = AUDIO_INLINE_BYTES) -> str:
+    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file it names, and
+    every ``<audio src>`` too while the clips inlined stay within ``audio_budget`` bytes (in page
+    order); a player beyond it is replaced by a line naming its file.
 
     Paths are relative to ``root``; the file must lie under ``root`` or one of ``more_roots`` (the
     results' folder when the page is written elsewhere). Any other path is an error (the page
@@ -81,11 +158,24 @@ def inline_images(page: str, root: Path, *more_roots: Path) -> str:
         src = html.unescape(m.group(2))
         if src.startswith("data:"):
             return m.group(0)
-        path = (base / unquote(src)).resolve()
-        if not any(a in path.parents for a in allowed) or not path.is_file():
-            raise HarnessError(f"{root}: image {src} is not a file under the campaign")
-        mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
-        return f"{m.group(1)}data:{mime};base64,{data}{m.group(3)}"
+        uri = _data_uri(_file_under(src, base, allowed, root, "image"))
+        return f"{m.group(1)}{uri}{m.group(3)}"
 
-    return _IMG_SRC.sub(embed, page)
+    spent = 0
+
+    def embed_audio(m: re.Match[str]) -> str:
+        nonlocal spent
+        src = html.unescape(m.group(1))
+        if src.startswith("data:"):
+            return m.group(0)
+        path = _file_under(src, base, allowed, root, "audio clip")
+        size = path.stat().st_size
+        if spent + size > audio_budget:
+            return (
+                f'<span class="muted">clip not inlined (this one-file page carries at most '
+                f"{audio_budget / 2**20:g} MiB of audio): {html.escape(src)} beside the campaign's page</span>"
+            )
+        spent += size
+        return m.group(0).replace(f'src="{m.group(1)}"', f'src="{_data_uri(path)}"', 1)
+
+    return _AUDIO.sub(embed_audio, _IMG_SRC.sub(embed, page))

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.analysis.model import AudioView, FrameSeries
+from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
 from harness.store import atomic_write_bytes
 
 DPI = 90
@@ -176,4 +176,129 @@ def seeds_plot(
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+WORD_COLOURS = {"within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00", "invalid": "#6a1b9a",
+                "incomplete": "#757575", "not run": "#9e9e9e"}  # fmt: skip
+
+
+def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float | None = None) -> None:
+    """Log axis ticks at powers of two (every second or fourth one on a wide axis), read as '0.5x';
+    ``keep`` is always a tick."""
+    first, last = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
+    step = max(1, math.ceil((last - first + 1) / most))
+    ticks = [2.0**k for k in range(first, last + 1) if k % step == 0]
+    if keep is not None and lo <= keep <= hi and keep not in ticks:
+        ticks = sorted([t for t in ticks if not 0.7 < t / keep < 1.4] + [keep])
+    labels = [f"{t:g}x" for t in ticks]
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, labels)
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+
+
+def _span(
+    values: Sequence[float], bounds: Sequence[float], pad: float = 1.6, reach: float = 8.0
+) -> tuple[float, float]:
+    """An axis range over ``values`` and the interval ends ``bounds``, the bounds at most ``reach``
+    times beyond the values (a wide interval runs off the edge rather than squash the points)."""
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return 0.5, 2.0
+    lo, hi = min(vals), max(vals)
+    ends = [b for b in bounds if b is not None and b > 0 and math.isfinite(b)]
+    lo, hi = max(min([lo, *ends]), lo / reach), min(max([hi, *ends]), hi * reach)
+    return lo / pad, hi * pad
+
+
+def speed_accuracy_plot(
+    points: Sequence[tuple[str, str, tuple, tuple, bool]],
+    floors: Sequence[tuple[str, tuple, float]],
+    tolerance: float,
+    path: Path,
+    ylabel: str = "error energy / the noise floor's",
+) -> Path | None:
+    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals.
+
+    ``points``: (arm, verdict word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline) per
+    candidate, an interval None where there is none; ``floors``: (arm, (speed-up, lo, hi), its own
+    ratio) per exact noise-floor arm. A ratio of 0 (identical output) is drawn on the bottom edge.
+    """
+    pts = [p for p in points if p[2][0] is not None and p[3][0] is not None]
+    fl = [f for f in floors if f[1][0] is not None]
+    if not pts:
+        return None
+    xlo, xhi = _span(
+        [p[2][0] for p in pts] + [f[1][0] for f in fl] + [1.0],
+        [v for p in pts for v in p[2][1:]] + [v for f in fl for v in f[1][1:]],
+    )
+    ylo, yhi = _span([p[3][0] for p in pts] + [f[2] for f in fl] + [tolerance, 1.0],
+                     [v for p in pts for v in p[3][1:]], 2.0)  # fmt: skip
+    fig = Figure(figsize=(8, 4.4), layout="constrained")
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
+    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=f"tolerance {tolerance:g}x the floor's")
+    ax.axhline(1.0, color="#888888", ls=":", lw=0.8)
+    ax.axvline(1.0, color="#1f4e99", ls="-", lw=0.9, alpha=0.7, label="the reference (speed-up 1x)")
+
+    def place(y: float) -> float:
+        return ylo * 1.05 if y <= 0 else (yhi / 1.05 if math.isinf(y) else y)
+
+    for i, (arm, (x, x_lo, x_hi), r) in enumerate(fl):
+        xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
+        ax.errorbar([x], [place(r)], xerr=xerr, fmt="s", ms=6, color="#8a8a8a", mfc="white", mew=1.4,
+                    capsize=3, lw=1, label="exact noise-floor runs (not a timing baseline)" if i == 0 else None)  # fmt: skip
+        ax.annotate(
+            arm, (x, place(r)), xytext=(5, -11), textcoords="offset points", fontsize=7, color="#666666"
+        )
+    for n, (arm, word, (x, x_lo, x_hi), (y, y_lo, y_hi), baseline) in enumerate(pts):
+        colour = WORD_COLOURS.get(word, "#333333")
+        yy = place(y)
+        xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
+        yerr = [[max(yy - y_lo, 0.0)], [max(y_hi - yy, 0.0)]] if y_lo is not None and y > 0 else None
+        marker = "*" if baseline else ("v" if y <= 0 else "o")
+        ax.errorbar([x], [yy], xerr=xerr, yerr=yerr, fmt=marker, ms=13 if baseline else 8, color=colour,
+                    capsize=3, lw=1.2)  # fmt: skip
+        tag = (
+            f"{arm} ({word})"
+            + (" - accepted baseline" if baseline else "")
+            + (" - identical" if y <= 0 else "")
+        )
+        ax.annotate(tag, (x, yy), xytext=(7, 5 if n % 2 == 0 else -12), textcoords="offset points", fontsize=8,
+                    color=colour)  # fmt: skip
+    if any(p[4] for p in pts):
+        ax.plot([], [], "*", ms=11, color="#333333", label="accepted baseline")
+    _ratio_ticks(ax, "x", xlo, xhi)
+    _ratio_ticks(ax, "y", ylo, yhi, keep=tolerance)
+    ax.minorticks_off()
+    ax.set_xlabel("DiT s/step speed-up against the reference (above 1x = faster)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(
+        "speed against accuracy: lower right is better; the shaded band is within tolerance", fontsize=10
+    )
+    ax.grid(alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    return _save(fig, path)
+
+
+def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]], path: Path) -> Path | None:
+    """Run minus reference spectrogram (dB, diverging colours), one row per run."""
+    if not rows:
+        return None
+    fig = Figure(figsize=(10, 1.7 * len(rows) + 0.6), layout="constrained")
+    axes = fig.subplots(len(rows), 1, squeeze=False)
+    im = None
+    for (label, view, diff), (ax,) in zip(rows, axes, strict=True):
+        lo, hi = view.hz
+        im = ax.imshow(diff, aspect="auto", extent=(0.0, view.seconds, lo, hi), cmap="RdBu_r",
+                       vmin=-view.db_range, vmax=view.db_range, interpolation="nearest")  # fmt: skip
+        ax.set_ylabel("Hz", fontsize=8)
+        ax.set_title(
+            f"{label} minus {view.reference}: mean |difference| {view.mean_abs_db:.2f} dB", fontsize=9
+        )
+    axes[-1][0].set_xlabel("s")
+    if im is not None:
+        bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
+        bar.set_label("dB (run - reference)", fontsize=8)
     return _save(fig, path)

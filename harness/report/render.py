@@ -1,5 +1,5 @@
-"""Rendering a results.json: report.md, pr.md, index.html and the figures, from the results and the
-assets they name, and nothing else (no campaign, no media).
+"""Rendering a results.json: report.md, pr.md, index.html, benchmark.json and the figures, from the
+results and the assets they name, and nothing else (no campaign, no media).
 
 Asset paths in results.json are relative to its folder; the files are written into ``out_dir``
 (the results' folder by default) and point back at the assets from there. An asset that is not
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.model import FrameGrid, ReportResults
+from harness.analysis.model import ReportResults
 from harness.errors import HarnessError
 from harness.records import check_schema
 from harness.report.figures import AssetReader, draw_figures
@@ -31,6 +31,7 @@ class ReportPaths:
     index_html: Path
     results_json: Path
     assets: Path
+    benchmark_json: Path | None = None  # the speed figures, github-action-benchmark's custom format
     errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
     pr_md: Path | None = None  # the pull request's compact tables
     figures: dict[str, Path] = field(default_factory=dict)  # figure name -> PNG
@@ -67,23 +68,6 @@ def placed(path: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(path, Path(out_dir).resolve())).as_posix()
 
 
-def usable_grids(res: ReportResults, assets: AssetReader, out_dir: Path) -> list[FrameGrid]:
-    """The frame grids with paths from ``out_dir``; a thumbnail that is not there is named missing."""
-    grids = []
-    for g in res.frame_grids:
-        grid = g.model_copy(deep=True)
-        grid.cells = {}
-        for key, cells in g.cells.items():
-            for i, rel in cells.items():
-                p = assets.path(rel)
-                if p is None:
-                    grid.missing.setdefault(key, f"missing: {rel}")
-                else:
-                    grid.cells.setdefault(key, {})[i] = placed(p, out_dir)
-        grids.append(grid)
-    return grids
-
-
 def render(
     res: ReportResults,
     results_json: Path,
@@ -93,9 +77,12 @@ def render(
     progress: Progress | None = None,
 ) -> ReportPaths:
     """Write report.md, pr.md, index.html and the figures of ``res`` (read from ``results_json``)."""
-    from harness.report.html import inline_images, render_html
+    from harness.report.benchmark import write_benchmark
+    from harness.report.differ import differ_view, placed_grids
+    from harness.report.html import inline_media, render_html
     from harness.report.markdown import render_markdown
     from harness.report.pr import render_pr
+    from harness.report.review import review_view
     from harness.report.summary import summary_section
     from harness.report.tables import build_sections
 
@@ -105,12 +92,16 @@ def render(
     out.mkdir(parents=True, exist_ok=True)
     res = res.model_copy(update={"notes": list(res.notes)})  # render notes stay out of results.json
     assets = AssetReader(results_dir)
-    grids = usable_grids(res, assets, out)
+    grids = placed_grids(res, assets, lambda p: placed(p, out))
     say("figures")
     figures = draw_figures(res, assets, out, res.notes)
-    res.notes.extend(f"asset missing: {rel} (named in results.json, not beside it)" for rel in assets.missing)
     images = {name: placed(p.resolve(), out) for name, p in figures.items()}
-    sections = [summary_section(res), *build_sections(res, grids, images)]
+    differ = differ_view(res, grids, assets, lambda p: placed(p, out), images)
+    res.notes.extend(f"asset missing: {rel} (named in results.json, not beside it)" for rel in assets.missing)
+    summary = summary_section(res)
+    if "speed_accuracy" in images:
+        summary.images.append(("Speed against accuracy", images["speed_accuracy"]))
+    sections = [summary, *build_sections(res, grids, images)]
     if single_file is None:
         single_file = bool((res.scenario.get("report") or {}).get("single_file"))
     paths = ReportPaths(
@@ -122,10 +113,13 @@ def render(
         errors=tuple(res.errors),
         pr_md=out / "pr.md",
         figures=figures,
+        benchmark_json=out / "benchmark.json",
     )
     say("write report")
     atomic_write_text(paths.report_md, render_markdown(res, sections))
     atomic_write_text(paths.pr_md, render_pr(res))
-    page = render_html(res, sections, single_file=single_file)
-    atomic_write_text(paths.index_html, inline_images(page, out, results_dir) if single_file else page)
+    write_benchmark(res, paths.benchmark_json)
+    review = review_view(res, images.get("speed_accuracy"))
+    page = render_html(res, sections, single_file=single_file, review=review, differ=differ)
+    atomic_write_text(paths.index_html, inline_media(page, out, results_dir) if single_file else page)
     return paths

@@ -183,7 +183,10 @@ def test_single_file_page_inlines_every_image(single_report, tmp_path):
     try:
         html = paths.index_html.read_text()
         srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
-        assert len(srcs) == 3 + 16 and all(s.startswith("data:image/png;base64,") for s in srcs)
+        # 5 figures, 16 thumbnails (4 frames x 4 runs), 12 difference images and their colour scale
+        assert len(srcs) == 5 + 16 + 12 + 1 and all(s.startswith("data:image/png;base64,") for s in srcs)
+        clips = re.findall(r'<audio [^>]*src="([^"]+)"', html)
+        assert len(clips) == 4 and all(s.startswith("data:audio/wav;base64,") for s in clips)
         assert "every figure is inlined" in html
         moved = tmp_path / "alone.html"  # one file that opens anywhere: nothing else beside it
         moved.write_text(html)

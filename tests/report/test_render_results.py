@@ -28,8 +28,9 @@ def test_a_copy_with_its_assets_renders_the_same_report(single_report, tmp_path)
     shutil.copytree(src / "assets", art / "assets", ignore=shutil.ignore_patterns("*.png", "figures.json"))
     for png in (src / "assets" / "frames").glob("*.png"):
         shutil.copy(png, art / "assets" / "frames" / png.name)
-    for png in (src / "assets" / "audio").glob("*.png"):
-        shutil.copy(png, art / "assets" / "audio" / png.name)
+    for folder in ("audio", "diff"):
+        for png in (src / "assets" / folder).glob("*.png"):
+            shutil.copy(png, art / "assets" / folder / png.name)
     paths = render_results(art / "results.json")
     assert (
         paths.report_md == art / "report.md"

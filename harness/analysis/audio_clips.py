@@ -1,0 +1,194 @@
+"""What the page plays and shows of each run's audio beyond the waveform figure: a short clip per run,
+and the spectrogram difference of every run to the reference.
+
+For the first seed's runs: ``clip:<run>`` is the first ``CLIP_SECONDS`` of the mono mix as 16-bit
+PCM WAV at the track's own rate (a few hundred kB: small enough to inline in a one-file page);
+``specdiff:<run>`` is a ``SpectrogramDiff`` (JSON) with its 8-bit PNG: the run's spectrogram minus
+the reference's in dB, the run's track moved by the lag the audio metrics found, both floored
+``DYNAMIC_DB`` under the reference's loudest cell (so silence does not read as a difference), clipped
+to +-``DIFF_DB``. The spectrograms are ``analysis.audio_view``'s. Cached in metrics/ under both
+tracks' sha256 and these settings: an unchanged pair is never decoded again.
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, binned, nfft_for, psd_frames
+from harness.analysis.frames import encode_png, slug
+from harness.analysis.model import ClipSet, ReportResults, SpectrogramDiff
+from harness.compare.cache import MetricsCache
+from harness.compare.summary import RunSummary
+from harness.errors import HarnessError
+from harness.records import Record
+from harness.store import atomic_write_bytes, atomic_write_text
+
+AUDIO_CLIPS_VERSION = 1
+CLIP_SECONDS = 8.0
+DIFF_DB = 20.0
+DYNAMIC_DB = 80.0
+Progress = Callable[[str], None]
+
+
+class ClipAssets(Record):
+    clip: str  # WAV, relative to the campaign
+    clip_seconds: float = 0.0
+    specdiff: str | None = None  # SpectrogramDiff JSON
+
+
+def wav_bytes(mono: np.ndarray, rate: int) -> bytes:
+    """16-bit PCM WAV of a float track in [-1, 1] (clipped)."""
+    pcm = np.rint(np.clip(mono, -1.0, 1.0) * 32767.0).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(int(rate))
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def spectrogram_db(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
+    """audio_view's binned spectrogram in dB ([bin, segment]; -inf where the power is 0)."""
+    with np.errstate(divide="ignore"):
+        return 10.0 * np.log10(binned(psd_frames(mono, rate, nfft), SPEC_ROWS, SPEC_COLS))
+
+
+def aligned(run: np.ndarray, ref: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two tracks over their overlap once ``run`` (delayed by ``lag`` samples) is moved back."""
+    if lag > 0:
+        run = run[lag:]
+    elif lag < 0:
+        ref = ref[-lag:]
+    m = min(run.size, ref.size)
+    return run[:m], ref[:m]
+
+
+def spectrogram_difference(run: np.ndarray, ref: np.ndarray, rate: int) -> tuple[np.ndarray, float]:
+    """(run dB - reference dB on audio_view's cells, clipped to +-DIFF_DB; the floor in dB)."""
+    nfft = nfft_for(ref.size)
+    a, b = spectrogram_db(ref, rate, nfft), spectrogram_db(run, rate, nfft)
+    finite = a[np.isfinite(a)]
+    floor = (float(finite.max()) if finite.size else 0.0) - DYNAMIC_DB
+    n = min(a.shape[1], b.shape[1])
+    a = np.maximum(np.nan_to_num(a[:, :n], neginf=floor), floor)
+    b = np.maximum(np.nan_to_num(b[:, :n], neginf=floor), floor)
+    return np.clip(b - a, -DIFF_DB, DIFF_DB), floor
+
+
+def diff_png(diff_db: np.ndarray) -> bytes:
+    """8-bit PNG: grey 0 = -DIFF_DB, 255 = +DIFF_DB; the top row is the highest bin."""
+    grey = np.rint((diff_db + DIFF_DB) / (2 * DIFF_DB) * 255.0).astype(np.uint8)
+    return encode_png(np.flipud(grey))
+
+
+def lag_of(res: ReportResults, run: RunSummary) -> int:
+    c = res.comparison_for(run.key)
+    return int(c.audio.lag_samples) if c is not None and c.audio is not None else 0
+
+
+def write_assets(
+    res: ReportResults,
+    run: RunSummary,
+    track: tuple[np.ndarray, int],
+    ref: tuple[str, np.ndarray, int] | None,
+    root: Path,
+) -> ClipAssets:
+    """The clip of ``run`` (mono mix, rate) and, given the reference's (key, mono mix, rate), its
+    spectrogram difference."""
+    mono, rate = track
+    name = slug(run.key)
+    clip = mono[: int(CLIP_SECONDS * rate)]
+    out = ClipAssets(clip=f"assets/audio/{name}.clip.wav", clip_seconds=round(clip.size / rate, 4))
+    atomic_write_bytes(root / out.clip, wav_bytes(clip, rate))
+    if ref is None:
+        return out
+    ref_name, ref_mono, ref_rate = ref
+    if ref_rate != rate:
+        return out
+    lag = lag_of(res, run)
+    a, b = aligned(mono, ref_mono, lag)
+    diff, floor = spectrogram_difference(a, b, rate)
+    png = f"assets/audio/{name}.specdiff.png"
+    view = SpectrogramDiff(
+        key=run.key,
+        reference=ref_name,
+        rate=rate,
+        seconds=round(a.size / rate, 4),
+        lag_samples=lag,
+        png=png,
+        hz=[0.0, rate / 2.0],
+        db_range=DIFF_DB,
+        floor_db=round(floor, 3),
+        max_abs_db=round(float(np.abs(diff).max()) if diff.size else 0.0, 3),
+        mean_abs_db=round(float(np.abs(diff).mean()) if diff.size else 0.0, 4),
+    )
+    atomic_write_bytes(root / png, diff_png(diff))
+    out.specdiff = f"assets/audio/{name}.specdiff.json"
+    atomic_write_text(root / out.specdiff, view.model_dump_json(by_alias=True) + "\n")
+    return out
+
+
+def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
+    """``clip:<run>`` and ``specdiff:<run>`` for the first seed's runs; ``res.audio_clips``."""
+    from harness.media import read_audio
+
+    seed = res.primary_seed
+    runs = sorted(
+        (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
+        key=lambda r: r.arm != res.reference_arm,
+    )
+    ref = runs[0] if runs and runs[0].arm == res.reference_arm else None
+    tracks: dict[str, tuple[np.ndarray, int]] = {}
+
+    def track(r: RunSummary) -> tuple[np.ndarray, int]:
+        if r.key not in tracks:
+            data, rate = read_audio(str(r.output))
+            tracks[r.key] = data.mean(axis=0).astype(np.float64), rate
+        return tracks[r.key]
+
+    longest = 0.0
+    for r in runs:
+        against = ref if ref is not None and r is not ref else None
+        key = {
+            "sha256": r.output_sha256,
+            "reference_sha256": against.output_sha256 if against is not None else None,
+            "lag": lag_of(res, r) if against is not None else 0,
+            "clip_seconds": CLIP_SECONDS,
+            "diff_db": DIFF_DB,
+            "dynamic_db": DYNAMIC_DB,
+            "cells": [SPEC_ROWS, SPEC_COLS],
+        }
+        name = f"{r.key}.audio_clip"
+        hit = cache.get(name, "audio_clip", AUDIO_CLIPS_VERSION, key, ClipAssets)
+        if hit is None or not all((root / p).is_file() for p in (hit.clip, hit.specdiff) if p):
+            say(f"audio clip of {r.key}")
+            try:
+                given = (against.key, *track(against)) if against is not None else None
+                hit = write_assets(res, r, track(r), given, root)
+            except HarnessError as err:
+                res.notes.append(f"audio clip: {r.key}: {err}")
+                continue
+            except OSError as err:
+                res.notes.append(f"audio clip: {r.key}: not written ({err.strerror or err})")
+                continue
+            cache.put(name, "audio_clip", AUDIO_CLIPS_VERSION, key, hit)
+        res.assets[f"clip:{r.key}"] = hit.clip
+        if hit.specdiff:
+            res.assets[f"specdiff:{r.key}"] = hit.specdiff
+        longest = max(longest, hit.clip_seconds)
+    if longest:
+        res.audio_clips = ClipSet(
+            seconds=longest,
+            text=(
+                f"the first {CLIP_SECONDS:g} s (at most) of each run's mono mix, 16-bit PCM WAV at the track's "
+                "own rate; spectrogram difference = run minus reference in dB (the run moved back by the lag "
+                f"the audio metrics found), both floored {DYNAMIC_DB:g} dB under the reference's loudest "
+                f"cell, clipped to +-{DIFF_DB:g} dB"
+            ),
+        )

@@ -1,0 +1,252 @@
+"""Where two runs differ, frame by frame: amplified difference images beside the frame grids.
+
+For every run of a seed but the reference, at the grid's frame indices: |run - reference| on the
+frames the pixel metrics were taken on (the lossless copies when both runs wrote one, else the
+decoded mp4), the mean over R, G and B, averaged over each thumbnail pixel's area (the thumbnails'
+size). The raw maps (16-bit PNG, levels x 256) are the costly piece: cached in metrics/ under both
+files' sha256, the indices and the width, so an unchanged pair is never decoded again.
+
+One gain serves the whole campaign, so that every difference image reads on the same scale: the
+largest power of two (1..``MAX_GAIN``) that keeps the 99.5th percentile of the candidates' maps
+under full scale. The amplified images (8-bit grey: a third of a coloured PNG's size, which a
+one-file page feels) and a grey scale bar are written from the raw maps on every analysis (cheap);
+the page shows them through ``COLORMAP`` (``DiffScale.colours``, 0 black). ``FrameGrid.diffs``
+names them and ``ReportResults.frame_diff`` states the gain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from harness.analysis.frames import THUMB_WIDTH, encode_png, slug
+from harness.analysis.model import DiffScale, FrameGrid, ReportResults
+from harness.compare.cache import MetricsCache, media, use_lossless
+from harness.compare.summary import RunSummary
+from harness.errors import HarnessError
+from harness.records import Record
+from harness.store import atomic_write_bytes
+
+DIFFS_VERSION = 1
+MAX_GAIN = 64
+PERCENTILE = 99.5
+COLORMAP = "inferno"
+COLOUR_STOPS = 17
+RAW_SCALE = 256  # raw maps store mean |difference| in 8-bit levels x 256 (sub-level differences kept)
+Progress = Callable[[str], None]
+
+
+class RawDiffs(Record):
+    """metrics/<pair>.diffs.json: the raw difference maps of one pair, and their upper percentile."""
+
+    files: dict[int, str] = Field(default_factory=dict)  # frame index -> 16-bit PNG under metrics/
+    percentile: float = 0.0  # PERCENTILE of every map, in 8-bit levels
+    peak: float = 0.0  # the largest mean |difference| of any thumbnail pixel
+    maps: dict[int, Any] = Field(default_factory=dict, exclude=True)  # just measured (not cached)
+
+
+def full_frames(path: Path, indices: list[int]) -> dict[int, np.ndarray]:
+    """The decoded RGB frames at ``indices`` (full size); stops reading after the last one."""
+    from harness.media import iter_frames
+
+    wanted, last = set(indices), max(indices, default=-1)
+    got: dict[int, np.ndarray] = {}
+    frames = iter_frames(path)
+    try:
+        for i, frame in enumerate(frames):
+            if i in wanted:
+                got[i] = frame
+            if i >= last:
+                break
+    finally:
+        frames.close()
+    return got
+
+
+def difference_map(a: np.ndarray, b: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
+    """Mean |a - b| over the channels (float32, 8-bit levels), area-averaged down to ``width``."""
+    import cv2
+
+    if a.shape != b.shape:
+        raise HarnessError(f"frame sizes differ ({a.shape[1]}x{a.shape[0]} and {b.shape[1]}x{b.shape[0]})")
+    d = np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=2, dtype=np.float32)
+    h, w = d.shape
+    if w > width:
+        d = cv2.resize(d, (width, max(2, int(round(h * width / w)))), interpolation=cv2.INTER_AREA)
+    return d
+
+
+def encode_raw(d: np.ndarray) -> bytes:
+    import cv2
+
+    raw = np.clip(np.rint(d * RAW_SCALE), 0, 65535).astype(np.uint16)
+    ok, buf = cv2.imencode(".png", raw)
+    if not ok:
+        raise ValueError("PNG encoding failed")
+    return buf.tobytes()
+
+
+def decode_raw(path: Path) -> np.ndarray:
+    import cv2
+
+    raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if raw is None:
+        raise HarnessError(f"{path}: cannot read the difference map")
+    return raw.astype(np.float32) / RAW_SCALE
+
+
+def pair_diffs(
+    ref: RunSummary,
+    run: RunSummary,
+    indices: list[int],
+    cache: MetricsCache,
+    ref_frames: dict[str, dict[int, np.ndarray]],
+    say: Progress,
+) -> tuple[RawDiffs, bool]:
+    """(the raw maps of ``run`` against ``ref``, whether both sides are lossless copies); decoded only
+    when the cache misses. ``ref_frames`` keeps the reference's decoded frames (one decode per seed)."""
+    lossless = use_lossless(ref, run)
+    (file_a, sha_a), (file_b, sha_b) = media(ref, lossless), media(run, lossless)
+    name = f"{ref.key}__vs__{run.key}.diffs"
+    key = {"a": sha_a, "b": sha_b, "indices": sorted(indices), "width": THUMB_WIDTH, "scale": RAW_SCALE}
+    entry = cache.path(name)
+    base = entry.parent if entry is not None else None
+    hit = cache.get(name, "frame_diffs", DIFFS_VERSION, key, RawDiffs)
+    if hit is not None and base is not None and all((base / p).is_file() for p in hit.files.values()):
+        return hit, lossless
+    say(f"differences of {run.key}")
+    if file_a not in ref_frames:
+        ref_frames[file_a] = full_frames(Path(file_a), indices)
+    a_frames, b_frames = ref_frames[file_a], full_frames(Path(file_b), indices)
+    out = RawDiffs()
+    maps = []
+    for i in indices:
+        if i in a_frames and i in b_frames:
+            d = difference_map(a_frames[i], b_frames[i])
+            maps.append(d)
+            out.maps[i] = d
+    if maps:
+        flat = np.concatenate([m.ravel() for m in maps])
+        out.percentile = float(np.percentile(flat, PERCENTILE))
+        out.peak = float(flat.max())
+    if base is not None:
+        for i, d in out.maps.items():
+            rel = f"diffs/{slug(run.key)}_f{i:04d}.png"
+            try:
+                atomic_write_bytes(base / rel, encode_raw(d))
+            except OSError:
+                break  # a read-only campaign: kept in memory, not cached
+            out.files[i] = rel
+        if len(out.files) == len(out.maps):
+            cache.put(name, "frame_diffs", DIFFS_VERSION, key, out)
+    return out, lossless
+
+
+def campaign_gain(percentiles: list[float]) -> int:
+    """The largest power of two up to MAX_GAIN with gain x (largest percentile) <= 255."""
+    top = max(percentiles, default=0.0)
+    if top <= 0:
+        return MAX_GAIN
+    return int(min(MAX_GAIN, max(1, 2 ** math.floor(math.log2(255.0 / top)))))
+
+
+def amplified(d: np.ndarray, gain: float) -> np.ndarray:
+    """Grey uint8 of ``d`` (8-bit levels) x ``gain``, clipped at 255."""
+    return np.clip(np.rint(d * gain), 0, 255).astype(np.uint8)
+
+
+def colour_stops(count: int = COLOUR_STOPS) -> list[str]:
+    """COLORMAP at ``count`` evenly spaced grey levels, as '#rrggbb' (the page maps grey through them)."""
+    import cv2
+
+    grey = np.rint(np.linspace(0, 255, count)).astype(np.uint8).reshape(-1, 1)
+    rgb = cv2.cvtColor(cv2.applyColorMap(grey, cv2.COLORMAP_INFERNO), cv2.COLOR_BGR2RGB).reshape(-1, 3)
+    return ["#" + "".join(f"{int(v):02x}" for v in c) for c in rgb]
+
+
+def scale_bar(width: int = 256, height: int = 12) -> np.ndarray:
+    """The grey ramp of the scale, 0 on the left, full scale on the right."""
+    return np.tile(np.rint(np.linspace(0, 255, width)).astype(np.uint8), (height, 1))
+
+
+def measurable(r: RunSummary | None) -> bool:
+    return bool(r is not None and r.ok and r.output and r.output_sha256)
+
+
+def raw_maps(d: RawDiffs, base: Path | None) -> dict[int, np.ndarray]:
+    if d.maps:
+        return d.maps
+    return {i: decode_raw(base / rel) for i, rel in d.files.items()} if base is not None else {}
+
+
+def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
+    """``diff:<run>:<index>`` assets and ``FrameGrid.diffs`` for every grid; ``res.frame_diff``."""
+    pairs: list[tuple[FrameGrid, RunSummary, RawDiffs]] = []
+    lossless: list[bool] = []
+    for grid in res.frame_grids:
+        runs = [res.run(k) for k in grid.columns]
+        ref = next((r for r in runs if r is not None and r.arm == res.reference_arm), None)
+        if not measurable(ref):
+            continue
+        assert ref is not None
+        grid.reference = ref.key
+        ref_frames: dict[str, dict[int, np.ndarray]] = {}
+        for r in runs:
+            if r is None or r is ref or not measurable(r):
+                continue
+            try:
+                d, both_lossless = pair_diffs(ref, r, grid.indices, cache, ref_frames, say)
+            except HarnessError as err:
+                res.notes.append(f"difference images of {r.key}: {err}")
+                continue
+            pairs.append((grid, r, d))
+            lossless.append(both_lossless)
+        ref_frames.clear()
+    if not pairs:
+        return
+    cands = [d.percentile for _, r, d in pairs if r.role == "candidate"]
+    gain = campaign_gain(cands or [d.percentile for _, _, d in pairs])
+    entry = cache.path("diffs")
+    base = entry.parent if entry is not None else None
+    for grid, r, d in pairs:
+        try:
+            maps = raw_maps(d, base)
+        except HarnessError as err:
+            res.notes.append(f"difference images of {r.key}: {err}")
+            continue
+        for i, m in maps.items():
+            rel = f"assets/diff/{slug(r.key)}_f{i:04d}.png"
+            try:
+                atomic_write_bytes(root / rel, encode_png(amplified(m, gain)))
+            except OSError:
+                res.notes.append(f"difference images of {r.key}: not written (read-only campaign)")
+                break
+            grid.diffs.setdefault(r.key, {})[i] = rel
+            res.assets[f"diff:{r.key}:{i}"] = rel
+    scale: str | None = "assets/diff/scale.png"
+    try:
+        atomic_write_bytes(root / str(scale), encode_png(scale_bar()))
+        res.assets["diff_scale"] = str(scale)
+    except OSError:
+        scale = None
+    source = "lossless copies" if all(lossless) else "decoded frames (output.mp4)"
+    res.frame_diff = DiffScale(
+        gain=gain,
+        full_scale=round(255.0 / gain, 4),
+        colormap=COLORMAP,
+        colours=colour_stops(),
+        percentile=PERCENTILE,
+        largest=round(max(d.percentile for _, _, d in pairs), 4),
+        scale=scale,
+        text=(
+            f"|run - reference| on the {source}, mean over R, G and B and over each thumbnail pixel's area, "
+            f"x{gain}: {COLORMAP}, black = 0, the top of the scale = {255.0 / gain:.3g} of 255 levels or more; "
+            f"one gain for the campaign, the largest power of two up to {MAX_GAIN} that keeps the "
+            f"{PERCENTILE:g}th percentile of the candidates' maps under the top"
+        ),
+    )

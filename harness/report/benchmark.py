@@ -1,0 +1,64 @@
+"""benchmark.json: the speed figures of a campaign in github-action-benchmark's custom format, so that
+a CI can chart them over builds (``tool: customSmallerIsBetter``).
+
+One entry per arm and timing: ``{"name": "<arm>: DiT s/step", "unit": "s", "value": mean,
+"range": "± sd", "extra": ...}`` and the same for the pipeline total; the mean and the sample
+standard deviation over the arm's runs (repeats x seeds) as the speed table prints them. ``range``
+is left out below two runs (no spread to give); ``extra`` says how many runs and, for noise-floor
+arms and emulators, that the timing is no baseline. Smaller is better for every entry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from harness.analysis.model import ReportResults
+from harness.records import Record
+from harness.store import atomic_write_text
+
+TIMINGS = (("s_per_step", "DiT s/step", "s"), ("pipeline_total_s", "pipeline total", "s"))
+
+
+class BenchmarkEntry(Record):
+    """One point of github-action-benchmark's custom format."""
+
+    name: str
+    unit: str
+    value: float
+    range: str | None = None
+    extra: str | None = None
+
+
+def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
+    out = []
+    for a in res.arms:
+        for key, what, unit in TIMINGS:
+            s = a.metrics.get(key)
+            if s is None or s.n == 0 or s.mean is None:
+                continue
+            extra = f"mean over {s.n} run(s) (repeats x seeds) of {res.scenario_name}/{res.campaign_id}"
+            extra += f"; {a.role}" if a.role != "candidate" else ""
+            if not a.timing_baseline:
+                extra += f"; {a.timing_label}"
+            out.append(
+                BenchmarkEntry(
+                    name=f"{a.arm}: {what}",
+                    unit=unit,
+                    value=round(s.mean, 6),
+                    range=f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None,
+                    extra=extra,
+                )
+            )
+    return out
+
+
+def benchmark_json(res: ReportResults) -> str:
+    entries = TypeAdapter(list[BenchmarkEntry]).dump_json(benchmark_entries(res), indent=2, exclude_none=True)
+    return entries.decode() + "\n"
+
+
+def write_benchmark(res: ReportResults, path: Path) -> Path:
+    atomic_write_text(Path(path), benchmark_json(res))
+    return Path(path)

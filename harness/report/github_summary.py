@@ -1,0 +1,169 @@
+"""The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): GitHub-flavoured markdown that opens with the
+verdicts, under GitHub's limit of 1 MiB per step.
+
+In order: a table of the candidates (verdict word, error ratio to the floor, both speed-ups with
+their intervals, attention), report.md's summary lines, the figures and pages by name (relative
+links into an uploaded artifact cannot be known, so they are named "in the artifact", and the run's
+page is linked when its address is given), then pr.md's tables folded. Nothing is inlined: no image
+travels in the summary. Each part goes in only while the whole stays within the budget (GitHub's
+limit less what the step's summary already holds); a part that does not fit is named as left out,
+and a verdict table too long for the budget is cut with a line saying how many rows are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.analysis.model import ReportResults
+from harness.report.render import ReportPaths, load_results
+from harness.report.review import ratio_line, readings, speed_cell
+from harness.report.summary import summary_lines
+from harness.text_table import md_escape, md_text
+
+SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
+MARKS = {
+    "within": "🟢",
+    "outside": "🔴",
+    "inconclusive": "🟡",
+    "incomplete": "🟡",
+    "invalid": "⛔",
+    "not run": "⚪",
+}
+
+
+def size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def verdict_rows(res: ReportResults) -> list[str]:
+    attention = {v.arm: v.attention_ok for v in res.verdicts}
+    rows = []
+    for r in readings(res):
+        ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
+        word = f"{MARKS.get(r.word, '')} **{r.word}**".strip()
+        base = " (accepted baseline)" if r.baseline else ""
+        cells = [f"{md_escape(r.arm)}{base}", word, md_text(ratio_line(r)), md_text(speed_cell(r.step)),
+                 md_text(speed_cell(r.total)), ok]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+HEAD = "| candidate | verdict | error vs the noise floor | DiT s/step speed-up | pipeline total speed-up | attention |"
+
+
+def github_summary(
+    res: ReportResults,
+    *,
+    pr_text: str = "",
+    files: Sequence[str] = (),
+    run_url: str | None = None,
+    budget: int = SUMMARY_LIMIT,
+) -> str:
+    """The summary of ``res`` in at most ``budget`` bytes. ``files``: the page and figures by their
+    names in the campaign folder; ``run_url``: the CI run's page, where the artifacts are."""
+    title = f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}: attention A/B\n\n"
+    lead = (
+        f"Reference {md_escape(res.reference_arm or 'none')}, noise floor "
+        f"{md_escape(', '.join(res.noise_floor_arms) or 'none')}, seeds {', '.join(map(str, res.seeds)) or 'n/a'}; "
+        f"speed-up = reference time / arm time (above 1x = faster).\n\n"
+    )
+    names = ("summary lines", "file list", "pr.md tables")
+    reserve = size(left_out_note(names, budget))  # room kept for the line naming what was left out
+    rows = verdict_rows(res)
+    table = HEAD + "\n" + "|---" * 6 + "|\n"
+    out = title + lead
+    closing = "\n"
+    for i, row in enumerate(rows):
+        cut = f"\n_{len(rows) - i} more candidate(s) left out: the summary's {budget} bytes are spent; see report.md._\n"
+        if size(out + table + row + "\n" + cut + closing) + reserve > budget:
+            table += cut
+            break
+        table += row + "\n"
+    if not rows:
+        table = "_No candidate arm in this campaign._\n"
+    out += table + closing
+    where = f"[the run's page]({run_url})" if run_url else "the workflow run's artifacts"
+    parts = [
+        "\n".join(f"- {md_text(line)}" for line in summary_lines(res)[1:]) + "\n\n",
+        (
+            f"The page, figures and tables are files in the artifact (see {where}): "
+            + ", ".join(f"`{md_escape(f)}`" for f in files)
+            + ".\n\n"
+            if files
+            else ""
+        ),
+        f"<details><summary>pr.md: the pull request's tables</summary>\n\n{pr_text}\n</details>\n"
+        if pr_text
+        else "",
+    ]
+    left_out: list[str] = []
+    for name, part in zip(names, parts, strict=True):
+        if not part:
+            continue
+        if size(out + part) + reserve <= budget:
+            out += part
+        else:
+            left_out.append(name)
+    return out + (left_out_note(left_out, budget) if left_out else "")
+
+
+def left_out_note(names: Sequence[str], budget: int) -> str:
+    return f"\n_Left out to stay under {budget} bytes: {', '.join(names)} (see report.md in the artifact)._\n"
+
+
+def write_github_summary(text: str, target: Path, *, append: bool) -> Path:
+    """Append ``text`` to ``target`` ($GITHUB_STEP_SUMMARY) or write it there."""
+    target = Path(target)
+    with open(target, "a" if append else "w", encoding="utf-8") as fh:
+        fh.write(text if not append or target.stat().st_size == 0 else "\n" + text)
+    return target
+
+
+def summary_budget(target: Path, append: bool) -> int:
+    """What is left of GitHub's limit in ``target`` (the step's summary so far counts when appending)."""
+    try:
+        used = Path(target).stat().st_size if append else 0
+    except OSError:
+        used = 0
+    return max(0, SUMMARY_LIMIT - used - 1)
+
+
+def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: str | None = None) -> Path:
+    """The summary of the report at ``paths`` written to ``target`` (appended: a step's
+    $GITHUB_STEP_SUMMARY), within what is left of GitHub's limit there."""
+    res = load_results(paths.results_json)
+    root = paths.index_html.parent
+    named = [paths.index_html, paths.report_md, paths.pr_md, paths.results_json, paths.benchmark_json,
+             *paths.figures.values()]  # fmt: skip
+    files = []
+    for p in named:
+        if p is not None and Path(p).is_file():
+            try:
+                files.append(Path(p).resolve().relative_to(root.resolve()).as_posix())
+            except ValueError:
+                files.append(Path(p).name)
+    pr_text = paths.pr_md.read_text() if paths.pr_md is not None and paths.pr_md.is_file() else ""
+    text = github_summary(
+        res, pr_text=pr_text, files=files, run_url=run_url, budget=summary_budget(target, append)
+    )
+    return write_github_summary(text, target, append=append)
+
+
+FALLBACK = "github-summary.md"
+
+
+def summary_target(flag: bool | None, env: dict[str, str], out_dir: Path) -> tuple[Path | None, bool]:
+    """(where the summary goes, append?) for ``harness report``: ``flag`` True appends it to
+    $GITHUB_STEP_SUMMARY when that is set, else writes ``out_dir``/github-summary.md; None (no flag)
+    appends it when $GITHUB_STEP_SUMMARY is set and writes nothing otherwise; False never writes."""
+    step = env.get("GITHUB_STEP_SUMMARY") or ""
+    if flag is False or (flag is None and not step):
+        return None, False
+    return (Path(step), True) if step else (Path(out_dir) / FALLBACK, False)
+
+
+def run_url(env: dict[str, str]) -> str | None:
+    """The CI run's page from GitHub's variables, where the artifacts are listed."""
+    parts = [env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}" if all(parts) else None

@@ -1,0 +1,166 @@
+"""The review at the top of the page (report.review), the speed figures for github-action-benchmark
+(report.benchmark) and the CI job summary (report.github_summary, `harness report --github-summary`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+from cli_testutil import harness
+
+from harness.analysis.model import SpeedTest, Verdict
+from harness.compare.significance import compare_samples
+from harness.report.benchmark import BenchmarkEntry, benchmark_entries
+from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
+from harness.report.render import load_results
+from harness.report.review import floor_points, readings, speed_terms, verdict_terms
+
+CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools
+
+
+@pytest.fixture(scope="module")
+def res(single_report):
+    return load_results(single_report.paths.results_json)
+
+
+def test_every_candidate_has_its_word(res):
+    words = {r.arm: r.word for r in readings(res)}
+    # sage_far fell back 3 times: its attention is invalid, whatever its error
+    assert words == {
+        "sage_close": "within",
+        "sage_far": "invalid",
+        "broken": "not run",
+        "sage_triton": "not run",
+    }
+    far = next(r for r in readings(res) if r.arm == "sage_far")
+    v = next(v for v in res.verdicts if v.arm == "sage_far")
+    worst = max((c for c in v.energy if c.judged), key=lambda c: c.ratio)
+    assert far.ratio.value == worst.ratio and far.ratio.ci is None  # one seed: no interval
+    assert far.ratio_what == f"{worst.label} / the floor's"
+    assert far.step.value == pytest.approx(2.0) and far.step.word == "too few runs"  # 1.0 s -> 0.5 s, one run
+
+
+def test_the_issue_21_fields_are_read_where_results_json_has_them(res):
+    class Issue21Verdict(Verdict):  # the verdict stage's names (issue 21)
+        word: str
+        ratio: float
+        ratio_ci: list[float]
+
+    v = next(v for v in res.verdicts if v.arm == "sage_far")
+    newer = Issue21Verdict(**v.model_dump(), word="inconclusive", ratio=3.0, ratio_ci=[1.5, 6.0])
+    word, ratio, _ = verdict_terms(res, newer)
+    assert (word, ratio.value, ratio.ci, ratio.ci_what) == ("inconclusive", 3.0, (1.5, 6.0), "95 % CI")
+
+    class Issue21Speed(SpeedTest):
+        speedup: float
+        speedup_ci: list[float]
+        word: str
+
+    t = Issue21Speed(outcome="faster", mean_a=1.0, mean_b=0.5, speedup=2.0, speedup_ci=[1.8, 2.2],
+                     word="faster")  # fmt: skip
+    assert speed_terms(t).ci == (1.8, 2.2) and speed_terms(t).word == "faster"
+
+
+def test_the_speed_up_interval_covers_the_ratio_of_means():
+    rng = [1.00, 1.02, 0.98, 1.01, 0.99, 1.00]
+    t = compare_samples(rng, [x / 1.25 for x in rng], what="DiT s/step")
+    terms = speed_terms(t)
+    assert terms.value == pytest.approx(1.25) and terms.word == "faster"
+    lo, hi = terms.ci
+    assert lo < 1.25 < hi and hi / lo < 1.05  # six runs a side, 1 % spread: a narrow interval
+    # the delta method on the log ratio: half-width t(0.975, df) * sqrt(cv_a^2/n_a + cv_b^2/n_b)
+    cv = statistics.stdev(rng) / statistics.fmean(rng)
+    assert math.log(hi / lo) / 2 == pytest.approx(2.2281 * math.sqrt(2 * cv * cv / 6), rel=1e-3)  # df = 10
+    assert speed_terms(SpeedTest()).word == "no timing"
+    same = speed_terms(compare_samples([1.0, 1.0], [1.0, 1.0]))
+    assert same.ci == (1.0, 1.0)
+
+
+def test_the_floor_runs_sit_at_their_own_ratio(res):
+    [pt] = floor_points(res)
+    assert pt.arm == "torch_sdpa_kv_reversed" and pt.metric == "video_mse"
+    assert pt.ratio == pytest.approx(1.0)  # the only floor run is the floor
+
+
+def test_benchmark_export_is_github_action_benchmarks_custom_format(single_report, res):
+    data = json.loads(single_report.paths.benchmark_json.read_text())
+    assert isinstance(data, list) and data
+    for entry in data:
+        assert set(entry) <= CUSTOM_FORMAT_KEYS and {"name", "unit", "value"} <= set(entry)
+        assert isinstance(entry["value"], float) and isinstance(entry["name"], str)
+    names = [e["name"] for e in data]
+    assert len(names) == len(set(names))
+    step = {e["name"]: e for e in data}["sage_far: DiT s/step"]
+    assert (
+        step["value"] == pytest.approx(res.arm("sage_far").metrics["s_per_step"].mean) and step["unit"] == "s"
+    )
+    assert "range" not in step  # one run: no spread to give
+    assert "broken: DiT s/step" not in names  # a failed arm has no timing
+
+
+def test_benchmark_range_is_the_runs_spread(repeats_report):
+    res = load_results(repeats_report.paths.results_json)
+    entries = {e.name: e for e in benchmark_entries(res)}
+    fast = res.arm("fast").metrics["s_per_step"]
+    e = entries["fast: DiT s/step"]
+    assert fast.n == 6 and e.value == pytest.approx(fast.mean) and e.range == f"± {fast.std:.6g}"
+    assert "not a timing baseline" in entries["nf_reversed: DiT s/step"].extra
+    assert BenchmarkEntry.model_validate(e.model_dump()) == e
+
+
+def test_the_summary_opens_with_the_verdicts_and_inlines_no_image(single_report, res):
+    text = github_summary(res, pr_text=single_report.paths.pr_md.read_text(), files=["index.html"])
+    lines = text.splitlines()
+    assert lines[0] == "## tiny / c1: attention A/B"
+    table = lines.index(next(ln for ln in lines if ln.startswith("| candidate | verdict |")))
+    assert table <= 4 and lines[table + 2].startswith("| sage_close | 🟢 **within** |")
+    assert "| sage_far | ⛔ **invalid** |" in text and "| broken | ⚪ **not run** |" in text
+    assert "data:" not in text and "![" not in text and "`index.html`" in text and "in the artifact" in text
+    assert "<details><summary>pr.md" in text and len(text.encode()) < SUMMARY_LIMIT
+
+
+def test_the_summary_of_a_big_campaign_stays_under_githubs_limit(res):
+    many = res.model_copy(deep=True)
+    v = next(v for v in res.verdicts if v.arm == "sage_far")
+    many.verdicts = [v.model_copy(update={"arm": f"cand_{i:05d}_" + "x" * 200}) for i in range(6000)]
+    text = github_summary(many, pr_text="| a | b |\n" * 200_000, files=["index.html"] * 10)
+    size = len(text.encode())
+    assert 0.9 * SUMMARY_LIMIT < size <= SUMMARY_LIMIT
+    assert text.startswith("## tiny / c1") and "more candidate(s) left out" in text
+    assert "Left out to stay under" in text and "pr.md tables" in text
+    small = github_summary(many, budget=20_000)
+    assert len(small.encode()) <= 20_000 and "| cand_00000_" in small
+
+
+def test_where_the_summary_goes(tmp_path):
+    step = str(tmp_path / "step.md")
+    assert summary_target(None, {}, tmp_path) == (None, False)
+    assert summary_target(None, {"GITHUB_STEP_SUMMARY": step}, tmp_path) == (tmp_path / "step.md", True)
+    assert summary_target(True, {}, tmp_path) == (tmp_path / "github-summary.md", False)
+    assert summary_target(False, {"GITHUB_STEP_SUMMARY": step}, tmp_path) == (None, False)
+    env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}
+    assert run_url(env) == "https://github.com/o/r/actions/runs/7" and run_url({}) is None
+
+
+def test_harness_report_appends_the_summary_to_the_steps_file(single_report, tmp_path):
+    camp = single_report.campaign.path
+    step = tmp_path / "step_summary.md"
+    step.write_text("earlier step output\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("GITHUB_")}
+    env |= {"GITHUB_STEP_SUMMARY": str(step), "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}  # fmt: skip
+    out = harness("report", camp, "--github-summary", env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"job summary: {step} (appended)" in out.stdout
+    text = step.read_text()
+    assert text.startswith("earlier step output\n\n## tiny / c1: attention A/B")
+    assert "[the run's page](https://github.com/o/r/actions/runs/7)" in text
+    env.pop("GITHUB_STEP_SUMMARY")
+    out = harness("report", camp, "--github-summary", env=env)
+    written = camp / "github-summary.md"
+    assert f"job summary: {written}" in out.stdout and written.read_text().startswith("## tiny / c1")
+    written.unlink()
+    out = harness("report", camp, env=env)  # no flag, no variable: no summary
+    assert "job summary" not in out.stdout and not written.exists()
