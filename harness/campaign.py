@@ -10,6 +10,8 @@ The library API behind `harness run` (the CLI only parses options and shows prog
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from harness.store import (
     CampaignLock,
     CampaignRecord,
     RunDir,
+    WriteError,
     move_aside,
     sha256_file,
     utcnow,
@@ -122,9 +125,13 @@ def lock_campaign(campaign: CampaignDir) -> CampaignLock:
     """Create the campaign folder and take its lock (CampaignLocked, exit 2, when another run has it)."""
     try:
         campaign.path.mkdir(parents=True, exist_ok=True)
+        return CampaignLock(campaign).acquire()
+    except WriteError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # no space: a run failure (exit 3), the place itself is fine
+        raise UsageError(f"--out: {err}") from None  # read-only or not ours: the place --out names
     except OSError as err:
         raise UsageError(f"--out: cannot create {campaign.path} ({err.strerror})") from None
-    return CampaignLock(campaign).acquire()
 
 
 def refresh_arms(campaign: CampaignDir, record: CampaignRecord, keys: Sequence[str]) -> None:
@@ -277,8 +284,11 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
                     break
     except KeyboardInterrupt:
         outcome.interrupted = True
-    finally:
-        refresh_arms(campaign, record, keys)
+    except BaseException:
+        with contextlib.suppress(WriteError):  # a full disk: the first failure is the one to name
+            refresh_arms(campaign, record, keys)
+        raise
+    refresh_arms(campaign, record, keys)
     outcome.records = _read_records(campaign, keys, outcome)
 
 

@@ -20,7 +20,7 @@ import io
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +34,7 @@ from harness.compare.significance import (
     welch_p_value,
 )
 from harness.errors import HarnessError
+from harness.input_files import MAX_JSON_BYTES, read_input_text
 from harness.records import steady_steps
 from harness.store import atomic_write_text
 
@@ -108,12 +109,20 @@ def _verdict(v: dict | None) -> str:
 
 
 def _rows(path: Path) -> list[dict]:
+    text = read_input_text(path, "results.json", max_bytes=MAX_JSON_BYTES)
     try:
-        res = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        res = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
         raise HarnessError(f"{path}: not a readable results.json ({err})", exit_code=2) from None
-    if not isinstance(res, dict) or "runs" not in res or "campaign_id" not in res:
+    if not isinstance(res, dict) or not isinstance(res.get("runs"), list) or "campaign_id" not in res:
         raise HarnessError(f"{path}: not a harness results.json (no campaign_id/runs)", exit_code=2)
+    try:
+        return _rows_of(path, res)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a hand-edited or truncated record
+        raise HarnessError(f"{path}: not a harness results.json ({type(err).__name__}: {err})") from None
+
+
+def _rows_of(path: Path, res: dict) -> list[dict]:
     env = res.get("env") or {}
     gpu = _gpu(env)
     if gpu == "cpu":
@@ -159,7 +168,19 @@ def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
     paths = find_results(dirs)
     if not paths:
         raise HarnessError(f"no {RESULTS_JSON} under {', '.join(map(str, dirs))}", exit_code=2)
-    df = pd.DataFrame([row for p in paths for row in _rows(p)])
+    rows, skipped = [], []
+    for p in paths:  # one damaged file is named and left out; it never hides the others
+        try:
+            rows.extend(_rows(p))
+        except HarnessError as err:
+            skipped.append(f"skipped: {err}")
+    if not rows:
+        first = skipped[0] if skipped else f"no run in {len(paths)} {RESULTS_JSON}"
+        raise HarnessError(
+            f"no readable {RESULTS_JSON} under {', '.join(map(str, dirs))} ({first})", exit_code=3
+        )
+    df = pd.DataFrame(rows)
+    df.attrs["skipped"] = skipped
     df["date"] = pd.to_datetime(df["date"], utc=True, errors="coerce")
     df = df.sort_values(["date", "campaign_path", "arm", "seed"], kind="stable").reset_index(drop=True)
     order = df.drop_duplicates("campaign_path")["campaign_path"].tolist()
@@ -410,6 +431,7 @@ class HistoryOutcome:
     regressions: list[str]  # the newest campaign's moves the bad way (``gate_regressions``)
     csv_path: Path
     html_path: Path
+    skipped: list[str] = field(default_factory=list)  # results.json files that could not be read
 
 
 def build_history(dirs: Iterable[Path], out_dir: Path, *, last: int = 5) -> HistoryOutcome:
@@ -431,6 +453,7 @@ def build_history(dirs: Iterable[Path], out_dir: Path, *, last: int = 5) -> Hist
         regressions=gate_regressions(df, moves),
         csv_path=csv_path,
         html_path=html_path,
+        skipped=list(df.attrs.get("skipped", [])),
     )
 
 

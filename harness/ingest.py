@@ -17,6 +17,7 @@ the field (exit 2), and the campaign is left as it was. A manifest (YAML) does s
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -28,8 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.errors import HarnessError
+from harness.input_files import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_YAML_BYTES, read_input_text
 from harness.media import MediaInfo, check_file, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord, role_rank
+from harness.safe_write import check_writable_dir
 from harness.scenario import SafeName, Seed, check_seed
 from harness.store import (
     OUTPUT_MP4,
@@ -117,7 +120,7 @@ class Prepared:
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(check_file(path, "config JSON").read_text())
+        data = json.loads(read_input_text(path, "config JSON", max_bytes=MAX_JSON_BYTES))
     except json.JSONDecodeError as err:
         raise bad(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, dict):
@@ -125,14 +128,28 @@ def _read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def _timing(arm: IngestArm) -> TimingRecord | None:
+def _world_size(config: dict[str, Any] | None) -> int | None:
+    """Ranks of the run by its config's ``parallel`` sizes (None: not said)."""
+    par = (config or {}).get("parallel")
+    if not isinstance(par, dict):
+        return None
+    sizes = [v for k, v in par.items() if k.endswith("_p_size") and isinstance(v, int) and v > 0]
+    return math.prod(sizes) if sizes else None
+
+
+def _timing(arm: IngestArm, config: dict[str, Any] | None = None) -> TimingRecord | None:
     if not arm.logs:
         return None
     texts: dict[str, str] = {}
     for log in arm.logs:
-        p = check_file(log, "log")
-        texts[f"{len(texts)}:{p.name}"] = p.read_text(errors="replace")
-    timing = parse_lightx2v_logs(texts)
+        if str(log) in texts:
+            raise bad(f"{log}: log given twice for arm {arm.name!r}")
+        texts[str(log)] = read_input_text(log, "log", max_bytes=MAX_LOG_BYTES)
+    # Implausible values (a stray rank, a cost of 1e400 s) and a step count other than the
+    # config's are one line naming the file (and line): exit 2, nothing written.
+    timing = parse_lightx2v_logs(
+        texts, world_size=_world_size(config), infer_steps=(config or {}).get("infer_steps")
+    )
     if not timing.steps:
         names = ", ".join(str(p) for p in arm.logs)
         raise bad(
@@ -166,7 +183,7 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     if not attn_type:
         where = f"{arm.config} has no attn_type" if arm.config else "no config JSON given"
         raise bad(f"arm {arm.name!r}: attention type not given (--attn-type) and {where}")
-    timing = _timing(arm)
+    timing = _timing(arm, config)
     spec = RunSpec(
         scenario=scenario,
         runner=RUNNER,
@@ -375,6 +392,7 @@ def ingest(
             "by its seed (ingest the campaign again with all its seeds, or --force them)"
         )
     result = IngestResult(campaign=str(camp.path))
+    check_writable_dir(camp.path, "campaign")  # read-only or not ours: exit 2, nothing written
     camp.runs_dir.mkdir(parents=True, exist_ok=True)
     for p in prepared:
         p.spec.multi_seed = multi
@@ -427,12 +445,7 @@ def load_manifest(path: Path) -> IngestManifest:
     from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise bad(f"{p}: manifest not found") from None
-    except (OSError, UnicodeDecodeError) as err:  # a folder, no permission, not text
-        raise bad(f"{p}: cannot read the manifest ({getattr(err, 'strerror', None) or err})") from None
+    text = read_input_text(p, "manifest", max_bytes=MAX_YAML_BYTES, allow_empty=True)
     try:
         data, node = load_yaml(text)
     except YamlProblem as err:
@@ -448,6 +461,14 @@ def load_manifest(path: Path) -> IngestManifest:
         raise bad(f"{p}:{line}: {format_loc(loc)}: {first['msg']}") from None
     base = p.parent
     man.campaign = _resolve(base, man.campaign)  # type: ignore[assignment]
+    here = Path.cwd().resolve()
+    target = man.campaign.resolve()
+    if target != here and here not in target.parents:
+        line = line_for(line_map(node), ("campaign",)) if node is not None else 1
+        raise bad(
+            f"{p}:{line}: campaign: {man.campaign} is outside the current folder {here} (a manifest writes "
+            "only below where harness runs; run it from a folder above the campaign)"
+        )
     for arm in man.arms:
         arm.mp4 = _resolve(base, arm.mp4)  # type: ignore[assignment]
         arm.logs = [_resolve(base, x) for x in arm.logs]  # type: ignore[misc]

@@ -19,6 +19,8 @@ import av
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.input_files import check_input
+from harness.pixel_formats import to_rgb
 
 AUDIO_CHUNK = 1024  # samples per AAC frame
 
@@ -34,21 +36,16 @@ class MediaInfo:
     audio_rate: int | None
     audio_channels: int | None
     size_bytes: int
+    pix_fmt: str | None = None  # as the decoder gives it (yuv420p, yuv420p10le, ...)
 
 
 def check_file(path: str | os.PathLike, what: str = "file") -> Path:
-    """``path`` as a Path when it is a non-empty regular file; else one line naming it (exit 2)."""
-    p = Path(path)
-    if not p.exists():
-        raise HarnessError(f"{p}: {what} not found")
-    if not p.is_file():
-        raise HarnessError(f"{p}: {what} is not a regular file")
-    if p.stat().st_size == 0:
-        raise HarnessError(f"{p}: {what} is empty (0 bytes)")
-    return p
+    """``path`` as a Path when it is a readable, non-empty regular file; else one line naming it (exit 2)."""
+    return check_input(path, what)
 
 
-def _open(path: str | os.PathLike) -> av.container.InputContainer:
+def open_media(path: str | os.PathLike) -> av.container.InputContainer:
+    """A media file opened for reading by PyAV; missing, empty or not media: one HarnessError line."""
     p = check_file(path)
     try:
         return av.open(str(p), mode="r")
@@ -68,7 +65,7 @@ def _video_stream(container: av.container.InputContainer, p: Path) -> av.video.s
 
 def _count_packets(path: Path) -> int:
     """Frame count by demuxing (no decoding) when the container does not store it."""
-    with _open(path) as c:
+    with open_media(path) as c:
         s = _video_stream(c, path)
         return sum(1 for pkt in c.demux(s) if pkt.size)
 
@@ -76,7 +73,7 @@ def _count_packets(path: Path) -> int:
 def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
     p = check_file(path)
-    with _open(p) as c:
+    with open_media(p) as c:
         vs = _video_stream(c, p)
         cc = vs.codec_context
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate
@@ -98,6 +95,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
             audio_rate=int(aud.codec_context.sample_rate) if aud is not None else None,
             audio_channels=int(aud.codec_context.channels) if aud is not None else None,
             size_bytes=p.stat().st_size,
+            pix_fmt=cc.format.name if cc.format is not None else None,
         )
     if frames <= 0:
         frames = _count_packets(p)
@@ -109,7 +107,8 @@ def probe(path: str | os.PathLike) -> MediaInfo:
 def iter_frames(
     path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
 ) -> Iterator[np.ndarray]:
-    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time.
+    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time, by the one conversion of
+    ``pixel_formats`` (every pixel format and bit depth; an unknown one is refused in a line).
 
     ``threads``: True lets FFmpeg pick (frame + slice threads, as many as cores), False or 1
     decodes on the calling thread only, N > 1 uses N threads. ``strict``: a decode error, or
@@ -117,7 +116,7 @@ def iter_frames(
     otherwise ends early without a word).
     """
     for frame in iter_video_frames(path, threads=threads, strict=strict):
-        yield frame.to_ndarray(format="rgb24")
+        yield to_rgb(frame, path)
 
 
 def iter_video_frames(
@@ -125,11 +124,11 @@ def iter_video_frames(
 ) -> Iterator[av.VideoFrame]:
     """``iter_frames`` before the colour conversion: PyAV frames as decoded (YUV).
 
-    ``frame.to_ndarray(format="rgb24")`` gives what ``iter_frames`` yields (libswscale,
-    PyAV's defaults: the convention of every RGB metric here).
+    ``pixel_formats.to_rgb(frame)`` gives what ``iter_frames`` yields (for yuv420p that is
+    ``frame.to_ndarray(format="rgb24")``, libswscale with PyAV's defaults).
     """
     p = check_file(path)
-    container = _open(p)
+    container = open_media(p)
     try:
         vs = _video_stream(container, p)
         count = 0 if threads is True else 1 if threads is False else int(threads)
@@ -176,7 +175,7 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
             raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
         return np.ascontiguousarray(data.T), int(rate)
-    with _open(p) as c:
+    with open_media(p) as c:
         if not c.streams.audio:
             raise HarnessError(f"{p}: no audio track")
         ast = c.streams.audio[0]
@@ -206,7 +205,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
             raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
         return
-    with _open(p) as c:
+    with open_media(p) as c:
         if not c.streams.audio:
             raise HarnessError(f"{p}: no audio track")
         ast = c.streams.audio[0]

@@ -13,11 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import CampaignLocked, HarnessError
+from harness.input_files import MAX_JSON_BYTES, read_input_bytes
 from harness.records import (
     AttnCallsRecord,
     Record,
@@ -35,6 +35,9 @@ from harness.records import (
     check_schema,
     role_rank,
 )
+from harness.safe_write import WriteError, atomic_write_text
+from harness.safe_write import atomic_write_bytes as atomic_write_bytes  # re-exported: the one write path
+from harness.safe_write import atomic_write_json as atomic_write_json
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -53,44 +56,6 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _create_temp_beside(path: Path) -> tuple[int, Path]:
-    """A new temp file next to ``path``, created with mode 0666 less the umask (as open() would)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file.
-
-    The file gets the user's umask like any other new file (0644 under umask 022).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
 def write_record(path: Path, record: BaseModel) -> None:
     atomic_write_text(path, record.model_dump_json(indent=2, by_alias=True) + "\n")
 
@@ -99,10 +64,7 @@ def read_record(path: Path, model: type[R]) -> R:
     """A record file read into ``model``: its schema id checked (an older version migrated, or
     refused, a newer one refused: ``records.check_schema``); any problem is one HarnessError line."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise HarnessError(f"{path}: file not found") from None
+    raw = read_input_bytes(path, "file", max_bytes=MAX_JSON_BYTES, allow_empty=True)
     try:
         data = json.loads(raw)
     except ValueError as err:
@@ -242,7 +204,24 @@ class RunDir:
         return None
 
     def write(self, record: RunRecord) -> None:
-        write_record(self.run_json, record)
+        """run.json replaced by ``record``. When that fails (disk full, read-only) after the run
+        was recorded as running, the stale record is removed: no arm stays "running" for a run
+        that ended, and the next ``harness run`` runs it again."""
+        try:
+            write_record(self.run_json, record)
+        except WriteError as err:
+            if record.status != RunStatus.running:
+                stale = self.record_or_none()
+                if stale is not None and stale.status == RunStatus.running:
+                    try:
+                        self.run_json.unlink()
+                        err.message += (
+                            f"; the run ended {record.status.value}, and its run.json, which still said running, "
+                            "was removed (the next harness run runs it again)"
+                        )
+                    except OSError:
+                        pass
+            raise
 
     def timing(self) -> TimingRecord | None:
         p = self.path / TIMING_JSON
@@ -407,6 +386,28 @@ def lock_holder(campaign: CampaignDir) -> LockHolder | None:
         os.close(fd)
 
 
+def wait_for_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None]) -> LockHolder | None:
+    """Return at once when nobody holds the campaign's lock; else call ``on_wait`` with the holder
+    and block until it lets go (Ctrl-C stops waiting). Takes nothing: the lock is free on return.
+    Returns the holder waited for (None: none)."""
+    import fcntl
+
+    holder = lock_holder(campaign)
+    if holder is None:
+        return None
+    on_wait(holder)
+    try:
+        fd = os.open(campaign.lock_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return holder  # the file went with its holder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # blocks while `harness run` holds LOCK_EX
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return holder
+
+
 class CampaignLock:
     """An OS lock (flock) on ``<campaign>/campaign.lock``, held for a whole ``harness run``.
 
@@ -426,7 +427,10 @@ class CampaignLock:
         import fcntl
 
         path = self.campaign.lock_file
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError as err:
+            raise WriteError(path, err, "cannot create the lock file") from None
         deadline = time.monotonic() + self.RETRY_S
         while True:
             try:
@@ -453,9 +457,14 @@ class CampaignLock:
             "started_at": utcnow(),
             "command": " ".join(sys.argv),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as err:  # a full disk: the run could record nothing either
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise WriteError(path, err, "cannot write the lock file") from None
         self.fd = fd
         return self
 

@@ -3,6 +3,10 @@ error, and the line of every field, so that a problem names file, line and field
 
 PyYAML keeps the last of two equal keys in a mapping without a word; a typo'd copy of a block
 would then silently replace the first. ``load_yaml`` refuses that and names both lines.
+
+Aliases are bounded: a document whose aliases would expand to more than ``MAX_ALIAS_NODES``
+nodes beyond its own (the "billion laughs"), or that contains itself, is refused before
+anything is built from it; ``line_map`` visits every node once, never through an alias again.
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ class YamlProblem(Exception):
         self.message = message
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+MAX_ALIAS_NODES = 100_000  # nodes an alias may add by repeating its anchor (a merge base x arms: far less)
+
+
+class _UniqueKeys:
+    """A constructor mixin: a key given twice in one mapping is a YamlProblem naming both lines."""
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
         for key_node, _ in node.value:
@@ -37,18 +46,34 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if seen:
                 raise YamlProblem(line, f"duplicate key {key!r} (first given on line {first_line[key]})")
             first_line[key] = line
-        return super().construct_mapping(node, deep=deep)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
+    """PyYAML's own parser: slower, and its messages name the character at fault."""
+
+
+class _FastLoader(_UniqueKeys, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):
+    """libyaml's parser (events only: ``compose_events`` builds the nodes) with PyYAML's constructor."""
+
+
+MAX_DEPTH = 100  # collections inside collections; a scenario needs 4 or 5
 
 
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
-    """The document and its node tree (for line numbers); raises YamlProblem, never YAMLError."""
-    try:
-        loader = _UniqueKeyLoader(text)
+    """The document and its node tree (for line numbers); raises YamlProblem, never YAMLError.
+
+    libyaml's parser gives the events where PyYAML was built with it (several times faster on a
+    large scenario), composed here without recursion and at most ``MAX_DEPTH`` deep; a document
+    it refuses is parsed again by PyYAML's own parser, whose messages name the character at fault.
+    """
+    if yaml.__with_libyaml__:
         try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
+            return _load(text, fast=True)
+        except yaml.YAMLError:
+            pass
+    try:
+        return _load(text, fast=False)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or str(err)
@@ -56,24 +81,155 @@ def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
             mark.line + 1 if mark else None, f"not valid YAML: {' '.join(problem.split())}"
         ) from None
     except RecursionError:
-        raise YamlProblem(None, "not valid YAML: nested too deeply") from None
+        raise YamlProblem(None, f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+
+
+def _load(text: str, *, fast: bool) -> tuple[Any, yaml.Node | None]:
+    loader = _FastLoader(text) if fast else _UniqueKeyLoader(text)
+    try:
+        node = compose_events(loader) if fast else loader.get_single_node()
+        if node is not None:
+            check_aliases(node)
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
     return data, node
 
 
+def compose_events(loader: Any) -> yaml.Node | None:
+    """The single document's node tree from ``loader``'s events, as PyYAML's Composer builds it,
+    with an explicit stack (libyaml's own composer recurses in C: a deep document crashes it)."""
+    loader.get_event()  # stream start
+    if loader.check_event(yaml.StreamEndEvent):
+        loader.get_event()
+        return None
+    loader.get_event()  # document start
+    anchors: dict[str, yaml.Node] = {}
+    stack: list[list[Any]] = []  # [collection node, mapping key waiting for its value]
+    root: yaml.Node | None = None
+
+    def attach(node: yaml.Node) -> None:
+        nonlocal root
+        if not stack:
+            root = node
+        elif isinstance(stack[-1][0], yaml.SequenceNode):
+            stack[-1][0].value.append(node)
+        elif stack[-1][1] is None:
+            stack[-1][1] = node
+        else:
+            stack[-1][0].value.append((stack[-1][1], node))
+            stack[-1][1] = None
+
+    def anchored(event: Any, node: yaml.Node) -> yaml.Node:
+        if event.anchor is not None:
+            if event.anchor in anchors:
+                raise yaml.composer.ComposerError(
+                    f"found duplicate anchor {event.anchor!r}; first occurrence",
+                    anchors[event.anchor].start_mark, "second occurrence", event.start_mark,
+                )  # fmt: skip
+            anchors[event.anchor] = node
+        return node
+
+    while True:
+        event = loader.get_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"found undefined alias {event.anchor!r}", event.start_mark
+                )
+            attach(anchors[event.anchor])
+        elif isinstance(event, yaml.ScalarEvent):
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            attach(anchored(event, yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark,
+                                                   style=event.style)))  # fmt: skip
+        elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise YamlProblem(
+                    event.start_mark.line + 1, f"nested too deeply (more than {MAX_DEPTH} levels)"
+                )
+            kind = yaml.SequenceNode if isinstance(event, yaml.SequenceStartEvent) else yaml.MappingNode
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = loader.resolve(kind, None, event.implicit)
+            node = anchored(event, kind(tag, [], event.start_mark, None, flow_style=event.flow_style))
+            attach(node)
+            stack.append([node, None])
+        elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            stack.pop()[0].end_mark = event.end_mark
+        if not stack and root is not None:
+            break
+    loader.get_event()  # document end
+    if not loader.check_event(yaml.StreamEndEvent):
+        event = loader.get_event()
+        raise yaml.composer.ComposerError(
+            "expected a single document in the stream", root.start_mark, "but found another document",
+            event.start_mark,
+        )  # fmt: skip
+    loader.get_event()
+    return root
+
+
+def check_aliases(root: yaml.Node) -> None:
+    """YamlProblem when aliases make the document larger than ``MAX_ALIAS_NODES`` beyond its own
+    nodes, or make it contain itself. Each node is counted once (memoised): linear in the text."""
+    size: dict[int, int] = {}  # id(node) -> nodes under it, aliases expanded
+    open_nodes: set[int] = set()
+
+    def expanded(node: yaml.Node) -> int:
+        key = id(node)
+        if key in size:
+            return size[key]
+        if key in open_nodes:
+            raise YamlProblem(
+                node.start_mark.line + 1, "not valid YAML: an alias refers to a node that contains it"
+            )
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += expanded(k) + expanded(v)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += expanded(item)
+        open_nodes.discard(key)
+        size[key] = total
+        return total
+
+    extra = expanded(root) - len(size)
+    if extra > MAX_ALIAS_NODES:
+        raise YamlProblem(
+            None,
+            f"aliases expand the document by {extra:,} nodes (at most {MAX_ALIAS_NODES:,}): refused "
+            "(nested aliases, a 'billion laughs'?)",
+        )
+
+
 def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Field location (as pydantic gives it: keys and list indices) -> 1-based line in the file."""
+    """Field location (as pydantic gives it: keys and list indices) -> 1-based line in the file.
+
+    A node reached again through an alias is not walked again: fields under it take the line
+    of the nearest field above them that has one (``line_for``).
+    """
     out = {} if out is None else out
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key, val in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                continue  # a mapping or list as a key: the schema rejects it, without a line of its own
-            out[path + (key.value,)] = key.start_mark.line + 1
-            line_map(val, path + (key.value,), out)
-            out[path + (key.value,)] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            line_map(item, path + (i,), out)
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple]] = [(node, path)]
+    while stack:  # iterative: a deep document cannot exhaust the interpreter's stack here
+        node, path = stack.pop()
+        out.setdefault(path, node.start_mark.line + 1)
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, val in node.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    continue  # a mapping or list as a key: the schema rejects it, without a line of its own
+                out[path + (key.value,)] = key.start_mark.line + 1
+                stack.append((val, path + (key.value,)))
+        else:
+            for i, item in enumerate(node.value):
+                stack.append((item, path + (i,)))
     return out
 
 

@@ -35,10 +35,13 @@ LAYERS: dict[str, int] = {
     "harness.strict_yaml": 0,
     "harness.records": 0,
     "harness.cli_startup": 0,
+    "harness.input_files": 0,
+    "harness.safe_write": 0,
     # L1
     "harness.store": 1,
     "harness.envinfo": 1,
     "harness.media": 1,
+    "harness.pixel_formats": 1,
     "harness.scenario": 1,
     # L2
     "harness.attention": 2,

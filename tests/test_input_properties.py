@@ -1,4 +1,6 @@
-"""Property-based tests of the scenario loader and the gate parser (hypothesis).
+"""Property-based tests of the scenario loader, the gate parser, the YAML loader and the LightX2V
+log parser (hypothesis), and the inputs a hostile user tries: alias bombs, huge scenarios,
+bytes that are not UTF-8, link loops, implausible log values.
 
 Whatever the input, it either loads or is refused with exit 2 and one line that names the file
 (and line and field where there is one); never a traceback, never another exception.
@@ -11,14 +13,19 @@ import io
 import math
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import main
-from harness.compare.gates import Gate, parse_gate
+from harness.collect.lightx2v_log import LogProblem, parse_lightx2v_logs
+from harness.compare.gates import Gate, load_gate, parse_gate
 from harness.errors import HarnessError, ScenarioError
-from harness.scenario import Scenario, parse_scenario
+from harness.ingest import load_manifest
+from harness.input_files import InputError, decode_utf8, read_input_text
+from harness.scenario import Scenario, load_scenario, parse_scenario
+from harness.strict_yaml import YamlProblem, line_map, load_yaml
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -159,3 +166,165 @@ def test_cli_validate_exits_0_or_2_with_one_line(tmp_path_factory, key, value):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"{path}:"), err
         assert "Traceback" not in err
+
+
+# --- round 2: arbitrary bytes, alias bombs, implausible log values ---------------------------------
+
+
+def check_one_line(err: HarnessError, source: str) -> None:
+    msg = str(err)
+    assert err.exit_code == 2 and "\n" not in msg and "\r" not in msg and msg.startswith(source), msg
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_any_bytes_as_a_scenario_file_load_or_are_one_line(tmp_path_factory, data):
+    path = Path(tmp_path_factory.mktemp("bytes")) / "s.yaml"
+    path.write_bytes(data)
+    try:
+        load_scenario(path, environ={})
+    except ScenarioError as err:
+        check_one_line(err, str(path))
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_any_bytes_as_yaml_load_or_raise_yaml_problem(data):
+    try:
+        text = decode_utf8(data, "m.yaml")
+    except InputError as err:
+        check_one_line(err, "m.yaml:")
+        return
+    try:
+        _, node = load_yaml(text)
+    except YamlProblem as err:
+        assert "\n" not in err.message
+        return
+    if node is not None:
+        line_map(node)
+
+
+@SETTINGS
+@given(st.binary(max_size=600))
+def test_any_bytes_as_a_lightx2v_log_parse_or_are_one_line(tmp_path_factory, data):
+    path = Path(tmp_path_factory.mktemp("log")) / "rank0.log"
+    path.write_bytes(data)
+    try:
+        timing = parse_lightx2v_logs({str(path): read_input_text(path, "log", allow_empty=True)})
+    except HarnessError as err:
+        check_one_line(err, str(path))
+        return
+    assert all(math.isfinite(s.seconds) and s.seconds > 0 for s in timing.steps)
+
+
+PROFILE = "2026-09-14 09:30:10.801 | INFO | lightx2v.utils.profiler:__exit__:165 - [Profile] {who} - Level1_Log {name} cost {sec} seconds"
+seconds = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["1e400", "-1e400", "0", "0.000000", "-0.5", "nan", "inf", ".5", "5.", "1e-300"]),
+)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["Rank 0", "Rank 1", "Rank 7", "Single GPU"]),
+                          st.sampled_from(["Run Dit every step", "RUN pipeline", "Run VAE Decoder"]), seconds),
+                min_size=1, max_size=12))  # fmt: skip
+def test_profile_lines_with_any_value_are_taken_only_when_plausible(lines):
+    text = "\n".join(PROFILE.format(who=w, name=n, sec=s) for w, n, s in lines)
+    try:
+        timing = parse_lightx2v_logs({"rank0.log": text, "rank1.log": ""})
+    except LogProblem as err:
+        msg = str(err)
+        assert msg.startswith("rank0.log:") and "\n" not in msg
+        return
+    for step in timing.steps:
+        assert math.isfinite(step.seconds) and step.seconds > 0
+    assert timing.pipeline_total_s is None or (
+        math.isfinite(timing.pipeline_total_s) and timing.pipeline_total_s > 0
+    )
+    assert set(timing.ranks) <= {"0", "1"}
+
+
+def alias_bomb(depth: int = 9, width: int = 9) -> str:
+    """The "billion laughs": each anchor lists the one before it ``width`` times (9^9 leaves)."""
+    lines = ['l0: &l0 ["lol"]']
+    for i in range(1, depth):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once_without_expanding(tmp_path):
+    import resource
+    import time
+
+    for name, text in (("s.yaml", "name: lol\nrunner: builtin\n" + alias_bomb()), ("self.yaml", "a: &a [*a]\n"),
+                       ("deep.yaml", "a: " + "[" * 50_000 + "]" * 50_000 + "\n")):  # fmt: skip
+        path = tmp_path / name
+        path.write_text(text)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.monotonic()
+        with pytest.raises(ScenarioError) as err:
+            load_scenario(path, environ={})
+        assert time.monotonic() - t0 < 10, name  # main: expanded until memory ran out
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000, name  # KiB
+        check_one_line(err.value, f"{path}")
+    gate = tmp_path / "g.yaml"
+    gate.write_text("min_psnr: 30\n" + alias_bomb())
+    with pytest.raises(HarnessError) as err:
+        load_gate(gate)
+    check_one_line(err.value, str(gate))
+
+
+def test_a_manifest_alias_bomb_is_refused(tmp_path):
+    man = tmp_path / "m.yaml"
+    man.write_text("campaign: out/c\narms: []\n" + alias_bomb())
+    with pytest.raises(HarnessError) as err:
+        load_manifest(man)
+    check_one_line(err.value, str(man))
+    assert "aliases expand" in str(err.value)
+
+
+def test_a_100000_arm_scenario_validates_in_seconds(tmp_path):
+    import time
+
+    arms = "\n".join(f"  - {{name: a{i}, attn_type: torch_sdpa}}" for i in range(100_000))
+    path = tmp_path / "big.yaml"
+    path.write_text(f"name: big\nrunner: builtin\nbuiltin: {{preset: tiny}}\narms:\n"
+                    f"  - {{name: ref, attn_type: torch_sdpa, role: reference}}\n{arms}\n")  # fmt: skip
+    t0 = time.monotonic()
+    s = load_scenario(path, environ={})
+    assert len(s.arms) == 100_001
+    assert time.monotonic() - t0 < 90  # main: quadratic in the arms (hours); here tens of seconds at most
+
+
+@pytest.mark.parametrize(
+    "data, expect",
+    [
+        (b"name: caf\xe9\n", ":1: scenario file is not UTF-8 text (byte 0xe9 at offset 9"),
+        (b"name: a\nrunner: builtin\n\xff\n", ":3: scenario file is not UTF-8 text (byte 0xff"),
+    ],
+)
+def test_a_non_utf8_scenario_is_one_line_naming_the_line(tmp_path, data, expect):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(data)
+    code, err = run_cli("scenarios", "validate", str(path))
+    line = err.strip()
+    assert code == 2 and line.startswith(f"{path}{expect}") and line.endswith("; save it as UTF-8)"), err
+
+
+def test_a_symlink_loop_is_named_as_one(tmp_path):
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    code, err = run_cli("scenarios", "validate", str(loop))
+    assert (
+        code == 2
+        and err.strip()
+        == f"{loop}: scenario file is a symbolic link loop (a link that points back at itself)"
+    )
+
+
+def test_a_variable_set_but_empty_is_called_empty():
+    text = "name: ${N}\nrunner: builtin\narms: [{name: r, attn_type: torch_sdpa, role: reference}]\n"
+    with pytest.raises(ScenarioError, match="environment variable N is set but empty"):
+        parse_scenario(text, "s.yaml", {"N": ""})
+    with pytest.raises(ScenarioError, match="environment variable N is not set"):
+        parse_scenario(text, "s.yaml", {})

@@ -16,6 +16,7 @@ Each costly piece is cached in metrics/ under the content hashes of its inputs
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
@@ -33,7 +34,8 @@ from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
 from harness.scenario.verdict import VerdictRules, legacy_free
-from harness.store import CampaignDir, CampaignRecord, write_record
+from harness.store import RUN_JSON as RUN_JSON_NAME
+from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record
 
 RESULTS_JSON = "results.json"
 SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"
@@ -91,17 +93,69 @@ def campaign_runs(
     damaged: list[str] = []
     seen: set[str] = set()
     for st in rec.arms:
-        runs.append(summarize_run(campaign.run(st.key), st, hashes=hashes))
-        if runs[-1].status == "damaged":
+        try:
+            runs.append(summarize_run(campaign.run(st.key), st, hashes=hashes))
+        except OSError as err:  # a file that went away between two looks at it
+            runs.append(RunSummary(key=st.key, path=str(campaign.run(st.key).path), arm=st.arm, seed=st.seed,
+                                   repeat=st.repeat, role=st.role, attn_type=st.attn_type, status="missing",
+                                   reason=f"unreadable: {err.strerror or err}: {err.filename or ''}"))  # fmt: skip
+        missing = missing_data(campaign, st, runs[-1])
+        if missing:
+            runs[-1].status, runs[-1].reason = "missing", missing
+        if runs[-1].status in ("damaged", "missing"):
             damaged.append(f"{st.key}: {runs[-1].reason}")
         seen.add(st.key)
     for run in campaign.runs():
         if run.key not in seen:
             try:
                 runs.append(summarize_run(run, hashes=hashes))
-            except HarnessError as err:
+            except (HarnessError, OSError) as err:
                 damaged.append(f"{run.key}: run.json unreadable: {err}")
+                continue
+            missing = missing_data(campaign, None, runs[-1])
+            if missing:
+                runs[-1].status, runs[-1].reason = "missing", missing
+                damaged.append(f"{run.key}: {missing}")
     return runs, damaged
+
+
+def missing_data(campaign: CampaignDir, st: ArmStatus | None, r: RunSummary) -> str | None:
+    """What a run that says (or was listed as) ``ok`` lacks to be reported: its folder, its run.json,
+    its output.mp4 (None: nothing is missing, or the run did not end ok)."""
+    run = campaign.run(r.key)
+    listed_ok = st is not None and st.status.value == "ok"
+    if listed_ok and not run.path.is_dir():
+        return f"run folder {run.path} is missing (campaign.json lists the run as ok)"
+    if listed_ok and not run.exists():
+        return f"{run.run_json} is missing (campaign.json lists the run as ok)"
+    if r.ok and r.output is None:
+        return f"{run.output} is missing or empty (run.json says the run ended ok)"
+    return None
+
+
+def still_present(res: ReportResults) -> list[str]:
+    """The records and outputs read for ``res`` that are gone now (removed while it was built)."""
+    gone = []
+    for r in res.runs:
+        if not r.ok:
+            continue
+        for path in (Path(r.path) / RUN_JSON_NAME, *([Path(r.output)] if r.output else [])):
+            if not path.is_file():
+                gone.append(
+                    f"{r.key}: {path} vanished while the report was built (its figures are incomplete)"
+                )
+    return gone
+
+
+def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
+    """Run one stage of the analysis; a file that vanished or cannot be read meanwhile becomes one
+    of the report's errors (exit 3), not a traceback."""
+    try:
+        step()
+    except (HarnessError, OSError) as err:
+        line = f"{what}: {err}"
+        res.errors.append(line)
+        res.notes.append(line)
 
 
 def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
@@ -178,7 +232,13 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
             res.notes.append(f"{run.key}: no reference run for seed {run.seed}")
             continue
         say(f"compare {run.key} against {ref.key} ({i}/{len(todo)})")
-        cmp = compare_summaries(ref, run, metrics_dir=campaign.metrics_dir, hashes=hashes)
+        try:
+            cmp = compare_summaries(ref, run, metrics_dir=campaign.metrics_dir, hashes=hashes)
+        except OSError as err:  # a file removed while it was read
+            line = f"{run.key} against {ref.key}: not compared: {err.strerror or err}: {err.filename or ''}"
+            res.errors.append(line)
+            res.notes.append(line)
+            continue
         write_comparison(cmp, campaign.metrics_dir)
         res.comparisons.append(cmp)
         res.errors.extend(e for e in cmp.errors if e not in res.errors)
@@ -299,10 +359,13 @@ def analyze_campaign(
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)
         res.conventions["pixel_source"] = res.pixel_source
-    codec_floor_row(res, campaign, cache, say)
+    guarded(res, "codec floor", lambda: codec_floor_row(res, campaign, cache, say))
     from harness.analysis.assets import media_assets  # numpy and OpenCV: not loaded when results are reused
 
-    media_assets(res, campaign.path, cache, say)
+    guarded(res, "frames and audio views", lambda: media_assets(res, campaign.path, cache, say))
+    for line in still_present(res):
+        res.errors.append(line)
+        res.notes.append(line)
     res.conventions["speedup"] = SPEEDUP_CONVENTION
     res.inputs_digest = digest
     hashes.save()

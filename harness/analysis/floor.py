@@ -27,7 +27,7 @@ from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 CODEC_FLOOR_VERSION = 2  # 2: a re-encode's video against its lossless twin
-DECODE_VERSION = 1
+DECODE_VERSION = 2  # 2: the one conversion of pixel_formats (range tag honoured, no chroma interpolation)
 Progress = Callable[[str], None]
 
 

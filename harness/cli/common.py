@@ -8,6 +8,7 @@ its function, so ``harness --help`` stays fast and a command imports only what i
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
@@ -23,6 +24,16 @@ err = Console(stderr=True)
 def say_err(text: str) -> None:
     """One plain line on stderr (never wrapped or styled: it is meant to be grepped)."""
     print(text, file=sys.stderr, flush=True)
+
+
+_SAID_INTERRUPTED = False  # a command said how it was interrupted: run_app adds nothing
+
+
+def say_interrupted(text: str) -> None:
+    """The command's own line for an interruption (exit 130 follows); replaces the bare 'interrupted'."""
+    global _SAID_INTERRUPTED
+    _SAID_INTERRUPTED = True
+    say_err(text)
 
 
 def print_paths(paths) -> None:
@@ -43,6 +54,20 @@ def fail_on_report_errors(paths) -> None:
 def parse_csv(value: str | None) -> list[str] | None:
     """``--arms a,b``: the names, blanks dropped; None when the flag is absent or empty."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def parse_names(value: str | None, flag: str) -> list[str] | None:
+    """``--arms a,b``: the names (None when the flag is absent); a flag given with no name in it,
+    or a name given twice, is a usage error naming the flag (never "every arm")."""
+    if value is None:
+        return None
+    items = parse_csv(value)
+    if not items:
+        raise UsageError(f"{flag}: no name given in {value!r} (expected e.g. torch_sdpa or torch_sdpa,floor)")
+    twice = sorted({n for n in items if items.count(n) > 1})
+    if twice:
+        raise UsageError(f"{flag}: {twice[0]!r} given twice in {value!r}")
+    return items
 
 
 def parse_seeds(value: str | None) -> list[int] | None:
@@ -108,29 +133,57 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = app(args=args, prog_name=prog_name, standalone_mode=False)
+        if rc == Exit.INTERRUPTED and not _SAID_INTERRUPTED:
+            say_err("interrupted")  # click turned Ctrl-C or SIGTERM into a bare 130: say it
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except HarnessError as e:
         say_err(f"error: {' '.join(str(e).split())}")
         sys.exit(int(e.exit_code))
     except KeyboardInterrupt:
-        err.print("interrupted")
+        say_err("interrupted")
         sys.exit(Exit.INTERRUPTED)
     except typer.Exit as e:
+        if e.exit_code == Exit.INTERRUPTED and not _SAID_INTERRUPTED:
+            say_err("interrupted")
         sys.exit(int(e.exit_code))
     except SystemExit:
         raise
+    except OSError as e:
+        line = environment_error_line(e)  # disk full, read-only, no permission: not a bug
+        if line is None:
+            _internal_error(e)
+        say_err(line)
+        sys.exit(Exit.RUN_FAILED)
     except Exception as e:
         if is_click_error(e):
             say_err(usage_line(e))
             sys.exit(Exit.BAD_INPUT)
         if type(e).__name__ == "Abort":  # click turns Ctrl-C inside a command into Abort
-            err.print("interrupted")
+            say_err("interrupted")
             sys.exit(Exit.INTERRUPTED)
         if type(e).__name__ == "Exit":  # click's own, from an older typer
             sys.exit(int(getattr(e, "exit_code", 0)))
-        import traceback
+        _internal_error(e)
 
-        traceback.print_exc()
-        say_err(f"error: internal error in harness (a bug; the traceback is above): {type(e).__name__}: {e}")
-        sys.exit(Exit.INTERNAL)
+
+def _internal_error(e: BaseException) -> None:
+    import traceback
+
+    traceback.print_exc()
+    say_err(f"error: internal error in harness (a bug; the traceback is above): {type(e).__name__}: {e}")
+    sys.exit(Exit.INTERNAL)
+
+
+ENVIRONMENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.ELOOP, errno.EIO}
+)
+
+
+def environment_error_line(e: OSError) -> str | None:
+    """The one line for an OSError that the machine caused (no space, read-only, no permission),
+    which some write or read did not turn into a HarnessError itself; None for any other."""
+    if e.errno not in ENVIRONMENT_ERRNOS:
+        return None
+    where = f"{e.filename}: " if e.filename else ""
+    return f"error: {where}{e.strerror or e}"

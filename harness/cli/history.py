@@ -34,7 +34,9 @@ def history(
 ):
     """Every results.json under the folders as one table over time: history.csv and history.html."""
     from harness.history import build_history
+    from harness.safe_write import check_writable_dir
 
+    check_writable_dir(out_dir, "--out")  # a place that cannot be written: exit 2, before any reading
     h = build_history(dirs, out_dir, last=last)
     print(f"{h.campaigns} campaign(s), {h.runs} run(s), scenario(s): {', '.join(h.scenarios)}")
     for line in h.moved:
@@ -45,9 +47,14 @@ def history(
         )
     print(f"history.csv: {h.csv_path}")
     print(f"history.html: {h.html_path}")
+    for line in h.skipped:  # the others are in the history; exit 3 as a report with an unreadable run
+        say_err(f"error: {line}")
     if gate:
         for line in h.regressions:
             say_err(f"regression: {line}")
-        if h.regressions:
+        if h.regressions and not h.skipped:
             raise typer.Exit(Exit.GATE_FAILED)
-        err.print(f"history gate: passed (newest campaign against the last {last})")
+        if not h.regressions:
+            err.print(f"history gate: passed (newest campaign against the last {last})")
+    if h.skipped:
+        raise typer.Exit(Exit.RUN_FAILED)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import fail_on_report_errors, print_paths
+from harness.cli.common import fail_on_report_errors, print_paths, say_err
 from harness.errors import UsageError
 
 EPILOG = (
@@ -53,7 +53,12 @@ def report(
                 f"--from-results: not with a campaign directory ({campaign}); give one of the two"
             )
         from harness.report import render_results
+        from harness.safe_write import check_writable_dir
 
+        # The pages go where --out says (default: beside the results file): one that cannot be
+        # written is the user's place to change (exit 2), before anything is read.
+        if out_dir is not None or from_results.is_file():
+            check_writable_dir(out_dir if out_dir is not None else from_results.parent, "--out")
         paths = render_results(from_results, out_dir, single_file=single_file)
     else:
         if campaign is None:
@@ -61,9 +66,16 @@ def report(
         if out_dir is not None:
             raise UsageError("--out: only with --from-results (a campaign's report is written into it)")
         from harness.report import build_report
-        from harness.store import find_campaign
+        from harness.store import find_campaign, wait_for_lock
 
-        paths = build_report(find_campaign(campaign), single_file=single_file)
+        camp = find_campaign(campaign)
+        # A report while `harness run` works on the campaign would mix finished and running arms
+        # (and race the run's own report): it waits for the run to end, then reports all of it.
+        wait_for_lock(camp, lambda holder: say_err(
+            f"waiting: a harness run holds {camp.path} ({holder.describe()}); the report is built when it "
+            "ends (Ctrl-C stops waiting)"
+        ))  # fmt: skip
+        paths = build_report(camp, single_file=single_file)
     print_paths(paths)
     from harness.report.github_summary import publish_summary, run_url, summary_target
 

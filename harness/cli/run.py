@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import err, out, parse_csv, parse_seeds, say_err
+from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted
 from harness.errors import Exit
 
 EPILOG = (
@@ -47,7 +47,7 @@ def run(
     given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
     # Every bad input is one line here, before anything is written or any progress bar is drawn.
     plan = plan_campaign(
-        scenario, profile=profile, arms=parse_csv(arms), seeds=parse_seeds(seeds), out_root=out_dir,
+        scenario, profile=profile, arms=parse_names(arms, "--arms"), seeds=parse_seeds(seeds), out_root=out_dir,
         campaign_id=campaign, executor=executor, resubmit_failed=resubmit_failed, repeats=repeats,
         slurm_overrides={k: v for k, v in given.items() if v is not None}, force=force,
         check_executor=not dry_run,
@@ -72,7 +72,7 @@ def run(
         for label, path in outcome.report_paths.items():
             print(f"{label}: {path}")  # plain: paths are copied, never wrapped
     if outcome.interrupted:
-        err.print("interrupted: finished runs are kept; run the same command again to resume")
+        say_interrupted("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(Exit.INTERRUPTED)
     problems = [f"{p}" for p in outcome.damaged]
     problems += list(getattr(outcome.report_paths, "errors", ()))

@@ -12,8 +12,8 @@ reference run, in one of two ways:
   format, x264 CRF 0), so the colour conversion's bias (RGB to YUV 4:2:0 and back), which both
   share, is not counted as codec error; its audio against the decoded reference.
 
-``decode_convention`` says how a file's frames become RGB: PyAV's ``to_ndarray("rgb24")`` asks
-libswscale with the frame's colorspace tag (untagged: BT.601) and no range (limited, 16-235).
+``decode_convention`` says how a file's frames become RGB (``pixel_formats``: libswscale with the
+frame's colorspace tag, untagged = BT.601, limited range unless tagged full; chroma not interpolated).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import av
 
 from harness.collect.models import DEFAULT_PRESET, CodecSettings
 from harness.errors import HarnessError
+from harness.media import open_media
+from harness.pixel_formats import describe, layout_of
 
 _X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
 _CRF = re.compile(r"\bcrf=([0-9.]+)")
@@ -40,13 +42,13 @@ _MATRIX = {
     6: "BT.601 (tagged smpte170m)",
     9: "BT.2020 non-constant (tagged)",
 }
-_RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged; converted as limited)"}
+_RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged)"}
 
 
 def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
     """The option string libx264 writes into its first SEI ('x264 - core ... crf=18.0 ...')."""
     try:
-        with av.open(str(path)) as c:
+        with open_media(path) as c:
             if not c.streams.video:
                 return None
             for i, pkt in enumerate(c.demux(c.streams.video[0])):
@@ -55,7 +57,7 @@ def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
                     return m.group(0).decode("ascii", "replace")
                 if i + 1 >= max_packets:
                     break
-    except av.error.FFmpegError:
+    except (av.error.FFmpegError, HarnessError):
         return None
     return None
 
@@ -65,7 +67,7 @@ def encoder_settings(
 ) -> CodecSettings:
     """Codec settings of a file: the given ones (a run's spec), else the CRF found in the file's
     x264 info, else the defaults of MiniMax-H3's writer (marked assumed)."""
-    with av.open(str(path)) as c:
+    with open_media(path) as c:
         if not c.streams.video:
             raise HarnessError(f"{path}: no video stream")
         cc = c.streams.video[0].codec_context
@@ -85,23 +87,32 @@ def encoder_settings(
 
 def decode_convention(path: str | os.PathLike) -> str:
     """How the frames of ``path`` become uint8 RGB for the metrics (read off its first frame)."""
-    with av.open(str(path)) as c:
+    with open_media(path) as c:
         if not c.streams.video:
             raise HarnessError(f"{path}: no video stream")
         vs = c.streams.video[0]
-        frame = next(c.decode(vs), None)
+        try:
+            frame = next(c.decode(vs), None)
+        except av.error.FFmpegError as err:
+            raise HarnessError(f"{path}: decode error on the first frame: {err}") from None
         codec = vs.codec_context.name
     if frame is None:
         raise HarnessError(f"{path}: no frame decoded")
     fmt = frame.format.name
-    if fmt in ("rgb24", "bgr0", "bgra", "gbrp"):
+    layout = layout_of(frame.format)
+    if layout == "RGB":
         return f"{codec} {fmt}: RGB stored, no colour conversion"
+    if layout is None:
+        return f"{codec} {fmt}: a pixel format the metrics do not read"
     space, rng = int(frame.colorspace), int(frame.color_range)
     matrix = _MATRIX.get(space, f"colorspace tag {space} (libswscale's table for it)")
+    full = fmt.startswith("yuvj") or rng == 2
+    depth = frame.format.components[0].bits
+    rounded = f"{depth}-bit samples rounded to 8 bits, then " if depth > 8 else ""
     return (
-        f"{codec} {fmt} decoded by FFmpeg, to RGB by libswscale (PyAV to_ndarray rgb24): matrix {matrix}; "
-        f"range limited 16-235 (stream says {_RANGE.get(rng, rng)}; PyAV passes no range); bilinear chroma "
-        "upsampling"
+        f"{codec} {describe(frame.format)} decoded by FFmpeg, {rounded}to RGB by libswscale's unscaled 8-bit "
+        f"path: matrix {matrix}; range {'full 0-255' if full else 'limited 16-235'} (stream says "
+        f"{_RANGE.get(rng, rng)}); chroma samples replicated over their block, no interpolation"
     )
 
 
@@ -141,7 +152,10 @@ def measure_codec_floor(
     tmps = []
     try:
         for _ in range(2):
-            fd, tmp = tempfile.mkstemp(prefix=".codec_floor.", suffix=".mp4", dir=ref.parent)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".codec_floor.", suffix=".mp4", dir=ref.parent)
+            except OSError:  # a read-only campaign: the system's temporary folder
+                fd, tmp = tempfile.mkstemp(prefix="harness-codec-floor.", suffix=".mp4")
             os.close(fd)
             tmps.append(tmp)
         lossy, twin = tmps

@@ -19,27 +19,44 @@ Conventions (``parse_lightx2v_logs``):
 * a ``Warmup`` line ends LightX2V's warm-up: what the rank timed before it (steps, stages
   other than model load) belonged to the warm-up and is dropped.
 * nothing is guessed: a value that is not in the logs stays unset and ``missing`` says so.
+* implausible values are not taken: a cost that is not a finite number, negative, or zero for
+  a DiT step or a pipeline total, and a ``Rank N`` that is not one of the run's ranks (those
+  the file names and line prefixes give, or below ``world_size``). With ``strict`` (the
+  default: logs a user hands in) the first is a ``LogProblem`` naming file and line; else it
+  is left out and ``missing`` says so. ``infer_steps`` (the config's) must agree with the
+  number of DiT steps timed (MiniMax-H3 runs infer_steps - 1).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
+from harness.errors import HarnessError
 from harness.records import StepTiming, TimingRecord
 
 SOURCE = "lightx2v-log"
+MUST_BE_POSITIVE = ("Run Dit every step", "RUN pipeline", "Total Cost")  # a zero here is no measurement
+
+
+class LogProblem(HarnessError):
+    """An implausible value in a log (exit 2): the message names the file and line."""
+
 
 _PROFILE = re.compile(
     r"\[Profile\] (?:Single GPU|Rank (?P<rank>\d+)) - (?:Level[12]_Log )?(?P<name>.+?) cost "
-    r"(?P<sec>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?) seconds"
+    r"(?P<sec>[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)) seconds",
+    re.IGNORECASE,
 )
 _STEP_MARK = re.compile(r"==> (?:MiniMax-H3 step|step_index): (?P<i>\d+) / (?P<n>\d+)")
 _PACKED = re.compile(
     r"MiniMax-H3 packed layout: text=(?P<text>\d+), audio=(?P<audio>\d+), video=(?P<video>\d+), total=(?P<total>\d+)"
 )
 _LINE_RANK = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:")
+_PREFIXES = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:", re.MULTILINE)
 _KEY_RANK = re.compile(r"rank[_-]?(?P<rank>\d+)", re.IGNORECASE)
 
 STEP_NAME = "Run Dit every step"
@@ -79,7 +96,7 @@ class _Rank:
 
 
 def _key_rank(key: str) -> str | None:
-    m = _KEY_RANK.search(key)
+    m = _KEY_RANK.search(PurePath(key).name)  # the file's name: not a folder that says "rank"
     return str(int(m.group("rank"))) if m else None
 
 
@@ -87,22 +104,39 @@ def _rank_order(r: str) -> tuple[int, str]:
     return (int(r), r) if r.isdigit() else (1 << 30, r)
 
 
-def parse_lightx2v_logs(texts: dict[str, str] | str) -> TimingRecord:
-    """Parse one run's logs: a dict of source name -> text (one per rank, or stdout/stderr), or one text."""
+def parse_lightx2v_logs(
+    texts: dict[str, str] | str,
+    *,
+    strict: bool = True,
+    world_size: int | None = None,
+    infer_steps: int | None = None,
+) -> TimingRecord:
+    """Parse one run's logs: a dict of source name -> text (one per rank, or stdout/stderr), or one
+    text. ``strict``: an implausible value raises ``LogProblem`` (else it is left out and noted);
+    ``world_size``: the run's rank count when known; ``infer_steps``: the config's."""
     if isinstance(texts, str):
         texts = {"log": texts}
+    known = _known_ranks(texts)
     ranks: dict[str, _Rank] = defaultdict(_Rank)
     loose_marks: list[tuple[int, int]] = []  # markers that no rank can be attributed to
     loose_packed: list[dict[str, int]] = []
+    rejected: list[str] = []
     for key, text in texts.items():
         key_rank = _key_rank(key)
-        for line in text.splitlines():
+        for number, line in enumerate(text.splitlines(), 1):
             prefix = _LINE_RANK.match(line)
             line_rank = str(int(prefix.group("rank"))) if prefix else key_rank
             m = _PROFILE.search(line)
             if m:
                 rank = str(int(m.group("rank"))) if m.group("rank") else (line_rank or "0")
                 name = m.group("name").strip()
+                problem = _implausible(name, m.group("sec"), rank, known, world_size)
+                if problem:
+                    where = f"{key}:{number}: {problem}"
+                    if strict:
+                        raise LogProblem(where)
+                    rejected.append(f"rejected {where}")
+                    continue
                 _profile(ranks[rank], name, float(m.group("sec")))
                 if name == WARMUP:  # the warm-up's own step markers are not the run's
                     ranks[rank].marks.clear()
@@ -120,7 +154,58 @@ def parse_lightx2v_logs(texts: dict[str, str] | str) -> TimingRecord:
                     ranks[line_rank].packed = layout
                 else:
                     loose_packed.append(layout)
-    return _build(dict(ranks), loose_marks, loose_packed)
+    timing = _build(dict(ranks), loose_marks, loose_packed)
+    timing.missing.extend(rejected)
+    disagreement = _config_steps(timing, infer_steps)
+    if disagreement:
+        if strict:
+            raise LogProblem(f"{', '.join(texts)}: {disagreement}")
+        timing.missing.append(disagreement)
+    return timing
+
+
+def _known_ranks(texts: dict[str, str]) -> set[str]:
+    """The ranks the sources themselves name (file names, torchrun line prefixes); without any,
+    0..N-1 for the N ranks the profile lines name (a stray "Rank 7" beside "Rank 0" is not one)."""
+    known = {r for r in map(_key_rank, texts) if r is not None}
+    for text in texts.values():
+        known.update(str(int(m.group("rank"))) for m in _PREFIXES.finditer(text))
+    if not known:
+        named = {
+            m.group("rank") for text in texts.values() for m in _PROFILE.finditer(text) if m.group("rank")
+        }
+        known = {str(i) for i in range(len(named))}
+    return known
+
+
+def _implausible(name: str, sec: str, rank: str, known: set[str], world_size: int | None) -> str | None:
+    """Why a profile line's value cannot be a measurement (None: it can)."""
+    seconds = float(sec)
+    if not math.isfinite(seconds):
+        return f"{name!r} cost {sec} seconds: not a finite number"
+    if seconds < 0:
+        return f"{name!r} cost {sec} seconds: negative"
+    if seconds == 0 and name in MUST_BE_POSITIVE:
+        return f"{name!r} cost {sec} seconds: zero is no measurement"
+    if world_size is not None and int(rank) >= world_size:
+        return f"rank {rank} in a profile line, outside the world size {world_size}"
+    if known and rank not in known:
+        return (
+            f"rank {rank} in a profile line, but the logs are of rank(s) {', '.join(sorted(known, key=int))}"
+        )
+    return None
+
+
+def _config_steps(timing: TimingRecord, infer_steps: int | None) -> str | None:
+    """Why the DiT steps timed disagree with the config's ``infer_steps`` (None: they agree)."""
+    if not isinstance(infer_steps, int) or isinstance(infer_steps, bool) or not timing.steps:
+        return None
+    h3 = timing.packed_layout is not None  # MiniMax-H3 counts the terminal sigma: N - 1 DiT steps
+    expected = infer_steps - 1 if h3 else infer_steps
+    if len(timing.steps) == expected:
+        return None
+    how = f"{expected} DiT steps (MiniMax-H3 runs infer_steps - 1)" if h3 else f"{expected} DiT steps"
+    return f"{len(timing.steps)} DiT step(s) timed, but the config's infer_steps {infer_steps} means {how}"
 
 
 def _profile(state: _Rank, name: str, seconds: float) -> None:
@@ -232,4 +317,4 @@ def _build(
     )
 
 
-__all__ = ["parse_lightx2v_logs", "SOURCE", "STAGES"]
+__all__ = ["LogProblem", "parse_lightx2v_logs", "SOURCE", "STAGES"]

@@ -33,7 +33,7 @@ AUDIO_CONVENTION = (
 STATS_CONVENTION = (
     "Y=bt601 round(0.299R+0.587G+0.114B) uint8 (cv2 RGB2GRAY); luma=population mean/std over all pixels; "
     "sharpness=var(Laplacian ksize=1 scale=1 of Y 0..255) over interior pixels, mean over frames; "
-    "motion=mean|F(t)-F(t-1)| over RGB 0..255, mean over t>=1; black=mean Y<10; "
+    "motion=mean|F(t)-F(t-1)| over RGB 0..255, mean over t>=1 (none for one frame); black=mean Y<10; "
     "frozen=F(t)==F(t-1); nan_like=std Y<1 or >=95% of RGB values are 0 or 255"
 )
 
@@ -65,6 +65,7 @@ class VideoPairMetrics(Record):
     frames_a: int
     frames_b: int
     per_frame_csv: str | None = None  # name relative to the metrics JSON
+    pixel_formats: str | None = None  # set when A and B are stored in different pixel formats
 
 
 class AudioPairMetrics(Record):
@@ -107,7 +108,7 @@ class RunStats(Record):
     luma_mean: float
     luma_std: float
     sharpness: float  # mean over frames of the variance of the Laplacian of Y
-    motion: float  # mean over t>=1 of mean |F(t)-F(t-1)|; 0.0 for one frame
+    motion: float | None  # mean over t>=1 of mean |F(t)-F(t-1)|; None (undefined) for one frame
     black_frames: int
     frozen_frames: int
     nan_like_frames: int  # flat or saturated frames: what broken quantized kernels produce

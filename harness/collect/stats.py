@@ -9,7 +9,7 @@ Definitions (also written into ``RunStats.convention``):
 * sharpness: per frame, the variance of the Laplacian of Y (kernel [[0,1,0],[1,-4,1],[0,1,0]],
   i.e. ``cv2.Laplacian(ksize=1, scale=1)``, on 0..255 values) over the interior pixels (the
   1-px border is dropped, so no border rule is involved); the run's value is the mean over frames.
-* motion: mean |F(t) - F(t-1)| over all RGB values, averaged over t >= 1 (0 for one frame).
+* motion: mean |F(t) - F(t-1)| over all RGB values, averaged over t >= 1 (undefined, None, for one frame).
 * black frame: mean Y < 10.  frozen frame: F(t) bitwise equal to F(t-1).
 * flat/saturated ("nan-like") frame: std of Y < 1 (a constant colour), or at least 95% of
   the RGB values are 0 or 255: what NaN/Inf from a broken quantized kernel turn into once
@@ -153,7 +153,7 @@ class StatsReducer:
             "luma_mean": mean,
             "luma_std": math.sqrt(max(self.y_sumsq / n - mean * mean, 0.0)),
             "sharpness": self.lap_sum / max(self.frames, 1),
-            "motion": self.diff_sum / self.diff_frames if self.diff_frames else 0.0,
+            "motion": self.diff_sum / self.diff_frames if self.diff_frames else None,
             "black_frames": self.black,
             "frozen_frames": self.frozen,
             "nan_like_frames": self.nan_like,

@@ -167,6 +167,18 @@ def _check_compatible(
     return min(ia.frames, ib.frames)
 
 
+def formats_note(ia: MediaInfo, ib: MediaInfo) -> str | None:
+    """What a pair stored in different pixel formats is compared as (None when they agree)."""
+    if ia.pix_fmt == ib.pix_fmt or None in (ia.pix_fmt, ib.pix_fmt):
+        return None
+    from harness.pixel_formats import describe_name
+
+    return (
+        f"pixel formats differ: A {describe_name(ia.pix_fmt)}, B {describe_name(ib.pix_fmt)}; both compared as "
+        "8-bit RGB by the one conversion of the 'rgb' convention (samples of more than 8 bits rounded to 8 first)"
+    )
+
+
 def files_equal(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
     if a.stat().st_size != b.stat().st_size:
         return False
@@ -419,6 +431,7 @@ def measure_pair(
         frames_a=ia.frames,
         frames_b=ib.frames,
         per_frame_csv=csv_name,
+        pixel_formats=formats_note(ia, ib),
     )
     return PairResult(
         video=video,

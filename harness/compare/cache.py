@@ -33,8 +33,10 @@ CACHE_SCHEMA = "harness.cache/1"
 
 # Bumped when the metric suite measures differently, so older entries are measured again.
 # 2: audio metrics after the bounded lag search; 3: the streamed log-mel cosine on the aligned overlap.
-PAIR_METRICS_VERSION = 4  # 4: audio at the container's alignment, residual lag, spectral error
-STATS_VERSION = 1
+# 4: audio at the container's alignment, residual lag, spectral error; 5: one RGB conversion for every
+# pixel format, motion None for one frame.
+PAIR_METRICS_VERSION = 5
+STATS_VERSION = 2  # 2: motion None for one frame
 LATENTS_VERSION = 1
 
 

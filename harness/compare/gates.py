@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.errors import HarnessError
+from harness.input_files import MAX_YAML_BYTES, read_input_text
 from harness.strict_yaml import YamlProblem, load_yaml
 
 
@@ -130,14 +131,7 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
 def load_gate(path: Path | str) -> Gate:
     """A gate from a YAML or JSON file (by its suffix); problems are one line naming the file."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise HarnessError(f"{p}: gate file not found") from None
-    except UnicodeDecodeError:
-        raise HarnessError(f"{p}: gate file is not text (UTF-8)") from None
-    except OSError as err:
-        raise HarnessError(f"{p}: cannot read gate file ({err.strerror})") from None
+    text = read_input_text(p, "gate file", max_bytes=MAX_YAML_BYTES, allow_empty=True)
     return parse_gate(text, str(p), as_json=p.suffix.lower() == ".json")
 
 

@@ -33,6 +33,7 @@ from harness.compare.latents import LATENT_CONVENTION, LatentPoint
 from harness.compare.significance import SpeedTest, mean_sd_text, one_run_each
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
+from harness.pixel_formats import CONVENTION as RGB_CONVENTION
 from harness.records import Record, steady_steps
 from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
 
@@ -45,6 +46,7 @@ TIMING_CONVENTION = (
     "and each run's step spread, no speed word"
 )
 CONVENTIONS = {
+    "rgb": RGB_CONVENTION,
     "video": VIDEO_CONVENTION,
     "audio": AUDIO_CONVENTION,
     "stats": STATS_CONVENTION,
@@ -221,6 +223,8 @@ def compare_summaries(
         cmp.bitwise.audio = result.audio.bitwise_equal if result.audio is not None else None
         cmp.metrics_json = str(json_path) if json_path else None
         cmp.frames_csv = str(csv_path) if csv_path else None
+        if result.video.pixel_formats:
+            cmp.notes.append(result.video.pixel_formats)
         if result.audio is None:
             cmp.notes.append("no audio metrics (a run has no audio track)")
         if result.video.truncated_to is not None:

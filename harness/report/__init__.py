@@ -14,10 +14,19 @@ from pathlib import Path
 
 from harness.analysis.model import ReportResults
 from harness.report.render import ReportPaths, load_results, render
+from harness.safe_write import restored_on_failure
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
 Progress = Callable[[str], None]
+REPORT_FILES = (
+    "results.json",
+    "report.md",
+    "pr.md",
+    "index.html",
+    "benchmark.json",
+    "assets",
+)  # written together
 
 
 def build_report(
@@ -36,8 +45,10 @@ def build_report(
     """
     from harness.analysis.analyze import RESULTS_JSON, analyze_campaign
 
-    res = analyze_campaign(campaign, progress=progress, rules=rules)
-    return render(res, campaign.path / RESULTS_JSON, single_file=single_file, progress=progress)
+    # Ctrl-C (or any failure) midway puts the old report back whole: never new assets under old pages.
+    with restored_on_failure(campaign.path, REPORT_FILES):
+        res = analyze_campaign(campaign, progress=progress, rules=rules)
+        return render(res, campaign.path / RESULTS_JSON, single_file=single_file, progress=progress)
 
 
 def render_results(

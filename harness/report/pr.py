@@ -14,7 +14,7 @@ from __future__ import annotations
 from harness.analysis.model import ArmAggregate, ReportResults
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
-from harness.report.summary import arm_speed
+from harness.report.summary import arm_speed, incomplete_line
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
@@ -169,6 +169,8 @@ def facts(res: ReportResults) -> list[str]:
 
 def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
+    if res.errors:
+        lines += [f"**{md_text(incomplete_line(res))}**", ""]
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]
     lines += stats_table(res) + [""]

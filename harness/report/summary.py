@@ -58,6 +58,12 @@ def _validity_text(v) -> str:
     return {True: "attention valid", False: "attention INVALID"}.get(ok, "attention not recorded")
 
 
+def incomplete_line(res: ReportResults, shown: int = 3) -> str:
+    """One line: the report is incomplete, and why (the first problems; report.md lists them all)."""
+    more = f"; and {len(res.errors) - shown} more" if len(res.errors) > shown else ""
+    return f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:shown])}{more}"
+
+
 def summary_lines(res: ReportResults) -> list[str]:
     """The campaign line, then one line per candidate arm."""
     cands = [v for v in res.verdicts if v.role == "candidate"]
@@ -67,6 +73,8 @@ def summary_lines(res: ReportResults) -> list[str]:
         f"{len(cands)} candidate(s)"
     )
     lines = [head]
+    if res.errors:  # missing or unreadable data: said first, so that no reader takes the rest as whole
+        lines.append(incomplete_line(res))
     for v in cands:
         runs = [r for r in res.runs if r.arm == v.arm]
         if runs and not any(r.ok for r in runs):

@@ -13,6 +13,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import ScenarioError
+from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
 from harness.plugins import RUNNERS
 from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
 from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, NAME_PATTERN, NAME_RULE
@@ -25,7 +26,8 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
-    """Expand ${VAR} and ${VAR:-default}; an unset variable without default raises KeyError(VAR)."""
+    """Expand ${VAR} and ${VAR:-default} (the default also stands for a variable set to ""); an
+    unset or empty variable without default raises KeyError(VAR)."""
 
     def sub(m: re.Match[str]) -> str:
         name, default = m.group(1), m.group(2)
@@ -139,10 +141,11 @@ def parse_scenario(
             try:
                 return expand_vars(value, environ)
             except KeyError as missing:
+                name = missing.args[0]
+                state = "is set but empty" if name in environ else "is not set"
                 raise ScenarioError(
                     f"{source}:{line_for(lines, path)}: {format_loc(path)}: environment variable "
-                    f"{missing.args[0]} is not set (used as ${{{missing.args[0]}}}; set it or write "
-                    f"${{{missing.args[0]}:-default}})"
+                    f"{name} {state} (used as ${{{name}}}; set it or write ${{{name}:-default}})"
                 ) from None
         if isinstance(value, dict):
             return {k: expand(v, path + (k,)) for k, v in value.items()}
@@ -160,7 +163,7 @@ def parse_scenario(
 def resolve_scenario_path(ref: str | Path) -> Path:
     """A path, or a bare name looked up as scenarios/<name>.yaml."""
     path = Path(ref)
-    if path.exists():
+    if os.path.lexists(path):  # a broken link or a link loop is that file's problem, named by the reader
         return path
     for cand in (SCENARIO_DIR / f"{ref}.yaml", SCENARIO_DIR / f"{ref}.yml"):
         if cand.exists():
@@ -172,9 +175,9 @@ def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = No
     """Load a scenario file; ``${SCENARIO_DIR}`` expands to its folder (for inputs kept beside it)."""
     path = resolve_scenario_path(ref)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+        text = read_input_text(path, "scenario file", max_bytes=MAX_YAML_BYTES, allow_empty=True)
+    except InputError as err:
+        raise ScenarioError(str(err)) from None
     environ = dict(os.environ if environ is None else environ)
     environ.setdefault("SCENARIO_DIR", str(path.resolve().parent))
     return parse_scenario(text, str(path), environ)

@@ -10,6 +10,7 @@ never silently ignored. Which runners, kinds and executors exist is asked of the
 
 from __future__ import annotations
 
+import collections
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -221,8 +222,8 @@ class Scenario(Strict):
             raise ValueError("'seeds' must be a non-empty list of distinct integers")
         if not self.arms:
             raise ValueError("'arms' must list at least one arm")
-        names = [a.name for a in self.arms]
-        dups = sorted({n for n in names if names.count(n) > 1})
+        counts = collections.Counter(a.name for a in self.arms)  # linear: a scenario may list 100,000 arms
+        dups = sorted(n for n, k in counts.items() if k > 1)
         if dups:
             raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
         refs = [a.name for a in self.arms if a.role == Role.reference]

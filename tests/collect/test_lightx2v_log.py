@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.collect.lightx2v_log import parse_lightx2v_logs
+from harness.collect.lightx2v_log import LogProblem, parse_lightx2v_logs
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "lightx2v_logs"
 
@@ -121,3 +121,60 @@ def test_numbers_parse_exactly_and_excluded_profiles_are_ignored():
     t = parse_lightx2v_logs(f"{line}\n{excluded}\n")
     assert t.step_seconds() == [0.0015]
     assert math.isclose(t.stages["dit"], 0.0015)
+
+
+def _with_line(text: str, line: str, after: str = "Run Dit every step") -> str:
+    """``text`` with ``line`` inserted after the first line that contains ``after``."""
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if after in ln)
+    return "\n".join([*lines[: i + 1], line, *lines[i + 1 :]]) + "\n"
+
+
+STRAY = "2026-09-14 09:30:20.000 | INFO | lightx2v.utils.profiler:__exit__:165 - [Profile] Rank {rank} - Level1_Log {name} cost {sec} seconds"
+
+
+@pytest.mark.parametrize(
+    "rank, name, sec, why",
+    [
+        (7, "Run Dit every step", "1.5", "rank 7 in a profile line, but the logs are of rank(s) 0, 1"),
+        (0, "Run Dit every step", "1e400", "'Run Dit every step' cost 1e400 seconds: not a finite number"),
+        (
+            0,
+            "Run Dit every step",
+            "0.000000",
+            "'Run Dit every step' cost 0.000000 seconds: zero is no measurement",
+        ),
+        (1, "RUN pipeline", "-2.5", "'RUN pipeline' cost -2.5 seconds: negative"),
+        (0, "Run VAE Decoder", "nan", "'Run VAE Decoder' cost nan seconds: not a finite number"),
+    ],
+)
+def test_an_implausible_value_is_refused_naming_file_and_line(rank, name, sec, why):
+    texts = _texts("h3_tp2_rank0.log", "h3_tp2_rank1.log")
+    texts["h3_tp2_rank0"] = _with_line(texts["h3_tp2_rank0"], STRAY.format(rank=rank, name=name, sec=sec))
+    line = texts["h3_tp2_rank0"].splitlines().index(STRAY.format(rank=rank, name=name, sec=sec)) + 1
+    with pytest.raises(LogProblem) as err:
+        parse_lightx2v_logs(texts)
+    assert str(err.value) == f"h3_tp2_rank0:{line}: {why}"  # main: accepted (s/step 25x off, inf, 0)
+    lenient = parse_lightx2v_logs(texts, strict=False)  # a run's own logs: the value is left out, and said
+    assert lenient.missing.pop() == f"rejected h3_tp2_rank0:{line}: {why}"
+    _assert_tp2_complete(lenient)  # and the rest is as if the line were not there
+
+
+def test_a_stray_rank_in_one_unnamed_log_is_not_a_rank():
+    text = (LOGS / "h3_single_warmup.log").read_text()
+    stray = STRAY.format(rank=3, name="Run Dit every step", sec="1.0")
+    with pytest.raises(LogProblem, match="rank 3 in a profile line, but the logs are of rank"):
+        parse_lightx2v_logs({"run.log": _with_line(text, stray)})
+    with pytest.raises(LogProblem, match="outside the world size 1"):
+        parse_lightx2v_logs({"run.log": _with_line(text, STRAY.format(rank=1, name="Run Dit every step",
+                                                                      sec="1.0"))}, world_size=1)  # fmt: skip
+
+
+def test_a_step_count_other_than_the_configs_is_reported():
+    texts = _texts("h3_tp2_rank0.log", "h3_tp2_rank1.log")  # 3 DiT steps: MiniMax-H3 with infer_steps 4
+    assert len(parse_lightx2v_logs(texts, infer_steps=4).steps) == 3
+    with pytest.raises(
+        LogProblem, match=r"3 DiT step\(s\) timed, but the config's infer_steps 6 means 5 DiT steps"
+    ):
+        parse_lightx2v_logs(texts, infer_steps=6)
+    assert "infer_steps 6 means 5" in parse_lightx2v_logs(texts, infer_steps=6, strict=False).missing[-1]

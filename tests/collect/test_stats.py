@@ -83,10 +83,10 @@ def test_reducer_totals_and_failure_counts() -> None:
     assert res["video_hash"] == hashlib.sha256(b"".join(f.tobytes() for f in frames)).hexdigest()
 
 
-def test_single_frame_has_zero_motion() -> None:
+def test_single_frame_has_undefined_motion() -> None:
     r = StatsReducer()
     r.push(_frames(1)[0], None)
-    assert r.result()["motion"] == 0.0 and r.result()["frozen_frames"] == 0
+    assert r.result()["motion"] is None and r.result()["frozen_frames"] == 0  # no pair of frames: no motion
 
 
 @pytest.mark.parametrize("with_prev", [False, True])

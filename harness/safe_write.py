@@ -1,0 +1,213 @@
+"""Every file the harness writes goes through here: atomic (a temp file beside it, then a rename),
+and a write that fails for space or permission is a ``WriteError``: one line naming the file,
+exit 3, and no temporary file left behind.
+
+``WriteError`` is an ``OSError`` too, so the places that already ride over an unwritable cache
+(``except OSError``) keep doing so. ``check_writable_dir`` asks a folder the user named
+(``--out``) before any work starts: one that cannot be written is exit 2.
+``restored_on_failure`` puts a set of files back as they were when the block writing them
+fails or is interrupted (a report's pages and assets/ change together or not at all).
+
+Fault injection for tests: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (e.g. ``ENOSPC:run.json:3``)
+makes the atomic writes of files called NAME (a glob; any file without one), from the N-th of
+this process on (default: the first), fail with that errno after half of the bytes reached the
+temp file: a full disk at a chosen moment, wherever the harness writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import Exit, HarnessError, UsageError
+
+FAULT_ENV = "HARNESS_FAULT_WRITE"
+
+
+class WriteError(HarnessError, OSError):
+    """A file or folder that could not be written (no space, read-only, no permission): exit 3."""
+
+    exit_code = Exit.RUN_FAILED
+
+    def __init__(self, path: os.PathLike | str, err: OSError, what: str = "cannot write"):
+        OSError.__init__(self, err.errno, err.strerror, str(path))
+        self.message = f"{path}: {what} ({err.strerror or err}){_hint(err.errno)}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _hint(code: int | None) -> str:
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "; free some space and run the same command again"
+    if code == errno.EROFS:
+        return "; the file system is mounted read-only"
+    return ""
+
+
+_FAULT_COUNTS: dict[str, int] = {}
+
+
+def _injected_fault(path: Path) -> OSError | None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    name, _, rest = spec.partition(":")
+    pattern, _, nth = rest.partition(":")
+    if pattern and not fnmatch.fnmatch(path.name, pattern):
+        return None
+    _FAULT_COUNTS[pattern] = seen = _FAULT_COUNTS.get(pattern, 0) + 1
+    if nth.isdigit() and seen < int(nth):
+        return None
+    code = getattr(errno, name, errno.ENOSPC)
+    return OSError(code, os.strerror(code), str(path))
+
+
+def _create_temp_beside(path: Path) -> tuple[int, Path]:
+    """A new temp file next to ``path``, created with mode 0666 less the umask (as open() would)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def make_dirs(folder: Path) -> None:
+    """``folder`` and its parents; WriteError when they cannot be made."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except FileExistsError as err:  # a file where a folder should be
+        raise WriteError(folder, err, "cannot create the folder") from None
+    except OSError as err:
+        raise WriteError(folder, err, "cannot create the folder") from None
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder and rename: readers never see half a file.
+
+    The file gets the user's umask like any other new file (0644 under umask 022). A failure
+    (disk full, read-only, no permission) is a WriteError and leaves no temp file.
+    """
+    path = Path(path)
+    make_dirs(path.parent)
+    try:
+        fd, tmp = _create_temp_beside(path)
+    except OSError as err:
+        raise WriteError(path, err) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fault = _injected_fault(path)
+            if fault is not None:
+                fh.write(data[: len(data) // 2])
+                raise fault
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            Path(tmp).unlink(missing_ok=True)
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(path, exc) from None
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def check_writable_dir(folder: Path, flag: str) -> Path:
+    """``folder`` when files can be written in it (or, when it does not exist yet, in the nearest
+    folder above it: nothing is created here); else UsageError naming ``flag`` (exit 2: the user
+    named a place that cannot be written)."""
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():  # a broken link where the folder should be
+            raise UsageError(f"{flag}: {probe}: a broken symbolic link, not a folder")
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"{flag}: {probe}: not a folder")
+    try:
+        fd, tmp = _create_temp_beside(probe / "write-check")
+        os.close(fd)
+        tmp.unlink()
+    except OSError as err:
+        raise UsageError(
+            f"{flag}: {folder}: cannot write there ({err.strerror or err}){_hint(err.errno)}"
+        ) from None
+    return folder
+
+
+BACKUP_PREFIX = ".backup-"
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)  # every writer here replaces files (a new inode): the link keeps the old one
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+@contextlib.contextmanager
+def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
+    """The files and folders ``names`` in ``folder`` put back as they were when the block raises
+    (Ctrl-C included), so that a set of files written together (a report's pages and its
+    assets/) is replaced whole or not at all. The snapshot is hard links: no data is copied.
+    A folder that cannot be written is not snapshot (nothing will be written in it either)."""
+    folder = Path(folder)
+    for stale in folder.glob(f"{BACKUP_PREFIX}*"):  # left by a process that was killed outright
+        shutil.rmtree(stale, ignore_errors=True)
+    backup: Path | None = folder / f"{BACKUP_PREFIX}{secrets.token_hex(4)}"
+    existed = [n for n in names if os.path.lexists(folder / n)]
+    try:
+        backup.mkdir()
+        for name in existed:
+            src, dst = folder / name, backup / name
+            if src.is_dir() and not src.is_symlink():
+                shutil.copytree(src, dst, copy_function=_link_or_copy, symlinks=True)
+            else:
+                _link_or_copy(str(src), str(dst))
+    except OSError:
+        if backup.exists():
+            shutil.rmtree(backup, ignore_errors=True)
+        backup = None
+    try:
+        yield
+    except BaseException:
+        if backup is not None:
+            _put_back(folder, backup, names, existed)
+        raise
+    finally:
+        if backup is not None:
+            shutil.rmtree(backup, ignore_errors=True)
+
+
+def _put_back(folder: Path, backup: Path, names: Sequence[str], existed: Sequence[str]) -> None:
+    for name in names:
+        current = folder / name
+        try:
+            if current.is_dir() and not current.is_symlink():
+                shutil.rmtree(current)
+            else:
+                current.unlink(missing_ok=True)
+            if name in existed:
+                os.replace(backup / name, current)
+        except OSError:
+            continue  # best effort: what could not be put back stays as the failed build left it
