@@ -14,11 +14,13 @@ from pathlib import Path
 
 from harness.records import RunSpec
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
-SHIM_DIR = Path(__file__).resolve().parent / "shims" / "aiter_sageattention"
+SHIMS = Path(__file__).resolve().parent / "shims"
+SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -113,7 +115,8 @@ def build_env(
         env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
         env["HIP_VISIBLE_DEVICES"] = params.visible_devices
     env.update({k: str(v) for k, v in spec.env.items()})
-    path = [str(SHIM_DIR)] if params.sageattention == "aiter_shim" else []
+    shim = SAGEATTENTION_SHIMS.get(params.sageattention or "package")
+    path = [str(SHIMS / shim[0])] if shim else []
     path += [params.root, str(HARNESS_IMPORT_ROOT)]
     rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
     if rest:

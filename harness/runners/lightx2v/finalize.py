@@ -19,6 +19,7 @@ from pydantic import Field
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.records import AttnCallsRecord, RankCalls, RunSpec, TimingRecord
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.rank_env import flavour_text
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
 
 
@@ -75,11 +76,11 @@ def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
     if path is None:
         rc.errors.append("sage_attn2 served calls but no sageattention module was recorded")
         return
-    is_shim = bool(rc.modules.get("sageattention_is_aiter_shim"))
-    if flavour == "aiter_shim" and not is_shim:
-        rc.fallbacks[f"sageattention package at {path} (not the aiter shim)"] = served
-    elif flavour == "package" and is_shim:
-        rc.fallbacks[f"the aiter shim at {path} (not the sageattention package)"] = served
+    found = rc.modules.get("sageattention_flavour")
+    if found is None:  # ranks of earlier harness versions recorded the aiter shim's flag only
+        found = "aiter_shim" if rc.modules.get("sageattention_is_aiter_shim") else "package"
+    if found != flavour:
+        rc.fallbacks[f"{flavour_text(found)} at {path} (not {flavour_text(flavour)})"] = served
 
 
 def merge_rank_calls(

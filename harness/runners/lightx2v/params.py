@@ -201,8 +201,8 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
     if "attn_type" in overrides:
         raise ScenarioError(f"{where}: set attn_type on the arm, not in lightx2v config_overrides")
     flavour = getattr(arm, "sageattention", "package")
-    if flavour == "aiter_shim" and arm.attn_type != "sage_attn2":
-        raise ScenarioError(f"{where}: sageattention: aiter_shim only applies to attn_type sage_attn2")
+    if flavour != "package" and arm.attn_type != "sage_attn2":
+        raise ScenarioError(f"{where}: sageattention: {flavour} only applies to attn_type sage_attn2")
     overrides["attn_type"] = arm.attn_type
     refiner = block.refiner_attn_type or overrides.get("refiner_attn_type") or arm.attn_type
     on_h3 = block.model_cls == H3

@@ -1,7 +1,7 @@
 """The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
 
     python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
-        [--sageattention package|aiter_shim] [--count-op LABEL=module:function]... [--require FEATURE]...
+        [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]... [--require FEATURE]...
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
 so plugins and platform backends count and nothing is guessed from source text. Then, for each
@@ -26,7 +26,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.runners.lightx2v.rank_env import CPU_PLATFORM, SP_WRAPPERS, prepare_platform
+from harness.runners.lightx2v.rank_env import (
+    CPU_PLATFORM,
+    SAGEATTENTION_SHIMS,
+    SP_WRAPPERS,
+    flavour_text,
+    prepare_platform,
+    sageattention_flavour,
+)
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
@@ -85,19 +92,19 @@ def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
-            " (the aiter shim is not on PYTHONPATH)" if flavour == "aiter_shim" else ""
+            f" ({flavour_text(flavour)} is not on PYTHONPATH)" if flavour != "package" else ""
         )
     try:
         module = importlib.import_module("sageattention")
     except Exception as err:
         return f"import sageattention failed: {type(err).__name__}: {err}"
-    is_shim = bool(getattr(module, "IS_AITER_SHIM", False))
-    if flavour == "aiter_shim":
-        if not is_shim:
-            return f"sageattention resolves to {module.__file__}, not the aiter shim"
-        return _op_reason(AITER_OP)
-    if is_shim:
-        return f"sageattention resolves to the aiter shim ({module.__file__}), not the package"
+    found = sageattention_flavour(module)
+    if flavour != "package":
+        if found != flavour:
+            return f"sageattention resolves to {module.__file__}, not {flavour_text(flavour)}"
+        return _op_reason(AITER_OP) if flavour == "aiter_shim" else None
+    if found != "package":
+        return f"sageattention resolves to {flavour_text(found)} ({module.__file__}), not the package"
     import torch
 
     capability = torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
@@ -271,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
     )
     p.add_argument("--attn-type", action="append", required=True)
-    p.add_argument("--sageattention", choices=["package", "aiter_shim"], default="package")
+    p.add_argument("--sageattention", choices=["package", *SAGEATTENTION_SHIMS], default="package")
     p.add_argument("--nproc", type=int, default=1)
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")

@@ -42,7 +42,11 @@ class SyntheticCheckpoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    preset: Literal["tiny", "small"] = Field("tiny", description="tiny: CPU-sized DiT; small: GPU-sized DiT.")
+    preset: Literal["tiny", "small", "prod"] = Field(
+        "tiny",
+        description="tiny: CPU-sized DiT; small: GPU-sized DiT; prod: the released width (hidden 5376, "
+        "56 heads x 128, FFN 14336), 2 DiT layers + 1 refiner layer.",
+    )
     seed: int = Field(0, ge=0, description="Weights, tokenizer and configs are a function of the seed.")
 
 
@@ -147,8 +151,11 @@ class LightX2VBlock(BaseModel):
 class LightX2VArmFields(Strict):
     """Arm fields of the lightx2v runner."""
 
-    sageattention: Literal["package", "aiter_shim"] = Field(
-        "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
+    sageattention: Literal["package", "aiter_shim", "emulator"] = Field(
+        "package",
+        description="lightx2v runner: which `sageattention` serves sage_attn2: thu-ml's package, the aiter "
+        "op behind the package's API (aiter_shim), or the harness's sage_emul_thuml emulation (emulator: "
+        "any device, the CPU included).",
     )
     count_ops: dict[str, str] = Field(
         default_factory=dict,
