@@ -26,8 +26,11 @@ from harness.scenario import (
     SlurmBlock,
     check_name,
     check_seed,
+    insitu_settings,
     load_scenario,
     resolve_scenario_path,
+    schedule_spec,
+    shadow_specs,
 )
 from harness.store import CampaignDir, LockHolder, lock_holder
 
@@ -93,6 +96,9 @@ def build_plan(
                         timeout_s=scenario.timeout_s,
                         multi_seed=multi,
                         repeat=repeat,
+                        shadows=shadow_specs(scenario, arm),
+                        insitu=insitu_settings(arm),
+                        schedule=schedule_spec(arm),
                     )
                 )
     return specs

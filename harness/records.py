@@ -18,7 +18,7 @@ import re
 import statistics
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -126,6 +126,53 @@ def canonical_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class ShadowSpec(Record):
+    """One op computed beside every attention call of a shadowed run, on copies of the same q/k/v."""
+
+    name: str  # the label its errors go under: the arm it stands for, or the backend's name
+    attn_type: str
+    kv_reversed: bool = False
+    kv_chunks: int = 1
+    attn_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CaptureSettings(Record):
+    """Which attention calls of a shadowed run keep their q/k/v (safetensors, for ``harness kernels``).
+
+    Steps count from 1; a negative step counts from the end (-1: the last step). At most
+    ``max_calls`` calls per rank are kept, and none past ``max_mb`` megabytes in all (a
+    production call is gigabytes: ``heads`` keeps the first heads only).
+    """
+
+    steps: list[int] = Field(default_factory=lambda: [1, -1])
+    blocks: list[int] = Field(default_factory=lambda: [0])
+    heads: int | None = Field(None, ge=1, description="Keep the first this many heads (all: None).")
+    max_calls: int = Field(4, ge=1)
+    max_mb: float = Field(512.0, gt=0)
+
+
+class InSituSettings(Record):
+    """How a shadowed run measures: ``sample_rows`` query rows of every call (the same rows for
+    every op of the call, drawn from ``seed``) against exact attention in ``yardstick`` precision."""
+
+    sample_rows: int = Field(256, ge=1)
+    seed: int = Field(0, ge=0)
+    yardstick: Literal["float32", "float64"] = "float32"
+    capture: CaptureSettings | None = None
+
+
+class StepSchedule(Record):
+    """Route attention by DiT step (counted from 1): the ``exact`` backend on the first
+    ``exact_first`` steps, the last ``exact_last`` steps and ``exact_steps``; the arm's own
+    backend on every other step (``harness.attention.schedule`` routes by it)."""
+
+    exact: str = "torch_sdpa"
+    exact_options: dict[str, Any] = Field(default_factory=dict)
+    exact_first: int = Field(0, ge=0)
+    exact_last: int = Field(0, ge=0)
+    exact_steps: list[int] = Field(default_factory=list)
+
+
 class RunSpec(Record):
     """Everything that determines what one arm run computes (hashed for resume)."""
 
@@ -146,6 +193,11 @@ class RunSpec(Record):
     timeout_s: float | None = None
     multi_seed: bool = False  # whether the run directory carries @seed
     repeat: int = 1  # 1-based; repeats 2.. time the same computation again in a new process
+    # In-situ measurement: the ops computed beside every attention call (the run's output is
+    # unchanged) and how; a step schedule routing attention between this backend and an exact one.
+    shadows: list[ShadowSpec] = Field(default_factory=list)
+    insitu: InSituSettings | None = None
+    schedule: StepSchedule | None = None
 
     @property
     def key(self) -> str:
@@ -158,7 +210,13 @@ class RunSpec(Record):
         fields at their defaults that older harness versions did not write are left out, so
         campaigns made before them still resume."""
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat"})
-        for name, default in (("kv_chunks", 1), ("attn_options", {})):
+        for name, default in (
+            ("kv_chunks", 1),
+            ("attn_options", {}),
+            ("shadows", []),
+            ("insitu", None),
+            ("schedule", None),
+        ):
             if data.get(name) == default:
                 data.pop(name)
         return canonical_hash(data)
@@ -288,6 +346,8 @@ class RankCalls(Record):
     fallbacks: dict[str, int] = Field(default_factory=dict)  # backend fallen back to -> count
     errors: list[str] = Field(default_factory=list)
     direct_check: DirectCheck | None = None  # None: not checked (no direct op, or not this runner)
+    # DiT step (from 1; "-" outside any step) -> backend -> calls served: what a schedule routed where.
+    per_step: dict[str, dict[str, int]] = Field(default_factory=dict)
 
 
 class AttnCallsRecord(Record):
@@ -318,3 +378,82 @@ class AttnCallsRecord(Record):
                     reasons.append(f"rank {rank}: {n} call(s) fell back to {other!r}")
             reasons.extend(f"rank {rank}: {e}" for e in rc.errors)
         return (not reasons), reasons
+
+
+# --- in-situ (shadow) measurement: insitu/rank<r>.jsonl lines and insitu/rank<r>.meta.json ----------
+
+
+class InSituOpError(Record):
+    """One op's error on one call against the exact yardstick, on the call's sampled query rows."""
+
+    cosine: float
+    rel_l1: float  # sum|o - r| / sum|r|
+    rmse: float
+    max_abs: float
+    row_cos_p1: float  # the worst rows: 1st and 10th percentile of the per-row cosine
+    row_cos_p10: float
+    nan: int = 0  # in the op's whole output, not only the sampled rows
+    inf: int = 0
+    error: str | None = None  # the op refused or failed on this call (its metrics are NaN)
+
+
+class InSituCall(Record):
+    """One attention call of a shadowed run: where it was and every op's error on it."""
+
+    call: int  # 1-based, per rank
+    rank: str = "0"
+    step: int | None = None  # DiT step from 1 (None: outside the sampling loop)
+    block: int | None = None  # transformer block index from 0
+    kind: str = "other"  # dit_self | refiner | cross | other
+    batch: int
+    heads: int
+    q_len: int
+    k_len: int
+    head_dim: int
+    rows: int  # query rows sampled (the same for every op of the call)
+    elements: int  # values compared per op: batch * heads * rows * head_dim
+    ref_l1: float  # sum|r| over them (pools rel L1 over calls)
+    seconds: float = 0.0  # the measurement's own time: yardstick and shadows (device-synchronised)
+    errors: dict[str, InSituOpError] = Field(default_factory=dict)  # op name -> error
+
+
+class InSituOp(Record):
+    """An op a shadowed run measured: the run's own attention (``primary``) or one of its shadows."""
+
+    name: str
+    role: Literal["primary", "shadow"]
+    attn_type: str
+    exact: bool = False
+    kv_reversed: bool = False
+    kv_chunks: int = 1
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class CapturedCall(Record):
+    """A call whose q/k/v were kept (``file``, relative to the insitu folder; tensors q, k, v)."""
+
+    file: str
+    call: int
+    rank: str = "0"
+    step: int | None = None
+    block: int | None = None
+    kind: str = "other"
+    q_shape: list[int] = Field(default_factory=list)  # [B, H, N, D]
+    k_len: int = 0
+    dtype: str = ""
+    scale: float = 0.0
+    bytes: int = 0
+
+
+class InSituMeta(Record):
+    """insitu/rank<r>.meta.json: what one rank's lines measured, and the calls it captured."""
+
+    schema_version: str = Field("harness.insitu/1", alias="schema")
+    rank: str = "0"
+    primary: str  # the op name of the run's own attention in every line's ``errors``
+    ops: list[InSituOp] = Field(default_factory=list)
+    settings: InSituSettings = Field(default_factory=InSituSettings)
+    calls: int = 0
+    complete: bool = False  # the run closed the recorder (every line flushed)
+    captured: list[CapturedCall] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # a shadow that failed and was dropped, ...

@@ -52,11 +52,18 @@ def test_run_keys_and_old_spec_hashes():
     assert run_key("a", None, 2) == "a~r2"
     spec = RunSpec(scenario="s", runner="builtin", arm="a", seed=1, attn_type="torch_sdpa")
     # fields at their defaults stay out of the hash: a campaign made before them still resumes
-    dumped = spec.model_dump(mode="json", exclude={"timeout_s", "repeat", "kv_chunks", "attn_options"})
-    from harness.records import canonical_hash
+    later = {"kv_chunks", "attn_options", "shadows", "insitu", "schedule"}
+    dumped = spec.model_dump(mode="json", exclude={"timeout_s", "repeat", *later})
+    from harness.records import InSituSettings, ShadowSpec, StepSchedule, canonical_hash
 
     assert spec.spec_hash() == canonical_hash(dumped)
     assert spec.model_copy(update={"kv_chunks": 2}).spec_hash() != spec.spec_hash()
+    for changed in (
+        {"shadows": [ShadowSpec(name="x", attn_type="sage_emul_thuml")]},
+        {"insitu": InSituSettings()},
+        {"schedule": StepSchedule(exact_first=1)},
+    ):
+        assert spec.model_copy(update=changed).spec_hash() != spec.spec_hash()
 
 
 def test_verdict_rules_and_repeats_are_validated():

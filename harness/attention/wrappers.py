@@ -1,6 +1,7 @@
 """Wrappers around a backend: exact perturbations for the noise floor (K/V order reversed; K/V
-in chunks merged by log-sum-exp), call counting with fallback, and a bitwise check of the
-backend against its op called directly on a run's first call."""
+in chunks merged by log-sum-exp), call counting with fallback (per DiT step where the run says
+which step it is in), a step schedule, and a bitwise check of the backend against its op called
+directly on a run's first call."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import (
     AttentionBackend,
     AttentionOp,
@@ -16,7 +18,8 @@ from harness.attention.registry import (
     default_scale,
     get_backend,
 )
-from harness.records import AttnCallsRecord, DirectCheck, RankCalls
+from harness.attention.schedule import ScheduledAttention
+from harness.records import AttnCallsRecord, DirectCheck, RankCalls, StepSchedule
 
 
 class KVReversed(AttentionOp):
@@ -166,7 +169,9 @@ class CountingBackend(AttentionOp):
 
     ``requested`` is the backend name the run asked for (``attn_type``). A refused call served
     by the fallback counts in ``calls[fallback.name]`` and in ``fallbacks[fallback.name]``;
-    without a fallback the refusal is recorded in ``errors`` and re-raised.
+    without a fallback the refusal is recorded in ``errors`` and re-raised. With ``sites`` every
+    call also counts under its DiT step (``per_step``); a schedule inside names the backend that
+    served each call (its ``served``).
     """
 
     max_errors = 20
@@ -177,8 +182,11 @@ class CountingBackend(AttentionOp):
         requested: str,
         fallback: AttentionOp | str | None = None,
         direct_check: FirstCallCheck | None = None,
+        sites: CallSites | None = None,
     ):
         self.inner = backend
+        self.sites = sites
+        self.per_step: dict[str, Counter[str]] = {}
         self.direct_check = direct_check
         self.requested = requested
         self.fallback = get_backend(fallback) if isinstance(fallback, str) else fallback
@@ -207,11 +215,16 @@ class CountingBackend(AttentionOp):
             if self.fallback is None:
                 raise
             out = self.fallback(q, k, v, scale)
-            self.calls[self.fallback.name] += 1
+            self._count(self.fallback.name)
             self.fallbacks[self.fallback.name] += 1
             return out
-        self.calls[self.inner.name] += 1
+        self._count(getattr(self.inner, "served", self.inner.name))
         return out
+
+    def _count(self, served: str) -> None:
+        self.calls[served] += 1
+        if self.sites is not None:
+            self.per_step.setdefault(self.sites.current.step_key, Counter())[served] += 1
 
     def rank_calls(self) -> RankCalls:
         check = self.direct_check.result if self.direct_check is not None else None
@@ -220,6 +233,7 @@ class CountingBackend(AttentionOp):
             fallbacks=dict(self.fallbacks),
             errors=list(self.errors),
             direct_check=check,
+            per_step={step: dict(c) for step, c in self.per_step.items()},
         )
 
     def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
@@ -234,6 +248,7 @@ class CountingBackend(AttentionOp):
         self.calls.clear()
         self.fallbacks.clear()
         self.errors.clear()
+        self.per_step.clear()
 
     def __repr__(self) -> str:
         return f"CountingBackend({self.inner!r}, requested={self.requested!r}, fallback={self.fallback!r})"
@@ -245,13 +260,18 @@ def make_attention(
     kv_reversed: bool = False,
     kv_chunks: int = 1,
     fallback: str | None = None,
+    schedule: StepSchedule | None = None,
+    sites: CallSites | None = None,
     **options: Any,
 ) -> CountingBackend:
-    """The usual chain for a run: get_backend(name) [-> KVReversed] [-> KVChunked] -> CountingBackend.
+    """The usual chain for a run: get_backend(name) [-> KVReversed] [-> KVChunked]
+    [-> ScheduledAttention] -> CountingBackend.
 
     The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
     run when it falls back. A backend with a direct op is checked against it on the first call
-    (innermost, so a perturbed arm checks the op on the inputs the op really gets).
+    (innermost, so a perturbed arm checks the op on the inputs the op really gets). A
+    ``schedule`` routes the calls of its steps to its exact backend (perturbed the same way);
+    it needs ``sites``, which also makes the counts per step.
     """
     op: AttentionOp = get_backend(name, **options)
     direct = op.direct_call() if isinstance(op, AttentionBackend) else None
@@ -259,10 +279,18 @@ def make_attention(
     if checker is not None:
         op = checker
     fb: AttentionOp | None = get_backend(fallback) if fallback else None
-    if kv_reversed:
+    op, fb = _perturbed(op, kv_reversed, kv_chunks), _perturbed(fb, kv_reversed, kv_chunks)
+    if schedule is not None:
+        if sites is None:
+            raise ValueError("make_attention: a schedule needs the run's call sites (sites=)")
+        exact = _perturbed(get_backend(schedule.exact, **schedule.exact_options), kv_reversed, kv_chunks)
+        op = ScheduledAttention(op, exact, schedule, sites)
+    return CountingBackend(op, requested=name, fallback=fb, direct_check=checker, sites=sites)
+
+
+def _perturbed(op: AttentionOp | None, kv_reversed: bool, kv_chunks: int) -> AttentionOp | None:
+    if op is not None and kv_reversed:
         op = KVReversed(op)
-        fb = KVReversed(fb) if fb is not None else None
-    if kv_chunks > 1:
+    if op is not None and kv_chunks > 1:
         op = KVChunked(op, kv_chunks)
-        fb = KVChunked(fb, kv_chunks) if fb is not None else None
-    return CountingBackend(op, requested=name, fallback=fb, direct_check=checker)
+    return op

@@ -1,8 +1,9 @@
 """The builtin runner: the embedded tiny ref2av pipeline, in a child process per arm.
 
 ``python -m harness.runners.builtin RUN_DIR`` is what the executor launches: it reads the spec
-the runner wrote into RUN_DIR, builds the attention backend (with the kv_reversed and counting
-wrappers), runs the pipeline and writes output.mp4, timing.json and attn_calls.json.
+the runner wrote into RUN_DIR, builds the attention backend (with the kv_reversed, schedule and
+counting wrappers, and the shadows of an in-situ run), runs the pipeline and writes output.mp4,
+timing.json, attn_calls.json (calls per step too) and, when shadowed, insitu/.
 
 It also owns what a builtin scenario adds to the scenario core (``SCENARIO_PART``): the
 ``builtin:`` block, and the check that every arm names a backend of the harness registry.
@@ -49,17 +50,28 @@ class BuiltinBlock(Strict):
 
 
 def check_backends(scenario: Any) -> None:
-    """Every arm names a backend of the harness registry (the builtin runner serves no other)."""
+    """Every arm names a backend of the harness registry (the builtin runner serves no other); so
+    does every shadow that is not an arm, and every schedule's exact backend."""
     from harness.attention import list_backends
 
     known = list_backends()
-    for i, arm in enumerate(scenario.arms):
-        if arm.attn_type not in known:
+    arms = set(scenario.arm_names)
+
+    def check(name: str, loc: tuple) -> None:
+        if name not in known:
             raise FieldProblem(
-                ("arms", i, "attn_type"),
-                f"unknown attention backend {arm.attn_type!r}{did_you_mean(arm.attn_type, known)} "
+                loc,
+                f"unknown attention backend {name!r}{did_you_mean(name, known)} "
                 f"(the harness registry has: {', '.join(known)})",
             )
+
+    for i, arm in enumerate(scenario.arms):
+        check(arm.attn_type, ("arms", i, "attn_type"))
+        for name in arm.shadows:
+            if name not in arms:
+                check(name, ("arms", i, "shadows"))
+        if arm.schedule is not None:
+            check(arm.schedule.exact, ("arms", i, "schedule", "exact"))
 
 
 SCENARIO_PART = ScenarioPart(block="builtin", model=BuiltinBlock, check=check_backends)
@@ -112,14 +124,31 @@ class BuiltinRunner(Runner):
 
 
 def run_in_process(run_dir: Path) -> None:
-    """The child process: one pipeline run through the counting attention wrapper."""
+    """The child process: one pipeline run through the counting attention wrapper (with its step
+    schedule), shadowed when the spec names shadows or in-situ settings; calls are attributed to
+    steps and blocks by the pipeline's own site hooks."""
     from harness.attention import make_attention
+    from harness.attention.insitu import INSITU_DIR, CallSites
+    from harness.attention.insitu.build import shadowed_attention
     from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    sites = CallSites()
     counting = make_attention(
-        spec.attn_type, kv_reversed=spec.kv_reversed, kv_chunks=spec.kv_chunks, **spec.attn_options
+        spec.attn_type,
+        kv_reversed=spec.kv_reversed,
+        kv_chunks=spec.kv_chunks,
+        schedule=spec.schedule,
+        sites=sites,
+        **spec.attn_options,
     )
+    attention: Any = counting
+    shadowed = None
+    if spec.shadows or spec.insitu is not None:
+        shadowed = shadowed_attention(
+            counting, spec.shadows, spec.insitu, run_dir / INSITU_DIR, primary_name=spec.arm, sites=sites
+        )
+        attention = shadowed
     cfg = PipelineConfig.model_validate(spec.params["pipeline"])
     latents = run_dir / LATENTS_DIR if spec.params.get("save_latents") else None
 
@@ -130,12 +159,15 @@ def run_in_process(run_dir: Path) -> None:
         cfg,
         seed=spec.seed,
         prompt=spec.params["prompt"],
-        attention=counting,
+        attention=attention,
         out_path=run_dir / OUTPUT_MP4,
         latents_dir=latents,
         on_step=on_step,
         lossless_path=run_dir / OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
+        site=sites.site,
     )
+    if shadowed is not None:
+        shadowed.recorder.close()
     write_record(run_dir / TIMING_JSON, timing)
     calls = AttnCallsRecord(
         requested=spec.attn_type, kv_reversed=spec.kv_reversed, ranks={"0": counting.rank_calls()}

@@ -1,6 +1,15 @@
 """Scenario files: the schema (a core plus what each runner and kind registers), loading with
 ${VAR} expansion, and errors that name file, line and field."""
 
+from harness.scenario.insitu import (
+    CaptureBlock,
+    InSituBlock,
+    InSituTolerance,
+    ScheduleBlock,
+    insitu_settings,
+    schedule_spec,
+    shadow_specs,
+)
 from harness.scenario.load import (
     SCENARIO_DIR,
     expand_vars,
@@ -45,13 +54,17 @@ __all__ = [
     "SCENARIO_DIR",
     "SEED_LIMIT",
     "Arm",
+    "CaptureBlock",
     "EnvValue",
     "ExecutorBlock",
     "FieldProblem",
+    "InSituBlock",
+    "InSituTolerance",
     "ReportBlock",
     "SafeName",
     "Scenario",
     "ScenarioPart",
+    "ScheduleBlock",
     "Seed",
     "SlurmBlock",
     "Strict",
@@ -61,6 +74,7 @@ __all__ = [
     "expand_vars",
     "format_loc",
     "full_model",
+    "insitu_settings",
     "json_schema",
     "kind_names",
     "line_for",
@@ -70,5 +84,7 @@ __all__ = [
     "parse_scenario",
     "resolve_scenario_path",
     "scenario_model",
+    "schedule_spec",
+    "shadow_specs",
     "validate_scenario",
 ]

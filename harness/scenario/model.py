@@ -11,14 +11,23 @@ never silently ignored. Which runners, kinds and executors exist is asked of the
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from harness.errors import ScenarioError
 from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.records import Role
 from harness.registry import did_you_mean
+from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.names import ATTN_TYPE_PATTERN, NAME_PATTERN, EnvValue, SafeName, Seed
 from harness.scenario.parts import NO_PART, ScenarioPart
 from harness.scenario.verdict import VerdictRules
@@ -60,6 +69,19 @@ class Arm(Strict):
         default_factory=dict, description="Runner parameters for this arm only."
     )
     description: str | None = None
+    shadows: list[Annotated[str, StringConstraints(pattern=ATTN_TYPE_PATTERN)]] = Field(
+        default_factory=list,
+        description="In-situ measurement: arms (by name) or attention backends also computed on every "
+        "attention call of this arm, on copies of the same q/k/v; the arm's own output is unchanged. Put "
+        "them on a copy of the reference, not on the reference: a shadowed run is never a timing baseline.",
+    )
+    insitu: InSituBlock | None = Field(
+        None, description="How the shadows are measured (default with shadows: 256 rows, seed 0, fp32)."
+    )
+    schedule: ScheduleBlock | None = Field(
+        None,
+        description="Hybrid schedule: exact attention on chosen DiT steps (from 1), this backend between.",
+    )
 
 
 class SlurmBlock(Strict):
@@ -133,6 +155,13 @@ class Scenario(Strict):
     verdict: VerdictRules = Field(default_factory=VerdictRules)
     executor: ExecutorBlock = Field(default_factory=ExecutorBlock)
     report: ReportBlock | None = None
+    accepted_baseline: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description="The arm (or shadow) whose in-situ error candidates are also read against, e.g. "
+        "sage_attn2 (thu-ml SageAttention), as a pull request argues its kernel against it.",
+    )
+    insitu_tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
 
     @field_validator("env")
     @classmethod
@@ -175,6 +204,7 @@ class Scenario(Strict):
             found = ", ".join(refs) if refs else "none"
             raise ValueError(f"exactly one arm must have role: reference (found {found})")
         self._require_block(type(self).runner_part, f"runner {self.runner!r}")
+        check_insitu(self)  # a FieldProblem, like a runner's check
         if self.default_profile is not None and self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
         return self._checked(type(self).runner_part)

@@ -17,9 +17,12 @@ turns that into the flow-matching velocity (x_t - x0) / sigma.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +32,14 @@ from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, VOCAB
 from harness.tiny_ref2av.config import PipelineConfig
 
 Attention = Callable[[Tensor, Tensor, Tensor, float], Tensor]
+# The runner's call-site hook: ``site(step=..., steps=...)`` around a DiT step, ``site(block=...,
+# kind=...)`` around a block's attention call (harness.attention.insitu.sites.CallSites.site).
+SiteHook = Callable[..., AbstractContextManager[Any]]
+
+
+def at_site(site: SiteHook | None, **where: Any) -> AbstractContextManager[Any]:
+    return site(**where) if site is not None else contextlib.nullcontext()
+
 
 FREQ_DIM = 256  # sinusoidal timestep features
 ROPE_THETA = 10000.0
@@ -199,8 +210,11 @@ class TinyRef2AV:
         sigma_audio: float,
         cond: Conditioning,
         attention: Attention,
+        site: SiteHook | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Predicted clean latents (x0) for video [t, h, w, C] and audio [n, C], float32."""
+        """Predicted clean latents (x0) for video [t, h, w, C] and audio [n, C], float32.
+
+        ``site``: entered around each block's attention call with that block's index."""
         cfg, dt = self.cfg, self.dtype
         d, heads, hd = cfg.dim, cfg.heads, cfg.head_dim
         xv = x_video.reshape(-1, VIDEO_CH)
@@ -214,14 +228,15 @@ class TinyRef2AV:
         mod = self._timestep_mod([0.0, sigma_audio, sigma_video])  # text tokens are clean
         scale = 1.0 / math.sqrt(hd)
         act_freq = cfg.sensitivity / cfg.depth
-        for blk in self.blocks:
+        for index, blk in enumerate(self.blocks):
             m = mod + blk.table[None]
             x = _modulate(F.layer_norm(h, (d,), eps=1e-6), m[:, 0], m[:, 1], bounds).to(dt)
             qkv = (x @ blk.wqkv).view(n, 3, heads, hd).permute(1, 2, 0, 3)
             q = _rope(F.rms_norm(qkv[0], (hd,), blk.q_norm, eps=1e-6), cond.cos, cond.sin)
             k = _rope(F.rms_norm(qkv[1], (hd,), blk.k_norm, eps=1e-6), cond.cos, cond.sin)
             v = qkv[2]
-            o = attention(q[None].contiguous(), k[None].contiguous(), v[None].contiguous(), scale)
+            with at_site(site, block=index, kind="dit_self"):
+                o = attention(q[None].contiguous(), k[None].contiguous(), v[None].contiguous(), scale)
             o = o.reshape(heads, n, hd).transpose(0, 1).reshape(n, d).to(dt)
             _gated_add(h, (o @ blk.wo).float(), m[:, 2], bounds)
             x = _modulate(F.layer_norm(h, (d,), eps=1e-6), m[:, 3], m[:, 4], bounds).to(dt)
@@ -240,9 +255,10 @@ class TinyRef2AV:
         sigma_audio: float,
         cond: Conditioning,
         attention: Attention,
+        site: SiteHook | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Flow-matching velocity v = (x_t - x0) / sigma for x_t = (1 - sigma) x0 + sigma * noise."""
-        x0v, x0a = self.forward(x_video, x_audio, sigma_video, sigma_audio, cond, attention)
+        x0v, x0a = self.forward(x_video, x_audio, sigma_video, sigma_audio, cond, attention, site)
         return (x_video - x0v) / sigma_video, (x_audio - x0a) / sigma_audio
 
 

@@ -29,7 +29,7 @@ from harness.tiny_ref2av.conditioning import (
 )
 from harness.tiny_ref2av.config import PipelineConfig
 from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
-from harness.tiny_ref2av.model import Attention, Conditioning, TinyRef2AV
+from harness.tiny_ref2av.model import Attention, Conditioning, SiteHook, TinyRef2AV
 from harness.tiny_ref2av.sampler import StepResult, sample, synchronize
 
 T = TypeVar("T")
@@ -81,6 +81,7 @@ def run_pipeline(
     latents_dir: Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
     lossless_path: Path | None = None,
+    site: SiteHook | None = None,
 ) -> TimingRecord:
     """Generate ``out_path`` (H.264 + AAC mp4) and return its timing.
 
@@ -89,6 +90,8 @@ def run_pipeline(
     ``cfg.save_latents`` and no directory, to ``<out_path's folder>/latents``).
     ``lossless_path``: also write the same frames and audio losslessly (FFV1 + PCM .mkv); its
     time is kept out of the pipeline total (stage ``lossless_copy``).
+    ``site``: the call-site hook entered around each DiT step and each block's attention call
+    (``harness.attention.insitu.CallSites.site``), so calls are attributed by the run itself.
     """
     from harness.media import LosslessWriter, write_av
 
@@ -136,7 +139,7 @@ def run_pipeline(
                 on_step(res.index, res.total)
 
         dit0 = time.perf_counter()
-        lat_v, lat_a = sample(model, cond, seed, attention, step_done)
+        lat_v, lat_a = sample(model, cond, seed, attention, step_done, site)
         stages["dit"] = time.perf_counter() - dit0 - save_s
         if latents_dir is not None:
             stages["latents_save"] = save_s

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH
 from harness.tiny_ref2av.config import PipelineConfig
-from harness.tiny_ref2av.model import Attention, Conditioning, TinyRef2AV
+from harness.tiny_ref2av.model import Attention, Conditioning, SiteHook, TinyRef2AV, at_site
 
 
 def shifted_sigmas(infer_steps: int, shift: float) -> list[float]:
@@ -58,8 +58,11 @@ def sample(
     seed: int,
     attention: Attention,
     on_step: Callable[[StepResult], None] | None = None,
+    site: SiteHook | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Run the N-1 Euler steps; returns the final video/audio latents (float32, on the device)."""
+    """Run the N-1 Euler steps; returns the final video/audio latents (float32, on the device).
+
+    ``site``: entered around each step's model call as ``site(step=i, steps=N-1)`` (i from 1)."""
     cfg, device = model.cfg, model.device
     sig_v = shifted_sigmas(cfg.infer_steps, cfg.video_flow_shift)
     sig_a = shifted_sigmas(cfg.infer_steps, cfg.audio_flow_shift)
@@ -69,7 +72,8 @@ def sample(
     for i in range(n):
         synchronize(device)
         t0 = time.perf_counter()
-        v_v, v_a = model.velocity(x_v, x_a, sig_v[i], sig_a[i], cond, attention)
+        with at_site(site, step=i + 1, steps=n):
+            v_v, v_a = model.velocity(x_v, x_a, sig_v[i], sig_a[i], cond, attention, site)
         # Latents stay float32 between steps (H3: keep_latents_dtype_in_scheduler).
         x_v = x_v + (sig_v[i + 1] - sig_v[i]) * v_v.float()
         x_a = x_a + (sig_a[i + 1] - sig_a[i]) * v_a.float()

@@ -1,0 +1,30 @@
+"""In-situ (shadow) measurement of attention: every call of a real run, also computed by named
+shadow ops on the same q/k/v and measured against an exact yardstick on sampled query rows,
+attributed to its DiT step and block by the runner's own hooks.
+
+* ``sites``: :class:`CallSite` / :class:`CallSites`, where a call is (the runner sets it);
+* ``shadow``: :class:`ShadowedAttention`, the op a runner hands the model;
+* ``measure``: the yardstick and the per-call errors, reduced on the device;
+* ``recorder``: :class:`InSituRecorder`, per-rank JSON lines, the meta record, captured q/k/v;
+* ``read``: a run's lines read back and pooled per step, block and op;
+* ``build``: ``shadowed_attention``, the whole chain from a run spec's shadows.
+"""
+
+from harness.attention.insitu.read import InSituRun, OpStats, grouped, pool, read_insitu
+from harness.attention.insitu.recorder import INSITU_DIR, InSituRecorder
+from harness.attention.insitu.shadow import ShadowedAttention
+from harness.attention.insitu.sites import KINDS, CallSite, CallSites
+
+__all__ = [
+    "INSITU_DIR",
+    "KINDS",
+    "CallSite",
+    "CallSites",
+    "InSituRecorder",
+    "InSituRun",
+    "OpStats",
+    "ShadowedAttention",
+    "grouped",
+    "pool",
+    "read_insitu",
+]

@@ -1,0 +1,51 @@
+"""A shadowed run's attention from its spec: the shadows named in ``RunSpec.shadows`` built as
+the usual chains (their own perturbations, counted apart), wrapped with the primary in a
+:class:`ShadowedAttention` writing to one rank's recorder. Runners (builtin, LightX2V's
+launcher, diffusers) call ``shadowed_attention``; none builds the pieces itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.shadow import ShadowedAttention
+from harness.attention.insitu.sites import CallSites
+from harness.attention.registry import AttentionOp
+from harness.attention.wrappers import make_attention
+from harness.records import InSituSettings, ShadowSpec
+
+
+def shadow_ops(shadows: list[ShadowSpec]) -> dict[str, AttentionOp]:
+    """Each shadow as its own counted chain (no fallback: a refusal is measured as one)."""
+    return {
+        s.name: make_attention(
+            s.attn_type, kv_reversed=s.kv_reversed, kv_chunks=s.kv_chunks, **s.attn_options
+        )
+        for s in shadows
+    }
+
+
+def shadowed_attention(
+    primary: AttentionOp,
+    shadows: list[ShadowSpec],
+    settings: InSituSettings | None,
+    folder: Path,
+    *,
+    primary_name: str,
+    rank: str | int = "0",
+    sites: CallSites | None = None,
+) -> ShadowedAttention:
+    """The primary with its shadows, recording to ``folder`` (a run's ``insitu/``) as ``rank``.
+
+    ``sites``: the run's call-site tracker (the one its counts and schedule read); the recorder
+    is ``result.recorder`` (close it when the run ends)."""
+    settings = settings or InSituSettings()
+    recorder = InSituRecorder(folder, settings, rank=rank, sites=sites)
+    return ShadowedAttention(
+        primary,
+        shadow_ops(shadows),
+        sample_rows=settings.sample_rows,
+        seed=settings.seed,
+        recorder=recorder,
+        primary_name=primary_name,
+    )

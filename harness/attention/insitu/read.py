@@ -1,0 +1,161 @@
+"""Reading a shadowed run's in-situ lines back: every rank's meta and calls, and errors pooled
+per op over any grouping of the calls (per step, per block, per step x block, overall).
+
+Pooling keeps each metric's meaning over many calls: rel L1 is sum|o - r| / sum|r| over all
+of them (each call's rel L1 weighted by its sum|r|), RMSE the root of the mean squared error
+over all compared values, cosine the mean over calls (and its minimum), the worst-row cosine
+the lowest 1st percentile of any call. A call whose metrics are NaN (the op refused or failed)
+counts in ``failed`` and pools nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harness.attention.insitu.recorder import iter_lines
+from harness.errors import HarnessError
+from harness.records import InSituCall, InSituMeta, Record
+from harness.store import read_record
+
+
+class OpStats(Record):
+    """One op's errors pooled over a group of calls."""
+
+    calls: int = 0
+    failed: int = 0  # calls with NaN metrics (refused, failed, or a non-finite output)
+    rel_l1: float | None = None
+    rmse: float | None = None
+    cosine: float | None = None  # mean over calls
+    cosine_min: float | None = None
+    max_abs: float | None = None
+    row_cos_p1: float | None = None  # lowest over calls
+    row_cos_p10: float | None = None  # mean over calls
+    nan: int = 0
+    inf: int = 0
+
+
+@dataclass
+class InSituRun:
+    """A run's in-situ record: the meta of every rank and their calls (ranks in order)."""
+
+    folder: Path
+    metas: list[InSituMeta] = field(default_factory=list)
+    calls: list[InSituCall] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # unreadable lines, incomplete ranks
+
+    @property
+    def primary(self) -> str:
+        return self.metas[0].primary if self.metas else ""
+
+    def op_names(self) -> list[str]:
+        """Every op measured, the primary first, in the order the meta lists them."""
+        names: list[str] = []
+        for m in self.metas:
+            names += [o.name for o in m.ops if o.name not in names]
+        return names
+
+    def op(self, name: str):
+        return next((o for m in self.metas for o in m.ops if o.name == name), None)
+
+    def steps(self) -> list[int]:
+        return sorted({c.step for c in self.calls if c.step is not None})
+
+    def blocks(self) -> list[int]:
+        return sorted({c.block for c in self.calls if c.block is not None})
+
+
+def read_insitu(folder: Path) -> InSituRun | None:
+    """The in-situ record under ``folder`` (a run's ``insitu/``), None when there is none.
+
+    A meta file of another schema raises HarnessError (one line); a line that does not parse is
+    left out and counted in the notes."""
+    folder = Path(folder)
+    metas = sorted(folder.glob("rank*.meta.json")) if folder.is_dir() else []
+    if not metas:
+        return None
+    run = InSituRun(folder)
+    for path in metas:
+        meta = read_record(path, InSituMeta)
+        run.metas.append(meta)
+        if not meta.complete:
+            run.notes.append(f"rank {meta.rank}: the run did not close its in-situ record (it stopped early)")
+        lines = folder / f"rank{meta.rank}.jsonl"
+        bad = 0
+        if lines.is_file():
+            for line in iter_lines(lines):
+                try:
+                    run.calls.append(InSituCall.model_validate(json.loads(line)))
+                except (ValueError, ValidationError):
+                    bad += 1
+        if bad:
+            run.notes.append(f"rank {meta.rank}: {bad} unreadable line(s) left out")
+    run.metas.sort(key=lambda m: (len(m.rank), m.rank))
+    return run
+
+
+def read_insitu_or_note(folder: Path, notes: list[str]) -> InSituRun | None:
+    """read_insitu, with an unreadable record as a note instead of an error."""
+    try:
+        return read_insitu(folder)
+    except HarnessError as err:
+        notes.append(f"{folder}: in-situ record unreadable: {err}")
+        return None
+
+
+def _finite(x: float) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def pool(calls: Iterable[InSituCall], op: str) -> OpStats:
+    """``op``'s errors pooled over ``calls`` (calls that did not measure it are skipped)."""
+    s = OpStats()
+    l1 = ref = sq = n = cos_sum = p10_sum = 0.0
+    good = 0
+    for c in calls:
+        e = c.errors.get(op)
+        if e is None:
+            continue
+        s.calls += 1
+        s.nan += e.nan
+        s.inf += e.inf
+        if not all(_finite(x) for x in (e.rel_l1, e.rmse, e.cosine)) or e.error:
+            s.failed += 1
+            continue
+        good += 1
+        l1 += e.rel_l1 * c.ref_l1
+        ref += c.ref_l1
+        sq += e.rmse**2 * c.elements
+        n += c.elements
+        cos_sum += e.cosine
+        p10_sum += e.row_cos_p10
+        s.cosine_min = e.cosine if s.cosine_min is None else min(s.cosine_min, e.cosine)
+        s.max_abs = e.max_abs if s.max_abs is None else max(s.max_abs, e.max_abs)
+        s.row_cos_p1 = e.row_cos_p1 if s.row_cos_p1 is None else min(s.row_cos_p1, e.row_cos_p1)
+    if good:
+        s.rel_l1 = l1 / ref if ref > 0 else None
+        s.rmse = math.sqrt(sq / n) if n > 0 else None
+        s.cosine = cos_sum / good
+        s.row_cos_p10 = p10_sum / good
+    return s
+
+
+def grouped(
+    calls: Iterable[InSituCall], op: str, key: Callable[[InSituCall], Hashable]
+) -> dict[Hashable, OpStats]:
+    """``op`` pooled per group of calls (``key`` of a call: its step, block, (step, block), ...),
+    groups in the order of their keys."""
+    groups: dict[Hashable, list[InSituCall]] = {}
+    for c in calls:
+        groups.setdefault(key(c), []).append(c)
+    return {k: pool(groups[k], op) for k in sorted(groups, key=_order)}
+
+
+def _order(key: Hashable) -> tuple:
+    parts = key if isinstance(key, tuple) else (key,)
+    return tuple((p is None, p if p is not None else 0) for p in parts)

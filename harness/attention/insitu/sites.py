@@ -1,0 +1,77 @@
+"""Where an attention call is: the call site (DiT step, block, kind) that the runner's own hooks
+set while the model runs, so calls are attributed from the run itself, never from a call counter.
+
+The runner enters ``sites.site(step=i)`` around each DiT step and ``sites.site(block=j,
+kind="dit_self")`` around each block's attention; a nested site keeps what it does not set.
+Whatever reads ``sites.current`` (the in-situ recorder, the per-step call counts, a step
+schedule) sees the same site.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+KINDS = ("dit_self", "refiner", "cross", "other")
+_KEEP: Any = object()  # a site argument that was not given: keep the outer site's value
+
+
+@dataclass(frozen=True)
+class CallSite:
+    step: int | None = None  # DiT step, from 1
+    block: int | None = None  # transformer block, from 0
+    kind: str = "other"  # one of KINDS
+    steps: int | None = None  # DiT steps of the run, when the runner knows them (schedules need it)
+
+    @property
+    def step_key(self) -> str:
+        """The step as the per-step call counts key it ("-": outside any step)."""
+        return "-" if self.step is None else str(self.step)
+
+
+class CallSites:
+    """The current call site, set by nested ``site(...)`` blocks (one tracker per process)."""
+
+    def __init__(self, steps: int | None = None):
+        self.current = CallSite(steps=steps)
+
+    @contextlib.contextmanager
+    def site(
+        self,
+        *,
+        step: int | None = _KEEP,
+        block: int | None = _KEEP,
+        kind: str = _KEEP,
+        steps: int | None = _KEEP,
+    ) -> Iterator[CallSite]:
+        """Inside the block the site has the given fields (the others as outside); restored after.
+
+        Entering a step clears the block (a block belongs to one step)."""
+        outer = self.current
+        changes: dict[str, Any] = {}
+        if step is not _KEEP:
+            changes.update(step=step, block=None, kind="other")
+        if block is not _KEEP:
+            changes["block"] = block
+        if kind is not _KEEP:
+            if kind not in KINDS:
+                raise ValueError(f"call site kind {kind!r}; expected one of {', '.join(KINDS)}")
+            changes["kind"] = kind
+        if steps is not _KEEP:
+            changes["steps"] = steps
+        self.current = replace(outer, **changes)
+        try:
+            yield self.current
+        finally:
+            self.current = outer
+
+    def set(self, **fields: Any) -> CallSite:
+        """Set the site without a block (for hooks that see only the start of a step or block)."""
+        if "kind" in fields and fields["kind"] not in KINDS:
+            raise ValueError(f"call site kind {fields['kind']!r}; expected one of {', '.join(KINDS)}")
+        if "step" in fields and "block" not in fields:
+            fields = {"block": None, "kind": "other", **fields}
+        self.current = replace(self.current, **fields)
+        return self.current

@@ -1,0 +1,91 @@
+"""Hybrid schedules: attention routed by DiT step, exact on the named steps and the arm's own
+backend on the others (xDiT runs MiniMax-H3 exact on the first and last 5 steps, FP8 between).
+
+The step comes from the run's call sites (``insitu.sites``), set by the runner's own step hook;
+the counting wrapper records which backend served each call per step, so the routing is proven
+by the run's counts, not assumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.attention.insitu.sites import CallSites
+from harness.attention.registry import AttentionOp
+from harness.records import StepSchedule
+
+
+def exact_on(schedule: StepSchedule, step: int | None, total: int | None) -> bool:
+    """Whether step ``step`` (from 1) of ``total`` runs the exact backend; a call outside any
+    step runs the arm's own backend. ``exact_last`` needs the total (unknown: not counted)."""
+    if step is None:
+        return False
+    if step <= schedule.exact_first or step in schedule.exact_steps:
+        return True
+    return total is not None and step > total - schedule.exact_last
+
+
+def exact_steps(schedule: StepSchedule, total: int) -> list[int]:
+    """The steps of a run of ``total`` DiT steps that run the exact backend."""
+    return [s for s in range(1, total + 1) if exact_on(schedule, s, total)]
+
+
+def schedule_text(schedule: StepSchedule) -> str:
+    """'torch_sdpa on the first 1 and last 1 step(s)'."""
+    bits = []
+    if schedule.exact_first:
+        bits.append(f"first {schedule.exact_first}")
+    if schedule.exact_last:
+        bits.append(f"last {schedule.exact_last}")
+    if schedule.exact_steps:
+        bits.append("steps " + ", ".join(map(str, sorted(schedule.exact_steps))))
+    return f"{schedule.exact} on the {' and '.join(bits) or 'no'} step(s)"
+
+
+class ScheduledAttention(AttentionOp):
+    """The ``exact`` op on the schedule's steps, ``candidate`` on the others.
+
+    ``served`` names the backend that served the last call (the counting wrapper reads it).
+    When the run starts on an exact step, the candidate is also called once on copies of that
+    first call's inputs (its output discarded, the RNG state kept): its warm-up (compilation,
+    the first-call check) then falls in step 1, which s/step leaves out, as for any other arm.
+    """
+
+    def __init__(self, candidate: AttentionOp, exact: AttentionOp, schedule: StepSchedule, sites: CallSites):
+        self.candidate = candidate
+        self.exact_op = exact
+        self.schedule = schedule
+        self.sites = sites
+        self.name = candidate.name
+        self.exact = candidate.exact
+        self.served = candidate.name
+        self.warmed = False
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return {
+            **self.candidate.params,
+            "schedule": self.schedule.model_dump(mode="json"),
+            "schedule_exact": self.exact_op.params,
+        }
+
+    def __call__(self, q, k, v, scale=None):
+        site = self.sites.current
+        op = self.exact_op if exact_on(self.schedule, site.step, site.steps) else self.candidate
+        if not self.warmed:
+            self.warmed = True
+            if op is self.exact_op:
+                copies = [x.detach().clone() for x in (q, k, v)]
+                devices = [q.device] if q.is_cuda else []
+                with torch.random.fork_rng(devices=devices, device_type="cuda" if q.is_cuda else None):
+                    self.candidate(*copies, scale)
+                del copies
+        self.served = op.name
+        return op(q, k, v, scale)
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduledAttention({self.candidate!r}, exact={self.exact_op!r}, {schedule_text(self.schedule)})"
+        )

@@ -1,0 +1,129 @@
+"""The scenario fields of in-situ measurement and hybrid schedules, the rules between them, and
+what they resolve to in a run spec.
+
+On an arm: ``shadows`` (arm names, or attention backend names, computed beside each of its
+calls), ``insitu`` (how: sampled rows, seed, yardstick precision, captured calls) and
+``schedule`` (exact attention on chosen steps, the arm's backend on the others). On the
+scenario: ``accepted_baseline`` (the arm a candidate's in-situ error is also read against, as
+a pull request argues its kernel against thu-ml SageAttention) and ``insitu_tolerance``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness.records import CaptureSettings, InSituSettings, Role, ShadowSpec, StepSchedule
+from harness.scenario.parts import FieldProblem
+
+FORBID = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class CaptureBlock(CaptureSettings):
+    model_config = FORBID
+
+
+class InSituBlock(InSituSettings):
+    """``insitu:`` of an arm (the defaults when an arm has ``shadows`` and no ``insitu``)."""
+
+    model_config = FORBID
+    capture: CaptureBlock | None = Field(
+        None, description="Keep the q/k/v of chosen calls (safetensors) for `harness kernels`."
+    )
+
+
+class ScheduleBlock(StepSchedule):
+    """``schedule:`` of an arm: e.g. ``{exact_first: 1, exact_last: 1, exact: torch_sdpa}``."""
+
+    model_config = FORBID
+
+    @model_validator(mode="after")
+    def _some_step(self) -> ScheduleBlock:
+        if not (self.exact_first or self.exact_last or self.exact_steps):
+            raise ValueError("the schedule names no exact step (give exact_first, exact_last or exact_steps)")
+        if any(s < 1 for s in self.exact_steps):
+            raise ValueError(f"exact_steps count from 1 (got {sorted(self.exact_steps)})")
+        return self
+
+
+class InSituTolerance(BaseModel):
+    """How an in-situ reading judges a candidate (every line prints the rule it used)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    floor_ratio: float = Field(
+        2.0,
+        gt=0,
+        description="Within the floor when the candidate's pooled rel L1, divided by the exact floor's on "
+        "the same calls, is at most this (the whole 95 % interval; outside when the whole interval is above).",
+    )
+    baseline_ratio: float = Field(
+        1.1, gt=0, description="Against the accepted baseline: the candidate's rel L1 at most this times its."
+    )
+    max_rel_l1: float | None = Field(None, gt=0, description="Absolute: pooled rel L1 at most this.")
+    min_cosine: float | None = Field(None, gt=-1, le=1, description="Absolute: mean cosine at least this.")
+
+
+def insitu_settings(arm: Any) -> InSituSettings | None:
+    """The arm's in-situ settings as a run spec carries them (defaults when it has shadows only)."""
+    if arm.insitu is not None:
+        return InSituSettings.model_validate(arm.insitu.model_dump())
+    return InSituSettings() if arm.shadows else None
+
+
+def shadow_specs(scenario: Any, arm: Any) -> list[ShadowSpec]:
+    """The arm's shadows resolved: an arm's name gives that arm's attention; any other name is a
+    backend of that name with its defaults."""
+    arms = {a.name: a for a in scenario.arms}
+    out = []
+    for name in arm.shadows:
+        other = arms.get(name)
+        if other is None:
+            out.append(ShadowSpec(name=name, attn_type=name))
+        else:
+            out.append(
+                ShadowSpec(
+                    name=name,
+                    attn_type=other.attn_type,
+                    kv_reversed=other.kv_reversed,
+                    kv_chunks=other.kv_chunks,
+                    attn_options=dict(other.attn_options),
+                )
+            )
+    return out
+
+
+def schedule_spec(arm: Any) -> StepSchedule | None:
+    return None if arm.schedule is None else StepSchedule.model_validate(arm.schedule.model_dump())
+
+
+def check_insitu(scenario: Any) -> None:
+    """Shadows name other arms or backends, once each; a schedule arm is no shadow and no
+    reference; the accepted baseline is an arm or a shadow of one."""
+    arms = {a.name: a for a in scenario.arms}
+    shadowed: set[str] = set()
+    for i, arm in enumerate(scenario.arms):
+        if arm.name in arm.shadows:
+            raise FieldProblem(("arms", i, "shadows"), f"arm {arm.name} cannot shadow itself")
+        dups = sorted({s for s in arm.shadows if arm.shadows.count(s) > 1})
+        if dups:
+            raise FieldProblem(("arms", i, "shadows"), f"named more than once: {', '.join(dups)}")
+        for name in arm.shadows:
+            other = arms.get(name)
+            if other is not None and other.schedule is not None:
+                raise FieldProblem(
+                    ("arms", i, "shadows"),
+                    f"{name} has a schedule (its routing follows the steps of its own run): it cannot be a shadow",
+                )
+        shadowed.update(arm.shadows)
+        if arm.schedule is not None and arm.role == Role.reference:
+            raise FieldProblem(
+                ("arms", i, "schedule"), "the reference runs one backend on every step: no schedule"
+            )
+    base = scenario.accepted_baseline
+    if base is not None and base not in arms and base not in shadowed:
+        raise FieldProblem(
+            ("accepted_baseline",),
+            f"{base!r} is neither an arm nor a shadow of one (arms: {', '.join(arms)})",
+        )
