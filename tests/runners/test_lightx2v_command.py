@@ -28,6 +28,7 @@ def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
         "--run-dir", str(run_dir), "--attn-type", "torch_sdpa", "--kv-reversed",
         "--scope", "lightx2v.models.networks",
         "--wrapper", "ulysses", "--wrapper", "ulysses-4090", "--wrapper", "ring",
+        "--latent-steps", "auto",
         "--",
         "--model_cls", "minimax_h3", "--task", "ref2av", "--model_path", str(model),
         "--config_json", str(run_dir / "config.json"),

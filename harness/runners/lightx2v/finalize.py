@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
-from harness.records import AttnCallsRecord, RankCalls, RunSpec, TimingRecord
+from harness.records import AttnCallsRecord, RankCalls, RunSpec, StepSchedule, TimingRecord
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import flavour_text
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
@@ -35,6 +35,10 @@ class LightX2VRankCalls(RankCalls):
     relaxed: dict[str, Any] = Field(
         default_factory=dict
     )  # LightX2V checks relaxed for a synthetic checkpoint
+    scheduled: dict[str, int] = Field(default_factory=dict)  # calls a step schedule routed, by backend
+    # The launcher's hooks on LightX2V's loops: {"hooks": found, "missing": not found}.
+    attribution: dict[str, Any] = Field(default_factory=dict)
+    latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
     finished: bool = False
 
 
@@ -83,6 +87,23 @@ def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
         rc.fallbacks[f"{flavour_text(found)} at {path} (not {flavour_text(flavour)})"] = served
 
 
+def check_schedule(rc: LightX2VRankCalls, schedule: StepSchedule, requested: str, steps: int | None) -> None:
+    """Every DiT step's calls went where the schedule sends them (the counts per step prove it)."""
+    from harness.attention.schedule import exact_on
+
+    numbered = [int(s) for s in rc.per_step if s.isdigit()]
+    total = steps or (max(numbered) if numbered else None)
+    for step in sorted(numbered):
+        counts = rc.per_step[str(step)]
+        wanted, other = (
+            (schedule.exact, requested) if exact_on(schedule, step, total) else (requested, schedule.exact)
+        )
+        if wanted != other and counts.get(other):
+            rc.errors.append(
+                f"schedule: step {step} has {counts[other]} call(s) served by {other} (the schedule sends it to {wanted})"
+            )
+
+
 def merge_rank_calls(
     run_dir: Path,
     requested: str,
@@ -91,13 +112,17 @@ def merge_rank_calls(
     scope: list[str] | None = None,
     sageattention: str | None = None,
     required_ops: list[str] | None = None,
+    schedule: StepSchedule | None = None,
+    steps: int | None = None,
 ) -> LightX2VAttnCalls:
     """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
 
     For sage_attn2 arms, calls served by the other ``sageattention`` (the package where the aiter
     shim was asked for, or the reverse) are recorded as fallbacks: they ran another kernel.
     ``required_ops`` are the arm's ``count_ops`` labels: a rank that called one of them zero
-    times gets an error (the arm named the op, so its backend must have reached it).
+    times gets an error (the arm named the op, so its backend must have reached it). With a
+    ``schedule``, a step whose calls went to the backend the schedule does not send it to is an
+    error (``steps``: the run's DiT steps, for ``exact_last``).
     """
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}
@@ -118,6 +143,9 @@ def merge_rank_calls(
     if sageattention:
         for rc in ranks.values():
             check_sageattention(rc, sageattention)
+    if schedule is not None:
+        for rc in ranks.values():
+            check_schedule(rc, schedule, requested, steps)
     for label in required_ops or []:
         for rc in ranks.values():
             if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
@@ -151,6 +179,8 @@ def finalize_run(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> None:
             params.attn_scope,
             params.sageattention,
             sorted(params.count_ops),
+            spec.schedule,
+            params.dit_steps,
         )
         write_record(run_dir / ATTN_CALLS_JSON, calls)
     link_output(run_dir, params.save_name)

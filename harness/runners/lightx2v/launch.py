@@ -179,8 +179,13 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
 
         served = {"name": ns.attn_type, "kv_reversed": ns.kv_reversed}
         shadowed = build_shadowed(ns.insitu, inst.raw, ns.run_dir / INSITU_DIR, rank, hooks.sites, served)
+    schedule = None
+    if ns.schedule:
+        from harness.records import StepSchedule
+
+        schedule = StepSchedule.model_validate(ns.schedule)
     inst.serve = CallPath(
-        book, hooks, inst.raw, schedule=ns.schedule, direct_check=not ns.no_direct_check, shadowed=shadowed
+        book, hooks, inst.raw, schedule=schedule, direct_check=not ns.no_direct_check, shadowed=shadowed
     )
     return saver, shadowed
 

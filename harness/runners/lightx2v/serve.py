@@ -4,7 +4,8 @@ For each such call, in order:
 
 1. its call site (DiT step, block, kind) from the run's own loops (``hooks.RunHooks``), current
    while the call runs;
-2. the arm's step schedule, if any (``harness.records.StepSchedule`` as a dict): on an exact step
+2. the arm's step schedule, if any (``harness.records.StepSchedule``, routed by the rule of
+   ``harness.attention.schedule.exact_on``): on an exact step
    the call is served by the schedule's exact backend (LightX2V's own class of that name,
    uninstrumented, K/V reversed as the arm's) and counted under that name as a scheduled call,
    never as a fallback; the calls per step and backend prove the routing. When the run starts
@@ -15,7 +16,8 @@ For each such call, in order:
 4. the in-situ shadows, if any (``shadows.build_shadowed``): the call is the primary of a
    ``ShadowedAttention``; the model receives the served output unchanged.
 
-Standard library at import time: this runs in the ranks' interpreter.
+Standard library at import time (this runs in the ranks' interpreter); a schedule's rule is
+imported with the schedule.
 """
 
 from __future__ import annotations
@@ -30,18 +32,6 @@ from harness.runners.lightx2v.direct import check_call
 from harness.runners.lightx2v.hooks import RunHooks
 
 QKV = ("q", "k", "v")
-
-
-def routes_exact(schedule: dict[str, Any], step: int | None, steps: int | None) -> bool:
-    """Whether ``step`` (from 1) of ``steps`` runs the exact backend (``harness.attention.schedule``'s
-    rule: the first ``exact_first``, the last ``exact_last``, and ``exact_steps``); a call outside
-    any step runs the arm's own backend."""
-    if step is None:
-        return False
-    if step in (schedule.get("exact_steps") or []) or step <= int(schedule.get("exact_first") or 0):
-        return True
-    last = int(schedule.get("exact_last") or 0)
-    return bool(last and steps is not None and step > steps - last)
 
 
 def call_tensors(bound: inspect.BoundArguments) -> dict[str, Any]:
@@ -94,7 +84,7 @@ class CallPath:
         hooks: RunHooks,
         raw: Callable[[str], Any],
         *,
-        schedule: dict[str, Any] | None = None,
+        schedule: Any = None,
         direct_check: bool = True,
         shadowed: tuple[Any, Any, dict[str, Any]] | None = None,
     ):
@@ -102,6 +92,10 @@ class CallPath:
         self.hooks = hooks
         self.raw = raw
         self.schedule = schedule
+        if schedule is not None:
+            from harness.attention.schedule import exact_on
+
+            self._exact_on = exact_on
         self.direct_pending = direct_check
         self.shadowed = shadowed
         self.own_called = False
@@ -110,15 +104,23 @@ class CallPath:
     def __call__(self, name: str, backend: Any, original: Callable, bound: inspect.BoundArguments) -> Any:
         site = self.hooks.site_for(backend)
         module = getattr(backend, "_harness_site", None)
-        own = lambda *a, **kw: original(backend, *a, **kw)  # noqa: E731
-        if self.schedule and routes_exact(self.schedule, site.step, site.steps):
-            exact_name = self.schedule.get("exact", "torch_sdpa")
+
+        def own(q, k, v):  # the arm's backend, called as the model called it
+            args, kwargs = with_tensors(bound, {"q": q, "k": k, "v": v})
+            return original(backend, *args, **kwargs)
+
+        tensors = call_tensors(bound)
+        if self.schedule is not None and self._exact_on(self.schedule, site.step, site.steps):
+            exact_name = self.schedule.exact
             exact = self.exact_backend(exact_name)
-            served, run = exact_name, exact.apply
+            served = exact_name
+
+            def run(q, k, v):  # another class: by keyword (its positional parameters differ)
+                return exact.apply(q=q, k=k, v=v, **other_arguments(bound))
+
             if not self.own_called:  # the arm's backend warms up in this step, not in a measured one
                 self.own_called = True
-                args, kwargs = with_tensors(bound, {n: t.clone() for n, t in call_tensors(bound).items()})
-                own(*args, **kwargs)
+                own(*(tensors[n].clone() for n in QKV))
         else:
             self.own_called = True
             served, run = name, own
@@ -130,13 +132,16 @@ class CallPath:
 
         def serve() -> Any:
             if checking:
-                return self._checked(name, run, bound)
-            return run(*bound.args[1:], **bound.kwargs)
+                out, self.book.direct_check = check_call(
+                    name, run, *(tensors[n] for n in QKV), causal=_causal(bound)
+                )
+                return out
+            return run(*(tensors[n] for n in QKV))
 
         with self._at(site):
             if self.shadowed is None:
                 return serve()
-            return self._shadowed(serve, bound)
+            return self._shadowed(serve, bound, tensors)
 
     def exact_backend(self, exact_name: str) -> Any:
         if self._exact is None:
@@ -152,13 +157,12 @@ class CallPath:
             return contextlib.nullcontext()
         return self.hooks.sites.site(block=site.block, kind=site.kind)
 
-    def _shadowed(self, serve: Callable[[], Any], bound: inspect.BoundArguments) -> Any:
+    def _shadowed(self, serve: Callable[[], Any], bound: inspect.BoundArguments, tensors: dict) -> Any:
         from harness.runners.lightx2v.shadows import to_heads_first
 
         shadowed, primary, context = self.shadowed
         context["kwargs"] = other_arguments(bound)
         primary.pending = serve
-        tensors = call_tensors(bound)
         try:
             shadowed(*(to_heads_first(tensors[n]) for n in QKV), context["kwargs"].get("softmax_scale"))
             return primary.out
@@ -166,14 +170,6 @@ class CallPath:
             primary.pending = primary.out = None
             context["kwargs"] = {}
 
-    def _checked(self, name: str, run: Callable, bound: inspect.BoundArguments) -> Any:
-        tensors = call_tensors(bound)
-        causal = bool(bound.arguments.get("causal") or bound.kwargs.get("causal"))
 
-        def call(q, k, v):
-            args, kwargs = with_tensors(bound, {"q": q, "k": k, "v": v})
-            return run(*args, **kwargs)
-
-        out, result = check_call(name, call, tensors["q"], tensors["k"], tensors["v"], causal=causal)
-        self.book.direct_check = result
-        return out
+def _causal(bound: inspect.BoundArguments) -> bool:
+    return bool(bound.arguments.get("causal") or bound.kwargs.get("causal"))
