@@ -98,6 +98,8 @@ def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
     for label, ref in sorted(params.count_ops.items()):
         args += ["--count-op", f"{label}={ref}"]
     args += ["--latent-steps", params.latent_steps]
+    if params.time_blocks:
+        args.append("--time-blocks")
     if spec.schedule is not None:
         args += ["--schedule", json.dumps(spec.schedule.model_dump(mode="json"), sort_keys=True)]
     insitu = insitu_arg(params, spec)
@@ -161,4 +163,6 @@ def probe_command(params: LightX2VParams, spec: RunSpec) -> list[str]:
         cmd += ["--count-op", f"{label}={ref}"]
     for feature in params.requires:
         cmd += ["--require", feature]
+    for name in dict.fromkeys(s.attn_type for s in spec.shadows):
+        cmd += ["--shadow-type", name]
     return cmd

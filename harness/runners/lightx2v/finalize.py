@@ -1,4 +1,5 @@
-"""After a LightX2V arm's process exits: ``timing.json`` and ``attn_calls.json`` from what it left.
+"""After a LightX2V arm's process exits: ``timing.json``, ``attn_calls.json`` (and, for a run that
+timed its blocks, ``layers.json``) from what it left.
 
 The launcher leaves ``rank<N>.log`` (the rank's output, with LightX2V's profiler lines) and
 ``attn_calls.rank<N>.json`` per rank; a bare run (the overhead tool's baseline) leaves neither,
@@ -18,6 +19,7 @@ from pydantic import Field
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.records import AttnCallsRecord, RankCalls, RunSpec, StepSchedule, TimingRecord
+from harness.runners.lightx2v.layers import LAYERS_JSON, layer_timing
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import flavour_text
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
@@ -39,6 +41,7 @@ class LightX2VRankCalls(RankCalls):
     # The launcher's hooks on LightX2V's loops: {"hooks": found, "missing": not found}.
     attribution: dict[str, Any] = Field(default_factory=dict)
     latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
+    block_seconds: dict[str, list[float]] = Field(default_factory=dict)  # step -> per DiT block (timed runs)
     finished: bool = False
 
 
@@ -169,7 +172,12 @@ def link_output(run_dir: Path, save_name: str) -> None:
 def finalize_run(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> None:
     """timing.json, attn_calls.json (not for a bare run: nothing was counted) and output.mp4."""
     run_dir = Path(run_dir)
-    write_record(run_dir / TIMING_JSON, timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps))
+    timing = timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps)
+    write_record(run_dir / TIMING_JSON, timing)
+    if params.time_blocks:
+        layers = layer_timing(sorted(run_dir.glob("attn_calls.rank*.json")), timing)
+        if layers is not None:
+            write_record(run_dir / LAYERS_JSON, layers)
     if not params.bare:
         calls = merge_rank_calls(
             run_dir,

@@ -15,7 +15,10 @@ here. For MiniMax-H3 (``--model_cls minimax_h3``) the hooks wrap, in this proces
 * the runner's ``run_warmup()``: LightX2V's warm-up steps are no DiT step of the run.
 
 A method that is not where the table says is noted and its calls are attributed to no step or
-block ("other"); the counts and the run go on. Standard library at import time.
+block ("other"); the counts and the run go on. With ``time_blocks`` each DiT block of a measured
+step is also timed, the device synchronised before and after it (``block_seconds``: step ->
+[seconds per block]): a layer's cost at the run's sequence length. Standard library at import
+time; torch is imported to synchronise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -54,14 +58,24 @@ HOOKS: dict[str, tuple[Hook, ...]] = {
 }
 
 
+def synchronize() -> None:
+    """Wait for the GPU (CUDA or ROCm) when torch has started it; nothing to wait for on the CPU."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 class RunHooks:
     """Sets ``sites`` (a ``harness.attention.insitu.sites.CallSites``) from LightX2V's loops.
 
     ``on_step_end(step, scheduler)`` callbacks run after each measured step's ``step_post``.
     """
 
-    def __init__(self, sites: Any):
+    def __init__(self, sites: Any, time_blocks: bool = False):
         self.sites = sites
+        self.time_blocks = time_blocks
+        self.block_seconds: dict[str, list[float]] = {}
         self.on_step_end: list[Callable[[int, Any], None]] = []
         self.installed: list[str] = []
         self.missing: list[str] = []
@@ -129,8 +143,15 @@ class RunHooks:
     def _wrap_dit_block(self, original: Callable) -> Callable:
         @functools.wraps(original)
         def run_block(infer, block_idx, *args, **kwargs):
-            with self.sites.site(block=int(block_idx), kind="dit_self"):
-                return original(infer, block_idx, *args, **kwargs)
+            with self.sites.site(block=int(block_idx), kind="dit_self") as site:
+                if not self.time_blocks or site.step is None:
+                    return original(infer, block_idx, *args, **kwargs)
+                synchronize()
+                t0 = time.perf_counter()
+                out = original(infer, block_idx, *args, **kwargs)
+                synchronize()
+                self.block_seconds.setdefault(str(site.step), []).append(time.perf_counter() - t0)
+                return out
 
         return run_block
 

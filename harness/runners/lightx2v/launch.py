@@ -2,7 +2,8 @@
 
     python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [--kv-reversed]
         [--scope MODULE_PREFIX]... [--wrapper NAME]... [--count-op LABEL=module:function]...
-        [--latent-steps all|none|auto|1,2,..] [--no-direct-check] [--schedule JSON] [--insitu JSON]
+        [--latent-steps all|none|auto|1,2,..] [--no-direct-check] [--time-blocks]
+        [--schedule JSON] [--insitu JSON]
         [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
@@ -23,6 +24,7 @@ What it adds, per rank (RANK from torchrun, 0 otherwise):
   arm's step schedule (``--schedule``), the bitwise check of the backend against its op called
   directly (``direct``; ``--no-direct-check`` leaves it out) and the in-situ shadows
   (``--insitu``, ``shadows``: DIR/insitu/rank<N>.jsonl, this rank's heads);
+* with ``--time-blocks``, the seconds of every DiT block of the measured steps (``hooks``);
 * the latents of the chosen DiT steps (``--latent-steps``, ``latents``): DIR/latents/ on rank 0,
   DIR/latents/rank<N>/ on the others;
 * DIR/rank<N>.log: the rank's stdout and stderr (also passed through), so that lines LightX2V
@@ -100,6 +102,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "auto (every step of a short run; else step 1, every 5th and the last) or a comma list",
     )
     p.add_argument("--no-direct-check", action="store_true", help="no first-call check against the direct op")
+    p.add_argument("--time-blocks", action="store_true", help="time each DiT block (device synchronised)")
     p.add_argument(
         "--schedule", type=_json_object, help="a step schedule (harness.records.StepSchedule, JSON)"
     )
@@ -166,7 +169,7 @@ def call_sites() -> object:
 
 def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: CallBook, rank: str):
     """Hooks, latents and the call path of one rank; returns what must be closed at the end."""
-    hooks = RunHooks(call_sites())
+    hooks = RunHooks(call_sites(), time_blocks=ns.time_blocks)
     hooks.install(infer_flag(rest, "--model_cls"))
     book.step_key = lambda: hooks.sites.current.step_key
     book.extra["attribution"] = {"hooks": list(hooks.installed), "missing": list(hooks.missing)}
@@ -187,7 +190,7 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
     inst.serve = CallPath(
         book, hooks, inst.raw, schedule=schedule, direct_check=not ns.no_direct_check, shadowed=shadowed
     )
-    return saver, shadowed
+    return hooks, saver, shadowed
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
@@ -237,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(timeout_s: float = 120.0) -> None:
         """The rank's record, after the latent files and the in-situ lines are out."""
-        for saver, shadowed in closing:
+        for hooks, saver, shadowed in closing:
+            if hooks.time_blocks:
+                book.extra["block_seconds"] = {
+                    s: [round(x, 6) for x in v] for s, v in hooks.block_seconds.items()
+                }
             saver.close(timeout_s)
             book.extra["latents"] = saver.to_json()
             for problem in saver.errors:

@@ -131,12 +131,19 @@ class LightX2VParams(BaseModel):
     latent_steps: str = "auto"  # DiT steps whose latents the ranks save (latents.parse_steps)
     # Shadows that stand for a sage_attn2 arm served by another `sageattention`: name -> flavour.
     shadow_sageattention: dict[str, str] = {}
+    time_blocks: bool = False  # time every DiT block (layers.json)
 
     @model_serializer(mode="wrap")
     def _defaults_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Left out at their defaults, so the spec hash of every earlier run is what it was.
         data = handler(self)
-        for key, default in (("bare", False), ("latent_steps", "auto"), ("shadow_sageattention", {})):
+        defaults = (
+            ("bare", False),
+            ("latent_steps", "auto"),
+            ("shadow_sageattention", {}),
+            ("time_blocks", False),
+        )
+        for key, default in defaults:
             if data.get(key) == default:
                 data.pop(key, None)
         return data
@@ -273,4 +280,5 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         requires=["adaln_cache"] if merged.get("use_adaln_cache") else [],
         latent_steps=block.latent_steps,
         shadow_sageattention=shadow_flavours,
+        time_blocks=block.time_blocks,
     )

@@ -1,7 +1,8 @@
 """The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
 
     python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
-        [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]... [--require FEATURE]...
+        [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]...
+        [--require FEATURE]... [--shadow-type NAME]...
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
 so plugins and platform backends count and nothing is guessed from source text. Then, for each
@@ -117,6 +118,22 @@ def sageattention_reason(flavour: str) -> str | None:
     return None
 
 
+def shadow_reason(names: list[str], registry: Any) -> str | None:
+    """A shadow's attention type that neither LightX2V nor the harness knows (a typo)."""
+    unknown = [n for n in dict.fromkeys(names) if n not in registry]
+    if not unknown:
+        return None
+    from harness.attention import list_backends
+
+    harness_names = list_backends()
+    for name in unknown:
+        if name not in harness_names:
+            close = difflib.get_close_matches(name, [*registry.keys(), *harness_names], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
+    return None
+
+
 def detect_features() -> dict[str, bool]:
     found = {}
     for name, (module, token, _) in FEATURES.items():
@@ -200,8 +217,12 @@ def probe(
     nproc: int = 1,
     count_ops: dict[str, str] | None = None,
     require: list[str] | None = None,
+    shadow_types: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}."""
+    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}.
+
+    ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
+    registers or a harness backend (whether it can run here is the run's note, not a refusal)."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
 
     def no(reason: str) -> dict[str, Any]:
@@ -256,6 +277,9 @@ def probe(
                 f"no {feature} (from {FEATURES[feature][2]})"
             )
 
+    why = shadow_reason(shadow_types or [], registry)
+    if why:
+        return no(why)
     facts["smoke_cosine"] = {}
     for name in dict.fromkeys(attn_types):
         if name not in registry:
@@ -282,9 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nproc", type=int, default=1)
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")
+    p.add_argument("--shadow-type", action="append", default=[], metavar="NAME")
     ns = p.parse_args(argv)
     ops = dict(item.split("=", 1) for item in ns.count_op)
-    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require)
+    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type)
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0

@@ -131,6 +131,13 @@ class LightX2VBlock(BaseModel):
         "else step 1, every 5th step and the last.",
     )
 
+    time_blocks: bool = Field(
+        False,
+        description="Time every DiT block of the measured steps, the device synchronised around each "
+        "(layers.json: a layer's seconds per step at the run's sequence length, a step of the released "
+        "50 layers extrapolated from it); the syncs cost little but are not free.",
+    )
+
     @field_validator("latent_steps")
     @classmethod
     def _steps(cls, v: str) -> str:
