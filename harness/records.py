@@ -457,3 +457,19 @@ class InSituMeta(Record):
     complete: bool = False  # the run closed the recorder (every line flushed)
     captured: list[CapturedCall] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # a shadow that failed and was dropped, ...
+
+
+class InSituStats(Record):
+    """One op's errors pooled over a group of calls."""
+
+    calls: int = 0
+    failed: int = 0  # calls with NaN metrics (refused, failed, or a non-finite output)
+    rel_l1: float | None = None
+    rmse: float | None = None
+    cosine: float | None = None  # mean over calls
+    cosine_min: float | None = None
+    max_abs: float | None = None
+    row_cos_p1: float | None = None  # lowest over calls
+    row_cos_p10: float | None = None  # mean over calls
+    nan: int = 0
+    inf: int = 0

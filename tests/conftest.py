@@ -15,3 +15,11 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and item.get_closest_marker("lightx2v") and os.environ.get("LIGHTX2V_ROOT"):
         report.outcome = "failed"
         report.longrepr = f"LIGHTX2V_ROOT is set, yet this LightX2V test skipped: {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def shadowed_campaign(tmp_path_factory):
+    """The in-situ campaign of insitu_testutil, run and reported once (tests only read it)."""
+    from insitu_testutil import run_shadowed_campaign
+
+    return run_shadowed_campaign(tmp_path_factory.mktemp("insitu"))

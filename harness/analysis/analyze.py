@@ -238,6 +238,9 @@ def analyze_campaign(
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
     judge_all(res)
+    from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
+
+    add_insitu(res, campaign, say)
     measured = [c for c in res.comparisons if c.measured]
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from harness.analysis.insitu_model import InSituResults, ScheduleRow
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
@@ -189,6 +190,9 @@ class ReportResults(Record):
     frame_indices: list[int] = Field(default_factory=list)
     frame_grids: list[FrameGrid] = Field(default_factory=list)  # one per seed
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
+    # In-situ readings of shadowed runs and the hybrid schedules (analysis.insitu, analysis.schedules).
+    insitu: InSituResults | None = None
+    schedules: list[ScheduleRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
 
@@ -225,10 +229,12 @@ __all__ = [
     "FloorSummary",
     "FrameGrid",
     "FrameSeries",
+    "InSituResults",
     "LatentPoint",
     "LatentSeries",
     "ReportResults",
     "RunSummary",
+    "ScheduleRow",
     "SpeedTest",
     "Spread",
     "Verdict",

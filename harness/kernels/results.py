@@ -113,6 +113,7 @@ class ShapeResult(Record):
     flops: float
     reference_dtype: str
     reference_s: float
+    captured: str | None = None  # the captured q/k/v file the inputs came from (None: synthetic)
 
 
 class KernelsResult(Record):

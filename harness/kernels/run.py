@@ -1,6 +1,7 @@
 """Run a kernel benchmark: every shape x backend of a scenario of kind ``kernels``.
 
-For every shape x backend: accuracy against an exact reference (fp64 or fp32, chunked over
+Shapes are synthetic (random inputs of the given sizes) or captured (the real q/k/v a shadowed
+run kept, ``kernels.captured``). For every shape x backend: accuracy against an exact reference (fp64 or fp32, chunked over
 queries), the noise floor (torch_sdpa with K/V reversed against the same reference), speed
 (CUDA events with an L2 flush between calls, median, side by side with triton's do_bench when
 triton imports; wall time on CPU), TFLOP/s as a fraction of a matmul peak measured in the same
@@ -33,6 +34,7 @@ from harness.attention import (
 from harness.attention.exact import full_fp32_matmul
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
+from harness.kernels.captured import captured_shapes, load_captured
 from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
 from harness.kernels.report import write_kernels_report
 from harness.kernels.results import (
@@ -310,6 +312,7 @@ def run_kernels(
     """Measure every shape x backend of ``block``; write ``out_dir/kernels.json``; return the result."""
     say = progress or (lambda _msg: None)
     _validate_entries(block)
+    captured = [c for entry in block.captured for c in captured_shapes(entry)]  # every file checked first
     started = time.perf_counter()
     device = torch.device(resolve_device(block.device, context="kernels"))
     device_name, env = _env(device)
@@ -338,35 +341,58 @@ def run_kernels(
     for index, shape in enumerate(block.shapes):
         say(f"shape {shape.name}: inputs and reference")
         inputs = _make_inputs(shape, device, block.seed + index)
-        scale = shape.head_dim**-0.5
-        ref_dtype = _reference_dtype(block.reference, shape)
-        t0 = time.perf_counter()
-        ref = exact_attention(
-            *inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=_ref_chunk(device, ref_dtype)
-        )
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        result.shapes.append(
-            ShapeResult(
-                shape=shape,
-                scale=scale,
-                flops=shape.flops,
-                reference_dtype=str(ref_dtype).removeprefix("torch."),
-                reference_s=time.perf_counter() - t0,
-            )
-        )
-        for entry in block.entries_for(shape):
-            say(f"shape {shape.name}: {entry.key}")
-            result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
-        if block.noise_floor:
-            say(f"shape {shape.name}: noise floor")
-            result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
-        del inputs, ref
+        _measure_shape(result, shape, inputs, shape.head_dim**-0.5, ctx, say)
+        del inputs
+        _free(device)
+    for cap in captured:
+        say(f"shape {cap.shape.name}: captured inputs and reference")
+        inputs = load_captured(cap, device)
+        _measure_shape(result, cap.shape, inputs, cap.scale, ctx, say, captured=str(cap.file))
+        del inputs
         _free(device)
     result.duration_s = time.perf_counter() - started
     out_dir = Path(out_dir)
     write_record(out_dir / KERNELS_JSON, result)
     return result
+
+
+def _measure_shape(
+    result: KernelsResult,
+    shape: KernelShape,
+    inputs: tuple[torch.Tensor, ...],
+    scale: float,
+    ctx: dict[str, Any],
+    say: Progress,
+    *,
+    captured: str | None = None,
+) -> None:
+    """The reference, every backend and the noise floor on one shape's inputs (synthetic or captured)."""
+    block: KernelsBlock = ctx["block"]
+    device = inputs[0].device
+    ref_dtype = _reference_dtype(block.reference, shape)
+    t0 = time.perf_counter()
+    ref = exact_attention(
+        *inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=_ref_chunk(device, ref_dtype)
+    )
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    result.shapes.append(
+        ShapeResult(
+            shape=shape,
+            scale=scale,
+            flops=shape.flops,
+            reference_dtype=str(ref_dtype).removeprefix("torch."),
+            reference_s=time.perf_counter() - t0,
+            captured=captured,
+        )
+    )
+    for entry in block.entries_for(shape):
+        say(f"shape {shape.name}: {entry.key}")
+        result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
+    if block.noise_floor:
+        say(f"shape {shape.name}: noise floor")
+        result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
+    del ref
 
 
 def _ref_chunk(device: torch.device, dtype: torch.dtype) -> int:

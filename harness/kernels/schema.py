@@ -90,8 +90,27 @@ class BackendEntry(_Strict):
         return self.label or self.backend
 
 
+class CapturedInputs(_Strict):
+    """Real q/k/v kept by a shadowed run (``insitu.capture`` of an arm): each captured call is
+    measured as a shape of its own, beside the synthetic ones (its activations' outliers are
+    what INT8 and FP8 quantisation errors depend on)."""
+
+    path: str = Field(
+        description="A captured .safetensors file, or a folder searched for them (a run's insitu/captures, a "
+        "run, a campaign); relative to the working directory (${SCENARIO_DIR} is the scenario's folder)."
+    )
+    label: str | None = Field(
+        None, pattern=_NAME, description="Prefix of the shapes' names (default: captured)."
+    )
+    backends: list[str] | None = Field(None, description="Labels to run on these inputs (default: all).")
+    max_files: int = Field(16, ge=1, description="At most this many captured calls from the folder (sorted).")
+
+
 class KernelsBlock(_Strict):
     shapes: list[KernelShape] = Field(min_length=1)
+    captured: list[CapturedInputs] = Field(
+        default_factory=list, description="Captured q/k/v of real runs, measured beside the shapes."
+    )
     backends: list[BackendEntry] = Field(min_length=1)
     reference: Literal["auto", "fp64", "fp32"] = Field(
         "auto", description="auto: fp64 when B*H*Nq*Nk <= 2^28, else fp32 (chunked over queries)."
@@ -129,12 +148,11 @@ class KernelsBlock(_Strict):
         dup_shapes = sorted({n for n in names if names.count(n) > 1})
         if dup_shapes:
             raise ValueError(f"shape names must be unique; repeated: {', '.join(dup_shapes)}")
-        for s in self.shapes:
+        for s in (*self.shapes, *self.captured):
             unknown = sorted(set(s.backends or []) - set(keys))
             if unknown:
-                raise ValueError(
-                    f"shape {s.name}: backends {', '.join(unknown)} are not in the backends list"
-                )
+                what = f"shape {s.name}" if isinstance(s, KernelShape) else f"captured {s.path}"
+                raise ValueError(f"{what}: backends {', '.join(unknown)} are not in the backends list")
         if self.device == "cuda" and self.repeats < GPU_MIN_REPEATS:
             raise ValueError(f"repeats must be >= {GPU_MIN_REPEATS} on a GPU (got {self.repeats})")
         return self

@@ -18,6 +18,7 @@ from typing import Any
 from harness.analysis.model import AudioView, FrameSeries, ReportResults
 from harness.errors import HarnessError
 from harness.records import canonical_hash
+from harness.report.insitu import insitu_figure_jobs
 from harness.store import atomic_write_json
 
 FIGURES_VERSION = 1
@@ -63,6 +64,13 @@ def spectrogram_db(png: Path, view: AudioView) -> Any:
 def plots():
     """``report.plots``, imported by the first figure drawn (matplotlib takes a second to load)."""
     from harness.report import plots as module
+
+    return module
+
+
+def insitu_plots():
+    """``report.insitu_plots``, imported by the first in-situ figure drawn."""
+    from harness.report import insitu_plots as module
 
     return module
 
@@ -142,6 +150,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             per_seed.append((a.arm, pts))
         if band is not None or any(pts for _, pts in per_seed):
             jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
+    jobs += insitu_figure_jobs(res, insitu_plots)
     return jobs
 
 

@@ -18,6 +18,7 @@ from harness.report.cells import (
     spread_text,
     status_text,
 )
+from harness.report.insitu import insitu_section, schedules_section
 from harness.text_table import TextTable
 
 SPEED_HEADERS = [
@@ -259,6 +260,7 @@ def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str,
             lat.images.append(("Latent PSNR per step", images["latents"]))
         secs.append(lat)
     secs += [stats_section(res), attention_section(res), frames_section(res, grids), verdict_section(res)]
+    secs += [s for s in (insitu_section(res, images), schedules_section(res)) if s is not None]
     fail = failures_section(res)
     if fail is not None:
         secs.append(fail)

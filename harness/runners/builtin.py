@@ -105,6 +105,12 @@ class BuiltinRunner(Runner):
         ok, why = availability(spec.attn_type)
         if not ok:
             return f"backend {spec.attn_type} unavailable here: {why}"
+        if (
+            spec.schedule is not None
+        ):  # an unavailable shadow is left out with a note; the exact side is needed
+            ok, why = availability(spec.schedule.exact)
+            if not ok:
+                return f"schedule's exact backend {spec.schedule.exact} unavailable here: {why}"
         if spec.attn_options:  # options can pin what the machine lacks (an SDPA kernel, a variant)
             try:
                 get_backend(spec.attn_type, **spec.attn_options)

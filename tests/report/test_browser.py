@@ -59,3 +59,17 @@ def test_detector_sees_console_errors_and_missing_files(chromium, tmp_path: Path
     assert any("boom" in e for e in page.errors)
     assert any("missing.png" in e or "ERR_FILE_NOT_FOUND" in e for e in page.errors)
     assert page.failed
+
+
+def test_in_situ_heatmaps_render_in_the_page(chromium, shadowed_campaign, tmp_path: Path):
+    page = load_page(chromium, (shadowed_campaign / "index.html").resolve().as_uri(), height=6000)
+    shot = tmp_path / "report_insitu.png"
+    shot.write_bytes(page.screenshot)
+    keep_artifact(shot, "report_insitu.png")
+    assert page.errors == [] and page.failed == [], page.console
+    assert page.images_broken == 0
+    _check_local_only(page.requests, shadowed_campaign)
+    for name in ("insitu_heatmap_sage_emul_thuml", "insitu_heatmap_sage_emul_aiter", "insitu_steps"):
+        assert any(u.endswith(f"/assets/{name}.png") for u in page.requests), name
+    for text in ("In-situ attention accuracy", "Hybrid schedules", "a shadowed run's timing", "exact floor"):
+        assert text in page.body_text, text

@@ -42,3 +42,39 @@ def test_initial_noise_is_a_seeded_cpu_stream():
     assert torch.equal(v1, torch.randn(v1.shape, generator=g))
     assert torch.equal(a1, torch.randn(a1.shape, generator=g))
     assert abs(float(v1.std()) - 1.0) < 0.2
+
+
+def test_the_site_hook_brackets_every_step_and_each_blocks_attention_call():
+    """The runner's call sites come from these hooks: every call inside its step and block."""
+    import contextlib
+
+    import torch.nn.functional as F
+
+    from harness.tiny_ref2av.conditioning import audio_target, tokenize, video_target
+    from harness.tiny_ref2av.model import Conditioning, TinyRef2AV
+    from harness.tiny_ref2av.sampler import sample
+
+    cfg = PRESETS["tiny"]
+    model = TinyRef2AV(cfg, torch.device("cpu"), torch.float32)
+    cos, sin = model.rope_tables()
+    ref = torch.rand(3, cfg.latent_h, cfg.latent_w)
+    cond = Conditioning(model.encode_text(tokenize("x", cfg.text_tokens)), video_target(ref, cfg.latent_t, "x"),
+                        audio_target(cfg.audio_tokens, cfg.frames / cfg.fps, "x"), cos, sin)  # fmt: skip
+    where: dict = {}
+    seen = []
+
+    @contextlib.contextmanager
+    def site(**fields):
+        outer = dict(where)
+        where.update(fields)
+        yield
+        where.clear()
+        where.update(outer)
+
+    def attention(q, k, v, scale):
+        seen.append((where.get("step"), where.get("steps"), where.get("block"), where.get("kind")))
+        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+    sample(model, cond, 1, attention, site=site)
+    steps = cfg.dit_steps
+    assert seen == [(s, steps, b, "dit_self") for s in range(1, steps + 1) for b in range(cfg.depth)]

@@ -10,7 +10,7 @@ attributed to its DiT step and block by the runner's own hooks.
 * ``build``: ``shadowed_attention``, the whole chain from a run spec's shadows.
 """
 
-from harness.attention.insitu.read import InSituRun, OpStats, grouped, pool, read_insitu
+from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu
 from harness.attention.insitu.recorder import INSITU_DIR, InSituRecorder
 from harness.attention.insitu.shadow import ShadowedAttention
 from harness.attention.insitu.sites import KINDS, CallSite, CallSites
@@ -22,7 +22,6 @@ __all__ = [
     "CallSites",
     "InSituRecorder",
     "InSituRun",
-    "OpStats",
     "ShadowedAttention",
     "grouped",
     "pool",

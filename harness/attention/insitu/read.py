@@ -20,24 +20,8 @@ from pydantic import ValidationError
 
 from harness.attention.insitu.recorder import iter_lines
 from harness.errors import HarnessError
-from harness.records import InSituCall, InSituMeta, Record
+from harness.records import InSituCall, InSituMeta, InSituStats
 from harness.store import read_record
-
-
-class OpStats(Record):
-    """One op's errors pooled over a group of calls."""
-
-    calls: int = 0
-    failed: int = 0  # calls with NaN metrics (refused, failed, or a non-finite output)
-    rel_l1: float | None = None
-    rmse: float | None = None
-    cosine: float | None = None  # mean over calls
-    cosine_min: float | None = None
-    max_abs: float | None = None
-    row_cos_p1: float | None = None  # lowest over calls
-    row_cos_p10: float | None = None  # mean over calls
-    nan: int = 0
-    inf: int = 0
 
 
 @dataclass
@@ -112,9 +96,9 @@ def _finite(x: float) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def pool(calls: Iterable[InSituCall], op: str) -> OpStats:
+def pool(calls: Iterable[InSituCall], op: str) -> InSituStats:
     """``op``'s errors pooled over ``calls`` (calls that did not measure it are skipped)."""
-    s = OpStats()
+    s = InSituStats()
     l1 = ref = sq = n = cos_sum = p10_sum = 0.0
     good = 0
     for c in calls:
@@ -147,7 +131,7 @@ def pool(calls: Iterable[InSituCall], op: str) -> OpStats:
 
 def grouped(
     calls: Iterable[InSituCall], op: str, key: Callable[[InSituCall], Hashable]
-) -> dict[Hashable, OpStats]:
+) -> dict[Hashable, InSituStats]:
     """``op`` pooled per group of calls (``key`` of a call: its step, block, (step, block), ...),
     groups in the order of their keys."""
     groups: dict[Hashable, list[InSituCall]] = {}

@@ -1,0 +1,274 @@
+"""In-situ readings of a campaign: each shadowed candidate's error on the very attention calls of
+the run that shadowed it, against the exact floor on the same calls, the accepted baseline and
+an absolute tolerance; per step, per block and the worst calls; and what the shadows cost.
+
+The exact floor of a call is the mean error of the exact ops measured on it (the shadowed run's
+own attention when it is exact, and every exact shadow, e.g. K/V reversed): what exact
+attention in the run's precision already differs from the FP32 yardstick. A candidate's
+``ratio`` is its pooled rel L1 over the pooled floor's on the same calls, with a 95 % bootstrap
+interval over calls; ``word`` is within / outside / inconclusive. In a chaotic run (where pixel
+metrics against one reference measure nothing) this is the evidence the verdict rests on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.insitu_cost import measure_per_step, run_spec, shadow_costs
+from harness.analysis.insitu_model import (
+    BOOTSTRAP,
+    WORST,
+    InSituCell,
+    InSituPart,
+    InSituReading,
+    InSituResults,
+    InSituRunInfo,
+    InSituStep,
+    WorstCall,
+    heatmap_name,
+)
+from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
+from harness.attention.insitu.recorder import INSITU_DIR
+from harness.records import InSituCall, InSituStats
+from harness.scenario.insitu import InSituTolerance
+from harness.store import CampaignDir
+
+
+def _l1(call: InSituCall, op: str) -> float | None:
+    e = call.errors.get(op)
+    if e is None or e.error or not math.isfinite(e.rel_l1):
+        return None
+    return e.rel_l1 * call.ref_l1
+
+
+def _floor_l1(call: InSituCall, floor_ops: list[str]) -> float | None:
+    vals = [x for x in (_l1(call, op) for op in floor_ops) if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float | None, list[float] | None]:
+    if not len(num) or den.sum() <= 0:
+        return None, None
+    ratio = float(num.sum() / den.sum())
+    if len(num) < 2:
+        return ratio, None
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(num), size=(BOOTSTRAP, len(num)))
+    boots = num[idx].sum(axis=1) / np.maximum(den[idx].sum(axis=1), np.finfo(float).tiny)
+    return ratio, [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+
+
+def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_worse: bool = True) -> str:
+    if value is None:
+        return "inconclusive"
+    lo, hi = ci if ci is not None else (value, value)
+    if not higher_is_worse:
+        lo, hi, limit = -hi, -lo, -limit
+    if hi <= limit:
+        return "within"
+    if lo > limit:
+        return "outside"
+    return "inconclusive"
+
+
+def _ci_text(ci: list[float] | None) -> str:
+    return f" [95 % {ci[0]:.3g}-{ci[1]:.3g}]" if ci else ""
+
+
+def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = True) -> InSituPart:
+    word = _word(value, ci, limit, higher_is_worse)
+    shown = "n/a" if value is None else f"{value:.3g}{unit}"
+    rule = f"{'at most' if higher_is_worse else 'at least'} {limit:g}{unit}"
+    return InSituPart(
+        against=against, word=word, value=value, ci=ci, limit=limit,
+        text=f"{against}: {shown}{_ci_text(ci)}, {rule}: {word}",
+    )  # fmt: skip
+
+
+def candidate_reading(
+    name: str,
+    items: list[tuple[str, InSituCall]],
+    floor_ops: list[str],
+    base: str | None,
+    tol: InSituTolerance,
+    attn_type: str = "",
+) -> InSituReading:
+    """The reading of candidate ``name`` over ``items`` ((run key, call) pairs): against the mean of
+    ``floor_ops`` on each call, the accepted baseline ``base`` and the absolute limits of ``tol``."""
+    calls = [c for _, c in items]
+    r = InSituReading(candidate=name, attn_type=attn_type, runs=sorted({k for k, _ in items}))
+    r.stats = pool(calls, name)
+    r.calls, r.failed = r.stats.calls, r.stats.failed
+    rows = [(k, c, _l1(c, name), _floor_l1(c, floor_ops)) for k, c in items]
+    both = [(k, c, x, f) for k, c, x, f in rows if x is not None and f is not None]
+    cand = np.array([x for _, _, x, _ in both], dtype=float)
+    floor = np.array([f for _, _, _, f in both], dtype=float)
+    r.ratio, r.ratio_ci = _ratio_ci(cand, floor)
+    if both:
+        r.floor = InSituStats(
+            calls=len(both), rel_l1=float(floor.sum() / sum(c.ref_l1 for _, c, _, _ in both))
+        )
+    r.parts.append(_part("exact floor", r.ratio, r.ratio_ci, tol.floor_ratio, "x"))
+    if base is not None and base != name:
+        pair = [(x, _l1(c, base)) for _, c, x, _ in rows if x is not None]
+        pair = [(x, b) for x, b in pair if b is not None]
+        value, ci = _ratio_ci(np.array([x for x, _ in pair]), np.array([b for _, b in pair]))
+        r.parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
+    good = [(c, x) for _, c, x, _ in rows if x is not None]
+    if tol.max_rel_l1 is not None:
+        value, ci = _ratio_ci(np.array([x for _, x in good]), np.array([c.ref_l1 for c, _ in good]))
+        r.parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
+    if tol.min_cosine is not None:
+        cos = np.array([c.errors[name].cosine for c, _ in good], dtype=float)
+        value, ci = _ratio_ci(cos, np.ones_like(cos))
+        r.parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
+    words = [p.word for p in r.parts]
+    r.word = (
+        "outside"
+        if "outside" in words
+        else ("within" if words and all(w == "within" for w in words) else "inconclusive")
+    )
+    _shape(r, items, name, floor_ops, base)
+    s = r.stats
+    where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (f", {r.failed} not measured" if r.failed else "")
+    head = (
+        f"in situ rel L1 {s.rel_l1:.3g}, cosine {s.cosine:.6f} (worst row p1 {s.row_cos_p1:.4f}) on {where}"
+        if s.rel_l1 is not None
+        else f"not measured on {where}"
+    )
+    r.text = f"{name}: {head}; " + "; ".join(p.text for p in r.parts) + f"; in-situ reading: {r.word}"
+    return r
+
+
+def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str | None) -> None:
+    """Per step (with the floor and baseline beside), per step x block, and the worst calls."""
+    calls = [c for _, c in items]
+    steps = grouped(calls, name, lambda c: c.step)
+    for step, st in steps.items():
+        on = [c for c in calls if c.step == step]
+        floor = [x for x in (_floor_l1(c, floor_ops) for c in on) if x is not None]
+        ref = sum(c.ref_l1 for c in on if _floor_l1(c, floor_ops) is not None)
+        r.per_step.append(
+            InSituStep(
+                step=step,
+                rel_l1=st.rel_l1,
+                floor_rel_l1=sum(floor) / ref if floor and ref > 0 else None,
+                baseline_rel_l1=pool(on, base).rel_l1 if base and base != name else None,
+                cosine=st.cosine,
+                calls=st.calls,
+            )
+        )
+    for (step, block), st in grouped(calls, name, lambda c: (c.step, c.block)).items():
+        on = [c for c in calls if (c.step, c.block) == (step, block)]
+        pairs = [(_l1(c, name), _floor_l1(c, floor_ops)) for c in on]
+        pairs = [(x, f) for x, f in pairs if x is not None and f is not None]
+        ratio = (
+            sum(x for x, _ in pairs) / sum(f for _, f in pairs)
+            if pairs and sum(f for _, f in pairs) > 0
+            else None
+        )
+        r.cells.append(InSituCell(step=step, block=block, rel_l1=st.rel_l1, ratio=ratio, calls=st.calls))
+    scored = [(k, c, c.errors[name]) for k, c in items if _l1(c, name) is not None]
+    scored.sort(key=lambda t: t[2].rel_l1, reverse=True)
+    for key, c, e in scored[:WORST]:
+        f = _floor_l1(c, floor_ops)
+        r.worst.append(
+            WorstCall(
+                run=key, call=c.call, rank=c.rank, step=c.step, block=c.block, kind=c.kind, rel_l1=e.rel_l1,
+                cosine=e.cosine, row_cos_p1=e.row_cos_p1, floor_rel_l1=f / c.ref_l1 if f is not None else None,
+            )
+        )  # fmt: skip
+    if r.cells:
+        r.heatmap = heatmap_name(name)
+
+
+def _run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunInfo:
+    primary = run.op(run.primary)
+    info = InSituRunInfo(
+        key=key, arm=arm, primary=run.primary, primary_exact=bool(primary and primary.exact),
+        calls=len(run.calls), steps=run.steps(), blocks=run.blocks(),
+        sample_rows=run.metas[0].settings.sample_rows, yardstick=run.metas[0].settings.yardstick,
+        notes=list(run.notes) + [n for m in run.metas for n in m.notes],
+    )  # fmt: skip
+    for name in run.op_names():
+        op = run.op(name)
+        info.ops[name] = "primary" if name == run.primary else ("exact" if op and op.exact else "candidate")
+    for c in run.calls:
+        info.kinds[c.kind] = info.kinds.get(c.kind, 0) + 1
+    info.captured = [f"{folder_rel}/{c.file}" for m in run.metas for c in m.captured]
+    info.measure_s_per_step = measure_per_step(run.calls)
+    return info
+
+
+def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
+    """The in-situ readings of ``res``'s shadowed runs (repeat 1 of each seed), None when no run has
+    an in-situ record. Marks every shadowed arm's timing as no baseline (with its cost)."""
+    notes: list[str] = []
+    found: list[tuple[Any, InSituRun]] = []
+    for r in res.primary_runs:
+        if not r.ok:
+            continue
+        run = read_insitu_or_note(campaign.run(r.key).path / INSITU_DIR, notes)
+        if run is not None and run.metas:
+            found.append((r, run))
+    if not found:
+        return None
+    scen = res.scenario or {}
+    try:
+        tol = InSituTolerance.model_validate(scen.get("insitu_tolerance") or {})
+    except ValueError:
+        tol = InSituTolerance()
+        notes.append("insitu_tolerance in campaign.json unreadable: the defaults are used")
+    out = InSituResults(accepted_baseline=scen.get("accepted_baseline"), tolerance=tol, notes=notes)
+    items: dict[str, list[tuple[str, InSituCall]]] = {}
+    attn_types: dict[str, str] = {}
+    floor_items: list[tuple[InSituCall, list[str]]] = []
+    for summary, run in found:
+        info = _run_info(summary.key, summary.arm, run, INSITU_DIR)
+        out.runs.append(info)
+        floor_ops = [
+            n for n, role in info.ops.items() if role == "exact" or (role == "primary" and info.primary_exact)
+        ]
+        out.floor_ops += [n for n in floor_ops if n not in out.floor_ops]
+        for name, role in info.ops.items():
+            if role == "candidate":
+                op = run.op(name)
+                attn_types[name] = op.attn_type if op else ""
+                items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
+        floor_items += [(c, floor_ops) for c in run.calls]
+        if not floor_ops:
+            out.notes.append(f"{summary.key}: no exact op measured (its attention is no exact backend, no exact "
+                             "shadow): its candidates have no floor")  # fmt: skip
+    good = [(c, _floor_l1(c, ops)) for c, ops in floor_items]
+    good = [(c, f) for c, f in good if f is not None]
+    if good:
+        out.floor = InSituStats(
+            calls=len(good), rel_l1=sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
+        )
+    for name, its in items.items():  # an op absent from a call adds nothing to its floor
+        out.readings.append(
+            candidate_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name])
+        )
+    if out.accepted_baseline and not any(out.accepted_baseline in info.ops for info in out.runs):
+        out.notes.append(
+            f"accepted baseline {out.accepted_baseline} was not shadowed: no in-situ comparison against it "
+            "(name it in the shadowed arm's shadows)"
+        )
+    shadow_costs(res, out.runs, {s.key: run_spec(campaign, s.key) for s in res.runs})
+    return out
+
+
+def add_insitu(res: Any, campaign: CampaignDir, say: Any = None) -> None:
+    """``res.insitu`` and ``res.schedules`` of the campaign (after the verdicts: schedules list them)."""
+    from harness.analysis.schedules import schedule_rows
+
+    res.insitu = insitu_results(res, campaign)
+    if res.insitu is not None:
+        if say is not None:
+            say(f"in-situ readings of {len(res.insitu.runs)} shadowed run(s)")
+        res.conventions["insitu"] = res.insitu.convention
+        res.notes.extend(n for n in res.insitu.notes if n not in res.notes)
+    res.schedules = schedule_rows(res, campaign, res.insitu)

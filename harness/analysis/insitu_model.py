@@ -1,0 +1,136 @@
+"""The records of the in-situ readings and the hybrid schedules that results.json carries (no
+torch, no numpy: renderers import this). ``analysis.insitu`` and ``analysis.schedules`` fill them."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.records import InSituStats, Record
+from harness.scenario.insitu import InSituTolerance
+
+BOOTSTRAP = 2000  # resamples of the calls for the 95 % intervals
+WORST = 5  # worst calls listed per candidate
+CONVENTION = (
+    "errors against exact attention (FP32 unless the run chose FP64) on sampled query rows of every call, the "
+    "same rows for every op; rel L1 = sum|o - r| / sum|r| pooled over calls; exact floor = mean of the exact ops' "
+    "errors on the same call (the shadowed run's own exact attention, exact shadows such as K/V reversed); ratio "
+    f"= candidate / floor on the same calls, 95 % interval from {BOOTSTRAP} bootstrap resamples of the calls; "
+    "within when the whole interval is at or below the tolerance, outside when it is wholly above"
+)
+
+
+class InSituPart(Record):
+    """One judged comparison of a reading: against the floor, the accepted baseline or an absolute limit."""
+
+    against: str  # "exact floor" | "accepted baseline <name>" | "max rel L1" | "min cosine"
+    word: str  # within | outside | inconclusive
+    value: float | None = None  # the ratio (floor, baseline) or the pooled metric (absolute)
+    ci: list[float] | None = None  # 95 % interval [lo, hi]
+    limit: float
+    text: str = ""
+
+
+class InSituStep(Record):
+    step: int | None
+    rel_l1: float | None = None
+    floor_rel_l1: float | None = None
+    baseline_rel_l1: float | None = None
+    cosine: float | None = None
+    calls: int = 0
+
+
+class InSituCell(Record):
+    step: int | None
+    block: int | None
+    rel_l1: float | None = None
+    ratio: float | None = None  # to the floor on the same calls
+    calls: int = 0
+
+
+class WorstCall(Record):
+    run: str
+    call: int
+    rank: str
+    step: int | None = None
+    block: int | None = None
+    kind: str = "other"
+    rel_l1: float
+    cosine: float
+    row_cos_p1: float
+    floor_rel_l1: float | None = None
+
+
+class InSituReading(Record):
+    candidate: str  # the shadow's name (an arm's name when the shadow named one)
+    attn_type: str = ""
+    runs: list[str] = Field(default_factory=list)  # the shadowed runs measured
+    calls: int = 0
+    failed: int = 0
+    stats: InSituStats = Field(default_factory=InSituStats)
+    floor: InSituStats | None = None  # the exact floor pooled on the same calls
+    word: str = "inconclusive"
+    ratio: float | None = None  # candidate rel L1 / floor rel L1 on the same calls
+    ratio_ci: list[float] | None = None
+    parts: list[InSituPart] = Field(default_factory=list)
+    per_step: list[InSituStep] = Field(default_factory=list)
+    cells: list[InSituCell] = Field(default_factory=list)
+    worst: list[WorstCall] = Field(default_factory=list)
+    heatmap: str = ""  # the report's figure name; its PNG is assets/<heatmap>.png
+    text: str = ""
+
+
+class InSituRunInfo(Record):
+    """One shadowed run: what it measured and what the shadows cost."""
+
+    key: str
+    arm: str
+    primary: str
+    primary_exact: bool = False
+    ops: dict[str, str] = Field(default_factory=dict)  # name -> "exact" | "candidate" | "primary"
+    calls: int = 0
+    steps: list[int] = Field(default_factory=list)
+    blocks: list[int] = Field(default_factory=list)
+    kinds: dict[str, int] = Field(default_factory=dict)
+    sample_rows: int = 0
+    yardstick: str = "float32"
+    measure_s_per_step: float | None = None  # the measurement's own time per step (steps 2..N)
+    s_per_step: float | None = None
+    twin: str | None = None  # an arm with the same attention and no shadows
+    twin_s_per_step: float | None = None
+    cost_text: str = ""
+    captured: list[str] = Field(default_factory=list)  # captured call files, relative to the run folder
+    notes: list[str] = Field(default_factory=list)
+
+
+class InSituResults(Record):
+    runs: list[InSituRunInfo] = Field(default_factory=list)
+    floor_ops: list[str] = Field(default_factory=list)
+    floor: InSituStats | None = None  # the floor pooled over every call of every shadowed run
+    readings: list[InSituReading] = Field(default_factory=list)
+    accepted_baseline: str | None = None
+    tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
+    convention: str = CONVENTION
+    notes: list[str] = Field(default_factory=list)
+
+    def reading(self, candidate: str) -> InSituReading | None:
+        return next((r for r in self.readings if r.candidate == candidate), None)
+
+
+def heatmap_name(candidate: str) -> str:
+    return f"insitu_heatmap_{candidate}"
+
+
+class ScheduleRow(Record):
+    arm: str
+    attn_type: str
+    schedule: str  # "torch_sdpa on the first 1 and last 1 step(s)", "none (every step)"
+    exact_steps: list[int] = Field(default_factory=list)
+    steps: int | None = None
+    routing: str = "not recorded"  # proven | NOT as scheduled | not recorded | n/a
+    routing_text: str = ""
+    speedup: float | None = None  # reference s/step / arm s/step
+    speed_words: str = ""
+    accuracy: str = ""  # the arm's verdict (its judgement alone)
+    equivalent: bool | None = None
+    insitu_estimate: float | None = None  # rel L1 from the candidate's in-situ errors on its steps
+    cheapest: bool = False  # the fastest row that is equivalent at the tolerance

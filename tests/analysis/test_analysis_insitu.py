@@ -1,0 +1,86 @@
+"""In-situ readings from call records: the ratio to the exact floor on the same calls with its
+interval, the accepted baseline, absolute limits, and the words they give."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.analysis.insitu import candidate_reading, heatmap_name
+from harness.records import InSituCall, InSituOpError
+from harness.scenario.insitu import InSituTolerance
+
+
+def err(rel_l1: float, cosine: float = 0.9999) -> InSituOpError:
+    return InSituOpError(cosine=cosine, rel_l1=rel_l1, rmse=rel_l1, max_abs=rel_l1, row_cos_p1=cosine - 1e-4,
+                         row_cos_p10=cosine)  # fmt: skip
+
+
+def calls(ratios: list[float], floor: float = 1e-3, base: float | None = None, steps: int = 2) -> list:
+    """One call per ratio (candidate = ratio x floor), steps and blocks laid out in order."""
+    out = []
+    for i, r in enumerate(ratios):
+        errors = {"ref": err(floor), "kv": err(floor * 1.02), "cand": err(floor * r)}
+        if base is not None:
+            errors["base"] = err(floor * base)
+        c = InSituCall(call=i + 1, step=i % steps + 1, block=i // steps, kind="dit_self", batch=1, heads=2,
+                       q_len=100, k_len=100, head_dim=8, rows=10, elements=160, ref_l1=50.0 + i, errors=errors)  # fmt: skip
+        out.append(("run", c))
+    return out
+
+
+def test_a_candidate_far_above_the_floor_reads_outside():
+    r = candidate_reading("cand", calls([3.0] * 8), ["ref", "kv"], None, InSituTolerance(), "x")
+    assert r.ratio == pytest.approx(3.0 / 1.01, rel=1e-6)  # the floor is the mean of the exact ops
+    assert r.ratio_ci[0] > 2.0 and r.word == "outside" and r.parts[0].word == "outside"
+    assert r.calls == 8 and r.floor.rel_l1 == pytest.approx(1.01e-3)
+    assert "in-situ reading: outside" in r.text and "at most 2x" in r.text
+
+
+def test_a_candidate_at_the_floor_reads_within_and_a_spread_one_inconclusive():
+    close = candidate_reading("cand", calls([1.2, 1.1, 1.3, 1.2] * 2), ["ref", "kv"], None, InSituTolerance())
+    assert close.word == "within" and close.ratio_ci[1] <= 2.0
+    spread = candidate_reading(
+        "cand", calls([0.5, 4.0, 0.6, 3.5, 1.0, 3.0]), ["ref"], None, InSituTolerance()
+    )
+    assert spread.ratio_ci[0] < 2.0 < spread.ratio_ci[1] and spread.word == "inconclusive"
+
+
+def test_baseline_and_absolute_limits_are_judged_on_the_same_calls():
+    tol = InSituTolerance(baseline_ratio=1.1, max_rel_l1=0.01, min_cosine=0.99)
+    r = candidate_reading("cand", calls([1.5] * 6, base=1.5), ["ref"], "base", tol)
+    parts = {p.against: p for p in r.parts}
+    assert (
+        parts["accepted baseline base"].value == pytest.approx(1.0)
+        and parts["accepted baseline base"].word == "within"
+    )
+    assert parts["max rel L1"].value == pytest.approx(1.5e-3) and parts["max rel L1"].word == "within"
+    assert parts["min cosine"].word == "within"
+    assert parts["exact floor"].word == "within" and r.word == "within"
+    worse = candidate_reading("cand", calls([3.0] * 6, base=1.5), ["ref"], "base", tol)
+    assert {p.against: p.word for p in worse.parts}["accepted baseline base"] == "outside"
+    assert worse.word == "outside"  # one part outside is enough
+
+
+def test_the_shape_of_a_reading_per_step_block_and_worst_calls():
+    r = candidate_reading("cand", calls([1.0, 5.0, 1.0, 2.0]), ["ref"], None, InSituTolerance())
+    assert [s.step for s in r.per_step] == [1, 2] and r.per_step[1].calls == 2
+    assert r.per_step[0].floor_rel_l1 == pytest.approx(1e-3)
+    assert {(c.step, c.block) for c in r.cells} == {(1, 0), (2, 0), (1, 1), (2, 1)}
+    assert r.worst[0].rel_l1 == pytest.approx(5e-3) and (r.worst[0].step, r.worst[0].block) == (2, 0)
+    assert r.heatmap == heatmap_name("cand") == "insitu_heatmap_cand"
+
+
+def test_calls_the_candidate_refused_are_counted_not_pooled():
+    items = calls([2.5] * 4)
+    items[0][1].errors["cand"] = InSituOpError(cosine=math.nan, rel_l1=math.nan, rmse=math.nan, max_abs=math.nan,
+                                               row_cos_p1=math.nan, row_cos_p10=math.nan, error="refused: no")  # fmt: skip
+    r = candidate_reading("cand", items, ["ref"], None, InSituTolerance())
+    assert r.calls == 4 and r.failed == 1 and r.ratio == pytest.approx(2.5)
+    assert "1 not measured" in r.text
+
+
+def test_no_floor_means_no_ratio_and_no_verdict():
+    r = candidate_reading("cand", calls([2.0] * 3), [], None, InSituTolerance())
+    assert r.ratio is None and r.word == "inconclusive" and "n/a" in r.parts[0].text
