@@ -90,7 +90,8 @@ def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
         def __call__(self, q, k, v, scale=None):
             if scale is not None and abs(scale - default_scale(q, None)) > 1e-12 * abs(scale):
                 raise UnsupportedCall(f"{self.name}: LightX2V's class takes the default softmax scale")
-            q3, k3, v3 = (t.transpose(1, 2)[0] for t in (q, k, v))  # [N, H, D]
+            # [N, H, D], contiguous as the model hands it over (some kernels need that)
+            q3, k3, v3 = (t.transpose(1, 2)[0].contiguous() for t in (q, k, v))
             if self.kv_reversed:
                 k3, v3 = k3.flip(0), v3.flip(0)
             kwargs = dict(insitu_context.get("kwargs") or {})
