@@ -3,6 +3,8 @@ and one located line for each way of getting them wrong."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.errors import ScenarioError
@@ -102,3 +104,16 @@ def test_the_reference_takes_no_schedule():
     )
     with pytest.raises(ScenarioError, match=r"arms\[0\]\.schedule: the reference runs one backend"):
         parse_scenario(text, "s.yaml", {})
+
+
+def test_a_runner_that_does_not_measure_shadows_refuses_them():
+    import yaml
+
+    from harness.scenario import validate_scenario
+
+    shipped = Path(__file__).resolve().parents[1] / "scenarios" / "diffusers_wan_tiny.yaml"
+    data = yaml.safe_load(shipped.read_text())
+    validate_scenario(data)  # as shipped: fine
+    data["arms"][1]["shadows"] = [data["arms"][0]["name"]]
+    with pytest.raises(ScenarioError, match=r"arms\[1\]\.shadows: runner diffusers does not measure shadows"):
+        validate_scenario(data)

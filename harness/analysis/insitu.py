@@ -208,9 +208,11 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
     an in-situ record. Marks every shadowed arm's timing as no baseline (with its cost)."""
     notes: list[str] = []
     found: list[tuple[Any, InSituRun]] = []
+    specs = {r.key: run_spec(campaign, r.key) for r in res.runs}
     for r in res.primary_runs:
-        if not r.ok:
-            continue
+        spec = specs.get(r.key)
+        if not r.ok or spec is None or not (spec.shadows or spec.insitu):
+            continue  # a folder left by an earlier, shadowed run of the arm is not this run's
         run = read_insitu_or_note(campaign.run(r.key).path / INSITU_DIR, notes)
         if run is not None and run.metas:
             found.append((r, run))
@@ -257,7 +259,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
             f"accepted baseline {out.accepted_baseline} was not shadowed: no in-situ comparison against it "
             "(name it in the shadowed arm's shadows)"
         )
-    shadow_costs(res, out.runs, {s.key: run_spec(campaign, s.key) for s in res.runs})
+    shadow_costs(res, out.runs, specs)
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from harness.analysis.insitu_model import InSituResults, ScheduleRow
+from harness.analysis.insitu_model import InSituPart, InSituReading, InSituResults, ScheduleRow
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
@@ -229,6 +229,8 @@ __all__ = [
     "FloorSummary",
     "FrameGrid",
     "FrameSeries",
+    "InSituPart",
+    "InSituReading",
     "InSituResults",
     "LatentPoint",
     "LatentSeries",

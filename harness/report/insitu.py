@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.insitu_model import InSituPart, InSituReading, InSituResults
-from harness.analysis.model import ReportResults
+from harness.analysis.model import InSituPart, InSituReading, InSituResults, ReportResults
 from harness.number_format import NA, fmt_ratio
 from harness.report.cells import Section
 from harness.text_table import TextTable

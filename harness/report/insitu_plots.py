@@ -13,7 +13,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.analysis.insitu_model import InSituReading
+from harness.analysis.model import InSituReading
 from harness.report.plots import DPI, PALETTE
 from harness.store import atomic_write_bytes
 

@@ -11,6 +11,7 @@ It also owns what a builtin scenario adds to the scenario core (``SCENARIO_PART`
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -74,7 +75,7 @@ def check_backends(scenario: Any) -> None:
             check(arm.schedule.exact, ("arms", i, "schedule", "exact"))
 
 
-SCENARIO_PART = ScenarioPart(block="builtin", model=BuiltinBlock, check=check_backends)
+SCENARIO_PART = ScenarioPart(block="builtin", model=BuiltinBlock, check=check_backends, insitu=True)
 
 
 class BuiltinRunner(Runner):
@@ -139,6 +140,8 @@ def run_in_process(run_dir: Path) -> None:
     from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    # An earlier run's in-situ record is no record of this one.
+    shutil.rmtree(run_dir / INSITU_DIR, ignore_errors=True)
     sites = CallSites()
     counting = make_attention(
         spec.attn_type,

@@ -98,12 +98,20 @@ def schedule_spec(arm: Any) -> StepSchedule | None:
     return None if arm.schedule is None else StepSchedule.model_validate(arm.schedule.model_dump())
 
 
-def check_insitu(scenario: Any) -> None:
+def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
     """Shadows name other arms or backends, once each; a schedule arm is no shadow and no
-    reference; the accepted baseline is an arm or a shadow of one."""
+    reference; the accepted baseline is an arm or a shadow of one; ``runner_measures``: the
+    scenario's runner measures shadows and schedules (else any of them is refused)."""
     arms = {a.name: a for a in scenario.arms}
     shadowed: set[str] = set()
     for i, arm in enumerate(scenario.arms):
+        if not runner_measures:
+            for field in ("shadows", "insitu", "schedule"):
+                if getattr(arm, field):
+                    raise FieldProblem(
+                        ("arms", i, field),
+                        f"runner {scenario.runner} does not measure shadows or route schedules: no {field} here",
+                    )
         if arm.name in arm.shadows:
             raise FieldProblem(("arms", i, "shadows"), f"arm {arm.name} cannot shadow itself")
         dups = sorted({s for s in arm.shadows if arm.shadows.count(s) > 1})

@@ -204,7 +204,7 @@ class Scenario(Strict):
             found = ", ".join(refs) if refs else "none"
             raise ValueError(f"exactly one arm must have role: reference (found {found})")
         self._require_block(type(self).runner_part, f"runner {self.runner!r}")
-        check_insitu(self)  # a FieldProblem, like a runner's check
+        check_insitu(self, type(self).runner_part.insitu)  # a FieldProblem, like a runner's check
         if self.default_profile is not None and self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
         return self._checked(type(self).runner_part)

@@ -37,7 +37,9 @@ class ScenarioPart:
     ``required``: a scenario of this runner or kind must give the block; ``arm_fields``: a model
     of extra arm fields (its own validators included); ``check``: called with the validated
     scenario, raises :class:`FieldProblem`; ``repos``: source checkouts the block names, by label,
-    recorded in the campaign's environment fingerprint.
+    recorded in the campaign's environment fingerprint; ``insitu``: the runner measures arms'
+    ``shadows``/``insitu`` and routes their ``schedule`` (the arms of a runner that does not are
+    refused them, so nothing is silently ignored).
     """
 
     block: str | None = None
@@ -46,6 +48,7 @@ class ScenarioPart:
     arm_fields: type[BaseModel] | None = None
     check: Callable[[Any], None] | None = None
     repos: Callable[[BaseModel], dict[str, str]] | None = None
+    insitu: bool = False
 
     def __post_init__(self) -> None:
         if (self.block is None) != (self.model is None):

@@ -54,7 +54,10 @@ class InSituRecorder:
         self._pending: list[str] = []
         self._captured_bytes = 0
         self.folder.mkdir(parents=True, exist_ok=True)
-        lines_path(self.folder, self.rank).write_text("")  # a rerun starts a fresh file
+        # A rerun in the same folder starts afresh: no line or captured call of an earlier run stays.
+        lines_path(self.folder, self.rank).write_text("")
+        for old in (self.folder / CAPTURES_DIR).glob(f"rank{self.rank}_*.safetensors"):
+            old.unlink()
 
     # --- call sites -------------------------------------------------------------------------------
     def site(self, **fields: Any) -> AbstractContextManager[CallSite]:
