@@ -39,8 +39,9 @@ Before LightX2V is imported: ``PLATFORM=cpu`` gets a CPU platform, and ``--synth
 relaxes the released-size checks for a synthetic checkpoint (``rank_env``). ``--bare`` runs
 LightX2V with those alone, no instrumentation: the baseline of the overhead benchmark.
 
-Standard library only at import time: torch is imported when a call needs it, and
-``harness.attention.insitu`` (torch, pydantic) only for a run with shadows.
+Standard library only at import time. Once running, a rank imports ``harness.attention.insitu``
+for its call sites (with torch and pydantic: the ranks' interpreter needs the harness's own
+dependencies, as the harness's interpreter, the default, has them).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def infer_flag(rest: list[str], flag: str) -> str | None:
 
 
 def call_sites() -> object:
-    """The rank's call-site tracker (``harness.attention.insitu.sites``: standard library only)."""
+    """The rank's call-site tracker (``harness.attention.insitu``, shared with the in-situ recorder)."""
     from harness.attention.insitu.sites import CallSites
 
     return CallSites()

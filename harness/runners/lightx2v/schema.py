@@ -221,4 +221,5 @@ SCENARIO_PART = ScenarioPart(
     arm_fields=LightX2VArmFields,
     check=check_perturbations,
     repos=source_repos,
+    insitu=True,  # the launcher measures shadows and routes schedules (serve.CallPath)
 )
