@@ -32,7 +32,7 @@ def test_listing_names_imports_no_runner():
     code = (
         "import sys\n"
         "from harness.plugins import RUNNERS\n"
-        "assert RUNNERS.names() == ['builtin', 'lightx2v']\n"
+        "assert RUNNERS.names() == ['builtin', 'diffusers', 'lightx2v']\n"
         "assert not [m for m in sys.modules if m.startswith('harness.runners')], sorted(sys.modules)\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -264,7 +264,7 @@ def test_unknown_kernels_backend_is_refused_with_its_line():
 def test_an_unknown_runner_is_named_with_a_did_you_mean():
     msg = bad(GOOD.replace("runner: builtin", "runner: builtn"))
     assert (
-        msg == "s.yaml:2: runner: unknown runner 'builtn'; did you mean 'builtin'? (known: builtin, lightx2v)"
+        msg == "s.yaml:2: runner: unknown runner 'builtn'; did you mean 'builtin'? (known: builtin, diffusers, lightx2v)"
     )
     assert bad(GOOD.replace("runner: builtin\n", "")).startswith(
         "s.yaml:1: (top level): 'runner' is required (one of: builtin, diffusers, lightx2v)"

@@ -179,6 +179,20 @@ def execute_run(
     rec.gpu = _gpu_label()
     rec.status, rec.started_at = RunStatus.running, utcnow()
     run_dir.write(rec)
+    try:
+        return supervise(rec, launch, run_dir, spec, on_progress)
+    except KeyboardInterrupt:
+        if rec.status == RunStatus.running:  # the signal landed while starting or finishing, not in the wait
+            rec.status, rec.reason = RunStatus.interrupted, "interrupted (Ctrl-C or SIGTERM)"
+            rec.ended_at = rec.ended_at or utcnow()
+            run_dir.write(rec)
+        raise
+
+
+def supervise(
+    rec: RunRecord, launch: Launch, run_dir: RunDir, spec: RunSpec, on_progress: ProgressFn | None
+) -> RunRecord:
+    """Start the launch under its guard, wait (time limit, progress), and record how it ended."""
 
     env = {**os.environ, **rec.env}
     t0 = time.monotonic()

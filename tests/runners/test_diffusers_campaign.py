@@ -8,7 +8,7 @@ from pathlib import Path
 
 from diffusers_support import needs_diffusers, synthetic
 
-from harness.campaign import run_campaign
+from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.media import probe
 from harness.records import RunStatus
 
@@ -26,7 +26,8 @@ SKIP_REASONS = {
 
 
 def run_tiny(scenario: str, out: Path):
-    outcome = run_campaign(REPO / "scenarios" / f"{scenario}.yaml", profile="cpu", out_root=out)
+    plan = plan_campaign(REPO / "scenarios" / f"{scenario}.yaml", profile="cpu", out_root=out)
+    outcome = execute(plan, lock=lock_campaign(plan.campaign))
     records = {r.spec.arm: r for r in outcome.records}
     assert outcome.failed == [] and outcome.report_error is None
     assert {a for a, r in records.items() if r.status == RunStatus.ok} == RAN_HERE

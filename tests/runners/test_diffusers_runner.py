@@ -75,7 +75,7 @@ def test_arm_rules_of_the_diffusers_runner():
     assert "has no option(s) x" in error_of(
         scenario_text("  - {name: c, attn_type: sage_emul_thuml, attn_options: {x: 1}}\n")
     )
-    assert "for the lightx2v runner" in error_of(
+    assert "count_ops: unknown key" in error_of(  # a lightx2v arm field: not a diffusers arm's
         scenario_text("  - {name: c, attn_type: native, count_ops: {a: 'm:f'}}\n")
     )
     ok = parse_scenario(
@@ -147,6 +147,8 @@ def test_preflight_probes_every_planned_backend_once_before_any_pipeline(tmp_pat
     )
     calls = []
     real = dr.probe_in_subprocess
+    # Probe results are remembered per process (a probe costs seconds): start from none, whatever ran before.
+    monkeypatch.setattr(dr, "_PROBED", {})
     monkeypatch.setattr(
         dr, "probe_in_subprocess", lambda backends, **kw: calls.append(backends) or real(backends, **kw)
     )
