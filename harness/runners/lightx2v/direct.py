@@ -8,7 +8,9 @@ it binds, called on copies of the same inputs with LightX2V's layout adapter onl
 * ``torch_sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` on ``[B, H, N, D]``;
 * ``sage_attn2``: the ``sageattn`` that ``lightx2v.common.ops.attn.sage_attn`` bound at import
   (thu-ml's, or the aiter shim's), ``tensor_layout="NHD"``;
-* ``flash_attn3``: the ``flash_attn_func_v3`` that ``lightx2v.common.ops.attn.flash_attn`` bound.
+* ``flash_attn3``: the ``flash_attn_func_v3`` that ``lightx2v.common.ops.attn.flash_attn`` bound;
+* the pull request's backend (``aiter_sage_attn``, or the name ``AITER_SAGE_ATTN_TYPE`` gives):
+  aiter's ``gfx1201_sage_attention`` on contiguous ``[B, N, H, D]``, its own layout.
 
 A backend without an entry is "not checked". The result is a dict with the fields of
 ``harness.records.DirectCheck`` (this module runs without pydantic). Standard library at import
@@ -17,11 +19,13 @@ time; torch is imported by the check.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"
+AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
 FLASH_MODULE = "lightx2v.common.ops.attn.flash_attn"
 
 
@@ -59,10 +63,20 @@ def flash3_direct(q, k, v, causal: bool = False):
     return out.reshape(q4.shape[0] * q4.shape[1], -1)
 
 
+def aiter_direct(q, k, v, causal: bool = False):
+    import importlib
+
+    module, _, name = AITER_OP.partition(":")
+    q4, k4, v4 = (t.contiguous() for t in _batched(q, k, v))
+    out = getattr(importlib.import_module(module), name)(q4, k4, v4)
+    return out.reshape(q4.shape[0] * q4.shape[1], -1)
+
+
 DIRECT_OPS: dict[str, Callable] = {
     "torch_sdpa": sdpa_direct,
     "sage_attn2": sage_direct,
     "flash_attn3": flash3_direct,
+    os.environ.get("AITER_SAGE_ATTN_TYPE") or "aiter_sage_attn": aiter_direct,
 }
 
 

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
     SAGEATTENTION_SHIMS,
@@ -37,7 +38,6 @@ from harness.runners.lightx2v.rank_env import (
 )
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
-AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
     "adaln_cache": (
