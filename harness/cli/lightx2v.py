@@ -31,7 +31,9 @@ def tiny_checkpoint(
         None, envvar="LIGHTX2V_ROOT", help="LightX2V checkout (its modules build the VAEs and vision tower)."
     ),
     preset: str = typer.Option(
-        "tiny", help="tiny (CPU-sized DiT) or small (GPU-sized DiT, head_dim 128 in both)."
+        "tiny",
+        help="tiny (CPU-sized DiT), small (GPU-sized DiT) or prod (the released width, 2 layers); "
+        "head_dim 128 in all.",
     ),
     seed: int = typer.Option(0, help="The checkpoint is a function of the seed."),
     python: str = typer.Option(None, help="Interpreter with LightX2V's dependencies (default: this one)."),

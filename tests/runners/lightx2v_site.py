@@ -34,6 +34,8 @@ ARMS = [
     "aiter_sage_attn",
     "sage_attn2_triton",
     "sage_attn2_aiter_shim",
+    "torch_sdpa_insitu",
+    "aiter_sage_attn_hybrid",
 ]
 
 

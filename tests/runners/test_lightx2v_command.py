@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -9,7 +10,7 @@ from lightx2v_site import ARMS, SCENARIO, specs_for
 
 from harness.plan import build_plan
 from harness.runners import get_runner
-from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR
+from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.scenario import load_scenario
 
@@ -28,6 +29,7 @@ def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
         "--run-dir", str(run_dir), "--attn-type", "torch_sdpa", "--kv-reversed",
         "--scope", "lightx2v.models.networks",
         "--wrapper", "ulysses", "--wrapper", "ulysses-4090", "--wrapper", "ring",
+        "--latent-steps", "auto",
         "--",
         "--model_cls", "minimax_h3", "--task", "ref2av", "--model_path", str(model),
         "--config_json", str(run_dir / "config.json"),
@@ -49,7 +51,7 @@ def test_only_the_arms_that_name_the_op_count_it(site):
         for arm, spec in specs_for(site).items()
     }
     counted = {arm for arm, cmd in commands.items() if OP_FLAG in cmd}
-    assert counted == {"aiter_sage_attn", "sage_attn2_aiter_shim"}
+    assert counted == {"aiter_sage_attn", "sage_attn2_aiter_shim", "aiter_sage_attn_hybrid"}
     assert all("--count-op" not in cmd for arm, cmd in commands.items() if arm not in counted)
 
 
@@ -116,3 +118,45 @@ def test_a_bare_run_is_the_same_launch_without_the_instrumentation(site):
     assert "--count-op" in full.command[:cut] and "--scope" in full.command[:cut]
     assert base.env == full.env and base.gpus == full.gpus
     assert bare.spec_hash() != spec.spec_hash()
+
+
+def test_the_shadowed_copy_of_the_reference_alone_carries_the_shadows(site):
+    """The shipped scenario: every candidate and the floor shadow one exact arm; the launcher gets
+    them with the sageattention each stands for, and the probe checks their names."""
+    specs = specs_for(site)
+    runner = get_runner("lightx2v")
+    commands = {
+        arm: runner.prepare(spec, site["tmp"] / arm, dry_run=True).command for arm, spec in specs.items()
+    }
+    assert [arm for arm, cmd in commands.items() if "--insitu" in cmd] == ["torch_sdpa_insitu"]
+    cmd = commands["torch_sdpa_insitu"]
+    payload = json.loads(cmd[cmd.index("--insitu") + 1])
+    assert payload["primary"] == "torch_sdpa_insitu"
+    assert [
+        (s["name"], s["attn_type"], s["kv_reversed"], s.get("sageattention")) for s in payload["shadows"]
+    ] == [
+        ("torch_sdpa_kv_reversed", "torch_sdpa", True, None),
+        ("aiter_sage_attn", "aiter_sage_attn", False, None),
+        ("sage_attn2_triton", "sage_attn2", False, None),
+        ("sage_attn2_aiter_shim", "sage_attn2", False, "aiter_shim"),
+    ]
+    assert payload["settings"]["sample_rows"] == 256 and payload["settings"]["capture"]["heads"] == 2
+    probe = probe_command(
+        LightX2VParams.model_validate(specs["torch_sdpa_insitu"].params), specs["torch_sdpa_insitu"]
+    )
+    assert [probe[i + 1] for i, a in enumerate(probe) if a == "--shadow-type"] == [
+        "torch_sdpa", "aiter_sage_attn", "sage_attn2",
+    ]  # fmt: skip
+    # The schedule goes to its arm's launcher, and its exact backend to the probe.
+    hybrid = commands["aiter_sage_attn_hybrid"]
+    assert json.loads(hybrid[hybrid.index("--schedule") + 1]) == {
+        "exact": "torch_sdpa", "exact_first": 5, "exact_last": 5, "exact_options": {}, "exact_steps": [],
+    }  # fmt: skip
+    spec = specs["aiter_sage_attn_hybrid"]
+    probe = probe_command(LightX2VParams.model_validate(spec.params), spec)
+    assert [probe[i + 1] for i, a in enumerate(probe) if a == "--attn-type"] == [
+        "aiter_sage_attn",
+        "torch_sdpa",
+    ]
+    assert all("--schedule" not in c for a, c in commands.items() if a != "aiter_sage_attn_hybrid")
+    assert all(c[c.index("--latent-steps") + 1] == "auto" for c in commands.values())

@@ -3,8 +3,9 @@
 Contract tests run LightX2V's own registry, torch_sdpa, argument parser, config loader, profiler
 and sage_attn2 module in a subprocess (tests/runners/lightx2v_contract.py); end-to-end tests run
 scenarios/minimax_h3_tiny.yaml through `harness run` machinery on a synthetic checkpoint, one
-rank and two ranks (gloo). Marked `lightx2v`: skipped with the reason when LIGHTX2V_ROOT is unset,
-a failure when it is set (tests/conftest.py).
+rank and two ranks (gloo); the campaign's in-situ, latent, first-call and schedule facts are
+test_lightx2v_insitu.py's (the fixtures are tests/runners/conftest.py's). Marked `lightx2v`:
+skipped with the reason when LIGHTX2V_ROOT is unset, a failure when it is set (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from harness.attention.insitu import read_insitu
 from harness.bench.overhead import measure_overhead
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.collect.lightx2v_log import parse_lightx2v_logs
@@ -35,23 +38,6 @@ CONTRACT = Path(__file__).resolve().parent / "lightx2v_contract.py"
 TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 R9700 = REPO / "scenarios" / "minimax_h3_ref2av_r9700.yaml"
 SCOPE_SITES = ("lightx2v.models.networks",)
-
-
-@pytest.fixture(scope="session")
-def lightx2v_root() -> Path:
-    root = os.environ.get("LIGHTX2V_ROOT")
-    if not root:
-        pytest.skip("LIGHTX2V_ROOT is not set (make lightx2v extracts the pinned LightX2V and sets it)")
-    path = Path(root)
-    assert (path / "lightx2v" / "infer.py").is_file(), f"LIGHTX2V_ROOT={root}: no lightx2v/infer.py"
-    return path
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(lightx2v_root, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("h3") / "minimax_h3_tiny"
-    create_checkpoint(out, lightx2v_root, preset="tiny", seed=0)
-    return out
 
 
 def contract(check: str, lightx2v_root: Path, data=None, tmp_path: Path | None = None, shim=False) -> dict:
@@ -200,19 +186,6 @@ def test_the_synthetic_checkpoint_is_a_function_of_its_seed(lightx2v_root, tiny_
 # --- the tiny H3 scenario, end to end -------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def cpu_campaign(lightx2v_root, tiny_checkpoint, tmp_path_factory):
-    """scenarios/minimax_h3_tiny.yaml, profile cpu, as shipped (every arm)."""
-    out = tmp_path_factory.mktemp("campaign")
-    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint)}
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        plan = plan_campaign(TINY, profile="cpu", out_root=out)
-        outcome = execute(plan, lock=lock_campaign(plan.campaign))
-    return outcome
-
-
 def _dit_calls_per_rank(checkpoint: Path, dit_steps: int) -> int:
     dit = json.loads((checkpoint / "transformer_ref" / "config.json").read_text())
     return dit_steps * (dit["num_layers"] + dit["num_refiner_layers"])
@@ -226,13 +199,20 @@ def test_the_tiny_scenario_runs_the_real_lightx2v_on_cpu(cpu_campaign, tiny_chec
         "flash_attn3",
         "sage_attn2",
         "aiter_sage_attn",
+        "sage_emul",
+        "torch_sdpa_insitu",
+        "sage_emul_hybrid",
+        "sage_attn2_hybrid",
     ]
-    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed"):
+    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "sage_emul", "torch_sdpa_insitu", "sage_emul_hybrid"):
         assert runs[arm].status == RunStatus.ok and runs[arm].valid, runs[arm].reason
-    skipped = {arm: runs[arm].reason for arm in ("flash_attn3", "sage_attn2", "aiter_sage_attn")}
+    skipped = {
+        arm: runs[arm].reason for arm in ("flash_attn3", "sage_attn2", "aiter_sage_attn", "sage_attn2_hybrid")
+    }
     assert all(runs[a].status == RunStatus.skipped for a in skipped)
     assert "test call failed" in skipped["flash_attn3"]
     assert "needs a ROCm build of torch" in skipped["aiter_sage_attn"]
+    assert skipped["sage_attn2"] == skipped["sage_attn2_hybrid"]  # no thu-ml package here
     assert cpu_campaign.report_error is None
 
 
@@ -281,7 +261,8 @@ def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
 
 def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, tiny_checkpoint, tmp_path):
     """Two ranks over gloo (the TP2 layout); the reference counts SDPA's op on every rank, a
-    candidate naming an op its backend never reaches is invalid, the floor names none."""
+    candidate naming an op its backend never reaches is invalid, the floor names none. Every rank
+    saves the latents (the same, bit for bit), and the shadowed copy's ranks measure their own heads."""
     text = TINY.read_text()
     text = text.replace(
         "    role: reference\n",
@@ -306,7 +287,7 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
         plan = plan_campaign(
             scenario,
             profile="cpu_tp2",
-            arms=["torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op"],
+            arms=["torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op", "torch_sdpa_insitu"],
             out_root=tmp_path / "out",
         )
         outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
@@ -328,6 +309,24 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     timing = json.loads((outcome.campaign.path / "runs" / "torch_sdpa" / "timing.json").read_text())
     assert len(timing["steps"]) == 3 and timing["ranks"] == ["0", "1"]
     assert all(sorted(step["per_rank"]) == ["0", "1"] for step in timing["steps"])
+    runs = outcome.campaign.path / "runs"
+    for step in (1, 2, 3):
+        first, second = (
+            np.load(runs / "torch_sdpa" / "latents" / p / f"step_{step:03d}.npz") for p in ("", "rank1")
+        )
+        assert all(np.array_equal(first[n], second[n]) for n in ("video", "audio"))  # TP ranks agree
+    assert (runs / "torch_sdpa_insitu" / "output.mp4").read_bytes() == (
+        runs / "torch_sdpa" / "output.mp4"
+    ).read_bytes()
+    heads = json.loads((tiny_checkpoint / "transformer_ref" / "config.json").read_text())[
+        "num_attention_heads"
+    ]
+    insitu = read_insitu(runs / "torch_sdpa_insitu" / "insitu")
+    assert [m.rank for m in insitu.metas] == ["0", "1"] and all(m.complete for m in insitu.metas)
+    for rank in ("0", "1"):
+        calls = [c for c in insitu.calls if c.rank == rank]
+        assert len(calls) == expected and all(c.heads == heads // 2 for c in calls)  # its own heads
+        assert all(c.errors["torch_sdpa_kv_reversed"].rel_l1 < 4e-3 for c in calls)
 
 
 def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher(

@@ -127,3 +127,22 @@ def test_the_package_marks_itself():
     shim = _load_shim()
     assert shim.IS_AITER_SHIM is True
     assert (Path(shim.__file__).parent.name, Path(shim.__file__).parent.parent) == ("sageattention", SHIM_DIR)
+
+
+def test_the_emulator_shim_serves_the_harness_emulation_in_both_layouts():
+    from harness.attention import get_backend
+    from harness.runners.lightx2v.rank_env import sageattention_flavour
+    from harness.runners.lightx2v.shadows import load_shim
+
+    shim = load_shim("emulator")
+    assert sageattention_flavour(shim) == "emulator" and shim.EMULATED == "sage_emul_thuml"
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 160, 128, generator=gen).to(torch.bfloat16) for _ in range(3))  # HND
+    want = get_backend("sage_emul_thuml")(q, k, v)
+    assert torch.equal(shim.sageattn(q, k, v), want)
+    nhd = shim.sageattn_qk_int8_pv_fp16_triton(*(t.transpose(1, 2) for t in (q, k, v)), tensor_layout="NHD")
+    assert torch.equal(nhd.transpose(1, 2), want) and nhd.is_contiguous()
+    with pytest.raises(NotImplementedError):
+        shim.sageattn(q, k, v, is_causal=True)
+    with pytest.raises(TypeError, match="unsupported argument"):
+        shim.sageattn(q, k, v, window=3)

@@ -1,6 +1,6 @@
 """A synthetic MiniMax-H3 checkpoint: every folder ref2av loads, random weights at tiny sizes.
 
-    python -m harness.runners.lightx2v.checkpoint DIR [--preset tiny|small] [--seed N]
+    python -m harness.runners.lightx2v.checkpoint DIR [--preset tiny|small|prod] [--seed N]
 
 (`harness lightx2v tiny-checkpoint DIR` runs this in the LightX2V interpreter.) It lets a user check
 the whole chain - LightX2V install, platform, attention kernels, the harness - in minutes, before
@@ -39,12 +39,16 @@ from harness.runners.lightx2v.rank_env import (
 MODULE = "harness.runners.lightx2v.checkpoint"
 COMPONENTS = ("transformer_ref", "text_encoder", "tokenizer", "processor", "vae", "audio_vae")
 
-# DiT sizes. head_dim stays 128 in both presets: GPU kernels (SageAttention, FlashAttention) want it,
-# and H3's rotary width (6 x rope_freq_dim = 96) must fit in it.
+# DiT sizes. head_dim stays 128 in every preset: GPU kernels (SageAttention, FlashAttention) want it,
+# and H3's rotary width (6 x rope_freq_dim = 96) must fit in it. ``prod`` is the released width
+# (LightX2V's H3 defaults: hidden 5376, 56 heads, FFN 14336) with 2 of its 50 layers: attention
+# calls of production shape on one GPU (a 4.4 GB checkpoint); per-layer times scale to 50 layers.
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_attention_heads": 2, "num_layers": 2, "ffn_hidden_size": 128},
     "small": {"hidden_size": 512, "num_attention_heads": 8, "num_layers": 4, "ffn_hidden_size": 1024},
+    "prod": {"hidden_size": 5376, "num_attention_heads": 56, "num_layers": 2, "ffn_hidden_size": 14336},
 }
+RELEASED_LAYERS = 50  # DiT layers of the released MiniMax-H3 (LightX2V's num_layers default)
 HEAD_DIM = 128
 VIDEO_LATENT_CHANNELS = 24  # H3's packing: 24 video latent channels, 32 audio
 AUDIO_LATENT_CHANNELS = 32
@@ -451,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.runners.lightx2v.checkpoint", description=__doc__.split("\n")[0]
     )
     p.add_argument("out", type=Path)
-    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    p.add_argument("--preset", choices=list(PRESETS), default="tiny")
     p.add_argument("--seed", type=int, default=0)
     ns = p.parse_args(argv)
     os.environ["PLATFORM"] = CPU_PLATFORM  # modules are built and saved on the CPU whatever the machine

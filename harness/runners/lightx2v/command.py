@@ -8,17 +8,21 @@ Pure functions of the parameters, the spec and the run directory: nothing is wri
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 from harness.records import RunSpec
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
+from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
-SHIM_DIR = Path(__file__).resolve().parent / "shims" / "aiter_sageattention"
+SHIMS = Path(__file__).resolve().parent / "shims"
+SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -65,8 +69,23 @@ def torchrun_prefix(params: LightX2VParams) -> list[str]:
     return [*prefix, "--standalone", f"--nproc_per_node={params.nproc_per_node}"]
 
 
+def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
+    """``--insitu``'s JSON: the arm's shadows (with the ``sageattention`` each stands for) and settings."""
+    if not spec.shadows and spec.insitu is None:
+        return None
+    shadows = []
+    for shadow in spec.shadows:
+        item = shadow.model_dump(mode="json")
+        if shadow.name in params.shadow_sageattention:
+            item["sageattention"] = params.shadow_sageattention[shadow.name]
+        shadows.append(item)
+    settings = spec.insitu.model_dump(mode="json") if spec.insitu is not None else None
+    return json.dumps(insitu_payload(spec.arm, shadows, settings), sort_keys=True)
+
+
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
-    """The launcher's own flags: what it counts, reverses and relaxes (``--bare``: only the relaxing)."""
+    """The launcher's own flags: what it counts, reverses, saves, routes, shadows and relaxes
+    (``--bare``: only the relaxing)."""
     if params.bare:
         return ["--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type, *synthetic_args(params)]
     args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type]
@@ -78,6 +97,14 @@ def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
         args += ["--wrapper", wrapper]
     for label, ref in sorted(params.count_ops.items()):
         args += ["--count-op", f"{label}={ref}"]
+    args += ["--latent-steps", params.latent_steps]
+    if params.time_blocks:
+        args.append("--time-blocks")
+    if spec.schedule is not None:
+        args += ["--schedule", json.dumps(spec.schedule.model_dump(mode="json"), sort_keys=True)]
+    insitu = insitu_arg(params, spec)
+    if insitu is not None:
+        args += ["--insitu", insitu]
     return args + synthetic_args(params)
 
 
@@ -113,7 +140,8 @@ def build_env(
         env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
         env["HIP_VISIBLE_DEVICES"] = params.visible_devices
     env.update({k: str(v) for k, v in spec.env.items()})
-    path = [str(SHIM_DIR)] if params.sageattention == "aiter_shim" else []
+    shim = SAGEATTENTION_SHIMS.get(params.sageattention or "package")
+    path = [str(SHIMS / shim[0])] if shim else []
     path += [params.root, str(HARNESS_IMPORT_ROOT)]
     rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
     if rest:
@@ -125,11 +153,16 @@ def build_env(
 def probe_command(params: LightX2VParams, spec: RunSpec) -> list[str]:
     """The pre-flight probe for one arm, run in the ranks' interpreter (see probe.py)."""
     cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
-    for name in dict.fromkeys([spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]):
+    names = [spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]
+    if spec.schedule is not None:  # its exact steps run LightX2V's class of that name
+        names.append(spec.schedule.exact)
+    for name in dict.fromkeys(names):
         cmd += ["--attn-type", name]
     cmd += ["--sageattention", params.sageattention or "package", "--nproc", str(params.nproc_per_node)]
     for label, ref in sorted(params.count_ops.items()):
         cmd += ["--count-op", f"{label}={ref}"]
     for feature in params.requires:
         cmd += ["--require", feature]
+    for name in dict.fromkeys(s.attn_type for s in spec.shadows):
+        cmd += ["--shadow-type", name]
     return cmd

@@ -8,9 +8,12 @@
 * with ``kv_reversed``, in-scope calls of the requested backend get K and V reversed along the
   sequence (exact attention is invariant to that order; only summation order changes).
 * ``count_op`` counts the calls of one ``module:function`` (an arm's ``count_ops``).
+* an ``Instrument`` given a ``serve`` hands every in-scope call of the requested backend to it
+  (``serve.CallPath``: call sites, step schedule, first-call check, shadows), which counts it.
 
-What a rank saw is a ``CallBook``, written as ``attn_calls.rank<N>.json``. Standard library only
-at import time: this runs in the ranks' interpreter before LightX2V is imported.
+What a rank saw is a ``CallBook``, written as ``attn_calls.rank<N>.json``: calls per backend,
+and per DiT step (``per_step``) where the run's steps are known. Standard library only at
+import time: this runs in the ranks' interpreter before LightX2V is imported.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import os
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from harness.runners.lightx2v.rank_env import sageattention_flavour
 
 RANK_SCHEMA = "harness.attn_calls.rank/1"
 # The instrumentation's own frames are skipped when asking which module built a backend.
@@ -52,6 +58,13 @@ class CallBook:
         self.errors: list[str] = []
         self.relaxed: dict[str, Any] = {}  # LightX2V checks relaxed for a synthetic checkpoint
         self.finished = False
+        # In-scope calls per DiT step ("-": outside any step) and backend; the step comes from
+        # ``step_key`` (the run's own step loop, see hooks.RunHooks).
+        self.per_step: dict[str, Counter[str]] = {}
+        self.step_key: Callable[[], str] = lambda: "-"
+        self.scheduled: Counter[str] = Counter()  # calls a step schedule routed to another backend
+        self.direct_check: dict[str, Any] | None = None
+        self.extra: dict[str, Any] = {}  # attribution, latents, in-situ: what the launcher adds
         self._lock = threading.Lock()
 
     def in_scope(self, site: str | None) -> bool:
@@ -63,14 +76,18 @@ class CallBook:
         with self._lock:
             self.instances[f"{name} <- {site or '?'}"] += 1
 
-    def call(self, name: str, site: str | None) -> None:
+    def call(self, name: str, site: str | None, scheduled: bool = False) -> None:
+        """One call served by ``name``; ``scheduled``: a step schedule sent it there (no fallback)."""
         with self._lock:
             self.sites[f"{name} <- {site or '?'}"] += 1
             if not self.in_scope(site):
                 self.outside_scope[name] += 1
                 return
             self.calls[name] += 1
-            if name != self.requested and name not in self.wrappers:
+            self.per_step.setdefault(self.step_key(), Counter())[name] += 1
+            if scheduled:
+                self.scheduled[name] += 1
+            elif name != self.requested and name not in self.wrappers:
                 self.fallbacks[name] += 1
 
     def error(self, text: str) -> None:
@@ -85,6 +102,7 @@ class CallBook:
         if mod is not None:  # which `sageattention` served sage_attn2: the package or the shim
             modules["sageattention"] = str(getattr(mod, "__file__", None))
             modules["sageattention_is_aiter_shim"] = bool(getattr(mod, "IS_AITER_SHIM", False))
+            modules["sageattention_flavour"] = sageattention_flavour(mod)
         return {
             "schema": RANK_SCHEMA,
             "rank": self.rank,
@@ -101,6 +119,10 @@ class CallBook:
             "modules": modules,
             "errors": list(self.errors),
             "relaxed": dict(self.relaxed),
+            "per_step": {step: dict(counts) for step, counts in self.per_step.items()},
+            "scheduled": dict(self.scheduled),
+            "direct_check": self.direct_check,
+            **self.extra,
             "finished": self.finished,
             "pid": os.getpid(),
         }
@@ -193,10 +215,17 @@ def _caller_module() -> str | None:
 
 
 class Instrument:
-    """Turns registered backends into counting (and, when asked, K/V-reversing) subclasses."""
+    """Turns registered backends into counting (and, when asked, K/V-reversing) subclasses.
+
+    ``serve(name, backend, original, bound)``, when set, serves and counts every in-scope call
+    of the requested backend (``bound``: the call's arguments, K/V already reversed for a
+    noise-floor arm); ``raw(name)`` is the registry's own, uninstrumented entry (None: not registered).
+    """
 
     def __init__(self, book: CallBook):
         self.book = book
+        self.serve: Callable[[str, Any, Any, inspect.BoundArguments], Any] | None = None
+        self.raw: Callable[[str], Any] = lambda name: None
         self._made: dict[tuple[str, int], Any] = {}
 
     def wrap(self, name: str, target: Any) -> Any:
@@ -220,24 +249,31 @@ class Instrument:
             None,
         )
 
+        made = self
+
         def apply(obj, *args, **kwargs):
             site = getattr(obj, "_harness_site", None)
-            book.call(name, site)
-            if book.kv_reversed and name == book.requested and book.in_scope(site):
-                if signature is None:
-                    raise ValueError(f"kv_reversed: cannot read the signature of {name}.apply")
-                try:
-                    bound = signature.bind(obj, *args, **kwargs)
-                except TypeError as err:
-                    raise ValueError(f"kv_reversed: {name}.apply arguments do not bind ({err})") from None
+            ours = name == book.requested and book.in_scope(site)
+            if not ours or not (book.kv_reversed or made.serve is not None):
+                book.call(name, site)
+                return original(obj, *args, **kwargs)
+            if signature is None:
+                raise ValueError(f"{name}.apply: cannot read its signature")
+            try:
+                bound = signature.bind(obj, *args, **kwargs)
+            except TypeError as err:
+                raise ValueError(f"{name}.apply arguments do not bind ({err})") from None
+            if book.kv_reversed:
                 try:
                     reverse_kv(bound.arguments, bound.arguments.get(varkw) if varkw else None)
                 except ValueError as err:
                     book.error(f"{name}: {err}")
                     raise
                 book.kv_reversed_calls += 1
-                return original(*bound.args, **bound.kwargs)
-            return original(obj, *args, **kwargs)
+            if made.serve is not None:
+                return made.serve(name, obj, original, bound)
+            book.call(name, site)
+            return original(*bound.args, **bound.kwargs)
 
         return apply
 
@@ -307,6 +343,14 @@ def instrument_registry(registry: Any, book: CallBook) -> Instrument:
             return self[key] if key in self else default
 
     CountingRegistry.__name__ = CountingRegistry.__qualname__ = base.__name__
+
+    def raw(key: str) -> Any:
+        try:
+            return base.__getitem__(registry, key)
+        except KeyError:
+            return None
+
+    inst.raw = raw
     try:
         registry.__class__ = CountingRegistry
     except TypeError as err:  # fall back to wrapping what is registered now

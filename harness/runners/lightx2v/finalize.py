@@ -1,4 +1,5 @@
-"""After a LightX2V arm's process exits: ``timing.json`` and ``attn_calls.json`` from what it left.
+"""After a LightX2V arm's process exits: ``timing.json``, ``attn_calls.json`` (and, for a run that
+timed its blocks, ``layers.json``) from what it left.
 
 The launcher leaves ``rank<N>.log`` (the rank's output, with LightX2V's profiler lines) and
 ``attn_calls.rank<N>.json`` per rank; a bare run (the overhead tool's baseline) leaves neither,
@@ -17,8 +18,10 @@ from typing import Any
 from pydantic import Field
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
-from harness.records import AttnCallsRecord, RankCalls, RunSpec, TimingRecord
+from harness.records import AttnCallsRecord, RankCalls, RunSpec, StepSchedule, TimingRecord
+from harness.runners.lightx2v.layers import LAYERS_JSON, layer_timing
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.rank_env import flavour_text
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
 
 
@@ -34,6 +37,11 @@ class LightX2VRankCalls(RankCalls):
     relaxed: dict[str, Any] = Field(
         default_factory=dict
     )  # LightX2V checks relaxed for a synthetic checkpoint
+    scheduled: dict[str, int] = Field(default_factory=dict)  # calls a step schedule routed, by backend
+    # The launcher's hooks on LightX2V's loops: {"hooks": found, "missing": not found}.
+    attribution: dict[str, Any] = Field(default_factory=dict)
+    latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
+    block_seconds: dict[str, list[float]] = Field(default_factory=dict)  # step -> per DiT block (timed runs)
     finished: bool = False
 
 
@@ -75,11 +83,28 @@ def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
     if path is None:
         rc.errors.append("sage_attn2 served calls but no sageattention module was recorded")
         return
-    is_shim = bool(rc.modules.get("sageattention_is_aiter_shim"))
-    if flavour == "aiter_shim" and not is_shim:
-        rc.fallbacks[f"sageattention package at {path} (not the aiter shim)"] = served
-    elif flavour == "package" and is_shim:
-        rc.fallbacks[f"the aiter shim at {path} (not the sageattention package)"] = served
+    found = rc.modules.get("sageattention_flavour")
+    if found is None:  # ranks of earlier harness versions recorded the aiter shim's flag only
+        found = "aiter_shim" if rc.modules.get("sageattention_is_aiter_shim") else "package"
+    if found != flavour:
+        rc.fallbacks[f"{flavour_text(found)} at {path} (not {flavour_text(flavour)})"] = served
+
+
+def check_schedule(rc: LightX2VRankCalls, schedule: StepSchedule, requested: str, steps: int | None) -> None:
+    """Every DiT step's calls went where the schedule sends them (the counts per step prove it)."""
+    from harness.attention.schedule import exact_on
+
+    numbered = [int(s) for s in rc.per_step if s.isdigit()]
+    total = steps or (max(numbered) if numbered else None)
+    for step in sorted(numbered):
+        counts = rc.per_step[str(step)]
+        wanted, other = (
+            (schedule.exact, requested) if exact_on(schedule, step, total) else (requested, schedule.exact)
+        )
+        if wanted != other and counts.get(other):
+            rc.errors.append(
+                f"schedule: step {step} has {counts[other]} call(s) served by {other} (the schedule sends it to {wanted})"
+            )
 
 
 def merge_rank_calls(
@@ -90,13 +115,17 @@ def merge_rank_calls(
     scope: list[str] | None = None,
     sageattention: str | None = None,
     required_ops: list[str] | None = None,
+    schedule: StepSchedule | None = None,
+    steps: int | None = None,
 ) -> LightX2VAttnCalls:
     """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
 
     For sage_attn2 arms, calls served by the other ``sageattention`` (the package where the aiter
     shim was asked for, or the reverse) are recorded as fallbacks: they ran another kernel.
     ``required_ops`` are the arm's ``count_ops`` labels: a rank that called one of them zero
-    times gets an error (the arm named the op, so its backend must have reached it).
+    times gets an error (the arm named the op, so its backend must have reached it). With a
+    ``schedule``, a step whose calls went to the backend the schedule does not send it to is an
+    error (``steps``: the run's DiT steps, for ``exact_last``).
     """
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}
@@ -117,6 +146,9 @@ def merge_rank_calls(
     if sageattention:
         for rc in ranks.values():
             check_sageattention(rc, sageattention)
+    if schedule is not None:
+        for rc in ranks.values():
+            check_schedule(rc, schedule, requested, steps)
     for label in required_ops or []:
         for rc in ranks.values():
             if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
@@ -140,7 +172,12 @@ def link_output(run_dir: Path, save_name: str) -> None:
 def finalize_run(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> None:
     """timing.json, attn_calls.json (not for a bare run: nothing was counted) and output.mp4."""
     run_dir = Path(run_dir)
-    write_record(run_dir / TIMING_JSON, timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps))
+    timing = timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps)
+    write_record(run_dir / TIMING_JSON, timing)
+    if params.time_blocks:
+        layers = layer_timing(sorted(run_dir.glob("attn_calls.rank*.json")), timing)
+        if layers is not None:
+            write_record(run_dir / LAYERS_JSON, layers)
     if not params.bare:
         calls = merge_rank_calls(
             run_dir,
@@ -150,6 +187,8 @@ def finalize_run(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> None:
             params.attn_scope,
             params.sageattention,
             sorted(params.count_ops),
+            spec.schedule,
+            params.dit_steps,
         )
         write_record(run_dir / ATTN_CALLS_JSON, calls)
     link_output(run_dir, params.save_name)

@@ -128,13 +128,24 @@ class LightX2VParams(BaseModel):
     requires: list[str]
     # The overhead tool's baseline: LightX2V run uninstrumented (no counts, no rank logs).
     bare: bool = False
+    latent_steps: str = "auto"  # DiT steps whose latents the ranks save (latents.parse_steps)
+    # Shadows that stand for a sage_attn2 arm served by another `sageattention`: name -> flavour.
+    shadow_sageattention: dict[str, str] = {}
+    time_blocks: bool = False  # time every DiT block (layers.json)
 
     @model_serializer(mode="wrap")
-    def _bare_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Left out at its default, so the spec hash of every instrumented run is what it was.
+    def _defaults_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out at their defaults, so the spec hash of every earlier run is what it was.
         data = handler(self)
-        if not data.get("bare"):
-            data.pop("bare", None)
+        defaults = (
+            ("bare", False),
+            ("latent_steps", "auto"),
+            ("shadow_sageattention", {}),
+            ("time_blocks", False),
+        )
+        for key, default in defaults:
+            if data.get(key) == default:
+                data.pop(key, None)
         return data
 
     def resolved_config(self, base: dict[str, Any]) -> dict[str, Any]:
@@ -201,8 +212,8 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
     if "attn_type" in overrides:
         raise ScenarioError(f"{where}: set attn_type on the arm, not in lightx2v config_overrides")
     flavour = getattr(arm, "sageattention", "package")
-    if flavour == "aiter_shim" and arm.attn_type != "sage_attn2":
-        raise ScenarioError(f"{where}: sageattention: aiter_shim only applies to attn_type sage_attn2")
+    if flavour != "package" and arm.attn_type != "sage_attn2":
+        raise ScenarioError(f"{where}: sageattention: {flavour} only applies to attn_type sage_attn2")
     overrides["attn_type"] = arm.attn_type
     refiner = block.refiner_attn_type or overrides.get("refiner_attn_type") or arm.attn_type
     on_h3 = block.model_cls == H3
@@ -228,6 +239,12 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         vae_attn_type=merged.get("vae_attn_type", "torch_sdpa") if on_h3 else None,
     )
     default_dirs = h3_model_dirs(block.task) if on_h3 else ()
+    arms = {a.name: a for a in scenario.arms}
+    shadow_flavours = {
+        name: arms[name].sageattention
+        for name in getattr(arm, "shadows", [])
+        if name in arms and arms[name].attn_type == "sage_attn2" and arms[name].sageattention != "package"
+    }
     return LightX2VParams(
         root=root,
         model_path=absolute_path(block.model_path),
@@ -261,4 +278,7 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         synthetic_checkpoint=block.synthetic_checkpoint,
         reference_short_edge=block.reference_short_edge,
         requires=["adaln_cache"] if merged.get("use_adaln_cache") else [],
+        latent_steps=block.latent_steps,
+        shadow_sageattention=shadow_flavours,
+        time_blocks=block.time_blocks,
     )

@@ -1,7 +1,8 @@
 """The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
 
     python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
-        [--sageattention package|aiter_shim] [--count-op LABEL=module:function]... [--require FEATURE]...
+        [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]...
+        [--require FEATURE]... [--shadow-type NAME]...
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
 so plugins and platform backends count and nothing is guessed from source text. Then, for each
@@ -26,10 +27,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.runners.lightx2v.rank_env import CPU_PLATFORM, SP_WRAPPERS, prepare_platform
+from harness.runners.lightx2v.direct import AITER_OP
+from harness.runners.lightx2v.rank_env import (
+    CPU_PLATFORM,
+    SAGEATTENTION_SHIMS,
+    SP_WRAPPERS,
+    flavour_text,
+    prepare_platform,
+    sageattention_flavour,
+)
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
-AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
     "adaln_cache": (
@@ -85,19 +93,19 @@ def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
-            " (the aiter shim is not on PYTHONPATH)" if flavour == "aiter_shim" else ""
+            f" ({flavour_text(flavour)} is not on PYTHONPATH)" if flavour != "package" else ""
         )
     try:
         module = importlib.import_module("sageattention")
     except Exception as err:
         return f"import sageattention failed: {type(err).__name__}: {err}"
-    is_shim = bool(getattr(module, "IS_AITER_SHIM", False))
-    if flavour == "aiter_shim":
-        if not is_shim:
-            return f"sageattention resolves to {module.__file__}, not the aiter shim"
-        return _op_reason(AITER_OP)
-    if is_shim:
-        return f"sageattention resolves to the aiter shim ({module.__file__}), not the package"
+    found = sageattention_flavour(module)
+    if flavour != "package":
+        if found != flavour:
+            return f"sageattention resolves to {module.__file__}, not {flavour_text(flavour)}"
+        return _op_reason(AITER_OP) if flavour == "aiter_shim" else None
+    if found != "package":
+        return f"sageattention resolves to {flavour_text(found)} ({module.__file__}), not the package"
     import torch
 
     capability = torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
@@ -107,6 +115,22 @@ def sageattention_reason(flavour: str) -> str | None:
             f"sageattention at {module.__file__} has no {needed}, which LightX2V's sage_attn2 imports "
             f"on this device (capability {capability})"
         )
+    return None
+
+
+def shadow_reason(names: list[str], registry: Any) -> str | None:
+    """A shadow's attention type that neither LightX2V nor the harness knows (a typo)."""
+    unknown = [n for n in dict.fromkeys(names) if n not in registry]
+    if not unknown:
+        return None
+    from harness.attention import list_backends
+
+    harness_names = list_backends()
+    for name in unknown:
+        if name not in harness_names:
+            close = difflib.get_close_matches(name, [*registry.keys(), *harness_names], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
     return None
 
 
@@ -193,8 +217,12 @@ def probe(
     nproc: int = 1,
     count_ops: dict[str, str] | None = None,
     require: list[str] | None = None,
+    shadow_types: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}."""
+    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}.
+
+    ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
+    registers or a harness backend (whether it can run here is the run's note, not a refusal)."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
 
     def no(reason: str) -> dict[str, Any]:
@@ -249,6 +277,9 @@ def probe(
                 f"no {feature} (from {FEATURES[feature][2]})"
             )
 
+    why = shadow_reason(shadow_types or [], registry)
+    if why:
+        return no(why)
     facts["smoke_cosine"] = {}
     for name in dict.fromkeys(attn_types):
         if name not in registry:
@@ -271,13 +302,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
     )
     p.add_argument("--attn-type", action="append", required=True)
-    p.add_argument("--sageattention", choices=["package", "aiter_shim"], default="package")
+    p.add_argument("--sageattention", choices=["package", *SAGEATTENTION_SHIMS], default="package")
     p.add_argument("--nproc", type=int, default=1)
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")
+    p.add_argument("--shadow-type", action="append", default=[], metavar="NAME")
     ns = p.parse_args(argv)
     ops = dict(item.split("=", 1) for item in ns.count_op)
-    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require)
+    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type)
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0

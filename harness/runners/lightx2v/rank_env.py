@@ -25,6 +25,24 @@ REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
 # LightX2V's sequence-parallel attention types: they wrap the real backend, so their calls are
 # neither the backend under test nor a fallback.
 SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
+# Which `sageattention` serves LightX2V's sage_attn2: thu-ml's package, or one of the harness's
+# shims (folder under shims/, the flag the package carries, what a reason calls it).
+SAGEATTENTION_SHIMS = {
+    "aiter_shim": ("aiter_sageattention", "IS_AITER_SHIM", "the aiter shim"),
+    "emulator": ("emulator_sageattention", "IS_HARNESS_EMULATOR", "the harness emulator"),
+}
+
+
+def sageattention_flavour(module: Any) -> str:
+    """``package`` for thu-ml's sageattention, else the shim's flavour (by the flag it carries)."""
+    for flavour, (_, flag, _) in SAGEATTENTION_SHIMS.items():
+        if getattr(module, flag, False):
+            return flavour
+    return "package"
+
+
+def flavour_text(flavour: str) -> str:
+    return SAGEATTENTION_SHIMS[flavour][2] if flavour in SAGEATTENTION_SHIMS else "the sageattention package"
 
 
 def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:

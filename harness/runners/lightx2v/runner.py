@@ -16,6 +16,7 @@ on one runner) and is written into the run directory (``lightx2v_env.json``).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,14 @@ from harness.runners.base import Launch, Runner, register_runner
 from harness.runners.lightx2v.checkpoint import run_writer
 from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, build_env
 from harness.runners.lightx2v.finalize import finalize_run
+from harness.runners.lightx2v.latents import LATENTS_DIR
+from harness.runners.lightx2v.layers import LAYERS_JSON
 from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
 from harness.store import atomic_write_json, write_record
+
+INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
 
 ENV_JSON = "lightx2v_env.json"
 
@@ -100,8 +105,14 @@ class LightX2VRunner(Runner):
             write_synthetic_checkpoint(params, env)
 
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in (*run_dir.glob("rank*.log"), *run_dir.glob("attn_calls.rank*.json")):
-            stale.unlink()
+        for stale in (
+            *run_dir.glob("rank*.log"),
+            *run_dir.glob("attn_calls.rank*.json"),
+            run_dir / LAYERS_JSON,
+        ):
+            stale.unlink(missing_ok=True)
+        for folder in (LATENTS_DIR, INSITU_DIR):  # a rerun's files only: no step or rank of an older run
+            shutil.rmtree(run_dir / folder, ignore_errors=True)
         atomic_write_json(run_dir / RESOLVED_CONFIG, config)
         facts = environment_facts(params, self.probe_facts.get(spec.spec_hash()))
         write_record(run_dir / ENV_JSON, facts)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.runners.lightx2v.latents import parse_steps
 from harness.runners.lightx2v.rank_env import SP_WRAPPERS
 from harness.scenario import FieldProblem, ScenarioPart, Strict
 
@@ -42,7 +43,11 @@ class SyntheticCheckpoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    preset: Literal["tiny", "small"] = Field("tiny", description="tiny: CPU-sized DiT; small: GPU-sized DiT.")
+    preset: Literal["tiny", "small", "prod"] = Field(
+        "tiny",
+        description="tiny: CPU-sized DiT; small: GPU-sized DiT; prod: the released width (hidden 5376, "
+        "56 heads x 128, FFN 14336), 2 DiT layers + 1 refiner layer.",
+    )
     seed: int = Field(0, ge=0, description="Weights, tokenizer and configs are a function of the seed.")
 
 
@@ -119,6 +124,28 @@ class LightX2VBlock(BaseModel):
         None,
         description="Not here: count_ops is per arm (arms[].count_ops), for the arms that must hit the op.",
     )
+    latent_steps: str = Field(
+        "auto",
+        description="DiT steps whose latents every rank saves (latents/step_XXX.npz, the per-step divergence "
+        "table): all, none, a comma list (1,15,29) or auto: every step of a run of at most 10 DiT steps, "
+        "else step 1, every 5th step and the last.",
+    )
+
+    time_blocks: bool = Field(
+        False,
+        description="Time every DiT block of the measured steps, the device synchronised around each "
+        "(layers.json: a layer's seconds per step at the run's sequence length, a step of the released "
+        "50 layers extrapolated from it); the syncs cost little but are not free.",
+    )
+
+    @field_validator("latent_steps")
+    @classmethod
+    def _steps(cls, v: str) -> str:
+        try:
+            parse_steps(v)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+        return v.strip()
 
     @field_validator("save_name")
     @classmethod
@@ -147,8 +174,11 @@ class LightX2VBlock(BaseModel):
 class LightX2VArmFields(Strict):
     """Arm fields of the lightx2v runner."""
 
-    sageattention: Literal["package", "aiter_shim"] = Field(
-        "package", description="lightx2v runner: which `sageattention` serves sage_attn2."
+    sageattention: Literal["package", "aiter_shim", "emulator"] = Field(
+        "package",
+        description="lightx2v runner: which `sageattention` serves sage_attn2: thu-ml's package, the aiter "
+        "op behind the package's API (aiter_shim), or the harness's sage_emul_thuml emulation (emulator: "
+        "any device, the CPU included).",
     )
     count_ops: dict[str, str] = Field(
         default_factory=dict,
@@ -163,13 +193,20 @@ class LightX2VArmFields(Strict):
 
 
 def check_perturbations(scenario: Any) -> None:
-    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the builtin runner's."""
-    for a in scenario.arms:
+    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the builtin runner's,
+    and so are a schedule's exact options (its exact backend is LightX2V's class of that name)."""
+    for i, a in enumerate(scenario.arms):
         if a.kv_chunks > 1 or a.attn_options:
             raise FieldProblem(
                 (),
                 f"arm {a.name}: kv_chunks and attn_options are served by the builtin runner only "
                 "(the LightX2V launcher applies kv_reversed alone)",
+            )
+        if a.schedule is not None and a.schedule.exact_options:
+            raise FieldProblem(
+                ("arms", i, "schedule", "exact_options"),
+                f"arm {a.name}: the LightX2V launcher serves a schedule's exact steps with LightX2V's own "
+                f"{a.schedule.exact} class, which takes no options",
             )
 
 
@@ -184,4 +221,5 @@ SCENARIO_PART = ScenarioPart(
     arm_fields=LightX2VArmFields,
     check=check_perturbations,
     repos=source_repos,
+    insitu=True,  # the launcher measures shadows and routes schedules (serve.CallPath)
 )

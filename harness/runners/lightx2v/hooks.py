@@ -1,0 +1,191 @@
+"""Inside a rank: hooks on LightX2V's own step loop and block loop that set the call site (DiT
+step, block, kind) of every attention call, and tell the launcher when a step ends.
+
+Calls are attributed from what the run itself does, never from the order of calls: a model
+with another block count, refiner depth or step count is attributed right without a change
+here. For MiniMax-H3 (``--model_cls minimax_h3``) the hooks wrap, in this process only:
+
+* the scheduler's ``step_pre(step_index)``: DiT step ``step_index + 1`` of ``infer_steps``;
+* the scheduler's ``step_post()``: the step's end (the launcher takes the latents here), after
+  which no step is current;
+* the transformer infer's ``run_block(block_idx, ...)``: DiT self-attention of block ``block_idx``
+  (the block-offload path calls it too);
+* the pre-infer's ``infer(weights, ...)``: the token refiner; a call's block is the place of
+  its attention instance in ``weights.refiner_blocks``;
+* the runner's ``run_warmup()``: LightX2V's warm-up steps are no DiT step of the run.
+
+A method that is not where the table says is noted and its calls are attributed to no step or
+block ("other"); the counts and the run go on. With ``time_blocks`` each DiT block of a measured
+step is also timed, the device synchronised before and after it (``block_seconds``: step ->
+[seconds per block]): a layer's cost at the run's sequence length. Standard library at import
+time; torch is imported to synchronise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+H3_SCHEDULER = "lightx2v.models.schedulers.minimax_h3.scheduler:MiniMaxH3Scheduler"
+H3_TRANSFORMER = "lightx2v.models.networks.minimax_h3.infer.transformer_infer:MiniMaxH3TransformerInfer"
+H3_PRE_INFER = "lightx2v.models.networks.minimax_h3.infer.pre_infer:MiniMaxH3PreInfer"
+H3_RUNNER = "lightx2v.models.runners.minimax_h3.minimax_h3_runner:MiniMaxH3Runner"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One method of LightX2V to wrap: ``role`` says what entering it means."""
+
+    target: str  # "module:Class"
+    method: str
+    role: str  # step_pre | step_post | dit_block | refiner | warmup
+
+
+# What each model class's hooks are (``--model_cls``); a model without an entry is not attributed.
+HOOKS: dict[str, tuple[Hook, ...]] = {
+    "minimax_h3": (
+        Hook(H3_SCHEDULER, "step_pre", "step_pre"),
+        Hook(H3_SCHEDULER, "step_post", "step_post"),
+        Hook(H3_TRANSFORMER, "run_block", "dit_block"),
+        Hook(H3_PRE_INFER, "infer", "refiner"),
+        Hook(H3_RUNNER, "run_warmup", "warmup"),
+    ),
+}
+
+
+def synchronize() -> None:
+    """Wait for the GPU (CUDA or ROCm) when torch has started it; nothing to wait for on the CPU."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+class RunHooks:
+    """Sets ``sites`` (a ``harness.attention.insitu.sites.CallSites``) from LightX2V's loops.
+
+    ``on_step_end(step, scheduler)`` callbacks run after each measured step's ``step_post``.
+    """
+
+    def __init__(self, sites: Any, time_blocks: bool = False):
+        self.sites = sites
+        self.time_blocks = time_blocks
+        self.block_seconds: dict[str, list[float]] = {}
+        self.on_step_end: list[Callable[[int, Any], None]] = []
+        self.installed: list[str] = []
+        self.missing: list[str] = []
+        self.warmup = False
+        # id(attention instance) -> refiner block index, from the refiner's own block list
+        self._refiner_blocks: dict[int, int] = {}
+
+    @property
+    def attributed(self) -> bool:
+        """Whether steps and blocks come from the run (every hook of the model found)."""
+        return bool(self.installed) and not self.missing
+
+    def site_for(self, backend: Any) -> Any:
+        """The call site of a call made by the attention instance ``backend`` now."""
+        site = self.sites.current
+        if site.kind == "refiner" and site.block is None:
+            index = self._refiner_blocks.get(id(backend))
+            if index is not None:
+                site = replace(site, block=index)
+        return site
+
+    # --- installing --------------------------------------------------------------------------------
+
+    def install(self, model_cls: str | None) -> None:
+        for hook in HOOKS.get(model_cls or "", ()):
+            label = f"{hook.target}.{hook.method}"
+            mod_name, _, cls_name = hook.target.partition(":")
+            try:
+                cls = getattr(importlib.import_module(mod_name), cls_name)
+                original = cls.__dict__.get(hook.method) or getattr(cls, hook.method)
+            except Exception as err:  # LightX2V moved it: note, attribute those calls to "other"
+                self.missing.append(f"{label} ({type(err).__name__}: {err})")
+                continue
+            if getattr(original, "_harness_hook", False):
+                continue
+            wrapped = getattr(self, f"_wrap_{hook.role}")(original)
+            wrapped._harness_hook = True
+            setattr(cls, hook.method, wrapped)
+            self.installed.append(label)
+
+    def _wrap_step_pre(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def step_pre(scheduler, step_index, *args, **kwargs):
+            out = original(scheduler, step_index, *args, **kwargs)
+            if not self.warmup:
+                total = getattr(scheduler, "infer_steps", None)
+                self.sites.set(step=int(step_index) + 1, steps=int(total) if total is not None else None)
+            return out
+
+        return step_pre
+
+    def _wrap_step_post(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def step_post(scheduler, *args, **kwargs):
+            out = original(scheduler, *args, **kwargs)
+            step = self.sites.current.step
+            if not self.warmup and step is not None:
+                for callback in self.on_step_end:
+                    callback(step, scheduler)
+                self.sites.set(step=None)
+            return out
+
+        return step_post
+
+    def _wrap_dit_block(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def run_block(infer, block_idx, *args, **kwargs):
+            with self.sites.site(block=int(block_idx), kind="dit_self") as site:
+                if not self.time_blocks or site.step is None:
+                    return original(infer, block_idx, *args, **kwargs)
+                synchronize()
+                t0 = time.perf_counter()
+                out = original(infer, block_idx, *args, **kwargs)
+                synchronize()
+                self.block_seconds.setdefault(str(site.step), []).append(time.perf_counter() - t0)
+                return out
+
+        return run_block
+
+    def _wrap_refiner(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def infer(pre_infer, weights, *args, **kwargs):
+            self._index_refiner(weights)
+            with self.sites.site(block=None, kind="refiner"):
+                return original(pre_infer, weights, *args, **kwargs)
+
+        return infer
+
+    def _wrap_warmup(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def run_warmup(runner, *args, **kwargs):
+            with self._warming_up():
+                return original(runner, *args, **kwargs)
+
+        return run_warmup
+
+    @contextlib.contextmanager
+    def _warming_up(self) -> Iterator[None]:
+        self.warmup = True
+        self.sites.set(step=None)
+        try:
+            yield
+        finally:
+            self.warmup = False
+
+    def _index_refiner(self, weights: Any) -> None:
+        blocks = getattr(weights, "refiner_blocks", None)
+        if blocks is None:
+            return
+        for index, block in enumerate(blocks):
+            attn = getattr(getattr(block, "attn", None), "calculate", None)
+            if attn is not None:
+                self._refiner_blocks[id(attn)] = index

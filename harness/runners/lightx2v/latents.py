@@ -1,0 +1,140 @@
+"""Inside a rank: the latents of chosen DiT steps, in the files the builtin runner writes.
+
+Rank 0 writes ``<run_dir>/latents/step_XXX.npz`` (what the report's per-step divergence table
+reads, ``harness.compare.latents``); rank N > 0 writes ``<run_dir>/latents/rank<N>/step_XXX.npz``
+(TP ranks each hold the whole latent: their files show whether they agree). Each file holds
+``video`` ``[rows, channels x patch]`` and ``audio`` ``[rows, channels]`` as float32 - the
+scheduler's packed target rows after the step, condition rows left out - and the sigmas reached
+(``sigma_video``, ``sigma_audio``).
+
+Which steps (``--latent-steps``): ``all``, ``none``, a comma list (``1,15,29``), or ``auto``:
+every step of a run of at most ``AUTO_ALL`` DiT steps, else step 1, every ``AUTO_EVERY``-th step
+and the last. The device-to-host copy is made when the step ends, inside the step LightX2V
+times (its total is recorded as ``copy_s``); the file is written by a background thread.
+
+Standard library at import time; torch and numpy are imported when a step is saved.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+LATENTS_DIR = "latents"  # the builtin runner's folder name (harness.runners.builtin.LATENTS_DIR)
+AUTO_ALL = 10
+AUTO_EVERY = 5
+
+
+def parse_steps(text: str) -> Callable[[int, int | None], bool]:
+    """``--latent-steps`` as a predicate ``(step, total) -> save?``; ValueError on a bad value."""
+    text = text.strip()
+    if text == "all":
+        return lambda step, total: True
+    if text == "none":
+        return lambda step, total: False
+    if text == "auto":
+        return auto_step
+    try:
+        chosen = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise ValueError(f"expected all, none, auto or a comma list of steps, got {text!r}") from None
+    if not chosen or min(chosen) < 1:
+        raise ValueError(f"steps count from 1, got {text!r}")
+    return lambda step, total: step in chosen
+
+
+def auto_step(step: int, total: int | None) -> bool:
+    if total is None or total <= AUTO_ALL:
+        return True
+    return step == 1 or step == total or step % AUTO_EVERY == 0
+
+
+def latents_folder(run_dir: Path, rank: str) -> Path:
+    folder = Path(run_dir) / LATENTS_DIR
+    return folder if rank == "0" else folder / f"rank{rank}"
+
+
+def h3_arrays(scheduler: Any) -> dict[str, Any]:
+    """A MiniMax-H3 scheduler's target rows and the sigmas reached (the step has just ended)."""
+    step = int(scheduler.step_index)
+    video = scheduler.video_latents[int(getattr(scheduler, "num_condition_video_rows", 0) or 0) :]
+    audio = scheduler.audio_latents[int(getattr(scheduler, "num_condition_audio_rows", 0) or 0) :]
+    return {
+        "video": video.detach().float().cpu(),
+        "audio": audio.detach().float().cpu(),
+        "sigma_video": float(scheduler.video_sigmas[step + 1]),
+        "sigma_audio": float(scheduler.audio_sigmas[step + 1]),
+    }
+
+
+class LatentSaver:
+    """``on_step_end(step, scheduler)``: copy the chosen steps' latents, write them in the background."""
+
+    def __init__(self, run_dir: Path, rank: str, choose: Callable[[int, int | None], bool]):
+        self.folder = latents_folder(run_dir, rank)
+        self.choose = choose
+        self.saved: list[int] = []
+        self.copy_s = 0.0
+        self.errors: list[str] = []
+        self._queue: Queue[tuple[int, dict[str, Any]] | None] = Queue(maxsize=2)
+        self._thread: threading.Thread | None = None
+
+    def on_step_end(self, step: int, scheduler: Any) -> None:
+        if not self.choose(step, getattr(scheduler, "infer_steps", None)):
+            return
+        t0 = time.perf_counter()
+        try:
+            arrays = h3_arrays(scheduler)
+        except Exception as err:  # a scheduler of another layout: noted once, the run goes on
+            self._error(f"latents of step {step} not saved: {type(err).__name__}: {err}")
+            return
+        self.copy_s += time.perf_counter() - t0
+        if self._thread is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._thread = threading.Thread(target=self._write_loop, daemon=True, name="latents")
+            self._thread.start()
+        self._queue.put((step, arrays))
+
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Wait for the pending files (called before the rank's record is written)."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._error(f"latent files still being written after {timeout_s:.0f} s")
+        self._thread = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"folder": self.folder.name, "steps": list(self.saved), "copy_s": round(self.copy_s, 6)}
+
+    def _error(self, text: str) -> None:
+        if text not in self.errors:
+            self.errors.append(text)
+
+    def _write_loop(self) -> None:
+        import numpy as np
+
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            step, arrays = item
+            final = self.folder / f"step_{step:03d}.npz"
+            tmp = self.folder / f".step_{step:03d}.tmp.npz"
+            try:
+                np.savez(
+                    tmp,
+                    video=arrays["video"].numpy(),
+                    audio=arrays["audio"].numpy(),
+                    sigma_video=np.float64(arrays["sigma_video"]),
+                    sigma_audio=np.float64(arrays["sigma_audio"]),
+                )
+                tmp.replace(final)
+                self.saved.append(step)
+            except Exception as err:  # a full disk: noted, the run goes on
+                self._error(f"latents of step {step}: {type(err).__name__}: {err}")

@@ -1,0 +1,175 @@
+"""Inside a rank: what an in-scope call of the requested backend goes through (``CallPath``).
+
+For each such call, in order:
+
+1. its call site (DiT step, block, kind) from the run's own loops (``hooks.RunHooks``), current
+   while the call runs;
+2. the arm's step schedule, if any (``harness.records.StepSchedule``, routed by the rule of
+   ``harness.attention.schedule.exact_on``): on an exact step
+   the call is served by the schedule's exact backend (LightX2V's own class of that name,
+   uninstrumented, K/V reversed as the arm's) and counted under that name as a scheduled call,
+   never as a fallback; the calls per step and backend prove the routing. When the run starts
+   on an exact step, the arm's backend is also called once on copies of that first call (its
+   output discarded), so its warm-up falls in step 1 as for any other arm;
+3. on the first DiT self-attention call the arm's backend serves (the first call, where the run's
+   blocks are not attributed), the bitwise check against its op called directly (``direct``);
+4. the in-situ shadows, if any (``shadows.build_shadowed``): the call is the primary of a
+   ``ShadowedAttention``; the model receives the served output unchanged.
+
+Standard library at import time (this runs in the ranks' interpreter); a schedule's rule is
+imported with the schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from harness.runners.lightx2v.counting import CallBook
+from harness.runners.lightx2v.direct import check_call
+from harness.runners.lightx2v.hooks import RunHooks
+
+QKV = ("q", "k", "v")
+
+
+def call_tensors(bound: inspect.BoundArguments) -> dict[str, Any]:
+    """q, k, v of a bound ``apply`` call (named parameters or **kwargs)."""
+    found = {}
+    for name in QKV:
+        value = bound.arguments.get(name)
+        found[name] = bound.kwargs.get(name) if value is None else value
+    return found
+
+
+def other_arguments(bound: inspect.BoundArguments) -> dict[str, Any]:
+    """The call's arguments besides ``self``, q, k and v, as keywords (what a shadow is given)."""
+    out: dict[str, Any] = {}
+    params = bound.signature.parameters
+    for i, (name, value) in enumerate(bound.arguments.items()):
+        if i == 0 or name in QKV:
+            continue
+        if params[name].kind == inspect.Parameter.VAR_KEYWORD:
+            out.update({k: v for k, v in value.items() if k not in QKV})
+        elif params[name].kind != inspect.Parameter.VAR_POSITIONAL:
+            out[name] = value
+    return out
+
+
+def with_tensors(bound: inspect.BoundArguments, tensors: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The call's (args, kwargs) without ``self``, with q, k, v replaced by ``tensors``."""
+    names = list(bound.signature.parameters)
+    args = list(bound.args[1:])
+    kwargs = dict(bound.kwargs)
+    for name, value in tensors.items():
+        position = names.index(name) - 1 if name in names else -1
+        if 0 <= position < len(args):
+            args[position] = value
+        else:
+            kwargs[name] = value
+    return tuple(args), kwargs
+
+
+class CallPath:
+    """Serves and counts the in-scope calls of the requested backend (``Instrument.serve``).
+
+    ``raw(name)``: LightX2V's uninstrumented class of an attention type; ``shadowed``: the
+    ``(ShadowedAttention, primary, context)`` of ``shadows.build_shadowed``, or None.
+    """
+
+    def __init__(
+        self,
+        book: CallBook,
+        hooks: RunHooks,
+        raw: Callable[[str], Any],
+        *,
+        schedule: Any = None,
+        direct_check: bool = True,
+        shadowed: tuple[Any, Any, dict[str, Any]] | None = None,
+    ):
+        self.book = book
+        self.hooks = hooks
+        self.raw = raw
+        self.schedule = schedule
+        if schedule is not None:
+            from harness.attention.schedule import exact_on
+
+            self._exact_on = exact_on
+        self.direct_pending = direct_check
+        self.shadowed = shadowed
+        self.own_called = False
+        self._exact: Any = None
+
+    def __call__(self, name: str, backend: Any, original: Callable, bound: inspect.BoundArguments) -> Any:
+        site = self.hooks.site_for(backend)
+        module = getattr(backend, "_harness_site", None)
+
+        def own(q, k, v):  # the arm's backend, called as the model called it
+            args, kwargs = with_tensors(bound, {"q": q, "k": k, "v": v})
+            return original(backend, *args, **kwargs)
+
+        tensors = call_tensors(bound)
+        if self.schedule is not None and self._exact_on(self.schedule, site.step, site.steps):
+            exact_name = self.schedule.exact
+            exact = self.exact_backend(exact_name)
+            served = exact_name
+
+            def run(q, k, v):  # another class: by keyword (its positional parameters differ)
+                return exact.apply(q=q, k=k, v=v, **other_arguments(bound))
+
+            if not self.own_called:  # the arm's backend warms up in this step, not in a measured one
+                self.own_called = True
+                own(*(tensors[n].clone() for n in QKV))
+        else:
+            self.own_called = True
+            served, run = name, own
+        self.book.call(served, module, scheduled=served != name)
+        checking = self.direct_pending and served == name
+        checking = checking and (site.kind == "dit_self" or not self.hooks.attributed)
+        if checking:
+            self.direct_pending = False
+
+        def serve() -> Any:
+            if checking:
+                out, self.book.direct_check = check_call(
+                    name, run, *(tensors[n] for n in QKV), causal=_causal(bound)
+                )
+                return out
+            return run(*(tensors[n] for n in QKV))
+
+        with self._at(site):
+            if self.shadowed is None:
+                return serve()
+            return self._shadowed(serve, bound, tensors)
+
+    def exact_backend(self, exact_name: str) -> Any:
+        if self._exact is None:
+            cls = self.raw(exact_name)
+            if cls is None:
+                raise ValueError(f"schedule: exact backend {exact_name!r} is not registered in LightX2V")
+            self._exact = cls()
+        return self._exact
+
+    def _at(self, site: Any) -> Any:
+        """The call's site made current while it runs (the refiner's block is known per instance)."""
+        if site == self.hooks.sites.current:
+            return contextlib.nullcontext()
+        return self.hooks.sites.site(block=site.block, kind=site.kind)
+
+    def _shadowed(self, serve: Callable[[], Any], bound: inspect.BoundArguments, tensors: dict) -> Any:
+        from harness.runners.lightx2v.shadows import to_heads_first
+
+        shadowed, primary, context = self.shadowed
+        context["kwargs"] = other_arguments(bound)
+        primary.pending = serve
+        try:
+            shadowed(*(to_heads_first(tensors[n]) for n in QKV), context["kwargs"].get("softmax_scale"))
+            return primary.out
+        finally:
+            primary.pending = primary.out = None
+            context["kwargs"] = {}
+
+
+def _causal(bound: inspect.BoundArguments) -> bool:
+    return bool(bound.arguments.get("causal") or bound.kwargs.get("causal"))

@@ -1,0 +1,200 @@
+"""Inside a rank: the in-situ shadows of a LightX2V arm, measured by ``harness.attention.insitu``.
+
+``--insitu JSON`` (``insitu_payload``: the arm's name, its ``RunSpec.shadows`` each with the
+``sageattention`` its arm asks for, and ``RunSpec.insitu``) gives a
+:class:`~harness.attention.insitu.ShadowedAttention` around every in-scope call of the arm:
+
+* its primary is the call the model makes, served as ``serve.CallPath`` decided (schedule,
+  first-call check), on the very tensors: the model receives that output unchanged;
+* a shadow whose attention type LightX2V registers is LightX2V's own class of that name (what
+  that arm runs), K/V reversed for a noise floor, called with the call's own arguments; one of
+  ``sage_attn2`` with another ``sageattention`` (the aiter shim, the harness's emulator) runs
+  LightX2V's class with the module's ``sageattn`` bound to that shim's for the call;
+* any other name is the harness backend of that name (``harness backends``: an emulator, say).
+
+Each TP rank measures its own heads and writes ``insitu/rank<N>.jsonl``. A shadow that cannot run
+here is named in the rank's meta notes and left out; the arm runs on. torch, pydantic and the
+harness's attention package are imported only by ``build_shadowed`` (a run with shadows).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.runners.lightx2v.direct import SAGE_MODULE
+from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
+
+SHIMS = Path(__file__).resolve().parent / "shims"
+# LightX2V attention types that compute exact attention (the others quantise or sparsify).
+EXACT_TYPES = frozenset({"torch_sdpa", "flash_attn2", "flash_attn3", "flash_attn4", "aiter_attn"})
+
+
+def insitu_payload(arm: str, shadows: list[dict[str, Any]], settings: dict[str, Any] | None) -> dict:
+    """What ``--insitu`` carries (JSON): built by the runner from the run spec."""
+    return {"primary": arm, "shadows": shadows, "settings": settings or {}}
+
+
+def to_heads_first(t: Any) -> Any:
+    """LightX2V's ``[N, H, D]`` (or ``[B, N, H, D]``) as a ``[B, H, N, D]`` view."""
+    return (t.unsqueeze(0) if t.ndim == 3 else t).transpose(1, 2)
+
+
+def output_heads_first(out: Any, heads: int, head_dim: int) -> Any:
+    """A LightX2V output ``[B*N, H*D]`` as a ``[B, H, N, D]`` view (batch 1)."""
+    return out.reshape(1, -1, heads, head_dim).transpose(1, 2)
+
+
+def load_shim(flavour: str) -> Any:
+    """One of the harness's ``sageattention`` shims, imported under a private name (the process's
+    own ``sageattention`` is left as it is)."""
+    folder = SAGEATTENTION_SHIMS[flavour][0]
+    name = f"harness_shim_{folder}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SHIMS / folder / "sageattention" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
+    """The two op classes (built on first use: they subclass the harness's AttentionOp, which
+    imports torch). ``insitu_context["kwargs"]``: the current call's arguments besides q, k, v."""
+    from harness.attention.registry import AttentionOp, UnsupportedCall, default_scale
+
+    class PrimaryCall(AttentionOp):
+        """The call the model makes: ``pending()`` serves it; the output is kept for the model."""
+
+        def __init__(self, name: str, exact: bool, kv_reversed: bool):
+            self.name, self.exact = name, exact
+            self.params = {"backend": name, "exact": exact, "kv_reversed": kv_reversed, "lightx2v": True}
+            self.pending: Any = None
+            self.out: Any = None
+
+        def __call__(self, q, k, v, scale=None):
+            self.out = self.pending()
+            return output_heads_first(self.out, q.shape[1], q.shape[3])
+
+    class LightX2VOp(AttentionOp):
+        """A LightX2V attention class as an op on ``[B, H, N, D]``, with the call's own arguments."""
+
+        def __init__(self, name: str, backend: Any, kv_reversed: bool, sageattn: Any = None, **params: Any):
+            self.name, self.backend, self.kv_reversed, self.sageattn = name, backend, kv_reversed, sageattn
+            self.exact = name in EXACT_TYPES
+            self.params = {"backend": name, "exact": self.exact, "kv_reversed": kv_reversed, **params}
+
+        def __call__(self, q, k, v, scale=None):
+            if scale is not None and abs(scale - default_scale(q, None)) > 1e-12 * abs(scale):
+                raise UnsupportedCall(f"{self.name}: LightX2V's class takes the default softmax scale")
+            # [N, H, D], contiguous as the model hands it over (some kernels need that)
+            q3, k3, v3 = (t.transpose(1, 2)[0].contiguous() for t in (q, k, v))
+            if self.kv_reversed:
+                k3, v3 = k3.flip(0), v3.flip(0)
+            kwargs = dict(insitu_context.get("kwargs") or {})
+            try:
+                with self._bound():
+                    out = self.backend.apply(q=q3, k=k3, v=v3, **kwargs)
+            except (UnsupportedCall, RuntimeError, ValueError):
+                raise
+            except Exception as err:  # a missing kernel raises TypeError & co: a failure, measured as one
+                raise RuntimeError(f"{type(err).__name__}: {err}") from err
+            return output_heads_first(out, q.shape[1], q.shape[3]).to(q.dtype)
+
+        def _bound(self):
+            import contextlib
+
+            if self.sageattn is None:
+                return contextlib.nullcontext()
+            module, fn = sys.modules[SAGE_MODULE], self.sageattn
+
+            @contextlib.contextmanager
+            def swap():
+                saved = module.sageattn
+                module.sageattn = fn
+                try:
+                    yield
+                finally:
+                    module.sageattn = saved
+
+            return swap()
+
+    return PrimaryCall, LightX2VOp
+
+
+def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
+    """A shadow of a LightX2V attention type, or a reason it cannot run here (a str)."""
+    name = spec["attn_type"]
+    if spec.get("kv_chunks", 1) > 1 or spec.get("attn_options"):
+        return f"LightX2V's {name} takes no kv_chunks or attn_options"
+    flavour = spec.get("sageattention") or "package"
+    fn = None
+    if name == "sage_attn2":
+        module = sys.modules.get(SAGE_MODULE)
+        if flavour != "package":
+            try:
+                fn = load_shim(flavour).sageattn
+            except Exception as err:
+                return f"{SAGEATTENTION_SHIMS[flavour][2]} does not import ({type(err).__name__}: {err})"
+        elif module is None or getattr(module, "sageattn", None) is None:
+            return "LightX2V's sage_attn2 bound no sageattn (the package is not installed here)"
+    try:
+        backend = raw()
+    except Exception as err:
+        return f"LightX2V's {name} does not construct ({type(err).__name__}: {err})"
+    return op_class(
+        name, backend, bool(spec.get("kv_reversed")), sageattn=fn, lightx2v_class=type(backend).__qualname__,
+        **({"sageattention": flavour} if name == "sage_attn2" else {}),
+    )  # fmt: skip
+
+
+def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str, sites: Any, served: dict):
+    """(shadowed attention, its primary, the shared call context) for a rank.
+
+    ``raw_of(name)``: LightX2V's uninstrumented class of an attention type (None: not registered);
+    ``served``: {name, exact, kv_reversed} of the arm's own attention.
+    """
+    from harness.attention.insitu import InSituRecorder, ShadowedAttention
+    from harness.attention.wrappers import make_attention
+    from harness.records import InSituSettings
+
+    context: dict[str, Any] = {"kwargs": {}}
+    primary_class, op_class = make_ops(context)
+    settings = InSituSettings.model_validate(payload.get("settings") or {})
+    recorder = InSituRecorder(folder, settings, rank=rank, sites=sites)
+    ops: dict[str, Any] = {}
+    notes = []
+    for spec in payload.get("shadows", []):
+        name, attn_type = spec["name"], spec["attn_type"]
+        raw = raw_of(attn_type)
+        if raw is not None:
+            op = lightx2v_shadow(spec, raw, op_class)
+        else:
+            try:
+                op = make_attention(
+                    attn_type,
+                    kv_reversed=bool(spec.get("kv_reversed")),
+                    kv_chunks=int(spec.get("kv_chunks", 1)),
+                    **(spec.get("attn_options") or {}),
+                )
+            except Exception as err:  # unavailable here: BackendUnavailable, HarnessError
+                op = f"not a LightX2V attention type, and the harness backend fails ({err})"
+        if isinstance(op, str):
+            notes.append(f"shadow {name} ({attn_type}) left out on rank {rank}: {op}")
+        else:
+            ops[name] = op
+    primary = primary_class(served["name"], served["name"] in EXACT_TYPES, bool(served.get("kv_reversed")))
+    shadowed = ShadowedAttention(
+        primary,
+        ops,
+        sample_rows=settings.sample_rows,
+        seed=settings.seed,
+        recorder=recorder,
+        primary_name=payload["primary"],
+    )
+    for note in notes:
+        recorder.note(note)
+    return shadowed, primary, context

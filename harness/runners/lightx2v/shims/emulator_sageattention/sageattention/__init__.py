@@ -1,0 +1,69 @@
+"""A `sageattention` package served by the harness's emulation of thu-ml SageAttention.
+
+Put this folder's parent first on PYTHONPATH (the LightX2V runner does it for arms with
+``sageattention: emulator``) and LightX2V's own ``sage_attn2`` backend runs the harness's
+``sage_emul_thuml`` - the PyTorch emulation of the kernel ``sage_attn2`` runs on the H200
+(SageAttention 1.0.6's Triton ``sageattn``: INT8 QK per block, P and V in fp16) - on any device,
+the CPU included. A quantised candidate then runs through the real LightX2V where no GPU is:
+its schedules, in-situ errors and verdicts can be checked in CI. It is an emulation, not the
+kernel: its timings are no kernel's.
+
+Non-causal dense attention only, the softmax scale given or ``head_dim ** -0.5``; causal, masks
+and LSE output are refused. Knobs that pick one of thu-ml's kernel variants are accepted and
+ignored (the emulation has one recipe, the backend's defaults).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.0.0+harness.sage_emul_thuml"
+IS_HARNESS_EMULATOR = True  # lets the harness tell this package from thu-ml's
+EMULATED = "sage_emul_thuml"
+
+_IGNORED = frozenset(
+    {"quantization_backend", "qk_quant_gran", "pv_accum_dtype", "smooth_k", "smooth_v", "output_dtype"}
+)
+_backend: Any = None
+
+
+def _emulation():
+    global _backend
+    if _backend is None:
+        from harness.attention import get_backend
+
+        _backend = get_backend(EMULATED)
+    return _backend
+
+
+def _run(q, k, v, tensor_layout: str, is_causal: bool, sm_scale, return_lse: bool, kwargs: dict):
+    unknown = sorted(set(kwargs) - _IGNORED - {"attn_mask"})
+    if unknown:
+        raise TypeError(f"sageattention (harness emulator): unsupported argument(s) {', '.join(unknown)}")
+    if is_causal or kwargs.get("attn_mask") is not None or return_lse:
+        raise NotImplementedError("sageattention (harness emulator): non-causal, unmasked, no LSE only")
+    if tensor_layout == "NHD":  # [B, N, H, D]
+        out = _emulation()(*(t.transpose(1, 2) for t in (q, k, v)), sm_scale)
+        return out.transpose(1, 2).contiguous()
+    if tensor_layout == "HND":  # [B, H, N, D]: the emulation's own layout
+        return _emulation()(q, k, v, sm_scale)
+    raise ValueError(
+        f"sageattention (harness emulator): tensor_layout must be 'HND' or 'NHD', got {tensor_layout!r}"
+    )
+
+
+def sageattn(
+    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
+):
+    """thu-ml's ``sageattn`` signature; the output has the input layout and dtype."""
+    return _run(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, kwargs)
+
+
+def sageattn_qk_int8_pv_fp16_triton(
+    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
+):
+    """The entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same emulation."""
+    return _run(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, kwargs)
+
+
+__all__ = ["sageattn", "sageattn_qk_int8_pv_fp16_triton", "IS_HARNESS_EMULATOR", "__version__"]
