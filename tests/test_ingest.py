@@ -23,7 +23,6 @@ from harness.store import CampaignDir, sha256_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "lightx2v_logs"
-H200 = ROOT / "reports" / "examples" / "h200" / "minimax_h3_tiny" / "gpu" / "runs"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,7 @@ def _snapshot(root: Path) -> dict[Path, bytes]:
 
 def test_one_rank_log_and_config(tmp_path, mp4s):
     camp = tmp_path / "h3" / "pr"
-    log, config = H200 / "torch_sdpa" / "rank0.log", H200 / "torch_sdpa" / "config.json"
+    log, config = LOGS / "h3_h200" / "rank0.log", LOGS / "h3_h200" / "config.json"  # an H200 run of minimax_h3_tiny
     res = ingest(camp, [IngestArm(name="torch_sdpa", mp4=mp4s["sdpa"], logs=[log], config=config,
                                   role=Role.reference, seed=42)])  # fmt: skip
     run = CampaignDir(camp).run("torch_sdpa")

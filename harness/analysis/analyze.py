@@ -23,7 +23,7 @@ from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.judge import judge
-from harness.analysis.model import LatentSeries, ReportResults
+from harness.analysis.model import LatentSeries, ReportResults, insitu_copies
 from harness.analysis.speed import auto_note
 from harness.analysis.stat_rule import rule_text
 from harness.analysis.verdict import InsituReading, attention_verdict
@@ -313,6 +313,17 @@ def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None
         )  # fmt: skip
 
 
+def mark_insitu_copies(res: ReportResults) -> None:
+    """A shadowed arm whose own attention is exact carries the in-situ measurement on the exact
+    trajectory: its output is the reference's, so it is no candidate (no badge, no point in the speed
+    against accuracy figure, no candidate line: its verdict keeps the role ``insitu``)."""
+    runs = res.insitu.runs if res.insitu is not None else []
+    copies = insitu_copies([(i.arm, i.primary_exact) for i in runs], res.reference_arm)
+    for v in res.verdicts:
+        if v.arm in copies:
+            v.role = "insitu"
+
+
 def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
     """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
     found = res.insitu.readings if res.insitu is not None else []
@@ -355,6 +366,7 @@ def analyze_campaign(
     readings = insitu_by_arm(res)
     if readings:  # a chaotic seed's verdict rests on the run's in-situ reading
         judge_candidates(res, readings)
+    mark_insitu_copies(res)
     measured = [c for c in res.comparisons if c.measured]
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)

@@ -38,7 +38,7 @@ from harness.store import utcnow
 # series, audio views) named in ``assets``; figures are the renderer's (no longer in ``assets``);
 # ``inputs_digest`` of what the analysis read.
 # 4: verdicts per seed and modality with intervals and a word, speed-ups over runs with intervals (Holm).
-RESULTS_SCHEMA = "harness.report/4"
+RESULTS_SCHEMA = "harness.report/5"
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
 SPECTROGRAM_DIFF_SCHEMA = "harness.spectrogram_diff/1"
@@ -229,6 +229,23 @@ def _from_3(data: dict) -> dict:
     return data
 
 
+def insitu_copies(runs: list[tuple[str, bool]], reference: str | None) -> set[str]:
+    """The arms of shadowed runs (arm, own attention exact) that copy the exact trajectory: no candidates."""
+    return {arm for arm, exact in runs if exact and arm != reference}
+
+
+def _from_4(data: dict) -> dict:
+    """/4 -> /5: a shadowed copy of the exact trajectory is no candidate (its verdict's role "insitu")."""
+    runs = ((data.get("insitu") or {}).get("runs")) or []
+    copies = insitu_copies(
+        [(r.get("arm"), bool(r.get("primary_exact"))) for r in runs], data.get("reference_arm")
+    )
+    for v in data.get("verdicts") or []:
+        if v.get("arm") in copies:
+            v["role"] = "insitu"
+    return data
+
+
 class SpectrogramDiff(Record):
     """assets/audio/<run>.specdiff.json: a run's spectrogram minus the reference's, in dB."""
 
@@ -249,7 +266,7 @@ class SpectrogramDiff(Record):
 class ReportResults(Record):
     # /2 had no media assets and listed its figures: it reads as /3 (its figures are redrawn). /3 had
     # pooled-floor verdicts and time ratios: it reads as /4 with words and speed-ups.
-    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data, 3: _from_3}
+    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data, 3: _from_3, 4: _from_4}
 
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)

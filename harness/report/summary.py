@@ -89,7 +89,29 @@ def summary_lines(res: ReportResults) -> list[str]:
             _validity_text(v),
         ]
         lines.append(f"{v.arm}: " + "; ".join(parts))
+    lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
     return lines
+
+
+def insitu_copy_line(res: ReportResults, v) -> str:
+    """What a shadowed copy of the exact trajectory is: not a candidate, its output against the
+    reference's (bitwise, seed by seed) and what its shadows cost."""
+    cmps = [
+        c for c in res.comparisons if c.b.arm == v.arm and c.a.arm == res.reference_arm and c.b.repeat == 1
+    ]
+    same = [c for c in cmps if c.bitwise.files or (c.bitwise.video and c.bitwise.audio is not False)]
+    info = next((i for i in (res.insitu.runs if res.insitu else []) if i.arm == v.arm), None)
+    shadows = [name for name, role in (info.ops if info else {}).items() if role != "primary"]
+    parts = [
+        f"{v.arm}: the exact trajectory with shadows ({', '.join(shadows) or 'none'}): not a candidate, its "
+        "evidence is the in-situ readings",
+        f"output bitwise the reference's on {len(same)} of {len(cmps)} seed(s)"
+        if cmps
+        else "output not compared",
+    ]
+    if info is not None and info.cost_text:
+        parts.append(f"cost: {info.cost_text}")
+    return "; ".join(parts)
 
 
 def summary_section(res: ReportResults) -> Section:

@@ -143,7 +143,7 @@ def test_pr_md_of_the_committed_h200_campaign(tmp_path):
     """A real H200 campaign (3 seeds x 3 repeats): pr.md from its results.json against its report.md."""
     from harness.report import render_results
 
-    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
+    example = ROOT / "tests" / "fixtures" / "h200_e2e_gpu_report2"  # the H200 example of 2026-11-30
     res = load_results(
         example / "results.json"
     )  # schema /2, migrated: its speed tests read again as speed-ups

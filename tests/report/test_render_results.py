@@ -60,11 +60,11 @@ def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path)
 def test_a_results_json_of_the_schema_before_renders(tmp_path):
     """A /2 file (the committed H200 example) is migrated on read (/2 -> /3 -> /4): its tables as they
     were, its speed tests read again as speed-ups, its verdict's word from its booleans."""
-    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
+    example = ROOT / "tests" / "fixtures" / "h200_e2e_gpu_report2"  # the H200 example of 2026-11-30
     paths = render_results(example / "results.json", tmp_path)
     md = paths.report_md.read_text()
     assert '"schema": "harness.report/2"' in (example / "results.json").read_text()
-    assert "| sage_attn2 |" in md and "(schema harness.report/4)" in md
+    assert "| sage_attn2 |" in md and "(schema harness.report/5)" in md
     assert "| sage_attn2 | within |" in md and "within (an older harness's verdict, no intervals)" in md
     old, new = (example / "pr.md").read_text().splitlines(), paths.pr_md.read_text().splitlines()
     assert old[12:] == new[12:]  # the accuracy and statistics tables and the facts as they were
