@@ -64,3 +64,31 @@ def test_rendering_from_results_json_alone_draws_the_heatmaps(shadowed_campaign,
     paths = render_results(shadowed_campaign / "results.json", out_dir=tmp_path)
     assert "insitu_heatmap_sage_emul_thuml" in paths.figures and "insitu_steps" in paths.figures
     assert (tmp_path / "assets" / "insitu_heatmap_sage_emul_thuml.png").is_file()
+
+
+def test_the_shadowed_copy_of_the_reference_is_no_candidate(shadowed_campaign):
+    """Its output is the reference's: no badge, no point in the figure, its own summary line."""
+    from harness.analysis.model import ReportResults
+    from harness.report.review import readings
+
+    raw = results(shadowed_campaign)
+    roles = {v["arm"]: v["role"] for v in raw["verdicts"]}
+    assert roles["ref_insitu"] == "insitu" and roles["sage_emul_thuml"] == "candidate"
+    res = ReportResults.model_validate(raw)
+    assert "ref_insitu" not in {r.arm for r in readings(res)}
+    summary = (shadowed_campaign / "report.md").read_text().split("\n## ", 2)[1]
+    line = next(ln for ln in summary.splitlines() if ln.startswith("- ref_insitu:"))
+    assert "not a candidate" in line and "output bitwise the reference's on 1 of 1 seed(s)" in line
+    assert "candidate(s)" in summary and "ref_insitu: DiT s/step" not in summary
+
+
+def test_a_results_json_of_schema_4_gets_the_copy_role_on_read(shadowed_campaign, tmp_path):
+    raw = results(shadowed_campaign)
+    raw["schema"] = "harness.report/4"
+    for v in raw["verdicts"]:
+        v["role"] = "candidate"
+    old = tmp_path / "old" / "results.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps(raw))
+    md = render_results(old, out_dir=tmp_path / "out").report_md.read_text()
+    assert "- ref_insitu: the exact trajectory with shadows" in md
