@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+# A suite started in the background (`make test &`, nohup) inherits SIGINT ignored, and so would
+# every child it starts: the Ctrl-C tests (exit 130, quiet handler) need Python's own handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -47,7 +47,10 @@ def _snapshot(root: Path) -> dict[Path, bytes]:
 
 def test_one_rank_log_and_config(tmp_path, mp4s):
     camp = tmp_path / "h3" / "pr"
-    log, config = LOGS / "h3_h200" / "rank0.log", LOGS / "h3_h200" / "config.json"  # an H200 run of minimax_h3_tiny
+    log, config = (
+        LOGS / "h3_h200" / "rank0.log",
+        LOGS / "h3_h200" / "config.json",
+    )  # an H200 run of minimax_h3_tiny
     res = ingest(camp, [IngestArm(name="torch_sdpa", mp4=mp4s["sdpa"], logs=[log], config=config,
                                   role=Role.reference, seed=42)])  # fmt: skip
     run = CampaignDir(camp).run("torch_sdpa")

@@ -348,8 +348,8 @@ def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher
     bare = json.loads((Path(result.runs[1].run_dir) / "run.json").read_text())
     assert "--bare" in bare["command"] and "--scope" not in bare["command"]
     assert not list(Path(result.runs[1].run_dir).glob("rank*.log"))  # LightX2V ran uninstrumented
-    assert result.speed.outcome == "too_few" and result.p_value is None
-    assert "too few samples for a test (n=1/1 runs; 2 a side needed)" in result.verdict
+    assert result.speed.word == "too few runs" and result.p_value is None
+    assert "too few runs for an interval (n=1/1 runs; 2 a side needed)" in result.verdict
     assert result.calls_per_step == _dit_calls_per_rank(tiny_checkpoint, 3) // 3
     assert (tmp_path / "minimax_h3_tiny" / "overhead" / "cpu" / "torch_sdpa" / "overhead.md").is_file()
 
