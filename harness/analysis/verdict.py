@@ -317,9 +317,8 @@ def judge_numbers(
     v.word = _combine([w for w, _ in parts]) if parts else "incomplete"
     if v.missing and v.word in ("within", "inconclusive"):
         v.word = "incomplete"
-    ranked = [r for r in v.energy if r.ratio is not None]
-    if ranked:
-        top = max(ranked, key=lambda r: r.ratio if math.isfinite(r.ratio or 0) else math.inf)
+    top = decisive_reading(v)
+    if top is not None and top.ratio is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = top.ratio, top.ratio_ci, top.metric
     elif v.insitu is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = v.insitu.ratio, v.insitu.ratio_ci, "insitu"
@@ -385,15 +384,21 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
         sv.text = f"seed {sv.seed}: {regime} (floor {fmt_db(sv.floor_psnr)}, {sv.floor_runs} run(s)){ratio}: {sv.word}"
 
 
+def decisive_reading(v: Verdict) -> RatioReading | None:
+    """The error-energy reading that decides the verdict's word (the largest ratio among those that
+    read the verdict's word, else among all): the one line and the badge both lead with it."""
+    decisive = [r for r in v.energy if r.word == v.word] or list(v.energy)
+    if not decisive:
+        return None
+    return max(decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf)
+
+
 def verdict_text(v: Verdict, rules: VerdictRules) -> str:
     """The one line: the word, the decisive evidence with its interval, the rest briefly."""
     bits: list[str] = []
     judged = [r for r in v.energy]
-    decisive = [r for r in judged if r.word == v.word] or judged
-    if decisive:
-        top = max(
-            decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-        )
+    top = decisive_reading(v)
+    if top is not None:
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
             head += (

@@ -262,3 +262,20 @@ def test_verdict_on_real_media_against_the_noise_floor(tmp_path: Path, ref_run):
 
     no_floor = judge("close", [c_close], [])
     assert no_floor.word == "incomplete" and "no noise-floor run" in no_floor.summary
+
+
+def test_the_headline_ratio_is_the_one_that_decides_the_word():
+    """An outside video MSE and a wider, larger, inconclusive audio ratio: the badge and the one line
+    lead with the video's (the e2e-3step page once showed the audio's 44x [0.2-9.9e3] on an
+    "outside" badge)."""
+    from harness.analysis.intervals import RatioReading
+    from harness.analysis.verdict import Verdict, decisive_reading
+
+    video = RatioReading(
+        metric="video_mse", label="video MSE", ratio=14.3, ratio_ci=[6.98, 29.5], word="outside"
+    )
+    audio = RatioReading(metric="audio_error", label="audio error energy", ratio=44.3, ratio_ci=[0.2, 9.9e3],
+                         word="inconclusive")  # fmt: skip
+    assert decisive_reading(Verdict(arm="k", word="outside", energy=[audio, video])) is video
+    assert decisive_reading(Verdict(arm="k", word="inconclusive", energy=[audio, video])) is audio
+    assert decisive_reading(Verdict(arm="k", word="incomplete")) is None
