@@ -91,8 +91,8 @@ def test_the_one_file_page_opens_the_review_and_fetches_nothing(session, one_fil
     assert all(t[2] for t in top[:2])
     fig = p.locator("figure.speed-accuracy img")
     assert fig.evaluate("i => i.naturalWidth > 300 && i.getBoundingClientRect().top < innerHeight")
-    colour = p.locator(".badge.within .word").evaluate("e => getComputedStyle(e).backgroundColor")
-    assert colour == "rgb(46, 125, 50)"
+    colour = p.locator(".badge.inconclusive .word").evaluate("e => getComputedStyle(e).backgroundColor")
+    assert colour == "rgb(178, 106, 0)"  # #b26a00: each word its colour
     # every image says what it shows
     alts = p.evaluate("Array.from(document.images).map(i => i.getAttribute('alt') || '')")
     assert len(alts) == 5 + 16 + 12 + 1 + 3 and all(a.strip() for a in alts)  # + the compare stage's three
