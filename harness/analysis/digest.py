@@ -21,7 +21,9 @@ from harness.records import canonical_hash
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
-ANALYSIS_VERSION = 3  # 2: a shadowed copy of the exact trajectory is no candidate; 3: the headline ratio is the decisive one
+ANALYSIS_VERSION = (
+    3  # 2: a shadowed copy of the exact trajectory is no candidate; 3: the headline ratio is the decisive one
+)
 PACKAGE = Path(__file__).resolve().parents[1]
 RENDERERS = ("report", "cli")  # their code changes no result
 

@@ -390,7 +390,9 @@ def decisive_reading(v: Verdict) -> RatioReading | None:
     decisive = [r for r in v.energy if r.word == v.word] or list(v.energy)
     if not decisive:
         return None
-    return max(decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf)
+    return max(
+        decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+    )
 
 
 def verdict_text(v: Verdict, rules: VerdictRules) -> str:
