@@ -60,24 +60,6 @@ def pair(x: Any) -> tuple[float, float] | None:
     return None
 
 
-def insitu_reading(res: ReportResults, arm: str) -> Any | None:
-    """The in-situ reading of ``arm`` (issue 22: ``insitu`` readings with ``arm``, ``word``, ``ratio``,
-    ``ratio_ci``) where results.json carries one."""
-    readings = getattr(res, "insitu", None)
-    if isinstance(readings, dict):
-        readings = readings.get("readings", readings.get(arm))
-        if not isinstance(readings, list):
-            return readings
-    for r in readings or []:
-        if getattr(r, "arm", None) == arm or (isinstance(r, dict) and r.get("arm") == arm):
-            return r
-    return None
-
-
-def field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def regime(v: Verdict) -> str:
     """The video regime of a verdict's seeds: one word when they agree, else "mixed"."""
     found = {sv.regime.get("video", "") for sv in v.per_seed}
@@ -87,12 +69,12 @@ def regime(v: Verdict) -> str:
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
     """(word, ratio with its interval, what the ratio is) of a verdict."""
     word = v.word if v.word in WORDS else "inconclusive"
-    insitu = insitu_reading(res, v.arm) if regime(v) == "chaotic" else None
-    if insitu is not None and field(insitu, "ratio") is not None:
-        ci = pair(field(insitu, "ratio_ci"))
+    insitu = res.insitu.reading(v.arm) if res.insitu is not None and regime(v) == "chaotic" else None
+    if insitu is not None and insitu.ratio is not None:
+        ci = pair(insitu.ratio_ci)
         return (
             word,
-            Terms(float(field(insitu, "ratio")), ci, "95 % CI" if ci else ""),
+            Terms(float(insitu.ratio), ci, "95 % CI" if ci else ""),
             "in-situ error / the exact floor's",
         )
     if v.ratio is None:
@@ -126,7 +108,7 @@ def readings(res: ReportResults) -> list[Reading]:
         agg = res.arm(v.arm)
         tests = agg.speed if agg is not None else {}
         runs = [r for r in res.runs if r.arm == v.arm]
-        text = getattr(v, "text", None) or v.summary
+        text = v.text or v.summary
         if word == "not run" and runs:
             r = runs[0]
             text = r.status + (f": {r.reason}" if r.reason else "")

@@ -15,7 +15,7 @@ from harness.compare.significance import compare_samples
 from harness.report.benchmark import BenchmarkEntry, benchmark_entries
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
 from harness.report.render import load_results
-from harness.report.review import floor_points, readings, speed_terms
+from harness.report.review import floor_points, readings, speed_terms, verdict_terms
 
 CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools
 
@@ -41,6 +41,24 @@ def test_every_candidate_has_its_word(res):
     assert far.ratio.value == v.ratio == judged.ratio and far.ratio.ci == tuple(v.ratio_ci)
     assert far.ratio_what == f"{judged.label} / the floor's"
     assert far.step.value == pytest.approx(2.0) and far.step.word == "too few runs"  # 1.0 s -> 0.5 s, one run
+
+
+def test_a_chaotic_candidate_is_drawn_at_its_in_situ_reading(res):
+    """Where the video floor is chaotic the badge and the figure give the in-situ ratio, looked up by
+    the candidate's name in results.json's in-situ readings."""
+    from harness.analysis.insitu_model import InSituReading, InSituResults
+    from harness.analysis.verdict import SeedVerdict
+
+    chaotic = res.model_copy(deep=True)
+    v = next(v for v in chaotic.verdicts if v.arm == "sage_close")
+    v.per_seed = [SeedVerdict(seed=42, regime={"video": "chaotic", "audio": "waveform"})]
+    chaotic.insitu = InSituResults(
+        readings=[InSituReading(candidate="sage_close", ratio=3.0, ratio_ci=[2.5, 3.6])]
+    )
+    _, ratio, what = verdict_terms(chaotic, v)
+    assert (ratio.value, ratio.ci, what) == (3.0, (2.5, 3.6), "in-situ error / the exact floor's")
+    chaotic.insitu = None  # no reading: the error-energy ratio, as in the pixel regime
+    assert verdict_terms(chaotic, v)[1].value == v.ratio
 
 
 def test_the_speed_up_interval_covers_the_ratio_of_means():
