@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import CampaignLocked, HarnessError
 from harness.input_files import MAX_JSON_BYTES, read_input_bytes
+from harness.layers import LAYERS_JSON, LayerTiming
 from harness.records import (
     AttnCallsRecord,
     Record,
@@ -226,6 +227,10 @@ class RunDir:
     def timing(self) -> TimingRecord | None:
         p = self.path / TIMING_JSON
         return read_record(p, TimingRecord) if p.exists() else None
+
+    def layers(self) -> LayerTiming | None:
+        p = self.path / LAYERS_JSON
+        return read_record(p, LayerTiming) if p.exists() else None
 
     def attn_calls(self) -> AttnCallsRecord | None:
         p = self.path / ATTN_CALLS_JSON

@@ -49,6 +49,11 @@ def aggregate_metrics(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dic
         "pipeline_total_s": spread([r.pipeline_total_s for r in arm_runs]),
         "dit_steps": spread([r.dit_steps for r in arm_runs]),
     }
+    timed = [r.layers for r in arm_runs if r.ok and r.layers is not None]
+    if timed:
+        m["layer_s"] = spread([t.layer_s for t in timed])
+        m["outside_layers_s"] = spread([t.outside_layers_s for t in timed])
+        m["released_step_s"] = spread([t.released_step_s for t in timed])  # extrapolated
     if cmps:
         for metric in ACCURACY_METRICS:
             m[metric.key] = spread([metric.get(c) for c in cmps])
@@ -107,6 +112,10 @@ def arm_aggregates(
             timing_note=timing_note(first),
         )
         agg.timing_baseline = not agg.timing_note
+        timed = next((r.layers for r in arm_runs if r.ok and r.layers is not None), None)
+        if timed is not None:
+            agg.layers_timed, agg.layer_seq_len = timed.layers, timed.seq_len
+            agg.released_layers = timed.released_layers
         if agg.timing_note:
             agg.timing_label = (
                 "not a timing baseline" if first.role == "noise_floor" else "an emulator's timing"

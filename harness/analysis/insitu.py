@@ -22,6 +22,7 @@ from harness.analysis.insitu_model import (
     BOOTSTRAP,
     WORST,
     InSituCell,
+    InSituKind,
     InSituPart,
     InSituReading,
     InSituResults,
@@ -171,6 +172,19 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
             else None
         )
         r.cells.append(InSituCell(step=step, block=block, rel_l1=st.rel_l1, ratio=ratio, calls=st.calls))
+    for kind in dict.fromkeys(c.kind for c in calls):
+        on = [c for c in calls if c.kind == kind]
+        st = pool(on, name)
+        pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
+        pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
+        den = sum(f for _, f, _ in pairs)
+        r.per_kind.append(
+            InSituKind(
+                kind=kind, calls=st.calls, q_len=max((c.q_len for c in on), default=None), rel_l1=st.rel_l1,
+                floor_rel_l1=den / sum(ref for _, _, ref in pairs) if pairs else None,
+                ratio=sum(x for x, _, _ in pairs) / den if pairs and den > 0 else None, cosine=st.cosine,
+            )
+        )  # fmt: skip
     scored = [(k, c, c.errors[name]) for k, c in items if _l1(c, name) is not None]
     scored.sort(key=lambda t: t[2].rel_l1, reverse=True)
     for key, c, e in scored[:WORST]:
@@ -185,7 +199,7 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
         r.heatmap = heatmap_name(name)
 
 
-def _run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunInfo:
+def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunInfo:
     primary = run.op(run.primary)
     info = InSituRunInfo(
         key=key, arm=arm, primary=run.primary, primary_exact=bool(primary and primary.exact),
@@ -196,11 +210,24 @@ def _run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunI
     for name in run.op_names():
         op = run.op(name)
         info.ops[name] = "primary" if name == run.primary else ("exact" if op and op.exact else "candidate")
+        measured = [c.errors[name] for c in run.calls if name in c.errors]
+        if name != run.primary and measured and all(e.error for e in measured):
+            info.dropped[name] = measured[0].error or "failed"
     for c in run.calls:
         info.kinds[c.kind] = info.kinds.get(c.kind, 0) + 1
     info.captured = [f"{folder_rel}/{c.file}" for m in run.metas for c in m.captured]
     info.measure_s_per_step = measure_per_step(run.calls)
     return info
+
+
+def exact_ops(info: InSituRunInfo) -> list[str]:
+    """The ops of a shadowed run that make its exact floor: its own attention when exact, and every
+    exact shadow that measured something."""
+    return [
+        n
+        for n, role in info.ops.items()
+        if n not in info.dropped and (role == "exact" or (role == "primary" and info.primary_exact))
+    ]
 
 
 def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
@@ -229,14 +256,12 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
     attn_types: dict[str, str] = {}
     floor_items: list[tuple[InSituCall, list[str]]] = []
     for summary, run in found:
-        info = _run_info(summary.key, summary.arm, run, INSITU_DIR)
+        info = shadowed_run_info(summary.key, summary.arm, run, INSITU_DIR)
         out.runs.append(info)
-        floor_ops = [
-            n for n, role in info.ops.items() if role == "exact" or (role == "primary" and info.primary_exact)
-        ]
+        floor_ops = exact_ops(info)
         out.floor_ops += [n for n in floor_ops if n not in out.floor_ops]
         for name, role in info.ops.items():
-            if role == "candidate":
+            if role == "candidate" and name not in info.dropped:
                 op = run.op(name)
                 attn_types[name] = op.attn_type if op else ""
                 items.setdefault(name, []).extend((summary.key, c) for c in run.calls)

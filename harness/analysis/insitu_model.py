@@ -47,6 +47,18 @@ class InSituCell(Record):
     calls: int = 0
 
 
+class InSituKind(Record):
+    """A candidate's error pooled over the calls of one kind (DiT self-attention, token refiner...)."""
+
+    kind: str
+    calls: int = 0
+    q_len: int | None = None  # query length of its calls (the largest, when they differ)
+    rel_l1: float | None = None
+    floor_rel_l1: float | None = None
+    ratio: float | None = None  # to the floor on the same calls
+    cosine: float | None = None
+
+
 class WorstCall(Record):
     run: str
     call: int
@@ -74,6 +86,7 @@ class InSituReading(Record):
     parts: list[InSituPart] = Field(default_factory=list)
     per_step: list[InSituStep] = Field(default_factory=list)
     cells: list[InSituCell] = Field(default_factory=list)
+    per_kind: list[InSituKind] = Field(default_factory=list)
     worst: list[WorstCall] = Field(default_factory=list)
     heatmap: str = ""  # the report's figure name; its PNG is assets/<heatmap>.png
     text: str = ""
@@ -87,6 +100,8 @@ class InSituRunInfo(Record):
     primary: str
     primary_exact: bool = False
     ops: dict[str, str] = Field(default_factory=dict)  # name -> "exact" | "candidate" | "primary"
+    # ops that measured no call (each call raised): name -> the first error; in no floor, no reading
+    dropped: dict[str, str] = Field(default_factory=dict)
     calls: int = 0
     steps: list[int] = Field(default_factory=list)
     blocks: list[int] = Field(default_factory=list)

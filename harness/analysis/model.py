@@ -68,6 +68,11 @@ class ArmAggregate(Record):
     timing_baseline: bool = True
     timing_label: str = ""  # "not a timing baseline" (a noise floor), "an emulator's timing"
     timing_note: str = ""  # why its timings are no baseline
+    # Runs that timed their DiT blocks (layers.json): the metrics layer_s, outside_layers_s and
+    # released_step_s (extrapolated) over them, and what they were measured on.
+    layers_timed: int | None = None  # DiT layers a step ran
+    layer_seq_len: int | None = None
+    released_layers: int | None = None
 
 
 class FloorSummary(Record):

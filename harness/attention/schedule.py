@@ -48,9 +48,10 @@ class ScheduledAttention(AttentionOp):
     """The ``exact`` op on the schedule's steps, ``candidate`` on the others.
 
     ``served`` names the backend that served the last call (the counting wrapper reads it).
-    When the run starts on an exact step, the candidate is also called once on copies of that
-    first call's inputs (its output discarded, the RNG state kept): its warm-up (compilation,
-    the first-call check) then falls in step 1, which s/step leaves out, as for any other arm.
+    On an exact step, the candidate is also called once on copies of the first call of each
+    shape (its output discarded, the RNG state kept): its warm-up (compilation, which a Triton
+    kernel repeats for each specialisation of the sequence length, the first-call check) then
+    falls in step 1, which s/step leaves out, as for any other arm, not in the first step it serves.
     """
 
     def __init__(self, candidate: AttentionOp, exact: AttentionOp, schedule: StepSchedule, sites: CallSites):
@@ -61,7 +62,7 @@ class ScheduledAttention(AttentionOp):
         self.name = candidate.name
         self.exact = candidate.exact
         self.served = candidate.name
-        self.warmed = False
+        self.warmed: set[tuple] = set()  # call shapes the candidate has run
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
@@ -74,8 +75,9 @@ class ScheduledAttention(AttentionOp):
     def __call__(self, q, k, v, scale=None):
         site = self.sites.current
         op = self.exact_op if exact_on(self.schedule, site.step, site.steps) else self.candidate
-        if not self.warmed:
-            self.warmed = True
+        shape = (tuple(q.shape), tuple(k.shape), q.dtype)
+        if shape not in self.warmed:
+            self.warmed.add(shape)
             if op is self.exact_op:
                 copies = [x.detach().clone() for x in (q, k, v)]
                 devices = [q.device] if q.is_cuda else []

@@ -14,6 +14,7 @@ from pydantic import Field
 from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
+from harness.layers import LayerTiming
 from harness.records import RankCalls, Record, RunStatus
 from harness.store import (
     OUTPUT_LOSSLESS,
@@ -71,6 +72,7 @@ class RunSummary(Record):
     timing_source: str | None = None
     timing_missing: list[str] = Field(default_factory=list)
     attn: AttnSummary | None = None
+    layers: LayerTiming | None = None  # layers.json: a run that timed its DiT blocks
     stats: RunStats | None = None
     notes: list[str] = Field(default_factory=list)
 
@@ -206,6 +208,7 @@ def summarize_run(
     elif s.ok:
         notes.append("no timing.json")
 
+    s.layers = _side_file(run.layers, "layers.json", notes)
     calls = _side_file(run.attn_calls, "attn_calls.json", notes)
     if calls is not None:
         valid, reasons = calls.validity()

@@ -42,7 +42,14 @@ def _runs_table(ins: InSituResults) -> TextTable:
         headers=["run", "attention (primary)", "shadows", "calls", "steps x blocks", "rows sampled", "cost"],
     )
     for info in ins.runs:
-        shadows = ", ".join(f"{n} ({role})" for n, role in info.ops.items() if role != "primary") or "none"
+        shadows = (
+            ", ".join(
+                f"{n} ({role}{'; dropped: no call measured, ' + info.dropped[n] if n in info.dropped else ''})"
+                for n, role in info.ops.items()
+                if role != "primary"
+            )
+            or "none"
+        )
         kind = f"{info.primary}{' (exact)' if info.primary_exact else ''}"
         grid = f"{len(info.steps)} x {len(info.blocks)}"
         t.add(
@@ -117,6 +124,21 @@ def _steps_table(ins: InSituResults) -> TextTable | None:
     return t
 
 
+def _kinds_table(ins: InSituResults) -> TextTable | None:
+    """Per call kind: a kernel that fails on short sequences (a token refiner's) shows here."""
+    if not any(len(r.per_kind) > 1 for r in ins.readings):
+        return None
+    t = TextTable(
+        title="rel L1 per call kind (pooled over steps and blocks)",
+        headers=["candidate", "kind", "calls", "query length", "rel L1", "exact floor rel L1", "vs floor", "cosine"],
+    )  # fmt: skip
+    for r in ins.readings:
+        for k in r.per_kind:
+            t.add([r.candidate, k.kind, k.calls, f"{k.q_len:,}" if k.q_len else NA, _g(k.rel_l1, ".4g"),
+                   _g(k.floor_rel_l1), f"{k.ratio:.3g}x" if k.ratio is not None else NA, _g(k.cosine, ".6f")])  # fmt: skip
+    return t
+
+
 def _worst_table(ins: InSituResults) -> TextTable:
     t = TextTable(
         title="Worst calls per candidate (by rel L1)",
@@ -146,6 +168,9 @@ def insitu_section(res: ReportResults, images: dict[str, str]) -> Section | None
         steps = _steps_table(ins)
         if steps is not None:
             sec.tables.append(steps)
+        kinds = _kinds_table(ins)
+        if kinds is not None:
+            sec.tables.append(kinds)
         sec.tables.append(_worst_table(ins))
     else:
         sec.paragraphs.append("No candidate was shadowed (only exact ops were measured).")

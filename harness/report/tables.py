@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.analysis.model import ArmAggregate, FrameGrid, ReportResults
 from harness.compare.significance import SpeedTest
+from harness.layers import EXTRAPOLATED
 from harness.number_format import NA, fmt_ratio, fmt_s
 from harness.report.accuracy import accuracy_section, latent_section, stats_section, verdict_section
 from harness.report.cells import (
@@ -134,6 +135,9 @@ def speed_section(res: ReportResults) -> Section:
             row_css(r),
         )
     sec.tables = [agg, t]
+    layers = _layers_table(res)
+    if layers is not None:
+        sec.tables.append(layers)
     for a in res.arms:
         for key in ("s_per_step", "pipeline_total_s"):
             test = a.speed.get(key)
@@ -142,6 +146,38 @@ def speed_section(res: ReportResults) -> Section:
                 sec.bullets.append(f"{a.arm} vs {res.reference_arm}: {test.line}{mark}")
     sec.bullets += [f"repeats: {n}" for n in res.repeat_notes]
     return sec
+
+
+def _layers_table(res: ReportResults) -> TextTable | None:
+    """Per DiT layer, for arms whose runs timed their blocks; the released depth extrapolated."""
+    timed = [a for a in res.arms if a.layers_timed and "layer_s" in a.metrics]
+    if not timed:
+        return None
+    depth = {a.released_layers for a in timed}
+    released = f"step of {depth.pop()} layers" if len(depth) == 1 else "step of the released depth"
+    t = TextTable(
+        title=(
+            f"Per DiT layer (every block timed, the device synchronised around it; {EXTRAPOLATED} = extrapolated "
+            "from the layers timed: the rest of a step plus the released depth times one layer)"
+        ),
+        headers=["arm", "layers timed", "rows per call", "s per layer and step", "rest of a step (s)",
+                 "s/step as run", f"{released} (s, extrapolated)"],
+    )  # fmt: skip
+    for a in timed:
+        m = a.metrics
+        t.add(
+            [
+                a.arm,
+                a.layers_timed,
+                f"{a.layer_seq_len:,}" if a.layer_seq_len else NA,
+                mean_sd_cell(m["layer_s"]),
+                mean_sd_cell(m["outside_layers_s"]),
+                mean_sd_cell(m["s_per_step"]),
+                f"{mean_sd_cell(m['released_step_s'])} {EXTRAPOLATED}",
+            ],
+            {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
+        )
+    return t
 
 
 def _ratio_cell(ref: float | None, run: float | None) -> str:

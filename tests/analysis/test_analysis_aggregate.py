@@ -15,3 +15,37 @@ def test_spread():
     inf = spread([float("inf"), 40.0])
     assert inf.mean == float("inf") and inf.std is None and inf.min == 40.0
     assert spread([None]).n == 0
+
+
+def test_layer_timing_is_aggregated_over_runs_and_rendered_extrapolated():
+    from harness.analysis.aggregate import arm_aggregates
+    from harness.analysis.model import ReportResults
+    from harness.compare.summary import RunSummary
+    from harness.layers import LayerTiming
+    from harness.report.tables import speed_section
+    from harness.scenario.verdict import VerdictRules
+
+    def run(key, arm, repeat, layer_s, role="candidate"):
+        timing = None
+        if layer_s is not None:
+            timing = LayerTiming(layers=2, seq_len=120_016, steps=[2, 3], step_s=2 * layer_s + 0.1,
+                                 layer_s=layer_s, outside_layers_s=0.1, released_layers=50,
+                                 released_step_s=0.1 + 50 * layer_s)  # fmt: skip
+        return RunSummary(key=key, path=key, arm=arm, seed=42, repeat=repeat, role=role, status="ok",
+                          s_per_step=2 * (layer_s or 1.0) + 0.1, layers=timing)  # fmt: skip
+
+    runs = [run("ref", "ref", 1, 0.9, "reference"), run("ref~r2", "ref", 2, 1.1, "reference"),
+            run("cand", "cand", 1, None), run("cand~r2", "cand", 2, None)]  # fmt: skip
+    arms = arm_aggregates(runs, [], "ref", VerdictRules())
+    ref, cand = arms
+    assert ref.layers_timed == 2 and ref.layer_seq_len == 120_016 and ref.released_layers == 50
+    assert ref.metrics["layer_s"].n == 2 and ref.metrics["layer_s"].mean == pytest.approx(1.0)
+    assert ref.metrics["released_step_s"].mean == pytest.approx(50.1)
+    assert cand.layers_timed is None and "layer_s" not in cand.metrics
+    res = ReportResults(campaign_id="c", campaign_path=".", scenario_name="s", runner="lightx2v",
+                        reference_arm="ref", runs=runs, arms=arms)  # fmt: skip
+    table = speed_section(res).tables[-1]
+    assert "Per DiT layer" in table.title and len(table.rows) == 1
+    row = table.rows[0].cells if hasattr(table.rows[0], "cells") else table.rows[0]
+    text = " | ".join(str(c) for c in row)
+    assert "120,016" in text and "50.100" in text and text.rstrip().endswith("~"), text

@@ -84,3 +84,43 @@ def test_calls_the_candidate_refused_are_counted_not_pooled():
 def test_no_floor_means_no_ratio_and_no_verdict():
     r = candidate_reading("cand", calls([2.0] * 3), [], None, InSituTolerance())
     assert r.ratio is None and r.word == "inconclusive" and "n/a" in r.parts[0].text
+
+
+def test_a_kernel_wrong_on_one_kind_of_call_shows_in_the_per_kind_rows():
+    items = calls([1.2] * 4)
+    for i in range(2):  # two short refiner calls where the candidate is 100x the floor
+        errors = {"ref": err(1e-3), "kv": err(1e-3), "cand": err(0.1)}
+        c = InSituCall(call=10 + i, step=i + 1, block=0, kind="refiner", batch=1, heads=2, q_len=74, k_len=74,
+                       head_dim=8, rows=74, elements=1184, ref_l1=50.0, errors=errors)  # fmt: skip
+        items.append(("run", c))
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    kinds = {k.kind: k for k in r.per_kind}
+    assert set(kinds) == {"dit_self", "refiner"} and kinds["refiner"].calls == 2
+    assert kinds["refiner"].q_len == 74 and kinds["dit_self"].q_len == 100
+    assert kinds["refiner"].ratio == pytest.approx(100.0) and kinds["dit_self"].ratio == pytest.approx(
+        1.2 / 1.01
+    )
+    assert kinds["refiner"].rel_l1 == pytest.approx(0.1)
+
+
+def test_a_shadow_that_measured_no_call_is_dropped_from_the_floor_and_the_readings():
+    from harness.analysis.insitu import exact_ops, shadowed_run_info
+    from harness.attention.insitu.read import InSituRun
+    from harness.records import InSituMeta, InSituOp
+
+    nan = dict(cosine=math.nan, rel_l1=math.nan, rmse=math.nan, max_abs=math.nan, row_cos_p1=math.nan,
+               row_cos_p10=math.nan)  # fmt: skip
+    items = calls([2.0] * 3)
+    for _, c in items:
+        c.errors["fa3"] = InSituOpError(
+            **nan, error="RuntimeError: TypeError: 'NoneType' object is not callable"
+        )
+    meta = InSituMeta(primary="ref", ops=[InSituOp(name="ref", role="primary", attn_type="torch_sdpa", exact=True),
+                                          InSituOp(name="kv", role="shadow", attn_type="torch_sdpa", exact=True),
+                                          InSituOp(name="fa3", role="shadow", attn_type="flash_attn3", exact=True),
+                                          InSituOp(name="cand", role="shadow", attn_type="sage_attn2")])  # fmt: skip
+    run = InSituRun(folder=None, metas=[meta], calls=[c for _, c in items])
+    info = shadowed_run_info("run", "arm", run, "insitu")
+    assert info.dropped == {"fa3": "RuntimeError: TypeError: 'NoneType' object is not callable"}
+    assert info.ops["fa3"] == "exact" and "cand" not in info.dropped and "kv" not in info.dropped
+    assert exact_ops(info) == ["ref", "kv"]

@@ -59,3 +59,34 @@ def test_counts_per_step_without_a_schedule_and_outside_steps():
 def test_a_schedule_needs_the_call_sites():
     with pytest.raises(ValueError, match="sites"):
         make_attention("sage_emul_thuml", schedule=StepSchedule(exact_first=1))
+
+
+def test_the_candidate_warms_up_on_every_call_shape_of_the_exact_first_step():
+    """A Triton kernel compiles again for another sequence length (a refiner's 74 tokens, the DiT's
+    rows): each shape's first candidate call falls in step 1, none in the first measured step."""
+    from harness.attention.registry import AttentionOp
+    from harness.attention.schedule import ScheduledAttention
+
+    class Recording(AttentionOp):
+        name, exact = "rec", False
+
+        def __init__(self, sites):
+            self.inner, self.sites, self.seen = get_backend("sage_emul_thuml"), sites, []
+
+        def __call__(self, q, k, v, scale=None):
+            self.seen.append((self.sites.current.step, q.shape[2]))
+            return self.inner(q, k, v, scale)
+
+    sites = CallSites()
+    cand = Recording(sites)
+    op = ScheduledAttention(cand, get_backend("torch_sdpa"), StepSchedule(exact_first=1), sites)
+    short, long = (
+        make_qkv(74, h=1, d=32, dtype=torch.bfloat16),
+        make_qkv(256, h=1, d=32, dtype=torch.bfloat16),
+    )
+    for step in (1, 2):
+        with sites.site(step=step, steps=2):
+            for qkv in (short, long, long):
+                op(*qkv)
+    # step 1: one warm-up per shape (the exact op served); step 2: the candidate serves all three
+    assert cand.seen == [(1, 74), (1, 256), (2, 74), (2, 256), (2, 256)]

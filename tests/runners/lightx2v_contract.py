@@ -147,7 +147,30 @@ def check_shim(_: Any) -> dict[str, Any]:
     }
 
 
-CHECKS = {"registry": check_registry, "infer": check_infer, "profiler": check_profiler, "shim": check_shim}
+def check_shadows(_: Any) -> dict[str, Any]:
+    """Which shadows of the real registry build here: a registered type whose kernel is missing
+    (flash_attn3 without its package) is left out with a reason, not measured as failing calls."""
+    from harness.runners.lightx2v.rank_env import prepare_platform
+    from harness.runners.lightx2v.shadows import lightx2v_shadow, make_ops
+
+    prepare_platform()
+    from lightx2v.utils.registry_factory import ATTN_WEIGHT_REGISTER as REG
+
+    _, op_class = make_ops({"kwargs": {}})
+    out = {}
+    for name, spec in (("flash_attn3", {}), ("torch_sdpa", {"kv_reversed": True})):
+        got = lightx2v_shadow({"name": name, "attn_type": name, **spec}, REG[name], op_class)
+        out[name] = got if isinstance(got, str) else {"exact": got.exact, "kv_reversed": got.kv_reversed}
+    return out
+
+
+CHECKS = {
+    "registry": check_registry,
+    "infer": check_infer,
+    "profiler": check_profiler,
+    "shim": check_shim,
+    "shadows": check_shadows,
+}
 
 if __name__ == "__main__":
     name = sys.argv[1]

@@ -15,37 +15,10 @@ import json
 import statistics
 from pathlib import Path
 
-from pydantic import Field
-
-from harness.number_format import fmt_s
-from harness.records import Record, TimingRecord, steady_steps
+from harness.layers import LAYERS_JSON as LAYERS_JSON
+from harness.layers import LayerTiming
+from harness.records import TimingRecord, steady_steps
 from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS
-
-LAYERS_JSON = "layers.json"
-
-
-class LayerTiming(Record):
-    """layers.json: a DiT layer's seconds per step at ``seq_len`` rows, over steps 2..N."""
-
-    schema_version: str = Field("harness.lightx2v.layers/1", alias="schema")
-    layers: int  # DiT blocks a step ran
-    seq_len: int | None = None  # packed rows of every DiT attention call
-    steps: list[int] = Field(default_factory=list)  # the steps the means are over
-    step_s: float  # mean DiT step (the profiler's, max over ranks)
-    layer_s: float  # mean seconds of one layer in a step (the slowest rank's blocks)
-    outside_layers_s: float  # the rest of a step: pre/post infer, refiner, scheduler
-    released_layers: int = RELEASED_LAYERS
-    released_step_s: float  # extrapolated: outside_layers_s + released_layers * layer_s
-    text: str = ""
-
-    def reading(self) -> str:
-        rows = f" at {self.seq_len:,} packed rows" if self.seq_len else ""
-        return (
-            f"one DiT layer {fmt_s(self.layer_s)} s per step{rows} ({self.layers} layers timed, steps "
-            f"{', '.join(map(str, self.steps))}; the rest of a step {fmt_s(self.outside_layers_s)} s); "
-            f"a step of {self.released_layers} layers {fmt_s(self.released_step_s)} s~ "
-            f"(~: extrapolated from {self.layers} layers)"
-        )
 
 
 def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:
@@ -74,6 +47,7 @@ def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | 
         step_s=statistics.fmean(step_s[s] for s in steps),
         layer_s=layer_s,
         outside_layers_s=outside,
+        released_layers=RELEASED_LAYERS,
         released_step_s=outside + RELEASED_LAYERS * layer_s,
     )
     record.text = record.reading()

@@ -8,9 +8,10 @@ For each such call, in order:
    ``harness.attention.schedule.exact_on``): on an exact step
    the call is served by the schedule's exact backend (LightX2V's own class of that name,
    uninstrumented, K/V reversed as the arm's) and counted under that name as a scheduled call,
-   never as a fallback; the calls per step and backend prove the routing. When the run starts
-   on an exact step, the arm's backend is also called once on copies of that first call (its
-   output discarded), so its warm-up falls in step 1 as for any other arm;
+   never as a fallback; the calls per step and backend prove the routing. On an exact step the
+   arm's backend is also called once on copies of the first call of each shape (its output
+   discarded, not counted), so its warm-up (a Triton kernel compiles again for another
+   sequence length: the refiner's and the DiT's) falls in step 1 as for any other arm;
 3. on the first DiT self-attention call the arm's backend serves (the first call, where the run's
    blocks are not attributed), the bitwise check against its op called directly (``direct``);
 4. the in-situ shadows, if any (``shadows.build_shadowed``): the call is the primary of a
@@ -98,7 +99,7 @@ class CallPath:
             self._exact_on = exact_on
         self.direct_pending = direct_check
         self.shadowed = shadowed
-        self.own_called = False
+        self.warmed: set[tuple] = set()  # call shapes the arm's backend has run
         self._exact: Any = None
 
     def __call__(self, name: str, backend: Any, original: Callable, bound: inspect.BoundArguments) -> Any:
@@ -110,6 +111,7 @@ class CallPath:
             return original(backend, *args, **kwargs)
 
         tensors = call_tensors(bound)
+        shape = tuple((tuple(t.shape), t.dtype) for t in (tensors[n] for n in QKV))
         if self.schedule is not None and self._exact_on(self.schedule, site.step, site.steps):
             exact_name = self.schedule.exact
             exact = self.exact_backend(exact_name)
@@ -118,11 +120,11 @@ class CallPath:
             def run(q, k, v):  # another class: by keyword (its positional parameters differ)
                 return exact.apply(q=q, k=k, v=v, **other_arguments(bound))
 
-            if not self.own_called:  # the arm's backend warms up in this step, not in a measured one
-                self.own_called = True
+            if shape not in self.warmed:  # the arm's backend warms up in this step, not in a measured one
+                self.warmed.add(shape)
                 own(*(tensors[n].clone() for n in QKV))
         else:
-            self.own_called = True
+            self.warmed.add(shape)
             served, run = name, own
         self.book.call(served, module, scheduled=served != name)
         checking = self.direct_pending and served == name

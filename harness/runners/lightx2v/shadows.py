@@ -13,7 +13,8 @@
 * any other name is the harness backend of that name (``harness backends``: an emulator, say).
 
 Each TP rank measures its own heads and writes ``insitu/rank<N>.jsonl``. A shadow that cannot run
-here is named in the rank's meta notes and left out; the arm runs on. torch, pydantic and the
+here (LightX2V registers the type but its kernel fails a small first call, say) is named in the
+rank's meta notes and left out; the arm runs on. torch, pydantic and the
 harness's attention package are imported only by ``build_shadowed`` (a run with shadows).
 """
 
@@ -145,10 +146,32 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
         backend = raw()
     except Exception as err:
         return f"LightX2V's {name} does not construct ({type(err).__name__}: {err})"
+    if fn is None:  # LightX2V's own kernel: one small call first, as the arm's pre-flight makes
+        why = _smoke(raw)
+        if why:
+            return f"LightX2V's {name}: {why}"
     return op_class(
         name, backend, bool(spec.get("kv_reversed")), sageattn=fn, lightx2v_class=type(backend).__qualname__,
         **({"sageattention": flavour} if name == "sage_attn2" else {}),
     )  # fmt: skip
+
+
+def _smoke(raw: Any) -> str | None:
+    """Why LightX2V's class ``raw`` cannot serve a call here (a registered type whose kernel is
+    not installed raises on its first call), or None. An inaccurate answer is no reason: the
+    shadow is there to measure it."""
+    from harness.runners.lightx2v.probe import smoke_call
+
+    try:
+        from lightx2v_platform.base.global_var import AI_DEVICE
+
+        device = str(AI_DEVICE)
+    except Exception:  # outside a LightX2V process (tests): where torch computes
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    cosine, why = smoke_call(raw, device)
+    return why if cosine is None else None
 
 
 def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str, sites: Any, served: dict):
