@@ -324,6 +324,7 @@ class DirectCheck(Record):
     op_repeatable: bool | None = None
     inputs_modified: list[str] = Field(default_factory=list)  # of q, k, v: changed in place by the call
     note: str = ""
+    step: int | None = None  # the DiT step it ran in (a schedule's candidate: an exact step, on copies)
 
     def reading(self) -> str:
         where = f"first call, q {'x'.join(map(str, self.q_shape))}" if self.q_shape else "first call"

@@ -65,7 +65,9 @@ def test_the_shadowed_copy_measures_every_call_where_it_is_and_changes_nothing(c
     notes = " ".join(run.metas[0].notes)
     assert "shadow sage_attn2 (sage_attn2) left out on rank 0" in notes  # thu-ml's package absent here
     assert "shadow aiter_sage_attn (aiter_sage_attn) left out on rank 0" in notes
-    assert "shadow flash_attn3 failed on call 1 and was dropped" in notes  # its kernel module is absent
+    # LightX2V registers flash_attn3 without its kernel module: left out before the run, in no floor.
+    assert "shadow flash_attn3 (flash_attn3) left out on rank 0: LightX2V's flash_attn3: a 256-token" in notes
+    assert "flash_attn3" not in run.op_names()
     captured = run.metas[0].captured
     assert sorted(c.step for c in captured) == [1, DIT_STEPS] and all(
         (shadowed / "insitu" / c.file).is_file() for c in captured
@@ -115,6 +117,8 @@ def test_the_hybrid_arm_runs_exact_attention_on_its_named_steps_only(cpu_campaig
         "3": {"torch_sdpa": per_step},
     }
     assert rc["scheduled"] == {"torch_sdpa": 2 * per_step} and rc["fallbacks"] == {}
+    # Its candidate's first-call check ran in exact step 1 on copies (as its warm-up), not in step 2.
+    assert rc["direct_check"]["identical"] is True and rc["direct_check"]["step"] == 1
     assert AttnCallsRecord.model_validate_json((run / "attn_calls.json").read_text()).validity() == (True, [])
     # The plain candidate's counts say every step ran it.
     assert set(rank0(run.parent / "sage_emul")["per_step"]) == {"1", "2", "3"}

@@ -12,8 +12,10 @@ For each such call, in order:
    arm's backend is also called once on copies of the first call of each shape (its output
    discarded, not counted), so its warm-up (a Triton kernel compiles again for another
    sequence length: the refiner's and the DiT's) falls in step 1 as for any other arm;
-3. on the first DiT self-attention call the arm's backend serves (the first call, where the run's
-   blocks are not attributed), the bitwise check against its op called directly (``direct``);
+3. on the first DiT self-attention call (the first call, where the run's blocks are not
+   attributed), the bitwise check of the arm's backend against its op called directly
+   (``direct``): on the call it serves, or on a schedule's exact step on the warm-up's copies,
+   so the check's extra op call, like the warm-up, stays out of the measured steps;
 4. the in-situ shadows, if any (``shadows.build_shadowed``): the call is the primary of a
    ``ShadowedAttention``; the model receives the served output unchanged.
 
@@ -122,28 +124,38 @@ class CallPath:
 
             if shape not in self.warmed:  # the arm's backend warms up in this step, not in a measured one
                 self.warmed.add(shape)
-                own(*(tensors[n].clone() for n in QKV))
+                copies = [tensors[n].clone() for n in QKV]
+                if self._check_due(site):
+                    self._check(name, own, copies, bound, site)
+                else:
+                    own(*copies)
         else:
             self.warmed.add(shape)
             served, run = name, own
         self.book.call(served, module, scheduled=served != name)
-        checking = self.direct_pending and served == name
-        checking = checking and (site.kind == "dit_self" or not self.hooks.attributed)
-        if checking:
-            self.direct_pending = False
+        checking = served == name and self._check_due(site)
 
         def serve() -> Any:
             if checking:
-                out, self.book.direct_check = check_call(
-                    name, run, *(tensors[n] for n in QKV), causal=_causal(bound)
-                )
-                return out
+                return self._check(name, run, [tensors[n] for n in QKV], bound, site)
             return run(*(tensors[n] for n in QKV))
 
         with self._at(site):
             if self.shadowed is None:
                 return serve()
             return self._shadowed(serve, bound, tensors)
+
+    def _check_due(self, site: Any) -> bool:
+        return self.direct_pending and (site.kind == "dit_self" or not self.hooks.attributed)
+
+    def _check(self, name: str, run: Callable, qkv: list, bound: inspect.BoundArguments, site: Any) -> Any:
+        """``run`` on ``qkv`` checked against the direct op (once per run); its output."""
+        self.direct_pending = False
+        out, check = check_call(name, run, *qkv, causal=_causal(bound))
+        if check is not None:
+            check["step"] = site.step
+        self.book.direct_check = check
+        return out
 
     def exact_backend(self, exact_name: str) -> Any:
         if self._exact is None:
