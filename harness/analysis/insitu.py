@@ -141,6 +141,15 @@ def candidate_reading(
         else f"not measured on {where}"
     )
     r.text = f"{name}: {head}; " + "; ".join(p.text for p in r.parts) + f"; in-situ reading: {r.word}"
+    if len(r.per_kind) > 1:  # where the error is: a kernel wrong on short sequences shows here
+        worst = sorted(r.per_kind, key=lambda k: -(k.ratio or 0.0))
+        r.text += "; by call kind: " + ", ".join(
+            f"{k.kind} {k.rel_l1:.3g}"
+            + (f" ({k.ratio:.3g}x the floor" if k.ratio is not None else " (no floor")
+            + f", {k.calls} call(s){f' of {k.q_len:,} rows' if k.q_len else ''})"
+            for k in worst
+            if k.rel_l1 is not None
+        )
     return r
 
 

@@ -101,6 +101,8 @@ def test_a_kernel_wrong_on_one_kind_of_call_shows_in_the_per_kind_rows():
         1.2 / 1.01
     )
     assert kinds["refiner"].rel_l1 == pytest.approx(0.1)
+    assert r.text.endswith("; by call kind: refiner 0.1 (100x the floor, 2 call(s) of 74 rows), dit_self 0.0012 "
+                           "(1.19x the floor, 4 call(s) of 100 rows)"), r.text  # fmt: skip
 
 
 def test_a_shadow_that_measured_no_call_is_dropped_from_the_floor_and_the_readings():
