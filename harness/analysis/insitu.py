@@ -221,7 +221,7 @@ def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> In
         info.ops[name] = "primary" if name == run.primary else ("exact" if op and op.exact else "candidate")
         measured = [c.errors[name] for c in run.calls if name in c.errors]
         if name != run.primary and measured and all(e.error for e in measured):
-            info.dropped[name] = measured[0].error or "failed"
+            info.dropped[name] = measured[0].error
     for c in run.calls:
         info.kinds[c.kind] = info.kinds.get(c.kind, 0) + 1
     info.captured = [f"{folder_rel}/{c.file}" for m in run.metas for c in m.captured]

@@ -147,7 +147,7 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     except Exception as err:
         return f"LightX2V's {name} does not construct ({type(err).__name__}: {err})"
     if fn is None:  # LightX2V's own kernel: one small call first, as the arm's pre-flight makes
-        why = _smoke(raw)
+        why = _smoke(lambda: backend)
         if why:
             return f"LightX2V's {name}: {why}"
     return op_class(
@@ -156,8 +156,8 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     )  # fmt: skip
 
 
-def _smoke(raw: Any) -> str | None:
-    """Why LightX2V's class ``raw`` cannot serve a call here (a registered type whose kernel is
+def _smoke(make: Any) -> str | None:
+    """Why the LightX2V attention ``make()`` gives cannot serve a call here (a registered type whose kernel is
     not installed raises on its first call), or None. An inaccurate answer is no reason: the
     shadow is there to measure it."""
     from harness.runners.lightx2v.probe import smoke_call
@@ -170,7 +170,7 @@ def _smoke(raw: Any) -> str | None:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    cosine, why = smoke_call(raw, device)
+    cosine, why = smoke_call(make, device)
     return why if cosine is None else None
 
 
