@@ -71,6 +71,7 @@ class _Decoder(threading.Thread):
         self.side_error: BaseException | None = None
         self.stats = StatsReducer()
         self.count = 0
+        self.ended = False  # the end marker was handed to the consumer
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
         while not self.stop.is_set():
@@ -130,7 +131,17 @@ class _Decoder(threading.Thread):
                     raise HarnessError(f"{self.path}: decoding stopped unexpectedly") from None
         if isinstance(item, BaseException):
             raise item
-        return None if item is _DONE else item
+        if item is _DONE:
+            self.ended = True
+            return None
+        return item
+
+    def wait_end(self) -> None:
+        """Block until the decoder's end marker: by then the side thread has hashed and measured
+        every frame. The consumer stops at the frame limit, and stopping the threads before this
+        would cut the last frames out of the hash and the statistics."""
+        while not self.ended:
+            self.get()
 
     def finish(self) -> None:
         self.join()
@@ -401,6 +412,8 @@ def measure_pair(
                 _video_cpu(dec_a, dec_b, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
             else:
                 _video_torch(dec_a, dec_b, n, reducer, dev)
+            dec_a.wait_end()
+            dec_b.wait_end()
         finally:
             stop.set()  # unblocks decoders still waiting on a full queue
             dec_a.finish()
@@ -459,6 +472,7 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
         dec.start()
         try:
             _stats_torch(dec, resolve_device(device))
+            dec.wait_end()
         finally:
             stop.set()
             dec.finish()

@@ -4,6 +4,7 @@ import csv
 import hashlib
 import math
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +179,33 @@ def test_torch_path_on_cpu_equals_cpu_kernel(videos: dict[str, Path]) -> None:
     assert tor.video.model_dump(exclude=exact) == cpu.video.model_dump(exclude=exact)
     assert tor.stats_a == cpu.stats_a and tor.stats_b == cpu.stats_b
     assert measure_run(videos["b"], device="torch:cpu") == measure_run(videos["b"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch:cpu"])
+def test_a_lagging_side_thread_still_hashes_and_measures_every_frame(
+    videos: dict[str, Path], device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The side thread that hashes (and on CPU measures) each frame can run behind the consumer,
+    which stops at the frame limit; the hash and the statistics must still cover every frame."""
+    from harness.collect import stats
+
+    whole = hashlib.sha256()
+    for frame in iter_frames(videos["a"]):
+        whole.update(frame.tobytes())
+    plain = measure_run(videos["a"])
+    slow_hash = stats.StatsReducer.update_hash
+
+    def lagging(self: stats.StatsReducer, frame: np.ndarray) -> None:
+        time.sleep(0.05)
+        slow_hash(self, frame)
+
+    monkeypatch.setattr(stats.StatsReducer, "update_hash", lagging)
+    res = measure_pair(videos["a"], videos["a_copy"], device=device)
+    assert res.video.frames_hash_a == res.video.frames_hash_b == whole.hexdigest()
+    assert res.stats_a.frames == res.stats_b.frames == 10
+    assert res.stats_a.model_dump(exclude={"file"}) == plain.model_dump(exclude={"file"})
+    if device != "cpu":
+        assert measure_run(videos["a"], device=device).video_hash == whole.hexdigest()
 
 
 def test_frame_count_mismatch_names_both_and_truncation(videos: dict[str, Path]) -> None:
