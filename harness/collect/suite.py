@@ -19,17 +19,17 @@ from __future__ import annotations
 import collections
 import math
 import os
-import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.collect import audio as audio_metrics
 from harness.collect import audio_align
+from harness.collect.decoder import FrameDecoder
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
 from harness.collect.ssim import Workspace, ssim_sse
 from harness.collect.stats import StatsReducer, frame_stats_torch
@@ -41,111 +41,11 @@ from harness.media import MediaInfo, iter_audio, iter_frames, probe, read_audio
 if TYPE_CHECKING:
     import torch
 
-QUEUE_FRAMES = 2  # decoded frames buffered per stream (and per side thread)
 GPU_BATCH = 8  # frame pairs per GPU upload
-_DONE = object()
-
-
-def decode_threads(cpus: int | None = None) -> int:
-    """FFmpeg threads per decoder: none on small machines (our own threads keep the cores
-    busy, and FFmpeg's add overhead), a few on large ones (where decoding limits a GPU)."""
-    cpus = cpus or os.cpu_count() or 2
-    return max(1, min(4, (cpus - 2) // 2))
 
 
 def _torch_device(dev: str) -> str:
     return dev.removeprefix("torch:")
-
-
-class _Decoder(threading.Thread):
-    """Decodes one file into a bounded queue; a second thread hashes and (on CPU) measures
-    every frame, so that on many cores neither chain limits the other."""
-
-    def __init__(self, path: Path, limit: int, *, cpu_stats: bool, stop: threading.Event):
-        super().__init__(daemon=True, name=f"decode-{path.name}")
-        self.path, self.limit, self.cpu_stats, self.stop = path, limit, cpu_stats, stop
-        self.threads = decode_threads()
-        self.q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
-        self.side_q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
-        self.side = threading.Thread(target=self._measure, daemon=True, name=f"stats-{path.name}")
-        self.side_error: BaseException | None = None
-        self.stats = StatsReducer()
-        self.count = 0
-        self.ended = False  # the end marker was handed to the consumer
-
-    def _put(self, q: queue.Queue, item: Any) -> bool:
-        while not self.stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _measure(self) -> None:
-        prev = None
-        try:
-            while not self.stop.is_set():
-                try:
-                    frame = self.side_q.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                if frame is _DONE:
-                    return
-                if self.cpu_stats:
-                    self.stats.push(frame, prev)
-                else:
-                    self.stats.update_hash(frame)
-                prev = frame
-        except BaseException as exc:
-            self.side_error = exc
-            self.stop.set()
-
-    def run(self) -> None:
-        self.side.start()
-        try:
-            # strict: a file that ends before its declared length is an error, not a short run
-            frames = iter_frames(self.path, strict=True, threads=self.threads)
-            for frame in frames:
-                if self.count >= self.limit:
-                    frames.close()
-                    break
-                self.count += 1
-                if not (self._put(self.side_q, frame) and self._put(self.q, frame)):
-                    return
-            self._put(self.side_q, _DONE)
-            self.side.join()  # the statistics are complete before the consumer sees the end
-            self._put(self.q, self.side_error or _DONE)
-        except BaseException as exc:  # handed to the main thread, which raises it
-            self._put(self.q, exc)
-
-    def get(self) -> np.ndarray | None:
-        while True:
-            try:
-                item = self.q.get(timeout=0.1)
-                break
-            except queue.Empty:
-                if self.side_error is not None:
-                    raise self.side_error from None
-                if not self.is_alive() and self.q.empty():
-                    raise HarnessError(f"{self.path}: decoding stopped unexpectedly") from None
-        if isinstance(item, BaseException):
-            raise item
-        if item is _DONE:
-            self.ended = True
-            return None
-        return item
-
-    def wait_end(self) -> None:
-        """Block until the decoder's end marker: by then the side thread has hashed and measured
-        every frame. The consumer stops at the frame limit, and stopping the threads before this
-        would cut the last frames out of the hash and the statistics."""
-        while not self.ended:
-            self.get()
-
-    def finish(self) -> None:
-        self.join()
-        self.side.join()
 
 
 def _check_compatible(
@@ -293,7 +193,7 @@ def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairM
     return metrics, runs[0], runs[1]
 
 
-def _video_cpu(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, workers: int) -> None:
+def _video_cpu(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairReducer, workers: int) -> None:
     local = threading.local()
     pending: collections.deque[tuple[int, Future]] = collections.deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool:
@@ -331,7 +231,7 @@ class _Uploader:
         return self.buf[: len(frames)].to(self.device, non_blocking=True)
 
 
-def _video_torch(dec_a: _Decoder, dec_b: _Decoder, n: int, reducer: PairReducer, device: str) -> None:
+def _video_torch(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairReducer, device: str) -> None:
     import torch
 
     from harness.collect.ssim import ssim_torch
@@ -399,8 +299,8 @@ def measure_pair(
     n = _check_compatible(a, b, ia, ib, truncate, resample_audio)
     dev = resolve_device(device)
     stop = threading.Event()
-    dec_a = _Decoder(a, n, cpu_stats=dev == "cpu", stop=stop)
-    dec_b = _Decoder(b, n, cpu_stats=dev == "cpu", stop=stop)
+    dec_a = FrameDecoder(a, n, cpu_stats=dev == "cpu", stop=stop)
+    dec_b = FrameDecoder(b, n, cpu_stats=dev == "cpu", stop=stop)
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
@@ -468,7 +368,7 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
             prev = frame
     else:
         stop = threading.Event()
-        dec = _Decoder(p, info.frames, cpu_stats=False, stop=stop)
+        dec = FrameDecoder(p, info.frames, cpu_stats=False, stop=stop)
         dec.start()
         try:
             _stats_torch(dec, resolve_device(device))
@@ -486,7 +386,7 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
     return _run_stats(p, info, stats, audio)
 
 
-def _stats_torch(dec: _Decoder, device: str) -> None:
+def _stats_torch(dec: FrameDecoder, device: str) -> None:
     import torch
 
     dev = torch.device(_torch_device(device))
