@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +157,10 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     )  # fmt: skip
 
 
-def _smoke(make: Any) -> str | None:
-    """Why the LightX2V attention ``make()`` gives cannot serve a call here (a registered type whose kernel is
-    not installed raises on its first call), or None. An inaccurate answer is no reason: the
-    shadow is there to measure it."""
+def _smoke(make: Callable[[], Any]) -> str | None:
+    """Why the LightX2V attention ``make()`` gives cannot serve a call here (a registered type
+    whose kernel is not installed raises on its first call), or None. An inaccurate answer is no
+    reason: the shadow is there to measure it."""
     from harness.runners.lightx2v.probe import smoke_call
 
     try:
