@@ -1,13 +1,19 @@
-"""Imported first by the `harness` command: Ctrl-C or SIGTERM while the CLI's imports load is a
+"""The start and the end of the `harness` process.
+
+Imported first by the `harness` command: Ctrl-C or SIGTERM while the CLI's imports load is a
 quiet exit 130 (nothing is written yet), not a traceback. ``harness.cli.main`` then installs the
-real handlers. When the CLI package is imported as a library, nothing is changed."""
+real handlers, and once the command has ended it leaves through ``end_program``. When the CLI
+package is imported as a library, nothing is changed.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 PROGRAM = "harness.cli"
 _OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
@@ -49,10 +55,47 @@ def _started_as_the_program() -> bool:
     )
 
 
+# Whether this process is the `harness` program (not a library user of the CLI package).
+IS_PROGRAM = _started_as_the_program()
 # The signals handled here, for main() to hand over (one ignored by the parent stays ignored).
 HANDLED: set[int] = set()
-if _started_as_the_program():
+if IS_PROGRAM:
     for _sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(_sig) is not signal.SIG_IGN:
             signal.signal(_sig, _stop_quietly)
             HANDLED.add(_sig)
+
+
+def exit_status(code: object) -> int:
+    """``sys.exit``'s convention for its argument: None is 0, an int is itself, anything else is
+    printed on stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def end_program(code: object) -> NoReturn:
+    """End the `harness` process with ``code`` once its command has ended.
+
+    The command's work is then written or recorded, so a signal changes nothing any more and is
+    ignored. The interpreter's own teardown is skipped (exit handlers run, output is flushed):
+    it let a finished command end with a wrong status. A KeyboardInterrupt that once passed
+    through code run from a string (a dataclass or namedtuple being made during an import) leaves
+    CPython marking the interrupt unhandled, and the process then kills itself with SIGINT
+    instead of exiting 130; and once the teardown has put the default signal handlers back, a
+    SIGTERM during its 1-2 s of releasing torch and the rest killed the process after the work
+    was done (or, in an exit handler, printed a traceback).
+    """
+    for sig in HANDLED:
+        signal.signal(sig, signal.SIG_IGN)
+    status = exit_status(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a stream closed by the command
+            pass
+    os._exit(status)

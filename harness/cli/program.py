@@ -21,7 +21,7 @@ from harness.cli import (
     scenarios,
 )
 from harness.cli.common import need_subcommand, run_app
-from harness.errors import EXIT_CODES_HELP
+from harness.errors import EXIT_CODES_HELP, Exit
 
 app = typer.Typer(
     add_completion=False,
@@ -40,8 +40,18 @@ for command in (
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     """The ``harness`` command (``args``: the command line after the program name; default sys.argv).
 
-    Exit codes: see ``harness.errors`` (one contract for every command).
+    Exit codes: see ``harness.errors`` (one contract for every command). As the program, the
+    process ends through ``end_program``; as a library, ``SystemExit`` carries the code.
     """
-    from harness.cli_startup import HANDLED
+    from harness.cli_startup import HANDLED, IS_PROGRAM, end_program
 
-    run_app(app, args, prog_name or "harness", HANDLED)
+    if not IS_PROGRAM:
+        run_app(app, args, prog_name or "harness", HANDLED)
+        return
+    try:
+        run_app(app, args, prog_name or "harness", HANDLED)
+    except SystemExit as stop:
+        end_program(stop.code)
+    except KeyboardInterrupt:  # a second signal while the first interruption was being said
+        end_program(Exit.INTERRUPTED)
+    end_program(0)
