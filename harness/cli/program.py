@@ -45,13 +45,15 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     """
     from harness.cli_startup import HANDLED, IS_PROGRAM, end_program
 
-    if not IS_PROGRAM:
-        run_app(app, args, prog_name or "harness", HANDLED)
-        return
     try:
         run_app(app, args, prog_name or "harness", HANDLED)
     except SystemExit as stop:
+        if not IS_PROGRAM:
+            raise
         end_program(stop.code)
     except KeyboardInterrupt:  # a second signal while the first interruption was being said
+        if not IS_PROGRAM:
+            raise
         end_program(Exit.INTERRUPTED)
-    end_program(0)
+    if IS_PROGRAM:
+        end_program(0)
