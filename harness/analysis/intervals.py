@@ -6,17 +6,26 @@ Per seed s, with k_s floor runs (energies f) and the candidate's energy c:
     log r_s = log c - log mean(f),   se_s = sigma * sqrt(1 + 1/k_s)
 
 sigma is the within-seed sd of the log energy of one run, pooled over every seed's floor runs
-(df = sum(k_s - 1)); where every seed has one floor run it is the stated assumption
-``VerdictRules.floor_log_sd`` (df infinite). The candidate counts as one more draw of that noise.
+(df = sum(k_s - 1)). Where every seed has one floor run it cannot be measured: a spread the
+scenario states for this pipeline (``VerdictRules.floor_log_sd``, named with its source) is used
+(df infinite); else no seed has an interval of its own and the combined interval rests on the
+seeds' spread of log r_s alone (df S - 1; one seed: no interval, so never within).
 Combined over S seeds: the geometric mean, log r = mean(log r_s), with
 
     se^2 = sum(se_s^2) / S^2 + tau^2 / S,   tau^2 = max(0, var(log r_s) - mean(se_s^2))
 
 (the seeds' own spread beyond the floor noise), df by Satterthwaite. Every interval is two-sided
 at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word:
-**outside** when a seed's or the combined lower bound is over the tolerance; **incomplete** when a seed lacks the value (named); **within** when the combined upper
-bound is under the tolerance and no seed's ratio is over it (every seed must pass); else
-**inconclusive**, with the number of seeds that would decide it at this spread.
+**outside** when a seed's or the combined lower bound is over the tolerance; **incomplete** when a
+seed lacks the value (named); **within** when the combined upper bound is under the tolerance and
+no seed's ratio is over it (every seed must pass); else **inconclusive**, with the number of seeds
+that would decide it at this spread.
+
+Zero is its own case, never a logarithm: a candidate energy of exactly 0 (identical to the
+reference in this measure) reads ratio 0 for its seed, within, and stays out of the combination
+(the other seeds are combined; every seed at 0: the reading is 0, within). A floor whose mean is 0
+is no yardstick (``analysis.floor_check`` leaves such runs out before; here it is incomplete).
+Every exponential is clamped, so huge or tiny energies give infinite or zero bounds, not errors.
 
 ``baseline_reading`` sets a candidate against an accepted approximate kernel the same way (both
 single runs: se_s = sigma * sqrt(2)), non-inferiority with a margin.
@@ -34,8 +43,8 @@ from pydantic import Field
 from harness.number_format import ratio_text
 from harness.records import Record
 
-TINY = 1e-300  # an energy of exactly 0 (identical outputs) in a logarithm
 MAX_SEEDS_TO_DECIDE = 1000
+MAX_LOG = 709.0  # math.exp overflows above this: a bound past it is infinite
 
 
 class SeedValues(Record):
@@ -107,8 +116,15 @@ def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
     return (math.sqrt(ss / df), df) if df else (None, 0.0)
 
 
+def safe_exp(x: float) -> float:
+    """exp that saturates: inf above MAX_LOG, 0 far below, NaN stays NaN."""
+    if math.isnan(x):
+        return math.nan
+    return math.inf if x > MAX_LOG else math.exp(max(x, -MAX_LOG - 50))
+
+
 def _ci(logr: float, se: float, q: float) -> list[float]:
-    return [math.exp(logr - q * se), math.exp(logr + q * se)]
+    return [safe_exp(logr - q * se), safe_exp(logr + q * se)]
 
 
 def _word(lo: float, hi: float, ratio: float, bound: float) -> str:
@@ -120,9 +136,10 @@ def _word(lo: float, hi: float, ratio: float, bound: float) -> str:
 
 
 def _seed_ratio(
-    s: SeedValues, label: str, sigma: float, q: float, bound: float
+    s: SeedValues, label: str, sigma: float | None, q: float, bound: float
 ) -> tuple[SeedRatio, float | None]:
-    """The seed's ratio and word, and its log ratio (None: not usable in the combination)."""
+    """The seed's ratio and word, and its log ratio (None: not usable in the combination).
+    ``sigma`` None: the spread of a run is unknown, so the seed has a ratio but no interval."""
     out = SeedRatio(seed=s.seed, candidate=s.candidate, n_floor=len(s.floors))
     where = f"seed {s.seed}" if s.seed is not None else "the run"
     bad_floor = [k or "a floor run" for f, k in zip(s.floors, s.floor_keys or [""] * len(s.floors),
@@ -141,18 +158,88 @@ def _seed_ratio(
         out.ratio, out.word = math.inf, "outside"
         out.note = f"{where}: the candidate's {label} is {s.candidate} (not finite): fails"
         return out, None
-    if out.floor == 0.0:
-        if s.candidate == 0.0:
-            out.ratio, out.ratio_ci, out.word = 1.0, [1.0, 1.0], "within"
-            return out, 0.0
-        out.ratio, out.word = math.inf, "outside"
-        out.note = f"{where}: every floor run is identical to the reference, the candidate is not"
+    if out.floor <= 0.0:  # no yardstick: analysis.floor_check names such floor runs first
+        out.word = "incomplete"
+        out.note = f"{where}: every floor run has {label} 0 (identical to the reference): no floor"
         return out, None
-    logr = math.log(max(s.candidate, TINY)) - math.log(out.floor)
+    if s.candidate <= 0.0:  # identical in this measure: ratio 0, and no logarithm of it
+        out.ratio, out.ratio_ci, out.word = 0.0, [0.0, 0.0], "within"
+        out.note = f"{where}: the candidate's {label} is 0 (identical to the reference in this measure)"
+        return out, None
+    logr = math.log(s.candidate) - math.log(out.floor)
+    out.ratio = safe_exp(logr)
+    if sigma is None:
+        out.word = "inconclusive"
+        return out, logr
     se = sigma * math.sqrt(1 + 1 / len(s.floors))
-    out.ratio, out.ratio_ci = math.exp(logr), _ci(logr, se, q)
+    out.ratio_ci = _ci(logr, se, q)
     out.word = _word(*out.ratio_ci, out.ratio, bound)
     return out, logr
+
+
+def _spread(
+    seeds: Sequence[SeedValues], prior_sd: float | None, given_sd: tuple[float, float] | None, source: str
+) -> tuple[float | None, float, str]:
+    """(sigma, df, what the text says of it): measured from the floor runs, else given, else stated,
+    else unknown (None)."""
+    if given_sd is not None:
+        sigma, df = given_sd
+        if math.isfinite(df):
+            return (
+                sigma,
+                df,
+                f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df:g})",
+            )
+        return sigma, df, f"spread of a run stated: sd {sigma:.3g} of the log energy{source}"
+    sigma, df = pooled_log_sd(seeds)
+    if sigma is not None:
+        runs = sum(len(s.floors) for s in seeds)
+        return (
+            sigma,
+            df,
+            f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})",
+        )
+    if prior_sd is not None:
+        return (
+            prior_sd,
+            math.inf,
+            f"spread of a run stated by the scenario: sd {prior_sd:g} of the log energy{source}",
+        )
+    return (
+        None,
+        0.0,
+        "one floor run per seed: the spread of a run is not measured (and the scenario states none)",
+    )
+
+
+def _combine_seeds(
+    r: RatioReading, logs: list[float], ses: list[float] | None, df_w: float, alpha: float, bound: float
+) -> str:
+    """The combined ratio, interval and word over the seeds' log ratios; ``ses`` None: no spread of a
+    run is known, so the interval rests on the seeds' spread alone (df S - 1)."""
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    var = sum((x - mean) ** 2 for x in logs) / (n - 1) if n > 1 else 0.0
+    r.ratio = safe_exp(mean)
+    if ses is None:
+        if n < 2 or not math.isfinite(var):
+            return "inconclusive"
+        se, df = math.sqrt(var / n), float(n - 1)
+    else:
+        a = sum(x * x for x in ses) / n**2
+        tau2 = max(0.0, var - sum(x * x for x in ses) / n) if n > 1 else 0.0
+        b = tau2 / n
+        den = (a * a / df_w if math.isfinite(df_w) else 0.0) + (b * b / (n - 1) if n > 1 else 0.0)
+        df = df_w if b == 0 or den == 0 else (a + b) ** 2 / den
+        se = math.sqrt(a + b)
+    q = t_quantile(1 - alpha / 2, df)
+    r.df, r.ratio_ci = df, _ci(mean, se, q)
+    combined = _word(*r.ratio_ci, r.ratio, bound)
+    gap = abs(mean - math.log(bound))
+    if combined == "inconclusive" and gap > 0 and math.isfinite(se):
+        need = n * (q * se / gap) ** 2
+        r.seeds_to_decide = math.ceil(need) if need <= MAX_SEEDS_TO_DECIDE else None
+    return combined
 
 
 def ratio_reading(
@@ -162,30 +249,22 @@ def ratio_reading(
     *,
     bound: float,
     alpha: float,
-    prior_sd: float,
+    prior_sd: float | None,
     against: str = "the floor's",
     given_sd: tuple[float, float] | None = None,
+    source: str = "",
 ) -> RatioReading:
     """The candidate's energy over the floor's, per seed and combined (module docstring).
 
-    ``given_sd``: (sigma, df) measured elsewhere, instead of the spread of ``seeds``' floor values."""
+    ``prior_sd``: the spread of a run the scenario states (None: none stated), used only where no
+    seed has two floor runs; ``source`` says where it was measured. ``given_sd``: (sigma, df)
+    measured elsewhere, instead of the spread of ``seeds``' floor values."""
     r = RatioReading(metric=metric, label=label, against=against, bound=bound, alpha=alpha)
-    sigma, df_w = given_sd if given_sd is not None else pooled_log_sd(seeds)
-    if given_sd is not None:
-        r.spread = (
-            f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df_w:g})"
-            if math.isfinite(df_w)
-            else f"spread of a run assumed: sd {sigma:.3g} of the log energy"
-        )
-    elif sigma is None:
-        sigma, df_w = prior_sd, math.inf
-        r.spread = f"spread assumed: sd {prior_sd:g} of the log energy of a run (one floor run per seed)"
-    else:
-        runs = sum(len(s.floors) for s in seeds)
-        r.spread = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df_w:g})"
+    source = f" ({source})" if source else ""
+    sigma, df_w, r.spread = _spread(seeds, prior_sd, given_sd, source)
     r.log_sd = sigma
     # Every seed must pass: S per-seed decisions, so each at alpha / S (Bonferroni).
-    q_seed = t_quantile(1 - alpha / (2 * max(1, len(seeds))), df_w)
+    q_seed = t_quantile(1 - alpha / (2 * max(1, len(seeds))), df_w) if sigma is not None else math.nan
     logs: list[float] = []
     ses: list[float] = []
     for s in seeds:
@@ -193,29 +272,13 @@ def ratio_reading(
         r.per_seed.append(sr)
         if logr is not None:
             logs.append(logr)
-            ses.append(sigma * math.sqrt(1 + 1 / len(s.floors)))
+            ses.append(math.nan if sigma is None else sigma * math.sqrt(1 + 1 / len(s.floors)))
     words = [s.word for s in r.per_seed]
+    zeros = [s for s in r.per_seed if s.ratio == 0.0]
     if logs:
-        n = len(logs)
-        a = sum(se * se for se in ses) / n**2
-        mean = sum(logs) / n
-        var = sum((x - mean) ** 2 for x in logs) / (n - 1) if n > 1 else 0.0
-        tau2 = max(0.0, var - sum(se * se for se in ses) / n) if n > 1 else 0.0
-        b = tau2 / n
-        df = (
-            df_w
-            if b == 0
-            else (a + b) ** 2 / ((a * a / df_w if math.isfinite(df_w) else 0.0) + b * b / (n - 1))
-        )
-        se = math.sqrt(a + b)
-        q = t_quantile(1 - alpha / 2, df)
-        logr = statistics.fmean(logs)
-        r.df, r.ratio, r.ratio_ci = df, math.exp(logr), _ci(logr, se, q)
-        combined = _word(*r.ratio_ci, r.ratio, bound)
-        gap = abs(logr - math.log(bound))
-        if combined == "inconclusive" and gap > 0:
-            need = math.ceil(n * (q * se / gap) ** 2)
-            r.seeds_to_decide = need if need <= MAX_SEEDS_TO_DECIDE else None
+        combined = _combine_seeds(r, logs, None if sigma is None else ses, df_w, alpha, bound)
+    elif zeros and len(zeros) == len(r.per_seed):  # identical in this measure on every seed
+        r.ratio, r.ratio_ci, combined = 0.0, [0.0, 0.0], "within"
     else:
         combined = ""
     if "outside" in words or combined == "outside":
@@ -247,7 +310,12 @@ def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
         head += f" ({ci_text(r.ratio_ci, alpha)}, {seeds} seed(s))"
     head += f", {bound} {r.bound:g}x: {r.word}"
     bits = [head]
-    if r.word == "inconclusive":
+    if r.word == "inconclusive" and r.ratio_ci is None:
+        bits.append(
+            "no interval: with one floor run per seed and one seed, the spread is unknown; run two or more "
+            "floor runs per seed, or state verdict.floor_log_sd with its source"
+        )
+    elif r.word == "inconclusive":
         bits.append(
             f"about {r.seeds_to_decide} seed(s) would decide it at this spread"
             if r.seeds_to_decide
@@ -269,19 +337,20 @@ def baseline_reading(
     baseline: str,
     margin: float,
     alpha: float,
-    sigma: float,
+    sigma: float | None,
     df: float,
 ) -> RatioReading:
     """Non-inferiority against an accepted approximate kernel: (seed, candidate, baseline) energies
-    per seed, sigma the run-to-run spread the floor measured (df; inf when assumed). The candidate
+    per seed, sigma the run-to-run spread the floor measured (df; inf when stated; None: unknown, the
+    interval then rests on the seeds' spread). The candidate
     is "not worse" when the interval of its ratio lies under ``margin``, "worse" when over it."""
     seeds = [
         SeedValues(seed=s, candidate=c, floors=[b] if b is not None else [], floor_keys=[baseline])
         for s, c, b in pairs
     ]
     r = ratio_reading(
-        metric, label, seeds, bound=margin, alpha=alpha, prior_sd=sigma, against=f"{baseline}'s",
-        given_sd=(sigma, df),
+        metric, label, seeds, bound=margin, alpha=alpha, prior_sd=None, against=f"{baseline}'s",
+        given_sd=None if sigma is None else (sigma, df),
     )  # fmt: skip
     r.word = BASELINE_WORDS.get(r.word, r.word)
     for sr in r.per_seed:

@@ -11,6 +11,30 @@ from harness.compare.summary import RunSummary
 from harness.scenario.verdict import VerdictRules
 
 
+def did_it_run(v: Verdict, measured: list[Comparison], runs: list[RunSummary]) -> str:
+    """A warning when an arm whose backend is not the reference's gives the reference's output bit for
+    bit on some seed: an approximate kernel that does so most likely never ran. The call counts say
+    whether the op was reached at all."""
+    ident = [c for c in measured if c.b.seed in v.identical_seeds]
+    if not ident:
+        return ""
+    ref_type, own = ident[0].a.attn_type, ident[0].b.attn_type
+    if own is None or own == ref_type or ident[0].b.perturbation:
+        return ""  # the reference's own backend (a shadowed copy, a schedule on its exact steps)
+    counted = [r.attn.calls_requested for r in runs if r.ok and r.attn is not None]
+    if not counted:
+        calls = "no call counts were recorded to tell whether it was reached"
+    elif sum(counted) == 0:
+        calls = f"the counts show no call served by {own}: it did not run"
+    else:
+        calls = f"{sum(counted)} call(s) were counted as served by {own}: check that the op computes"
+    seeds = ", ".join(str(c.b.seed) for c in ident)
+    return (
+        f"{own} is not the reference's backend ({ref_type}), yet its output is bitwise the reference's on seed(s) "
+        f"{seeds}: its kernel may not have run; {calls}"
+    )
+
+
 def judge(
     arm: str,
     cands: list[Comparison],
@@ -65,6 +89,10 @@ def judge(
     v.sentences = head + v.sentences
     v.attention_ok, v.attention = attention_verdict(runs)
     v.sentences.append(f"attention: {v.attention}")
+    warning = did_it_run(v, measured, runs)
+    if warning:
+        v.warnings.append(warning)
+        v.sentences.insert(0, warning)
     if not any(r.ok for r in runs):
         first = next((r for r in runs if r.reason), None)
         v.word = "not run"
@@ -80,6 +108,8 @@ def judge(
     if v.attention_ok is False and v.word != "not run":
         v.word = "invalid"
         v.text = f"invalid: {v.attention}; as measured: {v.text}"
+    if v.warnings and v.word not in ("not run", "invalid"):
+        v.text += "; WARNING: " + "; ".join(v.warnings)
     v.accuracy = v.text
     attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}[
         v.attention_ok

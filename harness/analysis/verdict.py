@@ -36,7 +36,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from harness.analysis.energy import KINDS, PairErrors, latent_energy, pooled, psnr_from_mse
+from harness.analysis.energy import KINDS, PairErrors, is_identical, latent_energy, pooled, psnr_from_mse
+from harness.analysis.floor_check import FloorCheck, check_floor
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
 from harness.analysis.stat_rule import StatCheck, StatsSample, judge_stats
 from harness.compare.summary import RunSummary, stat_fields
@@ -44,7 +45,9 @@ from harness.number_format import fmt_db, ratio_text
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
 
-WORDS = ("within", "outside", "inconclusive", "incomplete", "invalid", "not run")
+WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
+LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
+LAG_MARGIN_MS = 0.5  # or this, whichever is larger
 JUDGED_BY = {  # regime -> kinds of energy it judges
     "pixel": ("video_mse", "video_1_ssim"),
     "transitional": ("video_mse", "video_1_ssim"),
@@ -81,7 +84,9 @@ class SeedVerdict(Record):
     floor_psnr: float | None = None
     floor_audio_corr: float | None = None
     floor_runs: int = 0
-    ratio: float | None = None  # the largest judged ratio of the seed
+    floor_left_out: list[str] = Field(default_factory=list)  # floor runs of the seed that do not judge
+    identical: bool = False  # the candidate's output is bitwise the reference's on this seed
+    ratio: float | None = None  # the decisive reading's ratio on this seed
     ci: list[float] | None = None
     word: str = ""
     text: str = ""
@@ -111,6 +116,11 @@ class Verdict(Record):
     baseline: RatioReading | None = None  # non-inferiority against the accepted baseline
     missing: list[str] = Field(default_factory=list)  # what made it incomplete
     floor_runs: int = 0
+    floor_check: FloorCheck | None = None  # floor runs left out, seeds whose floor is invalid
+    identical_seeds: list[int | None] = Field(default_factory=list)  # bitwise equal to the reference
+    decided_by: str = ""  # the part whose word is the verdict's: an energy kind, insitu, lag, ...
+    end_to_end_word: str = ""  # the word of the decoded output alone (every part but in situ)
+    warnings: list[str] = Field(default_factory=list)  # e.g. an approximate kernel's output identical
     attention_ok: bool | None = None
     attention: str = ""
     sentences: list[str] = Field(default_factory=list)
@@ -174,17 +184,23 @@ def _values(kind: str, seeds, cand_of, floors_of) -> list[SeedValues]:
 
 
 def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
+    """A candidate's residual audio lag beyond every floor run's of its seed (by the larger of
+    LAG_MARGIN_SAMPLES and LAG_MARGIN_MS): judged against the floor's lags, never dropped."""
     out = []
     for s in seeds:
         c = cand_of.get(s)
         if c is None or not c.audio_residual_lag:
             continue
-        if any(f.audio_residual_lag for f in floors_of.get(s, [])):
+        floor_lags = [abs(f.audio_residual_lag or 0) for f in floors_of.get(s, [])]
+        most = max(floor_lags, default=0)
+        margin = max(LAG_MARGIN_SAMPLES, (c.audio_rate or 0) * LAG_MARGIN_MS / 1000)
+        if abs(c.audio_residual_lag) <= most + margin:
             continue
         ms = f" ({1000 * c.audio_residual_lag / c.audio_rate:+.1f} ms)" if c.audio_rate else ""
         late = "B late" if c.audio_residual_lag > 0 else "B early"
+        floor = f"the floor's largest is {most} sample(s)" if most else "the floor has none"
         out.append(
-            f"seed {s}: audio residual lag {c.audio_residual_lag:+d} samples{ms}, {late}, where the floor has none"
+            f"seed {s}: audio residual lag {c.audio_residual_lag:+d} samples{ms}, {late}, where {floor}"
         )
     return out
 
@@ -212,7 +228,7 @@ def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None)
         lr.text = "no latents saved"
         return lr
     if baseline and pairs:
-        sd = rules.floor_log_sd["video_mse"]
+        sd, _ = rules.stated_sd("video_mse")  # a latent's spread is never measured here: stated, else none
         lr.reading = baseline_reading("latent", "early-step latent error energy", pairs, baseline=baseline,
                                       margin=rules.baseline_margin, alpha=rules.alpha, sigma=sd, df=math.inf)  # fmt: skip
         lr.word = {"not worse": "within", "worse": "outside"}.get(lr.reading.word, lr.reading.word)
@@ -263,18 +279,40 @@ def judge_numbers(
         v.word, v.text = "not run", "not measured"
         v.accuracy = v.text
         return v
-    seeds = list(dict.fromkeys(c.seed for c in cands))
+    all_seeds = list(dict.fromkeys(c.seed for c in cands))
     cand_of = {c.seed: c for c in cands}
+    # "identical" is decided before any ratio: bitwise equal output has no error to weigh.
+    v.identical_seeds = [s for s in all_seeds if is_identical(cand_of[s])]
+    if len(v.identical_seeds) == len(all_seeds):
+        n = len(all_seeds)
+        v.word = "identical"
+        v.text = f"identical ({n} of {n} seed(s)): output bitwise equal to the reference's"
+        v.accuracy, v.decided_by, v.end_to_end_word = v.text, "identical", "identical"
+        v.per_seed = [SeedVerdict(seed=s, identical=True, word="identical", text=f"seed {s}: identical")
+                      for s in all_seeds]  # fmt: skip
+        v.sentences = [v.text]
+        if insitu is not None and insitu.word:  # a shadow measured on the way still speaks
+            v.insitu = insitu
+            v.sentences.append(f"in-situ: {insitu.text}")
+        return v
+    seeds = [s for s in all_seeds if s not in v.identical_seeds]
+    v.floor_check = check_floor(floors)
+    kept = {k for sc in v.floor_check.seeds for k in sc.kept}
     floors_of: dict = {}
     for f in floors:
-        floors_of.setdefault(f.seed, []).append(f)
+        if f.key in kept:
+            floors_of.setdefault(f.seed, []).append(f)
     base_of = {b.seed: b for b in baseline}
     v.per_seed = [_seed_regimes(s, cand_of.get(s), floors_of.get(s, []), rules) for s in seeds]
     regime_of = {sv.seed: sv.regime for sv in v.per_seed}
     for sv in v.per_seed:
-        if sv.regime["video"] == "no floor":
+        sc = v.floor_check.seed(sv.seed)
+        sv.floor_left_out = list(sc.left_out) if sc is not None else []
+        if sc is not None and sc.invalid:
+            v.missing.append(f"seed {sv.seed}: floor invalid ({sc.invalid})")
+        elif sv.regime["video"] == "no floor":
             v.missing.append(f"seed {sv.seed}: no noise-floor run")
-    parts: list[tuple[str, str]] = []  # (word, why)
+    parts: list[tuple[str, str, str]] = []  # (word, why, what decided it)
     # The verdict is outside when any modality is: each modality's intervals at alpha / modalities judged.
     judged_modalities = {
         KINDS[k].modality for s in seeds for r in regime_of[s].values() for k in JUDGED_BY.get(r, ())
@@ -286,46 +324,60 @@ def judge_numbers(
         vals = _values(kind, judged or seeds, cand_of, floors_of)
         if not vals:
             continue
-        r = ratio_reading(kind, KINDS[kind].label, vals, bound=rules.tolerance, alpha=alpha,
-                          prior_sd=rules.floor_log_sd.get(kind, 0.25))  # fmt: skip
+        sd, source = rules.stated_sd(kind)
+        r = ratio_reading(kind, KINDS[kind].label, vals, bound=rules.tolerance, alpha=alpha, prior_sd=sd,
+                          source=source)  # fmt: skip
         if judged:
             v.energy.append(r)
-            parts.append((r.word, r.text))
+            parts.append((r.word, r.text, kind))
             v.missing += [s.note for s in r.per_seed if s.word == "incomplete"]
         else:
             why = {"video": "the video floor is chaotic", "audio": "another audio measure judges"}[modality]
             v.shown.append(f"{r.text.split(':')[0]}: not judged ({why})")
     v.audio_lag = _lag_findings(seeds, cand_of, floors_of)
     if v.audio_lag:
-        parts.append(("outside", "; ".join(v.audio_lag)))
+        parts.append(("outside", "; ".join(v.audio_lag), "lag"))
     chaotic = [s for s in seeds if regime_of[s]["video"] in ("chaotic", "transitional")]
     if chaotic:
         v.latent = _latents(chaotic, cand_of, base_of, rules, rules.accepted_baseline if baseline else None)
         if v.latent.word:
             v.latent.judged = True
-            parts.append((v.latent.word, v.latent.text))
-        if insitu is not None and insitu.word:
-            v.insitu = insitu
-            parts.append((insitu.word if insitu.word in WORDS else "inconclusive", insitu.text))
-    st = judge_stats(cand_stats, exact_stats, rules)
+            parts.append((v.latent.word, v.latent.text, "latents"))
+    left_out = {k for sc in v.floor_check.seeds for k in sc.left_out}
+    exact_ok = [e for e in exact_stats if e.key not in left_out]
+    st = judge_stats([c for c in cand_stats if c.seed not in v.identical_seeds], exact_ok, rules)
     v.stats, v.stats_word, v.stats_text = st.checks, st.word, st.text
     if st.word:
-        parts.append((st.word, st.text))
+        parts.append((st.word, st.text, "statistics"))
         v.missing += [c.text for c in st.checks if c.word == "incomplete"]
     if baseline and rules.accepted_baseline:
         v.baseline = _baseline(v, cand_of, base_of, seeds, regime_of, rules)
-    v.word = _combine([w for w, _ in parts]) if parts else "incomplete"
+    end_to_end = _combine([w for w, _, _ in parts]) if parts else "incomplete"
+    if v.missing and end_to_end in ("within", "inconclusive"):
+        end_to_end = "incomplete"
+    v.end_to_end_word = end_to_end
+    # The in-situ reading is a second reading in every regime: the verdict is outside when it is.
+    if insitu is not None and insitu.word:
+        v.insitu = insitu
+        parts.append((insitu.word if insitu.word in WORDS else "inconclusive", insitu.text, "insitu"))
+    v.word = _combine([w for w, _, _ in parts]) if parts else "incomplete"
     if v.missing and v.word in ("within", "inconclusive"):
         v.word = "incomplete"
+    v.decided_by = _decided_by(v, parts)
     top = decisive_reading(v)
     if top is not None and top.ratio is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = top.ratio, top.ratio_ci, top.metric
-    elif v.insitu is not None:
+    elif v.decided_by == "insitu" and v.insitu is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = v.insitu.ratio, v.insitu.ratio_ci, "insitu"
     _seed_words(v, rules)
-    v.text = verdict_text(v, rules)
+    v.text = verdict_text(v, rules, parts)
     v.accuracy = v.text
     v.sentences = [r.text for r in v.energy] + v.shown + v.audio_lag
+    if v.identical_seeds:
+        v.sentences.insert(0, _identical_text(v.identical_seeds, all_seeds))
+    if v.floor_check is not None:
+        v.sentences += v.floor_check.findings
+    v.sentences += _far_below(v)
     if v.latent is not None:
         v.sentences.append(f"latents: {v.latent.text}")
     if v.insitu is not None:
@@ -334,11 +386,50 @@ def judge_numbers(
         v.sentences.append(st.text)
     if v.baseline is not None:
         v.sentences.append(f"against the accepted baseline: {v.baseline.text}")
-    identical = sum(c.identical_frames for c in cands)
+    identical = sum(c.identical_frames for c in cands if c.seed in seeds)
     if identical:
-        frames = sum(c.frames for c in cands)
+        frames = sum(c.frames for c in cands if c.seed in seeds)
         v.sentences.append(f"identical frames: {identical} of {frames}, counted in the pooled MSE (MSE 0)")
     return v
+
+
+def _identical_text(identical: Sequence, seeds: Sequence) -> str:
+    which = ", ".join(str(s) for s in identical)
+    return (
+        f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
+        "reference's there; the other seeds are judged"
+    )
+
+
+FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
+
+
+def _far_below(v: Verdict) -> list[str]:
+    """A candidate far below its floor is a finding about the floor (too noisy a perturbation, or a
+    floor run that is no exact noise), not praise for the candidate."""
+    out = []
+    for r in v.energy:
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW:
+            out.append(
+                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {r.ratio_ci[1]:.3g} < {FAR_BELOW:g}): "
+                "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+            )
+    return out
+
+
+def _decided_by(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
+    """The part whose word is the verdict's, in the order a reader weighs them: the largest energy
+    reading with that word, then in situ, then the rest."""
+    with_word = [src for w, _, src in parts if w == v.word]
+    energy = [r for r in v.energy if r.word == v.word]
+    if energy:
+        return max(
+            energy, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+        ).metric
+    for src in ("insitu", "lag", "statistics", "latents"):
+        if src in with_word:
+            return src
+    return with_word[0] if with_word else ""
 
 
 def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRules) -> RatioReading | None:
@@ -348,7 +439,8 @@ def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRule
     if not kinds:
         return None
     kind = kinds[0]
-    sigma = next((r.log_sd for r in v.energy if r.metric == kind), None) or rules.floor_log_sd[kind]
+    sigma = next((r.log_sd for r in v.energy if r.metric == kind), None)
+    sigma = sigma if sigma is not None else rules.stated_sd(kind)[0]
     df = next(
         (r.df for r in v.energy if r.metric == kind and r.spread.startswith("spread measured")), math.inf
     )
@@ -362,6 +454,7 @@ def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRule
 
 
 def _seed_words(v: Verdict, rules: VerdictRules) -> None:
+    top = decisive_reading(v)
     for sv in v.per_seed:
         words, worst = [], None
         for r in v.energy:
@@ -371,6 +464,8 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             words.append(sr.word)
             if sr.ratio is not None and (worst is None or sr.ratio > worst.ratio):
                 worst = sr
+        if top is not None:  # the cell quotes the figure the headline quotes
+            worst = next((x for x in top.per_seed if x.seed == sv.seed and x.ratio is not None), worst)
         words += [c.word for c in v.stats if c.judged and c.seed == sv.seed]
         if any(f"seed {sv.seed}:" in x for x in v.audio_lag):
             words.append("outside")
@@ -381,13 +476,23 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             sv.ratio, sv.ci = worst.ratio, worst.ratio_ci
         regime = ", ".join(f"{k} {x}" for k, x in sv.regime.items())
         ratio = f"; ratio {ratio_text(sv.ratio)}" if sv.ratio is not None else ""
-        sv.text = f"seed {sv.seed}: {regime} (floor {fmt_db(sv.floor_psnr)}, {sv.floor_runs} run(s)){ratio}: {sv.word}"
+        left = f", {len(sv.floor_left_out)} left out" if sv.floor_left_out else ""
+        sv.text = (
+            f"seed {sv.seed}: {regime} (floor {fmt_db(sv.floor_psnr)}, {sv.floor_runs} run(s){left}){ratio}: "
+            f"{sv.word}"
+        )
+    for s in v.identical_seeds:
+        v.per_seed.append(SeedVerdict(seed=s, identical=True, word="identical", text=f"seed {s}: identical"))
 
 
 def decisive_reading(v: Verdict) -> RatioReading | None:
-    """The error-energy reading that decides the verdict's word (the largest ratio among those that
-    read the verdict's word, else among all): the one line and the badge both lead with it."""
-    decisive = [r for r in v.energy if r.word == v.word] or list(v.energy)
+    """The error-energy reading that decides the verdict's word (``decided_by``; else the largest ratio
+    among those that read the verdict's word, else among all): the one line and the badge lead with it.
+    None when another part decides (in situ, a lag, the statistics, the latents)."""
+    if v.decided_by and v.decided_by not in KINDS:
+        return None
+    named = [r for r in v.energy if r.metric == v.decided_by]
+    decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
     if not decisive:
         return None
     return max(
@@ -395,11 +500,20 @@ def decisive_reading(v: Verdict) -> RatioReading | None:
     )
 
 
-def verdict_text(v: Verdict, rules: VerdictRules) -> str:
+def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
     """The one line: the word, the decisive evidence with its interval, the rest briefly."""
     bits: list[str] = []
-    judged = [r for r in v.energy]
+    if v.identical_seeds:
+        bits.append(f"identical on seed(s) {', '.join(map(str, v.identical_seeds))}")
     top = decisive_reading(v)
+    lead = next((text for w, text, src in parts if src == v.decided_by and src not in KINDS), "")
+    insitu_bit = ""
+    if v.insitu is not None:
+        insitu_bit = f"in-situ: {v.insitu.text or v.insitu.word} (end to end: {v.end_to_end_word})"
+    if v.decided_by == "insitu":  # the part that decides comes first
+        bits.append(insitu_bit)
+    elif lead:
+        bits.append(lead)
     if top is not None:
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
@@ -407,29 +521,39 @@ def verdict_text(v: Verdict, rules: VerdictRules) -> str:
                 f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
             )
         else:
-            head += f" ({top.label}"
-        others = [_short(r) for r in judged if r is not top]
+            head += f" (no interval; {top.label}"
+        others = [_short(r) for r in v.energy if r is not top]
         head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
         head += f", {len(v.seeds) or 1} seed(s)"
-        if top.word == "inconclusive":
+        if top.word == "inconclusive" and top.ratio_ci is None:
+            head += ": no interval (one floor run per seed, no stated spread)"
+        elif top.word == "inconclusive":
             head += (
                 f": about {top.seeds_to_decide} seed(s) would decide it" if top.seeds_to_decide
                 else ": no practical number of seeds decides it"
             )  # fmt: skip
         bits.append(head)
+    elif v.energy:
+        bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
+    invalid = [sc for sc in (v.floor_check.seeds if v.floor_check else []) if sc.invalid]
+    left = [k for sc in (v.floor_check.seeds if v.floor_check else []) for k in sc.left_out]
+    if left:
+        bits.append(f"floor run(s) left out: {', '.join(left)}")
+    if invalid:
+        bits.append("; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid))
     chaotic = [sv for sv in v.per_seed if sv.regime.get("video") == "chaotic"]
     if chaotic:
         psnrs = ", ".join(fmt_db(sv.floor_psnr) for sv in chaotic)
         low = rules.chaotic_below_db - rules.chaotic_band_db / 2
         bits.append(f"pixel metrics uninformative (floor {psnrs} < {low:g} dB)")
-    if v.insitu is not None:
-        bits.append(f"in-situ: {v.insitu.text or v.insitu.word}")
+    if insitu_bit and v.decided_by != "insitu":
+        bits.append(insitu_bit)
     if v.latent is not None and v.latent.judged:
         bits.append(f"latents {v.latent.word}")
     elif chaotic and v.insitu is None:
         bits.append("no in-situ reading or latents: the video rests on the statistics")
-    bits += v.audio_lag
-    if v.stats_text:
+    bits += [x for x in v.audio_lag if x not in lead]
+    if v.stats_text and v.stats_text != lead:
         bits.append(v.stats_text)
     if v.baseline is not None:
         b = v.baseline

@@ -14,18 +14,12 @@ DEFAULT_TOLERANCE = 2.0
 DEFAULT_CHAOTIC_BELOW_DB = 20.0
 DEFAULT_CHAOTIC_BAND_DB = 4.0
 DEFAULT_AUDIO_COHERENT_MIN_CORR = 0.9
-# The within-seed spread (sd of the log) of one floor run's error energy, assumed where a campaign
-# measures none (one floor run per seed): the H200 example's (three seeds x three exact
-# perturbations, bf16 on a GPU, as the pull request's runs: video MSE 0.03, 1 - SSIM 0.02, audio
-# 0.33), rounded up. The builtin CPU pipeline spreads about ten times more (video 0.29, audio 1.3:
-# harness/bench/verdict_calibration.json); its scenarios run three floor perturbations, so there the
-# spread is measured, never assumed.
-DEFAULT_FLOOR_LOG_SD = {
-    "video_mse": 0.04,
-    "video_1_ssim": 0.04,
-    "audio_error": 0.45,
-    "audio_spectral": 0.25,
-}
+# The kinds whose within-seed spread (sd of the log of one floor run's error energy) a scenario may
+# state, with what was measured where (never assumed: with one floor run per seed and no stated
+# spread a reading has no interval of its own). The H200 example (three seeds x three exact
+# perturbations, bf16): video MSE 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about
+# ten times more (video 0.29, audio 1.3: harness/bench/verdict_calibration.json).
+FLOOR_LOG_SD_KINDS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
 # Keys older scenarios wrote (the min..max statistics rule, the SNR switch to log-mel): read from an
 # older campaign.json, they are dropped (``legacy_free``); in a scenario file they are errors.
 LEGACY_KEYS = ("stats_rel_tol", "audio_snr_min_db")
@@ -71,9 +65,15 @@ class VerdictRules(BaseModel):
         "is at least this is judged by the waveform error energy; below, by the mel spectral error.",
     )
     floor_log_sd: dict[str, float] = Field(
-        default_factory=lambda: dict(DEFAULT_FLOOR_LOG_SD),
-        description="Assumed within-seed spread (sd of the log) of a floor run's error energy per kind, "
-        "used only where every seed has a single floor run (the text says so).",
+        default_factory=dict,
+        description="The within-seed spread (sd of the log) of a floor run's error energy per kind, measured "
+        "for this pipeline elsewhere; used only where every seed has a single floor run, and named in the "
+        "verdict with floor_log_sd_source. Unset: such a reading has no interval of its own.",
+    )
+    floor_log_sd_source: str | None = Field(
+        None,
+        description="Where floor_log_sd was measured (e.g. 'H200 example, 3 seeds x 3 floor runs'): printed "
+        "beside every reading that uses it.",
     )
     stats_detectable: float = Field(
         0.05,
@@ -119,15 +119,21 @@ class VerdictRules(BaseModel):
 
     @model_validator(mode="after")
     def _known_kinds(self) -> VerdictRules:
-        unknown = sorted(set(self.floor_log_sd) - set(DEFAULT_FLOOR_LOG_SD))
+        unknown = sorted(set(self.floor_log_sd) - set(FLOOR_LOG_SD_KINDS))
         if unknown:
             raise ValueError(
-                f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(DEFAULT_FLOOR_LOG_SD)})"
+                f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(FLOOR_LOG_SD_KINDS)})"
             )
-        if any(v <= 0 for v in self.floor_log_sd.values()):
+        if any(not v > 0 for v in self.floor_log_sd.values()):
             raise ValueError("floor_log_sd: every spread must be above 0")
-        self.floor_log_sd = {**DEFAULT_FLOOR_LOG_SD, **self.floor_log_sd}
         return self
+
+    def stated_sd(self, kind: str) -> tuple[float | None, str]:
+        """(the spread the scenario states for ``kind``, its source), (None, "") when none."""
+        sd = self.floor_log_sd.get(kind)
+        if sd is None:
+            return None, ""
+        return sd, f"source: {self.floor_log_sd_source or 'not given'}"
 
 
 def legacy_free(block: dict) -> tuple[dict, list[str]]:

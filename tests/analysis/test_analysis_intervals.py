@@ -51,7 +51,7 @@ def test_words_and_what_would_decide():
 def test_one_floor_run_per_seed_uses_the_stated_assumption():
     seeds = [SeedValues(seed=1, candidate=2.32, floors=[1.0])]
     r = ratio_reading("video_mse", "video MSE", seeds, bound=2.0, alpha=0.05, prior_sd=0.04)
-    assert r.df == math.inf and "spread assumed: sd 0.04" in r.text
+    assert r.df == math.inf and "spread of a run stated by the scenario: sd 0.04" in r.text
     z = stats.norm.ppf(0.975)
     assert r.ratio_ci == pytest.approx(
         [2.32 * math.exp(-z * 0.04 * math.sqrt(2)), 2.32 * math.exp(z * 0.04 * math.sqrt(2))]
@@ -69,14 +69,25 @@ def test_missing_zero_and_non_finite():
     nan_floor = ratio_reading("m", "m", [SeedValues(seed=1, candidate=1.0, floors=[math.nan], floor_keys=["f"])],
                               bound=2, alpha=0.05, prior_sd=0.1)  # fmt: skip
     assert nan_floor.word == "incomplete" and "f is not finite" in nan_floor.text
-    same = ratio_reading(
-        "m", "m", [SeedValues(seed=1, candidate=0.0, floors=[0.0, 0.0])], bound=2, alpha=0.05, prior_sd=0.1
-    )
-    assert same.word == "within" and same.ratio == 1.0
-    worse = ratio_reading(
-        "m", "m", [SeedValues(seed=1, candidate=1e-3, floors=[0.0])], bound=2, alpha=0.05, prior_sd=0.1
-    )
-    assert worse.word == "outside" and "identical to the reference" in worse.text
+    # a floor of energy 0 perturbed nothing: no yardstick, whatever the candidate (never "inf the floor's")
+    for cand in (0.0, 1e-3):
+        no_floor = ratio_reading(
+            "m",
+            "m",
+            [SeedValues(seed=1, candidate=cand, floors=[0.0, 0.0])],
+            bound=2,
+            alpha=0.05,
+            prior_sd=0.1,
+        )
+        assert no_floor.word == "incomplete" and "identical to the reference): no floor" in no_floor.text
+    # a candidate of energy 0 is its own case: ratio 0 on its seed, the other seeds combined without it
+    zero = SeedValues(seed=1, candidate=0.0, floors=[1.0, 1.1, 0.9])
+    rest = [SeedValues(seed=s, candidate=1.0, floors=[1.0, 1.1, 0.9]) for s in (2, 3)]
+    r = ratio_reading("m", "m", [zero, *rest], bound=2, alpha=0.05, prior_sd=None)
+    assert r.per_seed[0].ratio == 0.0 and r.per_seed[0].word == "within"
+    assert r.ratio == pytest.approx(1.0 / np.mean([1.0, 1.1, 0.9])) and r.word == "within"
+    only_zero = ratio_reading("m", "m", [zero], bound=2, alpha=0.05, prior_sd=None)
+    assert only_zero.ratio == 0.0 and only_zero.word == "within"
 
 
 def test_baseline_non_inferiority():

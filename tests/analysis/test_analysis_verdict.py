@@ -47,15 +47,24 @@ def _pair(key: str, psnr: float, psnr_min: float, ssim: float, snr: float, seed:
     return PairErrors.from_psnr(psnr, key=key, seed=seed, ssim_mean=ssim, psnr_min=psnr_min, audio_snr_db=snr)
 
 
-def test_three_step_case_still_reads_outside_the_floor():
-    v = judge_numbers("kernel", [PairErrors.from_psnr(32.28, key="k", seed=42)],
-                      [PairErrors.from_psnr(35.94, key="f", seed=42)])  # fmt: skip
+H200_SPREAD = VerdictRules(floor_log_sd={"video_mse": 0.04, "audio_error": 0.45},
+                           floor_log_sd_source="H200 example, 3 seeds x 3 floor runs")  # fmt: skip
+
+
+def test_three_step_case_reads_outside_the_floor_with_a_stated_spread():
+    one = ([PairErrors.from_psnr(32.28, key="k", seed=42)], [PairErrors.from_psnr(35.94, key="f", seed=42)])
+    v = judge_numbers("kernel", *one, rules=H200_SPREAD)
     r = next(c for c in v.energy if c.metric == "video_mse")
     assert r.ratio == pytest.approx(10**0.366, rel=1e-6)  # 3.66 dB = 2.32x the energy
-    assert r.ratio_ci[0] > 2.0 and r.word == "outside" and "spread assumed" in r.spread
+    assert r.ratio_ci[0] > 2.0 and r.word == "outside"
+    assert "stated by the scenario: sd 0.04 of the log energy (source: H200 example, 3 seeds x 3" in r.spread
     assert v.word == "outside" and v.ratio == pytest.approx(r.ratio) and v.ratio_ci == r.ratio_ci
     assert v.text.startswith("outside: error energy 2.32x the floor's (95% CI 2.")
     assert v.per_seed[0].regime == {"video": "pixel", "audio": "no audio"}
+    # no borrowed confidence: one floor run, one seed and no stated spread give no interval
+    bare = judge_numbers("kernel", *one)
+    assert bare.word == "inconclusive" and bare.ratio_ci is None
+    assert "no interval (one floor run per seed, no stated spread)" in bare.text
 
 
 @pytest.mark.parametrize("arm", sorted(SEED_TABLE))
@@ -107,7 +116,7 @@ def test_a_failure_on_a_chaotic_seed_is_judged():
 
 def test_chaotic_video_and_audio_at_0_db_is_not_equivalent():
     floor = _pair("f", 14.6, 10.0, 0.63, 20.0)
-    v = judge_numbers("c", [_pair("c", 14.0, 10.0, 0.62, 0.0)], [floor],
+    v = judge_numbers("c", [_pair("c", 14.0, 10.0, 0.62, 0.0)], [floor], rules=H200_SPREAD,
                       cand_stats=[stats("c", 69.1, 56.6, 41.0, 23.2, 0.236, 0.9)], exact_stats=SEED_EXACT)  # fmt: skip
     assert v.word == "outside" and not v.equivalent
 
@@ -183,8 +192,12 @@ def test_early_latents_are_judged_absolutely_or_against_the_baseline_never_the_r
     broken = cand.model_copy(update={"latent_psnr": {1: 25.0}})
     assert judge_numbers("c", [broken], [floor]).latent.word == "outside"
     # against the accepted baseline, at matched steps (the baseline saved steps 2 and 3 only)
-    rules = VerdictRules(accepted_baseline="sage")
     base = PairErrors.from_psnr(14.1, seed=1, key="b", latent_psnr={2: 60.0, 3: 31.0})
+    unstated = judge_numbers(
+        "c", [cand], [floor], rules=VerdictRules(accepted_baseline="sage"), baseline=[base]
+    )
+    assert unstated.latent.word == "inconclusive"  # one seed, one run a side, no spread: no interval
+    rules = H200_SPREAD.model_copy(update={"accepted_baseline": "sage"})
     vb = judge_numbers("c", [cand], [floor], rules=rules, baseline=[base])
     assert vb.latent.steps == {"1": 2} and vb.latent.reading.ratio == pytest.approx(1.0)
     assert vb.latent.word == "within" and "sage's" in vb.latent.text
@@ -201,20 +214,31 @@ def test_an_insitu_reading_judges_the_chaotic_regime():
     assert v.ratio == pytest.approx(9.1 and v.ratio)  # the audio ratio is judged and reported
     good = InsituReading(word="within", ratio=1.1, ratio_ci=[0.9, 1.3], text="in-situ 1.1x")
     assert judge_numbers("c", [cand], [floor], insitu=good).insitu.word == "within"
-    # outside the chaotic regime the reading is not what judges
-    pixel = judge_numbers("c", [_pair("c", 40.0, 38, 0.99, 30)], [_pair("f", 40.0, 38, 0.99, 30)], insitu=bad)
-    assert pixel.insitu is None
+    # in the pixel regime too: a second reading beside the end-to-end one, and it decides when outside
+    floors = [
+        _pair("f", 40.0, 38, 0.99, 30),
+        _pair("g", 40.1, 38, 0.99, 30.2),
+        _pair("h", 39.9, 38, 0.99, 29.9),
+    ]
+    pixel = judge_numbers("c", [_pair("c", 40.0, 38, 0.99, 30)], floors, insitu=bad)
+    assert pixel.insitu == bad and pixel.word == "outside" and pixel.decided_by == "insitu"
+    assert pixel.end_to_end_word == "within" and pixel.ratio == 5.0
+    assert pixel.text.startswith("outside: in-situ: in-situ error 5x the floor's (end to end: within)")
 
 
 def test_the_accepted_baseline_gives_a_non_inferiority_reading():
     rules = VerdictRules(accepted_baseline="sage_attn2")
-    floors = [PairErrors.from_psnr(42.5, seed=s, key=f"f{s}{k}") for s in (1, 2, 3) for k in range(3)]
+    floors = [
+        PairErrors.from_psnr(42.5 + 0.15 * (k - 1), seed=s, key=f"f{s}{k}")
+        for s in (1, 2, 3)
+        for k in range(3)
+    ]
     cands = [PairErrors.from_psnr(40.6, seed=s, key=f"c{s}") for s in (1, 2, 3)]
     base = [PairErrors.from_psnr(40.4, seed=s, key=f"b{s}") for s in (1, 2, 3)]
     v = judge_numbers("c", cands, floors, rules=rules, baseline=base)
     assert v.baseline.ratio == pytest.approx(10 ** (-0.02), rel=1e-6) and v.baseline.word == "not worse"
     assert (
-        "error energy 0.95x sage_attn2's (95% CI 0.882-1.03)" in v.text
+        "error energy 0.95x sage_attn2's (95% CI 0.891-1.02)" in v.text
         and "margin 1.25x: not worse" in v.text
     )
 
@@ -229,7 +253,7 @@ def test_one_identical_frame_neither_lifts_a_candidate_nor_sinks_the_floor():
     cand = PairErrors(
         key="cand", seed=1, frames=frames, video_mse=float(np.mean(cand_mse)), identical_frames=1
     )
-    v = judge_numbers("cand", [cand], [floor])
+    v = judge_numbers("cand", [cand], [floor], rules=H200_SPREAD)
     assert v.per_seed[0].floor_psnr == pytest.approx(psnr_from_mse(3.6)) and math.isfinite(
         v.per_seed[0].floor_psnr
     )
@@ -279,3 +303,86 @@ def test_the_headline_ratio_is_the_one_that_decides_the_word():
     assert decisive_reading(Verdict(arm="k", word="outside", energy=[audio, video])) is video
     assert decisive_reading(Verdict(arm="k", word="inconclusive", energy=[audio, video])) is audio
     assert decisive_reading(Verdict(arm="k", word="incomplete")) is None
+
+
+def _seeded(psnr: float, seed: int, key: str, snr: float = 30.0, **kw) -> PairErrors:
+    return PairErrors.from_psnr(psnr, key=key, seed=seed, ssim_mean=0.99, audio_snr_db=snr, **kw)
+
+
+def _floors(seeds=(42, 43), psnrs=(40.0, 40.3, 39.8)) -> list[PairErrors]:
+    return [_seeded(p, s, f"f{i}@{s}", 30.0 + 0.2 * i) for s in seeds for i, p in enumerate(psnrs)]
+
+
+def test_identical_output_on_every_seed_reads_identical_first_and_alone():
+    same = [PairErrors(key=f"c@{s}", seed=s, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf,
+                       identical=True) for s in (42, 43)]  # fmt: skip
+    v = judge_numbers("c", same, _floors())
+    assert (
+        v.word == "identical"
+        and v.text == "identical (2 of 2 seed(s)): output bitwise equal to the reference's"
+    )
+    assert v.energy == [] and v.ratio is None and v.sentences == [v.text]
+    one = judge_numbers("c", same[:1], _floors()[:1])  # one floor run: still identical, never "inconclusive"
+    assert one.word == "identical"
+
+
+def test_identical_on_one_seed_is_said_and_the_other_seeds_are_judged():
+    cands = [PairErrors(key="c@42", seed=42, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf, identical=True),
+             _seeded(30.0, 43, "c@43")]  # fmt: skip
+    v = judge_numbers("c", cands, _floors())
+    assert v.identical_seeds == [42] and v.word == "outside"  # seed 43 is 10x its floor
+    assert v.text.startswith("outside: identical on seed(s) 42; error energy")
+    assert [r.per_seed[0].seed for r in v.energy] == [43] * len(v.energy)
+    assert v.sentences[0].startswith("identical on seed(s) 42 (1 of 2)")
+    assert [sv.word for sv in v.per_seed] == ["outside", "identical"]
+
+
+def test_a_broken_floor_run_is_left_out_and_named():
+    floors = _floors()
+    # one floor run of seed 43 is really a quantised kernel's output (13x the others)
+    broken = [f if f.key != "f1@43" else _seeded(40.3 - 10 * math.log10(13), 43, "f1@43") for f in floors]
+    cand = [_seeded(40.0 - 10 * math.log10(13), s, f"c@{s}") for s in (42, 43)]  # 13x the intact floor
+    v = judge_numbers("c", cand, broken)
+    assert v.word == "outside", v.text
+    assert "floor run(s) left out: f1@43" in v.text
+    assert any(s.startswith("floor run f1@43 left out: video MSE 11.9x the other floor runs' of seed 43 (margin 5")
+               for s in v.sentences)  # fmt: skip
+    near = [
+        _seeded(40.0, s, f"n@{s}") for s in (42, 43)
+    ]  # as exact as the floor: never below it by a bad run
+    assert judge_numbers("n", near, broken).energy[0].ratio == pytest.approx(1.0, rel=0.15)
+
+
+def test_a_floor_identical_to_the_reference_is_left_out_never_inf():
+    floors = _floors(seeds=(42,))
+    same = PairErrors(
+        key="same@42", seed=42, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf, identical=True
+    )
+    v = judge_numbers("c", [_seeded(40.1, 42, "c")], [*floors, same])
+    assert "floor run same@42 left out: identical to the reference (no perturbation)" in v.sentences
+    assert v.word == "within" and "inf" not in v.text
+    only = judge_numbers("c", [_seeded(40.1, 42, "c")], [same])
+    assert only.word == "incomplete" and "floor invalid (every floor run was left out)" in only.text
+
+
+def test_a_candidates_lag_is_judged_against_the_floors_lag_never_dropped():
+    floors = [
+        f.model_copy(update={"audio_residual_lag": 1, "audio_rate": 32000}) for f in _floors(seeds=(42,))
+    ]
+    cand = _seeded(40.1, 42, "c", audio_residual_lag=640, audio_rate=32000)  # 20 ms
+    v = judge_numbers("c", [cand], floors)
+    assert v.word == "outside" and v.decided_by == "lag"
+    assert v.text.startswith("outside: seed 42: audio residual lag +640 samples (+20.0 ms), B late, where the "
+                             "floor's largest is 1 sample(s)")  # fmt: skip
+    small = cand.model_copy(update={"audio_residual_lag": 2})  # within the floor's lag and the margin
+    assert judge_numbers("c", [small], floors).audio_lag == []
+
+
+def test_the_per_seed_cell_quotes_the_figure_the_headline_quotes():
+    # video reads within, audio inconclusive: the headline's reading and every seed cell are the same kind
+    floors = _floors()
+    cands = [_seeded(40.0, s, f"c@{s}", snr=30.0 - 10 * math.log10(2.0)) for s in (42, 43)]
+    v = judge_numbers("c", cands, floors)
+    top = next(r for r in v.energy if r.metric == v.ratio_metric)
+    assert v.decided_by == top.metric
+    assert [sv.ratio for sv in v.per_seed] == [s.ratio for s in top.per_seed]

@@ -1,0 +1,148 @@
+"""The noise floor checked before it judges: per seed, each floor run against the others.
+
+A floor run is an exact perturbation of the reference (e.g. K/V order reversed): its error
+energies are what exact attention alone moves. One bad run (a quantised kernel's output, another
+seed's, no perturbation at all) would be averaged into the floor and move every verdict, so
+before any candidate is judged, per seed:
+
+* a floor run **identical** to the reference (bitwise, or every energy 0) perturbed nothing: it
+  is left out, named;
+* **leave one out**: with three or more floor runs in a seed, a run whose log energy of any kind
+  lies further from the mean of the seed's other runs than ``max(log OUTLIER_FACTOR, OUTLIER_Z *
+  sigma * sqrt(1 + 1/(k - 1)))`` is left out, named with its factor (sigma: the within-seed sd of
+  the log energy pooled over the other runs of every seed; the factor floor keeps a spread
+  estimated from few runs from flagging ordinary ones). The worst run goes first and the seed is
+  checked again;
+* two floor runs that disagree by that margin (sigma from other seeds only) cannot say which is
+  wrong: the seed's floor is **invalid**, as is a seed whose every run was left out.
+
+A seed with one floor run cannot be checked: said, not hidden. What remains judges.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from harness.analysis.energy import KINDS, PairErrors, is_identical
+from harness.number_format import ratio_text
+from harness.records import Record
+
+OUTLIER_FACTOR = 5.0  # a floor run within this factor of the others is never left out
+OUTLIER_Z = 4.0  # nor within this many sds of the run-to-run spread
+CHECKED_KINDS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
+
+
+class SeedFloorCheck(Record):
+    seed: int | None = None
+    kept: list[str] = Field(default_factory=list)  # floor run keys that judge
+    left_out: dict[str, str] = Field(default_factory=dict)  # key -> why
+    invalid: str = ""  # why the seed has no usable floor ("" when it has one)
+    checked: bool = False  # False: fewer than two floor runs, nothing to check against
+
+
+class FloorCheck(Record):
+    seeds: list[SeedFloorCheck] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list)  # one line per run left out or seed invalid
+
+    def seed(self, seed: int | None) -> SeedFloorCheck | None:
+        return next((s for s in self.seeds if s.seed == seed), None)
+
+
+def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
+    get = KINDS[kind].get
+    out = {}
+    for r in runs:
+        x = get(r)
+        if x is not None and math.isfinite(x) and x > 0:
+            out[r.key] = math.log(x)
+    return out
+
+
+def _pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
+    ss = df = 0.0
+    for g in groups:
+        if len(g) >= 2:
+            m = statistics.fmean(g)
+            ss += sum((x - m) ** 2 for x in g)
+            df += len(g) - 1
+    return math.sqrt(ss / df) if df else None
+
+
+def _margin(sigma: float | None, others: int) -> float:
+    base = math.log(OUTLIER_FACTOR)
+    if sigma is None:
+        return base
+    return max(base, OUTLIER_Z * sigma * math.sqrt(1 + 1 / max(1, others)))
+
+
+def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, float, float] | None:
+    """(key, factor to the others, margin as a factor) of the run of ``kind`` furthest outside the
+    others' spread, None when every run is within it."""
+    logs = _logs(seed_runs, kind)
+    if len(logs) < 2:
+        return None
+    other_groups = [list(_logs(rs, kind).values()) for rs in rest.values()]
+    worst = None
+    for key, x in logs.items():
+        others = [v for k, v in logs.items() if k != key]
+        if len(others) == 1:  # two runs: the spread must come from other seeds
+            sigma = _pooled_sd(other_groups)
+            if sigma is None:
+                continue
+        else:
+            sigma = _pooled_sd([others, *other_groups])
+        d = x - statistics.fmean(others)
+        margin = _margin(sigma, len(others))
+        if abs(d) > margin and (worst is None or abs(d) - margin > worst[3]):
+            worst = (key, d, margin, abs(d) - margin)
+    return None if worst is None else (worst[0], math.exp(worst[1]), math.exp(worst[2]))
+
+
+def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
+    """Every seed's floor runs checked (module docstring); ``floors``: each run against its seed's
+    reference."""
+    by_seed: dict = {}
+    for f in floors:
+        by_seed.setdefault(f.seed, []).append(f)
+    out = FloorCheck()
+    kept: dict = {}
+    for seed, runs in by_seed.items():
+        sc = SeedFloorCheck(seed=seed, checked=len(runs) >= 2)
+        for r in runs:
+            if is_identical(r):
+                sc.left_out[r.key] = "identical to the reference (no perturbation)"
+        kept[seed] = [r for r in runs if r.key not in sc.left_out]
+        out.seeds.append(sc)
+    for sc in out.seeds:  # leave one out, the worst first, until every run is within the others' spread
+        seed = sc.seed
+        where = f"seed {seed}" if seed is not None else "the floor"
+        while len(kept[seed]) >= 2 and not sc.invalid:
+            rest = {s: rs for s, rs in kept.items() if s != seed}
+            found = [(k, w) for k in CHECKED_KINDS if (w := _worst(kept[seed], rest, k)) is not None]
+            if not found:
+                break
+            kind, (key, factor, margin) = max(found, key=lambda t: abs(math.log(t[1][1])))
+            label = KINDS[kind].label
+            if len(kept[seed]) == 2:
+                a, b = (r.key for r in kept[seed])
+                sc.invalid = (
+                    f"its two floor runs ({a}, {b}) disagree: {label} {ratio_text(max(factor, 1 / factor))} "
+                    f"apart (margin {ratio_text(margin)}): which one is wrong cannot be told"
+                )
+                break
+            sc.left_out[key] = (
+                f"{label} {ratio_text(factor)} the other floor runs' of {where} (margin {ratio_text(margin)}): "
+                "not exact noise (another kernel, another seed?)"
+            )
+            kept[seed] = [r for r in kept[seed] if r.key != key]
+        if not kept[seed] and not sc.invalid:
+            sc.invalid = "every floor run was left out"
+        sc.kept = [] if sc.invalid else [r.key for r in kept[seed]]
+        out.findings += [f"floor run {k} left out: {why}" for k, why in sc.left_out.items()]
+        if sc.invalid:
+            out.findings.append(f"{where}: floor invalid: {sc.invalid}")
+    return out
