@@ -82,7 +82,7 @@ def rule_text(rules: VerdictRules) -> str:
         f"{rules.alpha:g} and a change over {100 * rules.stats_min_effect:g}% of the mean; within only when a "
         f"change of {100 * rules.stats_detectable:g}% of the mean is "
         f"detectable; counts: more than max(exact) + {100 * rules.count_tolerance:g}% of the frames (at least 1; "
-        f"NaN-like frames: any more); judged: {', '.join(TYPICAL_STATS + COUNT_STATS)}; shown only (extremes): "
+        f"NaN-like frames, and any kind no exact run has: any more); judged: {', '.join(TYPICAL_STATS + COUNT_STATS)}; shown only (extremes): "
         + ", ".join(SHOWN_STATS)
     )
 
@@ -147,7 +147,13 @@ def _count(c: StatsSample, name: str, exact: Sequence[StatsSample], rules: Verdi
         chk.word, chk.text = "incomplete", f"{name}{where}: the candidate lacks it (the exact runs have it)"
         return chk
     frames = c.frames or 0
-    allow = 0.0 if name == "nan_like_frames" else max(1.0, math.ceil(rules.count_tolerance * frames))
+    # A kind of frame no exact run of the seed has is a defect from its first frame: no allowance.
+    none_exact = max(runs) == 0
+    allow = (
+        0.0
+        if name == "nan_like_frames" or none_exact
+        else max(1.0, math.ceil(rules.count_tolerance * frames))
+    )
     chk.lo, chk.hi, chk.center = max(0.0, min(runs) - allow), max(runs) + allow, statistics.fmean(runs)
     ok = math.isfinite(chk.value) and chk.lo <= chk.value <= chk.hi
     chk.word = "within" if ok else "outside"

@@ -103,8 +103,18 @@ def test_counts_follow_their_own_rule():
     bad = sample(
         "d", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=0.0, frozen_frames=2.0, nan_like_frames=1.0
     )
+    frozen = next(c for c in judge_stats([bad], exact, VerdictRules()).checks if c.stat == "frozen_frames")
+    assert frozen.word == "within" and frozen.hi == 4.0  # the exact runs' 2, and 1 % of 200 frames
+    # no exact run has a black frame: the candidate's first one is outside (no allowance)
     black = next(c for c in judge_stats([ok], exact, VerdictRules()).checks if c.stat == "black_frames")
-    assert black.word == "within" and black.hi == 2.0  # 1 % of 200 frames
+    assert black.word == "outside" and black.hi == 0.0
+    one_frozen = sample("f", 1, (100, 50, 10, 3, 0.1), frames=200, black_frames=0.0, frozen_frames=1.0,
+                        nan_like_frames=0.0)  # fmt: skip
+    no_frozen = [e.model_copy(update={"values": {**e.values, "frozen_frames": 0.0}}) for e in exact]
+    check = next(
+        c for c in judge_stats([one_frozen], no_frozen, VerdictRules()).checks if c.stat == "frozen_frames"
+    )
+    assert check.word == "outside" and "frozen_frames (seed 1) 1 outside [0, 0]" in check.text
     nan_like = next(
         c for c in judge_stats([bad], exact, VerdictRules()).checks if c.stat == "nan_like_frames"
     )
