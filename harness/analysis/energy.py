@@ -90,6 +90,8 @@ def mse_from_psnr(psnr_db: float, peak: float = PEAK) -> float:
 def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
     if math.isnan(mse):
         return math.nan
+    if math.isinf(mse):
+        return -math.inf
     return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
 
 

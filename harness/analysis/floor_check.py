@@ -11,8 +11,8 @@ before any candidate is judged, per seed:
   lies further from the mean of the seed's other runs than ``max(log OUTLIER_FACTOR, OUTLIER_Z *
   sigma * sqrt(1 + 1/(k - 1)))`` is left out, named with its factor (sigma: the within-seed sd of
   the log energy pooled over the other runs of every seed; the factor floor keeps a spread
-  estimated from few runs from flagging ordinary ones). The worst run goes first and the seed is
-  checked again;
+  estimated from few runs from flagging ordinary ones). The run furthest outside, in units of its
+  margin, goes first and the seed is checked again;
 * two floor runs that disagree by that margin (sigma from other seeds only) cannot say which is
   wrong: the seed's floor is **invalid**, as is a seed whose every run was left out.
 
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from harness.analysis.energy import KINDS, PairErrors, is_identical
+from harness.analysis.intervals import safe_exp
 from harness.number_format import ratio_text
 from harness.records import Record
 
@@ -80,8 +81,8 @@ def _margin(sigma: float | None, others: int) -> float:
 
 
 def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, float, float] | None:
-    """(key, factor to the others, margin as a factor) of the run of ``kind`` furthest outside the
-    others' spread, None when every run is within it."""
+    """(key, log factor to the others, log margin) of the run of ``kind`` furthest outside the others'
+    spread in units of its margin, None when every run is within it."""
     logs = _logs(seed_runs, kind)
     if len(logs) < 2:
         return None
@@ -97,9 +98,12 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
             sigma = _pooled_sd([others, *other_groups])
         d = x - statistics.fmean(others)
         margin = _margin(sigma, len(others))
-        if abs(d) > margin and (worst is None or abs(d) - margin > worst[3]):
-            worst = (key, d, margin, abs(d) - margin)
-    return None if worst is None else (worst[0], math.exp(worst[1]), math.exp(worst[2]))
+        # ties go to the larger key, so the order of the runs never matters
+        if abs(d) > margin and (
+            worst is None or (abs(d) / margin, key) > (abs(worst[1]) / worst[2], worst[0])
+        ):
+            worst = (key, d, margin)
+    return worst
 
 
 def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
@@ -117,25 +121,27 @@ def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
                 sc.left_out[r.key] = "identical to the reference (no perturbation)"
         kept[seed] = [r for r in runs if r.key not in sc.left_out]
         out.seeds.append(sc)
+    before = dict(kept)  # other seeds lend their spread as found, so the order of seeds never matters
     for sc in out.seeds:  # leave one out, the worst first, until every run is within the others' spread
         seed = sc.seed
         where = f"seed {seed}" if seed is not None else "the floor"
+        rest = {s: rs for s, rs in before.items() if s != seed}
         while len(kept[seed]) >= 2 and not sc.invalid:
-            rest = {s: rs for s, rs in kept.items() if s != seed}
             found = [(k, w) for k in CHECKED_KINDS if (w := _worst(kept[seed], rest, k)) is not None]
             if not found:
                 break
-            kind, (key, factor, margin) = max(found, key=lambda t: abs(math.log(t[1][1])))
-            label = KINDS[kind].label
+            # the run furthest outside its margin, in any kind (a noisy kind's big factor is no evidence)
+            kind, (key, d, margin) = max(found, key=lambda t: (abs(t[1][1]) / t[1][2], t[1][0], t[0]))
+            label, factor = KINDS[kind].label, ratio_text(safe_exp(d))
             if len(kept[seed]) == 2:
                 a, b = (r.key for r in kept[seed])
                 sc.invalid = (
-                    f"its two floor runs ({a}, {b}) disagree: {label} {ratio_text(max(factor, 1 / factor))} "
-                    f"apart (margin {ratio_text(margin)}): which one is wrong cannot be told"
+                    f"its two floor runs ({a}, {b}) disagree: {label} {ratio_text(safe_exp(abs(d)))} apart "
+                    f"(margin {ratio_text(safe_exp(margin))}): which one is wrong cannot be told"
                 )
                 break
             sc.left_out[key] = (
-                f"{label} {ratio_text(factor)} the other floor runs' of {where} (margin {ratio_text(margin)}): "
+                f"{label} {factor} the other floor runs' of {where} (margin {ratio_text(safe_exp(margin))}): "
                 "not exact noise (another kernel, another seed?)"
             )
             kept[seed] = [r for r in kept[seed] if r.key != key]

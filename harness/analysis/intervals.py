@@ -123,6 +123,12 @@ def safe_exp(x: float) -> float:
     return math.inf if x > MAX_LOG else math.exp(max(x, -MAX_LOG - 50))
 
 
+def safe_mean(xs: Sequence[float]) -> float:
+    """The mean of finite non-negative values, scaled by the largest so that huge ones never overflow."""
+    top = max(xs)
+    return 0.0 if top == 0 else top * (sum(x / top for x in xs) / len(xs))
+
+
 def _ci(logr: float, se: float, q: float) -> list[float]:
     return [safe_exp(logr - q * se), safe_exp(logr + q * se)]
 
@@ -150,7 +156,7 @@ def _seed_ratio(
     if bad_floor:
         out.word, out.note = "incomplete", f"{where}: {label} of {', '.join(bad_floor)} is not finite"
         return out, None
-    out.floor = statistics.fmean(s.floors)
+    out.floor = safe_mean(s.floors)
     if s.candidate is None:
         out.word, out.note = "incomplete", f"{where}: the candidate has no {label} (the floor has)"
         return out, None
