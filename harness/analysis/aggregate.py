@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 
 from harness.analysis.model import ArmAggregate, Spread
 from harness.analysis.speed import campaign_speed_tests
@@ -90,11 +91,16 @@ def timing_note(r: RunSummary) -> str:
 
 
 def arm_aggregates(
-    runs: list[RunSummary], comparisons: list[Comparison], reference_arm: str | None, rules: VerdictRules
+    runs: list[RunSummary],
+    comparisons: list[Comparison],
+    reference_arm: str | None,
+    rules: VerdictRules,
+    families: Mapping[str, str] | None = None,
 ) -> list[ArmAggregate]:
-    """One aggregate per arm, in the order the arms first appear in ``runs``."""
+    """One aggregate per arm, in the order the arms first appear in ``runs``; ``families``: arm -> the
+    Holm family of its speed tests (``analysis.speed.speed_families``; default: by role)."""
     out = []
-    tests = campaign_speed_tests(runs, reference_arm, rules)
+    tests = campaign_speed_tests(runs, reference_arm, rules, families=families)
     for arm in dict.fromkeys(r.arm for r in runs):
         arm_runs = [r for r in runs if r.arm == arm]
         first = arm_runs[0]

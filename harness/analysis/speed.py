@@ -1,15 +1,20 @@
 """The speed tests of one campaign: each arm against the reference, runs as samples, paired where the
-design pairs them, corrected together (Holm), and the stopping rule of ``repeats: auto``.
+design pairs them, corrected by family (Holm), and the stopping rule of ``repeats: auto``.
 
 Design of a test (``compare.significance``): the arm's and the reference's runs share every
 (seed, repeat): **paired** (each round ran both side by side); they share seeds only (e.g. a
-noise floor that runs once per seed): **blocked by seed**; else **unpaired**. The p-values of
-every test a report prints (each arm x DiT s/step and pipeline total) are adjusted together.
+noise floor that runs once per seed): **blocked by seed**; else **unpaired**.
+
+Holm's families: the p-values of the tests (each arm x DiT s/step and pipeline total) are adjusted
+together within one family of arms only: the candidates' tests are the report's question, and the
+noise floors, schedules (hybrids) and shadowed copies of the reference answer other questions, each
+in a family of its own, so that they neither dilute nor lend power to the candidates' words. An
+arm's family comes from ``families`` (``speed_families``), else from its role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from harness.compare.significance import (
     SpeedTest,
@@ -22,6 +27,19 @@ from harness.compare.summary import RunSummary
 from harness.scenario.verdict import VerdictRules
 
 TIMINGS = {"s_per_step": "DiT s/step", "pipeline_total_s": "pipeline total"}
+ROLE_FAMILIES = {"candidate": "candidates", "noise_floor": "noise floors", "reference": "reference"}
+SCHEDULES, SHADOWED_COPIES = "schedules", "shadowed copies"
+
+
+def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
+                   shadowed_copies: Iterable[str] = ()) -> dict[str, str]:  # fmt: skip
+    """arm -> Holm family: a schedule (hybrid) arm in ``schedules``, a shadowed copy of the reference
+    (shadowed runs whose own attention is exact) in ``shadowed copies``, any other by its role
+    (``candidates``, ``noise floors``; an unknown role is a family of its own name)."""
+    out = {arm: ROLE_FAMILIES.get(role, role) for arm, role in roles.items()}
+    out.update(dict.fromkeys((a for a in schedules if a in roles), SCHEDULES))
+    out.update(dict.fromkeys((a for a in shadowed_copies if a in roles), SHADOWED_COPIES))
+    return out
 
 
 def _value(r: RunSummary, timing: str) -> float | None:
@@ -45,32 +63,38 @@ def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], t
             for s in seeds
         ]
         blocked = compare_blocked(blocks, what=what, **kw)
-        if blocked.speedup_ci is not None:
+        if blocked.speedup_ci is not None:  # no within-seed df, or zero spread within seeds: unpaired
             return blocked
     return compare_samples(
         [_value(r, timing) for r in ref], [_value(r, timing) for r in arm], what=what, **kw
     )
 
 
-def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None,
-                         rules: VerdictRules) -> dict[str, dict[str, SpeedTest]]:  # fmt: skip
-    """arm -> timing -> test, for every arm but the reference; Holm over all of them."""
+def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, rules: VerdictRules,
+                         families: Mapping[str, str] | None = None) -> dict[str, dict[str, SpeedTest]]:  # fmt: skip
+    """arm -> timing -> test, for every arm but the reference; Holm within each family of arms.
+
+    ``families``: arm -> family name (``speed_families``); an arm it leaves out (or all, when None)
+    is in the family of its runs' role."""
     out: dict[str, dict[str, SpeedTest]] = {}
     if reference_arm is None:
         return out
+    family = speed_families({r.arm: r.role for r in runs}) | dict(families or {})
     ref = [r for r in runs if r.arm == reference_arm]
     for arm in dict.fromkeys(r.arm for r in runs):
         if arm == reference_arm:
             continue
         arm_runs = [r for r in runs if r.arm == arm]
         out[arm] = {t: speed_test(arm_runs, ref, t, rules) for t in TIMINGS}
-    holm_tests([t for tests in out.values() for t in tests.values() if t.p is not None])
+    for name in dict.fromkeys(family[a] for a in out):
+        holm_tests([t for a, tests in out.items() if family[a] == name for t in tests.values()], name)
     return out
 
 
 def interval_widths(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str]) -> dict[str, float | None]:
     """'arm timing' -> relative width of the speed-up's interval ((hi - lo) / speed-up; None: no
-    interval yet), for the arms whose timing is a baseline (candidates)."""
+    interval yet; 0 for zero spread: more runs of identical timings narrow nothing), for the arms
+    whose timing is a baseline (candidates)."""
     out: dict[str, float | None] = {}
     for arm, by in tests.items():
         if roles.get(arm) != "candidate":
@@ -79,6 +103,9 @@ def interval_widths(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str
             if not t.n_arm:  # never ran here (skipped): nothing to narrow
                 continue
             ci, s = t.speedup_ci, t.speedup
+            if t.word == "zero spread":
+                out[f"{arm} {TIMINGS[timing]}"] = 0.0
+                continue
             out[f"{arm} {TIMINGS[timing]}"] = (ci[1] - ci[0]) / s if ci and s else None
     return out
 
@@ -89,7 +116,14 @@ def auto_note(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str], rep
     widths = interval_widths(tests, roles)
     wide = {k: w for k, w in widths.items() if w is None or w >= target}
     if not wide:
-        return f"repeats auto: {repeats} round(s); every speed-up interval is narrower than {100 * target:g}%"
+        flat = sum(
+            t.word == "zero spread"
+            for a, by in tests.items()
+            if roles.get(a) == "candidate"
+            for t in by.values()
+        )
+        zero = f" ({flat} with zero spread: no interval, nothing to narrow)" if flat else ""
+        return f"repeats auto: {repeats} round(s); every speed-up interval is narrower than {100 * target:g}%{zero}"
     k = max(wide, key=lambda x: wide[x] if wide[x] is not None else float("inf"))
     shown = "no interval" if wide[k] is None else f"{100 * wide[k]:.2g}% wide"
     return (

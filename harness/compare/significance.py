@@ -10,15 +10,23 @@ step inside it. The interval is a t interval on log times:
   within-seed log ratio, with the within-seed variance pooled over seeds and sides;
 * ``compare_samples``: two independent sets of runs: Welch's t on log times.
 
-The word a report prints (``SpeedTest.word``):
+The interval printed is always this comparison's own, **unadjusted**, at 1 - ``alpha``; Holm's
+correction (``holm_tests``, over one family of tests) adjusts only the p-value. So the interval
+excludes 1 exactly when the unadjusted test rejects, and a word that rests on the adjusted test
+names the correction. The word a report prints (``SpeedTest.word``), first that applies:
 
-* ``faster`` / ``slower``: the test rejects equal times at ``alpha`` after the report's Holm
-  correction (``holm``) and the whole interval lies beyond the minimum effect (1 + ``min_effect``
-  above 1, or below its inverse);
+* ``too few runs``: fewer than 2 runs a side (or 2 pairs / 1 degree of freedom); no interval;
+* ``zero spread``: no spread of the log times (or of the log ratios, paired; within seeds,
+  blocked): the ratio only, no interval, no p, no claim (a zero-width interval is no evidence);
+* ``faster`` / ``slower``: the Holm-adjusted test rejects equal times at ``alpha`` and the whole
+  interval lies beyond the minimum effect (1 + ``min_effect`` above 1, or below its inverse);
 * ``no meaningful difference``: the whole interval lies inside the minimum effect's band;
-* ``no difference detected``: neither, with the change this design could detect (two-sided
-  ``alpha``, power 80 %);
-* ``too few runs``: fewer than 2 runs a side (or 2 pairs / 1 degree of freedom).
+* ``no difference detected``: the interval includes 1, with the change this design could detect
+  (two-sided ``alpha``, power 80 %);
+* ``not significant after Holm``: the interval excludes 1 but the Holm-adjusted p does not reach
+  ``alpha`` (the line says over how many tests);
+* ``difference detected, size unclear``: the adjusted test rejects but the interval reaches
+  inside the minimum effect's band: no speed word, no denial either.
 
 Pure functions, no I/O: reports, history pages, ``harness compare`` and the overhead tool all
 call this one place.
@@ -40,9 +48,23 @@ from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the sc
 
 MIN_SAMPLES = 2  # runs a side (or pairs) for an interval
 POWER = 0.8  # of the detectable change a "no difference detected" states
+ZERO_SPREAD = 1e-12  # se of a mean log ratio under this: round-off of equal timings, not spread
 TEST_NAME = "t interval on log times"
 
-Word = Literal["faster", "slower", "no meaningful difference", "no difference detected", "too few runs"]
+Word = Literal[
+    "faster",
+    "slower",
+    "no meaningful difference",
+    "no difference detected",
+    "not significant after Holm",
+    "difference detected, size unclear",
+    "zero spread",
+    "too few runs",
+]
+ZERO_SPREAD_TEXT = {  # what had no spread, by design
+    "paired by seed and repeat": "the ratio identical on every pair",
+    "blocked by seed": "timings identical within every seed",
+}
 Design = Literal["paired by seed and repeat", "blocked by seed", "unpaired", "one run a side", ""]
 
 
@@ -66,7 +88,9 @@ class SpeedTest(Record):
     speedup: float | None = None  # reference time / arm time (geometric means)
     speedup_ci: list[float] | None = None  # [lo, hi] at 1 - alpha
     p: float | None = None  # two-sided, of equal times
-    p_adjusted: float | None = None  # Holm over the tests of one report (= p until ``holm``)
+    p_adjusted: float | None = None  # Holm over the tests of one family (= p until ``holm``)
+    family: str = ""  # the family Holm adjusted over ("candidates", "noise floors", ...)
+    family_size: int = 0  # tests in that family (0: not adjusted)
     alpha: float = DEFAULT_ALPHA
     min_effect: float = DEFAULT_MIN_EFFECT
     detectable: float | None = None  # the relative change this design detects (alpha, 80 % power)
@@ -95,6 +119,9 @@ class SpeedTest(Record):
             return f"no timing (n={self.n_ref}/{self.n_arm} {self.samples})"
         n = f"n={self.n_ref}/{self.n_arm} {self.samples}"
         head = f"speed-up {fmt_speedup_value(self.speedup)}"
+        if self.word == "zero spread":
+            what = ZERO_SPREAD_TEXT.get(self.design, "timings identical on every run")
+            return f"{head}: zero spread: {what} ({n}), no interval, no claim"
         if self.speedup_ci is None:
             if self.design == "one run a side":
                 return (
@@ -105,9 +132,20 @@ class SpeedTest(Record):
         ci = f"{100 * (1 - self.alpha):.10g}% CI {lo:.3g}-{hi:.3g}"
         design = f", {self.design}" if self.design and self.design != "unpaired" else ""
         p = f"p={fmt_p(self.p)}"
+        over = f" over {self.family_size} tests" if self.family_size > 1 else ""
         if self.p_adjusted is not None and self.p_adjusted != self.p:
-            p += f", Holm {fmt_p(self.p_adjusted)}"
+            p += f", Holm {fmt_p(self.p_adjusted)}{over}"
         effect = f"minimum effect {100 * self.min_effect:g}%"
+        if self.word == "not significant after Holm":
+            return (
+                f"{head} ({ci}; {n}{design}): not significant after Holm{over} ({p}; the "
+                f"{100 * (1 - self.alpha):.10g}% CI excludes 1 before the correction, {effect})"
+            )
+        if self.word == "difference detected, size unclear":
+            return (
+                f"{head} ({ci}; {n}{design}): difference detected, size unclear (the interval reaches "
+                f"inside the {effect}; {p})"
+            )
         if self.word == "no difference detected":
             could = (
                 f"; could detect a change of {100 * self.detectable:.2g}% at this n"
@@ -123,24 +161,30 @@ class SpeedTest(Record):
             self.p_adjusted = p_adjusted
         elif self.p_adjusted is None:
             self.p_adjusted = self.p
-        self.word = speed_word(self)
+        if self.word != "zero spread":  # set by ``_interval``: no interval, no p, no word to find
+            self.word = speed_word(self)
         head = f"{self.what}: " if self.what else ""
         self.line = f"{head}{self.side('ref')} -> {self.side('arm')}: {self.words}"
         return self
 
 
 def speed_word(t: SpeedTest) -> Word:
+    """The word of the module docstring; read against the interval itself (never against p alone),
+    so that round-off between the interval and its p cannot make them disagree."""
     if t.speedup_ci is None or t.p_adjusted is None:
         return "too few runs"
     lo, hi = t.speedup_ci
     up, down = 1.0 + t.min_effect, 1.0 / (1.0 + t.min_effect)
-    if t.p_adjusted < t.alpha and lo > up:
+    rejects = t.p_adjusted < t.alpha
+    if rejects and lo > up:
         return "faster"
-    if t.p_adjusted < t.alpha and hi < down:
+    if rejects and hi < down:
         return "slower"
     if down < lo and hi < up:
         return "no meaningful difference"
-    return "no difference detected"
+    if lo <= 1.0 <= hi:
+        return "no difference detected"
+    return "difference detected, size unclear" if rejects else "not significant after Holm"
 
 
 def fmt_p(p: float | None) -> str:
@@ -178,9 +222,12 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def holm_tests(tests: Sequence[SpeedTest]) -> None:
-    """Adjust the p-values of one report's speed tests together (Holm) and set their words."""
-    for t, p in zip(tests, holm([t.p for t in tests]), strict=True):
+def holm_tests(tests: Sequence[SpeedTest], family: str = "") -> None:
+    """Adjust the p-values of one family of speed tests together (Holm) and set their words; a test
+    without a p (no interval) is no member of the family."""
+    members = [t for t in tests if t.p is not None]
+    for t, p in zip(members, holm([t.p for t in members]), strict=True):
+        t.family, t.family_size = family, len(members)
         t.finish(p)
 
 
@@ -204,35 +251,44 @@ def _clean(xs: Sequence[float | None]) -> list[float]:
     return [float(x) for x in xs if _usable(x)]
 
 
+def _exp(x: float) -> float:
+    """exp without OverflowError: a ratio beyond floats reads as inf (shown as n/a)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
+def _mean_sd(xs: list[float]) -> tuple[float, float | None]:
+    """Mean and sample sd, scaled by the largest value so that huge timings do not overflow the sums."""
+    top = max(xs)
+    scaled = [x / top for x in xs]
+    return statistics.fmean(scaled) * top, (statistics.stdev(scaled) * top if len(xs) > 1 else None)
+
+
 def _base(ref: list[float], arm: list[float], what: str, unit: str, samples: str, alpha: float,
           min_effect: float) -> SpeedTest:  # fmt: skip
     t = SpeedTest(what=what, unit=unit, samples=samples, ref=ref, arm=arm, n_ref=len(ref), n_arm=len(arm))
     t.alpha, t.min_effect = alpha, min_effect
     if ref:
-        t.mean_ref = statistics.fmean(ref)
-        t.sd_ref = statistics.stdev(ref) if len(ref) > 1 else None
+        t.mean_ref, t.sd_ref = _mean_sd(ref)
     if arm:
-        t.mean_arm = statistics.fmean(arm)
-        t.sd_arm = statistics.stdev(arm) if len(arm) > 1 else None
+        t.mean_arm, t.sd_arm = _mean_sd(arm)
     if ref and arm:
-        t.speedup = math.exp(statistics.fmean(map(math.log, ref)) - statistics.fmean(map(math.log, arm)))
+        t.speedup = _exp(statistics.fmean(map(math.log, ref)) - statistics.fmean(map(math.log, arm)))
     return t
 
 
 def _interval(t: SpeedTest, d: float, se: float, df: float) -> SpeedTest:
-    """Set the interval, p and detectable change from a mean log ratio ``d`` (ref over arm) and its se."""
+    """Set the interval, p and detectable change from a mean log ratio ``d`` (ref over arm) and its se;
+    no spread (se under ``ZERO_SPREAD``): the word ``zero spread`` and no interval, p or claim."""
     from scipy import special
 
     t.df = df
-    if se == 0.0:
-        t.p = 1.0 if d == 0.0 else 0.0
-        t.speedup_ci = [math.exp(d), math.exp(d)]
-        t.detectable = 0.0
+    if se < ZERO_SPREAD:
+        t.word = "zero spread"
         return t.finish()
     q = float(special.stdtrit(df, 1 - t.alpha / 2))
-    t.speedup_ci = [math.exp(d - q * se), math.exp(d + q * se)]
+    t.speedup_ci = [_exp(d - q * se), _exp(d + q * se)]
     t.p = float(2 * special.stdtr(df, -abs(d) / se))
-    t.detectable = math.exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
+    t.detectable = _exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
     return t.finish()
 
 
@@ -307,7 +363,7 @@ def compare_blocked(
         statistics.fmean(map(math.log, r)) - statistics.fmean(map(math.log, a)) for r, a in kept
     )
     se = math.sqrt(s2 * sum(1 / len(r) + 1 / len(a) for r, a in kept)) / len(kept)
-    t.speedup = math.exp(d)
+    t.speedup = _exp(d)
     return _interval(t, d, se, df)
 
 

@@ -1,5 +1,6 @@
 """harness.compare.significance: the speed-up (reference time / arm time) with its interval over runs,
-a speed word only when the interval clears the minimum effect and the Holm-adjusted test rejects."""
+a speed word only when the interval clears the minimum effect and the Holm-adjusted test rejects;
+the word never contradicts the (unadjusted) interval printed beside it; zero spread claims nothing."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import statistics
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from harness.compare.significance import (
+    SpeedTest,
     compare_blocked,
     compare_pairs,
     compare_samples,
+    fmt_p,
     holm,
     holm_tests,
     one_run_each,
@@ -71,10 +76,137 @@ def test_blocked_by_seed_pools_the_within_seed_variance():
 
 
 def test_a_tiny_difference_is_no_meaningful_difference_not_slower():
-    # 0.451 vs 0.452 s with no spread: the old test read "1.00x slower, p=0"
-    t = compare_samples([0.451, 0.451, 0.451], [0.452, 0.452, 0.452])
-    assert t.p == 0.0 and t.word == "no meaningful difference"
+    # 0.451 vs 0.452 s with a little spread: significant, but inside the minimum effect
+    t = compare_samples([0.4510, 0.4511, 0.4509, 0.4510], [0.4520, 0.4521, 0.4519, 0.4520])
+    assert t.p < 1e-4 and t.word == "no meaningful difference"
     assert "minimum effect 1%" in t.line and "slower" not in t.line
+
+
+CLAIMS = ("faster", "slower", "no meaningful difference", "no difference detected")
+
+
+def test_zero_spread_on_both_sides_claims_nothing():
+    """Identical timings read "no meaningful difference (CI 1-1)": a zero-width interval is no evidence."""
+    t = compare_samples([0.451] * 3, [0.451] * 3, what="DiT s/step")
+    assert t.word == "zero spread" and t.speedup == pytest.approx(1.0)
+    assert t.speedup_ci is None and t.p is None and t.p_adjusted is None and not t.significant
+    assert (
+        t.words
+        == "speed-up 1.00x: zero spread: timings identical on every run (n=3/3 runs), no interval, no claim"
+    )
+    assert "CI" not in t.line and not any(c in t.line for c in CLAIMS)
+    holm_tests([t, compare_samples([1.0, 1.1], [1.0, 1.2])])  # no p: not in Holm's family, word kept
+    assert t.word == "zero spread" and t.p_adjusted is None
+
+
+def test_zero_spread_with_different_constant_sides_shows_the_ratio_only():
+    t = compare_samples([1.0] * 3, [2.0] * 4)
+    assert (
+        t.word == "zero spread" and t.speedup == pytest.approx(0.5) and t.speedup_ci is None and t.p is None
+    )
+    assert (
+        t.words
+        == "speed-up 0.500x: zero spread: timings identical on every run (n=3/4 runs), no interval, no claim"
+    )
+    assert not any(c in t.line for c in CLAIMS)
+    paired = compare_pairs([(1.0, 2.0), (3.0, 6.0), (5.0, 10.0)])  # every pair's ratio the same
+    assert paired.word == "zero spread" and paired.speedup == pytest.approx(0.5)
+    assert "zero spread: the ratio identical on every pair (n=3/3 runs), no interval, no claim" in paired.line
+    blocked = compare_blocked([([1.0, 1.0], [2.0]), ([3.0, 3.0], [6.0, 6.0])])
+    assert blocked.word == "zero spread" and "timings identical within every seed" in blocked.line
+
+
+def test_an_interval_that_excludes_1_is_never_no_difference_detected():
+    """A test not significant after Holm beside an unadjusted interval that excludes 1 read "no difference
+    detected (p=0.02, Holm 0.20)": it says that Holm's correction, not the data, withholds the word."""
+    ratios = [0.2, 0.3, 0.1, 0.2]  # log ratios, paired: p about 0.016, 95 % CI about 1.07-1.39
+    t = compare_pairs([(math.exp(d), 1.0) for d in ratios])
+    assert t.word == "faster" and t.p < 0.05 and t.speedup_ci[0] > 1.05
+    others = [compare_samples([1.0, 1.1, 0.9], [1.0, 1.12, 0.88]) for _ in range(9)]
+    holm_tests([t, *others])
+    assert t.p_adjusted == pytest.approx(10 * t.p) and t.p_adjusted > 0.05
+    assert t.word == "not significant after Holm" and t.family_size == 10 and not t.significant
+    assert "no difference detected" not in t.line
+    assert (
+        f"not significant after Holm over 10 tests (p={fmt_p(t.p)}, Holm {fmt_p(t.p_adjusted)} over 10 tests;"
+        in t.line
+    )
+    assert "the 95% CI excludes 1 before the correction" in t.line
+
+
+def test_a_significant_change_the_interval_cannot_size_is_no_speed_word_and_no_denial():
+    """Significant after Holm but the interval reaches inside the minimum effect (CI 1.008-1.022 with 1 %):
+    it read "no difference detected"; the difference is detected, its size is not."""
+    t = compare_pairs([(1.0, math.exp(-x)) for x in (0.007, 0.023, 0.015, 0.009, 0.021, 0.015)])
+    lo, hi = t.speedup_ci
+    assert 1.0 < lo < 1.01 < hi and t.p_adjusted < 0.05
+    assert t.word == "difference detected, size unclear" and not t.significant
+    assert "no difference detected" not in t.line and "faster" not in t.line
+    assert "the interval reaches inside the minimum effect 1%" in t.line
+
+
+def _check_consistent(t: SpeedTest) -> None:
+    """The word against the interval printed beside it (the unadjusted 1 - alpha interval)."""
+    up, down = 1.0 + t.min_effect, 1.0 / (1.0 + t.min_effect)
+    words = t.words
+    assert t.line.endswith(words) or not t.measured
+    if t.speedup_ci is None:
+        assert t.word in ("too few runs", "zero spread") and not t.significant
+        assert not any(c in words for c in CLAIMS)
+        if t.word == "zero spread":
+            assert "no interval, no claim" in words and t.p is None
+        return
+    lo, hi = t.speedup_ci
+    assert 0.0 <= lo <= hi
+    covers = lo <= 1.0 <= hi
+    if t.word == "faster":
+        assert lo > up and t.p_adjusted < t.alpha
+    elif t.word == "slower":
+        assert hi < down and t.p_adjusted < t.alpha
+    elif t.word == "no meaningful difference":
+        assert down < lo and hi < up
+    elif t.word == "no difference detected":
+        assert covers
+    elif t.word == "not significant after Holm":
+        assert not covers and t.p_adjusted >= t.alpha
+    else:
+        assert t.word == "difference detected, size unclear" and not covers and t.p_adjusted < t.alpha
+    if not covers:
+        assert "no difference detected" not in words
+    if covers:
+        assert t.word not in ("faster", "slower")
+
+
+POSITIVE = st.floats(min_value=0.0, max_value=1e308, exclude_min=True, allow_nan=False, allow_infinity=False)
+SIDE = st.one_of(
+    st.lists(POSITIVE, max_size=7),
+    st.builds(lambda x, n: [x] * n, POSITIVE, st.integers(1, 5)),
+    st.builds(
+        lambda s, fs: [s * f for f in fs], st.floats(1e-300, 1e300), st.lists(st.floats(0.5, 2.0), max_size=7)
+    ),
+)
+RULES = st.tuples(st.sampled_from([0.05, 0.01, 1e-6]), st.sampled_from([0.0, 0.01, 0.2]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=SIDE, b=SIDE, c=SIDE, rules=RULES)
+def test_words_never_contradict_the_interval(a, b, c, rules):
+    alpha, min_effect = rules
+    kw = {"alpha": alpha, "min_effect": min_effect}
+    n = min(len(a), len(b))
+    tests = [
+        compare_samples(a, b, **kw),
+        compare_samples(a, c, **kw),
+        compare_pairs(list(zip(a[:n], b[:n], strict=True)), **kw),
+        compare_blocked([(a, b), (c, a)], **kw),
+        compare_blocked([(a[:1], b), (c, a)], **kw),
+    ]
+    for t in tests:
+        _check_consistent(t)
+    holm_tests(tests)  # one family: the adjusted words as well
+    for t in tests:
+        _check_consistent(t)
+        assert t.p_adjusted is None or t.p is None or t.p_adjusted >= t.p
 
 
 def test_noise_as_large_as_the_difference_says_what_it_could_detect():
