@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import statistics
 from collections.abc import Callable
@@ -397,6 +398,15 @@ class InSituOpError(Record):
     inf: int = 0
     error: str | None = None  # the op refused or failed on this call (its metrics are NaN)
 
+    @property
+    def nonfinite(self) -> int:  # NaN and Inf values in the whole output (nan, inf count them there)
+        return self.nan + self.inf
+
+    @property
+    def finite(self) -> bool:  # measured, no NaN/Inf in the whole output nor in the metrics
+        metrics = (self.cosine, self.rel_l1, self.rmse, self.max_abs, self.row_cos_p1, self.row_cos_p10)
+        return not self.error and not self.nonfinite and all(math.isfinite(x) for x in metrics)
+
 
 class InSituCall(Record):
     """One attention call of a shadowed run: where it was and every op's error on it."""
@@ -416,6 +426,12 @@ class InSituCall(Record):
     ref_l1: float  # sum|r| over them (pools rel L1 over calls)
     seconds: float = 0.0  # the measurement's own time: yardstick and shadows (device-synchronised)
     errors: dict[str, InSituOpError] = Field(default_factory=dict)  # op name -> error
+
+    def returned_nonfinite(self, op: str) -> bool:
+        """``op`` ran and gave NaN/Inf: in its whole output, or in its metrics on a sound yardstick."""
+        e = self.errors.get(op)
+        sound = math.isfinite(self.ref_l1) and self.ref_l1 > 0  # else every op's metrics are NaN
+        return e is not None and not e.error and (e.nonfinite > 0 or (sound and not e.finite))
 
 
 class InSituOp(Record):
@@ -464,7 +480,8 @@ class InSituStats(Record):
     """One op's errors pooled over a group of calls."""
 
     calls: int = 0
-    failed: int = 0  # calls with NaN metrics (refused, failed, or a non-finite output)
+    failed: int = 0  # calls not pooled: refused, failed, or a non-finite output or metric
+    nonfinite: int = 0  # of them, calls measured with a non-finite value (output or metric)
     rel_l1: float | None = None
     rmse: float | None = None
     cosine: float | None = None  # mean over calls

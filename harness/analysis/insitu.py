@@ -8,11 +8,15 @@ attention in the run's precision already differs from the FP32 yardstick. A cand
 ``ratio`` is its pooled rel L1 over the pooled floor's on the same calls, with a 95 % bootstrap
 interval over calls; ``word`` is within / outside / inconclusive. In a chaotic run (where pixel
 metrics against one reference measure nothing) this is the evidence the verdict rests on.
+
+Each call kind (DiT self-attention, token refiner, ...) is judged on its own calls, the worst
+deciding (``decided_by``): pooled by L1 norm, a few short calls far off vanish under long ones.
+A call whose output held NaN/Inf anywhere (counted on the whole output, not the sampled rows),
+or whose shadow failed, makes the reading outside; a NaN/Inf exact op is no floor value.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -40,9 +44,17 @@ from harness.store import CampaignDir
 
 def _l1(call: InSituCall, op: str) -> float | None:
     e = call.errors.get(op)
-    if e is None or e.error or not math.isfinite(e.rel_l1):
+    if e is None or not e.finite:  # a NaN or Inf anywhere in the output is no value, nor floor
         return None
     return e.rel_l1 * call.ref_l1
+
+
+def _site(c: InSituCall) -> str:
+    bits = [f"rank {c.rank}"] if c.rank != "0" else []
+    bits.append(f"call {c.call}")
+    bits += [f"step {c.step}"] if c.step is not None else []
+    bits += [f"block {c.block}"] if c.block is not None else []
+    return ", ".join([*bits, f"kind {c.kind}"])
 
 
 def _floor_l1(call: InSituCall, floor_ops: list[str]) -> float | None:
@@ -89,6 +101,82 @@ def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = Tru
     )  # fmt: skip
 
 
+KIND_LABELS = {"dit_self": "DiT self-attention", "cross": "cross-attention"}
+SEVERITY = {"within": 0, "inconclusive": 1, "outside": 2}
+
+
+def _combine(words: list[str]) -> str:
+    if "outside" in words:
+        return "outside"
+    return "within" if words and all(w == "within" for w in words) else "inconclusive"
+
+
+def _judge(
+    name: str, calls: list[InSituCall], floor_ops: list[str], base: str | None, tol: InSituTolerance
+) -> list[InSituPart]:
+    """The judged parts of ``name`` on ``calls`` (finite calls only): the floor, the baseline, the limits."""
+    rows = [(c, _l1(c, name), _floor_l1(c, floor_ops)) for c in calls]
+    both = [(x, f) for _, x, f in rows if x is not None and f is not None]
+    ratio, ci = _ratio_ci(
+        np.array([x for x, _ in both], dtype=float), np.array([f for _, f in both], dtype=float)
+    )
+    parts = [_part("exact floor", ratio, ci, tol.floor_ratio, "x")]
+    if base is not None and base != name:
+        pair = [(x, _l1(c, base)) for c, x, _ in rows if x is not None]
+        pair = [(x, b) for x, b in pair if b is not None]
+        value, ci = _ratio_ci(np.array([x for x, _ in pair]), np.array([b for _, b in pair]))
+        parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
+    good = [(c, x) for c, x, _ in rows if x is not None]
+    if tol.max_rel_l1 is not None:
+        value, ci = _ratio_ci(np.array([x for _, x in good]), np.array([c.ref_l1 for c, _ in good]))
+        parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
+    if tol.min_cosine is not None:
+        cos = np.array([c.errors[name].cosine for c, _ in good], dtype=float)
+        value, ci = _ratio_ci(cos, np.ones_like(cos))
+        parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
+    return parts
+
+
+def _kind(name: str, kind: str, on: list[InSituCall], floor_ops, base, tol) -> InSituKind:
+    """One call kind judged on its own calls: a few short calls far off are not drowned by long ones."""
+    st = pool(on, name)
+    pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
+    pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
+    parts = _judge(name, on, floor_ops, base, tol)
+    return InSituKind(
+        kind=kind, calls=st.calls, q_len=max((c.q_len for c in on), default=None),
+        rows=sum(c.q_len for c in on if name in c.errors), rel_l1=st.rel_l1,
+        floor_rel_l1=sum(f for _, f, _ in pairs) / sum(ref for _, _, ref in pairs) if pairs else None,
+        ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine,
+        word=_combine([p.word for p in parts]), parts=parts,
+    )  # fmt: skip
+
+
+def _deciding(kinds: list[InSituKind]) -> tuple[str, InSituKind | None]:
+    """The word over kinds (outside if any is; within only if every kind with a floor is) and the kind
+    that decides it: the worst word, then the highest ratio. A kind the candidate measured on no call
+    (all refused) judges nothing; one without a floor can make it outside, never keep it from within."""
+    measured = [k for k in kinds if k.rel_l1 is not None]
+    floored = [k for k in measured if k.ratio is not None]
+    words = [k.word for k in measured if k.word == "outside"] + [k.word for k in floored]
+    word = _combine(words)
+    eligible = [k for k in measured if k.ratio is not None or k.word == "outside"] or measured
+    top = max(eligible, key=lambda k: (SEVERITY.get(k.word, 1), k.ratio or 0.0), default=None)
+    return word, top
+
+
+def _kind_head(k: InSituKind) -> str:
+    return f"{KIND_LABELS.get(k.kind, k.kind)} ({k.calls} call(s), {k.rows:,} rows)"
+
+
+def _kind_brief(k: InSituKind) -> str:
+    floor = f"{k.ratio:.3g}x the floor{_ci_text(k.ratio_ci)}" if k.ratio is not None else "no floor"
+    if k.rel_l1 is None:
+        floor = "not measured"
+    others = [p.text.removesuffix(f": {p.word}") for p in k.parts[1:] if p.word != "within"]
+    return f"{_kind_head(k)}: " + ", ".join([floor, *others]) + f": {k.word or 'inconclusive'}"
+
+
 def candidate_reading(
     name: str,
     items: list[tuple[str, InSituCall]],
@@ -98,59 +186,80 @@ def candidate_reading(
     attn_type: str = "",
 ) -> InSituReading:
     """The reading of candidate ``name`` over ``items`` ((run key, call) pairs): against the mean of
-    ``floor_ops`` on each call, the accepted baseline ``base`` and the absolute limits of ``tol``."""
+    ``floor_ops`` on each call, the accepted baseline ``base`` and the absolute limits of ``tol``,
+    per call kind, the worst kind deciding; any non-finite output or failed call makes it outside."""
     calls = [c for _, c in items]
     r = InSituReading(candidate=name, attn_type=attn_type, runs=sorted({k for k, _ in items}))
     r.stats = pool(calls, name)
-    r.calls, r.failed = r.stats.calls, r.stats.failed
-    rows = [(k, c, _l1(c, name), _floor_l1(c, floor_ops)) for k, c in items]
-    both = [(k, c, x, f) for k, c, x, f in rows if x is not None and f is not None]
-    cand = np.array([x for _, _, x, _ in both], dtype=float)
-    floor = np.array([f for _, _, _, f in both], dtype=float)
-    r.ratio, r.ratio_ci = _ratio_ci(cand, floor)
+    r.calls = r.stats.calls
+    mine = [(k, c, c.errors[name]) for k, c in items if name in c.errors]
+    bad = [(k, c) for k, c, _ in mine if c.returned_nonfinite(name)]
+    broke = [(k, c, e.error) for k, c, e in mine if e.error and not e.error.startswith("refused:")]
+    r.nonfinite, r.failed, r.refused = (
+        len(bad),
+        len(broke),
+        sum(1 for *_, e in mine if (e.error or "").startswith("refused:")),
+    )
+    both = [
+        (c, x, f)
+        for c in calls
+        if (x := _l1(c, name)) is not None and (f := _floor_l1(c, floor_ops)) is not None
+    ]
     if both:
         r.floor = InSituStats(
-            calls=len(both), rel_l1=float(floor.sum() / sum(c.ref_l1 for _, c, _, _ in both))
+            calls=len(both), rel_l1=sum(f for *_, f in both) / sum(c.ref_l1 for c, *_ in both)
         )
-    r.parts.append(_part("exact floor", r.ratio, r.ratio_ci, tol.floor_ratio, "x"))
-    if base is not None and base != name:
-        pair = [(x, _l1(c, base)) for _, c, x, _ in rows if x is not None]
-        pair = [(x, b) for x, b in pair if b is not None]
-        value, ci = _ratio_ci(np.array([x for x, _ in pair]), np.array([b for _, b in pair]))
-        r.parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
-    good = [(c, x) for _, c, x, _ in rows if x is not None]
-    if tol.max_rel_l1 is not None:
-        value, ci = _ratio_ci(np.array([x for _, x in good]), np.array([c.ref_l1 for c, _ in good]))
-        r.parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
-    if tol.min_cosine is not None:
-        cos = np.array([c.errors[name].cosine for c, _ in good], dtype=float)
-        value, ci = _ratio_ci(cos, np.ones_like(cos))
-        r.parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
-    words = [p.word for p in r.parts]
-    r.word = (
-        "outside"
-        if "outside" in words
-        else ("within" if words and all(w == "within" for w in words) else "inconclusive")
-    )
+    for kind in dict.fromkeys(c.kind for c in calls):
+        r.per_kind.append(_kind(name, kind, [c for c in calls if c.kind == kind], floor_ops, base, tol))
+    r.word, top = _deciding(r.per_kind)
+    r.parts = top.parts if top is not None else _judge(name, calls, floor_ops, base, tol)
+    r.ratio, r.ratio_ci = r.parts[0].value, r.parts[0].ci
+    r.decided_by = top.kind if top is not None else ""
+    problems = []
+    if broke:
+        key, c, why = broke[0]
+        problems.append(
+            f"{len(broke)} of {r.calls} call(s) failed (first: run {key} {_site(c)}: {why}): outside"
+        )
+        r.word, r.decided_by = "outside", "failed calls"
+    if bad:  # a NaN in the output fails the kernel whatever its error on the other calls
+        key, c = bad[0]
+        problems.insert(0, f"{len(bad)} of {r.calls} call(s) returned non-finite values (first: run {key} "
+                           f"{_site(c)}): outside")  # fmt: skip
+        r.word, r.decided_by = "outside", "non-finite output"
     _shape(r, items, name, floor_ops, base)
     s = r.stats
-    where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (f", {r.failed} not measured" if r.failed else "")
+    where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (
+        f", {r.refused} not measured (refused)" if r.refused else ""
+    )
     head = (
         f"in situ rel L1 {s.rel_l1:.3g}, cosine {s.cosine:.6f} (worst row p1 {s.row_cos_p1:.4f}) on {where}"
+        + (f" (pooled over the {r.calls - s.failed} call(s) measured finite)" if bad or broke else "")
         if s.rel_l1 is not None
         else f"not measured on {where}"
     )
-    r.text = f"{name}: {head}; " + "; ".join(p.text for p in r.parts) + f"; in-situ reading: {r.word}"
-    if len(r.per_kind) > 1:  # where the error is: a kernel wrong on short sequences shows here
-        worst = sorted(r.per_kind, key=lambda k: -(k.ratio or 0.0))
-        r.text += "; by call kind: " + ", ".join(
-            f"{k.kind} {k.rel_l1:.3g}"
-            + (f" ({k.ratio:.3g}x the floor" if k.ratio is not None else " (no floor")
-            + f", {k.calls} call(s){f' of {k.q_len:,} rows' if k.q_len else ''})"
-            for k in worst
-            if k.rel_l1 is not None
+    judged = [p.text for p in r.parts]
+    if len(r.per_kind) > 1 and top is not None:  # the kind that decides, then the others, worst first
+        judged[0] = f"decided by kind {_kind_head(top)}: {judged[0]}"
+        rest = sorted(
+            (k for k in r.per_kind if k is not top),
+            key=lambda k: (-SEVERITY.get(k.word, 1), -(k.ratio or 0.0)),
         )
+        judged += [_kind_brief(k) for k in rest]
+    r.text = f"{name}: " + "; ".join([*problems, head, *judged]) + f"; in-situ reading: {r.word}"
     return r
+
+
+def nonfinite_floor_notes(key: str, calls: list[InSituCall], floor_ops: list[str]) -> list[str]:
+    """Each exact op of run ``key`` that returned NaN/Inf on some calls: left out of the floor there."""
+    notes = []
+    for op in floor_ops:
+        bad = [c for c in calls if c.returned_nonfinite(op)]
+        if bad:
+            n = sum(1 for c in calls if op in c.errors)
+            notes.append(f"{key}: exact op {op} returned non-finite values on {len(bad)} of {n} call(s) (first: "
+                         f"{_site(bad[0])}): left out of the floor on those calls")  # fmt: skip
+    return notes
 
 
 def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str | None) -> None:
@@ -181,19 +290,6 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
             else None
         )
         r.cells.append(InSituCell(step=step, block=block, rel_l1=st.rel_l1, ratio=ratio, calls=st.calls))
-    for kind in dict.fromkeys(c.kind for c in calls):
-        on = [c for c in calls if c.kind == kind]
-        st = pool(on, name)
-        pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
-        pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
-        den = sum(f for _, f, _ in pairs)
-        r.per_kind.append(
-            InSituKind(
-                kind=kind, calls=st.calls, q_len=max((c.q_len for c in on), default=None), rel_l1=st.rel_l1,
-                floor_rel_l1=den / sum(ref for _, _, ref in pairs) if pairs else None,
-                ratio=sum(x for x, _, _ in pairs) / den if pairs and den > 0 else None, cosine=st.cosine,
-            )
-        )  # fmt: skip
     scored = [(k, c, c.errors[name]) for k, c in items if _l1(c, name) is not None]
     scored.sort(key=lambda t: t[2].rel_l1, reverse=True)
     for key, c, e in scored[:WORST]:
@@ -275,6 +371,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
                 attn_types[name] = op.attn_type if op else ""
                 items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
         floor_items += [(c, floor_ops) for c in run.calls]
+        out.notes += nonfinite_floor_notes(summary.key, run.calls, floor_ops)
         if not floor_ops:
             out.notes.append(f"{summary.key}: no exact op measured (its attention is no exact backend, no exact "
                              "shadow): its candidates have no floor")  # fmt: skip

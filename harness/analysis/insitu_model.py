@@ -15,7 +15,10 @@ CONVENTION = (
     "same rows for every op; rel L1 = sum|o - r| / sum|r| pooled over calls; exact floor = mean of the exact ops' "
     "errors on the same call (the shadowed run's own exact attention, exact shadows such as K/V reversed); ratio "
     f"= candidate / floor on the same calls, 95 % interval from {BOOTSTRAP} bootstrap resamples of the calls; "
-    "within when the whole interval is at or below the tolerance, outside when it is wholly above"
+    "within when the whole interval is at or below the tolerance, outside when it is wholly above; judged per call "
+    "kind (DiT self-attention, refiner, ...), each kind's calls pooled apart, the worst kind deciding; a call whose "
+    "output holds a NaN or Inf anywhere (not only on the sampled rows), or whose shadow failed, makes the reading "
+    "outside (a refused call is not measured: a real run hands it to its fallback)"
 )
 
 
@@ -53,10 +56,14 @@ class InSituKind(Record):
     kind: str
     calls: int = 0
     q_len: int | None = None  # query length of its calls (the largest, when they differ)
+    rows: int = 0  # query rows its calls cover: the sum of their q_len
     rel_l1: float | None = None
     floor_rel_l1: float | None = None
     ratio: float | None = None  # to the floor on the same calls
+    ratio_ci: list[float] | None = None  # 95 % bootstrap interval over this kind's calls
     cosine: float | None = None
+    word: str = ""  # within | outside | inconclusive, from its own parts ("": an older results.json)
+    parts: list[InSituPart] = Field(default_factory=list)  # judged on this kind's calls alone
 
 
 class WorstCall(Record):
@@ -77,13 +84,17 @@ class InSituReading(Record):
     attn_type: str = ""
     runs: list[str] = Field(default_factory=list)  # the shadowed runs measured
     calls: int = 0
-    failed: int = 0
+    failed: int = 0  # calls whose shadow raised (a refusal aside): the reading is outside
+    nonfinite: int = 0  # calls whose output (anywhere) or metrics held NaN/Inf: the reading is outside
+    refused: int = 0  # calls the candidate refused: not measured (a real run hands them to its fallback)
     stats: InSituStats = Field(default_factory=InSituStats)
     floor: InSituStats | None = None  # the exact floor pooled on the same calls
     word: str = "inconclusive"
-    ratio: float | None = None  # candidate rel L1 / floor rel L1 on the same calls
+    # what decided the word: a call kind (per_kind), "non-finite output" or "failed calls"
+    decided_by: str = ""
+    ratio: float | None = None  # the deciding kind's candidate rel L1 / floor rel L1 on the same calls
     ratio_ci: list[float] | None = None
-    parts: list[InSituPart] = Field(default_factory=list)
+    parts: list[InSituPart] = Field(default_factory=list)  # the deciding kind's
     per_step: list[InSituStep] = Field(default_factory=list)
     cells: list[InSituCell] = Field(default_factory=list)
     per_kind: list[InSituKind] = Field(default_factory=list)

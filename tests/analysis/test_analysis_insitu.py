@@ -77,7 +77,7 @@ def test_calls_the_candidate_refused_are_counted_not_pooled():
     items[0][1].errors["cand"] = InSituOpError(cosine=math.nan, rel_l1=math.nan, rmse=math.nan, max_abs=math.nan,
                                                row_cos_p1=math.nan, row_cos_p10=math.nan, error="refused: no")  # fmt: skip
     r = candidate_reading("cand", items, ["ref"], None, InSituTolerance())
-    assert r.calls == 4 and r.failed == 1 and r.ratio == pytest.approx(2.5)
+    assert r.calls == 4 and r.refused == 1 and r.failed == 0 and r.ratio == pytest.approx(2.5)
     assert "1 not measured" in r.text
 
 
@@ -101,8 +101,9 @@ def test_a_kernel_wrong_on_one_kind_of_call_shows_in_the_per_kind_rows():
         1.2 / 1.01
     )
     assert kinds["refiner"].rel_l1 == pytest.approx(0.1)
-    assert r.text.endswith("; by call kind: refiner 0.1 (100x the floor, 2 call(s) of 74 rows), dit_self 0.0012 "
-                           "(1.19x the floor, 4 call(s) of 100 rows)"), r.text  # fmt: skip
+    assert r.word == "outside" and r.decided_by == "refiner"
+    assert "; decided by kind refiner (2 call(s), 148 rows): exact floor: 100x" in r.text, r.text
+    assert "; DiT self-attention (4 call(s), 400 rows): 1.19x the floor" in r.text, r.text
 
 
 def test_a_shadow_that_measured_no_call_is_dropped_from_the_floor_and_the_readings():
@@ -126,3 +127,106 @@ def test_a_shadow_that_measured_no_call_is_dropped_from_the_floor_and_the_readin
     assert info.dropped == {"fa3": "RuntimeError: TypeError: 'NoneType' object is not callable"}
     assert info.ops["fa3"] == "exact" and "cand" not in info.dropped and "kv" not in info.dropped
     assert exact_ops(info) == ["ref", "kv"]
+
+
+def kind_call(i: int, kind: str, q_len: int, cand: float, ref_l1: float, floor: float = 1e-3) -> tuple:
+    errors = {"ref": err(floor), "kv": err(floor), "cand": err(floor * cand)}
+    c = InSituCall(call=100 + i, step=i % 2 + 1, block=i, kind=kind, batch=1, heads=2, q_len=q_len, k_len=q_len,
+                   head_dim=8, rows=min(q_len, 64), elements=1024, ref_l1=ref_l1, errors=errors)  # fmt: skip
+    return ("run", c)
+
+
+def test_a_call_with_non_finite_output_reads_outside_and_is_named():
+    items = calls([1.1, 1.2, 1.1, 1.2] * 2)
+    # NaN outside the sampled rows: the sampled errors are finite, only the whole-output count sees it
+    items[3][1].errors["cand"] = err(1.2e-3).model_copy(update={"nan": 7})
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    assert r.word == "outside" and r.nonfinite == 1 and r.failed == 0 and r.decided_by == "non-finite output"
+    assert (
+        "1 of 8 call(s) returned non-finite values (first: run run call 4, step 2, block 1, kind dit_self)"
+        in r.text
+    )
+    assert r.text.endswith("in-situ reading: outside"), r.text
+    # the figures are those of the 7 finite calls; the call is in no pooled figure nor worst list
+    assert r.stats.calls == 8 and r.stats.nonfinite == 1 and r.ratio == pytest.approx(1.15 / 1.01, rel=0.02)
+    assert all(w.call != 4 for w in r.worst) and r.parts[0].word == "within"
+    # NaN in the sampled rows (NaN metrics, no error): the same
+    nan_metrics = calls([1.1] * 4)
+    nan_metrics[0][1].errors["cand"] = err(math.nan, cosine=math.nan)
+    r = candidate_reading("cand", nan_metrics, ["ref"], None, InSituTolerance())
+    assert r.word == "outside" and r.nonfinite == 1 and "1 of 4 call(s) returned non-finite values" in r.text
+    # a zero reference makes every op's metrics NaN: the call is not pooled, and no op is to blame
+    nan_metrics[0][1].ref_l1 = 0.0
+    r = candidate_reading("cand", nan_metrics, ["ref"], None, InSituTolerance())
+    assert r.nonfinite == 0 and r.word == "within" and r.stats.failed == 1
+
+
+def test_a_call_whose_shadow_failed_reads_outside_and_a_refused_one_does_not():
+    nan = dict(cosine=math.nan, rel_l1=math.nan, rmse=math.nan, max_abs=math.nan, row_cos_p1=math.nan,
+               row_cos_p10=math.nan)  # fmt: skip
+    items = calls([1.1] * 6)
+    items[2][1].errors["cand"] = InSituOpError(**nan, error="RuntimeError: CUDA error: illegal memory access")
+    r = candidate_reading("cand", items, ["ref"], None, InSituTolerance())
+    assert r.word == "outside" and r.failed == 1 and r.nonfinite == 0 and r.decided_by == "failed calls"
+    assert (
+        "1 of 6 call(s) failed (first: run run call 3, step 1, block 1, kind dit_self: RuntimeError: CUDA"
+        in r.text
+    )
+    # a refusal is served by the fallback in a real run: not measured, not a failure
+    items[2][1].errors["cand"] = InSituOpError(**nan, error="refused: head dim 80")
+    r = candidate_reading("cand", items, ["ref"], None, InSituTolerance())
+    assert r.word == "within" and r.refused == 1 and r.failed == 0 and "1 not measured" in r.text
+
+
+def test_a_non_finite_exact_op_is_no_floor_value_and_is_named():
+    from harness.analysis.insitu import nonfinite_floor_notes
+
+    items = calls([1.5] * 4)
+    # K/V reversed returned Inf outside the sampled rows on call 1: a large finite sampled error
+    items[0][1].errors["kv"] = err(0.5).model_copy(update={"inf": 2})
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    floor = [1e-3 if i == 0 else 1.01e-3 for i in range(4)]  # call 1's floor is "ref" alone
+    expect = sum(1.5e-3 * (50 + i) for i in range(4)) / sum(f * (50 + i) for i, f in enumerate(floor))
+    assert r.ratio == pytest.approx(expect) and r.word == "within"
+    notes = nonfinite_floor_notes("run", [c for _, c in items], ["ref", "kv"])
+    assert notes == ["run: exact op kv returned non-finite values on 1 of 4 call(s) (first: call 1, step 1, "
+                     "block 0, kind dit_self): left out of the floor on those calls"], notes  # fmt: skip
+
+
+def test_the_reading_is_formed_per_call_kind_and_the_worst_kind_decides():
+    # the production shape: four 74-row refiner calls far off, eight 120,016-row DiT calls at the floor
+    items = [kind_call(i, "refiner", 74, 85.0, ref_l1=40.0) for i in range(4)]
+    items += [kind_call(4 + i, "dit_self", 120_016, 1.2, ref_l1=2e5) for i in range(8)]
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    pooled = sum(x[1].errors["cand"].rel_l1 * x[1].ref_l1 for x in items) / sum(x[1].ref_l1 for x in items)
+    assert pooled / 1e-3 < 2.0  # pooled equally, the refiner would vanish
+    kinds = {k.kind: k for k in r.per_kind}
+    assert kinds["refiner"].rows == 296 and kinds["dit_self"].rows == 960_128
+    assert kinds["refiner"].word == "outside" and kinds["dit_self"].word == "within"
+    assert kinds["refiner"].ratio_ci == pytest.approx([85.0, 85.0]) and kinds[
+        "dit_self"
+    ].ratio == pytest.approx(1.2)
+    assert r.word == "outside" and r.decided_by == "refiner" and r.ratio == pytest.approx(85.0)
+    assert r.ratio_ci == kinds["refiner"].ratio_ci and r.parts[0].value == pytest.approx(85.0)
+    assert "decided by kind refiner (4 call(s), 296 rows): exact floor: 85x" in r.text, r.text
+    assert "DiT self-attention (8 call(s), 960,128 rows): 1.2x the floor [95 % 1.2-1.2]: within" in r.text, (
+        r.text
+    )
+    # every kind within: within, decided by the kind nearest its limit
+    items = [kind_call(i, "refiner", 74, 1.5, ref_l1=40.0) for i in range(4)]
+    items += [kind_call(4 + i, "dit_self", 120_016, 1.2, ref_l1=2e5) for i in range(8)]
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    assert r.word == "within" and r.decided_by == "refiner" and r.ratio == pytest.approx(1.5)
+
+
+def test_a_kind_without_floor_does_not_block_within_and_a_single_kind_reads_as_before():
+    items = [kind_call(i, "dit_self", 100, 1.2, ref_l1=50.0) for i in range(4)]
+    items += [kind_call(4 + i, "cross", 30, 1.0, ref_l1=50.0) for i in range(2)]
+    for _, c in items[4:]:
+        del c.errors["ref"], c.errors["kv"]  # no exact op measured the cross-attention calls
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance())
+    assert r.word == "within" and r.decided_by == "dit_self"
+    assert {k.kind: k.word for k in r.per_kind} == {"dit_self": "within", "cross": "inconclusive"}
+    single = candidate_reading("cand", calls([1.2] * 4), ["ref"], None, InSituTolerance())
+    assert single.decided_by == "dit_self" and "decided by" not in single.text
+    assert single.text.startswith("cand: in situ rel L1 ") and single.text.endswith("in-situ reading: within")

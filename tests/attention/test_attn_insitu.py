@@ -263,3 +263,42 @@ def test_shadows_from_a_spec_are_their_own_counted_chains(tmp_path):
     ops = {o.name: o for o in read_insitu(tmp_path).metas[0].ops}
     assert ops["floor"].kv_reversed and ops["chunks"].kv_chunks == 2 and ops["a"].role == "primary"
     assert all(o.exact for o in ops.values())
+
+
+class NaNOutsideRows(AttentionOp):
+    """Exact attention with one query row NaN: a row the sample does not hold (``row``)."""
+
+    name = "nan_row"
+    params = {"backend": "nan_row"}
+
+    def __init__(self, row: int):
+        self.row = row
+
+    def __call__(self, q, k, v, scale=None):
+        out = get_backend("torch_sdpa")(q, k, v, scale)
+        out[:, :, self.row] = math.nan
+        return out
+
+
+def test_non_finite_values_outside_the_sampled_rows_are_counted_and_fail_the_reading(tmp_path):
+    from harness.analysis.insitu import candidate_reading
+    from harness.scenario.insitu import InSituTolerance
+
+    n_q, rows = 200, 16
+    # the shadow's rows come from the recorder's generator (seed 1): pick a row it will not sample
+    sampled = set(
+        sample_rows(n_q, rows, torch.Generator(device="cpu").manual_seed(1), torch.device("cpu")).tolist()
+    )
+    row = next(i for i in range(n_q) if i not in sampled)
+    shadows = {"kv": KVReversed(get_backend("torch_sdpa")), "nan_row": NaNOutsideRows(row)}
+    op, rec = shadowed(tmp_path, shadows, rows=rows)
+    q, k, v = make_qkv(n_q, h=2, d=16, dtype=torch.float32, seed=8)
+    op(q, k, v)
+    rec.close()
+    items = [("run", c) for c in read_insitu(tmp_path / "insitu").calls]
+    e = items[0][1].errors["nan_row"]
+    assert math.isfinite(e.rel_l1) and e.rel_l1 < FP32_ROUNDOFF_REL_L1  # the sampled rows hold no NaN
+    assert e.nan == 2 * 16 and e.nonfinite == 2 * 16  # the whole output's: 2 heads x 16 values of one row
+    r = candidate_reading("nan_row", items, ["ref", "kv"], None, InSituTolerance())
+    assert r.word == "outside" and r.nonfinite == 1
+    assert "1 of 1 call(s) returned non-finite values (first: run run call 1" in r.text

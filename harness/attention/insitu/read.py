@@ -4,8 +4,9 @@ per op over any grouping of the calls (per step, per block, per step x block, ov
 Pooling keeps each metric's meaning over many calls: rel L1 is sum|o - r| / sum|r| over all
 of them (each call's rel L1 weighted by its sum|r|), RMSE the root of the mean squared error
 over all compared values, cosine the mean over calls (and its minimum), the worst-row cosine
-the lowest 1st percentile of any call. A call whose metrics are NaN (the op refused or failed)
-counts in ``failed`` and pools nothing.
+the lowest 1st percentile of any call. A call the op refused or failed, or whose output or
+metrics hold a non-finite value, counts in ``failed`` (the latter also in ``nonfinite``) and
+pools nothing.
 """
 
 from __future__ import annotations
@@ -92,10 +93,6 @@ def read_insitu_or_note(folder: Path, notes: list[str]) -> InSituRun | None:
         return None
 
 
-def _finite(x: float) -> bool:
-    return x is not None and math.isfinite(x)
-
-
 def pool(calls: Iterable[InSituCall], op: str) -> InSituStats:
     """``op``'s errors pooled over ``calls`` (calls that did not measure it are skipped)."""
     s = InSituStats()
@@ -108,8 +105,9 @@ def pool(calls: Iterable[InSituCall], op: str) -> InSituStats:
         s.calls += 1
         s.nan += e.nan
         s.inf += e.inf
-        if not all(_finite(x) for x in (e.rel_l1, e.rmse, e.cosine)) or e.error:
+        if not e.finite:  # NaN anywhere in the output fails the call, even outside the sampled rows
             s.failed += 1
+            s.nonfinite += int(c.returned_nonfinite(op))
             continue
         good += 1
         l1 += e.rel_l1 * c.ref_l1
