@@ -42,6 +42,13 @@ class PairErrors(Record):
     audio_residual_lag: int | None = None  # samples left after the container's alignment (0: none)
     audio_rate: int | None = None
     latent_psnr: dict[int, float] = Field(default_factory=dict)  # step -> PSNR against the reference
+    # Coarse layout (collect.layout): scale S (4, 8, 16) -> mean over frames of the SxS luma grids'
+    # squared distance, Y units squared; empty when not measured.
+    layout_mse: dict[int, float] = Field(default_factory=dict)  # B against the reference
+    layout_mirror_lr_mse: dict[int, float] = Field(default_factory=dict)  # against it mirrored L-R
+    layout_mirror_ud_mse: dict[int, float] = Field(default_factory=dict)  # against it mirrored up-down
+    layout_var_a: dict[int, float] = Field(default_factory=dict)  # variance of the reference's grid cells
+    layout_var_b: dict[int, float] = Field(default_factory=dict)  # variance of B's grid cells
     identical: bool | None = None  # bitwise equal output (file, or every frame and sample); None: unknown
 
     @classmethod
@@ -64,6 +71,9 @@ class PairErrors(Record):
                 v.psnr_min_frame,
                 v.identical_frames,
             )
+            e.layout_mse, e.layout_mirror_lr_mse = dict(v.layout_mse), dict(v.layout_mirror_lr_mse)
+            e.layout_mirror_ud_mse = dict(v.layout_mirror_ud_mse)
+            e.layout_var_a, e.layout_var_b = dict(v.layout_var_a), dict(v.layout_var_b)
         if c.audio is not None:
             a = c.audio
             e.audio_snr_db, e.audio_cosine, e.audio_logmel_cosine = a.snr_db, a.cosine, a.logmel_cosine

@@ -17,9 +17,10 @@ numba's cache folder when that is read-only). The wrappers live in ``ssim.py`` a
   elsewhere the rounding scales with the local variation instead of the magnitude (without
   this, flat black and white areas next to a difference cost ~1e-6 of SSIM; with it the
   worst case found is ~1e-7). The centre tap is implied: 1 - 2 (k_0 + ... + k_4).
-* ``frame_sums``: BT.601 luma, its sum and sum of squares, the 4-neighbour Laplacian's sum
-  and sum of squares, the count of RGB values equal to 0 or 255 and the L1 distance to the
-  previous frame; integer arithmetic, so the results are exact.
+* ``frame_sums``: BT.601 luma, its sum, sum of squares and maximum, its sums over the cells
+  of a coarse grid (the layout, ``collect.layout``), the 4-neighbour Laplacian's sum and sum
+  of squares, the count of RGB values equal to 0 or 255 and the L1 distance to the previous
+  frame; integer arithmetic, so the results are exact.
 """
 
 from __future__ import annotations
@@ -243,28 +244,38 @@ def ssim_sse(a, b, taps, band_rows, ring, ts, pa, pb, row_sse, mode):  # pragma:
 
 
 @nb.njit(**_SUM_OPTS)
-def frame_sums(f, prev, has_prev, yring):  # pragma: no cover - compiled
-    """Exact sums of one uint8 RGB frame (H, W, 3), C-contiguous; yring int32 (3, W) scratch.
+def frame_sums(f, prev, has_prev, yring, rows, cols, grid, colsum):  # pragma: no cover - compiled
+    """Exact sums of one uint8 RGB frame (H, W, 3), C-contiguous; yring int32 (3, W) and colsum
+    int32 (W,) scratch.
 
     Returns (Y sum, Y sum of squares, Laplacian sum, Laplacian sum of squares, count of RGB
-    values 0 or 255, sum |f - prev|); the Laplacian covers interior pixels only.
+    values 0 or 255, sum |f - prev|, max Y); the Laplacian covers interior pixels only.
+    ``rows`` (H,) int64: the grid row of each frame row (non-decreasing); ``cols`` (G + 1,)
+    int64: the first column of each grid column, then W; ``grid`` int64 (rows[-1] + 1, G) gets
+    the Y sum of every cell added to it. Y is summed per column over the rows of a grid row
+    (in the luma loop, which stays vectorised) and split into cells once per grid row.
     """
     H = f.shape[0]
     W = f.shape[1]
+    G = cols.shape[0] - 1
     n = W * 3
     f2 = f.reshape(H, n)
     p2 = prev.reshape(prev.shape[0], prev.shape[1] * prev.shape[2])
     y_sum = 0
     y_sq = 0
+    y_max = 0
     lap_s = 0
     lap_sq = 0
     extreme = 0
     diff = 0
+    for x in range(W):
+        colsum[x] = 0
     for r in range(H):
         row = f2[r]
         y = yring[r % 3]
         s = 0
         sq = 0
+        m = 0
         for x in range(W):
             v = (
                 np.int32(9798) * np.int32(row[3 * x])
@@ -275,8 +286,20 @@ def frame_sums(f, prev, has_prev, yring):  # pragma: no cover - compiled
             y[x] = v
             s += v
             sq += np.int64(v * v)
+            colsum[x] += v
+            m = max(m, v)
+        y_max = max(y_max, m)
         y_sum += s
         y_sq += sq
+        if r == H - 1 or rows[r + 1] != rows[r]:  # the last row of a grid row
+            g = grid[rows[r]]
+            for c in range(G):
+                cs = 0
+                for x in range(cols[c], cols[c + 1]):
+                    cs += colsum[x]
+                g[c] += cs
+            for x in range(W):
+                colsum[x] = 0
         e = 0
         for x in range(n):
             v8 = row[x]
@@ -299,4 +322,4 @@ def frame_sums(f, prev, has_prev, yring):  # pragma: no cover - compiled
                 lsq += np.int64(v * v)
             lap_s += ls
             lap_sq += lsq
-    return y_sum, y_sq, lap_s, lap_sq, extreme, diff
+    return y_sum, y_sq, lap_s, lap_sq, extreme, diff, y_max

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from harness.collect.layout import LAYOUT_CONVENTION
 from harness.records import Record
 
 PSNR_CONVENTION = (
@@ -21,7 +22,7 @@ SSIM_CONVENTION = (
     "structural_similarity(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, "
     "channel_axis=-1))"
 )
-VIDEO_CONVENTION = f"{PSNR_CONVENTION}; {SSIM_CONVENTION}"
+VIDEO_CONVENTION = f"{PSNR_CONVENTION}; {SSIM_CONVENTION}; {LAYOUT_CONVENTION}"
 AUDIO_CONVENTION = (
     "audio=float32-native-rate; aligned by the container's timestamps (audio_align), metrics on the overlap; "
     "residual lag |l|<=2048 by |cross-correlation|, reported; "
@@ -34,7 +35,8 @@ STATS_CONVENTION = (
     "Y=bt601 round(0.299R+0.587G+0.114B) uint8 (cv2 RGB2GRAY); luma=population mean/std over all pixels; "
     "sharpness=var(Laplacian ksize=1 scale=1 of Y 0..255) over interior pixels, mean over frames; "
     "motion=mean|F(t)-F(t-1)| over RGB 0..255, mean over t>=1 (none for one frame); black=mean Y<10; "
-    "frozen=F(t)==F(t-1); nan_like=std Y<1 or >=95% of RGB values are 0 or 255"
+    "frozen=F(t)==F(t-1); nan_like=std Y<1 or >=95% of RGB values are 0 or 255; "
+    "blank=max Y<=16; flat=std Y<1; *_first=first 8 such frame indices (0-based)"
 )
 
 
@@ -66,6 +68,13 @@ class VideoPairMetrics(Record):
     frames_b: int
     per_frame_csv: str | None = None  # name relative to the metrics JSON
     pixel_formats: str | None = None  # set when A and B are stored in different pixel formats
+    # Coarse layout (collect.layout), scale S (4, 8, 16) -> mean over frames, Y units squared; empty:
+    # not measured (an older record) or the frames are smaller than every scale.
+    layout_mse: dict[int, float] = Field(default_factory=dict)  # mean (b - a)^2 of the SxS luma grids
+    layout_mirror_lr_mse: dict[int, float] = Field(default_factory=dict)  # against A mirrored left-right
+    layout_mirror_ud_mse: dict[int, float] = Field(default_factory=dict)  # against A mirrored up-down
+    layout_var_a: dict[int, float] = Field(default_factory=dict)  # variance of A's grid cells (its layout)
+    layout_var_b: dict[int, float] = Field(default_factory=dict)
 
 
 class AudioPairMetrics(Record):
@@ -112,6 +121,14 @@ class RunStats(Record):
     black_frames: int
     frozen_frames: int
     nan_like_frames: int  # flat or saturated frames: what broken quantized kernels produce
+    blank_frames: int = 0  # max Y <= 16: nothing but black (0 in records older than the field)
+    flat_frames: int = 0  # std Y < 1: one colour, what NaN outputs decode to
+    # The first indices (0-based, at most 8) of each kind of frame counted above.
+    black_first: list[int] = Field(default_factory=list)
+    frozen_first: list[int] = Field(default_factory=list)
+    nan_like_first: list[int] = Field(default_factory=list)
+    blank_first: list[int] = Field(default_factory=list)
+    flat_first: list[int] = Field(default_factory=list)
     audio_rate: int | None = None
     audio_channels: int | None = None
     audio_samples: int | None = None

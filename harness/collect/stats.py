@@ -14,6 +14,12 @@ Definitions (also written into ``RunStats.convention``):
 * flat/saturated ("nan-like") frame: std of Y < 1 (a constant colour), or at least 95% of
   the RGB values are 0 or 255: what NaN/Inf from a broken quantized kernel turn into once
   they are clamped and cast to uint8.
+* blank frame: max Y <= 16 (nothing brighter than video black anywhere; stricter than the
+  black frame's mean, so a dark scene is not one).  flat frame: std of Y < 1 alone.
+  The first ``FIRST_FRAMES`` indices (0-based, in decoding order) of frozen, black, nan-like,
+  blank and flat frames are kept.
+* layout: the Y sums over 16 x 16 cells of the frame (``collect.layout``), handed to a
+  ``LayoutPair`` when the run is measured as one side of a pair.
 """
 
 from __future__ import annotations
@@ -26,11 +32,15 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from harness.collect.layout import GRID, LayoutPair, cell_rows, cell_starts
+
 if TYPE_CHECKING:
     import torch
 
 BLACK_Y_MEAN = 10.0
+BLANK_Y_MAX = 16
 FLAT_Y_STD = 1.0
+FIRST_FRAMES = 8  # frame indices kept per failure kind
 SATURATED_FRACTION = 0.95
 # cv2's fixed-point BT.601 weights (sum 2^15), applied with rounding.
 Y_WEIGHTS = (9798, 19235, 3735)
@@ -48,6 +58,8 @@ class FrameStats:
     extreme_values: int  # RGB values equal to 0 or 255
     diff_l1: float | None  # sum |F(t) - F(t-1)| over RGB, None for the first frame
     frozen: bool
+    y_max: int = 0
+    grid: tuple[int, ...] = ()  # Y sums over GRID x GRID cells, row-major (collect.layout)
 
 
 def luma(frame: np.ndarray) -> np.ndarray:
@@ -89,8 +101,16 @@ def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats
     else:
         p = f
     h, w = f.shape[:2]
-    y_sum, y_sumsq, lap_s, lap_ss, extreme, diff = jit.frame_sums(
-        f, p, prev is not None, np.empty((3, w), np.int32)
+    grid = np.zeros((GRID, GRID), np.int64)
+    y_sum, y_sumsq, lap_s, lap_ss, extreme, diff, y_max = jit.frame_sums(
+        f,
+        p,
+        prev is not None,
+        np.empty((3, w), np.int32),
+        cell_rows(h),
+        cell_starts(w),
+        grid,
+        np.empty(w, np.int32),
     )
     lap_var = _var(float(lap_s), float(lap_ss), (h - 2) * (w - 2)) if h >= 3 and w >= 3 else 0.0
     return FrameStats(
@@ -101,11 +121,17 @@ def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats
         extreme_values=int(extreme),
         diff_l1=float(diff) if prev is not None else None,
         frozen=prev is not None and diff == 0,
+        y_max=int(y_max),
+        grid=tuple(grid.ravel().tolist()),
     )
 
 
+COUNTS = ("black", "frozen", "nan_like", "blank", "flat")  # failure kinds counted, with first indices
+
+
 class StatsReducer:
-    """Accumulates FrameStats of one run in order, plus the sha256 of its decoded frames."""
+    """Accumulates FrameStats of one run in order, plus the sha256 of its decoded frames; with a
+    ``layout`` (``pair_with``) it hands each frame's grid sums on as side 0 (A) or 1 (B)."""
 
     def __init__(self) -> None:
         self.frames = 0
@@ -118,13 +144,22 @@ class StatsReducer:
         self.black = 0
         self.frozen = 0
         self.nan_like = 0
+        self.blank = 0
+        self.flat = 0
+        self.first: dict[str, list[int]] = {k: [] for k in COUNTS}
         self.values_per_frame = 0
+        self.layout: LayoutPair | None = None
+        self.side = 0
         self._hash = hashlib.sha256()
+
+    def pair_with(self, layout: LayoutPair, side: int) -> None:
+        self.layout, self.side = layout, side
 
     def update_hash(self, frame: np.ndarray) -> None:
         self._hash.update(np.ascontiguousarray(frame).data)
 
     def add(self, st: FrameStats, values_per_frame: int) -> None:
+        index = self.frames
         self.frames += 1
         self.pixels += st.pixels
         self.y_sum += st.y_sum
@@ -136,9 +171,21 @@ class StatsReducer:
             self.diff_frames += 1
         mean = st.y_sum / st.pixels
         std = math.sqrt(max(st.y_sumsq / st.pixels - mean * mean, 0.0))
-        self.black += mean < BLACK_Y_MEAN
-        self.frozen += st.frozen
-        self.nan_like += std < FLAT_Y_STD or st.extreme_values >= SATURATED_FRACTION * values_per_frame
+        flat = std < FLAT_Y_STD
+        hits = {
+            "black": mean < BLACK_Y_MEAN,
+            "frozen": st.frozen,
+            "nan_like": flat or st.extreme_values >= SATURATED_FRACTION * values_per_frame,
+            "blank": st.y_max <= BLANK_Y_MAX,
+            "flat": flat,
+        }
+        for kind, hit in hits.items():
+            if hit:
+                setattr(self, kind, getattr(self, kind) + 1)
+                if len(self.first[kind]) < FIRST_FRAMES:
+                    self.first[kind].append(index)
+        if self.layout is not None and st.grid:
+            self.layout.add(self.side, index, np.array(st.grid, np.int64))
 
     def push(self, frame: np.ndarray, prev: np.ndarray | None) -> None:
         """Hash and measure one frame (the usual path)."""
@@ -157,6 +204,9 @@ class StatsReducer:
             "black_frames": self.black,
             "frozen_frames": self.frozen,
             "nan_like_frames": self.nan_like,
+            "blank_frames": self.blank,
+            "flat_frames": self.flat,
+            **{f"{kind}_first": list(self.first[kind]) for kind in COUNTS},
             "video_hash": self._hash.hexdigest(),
         }
 
@@ -178,6 +228,8 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     y64 = y.to(torch.int64)
     y_sum = y64.sum(dim=(1, 2))
     y_sumsq = (y64 * y64).sum(dim=(1, 2))
+    y_max = y.amax(dim=(1, 2))
+    grid = grid_torch(y64)
     if h >= 3 and w >= 3:
         # Shifted integer sums: exact, and no convolution algorithm (or TF32) involved.
         lap = (y[:, :-2, 1:-1] + y[:, 2:, 1:-1] + y[:, 1:-1, :-2] + y[:, 1:-1, 2:] - 4 * y[:, 1:-1, 1:-1]).to(
@@ -194,7 +246,7 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     else:
         cur, prevs, offset = frames, torch.cat([prev[None], frames[:-1]]), 0
     diffs = (cur.to(torch.int32) - prevs.to(torch.int32)).abs().flatten(1).sum(dim=1)
-    vals = [t.tolist() for t in (y_sum, y_sumsq, extreme, diffs)]
+    vals = [t.tolist() for t in (y_sum, y_sumsq, extreme, diffs, y_max, grid)]
     out = []
     for i in range(n):
         diff = float(vals[3][i - offset]) if i >= offset else None
@@ -207,6 +259,22 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
                 extreme_values=int(vals[2][i]),
                 diff_l1=diff,
                 frozen=diff == 0.0,
+                y_max=int(vals[4][i]),
+                grid=tuple(vals[5][i]),
             )
         )
     return out
+
+
+def grid_torch(y64: torch.Tensor) -> torch.Tensor:
+    """Y sums over GRID x GRID cells of an int64 batch [N, H, W] as [N, GRID * GRID]: R^T Y C with
+    0/1 cell-membership matrices (the kernel's cells) in float64, exact since every partial sum is
+    an integer far below 2^53 (so in any order of summation, on any device)."""
+    import torch
+
+    n, h, w = y64.shape
+    one_hot = torch.nn.functional.one_hot
+    r, c = (
+        one_hot(torch.from_numpy(cell_rows(k).copy()), GRID).to(y64.device, torch.float64) for k in (h, w)
+    )
+    return (r.T @ y64.to(torch.float64) @ c).to(torch.int64).reshape(n, GRID * GRID)

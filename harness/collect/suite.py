@@ -30,6 +30,7 @@ import numpy as np
 from harness.collect import audio as audio_metrics
 from harness.collect import audio_align
 from harness.collect.decoder import FrameDecoder
+from harness.collect.layout import LayoutPair
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
 from harness.collect.ssim import Workspace, ssim_sse
 from harness.collect.stats import StatsReducer, frame_stats_torch
@@ -301,6 +302,9 @@ def measure_pair(
     stop = threading.Event()
     dec_a = FrameDecoder(a, n, cpu_stats=dev == "cpu", stop=stop)
     dec_b = FrameDecoder(b, n, cpu_stats=dev == "cpu", stop=stop)
+    layout = LayoutPair(ia.height, ia.width)  # both runs' grids meet here (A side 0, B side 1)
+    dec_a.stats.pair_with(layout, 0)
+    dec_b.stats.pair_with(layout, 1)
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
@@ -336,6 +340,7 @@ def measure_pair(
         height=ia.height,
         fps=ia.fps,
         **reducer.result(),
+        **layout.result(),
         frames_bitwise_equal=reducer.identical == n and ia.frames == ib.frames,
         frames_hash_a=stats_a.video_hash,
         frames_hash_b=stats_b.video_hash,

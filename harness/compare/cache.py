@@ -34,9 +34,10 @@ CACHE_SCHEMA = "harness.cache/1"
 # Bumped when the metric suite measures differently, so older entries are measured again.
 # 2: audio metrics after the bounded lag search; 3: the streamed log-mel cosine on the aligned overlap.
 # 4: audio at the container's alignment, residual lag, spectral error; 5: one RGB conversion for every
-# pixel format, motion None for one frame.
-PAIR_METRICS_VERSION = 5
-STATS_VERSION = 2  # 2: motion None for one frame
+# pixel format, motion None for one frame; 6: coarse layout (collect.layout), blank/flat frames and the
+# first indices of every frame count.
+PAIR_METRICS_VERSION = 6
+STATS_VERSION = 3  # 2: motion None for one frame; 3: blank/flat frames, first indices of the counts
 LATENTS_VERSION = 1
 
 

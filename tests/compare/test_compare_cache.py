@@ -28,3 +28,34 @@ def test_cache_is_reused_only_while_both_outputs_are_unchanged(tmp_path: Path, r
     # Different options are a different measurement too.
     fourth = compare_runs(ref_run, other, metrics_dir=metrics, truncate=True)
     assert not fourth.metrics_cached
+
+
+def test_entries_without_the_layout_are_measured_again(tmp_path: Path, ref_run):
+    """Version 6 of the pair entry adds the coarse layout and the frame indices: an entry of the
+    version before is measured again, and the new one keeps them."""
+    import json
+
+    from harness.compare.cache import PAIR_METRICS_VERSION, STATS_VERSION
+
+    metrics = tmp_path / "metrics"
+    other = write_run(tmp_path / "a" / "sage", ArmSpec("sage", noise=3.0), salt=3)
+    first = compare_runs(ref_run, other, metrics_dir=metrics)
+    assert first.video.layout_mse and first.video.layout_var_a  # measured
+    path = metrics / "torch_sdpa__vs__sage.json"
+    entry = json.loads(path.read_text())
+    assert (entry["version"], PAIR_METRICS_VERSION, STATS_VERSION) == (6, 6, 3)
+    entry["version"] = 5
+    for name in (
+        "layout_mse",
+        "layout_mirror_lr_mse",
+        "layout_mirror_ud_mse",
+        "layout_var_a",
+        "layout_var_b",
+    ):
+        del entry["value"]["video"][name]
+    path.write_text(json.dumps(entry))
+    again = compare_runs(ref_run, other, metrics_dir=metrics)
+    assert not again.metrics_cached and again.video.layout_mse == first.video.layout_mse
+    cached = compare_runs(ref_run, other, metrics_dir=metrics)
+    assert cached.metrics_cached and cached.video.layout_mse == first.video.layout_mse
+    assert cached.b.stats is not None and cached.b.stats.frozen_first == first.b.stats.frozen_first

@@ -1,0 +1,285 @@
+"""What the global statistics are blind to: broken frames and the coarse layout of the picture.
+
+In the chaotic regime (exact runs differ pixel-wise) only global statistics judge a video, and
+they miss one frozen frame among hundreds, a black or flat (NaN-decoded) frame, and a picture
+mirrored left-right (every judged statistic is mirror-invariant). ``judge_structure`` reads the
+numbers the metric suite records for that (``collect.stats``: frame counts with their first
+indices; ``collect.layout``: low-resolution luma grids of B against the reference) and applies
+two rules, per seed, against the exact runs of that seed.
+
+**(a) Frames.** Kinds: *frozen* (bitwise equal to the previous frame), *black* (max Y <= 16,
+``RunStats.blank_frames``) and *flat* (std Y < 1, ``RunStats.flat_frames``: what NaN outputs
+decode to). For each candidate run and kind, with L the largest count any exact run of its seed
+(the reference and every noise-floor run) has, the candidate is **outside** when its count
+exceeds L + ``FRAME_SLACK`` (the text names the first frames), else **within**. A kind the
+candidate lacks while an exact run has it is **inconclusive**; a kind no exact run has (or a
+seed without exact runs) is not judged.
+
+**(b) Layout.** For a scale S (4, 8, 16: the S x S grid of area-mean luma), V_S is the median
+over the seed's floor runs of ``layout_var_a`` (the reference's own layout: the variance of its
+grid cells, mean over frames). The floor runs *agree* with the reference at S when
+V_S >= ``MIN_LAYOUT_VAR`` and every floor run's ``layout_mse`` is finite and below
+``AGREE_FRACTION`` x V_S. The scale judged is the coarsest one that agrees (the most stable; a
+mirror shows at every scale). With F the largest floor ``layout_mse`` there, a candidate is
+**outside** when its ``layout_mse`` d exceeds both ``LAYOUT_MULTIPLE`` x F and
+``AGREE_FRACTION`` x V_S (it misses the agreement every floor run has, by a margin); when its
+distance to the reference mirrored left-right (or up-down) is below d the text says "layout
+mirrored left-right: B matches the mirror of the reference", else "layout outside". A
+non-finite d is outside. Otherwise **within**. No agreeing scale: not judged (word ""), the text
+says why; a candidate without layout numbers where the floors have them: **inconclusive**.
+
+The reading's word: outside when a check is; else inconclusive when a check is; else within when
+a check is; else "" (nothing judged). It depends on the candidates' order only through the order
+of its checks: the floor runs and the exact runs are used as sets.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from harness.analysis.energy import PairErrors
+from harness.collect.layout import SCALES
+from harness.collect.models import RunStats
+from harness.compare.summary import RunSummary
+from harness.records import Record
+
+FRAME_SLACK = 0  # frames a candidate may have beyond the most an exact run of its seed has
+AGREE_FRACTION = 0.25  # floor layout_mse below this fraction of the reference's layout variance: agreement
+LAYOUT_MULTIPLE = 4.0  # a candidate's layout_mse beyond this multiple of the largest floor one: outside
+MIN_LAYOUT_VAR = 4.0  # Y units^2: a reference with less grid variance has no layout to judge
+FRAME_KINDS = ("frozen", "black", "flat")
+KIND_TEXT = {"frozen": "frozen", "black": "black (max Y <= 16)", "flat": "flat (std Y < 1)"}
+MIRRORS = (("left-right", "layout_mirror_lr_mse"), ("up-down", "layout_mirror_ud_mse"))
+
+
+class FrameCounts(Record):
+    """One run's counts of frozen, black and flat frames with their first indices (None: not measured)."""
+
+    key: str = ""
+    seed: int | None = None
+    frames: int | None = None
+    frozen: int | None = None
+    black: int | None = None  # RunStats.blank_frames
+    flat: int | None = None  # RunStats.flat_frames
+    frozen_first: list[int] = Field(default_factory=list)
+    black_first: list[int] = Field(default_factory=list)
+    flat_first: list[int] = Field(default_factory=list)
+
+    @classmethod
+    def from_stats(cls, stats: RunStats | None, key: str = "", seed: int | None = None) -> FrameCounts:
+        if stats is None:
+            return cls(key=key, seed=seed)
+        new = "blank=" in stats.convention  # records older than the blank/flat counts lack them
+        return cls(
+            key=key,
+            seed=seed,
+            frames=stats.frames,
+            frozen=stats.frozen_frames,
+            black=stats.blank_frames if new else None,
+            flat=stats.flat_frames if new else None,
+            frozen_first=list(stats.frozen_first),
+            black_first=list(stats.blank_first),
+            flat_first=list(stats.flat_first),
+        )
+
+    @classmethod
+    def of(cls, run: RunSummary) -> FrameCounts:
+        """From a run's summary (its ``stats``, set once the run has been measured)."""
+        return cls.from_stats(run.stats, key=run.key, seed=run.seed)
+
+
+class StructureCheck(Record):
+    seed: int | None = None
+    key: str = ""  # the candidate run
+    check: str  # frozen | black | flat | layout
+    word: str = ""  # within | outside | inconclusive | "" (not judged)
+    value: float | None = None  # the candidate's count, or its layout_mse at ``scale``
+    limit: float | None = None  # the most an exact run has, or the layout bound
+    frames: list[int] = Field(default_factory=list)  # the candidate's first such frames
+    scale: int | None = None  # the S of the S x S grid judged
+    floor: float | None = None  # the largest floor layout_mse at ``scale``
+    variance: float | None = None  # the reference's layout variance V_S
+    mirror: str | None = None  # left-right | up-down: B is nearer the mirrored reference
+    text: str = ""
+
+
+class StructureReading(Record):
+    word: str = ""  # within | outside | inconclusive | "" (nothing judged)
+    text: str = ""  # one line
+    checks: list[StructureCheck] = Field(default_factory=list)
+
+
+def _float(x: int | None) -> float | None:
+    """A count as a float (a count too large for one reads as infinite)."""
+    if x is None:
+        return None
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _frames_text(first: list[int], count: int) -> str:
+    shown = ", ".join(map(str, first))
+    more = ", ..." if count > len(first) else ""
+    return f" (frame{'s' if count > 1 else ''} {shown}{more})" if first else ""
+
+
+def _frame_checks(cand: FrameCounts, exact: Sequence[FrameCounts]) -> list[StructureCheck]:
+    out = []
+    for kind in FRAME_KINDS:
+        have = [getattr(e, kind) for e in exact if getattr(e, kind) is not None]
+        value = getattr(cand, kind)
+        c = StructureCheck(seed=cand.seed, key=cand.key, check=kind, value=_float(value))
+        what = f"seed {cand.seed}: {cand.key} {KIND_TEXT[kind]} frames"
+        if not have:
+            c.text = f"{what}: not judged (no exact run of the seed has the count)"
+        elif value is None:
+            c.word, c.text = "inconclusive", f"{what}: not measured (the exact runs have it)"
+        else:
+            most = max(have)
+            c.limit = _float(most)
+            c.frames = list(getattr(cand, f"{kind}_first"))
+            if value > most + FRAME_SLACK:
+                c.word = "outside"
+                c.text = (
+                    f"{what}: {value}{_frames_text(c.frames, value)} where the exact runs have at most {most}"
+                )
+            else:
+                c.word, c.text = "within", f"{what}: {value}, the exact runs up to {most}"
+        out.append(c)
+    return out
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _agreement(floors: Sequence[PairErrors]) -> tuple[int | None, float | None, float | None, str]:
+    """(scale, largest floor layout_mse, V_S, why none) at the coarsest scale where the floors agree."""
+    if not floors:
+        return None, None, None, "no noise-floor run"
+    why = []
+    for s in SCALES:
+        dists = [f.layout_mse.get(s) for f in floors]
+        vars_ = [v for f in floors if _finite(v := f.layout_var_a.get(s))]
+        if any(d is None for d in dists) or not vars_:
+            why.append(f"{s}x{s}: not measured")
+            continue
+        # + 0.0: -0.0 reads as 0.0, so that the floors' order never shows in the text
+        var = statistics.median(vars_) + 0.0
+        worst = max(dists, key=lambda d: math.inf if math.isnan(d) else d) + 0.0
+        if not math.isfinite(worst):
+            why.append(f"{s}x{s}: floor distance {_num(worst)}")
+        elif var < MIN_LAYOUT_VAR:
+            why.append(f"{s}x{s}: the reference has no layout (variance {_num(var)} < {MIN_LAYOUT_VAR:g})")
+        elif not worst < AGREE_FRACTION * var:
+            why.append(f"{s}x{s}: floor distance {_num(worst)} >= {AGREE_FRACTION:g} x variance {_num(var)}")
+        else:
+            return s, worst, var, ""
+    return None, None, None, "; ".join(why)
+
+
+def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> StructureCheck:
+    d = cand.layout_mse.get(scale)
+    bound = max(LAYOUT_MULTIPLE * floor, AGREE_FRACTION * var)
+    c = StructureCheck(seed=cand.seed, key=cand.key, check="layout", value=d, limit=bound, scale=scale,
+                       floor=floor, variance=var)  # fmt: skip
+    where = f"seed {cand.seed}: {cand.key}"
+    grid = f"{scale}x{scale} luma grid distance"
+    if d is None:
+        c.word, c.text = (
+            "inconclusive",
+            f"{where} layout: not measured at {scale}x{scale} (the floor runs have it)",
+        )
+        return c
+    if math.isfinite(d) and not d > bound:
+        c.word, c.text = "within", f"{where} layout within: {grid} {_num(d)} <= {_num(bound)}"
+        return c
+    c.word = "outside"
+    bound_text = (
+        f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(floor)} and {AGREE_FRACTION:g} x the "
+        f"reference's layout variance {_num(var)}"
+    )
+    mirrored = [
+        (m, name)
+        for name, field in MIRRORS
+        if _finite(m := getattr(cand, field).get(scale)) and math.isfinite(d) and m < d
+    ]
+    if mirrored:
+        m, name = min(mirrored)
+        c.mirror = name
+        c.text = (
+            f"{where} layout mirrored {name}: B matches the mirror of the reference ({grid} {_num(d)}, "
+            f"{_num(m)} to the reference mirrored {name}; {bound_text})"
+        )
+    else:
+        c.text = f"{where} layout outside: {grid} {_num(d)} {bound_text}"
+    return c
+
+
+def _word(checks: Sequence[StructureCheck]) -> str:
+    words = {c.word for c in checks}
+    for w in ("outside", "inconclusive", "within"):
+        if w in words:
+            return w
+    return ""
+
+
+def judge_structure(
+    cands: Sequence[PairErrors],
+    floors: Sequence[PairErrors],
+    cand_frames: Sequence[FrameCounts] = (),
+    exact_frames: Sequence[FrameCounts] = (),
+) -> StructureReading:
+    """Frames and layout of an arm's candidate runs against the exact runs of their seeds (module
+    docstring): ``cands`` the candidate runs against the reference, ``floors`` every noise-floor
+    run against the reference of its seed, ``cand_frames`` the candidate runs' frame counts and
+    ``exact_frames`` those of the exact runs (the reference and the floor runs of every seed)."""
+    checks: list[StructureCheck] = []
+    exact_of: dict[int | None, list[FrameCounts]] = {}
+    for e in exact_frames:
+        exact_of.setdefault(e.seed, []).append(e)
+    for cf in cand_frames:
+        checks += _frame_checks(cf, exact_of.get(cf.seed, []))
+    floors_of: dict[int | None, list[PairErrors]] = {}
+    for f in floors:
+        floors_of.setdefault(f.seed, []).append(f)
+    not_judged: list[str] = []
+    for seed in dict.fromkeys(c.seed for c in cands):
+        scale, floor, var, why = _agreement(floors_of.get(seed, []))
+        if scale is None or floor is None or var is None:
+            checks.append(
+                StructureCheck(seed=seed, check="layout", text=f"seed {seed}: layout not judged ({why})")
+            )
+            not_judged.append(f"seed {seed}: {why}")
+            continue
+        checks += [_layout_check(c, scale, floor, var) for c in cands if c.seed == seed]
+    word = _word(checks)
+    return StructureReading(word=word, text=_summary(word, checks, not_judged), checks=checks)
+
+
+def _summary(word: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]) -> str:
+    if word in ("outside", "inconclusive"):
+        return f"structure {word}: " + "; ".join(c.text for c in checks if c.word == word)
+    frames = [c for c in checks if c.check in FRAME_KINDS and c.word == "within"]
+    layout = [c for c in checks if c.check == "layout" and c.word == "within"]
+    bits = []
+    if frames:
+        bits.append("frozen/black/flat frames within the exact runs' counts")
+    if layout:
+        scales = sorted({c.scale for c in layout if c.scale is not None})
+        bits.append(f"layout within at {', '.join(f'{s}x{s}' for s in scales)}")
+    if not_judged:
+        bits.append(f"layout not judged ({'; '.join(not_judged)})")
+    if not bits:
+        return "structure: not judged (no frame counts or layout measured)"
+    return f"structure {word}: " + "; ".join(bits) if word else "structure: " + "; ".join(bits)

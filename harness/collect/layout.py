@@ -1,0 +1,186 @@
+"""Coarse layout of a run pair: low-resolution luma grids of A and B compared frame by frame,
+directly and against A mirrored left-right and up-down.
+
+Definitions (also written into ``VideoPairMetrics.convention``):
+
+* grid at scale S (S in ``SCALES``: 4, 8, 16): the frame's BT.601 Y (``collect.stats``) averaged
+  over S x S cells; row r belongs to cell row floor(r S / H), column x to cell column
+  floor(x S / W) (an area mean; cells differ by at most one pixel in size). The 16 x 16 cell
+  sums come exact out of the statistics kernel; the 8 x 8 and 4 x 4 sums add its 2 x 2 and
+  4 x 4 blocks (floor(floor(16 r / H) / 2) = floor(8 r / H), so they are the same cells). A
+  scale needs H >= S and W >= S (no empty cell); smaller frames skip it.
+* per frame, with a = A's grid and b = B's grid (S x S, Y units 0..255):
+  mse = mean (b - a)^2, mirror_lr = mean (b - fliplr(a))^2, mirror_ud = mean (b - flipud(a))^2,
+  var_a / var_b = population variance of the grid's values (how much layout the frame has).
+* pair values: the mean of each over the frames compared (``math.fsum``: exact rounding, so the
+  order in which the two decoders' threads deliver the grids does not matter).
+
+A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a (1 - correlation of a with its mirror);
+two runs that share the layout but not the details have mse well under var_a.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import numpy as np
+
+GRID = 16  # the finest scale; the kernel sums Y over GRID x GRID cells
+SCALES = (4, 8, 16)
+FIELDS = ("layout_mse", "layout_mirror_lr_mse", "layout_mirror_ud_mse", "layout_var_a", "layout_var_b")
+LAYOUT_CONVENTION = (
+    "layout=Y (bt601) area means over SxS cells (row r in cell floor(rS/H), column x in floor(xS/W)), "
+    "S=4,8,16 (S<=H,W); per frame mse=mean(b-a)^2, mirror_lr=mean(b-fliplr a)^2, mirror_ud=mean(b-flipud a)^2, "
+    "var=population variance of a grid's cells; pair value=mean over frames; A=reference"
+)
+
+
+@functools.lru_cache(maxsize=32)
+def cell_rows(n: int, cells: int = GRID) -> np.ndarray:
+    """The cell of each of n rows (or columns): floor(i cells / n)."""
+    out = (np.arange(n, dtype=np.int64) * cells) // n
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def cell_starts(n: int, cells: int = GRID) -> np.ndarray:
+    """The first index of each cell, then n: cell c covers [starts[c], starts[c + 1])."""
+    out = (np.arange(cells + 1, dtype=np.int64) * n + cells - 1) // cells
+    out.flags.writeable = False
+    return out
+
+
+def grid_counts(h: int, w: int) -> np.ndarray:
+    """Pixels per cell of the GRID x GRID grid of an h x w frame."""
+    return np.outer(np.diff(cell_starts(h)), np.diff(cell_starts(w)))
+
+
+def coarsen(sums: np.ndarray, scale: int) -> np.ndarray:
+    """GRID x GRID cell sums added up into scale x scale cells."""
+    k = GRID // scale
+    return sums.reshape(scale, k, scale, k).sum(axis=(1, 3))
+
+
+def grid_means(sums: np.ndarray, h: int, w: int, scale: int) -> np.ndarray:
+    """Mean Y per cell at ``scale`` from the GRID x GRID sums of an h x w frame."""
+    return coarsen(np.asarray(sums, np.float64).reshape(GRID, GRID), scale) / coarsen(
+        grid_counts(h, w).astype(np.float64), scale
+    )
+
+
+def luma_grid(y: np.ndarray, scale: int) -> np.ndarray:
+    """Reference implementation from a whole luma frame (tests, tools): mean Y per cell."""
+    h, w = y.shape
+    sums = np.zeros((GRID, GRID), np.float64)
+    np.add.at(sums, (cell_rows(h)[:, None], cell_rows(w)[None, :]), y.astype(np.float64))
+    return grid_means(sums, h, w, scale)
+
+
+def scales_for(h: int, w: int) -> tuple[int, ...]:
+    return tuple(s for s in SCALES if h >= s and w >= s)
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(scale: int) -> np.ndarray:
+    """[scale, GRID] 0/1: which GRID cells make up each of the scale cells along one axis."""
+    return (np.arange(GRID)[None, :] // (GRID // scale) == np.arange(scale)[:, None]).astype(np.float64)
+
+
+def coarsen_batch(sums: np.ndarray, scale: int) -> np.ndarray:
+    """[N, GRID, GRID] float64 cell sums added up into [N, scale, scale] (P sums P^T with a 0/1 P:
+    exact, the sums being integers far below 2^53)."""
+    p = _pool(scale)
+    return p @ sums @ p.T
+
+
+@functools.lru_cache(maxsize=8)
+def mirror_index(scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each cell of a flattened scale x scale grid comes from, mirrored left-right and up-down."""
+    cells = np.arange(scale * scale).reshape(scale, scale)
+    return cells[:, ::-1].ravel(), cells[::-1, :].ravel()
+
+
+def frame_terms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[N, 5]: (mse, mirror_lr, mirror_ud, var_a, var_b) of N frames' grids [N, S, S] at one scale."""
+    n, s = a.shape[0], a.shape[1]
+    a2, b2 = a.reshape(n, s * s), b.reshape(n, s * s)
+    lr, ud = mirror_index(s)
+    d = b2 - np.stack([a2, a2[:, lr], a2[:, ud]])  # [3, N, S*S]
+    ab = np.stack([a2, b2])
+    c = ab - np.add.reduce(ab, axis=2, keepdims=True) / (s * s)
+    return (np.concatenate([np.add.reduce(d * d, axis=2), np.add.reduce(c * c, axis=2)]) / (s * s)).T
+
+
+class LayoutPair:
+    """Pairs the two runs' per-frame grid sums (delivered by two threads, in any order) and keeps
+    the per-frame terms of each scale (15 numbers a frame) until ``result``.
+
+    Held meanwhile: the grids of frames one side has delivered and the other not yet (the
+    decoders run in lockstep, so a few frames) and the paired frames of blocks of ``BLOCK``
+    frame indices not yet complete. A complete block is reduced at once (a few numpy calls for
+    ``BLOCK`` frames); blocks are fixed by frame index, so the numbers never depend on the order
+    in which the threads delivered the frames.
+    """
+
+    BLOCK = 32
+
+    def __init__(self, h: int, w: int):
+        self.h, self.w = h, w
+        self.scales = scales_for(h, w)
+        self._counts = {s: coarsen(grid_counts(h, w).astype(np.float64), s) for s in self.scales}
+        self._pending: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
+        self._blocks: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self._terms: dict[int, list[np.ndarray]] = {s: [] for s in self.scales}
+        self._lock = threading.Lock()
+        self.frames = 0
+
+    def add(self, side: int, index: int, sums: np.ndarray) -> None:
+        """Frame ``index`` of side 0 (A) or 1 (B): its GRID x GRID int64 cell sums."""
+        with self._lock:
+            other = self._pending[1 - side].pop(index, None)
+            if other is None:
+                self._pending[side][index] = sums
+                return
+            block = self._blocks.setdefault(index // self.BLOCK, {})
+            block[index] = (sums, other) if side == 0 else (other, sums)
+            if len(block) < self.BLOCK:
+                return
+            del self._blocks[index // self.BLOCK]
+        self._reduce(block)
+
+    def _reduce(self, block: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        order = sorted(block)
+        a = np.stack([block[i][0] for i in order]).astype(np.float64).reshape(-1, GRID, GRID)
+        b = np.stack([block[i][1] for i in order]).astype(np.float64).reshape(-1, GRID, GRID)
+        terms = {
+            s: frame_terms(coarsen_batch(a, s) / n, coarsen_batch(b, s) / n) for s, n in self._counts.items()
+        }
+        with self._lock:
+            self.frames += len(order)
+            for s, t in terms.items():
+                self._terms[s].append(t)
+
+    @property
+    def waiting(self) -> int:
+        """Grids held until the other side's grid of the same frame arrives."""
+        with self._lock:
+            return len(self._pending[0]) + len(self._pending[1])
+
+    def result(self) -> dict[str, dict[int, float]]:
+        """The pair's fields (``FIELDS``), each scale -> mean over the frames paired; empty when none."""
+        with self._lock:
+            rest = list(self._blocks.values())
+            self._blocks.clear()
+        for block in rest:  # the last, incomplete block
+            self._reduce(block)
+        out: dict[str, dict[int, float]] = {f: {} for f in FIELDS}
+        for s, parts in self._terms.items():
+            if not parts:
+                continue
+            rows = np.concatenate(parts)
+            for k, name in enumerate(FIELDS):
+                out[name][s] = math.fsum(rows[:, k].tolist()) / len(rows)
+        return out
