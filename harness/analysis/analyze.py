@@ -23,8 +23,8 @@ from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.judge import judge
-from harness.analysis.model import LatentSeries, ReportResults, insitu_copies
-from harness.analysis.speed import auto_note
+from harness.analysis.model import LatentSeries, ReportResults, insitu_copies, read_results
+from harness.analysis.speed import auto_note, speed_families
 from harness.analysis.stat_rule import rule_text
 from harness.analysis.verdict import InsituReading, attention_verdict
 from harness.compare.cache import MetricsCache, run_stats
@@ -198,7 +198,8 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     )
     res.conventions["speed_significance"] = (
         f"{TEST_NAME} over runs (repeats x seeds; paired by seed and repeat where both ran every round, else "
-        f"blocked by seed), Holm over the report's tests at alpha {rules.alpha:g}; a speed word needs the whole "
+        f"blocked by seed), Holm at alpha {rules.alpha:g} within each family (the candidates; the floors, "
+        "schedules and shadowed copies apart); a speed word needs the whole "
         f"interval beyond the minimum effect {100 * rules.min_effect:g}%; 2 runs a side at least"
     )
     for problem in problems:  # listed, never blocking the other arms
@@ -261,13 +262,38 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
                     res.errors.append(str(err))
 
 
-def judge_all(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
+def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
+    """arm -> the Holm family of its speed tests: candidates apart from the floors, the schedules
+    (hybrids) and the shadowed copies of the reference (shadowed runs on the reference's backend)."""
+    from harness.analysis.insitu_cost import run_spec
+
+    ref = next((r for r in res.runs if r.arm == res.reference_arm), None)
+    schedules, copies = set(), set()
+    for r in res.primary_runs:
+        spec = run_spec(campaign, r.key)
+        if spec is None:
+            continue
+        if spec.schedule is not None:
+            schedules.add(r.arm)
+        elif (
+            (spec.shadows or spec.insitu)
+            and ref is not None
+            and r.attn_type == ref.attn_type
+            and not r.perturbation
+        ):
+            copies.add(r.arm)
+    return speed_families({r.arm: r.role for r in res.runs}, schedules=schedules, shadowed_copies=copies)
+
+
+def judge_all(
+    res: ReportResults, insitu: dict[str, InsituReading] | None = None, families: dict[str, str] | None = None
+) -> None:
     """Per-arm aggregates, latent series, the floor band, every candidate's verdict, exact attention.
 
     ``insitu``: arm -> its in-situ reading (the in-situ section of the results, where the runs measured
     one); a chaotic seed's verdict rests on it."""
     runs = res.runs
-    res.arms = arm_aggregates(runs, res.comparisons, res.reference_arm, res.rules)
+    res.arms = arm_aggregates(runs, res.comparisons, res.reference_arm, res.rules, families)
     res.repeat_notes = repeat_notes(runs)
     if res.scenario.get("repeats") == "auto":
         auto = res.scenario.get("repeats_auto") or {}
@@ -328,7 +354,15 @@ def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
     """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
     found = res.insitu.readings if res.insitu is not None else []
     return {
-        r.candidate: InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
+        r.candidate: InsituReading(
+            word=r.word,
+            ratio=r.ratio,
+            ratio_ci=r.ratio_ci,
+            text=r.text,
+            decided_by=r.decided_by,
+            nonfinite=r.nonfinite,
+            failed=r.failed,
+        )
         for r in found
     }
 
@@ -359,7 +393,7 @@ def analyze_campaign(
     res = new_results(campaign, rec, runs, rules or scenario_rules(rec.scenario, notes), notes, problems)
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
-    judge_all(res)
+    judge_all(res, families=holm_families(res, campaign))
     from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
 
     add_insitu(res, campaign, say)
@@ -385,4 +419,23 @@ def analyze_campaign(
         write_record(results_json, res)
     except OSError as err:
         res.notes.append(f"{results_json}: not written ({err.strerror or err})")
+    return res
+
+
+def judge_again(campaign: CampaignDir) -> ReportResults:
+    """The campaign's results.json judged again by this harness (verdicts, speed tests, in-situ
+    readings) from what it holds and the campaign's records (run.json, in-situ records), without
+    the media: for a campaign kept without its outputs (a committed example, a CI artifact). The
+    comparisons, statistics and assets stay as measured. Written back atomically."""
+    from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
+
+    results_json = campaign.path / RESULTS_JSON
+    res = read_results(results_json)
+    judge_all(res, families=holm_families(res, campaign))
+    add_insitu(res, campaign)
+    readings = insitu_by_arm(res)
+    if readings:
+        judge_candidates(res, readings)
+    mark_insitu_copies(res)
+    write_record(results_json, res)
     return res

@@ -5,6 +5,7 @@ plus what the runs say of themselves (not run, not measured, attention invalid).
 from __future__ import annotations
 
 from harness.analysis.energy import PairErrors
+from harness.analysis.structure import FrameCounts
 from harness.analysis.verdict import InsituReading, Verdict, attention_verdict, judge_numbers, stats_sample
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary
@@ -69,6 +70,8 @@ def judge(
         rules=rules,
         baseline=[PairErrors.from_comparison(b) for b in baseline or [] if b.measured],
         insitu=insitu,
+        cand_frames=[FrameCounts.of(c.b) for c in measured if c.b.stats is not None],
+        exact_frames=[FrameCounts.of(r) for r in exact.values()],
     )
     v.role = runs[0].role if runs else "candidate"
     v.keys = [r.key for r in runs if r.repeat == 1] or v.keys

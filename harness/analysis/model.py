@@ -19,6 +19,8 @@ folder can be rendered anywhere, without the campaign's media.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -30,7 +32,8 @@ from harness.compare.latents import LatentPoint
 from harness.compare.pairwise import Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
-from harness.records import Migration, Record
+from harness.errors import HarnessError
+from harness.records import Migration, Record, check_schema
 from harness.scenario.verdict import VerdictRules, legacy_free
 from harness.store import utcnow
 
@@ -368,3 +371,21 @@ __all__ = [
     "Verdict",
     "VerdictRules",
 ]
+
+
+def read_results(path: Path) -> ReportResults:
+    """A results.json written by the analysis (this schema or the one before it)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as err:
+        raise HarnessError(f"{path}: cannot read results.json ({err.strerror or err})") from None
+    except ValueError as err:
+        raise HarnessError(f"{path}: not a harness results.json (not JSON: {err})") from None
+    data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
+    try:
+        res = ReportResults.model_validate(data)
+    except ValueError as err:
+        first = str(err).splitlines()[0]
+        raise HarnessError(f"{path}: not a harness results.json ({first})") from None
+    return res

@@ -34,103 +34,31 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pydantic import Field
-
 from harness.analysis.energy import KINDS, PairErrors, is_identical, latent_energy, pooled, psnr_from_mse
-from harness.analysis.floor_check import FloorCheck, check_floor
+from harness.analysis.floor_check import check_floor
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
-from harness.analysis.stat_rule import StatCheck, StatsSample, judge_stats
+from harness.analysis.stat_rule import StatsSample, judge_stats
+from harness.analysis.structure import FrameCounts, judge_structure
+from harness.analysis.verdict_model import (
+    JUDGED_BY,
+    LAG_MARGIN_MS,
+    LAG_MARGIN_SAMPLES,
+    WORDS,
+    InsituReading,
+    LatentReading,
+    SeedVerdict,
+    Verdict,
+)
+from harness.analysis.verdict_text import (
+    deciding_part,
+    decisive_reading,
+    far_below_findings,
+    identical_text,
+    verdict_text,
+)
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import fmt_db, ratio_text
-from harness.records import Record
 from harness.scenario.verdict import VerdictRules
-
-WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
-LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
-LAG_MARGIN_MS = 0.5  # or this, whichever is larger
-JUDGED_BY = {  # regime -> kinds of energy it judges
-    "pixel": ("video_mse", "video_1_ssim"),
-    "transitional": ("video_mse", "video_1_ssim"),
-    "waveform": ("audio_error",),
-    "spectral": ("audio_spectral",),
-}
-
-
-class InsituReading(Record):
-    """A candidate's in-situ attention reading (measured inside its own run, against exact attention
-    on the same inputs): what a chaotic regime rests on where it exists. Extra fields are ignored."""
-
-    word: str = ""  # within | outside | inconclusive
-    ratio: float | None = None  # to the exact floor's in-situ error
-    ratio_ci: list[float] | None = None
-    text: str = ""
-
-
-class LatentReading(Record):
-    """The early-step latents (the earliest step saved), judged where video is chaotic."""
-
-    judged: bool = False
-    against: str = ""  # an accepted baseline's name, or "absolute"
-    steps: dict[str, int] = Field(default_factory=dict)  # seed -> step
-    psnr: dict[str, float] = Field(default_factory=dict)  # seed -> candidate's PSNR at that step
-    reading: RatioReading | None = None  # against the baseline
-    word: str = ""
-    text: str = ""
-
-
-class SeedVerdict(Record):
-    seed: int | None = None
-    regime: dict[str, str] = Field(default_factory=dict)  # video, audio
-    floor_psnr: float | None = None
-    floor_audio_corr: float | None = None
-    floor_runs: int = 0
-    floor_left_out: list[str] = Field(default_factory=list)  # floor runs of the seed that do not judge
-    identical: bool = False  # the candidate's output is bitwise the reference's on this seed
-    ratio: float | None = None  # the decisive reading's ratio on this seed
-    ci: list[float] | None = None
-    word: str = ""
-    text: str = ""
-
-
-class Verdict(Record):
-    arm: str
-    role: str = "candidate"
-    keys: list[str] = Field(default_factory=list)
-    seeds: list[int] = Field(default_factory=list)
-    measured: int = 0  # runs with accuracy metrics
-    tolerance: float = 2.0
-    word: str = "not run"  # one of WORDS
-    ratio: float | None = None  # the largest judged error-energy ratio to the floor (combined over seeds)
-    ratio_ci: list[float] | None = None
-    ratio_metric: str = ""
-    text: str = ""  # the one line a reviewer reads
-    per_seed: list[SeedVerdict] = Field(default_factory=list)
-    energy: list[RatioReading] = Field(default_factory=list)  # per kind, judged ones first
-    shown: list[str] = Field(default_factory=list)  # kinds shown, not judged, with why
-    audio_lag: list[str] = Field(default_factory=list)  # residual lags the floor does not have
-    latent: LatentReading | None = None
-    insitu: InsituReading | None = None
-    stats: list[StatCheck] = Field(default_factory=list)
-    stats_word: str = ""
-    stats_text: str = ""
-    baseline: RatioReading | None = None  # non-inferiority against the accepted baseline
-    missing: list[str] = Field(default_factory=list)  # what made it incomplete
-    floor_runs: int = 0
-    floor_check: FloorCheck | None = None  # floor runs left out, seeds whose floor is invalid
-    identical_seeds: list[int | None] = Field(default_factory=list)  # bitwise equal to the reference
-    decided_by: str = ""  # the part whose word is the verdict's: an energy kind, insitu, lag, ...
-    end_to_end_word: str = ""  # the word of the decoded output alone (every part but in situ)
-    warnings: list[str] = Field(default_factory=list)  # e.g. an approximate kernel's output identical
-    attention_ok: bool | None = None
-    attention: str = ""
-    sentences: list[str] = Field(default_factory=list)
-    accuracy: str = ""  # the judgement alone (no attention)
-    summary: str = ""  # accuracy; attention
-
-    @property
-    def equivalent(self) -> bool:
-        """Every judged part within (the only word that supports "equivalent at this tolerance")."""
-        return self.word == "within"
 
 
 def video_regime(floor_psnr: float | None, rules: VerdictRules) -> str:
@@ -253,11 +181,6 @@ def _combine(words: Sequence[str]) -> str:
     return "within"
 
 
-def _short(r: RatioReading) -> str:
-    ci = f" ({r.ratio_ci[0]:.3g}-{r.ratio_ci[1]:.3g})" if r.ratio_ci else ""
-    return f"{r.label} {ratio_text(r.ratio)}{ci}"
-
-
 def judge_numbers(
     arm: str,
     cands: Sequence[PairErrors],
@@ -268,10 +191,13 @@ def judge_numbers(
     rules: VerdictRules | None = None,
     baseline: Sequence[PairErrors] = (),
     insitu: InsituReading | None = None,
+    cand_frames: Sequence[FrameCounts] = (),
+    exact_frames: Sequence[FrameCounts] = (),
 ) -> Verdict:
     """The verdict of one arm from numbers only: its runs against the reference (one per seed), every
     floor run against the reference of its seed, the statistics, the accepted baseline's runs
-    (``rules.accepted_baseline``) and an optional in-situ reading (module docstring)."""
+    (``rules.accepted_baseline``), an optional in-situ reading and the runs' broken-frame counts
+    (``analysis.structure``; the layout check reads the pairs themselves) (module docstring)."""
     rules = rules or VerdictRules()
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
                 seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
@@ -350,6 +276,14 @@ def judge_numbers(
     if st.word:
         parts.append((st.word, st.text, "statistics"))
         v.missing += [c.text for c in st.checks if c.word == "incomplete"]
+    # Broken frames and the coarse layout, judged in every regime (a mirror fools every statistic).
+    judged_cands = [c for c in cands if c.seed in seeds]
+    kept_floors = [f for fs in floors_of.values() for f in fs]
+    v.structure = judge_structure(judged_cands, kept_floors,
+                                  cand_frames=[c for c in cand_frames if c.seed in seeds],
+                                  exact_frames=[e for e in exact_frames if e.key not in left_out])  # fmt: skip
+    if v.structure.word:
+        parts.append((v.structure.word, v.structure.text, "structure"))
     if baseline and rules.accepted_baseline:
         v.baseline = _baseline(v, cand_of, base_of, seeds, regime_of, rules)
     end_to_end = _combine([w for w, _, _ in parts]) if parts else "incomplete"
@@ -363,10 +297,12 @@ def judge_numbers(
     v.word = _combine([w for w, _, _ in parts]) if parts else "incomplete"
     if v.missing and v.word in ("within", "inconclusive"):
         v.word = "incomplete"
-    v.decided_by = _decided_by(v, parts)
+    v.decided_by = deciding_part(v, parts)
     top = decisive_reading(v)
     if top is not None and top.ratio is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = top.ratio, top.ratio_ci, top.metric
+    elif v.decided_by == "insitu" and v.insitu is not None and (v.insitu.nonfinite or v.insitu.failed):
+        v.ratio, v.ratio_ci, v.ratio_metric = math.inf, None, "insitu"  # a call that failed has no ratio
     elif v.decided_by == "insitu" and v.insitu is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = v.insitu.ratio, v.insitu.ratio_ci, "insitu"
     _seed_words(v, rules)
@@ -374,14 +310,16 @@ def judge_numbers(
     v.accuracy = v.text
     v.sentences = [r.text for r in v.energy] + v.shown + v.audio_lag
     if v.identical_seeds:
-        v.sentences.insert(0, _identical_text(v.identical_seeds, all_seeds))
+        v.sentences.insert(0, identical_text(v.identical_seeds, all_seeds))
     if v.floor_check is not None:
         v.sentences += v.floor_check.findings
-    v.sentences += _far_below(v)
+    v.sentences += far_below_findings(v)
     if v.latent is not None:
         v.sentences.append(f"latents: {v.latent.text}")
     if v.insitu is not None:
         v.sentences.append(f"in-situ: {v.insitu.text}")
+    if v.structure is not None and v.structure.text:
+        v.sentences.append(f"structure: {v.structure.text}")
     if st.text:
         v.sentences.append(st.text)
     if v.baseline is not None:
@@ -391,45 +329,6 @@ def judge_numbers(
         frames = sum(c.frames for c in cands if c.seed in seeds)
         v.sentences.append(f"identical frames: {identical} of {frames}, counted in the pooled MSE (MSE 0)")
     return v
-
-
-def _identical_text(identical: Sequence, seeds: Sequence) -> str:
-    which = ", ".join(str(s) for s in identical)
-    return (
-        f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
-        "reference's there; the other seeds are judged"
-    )
-
-
-FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
-
-
-def _far_below(v: Verdict) -> list[str]:
-    """A candidate far below its floor is a finding about the floor (too noisy a perturbation, or a
-    floor run that is no exact noise), not praise for the candidate."""
-    out = []
-    for r in v.energy:
-        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW:
-            out.append(
-                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {r.ratio_ci[1]:.3g} < {FAR_BELOW:g}): "
-                "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
-            )
-    return out
-
-
-def _decided_by(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
-    """The part whose word is the verdict's, in the order a reader weighs them: the largest energy
-    reading with that word, then in situ, then the rest."""
-    with_word = [src for w, _, src in parts if w == v.word]
-    energy = [r for r in v.energy if r.word == v.word]
-    if energy:
-        return max(
-            energy, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-        ).metric
-    for src in ("insitu", "lag", "statistics", "latents"):
-        if src in with_word:
-            return src
-    return with_word[0] if with_word else ""
 
 
 def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRules) -> RatioReading | None:
@@ -483,91 +382,6 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
         )
     for s in v.identical_seeds:
         v.per_seed.append(SeedVerdict(seed=s, identical=True, word="identical", text=f"seed {s}: identical"))
-
-
-def decisive_reading(v: Verdict) -> RatioReading | None:
-    """The error-energy reading that decides the verdict's word (``decided_by``; else the largest ratio
-    among those that read the verdict's word, else among all): the one line and the badge lead with it.
-    None when another part decides (in situ, a lag, the statistics, the latents)."""
-    if v.decided_by and v.decided_by not in KINDS:
-        return None
-    named = [r for r in v.energy if r.metric == v.decided_by]
-    decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
-    if not decisive:
-        return None
-    return max(
-        decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-    )
-
-
-def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
-    """The one line: the word, the decisive evidence with its interval, the rest briefly."""
-    bits: list[str] = []
-    if v.identical_seeds:
-        bits.append(f"identical on seed(s) {', '.join(map(str, v.identical_seeds))}")
-    top = decisive_reading(v)
-    lead = next((text for w, text, src in parts if src == v.decided_by and src not in KINDS), "")
-    insitu_bit = ""
-    if v.insitu is not None:
-        insitu_bit = f"in-situ: {v.insitu.text or v.insitu.word} (end to end: {v.end_to_end_word})"
-    if v.decided_by == "insitu":  # the part that decides comes first
-        bits.append(insitu_bit)
-    elif lead:
-        bits.append(lead)
-    if top is not None:
-        head = f"error energy {ratio_text(top.ratio)} the floor's"
-        if top.ratio_ci:
-            head += (
-                f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
-            )
-        else:
-            head += f" (no interval; {top.label}"
-        others = [_short(r) for r in v.energy if r is not top]
-        head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
-        head += f", {len(v.seeds) or 1} seed(s)"
-        if top.word == "inconclusive" and top.ratio_ci is None:
-            head += ": no interval (one floor run per seed, no stated spread)"
-        elif top.word == "inconclusive":
-            head += (
-                f": about {top.seeds_to_decide} seed(s) would decide it" if top.seeds_to_decide
-                else ": no practical number of seeds decides it"
-            )  # fmt: skip
-        bits.append(head)
-    elif v.energy:
-        bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
-    invalid = [sc for sc in (v.floor_check.seeds if v.floor_check else []) if sc.invalid]
-    left = [k for sc in (v.floor_check.seeds if v.floor_check else []) for k in sc.left_out]
-    if left:
-        bits.append(f"floor run(s) left out: {', '.join(left)}")
-    if invalid:
-        bits.append("; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid))
-    chaotic = [sv for sv in v.per_seed if sv.regime.get("video") == "chaotic"]
-    if chaotic:
-        psnrs = ", ".join(fmt_db(sv.floor_psnr) for sv in chaotic)
-        low = rules.chaotic_below_db - rules.chaotic_band_db / 2
-        bits.append(f"pixel metrics uninformative (floor {psnrs} < {low:g} dB)")
-    if insitu_bit and v.decided_by != "insitu":
-        bits.append(insitu_bit)
-    if v.latent is not None and v.latent.judged:
-        bits.append(f"latents {v.latent.word}")
-    elif chaotic and v.insitu is None:
-        bits.append("no in-situ reading or latents: the video rests on the statistics")
-    bits += [x for x in v.audio_lag if x not in lead]
-    if v.stats_text and v.stats_text != lead:
-        bits.append(v.stats_text)
-    if v.baseline is not None:
-        b = v.baseline
-        ci = (
-            f" ({100 * (1 - rules.alpha):.10g}% CI {b.ratio_ci[0]:.3g}-{b.ratio_ci[1]:.3g})"
-            if b.ratio_ci
-            else ""
-        )
-        bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
-    if v.missing:
-        bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
-    if v.word == "within":  # the only word whose intervals support the claim
-        bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
-    return f"{v.word}: " + "; ".join(bits) if bits else v.word
 
 
 def attention_verdict(runs: list[RunSummary]) -> tuple[bool | None, str]:

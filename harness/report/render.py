@@ -9,15 +9,12 @@ page inlines every image that exists.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.model import ReportResults
-from harness.errors import HarnessError
-from harness.records import check_schema
+from harness.analysis.model import ReportResults, read_results
 from harness.report.figures import AssetReader, draw_figures
 from harness.store import atomic_write_text
 
@@ -47,20 +44,7 @@ class ReportPaths:
 
 def load_results(path: Path) -> ReportResults:
     """A results.json written by the analysis (this schema or the one before it)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as err:
-        raise HarnessError(f"{path}: cannot read results.json ({err.strerror or err})") from None
-    except ValueError as err:
-        raise HarnessError(f"{path}: not a harness results.json (not JSON: {err})") from None
-    data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
-    try:
-        res = ReportResults.model_validate(data)
-    except ValueError as err:
-        first = str(err).splitlines()[0]
-        raise HarnessError(f"{path}: not a harness results.json ({first})") from None
-    return res
+    return read_results(Path(path))
 
 
 def placed(path: Path, out_dir: Path) -> str:

@@ -386,3 +386,32 @@ def test_the_per_seed_cell_quotes_the_figure_the_headline_quotes():
     top = next(r for r in v.energy if r.metric == v.ratio_metric)
     assert v.decided_by == top.metric
     assert [sv.ratio for sv in v.per_seed] == [s.ratio for s in top.per_seed]
+
+
+def test_a_mirrored_video_under_a_chaotic_floor_is_outside():
+    # exact runs differ pixel-wise (floor 14.6 dB) but keep the coarse layout; the candidate is mirrored
+    layout = {"layout_var_a": {4: 400.0, 8: 500.0}, "layout_mirror_lr_mse": {4: 300.0, 8: 380.0}}
+    floors = [_pair(f"f{i}", 14.6 + 0.1 * i, 10.0, 0.63, 9.0 + 0.1 * i).model_copy(
+        update={**layout, "layout_mse": {4: 8.0 + i, 8: 30.0 + i}}) for i in range(3)]  # fmt: skip
+    same_stats = _pair("c", 14.5, 10.0, 0.63, 9.1)
+    mirrored = same_stats.model_copy(
+        update={**layout, "layout_mse": {4: 300.0, 8: 380.0}, "layout_mirror_lr_mse": {4: 9.0, 8: 31.0}}
+    )
+    v = judge_numbers("c", [mirrored], floors)
+    assert v.per_seed[0].regime["video"] == "chaotic"
+    assert v.word == "outside" and v.decided_by == "structure"
+    assert "layout mirrored left-right" in v.text
+    honest = same_stats.model_copy(update={**layout, "layout_mse": {4: 9.0, 8: 31.0}})
+    assert judge_numbers("c", [honest], floors).structure.word == "within"
+
+
+def test_one_frozen_frame_no_exact_run_has_is_outside():
+    from harness.analysis.structure import FrameCounts
+
+    floors = _floors(seeds=(42,))
+    exact = [
+        FrameCounts(key=k, seed=42, frozen=0, frozen_first=[]) for k in ("ref@42", *(f.key for f in floors))
+    ]
+    frozen = FrameCounts(key="c", seed=42, frozen=1, frozen_first=[60])
+    v = judge_numbers("c", [_seeded(40.1, 42, "c")], floors, cand_frames=[frozen], exact_frames=exact)
+    assert v.word == "outside" and "frame 60" in v.text, v.text

@@ -1,0 +1,148 @@
+"""A verdict in words: the one line a reviewer reads, led by the part that decides (the reading
+whose word is the verdict's), and the sentences that name the floor's and the identity's findings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from harness.analysis.energy import KINDS
+from harness.analysis.intervals import RatioReading
+from harness.analysis.verdict_model import Verdict
+from harness.number_format import fmt_db, ratio_text
+from harness.scenario.verdict import VerdictRules
+
+
+def _short(r: RatioReading) -> str:
+    ci = f" ({r.ratio_ci[0]:.3g}-{r.ratio_ci[1]:.3g})" if r.ratio_ci else ""
+    return f"{r.label} {ratio_text(r.ratio)}{ci}"
+
+
+def identical_text(identical: Sequence, seeds: Sequence) -> str:
+    which = ", ".join(str(s) for s in identical)
+    return (
+        f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
+        "reference's there; the other seeds are judged"
+    )
+
+
+FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
+
+
+def far_below_findings(v: Verdict) -> list[str]:
+    """A candidate far below its floor is a finding about the floor (too noisy a perturbation, or a
+    floor run that is no exact noise), not praise for the candidate."""
+    out = []
+    for r in v.energy:
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW:
+            out.append(
+                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {r.ratio_ci[1]:.3g} < {FAR_BELOW:g}): "
+                "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+            )
+    return out
+
+
+def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
+    """The part whose word is the verdict's, in the order a reader weighs them: the largest energy
+    reading with that word, then in situ, then the rest."""
+    with_word = [src for w, _, src in parts if w == v.word]
+    energy = [r for r in v.energy if r.word == v.word]
+    if energy:
+        return max(
+            energy, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+        ).metric
+    for src in ("insitu", "structure", "lag", "statistics", "latents"):
+        if src in with_word:
+            return src
+    return with_word[0] if with_word else ""
+
+
+def decisive_reading(v: Verdict) -> RatioReading | None:
+    """The error-energy reading that decides the verdict's word (``decided_by``; else the largest ratio
+    among those that read the verdict's word, else among all): the one line and the badge lead with it.
+    None when another part decides (in situ, a lag, the statistics, the latents)."""
+    if v.decided_by and v.decided_by not in KINDS:
+        return None
+    named = [r for r in v.energy if r.metric == v.decided_by]
+    decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
+    if not decisive:
+        return None
+    return max(
+        decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+    )
+
+
+def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The one line: the word, the decisive evidence with its interval, the rest briefly."""
+    bits: list[str] = []
+    if v.identical_seeds:
+        bits.append(f"identical on seed(s) {', '.join(map(str, v.identical_seeds))}")
+    top = decisive_reading(v)
+    lead = next((text for w, text, src in parts if src == v.decided_by and src not in KINDS), "")
+    insitu_bit = ""
+    if v.insitu is not None:
+        insitu_bit = f"in-situ: {v.insitu.text or v.insitu.word} (end to end: {v.end_to_end_word})"
+    if v.decided_by == "insitu":  # the part that decides comes first
+        bits.append(insitu_bit)
+    elif lead:
+        bits.append(lead)
+    if top is not None:
+        head = f"error energy {ratio_text(top.ratio)} the floor's"
+        if top.ratio_ci:
+            head += (
+                f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
+            )
+        else:
+            head += f" (no interval; {top.label}"
+        others = [_short(r) for r in v.energy if r is not top]
+        head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
+        head += f", {len(v.seeds) or 1} seed(s)"
+        if top.word == "inconclusive" and top.ratio_ci is None:
+            head += ": no interval (one floor run per seed, no stated spread)"
+        elif top.word == "inconclusive":
+            head += (
+                f": about {top.seeds_to_decide} seed(s) would decide it" if top.seeds_to_decide
+                else ": no practical number of seeds decides it"
+            )  # fmt: skip
+        bits.append(head)
+    elif v.energy:
+        bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
+    invalid = [sc for sc in (v.floor_check.seeds if v.floor_check else []) if sc.invalid]
+    left = [k for sc in (v.floor_check.seeds if v.floor_check else []) for k in sc.left_out]
+    if left:
+        bits.append(f"floor run(s) left out: {', '.join(left)}")
+    if invalid:
+        bits.append("; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid))
+    chaotic = [sv for sv in v.per_seed if sv.regime.get("video") == "chaotic"]
+    if chaotic:
+        psnrs = ", ".join(fmt_db(sv.floor_psnr) for sv in chaotic)
+        low = rules.chaotic_below_db - rules.chaotic_band_db / 2
+        bits.append(f"pixel metrics uninformative (floor {psnrs} < {low:g} dB)")
+    if insitu_bit and v.decided_by != "insitu":
+        bits.append(insitu_bit)
+    if v.latent is not None and v.latent.judged:
+        bits.append(f"latents {v.latent.word}")
+    elif chaotic and v.insitu is None:
+        bits.append("no in-situ reading or latents: the video rests on the statistics")
+    bits += [x for x in v.audio_lag if x not in lead]
+    if (
+        v.structure is not None
+        and v.structure.word in ("outside", "inconclusive")
+        and v.structure.text != lead
+    ):
+        bits.append(v.structure.text)
+    if v.stats_text and v.stats_text != lead:
+        bits.append(v.stats_text)
+    if v.baseline is not None:
+        b = v.baseline
+        ci = (
+            f" ({100 * (1 - rules.alpha):.10g}% CI {b.ratio_ci[0]:.3g}-{b.ratio_ci[1]:.3g})"
+            if b.ratio_ci
+            else ""
+        )
+        bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
+    if v.missing:
+        bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
+    if v.word == "within":  # the only word whose intervals support the claim
+        bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
+    return f"{v.word}: " + "; ".join(bits) if bits else v.word
