@@ -231,10 +231,15 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def _energy_cell(v: Verdict) -> str:
+    if v.word == "identical":
+        n = len(v.identical_seeds)
+        return f"no error: output bitwise the reference's on {n} of {len(v.per_seed) or n} seed(s)"
     if not v.energy:
         chaotic = any(sv.regime.get("video") == "chaotic" for sv in v.per_seed)
         return "pixel metrics uninformative (chaotic floor)" if chaotic else "not judged"
     parts = [f"{r.label} {ratio_text(r.ratio)}{_ci(r.ratio_ci)} {r.word}" for r in v.energy]
+    if v.insitu is not None and v.insitu.word:  # the second reading, beside the end-to-end ones
+        parts.append(f"in situ {ratio_text(v.insitu.ratio)}{_ci(v.insitu.ratio_ci)} {v.insitu.word}")
     return "; ".join(parts)
 
 
@@ -258,14 +263,17 @@ def verdict_section(res: ReportResults) -> Section:
         f"geometric mean, every seed required to pass. Tolerance {rules.tolerance:g}x "
         f"({10 * math.log10(rules.tolerance):.2f} dB of PSNR): within when the interval lies under it, outside when "
         "over it, else inconclusive (with the seeds that would decide it). A value the floor has and the candidate "
-        "lacks makes the verdict incomplete; a value that is not finite fails."
+        "lacks makes the verdict incomplete; a value that is not finite fails. Identical: the output is bitwise "
+        "equal to the reference's on every seed (no error to weigh, no ratio); an approximate kernel that reads so "
+        "most likely never ran. The in-situ reading, where there is one, is a second reading beside the end-to-end "
+        "one in every regime: the verdict is outside when it is."
     )
     t = TextTable(
         title="",
         headers=["arm", "verdict", "error energy vs floor (interval)", "per seed", "statistics", "attention"],
     )
     for v in res.verdicts:
-        bad = v.word in ("outside", "invalid", "incomplete") or v.attention_ok is False
+        bad = v.word in ("outside", "invalid", "incomplete") or v.attention_ok is False or bool(v.warnings)
         t.add(
             [
                 v.arm,

@@ -76,18 +76,18 @@ def triple(t: Any) -> tuple[float | None, float | None, float | None]:
 
 def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
     """The figure at the top of the page: every candidate's speed-up against its error ratio."""
-    from harness.report.review import floor_points, readings
+    from harness.report.review import INSITU_WHAT, floor_points, readings
 
     cands = readings(res)
-    points = [(r.arm, r.word, triple(r.step), triple(r.ratio), r.baseline) for r in cands]
+    # one point per candidate, at the ratio of the reading that decides; identical output on the bottom edge
+    points = [(r.arm, r.word, triple(r.step), (0.0, None, None) if r.word == "identical" else triple(r.ratio),
+               r.baseline) for r in cands]  # fmt: skip
     floors = [(f.arm, triple(f.speedup), f.ratio) for f in floor_points(res)]
     if not any(p[2][0] is not None and p[3][0] is not None for p in points):
         return None
     tol = cands[0].tolerance if cands else res.rules.tolerance
-    chaotic = any(r.regime == "chaotic" for r in cands)
-    ylabel = "error / the noise floor's" + (
-        " (in-situ or latent where chaotic)" if chaotic else " (error energy)"
-    )
+    insitu = any(r.ratio_what == INSITU_WHAT for r in cands)
+    ylabel = "error / the noise floor's" + (" (in situ where it decides)" if insitu else " (error energy)")
     shown = [points, floors, tol, ylabel]
     return "speed_accuracy", shown, lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel)
 

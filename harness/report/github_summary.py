@@ -1,8 +1,10 @@
 """The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): GitHub-flavoured markdown that opens with the
 verdicts, under GitHub's limit of 1 MiB per step.
 
-In order: a table of the candidates (verdict word, error ratio to the floor, both speed-ups with
-their intervals, attention), report.md's summary lines, the figures and pages by name (relative
+In order: a table of the candidates (verdict word and its mark; its readings as the page's badge
+gives them: "identical" alone without a ratio, else the ratio of the reading that decides, and both
+readings, end to end and in situ, each with its word, where an in-situ one exists; its warnings; both
+speed-ups with their intervals, attention), what the marks shown mean, report.md's summary lines, the figures and pages by name (relative
 links into an uploaded artifact cannot be known, so they are named "in the artifact", and the run's
 page is linked when its address is given), then pr.md's tables folded. Nothing is inlined: no image
 travels in the summary. Each part goes in only while the whole stays within the budget (GitHub's
@@ -17,19 +19,13 @@ from pathlib import Path
 
 from harness.analysis.model import ReportResults
 from harness.report.render import ReportPaths, load_results
-from harness.report.review import ratio_line, readings, speed_cell
+from harness.report.review import MARKS as REVIEW_MARKS
+from harness.report.review import MEANINGS, accuracy_lines, readings, speed_cell
 from harness.report.summary import summary_lines
 from harness.text_table import md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
-MARKS = {
-    "within": "🟢",
-    "outside": "🔴",
-    "inconclusive": "🟡",
-    "incomplete": "🟡",
-    "invalid": "⛔",
-    "not run": "⚪",
-}
+MARKS = REVIEW_MARKS  # each verdict word its mark, as each its colour on the page
 
 
 def size(text: str) -> int:
@@ -43,10 +39,19 @@ def verdict_rows(res: ReportResults) -> list[str]:
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
         word = f"{MARKS.get(r.word, '')} **{r.word}**".strip()
         base = " (accepted baseline)" if r.baseline else ""
-        cells = [f"{md_escape(r.arm)}{base}", word, md_text(ratio_line(r)), md_text(speed_cell(r.step)),
+        error = md_escape("; ".join(accuracy_lines(r, bare=True))) + "".join(
+            f"; **WARNING**: {md_escape(w)}" for w in r.warnings
+        )
+        cells = [f"{md_escape(r.arm)}{base}", word, error, md_text(speed_cell(r.step)),
                  md_text(speed_cell(r.total)), ok]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def legend(res: ReportResults) -> str:
+    """What the marks of the verdict table mean, for the words it shows."""
+    shown = {r.word for r in readings(res)}
+    return "; ".join(f"{MARKS[w]} {w}: {MEANINGS[w]}" for w in MARKS if w in shown)
 
 
 HEAD = "| candidate | verdict | error vs the noise floor | DiT s/step speed-up | pipeline total speed-up | attention |"
@@ -82,6 +87,8 @@ def github_summary(
         table += row + "\n"
     if not rows:
         table = "_No candidate arm in this campaign._\n"
+    elif size(out + table + legend(res) + closing) + reserve <= budget:
+        closing = f"\n_{legend(res)}._\n\n"
     out += table + closing
     where = f"[the run's page]({run_url})" if run_url else "the workflow run's artifacts"
     parts = [

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
+from harness.report.review import WORD_COLOURS as REVIEW_COLOURS
 from harness.store import atomic_write_bytes
 
 DPI = 90
@@ -179,8 +180,7 @@ def seeds_plot(
     return _save(fig, path)
 
 
-WORD_COLOURS = {"within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00", "invalid": "#6a1b9a",
-                "incomplete": "#757575", "not run": "#9e9e9e"}  # fmt: skip
+WORD_COLOURS = dict(REVIEW_COLOURS)  # each verdict word its colour, as on the page's badges
 
 
 def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float | None = None) -> None:
@@ -263,7 +263,7 @@ def speed_accuracy_plot(
         tag = (
             f"{arm} ({word})"
             + (" - accepted baseline" if baseline else "")
-            + (" - identical" if y <= 0 else "")
+            + (" - identical" if y <= 0 and word != "identical" else "")
         )
         ax.annotate(tag, (x, yy), xytext=(7, 5 if n % 2 == 0 else -12), textcoords="offset points", fontsize=8,
                     color=colour)  # fmt: skip

@@ -1,6 +1,9 @@
 """pr.md: the pull request's own compact tables, paste-ready, beside report.md.
 
-Four blocks, as the pull request laid them out (there tab-separated, here markdown): speed
+First the verdicts, one line per candidate with its word's mark (the summary's verdict: "identical"
+alone; else the reading that decides first, and both readings, each with its word, where an in-situ
+reading exists; the warnings). Then four blocks, as the pull request laid them out (there
+tab-separated, here markdown): speed
 per arm with the speed-up against the reference, decoded output against the reference with
 the noise-floor row last, global statistics per run, and one-line facts (attention calls
 through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
@@ -14,6 +17,7 @@ from __future__ import annotations
 from harness.analysis.model import ArmAggregate, ReportResults
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
+from harness.report.review import MARKS, readings, verdict_line
 from harness.report.summary import arm_speed, incomplete_line
 from harness.text_table import md_escape, md_rows, md_text
 
@@ -167,10 +171,24 @@ def facts(res: ReportResults) -> list[str]:
     return out
 
 
+def verdict_lines(res: ReportResults) -> list[str]:
+    """One line per candidate: its word's mark, its name and its verdict, short; its warnings."""
+    out = []
+    for r in readings(res):
+        why = f" ({r.text})" if r.word == "not run" and r.text else ""
+        warn = "".join(f"; **WARNING**: {md_text(w)}" for w in r.warnings)
+        out.append(
+            f"- {MARKS.get(r.word, '')} **{md_escape(r.arm)}**: {md_text(verdict_line(r) + why)}{warn}"
+        )
+    return out
+
+
 def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
     if res.errors:
         lines += [f"**{md_text(incomplete_line(res))}**", ""]
+    verdicts = verdict_lines(res)
+    lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]
     lines += stats_table(res) + [""]

@@ -2,10 +2,13 @@
 speed-up, each with an interval; the points of the speed-against-accuracy figure.
 
 The page's badges, its figure and the GitHub job summary read these ``Reading`` records and nothing
-else: every verdict's ``word``, ``ratio`` and ``ratio_ci`` (the largest judged error-energy ratio to
-the floor, combined over seeds, with its interval; an in-situ reading's where a chaotic verdict rests
-on one) and every speed test's ``speedup``, ``speedup_ci`` and ``word`` (``analysis.verdict``,
-``compare.significance``).
+else: every verdict's ``word``, the reading that decides it (``decided_by``: in situ where it does,
+else the error-energy ratio to the floor named by ``ratio_metric``, combined over seeds, with its
+interval), its second reading (the end-to-end word and ratio beside the in-situ one, in every regime
+where an in-situ reading exists), the seeds bitwise identical to the reference and the warnings; and
+every speed test's ``speedup``, ``speedup_ci`` and ``word`` (``analysis.verdict``,
+``compare.significance``). "identical" (output bitwise the reference's on every seed) is a word of its
+own, shown first and alone: no ratio.
 """
 
 from __future__ import annotations
@@ -17,7 +20,22 @@ from typing import Any
 from harness.analysis.model import ReportResults, SpeedTest, Verdict
 from harness.number_format import NA, fmt_speedup, ratio_text
 
-WORDS = ("within", "outside", "inconclusive", "incomplete", "invalid", "not run")
+WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
+WORD_COLOURS = {"identical": "#1565c0", "within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00",
+                "invalid": "#6a1b9a", "incomplete": "#757575", "not run": "#9e9e9e"}  # fmt: skip
+MARKS = {"identical": "🔵", "within": "🟢", "outside": "🔴", "inconclusive": "🟡", "incomplete": "🟡",
+         "invalid": "⛔", "not run": "⚪"}  # fmt: skip
+MEANINGS = {
+    "identical": "bitwise equal to the reference's output on every seed; an approximate kernel that reads so "
+    "most likely never ran",
+    "within": "every interval under the tolerance",
+    "outside": "some reading over the tolerance (end to end or in situ)",
+    "inconclusive": "an interval across the tolerance",
+    "incomplete": "a value the floor has is missing",
+    "invalid": "attention calls not served by the requested op",
+    "not run": "no run ended ok",
+}
+INSITU_WHAT = "in-situ error / the exact floor's"
 
 
 @dataclass(frozen=True)
@@ -28,6 +46,9 @@ class Terms:
     ci: tuple[float, float] | None = None
     ci_what: str = ""  # "95 % CI", "range over seeds"
     word: str = ""
+
+
+NO_TERMS = Terms()
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,15 @@ class Reading:
     total: Terms  # pipeline-total speed-up
     baseline: bool  # the scenario's accepted baseline
     text: str  # the verdict in words
+    decided_by: str = ""  # the part whose word is the verdict's (``Verdict.decided_by``)
+    end_to_end: Terms = NO_TERMS  # the decoded output's own reading: its word, its energy ratio
+    end_to_end_what: str = ""
+    insitu: Terms | None = None  # the in-situ reading (ratio to the exact floor's, word), where there is one
+    identical_seeds: tuple = ()  # seeds whose output is bitwise the reference's
+    seeds: int = 0
+    warnings: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    attention: str = ""  # why the attention is invalid, where it is
 
 
 def accepted_baseline(res: ReportResults) -> str | None:
@@ -66,18 +96,44 @@ def regime(v: Verdict) -> str:
     return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
 
 
+def _energy_terms(v: Verdict, metric: str) -> tuple[Terms, str]:
+    """The error-energy reading named ``metric`` (its ratio, interval and word) and what it measures."""
+    r = next((r for r in v.energy if r.metric == metric), None)
+    if r is None or r.ratio is None:
+        return Terms(word=r.word if r is not None else ""), ""
+    ci = pair(r.ratio_ci)
+    return Terms(
+        float(r.ratio), ci, f"{100 * (1 - r.alpha):.10g} % CI" if ci else "", r.word
+    ), f"{r.label} / the floor's"
+
+
+def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
+    """The verdict's own in-situ reading (ratio to the exact floor's, with its interval and word), where
+    it carries one (every regime since ``decided_by``; before, chaotic seeds only)."""
+    got = v.insitu if v.insitu is not None and v.insitu.word else None
+    if got is None:
+        return None
+    ci = pair(got.ratio_ci)
+    value = float(got.ratio) if got.ratio is not None else None
+    return Terms(
+        value, ci if value is not None else None, "95 % CI" if ci and value is not None else "", got.word
+    )
+
+
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
-    """(word, ratio with its interval, what the ratio is) of a verdict."""
+    """(word, ratio with its interval, what the ratio is) of a verdict: the reading that decides it
+    (``decided_by``): the in-situ one where it decides, else the error energy ``ratio_metric`` names.
+    An identical verdict has no ratio."""
     word = v.word if v.word in WORDS else "inconclusive"
-    insitu = res.insitu.reading(v.arm) if res.insitu is not None and regime(v) == "chaotic" else None
-    if insitu is not None and insitu.ratio is not None:
-        ci = pair(insitu.ratio_ci)
-        return (
-            word,
-            Terms(float(insitu.ratio), ci, "95 % CI" if ci else ""),
-            "in-situ error / the exact floor's",
-        )
-    if v.ratio is None:
+    if word == "identical":
+        return word, Terms(), ""
+    insitu = insitu_terms(res, v)
+    by_insitu = v.decided_by == "insitu" or v.ratio_metric == "insitu"
+    if not v.decided_by and v.ratio is None and regime(v) == "chaotic":  # written before decided_by
+        by_insitu = True
+    if by_insitu and insitu is not None and insitu.value is not None:
+        return word, insitu, INSITU_WHAT
+    if v.ratio is None or v.ratio_metric == "insitu":
         return word, Terms(), ""
     ci = pair(v.ratio_ci)
     label = next((r.label for r in v.energy if r.metric == v.ratio_metric), "error energy")
@@ -87,6 +143,22 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
         Terms(float(v.ratio), ci, f"{100 * (1 - level):.10g} % CI" if ci else ""),
         f"{label} / the floor's",
     )
+
+
+def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
+    """The decoded output's reading alone (everything but in situ): its word, and the error-energy ratio
+    that decides it (the one the verdict names, else the largest that reads its word, else the largest)."""
+    word = v.end_to_end_word or ("" if v.decided_by == "insitu" else v.word)
+    named = v.decided_by if any(r.metric == v.decided_by for r in v.energy) else ""
+    if not named:
+        same = [r for r in v.energy if r.word == word and r.ratio is not None] or [
+            r for r in v.energy if r.ratio is not None
+        ]
+        named = (
+            max(same, key=lambda r: r.ratio if math.isfinite(r.ratio) else math.inf).metric if same else ""
+        )
+    terms, what = _energy_terms(v, named) if named else (Terms(), "")
+    return Terms(terms.value, terms.ci, terms.ci_what, word), what
 
 
 def speed_terms(t: SpeedTest | None) -> Terms:
@@ -105,6 +177,7 @@ def readings(res: ReportResults) -> list[Reading]:
         if v.role != "candidate":
             continue
         word, ratio, what = verdict_terms(res, v)
+        e2e, e2e_what = end_to_end_terms(v)
         agg = res.arm(v.arm)
         tests = agg.speed if agg is not None else {}
         runs = [r for r in res.runs if r.arm == v.arm]
@@ -124,6 +197,15 @@ def readings(res: ReportResults) -> list[Reading]:
                 total=speed_terms(tests.get("pipeline_total_s")),
                 baseline=v.arm == base,
                 text=text,
+                decided_by=v.decided_by,
+                end_to_end=e2e,
+                end_to_end_what=e2e_what,
+                insitu=insitu_terms(res, v) if word != "not run" else None,
+                identical_seeds=tuple(v.identical_seeds),
+                seeds=len({sv.seed for sv in v.per_seed}) or len(v.seeds) or v.measured,
+                warnings=tuple(v.warnings),
+                missing=tuple(dict.fromkeys(v.missing)),
+                attention=v.attention if v.attention_ok is False else "",
             )
         )
     return out
@@ -186,7 +268,10 @@ def interval_text(t: Terms, fmt) -> str:
 
 
 def ratio_line(r: Reading) -> str:
-    """'error energy 27.5x the floor's [12.1x, 40.2x] range over seeds (video MSE), tolerance 2x'."""
+    """'error energy 27.5x the floor's [12.1x, 40.2x] range over seeds (video MSE), tolerance 2x'; an
+    identical reading's seeds instead (it has no ratio)."""
+    if r.word == "identical":
+        return identical_line(r)
     if r.ratio.value is None:
         return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
     what = r.ratio_what.removesuffix(" / the floor's").removesuffix(" / the exact floor's")
@@ -194,6 +279,69 @@ def ratio_line(r: Reading) -> str:
         f"{ratio_text(r.ratio.value)} the floor's{interval_text(r.ratio, ratio_text)} ({what}), "
         f"tolerance {r.tolerance:g}x"
     )
+
+
+def identical_line(r: Reading) -> str:
+    """'identical on 2 of 2 seed(s): output bitwise equal to the reference's' (every seed), else which."""
+    n, of = len(r.identical_seeds), r.seeds or len(r.identical_seeds)
+    if r.word == "identical":
+        return f"identical on {n} of {of} seed(s): output bitwise equal to the reference's"
+    return f"identical on seed(s) {', '.join(map(str, r.identical_seeds))} ({n} of {of}); the others judged"
+
+
+def end_to_end_line(r: Reading, sep: str = ": ") -> str:
+    """'end to end: inconclusive 1.07x the floor's [0.49x, 2.37x] 97.5 % CI (video MSE), tolerance 2x'."""
+    t = r.end_to_end
+    if t.value is None:
+        return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
+    what = r.end_to_end_what.removesuffix(" / the floor's")
+    return (
+        f"end to end{sep}{t.word or NA} {ratio_text(t.value)} the floor's{interval_text(t, ratio_text)} "
+        f"({what}), tolerance {r.tolerance:g}x"
+    )
+
+
+def insitu_line(r: Reading, sep: str = ": ") -> str:
+    """'in situ: outside 3.20x the exact floor's [2.50x, 4.10x] 95 % CI'."""
+    t = r.insitu or Terms()
+    if t.value is None:
+        return f"in situ{sep}{t.word or NA}: no ratio"
+    return f"in situ{sep}{t.word or NA} {ratio_text(t.value)} the exact floor's{interval_text(t, ratio_text)}"
+
+
+def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]:
+    """The accuracy lines of a badge: an identical reading alone; else both readings where an in-situ
+    one exists (the one that decides first), else the error line ('error: ...'; ``bare``: without
+    'error'); the seeds found identical."""
+    if r.word == "identical":
+        return [identical_line(r)]
+    if r.insitu is not None:
+        both = [end_to_end_line(r, sep), insitu_line(r, sep)]
+        lines = both[::-1] if r.decided_by == "insitu" else both
+    else:
+        lines = [ratio_line(r) if bare else f"error{sep}{ratio_line(r)}"]
+    if r.identical_seeds:
+        lines.append(identical_line(r))
+    return lines
+
+
+def verdict_line(r: Reading) -> str:
+    """The verdict of a summary line, short: 'verdict <word>: <the readings>[; missing: ...]'."""
+    if r.word == "not run":
+        return "verdict not run"
+    lines = accuracy_lines(r, " ", bare=True)
+    if r.word == "identical":
+        return f"verdict {lines[0]}"
+    if r.ratio.value is None and r.insitu is None and r.word != "invalid" and r.text:
+        return f"verdict {r.text.split('; WARNING: ')[0]}"  # no reading to quote: the verdict's own line
+    head = f"verdict {r.word}"
+    if r.word == "invalid":
+        head += f" ({r.attention.split(': ', 1)[0] or 'attention calls not served by the requested op'}); as measured"
+    missing = ""
+    if r.missing and r.word == "incomplete":
+        more = f" (and {len(r.missing) - 1} more)" if len(r.missing) > 1 else ""
+        missing = f"; missing: {r.missing[0]}{more}"
+    return f"{head}: " + "; ".join(lines) + missing
 
 
 def speed_cell(t: Terms) -> str:
@@ -211,11 +359,14 @@ def speed_line(what: str, t: Terms) -> str:
 @dataclass(frozen=True)
 class Badge:
     reading: Reading
-    css: str  # the word as a CSS class: within, outside, inconclusive, incomplete, invalid, not-run
+    css: (
+        str  # the word as a CSS class: identical, within, outside, inconclusive, incomplete, invalid, not-run
+    )
     ratio: str  # ratio_line
     step: str  # speed_line of DiT s/step
     total: str  # speed_line of the pipeline total
     note: str = ""  # why a run is missing or invalid
+    lines: tuple[str, ...] = ()  # accuracy_lines: the readings (both where an in-situ one exists)
 
 
 @dataclass(frozen=True)
@@ -228,6 +379,7 @@ class ReviewView:
     floor: str
     tolerance: float
     regime_note: str = ""
+    legend: tuple[tuple[str, str, str], ...] = ()  # (word, its CSS class, what it means)
 
 
 def badge(r: Reading) -> Badge:
@@ -235,6 +387,7 @@ def badge(r: Reading) -> Badge:
         reading=r,
         css=r.word.replace(" ", "-"),
         ratio=ratio_line(r),
+        lines=tuple(accuracy_lines(r)),
         step=speed_line("DiT s/step", r.step),
         total=speed_line("pipeline total", r.total),
         note=r.text
@@ -247,9 +400,10 @@ def review_view(res: ReportResults, figure: str | None) -> ReviewView:
     cands = readings(res)
     chaotic = [r.arm for r in cands if r.regime == "chaotic"]
     note = (
-        "the floor is chaotic (exact attention alone changes the video): the ratio of "
+        "the floor is chaotic for "
         + ", ".join(chaotic)
-        + " is its in-situ or earliest-step latent error, not a pixel metric"
+        + " (exact attention alone changes the video): pixel metrics do not judge there, and each badge "
+        "leads with the reading that decides"
         if chaotic
         else ""
     )
@@ -260,4 +414,5 @@ def review_view(res: ReportResults, figure: str | None) -> ReviewView:
         floor=", ".join(res.noise_floor_arms) or "none",
         tolerance=cands[0].tolerance if cands else res.rules.tolerance,
         regime_note=note,
+        legend=tuple((w, w.replace(" ", "-"), MEANINGS[w]) for w in WORDS),
     )

@@ -1,10 +1,13 @@
 """The summary a report opens with: one line for the campaign, then one per candidate arm.
 
-Per candidate: its DiT s/step and pipeline-total speed-up (reference time / arm time) with its
-interval and word on the same line (the report's own speed tests, ``analysis.speed``: a speed
-word only when the interval clears the minimum effect and the Holm-adjusted test rejects equal
-times), its verdict (word and line), and whether its attention calls were valid. pr.md takes its
-speed-ups from ``arm_speed`` here, so both files print the same figures.
+Per candidate, short (the badge in words, ``report.review``): its verdict word with the reading
+that decides it first ("identical" alone, without a ratio; both readings, each with its word, where
+an in-situ reading exists: end to end and in situ), its DiT s/step and pipeline-total speed-up
+(reference time / arm time) with its interval and word (the report's own speed tests,
+``analysis.speed``: a speed word only when the interval clears the minimum effect and the
+Holm-adjusted test rejects equal times; the speed section gives each test in full), whether its
+attention calls were valid, and its warnings. The verdict's whole line is in the verdicts section.
+pr.md takes its speed-ups from ``arm_speed`` here, so both files print the same figures.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from harness.analysis.model import ReportResults
 from harness.compare.significance import SpeedTest
 from harness.report.cells import Section
+from harness.report.review import Reading, readings, speed_line, verdict_line
 
 
 @dataclass(frozen=True)
@@ -42,20 +46,23 @@ def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
     )
 
 
-def _speed_text(what: str, t: SpeedTest) -> str:
-    if not t.measured:
-        return f"{what}: no timing"
-    return f"{what} {t.words}"
-
-
-def _verdict_text(v) -> str:
-    """The verdict's word and its one line, without its attention part."""
-    return f"verdict {v.text or v.word}"
-
-
 def _validity_text(v) -> str:
     ok = v.attention_ok
     return {True: "attention valid", False: "attention INVALID"}.get(ok, "attention not recorded")
+
+
+def candidate_line(r: Reading | None, v) -> str:
+    """'arm: verdict <word>: <readings>; DiT s/step speed-up ...; pipeline total speed-up ...; attention
+    valid[; WARNING: ...]'."""
+    if r is None:
+        return f"{v.arm}: verdict {v.word}; {_validity_text(v)}"
+    parts = [
+        verdict_line(r),
+        speed_line("DiT s/step", r.step),
+        speed_line("pipeline total", r.total),
+        _validity_text(v),
+    ]
+    return f"{v.arm}: " + "; ".join(parts) + "".join(f"; WARNING: {w}" for w in r.warnings)
 
 
 def incomplete_line(res: ReportResults, shown: int = 3) -> str:
@@ -73,6 +80,7 @@ def summary_lines(res: ReportResults) -> list[str]:
         f"{len(cands)} candidate(s)"
     )
     lines = [head]
+    reading = {r.arm: r for r in readings(res)}
     if res.errors:  # missing or unreadable data: said first, so that no reader takes the rest as whole
         lines.append(incomplete_line(res))
     for v in cands:
@@ -81,14 +89,7 @@ def summary_lines(res: ReportResults) -> list[str]:
             r = runs[0]
             lines.append(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")"))
             continue
-        sp = arm_speed(res, v.arm)
-        parts = [
-            _speed_text("DiT s/step", sp.step),
-            _speed_text("pipeline total", sp.total),
-            _verdict_text(v),
-            _validity_text(v),
-        ]
-        lines.append(f"{v.arm}: " + "; ".join(parts))
+        lines.append(candidate_line(reading.get(v.arm), v))
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
     return lines
 

@@ -15,7 +15,7 @@ from harness.compare.significance import compare_samples
 from harness.report.benchmark import BenchmarkEntry, benchmark_entries
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
 from harness.report.render import load_results
-from harness.report.review import floor_points, readings, speed_terms, verdict_terms
+from harness.report.review import floor_points, pair, readings, speed_terms, verdict_terms
 
 CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools
 
@@ -38,27 +38,24 @@ def test_every_candidate_has_its_word(res):
     far = next(r for r in readings(res) if r.arm == "sage_far")
     v = next(v for v in res.verdicts if v.arm == "sage_far")
     judged = next(c for c in v.energy if c.metric == v.ratio_metric)  # the ratio the verdict rests on
-    assert far.ratio.value == v.ratio == judged.ratio and far.ratio.ci == tuple(v.ratio_ci)
+    assert far.ratio.value == v.ratio == judged.ratio and far.ratio.ci == pair(v.ratio_ci)
     assert far.ratio_what == f"{judged.label} / the floor's"
     assert far.step.value == pytest.approx(2.0) and far.step.word == "too few runs"  # 1.0 s -> 0.5 s, one run
 
 
-def test_a_chaotic_candidate_is_drawn_at_its_in_situ_reading(res):
-    """Where the video floor is chaotic the badge and the figure give the in-situ ratio, looked up by
-    the candidate's name in results.json's in-situ readings."""
-    from harness.analysis.insitu_model import InSituReading, InSituResults
-    from harness.analysis.verdict import SeedVerdict
+def test_the_headline_is_the_reading_that_decides(res):
+    """Where the in-situ reading decides (``decided_by``), in any regime, the badge and the figure give
+    its ratio; else the error energy the verdict names, even where an in-situ reading exists."""
+    from harness.analysis.verdict import InsituReading
 
-    chaotic = res.model_copy(deep=True)
-    v = next(v for v in chaotic.verdicts if v.arm == "sage_close")
-    v.per_seed = [SeedVerdict(seed=42, regime={"video": "chaotic", "audio": "waveform"})]
-    chaotic.insitu = InSituResults(
-        readings=[InSituReading(candidate="sage_close", ratio=3.0, ratio_ci=[2.5, 3.6])]
-    )
-    _, ratio, what = verdict_terms(chaotic, v)
+    v = next(v for v in res.verdicts if v.arm == "sage_close").model_copy(deep=True)
+    v.insitu = InsituReading(word="outside", ratio=3.0, ratio_ci=[2.5, 3.6], text="in situ outside")
+    v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "insitu", 3.0, [2.5, 3.6], "insitu"
+    _, ratio, what = verdict_terms(res, v)
     assert (ratio.value, ratio.ci, what) == (3.0, (2.5, 3.6), "in-situ error / the exact floor's")
-    chaotic.insitu = None  # no reading: the error-energy ratio, as in the pixel regime
-    assert verdict_terms(chaotic, v)[1].value == v.ratio
+    e2e = next(x for x in res.verdicts if x.arm == "sage_close")
+    v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "video_mse", e2e.ratio, e2e.ratio_ci, "video_mse"
+    assert verdict_terms(res, v)[1].value == e2e.ratio  # the end-to-end reading decides: its ratio
 
 
 def test_the_speed_up_interval_covers_the_ratio_of_means():
@@ -73,7 +70,7 @@ def test_the_speed_up_interval_covers_the_ratio_of_means():
     assert math.log(hi / lo) / 2 == pytest.approx(2.2281 * math.sqrt(2 * cv * cv / 6), rel=1e-3)  # df = 10
     assert speed_terms(SpeedTest()).word == "no timing"
     same = speed_terms(compare_samples([1.0, 1.0], [1.0, 1.0]))
-    assert same.ci == (1.0, 1.0)
+    assert same.ci is None and same.word == "zero spread"  # identical timings claim nothing
 
 
 def test_the_floor_runs_sit_at_their_own_ratio(res):
@@ -115,7 +112,7 @@ def test_the_summary_opens_with_the_verdicts_and_inlines_no_image(single_report,
     table = lines.index(next(ln for ln in lines if ln.startswith("| candidate | verdict |")))
     assert table <= 4 and lines[table + 2].startswith(
         "| sage_close | 🟡 **inconclusive** | 0.66x the floor's"
-    )
+    ), lines[table + 2]
     assert "| sage_far | ⛔ **invalid** |" in text and "| broken | ⚪ **not run** |" in text
     assert "data:" not in text and "![" not in text and "`index.html`" in text and "in the artifact" in text
     assert "<details><summary>pr.md" in text and len(text.encode()) < SUMMARY_LIMIT
