@@ -4,14 +4,12 @@ replaced are shown failing on the same draws."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from cli_testutil import harness
 
 from harness.bench.verdicts import FIXTURE, load_fixture, markdown, run_bench
 
-DRAWS = 100
+DRAWS = 60  # the CLI's default is 500; every row's draws are seeded
 # The least power each planted defect must have (the README's table gives the measured figures).
 POWER = {
     "verdict: a seed-specific failure": 0.8,
@@ -21,6 +19,22 @@ POWER = {
     "verdict: 3% of sharpness lost": 0.9,
     "speed: a kernel 5% faster read 'faster'": 0.9,
 }
+# The classes of harness.bench.verdict_classes: where the rule is deterministic, every draw.
+CLASS_POWER = {
+    "verdict: identical on one seed read identical there (and the rest judged)": 1.0,
+    "verdict: identical on every seed read 'identical'": 1.0,
+    "verdict: NaN in situ (one call non-finite)": 1.0,
+    "verdict: one frozen frame": 1.0,
+    "verdict: audio 20 ms late on one seed": 1.0,
+    "structure: layout mirrored left-right": 0.95,
+}
+NEW_ALARMS = (
+    "verdict: identical on one seed",
+    "verdict, a broken floor run",
+    "verdict with an in-situ reading",
+    "verdict: a candidate lagging 1-2 samples",
+    "structure: layout",
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +43,10 @@ def bench():
 
 
 def test_every_false_alarm_rate_is_under_the_level(bench):
-    margin = 3 * math.sqrt(bench.level * (1 - bench.level) / DRAWS)
     alarms = [r for r in bench.rows if r.measure == "false alarm"]
     assert len(alarms) >= 9
     for r in alarms:
-        assert r.rate <= bench.level + margin, (r.rule, r.design, r.rate)
+        assert r.rate <= bench.level, (r.rule, r.design, r.rate)
 
 
 def test_every_planted_defect_is_caught(bench):
@@ -41,9 +54,49 @@ def test_every_planted_defect_is_caught(bench):
     for rule, least in POWER.items():
         rates = [rate for (name, _), rate in power.items() if name == rule]
         assert rates and min(rates) >= least, (rule, rates)
-    kernel = {d: rate for (name, d), rate in power.items() if "3x the floor" in name}
+    kernel = {
+        d: rate for (name, d), rate in power.items() if name == "verdict: a kernel at 3x the floor's energy"
+    }
     assert kernel[next(d for d in kernel if d.startswith("H200"))] >= 0.9
     assert kernel[next(d for d in kernel if "6 seeds" in d)] >= 0.8  # the builtin's wide floor needs seeds
+
+
+def test_the_new_classes_never_cry_wolf_and_catch_their_defect(bench):
+    alarms = {(r.rule, r.design): r.rate for r in bench.rows if r.measure == "false alarm"}
+    for rule in NEW_ALARMS:
+        rates = [rate for (name, _), rate in alarms.items() if name == rule]
+        assert rates and max(rates) <= bench.level, (rule, rates)
+    power = {(r.rule, r.design): r.rate for r in bench.rows if r.measure == "power"}
+    for rule, least in CLASS_POWER.items():
+        rates = [rate for (name, _), rate in power.items() if name == rule]
+        assert rates and min(rates) >= least, (rule, rates)
+    broken = {d.split("one floor run replaced by ")[1]: rate for (name, d), rate in power.items()
+              if name == "floor check: the broken floor run left out"}  # fmt: skip
+    caught = {d.split("one floor run replaced by ")[1]: rate for (name, d), rate in power.items()
+              if name.startswith("verdict: a kernel at 3x") and "broken floor" in name}  # fmt: skip
+    other, kernel = "another seed's output", "sage_emul_aiter's"
+    assert broken[other] >= 0.95 and caught[other] >= 0.9
+    # A quantised kernel's run in the floor of seed 42 or 44 (whose exact runs' audio spreads from 20 to
+    # 42 dB) can make the floor check leave out an exact run (the largest audio factor) and then find
+    # the two left disagreeing: the seed's floor invalid, the verdict incomplete (about 85 % left out).
+    assert broken[kernel] >= 0.7 and caught[kernel] >= 0.85
+
+
+def test_a_verdict_on_identical_seeds_names_them_and_a_broken_floor_run_is_named():
+    import numpy as np
+
+    from harness.bench.verdict_classes import broken_floor_draw, full_verdict, identical_draw
+    from harness.scenario.verdict import VerdictRules
+
+    fx, rules = load_fixture(FIXTURE), VerdictRules()
+    d = identical_draw(fx, np.random.default_rng(3), every=False)
+    v = full_verdict(d, rules)
+    assert v.identical_seeds == d.marks["identical"] and v.word in ("within", "inconclusive", "incomplete")
+    assert v.text.startswith(f"{v.word}: identical on seed(s) {d.marks['identical'][0]}")
+    d = broken_floor_draw(fx, np.random.default_rng(3), "seed")
+    v = full_verdict(d, rules)
+    assert v.floor_check is not None and any(d.marks["broken"] in f for f in v.floor_check.findings)
+    assert f"floor run(s) left out: {d.marks['broken']}" in v.text
 
 
 def test_the_rules_these_replaced_fail_on_the_same_draws(bench):

@@ -13,7 +13,15 @@ Two sources of draws:
   defect's ratio to an unchanged re-encode; energies by a factor);
 * **parametric**: log-normal energies and normal statistics with the spreads measured elsewhere:
   the H200 example (three seeds x three exact perturbations, bf16) and the pull request's five
-  29-step runs (their statistics; one floor run at 14.64 dB, audio 9.16 dB).
+  29-step runs (their statistics; one floor run at 14.64 dB, audio 9.16 dB). A design with one
+  floor run per seed states the spreads it draws with (``h200_stated``: the H200 example's, named
+  as the source), as its scenario would have to: without a stated spread such a reading has no
+  interval.
+
+The classes that came with the word "identical", the floor check, the lag judged against the
+floor's lags, the count rule without allowance, the in-situ reading in every regime and the layout
+check (``analysis.structure``) are groups of rows in ``verdict_classes``: one draw judged once,
+read by each of its rows.
 
 Each row is one rule on one design: the **false-alarm rate** of exact candidates (the rule says
 outside, or a speed word for identical kernels) or the **power** for a planted defect (the rule
@@ -22,43 +30,32 @@ says outside). ``run_bench`` returns the rows; ``markdown`` lays them out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.energy import PairErrors, energy_from_db, mse_from_psnr
-from harness.analysis.stat_rule import StatsSample, judge_stats
+from harness.analysis.energy import energy_from_db, mse_from_psnr
+from harness.analysis.stat_rule import judge_stats
 from harness.analysis.verdict import judge_numbers
-from harness.bench.verdict_fixture import CalibrationFixture, SeedFixture
+from harness.bench.verdict_classes import class_groups, run_groups
+from harness.bench.verdict_draws import (
+    FIXTURE,
+    H200,
+    SHARPNESS_LOST,
+    STATS5,
+    Draw,
+    builtin_draw,
+    h200_stated,
+    load_fixture,
+    parametric_draw,
+    pr29_draw,
+)
 from harness.bench.verdict_speed import BenchRow, speed_rows
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
-from harness.store import read_record
 from harness.text_table import md_rows
-
-FIXTURE = Path(__file__).with_name("verdict_calibration.json")
-H200 = {"video_mse": 0.03, "video_1_ssim": 0.02, "audio_error": 0.33}  # within-seed sd of log energy
-H200_STATS = {
-    "luma_mean": 4.6e-5,
-    "luma_std": 1.7e-4,
-    "sharpness": 1.3e-4,
-    "motion": 4.7e-4,
-    "audio_rms": 6.7e-3,
-}
-PR29 = {  # the pull request's five 29-step runs: luma mean, luma std, sharpness, motion, audio RMS
-    "sdpa": (68.6, 56.2, 40.4, 23.24, 0.240),
-    "floor": (69.0, 56.7, 42.3, 23.12, 0.233),
-    "code_object": (69.3, 56.9, 40.6, 23.51, 0.238),
-    "hip_kernel": (69.4, 57.3, 42.6, 23.51, 0.238),
-    "sage_attn2_triton": (69.4, 57.2, 41.9, 22.92, 0.238),
-}
-STATS5 = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms")
-SHARPNESS_LOST = 0.03
-FLOOR, EXTRA = (0, 1, 2), (3, 4)  # indices of the fixture's exact perturbations
 
 
 class VerdictBench(Record):
@@ -67,139 +64,6 @@ class VerdictBench(Record):
     level: float
     rows: list[BenchRow] = Field(default_factory=list)
     seconds: float = 0.0
-
-
-@dataclass
-class Draw:
-    cands: list[PairErrors]
-    floors: list[PairErrors]
-    cand_stats: list[StatsSample]
-    exact_stats: list[StatsSample]
-
-
-def load_fixture(path: Path = FIXTURE) -> CalibrationFixture:
-    return read_record(path, CalibrationFixture)
-
-
-# --- builtin, resampled -------------------------------------------------------------------------
-
-
-def _held_out(sf: SeedFixture, i: int, keep: list[int]) -> tuple[PairErrors, list[PairErrors], StatsSample,
-                                                                   list[StatsSample]]:  # fmt: skip
-    """(candidate, floor runs, candidate's stats, exact stats): floor run ``i`` as the candidate, the floor
-    runs ``keep`` as the floor."""
-    cand = sf.floors[i].model_copy(deep=True)
-    ref_stats, floor_stats = sf.exact_stats[0], sf.exact_stats[1:]
-    stats = floor_stats[i].model_copy(deep=True)
-    return cand, [sf.floors[j] for j in keep], stats, [ref_stats] + [floor_stats[j] for j in keep]
-
-
-def _scaled_stats(st: StatsSample, sf: SeedFixture, defect: str) -> None:
-    """The candidate's statistics moved by a defect's measured effect (defect / unchanged re-encode)."""
-    base, bad = sf.stats["reencoded"].values, sf.stats[defect].values
-    for k in STATS5:
-        if st.values.get(k) is not None and base.get(k):
-            st.values[k] = st.values[k] * bad[k] / base[k]
-
-
-def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str = "", seeds: int = 3) -> Draw:
-    """One campaign from the fixture (module docstring); ``defect`` planted (empty: exact)."""
-    picked = rng.choice(len(fx.seeds), size=seeds, replace=False)
-    d = Draw([], [], [], [])
-    bad_seed = int(rng.integers(seeds))
-    for n, idx in enumerate(picked):
-        sf = fx.seeds[int(idx)]
-        # The scenario's floor (the first three perturbations: K/V reversed, K/V in 2 chunks, the math
-        # kernel); an exact candidate is one of the other exact computations (K/V in 3 chunks, reversed
-        # and chunked).
-        cand, floors, st, exact = _held_out(sf, int(rng.choice(EXTRA)), list(FLOOR))
-        if defect in ("inverted_audio", "delayed_audio", "broken_audio"):
-            m = sf.defects[defect]
-            cand.audio_snr_db, cand.audio_cosine, cand.audio_spectral = (
-                m.audio_snr_db,
-                m.audio_cosine,
-                m.audio_spectral,
-            )
-            cand.audio_logmel_cosine, cand.audio_residual_lag = m.audio_logmel_cosine, m.audio_residual_lag
-            _scaled_stats(st, sf, defect)
-        elif defect == "sharpness":
-            st.values["sharpness"] = st.values["sharpness"] * (1 - SHARPNESS_LOST)
-        elif defect == "kernel_3x":
-            cand = _times_floor(cand, floors, 3.0)
-        elif defect == "seed_specific" and n == bad_seed:  # one seed gets an approximate kernel's run
-            cand = sf.candidates["sage_emul_aiter"].model_copy(deep=True)
-            st = sf.stats["sage_emul_aiter"].model_copy(deep=True)
-        d.cands.append(cand)
-        d.floors += floors
-        d.cand_stats.append(st)
-        d.exact_stats += exact
-    return d
-
-
-def _times_floor(e: PairErrors, floors: list[PairErrors], k: float) -> PairErrors:
-    """A pair whose every error energy is ``k`` times the mean of the seed's floor runs."""
-    out = e.model_copy(deep=True)
-    n = len(floors)
-    out.video_mse = k * sum(f.video_mse or 0.0 for f in floors) / n
-    out.ssim_mean = 1 - k * sum(1 - (f.ssim_mean or 1.0) for f in floors) / n
-    out.audio_snr_db = -10 * math.log10(
-        k * sum(energy_from_db(f.audio_snr_db or math.inf) for f in floors) / n
-    )
-    out.audio_spectral = k * sum(f.audio_spectral or 0.0 for f in floors) / n
-    return out
-
-
-# --- parametric ---------------------------------------------------------------------------------
-
-
-def parametric_draw(rng: np.random.Generator, *, seeds: int, floor_runs: int, base: dict[str, float],
-                    sd: dict[str, float], defect: str = "", stats_sd: dict[str, float] | None = None,
-                    stats_center: tuple[float, ...] = (115.7, 73.5, 18.1, 1.69, 0.056),
-                    exact_runs: int | None = None) -> Draw:  # fmt: skip
-    """Log-normal energies around ``base`` (energies per kind) with within-seed sds ``sd``, seed
-    effects of the same size, and normal statistics with relative sds ``stats_sd``."""
-    d = Draw([], [], [], [])
-    stats_sd = stats_sd or H200_STATS
-    for s in range(seeds):
-        offset = {k: rng.normal(0, sd[k]) for k in base}
-        cand = _run("cand", s, offset, base, sd, rng, 3.0 if defect == "kernel_3x" else 1.0)
-        if defect == "broken_audio":
-            cand.audio_snr_db, cand.audio_cosine = -2.8, 0.0  # noise of the same RMS (builtin, measured)
-        d.cands.append(cand)
-        d.floors += [_run(f"floor{j}", s, offset, base, sd, rng) for j in range(floor_runs)]
-        center = [c * (1 + rng.normal(0, 0.005)) for c in stats_center]
-        for j in range(exact_runs or floor_runs + 1):
-            d.exact_stats.append(_stats(f"exact{j}", s, center, stats_sd, rng))
-        d.cand_stats.append(_stats("cand", s, center, stats_sd, rng))
-    return d
-
-
-def _run(key: str, seed: int, offset: dict, base: dict, sd: dict, rng, k: float = 1.0) -> PairErrors:
-    """One run's energies: the seed's offset plus its own draw, ``k`` times for a worse kernel."""
-    e = {m: base[m] * math.exp(offset[m] + rng.normal(0, sd[m])) for m in base}
-    return PairErrors(key=key, seed=seed, frames=124, video_mse=e["video_mse"] * k,
-                      ssim_mean=1 - e["video_1_ssim"] * k, audio_snr_db=-10 * math.log10(e["audio_error"] * k),
-                      audio_residual_lag=0, audio_rate=32000)  # fmt: skip
-
-
-def _stats(key: str, seed: int, center, rel_sd: dict[str, float], rng) -> StatsSample:
-    vals = {k: c * (1 + rng.normal(0, rel_sd[k])) for k, c in zip(STATS5, center, strict=True)}
-    return StatsSample(key=key, seed=seed, frames=124, values=vals)
-
-
-def pr29_draw(rng: np.random.Generator, seeds: int, defect: str = "") -> Draw:
-    """The 29-step design: one floor run per seed at the pull request's numbers (chaotic video),
-    two exact runs' statistics with the spreads of its five runs."""
-    sd = np.array(list(PR29.values())).std(axis=0, ddof=1)
-    center = tuple(np.array(list(PR29.values())).mean(axis=0))
-    base = {"video_mse": mse_from_psnr(14.64), "video_1_ssim": 1 - 0.629, "audio_error": energy_from_db(9.16)}
-    d = parametric_draw(rng, seeds=seeds, floor_runs=1, base=base, sd=H200, defect=defect,
-                        stats_sd={k: s / c for k, s, c in zip(STATS5, sd, center, strict=True)},
-                        stats_center=center, exact_runs=2)  # fmt: skip
-    return d
-
-
-# --- rules --------------------------------------------------------------------------------------
 
 
 def old_stats_rule(d: Draw) -> bool:
@@ -215,7 +79,8 @@ def old_stats_rule(d: Draw) -> bool:
 
 
 def verdict_outside(d: Draw, rules: VerdictRules) -> bool:
-    v = judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats, rules=rules)
+    v = judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats, rules=rules,
+                      insitu=d.insitu)  # fmt: skip
     return v.word == "outside"
 
 
@@ -243,7 +108,8 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
     fx = load_fixture(fixture)
     out = VerdictBench(draws=draws, seed=seed, level=rules.alpha)
     b3 = "builtin, 3 seeds x 3 floor runs (resampled)"
-    h1 = "H200 spreads, 1 seed x 1 floor run (the 3-step design)"
+    h1 = "H200 spreads, 1 seed x 1 floor run (the 3-step design; the H200 spreads stated)"
+    stated = h200_stated(rules)  # one floor run per seed: no interval unless a spread is stated
     h3 = "H200 spreads, 3 seeds x 3 floor runs"
     rows: list[tuple[str, str, str, Callable, Callable | None]] = [
         ("verdict (any part outside)", b3, "false alarm", lambda r: builtin_draw(fx, r), verdict_outside),
@@ -251,7 +117,8 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
         ("audio energy and lag", b3, "false alarm", lambda r: builtin_draw(fx, r), part_outside("audio")),
         ("statistics", b3, "false alarm", lambda r: builtin_draw(fx, r), part_outside("statistics")),
         ("verdict (any part outside)", h1, "false alarm",
-         lambda r: parametric_draw(r, seeds=1, floor_runs=1, base=_h200_base(), sd=H200), verdict_outside),
+         lambda r: parametric_draw(r, seeds=1, floor_runs=1, base=_h200_base(), sd=H200),
+         lambda d, _: verdict_outside(d, stated)),
         ("verdict (any part outside)", h3, "false alarm",
          lambda r: parametric_draw(r, seeds=3, floor_runs=3, base=_h200_base(), sd=H200), verdict_outside),
         ("statistics", "29-step spreads, 1 seed x 2 exact runs", "false alarm", lambda r: pr29_draw(r, 1),
@@ -260,8 +127,8 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
          part_outside("statistics")),
         ("verdict: a seed-specific failure", b3, "power", lambda r: builtin_draw(fx, r, "seed_specific"),
          verdict_outside),
-        ("verdict: broken audio, chaotic video floor", "29-step design, 1 seed", "power",
-         lambda r: pr29_draw(r, 1, "broken_audio"), verdict_outside),
+        ("verdict: broken audio, chaotic video floor", "29-step design, 1 seed (the H200 spreads stated)", "power",
+         lambda r: pr29_draw(r, 1, "broken_audio"), lambda d, _: verdict_outside(d, stated)),
         ("verdict: audio 5 ms late", b3, "power", lambda r: builtin_draw(fx, r, "delayed_audio"), verdict_outside),
         ("verdict: inverted audio", b3, "power", lambda r: builtin_draw(fx, r, "inverted_audio"), verdict_outside),
         (f"verdict: {100 * SHARPNESS_LOST:g}% of sharpness lost", b3, "power",
@@ -284,6 +151,9 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
                 old += old_stats_rule(d)
         out.rows.append(BenchRow(rule=rule, design=design, measure=measure, rate=hits / draws, draws=draws,
                                  old_rule=old / draws if rule == "statistics" else None))  # fmt: skip
+
+    for rule, design, measure, rate in run_groups(class_groups(fx), draws, seed, rules):
+        out.rows.append(BenchRow(rule=rule, design=design, measure=measure, rate=rate, draws=draws))
     out.rows += speed_rows(draws, seed, rules)
     out.seconds = time.perf_counter() - t0
     return out

@@ -1,0 +1,340 @@
+"""The verdict classes of ``harness bench verdicts`` that came with the word "identical", the floor
+check, the lag judged against the floor's lags, the count rule without allowance, the in-situ
+reading in every regime and the layout check (``analysis.structure``).
+
+Each class is a **group**: one campaign drawn per draw, judged once, and read by several rows
+(the false-alarm rate of exact candidates, the power for the planted defect, and what the verdict
+says of it: the seeds it reads identical, the floor run it leaves out). The classes:
+
+* **identical on one seed**: the builtin draw with one seed's candidate bitwise the reference's
+  (``PairErrors.identical``; its statistics the reference's), the others exact: never outside, and
+  that seed (only it) read identical while the word stays the others' verdict;
+* **identical on every seed**: reads "identical";
+* **a broken floor run**: one floor run of one seed replaced by the seed's measured
+  ``sage_emul_aiter`` run (a quantised kernel: 12x-32x the floor's video energy in the fixture) or
+  by another seed's output (modelled: video MSE twice the reference's luma variance, SSIM 0.2,
+  independent frames; the audio an independent track of the same RMS, the seed's measured
+  ``broken_audio`` pair; the statistics the other seed's reference's): exact candidates stay under
+  the level, a kernel at 3x the floor's energy (6 seeds) is still caught, and the broken run is
+  left out (``analysis.floor_check``);
+* **NaN in situ**: the 29-step design (chaotic video, the H200 spreads stated) with an in-situ
+  reading from ``analysis.insitu.candidate_reading`` on synthetic calls (``insitu_calls``): an
+  exact candidate, or one whose output on one call is non-finite;
+* **a frozen frame**: one seed's candidate with one frozen frame where no exact run has any;
+* **a mirror under a chaotic floor** (``analysis.structure.judge_structure`` as the rule): the
+  layout numbers drawn from a stated model (``layout_pair``), an exact candidate or the same run
+  mirrored left-right;
+* **a lag with a lagging floor**: every floor run with a 1-sample residual lag (either way), an
+  exact candidate with 1 or 2 samples, or one seed's candidate 20 ms late (its other audio metrics
+  exact: the lag rule alone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.insitu import candidate_reading
+from harness.analysis.structure import judge_structure
+from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
+from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, pr29_draw
+from harness.bench.verdict_fixture import CalibrationFixture
+from harness.collect.layout import SCALES
+from harness.records import InSituCall, InSituOpError
+from harness.scenario.insitu import InSituTolerance
+from harness.scenario.verdict import VerdictRules
+
+KERNEL = "sage_emul_aiter"  # the quantised kernel whose run breaks a floor
+OTHER_SEED_SSIM = 0.2  # SSIM of independent frames (modelled)
+LAG_MS = 20.0
+# In situ (synthetic calls): kind, calls, query rows; a call's level of rel L1 (exact bf16 round-off)
+# log-normal around INSITU_LEVEL with sd INSITU_CALL_SD, each op's around it with sd INSITU_OP_SD.
+INSITU_CALLS = (("dit_self", 16, 4096), ("cross", 8, 4096))
+INSITU_LEVEL, INSITU_CALL_SD, INSITU_OP_SD = 4e-3, 0.3, 0.1
+INSITU_FLOOR = ("torch_sdpa_kv_reversed", "torch_sdpa_math")  # the exact shadows
+# Layout (a chaotic floor keeps the coarse layout): the reference's grid variance V_S log-normal
+# around LAYOUT_VAR (sd 0.5, times LAYOUT_SCALE_VAR per scale), a floor run's or exact candidate's
+# distance LAYOUT_FLOOR[S] x V_S (log sd LAYOUT_RUN_SD per run); a mirrored run's distance
+# 2 V_S (1 - rho) + its exact distance, rho (the layout's correlation with its mirror) uniform on
+# [0, LAYOUT_RHO_MAX].
+LAYOUT_VAR, LAYOUT_SCALE_VAR = 1500.0, {4: 1.0, 8: 1.2, 16: 1.4}
+LAYOUT_FLOOR, LAYOUT_RUN_SD, LAYOUT_RHO_MAX = {4: 0.03, 8: 0.06, 16: 0.12}, 0.5, 0.8
+
+# A row of a group: (rule, measure, test of the draw and the group's judgement).
+Test = Callable[[Draw, Any], bool]
+
+
+@dataclass
+class Group:
+    design: str
+    draw: Callable[[np.random.Generator], Draw]
+    rows: list[tuple[str, str, Test]]
+    judge: Callable[[Draw, VerdictRules], Any] | None = None  # default: the whole verdict
+    stated: bool = False  # the design has one floor run per seed: the H200 spreads stated
+
+
+def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
+    return judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats,
+                         rules=rules, insitu=d.insitu)  # fmt: skip
+
+
+def _outside(d: Draw, v: Verdict) -> bool:
+    return v.word == "outside"
+
+
+# --- identical ----------------------------------------------------------------------------------
+
+
+def _identical_pair(e) -> Any:
+    out = e.model_copy(deep=True)
+    out.video_mse, out.ssim_mean, out.identical, out.identical_frames = 0.0, 1.0, True, e.frames or 0
+    out.psnr_min = math.inf
+    out.audio_snr_db, out.audio_cosine, out.audio_spectral, out.audio_logmel_cosine = math.inf, 1.0, 0.0, 1.0
+    out.audio_residual_lag = 0
+    return out
+
+
+def identical_draw(fx: CalibrationFixture, rng: np.random.Generator, every: bool) -> Draw:
+    """The builtin draw with one seed's candidate (``every``: each seed's) bitwise the reference's."""
+    d = builtin_draw(fx, rng)
+    by_seed = {sf.seed: sf for sf in fx.seeds}
+    which = range(len(d.cands)) if every else [int(rng.integers(len(d.cands)))]
+    for n in which:
+        sf = by_seed[d.cands[n].seed]
+        d.cands[n] = _identical_pair(d.cands[n])
+        st = sf.exact_stats[0].model_copy(deep=True)  # the reference's own statistics
+        st.key = d.cand_stats[n].key
+        d.cand_stats[n] = st
+    d.marks["identical"] = sorted(d.cands[n].seed for n in which)
+    return d
+
+
+def _reads_identical_per_seed(d: Draw, v: Verdict) -> bool:
+    """The identical seed (only it) is named identical, its cell says so, the word is the others'."""
+    want = d.marks["identical"]
+    cells = {sv.seed: sv.word for sv in v.per_seed}
+    return (
+        sorted(v.identical_seeds) == want
+        and v.word != "identical"
+        and all(cells.get(s) == "identical" for s in want)
+        and all(w != "identical" for s, w in cells.items() if s not in want)
+    )
+
+
+# --- a broken floor run -------------------------------------------------------------------------
+
+
+def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any, Any]:
+    """Another seed's output against this seed's reference (module docstring), and its statistics."""
+    by_seed = {sf.seed: sf for sf in fx.seeds}
+    sf = by_seed[seed]
+    other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
+    luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
+    run = victim.model_copy(deep=True)
+    run.video_mse, run.ssim_mean, run.identical = 2 * luma_sd**2, OTHER_SEED_SSIM, False
+    run.identical_frames = 0
+    m = sf.defects["broken_audio"]  # an independent track of the same RMS, measured
+    run.audio_snr_db, run.audio_cosine, run.audio_spectral = m.audio_snr_db, m.audio_cosine, m.audio_spectral
+    run.audio_logmel_cosine, run.audio_residual_lag = m.audio_logmel_cosine, m.audio_residual_lag
+    return run, other.exact_stats[0].model_copy(deep=True)
+
+
+def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str, defect: str = "",
+                      seeds: int = 3) -> Draw:  # fmt: skip
+    """The builtin draw (``defect`` planted against the clean floor), then one floor run of one seed
+    replaced: ``how`` "kernel" (the seed's measured quantised-kernel run) or "seed" (another seed's)."""
+    d = builtin_draw(fx, rng, defect, seeds=seeds)
+    seed = d.cands[int(rng.integers(len(d.cands)))].seed
+    runs = [i for i, f in enumerate(d.floors) if f.seed == seed]
+    i = runs[int(rng.integers(len(runs)))]
+    victim = d.floors[i]
+    sf = next(s for s in fx.seeds if s.seed == seed)
+    if how == "kernel":
+        run, st = sf.candidates[KERNEL].model_copy(deep=True), sf.stats[KERNEL].model_copy(deep=True)
+    else:
+        run, st = _other_seed_run(fx, rng, seed, victim)
+    run.key, run.seed, st.key, st.seed = victim.key, seed, victim.key, seed
+    d.floors[i] = run
+    d.exact_stats = [st if e.key == victim.key else e for e in d.exact_stats]
+    d.marks["broken"] = victim.key
+    return d
+
+
+def _left_out(d: Draw, v: Verdict) -> bool:
+    return v.floor_check is not None and any(d.marks["broken"] in sc.left_out for sc in v.floor_check.seeds)
+
+
+# --- in situ ------------------------------------------------------------------------------------
+
+
+def _op_error(rel: float, nonfinite: bool = False) -> InSituOpError:
+    if nonfinite:
+        nan = math.nan
+        return InSituOpError(
+            cosine=nan, rel_l1=nan, rmse=nan, max_abs=nan, row_cos_p1=nan, row_cos_p10=nan, nan=1
+        )
+    return InSituOpError(cosine=1 - rel**2 / 2, rel_l1=rel, rmse=1.25 * rel, max_abs=8 * rel,
+                         row_cos_p1=1 - 8 * rel**2, row_cos_p10=1 - 3 * rel**2)  # fmt: skip
+
+
+def insitu_calls(rng: np.random.Generator, name: str, nan_call: bool) -> list[tuple[str, InSituCall]]:
+    """Synthetic calls of one shadowed run (constants above): the exact shadows and candidate ``name``
+    (an exact op), one call of it non-finite when ``nan_call``."""
+    items = []
+    n = 0
+    bad = int(rng.integers(sum(k for _, k, _ in INSITU_CALLS))) if nan_call else -1
+    for kind, calls, q_len in INSITU_CALLS:
+        for j in range(calls):
+            level = INSITU_LEVEL * math.exp(rng.normal(0, INSITU_CALL_SD))
+            errs = {
+                op: _op_error(level * math.exp(rng.normal(0, INSITU_OP_SD))) for op in (*INSITU_FLOOR, name)
+            }
+            if n == bad:
+                errs[name] = _op_error(0.0, nonfinite=True)
+            items.append(("cand@0", InSituCall(call=n + 1, step=1 + j % 4, block=j, kind=kind, batch=1, heads=8,
+                                               q_len=q_len, k_len=q_len, head_dim=64, rows=64,
+                                               elements=8 * 64 * 64, ref_l1=8 * 64 * 64 * 0.8, errors=errs)))  # fmt: skip
+            n += 1
+    return items
+
+
+def insitu_draw(rng: np.random.Generator, nan_call: bool) -> Draw:
+    """The 29-step design (1 seed) with the in-situ reading ``candidate_reading`` gives its calls."""
+    d = pr29_draw(rng, 1)
+    r = candidate_reading(
+        "cand", insitu_calls(rng, "cand", nan_call), list(INSITU_FLOOR), None, InSituTolerance()
+    )
+    d.insitu = InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
+    return d
+
+
+# --- a frozen frame, a lag ----------------------------------------------------------------------
+
+
+def frozen_draw(fx: CalibrationFixture, rng: np.random.Generator) -> Draw:
+    d = builtin_draw(fx, rng)
+    d.cand_stats[int(rng.integers(len(d.cand_stats)))].values["frozen_frames"] = 1.0
+    return d
+
+
+def lag_draw(fx: CalibrationFixture, rng: np.random.Generator, late: bool) -> Draw:
+    """Floor runs lagging 1 sample either way; the candidate 1-2 samples (exact) or, on one seed,
+    LAG_MS late."""
+    d = builtin_draw(fx, rng)
+    d.floors = [f.model_copy(deep=True) for f in d.floors]  # never the fixture's own records
+    for f in d.floors:
+        f.audio_residual_lag = int(rng.choice([-1, 1]))
+    for c in d.cands:
+        c.audio_residual_lag = int(rng.choice([-2, -1, 1, 2]))
+    if late:
+        c = d.cands[int(rng.integers(len(d.cands)))]
+        c.audio_residual_lag = round(LAG_MS / 1000 * (c.audio_rate or 32000))
+    return d
+
+
+# --- a mirror under a chaotic floor -------------------------------------------------------------
+
+
+def layout_pair(e, rng: np.random.Generator, var: dict[int, float], mirrored: bool = False):
+    """``e`` with layout numbers drawn from the stated model (constants above)."""
+    out = e.model_copy(deep=True)
+    rho = rng.uniform(0, LAYOUT_RHO_MAX, size=2)
+    for s in SCALES:
+        exact = var[s] * LAYOUT_FLOOR[s] * math.exp(rng.normal(0, LAYOUT_RUN_SD))
+        far = [2 * var[s] * (1 - r) + exact for r in rho]  # to the mirrored reference (lr, ud)
+        out.layout_var_a[s] = out.layout_var_b[s] = var[s]
+        direct, lr = (far[0], exact) if mirrored else (exact, far[0])
+        out.layout_mse[s], out.layout_mirror_lr_mse[s], out.layout_mirror_ud_mse[s] = direct, lr, far[1]
+    return out
+
+
+def mirror_draw(rng: np.random.Generator, mirrored: bool) -> Draw:
+    d = pr29_draw(rng, 1)
+    base = LAYOUT_VAR * math.exp(rng.normal(0, 0.5))
+    var = {s: base * LAYOUT_SCALE_VAR[s] for s in SCALES}
+    d.floors = [layout_pair(f, rng, var) for f in d.floors]
+    d.cands = [layout_pair(c, rng, var, mirrored) for c in d.cands]
+    return d
+
+
+def structure_outside(d: Draw, rules: VerdictRules) -> bool:
+    return judge_structure(d.cands, d.floors).word == "outside"
+
+
+# --- the groups ---------------------------------------------------------------------------------
+
+
+def class_groups(fx: CalibrationFixture) -> list[Group]:
+    """Every class (module docstring), in the order the table prints them."""
+    b3 = "builtin, 3 seeds x 3 floor runs (resampled)"
+    b6 = b3.replace("3 seeds", "6 seeds")
+    p29 = "29-step design, 1 seed (the H200 spreads stated)"
+    kernel = f"one floor run replaced by {KERNEL}'s"
+    seed = "one floor run replaced by another seed's output"
+    groups = [
+        Group(f"{b3}, one seed's candidate identical", lambda r: identical_draw(fx, r, every=False), [
+            ("verdict: identical on one seed", "false alarm", _outside),
+            ("verdict: identical on one seed read identical there (and the rest judged)", "power",
+             _reads_identical_per_seed),
+        ]),
+        Group(f"{b3}, every seed's candidate identical", lambda r: identical_draw(fx, r, every=True), [
+            ("verdict: identical on every seed read 'identical'", "power", lambda d, v: v.word == "identical"),
+        ]),
+    ]  # fmt: skip
+    for how, what in (("kernel", kernel), ("seed", seed)):
+        groups += [
+            Group(f"{b3}, {what}", lambda r, how=how: broken_floor_draw(fx, r, how), [
+                ("verdict, a broken floor run", "false alarm", _outside),
+                ("floor check: the broken floor run left out", "power", _left_out),
+            ]),
+            Group(f"{b6}, {what}", lambda r, how=how: broken_floor_draw(fx, r, how, "kernel_3x", seeds=6), [
+                ("verdict: a kernel at 3x the floor's energy, a broken floor run", "power", _outside),
+            ]),
+        ]  # fmt: skip
+    groups += [
+        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=False), [
+            ("verdict with an in-situ reading", "false alarm", _outside),
+        ], stated=True),
+        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=True), [
+            ("verdict: NaN in situ (one call non-finite)", "power", _outside),
+        ], stated=True),
+        Group(f"{b3}, no exact run with a frozen frame", lambda r: frozen_draw(fx, r), [
+            ("verdict: one frozen frame", "power", _outside),
+        ]),
+        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=False), [
+            ("verdict: a candidate lagging 1-2 samples", "false alarm", _outside),
+        ]),
+        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=True), [
+            (f"verdict: audio {LAG_MS:g} ms late on one seed", "power", _outside),
+        ]),
+        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, False), [
+            ("structure: layout", "false alarm", lambda d, hit: hit),
+        ], judge=structure_outside),
+        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, True), [
+            ("structure: layout mirrored left-right", "power", lambda d, hit: hit),
+        ], judge=structure_outside),
+    ]  # fmt: skip
+    return groups
+
+
+def run_groups(
+    groups: list[Group], draws: int, seed: int, rules: VerdictRules
+) -> list[tuple[str, str, str, float]]:
+    """(rule, design, measure, rate) of every group's rows on ``draws`` seeded draws."""
+    out = []
+    stated = h200_stated(rules)
+    for j, g in enumerate(groups):
+        rng = np.random.default_rng([seed, 200 + j])
+        judge = g.judge or full_verdict
+        hits = [0] * len(g.rows)
+        for _ in range(draws):
+            d = g.draw(rng)
+            v = judge(d, stated if g.stated else rules)
+            for k, (_, _, test) in enumerate(g.rows):
+                hits[k] += bool(test(d, v))
+        out += [(rule, g.design, measure, hits[k] / draws) for k, (rule, measure, _) in enumerate(g.rows)]
+    return out
