@@ -164,6 +164,10 @@ def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str
     return d
 
 
+def _intact_left_out(d: Draw, v: Verdict) -> bool:
+    return v.floor_check is not None and any(sc.left_out or sc.invalid for sc in v.floor_check.seeds)
+
+
 def _left_out(d: Draw, v: Verdict) -> bool:
     return v.floor_check is not None and any(d.marks["broken"] in sc.left_out for sc in v.floor_check.seeds)
 
@@ -285,6 +289,10 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
             ("verdict: identical on every seed read 'identical'", "power", lambda d, v: v.word == "identical"),
         ]),
     ]  # fmt: skip
+    groups.append(Group(b3, lambda r: builtin_draw(fx, r), [
+        ("floor check: an intact floor run left out (or a seed's floor called invalid)", "false alarm",
+         _intact_left_out),
+    ]))  # fmt: skip
     for how, what in (("kernel", kernel), ("seed", seed)):
         groups += [
             Group(f"{b3}, {what}", lambda r, how=how: broken_floor_draw(fx, r, how), [
