@@ -301,6 +301,7 @@ def judge_all(
             auto_note({a.arm: a.speed for a in res.arms}, {a.arm: a.role for a in res.arms}, res.repeats,
                       float(auto.get("target", 0.02)), int(auto.get("max", 10)))
         )  # fmt: skip
+    res.latents = []  # judged again (judge_again): the series are made anew, never appended twice
     for c in res.comparisons:
         if c.latents:
             res.latents.append(

@@ -134,3 +134,26 @@ def test_results_name_their_media_assets(analysed):
 def test_flatten():
     rows = flatten({"torch": {"version": "2", "gpus": [{"name": "R9700", "arch": "gfx1201"}]}, "x": [1, 2]})
     assert ("torch.gpus[0].arch", "gfx1201") in rows and ("x", "1, 2") in rows
+
+
+def test_a_committed_example_judged_again_reads_as_committed(tmp_path):
+    """judge_again on the production-shape example (no media: its comparisons and records) gives the
+    verdicts committed beside it, and judging twice changes nothing (the latent series are not doubled)."""
+    import shutil
+
+    from harness.analysis.analyze import judge_again
+    from harness.analysis.model import read_results
+    from harness.store import CampaignDir
+
+    example = Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny/gpu_prod"
+    folder = tmp_path / "gpu_prod"
+    shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.html", "*.png"))
+    committed = read_results(example / "results.json")
+    once = judge_again(CampaignDir(folder))
+    twice = judge_again(CampaignDir(folder))
+    words = {v.arm: (v.word, v.text) for v in committed.verdicts}
+    assert {v.arm: (v.word, v.text) for v in once.verdicts} == words
+    assert {v.arm: (v.word, v.text) for v in twice.verdicts} == words and len(twice.latents) == len(
+        once.latents
+    )
+    assert words["torch_sdpa_insitu"][0] == "identical" and words["sage_attn2"][0] == "outside"
