@@ -187,14 +187,18 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     res.conventions["stats_tolerance"] = rule_text(rules)
     half = rules.chaotic_band_db / 2
     res.conventions["verdict"] = (
-        "per seed against the floor of that seed: error energy = video MSE and 1 - SSIM (pixel regime: the seed's "
+        "identical (bitwise equal output) is decided first, per seed; the floor runs are checked against each "
+        "other first (identical or outlying runs left out, named); per seed against the floor of that seed: error "
+        "energy = video MSE and 1 - SSIM (pixel regime: the seed's "
         f"floor PSNR >= {rules.chaotic_below_db + half:g} dB; chaotic below {rules.chaotic_below_db - half:g} dB, "
         "transitional between), audio error energy 10^(-SNR/10) (the floor's waveform correlation >= "
         f"{rules.audio_coherent_min_corr:g}) or the mel spectral error (below); ratio to the mean of the seed's "
         f"floor runs, geometric mean over seeds, {100 * (1 - rules.alpha):.10g}% interval from the floor runs' "
         f"spread and the seeds'; within when the interval lies under {rules.tolerance:g}x (every seed too), "
-        "outside when over, else inconclusive; chaotic video: in-situ reading, early-step latents (accepted "
-        "baseline, else an absolute PSNR) and the statistics"
+        "outside when over, else inconclusive (one floor run per seed: a spread the scenario states, else the "
+        "seeds' spread alone); every regime: the in-situ reading (a second reading), broken frames and the "
+        "coarse layout; chaotic video: early-step latents (accepted baseline, else an absolute PSNR) and the "
+        "statistics"
     )
     res.conventions["speed_significance"] = (
         f"{TEST_NAME} over runs (repeats x seeds; paired by seed and repeat where both ran every round, else "

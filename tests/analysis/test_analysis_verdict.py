@@ -415,3 +415,23 @@ def test_one_frozen_frame_no_exact_run_has_is_outside():
     frozen = FrameCounts(key="c", seed=42, frozen=1, frozen_first=[60])
     v = judge_numbers("c", [_seeded(40.1, 42, "c")], floors, cand_frames=[frozen], exact_frames=exact)
     assert v.word == "outside" and "frame 60" in v.text, v.text
+
+
+def test_an_approximate_kernel_identical_to_the_reference_is_warned_with_its_call_counts(
+    tmp_path: Path, ref_run
+):
+    import shutil
+
+    sage = write_run(tmp_path / "a" / "sage", ArmSpec("sage", attn_type="sage_attn2"))
+    shutil.copyfile(Path(ref_run.path) / "output.mp4", Path(sage.path) / "output.mp4")  # the same bytes
+    nf = write_run(tmp_path / "a" / "nf", ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True,
+                                                  noise=2.0), salt=1)  # fmt: skip
+    cmp = compare_runs(ref_run, sage)
+    assert cmp.bitwise.files is True
+    v = judge("sage", [cmp], [compare_runs(ref_run, nf)])
+    assert v.word == "identical" and v.warnings
+    assert v.warnings[0].startswith(
+        "sage_attn2 is not the reference's backend (torch_sdpa), yet its output is bitwise the reference's on "
+        "seed(s) 42: its kernel may not have run;"
+    )
+    assert "WARNING: sage_attn2 is not the reference's backend" in v.summary
