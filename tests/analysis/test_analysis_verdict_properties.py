@@ -11,44 +11,15 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from verdict_testutil import campaigns, positive
 
 from harness.analysis.energy import PairErrors
-from harness.analysis.verdict import WORDS, InsituReading, judge_numbers
+from harness.analysis.verdict import WORDS, judge_numbers
 from harness.scenario.verdict import VerdictRules
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # The order of worth: a word further right never comes from less error.
 RANK = {"identical": 0, "within": 1, "inconclusive": 2, "outside": 3}
-
-energy = st.one_of(
-    st.just(0.0),
-    st.floats(min_value=1e-300, max_value=1e300, allow_nan=False, allow_infinity=False),
-    st.sampled_from([math.nan, math.inf, 5e-324, 1e308]),
-    st.none(),
-)
-positive = st.floats(min_value=1e-12, max_value=1e12, allow_nan=False, allow_infinity=False)
-
-
-@st.composite
-def pairs(draw, seed: int, key: str, value=energy) -> PairErrors:
-    snr = draw(st.one_of(st.none(), st.floats(-50, 120), st.just(math.inf), st.just(math.nan)))
-    return PairErrors(
-        key=key, seed=seed, frames=draw(st.integers(1, 400)), video_mse=draw(value),
-        ssim_mean=draw(st.one_of(st.none(), st.floats(-1, 1), st.just(math.nan))), audio_snr_db=snr,
-        audio_spectral=draw(value), audio_residual_lag=draw(st.one_of(st.none(), st.integers(-2000, 2000))),
-        audio_rate=draw(st.sampled_from([None, 16000, 32000])),
-    )  # fmt: skip
-
-
-@st.composite
-def campaigns(draw, value=energy):
-    seeds = draw(st.lists(st.integers(0, 2**31), min_size=1, max_size=4, unique=True))
-    cands = [draw(pairs(s, f"c@{s}", value)) for s in seeds]
-    floors = [draw(pairs(s, f"f{i}@{s}", value)) for s in seeds for i in range(draw(st.integers(0, 4)))]
-    insitu = draw(st.one_of(st.none(), st.builds(
-        InsituReading, word=st.sampled_from(["within", "outside", "inconclusive", ""]),
-        ratio=st.one_of(st.none(), positive), text=st.just("in situ"))))  # fmt: skip
-    return cands, floors, insitu
 
 
 @FAST

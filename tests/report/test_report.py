@@ -90,7 +90,9 @@ def test_verdicts_in_plain_words(single_report):
     md = paths.report_md.read_text()
     far_mse = next(d for d in v["sage_far"].energy if d.metric == "video_mse")
     # one floor run of one seed and no stated spread: a ratio, no interval, so never more than inconclusive
-    assert far_mse.ratio > 2 and far_mse.word == "inconclusive" and "tolerance 2x: inconclusive" in far_mse.text
+    assert (
+        far_mse.ratio > 2 and far_mse.word == "inconclusive" and "tolerance 2x: inconclusive" in far_mse.text
+    )
     assert "the spread of a run is not measured (and the scenario states none)" in far_mse.text
     assert far_mse.text in md.replace("\\|", "|")
     assert "as measured: inconclusive: error energy" in v["sage_far"].summary
