@@ -240,7 +240,10 @@ def candidate_reading(
     )
     judged = [p.text for p in r.parts]
     if len(r.per_kind) > 1 and top is not None:  # the kind that decides, then the others, worst first
-        judged[0] = f"decided by kind {_kind_head(top)}: {judged[0]}"
+        lead = (
+            "by call kind, worst first" if bad or broke else "decided by kind"
+        )  # a failed call decides first
+        judged[0] = f"{lead} {_kind_head(top)}: {judged[0]}"
         rest = sorted(
             (k for k in r.per_kind if k is not top),
             key=lambda k: (-SEVERITY.get(k.word, 1), -(k.ratio or 0.0)),
