@@ -81,9 +81,12 @@ def test_verdict_rules_and_repeats_are_validated():
 
 def test_the_new_verdict_keys_and_repeats_auto():
     rules = parse_scenario(SCENARIO + "verdict: {accepted_baseline: sage, baseline_margin: 1.1, min_effect: 0.02, "
-                           "floor_log_sd: {video_mse: 0.1}}\n", "s.yaml", {}).verdict  # fmt: skip
+                           "floor_log_sd: {video_mse: 0.1}, floor_log_sd_source: 'H200, 3 x 3 runs'}\n", "s.yaml",
+                           {}).verdict  # fmt: skip
     assert rules.accepted_baseline == "sage" and rules.min_effect == 0.02
-    assert rules.floor_log_sd["video_mse"] == 0.1 and rules.floor_log_sd["audio_error"] == 0.45
+    # a stated spread is only what the scenario states, with its source; no kind is assumed
+    assert rules.floor_log_sd == {"video_mse": 0.1} and rules.stated_sd("audio_error") == (None, "")
+    assert rules.stated_sd("video_mse") == (0.1, "source: H200, 3 x 3 runs")
     for bad, match in (
         ("verdict: {stats_rel_tol: 0.02}\n", "stats_rel_tol: unknown key"),  # the min..max rule is gone
         ("verdict: {floor_log_sd: {latent: 0.1}}\n", "unknown kind 'latent'"),
