@@ -90,6 +90,7 @@ def test_the_new_verdict_keys_and_repeats_auto():
     for bad, match in (
         ("verdict: {stats_rel_tol: 0.02}\n", "stats_rel_tol: unknown key"),  # the min..max rule is gone
         ("verdict: {floor_log_sd: {latent: 0.1}}\n", "unknown kind 'latent'"),
+        ("verdict: {floor_log_sd: {video_mse: 0.1}}\n", "floor_log_sd_source is required"),
         ("verdict: {baseline_margin: 1.0}\n", "baseline_margin"),
         ("repeats_auto: {min: 5, max: 3}\n", "max \\(3\\) must be at least min \\(5\\)"),
     ):

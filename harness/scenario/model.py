@@ -222,6 +222,11 @@ class Scenario(Strict):
             raise ValueError("'seeds' must be a non-empty list of distinct integers")
         if not self.arms:
             raise ValueError("'arms' must list at least one arm")
+        if self.verdict.floor_log_sd and not (self.verdict.floor_log_sd_source or "").strip():
+            raise ValueError(  # a stated spread is a measurement: the verdict names where it was made
+                "verdict.floor_log_sd_source is required with verdict.floor_log_sd: say where that spread was "
+                "measured (it is printed beside every reading that uses it)"
+            )
         counts = collections.Counter(a.name for a in self.arms)  # linear: a scenario may list 100,000 arms
         dups = sorted(n for n, k in counts.items() if k > 1)
         if dups:
