@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "harness.cli_startup": 0,
     "harness.input_files": 0,
     "harness.safe_write": 0,
+    "harness.safe_math": 0,
     # L1
     "harness.store": 1,
     "harness.envinfo": 1,

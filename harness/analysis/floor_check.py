@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from harness.analysis.energy import KINDS, PairErrors, is_identical
-from harness.analysis.intervals import safe_exp
 from harness.number_format import ratio_text
 from harness.records import Record
+from harness.safe_math import safe_exp
 
 OUTLIER_FACTOR = 5.0  # a floor run within this factor of the others is never left out
 OUTLIER_Z = 4.0  # nor within this many sds of the run-to-run spread

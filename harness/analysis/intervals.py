@@ -42,9 +42,9 @@ from pydantic import Field
 
 from harness.number_format import ratio_text
 from harness.records import Record
+from harness.safe_math import safe_exp, scaled_mean_sd
 
 MAX_SEEDS_TO_DECIDE = 1000
-MAX_LOG = 709.0  # math.exp overflows above this: a bound past it is infinite
 
 
 class SeedValues(Record):
@@ -116,19 +116,6 @@ def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
     return (math.sqrt(ss / df), df) if df else (None, 0.0)
 
 
-def safe_exp(x: float) -> float:
-    """exp that saturates: inf above MAX_LOG, 0 far below, NaN stays NaN."""
-    if math.isnan(x):
-        return math.nan
-    return math.inf if x > MAX_LOG else math.exp(max(x, -MAX_LOG - 50))
-
-
-def safe_mean(xs: Sequence[float]) -> float:
-    """The mean of finite non-negative values, scaled by the largest so that huge ones never overflow."""
-    top = max(xs)
-    return 0.0 if top == 0 else top * (sum(x / top for x in xs) / len(xs))
-
-
 def _ci(logr: float, se: float, q: float) -> list[float]:
     return [safe_exp(logr - q * se), safe_exp(logr + q * se)]
 
@@ -156,7 +143,7 @@ def _seed_ratio(
     if bad_floor:
         out.word, out.note = "incomplete", f"{where}: {label} of {', '.join(bad_floor)} is not finite"
         return out, None
-    out.floor = safe_mean(s.floors)
+    out.floor = scaled_mean_sd(s.floors)[0]
     if s.candidate is None:
         out.word, out.note = "incomplete", f"{where}: the candidate has no {label} (the floor has)"
         return out, None

@@ -44,6 +44,7 @@ from pydantic import Field
 
 from harness.number_format import fmt_s
 from harness.records import Record
+from harness.safe_math import safe_exp, scaled_mean_sd
 from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
 
 MIN_SAMPLES = 2  # runs a side (or pairs) for an interval
@@ -251,28 +252,16 @@ def _clean(xs: Sequence[float | None]) -> list[float]:
     return [float(x) for x in xs if _usable(x)]
 
 
-def _exp(x: float) -> float:
-    """exp without OverflowError: a ratio beyond floats reads as inf (shown as n/a)."""
-    return math.exp(x) if x < 709.0 else math.inf
-
-
-def _mean_sd(xs: list[float]) -> tuple[float, float | None]:
-    """Mean and sample sd, scaled by the largest value so that huge timings do not overflow the sums."""
-    top = max(xs)
-    scaled = [x / top for x in xs]
-    return statistics.fmean(scaled) * top, (statistics.stdev(scaled) * top if len(xs) > 1 else None)
-
-
 def _base(ref: list[float], arm: list[float], what: str, unit: str, samples: str, alpha: float,
           min_effect: float) -> SpeedTest:  # fmt: skip
     t = SpeedTest(what=what, unit=unit, samples=samples, ref=ref, arm=arm, n_ref=len(ref), n_arm=len(arm))
     t.alpha, t.min_effect = alpha, min_effect
     if ref:
-        t.mean_ref, t.sd_ref = _mean_sd(ref)
+        t.mean_ref, t.sd_ref = scaled_mean_sd(ref)
     if arm:
-        t.mean_arm, t.sd_arm = _mean_sd(arm)
+        t.mean_arm, t.sd_arm = scaled_mean_sd(arm)
     if ref and arm:
-        t.speedup = _exp(statistics.fmean(map(math.log, ref)) - statistics.fmean(map(math.log, arm)))
+        t.speedup = safe_exp(statistics.fmean(map(math.log, ref)) - statistics.fmean(map(math.log, arm)))
     return t
 
 
@@ -286,9 +275,9 @@ def _interval(t: SpeedTest, d: float, se: float, df: float) -> SpeedTest:
         t.word = "zero spread"
         return t.finish()
     q = float(special.stdtrit(df, 1 - t.alpha / 2))
-    t.speedup_ci = [_exp(d - q * se), _exp(d + q * se)]
+    t.speedup_ci = [safe_exp(d - q * se), safe_exp(d + q * se)]
     t.p = float(2 * special.stdtr(df, -abs(d) / se))
-    t.detectable = _exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
+    t.detectable = safe_exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
     return t.finish()
 
 
@@ -363,7 +352,7 @@ def compare_blocked(
         statistics.fmean(map(math.log, r)) - statistics.fmean(map(math.log, a)) for r, a in kept
     )
     se = math.sqrt(s2 * sum(1 / len(r) + 1 / len(a) for r, a in kept)) / len(kept)
-    t.speedup = _exp(d)
+    t.speedup = safe_exp(d)
     return _interval(t, d, se, df)
 
 
