@@ -8,7 +8,31 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
+
+# Written by stop() through the tee's own write end once the descriptor is restored: everything
+# before it in the pipe was written before stop(), so the pump forwards up to it and ends. Waiting
+# for the pipe's end of file instead would wait on any child process that inherited the descriptor.
+END_MARK = b"\x00harness.tee.end\x00"
+# How long stop() waits for the pump to forward what is still in the pipe: a bound for a reader
+# that stopped reading, far above a loaded machine's scheduling delays.
+DRAIN_S = 60.0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write may write part of ``data`` (a signal, a full pipe): write the rest too."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _held_back(buf: bytes) -> int:
+    """How many of buf's last bytes could begin END_MARK (kept until the next read decides)."""
+    for n in range(min(len(buf), len(END_MARK) - 1), 0, -1):
+        if END_MARK.startswith(buf[-n:]):
+            return n
+    return 0
 
 
 class Tee:
@@ -22,38 +46,51 @@ class Tee:
         self.path = Path(path)
         self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in stop()
         self._lock = threading.Lock()
-        self._streams: list[tuple[int, int, threading.Thread]] = []
+        self._streams: list[tuple[int, int, int, threading.Thread]] = []
         for fd in (1, 2):
             saved = os.dup(fd)
             read_end, write_end = os.pipe()
-            os.dup2(write_end, fd)
-            os.close(write_end)
+            os.dup2(write_end, fd)  # write_end is kept: stop() sends END_MARK through it
             t = threading.Thread(target=self._pump, args=(read_end, saved), daemon=True, name=f"tee-{fd}")
             t.start()
-            self._streams.append((fd, saved, t))
+            self._streams.append((fd, saved, write_end, t))
+
+    def _forward(self, out_fd: int, data: bytes) -> None:
+        try:
+            _write_all(out_fd, data)
+        except OSError:
+            pass
 
     def _pump(self, read_end: int, out_fd: int) -> None:
-        pending = b""
-        while True:
+        pending = b""  # the file's partial line
+        buf = b""  # read, not yet forwarded (a possible start of END_MARK)
+        done = False
+        while not done:
             try:
                 chunk = os.read(read_end, 65536)
             except OSError:
-                break
-            if not chunk:
-                break
-            try:
-                os.write(out_fd, chunk)
-            except OSError:
-                pass
-            pending += chunk
+                chunk = b""
+            buf += chunk
+            end = buf.find(END_MARK)
+            if end >= 0:
+                out, buf, done = buf[:end], b"", True
+            elif not chunk:
+                out, buf, done = buf, b"", True
+            else:
+                keep = _held_back(buf)
+                out, buf = buf[: len(buf) - keep], buf[len(buf) - keep :]
+            if not out:
+                continue
+            self._forward(out_fd, out)
+            pending += out
             cut = pending.rfind(b"\n") + 1
             if cut:
                 with self._lock:
                     self._file.write(pending[:cut])
                 pending = pending[cut:]
-        if pending:
+        if pending:  # a last line with no newline: ended here, so the other stream's lines stay whole
             with self._lock:
-                self._file.write(pending)
+                self._file.write(pending + b"\n")
         os.close(read_end)
 
     def stop(self) -> None:
@@ -62,10 +99,31 @@ class Tee:
                 stream.flush()
             except Exception:
                 pass
-        for fd, saved, _ in self._streams:
-            os.dup2(saved, fd)  # closes the pipe's last write end: the pump sees EOF
-            os.close(saved)
-        for _, _, t in self._streams:
-            t.join(timeout=5)
+        deadline = time.monotonic() + DRAIN_S
+        for fd, saved, write_end, _ in self._streams:
+            os.dup2(saved, fd)  # the descriptor writes to its destination again
+            _send_end_mark(write_end, deadline)
+            os.close(write_end)
+        # `saved` stays open until its pump has forwarded the last bytes through it.
+        for _, saved, _, t in self._streams:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            if not t.is_alive():
+                os.close(saved)
         self._streams = []
-        self._file.close()
+        with self._lock:
+            self._file.close()
+
+
+def _send_end_mark(write_end: int, deadline: float) -> None:
+    """END_MARK into a pipe that may be full (a slow pump): retried until the deadline, never blocking."""
+    os.set_blocking(write_end, False)
+    while True:
+        try:
+            os.write(write_end, END_MARK)  # shorter than PIPE_BUF: written whole or not at all
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        except OSError:  # the pump has ended (its read end is closed)
+            return
