@@ -52,6 +52,9 @@ $(VENV)/.lightx2v-installed: $(VENV)/.installed $(LIGHTX2V_TARBALL)
 	echo "$(LIGHTX2V_SHA256)  $(LIGHTX2V_TARBALL)" | sha256sum -c --quiet
 	rm -rf $(LIGHTX2V_DIR) && mkdir -p $(LIGHTX2V_DIR)
 	tar -xzf $(LIGHTX2V_TARBALL) -C $(LIGHTX2V_DIR)
+	@# Byte-compiled once: every rank and probe imports about 1,000 of its modules, and where
+	@# PYTHONDONTWRITEBYTECODE is set each process would compile them again (about 1.5 s each).
+	$(PY) -m compileall -q $(LIGHTX2V_DIR)/LightX2V > /dev/null
 	@if $(PY) -c "import torch, torchvision" 2>/dev/null; then \
 	  echo "torch $$($(PY) -c 'import torch, torchvision as v; print(torch.__version__, "with torchvision", v.__version__)') (kept)"; \
 	elif $(PY) -c "import sys, torch; sys.exit(torch.version.hip is not None or torch.cuda.is_available())"; then \
@@ -75,9 +78,19 @@ lightx2v:
 	@echo "lightx2v: $(LIGHTX2V_ABSENT); point LIGHTX2V_TARBALL at it" >&2; exit 2
 endif
 
+# Two pytest-xdist workers (the 2-core CI machine): each test module is one unit of work, the
+# long shared campaigns start first (tests/conftest.py). TEST_WORKERS=0 runs in one process.
+# pytest-benchmark, where the system has it, is not used here and only warns under xdist.
+# harness byte-compiled first: hundreds of test subprocesses import it, and where
+# PYTHONDONTWRITEBYTECODE is set (as on the machine this was measured on) none writes its .pyc.
+TEST_WORKERS ?= 2
 test: install $(TEST_LIGHTX2V)
 	@if [ -z "$$LIGHTX2V_ROOT" ]; then echo "LightX2V: $(LIGHTX2V_ABSENT): the real-LightX2V tests skip"; fi
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@start=$$(date +%s); \
+	$(PY) -m compileall -q harness > /dev/null; \
+	echo "$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)"; \
+	$(PY) -m pytest -q -p no:benchmark -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s wall, $(TEST_WORKERS) worker(s), exit $$rc"; exit $$rc
 
 lint: install
 	$(VENV)/bin/ruff check harness tests

@@ -13,6 +13,57 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# Under pytest-xdist (`make test` runs two workers, --dist loadgroup) a test module is one unit of
+# work, so its module fixtures are built once. A session fixture is built once per worker that
+# needs it: the ones that cost minutes keep every test that reads them on one worker (a group
+# each). Those groups start first, then modules with slow tests: the longest work is not left
+# for the end.
+SHARED_ON_ONE_WORKER = ("cpu_campaign", "shadowed_campaign")
+# Tests that share something outside the process (the one local Slurm cluster) run one at a time.
+SERIAL_MARKERS = ("slurm",)
+
+
+def xdist_group_of(item: pytest.Item) -> tuple[int, str]:
+    """(rank, group): rank 0 for the shared campaigns, 1 for serial resources, 2 for a module."""
+    for name in SHARED_ON_ONE_WORKER:
+        if name in getattr(item, "fixturenames", ()):
+            return 0, name
+    for marker in SERIAL_MARKERS:
+        if item.get_closest_marker(marker):
+            return 1, marker
+    module = item.nodeid.split("::", 1)[0]
+    return 2, module.removeprefix("tests/").removesuffix(".py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
+def pytest_collection_modifyitems(config, items):
+    group_of = {}
+    first: dict[str, int] = {}
+    has_slow: set[str] = set()
+    for index, item in enumerate(items):
+        rank, group = xdist_group_of(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        group_of[item.nodeid] = (rank, group)
+        first.setdefault(group, index)
+        if item.get_closest_marker("slow"):
+            has_slow.add(group)
+
+    def order(item: pytest.Item) -> tuple[int, bool, int]:
+        rank, group = group_of[item.nodeid]
+        return rank, group not in has_slow, first[group]
+
+    items.sort(key=order)  # stable: each group keeps its own order and stays together
+
+
+@pytest.fixture(autouse=True, scope="session")
+def terminal_size_as_in_one_process():
+    """An xdist worker runs with COLUMNS=80 and LINES=24 set, a run in one process with neither
+    (text then laid out for 100 columns): tests, and the commands they start, see the same."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """With LIGHTX2V_ROOT set (CI sets it), a skipped real-LightX2V test is a failure: it did not run."""
