@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +93,38 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
         if text in cmd and state != "Z":
             found.append((int(proc.name), cmd.strip()))
     return found
+
+
+def wait_for(
+    cond: Callable[[], object],
+    what: str,
+    timeout: float = 120.0,
+    proc: subprocess.Popen | None = None,
+    poll_s: float = 0.05,
+):
+    """Poll ``cond`` until it returns something true, and return that. Fails naming ``what``
+    after ``timeout`` seconds, or as soon as ``proc`` (the process expected to bring it about)
+    has ended, with its output: a bounded wait with a clear failure, never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}:\n{out}\n{err}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def blocked_on_flock(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` waits in flock() on the file ``path`` (the kernel's /proc/locks
+    lists a blocked request as ``N: -> FLOCK ADVISORY READ PID MAJ:MIN:INODE ...``; the inode
+    is matched, not the device, which an overlay file system names differently)."""
+    inode = f":{Path(path).stat().st_ino}"
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1:3] == ["->", "FLOCK"] and str(pid) in fields and any(f.endswith(inode) for f in fields):
+            return True
+    return False

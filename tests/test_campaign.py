@@ -5,12 +5,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from cli_testutil import ROOT, harness, statuses, tiny_scenario
+from cli_testutil import ROOT, harness, statuses, tiny_scenario, wait_for
 
 
 def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
@@ -65,12 +64,10 @@ def test_interrupted_campaign_resumes(tmp_path):
                              "--out", str(out), "--no-report"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     ref = camp / "runs" / "torch_sdpa" / "run.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # interrupt once the first arm is done and the second started
-        assert proc.poll() is None, proc.communicate()
-        if ref.exists() and '"ok"' in ref.read_text() and (camp / "runs" / "floor" / "run.json").exists():
-            break
-        time.sleep(0.05)
+    wait_for(  # interrupt once the first arm is done and the second started
+        lambda: ref.exists() and '"ok"' in ref.read_text() and (camp / "runs" / "floor" / "run.json").exists(),
+        "the first arm to end ok and the second to start", proc=proc,
+    )  # fmt: skip
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

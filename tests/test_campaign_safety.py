@@ -21,6 +21,7 @@ from cli_testutil import (
     the_error_line,
     tiny_scenario,
     tree_digest,
+    wait_for,
 )
 from rich.console import Console
 
@@ -43,15 +44,6 @@ def copy_of(clean, tmp_path: Path) -> tuple[Path, Path, Path]:
     path, out = clean
     shutil.copytree(out, tmp_path / "out")
     return path, tmp_path / "out", tmp_path / "out" / "tiny" / "3step"
-
-
-def wait_for(cond, timeout=120.0, proc=None, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"process ended before {what}: {proc.communicate()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def run_json(camp: Path, key: str) -> dict:
@@ -86,21 +78,28 @@ def test_files_follow_the_umask(clean):
         assert f.stat().st_mode & 0o777 == 0o644, f
 
 
+@pytest.mark.concurrency
 def test_second_run_on_the_same_campaign_exits_2_naming_the_holder(clean, tmp_path):
     path, out, camp = copy_of(clean, tmp_path)
     first = harness_popen("run", path, "--profile", "3step", "--out", out, "--force", "--no-report")
     try:
         wait_for(lambda: running_pid(camp, "torch_sdpa"), proc=first, what="the first arm to start")
-        t0 = time.monotonic()
-        res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
-        line = the_error_line(res)
-        assert res.returncode == Exit.BAD_INPUT
-        assert f"another harness run holds this campaign (pid {first.pid} on " in line
-        assert "started 20" in line
-        assert time.monotonic() - t0 < 30
-        dry = harness("run", path, "--profile", "3step", "--out", out, "--dry-run")  # needs no lock
-        assert dry.returncode == 0 and f"holds this campaign (pid {first.pid}" in dry.stdout
-        assert harness("report", out / "tiny" / "3step").returncode == 0  # nor does report
+        # The first run is stopped (SIGSTOP) while the others look at the lock: it holds it and
+        # cannot end before they get there, however slow the machine is. Its arm runs on.
+        first.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
+            line = the_error_line(res)
+            assert res.returncode == Exit.BAD_INPUT
+            assert f"another harness run holds this campaign (pid {first.pid} on " in line
+            assert "started 20" in line
+            assert time.monotonic() - t0 < 30
+            dry = harness("run", path, "--profile", "3step", "--out", out, "--dry-run")  # needs no lock
+            assert dry.returncode == 0 and f"holds this campaign (pid {first.pid}" in dry.stdout
+        finally:
+            first.send_signal(signal.SIGCONT)
+        assert harness("report", out / "tiny" / "3step").returncode == 0  # nor does report (it waits)
     finally:
         stdout, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, stderr
@@ -111,6 +110,7 @@ def test_second_run_on_the_same_campaign_exits_2_naming_the_holder(clean, tmp_pa
         assert (camp / "runs" / key / "stdout.log").read_text().count("done:") == 1
 
 
+@pytest.mark.concurrency
 def test_sigkill_of_harness_run_takes_the_runner_with_it_and_the_rerun_marks_it_stale(clean, tmp_path):
     path, out, camp = copy_of(clean, tmp_path)
     victim = harness_popen("run", path, "--profile", "3step", "--out", out, "--force", "--no-report")

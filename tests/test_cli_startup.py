@@ -36,17 +36,19 @@ def handler_after_import(orig_argv: list[str] | None) -> str:
     """The SIGINT handler's name in a fresh interpreter after ``import harness.cli``."""
     fake = f"sys.orig_argv = {orig_argv!r}\n" if orig_argv is not None else ""
     code = f"import signal, sys\n{fake}import harness.cli\nprint(signal.getsignal(signal.SIGINT).__name__)\n"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr
     return res.stdout.strip()
 
 
+@pytest.mark.concurrency
 def test_the_package_import_of_python_m_installs_the_quiet_handler():
     # While `python -m harness.cli` imports the package, sys.argv[0] is "-m" and __main__ is not
     # yet the CLI: the interpreter's own arguments say what runs.
     assert handler_after_import([sys.executable, "-m", "harness.cli", "--help"]) == "_stop_quietly"
 
 
+@pytest.mark.concurrency
 def test_imported_as_a_library_nothing_changes():
     assert handler_after_import(None) == "default_int_handler"
 
@@ -91,12 +93,14 @@ def run_with_fault(tmp_path, fault: str, *args: str) -> subprocess.CompletedProc
                           cwd=ROOT, env=env, timeout=300)  # fmt: skip
 
 
+@pytest.mark.concurrency
 def test_a_signal_after_the_command_ended_changes_neither_its_status_nor_its_output(tmp_path):
     res = run_with_fault(tmp_path, SIGTERM_IN_AN_EXIT_HANDLER, "scenarios", "validate", SCENARIO)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr  # main: a traceback
     assert res.stdout == harness("scenarios", "validate", SCENARIO).stdout != ""
 
 
+@pytest.mark.concurrency
 def test_an_interrupt_that_passed_through_code_from_a_string_exits_130(tmp_path):
     res = run_with_fault(tmp_path, INTERRUPT_IN_CODE_FROM_A_STRING, "scenarios", "validate", SCENARIO)
     lines = res.stderr.splitlines()

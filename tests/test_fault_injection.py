@@ -24,7 +24,14 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testutil import harness, harness_popen, processes_mentioning, tiny_scenario, tree_digest
+from cli_testutil import (
+    harness,
+    harness_popen,
+    processes_mentioning,
+    tiny_scenario,
+    tree_digest,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -82,9 +89,7 @@ def test_killed_at_random_moments_then_resumed_equals_a_clean_campaign(tmp_path)
         force = attempt > 0 and rng.random() < 0.4
         proc = harness_popen("run", path, "--profile", "3step", "--out", faulty_out, *(["--force"] * force))
         if attempt == 0:
-            deadline = time.monotonic() + 120
-            while not any_running(camp) and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: any_running(camp), f"seed {seed}: an arm to run", proc=proc)
             delay = rng.uniform(0.2, 1.0)
         else:
             delay = rng.uniform(1.0, MAX_DELAY_S)  # past the interpreter's own start-up
@@ -255,6 +260,7 @@ def test_a_read_only_campaign_reads_and_refuses_writes_in_one_line(tmp_path):
     assert tree_digest(c) == before
 
 
+@pytest.mark.concurrency
 def test_sigterm_during_a_report_says_interrupted_and_keeps_the_old_report(tmp_path):
     arms = [ArmSpec("torch_sdpa", role="reference"), ArmSpec("floor", role="noise_floor", attn_type="torch_sdpa",
             kv_reversed=True, noise=2.0), ArmSpec("cand", noise=3.0)]  # fmt: skip
@@ -265,7 +271,10 @@ def test_sigterm_during_a_report_says_interrupted_and_keeps_the_old_report(tmp_p
     report = {n: tree_digest(camp.path / n) if (camp.path / n).is_dir() else (camp.path / n).read_bytes()
               for n in REPORT_FILES}  # fmt: skip
     proc = harness_popen("report", camp.path)
-    time.sleep(4.0)
+    # The signal lands mid-analysis, not at a guessed moment: once the first measurement is in
+    # metrics/ (the old report is set aside by then, and seconds of measuring are left).
+    wait_for(lambda: any(camp.metrics_dir.glob("*.json")), "the report's first measurement",
+             timeout=300, proc=proc, poll_s=0.02)  # fmt: skip
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     if proc.returncode == 0:

@@ -39,6 +39,7 @@ def test_atomic_write_failure_keeps_old_content(tmp_path):
     assert [f.name for f in tmp_path.iterdir()] == ["x.bin"]
 
 
+@pytest.mark.concurrency  # a child process killed mid-write; .ci/flake-hunt
 def test_atomic_write_interrupted_process_leaves_old_file(tmp_path):
     """A writer killed mid-write (here: SIGKILL in a child) never leaves a half-written target."""
     import subprocess
@@ -52,7 +53,7 @@ def test_atomic_write_interrupted_process_leaves_old_file(tmp_path):
         "os.replace=kill\n"
         f"s.atomic_write_bytes({str(p)!r}, b'x'*10_000_000)\n"
     )
-    res = subprocess.run([sys.executable, "-c", code])
+    res = subprocess.run([sys.executable, "-c", code], timeout=300)
     assert res.returncode == -9
     assert p.read_bytes() == b"complete"
 
@@ -150,9 +151,12 @@ def _hold_lock(path, ready):
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+@pytest.mark.concurrency  # the lock of a live, then killed, process; .ci/flake-hunt
 def test_campaign_lock_names_its_holder_and_is_taken_over_after_it_dies(tmp_path):
     import signal
     import time
+
+    from cli_testutil import wait_for
 
     from harness.errors import CampaignLocked
     from harness.store import CampaignLock, lock_holder
@@ -162,10 +166,7 @@ def test_campaign_lock_names_its_holder_and_is_taken_over_after_it_dies(tmp_path
     ready = tmp_path / "ready"
     holder = _hold_lock(camp.path, ready)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert time.monotonic() < deadline and holder.poll() is None
-            time.sleep(0.05)
+        wait_for(ready.exists, "the child to take the lock", timeout=60, proc=holder)
         seen = lock_holder(camp)
         assert seen is not None and seen.pid == holder.pid
         t0 = time.monotonic()

@@ -4,6 +4,7 @@ import csv
 import hashlib
 import math
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -181,25 +182,61 @@ def test_torch_path_on_cpu_equals_cpu_kernel(videos: dict[str, Path]) -> None:
     assert measure_run(videos["b"], device="torch:cpu") == measure_run(videos["b"])
 
 
+def hold_a_side_thread_until_the_consumer_is_done(monkeypatch: pytest.MonkeyPatch, frames: int) -> None:
+    """Every decoder's side thread holds one frame until its consumer, which has all ``frames``
+    frames by then, asks for the end marker (or the decoders are told to stop). The frames after
+    the held one fill the side queue: they are still to be hashed when the consumer is done.
+    Not left to scheduling: the side thread is certain to be behind."""
+    from harness.collect import decoder, stats
+
+    held = frames - decoder.QUEUE_FRAMES  # the frames after it fit in the side queue
+    assert held >= 1
+    decoders: dict[int, decoder.FrameDecoder] = {}
+    hashed: dict[int, int] = {}
+    init, get = decoder.FrameDecoder.__init__, decoder.FrameDecoder.get
+    update_hash = stats.StatsReducer.update_hash
+
+    def tracked_init(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        self.received, self.asked_for_end = 0, threading.Event()
+        decoders[id(self.stats)] = self
+
+    def counted_get(self):
+        if self.received >= self.limit:
+            self.asked_for_end.set()  # wait_end: the consumer has every frame and wants the end
+        frame = get(self)
+        self.received += frame is not None
+        return frame
+
+    def lagging(self: stats.StatsReducer, frame: np.ndarray) -> None:
+        hashed[id(self)] = hashed.get(id(self), 0) + 1
+        dec = decoders.get(id(self))
+        if dec is not None and hashed[id(self)] == held:
+            deadline = time.monotonic() + 60
+            while not (dec.asked_for_end.wait(0.01) or dec.stop.is_set()):
+                assert time.monotonic() < deadline, (
+                    f"{dec.path.name}: the consumer did not get all {frames} frames while the side thread "
+                    f"held frame {held}"
+                )
+        update_hash(self, frame)
+
+    monkeypatch.setattr(decoder.FrameDecoder, "__init__", tracked_init)
+    monkeypatch.setattr(decoder.FrameDecoder, "get", counted_get)
+    monkeypatch.setattr(stats.StatsReducer, "update_hash", lagging)
+
+
+@pytest.mark.concurrency
 @pytest.mark.parametrize("device", ["cpu", "torch:cpu"])
 def test_a_lagging_side_thread_still_hashes_and_measures_every_frame(
     videos: dict[str, Path], device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The side thread that hashes (and on CPU measures) each frame can run behind the consumer,
     which stops at the frame limit; the hash and the statistics must still cover every frame."""
-    from harness.collect import stats
-
     whole = hashlib.sha256()
     for frame in iter_frames(videos["a"]):
         whole.update(frame.tobytes())
     plain = measure_run(videos["a"])
-    slow_hash = stats.StatsReducer.update_hash
-
-    def lagging(self: stats.StatsReducer, frame: np.ndarray) -> None:
-        time.sleep(0.05)
-        slow_hash(self, frame)
-
-    monkeypatch.setattr(stats.StatsReducer, "update_hash", lagging)
+    hold_a_side_thread_until_the_consumer_is_done(monkeypatch, plain.frames)
     res = measure_pair(videos["a"], videos["a_copy"], device=device)
     assert res.video.frames_hash_a == res.video.frames_hash_b == whole.hexdigest()
     assert res.stats_a.frames == res.stats_b.frames == 10
@@ -208,6 +245,7 @@ def test_a_lagging_side_thread_still_hashes_and_measures_every_frame(
         assert measure_run(videos["a"], device=device).video_hash == whole.hexdigest()
 
 
+@pytest.mark.concurrency
 def test_frame_count_mismatch_names_both_and_truncation(videos: dict[str, Path]) -> None:
     with pytest.raises(HarnessError, match=r"a\.mp4 has 10.*short\.mp4 has 7"):
         measure_pair(videos["a"], videos["short"], device="cpu")
@@ -255,6 +293,7 @@ def test_single_frame(videos: dict[str, Path]) -> None:
     assert res.stats_a.motion is None and res.stats_a.frames == 1  # motion is undefined for one frame
 
 
+@pytest.mark.concurrency
 def test_bad_files(videos: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match=r"missing\.mp4: file not found"):
         measure_pair(tmp_path / "missing.mp4", videos["a"])

@@ -19,6 +19,8 @@ from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, Runner, register_runner
 from harness.store import CampaignDir, RunDir
 
+pytestmark = pytest.mark.concurrency  # real child processes, their signals and ends; .ci/flake-hunt
+
 
 @register_runner("script")
 class ScriptRunner(Runner):
@@ -168,16 +170,29 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _record_pid(run: Path) -> int | None:
+    rec = RunDir(run).record_or_none()
+    return rec.pid if rec is not None else None
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_the_runner_and_its_children_die_with_the_process_that_started_them(tmp_path, sig):
     """The harness side of a run dies (SIGKILL: nothing of it runs any more); the runner, started
     in a session of its own, and the runner's own child go with it within seconds."""
+    from cli_testutil import wait_for  # here: Slurm jobs import this module without tests/ on their path
+
     pids = tmp_path / "pids"
     parent = subprocess.Popen([sys.executable, "-c", SLEEPER, str(pids), str(tmp_path / "run")])
-    deadline = time.monotonic() + 60
-    while not pids.exists() or not pids.read_text():
-        assert time.monotonic() < deadline and parent.poll() is None
-        time.sleep(0.05)
+    try:
+        wait_for(lambda: pids.exists() and pids.read_text(), "the runner to write its pids", timeout=60,
+                 proc=parent)  # fmt: skip
+        # The runner can be faster than its parent, which records the pid in run.json once the
+        # runner's guard has started: wait for that record too (a loaded machine reorders them).
+        wait_for(lambda: _record_pid(tmp_path / "run"), "run.json to record the runner's pid", timeout=60,
+                 proc=parent)  # fmt: skip
+    except BaseException:
+        parent.kill()
+        raise
     runner, rank = map(int, pids.read_text().split())
     assert _alive(runner) and _alive(rank)
     rec = RunDir(tmp_path / "run").record()

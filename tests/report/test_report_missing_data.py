@@ -9,11 +9,11 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from campaign_factory import ArmSpec
+from cli_testutil import blocked_on_flock, wait_for
 
 from harness.report import REPORT_FILES, build_report
 from harness.store import CampaignLock
@@ -112,20 +112,27 @@ def test_an_interrupted_report_leaves_the_old_one_whole(campaign_factory):
     assert digest(camp.path) != before  # not interrupted: replaced
 
 
+@pytest.mark.concurrency  # a lock held by another process; .ci/flake-hunt
 def test_report_waits_for_the_run_that_holds_the_campaign(campaign_factory):
     camp = campaign_factory(ARMS)
     build_report(camp)
     stamp = (camp.path / "report.md").stat().st_mtime_ns
     lock = CampaignLock(camp).acquire()
+    err_log = camp.path.parent / "report.stderr"
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "report", str(camp.path)], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        time.sleep(6)  # far longer than an unchanged report takes
+        with open(err_log, "w") as err_file:
+            proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "report", str(camp.path)], cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=err_file, text=True)  # fmt: skip
+        # Not a fixed sleep: the report says it waits, then the kernel shows it blocked on the lock.
+        wait_for(lambda: "waiting: " in err_log.read_text(), "the report to say it waits", proc=proc)
+        wait_for(lambda: blocked_on_flock(proc.pid, camp.lock_file), "the report to block on the lock",
+                 proc=proc)  # fmt: skip
         assert proc.poll() is None, "report did not wait for the lock"
         assert (camp.path / "report.md").stat().st_mtime_ns == stamp, "written while the run held the lock"
     finally:
         lock.release()
-    out, err = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=300)
+    err = err_log.read_text()
     assert proc.returncode == 0, err
     assert err.startswith(f"waiting: a harness run holds {camp.path} (pid "), err
     assert "report.md:" in out
