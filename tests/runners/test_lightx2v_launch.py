@@ -77,6 +77,7 @@ def test_fallbacks_and_backends_registered_before_the_launcher(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.concurrency
 def test_a_crash_still_writes_the_counts_and_the_error(tmp_path):
     proc, calls, _, run_dir = run_launcher(tmp_path, "stub_exact", env={"STUB_CRASH_AT_STEP": "2"})
     assert proc.returncode != 0
@@ -87,6 +88,7 @@ def test_a_crash_still_writes_the_counts_and_the_error(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.concurrency  # its error line once lost at the process's end
 def test_kv_reversed_refuses_several_packed_sequences_loudly(tmp_path):
     proc, calls, trace, _ = run_launcher(tmp_path, "stub_exact", "--kv-reversed", env={"STUB_MULTISEQ": "1"})
     assert proc.returncode != 0

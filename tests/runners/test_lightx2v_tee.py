@@ -10,6 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.concurrency  # threads and descriptors at a process's end; .ci/flake-hunt
+
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent(
