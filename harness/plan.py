@@ -101,9 +101,21 @@ def build_plan(
                         shadows=shadow_specs(scenario, arm),
                         insitu=insitu_settings(arm),
                         schedule=schedule_spec(arm),
+                        plugins=scenario.plugin_refs,
                     )
                 )
-    return specs
+    return with_code(runner, specs)
+
+
+def with_code(runner: Any, specs: list[RunSpec]) -> list[RunSpec]:
+    """Each spec with the sha256 of the source of every harness backend its run calls."""
+    names = {id(s): runner.harness_backends(s) for s in specs}
+    if not any(names.values()):
+        return specs
+    from harness.attention.registry import source_digests
+
+    digests = source_digests({n for ns in names.values() for n in ns})
+    return [s.model_copy(update={"code": {n: digests[n] for n in names[id(s)]}}) for s in specs]
 
 
 def auto_rounds(scenario: Scenario) -> int:

@@ -174,6 +174,17 @@ class StepSchedule(Record):
     exact_steps: list[int] = Field(default_factory=list)
 
 
+class PluginRef(Record):
+    """Code a scenario brings in (``plugins:``, or an installed package's ``harness.plugins`` entry
+    point), imported before the scenario is checked and again in every arm's process."""
+
+    ref: str  # as the scenario writes it: a file (relative to the scenario) or a module name
+    path: str  # the file imported (a package: its __init__.py)
+    module: str | None = None  # the module name, when the plugin is a module and not a file
+    sha256: str  # of the file at planning time; a changed file is a new spec (its arms run again)
+    registers: list[str] = Field(default_factory=list)  # "attention backend fp16_chunked", ...
+
+
 class RunSpec(Record):
     """Everything that determines what one arm run computes (hashed for resume)."""
 
@@ -199,6 +210,10 @@ class RunSpec(Record):
     shadows: list[ShadowSpec] = Field(default_factory=list)
     insitu: InSituSettings | None = None
     schedule: StepSchedule | None = None
+    # Code identity: the plugins imported in the run's process, and the sha256 of the source file
+    # of every harness backend the run calls (by backend name), so an edited kernel runs again.
+    plugins: list[PluginRef] = Field(default_factory=list)
+    code: dict[str, str] = Field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -210,13 +225,17 @@ class RunSpec(Record):
         """Hash of what the run computes: the repeat index is in the key, not in the hash, and
         fields at their defaults that older harness versions did not write are left out, so
         campaigns made before them still resume."""
-        data = self.model_dump(mode="json", exclude={"timeout_s", "repeat"})
+        # The plugins are loaded by every arm; what an arm computes depends on the code of the
+        # backends it calls (``code``: a plugin's backend is its file's digest), so editing a
+        # kernel re-runs the arms that call it, and only those.
+        data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
         for name, default in (
             ("kv_chunks", 1),
             ("attn_options", {}),
             ("shadows", []),
             ("insitu", None),
             ("schedule", None),
+            ("code", {}),
         ):
             if data.get(name) == default:
                 data.pop(name)

@@ -10,6 +10,8 @@ An unknown name raises :class:`UnknownName`, one line with a did-you-mean and th
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable, Iterator
@@ -18,6 +20,29 @@ from typing import Any, Generic, TypeVar, overload
 from harness.errors import HarnessError
 
 T = TypeVar("T")
+
+
+# Open recordings of registrations: a plugin loader learns what a plugin added, to name it and
+# to take it back when the plugin's file changes.
+_RECORDINGS: list[list[Registration]] = []
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    registry: Registry[Any]
+    name: str
+    module: str  # where the registered object is defined (a lazy entry: the module it names)
+
+
+@contextlib.contextmanager
+def recording_registrations() -> Iterator[list[Registration]]:
+    """Every registration made inside the block, in order."""
+    made: list[Registration] = []
+    _RECORDINGS.append(made)
+    try:
+        yield made
+    finally:
+        _RECORDINGS.remove(made)
 
 
 class UnknownName(HarnessError, LookupError):
@@ -82,6 +107,7 @@ class Registry(Generic[T]):
             if name in self._entries or self._lazy.get(name, lazy) != lazy:
                 raise ValueError(f"{self.what} {name!r} is already registered")
             self._lazy[name] = lazy
+            self._recorded(name, module)
             return None
         self._check_base(name, obj)
         held = self._entries.get(name)
@@ -94,8 +120,14 @@ class Registry(Generic[T]):
             if _ref_of(obj) != target:
                 raise ValueError(f"{self.what} {name!r} is already registered as {target}")
             del self._lazy[name]
+        if held is None:
+            self._recorded(name, getattr(obj, "__module__", "") or "")
         self._entries[name] = obj
         return obj
+
+    def _recorded(self, name: str, module: str) -> None:
+        for made in _RECORDINGS:
+            made.append(Registration(self, name, module))
 
     def unregister(self, name: str) -> None:
         """Remove an entry (for tests that register one of their own)."""

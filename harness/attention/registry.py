@@ -11,7 +11,10 @@ machine at all raises :class:`~harness.errors.BackendUnavailable` from :func:`ge
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import inspect
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -181,6 +184,29 @@ def backend_class(name: str) -> type[AttentionBackend]:
 def availability(name: str) -> tuple[bool, str]:
     """(available, reason) without allocating GPU work; unknown names raise HarnessError."""
     return backend_class(name).availability()
+
+
+def source_digests(names: Iterable[str]) -> dict[str, str]:
+    """sha256 of the source file of each named backend (``unknown`` where it has none): the code
+    identity a run spec carries, so an edited kernel is a new spec."""
+    digests = {}
+    for name in sorted(set(names)):
+        try:
+            file = inspect.getsourcefile(backend_class(name))
+        except TypeError:  # defined in no file (built at run time)
+            file = None
+        digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else "unknown"
+    return digests
+
+
+def check_options(name: str, options: dict[str, Any]) -> str | None:
+    """Why ``options`` are not options of backend ``name`` (unknown keys), or None; no GPU work."""
+    accepted = backend_class(name).default_options
+    unknown = sorted(set(options) - set(accepted))
+    if not unknown:
+        return None
+    listed = ", ".join(sorted(accepted)) or "none"
+    return f"unknown option(s) {', '.join(unknown)} for backend {name!r}; accepted: {listed}"
 
 
 def get_backend(name: str, **options: Any) -> AttentionBackend:

@@ -164,8 +164,9 @@ class KernelsBlock(_Strict):
 
 
 def check_backends(scenario: Any) -> None:
-    """Every backend the block names is one of the harness registry."""
+    """Every backend the block names is one of the harness registry, with options it accepts."""
     from harness.attention import list_backends
+    from harness.attention.registry import check_options
 
     known = list_backends()
     for i, entry in enumerate(scenario.kernels.backends):
@@ -175,6 +176,9 @@ def check_backends(scenario: Any) -> None:
                 f"unknown attention backend {entry.backend!r}{did_you_mean(entry.backend, known)} "
                 f"(the harness registry has: {', '.join(known)})",
             )
+        why = check_options(entry.backend, entry.options)
+        if why:
+            raise FieldProblem(("kernels", "backends", i, "options"), why)
 
 
 SCENARIO_PART = ScenarioPart(block="kernels", model=KernelsBlock, required=True, check=check_backends)

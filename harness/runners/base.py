@@ -36,6 +36,16 @@ class Runner(ABC):
     def resolve_params(self, scenario: Scenario, arm: Arm, profile: str | None) -> dict[str, Any]:
         """Runner parameters for one arm after profile and arm overrides (recorded in RunSpec.params)."""
 
+    def harness_backends(self, spec: RunSpec) -> list[str]:
+        """The harness attention backends this run calls (their source files are its code identity):
+        the arm's, its shadows' and its schedule's exact backend, where the harness registry has them."""
+        from harness.attention.registry import BACKENDS
+
+        names = [spec.attn_type, *(s.attn_type for s in spec.shadows)]
+        if spec.schedule is not None:
+            names.append(spec.schedule.exact)
+        return [n for n in dict.fromkeys(names) if n in BACKENDS]
+
     def preflight(self, spec: RunSpec) -> str | None:
         """A one-line reason why this run cannot start here (it is then recorded as skipped), or None.
 

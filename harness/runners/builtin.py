@@ -51,9 +51,11 @@ class BuiltinBlock(Strict):
 
 
 def check_backends(scenario: Any) -> None:
-    """Every arm names a backend of the harness registry (the builtin runner serves no other); so
-    does every shadow that is not an arm, and every schedule's exact backend."""
+    """Every arm names a backend of the harness registry (the builtin runner serves no other), with
+    options that backend accepts; so does every shadow that is not an arm, and every schedule's
+    exact backend."""
     from harness.attention import list_backends
+    from harness.attention.registry import check_options
 
     known = list_backends()
     arms = set(scenario.arm_names)
@@ -68,6 +70,9 @@ def check_backends(scenario: Any) -> None:
 
     for i, arm in enumerate(scenario.arms):
         check(arm.attn_type, ("arms", i, "attn_type"))
+        why = check_options(arm.attn_type, arm.attn_options)
+        if why:
+            raise FieldProblem(("arms", i, "attn_options"), why)
         for name in arm.shadows:
             if name not in arms:
                 check(name, ("arms", i, "shadows"))
@@ -137,9 +142,11 @@ def run_in_process(run_dir: Path) -> None:
     from harness.attention import make_attention
     from harness.attention.insitu import INSITU_DIR, CallSites
     from harness.attention.insitu.build import shadowed_attention
+    from harness.scenario.plugins import load_recorded
     from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    load_recorded(spec.plugins)  # before any backend is looked up: a plugin's are names too
     # An earlier run's in-situ record is no record of this one.
     shutil.rmtree(run_dir / INSITU_DIR, ignore_errors=True)
     sites = CallSites()

@@ -18,6 +18,7 @@ from harness.plugins import RUNNERS
 from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
 from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, NAME_PATTERN, NAME_RULE
 from harness.scenario.parts import FieldProblem
+from harness.scenario.plugins import load_plugins
 from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
 SCENARIO_DIR = Path("scenarios")
@@ -94,20 +95,32 @@ def _unknown_name(data: dict) -> FieldProblem | None:
 
 
 def validate_scenario(
-    data: dict, lines: dict[tuple, int] | None = None, source: str = "<scenario>"
+    data: dict,
+    lines: dict[tuple, int] | None = None,
+    source: str = "<scenario>",
+    base_dir: Path | None = None,
 ) -> Scenario:
-    """A scenario from its (expanded) data; a problem is one line naming source, line and field."""
+    """A scenario from its (expanded) data; a problem is one line naming source, line and field.
+    Its plugins (files relative to ``base_dir``, default the source's folder) are imported first:
+    the backends they register are names the scenario may use."""
     lines = lines or {}
 
     def where(loc: tuple) -> str:
         return f"{source}:{line_for(lines, loc)}: {format_loc(loc)}"
 
+    refs = data.get("plugins", [])
+    plugins = []
+    if isinstance(refs, list) and all(isinstance(r, str) for r in refs):  # else the model says why
+        folder = base_dir if base_dir is not None else Path(source).resolve().parent
+        plugins = load_plugins(refs, folder, lambda i: where(("plugins", i)))
     problem = _unknown_name(data)
     if problem is not None:
         raise ScenarioError(f"{where(problem.loc)}: {problem.message}")
     model = scenario_model(data.get("runner"), data.get("kind", E2E))
     try:
-        return model.model_validate(data)
+        scenario = model.model_validate(data)
+        scenario._plugin_refs = plugins
+        return scenario
     except FieldProblem as problem:  # a runner's or kind's check: it names its field
         raise ScenarioError(" ".join(f"{where(problem.loc)}: {problem.message}".split())) from None
     except ValidationError as exc:
@@ -121,7 +134,10 @@ def validate_scenario(
 
 
 def parse_scenario(
-    text: str, source: str = "<scenario>", environ: typing.Mapping[str, str] | None = None
+    text: str,
+    source: str = "<scenario>",
+    environ: typing.Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
 ) -> Scenario:
     environ = os.environ if environ is None else environ
     try:
@@ -157,7 +173,7 @@ def parse_scenario(
         data = expand(data, ())
     except RecursionError:
         raise ScenarioError(f"{source}:1: nested too deeply") from None
-    return validate_scenario(data, lines, source)
+    return validate_scenario(data, lines, source, base_dir)
 
 
 def resolve_scenario_path(ref: str | Path) -> Path:
@@ -180,7 +196,7 @@ def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = No
         raise ScenarioError(str(err)) from None
     environ = dict(os.environ if environ is None else environ)
     environ.setdefault("SCENARIO_DIR", str(path.resolve().parent))
-    return parse_scenario(text, str(path), environ)
+    return parse_scenario(text, str(path), environ, path.resolve().parent)
 
 
 def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:

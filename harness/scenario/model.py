@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
     create_model,
     field_validator,
@@ -26,7 +27,7 @@ from pydantic import (
 
 from harness.errors import ScenarioError
 from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
-from harness.records import Role
+from harness.records import PluginRef, Role
 from harness.registry import did_you_mean
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.names import ATTN_TYPE_PATTERN, NAME_PATTERN, EnvValue, SafeName, Seed
@@ -155,6 +156,12 @@ class Scenario(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     kind: str = Field(E2E, description="e2e (arms run by a runner), or a registered kind such as kernels.")
     description: str | None = None
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python files (relative to the scenario file) or module names imported before the "
+        "scenario is checked and in every arm's process: they register attention backends (a kernel of "
+        "your own). Importing runs them with your rights: a scenario is code, like a Makefile.",
+    )
     runner: str | None = Field(None, description="The runner of every arm (builtin, lightx2v, ...).")
     seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
     seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
@@ -182,6 +189,12 @@ class Scenario(Strict):
         "sage_attn2 (thu-ml SageAttention), as a pull request argues its kernel against it.",
     )
     insitu_tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
+    # What the loader imported for `plugins:` and the installed entry points (set by the loader).
+    _plugin_refs: list[PluginRef] = PrivateAttr(default_factory=list)
+
+    @property
+    def plugin_refs(self) -> list[PluginRef]:
+        return list(self._plugin_refs)
 
     @field_validator("env")
     @classmethod

@@ -1,0 +1,173 @@
+"""Plugins: code a scenario names (``plugins:``) or an installed package declares (the entry-point
+group ``harness.plugins``), imported so that what it registers (attention backends, runners)
+exists before the scenario is checked, and imported again in every arm's process.
+
+A plugin is a Python file (a path relative to the scenario file, or absolute) or an importable
+module name. Importing it is running it, with the user's rights: a scenario is code, like a
+Makefile. Each plugin is recorded as a :class:`~harness.records.PluginRef` (its file's sha256 and
+what it registered); the run spec carries them, so an edited plugin is a new spec and its arms
+run again on resume. A file imported a second time in one process is imported again only when
+its content changed; what the old content registered is taken back first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import ScenarioError
+from harness.records import PluginRef
+from harness.registry import Registration, recording_registrations
+
+ENTRY_POINT_GROUP = "harness.plugins"
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+# What each plugin file or module imported in this process registered, by its key
+# (the file's resolved path, or the module name), with the digest it had then.
+_LOADED: dict[str, tuple[str, list[Registration], PluginRef]] = {}
+_ENTRY_POINTS: list[PluginRef] | None = None
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_module_name(ref: str) -> bool:
+    """``pkg.mod`` names a module; anything with a slash or ending in .py names a file."""
+    return not ref.endswith(".py") and "/" not in ref and MODULE_NAME.fullmatch(ref) is not None
+
+
+def _registered_by_plugin(made: list[Registration]) -> list[Registration]:
+    # A plugin's first `import harness.attention` registers the harness's own backends: not its.
+    return [r for r in made if r.module != "harness" and not r.module.startswith("harness.")]
+
+
+def _labels(made: list[Registration]) -> list[str]:
+    return [f"{r.registry.what} {r.name}" for r in made]
+
+
+def _forget(key: str) -> None:
+    """Take back what an earlier import of this plugin registered (its file has changed)."""
+    _, made, _ = _LOADED.pop(key)
+    for reg in made:
+        reg.registry.unregister(reg.name)
+
+
+def _import_file(path: Path, digest: str) -> None:
+    # One module name per content: an edited file is a new module, never a half-updated old one.
+    name = f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+
+
+def import_plugin(ref: str, base_dir: Path) -> PluginRef:
+    """Import one plugin (once per content in this process) and say what it is and registered.
+    Errors propagate as raised: the caller names the scenario field."""
+    if is_module_name(ref):
+        key = ref
+        if key in _LOADED:
+            return _LOADED[key][2]
+        with recording_registrations() as made:
+            module = importlib.import_module(ref)
+        file = getattr(module, "__file__", None)
+        if not file:
+            raise ImportError(f"module {ref} has no source file to record (a namespace package?)")
+        path, module_name = Path(file).resolve(), ref
+    else:
+        path = Path(ref).expanduser()
+        path = (path if path.is_absolute() else base_dir / path).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file {path}")
+        key, module_name = str(path), None
+        digest = file_sha256(path)
+        if key in _LOADED:
+            if _LOADED[key][0] == digest:
+                return _LOADED[key][2]
+            _forget(key)
+        with recording_registrations() as made:
+            _import_file(path, digest)
+    mine = _registered_by_plugin(made)
+    record = PluginRef(
+        ref=ref, path=str(path), module=module_name, sha256=file_sha256(path), registers=_labels(mine)
+    )
+    _LOADED[key] = (record.sha256, mine, record)
+    return record
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, SyntaxError) and err.lineno:
+        return f"SyntaxError: {err.msg} (line {err.lineno})"
+    text = " ".join(str(err).split()) or "no message"
+    return f"{type(err).__name__}: {text[:300]}"
+
+
+def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -> list[PluginRef]:
+    """Import the scenario's plugins in order, then the installed ones; ``where(i)`` names the
+    field of plugin ``i`` (file:line: plugins[i]). A plugin that fails to import, or registers a
+    name that exists, is a ScenarioError (exit 2) naming it and the error, in one line."""
+    records = []
+    for i, ref in enumerate(refs):
+        try:
+            records.append(import_plugin(ref, base_dir))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # the plugin's own code: any failure is the plugin's, in one line
+            raise ScenarioError(f"{where(i)}: plugin {ref}: {_one_line(err)}") from None
+    return records + entry_point_plugins()
+
+
+def entry_point_plugins() -> list[PluginRef]:
+    """The installed packages' plugins (entry-point group ``harness.plugins``), imported once."""
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None:
+        found = []
+        for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+            module = point.value.partition(":")[0].strip()
+            try:
+                record = import_plugin(module, Path.cwd())
+                if point.attr:  # "module:function": a function to call, as pytest's plugins may give
+                    point.load()()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
+                raise ScenarioError(
+                    f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}): {_one_line(err)}"
+                ) from None
+            found.append(record.model_copy(update={"ref": f"entry point {point.name}"}))
+        _ENTRY_POINTS = found
+    return list(_ENTRY_POINTS)
+
+
+def load_recorded(plugins: list[PluginRef]) -> None:
+    """In an arm's process: import the plugins its spec names, as they were when it was planned.
+    A file changed since then is refused (the spec no longer says what runs)."""
+    for plugin in plugins:
+        if plugin.ref.startswith("entry point "):
+            entry_point_plugins()
+            continue
+        ref = plugin.module or plugin.path
+        try:
+            now = import_plugin(ref, Path(plugin.path).parent)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            raise ScenarioError(f"plugin {plugin.ref} ({plugin.path}): {_one_line(err)}") from None
+        if now.sha256 != plugin.sha256:
+            raise ScenarioError(
+                f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "
+                f"(sha256 {now.sha256[:12]}, planned {plugin.sha256[:12]}): run harness run again"
+            )
