@@ -54,6 +54,20 @@ def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:
         return flatten(env)
 
 
+def code_summary(runs: list[RunSummary]) -> list[tuple[str, str]]:
+    """Where the runs' attention code came from: each plugin (path, sha256, what it registers) and
+    the source digest of each harness backend the runs called (a run spec's code identity)."""
+    rows: list[tuple[str, str]] = []
+    plugins = {(p.path, p.sha256): p for run in runs for p in run.plugins}
+    for plugin in plugins.values():
+        what = f"; registers {', '.join(plugin.registers)}" if plugin.registers else ""
+        rows.append((f"plugin {plugin.ref}", f"{plugin.path} (sha256 {plugin.sha256[:16]}){what}"))
+    code = {f"{name} {digest[:16]}" for run in runs for name, digest in run.code.items()}
+    if code:
+        rows.append(("backend source sha256", ", ".join(sorted(code))))
+    return rows
+
+
 def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if isinstance(obj, dict):
@@ -177,7 +191,7 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
         created_at=rec.created_at,
         scenario=rec.scenario,
         env=rec.env,
-        env_summary=env_summary(rec.env),
+        env_summary=env_summary(rec.env) + code_summary(runs),
         conventions=dict(CONVENTIONS),
         rules=rules,
         runs=runs,

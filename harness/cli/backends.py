@@ -11,16 +11,32 @@ def register(app: typer.Typer) -> None:
     app.command()(backends)
 
 
-def backends():
+def backends(
+    scenario: str | None = typer.Argument(
+        None, help="A scenario file: its plugins are imported first, so their backends are listed."
+    ),
+):
     """List the attention backends: what each runs, whether it is available here (and why not)."""
     from rich.table import Table
 
     from harness.attention import availability, backend_class, list_backends
+    from harness.scenario import load_scenario
+    from harness.scenario.plugins import entry_point_plugins
 
+    origin: dict[str, str] = {}
+    plugins = load_scenario(scenario).plugin_refs if scenario is not None else entry_point_plugins()
+    for plugin in plugins:
+        for label in plugin.registers:
+            what, _, name = label.rpartition(" ")
+            if what == "attention backend":
+                origin[name] = plugin.ref
     table = Table()
     for col in ("backend", "runs", "available", "note"):
         table.add_column(col, overflow="fold")
     for name in list_backends():
         ok, why = availability(name)
-        table.add_row(name, backend_class(name).description, "yes" if ok else "no", why)
+        runs = backend_class(name).description
+        if name in origin:
+            runs = f"{runs} (plugin {origin[name]})"
+        table.add_row(name, runs, "yes" if ok else "no", why)
     out.print(table)

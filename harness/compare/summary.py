@@ -15,7 +15,7 @@ from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
 from harness.layers import LayerTiming
-from harness.records import RankCalls, Record, RunStatus
+from harness.records import PluginRef, RankCalls, Record, RunStatus
 from harness.store import (
     OUTPUT_LOSSLESS,
     OUTPUT_MP4,
@@ -54,6 +54,8 @@ class RunSummary(Record):
     kv_reversed: bool = False
     kv_chunks: int = 1
     attn_options: dict[str, Any] = Field(default_factory=dict)
+    plugins: list[PluginRef] = Field(default_factory=list)  # the spec's: where its backends' code came from
+    code: dict[str, str] = Field(default_factory=dict)  # sha256 of each harness backend's source file
     status: str = "pending"
     reason: str | None = None
     log_tail: str = ""
@@ -169,6 +171,8 @@ def summarize_run(
             kv_reversed=spec.kv_reversed,
             kv_chunks=spec.kv_chunks,
             attn_options=dict(spec.attn_options),
+            plugins=list(spec.plugins),
+            code=dict(spec.code),
             status=rec.status.value,
             reason=rec.reason,
             valid=rec.valid,

@@ -29,6 +29,7 @@ from harness.runners.diffusers.records import (
     DiffusersRankCalls,
 )
 from harness.runners.diffusers.schema import PIPELINES
+from harness.scenario.plugins import load_recorded
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
 
 SPEC_JSON = "spec.json"
@@ -136,6 +137,7 @@ def run_in_process(run_dir: Path) -> None:
     wall0 = time.perf_counter()
     run_dir = Path(run_dir)
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    load_recorded(spec.plugins)  # a plugin's backends are harness backends like the harness's own
     p = spec.params
     device = torch.device(resolve_device(p["device"], context="diffusers.device"))
     dtype = resolve_dtype(p["dtype"], device)

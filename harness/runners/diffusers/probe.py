@@ -176,12 +176,16 @@ def probe_in_subprocess(
     python: str | None = None,
     env: dict[str, str] | None = None,
     timeout_s: float = 600.0,
+    plugins: list[Any] | None = None,
 ) -> list[dict]:
-    """Run this module in ``python`` with ``env`` added; one result dict per backend, always."""
+    """Run this module in ``python`` with ``env`` added, the run's ``plugins`` (PluginRef records)
+    imported first; one result dict per backend, always."""
     import os
     import subprocess
 
     cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
+    if plugins:
+        cmd += ["--plugins-json", json.dumps([p.model_dump(mode="json") for p in plugins])]
     for d in head_dims or [128]:
         cmd += ["--head-dim", str(d)]
     for name, options in backends:
@@ -215,11 +219,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--head-dim", type=int, action="append", default=[])
     p.add_argument("--backend", action="append", required=True, metavar="NAME[=OPTIONS_JSON]")
+    p.add_argument("--plugins-json", default="[]", help="the run spec's plugins, imported first")
     ns = p.parse_args(argv)
     backends = []
     for item in ns.backend:
         name, _, options = item.partition("=")
         backends.append((name, json.loads(options) if options else {}))
+    from harness.errors import HarnessError
+    from harness.records import PluginRef
+    from harness.scenario.plugins import load_recorded
+
+    try:
+        load_recorded([PluginRef.model_validate(x) for x in json.loads(ns.plugins_json)])
+    except HarnessError as err:
+        print(json.dumps([_result(n, False, str(err), "", {}, {}) for n, _ in backends]), flush=True)
+        return 0
     results = probe(backends, ns.device, ns.dtype, ns.head_dim or [128])
     print(json.dumps(results, default=str), flush=True)  # the last stdout line is the result
     return 0

@@ -98,8 +98,9 @@ def head_dims(params: dict[str, Any]) -> list[int]:
     return list(dict.fromkeys(found)) or [128]
 
 
-def _probe_key(params: dict[str, Any], env: dict[str, str]) -> tuple:
+def _probe_key(params: dict[str, Any], env: dict[str, str], plugins: list[Any]) -> tuple:
     return (
+        tuple(f"{x.path}:{x.sha256}" for x in plugins),  # a probe imports the run's plugins
         params.get("python") or sys.executable,
         params["device"],
         params["dtype"],
@@ -119,7 +120,7 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
 def probe_result(spec: RunSpec) -> dict[str, Any]:
     """This spec's backend, probed together with every backend the plan named for the same environment."""
     p = spec.params
-    key = _probe_key(p, spec.env)
+    key = _probe_key(p, spec.env, spec.plugins)
     mine = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
     if (key, mine) not in _PROBED:
         todo = [b for b in sorted({mine} | _PENDING.pop(key, set())) if (key, b) not in _PROBED]
@@ -131,6 +132,7 @@ def probe_result(spec: RunSpec) -> dict[str, Any]:
             python=p.get("python"),
             env={**spec.env, **run_env(spec.env)},
             timeout_s=PROBE_TIMEOUT_S,
+            plugins=spec.plugins,
         )
         for b, result in zip(todo, results, strict=True):
             _PROBED[(key, b)] = result
@@ -189,7 +191,9 @@ class DiffusersRunner(Runner):
         }
         env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
         options = json.dumps(dict(arm.attn_options), sort_keys=True)
-        _PENDING.setdefault(_probe_key(params, env), set()).add((arm.attn_type, options))
+        _PENDING.setdefault(_probe_key(params, env, scenario.plugin_refs), set()).add(
+            (arm.attn_type, options)
+        )
         return params
 
     def preflight(self, spec: RunSpec) -> str | None:
