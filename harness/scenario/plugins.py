@@ -171,3 +171,12 @@ def load_recorded(plugins: list[PluginRef]) -> None:
                 f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "
                 f"(sha256 {now.sha256[:12]}, planned {plugin.sha256[:12]}): run harness run again"
             )
+
+
+def unload_all() -> None:
+    """Take back what every plugin imported in this process registered, and forget them (a
+    long-lived process, a test): the next load imports them again."""
+    global _ENTRY_POINTS
+    for key in list(_LOADED):
+        _forget(key)
+    _ENTRY_POINTS = None

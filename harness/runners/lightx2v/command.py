@@ -83,12 +83,23 @@ def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
     return json.dumps(insitu_payload(spec.arm, shadows, settings), sort_keys=True)
 
 
+def plugin_args(spec: RunSpec) -> list[str]:
+    """``--plugins``: the spec's plugins as planned (path, sha256, what they register), imported in
+    the process before LightX2V's registry (``served``); none without plugins."""
+    if not spec.plugins:
+        return []
+    return ["--plugins", json.dumps([p.model_dump(mode="json") for p in spec.plugins], sort_keys=True)]
+
+
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
     """The launcher's own flags: what it counts, reverses, saves, routes, shadows and relaxes
-    (``--bare``: only the relaxing)."""
+    (``--bare``: only the relaxing and the plugins, without which a plugin's type is unknown)."""
     if params.bare:
-        return ["--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type, *synthetic_args(params)]
-    args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type]
+        return [
+            "--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type,
+            *plugin_args(spec), *synthetic_args(params),
+        ]  # fmt: skip
+    args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type, *plugin_args(spec)]
     if spec.kv_reversed:
         args.append("--kv-reversed")
     for prefix_mod in params.attn_scope:
@@ -165,4 +176,4 @@ def probe_command(params: LightX2VParams, spec: RunSpec) -> list[str]:
         cmd += ["--require", feature]
     for name in dict.fromkeys(s.attn_type for s in spec.shadows):
         cmd += ["--shadow-type", name]
-    return cmd
+    return cmd + plugin_args(spec)

@@ -3,7 +3,7 @@
     python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [--kv-reversed]
         [--scope MODULE_PREFIX]... [--wrapper NAME]... [--count-op LABEL=module:function]...
         [--latent-steps all|none|auto|1,2,..] [--no-direct-check] [--time-blocks]
-        [--schedule JSON] [--insitu JSON]
+        [--schedule JSON] [--insitu JSON] [--plugins JSON]
         [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
@@ -61,6 +61,7 @@ from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
 from harness.runners.lightx2v.rank_env import prepare_platform, relax_synthetic_checks
 from harness.runners.lightx2v.serve import CallPath
+from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends
 from harness.runners.lightx2v.tee import Tee
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
@@ -109,6 +110,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     p.add_argument(
         "--insitu", type=_json_object, help="shadows and in-situ settings (shadows.insitu_payload, JSON)"
+    )
+    p.add_argument(
+        "--plugins",
+        type=plugins_json,
+        default=[],
+        help="the spec's plugins (PluginRef JSON list): imported before LightX2V's registry, their "
+        "attention backends registered in it (served by the harness)",
     )
     p.add_argument("--entry", default=LIGHTX2V_ENTRY, help=argparse.SUPPRESS)
     p.add_argument(
@@ -222,11 +230,34 @@ def _run_entry(entry: str, rest: list[str]) -> None:
     runpy.run_module(entry, run_name="__main__", alter_sys=True)
 
 
+def plugin_problem(exc: BaseException) -> str:
+    """A plugin that fails to import, in one line (a ScenarioError already is one)."""
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def serve_plugins(names: list[str], book: CallBook | None) -> None:
+    """Register the plugins' backends in LightX2V's registry (before it is instrumented)."""
+    registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
+    served, lightx2v_own = serve_backends(registry, names)
+    if book is not None:
+        book.extra["harness_served"] = served
+        for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's
+            if name == book.requested:
+                book.error(f"attn_type {name}: LightX2V's own class of that name served it, not the plugin's")
+
+
 def main(argv: list[str] | None = None) -> int:
     ns, rest = parse_args(sys.argv[1:] if argv is None else argv)
     prepare_platform()
     if ns.bare:
         die_with_parent()
+        if ns.plugins:
+            try:
+                names = load_plugins(ns.plugins)
+            except BaseException as err:
+                print(f"launcher: {plugin_problem(err)}", file=sys.stderr, flush=True)
+                return 2
+            serve_plugins(names, None)
         if ns.synthetic_checkpoint is not None:
             relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
         _run_entry(ns.entry, rest)
@@ -271,9 +302,19 @@ def main(argv: list[str] | None = None) -> int:
     for item in ns.count_op:
         label, ref = item.split("=", 1)
         count_op(ref, label, book)
+    plugin_types: list[str] = []
+    if ns.plugins:  # after the counted ops (a plugin may import one), before LightX2V's registry
+        try:
+            plugin_types = load_plugins(ns.plugins)
+        except BaseException as err:  # the user's plugin: one line in the counts and on stderr
+            book.error(f"launcher: {plugin_problem(err)}")
+            print(f"launcher: {plugin_problem(err)}", file=sys.stderr, flush=True)
+            return 2
     try:
         registry_module = importlib.import_module(LIGHTX2V_REGISTRY)
         registry = registry_module.ATTN_WEIGHT_REGISTER
+        if plugin_types:
+            serve_plugins(plugin_types, book)
     except Exception as err:
         book.error(f"cannot import {LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER: {type(err).__name__}: {err}")
         book.write(out)

@@ -2,7 +2,7 @@
 
     python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
         [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]...
-        [--require FEATURE]... [--shadow-type NAME]...
+        [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
 so plugins and platform backends count and nothing is guessed from source text. Then, for each
@@ -36,6 +36,7 @@ from harness.runners.lightx2v.rank_env import (
     prepare_platform,
     sageattention_flavour,
 )
+from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends, shadowed_by_lightx2v
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
@@ -218,11 +219,14 @@ def probe(
     count_ops: dict[str, str] | None = None,
     require: list[str] | None = None,
     shadow_types: list[str] | None = None,
+    plugins: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}.
 
     ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
-    registers or a harness backend (whether it can run here is the run's note, not a refusal)."""
+    registers or a harness backend (whether it can run here is the run's note, not a refusal).
+    ``plugins``: the spec's plugins (PluginRef dicts), imported as the ranks import them; their
+    backends are registered in LightX2V's registry as the ranks register them (``served``)."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
 
     def no(reason: str) -> dict[str, Any]:
@@ -250,17 +254,35 @@ def probe(
         if why:
             return no(f"sage_attn2: {why}")
 
+    def import_failed(err: BaseException) -> dict[str, Any]:
+        return no(f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}")
+
     try:
         prepare_platform()
+    except BaseException as err:
+        return import_failed(err)
+    plugin_types: list[str] = []
+    if plugins:  # before LightX2V's registry: their backends are attention types too
+        try:
+            plugin_types = load_plugins(plugins)
+        except BaseException as err:  # a ScenarioError is one line; a plugin's own failure too
+            return no(" ".join(str(err).split())[:500] or type(err).__name__)
+    try:
         registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
         import lightx2v
         from lightx2v_platform.base.global_var import AI_DEVICE
     except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
-        return no(f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}")
+        return import_failed(err)
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)
     facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
     facts["lightx2v_git"] = _git_sha(root)
+    if plugin_types:
+        served, lightx2v_own = serve_backends(registry, plugin_types)
+        facts["harness_served"] = served
+        why = shadowed_by_lightx2v(attn_types, lightx2v_own)
+        if why:
+            return no(why)
     facts["registered"] = sorted(registry.keys())
     facts["features"] = features = detect_features()
     facts["device"] = str(AI_DEVICE)
@@ -307,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")
     p.add_argument("--shadow-type", action="append", default=[], metavar="NAME")
+    p.add_argument(
+        "--plugins", type=plugins_json, default=[], help="the spec's plugins (PluginRef JSON list)"
+    )
     ns = p.parse_args(argv)
     ops = dict(item.split("=", 1) for item in ns.count_op)
-    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type)
+    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type, ns.plugins)
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0

@@ -1,0 +1,176 @@
+"""Harness attention backends a LightX2V run calls, and how a LightX2V process serves them.
+
+A plugin's backend (the scenario's ``plugins:``) is not a LightX2V attention type. Inside a
+LightX2V process (every rank, the pre-flight probe) the spec's plugins are imported as they were
+planned (``harness.scenario.plugins.load_recorded``: a file changed since is refused), and each
+backend they registered that LightX2V's ``ATTN_WEIGHT_REGISTER`` does not already have is
+registered there under its own name as a LightX2V attention weight class whose ``apply`` is the
+harness backend's packed call (``AttentionOp.apply``: q/k/v ``[N, H, D]`` -> ``[N, H*D]``). The
+launcher then counts, reverses, schedules and shadows its calls as any LightX2V class's. The
+harness's ``sageattention`` emulator shim serves LightX2V's ``sage_attn2`` the same way.
+
+At plan time (``harness_backends``): which harness backends a run calls, for its code identity.
+Standard library at import time; torch, pydantic and LightX2V are imported by the functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.runners.lightx2v.rank_env import SP_WRAPPERS
+
+BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
+EMULATED = "sage_emul_thuml"  # what the emulator shim serves sage_attn2 with (shims/emulator_sageattention)
+# LightX2V types the harness also names, in every checkout: LightX2V's class serves them.
+LIGHTX2V_CORE = frozenset(
+    {"torch_sdpa", "sage_attn2", "aiter_attn", "flash_attn2", "flash_attn3", *SP_WRAPPERS}
+)
+_REGISTERED = re.compile(r"ATTN_WEIGHT_REGISTER\(\s*[\"']([^\"']+)[\"']")
+
+
+def plugin_backends(plugins: Iterable[Any]) -> list[str]:
+    """The attention backends the plugins registered (PluginRef objects or their JSON dicts)."""
+    names = []
+    for plugin in plugins:
+        registers = plugin["registers"] if isinstance(plugin, dict) else plugin.registers
+        names += [r[len(BACKEND_LABEL) :] for r in registers if r.startswith(BACKEND_LABEL)]
+    return list(dict.fromkeys(names))
+
+
+@functools.cache
+def lightx2v_types(root: str) -> frozenset[str]:
+    """The attention types a LightX2V checkout registers, read from its source (any platform's),
+    with the core types when the checkout is not here (planned away from the target machine)."""
+    found = set(LIGHTX2V_CORE)
+    for package in ("lightx2v", "lightx2v_platform"):
+        for path in sorted((Path(root) / package).rglob("*.py")):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "ATTN_WEIGHT_REGISTER" in text:
+                found.update(_REGISTERED.findall(text))
+    return frozenset(found)
+
+
+def harness_backends(spec: Any, params: Any) -> list[str]:
+    """The harness backends a LightX2V run calls: the plugin backends its arm runs (attn_type,
+    refiner, schedule's exact) that LightX2V does not register itself, the sage_attn2 emulator
+    where the arm or a shadow asks for it, and shadows LightX2V does not register that are
+    harness backends (``shadows.build_shadowed`` runs those through the harness)."""
+    from harness.attention.registry import BACKENDS
+
+    plugins = set(plugin_backends(spec.plugins))
+    own = lightx2v_types(params.root)
+    arm = [spec.attn_type, params.attention.refiner_attn_type]
+    if spec.schedule is not None:
+        arm.append(spec.schedule.exact)
+    names = [n for n in arm if n in plugins and n not in own]
+    if params.sageattention == "emulator" or "emulator" in params.shadow_sageattention.values():
+        names.append(EMULATED)
+    names += [s.attn_type for s in spec.shadows if s.attn_type not in own and s.attn_type in BACKENDS]
+    return list(dict.fromkeys(names))
+
+
+# --- inside a LightX2V process -------------------------------------------------------------------
+
+
+def plugins_json(text: str) -> list[dict[str, Any]]:
+    """``--plugins``' value: a JSON list of PluginRef dicts (an argparse type)."""
+    import argparse
+
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise argparse.ArgumentTypeError("expected a JSON list of objects")
+    return value
+
+
+def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
+    """Import the spec's plugins (``--plugins`` JSON: PluginRef dicts) as planned; their backends.
+    A plugin that fails or changed since planning raises a one-line ScenarioError."""
+    from harness.records import PluginRef
+    from harness.scenario.plugins import load_recorded
+
+    refs = [PluginRef.model_validate(p) for p in payload]
+    load_recorded(refs)
+    return plugin_backends(refs)
+
+
+def served_backend(cls: Any) -> str | None:
+    """The harness backend a registry entry serves (None: one of LightX2V's own classes)."""
+    return getattr(cls, "harness_backend", None)
+
+
+def weight_class(name: str) -> type:
+    """A LightX2V attention weight class calling harness backend ``name`` (built per process:
+    it subclasses LightX2V's template, imported with LightX2V)."""
+    from harness.attention.registry import backend_class, get_backend
+
+    try:
+        from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
+    except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
+        base = object
+
+    class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
+        harness_backend = name
+        harness_exact = bool(backend_class(name).exact)
+
+        def __init__(self):  # LightX2V builds attention as REGISTER[name]()
+            self.weight_name = name
+            self.config = {}
+            self.backend = get_backend(name)
+
+        def apply(
+            self,
+            q,
+            k,
+            v,
+            drop_rate=0,
+            attn_mask=None,
+            causal=False,
+            cu_seqlens_q=None,
+            cu_seqlens_kv=None,
+            max_seqlen_q=None,
+            max_seqlen_kv=None,
+            **kwargs,
+        ):
+            return self.backend.apply(
+                q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+                causal=causal, attn_mask=attn_mask, drop_rate=drop_rate, **kwargs,
+            )  # fmt: skip
+
+    HarnessAttnWeight.__name__ = HarnessAttnWeight.__qualname__ = f"HarnessAttnWeight[{name}]"
+    return HarnessAttnWeight
+
+
+def serve_backends(registry: Any, names: list[str]) -> tuple[list[str], list[str]]:
+    """Register each harness backend of ``names`` that ``registry`` lacks; returns (registered,
+    left to LightX2V's own class of that name)."""
+    served, lightx2v_own = [], []
+    for name in names:
+        if name in registry:
+            (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
+            continue
+        registry[name] = weight_class(name)
+        served.append(name)
+    return served, lightx2v_own
+
+
+def shadowed_by_lightx2v(attn_types: list[str], lightx2v_own: list[str]) -> str | None:
+    """Why an arm whose attention type both a plugin and LightX2V register cannot run (the name is
+    LightX2V's class, not the plugin's), or None."""
+    for name in attn_types:
+        if name in lightx2v_own:
+            return (
+                f"attn_type {name!r}: a plugin registers a harness backend of that name, but LightX2V has "
+                "its own class of that name, which would serve it (rename the plugin's backend)"
+            )
+    return None
