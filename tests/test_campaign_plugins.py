@@ -1,0 +1,123 @@
+"""A kernel of one's own, end to end on the builtin runner: a plugin file and a scenario naming it,
+run, counted and judged; its path and digest recorded; editing it re-runs exactly its arm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.attention.registry import BACKENDS
+from harness.campaign import execute, lock_campaign, plan_campaign
+from harness.plan import plan_actions
+from harness.records import RunStatus
+from harness.scenario.plugins import unload_all
+
+KERNEL = """
+import torch
+from harness.attention import AttentionBackend, register_backend
+
+
+@register_backend("fp16_sdpa_mine", exact=False, description="SDPA computed in fp16")
+class FP16SDPA(AttentionBackend):
+    def __call__(self, q, k, v, scale=None):
+        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
+        return out.to(q.dtype)
+"""
+
+SCENARIO = """
+name: byok
+runner: builtin
+plugins: [kernel.py]
+builtin: {preset: tiny}
+arms:
+  - {name: torch_sdpa, attn_type: torch_sdpa, role: reference}
+  - {name: torch_sdpa_kv_reversed, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}
+  - {name: mine, attn_type: fp16_sdpa_mine}
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_plugin_left():
+    unload_all()
+    before = set(BACKENDS.names())
+    yield
+    unload_all()
+    assert set(BACKENDS.names()) == before
+
+
+def run_json(campaign: Path, key: str) -> dict:
+    return json.loads((campaign / "runs" / key / "run.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(tmp_path):
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(KERNEL)
+    scenario = tmp_path / "byok.yaml"
+    scenario.write_text(SCENARIO)
+    plan = plan_campaign(scenario, out_root=tmp_path / "out")
+    outcome = execute(plan, lock=lock_campaign(plan.campaign))
+    camp = outcome.campaign.path
+    runs = {r.spec.arm: r for r in outcome.records}
+    assert all(r.status == RunStatus.ok for r in runs.values()), {a: r.reason for a, r in runs.items()}
+    assert runs["mine"].valid is True, runs["mine"].invalid_reasons
+    calls = {
+        arm: json.loads((camp / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"]["calls"]
+        for arm in ("torch_sdpa", "mine")
+    }
+    assert (
+        calls["mine"] == {"fp16_sdpa_mine": calls["torch_sdpa"]["torch_sdpa"]}
+        and calls["mine"]["fp16_sdpa_mine"] > 0
+    )
+
+    spec = run_json(camp, "mine")["spec"]
+    import hashlib
+
+    digest = hashlib.sha256(kernel.read_bytes()).hexdigest()
+    assert [(p["ref"], p["path"], p["sha256"]) for p in spec["plugins"]] == [
+        ("kernel.py", str(kernel), digest)
+    ]
+    assert spec["code"] == {"fp16_sdpa_mine": digest}  # the backend's source is the plugin file
+    results = json.loads((camp / "results.json").read_text())
+    (verdict,) = [v for v in results["verdicts"] if v["arm"] == "mine"]
+    assert verdict["word"] in {"within", "outside", "inconclusive"} and verdict["ratio"] > 0
+    env = dict(map(tuple, results["env_summary"]))
+    assert (
+        env["plugin kernel.py"]
+        == f"{kernel} (sha256 {digest[:16]}); registers attention backend fp16_sdpa_mine"
+    )
+    assert f"fp16_sdpa_mine {digest[:16]}" in env["backend source sha256"]
+    assert f"| plugin kernel.py | {kernel} (sha256 {digest[:16]})" in (camp / "report.md").read_text()
+
+    # Unchanged: everything resumes. Edited: exactly the arm that calls it runs again.
+    again = plan_campaign(scenario, out_root=tmp_path / "out")
+    assert {p.spec.arm: p.action for p in plan_actions(again.campaign, again.specs)} == {
+        "torch_sdpa": "skip-ok", "torch_sdpa_kv_reversed": "skip-ok", "mine": "skip-ok"
+    }  # fmt: skip
+    kernel.write_text(KERNEL + "# tuned\n")
+    edited = plan_campaign(scenario, out_root=tmp_path / "out")
+    actions = {p.spec.arm: (p.action, p.why) for p in plan_actions(edited.campaign, edited.specs)}
+    assert actions == {
+        "torch_sdpa": ("skip-ok", "already ok, same spec"),
+        "torch_sdpa_kv_reversed": ("skip-ok", "already ok, same spec"),
+        "mine": ("rerun", "spec changed"),
+    }
+    before = {arm: run_json(camp, arm)["started_at"] for arm in ("torch_sdpa", "mine")}
+    # Edited once more after planning: the arm's process refuses what the spec does not describe.
+    kernel.write_text(KERNEL + "# tuned twice\n")
+    stale = execute(edited, lock=lock_campaign(edited.campaign), report=False)
+    (rec,) = [r for r in stale.records if r.spec.arm == "mine"]
+    assert rec.status == RunStatus.failed and "changed since the campaign was planned" in (
+        rec.reason or ""
+    ) + (rec.log_tail or "")
+    final = plan_campaign(scenario, out_root=tmp_path / "out")
+    done = execute(final, lock=lock_campaign(final.campaign), report=False)
+    assert all(r.status == RunStatus.ok for r in done.records) and done.failed == []
+    assert run_json(camp, "torch_sdpa")["started_at"] == before["torch_sdpa"]
+    assert run_json(camp, "mine")["started_at"] != before["mine"]
+    assert (
+        run_json(camp, "mine")["spec"]["code"]["fp16_sdpa_mine"]
+        == hashlib.sha256(kernel.read_bytes()).hexdigest()
+    )
