@@ -1,5 +1,5 @@
-"""A kernel of one's own, end to end on the builtin runner: a plugin file and a scenario naming it,
-run, counted and judged; its path and digest recorded; editing it re-runs exactly its arm."""
+"""A kernel of one's own, end to end on the builtin runner: the README's plugin file and scenario, run,
+counted and judged; its path and digest recorded; editing it re-runs exactly its arm."""
 
 from __future__ import annotations
 
@@ -14,28 +14,19 @@ from harness.plan import plan_actions
 from harness.records import RunStatus
 from harness.scenario.plugins import unload_all
 
-KERNEL = """
-import torch
-from harness.attention import AttentionBackend, register_backend
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-@register_backend("fp16_sdpa_mine", exact=False, description="SDPA computed in fp16")
-class FP16SDPA(AttentionBackend):
-    def __call__(self, q, k, v, scale=None):
-        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
-        return out.to(q.dtype)
-"""
+def readme_file(first_line: str) -> str:
+    """The fenced block of the README's "Evaluate your own kernel" that starts with ``first_line``."""
+    text = README.read_text()
+    section = text[text.index("## Evaluate your own kernel") :]
+    start = section.index(f"{first_line}\n")
+    return section[start : section.index("```", start)]
 
-SCENARIO = """
-name: byok
-runner: builtin
-plugins: [kernel.py]
-builtin: {preset: tiny}
-arms:
-  - {name: torch_sdpa, attn_type: torch_sdpa, role: reference}
-  - {name: torch_sdpa_kv_reversed, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}
-  - {name: mine, attn_type: fp16_sdpa_mine}
-"""
+
+KERNEL = readme_file("# kernel.py")
+SCENARIO = readme_file("# my_kernel.yaml")
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +46,7 @@ def run_json(campaign: Path, key: str) -> dict:
 def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(tmp_path):
     kernel = tmp_path / "kernel.py"
     kernel.write_text(KERNEL)
-    scenario = tmp_path / "byok.yaml"
+    scenario = tmp_path / "my_kernel.yaml"
     scenario.write_text(SCENARIO)
     plan = plan_campaign(scenario, out_root=tmp_path / "out")
     outcome = execute(plan, lock=lock_campaign(plan.campaign))

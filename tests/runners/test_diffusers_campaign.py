@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from diffusers_support import needs_diffusers, synthetic
 
+from harness.attention.registry import BACKENDS
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.media import probe
 from harness.records import RunStatus
+from harness.scenario.plugins import unload_all
 
 pytestmark = needs_diffusers
 
@@ -84,3 +87,54 @@ def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkey
     # 2 layers x (self, text) x 3 steps.
     assert calls(camp, "native")["calls"] == {"native": 12}
     assert calls(camp, "native")["outside_scope"]["torch sdpa (direct)"] > 0  # the Wan VAE's own attention
+
+
+# A plugin's backend: registered with diffusers' attention dispatcher for the run as the harness's own
+# backends are, serving every DiT attention call of the real pipeline (in this module: the session's
+# synthetic LTX-2 is built once per worker).
+KERNEL = """
+import torch
+from harness.attention import AttentionBackend, register_backend
+
+
+@register_backend("fp16_sdpa_diffusers", exact=False, description="SDPA computed in fp16")
+class FP16SDPA(AttentionBackend):
+    def __call__(self, q, k, v, scale=None):
+        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
+        return out.to(q.dtype)
+"""
+
+
+@pytest.fixture
+def no_plugin_left():
+    unload_all()
+    before = set(BACKENDS.names())
+    yield
+    unload_all()
+    assert set(BACKENDS.names()) == before
+
+
+def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(
+    tmp_path_factory, tmp_path, monkeypatch, no_plugin_left
+):
+    monkeypatch.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
+    (tmp_path / "kernel.py").write_text(KERNEL)
+    text = (REPO / "scenarios" / "diffusers_ltx2_tiny.yaml").read_text()
+    text = text.replace("runner: diffusers\n", "runner: diffusers\nplugins: [kernel.py]\n", 1)
+    text += "  - {name: mine, attn_type: fp16_sdpa_diffusers}\n"
+    scenario = tmp_path / "ltx2_mine.yaml"
+    scenario.write_text(text)
+    plan = plan_campaign(scenario, profile="cpu", arms=["native", "mine"], out_root=tmp_path / "out")
+    outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
+    runs = {r.spec.arm: r for r in outcome.records}
+    assert all(r.status == RunStatus.ok for r in runs.values()), {a: r.reason for a, r in runs.items()}
+    assert runs["mine"].valid is True, runs["mine"].invalid_reasons
+    mine = outcome.campaign.path / "runs" / "mine"
+    calls = json.loads((mine / "attn_calls.json").read_text())["ranks"]["0"]
+    assert calls["calls"] == {"fp16_sdpa_diffusers": 36}  # 2 layers x 6 attentions x 3 steps, as native's
+    assert (
+        "fp16_sdpa_diffusers" in json.loads((mine / "diffusers_env.json").read_text())["dispatcher_backends"]
+    )
+    spec = json.loads((mine / "run.json").read_text())["spec"]
+    assert spec["plugins"][0]["path"] == str(tmp_path / "kernel.py")
+    assert list(spec["code"]) == ["fp16_sdpa_diffusers"]
