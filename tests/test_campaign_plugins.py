@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
+from harness.attention.insitu import read_insitu
 from harness.attention.registry import BACKENDS
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import plan_actions
@@ -26,7 +28,11 @@ def readme_file(first_line: str) -> str:
 
 
 KERNEL = readme_file("# kernel.py")
-SCENARIO = readme_file("# my_kernel.yaml")
+# The README's scenario, and a shadowed copy of the reference: a plugin backend is a shadow by name too.
+SCENARIO = (
+    readme_file("# my_kernel.yaml")
+    + "  - {name: sdpa_insitu, attn_type: torch_sdpa, shadows: [fp16_sdpa_mine]}\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -82,10 +88,14 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
     assert f"fp16_sdpa_mine {digest[:16]}" in env["backend source sha256"]
     assert f"| plugin kernel.py | {kernel} (sha256 {digest[:16]})" in (camp / "report.md").read_text()
 
+    insitu = read_insitu(camp / "runs" / "sdpa_insitu" / "insitu")
+    assert insitu.calls and all(0 < c.errors["fp16_sdpa_mine"].rel_l1 < 0.01 for c in insitu.calls)
+    assert run_json(camp, "sdpa_insitu")["spec"]["code"] == {"fp16_sdpa_mine": digest, "torch_sdpa": ANY}
+
     # Unchanged: everything resumes. Edited: exactly the arm that calls it runs again.
     again = plan_campaign(scenario, out_root=tmp_path / "out")
     assert {p.spec.arm: p.action for p in plan_actions(again.campaign, again.specs)} == {
-        "torch_sdpa": "skip-ok", "torch_sdpa_kv_reversed": "skip-ok", "mine": "skip-ok"
+        "torch_sdpa": "skip-ok", "torch_sdpa_kv_reversed": "skip-ok", "mine": "skip-ok", "sdpa_insitu": "skip-ok"
     }  # fmt: skip
     kernel.write_text(KERNEL + "# tuned\n")
     edited = plan_campaign(scenario, out_root=tmp_path / "out")
@@ -94,6 +104,7 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
         "torch_sdpa": ("skip-ok", "already ok, same spec"),
         "torch_sdpa_kv_reversed": ("skip-ok", "already ok, same spec"),
         "mine": ("rerun", "spec changed"),
+        "sdpa_insitu": ("rerun", "spec changed"),  # it calls the kernel too, as a shadow
     }
     before = {arm: run_json(camp, arm)["started_at"] for arm in ("torch_sdpa", "mine")}
     # Edited once more after planning: the arm's process refuses what the spec does not describe.

@@ -67,3 +67,41 @@ def test_python_m_harness_kernels_is_the_same_command(tmp_path):
     scenario.write_text("name: k_cli\nkind: kernels\nkernels: {shapes: [], backends: []}\n")
     res = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 2 and "kernels.shapes" in res.stderr
+
+
+PLUGIN = """\
+import torch
+from harness.attention import AttentionBackend, register_backend
+
+
+def fp16_sdpa(q, k, v, scale):
+    out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
+    return out.to(q.dtype)
+
+
+@register_backend("fp16_sdpa_kern", exact=False, description="SDPA computed in fp16")
+class FP16SDPA(AttentionBackend):
+    def __call__(self, q, k, v, scale=None):
+        return fp16_sdpa(q, k, v, q.shape[-1] ** -0.5 if scale is None else scale)
+
+    def direct_call(self):
+        return fp16_sdpa
+"""
+
+
+def test_a_plugin_backend_is_measured_like_any_with_the_direct_call_checks(tmp_path):
+    (tmp_path / "kernel.py").write_text(PLUGIN)
+    scen = tmp_path / "k.yaml"
+    scen.write_text(
+        SCENARIO.replace("kind: kernels\n", "kind: kernels\nplugins: [kernel.py]\n").replace(
+            "sage_emul_thuml, sage_attn2", "fp16_sdpa_kern"
+        )
+    )
+    res = harness("kernels", scen, "--out", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "out" / "kern_tiny" / "kernels" / "kernels.json").read_text())
+    row = next(r for r in data["rows"] if r["label"] == "fp16_sdpa_kern")
+    assert row["status"] == "ok" and 0.9999 < row["accuracy"]["cosine"] < 1.0  # fp16 rounding, not exact
+    checks = {c["check"]: c["identical"] for c in row["bitwise"]}
+    assert checks == {"direct_vs_direct": True, "registry_vs_direct": True, "packed_3d_vs_direct": True,
+                      "packed_4d_vs_direct": True}  # fmt: skip

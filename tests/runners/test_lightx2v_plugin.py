@@ -16,6 +16,8 @@ from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners import get_runner
+from harness.runners.lightx2v.command import build_command, probe_command
+from harness.runners.lightx2v.params import params_of
 from harness.runners.lightx2v.served import lightx2v_types, plugin_backends
 from harness.scenario import load_scenario
 from harness.scenario.plugins import unload_all
@@ -90,6 +92,14 @@ def test_the_lightx2v_runner_names_only_the_harness_backends_a_run_calls(tmp_pat
     }
     digest = hashlib.sha256(kernel.read_bytes()).hexdigest()
     assert specs["fp16_sdpa"].code == {"fp16_sdpa": digest}  # what plan.with_code records
+    # The probe and the ranks get the plugins as planned (path, digest, what they register).
+    params = params_of(specs["fp16_sdpa"])
+    for cmd in (
+        probe_command(params, specs["fp16_sdpa"]),
+        build_command(params, specs["fp16_sdpa"], tmp_path),
+    ):
+        planned = json.loads(cmd[cmd.index("--plugins") + 1])
+        assert [(p["path"], p["sha256"]) for p in planned] == [(str(kernel), digest)]
     assert specs["torch_sdpa"].code == {}  # an arm of LightX2V's own classes keeps its earlier hash
     assert plugin_backends(specs["fp16_sdpa"].plugins) == ["fp16_sdpa"]
     assert {"torch_sdpa", "sage_attn2", "aiter_sage_attn"} <= lightx2v_types(str(site["root"]))
@@ -188,7 +198,10 @@ def test_a_plugin_backend_runs_in_the_real_lightx2v_counted_under_its_name(
     assert ref["calls"]["torch_sdpa"] > 0
     assert mine["calls"] == {"fp16_sdpa": ref["calls"]["torch_sdpa"]}
     assert mine["fallbacks"] == {} and mine["errors"] == [] and mine["finished"]
-    assert mine["harness_served"] == ["fp16_sdpa"] and ref["harness_served"] == []
+    # Every arm's ranks load the scenario's plugins and register their backends; the reference calls none.
+    assert (
+        mine["harness_served"] == ref["harness_served"] == ["fp16_sdpa"] and "fp16_sdpa" not in ref["sites"]
+    )
     # The text encoder and VAE keep LightX2V's torch_sdpa: outside the model under test.
     assert mine["outside_scope"] == ref["outside_scope"] and "fp16_sdpa" not in mine["outside_scope"]
 
