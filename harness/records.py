@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.code_identity import PluginRef
 from harness.errors import HarnessError
 
 # A record's data at version N -> its data at version N + 1.
@@ -174,17 +175,6 @@ class StepSchedule(Record):
     exact_steps: list[int] = Field(default_factory=list)
 
 
-class PluginRef(Record):
-    """Code a scenario brings in (``plugins:``, or an installed package's ``harness.plugins`` entry
-    point), imported before the scenario is checked and again in every arm's process."""
-
-    ref: str  # as the scenario writes it: a file (relative to the scenario) or a module name
-    path: str  # the file imported (a package: its __init__.py)
-    module: str | None = None  # the module name, when the plugin is a module and not a file
-    sha256: str  # of the file at planning time; a changed file is a new spec (its arms run again)
-    registers: list[str] = Field(default_factory=list)  # "attention backend fp16_chunked", ...
-
-
 class RunSpec(Record):
     """Everything that determines what one arm run computes (hashed for resume)."""
 
@@ -225,9 +215,7 @@ class RunSpec(Record):
         """Hash of what the run computes: the repeat index is in the key, not in the hash, and
         fields at their defaults that older harness versions did not write are left out, so
         campaigns made before them still resume."""
-        # The plugins are loaded by every arm; what an arm computes depends on the code of the
-        # backends it calls (``code``: a plugin's backend is its file's digest), so editing a
-        # kernel re-runs the arms that call it, and only those.
+        # Not the plugins (every arm loads them) but ``code``: editing a kernel re-runs its arms only.
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
         for name, default in (
             ("kv_chunks", 1),

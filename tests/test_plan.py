@@ -52,8 +52,9 @@ def test_run_keys_and_old_spec_hashes():
     assert run_key("a", None, 2) == "a~r2"
     spec = RunSpec(scenario="s", runner="builtin", arm="a", seed=1, attn_type="torch_sdpa")
     # fields at their defaults stay out of the hash: a campaign made before them still resumes
-    later = {"kv_chunks", "attn_options", "shadows", "insitu", "schedule"}
-    dumped = spec.model_dump(mode="json", exclude={"timeout_s", "repeat", *later})
+    later = {"kv_chunks", "attn_options", "shadows", "insitu", "schedule", "code"}
+    # plugins are in no hash: an arm's code identity is the digest of each backend it calls (code)
+    dumped = spec.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins", *later})
     from harness.records import InSituSettings, ShadowSpec, StepSchedule, canonical_hash
 
     assert spec.spec_hash() == canonical_hash(dumped)
@@ -62,6 +63,7 @@ def test_run_keys_and_old_spec_hashes():
         {"shadows": [ShadowSpec(name="x", attn_type="sage_emul_thuml")]},
         {"insitu": InSituSettings()},
         {"schedule": StepSchedule(exact_first=1)},
+        {"code": {"torch_sdpa": "0" * 64}},
     ):
         assert spec.model_copy(update=changed).spec_hash() != spec.spec_hash()
 

@@ -12,7 +12,6 @@ its content changed; what the old content registered is taken back first.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -21,8 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.code_identity import PluginRef, file_sha256
 from harness.errors import ScenarioError
-from harness.records import PluginRef
 from harness.registry import Registration, recording_registrations
 
 ENTRY_POINT_GROUP = "harness.plugins"
@@ -32,10 +31,6 @@ MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # (the file's resolved path, or the module name), with the digest it had then.
 _LOADED: dict[str, tuple[str, list[Registration], PluginRef]] = {}
 _ENTRY_POINTS: list[PluginRef] | None = None
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def is_module_name(ref: str) -> bool:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from harness.scenario.plugins import unload_all
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
+STUB = REPO / "tests" / "fixtures" / "lightx2v_stub"  # the stand-in LightX2V: never reached here
 
 KERNEL = """
 import torch
@@ -154,6 +158,7 @@ def test_a_plugin_backend_as_a_lightx2v_class_and_as_a_shadow(tmp_path):
     shadowed.recorder.close()
 
 
+@pytest.mark.slow
 def test_a_plugin_edited_since_planning_is_refused_in_one_line(tmp_path):
     from harness.errors import ScenarioError
     from harness.runners.lightx2v.served import load_plugins
@@ -169,6 +174,20 @@ def test_a_plugin_edited_since_planning_is_refused_in_one_line(tmp_path):
     with pytest.raises(ScenarioError, match=r"changed since the campaign was planned") as err:
         load_plugins([planned])
     assert "\n" not in str(err.value)
+
+    # A rank refuses it the same way: one line in its counts and on stderr, no traceback, exit 2.
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "harness.runners.lightx2v.launch", "--run-dir", str(run_dir),
+        "--attn-type", "fp16_sdpa", "--plugins", json.dumps([planned]), "--",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(STUB), str(REPO)])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    rank = json.loads((run_dir / "attn_calls.rank0.json").read_text())
+    assert len(rank["errors"]) == 1 and "changed since the campaign was planned" in rank["errors"][0]
+    assert rank["calls"] == {} and not rank["finished"]
 
 
 @pytest.mark.lightx2v

@@ -10,7 +10,9 @@
 It depends on LightX2V through two things only: ``lightx2v.utils.registry_factory.
 ATTN_WEIGHT_REGISTER`` (a mapping name -> backend class, used as ``REGISTER[name]()``, whose
 backends expose ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry point, which is run
-as ``__main__`` with the remaining arguments.
+as ``__main__`` with the remaining arguments. With ``--plugins`` (the spec's plugins), they are
+imported first and their attention backends registered in that registry under their own names
+(``served``: LightX2V attention classes calling the harness backend), so they count as any other.
 
 What it adds, per rank (RANK from torchrun, 0 otherwise):
 * every backend class handed out by the registry is a counting subclass: calls are counted by
@@ -237,6 +239,8 @@ def plugin_problem(exc: BaseException) -> str:
 
 def serve_plugins(names: list[str], book: CallBook | None) -> None:
     """Register the plugins' backends in LightX2V's registry (before it is instrumented)."""
+    if not names:
+        return
     registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
     served, lightx2v_own = serve_backends(registry, names)
     if book is not None:
@@ -313,10 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         registry_module = importlib.import_module(LIGHTX2V_REGISTRY)
         registry = registry_module.ATTN_WEIGHT_REGISTER
-        if plugin_types:
-            serve_plugins(plugin_types, book)
     except Exception as err:
         book.error(f"cannot import {LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER: {type(err).__name__}: {err}")
+        book.write(out)
+        raise
+    try:
+        serve_plugins(plugin_types, book)
+    except Exception as err:
+        book.error(f"plugin backends: {type(err).__name__}: {err}")
         book.write(out)
         raise
     inst = instrument_registry(registry, book)

@@ -33,6 +33,7 @@ from harness.runners.lightx2v.layers import LAYERS_JSON
 from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
+from harness.runners.lightx2v.served import harness_backends as served_backends
 from harness.store import atomic_write_json, write_record
 
 INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
@@ -73,6 +74,16 @@ class LightX2VRunner(Runner):
 
     def resolve_params(self, scenario: Any, arm: Any, profile: str | None) -> dict[str, Any]:
         return resolve_params(scenario, arm, profile).model_dump(mode="json")
+
+    def harness_backends(self, spec: RunSpec) -> list[str]:
+        """Only the harness backends the run calls: the arm's attn_type is normally LightX2V's own
+        class (its torch_sdpa is not the harness's), so plugin backends, the sage_attn2 emulator and
+        shadows the harness serves (``served.harness_backends``)."""
+        try:
+            params = params_of(spec)
+        except HarnessError:  # not planned by this runner: the pre-flight says why
+            return []
+        return served_backends(spec, params)
 
     def preflight(self, spec: RunSpec) -> str | None:
         try:

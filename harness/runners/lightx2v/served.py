@@ -6,8 +6,8 @@ planned (``harness.scenario.plugins.load_recorded``: a file changed since is ref
 backend they registered that LightX2V's ``ATTN_WEIGHT_REGISTER`` does not already have is
 registered there under its own name as a LightX2V attention weight class whose ``apply`` is the
 harness backend's packed call (``AttentionOp.apply``: q/k/v ``[N, H, D]`` -> ``[N, H*D]``). The
-launcher then counts, reverses, schedules and shadows its calls as any LightX2V class's. The
-harness's ``sageattention`` emulator shim serves LightX2V's ``sage_attn2`` the same way.
+launcher then counts, reverses, schedules and shadows its calls as any LightX2V class's (as the
+emulator shim has LightX2V's own ``sage_attn2`` call the harness's ``sage_emul_thuml``).
 
 At plan time (``harness_backends``): which harness backends a run calls, for its code identity.
 Standard library at import time; torch, pydantic and LightX2V are imported by the functions.
@@ -109,15 +109,16 @@ def served_backend(cls: Any) -> str | None:
     return getattr(cls, "harness_backend", None)
 
 
-def weight_class(name: str) -> type:
-    """A LightX2V attention weight class calling harness backend ``name`` (built per process:
-    it subclasses LightX2V's template, imported with LightX2V)."""
+def weight_class(name: str, base: type | None = None) -> type:
+    """A LightX2V attention weight class calling harness backend ``name``; ``base``: LightX2V's
+    attention template unless given (imported here: a class is built per process, in LightX2V's)."""
     from harness.attention.registry import backend_class, get_backend
 
-    try:
-        from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
-    except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
-        base = object
+    if base is None:
+        try:
+            from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
+        except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
+            base = object
 
     class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
         harness_backend = name
@@ -151,15 +152,15 @@ def weight_class(name: str) -> type:
     return HarnessAttnWeight
 
 
-def serve_backends(registry: Any, names: list[str]) -> tuple[list[str], list[str]]:
-    """Register each harness backend of ``names`` that ``registry`` lacks; returns (registered,
-    left to LightX2V's own class of that name)."""
+def serve_backends(registry: Any, names: list[str], base: type | None = None) -> tuple[list[str], list[str]]:
+    """Register each harness backend of ``names`` that ``registry`` lacks (``weight_class``);
+    returns (registered, left to LightX2V's own class of that name)."""
     served, lightx2v_own = [], []
     for name in names:
         if name in registry:
             (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
             continue
-        registry[name] = weight_class(name)
+        registry[name] = weight_class(name, base)
         served.append(name)
     return served, lightx2v_own
 

@@ -10,7 +10,8 @@
   that arm runs), K/V reversed for a noise floor, called with the call's own arguments; one of
   ``sage_attn2`` with another ``sageattention`` (the aiter shim, the harness's emulator) runs
   LightX2V's class with the module's ``sageattn`` bound to that shim's for the call;
-* any other name is the harness backend of that name (``harness backends``: an emulator, say).
+* any other name is the harness backend of that name (``harness backends``: an emulator, say),
+  and so is a plugin's backend, which the launcher registered in LightX2V's registry (``served``).
 
 Each TP rank measures its own heads and writes ``insitu/rank<N>.jsonl``. A shadow that cannot run
 here (LightX2V registers the type but its kernel fails a small first call, say) is named in the
@@ -28,6 +29,7 @@ from typing import Any
 
 from harness.runners.lightx2v.direct import SAGE_MODULE
 from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
+from harness.runners.lightx2v.served import served_backend
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
@@ -194,7 +196,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     for spec in payload.get("shadows", []):
         name, attn_type = spec["name"], spec["attn_type"]
         raw = raw_of(attn_type)
-        if raw is not None:
+        if raw is not None and served_backend(raw) is None:
             op = lightx2v_shadow(spec, raw, op_class)
         else:
             try:
@@ -210,7 +212,9 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
             notes.append(f"shadow {name} ({attn_type}) left out on rank {rank}: {op}")
         else:
             ops[name] = op
-    primary = primary_class(served["name"], served["name"] in EXACT_TYPES, bool(served.get("kv_reversed")))
+    own = raw_of(served["name"])
+    exact = served["name"] in EXACT_TYPES or bool(getattr(own, "harness_exact", False))
+    primary = primary_class(served["name"], exact, bool(served.get("kv_reversed")))
     shadowed = ShadowedAttention(
         primary,
         ops,
