@@ -63,8 +63,6 @@ def harness_backends(spec: Any, params: Any) -> list[str]:
     refiner, schedule's exact) that LightX2V does not register itself, the sage_attn2 emulator
     where the arm or a shadow asks for it, and shadows LightX2V does not register that are
     harness backends (``shadows.build_shadowed`` runs those through the harness)."""
-    from harness.attention.registry import BACKENDS
-
     plugins = set(plugin_backends(spec.plugins))
     own = lightx2v_types(params.root)
     arm = [spec.attn_type, params.attention.refiner_attn_type]
@@ -73,7 +71,11 @@ def harness_backends(spec: Any, params: Any) -> list[str]:
     names = [n for n in arm if n in plugins and n not in own]
     if params.sageattention == "emulator" or "emulator" in params.shadow_sageattention.values():
         names.append(EMULATED)
-    names += [s.attn_type for s in spec.shadows if s.attn_type not in own and s.attn_type in BACKENDS]
+    others = [s.attn_type for s in spec.shadows if s.attn_type not in own]
+    if others:  # the harness registry imports torch: only for shadows LightX2V does not serve
+        from harness.attention.registry import BACKENDS
+
+        names += [n for n in others if n in BACKENDS]
     return list(dict.fromkeys(names))
 
 
