@@ -124,8 +124,9 @@ def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(
     text += "  - {name: mine, attn_type: fp16_sdpa_diffusers}\n"
     scenario = tmp_path / "ltx2_mine.yaml"
     scenario.write_text(text)
-    plan = plan_campaign(scenario, profile="cpu", arms=["native", "mine"], out_root=tmp_path / "out")
-    outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
+    arms = ["native", "native_kv_reversed", "mine"]
+    plan = plan_campaign(scenario, profile="cpu", arms=arms, out_root=tmp_path / "out")
+    outcome = execute(plan, lock=lock_campaign(plan.campaign))
     runs = {r.spec.arm: r for r in outcome.records}
     assert all(r.status == RunStatus.ok for r in runs.values()), {a: r.reason for a, r in runs.items()}
     assert runs["mine"].valid is True, runs["mine"].invalid_reasons
@@ -138,3 +139,6 @@ def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(
     spec = json.loads((mine / "run.json").read_text())["spec"]
     assert spec["plugins"][0]["path"] == str(tmp_path / "kernel.py")
     assert list(spec["code"]) == ["fp16_sdpa_diffusers"]
+    results = json.loads((outcome.campaign.path / "results.json").read_text())
+    (verdict,) = [v for v in results["verdicts"] if v["arm"] == "mine"]  # judged against the floor
+    assert verdict["word"] in {"within", "outside", "inconclusive"} and verdict["ratio"] > 0
