@@ -79,7 +79,8 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
     assert spec["code"] == {"fp16_sdpa_mine": digest}  # the backend's source is the plugin file
     results = json.loads((camp / "results.json").read_text())
     (verdict,) = [v for v in results["verdicts"] if v["arm"] == "mine"]
-    assert verdict["word"] in {"within", "outside", "inconclusive"} and verdict["ratio"] > 0
+    # As the README says: one floor run on one seed gives no interval, whatever the ratio.
+    assert verdict["word"] == "inconclusive" and verdict["ratio"] > 2 and verdict["ratio_ci"] is None
     env = dict(map(tuple, results["env_summary"]))
     assert (
         env["plugin kernel.py"]
