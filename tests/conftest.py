@@ -80,3 +80,16 @@ def shadowed_campaign(tmp_path_factory):
     from insitu_testutil import run_shadowed_campaign
 
     return run_shadowed_campaign(tmp_path_factory.mktemp("insitu"))
+
+
+@pytest.fixture
+def no_plugin_left():
+    """A test that imports plugins in this process starts and ends with the harness's own entries."""
+    from harness.attention.registry import BACKENDS
+    from harness.scenario.plugins import unload_all
+
+    unload_all()
+    before = set(BACKENDS.names())
+    yield
+    unload_all()
+    assert set(BACKENDS.names()) == before

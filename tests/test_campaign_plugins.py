@@ -10,11 +10,9 @@ from unittest.mock import ANY
 import pytest
 
 from harness.attention.insitu import read_insitu
-from harness.attention.registry import BACKENDS
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import plan_actions
 from harness.records import RunStatus
-from harness.scenario.plugins import unload_all
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -33,15 +31,6 @@ SCENARIO = (
     readme_file("# my_kernel.yaml")
     + "  - {name: sdpa_insitu, attn_type: torch_sdpa, shadows: [fp16_sdpa_mine]}\n"
 )
-
-
-@pytest.fixture(autouse=True)
-def no_plugin_left():
-    unload_all()
-    before = set(BACKENDS.names())
-    yield
-    unload_all()
-    assert set(BACKENDS.names()) == before
 
 
 def run_json(campaign: Path, key: str) -> dict:
@@ -124,3 +113,6 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
         run_json(camp, "mine")["spec"]["code"]["fp16_sdpa_mine"]
         == hashlib.sha256(kernel.read_bytes()).hexdigest()
     )
+
+
+pytestmark = pytest.mark.usefixtures("no_plugin_left")

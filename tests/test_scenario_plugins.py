@@ -9,26 +9,13 @@ from pathlib import Path
 
 import pytest
 from cli_testutil import harness
+from plugin_testutil import fp16_kernel
 
 from harness.attention.registry import BACKENDS
 from harness.errors import ScenarioError
 from harness.records import RunSpec
 from harness.scenario import load_scenario
-from harness.scenario.plugins import is_module_name, unload_all
-
-KERNEL = """
-import torch
-from harness.attention import AttentionBackend, register_backend
-
-
-@register_backend("{name}", exact=False, description="SDPA computed in fp16{tag}")
-class FP16SDPA(AttentionBackend):
-    default_options = {{"block": 64}}
-
-    def __call__(self, q, k, v, scale=None):
-        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
-        return out.to(q.dtype)
-"""
+from harness.scenario.plugins import is_module_name
 
 SCENARIO = """
 name: byok
@@ -43,7 +30,7 @@ arms:
 
 def write_kernel(folder: Path, name: str = "fp16_sdpa_test", tag: str = "", file: str = "kernel.py") -> Path:
     path = folder / file
-    path.write_text(KERNEL.format(name=name, tag=tag))
+    path.write_text(fp16_kernel(name, tag))
     return path
 
 
@@ -51,16 +38,6 @@ def write_scenario(folder: Path, plugin: str, name: str = "fp16_sdpa_test", extr
     path = folder / "byok.yaml"
     path.write_text(SCENARIO.format(plugin=plugin, name=name, extra=extra))
     return path
-
-
-@pytest.fixture(autouse=True)
-def no_plugin_left():
-    """Each test starts and ends with the harness's own backends only."""
-    unload_all()
-    before = set(BACKENDS.names())
-    yield
-    unload_all()
-    assert set(BACKENDS.names()) == before
 
 
 def harness_cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -112,7 +89,7 @@ def test_an_edited_file_replaces_what_it_registered_and_an_unchanged_one_is_not_
         ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_module_here'"),
         ("def broken(:\n", "SyntaxError: "),
         ("raise SystemExit(3)\n", "SystemExit: 3"),
-        (KERNEL.format(name="torch_sdpa", tag=""), "attention backend 'torch_sdpa' is already registered"),
+        (fp16_kernel("torch_sdpa"), "attention backend 'torch_sdpa' is already registered"),
     ],
 )
 def test_a_plugin_that_fails_is_one_line_naming_file_line_and_error(tmp_path, body, expected):
@@ -168,7 +145,7 @@ def test_backends_lists_a_scenarios_plugin_backends_and_an_installed_entry_point
     # An installed distribution declaring the entry point: found by importlib.metadata, as pip leaves it.
     site = tmp_path / "site"
     (site / "epkernel").mkdir(parents=True)
-    (site / "epkernel" / "__init__.py").write_text(KERNEL.format(name="ep_fp16", tag=" (entry point)"))
+    (site / "epkernel" / "__init__.py").write_text(fp16_kernel("ep_fp16", " (entry point)"))
     info = site / "epkernel-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: epkernel\nVersion: 0.1\n")
@@ -192,3 +169,6 @@ def test_the_spec_hash_follows_the_code_a_run_calls_not_every_plugin(tmp_path):
         update={"plugins": load_scenario(write_scenario(tmp_path, kernel.name)).plugin_refs}
     )
     assert with_plugin.plugins and with_plugin.spec_hash() == coded.spec_hash()
+
+
+pytestmark = pytest.mark.usefixtures("no_plugin_left")

@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from diffusers_support import needs_diffusers, synthetic
+from plugin_testutil import fp16_kernel
 
-from harness.attention.registry import BACKENDS
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.media import probe
 from harness.records import RunStatus
-from harness.scenario.plugins import unload_all
 
 pytestmark = needs_diffusers
 
@@ -92,26 +90,7 @@ def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkey
 # A plugin's backend: registered with diffusers' attention dispatcher for the run as the harness's own
 # backends are, serving every DiT attention call of the real pipeline (in this module: the session's
 # synthetic LTX-2 is built once per worker).
-KERNEL = """
-import torch
-from harness.attention import AttentionBackend, register_backend
-
-
-@register_backend("fp16_sdpa_diffusers", exact=False, description="SDPA computed in fp16")
-class FP16SDPA(AttentionBackend):
-    def __call__(self, q, k, v, scale=None):
-        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
-        return out.to(q.dtype)
-"""
-
-
-@pytest.fixture
-def no_plugin_left():
-    unload_all()
-    before = set(BACKENDS.names())
-    yield
-    unload_all()
-    assert set(BACKENDS.names()) == before
+KERNEL = fp16_kernel("fp16_sdpa_diffusers")
 
 
 def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(

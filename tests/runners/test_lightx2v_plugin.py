@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from plugin_testutil import fp16_kernel
 
-from harness.attention.registry import BACKENDS
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import build_plan
 from harness.records import RunStatus
@@ -29,28 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 STUB = REPO / "tests" / "fixtures" / "lightx2v_stub"  # the stand-in LightX2V: never reached here
 
-KERNEL = """
-import torch
-from harness.attention import AttentionBackend, register_backend
-
-
-@register_backend("fp16_sdpa", exact=False, description="SDPA computed in fp16, cast back")
-class FP16SDPA(AttentionBackend):
-    def __call__(self, q, k, v, scale=None):
-        out = torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
-        return out.to(q.dtype)
-"""
+KERNEL = fp16_kernel("fp16_sdpa", ", cast back")
 
 PLUGIN_ARM = "  - name: fp16_sdpa\n    attn_type: fp16_sdpa\n    description: SDPA in fp16 (a plugin)\n"
-
-
-@pytest.fixture(autouse=True)
-def no_plugin_left():
-    unload_all()
-    before = set(BACKENDS.names())
-    yield
-    unload_all()
-    assert set(BACKENDS.names()) == before
 
 
 def tiny_with_plugin(folder: Path, extra_arms: str = "") -> tuple[Path, Path]:
@@ -233,3 +214,6 @@ def test_a_plugin_backend_runs_in_the_real_lightx2v_counted_under_its_name(
     probe = json.loads((path / "fp16_sdpa" / "lightx2v_env.json").read_text())["probe"]
     assert probe["harness_served"] == ["fp16_sdpa"] and probe["smoke_cosine"]["fp16_sdpa"] > 0.999
     assert "--plugins" in json.loads((path / "fp16_sdpa" / "run.json").read_text())["command"]
+
+
+pytestmark = pytest.mark.usefixtures("no_plugin_left")
