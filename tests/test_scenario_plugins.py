@@ -56,6 +56,12 @@ def test_a_file_beside_the_scenario_registers_before_the_check(tmp_path):
     assert ref.path == str(kernel.resolve()) and ref.module is None
     assert ref.sha256 == hashlib.sha256(kernel.read_bytes()).hexdigest()
     assert ref.registers == ["attention backend fp16_sdpa_test"]  # not the harness's own backends
+    # The same file named again (another spelling of its path) is one plugin, imported once.
+    twice = write_scenario(tmp_path, "[kernels/kernel.py, ./kernels/../kernels/kernel.py]")
+    twice.write_text(twice.read_text().replace("plugins: [[", "plugins: [").replace("]]", "]"))
+    assert [p.ref for p in load_scenario(twice).plugin_refs if p.path == str(kernel.resolve())] == [
+        "kernels/kernel.py"
+    ]
 
 
 def test_a_module_name_is_imported_from_the_path(tmp_path, monkeypatch):

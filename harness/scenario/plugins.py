@@ -114,10 +114,12 @@ def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -
     """Import the scenario's plugins in order, then the installed ones; ``where(i)`` names the
     field of plugin ``i`` (file:line: plugins[i]). A plugin that fails to import, or registers a
     name that exists, is a ScenarioError (exit 2) naming it and the error, in one line."""
-    records = []
+    records: list[PluginRef] = []
     for i, ref in enumerate(refs):
         try:
-            records.append(import_plugin(ref, base_dir))
+            record = import_plugin(ref, base_dir)
+            if all(r.path != record.path for r in records):  # a file listed twice is one plugin
+                records.append(record)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # the plugin's own code: any failure is the plugin's, in one line
