@@ -104,7 +104,9 @@ def build_plan(
                         plugins=scenario.plugin_refs,
                     )
                 )
-    return with_code(runner, specs)
+    specs = with_code(runner, specs)
+    runner.expect_preflights(specs)
+    return specs
 
 
 def with_code(runner: Any, specs: list[RunSpec]) -> list[RunSpec]:

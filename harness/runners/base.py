@@ -46,6 +46,10 @@ class Runner(ABC):
             names.append(spec.schedule.exact)
         return [n for n in dict.fromkeys(names) if n in BACKENDS]
 
+    def expect_preflights(self, specs: list[RunSpec]) -> None:  # noqa: B027 - optional hook
+        """The plan's runs, before any of their pre-flights: a runner whose checks cost a process
+        may answer several runs' checks in one (the LightX2V runner's probe). Nothing by default."""
+
     def preflight(self, spec: RunSpec) -> str | None:
         """A one-line reason why this run cannot start here (it is then recorded as skipped), or None.
 

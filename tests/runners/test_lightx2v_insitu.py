@@ -127,6 +127,26 @@ def test_the_hybrid_arm_runs_exact_attention_on_its_named_steps_only(cpu_campaig
     assert (row["routing"], row["exact_steps"], row["steps"]) == ("proven", [1, 3], 3)
 
 
+def test_one_probe_process_answered_every_arm_of_its_environment(cpu_campaign):
+    """The campaign's pre-flight ran one probe process (one import of LightX2V) per environment:
+    the package's six distinct questions (torch_sdpa, asked by its K/V-reversed floor too,
+    flash_attn3, sage_attn2, aiter_sage_attn, the in-situ copy, sage_attn2_hybrid) in one, the
+    emulator's two (sage_emul, sage_emul_hybrid) in another; each run records its probe's facts."""
+    runs = cpu_campaign.campaign.path / "runs"
+    probes = {arm: json.loads((runs / arm / "lightx2v_env.json").read_text())["probe"] for arm in RAN}
+    assert {arm: p["questions"] for arm, p in probes.items()} == {
+        "torch_sdpa": 6, "torch_sdpa_kv_reversed": 6, "torch_sdpa_insitu": 6, "sage_emul": 2, "sage_emul_hybrid": 2,
+    }  # fmt: skip
+    assert all(p["smoke_cosine"] and min(p["smoke_cosine"].values()) > 0.99 for p in probes.values())
+    skipped = {r.spec.arm: r.reason for r in cpu_campaign.records if r.status.value == "skipped"}
+    assert skipped["flash_attn3"].startswith("flash_attn3: a 256-token test call failed")
+    assert (
+        skipped["sage_attn2"]
+        == skipped["sage_attn2_hybrid"]
+        == ("sage_attn2: the sageattention package is not importable")
+    )
+
+
 def test_a_dry_run_of_the_production_scenario_shows_the_shadows_on_the_in_situ_arm_only(
     lightx2v_root, tiny_checkpoint, tmp_path, monkeypatch
 ):

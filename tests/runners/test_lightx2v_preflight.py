@@ -12,7 +12,7 @@ from lightx2v_site import specs_for
 
 import harness.runners.lightx2v.preflight as preflight
 from harness.runners import get_runner
-from harness.runners.lightx2v.command import SHIM_DIR, build_env
+from harness.runners.lightx2v.command import SHIM_DIR, build_env, probe_question
 from harness.runners.lightx2v.params import LightX2VParams, deep_merge
 from harness.runners.lightx2v.preflight import ProbeResult, run_probe
 
@@ -155,3 +155,29 @@ def test_probe_sees_which_sageattention_an_arm_gets(monkeypatch):
     # The shim is found; what stops it here is the op's platform (no ROCm torch).
     assert probe.sageattention_reason("aiter_shim").startswith("needs a ROCm build of torch")
     sys.modules.pop("sageattention", None)
+
+
+@pytest.mark.slow
+def test_one_probe_process_answers_every_planned_arm_that_shares_its_environment(site, monkeypatch):
+    """Planning announces every arm's probe; the first pre-flight of an interpreter and environment
+    asks all of theirs in one real probe process, and each arm gets its own answer (here, with no
+    GPU, each is refused on the GPU count before LightX2V is imported)."""
+    monkeypatch.setattr(preflight, "_PENDING", {})  # answers are kept per process: none from before
+    monkeypatch.setattr(preflight, "_ANSWERS", {})
+    asked = []
+    real = preflight.probe_answers
+    monkeypatch.setattr(preflight, "probe_answers", lambda cmd, env, n: asked.append(n) or real(cmd, env, n))
+    specs = specs_for(site)
+    runner = get_runner("lightx2v")
+    reasons = {arm: runner.preflight(spec) for arm, spec in specs.items()}
+    # One process per sageattention flavour (each puts its own package on PYTHONPATH); in it, one
+    # question per distinct arm (a K/V-reversed floor asks what its reference asks).
+    params = {arm: LightX2VParams.model_validate(s.params) for arm, s in specs.items()}
+    flavours = {p.sageattention or "package" for p in params.values()}
+    questions = {(p.sageattention, str(probe_question(p, specs[arm]))) for arm, p in params.items()}
+    assert len(flavours) == 2 and len(asked) == 2 and sum(asked) == len(questions) < len(specs), asked
+    assert set(reasons.values()) == {"nproc_per_node 2 exceeds the 0 visible GPU(s) (visible devices: 0,1)"}
+    # Asked again (another seed or repeat of the same arms): answered from memory, no process.
+    assert [runner.preflight(s) for s in specs.values()] == list(reasons.values()) and len(asked) == len(
+        flavours
+    )

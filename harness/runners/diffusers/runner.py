@@ -189,12 +189,15 @@ class DiffusersRunner(Runner):
             **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
             "backend_kind": "harness" if arm.attn_type in list_backends() else "dispatcher",
         }
-        env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
-        options = json.dumps(dict(arm.attn_options), sort_keys=True)
-        _PENDING.setdefault(_probe_key(params, env, scenario.plugin_refs), set()).add(
-            (arm.attn_type, options)
-        )
         return params
+
+    def expect_preflights(self, specs: list[RunSpec]) -> None:
+        """Every planned backend of an environment is probed by one process (``probe_result``)."""
+        for spec in specs:
+            if "pipeline" in spec.params:
+                options = json.dumps(spec.attn_options, sort_keys=True)
+                key = _probe_key(spec.params, spec.env, spec.plugins)
+                _PENDING.setdefault(key, set()).add((spec.attn_type, options))
 
     def preflight(self, spec: RunSpec) -> str | None:
         p = spec.params

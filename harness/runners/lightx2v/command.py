@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.records import RunSpec
 from harness.runners.lightx2v.params import LightX2VParams
@@ -161,19 +162,45 @@ def build_env(
     return env
 
 
-def probe_command(params: LightX2VParams, spec: RunSpec) -> list[str]:
-    """The pre-flight probe for one arm, run in the ranks' interpreter (see probe.py)."""
-    cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
+def probe_question(params: LightX2VParams, spec: RunSpec) -> dict[str, Any]:
+    """What the pre-flight probe asks for one arm (probe.py's ``--questions`` item): its attention
+    types, ranks, counted ops, required features and shadows' types."""
     names = [spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]
     if spec.schedule is not None:  # its exact steps run LightX2V's class of that name
         names.append(spec.schedule.exact)
-    for name in dict.fromkeys(names):
+    return {
+        "attn_types": list(dict.fromkeys(names)),
+        "nproc": params.nproc_per_node,
+        "count_ops": dict(sorted(params.count_ops.items())),
+        "require": list(params.requires),
+        "shadow_types": list(dict.fromkeys(s.attn_type for s in spec.shadows)),
+    }
+
+
+def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:
+    """The probe's interpreter and what every question in one probe process shares (the
+    ``sageattention`` it imports, the plugins); arms alike in these, and in their environment,
+    are answered by one process."""
+    cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
+    return cmd + ["--sageattention", params.sageattention or "package", *plugin_args(spec)]
+
+
+def probe_command(
+    params: LightX2VParams, spec: RunSpec, questions: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """The pre-flight probe, run in the ranks' interpreter (see probe.py): for this arm alone
+    (the flags a person would type) or answering ``questions``, several arms', at once."""
+    cmd = probe_process(params, spec)
+    if questions is not None:
+        return cmd + ["--questions", json.dumps(questions, sort_keys=True)]
+    question = probe_question(params, spec)
+    for name in question["attn_types"]:
         cmd += ["--attn-type", name]
-    cmd += ["--sageattention", params.sageattention or "package", "--nproc", str(params.nproc_per_node)]
-    for label, ref in sorted(params.count_ops.items()):
+    cmd += ["--nproc", str(question["nproc"])]
+    for label, ref in question["count_ops"].items():
         cmd += ["--count-op", f"{label}={ref}"]
-    for feature in params.requires:
+    for feature in question["require"]:
         cmd += ["--require", feature]
-    for name in dict.fromkeys(s.attn_type for s in spec.shadows):
+    for name in question["shadow_types"]:
         cmd += ["--shadow-type", name]
-    return cmd + plugin_args(spec)
+    return cmd

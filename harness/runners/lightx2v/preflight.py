@@ -7,7 +7,6 @@ environment, which imports LightX2V's real registry and makes one small call per
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.records import RunSpec
-from harness.runners.lightx2v.command import build_env, probe_command
+from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, read_marker
 from harness.runners.lightx2v.schema import h3_dit_dir
@@ -146,37 +145,75 @@ def launchers_problem(params: LightX2VParams, env: dict[str, str]) -> str | None
     return None
 
 
-@functools.cache
-def probe_once(command: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> ProbeResult:
-    """Run the probe once per command and environment in this process (it imports LightX2V: seconds
-    to tens of seconds); every run of an arm, over seeds and repeats, asks the same question."""
+# The questions a plan will ask, by probe process (interpreter, sageattention, plugins and
+# environment): the first pre-flight of a group runs one probe that answers every question of it
+# (each process imports LightX2V: seconds to tens of seconds). Every run of an arm, over seeds and
+# repeats, asks the same question, so answers are kept for this process's life.
+_PENDING: dict[tuple, dict[str, dict[str, Any]]] = {}
+_ANSWERS: dict[tuple[tuple, str], ProbeResult] = {}
+
+
+def _group_and_question(
+    params: LightX2VParams, spec: RunSpec, env: dict[str, str]
+) -> tuple[tuple, str, dict]:
+    question = probe_question(params, spec)
+    group = (tuple(probe_process(params, spec)), tuple(sorted(env.items())))
+    return group, json.dumps(question, sort_keys=True), question
+
+
+def expect_probes(items: list[tuple[LightX2VParams, RunSpec]]) -> None:
+    """The runs a plan will pre-flight: their questions are asked together (``run_probe``). A new
+    plan's questions replace those of an earlier plan in this process not yet asked."""
+    _PENDING.clear()
+    for params, spec in items:
+        group, key, question = _group_and_question(
+            params, spec, build_env(params, spec, os.environ.get("PYTHONPATH"))
+        )
+        if (group, key) not in _ANSWERS:
+            _PENDING.setdefault(group, {})[key] = question
+
+
+def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
+    """The probe's answer for one arm, in the ranks' interpreter and environment; the questions
+    of other planned arms that share that process are answered by the same probe."""
+    group, key, question = _group_and_question(params, spec, env)
+    if (group, key) not in _ANSWERS:
+        todo = {key: question, **_PENDING.pop(group, {})}
+        todo = {k: q for k, q in todo.items() if (group, k) not in _ANSWERS}
+        command = probe_command(params, spec, list(todo.values()))
+        for k, result in zip(todo, probe_answers(command, env, len(todo)), strict=True):
+            _ANSWERS[(group, k)] = result
+    return _ANSWERS[(group, key)]
+
+
+def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[ProbeResult]:
+    """Run one probe process for ``n`` questions: its answers in order, or the same failure for all."""
+
+    def failed(reason: str) -> list[ProbeResult]:
+        return [ProbeResult(ok=False, reason=reason)] * n
+
     try:
         out = subprocess.run(
-            list(command),
-            env={**os.environ, **dict(env)},
+            command,
+            env={**os.environ, **env},
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
             check=False,
         )
     except (OSError, subprocess.SubprocessError) as err:
-        return ProbeResult(ok=False, reason=f"pre-flight probe could not run ({err})")
+        return failed(f"pre-flight probe could not run ({err})")
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
             try:
-                return ProbeResult.model_validate(json.loads(line))
-            except ValueError:
-                pass
+                answers = [ProbeResult.model_validate(a) for a in json.loads(line)["answers"]]
+            except (ValueError, KeyError, TypeError):
+                break
+            if len(answers) == n:
+                return answers
             break
     last = next((ln for ln in reversed(out.stderr.splitlines()) if ln.strip()), "no output")
-    return ProbeResult(
-        ok=False, reason=f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}"
-    )
-
-
-def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
-    """The probe for one arm, in the ranks' interpreter and environment; arms that ask alike share one."""
-    return probe_once(tuple(probe_command(params, spec)), tuple(sorted(env.items())))
+    return failed(f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}")
 
 
 def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:

@@ -3,6 +3,7 @@
     python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
         [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]...
         [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
+    python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
 so plugins and platform backends count and nothing is guessed from source text. Then, for each
@@ -10,7 +11,9 @@ attention type: the name must be registered, the backend must construct, and one
 the platform's device must agree with exact attention (catches a missing kernel module and a
 miscompiled one). It also reports which LightX2V it found (version, commit, features) and
 refuses a checkout that lacks a feature the scenario relies on. One JSON line on stdout:
-``{"ok": bool, "reason": str | null, "facts": {...}}``.
+``{"ok": bool, "reason": str | null, "facts": {...}}``; with ``--questions`` (the pre-flight's
+form: every arm of a campaign that shares this interpreter and environment, one import of
+LightX2V for all) ``{"answers": [...]}``, one such object per question, in order.
 
 Standard library at import time; torch and LightX2V are imported by ``probe``.
 """
@@ -227,103 +230,158 @@ def probe(
     registers or a harness backend (whether it can run here is the run's note, not a refusal).
     ``plugins``: the spec's plugins (PluginRef dicts), imported as the ranks import them; their
     backends are registered in LightX2V's registry as the ranks register them (``served``)."""
-    facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
+    question = {
+        "attn_types": attn_types,
+        "nproc": nproc,
+        "count_ops": count_ops or {},
+        "require": require or [],
+        "shadow_types": shadow_types or [],
+    }
+    return probe_many([question], flavour, plugins)[0]
 
-    def no(reason: str) -> dict[str, Any]:
-        return {"ok": False, "reason": reason, "facts": facts}
+
+def probe_many(
+    questions: list[dict[str, Any]], flavour: str = "package", plugins: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Several arms' questions (``probe``'s arguments as dicts) in one process: LightX2V is
+    imported once, each question gets its own answer, in order."""
+    facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
+    facts["questions"] = len(questions)  # how many arms this probe process answered
+    answers: list[dict[str, Any] | None] = [None] * len(questions)
+
+    def no(reason: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"ok": False, "reason": reason, "facts": {**facts, **(extra or {})}}
+
+    def unanswered() -> list[int]:
+        return [i for i, a in enumerate(answers) if a is None]
 
     try:
         gpus = _torch_facts(facts)
     except Exception as err:
-        return no(f"torch is not importable ({err})")
+        return [no(f"torch is not importable ({err})") for _ in questions]
     platform = facts["platform"]
-    if platform != CPU_PLATFORM and nproc > gpus:
-        visible = os.environ.get("HIP_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
-        where = f" (visible devices: {visible})" if visible else ""
-        return no(f"nproc_per_node {nproc} exceeds the {gpus} visible GPU(s){where}")
-    if platform == "amd_rocm" and importlib.util.find_spec("aiter") is None:
-        return no("PLATFORM=amd_rocm needs aiter (LightX2V's ROCm platform imports it)")
-
     # Cheap checks first: an import of LightX2V takes seconds.
-    for label, ref in sorted((count_ops or {}).items()):
-        why = _op_reason(ref)
+    for i, q in enumerate(questions):
+        why = early_reason(q, flavour, platform, gpus)
         if why:
-            return no(f"count_ops {label}: {ref}: {why}")
-    if "sage_attn2" in attn_types:
-        why = sageattention_reason(flavour)
-        if why:
-            return no(f"sage_attn2: {why}")
+            answers[i] = no(why)
+    if not unanswered():
+        return answers  # type: ignore[return-value]
 
-    def import_failed(err: BaseException) -> dict[str, Any]:
-        return no(f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}")
+    def import_failed(err: BaseException) -> str:
+        return f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}"
 
+    plugin_types: list[str] = []
     try:
         prepare_platform()
-    except BaseException as err:
-        return import_failed(err)
-    plugin_types: list[str] = []
-    if plugins:  # before LightX2V's registry: their backends are attention types too
-        try:
-            plugin_types = load_plugins(plugins)
-        except BaseException as err:  # a ScenarioError is one line; a plugin's own failure too
-            return no(" ".join(str(err).split())[:500] or type(err).__name__)
-    try:
+        if plugins:  # before LightX2V's registry: their backends are attention types too
+            try:
+                plugin_types = load_plugins(plugins)
+            except BaseException as err:  # a ScenarioError is one line; a plugin's own failure too
+                raise PluginFailed(" ".join(str(err).split())[:500] or type(err).__name__) from err
         registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
         import lightx2v
         from lightx2v_platform.base.global_var import AI_DEVICE
     except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
-        return import_failed(err)
+        reason = str(err) if isinstance(err, PluginFailed) else import_failed(err)
+        for i in unanswered():
+            answers[i] = no(reason)
+        return answers  # type: ignore[return-value]
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)
     facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
     facts["lightx2v_git"] = _git_sha(root)
+    lightx2v_own: list[str] = []
     if plugin_types:
-        served, lightx2v_own = serve_backends(registry, plugin_types)
-        facts["harness_served"] = served
+        facts["harness_served"], lightx2v_own = serve_backends(registry, plugin_types)
+    facts["registered"] = sorted(registry.keys())
+    facts["features"] = detect_features()
+    facts["device"] = str(AI_DEVICE)
+    smoke: dict[str, tuple[float | None, str | None]] = {}  # one test call per type, whoever asks
+    for i in unanswered():
+        cosines: dict[str, float | None] = {}
+        why = registry_reason(questions[i], flavour, registry, lightx2v_own, facts, smoke, cosines)
+        answers[i] = no(why, {"smoke_cosine": cosines}) if why else {
+            "ok": True, "reason": None, "facts": {**facts, "smoke_cosine": cosines},
+        }  # fmt: skip
+    return answers  # type: ignore[return-value]
+
+
+class PluginFailed(Exception):
+    """A plugin of the spec failed to import in the probe (its one line is the answer)."""
+
+
+def early_reason(q: dict[str, Any], flavour: str, platform: str, gpus: int) -> str | None:
+    """Why the question is refused before LightX2V is imported: ranks, counted ops, sageattention."""
+    if platform != CPU_PLATFORM and q["nproc"] > gpus:
+        visible = os.environ.get("HIP_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+        where = f" (visible devices: {visible})" if visible else ""
+        return f"nproc_per_node {q['nproc']} exceeds the {gpus} visible GPU(s){where}"
+    if platform == "amd_rocm" and importlib.util.find_spec("aiter") is None:
+        return "PLATFORM=amd_rocm needs aiter (LightX2V's ROCm platform imports it)"
+    for label, ref in sorted((q.get("count_ops") or {}).items()):
+        why = _op_reason(ref)
+        if why:
+            return f"count_ops {label}: {ref}: {why}"
+    if "sage_attn2" in q["attn_types"]:
+        why = sageattention_reason(flavour)
+        if why:
+            return f"sage_attn2: {why}"
+    return None
+
+
+def registry_reason(
+    q: dict[str, Any],
+    flavour: str,
+    registry: Any,
+    lightx2v_own: list[str],
+    facts: dict[str, Any],
+    smoke: dict[str, tuple[float | None, str | None]],
+    cosines: dict[str, float | None],
+) -> str | None:
+    """Why the question is refused by the imported LightX2V (features, names, a test call), or None."""
+    attn_types = q["attn_types"]
+    if lightx2v_own:
         why = shadowed_by_lightx2v(attn_types, lightx2v_own)
         if why:
-            return no(why)
-    facts["registered"] = sorted(registry.keys())
-    facts["features"] = features = detect_features()
-    facts["device"] = str(AI_DEVICE)
-
-    needed = list(require or [])
+            return why
+    needed = list(q.get("require") or [])
     if "sage_attn2" in attn_types and flavour == "package" and facts.get("capability") == [12, 0]:
         needed.append("sage_sm120_triton")
     for feature in needed:
         if feature not in FEATURES:
-            return no(f"unknown LightX2V feature {feature!r} (known: {', '.join(FEATURES)})")
-        if not features[feature]:
-            return no(
-                f"the LightX2V checkout at {root} is older than this scenario needs: "
+            return f"unknown LightX2V feature {feature!r} (known: {', '.join(FEATURES)})"
+        if not facts["features"][feature]:
+            return (
+                f"the LightX2V checkout at {facts['lightx2v_root']} is older than this scenario needs: "
                 f"no {feature} (from {FEATURES[feature][2]})"
             )
-
-    why = shadow_reason(shadow_types or [], registry)
+    why = shadow_reason(q.get("shadow_types") or [], registry)
     if why:
-        return no(why)
-    facts["smoke_cosine"] = {}
+        return why
     for name in dict.fromkeys(attn_types):
         if name not in registry:
             close = difflib.get_close_matches(name, list(registry.keys()), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            return no(
-                f"attn_type {name!r} is not registered in LightX2V at {root} with PLATFORM={platform}{hint}"
+            return (
+                f"attn_type {name!r} is not registered in LightX2V at {facts['lightx2v_root']} "
+                f"with PLATFORM={facts['platform']}{hint}"
             )
         if name in SP_WRAPPERS:
             continue  # wrappers need a process group and a backend to wrap
-        cosine, why = smoke_call(registry[name], str(AI_DEVICE))
-        facts["smoke_cosine"][name] = cosine
+        if name not in smoke:
+            smoke[name] = smoke_call(registry[name], facts["device"])
+        cosines[name], why = smoke[name]
         if why:
-            return no(f"{name}: {why}")
-    return {"ok": True, "reason": None, "facts": facts}
+            return f"{name}: {why}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--attn-type", action="append", required=True)
+    p.add_argument("--attn-type", action="append", default=[])
     p.add_argument("--sageattention", choices=["package", *SAGEATTENTION_SHIMS], default="package")
     p.add_argument("--nproc", type=int, default=1)
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
@@ -332,9 +390,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--plugins", type=plugins_json, default=[], help="the spec's plugins (PluginRef JSON list)"
     )
+    p.add_argument(
+        "--questions",
+        type=json.loads,
+        help="several arms' questions at once (a JSON list of {attn_types, nproc, count_ops, require, "
+        'shadow_types}); the answer is {"answers": [...]}, in order',
+    )
     ns = p.parse_args(argv)
-    ops = dict(item.split("=", 1) for item in ns.count_op)
-    result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type, ns.plugins)
+    if (ns.questions is None) == (not ns.attn_type):
+        p.error("give --attn-type (one arm) or --questions (several), not both")
+    if ns.questions is not None:
+        result: dict[str, Any] = {"answers": probe_many(ns.questions, ns.sageattention, ns.plugins)}
+    else:
+        ops = dict(item.split("=", 1) for item in ns.count_op)
+        result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type, ns.plugins)
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0

@@ -31,7 +31,7 @@ from harness.runners.lightx2v.finalize import finalize_run
 from harness.runners.lightx2v.latents import LATENTS_DIR
 from harness.runners.lightx2v.layers import LAYERS_JSON
 from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base_config, resolve_params
-from harness.runners.lightx2v.preflight import preflight_reason, synthetic_problem
+from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
 from harness.runners.lightx2v.served import harness_backends as served_backends
 from harness.store import atomic_write_json, write_record
@@ -84,6 +84,16 @@ class LightX2VRunner(Runner):
         except HarnessError:  # not planned by this runner: the pre-flight says why
             return []
         return served_backends(spec, params)
+
+    def expect_preflights(self, specs: list[RunSpec]) -> None:
+        """One probe process per interpreter and environment answers every planned arm's probe."""
+        items = []
+        for spec in specs:
+            try:
+                items.append((params_of(spec), spec))
+            except HarnessError:  # not planned by this runner: its pre-flight says why
+                continue
+        expect_probes(items)
 
     def preflight(self, spec: RunSpec) -> str | None:
         try:
