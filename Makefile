@@ -83,7 +83,11 @@ endif
 # pytest-benchmark, where the system has it, is not used here and only warns under xdist.
 # harness byte-compiled first: hundreds of test subprocesses import it, and where
 # PYTHONDONTWRITEBYTECODE is set (as on the machine this was measured on) none writes its .pyc.
+# CPU_TIME=1: also the CPU seconds of each test, its processes included, and the costliest listed
+# at the end (tests/cpu_time.py): on a CPU-bound machine, where the suite's time really goes.
 TEST_WORKERS ?= 2
+CPU_TIME ?=
+test: export TEST_CPU_TIME = $(if $(CPU_TIME),$(abspath $(VENV))/test-cpu-time.jsonl)
 test: install $(TEST_LIGHTX2V)
 	@if [ -z "$$LIGHTX2V_ROOT" ]; then echo "LightX2V: $(LIGHTX2V_ABSENT): the real-LightX2V tests skip"; fi
 	@start=$$(date +%s); \

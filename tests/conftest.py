@@ -7,6 +7,9 @@ import signal
 
 import pytest
 
+# `make test CPU_TIME=1`: CPU seconds per test and module at the end of the run (tests/cpu_time.py).
+pytest_plugins = ("cpu_time",)
+
 # A suite started in the background (`make test &`, nohup) inherits SIGINT ignored, and so would
 # every child it starts: the Ctrl-C tests (exit 130, quiet handler) need Python's own handler.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
