@@ -4,8 +4,10 @@ here runs valid, the others are skipped with the pre-flight's reason, and the ca
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from diffusers_support import needs_diffusers, synthetic
 from plugin_testutil import fp16_kernel
 
@@ -26,13 +28,14 @@ SKIP_REASONS = {
 }
 
 
-def run_tiny(scenario: str, out: Path):
-    plan = plan_campaign(REPO / "scenarios" / f"{scenario}.yaml", profile="cpu", out_root=out)
+def run_tiny(scenario: Path, out: Path, plugin_arms: frozenset[str] = frozenset()):
+    """Run every arm of ``scenario`` on the CPU; those of RAN_HERE and ``plugin_arms`` run valid."""
+    plan = plan_campaign(scenario, profile="cpu", out_root=out)
     outcome = execute(plan, lock=lock_campaign(plan.campaign))
     records = {r.spec.arm: r for r in outcome.records}
     assert outcome.failed == [] and outcome.report_error is None
-    assert {a for a, r in records.items() if r.status == RunStatus.ok} == RAN_HERE
-    for arm in RAN_HERE:
+    assert {a for a, r in records.items() if r.status == RunStatus.ok} == RAN_HERE | plugin_arms
+    for arm in RAN_HERE | plugin_arms:
         assert records[arm].valid is True, (arm, records[arm].invalid_reasons)
     for arm, why in SKIP_REASONS.items():
         assert records[arm].status == RunStatus.skipped and why in records[arm].reason, records[arm].reason
@@ -40,17 +43,56 @@ def run_tiny(scenario: str, out: Path):
     assert all((camp / name).is_file() for name in ("report.md", "pr.md", "index.html", "results.json"))
     env = json.loads((camp / "campaign.json").read_text())["env"]
     assert env["packages"]["diffusers"] == "0.42.1"
-    return camp
+    return camp, records
 
 
 def calls(camp: Path, arm: str) -> dict:
     return json.loads((camp / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"]
 
 
-def test_ltx2_tiny_scenario_on_the_cpu(tmp_path_factory, tmp_path, monkeypatch):
-    # The session's synthetic LTX-2 is the one the scenario asks for (tiny, seed 0): reused, not rewritten.
-    monkeypatch.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
-    camp = run_tiny("diffusers_ltx2_tiny", tmp_path)
+# A plugin's backend: registered with diffusers' attention dispatcher for the run as the harness's own
+# backends are, serving every DiT attention call of the real pipeline.
+KERNEL = fp16_kernel("fp16_sdpa_diffusers")
+
+
+@dataclass
+class Ltx2Campaign:
+    camp: Path
+    records: dict
+    kernel: Path
+
+
+@pytest.fixture(scope="module")
+def ltx2_campaign(tmp_path_factory):
+    """The shipped LTX-2 scenario plus a plugin backend's arm ``mine`` (everything else as shipped), run once:
+    the scenario's test and the plugin's share its reference, floor, probe and report (a CPU minute each)."""
+    from harness.attention.registry import BACKENDS
+    from harness.scenario.plugins import unload_all
+
+    # Planning imports kernel.py in this process: start and end with the harness's own registry entries,
+    # as the no_plugin_left fixture does for a single test.
+    unload_all()
+    before = set(BACKENDS.names())
+    root = tmp_path_factory.mktemp("ltx2_campaign")
+    (root / "kernel.py").write_text(KERNEL)
+    text = (REPO / "scenarios" / "diffusers_ltx2_tiny.yaml").read_text()
+    text = text.replace("runner: diffusers\n", "runner: diffusers\nplugins: [kernel.py]\n", 1)
+    text += "  - {name: mine, attn_type: fp16_sdpa_diffusers}\n"
+    scenario = root / "diffusers_ltx2_tiny.yaml"
+    scenario.write_text(text)
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            # The session's synthetic LTX-2 is the one the scenario asks for (tiny, seed 0): reused, not rewritten.
+            env.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
+            camp, records = run_tiny(scenario, root / "out", plugin_arms=frozenset({"mine"}))
+        yield Ltx2Campaign(camp, records, root / "kernel.py")
+    finally:
+        unload_all()
+    assert set(BACKENDS.names()) == before
+
+
+def test_ltx2_tiny_scenario_on_the_cpu(ltx2_campaign):
+    camp = ltx2_campaign.camp
     native = camp / "runs" / "native"
     info = probe(native / "output.mp4")
     assert (info.frames, info.width, info.height, info.has_audio, info.audio_rate) == (9, 64, 64, True, 16000)
@@ -78,7 +120,7 @@ def test_ltx2_tiny_scenario_on_the_cpu(tmp_path_factory, tmp_path, monkeypatch):
 def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkeypatch):
     model = tmp_path / "models" / "wan"
     monkeypatch.setenv("WAN_TINY_MODEL", str(model))  # missing: prepare writes it, in the run's interpreter
-    camp = run_tiny("diffusers_wan_tiny", tmp_path / "reports")
+    camp, _ = run_tiny(REPO / "scenarios" / "diffusers_wan_tiny.yaml", tmp_path / "reports")
     assert json.loads((model / "harness_synthetic_pipeline.json").read_text())["model"] == "wan2.1_t2v"
     info = probe(camp / "runs" / "native" / "output.mp4")
     assert (info.frames, info.width, info.height, info.has_audio) == (9, 64, 64, False)
@@ -87,37 +129,21 @@ def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkey
     assert calls(camp, "native")["outside_scope"]["torch sdpa (direct)"] > 0  # the Wan VAE's own attention
 
 
-# A plugin's backend: registered with diffusers' attention dispatcher for the run as the harness's own
-# backends are, serving every DiT attention call of the real pipeline (in this module: the session's
-# synthetic LTX-2 is built once per worker).
-KERNEL = fp16_kernel("fp16_sdpa_diffusers")
-
-
-def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(
-    tmp_path_factory, tmp_path, monkeypatch, no_plugin_left
-):
-    monkeypatch.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
-    (tmp_path / "kernel.py").write_text(KERNEL)
-    text = (REPO / "scenarios" / "diffusers_ltx2_tiny.yaml").read_text()
-    text = text.replace("runner: diffusers\n", "runner: diffusers\nplugins: [kernel.py]\n", 1)
-    text += "  - {name: mine, attn_type: fp16_sdpa_diffusers}\n"
-    scenario = tmp_path / "ltx2_mine.yaml"
-    scenario.write_text(text)
-    arms = ["native", "native_kv_reversed", "mine"]
-    plan = plan_campaign(scenario, profile="cpu", arms=arms, out_root=tmp_path / "out")
-    outcome = execute(plan, lock=lock_campaign(plan.campaign))
-    runs = {r.spec.arm: r for r in outcome.records}
-    assert all(r.status == RunStatus.ok for r in runs.values()), {a: r.reason for a, r in runs.items()}
+def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(ltx2_campaign):
+    runs = ltx2_campaign.records
+    assert all(runs[a].status == RunStatus.ok for a in ("native", "native_kv_reversed", "mine")), {
+        a: r.reason for a, r in runs.items()
+    }
     assert runs["mine"].valid is True, runs["mine"].invalid_reasons
-    mine = outcome.campaign.path / "runs" / "mine"
+    mine = ltx2_campaign.camp / "runs" / "mine"
     calls = json.loads((mine / "attn_calls.json").read_text())["ranks"]["0"]
     assert calls["calls"] == {"fp16_sdpa_diffusers": 36}  # 2 layers x 6 attentions x 3 steps, as native's
     assert (
         "fp16_sdpa_diffusers" in json.loads((mine / "diffusers_env.json").read_text())["dispatcher_backends"]
     )
     spec = json.loads((mine / "run.json").read_text())["spec"]
-    assert spec["plugins"][0]["path"] == str(tmp_path / "kernel.py")
+    assert spec["plugins"][0]["path"] == str(ltx2_campaign.kernel)
     assert list(spec["code"]) == ["fp16_sdpa_diffusers"]
-    results = json.loads((outcome.campaign.path / "results.json").read_text())
+    results = json.loads((ltx2_campaign.camp / "results.json").read_text())
     (verdict,) = [v for v in results["verdicts"] if v["arm"] == "mine"]  # judged against the floor
     assert verdict["word"] in {"within", "outside", "inconclusive"} and verdict["ratio"] > 0
