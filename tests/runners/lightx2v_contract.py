@@ -1,15 +1,22 @@
 """Contract checks against the real LightX2V, run in a subprocess by test_lightx2v_real.py.
 
     PLATFORM=cpu python tests/runners/lightx2v_contract.py CHECK [INPUT.json]
+    PLATFORM=cpu python tests/runners/lightx2v_contract.py many ITEMS.json
 
-Importing LightX2V initialises a platform and fills global registries, and the launcher swaps the
-registry's class: each check runs in a fresh process. The last stdout line is the result as JSON.
+Importing LightX2V initialises a platform and fills global registries, and costs about 15 s of
+CPU: ``many`` runs several checks (``[{name, check, data}]``) in one process, each one's stderr
+and failure kept apart. Checks that touch global state (the registry's class, ``sys.argv``) put it
+back, so none sees another's. The last stdout line is the result as JSON.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +41,33 @@ def check_registry(_: Any) -> dict[str, Any]:
     plain = plain_cls().apply(q=q, k=k, v=v, **args)
 
     out: dict[str, Any] = {"registered": sorted(REG.keys())}
-    for reversed_kv in (False, True):
-        REG.__class__ = registry_cls  # each book instruments the real registry afresh
-        book = CallBook("0", "torch_sdpa", reversed_kv, ["lightx2v.models.networks"], [])
-        instrument_registry(REG, book)
-        # Built from a module under the scope, as the DiT builds its backends.
-        scope = {"__name__": "lightx2v.models.networks.contract", "REG": REG}
-        exec("backend = REG['torch_sdpa']()", scope)
-        got = scope["backend"].apply(q=q, k=k, v=v, **args)
-        got_again = scope["backend"].apply(q, k, v, **args)  # q, k, v by position, as some callers pass them
-        # And one built elsewhere (a VAE): counted apart, never reversed.
-        outside = {"__name__": "lightx2v.models.video_encoders.contract", "REG": REG}
-        exec("backend = REG['torch_sdpa']()", outside)
-        outside_out = outside["backend"].apply(q=q, k=k, v=v, **args)
-        key = "reversed" if reversed_kv else "plain"
-        out[key] = {
-            "max_abs_vs_unwrapped": float((got - plain).abs().max()),
-            "max_abs_positional": float((got_again - plain).abs().max()),
-            "outside_equal_unwrapped": bool(torch.equal(outside_out, plain)),
-            "counting_subclass": bool(getattr(type(scope["backend"]), "_harness_counting", False)),
-            "is_subclass_of_real": issubclass(type(scope["backend"]), plain_cls),
-            "book": book.to_json(),
-        }
+    try:
+        for reversed_kv in (False, True):
+            REG.__class__ = registry_cls  # each book instruments the real registry afresh
+            book = CallBook("0", "torch_sdpa", reversed_kv, ["lightx2v.models.networks"], [])
+            instrument_registry(REG, book)
+            # Built from a module under the scope, as the DiT builds its backends.
+            scope = {"__name__": "lightx2v.models.networks.contract", "REG": REG}
+            exec("backend = REG['torch_sdpa']()", scope)
+            got = scope["backend"].apply(q=q, k=k, v=v, **args)
+            got_again = scope["backend"].apply(
+                q, k, v, **args
+            )  # q, k, v by position, as some callers pass them
+            # And one built elsewhere (a VAE): counted apart, never reversed.
+            outside = {"__name__": "lightx2v.models.video_encoders.contract", "REG": REG}
+            exec("backend = REG['torch_sdpa']()", outside)
+            outside_out = outside["backend"].apply(q=q, k=k, v=v, **args)
+            key = "reversed" if reversed_kv else "plain"
+            out[key] = {
+                "max_abs_vs_unwrapped": float((got - plain).abs().max()),
+                "max_abs_positional": float((got_again - plain).abs().max()),
+                "outside_equal_unwrapped": bool(torch.equal(outside_out, plain)),
+                "counting_subclass": bool(getattr(type(scope["backend"]), "_harness_counting", False)),
+                "is_subclass_of_real": issubclass(type(scope["backend"]), plain_cls),
+                "book": book.to_json(),
+            }
+    finally:  # instrument_registry swapped its class: later checks in this process get the real one
+        REG.__class__ = registry_cls
     return out
 
 
@@ -77,6 +89,7 @@ def _parse_infer_args(argv: list[str]):
         frame_args["ns"] = ns
         return ns
 
+    seed_all, saved_argv = infer.seed_all, sys.argv
     infer.seed_all = stop
     infer.argparse.ArgumentParser.parse_args = capture
     sys.argv = ["lightx2v.infer", *argv]
@@ -84,8 +97,9 @@ def _parse_infer_args(argv: list[str]):
         infer.main()
     except Parsed:
         return frame_args["ns"]
-    finally:
+    finally:  # as found, for the next case and the next check in this process
         infer.argparse.ArgumentParser.parse_args = original
+        infer.seed_all, sys.argv = seed_all, saved_argv
     raise AssertionError("lightx2v.infer.main did not reach seed_all")
 
 
@@ -164,12 +178,46 @@ def check_shadows(_: Any) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def _stderr_of_fd2():
+    """What is written to fd 2 meanwhile (loguru writes to the stderr it found at import)."""
+    captured = {"text": ""}
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as file:
+        os.dup2(file.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            file.seek(0)
+            captured["text"] = file.read().decode(errors="replace")
+            sys.stderr.write(captured["text"])  # the process's stderr still has it all
+
+
+def check_many(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each item's check in turn, in this process: {name: {result or error (traceback), stderr}}.
+    A failing check is reported as its own, and the rest still run."""
+    out = {}
+    for item in items:
+        with _stderr_of_fd2() as stderr:
+            try:
+                got = {"result": CHECKS[item["check"]](item.get("data"))}
+            except (Exception, SystemExit):
+                got = {"error": traceback.format_exc()}
+        out[item["name"]] = {**got, "stderr": stderr["text"]}
+    return out
+
+
 CHECKS = {
     "registry": check_registry,
     "infer": check_infer,
     "profiler": check_profiler,
     "shim": check_shim,
     "shadows": check_shadows,
+    "many": check_many,
 }
 
 if __name__ == "__main__":

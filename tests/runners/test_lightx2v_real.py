@@ -1,7 +1,8 @@
 """The harness against the real LightX2V (the pinned source at LIGHTX2V_ROOT), on the CPU.
 
 Contract tests run LightX2V's own registry, torch_sdpa, argument parser, config loader, profiler
-and sage_attn2 module in a subprocess (tests/runners/lightx2v_contract.py); end-to-end tests run
+and sage_attn2 module in a subprocess (tests/runners/lightx2v_contract.py): all in one process
+(`contracts`) but sage_attn2's, which needs the shim first on the path; end-to-end tests run
 scenarios/minimax_h3_tiny.yaml through `harness run` machinery on a synthetic checkpoint, one
 rank and two ranks (gloo); the campaign's in-situ, latent, first-call and schedule facts are
 test_lightx2v_insitu.py's (the fixtures are tests/runners/conftest.py's). Marked `lightx2v`:
@@ -38,6 +39,13 @@ CONTRACT = Path(__file__).resolve().parent / "lightx2v_contract.py"
 TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 R9700 = REPO / "scenarios" / "minimax_h3_ref2av_r9700.yaml"
 SCOPE_SITES = ("lightx2v.models.networks",)
+# (scenario, profile) whose every arm LightX2V parses and loads, by test id
+PARSED = {
+    "r9700-3step": (R9700, "3step"),
+    "r9700-full": (R9700, "full"),
+    "tiny-cpu": (TINY, "cpu"),
+    "tiny-gpu_tp2": (TINY, "gpu_tp2"),
+}
 
 
 def contract(check: str, lightx2v_root: Path, data=None, tmp_path: Path | None = None, shim=False) -> dict:
@@ -60,8 +68,43 @@ def contract(check: str, lightx2v_root: Path, data=None, tmp_path: Path | None =
 # --- contracts on the real source -----------------------------------------------------------------
 
 
-def test_the_launcher_counts_and_reverses_through_the_real_registry(lightx2v_root):
-    out = contract("registry", lightx2v_root)["result"]
+@pytest.fixture(scope="module")  # one module is one xdist unit (tests/conftest.py): built once
+def contracts(lightx2v_root, tiny_checkpoint, tmp_path_factory) -> dict:
+    """Every contract check of one environment (no shim), in one process: importing LightX2V
+    costs about 15 s of CPU a process. Each test reads its own item (see `shared`)."""
+    root = tmp_path_factory.mktemp("contracts")
+    environ = {
+        **os.environ,
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "MINIMAX_H3_MODEL": str(tiny_checkpoint),
+        "H3_TINY_MODEL": str(tiny_checkpoint),
+        "H3_SMALL_MODEL": str(tiny_checkpoint),
+        "H3_REF_DIR": str(REPO / "scenarios" / "inputs" / "h3_tiny"),
+    }
+    cases: dict = {}
+    for key, (scenario_path, profile) in PARSED.items():
+        try:
+            cases[key] = _cases(scenario_path, environ, profile, root / key / "runs")
+        except Exception as err:  # that parametrized test raises it; the others still run
+            cases[key] = err
+    items = [{"name": name, "check": name} for name in ("registry", "shadows", "profiler")]
+    items += [
+        {"name": f"infer[{k}]", "check": "infer", "data": c} for k, c in cases.items() if isinstance(c, list)
+    ]
+    done = contract("many", lightx2v_root, items, root)["result"]
+    return {"environ": environ, "cases": cases, "items": done}
+
+
+def shared(contracts: dict, name: str) -> dict:
+    """One check's part of the shared process, as contract() gives it; its traceback if it failed."""
+    got = contracts["items"][name]
+    if "error" in got:
+        pytest.fail(f"check {name} failed in the shared process:\n{got['error']}\n{got['stderr'][-3000:]}")
+    return got
+
+
+def test_the_launcher_counts_and_reverses_through_the_real_registry(contracts):
+    out = shared(contracts, "registry")["result"]
     assert {"torch_sdpa", "sage_attn2", "flash_attn3", "ulysses", "ring"} <= set(out["registered"])
     plain, rev = out["plain"], out["reversed"]
     # Counting alone changes nothing, bit for bit; reversing K/V changes only the FP32 summation order.
@@ -76,8 +119,8 @@ def test_the_launcher_counts_and_reverses_through_the_real_registry(lightx2v_roo
     assert plain["book"]["kv_reversed_calls"] == 0 and rev["book"]["kv_reversed_calls"] == 2
 
 
-def test_a_registered_shadow_whose_kernel_is_missing_is_left_out_before_the_run(lightx2v_root):
-    out = contract("shadows", lightx2v_root)["result"]
+def test_a_registered_shadow_whose_kernel_is_missing_is_left_out_before_the_run(contracts):
+    out = shared(contracts, "shadows")["result"]
     # LightX2V registers flash_attn3 whether or not flash_attn_interface imports; its call then
     # raises TypeError on None (as on the H200 image): the shadow is left out with that reason.
     assert out["flash_attn3"].startswith("LightX2V's flash_attn3: a 256-token test call failed (TypeError"), (
@@ -118,26 +161,14 @@ def _cases(scenario_path: Path, environ: dict, profile: str, run_root: Path) -> 
     return cases
 
 
-@pytest.mark.parametrize(
-    ("scenario_path", "profile"),
-    [(R9700, "3step"), (R9700, "full"), (TINY, "cpu"), (TINY, "gpu_tp2")],
-    ids=["r9700-3step", "r9700-full", "tiny-cpu", "tiny-gpu_tp2"],
-)
-def test_lightx2v_parses_and_loads_what_the_harness_builds_for_every_arm(
-    lightx2v_root, tiny_checkpoint, tmp_path, scenario_path, profile
-):
+@pytest.mark.parametrize("parsed", list(PARSED))
+def test_lightx2v_parses_and_loads_what_the_harness_builds_for_every_arm(contracts, tiny_checkpoint, parsed):
     """LightX2V's own parser and config loader, on every arm's exact argv and resolved config.json."""
-    environ = {
-        **os.environ,
-        "LIGHTX2V_ROOT": str(lightx2v_root),
-        "MINIMAX_H3_MODEL": str(tiny_checkpoint),
-        "H3_TINY_MODEL": str(tiny_checkpoint),
-        "H3_SMALL_MODEL": str(tiny_checkpoint),
-        "H3_REF_DIR": str(REPO / "scenarios" / "inputs" / "h3_tiny"),
-    }
-    cases = _cases(scenario_path, environ, profile, tmp_path / "runs")
-    assert len(cases) == len(load_scenario(scenario_path, environ=environ).arms)  # every arm
-    results = contract("infer", lightx2v_root, cases, tmp_path)["result"]
+    cases = contracts["cases"][parsed]
+    if isinstance(cases, Exception):
+        raise cases
+    assert len(cases) == len(load_scenario(PARSED[parsed][0], environ=contracts["environ"]).arms)  # every arm
+    results = shared(contracts, f"infer[{parsed}]")["result"]
     dit = json.loads((tiny_checkpoint / "transformer_ref" / "config.json").read_text())
     for case in cases:
         got, want = results[case["arm"]], case["want"]
@@ -165,8 +196,8 @@ def test_lightx2v_parses_and_loads_what_the_harness_builds_for_every_arm(
         assert config["num_attention_heads"] == dit["num_attention_heads"]
 
 
-def test_the_log_collector_parses_lines_of_the_real_profiler(lightx2v_root):
-    done = contract("profiler", lightx2v_root)
+def test_the_log_collector_parses_lines_of_the_real_profiler(contracts):
+    done = shared(contracts, "profiler")  # its stderr: what the check alone wrote
     slept, stderr = done["result"], done["stderr"]
     assert "[Profile] Single GPU - Level1_Log Run Dit every step cost" in stderr
     timing = parse_lightx2v_logs({"rank0": stderr})
@@ -178,6 +209,7 @@ def test_the_log_collector_parses_lines_of_the_real_profiler(lightx2v_root):
 
 
 def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_path):
+    # Its own process: the shim first on the path changes what LightX2V imports.
     out = contract("shim", lightx2v_root, tmp_path=tmp_path, shim=True)["result"]
     # No GPU here: LightX2V imports plain `sageattn` (the Triton entry only on capability 8.9 / 12.0).
     assert out["bound"] == "sageattention.sageattn"
