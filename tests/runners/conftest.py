@@ -7,12 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from lightx2v_site import make_site
+from lightx2v_site import TINY, make_site, tiny_with_plugin
 
 import harness.runners.lightx2v.preflight as preflight
 from harness.runners.lightx2v.preflight import ProbeResult
-
-TINY = Path(__file__).resolve().parents[2] / "scenarios" / "minimax_h3_tiny.yaml"
 
 
 @pytest.fixture
@@ -46,23 +44,49 @@ def lightx2v_root() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(lightx2v_root, tmp_path_factory) -> Path:
-    from harness.runners.lightx2v.checkpoint import create_checkpoint
+    """Written once per test session, whatever the xdist workers: its writer imports LightX2V (a
+    quarter of a CPU minute), so the second worker to ask waits on the lock and reads it."""
+    from filelock import FileLock
 
-    out = tmp_path_factory.mktemp("h3") / "minimax_h3_tiny"
-    create_checkpoint(out, lightx2v_root, preset="tiny", seed=0)
+    from harness.runners.lightx2v.checkpoint import create_checkpoint
+    from harness.runners.lightx2v.rank_env import read_marker
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above each worker's own
+    out = shared / "h3_shared" / "minimax_h3_tiny"
+    out.parent.mkdir(exist_ok=True)
+    with FileLock(str(out.parent / "write.lock")):
+        if read_marker(out) is None:
+            create_checkpoint(out, lightx2v_root, preset="tiny", seed=0)
     return out
 
 
 @pytest.fixture(scope="session")
 def cpu_campaign(lightx2v_root, tiny_checkpoint, tmp_path_factory):
-    """scenarios/minimax_h3_tiny.yaml, profile cpu, as shipped (every arm), run and reported once."""
+    """scenarios/minimax_h3_tiny.yaml, profile cpu, every arm as shipped plus ``fp16_sdpa``, a
+    plugin backend's arm (lightx2v_site.tiny_with_plugin), run and reported once: each real
+    LightX2V arm costs a CPU minute, so the plugin's test shares the reference and the probe."""
+    from harness.attention.registry import BACKENDS
     from harness.campaign import execute, lock_campaign, plan_campaign
+    from harness.scenario.plugins import unload_all
 
     out = tmp_path_factory.mktemp("campaign")
-    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint)}
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        plan = plan_campaign(TINY, profile="cpu", out_root=out)
-        outcome = execute(plan, lock=lock_campaign(plan.campaign))
+    scenario, _ = tiny_with_plugin(out)
+    env = {
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "H3_TINY_MODEL": str(tiny_checkpoint),
+        "SCENARIO_DIR": str(TINY.parent),
+    }
+    unload_all()  # planning imports the plugin here: the worker's registries are left as found
+    before = set(BACKENDS.names())
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            plan = plan_campaign(scenario, profile="cpu", out_root=out)
+            outcome = execute(plan, lock=lock_campaign(plan.campaign))
+    finally:
+        unload_all()
+    assert set(BACKENDS.names()) == before
     return outcome

@@ -1,11 +1,14 @@
 """What the LightX2V runner's tests share: a fake LightX2V checkout and model folder, the shipped
-scenario planned over it, a small scenario, per-rank count files, and the stand-in LightX2V."""
+scenario planned over it, a small scenario, per-rank count files, the stand-in LightX2V, and the
+tiny scenario with a plugin backend's arm."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+
+from plugin_testutil import fp16_kernel
 
 from harness.plan import build_plan
 from harness.runners import get_runner
@@ -14,6 +17,23 @@ from harness.scenario import load_scenario, parse_scenario
 REPO = Path(__file__).resolve().parents[2]
 
 SCENARIO = REPO / "scenarios" / "minimax_h3_ref2av_r9700.yaml"
+
+TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
+
+PLUGIN_KERNEL = fp16_kernel("fp16_sdpa", ", cast back")
+
+PLUGIN_ARM = "  - name: fp16_sdpa\n    attn_type: fp16_sdpa\n    description: SDPA in fp16 (a plugin)\n"
+
+
+def tiny_with_plugin(folder: Path, extra_arms: str = "") -> tuple[Path, Path]:
+    """The tiny scenario (its name and every arm) with the fp16 kernel as a plugin and an arm
+    running it; its inputs are found through SCENARIO_DIR (the shipped scenario's folder)."""
+    kernel = folder / "fp16_kernel.py"
+    kernel.write_text(PLUGIN_KERNEL)
+    scenario = folder / "minimax_h3_tiny_plugin.yaml"
+    scenario.write_text(f"{TINY.read_text()}{PLUGIN_ARM}{extra_arms}plugins: [fp16_kernel.py]\n")
+    return scenario, kernel
+
 
 LOGS = REPO / "tests" / "fixtures" / "lightx2v_logs"
 

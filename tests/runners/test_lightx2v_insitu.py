@@ -1,7 +1,8 @@
 """The real LightX2V on the CPU: in-situ shadows, latents per step, the first-call check against the
-direct op and a hybrid schedule, read from the one shipped campaign (``cpu_campaign``, every arm
-of scenarios/minimax_h3_tiny.yaml, profile cpu); and the production scenario's dry run against
-the pinned LightX2V. Marked `lightx2v` (a failure, not a skip, when LIGHTX2V_ROOT is set)."""
+direct op, a hybrid schedule and one probe process per environment, read from the one shipped
+campaign (``cpu_campaign``: every arm of scenarios/minimax_h3_tiny.yaml, profile cpu, and a
+plugin's arm); and the production scenario's dry run against the pinned LightX2V. Marked
+`lightx2v` (a failure, not a skip, when LIGHTX2V_ROOT is set)."""
 
 from __future__ import annotations
 
@@ -129,13 +130,14 @@ def test_the_hybrid_arm_runs_exact_attention_on_its_named_steps_only(cpu_campaig
 
 def test_one_probe_process_answered_every_arm_of_its_environment(cpu_campaign):
     """The campaign's pre-flight ran one probe process (one import of LightX2V) per environment:
-    the package's six distinct questions (torch_sdpa, asked by its K/V-reversed floor too,
-    flash_attn3, sage_attn2, aiter_sage_attn, the in-situ copy, sage_attn2_hybrid) in one, the
-    emulator's two (sage_emul, sage_emul_hybrid) in another; each run records its probe's facts."""
+    the package's seven distinct questions (torch_sdpa, asked by its K/V-reversed floor too,
+    flash_attn3, sage_attn2, aiter_sage_attn, the in-situ copy, sage_attn2_hybrid, the plugin's
+    fp16_sdpa) in one, the emulator's two (sage_emul, sage_emul_hybrid) in another; each run
+    records its probe's facts."""
     runs = cpu_campaign.campaign.path / "runs"
     probes = {arm: json.loads((runs / arm / "lightx2v_env.json").read_text())["probe"] for arm in RAN}
     assert {arm: p["questions"] for arm, p in probes.items()} == {
-        "torch_sdpa": 6, "torch_sdpa_kv_reversed": 6, "torch_sdpa_insitu": 6, "sage_emul": 2, "sage_emul_hybrid": 2,
+        "torch_sdpa": 7, "torch_sdpa_kv_reversed": 7, "torch_sdpa_insitu": 7, "sage_emul": 2, "sage_emul_hybrid": 2,
     }  # fmt: skip
     assert all(p["smoke_cosine"] and min(p["smoke_cosine"].values()) > 0.99 for p in probes.values())
     skipped = {r.spec.arm: r.reason for r in cpu_campaign.records if r.status.value == "skipped"}

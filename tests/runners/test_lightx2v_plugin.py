@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from plugin_testutil import fp16_kernel
+from lightx2v_site import PLUGIN_KERNEL as KERNEL
+from lightx2v_site import TINY, tiny_with_plugin
 
-from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners import get_runner
@@ -26,21 +26,7 @@ from harness.scenario import load_scenario
 from harness.scenario.plugins import unload_all
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 STUB = REPO / "tests" / "fixtures" / "lightx2v_stub"  # the stand-in LightX2V: never reached here
-
-KERNEL = fp16_kernel("fp16_sdpa", ", cast back")
-
-PLUGIN_ARM = "  - name: fp16_sdpa\n    attn_type: fp16_sdpa\n    description: SDPA in fp16 (a plugin)\n"
-
-
-def tiny_with_plugin(folder: Path, extra_arms: str = "") -> tuple[Path, Path]:
-    """The tiny scenario with the fp16 kernel as a plugin and an arm running it."""
-    kernel = folder / "fp16_kernel.py"
-    kernel.write_text(KERNEL)
-    scenario = folder / "minimax_h3_tiny_plugin.yaml"
-    scenario.write_text(f"{TINY.read_text()}{PLUGIN_ARM}{extra_arms}plugins: [fp16_kernel.py]\n")
-    return scenario, kernel
 
 
 def test_the_lightx2v_runner_names_only_the_harness_backends_a_run_calls(tmp_path, site):
@@ -173,22 +159,13 @@ def test_a_plugin_edited_since_planning_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.lightx2v
 @pytest.mark.slow
-def test_a_plugin_backend_runs_in_the_real_lightx2v_counted_under_its_name(
-    lightx2v_root, tiny_checkpoint, tmp_path
-):
-    scenario, kernel = tiny_with_plugin(tmp_path)
-    env = {
-        "LIGHTX2V_ROOT": str(lightx2v_root),
-        "H3_TINY_MODEL": str(tiny_checkpoint),
-        "SCENARIO_DIR": str(TINY.parent),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        plan = plan_campaign(
-            scenario, profile="cpu", arms=["torch_sdpa", "fp16_sdpa"], out_root=tmp_path / "out"
-        )
-        outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
+def test_a_plugin_backend_runs_in_the_real_lightx2v_counted_under_its_name(cpu_campaign):
+    """The shared CPU campaign's plugin arm (tests/runners/conftest.py) against its reference."""
+    outcome = cpu_campaign
+    kernel = (
+        outcome.campaign.path.parents[1] / "fp16_kernel.py"
+    )  # beside the campaigns (OUT/scenario/profile)
+    assert kernel.is_file()
     runs = {r.spec.arm: r for r in outcome.records}
     for arm in ("torch_sdpa", "fp16_sdpa"):
         assert runs[arm].status == RunStatus.ok and runs[arm].valid, (arm, runs[arm].reason)

@@ -245,6 +245,7 @@ def test_the_tiny_scenario_runs_the_real_lightx2v_on_cpu(cpu_campaign, tiny_chec
         "torch_sdpa_insitu",
         "sage_emul_hybrid",
         "sage_attn2_hybrid",
+        "fp16_sdpa",  # a plugin's arm (tests/runners/conftest.py), the one arm added to the shipped ones
     ]
     for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "sage_emul", "torch_sdpa_insitu", "sage_emul_hybrid"):
         assert runs[arm].status == RunStatus.ok and runs[arm].valid, runs[arm].reason
@@ -302,20 +303,19 @@ def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
 
 
 def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, tiny_checkpoint, tmp_path):
-    """Two ranks over gloo (the TP2 layout); the reference counts SDPA's op on every rank, a
-    candidate naming an op its backend never reaches is invalid, the floor names none. Every rank
-    saves the latents (the same, bit for bit), and the shadowed copy's ranks measure their own heads."""
+    """Two ranks over gloo (the TP2 layout); the reference counts SDPA's op on every rank, an arm
+    naming an op its backend never reaches is invalid (here the shadowed copy, which also shows that
+    its ranks measure their own heads), the floor names none. Every rank saves the latents (the
+    same, bit for bit). Three arms: each costs two ranks that import LightX2V (a CPU minute)."""
     text = TINY.read_text()
     text = text.replace(
         "    role: reference\n",
         "    role: reference\n    count_ops: {sdpa: torch.nn.functional:scaled_dot_product_attention}\n",
         1,
     )
-    text += (
-        "  - name: sdpa_naming_an_unused_op\n"
-        "    attn_type: torch_sdpa\n"
-        "    count_ops: {unused: colorsys:rgb_to_yiq}\n"
-    )
+    insitu = "  - name: torch_sdpa_insitu\n    attn_type: torch_sdpa\n"
+    assert insitu in text
+    text = text.replace(insitu, insitu + "    count_ops: {unused: colorsys:rgb_to_yiq}\n", 1)
     scenario = tmp_path / "minimax_h3_tiny_ops.yaml"
     scenario.write_text(text)
     env = {
@@ -329,17 +329,17 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
         plan = plan_campaign(
             scenario,
             profile="cpu_tp2",
-            arms=["torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op", "torch_sdpa_insitu"],
+            arms=["torch_sdpa", "torch_sdpa_kv_reversed", "torch_sdpa_insitu"],
             out_root=tmp_path / "out",
         )
         outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
     runs = {r.spec.arm: r for r in outcome.records}
     assert runs["torch_sdpa"].valid and runs["torch_sdpa_kv_reversed"].valid, runs["torch_sdpa"].reason
-    bad = runs["sdpa_naming_an_unused_op"]
+    bad = runs["torch_sdpa_insitu"]
     assert bad.status == RunStatus.ok and bad.valid is False
     assert "count-op unused: 0 calls" in bad.reason
     expected = _dit_calls_per_rank(tiny_checkpoint, 3)
-    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "sdpa_naming_an_unused_op"):
+    for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "torch_sdpa_insitu"):
         calls = json.loads((outcome.campaign.path / "runs" / arm / "attn_calls.json").read_text())
         assert list(calls["ranks"]) == ["0", "1"]
         for rank in calls["ranks"].values():
@@ -409,7 +409,7 @@ def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_roo
     import shutil
 
     old = tmp_path / "LightX2V-old"
-    shutil.copytree(lightx2v_root, old, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(lightx2v_root, old)  # with its byte code: only the edited file compiles again
     infer = old / "lightx2v/models/networks/minimax_h3/infer/transformer_infer.py"
     infer.write_text(infer.read_text().replace("use_adaln_cache", "adaln_cache_switch"))
     result = _probe(old, "--attn-type", "torch_sdpa", "--require", "adaln_cache")
@@ -424,12 +424,27 @@ def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_roo
 
 
 def test_the_probe_names_an_unregistered_backend_from_the_real_registry(lightx2v_root):
-    result = _probe(lightx2v_root, "--attn-type", "torch_sdpaa")
-    assert result["ok"] is False
-    assert result["reason"] == (
+    """Several arms' questions in one probe process (the pre-flight's form), each answered alone:
+    a typo, a type registered whose kernel is absent here, one that runs, a counted op that is not."""
+    question = {"nproc": 1, "count_ops": {}, "require": [], "shadow_types": []}
+    questions = [
+        {**question, "attn_types": ["torch_sdpaa"]},
+        {**question, "attn_types": ["flash_attn3"]},
+        {**question, "attn_types": ["torch_sdpa"], "require": ["adaln_cache"]},
+        {**question, "attn_types": ["torch_sdpa"], "count_ops": {"x": "colorsys:no_such_function"}},
+    ]
+    typo, absent, runs, bad_op = _probe(lightx2v_root, "--questions", json.dumps(questions))["answers"]
+    assert typo["ok"] is False
+    assert typo["reason"] == (
         f"attn_type 'torch_sdpaa' is not registered in LightX2V at {lightx2v_root.resolve()} with PLATFORM=cpu; "
         "did you mean 'torch_sdpa'?"
     )
     # Registered by name, but its kernel module is absent here: refused after a real test call.
-    result = _probe(lightx2v_root, "--attn-type", "flash_attn3")
-    assert result["ok"] is False and result["reason"].startswith("flash_attn3: a 256-token test call failed")
+    assert absent["ok"] is False and absent["reason"].startswith("flash_attn3: a 256-token test call failed")
+    assert runs["ok"] is True and runs["facts"]["smoke_cosine"]["torch_sdpa"] > 0.999
+    assert bad_op == {
+        **bad_op,
+        "ok": False,
+        "reason": "count_ops x: colorsys:no_such_function: colorsys has no no_such_function",
+    }
+    assert {a["facts"]["questions"] for a in (typo, absent, runs, bad_op)} == {4}  # one process answered all
