@@ -181,3 +181,25 @@ def test_one_probe_process_answers_every_planned_arm_that_shares_its_environment
     assert [runner.preflight(s) for s in specs.values()] == list(reasons.values()) and len(asked) == len(
         flavours
     )
+
+
+def test_a_probe_process_that_dies_fails_every_question_it_was_asked(site, monkeypatch):
+    """A probe interpreter that exits without an answer (here /bin/false) is one line for each arm
+    it answers for, never a missing answer or another arm's."""
+    monkeypatch.setattr(preflight, "_PENDING", {})
+    monkeypatch.setattr(preflight, "_ANSWERS", {})
+    specs = specs_for(site)
+    asked = []
+    real = preflight.probe_answers
+    monkeypatch.setattr(
+        preflight, "probe_answers", lambda cmd, env, n: asked.append(cmd[0]) or real(cmd, env, n)
+    )
+    dead = {
+        arm: LightX2VParams.model_validate({**s.params, "python": "/bin/false"}) for arm, s in specs.items()
+    }
+    preflight.expect_probes([(dead[arm], s) for arm, s in specs.items()])
+    ref, other = (specs[a] for a in ("torch_sdpa", "aiter_sage_attn"))  # two questions, one process
+    inherited = os.environ.get("PYTHONPATH")  # as the pre-flight builds it
+    results = [run_probe(dead[s.arm], s, build_env(dead[s.arm], s, inherited)) for s in (ref, other)]
+    assert asked == ["/bin/false"] and results[0] == results[1]
+    assert results[0].ok is False and results[0].reason == "pre-flight probe failed (exit 1): no output"
