@@ -81,7 +81,10 @@ def test_files_follow_the_umask(clean):
 @pytest.mark.concurrency
 def test_second_run_on_the_same_campaign_exits_2_naming_the_holder(clean, tmp_path):
     path, out, camp = copy_of(clean, tmp_path)
-    first = harness_popen("run", path, "--profile", "3step", "--out", out, "--force", "--no-report")
+    # One arm re-run under the lock is all the contention needs; the floor stays as the copy has it.
+    first = harness_popen(
+        "run", path, "--profile", "3step", "--out", out, "--force", "--no-report", "--arms", "torch_sdpa"
+    )
     try:
         wait_for(lambda: running_pid(camp, "torch_sdpa"), proc=first, what="the first arm to start")
         # The first run is stopped (SIGSTOP) while the others look at the lock: it holds it and

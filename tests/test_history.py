@@ -138,14 +138,25 @@ def test_history_page_in_chromium(builds, tmp_path):
     assert "Significant moves" in page.body_text and "cand" in page.body_text
 
 
+def e2e_3step_on_the_tiny_preset(folder: Path) -> Path:
+    """scenarios/e2e_3step.yaml (its name, profiles and arms) on the builtin pipeline's tiny preset:
+    the history reads the same records, and a build costs a fraction of the cpu preset's."""
+    text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text()
+    assert text.count("  preset: cpu\n") == 1
+    path = folder / "e2e_3step.yaml"
+    path.write_text(text.replace("  preset: cpu\n", "  preset: tiny\n"))
+    return path
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_three_e2e_3step_campaigns(tmp_path):
     """What CI keeps across builds: three `make e2e-3step` campaigns (three arms each), then the page."""
     chromium = browser_or_skip()
+    scenario = e2e_3step_on_the_tiny_preset(tmp_path)
     arms = "torch_sdpa,torch_sdpa_kv_reversed,sage_emul_aiter"
     for build in ("b1", "b2", "b3"):
-        run = harness("run", "scenarios/e2e_3step.yaml", "--profile", "3step", "--arms", arms,
+        run = harness("run", scenario, "--profile", "3step", "--arms", arms,
                       "--out", tmp_path / "ci", "--campaign", build)  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
     res = harness("history", tmp_path / "ci", "--out", tmp_path / "history", "--last", "2")
