@@ -24,7 +24,9 @@ def test_spends_nothing():
 def test_a_child_process_cpu_is_the_test_that_started_it(tmp_path):
     (tmp_path / "test_busy.py").write_text(BUSY_TEST)
     record = tmp_path / "cpu.jsonl"
-    env = {**os.environ, "TEST_CPU_TIME": str(record)}
+    # A pytest of its own: not an xdist worker's (its summary is the controller's to print).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TEST_CPU_TIME"))}
+    env["TEST_CPU_TIME"] = str(record)
     plugin = ["-p", "cpu_time", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", *plugin, str(tmp_path / "test_busy.py")],
