@@ -178,8 +178,7 @@ def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> Pro
     of other planned arms that share that process are answered by the same probe."""
     group, key, question = _group_and_question(params, spec, env)
     if (group, key) not in _ANSWERS:
-        todo = {key: question, **_PENDING.pop(group, {})}
-        todo = {k: q for k, q in todo.items() if (group, k) not in _ANSWERS}
+        todo = {key: question, **_PENDING.pop(group, {})}  # pending: never answered (expect_probes)
         command = probe_command(params, spec, list(todo.values()))
         for k, result in zip(todo, probe_answers(command, env, len(todo)), strict=True):
             _ANSWERS[(group, k)] = result
