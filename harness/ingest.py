@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from harness.media import MediaInfo, check_file, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord, role_rank
 from harness.safe_write import check_writable_dir
 from harness.scenario import SafeName, Seed, check_seed
+from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE
 from harness.store import (
     OUTPUT_MP4,
     TIMING_JSON,
@@ -53,6 +55,13 @@ LOGS_DIR = "logs"
 
 def bad(msg: str) -> HarnessError:
     return HarnessError(msg, exit_code=2)
+
+
+def check_attn_type(value: Any, what: str) -> str:
+    """``value`` if an identifier (reports show it as a name), else one line naming ``what``: exit 2."""
+    if isinstance(value, str) and re.fullmatch(ATTN_TYPE_PATTERN, value):
+        return value
+    raise bad(f"{what}: {repr(value)[:60]} is not a valid attention type ({ATTN_TYPE_RULE})")
 
 
 class IngestArm(BaseModel):
@@ -180,9 +189,12 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
     attn_type, attn_from = arm.attn_type, "given"
     if attn_type is None:
         attn_type, attn_from = (config or {}).get("attn_type"), "config"
-    if not attn_type:
+    if attn_type in (None, ""):
         where = f"{arm.config} has no attn_type" if arm.config else "no config JSON given"
         raise bad(f"arm {arm.name!r}: attention type not given (--attn-type) and {where}")
+    attn_type = check_attn_type(  # a manifest's: checked where it is read (its file and line)
+        attn_type, "--attn-type" if attn_from == "given" else f"{arm.config}: attn_type"
+    )
     timing = _timing(arm, config)
     spec = RunSpec(
         scenario=scenario,
@@ -459,6 +471,12 @@ def load_manifest(path: Path) -> IngestManifest:
         loc = tuple(first["loc"])
         line = line_for(line_map(node), loc) if node is not None else 1
         raise bad(f"{p}:{line}: {format_loc(loc)}: {first['msg']}") from None
+    lines = line_map(node) if node is not None else {}
+    for i, a in enumerate(man.arms):
+        if a.attn_type is not None:
+            check_attn_type(
+                a.attn_type, f"{p}:{line_for(lines, ('arms', i, 'attn_type'))}: arms[{i}].attn_type"
+            )
     base = p.parent
     man.campaign = _resolve(base, man.campaign)  # type: ignore[assignment]
     here = Path.cwd().resolve()

@@ -6,6 +6,8 @@ and the benchmark tool all draw their tables here, so escaping and layout are de
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 from io import StringIO
 from typing import Any
@@ -29,34 +31,95 @@ class TextTable(Record):
         self.row_classes.append(css)
 
 
+# Line ends as CommonMark or a browser may read them: each becomes a space (no new line, no new block).
+LINE_BREAKS = str.maketrans({c: " " for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+# What could open an autolink or HTML: escaped wherever free text goes ('&' too, so that an entity
+# reads as written). Backticks stay: a code span shows its text as is (reasons quote `pkg>=1.0`).
+_INLINE = [("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), ("://", "\\://")]
+# A link or an image needs '](' or '][' (or a definition, '[x]: url' where a block starts): a ']'
+# before '(' or '[', and a '[' or '(' that starts the text (the text before may end in ']'), are
+# escaped; the brackets of '[0.5x, 2x]' stay as they are.
+_BRACKETS = re.compile(r"^[\[(]|\](?=[(\[])")
+# GFM's bare-URL and e-mail autolinks: broken by escaping '://', 'www.' and an address's '@'.
+_WWW = re.compile(r"(?i)(www)\.")
+_EMAIL = re.compile(r"@(?=[\w-]+\.[\w-])")  # an e-mail's '@' (a run key's 'arm@42' stays)
+# A line start that opens a block: heading, quote, table row, list item, thematic break, setext
+# line, fence.
+_BLOCK_START = re.compile(
+    r"^(?:[#>|]|[-+*=](?=[\s]|$)|([-*_=])(?=\1)|`(?=``)|~(?=~~)|\d{1,9}(?=[.)](?:\s|$)))"
+)
+
+
+def _inline(text: str) -> str:
+    out = str(text).translate(LINE_BREAKS)
+    for a, b in _INLINE:
+        out = out.replace(a, b)
+    out = _BRACKETS.sub(lambda m: "\\" + m.group(0), out)
+    return _EMAIL.sub(r"\\@", _WWW.sub(r"\1\\.", out))
+
+
 def md_text(text: str) -> str:
-    """Running markdown text: no raw HTML (a '<' would open a tag), no line breaks."""
-    return str(text).replace("<", "&lt;").replace("\r", " ").replace("\n", " ")
+    """Running markdown text that reads as written and is nothing else: no link, image, autolink or
+    HTML, no line break, and no block (heading, list, quote, fence) where it starts a line."""
+    out = _inline(str(text).translate(LINE_BREAKS).lstrip(" \t"))
+    m = _BLOCK_START.match(out)
+    if m is None:
+        return out
+    at = m.end() if out[:1].isdigit() else 0  # '1.': the mark after the digits; else the first character
+    return out[:at] + "\\" + out[at:]
 
 
 def md_escape(text: str) -> str:
-    """One table cell of markdown: no pipes, no newlines, no raw HTML."""
-    return (
-        str(text)
-        .replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\r", " ")
-        .replace("\n", " ")
+    """One table cell (or a heading, or bold text) of markdown: md_text's guard, and no pipes, no '>'."""
+    return _inline(text).replace("|", "\\|").replace(">", "&gt;")
+
+
+def md_alt(text: str) -> str:
+    """An image's alt text (``![alt](path)``): md_escape, and every bracket and backtick escaped, so
+    that nothing in it closes the alt text or makes a code span over the path."""
+    # every backslash of md_escape's output starts an escape: skip those pairs, escape the rest
+    return re.sub(
+        r"\\.|([\[\]`])", lambda m: "\\" + m.group(1) if m.group(1) else m.group(0), md_escape(text)
     )
 
 
-def md_rows(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "", *, escape: bool = True
-) -> list[str]:
-    """The lines of a markdown table, every cell escaped.
+def md_code(text: str) -> str:
+    """Inline code (not for a table cell): the text shown as is; nothing in it is markdown."""
+    flat = str(text).translate(LINE_BREAKS) or " "
+    longest = max((len(run) for run in backtick_runs(flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat[:1] == "`" or flat[-1:] == "`" or (flat.startswith(" ") and flat.endswith(" ")) else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+_UNESCAPE = re.compile(
+    r"\\([!-/:-@\[-`{-~])|(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{0,31});)"
+)
+
+
+def md_unescape(text: str) -> str:
+    """Markdown text as it reads (backslash escapes and entities resolved): for pages that show the
+    harness's own markdown as plain text."""
+    return _UNESCAPE.sub(lambda m: m.group(1) or html.unescape(m.group(2)), text)
+
+
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet does not run: text starting with = + - @, a tab or CR gets a leading
+    quote; numbers (negative ones too, as text or not) stay numbers."""
+    if not isinstance(value, str) or value[:1] not in ("=", "+", "-", "@", "\t", "\r"):
+        return value
+    return value if _NUMBER.fullmatch(value) else "'" + value
+
+
+def md_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
+    """The lines of a markdown table, every cell escaped (``md_unescape`` reads a cell back).
 
     ``align``: one letter per column, ``l`` (default) or ``r`` (a right-aligned number column).
-    ``escape=False``: cells as given, for tables whose every cell the harness wrote itself and that
-    are read back as text (the kernel report's page parses its own markdown).
     """
-    cell = md_escape if escape else str
+    cell = md_escape
     marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
     out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join(marks) + "|"]
     out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]

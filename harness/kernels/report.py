@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,9 +25,10 @@ from harness.kernels.results import (
 from harness.report.cells import Section
 from harness.report.html import render_page
 from harness.store import atomic_write_text
-from harness.text_table import TextTable, md_rows
+from harness.text_table import TextTable, md_code, md_escape, md_rows, md_text, md_unescape
 
 REPORT_MD = "report.md"
+CELL_SEP = re.compile(r"(?<!\\)\|")  # a table's '|' (a cell's own is escaped: '\|')
 INDEX_HTML = "index.html"
 
 
@@ -48,8 +50,9 @@ def _bit(checks: list[BitwiseCheck], name: str) -> str:
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
-    """A titled markdown table, cells as given (the harness writes them; nothing to escape)."""
-    return ["", f"### {title}", "", *md_rows(headers, rows, escape=False)]
+    """A titled markdown table, every cell escaped (labels, reasons and notes come from scenarios and
+    errors); ``markdown_sections`` reads them back for the page."""
+    return ["", f"### {title}", "", *md_rows(headers, rows)]
 
 
 def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
@@ -84,25 +87,22 @@ def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
 
 def kernels_markdown(result: KernelsResult) -> str:
     """The tables for a pull request: accuracy, speed, bitwise checks, skipped rows."""
-    lines = [f"## Attention kernels: {result.name}", ""]
+    lines = [f"## Attention kernels: {md_escape(result.name)}", ""]
     env = result.env
     versions = ", ".join(
         f"{k} {v}" for k, v in env.items() if v and k in ("torch", "triton", "sageattention", "amd-aiter")
     )
-    lines.append(
-        f"Device: {result.device_name} ({result.device}{', ' + env['gpu_arch'] if env.get('gpu_arch') else ''}); {versions}."
-    )
+    arch = f", {env['gpu_arch']}" if env.get("gpu_arch") else ""
+    lines.append(md_text(f"Device: {result.device_name} ({result.device}{arch}); {versions}."))
     for p in result.peaks.values():
         db = f"; do_bench {p.do_bench_tflops:.1f}" if p.do_bench_tflops else ""
-        lines.append(f"Matmul peak {p.dtype} {p.size}^3: {p.tflops:.3g} TFLOP/s ({p.timer}{db}).")
+        lines.append(md_text(f"Matmul peak {p.dtype} {p.size}^3: {p.tflops:.3g} TFLOP/s ({p.timer}{db})."))
     for s in result.shapes:
         sh = s.shape
-        note = f" - {sh.note}" if sh.note else ""
-        lines.append(
-            f"Shape `{sh.name}`: B={sh.batch} H={sh.heads} Nq={sh.seq_q} Nk={sh.seq_k} D={sh.head_dim} {sh.dtype}, "
-            f"reference {s.reference_dtype}{note}."
-        )
-    lines += [f"- {n}" for n in result.notes]
+        note = f" - {sh.note}" if sh.note else ""  # free text of the scenario: escaped with the rest
+        what = f"B={sh.batch} H={sh.heads} Nq={sh.seq_q} Nk={sh.seq_k} D={sh.head_dim} {sh.dtype}, "
+        lines.append(f"Shape {md_code(sh.name)}: " + md_text(f"{what}reference {s.reference_dtype}{note}."))
+    lines += [f"- {md_text(n)}" for n in result.notes]
     lines += _table(
         "Accuracy against the exact reference",
         ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
@@ -141,11 +141,13 @@ def kernels_markdown(result: KernelsResult) -> str:
         lines += _table(
             "Skipped or failed",
             ["shape", "backend", "status", "reason"],
-            [[r.shape, r.label, r.status, (r.reason or "").replace("|", "/")] for r in other],
+            [[r.shape, r.label, r.status, r.reason or ""] for r in other],
         )
     lines += [
         "",
-        f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s.",
+        md_text(
+            f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s."
+        ),
         "",
     ]
     return "\n".join(lines)
@@ -155,7 +157,8 @@ def markdown_sections(text: str) -> list[Section]:
     """Headings, paragraphs and pipe tables of a generated markdown document, as report sections.
 
     Only the subset the harness itself writes is understood: `#` headings, `|` tables whose
-    second line is the separator, `- ` bullets and plain lines.
+    second line is the separator, `- ` bullets and plain lines; the text as it reads (escapes undone:
+    the page escapes it as HTML).
     """
     sections: list[Section] = []
     sec: Section | None = None
@@ -165,7 +168,7 @@ def markdown_sections(text: str) -> list[Section]:
         line = lines[i].rstrip()
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
-            title = line[level:].strip()
+            title = md_unescape(line[level:].strip())
             if sec is None or level <= 2:
                 sec = Section(id=f"s{len(sections)}", title=title)
                 sections.append(sec)
@@ -177,7 +180,7 @@ def markdown_sections(text: str) -> list[Section]:
             sec = Section(id="s0", title="")
             sections.append(sec)
         if line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
-            cells = lambda s: [c.strip() for c in s.strip().strip("|").split("|")]  # noqa: E731
+            cells = lambda s: [md_unescape(c.strip()) for c in CELL_SEP.split(s.strip().strip("|"))]  # noqa: E731
             title = sec.tables.pop().title if sec.tables and not sec.tables[-1].headers else ""
             table = TextTable(title=title, headers=cells(line))
             i += 2
@@ -187,9 +190,9 @@ def markdown_sections(text: str) -> list[Section]:
             sec.tables.append(table)
             continue
         if line.startswith("- "):
-            sec.bullets.append(line[2:])
+            sec.bullets.append(md_unescape(line[2:]))
         elif line:
-            sec.paragraphs.append(line)
+            sec.paragraphs.append(md_unescape(line))
         i += 1
     return sections
 

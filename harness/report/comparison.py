@@ -14,7 +14,7 @@ from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
-from harness.text_table import TextTable, md_escape, md_table, md_text, terminal_text
+from harness.text_table import TextTable, md_code, md_escape, md_table, md_text, terminal_text
 
 
 def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:
@@ -206,7 +206,7 @@ def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None 
         parts.append("")
         parts += [md_table(t) for t in tables]
         parts.append("Conventions:\n")
-        parts += [f"- {k}: `{v}`" for k, v in cmp.conventions.items()]
+        parts += [f"- {md_text(k)}: {md_code(v)}" for k, v in cmp.conventions.items()]
         return "\n".join(parts) + "\n"
     if fmt == "table":
         return terminal_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))

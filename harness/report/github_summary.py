@@ -22,7 +22,7 @@ from harness.report.render import ReportPaths, load_results
 from harness.report.review import MARKS as REVIEW_MARKS
 from harness.report.review import MEANINGS, accuracy_lines, readings, speed_cell
 from harness.report.summary import summary_lines
-from harness.text_table import md_escape, md_text
+from harness.text_table import md_code, md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
 MARKS = REVIEW_MARKS  # each verdict word its mark, as each its colour on the page
@@ -37,13 +37,13 @@ def verdict_rows(res: ReportResults) -> list[str]:
     rows = []
     for r in readings(res):
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
-        word = f"{MARKS.get(r.word, '')} **{r.word}**".strip()
+        word = f"{MARKS.get(r.word, '')} **{md_escape(r.word)}**".strip()
         base = " (accepted baseline)" if r.baseline else ""
         error = md_escape("; ".join(accuracy_lines(r, bare=True))) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )
-        cells = [f"{md_escape(r.arm)}{base}", word, error, md_text(speed_cell(r.step)),
-                 md_text(speed_cell(r.total)), ok]  # fmt: skip
+        cells = [f"{md_escape(r.arm)}{base}", word, error, md_escape(speed_cell(r.step)),
+                 md_escape(speed_cell(r.total)), ok]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
@@ -95,7 +95,7 @@ def github_summary(
         "\n".join(f"- {md_text(line)}" for line in summary_lines(res)[1:]) + "\n\n",
         (
             f"The page, figures and tables are files in the artifact (see {where}): "
-            + ", ".join(f"`{md_escape(f)}`" for f in files)
+            + ", ".join(md_code(f) for f in files)
             + ".\n\n"
             if files
             else ""

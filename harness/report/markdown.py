@@ -6,11 +6,13 @@ from urllib.parse import quote
 
 from harness.analysis.model import FrameGrid, ReportResults
 from harness.report.cells import Section
-from harness.text_table import md_code_block, md_escape, md_table, md_text
+from harness.text_table import md_alt, md_code_block, md_escape, md_table, md_text
 
 
 def _img(path: str, alt: str) -> str:
-    return f"![{md_escape(alt)}]({quote(path)})"
+    """An image of the campaign's assets: the path (from the records) stays relative, no '//host'."""
+    href = quote(path)
+    return f"![{md_alt(alt)}]({'./' + href.lstrip('/') if href.startswith('/') else href})"
 
 
 def _grid(g: FrameGrid) -> str:
@@ -51,5 +53,5 @@ def render_markdown(res: ReportResults, sections: list[Section]) -> str:
     title = f"# {md_escape(res.scenario_name)}: {md_escape(res.campaign_id)}"
     body = [title, ""]
     body += [render_section(s) for s in sections]
-    body.append(f"_Machine-readable results: `results.json` (schema {res.schema_version})._\n")
+    body.append(f"_Machine-readable results: `results.json` (schema {md_escape(res.schema_version)})._\n")
     return "\n".join(body)

@@ -69,7 +69,9 @@ def speed_table(res: ReportResults) -> list[str]:
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
     out = md_rows(head, rows)
     out.append("")
-    out.append(f"Speed-up = {ref} time / arm time (above 1 = faster); the speed tests of report.md:")
+    out.append(
+        f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster); the speed tests of report.md:"
+    )
     out += [f"- {md_text(n)}" for n in notes]
     return out
 
