@@ -8,6 +8,12 @@ exit 3, and no temporary file left behind.
 ``restored_on_failure`` puts a set of files back as they were when the block writing them
 fails or is interrupted (a report's pages and assets/ change together or not at all).
 
+The path guard: a name read from a record becomes a path only through ``resolve_under`` (under its
+folder, no ``..``, not absolute, no symbolic link on the way, else ``UnsafePathError``: one line,
+exit 3, before anything is written) or after ``file_name`` made it one plain file name. Nothing is
+written through a folder inside a campaign (the folder of a campaign.json) that is a symbolic
+link: a campaign's folders are its own, so a planted ``assets -> /elsewhere`` is refused.
+
 Fault injection for tests: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (e.g. ``ENOSPC:run.json:3``)
 makes the atomic writes of files called NAME (a glob; any file without one), from the N-th of
 this process on (default: the first), fail with that errno after half of the bytes reached the
@@ -19,17 +25,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.errors import Exit, HarnessError, UsageError
 
 FAULT_ENV = "HARNESS_FAULT_WRITE"
+CAMPAIGN_MARKER = "campaign.json"  # store.CAMPAIGN_JSON (store is a layer above this one)
+NAME_MAX = 120  # characters of a file name made from a record's name
 
 
 class WriteError(HarnessError, OSError):
@@ -51,6 +61,117 @@ def _hint(code: int | None) -> str:
     if code == errno.EROFS:
         return "; the file system is mounted read-only"
     return ""
+
+
+class UnsafePathError(HarnessError):
+    """A name from a record, or a folder on the way, that would put a file outside its folder: one
+    line naming the record and field, exit 3 (the data is hostile or damaged), nothing written.
+    Not an OSError: no "read-only campaign" handler may take it for a full disk and go on."""
+
+    exit_code = Exit.RUN_FAILED
+
+
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def file_name(text: str) -> str:
+    """``text`` (a run key, an op name: whatever a record holds) as one plain file name: letters,
+    digits and ``_ . -`` (anything else becomes ``_``), no leading dot (never ``.``, ``..`` nor a
+    hidden file), never empty; a name longer than NAME_MAX is cut and ends with a hash of the whole."""
+    name = _NOT_PLAIN.sub("_", text)
+    if name.startswith("."):
+        name = "_" + name[1:]
+    if len(name) > NAME_MAX:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        name = f"{name[: NAME_MAX - 11]}_{digest}"
+    return name or "_"
+
+
+def is_plain_name(text: str) -> bool:
+    """``text`` is one plain file name already: letters, digits and ``_ . -``, no leading dot."""
+    return bool(text) and not text.startswith(".") and _NOT_PLAIN.search(text) is None
+
+
+def _why_not_relative(rel: str) -> str | None:
+    if "\x00" in rel:
+        return "holds a NUL character"
+    if rel.startswith("/"):
+        return "is an absolute path"
+    parts = PurePosixPath(rel).parts
+    if not parts:
+        return "names no file"
+    if ".." in parts:
+        return "climbs out with '..'"
+    return None
+
+
+def _link_line(root: Path, link: Path) -> str:
+    try:
+        target = f" (to {os.readlink(link)})"
+    except OSError:
+        target = ""
+    return (
+        f"{link}: a symbolic link{target} inside {root}; the harness writes only into folders of its own "
+        "(copy the folder in, or remove the link): refused, nothing written"
+    )
+
+
+def _first_link(root: Path, parts: Sequence[str]) -> Path | None:
+    """The first of root/parts[0], root/parts[0]/parts[1], ... that is a symbolic link."""
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return here
+        if not here.exists():
+            return None  # nothing below a missing folder exists yet
+    return None
+
+
+def resolve_under(root: os.PathLike | str, rel: str, what: str) -> Path:
+    """``root``/``rel`` once it is sure to lie under ``root``: ``rel`` relative, without ``..`` or NUL,
+    and nothing on the way below ``root`` a symbolic link. Else UnsafePathError naming ``what`` (the
+    record and field the name came from), before anything is written."""
+    root = Path(root)
+    rel = os.fspath(rel)
+    why = _why_not_relative(rel)
+    if why is not None:
+        raise UnsafePathError(
+            f"{what}: {rel!r} {why}; it would be written outside {root}: refused, nothing written"
+        )
+    link = _first_link(root, PurePosixPath(rel).parts)
+    if link is not None:
+        raise UnsafePathError(f"{what}: {_link_line(root, link)}")
+    return root / rel
+
+
+def check_campaign_path(path: os.PathLike | str) -> None:
+    """Refuse a write into a campaign through a folder of it that is a symbolic link. The campaign is
+    the nearest folder above holding campaign.json; it may be a link itself (``latest -> c1``) unless
+    it lies inside another campaign (a campaign's folder linked to another one's)."""
+    path = Path(os.path.abspath(path))
+    above = path.parents
+    at = next((i for i, folder in enumerate(above) if (folder / CAMPAIGN_MARKER).is_file()), None)
+    if at is None:
+        return
+    campaign = above[at]
+    link = _first_link(campaign, path.parent.relative_to(campaign).parts)
+    if link is None and campaign.is_symlink():
+        outer = next((f for f in above[at + 1 :] if (f / CAMPAIGN_MARKER).is_file()), None)
+        if outer is not None:
+            campaign, link = outer, above[at]
+    if link is not None:
+        raise UnsafePathError(_link_line(campaign, link))
+
+
+def refuse_linked_folders(root: os.PathLike | str) -> None:
+    """UnsafePathError naming the first symbolic link to a folder anywhere below ``root`` (a
+    campaign's folders are its own): a writer checks this before it writes anything there."""
+    root = Path(root)
+    for top, dirs, _files in os.walk(root):  # a link to a folder is listed in dirs, never entered
+        for name in sorted(dirs):
+            if Path(top, name).is_symlink():
+                raise UnsafePathError(_link_line(root, Path(top, name)))
 
 
 _FAULT_COUNTS: dict[str, int] = {}
@@ -99,6 +220,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     (disk full, read-only, no permission) is a WriteError and leaves no temp file.
     """
     path = Path(path)
+    check_campaign_path(path)
     make_dirs(path.parent)
     try:
         fd, tmp = _create_temp_beside(path)
@@ -170,8 +292,10 @@ def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
     """The files and folders ``names`` in ``folder`` put back as they were when the block raises
     (Ctrl-C included), so that a set of files written together (a report's pages and its
     assets/) is replaced whole or not at all. The snapshot is hard links: no data is copied.
-    A folder that cannot be written is not snapshot (nothing will be written in it either)."""
+    A folder that cannot be written is not snapshot (nothing will be written in it either). A folder
+    with a symbolic link to a folder inside is refused (UnsafePathError) before anything is written."""
     folder = Path(folder)
+    refuse_linked_folders(folder)
     for stale in folder.glob(f"{BACKUP_PREFIX}*"):  # left by a process that was killed outright
         shutil.rmtree(stale, ignore_errors=True)
     backup: Path | None = folder / f"{BACKUP_PREFIX}{secrets.token_hex(4)}"

@@ -17,6 +17,7 @@ from harness.analysis.differences import frame_differences
 from harness.analysis.frames import frame_grids, slug
 from harness.analysis.model import FrameSeries, ReportResults
 from harness.compare.cache import MetricsCache
+from harness.safe_write import resolve_under
 from harness.store import atomic_write_text
 
 Progress = Callable[[str], None]
@@ -66,7 +67,8 @@ def frame_series(res: ReportResults, root: Path) -> None:
         )
         rel = f"assets/series/{slug(c.b.key)}.json"
         try:
-            atomic_write_text(root / rel, series.model_dump_json(by_alias=True) + "\n")
+            path = resolve_under(root, rel, f"per-frame series of run {c.b.key!r}")
+            atomic_write_text(path, series.model_dump_json(by_alias=True) + "\n")
         except OSError:
             res.notes.append(f"per-frame series of {c.b.key}: not written (read-only campaign)")
             continue

@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.frames import THUMB_WIDTH, encode_png, slug
+from harness.analysis.frames import THUMB_WIDTH, cached_files_present, encode_png, slug
 from harness.analysis.model import DiffScale, FrameGrid, ReportResults
 from harness.compare.cache import MetricsCache, media, use_lossless
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
+from harness.safe_write import resolve_under
 from harness.store import atomic_write_bytes
 
 DIFFS_VERSION = 1
@@ -117,7 +118,7 @@ def pair_diffs(
     entry = cache.path(name)
     base = entry.parent if entry is not None else None
     hit = cache.get(name, "frame_diffs", DIFFS_VERSION, key, RawDiffs)
-    if hit is not None and base is not None and all((base / p).is_file() for p in hit.files.values()):
+    if hit is not None and base is not None and cached_files_present(base, hit.files.values()):
         return hit, lossless
     say(f"differences of {run.key}")
     if file_a not in ref_frames:
@@ -138,7 +139,9 @@ def pair_diffs(
         for i, d in out.maps.items():
             rel = f"diffs/{slug(run.key)}_f{i:04d}.png"
             try:
-                atomic_write_bytes(base / rel, encode_raw(d))
+                atomic_write_bytes(
+                    resolve_under(base, rel, f"difference maps of run {run.key!r}"), encode_raw(d)
+                )
             except OSError:
                 break  # a read-only campaign: kept in memory, not cached
             out.files[i] = rel
@@ -222,7 +225,10 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
         for i, m in maps.items():
             rel = f"assets/diff/{slug(r.key)}_f{i:04d}.png"
             try:
-                atomic_write_bytes(root / rel, encode_png(amplified(m, gain)))
+                atomic_write_bytes(
+                    resolve_under(root, rel, f"difference images of run {r.key!r}"),
+                    encode_png(amplified(m, gain)),
+                )
             except OSError:
                 res.notes.append(f"difference images of {r.key}: not written (read-only campaign)")
                 break

@@ -7,7 +7,6 @@ thumbnail width and the frame indices, so an unchanged output is never decoded a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from harness.analysis.model import FrameGrid, ReportResults
 from harness.compare.cache import MetricsCache
 from harness.errors import HarnessError
 from harness.records import Record
+from harness.safe_write import UnsafePathError, file_name, resolve_under
 from harness.store import atomic_write_bytes
 
 THUMB_WIDTH = 320
@@ -38,8 +38,17 @@ def frame_indices(n_frames: int, count: int = 4) -> list[int]:
 
 
 def slug(key: str) -> str:
-    """A file-name-safe form of a run key ('arm@43' -> 'arm_s43')."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", key.replace("@", "_s"))
+    """A run key as one plain file name ('arm@43' -> 'arm_s43'; '../x' -> '_._x')."""
+    return file_name(key.replace("@", "_s"))
+
+
+def cached_files_present(base: Path, files: Iterable[str | None]) -> bool:
+    """Every file a cache entry names is there, under ``base``: an entry naming one elsewhere is
+    damaged (measured again, never read)."""
+    try:
+        return all(resolve_under(base, rel, "metrics cache entry").is_file() for rel in files if rel)
+    except UnsafePathError:
+        return False
 
 
 def thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
@@ -85,7 +94,7 @@ def run_thumbnails(
     name = f"{key}.frames"
     cache_key = {"sha256": sha256, "width": THUMB_WIDTH, "indices": sorted(indices)}
     hit = cache.get(name, "thumbnails", THUMBNAILS_VERSION, cache_key, Thumbnails)
-    if hit is not None and all((root / p).is_file() for p in hit.files.values()):
+    if hit is not None and cached_files_present(root, hit.files.values()):
         return hit.files
     from harness.media import iter_frames
 
@@ -98,7 +107,7 @@ def run_thumbnails(
     for i, rgb in got.items():
         rel = f"assets/frames/{slug(key)}_f{i:04d}.png"
         try:
-            atomic_write_bytes(root / rel, encode_png(rgb))
+            atomic_write_bytes(resolve_under(root, rel, f"frames of run {key!r}"), encode_png(rgb))
         except OSError:
             continue  # a read-only campaign: the frame is named missing on the page
         files[i] = rel

@@ -9,13 +9,17 @@ MSE, ffmpeg's summary).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
+
+from harness.safe_write import atomic_write_text
 
 if TYPE_CHECKING:
     import torch
@@ -107,10 +111,9 @@ class PairReducer:
 
     def write_csv(self, path: str | os.PathLike) -> None:
         """frame, mse, psnr, ssim (psnr 'inf' for identical frames); written atomically."""
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["frame", "mse", "psnr", "ssim"])
-            for i, m, p, s in sorted(self.rows):
-                w.writerow([i, repr(m), "inf" if math.isinf(p) else repr(p), repr(s)])
-        os.replace(tmp, path)
+        buf = io.StringIO(newline="")
+        w = csv.writer(buf)
+        w.writerow(["frame", "mse", "psnr", "ssim"])
+        for i, m, p, s in sorted(self.rows):
+            w.writerow([i, repr(m), "inf" if math.isinf(p) else repr(p), repr(s)])
+        atomic_write_text(Path(path), buf.getvalue())  # the one write path: guarded, no temp left

@@ -35,6 +35,7 @@ from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
 from harness.pixel_formats import CONVENTION as RGB_CONVENTION
 from harness.records import Record, steady_steps
+from harness.safe_write import check_campaign_path, resolve_under
 from harness.store import CAMPAIGN_JSON, RunDir, pair_metrics_stem, utcnow, write_record
 
 COMPARE_SCHEMA = "harness.compare/1"
@@ -276,6 +277,8 @@ def compare_runs(
     """
     if metrics_dir is None:
         metrics_dir = _same_campaign_metrics(run_a, run_b)
+    if metrics_dir is not None:  # a metrics/ linked out of its campaign: refused before anything is written
+        check_campaign_path(Path(metrics_dir) / HASHES_JSON)
     hashes = FileHashes(Path(metrics_dir) / HASHES_JSON) if metrics_dir is not None else PROCESS_HASHES
     a, b = summarize_run(run_a, hashes=hashes), summarize_run(run_b, hashes=hashes)
     cmp = compare_summaries(
@@ -289,7 +292,8 @@ def compare_runs(
 
 def write_comparison(cmp: Comparison, metrics_dir: Path) -> Path | None:
     """metrics/<a>__vs__<b>.compare.json; None when the folder cannot be written (read-only)."""
-    path = Path(metrics_dir) / f"{pair_metrics_stem(cmp.a.key, cmp.b.key)}.compare.json"
+    stem = pair_metrics_stem(cmp.a.key, cmp.b.key)
+    path = resolve_under(metrics_dir, f"{stem}.compare.json", f"comparison {cmp.a.key!r} vs {cmp.b.key!r}")
     try:
         write_record(path, cmp)
     except OSError:

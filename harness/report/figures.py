@@ -4,7 +4,9 @@ changed.
 Each figure's inputs (the numbers it plots, the content of the assets it reads) are hashed; the
 PNG under assets/ is reused while assets/figures.json records that hash for it, so rendering an
 unchanged results.json again draws nothing (and does not even import matplotlib). An asset that
-results.json names but that is not there is named in the report's notes, never fatal.
+results.json names but that is not there is named in the report's notes, never fatal. Every PNG
+is written under assets/ of the output folder (``safe_write.resolve_under``): a figure name from
+results.json that would leave it is refused before any figure is drawn.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from harness.analysis.model import AudioView, FrameSeries, ReportResults, Spectr
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.insitu import insitu_figure_jobs
+from harness.safe_write import resolve_under
 from harness.store import atomic_write_json
 
 FIGURES_VERSION = 3  # 3: the speed-against-accuracy and spectrogram-difference figures
@@ -211,8 +214,11 @@ def draw_figures(res: ReportResults, assets: AssetReader, out_dir: Path, notes: 
     """{figure name: PNG under ``out_dir``/assets/} for every figure there is data for; a figure whose
     inputs are unchanged since it was drawn is reused. A figure that fails is named in ``notes``; the
     assets it missed are in ``assets.missing``."""
-    folder = Path(out_dir) / "assets"
-    manifest_path = folder / MANIFEST
+    jobs = figure_jobs(res, assets)
+    # Every figure's file is checked before any is drawn: a name that would leave assets/ (or an
+    # assets/ that is a symbolic link) is refused whole, with nothing written.
+    paths = {name: resolve_under(out_dir, f"assets/{name}.png", f"figure {name!r}") for name, _, _ in jobs}
+    manifest_path = resolve_under(out_dir, f"assets/{MANIFEST}", "the figures' manifest")
     try:
         manifest = json.loads(manifest_path.read_text())
         manifest = manifest if isinstance(manifest, dict) else {}
@@ -220,8 +226,8 @@ def draw_figures(res: ReportResults, assets: AssetReader, out_dir: Path, notes: 
         manifest = {}
     out: dict[str, Path] = {}
     changed = False
-    for name, shown, draw in figure_jobs(res, assets):
-        path = folder / f"{name}.png"
+    for name, shown, draw in jobs:
+        path = paths[name]
         digest = canonical_hash({"figures": FIGURES_VERSION, "name": name, "data": shown})
         if manifest.get(name) == digest and path.is_file():
             out[name] = path

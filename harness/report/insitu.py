@@ -3,8 +3,8 @@ the accepted baseline and an absolute tolerance; per step, per block, the worst 
 shadows' cost) and the hybrid-schedules section, and the figures they show.
 
 Figures are drawn by ``report.figures`` from the jobs given here: ``insitu_heatmap_<candidate>``
-(results.json names it in ``insitu.readings[].heatmap``; the PNG is ``assets/<name>.png``) and
-``insitu_steps``.
+(results.json names it in ``insitu.readings[].heatmap``; the PNG is ``assets/<name>.png``, so a name
+that is not one plain file name is refused) and ``insitu_steps``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from harness.analysis.model import InSituPart, InSituReading, InSituResults, ReportResults
 from harness.number_format import NA, fmt_ratio
 from harness.report.cells import Section
+from harness.safe_write import UnsafePathError, is_plain_name
 from harness.text_table import TextTable
 
 STEPS_FIGURE = "insitu_steps"
@@ -233,6 +234,12 @@ def insitu_figure_jobs(res: ReportResults, plots: Any) -> list[tuple[str, Any, A
     ins = res.insitu
     if ins is None or not ins.readings:
         return []
+    for i, r in enumerate(ins.readings):  # the name becomes assets/<name>.png: one plain file name
+        if r.heatmap and not is_plain_name(r.heatmap):
+            raise UnsafePathError(
+                f"results.json: insitu.readings[{i}].heatmap {r.heatmap!r} is not a plain file name (letters, "
+                "digits, '_', '.' and '-', no leading dot: it names assets/<name>.png): refused, nothing written"
+            )
     jobs: list[tuple[str, Any, Any]] = []
     shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
     jobs.append((STEPS_FIGURE, shown, lambda p: plots().steps_plot(ins.readings, Path(p))))

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from harness.attention.insitu.recorder import iter_lines
 from harness.errors import HarnessError
 from harness.records import InSituCall, InSituMeta, InSituStats
+from harness.safe_write import file_name, is_plain_name
 from harness.store import read_record
 
 
@@ -59,7 +60,8 @@ def read_insitu(folder: Path) -> InSituRun | None:
     """The in-situ record under ``folder`` (a run's ``insitu/``), None when there is none.
 
     A meta file of another schema raises HarnessError (one line); a line that does not parse is
-    left out and counted in the notes."""
+    left out and counted in the notes; an op name that is not a plain file name is read as one
+    (``plain_op_names``), and each rank's lines are read beside its meta whatever rank it claims."""
     folder = Path(folder)
     metas = sorted(folder.glob("rank*.meta.json")) if folder.is_dir() else []
     if not metas:
@@ -67,21 +69,40 @@ def read_insitu(folder: Path) -> InSituRun | None:
     run = InSituRun(folder)
     for path in metas:
         meta = read_record(path, InSituMeta)
+        renamed = plain_op_names(meta, path, run.notes)
         run.metas.append(meta)
         if not meta.complete:
             run.notes.append(f"rank {meta.rank}: the run did not close its in-situ record (it stopped early)")
-        lines = folder / f"rank{meta.rank}.jsonl"
+        lines = path.with_name(path.name.removesuffix(".meta.json") + ".jsonl")  # never a path the meta names
         bad = 0
         if lines.is_file():
             for line in iter_lines(lines):
                 try:
-                    run.calls.append(InSituCall.model_validate(json.loads(line)))
+                    call = InSituCall.model_validate(json.loads(line))
                 except (ValueError, ValidationError):
                     bad += 1
+                    continue
+                if renamed:
+                    call.errors = {renamed.get(k, k): e for k, e in call.errors.items()}
+                run.calls.append(call)
         if bad:
             run.notes.append(f"rank {meta.rank}: {bad} unreadable line(s) left out")
     run.metas.sort(key=lambda m: (len(m.rank), m.rank))
     return run
+
+
+def plain_op_names(meta: InSituMeta, path: Path, notes: list[str]) -> dict[str, str]:
+    """Op names of ``meta`` made plain file names where they are not (an op's heatmap is a file named
+    after it; ``safe_write.file_name``), in place; {name in the record: name used}, each one noted."""
+    renamed = {name: file_name(name) for name in (meta.primary, *(op.name for op in meta.ops))}
+    renamed = {old: new for old, new in renamed.items() if not is_plain_name(old)}
+    for op in meta.ops:
+        op.name = renamed.get(op.name, op.name)
+    meta.primary = renamed.get(meta.primary, meta.primary)
+    notes += [
+        f"{path.name}: op name {old!r} is not a plain name: read as {new!r}" for old, new in renamed.items()
+    ]
+    return renamed
 
 
 def read_insitu_or_note(folder: Path, notes: list[str]) -> InSituRun | None:
