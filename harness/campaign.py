@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness import __version__
@@ -29,6 +29,7 @@ from harness.store import (
     CampaignDir,
     CampaignLock,
     CampaignRecord,
+    LockHolder,
     RunDir,
     WriteError,
     move_aside,
@@ -121,11 +122,12 @@ class CampaignOutcome:
         return rows
 
 
-def lock_campaign(campaign: CampaignDir) -> CampaignLock:
-    """Create the campaign folder and take its lock (CampaignLocked, exit 2, when another run has it)."""
+def lock_campaign(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | None = None) -> CampaignLock:
+    """Create the campaign folder and take its lock: CampaignLocked (exit 2) when another run has
+    it; a report or an ingest that has it is waited for (``on_wait`` told whom)."""
     try:
         campaign.path.mkdir(parents=True, exist_ok=True)
-        return CampaignLock(campaign).acquire()
+        return CampaignLock(campaign, "run", on_wait).acquire()
     except WriteError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise  # no space: a run failure (exit 3), the place itself is fine
@@ -265,12 +267,15 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
     planned = plan.actions()
     outcome.planned = planned
     _repair(campaign, planned, outcome, reporter)
-    record = _campaign_record(plan, _campaign_record_base(campaign, outcome, reporter))
-    refresh_arms(campaign, record, keys)
+    previous = _campaign_record_base(campaign, outcome, reporter)
+    record = _campaign_record(plan, previous)
+    # Arms this run does not select (another --arms, an ingest) stay listed while their folders do.
+    listed = [*keys, *(a.key for a in (previous.arms if previous else []) if a.key not in keys)]
+    refresh_arms(campaign, record, listed)
 
     def on_record(rec: RunRecord) -> None:
         outcome.ran.add(rec.spec.key)
-        refresh_arms(campaign, record, keys)
+        refresh_arms(campaign, record, listed)
 
     executor = get_executor(plan.executor, **plan.executor_options())
     rounds = [planned] if plan.auto is None else _rounds(planned)
@@ -286,9 +291,9 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
         outcome.interrupted = True
     except BaseException:
         with contextlib.suppress(WriteError):  # a full disk: the first failure is the one to name
-            refresh_arms(campaign, record, keys)
+            refresh_arms(campaign, record, listed)
         raise
-    refresh_arms(campaign, record, keys)
+    refresh_arms(campaign, record, listed)
     outcome.records = _read_records(campaign, keys, outcome)
 
 

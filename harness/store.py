@@ -2,7 +2,7 @@
 
 reports/<scenario>/<campaign-id>/
   campaign.json                 resolved scenario, environment, harness git SHA, arm status
-  campaign.lock                 flock held by the `harness run` working on it (pid, host, start)
+  campaign.lock                 flock held by the writer working on it: run, ingest or report
   runs/<arm>[@seed]/            run.json, stdout.log, stderr.log, output.mp4, timing.json, attn_calls.json
   metrics/                      <a>__vs__<b>.json + .frames.csv per pair, <run>.stats.json per run
   report.md index.html results.json assets/
@@ -13,18 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from harness.errors import CampaignLocked, HarnessError
+from harness.errors import HarnessError
 from harness.input_files import MAX_JSON_BYTES, read_input_bytes
 from harness.layers import LAYERS_JSON, LayerTiming
 from harness.records import (
@@ -36,9 +34,11 @@ from harness.records import (
     check_schema,
     role_rank,
 )
-from harness.safe_write import WriteError, atomic_write_text
-from harness.safe_write import atomic_write_bytes as atomic_write_bytes  # re-exported: the one write path
-from harness.safe_write import atomic_write_json as atomic_write_json
+from harness.safe_write import WriteError
+from harness.safe_write import atomic_write_bytes as _atomic_write_bytes
+from harness.writer_lock import CampaignLock as CampaignLock  # re-exported: one lock for every writer
+from harness.writer_lock import LockHolder as LockHolder
+from harness.writer_lock import lock_holder as lock_holder
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -51,6 +51,52 @@ OUTPUT_LOSSLESS = "output_lossless.mkv"  # opt-in lossless twin of output.mp4 (b
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 LOCK_FILE = "campaign.lock"
+
+
+# --- the one write path: failures recorded where a caller rides over them -------------------------
+
+_FAILED_WRITES: ContextVar[tuple[str, list[WriteError]] | None] = ContextVar("failed_writes", default=None)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``safe_write.atomic_write_bytes`` (atomic; a failure is a WriteError), the failure also
+    recorded for ``failed_writes``: a caller that goes on without the file (a cache, a figure)
+    does not hide from the command that a write failed."""
+    try:
+        _atomic_write_bytes(path, data)
+    except WriteError as err:
+        journal = _FAILED_WRITES.get()
+        if journal is not None and _is_under(err.filename, journal[0]):
+            journal[1].append(err)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+@contextmanager
+def failed_writes(under: Path) -> Iterator[list[WriteError]]:
+    """The list, filled as they fail, of the writes under the folder ``under`` that failed inside
+    the block, whether or not the code that tried them went on (a report whose PNG or
+    results.json could not be written must not pass for complete)."""
+    seen: list[WriteError] = []
+    token = _FAILED_WRITES.set((os.path.realpath(under), seen))
+    try:
+        yield seen
+    finally:
+        _FAILED_WRITES.reset(token)
+
+
+def _is_under(path: str | None, root: str) -> bool:
+    if not path:
+        return False
+    full = os.path.realpath(path)
+    return full == root or full.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def utcnow() -> str:
@@ -343,151 +389,3 @@ def find_campaign(ref: str | Path) -> CampaignDir:
             return CampaignDir(camps[-1])
         raise HarnessError(f"{path}: not a campaign directory (no {CAMPAIGN_JSON} here or in a subfolder)")
     raise HarnessError(f"{path}: no such campaign directory")
-
-
-# --- one runner per campaign -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    pid: int
-    host: str
-    started_at: str
-    command: str = ""
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}, started {self.started_at}"
-
-
-def _read_holder(fd: int) -> LockHolder | None:
-    try:
-        raw = os.pread(fd, 4096, 0)
-        data = json.loads(raw.decode()) if raw.strip() else None
-        return LockHolder(
-            int(data["pid"]), str(data["host"]), str(data["started_at"]), str(data.get("command", ""))
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def lock_holder(campaign: CampaignDir) -> LockHolder | None:
-    """Who holds the campaign's lock now (None: nobody); takes nothing and creates nothing."""
-    import fcntl
-
-    try:
-        fd = os.open(campaign.lock_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd) or LockHolder(0, "unknown host", "at an unknown time")
-        except OSError:
-            return None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def wait_for_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None]) -> LockHolder | None:
-    """Return at once when nobody holds the campaign's lock; else call ``on_wait`` with the holder
-    and block until it lets go (Ctrl-C stops waiting). Takes nothing: the lock is free on return.
-    Returns the holder waited for (None: none)."""
-    import fcntl
-
-    holder = lock_holder(campaign)
-    if holder is None:
-        return None
-    on_wait(holder)
-    try:
-        fd = os.open(campaign.lock_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return holder  # the file went with its holder
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # blocks while `harness run` holds LOCK_EX
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    return holder
-
-
-class CampaignLock:
-    """An OS lock (flock) on ``<campaign>/campaign.lock``, held for a whole ``harness run``.
-
-    The kernel drops it when the process ends, however it ends, so a lock is never left held
-    by a dead process; the file keeps the holder's pid, host and start time, which is how a
-    second run names the holder, and how a run that takes over after a crash says so.
-    """
-
-    RETRY_S = 0.5  # a dry run probing the lock holds it for microseconds; ride over that
-
-    def __init__(self, campaign: CampaignDir):
-        self.campaign = campaign
-        self.fd: int | None = None
-        self.took_over: LockHolder | None = None
-
-    def acquire(self) -> CampaignLock:
-        import fcntl
-
-        path = self.campaign.lock_file
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
-        except OSError as err:
-            raise WriteError(path, err, "cannot create the lock file") from None
-        deadline = time.monotonic() + self.RETRY_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() < deadline:
-                    time.sleep(0.05)
-                    continue
-                holder = _read_holder(fd)
-                os.close(fd)
-                who = holder.describe() if holder else "a process that has not written its name yet"
-                raise CampaignLocked(
-                    f"{self.campaign.path}: another harness run holds this campaign ({who}; lock file "
-                    f"{path}); wait for it to end or stop it"
-                ) from None
-            except OSError as err:
-                os.close(fd)
-                raise HarnessError(f"{path}: cannot lock the campaign ({err.strerror})") from None
-        self.took_over = _read_holder(fd)
-        me = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started_at": utcnow(),
-            "command": " ".join(sys.argv),
-        }
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
-            os.fsync(fd)
-        except OSError as err:  # a full disk: the run could record nothing either
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            raise WriteError(path, err, "cannot write the lock file") from None
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        import fcntl
-
-        if self.fd is None:
-            return
-        try:
-            os.ftruncate(self.fd, 0)  # a clean end leaves no holder behind
-        except OSError:
-            pass
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = None
-
-    def __enter__(self) -> CampaignLock:
-        return self if self.fd is not None else self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

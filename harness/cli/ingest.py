@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import fail_on_report_errors, print_paths
+from harness.cli.common import fail_on_report_errors, print_paths, waiting_line
 from harness.errors import UsageError
 
 EPILOG = (
@@ -42,7 +42,7 @@ def ingest(
     build: bool = typer.Option(False, "--report", help="Build the campaign's report afterwards."),
 ):
     """Create or extend a campaign from existing outputs (mp4, LightX2V logs, config) made anywhere."""
-    from harness.ingest import IngestArm, ingest_manifest
+    from harness.ingest import IngestArm, load_manifest
     from harness.ingest import ingest as do_ingest
     from harness.records import Role
     from harness.scenario import check_name, check_seed
@@ -51,7 +51,8 @@ def ingest(
         given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
         if given:
             raise UsageError(f"{given[0]}: not with a manifest ({target} lists the arms)")
-        result = ingest_manifest(target, force=force)
+        man = load_manifest(target)
+        folder, arms, scenario = man.campaign, man.arms, man.scenario
     else:
         if arm is None or mp4 is None:
             raise UsageError(f"{'--arm' if arm is None else '--mp4'}: required (or give a manifest.yaml)")
@@ -62,18 +63,40 @@ def ingest(
             check_name(scenario, "--scenario")
         if seed is not None:
             check_seed(seed, "--seed")
-        one = IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
-                        repeat=repeat, attn_type=attn_type, gpu=gpu)  # fmt: skip
-        result = do_ingest(target, [one], scenario=scenario, force=force)
-    for line in result.lines:
-        print(line)
-    print(f"campaign: {result.campaign}")
-    if not build:
-        print(f"next: harness report {result.campaign}")
-        return
-    from harness.report import build_report
-    from harness.store import CampaignDir
+        folder = target
+        arms = [IngestArm(name=arm, mp4=mp4, logs=log, config=config, role=Role(role), seed=seed,
+                          repeat=repeat, attn_type=attn_type, gpu=gpu)]  # fmt: skip
+    with ingest_lock(Path(folder)):
+        result = do_ingest(folder, arms, scenario=scenario, force=force)
+        for line in result.lines:
+            print(line)
+        print(f"campaign: {result.campaign}")
+        if not build:
+            print(f"next: harness report {result.campaign}")
+            return
+        from harness.report import build_report
+        from harness.store import CampaignDir
 
-    paths = build_report(CampaignDir(Path(result.campaign)))
+        # Under the ingest's lock when it took one (no other writer between the two).
+        camp = CampaignDir(Path(result.campaign))
+        paths = build_report(camp, on_wait=waiting_line(camp.path, "the report is built"))
     print_paths(paths)
     fail_on_report_errors(paths)
+
+
+def ingest_lock(folder: Path):
+    """The campaign's writer lock for an ingest into ``folder`` (a run, a report or another ingest
+    in progress is waited for, saying whom), when ``folder`` is a campaign already or one a run is
+    creating (campaign.lock there). A new campaign is created by the ingest, alone: taking the lock
+    first would leave campaign.lock in a folder the ingest then finds not empty.
+    A campaign that cannot be written: exit 2, nothing read or written."""
+    import contextlib
+
+    from harness.safe_write import check_writable_dir
+    from harness.store import CampaignDir, CampaignLock
+
+    camp = CampaignDir(folder)
+    if not (camp.exists() or camp.lock_file.exists()):
+        return contextlib.nullcontext()
+    check_writable_dir(camp.path, "campaign")  # read-only or not ours: exit 2, as ingest says it
+    return CampaignLock(camp, "ingest", waiting_line(camp.path, "the ingest goes on")).acquire()

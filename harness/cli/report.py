@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import fail_on_report_errors, print_paths, say_err
+from harness.cli.common import fail_on_report_errors, print_paths, waiting_line
 from harness.errors import UsageError
 
 EPILOG = (
@@ -66,16 +66,14 @@ def report(
         if out_dir is not None:
             raise UsageError("--out: only with --from-results (a campaign's report is written into it)")
         from harness.report import build_report
-        from harness.store import find_campaign, wait_for_lock
+        from harness.store import find_campaign
 
         camp = find_campaign(campaign)
-        # A report while `harness run` works on the campaign would mix finished and running arms
-        # (and race the run's own report): it waits for the run to end, then reports all of it.
-        wait_for_lock(camp, lambda holder: say_err(
-            f"waiting: a harness run holds {camp.path} ({holder.describe()}); the report is built when it "
-            "ends (Ctrl-C stops waiting)"
-        ))  # fmt: skip
-        paths = build_report(camp, single_file=single_file)
+        # One writer at a time: a report while a run or an ingest works on the campaign would mix
+        # finished and running arms, and two reports would mix each other's files; it waits.
+        paths = build_report(
+            camp, single_file=single_file, on_wait=waiting_line(camp.path, "the report is built")
+        )
     print_paths(paths)
     from harness.report.github_summary import publish_summary, run_url, summary_target
 

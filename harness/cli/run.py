@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted
+from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted, waiting_line
 from harness.errors import Exit
 
 EPILOG = (
@@ -55,7 +55,8 @@ def run(
     if dry_run:
         print_dry_run(show_plan(plan))
         return
-    lock = lock_campaign(plan.campaign)  # a campaign another run holds: one line, exit 2
+    # A campaign another run holds: one line, exit 2; a report or an ingest in progress: waited for.
+    lock = lock_campaign(plan.campaign, on_wait=waiting_line(plan.campaign.path, "the run starts"))
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.cli.progress import RichReporter
@@ -75,7 +76,12 @@ def run(
         say_interrupted("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(Exit.INTERRUPTED)
     problems = [f"{p}" for p in outcome.damaged]
-    problems += list(getattr(outcome.report_paths, "errors", ()))
+    failed_keys = {r.spec.key for r in outcome.failed}  # named once, on the line below the errors
+    problems += [
+        e
+        for e in getattr(outcome.report_paths, "errors", ())
+        if not (e.endswith(": not measured") and e.split(": ", 1)[0] in failed_keys)
+    ]
     if outcome.report_error:
         problems.append(outcome.report_error)
     for problem in problems:

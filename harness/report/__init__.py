@@ -9,14 +9,16 @@ the campaign's media. Nothing here reads media, compares runs or judges them.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.analysis.model import ReportResults
+from harness.errors import Exit, HarnessError
 from harness.report.render import ReportPaths, load_results, render
-from harness.safe_write import restored_on_failure
+from harness.safe_write import WriteError, restored_on_failure
 from harness.scenario.verdict import VerdictRules
-from harness.store import CampaignDir
+from harness.store import CampaignDir, CampaignLock, LockHolder, failed_writes
 
 Progress = Callable[[str], None]
 REPORT_FILES = (
@@ -35,20 +37,49 @@ def build_report(
     progress: Progress | None = None,
     rules: VerdictRules | None = None,
     single_file: bool | None = None,
+    on_wait: Callable[[LockHolder], None] | None = None,
 ) -> ReportPaths:
     """Analyse the campaign (cached) and write report.md, pr.md, index.html and the figures beside its
-    results.json.
+    results.json, holding the campaign's writer lock (waiting for a run or an ingest that holds
+    it; ``on_wait`` is told whom it waits for).
 
     ``rules``: how verdicts and speed tests judge (default: the campaign's scenario's).
     ``single_file``: index.html with every image inlined (one file that opens anywhere); None
     takes the scenario's ``report.single_file`` (default: a page beside its assets/ folder).
+
+    Any write in the campaign that fails (a figure, results.json, a cache: any errno), even one
+    the analysis rode over, fails the report (exit 3) and puts the previous report back whole.
     """
     from harness.analysis.analyze import RESULTS_JSON, analyze_campaign
 
-    # Ctrl-C (or any failure) midway puts the old report back whole: never new assets under old pages.
-    with restored_on_failure(campaign.path, REPORT_FILES):
-        res = analyze_campaign(campaign, progress=progress, rules=rules)
-        return render(res, campaign.path / RESULTS_JSON, single_file=single_file, progress=progress)
+    if not campaign.campaign_json.exists():
+        campaign.record()  # one line naming the campaign.json that is not there
+    with _report_lock(campaign, on_wait), failed_writes(campaign.path) as failed:
+        try:
+            # Ctrl-C (or any failure) midway puts the old report back whole: never new assets under old pages.
+            with restored_on_failure(campaign.path, REPORT_FILES):
+                res = analyze_campaign(campaign, progress=progress, rules=rules)
+                paths = render(res, campaign.path / RESULTS_JSON, single_file=single_file, progress=progress)
+                if failed:
+                    raise failed[0]
+                return paths
+        except WriteError as err:
+            raise HarnessError(f"{err}; the report is left as it was before", Exit.RUN_FAILED) from None
+
+
+def _report_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | None) -> CampaignLock:
+    """The writer lock taken for a report; a campaign that cannot be written at all (read-only,
+    not ours) is one line before anything is read: the report is rendered elsewhere instead."""
+    try:
+        return CampaignLock(campaign, "report", on_wait).acquire()
+    except WriteError as err:
+        if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise HarnessError(
+                f"{campaign.path}: cannot write the report there ({err.strerror}); `harness report "
+                f"--from-results {campaign.path / 'results.json'} --out DIR` renders it elsewhere",
+                Exit.RUN_FAILED,
+            ) from None
+        raise
 
 
 def render_results(

@@ -165,8 +165,9 @@ def test_report_opens_with_the_summary(single_report):
     first = md.split("\n## ", 2)
     assert first[1].startswith("Summary\n")
     bullets = [ln for ln in first[1].splitlines() if ln.startswith("- ")]
-    assert len(bullets) == 5  # the campaign, then each of its four candidates
+    assert len(bullets) == 6  # the campaign, INCOMPLETE (the failed arm), then each of its four candidates
     assert bullets[0].startswith("- tiny / c1: reference torch_sdpa, noise floor torch_sdpa_kv_reversed")
+    assert bullets[1].startswith("- INCOMPLETE: 1 problem(s): broken: ended failed, not ok: not measured")
     far = next(b for b in bullets if b.startswith("- sage_far:"))
     # one run a side: the speed-up is printed, no speed word without an interval (the speed section says why)
     assert (

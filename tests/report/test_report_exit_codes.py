@@ -1,0 +1,84 @@
+"""`harness report` exits 3 whenever the report is not whole: an arm that did not end ok (a
+killed run's `running`, a failed one) is named and the pages open with INCOMPLETE; a write
+that fails (any errno, even one the analysis rides over: a PNG, results.json) is one line and
+the previous report stays byte for byte. A skipped arm (backend unavailable here) is by design."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from campaign_factory import ArmSpec
+from cli_testutil import harness, the_error_line
+
+from harness.report import REPORT_FILES, build_report
+
+
+def digest(folder: Path) -> dict[str, str]:
+    """Every report file (and asset) of a campaign by content."""
+    out = {}
+    for name in REPORT_FILES:
+        p = folder / name
+        for f in [p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []:
+            if f.is_file():
+                out[str(f.relative_to(folder))] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize(
+    "status, rc, named",
+    [
+        ("running", 3, "cand: left running by a harness run that is gone"),  # main: exit 0
+        ("failed", 3, "cand: ended failed, not ok"),  # main: exit 0
+        ("interrupted", 3, "cand: ended interrupted, not ok"),
+        ("skipped", 0, None),  # a backend that cannot run here: by design, the README's exit 0
+    ],
+)
+def test_an_arm_that_did_not_end_ok_makes_the_report_incomplete(campaign_factory, status, rc, named):
+    camp = campaign_factory([ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", status=status)])
+    res = harness("report", camp.path)
+    assert res.returncode == rc, res.stderr
+    assert "Traceback" not in res.stderr
+    pr, md = (camp.path / "pr.md").read_text(), (camp.path / "report.md").read_text()
+    if named is None:
+        assert res.stderr == "" and "INCOMPLETE" not in pr + md
+        return
+    line = the_error_line(res)
+    assert line.startswith(f"error: {named}") and line.endswith(": not measured"), line
+    assert "INCOMPLETE" in pr.splitlines()[2] and named in md  # the report is written, and says so first
+
+
+@pytest.mark.parametrize("name", ["*.png", "results.json"])
+@pytest.mark.parametrize("code", ["ENOSPC", "EIO", "EMFILE"])
+def test_a_write_that_fails_exits_3_and_keeps_the_previous_report(campaign_factory, code, name):
+    camp = campaign_factory([ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
+    build_report(camp)
+    before = digest(camp.path)
+    assert "results.json" in before and any(k.endswith(".png") for k in before)
+    # Measured again from scratch: every figure and results.json are written anew.
+    shutil.rmtree(camp.metrics_dir)
+    (camp.path / "runs" / "cand" / "stderr.log").write_text("changed: the analysis runs again\n")
+    res = harness("report", camp.path, env={**os.environ, "HARNESS_FAULT_WRITE": f"{code}:{name}"})
+    line = the_error_line(res)  # main: exit 0, a degraded report ("read-only campaign")
+    assert res.returncode == 3, res.stderr
+    assert os.strerror(getattr(__import__("errno"), code)) in line and str(camp.path) in line
+    assert line.endswith("the report is left as it was before")
+    assert digest(camp.path) == before
+    assert not [p for p in camp.path.rglob("*.tmp")] and not list(camp.path.glob(".backup-*"))
+
+
+def test_a_read_only_campaign_is_one_line_before_anything_is_read(campaign_factory, tmp_path):
+    """No degraded report: a campaign that cannot be written is exit 3 naming --from-results."""
+    camp = campaign_factory([ArmSpec("torch_sdpa", role="reference")])
+    if os.geteuid() == 0:
+        pytest.skip("permission bits do not stop root (test_fault_injection covers a read-only mount)")
+    camp.path.chmod(0o555)
+    try:
+        res = harness("report", camp.path)
+    finally:
+        camp.path.chmod(0o755)
+    line = the_error_line(res)
+    assert res.returncode == 3 and "cannot write the report there" in line and "--from-results" in line
