@@ -16,8 +16,6 @@ arms as lines, the noise floor shaded, moves marked; every figure inlined: one f
 from __future__ import annotations
 
 import base64
-import io
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,9 +32,9 @@ from harness.compare.significance import (
     welch_p_value,
 )
 from harness.errors import HarnessError
-from harness.input_files import MAX_JSON_BYTES, read_input_text
 from harness.records import steady_steps
 from harness.store import atomic_write_text
+from harness.text_table import csv_cell
 
 RESULTS_JSON = "results.json"
 SERIES = ["scenario", "profile", "gpu", "arm"]
@@ -109,13 +107,9 @@ def _verdict(v: dict | None) -> str:
 
 
 def _rows(path: Path) -> list[dict]:
-    text = read_input_text(path, "results.json", max_bytes=MAX_JSON_BYTES)
-    try:
-        res = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise HarnessError(f"{path}: not a readable results.json ({err})", exit_code=2) from None
-    if not isinstance(res, dict) or not isinstance(res.get("runs"), list) or "campaign_id" not in res:
-        raise HarnessError(f"{path}: not a harness results.json (no campaign_id/runs)", exit_code=2)
+    from harness.analysis.results_file import load_results_json
+
+    res = load_results_json(path)
     try:
         return _rows_of(path, res)
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # a hand-edited or truncated record
@@ -301,7 +295,7 @@ def _x_labels(df: pd.DataFrame) -> dict[int, str]:
 def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> bytes | None:
     from matplotlib.figure import Figure
 
-    from harness.report.plots import PALETTE
+    from harness.report.plots import PALETTE, png_bytes
 
     sub = df[(df["scenario"] == scenario) & df[m.column].notna()]
     if sub.empty:
@@ -339,9 +333,7 @@ def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> 
     ax.set_title(f"{scenario}: {m.label}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
-    return buf.getvalue()
+    return png_bytes(fig, dpi=90)
 
 
 def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, bytes]], last: int) -> str:
@@ -409,7 +401,7 @@ def write_history(
         step_samples=df["step_samples"].map(lambda xs: " ".join(f"{x:.6g}" for x in xs))
     )
     csv_path, html_path = out / "history.csv", out / "history.html"
-    atomic_write_text(csv_path, csv.to_csv(index=False))
+    atomic_write_text(csv_path, csv.map(csv_cell).to_csv(index=False))  # record text: no formula cells
     figures = []
     for scenario in df["scenario"].drop_duplicates():
         for m in METRICS:

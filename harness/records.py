@@ -1,8 +1,7 @@
 """Records written to disk by every stage: one pydantic model per file kind, and their schema ids.
 
-Readers ignore unknown fields so that newer harness versions can add fields without
-breaking older campaigns; writers always go through ``store.write_record`` (atomic).
-Infinite values (PSNR of identical frames) serialise as the string "Infinity".
+Readers ignore unknown fields (newer harness versions add fields); writers go through
+``store.write_record`` (atomic). Infinities (PSNR of identical frames) serialise as "Infinity".
 
 A record file carries a schema id (``"schema": "harness.run/1"``: the kind of record and its
 version). ``check_schema`` is asked on every read (``store.read_record``): an older version is
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.code_identity import PluginRef
 from harness.errors import HarnessError
+from harness.record_checks import PositiveSeconds, StageSeconds, StepIndex, StepList
 
 # A record's data at version N -> its data at version N + 1.
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
@@ -284,21 +284,21 @@ def stale_reason(rec: RunRecord) -> str | None:
 
 
 class StepTiming(Record):
-    index: int  # 1-based DiT step
-    seconds: float  # max over ranks when there are ranks (the step ends when the slowest ends)
-    per_rank: dict[str, float] = Field(default_factory=dict)
+    index: StepIndex  # 1-based DiT step
+    seconds: PositiveSeconds  # max over ranks when there are ranks (the step ends when the slowest ends)
+    per_rank: dict[str, PositiveSeconds] = Field(default_factory=dict)
 
 
 class TimingRecord(Record):
-    """timing.json: one schema for the builtin and the LightX2V runner."""
+    """timing.json, builtin and LightX2V alike; times held to ingest's rules (``record_checks``)."""
 
     schema_version: str = Field("harness.timing/1", alias="schema")
     source: str  # "builtin" | "lightx2v-log"
-    steps: list[StepTiming] = Field(default_factory=list)
+    steps: StepList[StepTiming] = Field(default_factory=list)
     # Stage totals in seconds: text_encoder, dit, vae_decode, save, load, ...
-    stages: dict[str, float] = Field(default_factory=dict)
-    pipeline_total_s: float | None = None  # request total, model load excluded
-    wall_total_s: float | None = None  # process total, model load included
+    stages: dict[str, StageSeconds] = Field(default_factory=dict)
+    pipeline_total_s: PositiveSeconds | None = None  # request total, model load excluded
+    wall_total_s: PositiveSeconds | None = None  # process total, model load included
     seq_len: int | None = None  # attention sequence length (packed tokens)
     packed_layout: dict[str, int] | None = None  # text/audio/video/total token counts
     ranks: list[str] = Field(default_factory=list)

@@ -129,7 +129,8 @@ def campaign_runs(
             missing = missing_data(campaign, None, runs[-1])
             if missing:
                 runs[-1].status, runs[-1].reason = "missing", missing
-                damaged.append(f"{run.key}: {missing}")
+            if runs[-1].status in ("damaged", "missing"):
+                damaged.append(f"{run.key}: {runs[-1].reason}")
     return runs, damaged
 
 
@@ -280,6 +281,15 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
                     res.errors.append(str(err))
 
 
+def measures_in_situ(res: ReportResults, campaign: CampaignDir) -> bool:
+    """Whether a run of the campaign shadowed its calls or followed a schedule: the in-situ readers
+    import torch (about 0.5 GB), which a campaign without such runs never needs."""
+    from harness.analysis.insitu_cost import run_spec
+
+    specs = (run_spec(campaign, r.key) for r in res.primary_runs if r.ok)
+    return any(s is not None and (s.shadows or s.insitu or s.schedule is not None) for s in specs)
+
+
 def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
     """arm -> the Holm family of its speed tests: candidates apart from the floors, the schedules
     (hybrids) and the shadowed copies of the reference (shadowed runs on the reference's backend)."""
@@ -413,9 +423,10 @@ def analyze_campaign(
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
     judge_all(res, families=holm_families(res, campaign))
-    from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
+    if measures_in_situ(res, campaign):
+        from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
 
-    add_insitu(res, campaign, say)
+        add_insitu(res, campaign, say)
     readings = insitu_by_arm(res)
     if readings:  # a chaotic seed's verdict rests on the run's in-situ reading
         judge_candidates(res, readings)

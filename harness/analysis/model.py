@@ -19,11 +19,10 @@ folder can be rendered anywhere, without the campaign's media.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from harness.analysis.insitu_model import InSituPart, InSituReading, InSituResults, ScheduleRow
 from harness.analysis.verdict import Verdict
@@ -32,7 +31,6 @@ from harness.compare.latents import LatentPoint
 from harness.compare.pairwise import Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
-from harness.errors import HarnessError
 from harness.records import Migration, Record, check_schema
 from harness.scenario.verdict import VerdictRules, legacy_free
 from harness.store import utcnow
@@ -375,17 +373,15 @@ __all__ = [
 
 def read_results(path: Path) -> ReportResults:
     """A results.json written by the analysis (this schema or the one before it)."""
+    from harness.analysis.results_file import ResultsFileError, load_results_json
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as err:
-        raise HarnessError(f"{path}: cannot read results.json ({err.strerror or err})") from None
-    except ValueError as err:
-        raise HarnessError(f"{path}: not a harness results.json (not JSON: {err})") from None
+    data = load_results_json(path)  # bounded: size, nesting, finite numbers, run times
     data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
     try:
         res = ReportResults.model_validate(data)
-    except ValueError as err:
-        first = str(err).splitlines()[0]
-        raise HarnessError(f"{path}: not a harness results.json ({first})") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ResultsFileError(f"{path}: not a harness results.json ({where}: {first['msg']})") from None
     return res

@@ -14,6 +14,7 @@ codec floor, frame thumbnails, audio views).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from harness.compare.latents import LatentComparison, LatentPoint, compare_laten
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
+from harness.safe_write import check_campaign_path, resolve_under
 from harness.store import pair_metrics_stem, read_record, utcnow, write_record
 
 M = TypeVar("M", bound=BaseModel)
@@ -69,7 +71,9 @@ class MetricsCache:
         self.skipped: list[str] = []
 
     def path(self, name: str, suffix: str = ".json") -> Path | None:
-        return None if self.folder is None else self.folder / f"{name}{suffix}"
+        if self.folder is None:
+            return None
+        return resolve_under(self.folder, f"{name}{suffix}", f"metrics cache entry {name!r}")
 
     def get(self, name: str, kind: str, version: int, key: dict[str, Any], model: type[M]) -> M | None:
         path = self.path(name)
@@ -157,6 +161,7 @@ def measure_pair_cached(
     if csv_path is not None and csv_path.exists():
         entry = cache.get(stem, "pair", PAIR_METRICS_VERSION, key, PairResult)
         if entry is not None:
+            check_audio_length(entry, file_a, file_b, truncate)
             return entry, True, json_path, csv_path
     if csv_path is not None:
         try:
@@ -167,6 +172,8 @@ def measure_pair_cached(
             csv_path = None  # a read-only campaign: measured, not kept
     from harness.collect.suite import measure_pair
 
+    if csv_path is not None:
+        check_campaign_path(csv_path)  # metrics/ linked out of the campaign: refused before measuring
     result = measure_pair(
         Path(file_a), Path(file_b), csv_path=csv_path, truncate=truncate, resample_audio=resample_audio
     )
@@ -174,7 +181,24 @@ def measure_pair_cached(
         json_path = None
     for key_x, sha, stats in ((a.key, sha_a, result.stats_a), (b.key, sha_b, result.stats_b)):
         cache.put(f"{key_x}.stats", "stats", STATS_VERSION, {"sha256": sha}, stats)
+    check_audio_length(result, file_a, file_b, truncate)
     return result, False, json_path, csv_path
+
+
+def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: bool) -> None:
+    """Audio tracks of other lengths are refused as videos of other frame counts are
+    (``collect.suite``), unless ``truncate``: else a track missing most of its audio would be
+    judged on the overlap. Lengths within one video frame agree (AAC pads to its frames)."""
+    au = result.audio
+    if au is None or truncate:
+        return
+    one_frame = math.ceil(au.sample_rate / result.video.fps) if result.video.fps > 0 else au.sample_rate
+    if abs(au.samples_a - au.samples_b) > one_frame:
+        raise HarnessError(
+            f"audio length differs: {file_a} has {au.samples_a / au.sample_rate:.3f} s "
+            f"({au.samples_a} samples), {file_b} has {au.samples_b / au.sample_rate:.3f} s "
+            f"({au.samples_b}) (truncate to compare the shorter)"
+        )
 
 
 def latents_cached(

@@ -1,7 +1,9 @@
 """One run's own account of itself (no decoding): status, timing, attention calls, output hash.
 
 A run that did not end ``ok`` keeps its reason and the tail of its log; unreadable side files
-become notes, never errors.
+become notes, never errors, except the two a verdict rests on: a run that ended ok whose
+timing.json does not hold (``record_checks``) or whose output.mp4 is not the file run.json
+hashed is ``damaged``, with one line naming the file (never judged).
 """
 
 from __future__ import annotations
@@ -141,7 +143,8 @@ def _side_file(read: Callable[[], T | None], name: str, notes: list[str]) -> T |
 def summarize_run(
     run: RunDir, arm_status: ArmStatus | None = None, *, hashes: FileHashes | None = None
 ) -> RunSummary:
-    """A run's own account of itself. Unreadable side files become notes, not errors.
+    """A run's own account of itself. Unreadable side files become notes (timing.json and a changed
+    output.mp4 of an ok run: damaged, see above).
 
     ``hashes``: where output hashes are remembered (a campaign's memo; default: the process's).
     """
@@ -199,7 +202,10 @@ def summarize_run(
         s.log_tail = _log_tail(run, "")
         return s
 
-    timing = _side_file(run.timing, "timing.json", notes)
+    # A run that ended ok is judged on its records only while they hold: a timing.json that is not
+    # a measurement, or an output that is not the one run.json hashed, leaves it damaged (named).
+    damage: list[str] = []
+    timing = _side_file(run.timing, "timing.json", damage if s.ok else notes)
     if timing is not None:
         s.step_seconds = timing.step_seconds()
         s.dit_steps = timing.dit_steps
@@ -236,11 +242,16 @@ def summarize_run(
         s.output_sha256 = hashes.sha256(run.output)
         recorded = rec.outputs.get(OUTPUT_MP4)
         if recorded and recorded != s.output_sha256:
-            notes.append("output.mp4 changed since run.json recorded its sha256")
+            damage.append(
+                f"{run.output}: sha256 {s.output_sha256[:16]}... is not the {recorded[:16]}... that "
+                f"{run.run_json.name} records: the output was changed or replaced after the run, not judged"
+            )
     elif s.ok:
         notes.append("no output.mp4")
     lossless = run.file(OUTPUT_LOSSLESS)
     if s.ok and lossless.is_file() and lossless.stat().st_size > 0:
         s.lossless, s.lossless_sha256 = str(lossless), hashes.sha256(lossless)
     s.notes = notes
+    if s.ok and damage:
+        s.status, s.reason = "damaged", "; ".join(damage)
     return s

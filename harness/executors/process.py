@@ -156,12 +156,14 @@ def execute_run(
     runner = get_runner(spec.runner)
     rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor=executor, job_id=job_id)
     rec.host = socket.gethostname()
+    # Pre-flight first: one that raises (a framework that cannot be imported) stops the campaign
+    # before this run's previous outputs are removed.
+    reason = runner.preflight(spec)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     for stale in (*HASHED_OUTPUTS, STDOUT_LOG, STDERR_LOG):
         if stale != "config.json":
             run_dir.file(stale).unlink(missing_ok=True)
 
-    reason = runner.preflight(spec)
     if reason:
         rec.status, rec.reason = RunStatus.skipped, reason
         rec.started_at = rec.ended_at = utcnow()

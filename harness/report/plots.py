@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
 from harness.report.review import WORD_COLOURS as REVIEW_COLOURS
@@ -23,10 +24,34 @@ DPI = 90
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def mathtext_escaped(text: str) -> str:
+    """``text`` drawn as written: matplotlib reads a pair of ``$`` as mathtext (a GPU or arm name
+    from a results.json, ``$x$``, would be typeset; ``$\\foo$`` fails the whole figure)."""
+    return text.replace("$", r"\$")
+
+
+def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
+    """The figure as PNG bytes with no date in it, every text in it drawn as written: the one
+    way a figure of the harness is rendered (labels, titles, legends and annotations come from
+    records, and so may tick labels given as text; numeric tick labels are the axes' own)."""
+    for t in fig.findobj(Text):
+        t.set_text(mathtext_escaped(t.get_text()))
+    for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):
+        # Tick labels given as text (set_xticks(ticks, labels)) are a FixedFormatter or, from
+        # matplotlib 3.10, a FuncFormatter over them: escaped as they are drawn.
+        for fmt, put in ((axis.get_major_formatter(), axis.set_major_formatter),
+                         (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
+            if isinstance(fmt, FixedFormatter | FuncFormatter) and not getattr(fmt, "escaped", False):
+                plain = FuncFormatter(lambda x, pos, f=fmt: mathtext_escaped(str(f(x, pos))))
+                plain.escaped = True  # type: ignore[attr-defined]
+                put(plain)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    atomic_write_bytes(Path(path), buf.getvalue())
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    atomic_write_bytes(Path(path), png_bytes(fig))
     return Path(path)
 
 

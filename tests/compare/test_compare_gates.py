@@ -14,6 +14,7 @@ from harness.compare.gates import Gate, check_gate, gate_schema, load_gate
 from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import compare_runs
 from harness.errors import HarnessError
+from harness.store import sha256_file
 
 
 def test_load_gate_yaml_json_and_errors(tmp_path: Path):
@@ -201,6 +202,9 @@ def test_compare_exits_3_when_b_cannot_be_measured(tmp_path: Path, ref_run, arm,
 def test_compare_exits_2_for_corrupt_media(tmp_path: Path, ref_run):
     b = write_run(tmp_path / "b" / "corrupt", ArmSpec("corrupt", noise=1.0), salt=2)
     b.output.write_bytes(b.output.read_bytes()[:2000])
+    rec = b.record()  # the run wrote a corrupt file (recorded so): bad media, not a changed record
+    rec.outputs["output.mp4"] = sha256_file(b.output)
+    b.write(rec)
     res = _compare(ref_run.path, b.path)
     assert res.returncode == 2
     assert str(b.output) in res.stderr and "Traceback" not in res.stderr

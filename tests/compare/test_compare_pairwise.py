@@ -14,6 +14,7 @@ from harness.compare.pairwise import Comparison, compare_runs
 from harness.errors import HarnessError
 from harness.media import iter_frames, read_audio
 from harness.report.comparison import format_comparison
+from harness.store import sha256_file
 
 
 def _psnr_np(a: np.ndarray, b: np.ndarray) -> float:
@@ -120,6 +121,9 @@ def test_incomparable_or_corrupt_outputs_become_notes(tmp_path: Path, ref_run):
     corrupt = write_run(tmp_path / "a" / "corrupt", ArmSpec("corrupt"))
     data = corrupt.output.read_bytes()
     corrupt.output.write_bytes(data[: len(data) // 3])
+    rec = corrupt.record()  # a run whose process wrote a corrupt file (recorded so; not changed after)
+    rec.outputs["output.mp4"] = sha256_file(corrupt.output)
+    corrupt.write(rec)
     bad = compare_runs(ref_run, corrupt)
     assert bad.video is None and any("corrupt" in n or "truncated" in n for n in bad.notes), bad.notes
     with pytest.raises(HarnessError, match="expected table, md or json"):

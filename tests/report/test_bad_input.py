@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.store import sha256_file
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,7 +20,10 @@ def test_corrupt_output_fails_compare_and_report_but_keeps_the_rest(campaign_fac
     ref = next(r.key for r in camp.runs() if r.record().spec.role.value == "reference")
     victim = next(r for r in runs if r != ref)
     bad = camp.runs_dir / victim / "output.mp4"
-    bad.write_bytes(bad.read_bytes()[:3000])  # truncated mid-file
+    bad.write_bytes(bad.read_bytes()[:3000])  # truncated mid-file, by the run itself (recorded so)
+    rec = camp.run(victim).record()
+    rec.outputs["output.mp4"] = sha256_file(bad)
+    camp.run(victim).write(rec)
     others = {p: p.read_bytes() for p in camp.runs_dir.rglob("*") if p.is_file() and p != bad}
 
     res = harness("compare", f"{camp.path}:{ref}", f"{camp.path}:{victim}")

@@ -82,5 +82,5 @@ def test_not_a_results_json_is_one_line(tmp_path):
     bad.write_text("{}")
     with pytest.raises(HarnessError, match="not a harness results.json"):
         render_results(bad)
-    with pytest.raises(HarnessError, match="cannot read results.json"):
+    with pytest.raises(HarnessError, match="results.json not found"):
         render_results(tmp_path / "absent.json")

@@ -20,6 +20,8 @@ import json
 import sys
 from typing import Any
 
+from harness.runners.framework import FRAMEWORK_FACT
+
 MODULE = "harness.runners.diffusers.probe"
 SMOKE_TOKENS, SMOKE_HEADS = 256, 2
 SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
@@ -135,6 +137,9 @@ def probe(
 
         from harness.attention import list_backends
     except (ImportError, HarnessError) as err:
+        if isinstance(err, ImportError):  # torch or diffusers itself: no backend can run (exit 3)
+            facts[FRAMEWORK_FACT] = True
+            err = f"{type(err).__name__}: {err}"
         return [_result(n, False, " ".join(str(err).split())[:300], "", {}, facts) for n, _ in backends]
     names = sorted(m.value for m in ad.AttentionBackendName)
     ours = list_backends()
@@ -206,6 +211,12 @@ def probe_in_subprocess(
     except (IndexError, ValueError):
         last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
         return failed(f"diffusers pre-flight probe exited {done.returncode}: {last.strip()[:300]}")
+    broken = next((r for r in results if (r.get("facts") or {}).get(FRAMEWORK_FACT)), None)
+    if broken is not None:
+        from harness.runners.framework import FrameworkUnavailable, framework_line
+
+        where = (broken.get("facts") or {}).get("python") or python or sys.executable
+        raise FrameworkUnavailable(framework_line("diffusers", where, str(broken.get("reason"))))
     return (
         results
         if len(results) == len(backends)

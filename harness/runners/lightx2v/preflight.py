@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.records import RunSpec
+from harness.runners.framework import FRAMEWORK_FACT, FrameworkUnavailable, framework_line
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, read_marker
@@ -216,7 +217,8 @@ def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[Probe
 
 
 def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:
-    """Why the arm cannot run here (or None), and the probe's result when it got that far."""
+    """Why the arm cannot run here (or None), and the probe's result when it got that far; a
+    LightX2V that cannot be imported at all raises FrameworkUnavailable (exit 3, no arm runs)."""
     if not (Path(params.root) / "lightx2v" / "infer.py").is_file():
         return (
             f"lightx2v.root {params.root}: lightx2v/infer.py not found "
@@ -236,6 +238,9 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
     if problem:
         return problem, None
     result = run_probe(params, spec, env)
+    if not result.ok and result.facts.get(FRAMEWORK_FACT):
+        python = result.facts.get("python") or params.python
+        raise FrameworkUnavailable(framework_line("LightX2V", python, str(result.reason)))
     if not result.ok:
         return str(result.reason or "pre-flight probe failed"), result
     return None, result

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners.framework import FRAMEWORK_FACT
 from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
@@ -60,15 +61,12 @@ SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a bro
 
 
 def _git_sha(path: Path) -> str | None:
-    for parent in (path, *path.parents):
-        head = parent / ".git" / "HEAD"
-        if head.is_file():
-            ref = head.read_text().strip()
-            if ref.startswith("ref: "):
-                target = parent / ".git" / ref[5:]
-                return target.read_text().strip() if target.is_file() else ref[5:]
-            return ref
-    return None
+    """The commit of the checkout whose top folder is ``path`` itself, never of one above it (a copy
+    of LightX2V inside another checkout is not that checkout's commit)."""
+    from harness.envinfo import git_info
+
+    info = git_info(path)
+    return info["sha"] if info else None
 
 
 def _op_reason(ref: str) -> str | None:
@@ -209,7 +207,7 @@ def _torch_facts(facts: dict[str, Any]) -> int:
             facts["aiter_file"] = getattr(aiter, "__file__", None)
             facts["aiter_version"] = getattr(aiter, "__version__", None)
             if facts["aiter_file"]:
-                facts["aiter_git"] = _git_sha(Path(facts["aiter_file"]).resolve().parent)
+                facts["aiter_git"] = _git_sha(Path(facts["aiter_file"]).resolve().parent.parent)
         except Exception as err:
             facts["aiter_error"] = f"{type(err).__name__}: {err}"
     return count
@@ -255,10 +253,11 @@ def probe_many(
     def unanswered() -> list[int]:
         return [i for i, a in enumerate(answers) if a is None]
 
+    framework = {FRAMEWORK_FACT: True}  # no arm can run: the pre-flight fails the run, not a skip
     try:
         gpus = _torch_facts(facts)
     except Exception as err:
-        return [no(f"torch is not importable ({err})") for _ in questions]
+        return [no(f"torch is not importable ({err})", framework) for _ in questions]
     platform = facts["platform"]
     # Cheap checks first: an import of LightX2V takes seconds.
     for i, q in enumerate(questions):
@@ -283,9 +282,10 @@ def probe_many(
         import lightx2v
         from lightx2v_platform.base.global_var import AI_DEVICE
     except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
-        reason = str(err) if isinstance(err, PluginFailed) else import_failed(err)
+        plugin = isinstance(err, PluginFailed)  # a plugin's own failure: its arms, not the framework
+        reason = str(err) if plugin else import_failed(err)
         for i in unanswered():
-            answers[i] = no(reason)
+            answers[i] = no(reason, None if plugin else framework)
         return answers  # type: ignore[return-value]
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)

@@ -1,0 +1,112 @@
+"""The one reader of a results.json from the world (``report --from-results``, ``harness history``,
+the job summary): a results.json travels (a CI artifact, a colleague's campaign), so it is held
+to bounds before anything is computed or drawn from it.
+
+Refused, each in one line naming the file (exit 3: the data does not hold), before anything is
+written: a file over ``MAX_RESULTS_BYTES``, nesting deeper than ``MAX_DEPTH``, a number that is
+not finite (JSON has no NaN or Infinity: the harness writes them as strings; a literal one, or
+1e400, was not written by it), a run's timing that is not a measurement (the rules timing.json
+is held to: ``record_checks``), and a file that is not a results.json at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.model import RESULTS_SCHEMA
+from harness.errors import Exit, HarnessError
+from harness.input_files import check_input, read_input_text
+from harness.record_checks import positive_seconds, stage_seconds, step_count
+
+MiB = 1 << 20
+# The largest results.json of the committed examples is 0.35 MiB (3 arms, in-situ readings);
+# 32 MiB is about a hundred such campaigns in one file.
+MAX_RESULTS_BYTES = 32 * MiB
+MAX_DEPTH = 64  # results.json nests about 8 deep
+RUN_TIMES = ("s_per_step", "pipeline_total_s", "wall_total_s")
+
+
+class ResultsFileError(HarnessError):
+    """A results.json that does not hold (exit 3); the message names the file and what is wrong."""
+
+    exit_code = Exit.RUN_FAILED
+
+
+def load_results_json(path: Path) -> dict[str, Any]:
+    """The parsed results.json at ``path`` once it is within every bound above; else one line."""
+    path = Path(path)
+    p = check_input(path, "results.json")  # missing, a folder, unreadable: exit 2 as any input
+    size = p.stat().st_size
+    if size > MAX_RESULTS_BYTES:
+        raise ResultsFileError(
+            f"{path}: results.json of {size / MiB:.1f} MiB, over the {MAX_RESULTS_BYTES // MiB} MiB "
+            "a results.json may have (not read)"
+        )
+    # empty, not UTF-8 (line and byte named), grown while read: one line, as any input file
+    text = read_input_text(p, "results.json", max_bytes=MAX_RESULTS_BYTES)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ResultsFileError(
+            f"{path}: not a harness results.json (nested deeper than {MAX_DEPTH})"
+        ) from None
+    except ValueError as err:
+        raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
+    problem = bounds_problem(data)
+    # Another schema's structure is the schema check's to migrate or name; bounds and run times hold.
+    current = not isinstance(data, dict) or data.get("schema", RESULTS_SCHEMA) == RESULTS_SCHEMA
+    if problem is None and not (isinstance(data, dict) and isinstance(data.get("runs"), list)):
+        if current:
+            problem = "no campaign_id/runs" if isinstance(data, dict) else "not a JSON object"
+    elif problem is None:
+        problem = timing_problem(data["runs"])
+    if problem is None and current and "campaign_id" not in data:
+        problem = "no campaign_id/runs"
+    if problem:
+        raise ResultsFileError(f"{path}: not a harness results.json ({problem})")
+    return data
+
+
+def bounds_problem(data: Any) -> str | None:
+    """Why ``data`` (parsed JSON) is out of bounds: too deep, or a number that is not finite."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 1)]
+    while todo:
+        obj, where, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} at {where or 'the top'}"
+        if isinstance(obj, dict):
+            todo.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in obj.items())
+        elif isinstance(obj, list):
+            todo.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj))
+        elif isinstance(obj, float) and not math.isfinite(obj):
+            return f"{where}: {obj} is not a finite number"
+    return None
+
+
+def timing_problem(runs: list[Any]) -> str | None:
+    """Why a run's times cannot be a measurement (as timing.json is checked); None: they can."""
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            return f"runs[{i}]: not an object"
+        steps, stages = run.get("step_seconds") or [], run.get("stages") or {}
+        if not isinstance(steps, list) or not isinstance(stages, dict):
+            return f"runs[{i}]: step_seconds or stages of the wrong type"
+        values = [(f"step_seconds[{j}]", v, positive_seconds) for j, v in enumerate(steps)]
+        values += [(name, run.get(name), positive_seconds) for name in RUN_TIMES]
+        values += [(f"stages.{k}", v, stage_seconds) for k, v in stages.items()]
+        values.append(("step_seconds", steps, step_count))
+        for name, value, check in values:
+            if value is None:
+                continue
+            try:
+                if check is not step_count and (
+                    isinstance(value, bool) or not isinstance(value, int | float)
+                ):
+                    raise ValueError(f"{value!r} is not a number")
+                check(value)
+            except ValueError as err:
+                return f"runs[{i}] ({run.get('key', '?')}): {name}: {err}"
+    return None
