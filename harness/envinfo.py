@@ -32,20 +32,45 @@ PACKAGES = (
 )
 
 
-def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 5.0) -> str | None:
+def _run(
+    cmd: list[str], cwd: Path | None = None, timeout: float = 5.0, env: dict[str, str] | None = None
+) -> str | None:
     try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+        out = subprocess.run(
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def git_info(path: Path) -> dict[str, Any] | None:
-    """SHA and dirty flag of the git checkout holding ``path`` (None when it is not in one)."""
-    sha = _run(["git", "rev-parse", "HEAD"], cwd=path)
+def _git(args: list[str], cwd: Path) -> str | None:
+    # GIT_DIR, GIT_WORK_TREE, ... of the caller (a hook, a CI step) would point git at another repository
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return _run(["git", *args], cwd=cwd, env=env)
+
+
+def git_info(root: Path, *, package: str | None = None) -> dict[str, Any] | None:
+    """SHA and dirty flag of the git checkout whose top folder is ``root`` itself; None ("unknown")
+    when ``root`` is not the top of a checkout (a copy without .git inside another repository
+    would otherwise record that repository's commit). ``package``: the checkout must also track
+    ``root/package/__init__.py`` (it is the checkout of that package, not of a folder it was copied into).
+    """
+    try:
+        root = Path(root).resolve()
+    except (OSError, RuntimeError):
+        return None
+    if not root.is_dir():
+        return None
+    top = _git(["rev-parse", "--show-toplevel"], root)
+    if top is None or Path(top).resolve() != root:
+        return None
+    if package is not None and not _git(["ls-files", "--", f"{package}/__init__.py"], root):
+        return None
+    sha = _git(["rev-parse", "HEAD"], root)
     if sha is None:
         return None
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=path)
+    status = _git(["status", "--porcelain", "--untracked-files=no"], root)
     return {"sha": sha, "dirty": bool(status)}
 
 
@@ -162,8 +187,34 @@ def rocm_version() -> str | None:
     return None
 
 
-def harness_git() -> dict[str, Any] | None:
-    return git_info(Path(__file__).resolve().parent)
+def harness_git(package_dir: Path = Path(__file__).resolve().parent) -> dict[str, Any] | None:
+    """The harness's own commit: only when the folder holding the ``harness`` package is the top of
+    a checkout whose pyproject.toml names the project "harness" (an installed copy, or one inside
+    another project's checkout, is unknown)."""
+    root = Path(package_dir).resolve().parent
+    if _project_name(root / "pyproject.toml") != "harness":
+        return None
+    return git_info(root, package=Path(package_dir).resolve().name)
+
+
+def _project_name(pyproject: Path) -> str | None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the [project] table's name line
+        import re
+
+        try:
+            text = pyproject.read_text(errors="replace")
+        except OSError:
+            return None
+        found = re.search(r'^\[project\][^\[]*?^name\s*=\s*["\']([^"\']*)["\']', text, re.M | re.S)
+        return found.group(1) if found else None
+    try:
+        with open(pyproject, "rb") as fh:
+            name = tomllib.load(fh).get("project", {}).get("name")
+    except (OSError, ValueError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def fingerprint(

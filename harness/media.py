@@ -2,8 +2,9 @@
 
 Writing mirrors the MiniMax-H3 LightX2V writer: libx264 yuv420p video, AAC stereo audio at
 the model's rate, muxed in one mp4. ``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB and
-float PCM in Matroska) so pixel and audio metrics can be taken before compression. Reading streams frames one at a time; nothing here holds
-a whole video in memory. Every failure is a ``HarnessError`` with one line naming the file.
+float PCM in Matroska) so pixel and audio metrics can be taken before compression. Reading
+streams frames one at a time; nothing here holds a whole video in memory, and frames or durations
+over ``media_limits`` are refused. Every failure is a ``HarnessError`` with one line naming the file.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.input_files import check_input
+from harness.media_audio import AudioFeed
+from harness.media_audio import check_audio as _check_audio
+from harness.media_limits import check_duration, check_frame_size, check_samples, max_duration_s
 from harness.pixel_formats import to_rgb
 
 AUDIO_CHUNK = 1024  # samples per AAC frame
@@ -101,6 +105,8 @@ def probe(path: str | os.PathLike) -> MediaInfo:
         frames = _count_packets(p)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
+    check_frame_size(p, info["width"], info["height"])
+    check_duration(p, max(info["duration_s"], frames / fps if fps else 0.0))
     return MediaInfo(frames=frames, **info)
 
 
@@ -136,9 +142,16 @@ def iter_video_frames(
             vs.thread_type = "AUTO"  # frame + slice threads; decoding releases the GIL
             vs.codec_context.thread_count = count  # 0: FFmpeg's choice
         declared = int(vs.frames or 0)
+        if vs.codec_context.width and vs.codec_context.height:
+            check_frame_size(p, vs.codec_context.width, vs.codec_context.height)
+        rate = vs.average_rate or vs.guessed_rate or vs.base_rate
+        most = int(max_duration_s() * float(rate)) if rate else None  # a header can lie: count
         n = 0
         try:
             for frame in container.decode(vs):
+                check_frame_size(p, frame.width, frame.height)  # the stream may change size midway
+                if most is not None and n + 1 > most:
+                    check_duration(p, (n + 1) / float(rate), "video")
                 yield frame
                 n += 1
         except av.error.FFmpegError as exc:
@@ -181,14 +194,52 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         ast = c.streams.audio[0]
         rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
+        samples = 0
         try:
             for frame in c.decode(ast):
                 chunks.append(_frames_to_planar(frame))
+                samples += chunks[-1].shape[1]
+                check_samples(p, samples, rate)
         except av.error.FFmpegError as exc:
             raise HarnessError(f"{p}: audio decode error (corrupt or truncated?): {_one_line(exc)}") from None
     if not chunks:
         raise HarnessError(f"{p}: audio track decoded to 0 samples")
     return np.concatenate(chunks, axis=1), rate
+
+
+def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """The mono mix (the channels' mean, float32 as ``read_audio(path)[0].mean(axis=0)`` gives it)
+    and the rate, decoded block by block into one buffer sized from the header: memory is the
+    mix's, never the multichannel track or the mix twice."""
+    p = check_file(path)
+    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+        import soundfile as sf
+
+        try:
+            info = sf.info(str(p))
+        except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
+            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
+        rate, expected = int(info.samplerate), int(info.frames)
+    else:
+        with open_media(p) as c:
+            if not c.streams.audio:
+                raise HarnessError(f"{p}: no audio track")
+            ast = c.streams.audio[0]
+            rate = int(ast.codec_context.sample_rate)
+            seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
+            expected = int(seconds * rate)
+    # pages of np.empty are only touched as they fill; a header claiming more is capped by the limit
+    out = np.empty(max(0, min(expected, int(max_duration_s() * max(rate, 1))) + AUDIO_CHUNK), np.float32)
+    n = 0
+    for x in iter_audio(p):
+        mono = x.mean(axis=0)
+        if n + mono.size > out.size:  # the header said less: grow
+            grown = np.empty(max(2 * out.size, n + mono.size), np.float32)
+            grown[:n] = out[:n]
+            out = grown
+        out[n : n + mono.size] = mono
+        n += mono.size
+    return out[:n], rate
 
 
 def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.ndarray]:
@@ -200,8 +251,13 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         import soundfile as sf
 
         try:
+            rate, samples = int(sf.info(str(p)).samplerate), 0
             for data in sf.blocks(str(p), blocksize=block, dtype="float32", always_2d=True):
+                samples += data.shape[0]
+                check_samples(p, samples, rate)
                 yield np.ascontiguousarray(data.T)
+        except HarnessError:
+            raise
         except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
             raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
         return
@@ -209,6 +265,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         if not c.streams.audio:
             raise HarnessError(f"{p}: no audio track")
         ast = c.streams.audio[0]
+        rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
         pending = 0
         total = 0
@@ -217,6 +274,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
                 x = _frames_to_planar(frame)
                 chunks.append(x)
                 pending += x.shape[1]
+                check_samples(p, total + pending, rate)
                 if pending >= block:
                     total += pending
                     yield np.concatenate(chunks, axis=1)
@@ -244,42 +302,33 @@ def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int
     return np.ascontiguousarray(a)
 
 
-def _check_audio(audio: np.ndarray, path: Path) -> np.ndarray:
-    a = np.asarray(audio, dtype=np.float32)
-    if a.ndim == 1:
-        a = a[None, :]
-    if a.ndim != 2 or a.shape[0] not in (1, 2):
-        raise HarnessError(
-            f"{path}: audio must be float32 [channels, samples] with 1 or 2 channels, got {a.shape}"
-        )
-    if not np.all(np.isfinite(a)):
-        raise HarnessError(f"{path}: audio contains NaN or Inf")
-    return np.ascontiguousarray(np.clip(a, -1.0, 1.0))
-
-
 def write_av(
     path: str | os.PathLike,
     frames: Iterable[np.ndarray] | np.ndarray,
-    audio: np.ndarray | None = None,
+    audio: np.ndarray | Iterable[np.ndarray] | None = None,
     *,
     fps: int | float = 24,
     sample_rate: int = 32000,
     crf: int = 18,
     preset: str = "ultrafast",
 ) -> None:
-    """Encode frames (uint8 HxWx3 RGB, streamed) and optional audio (float32 [C, S] in [-1, 1]).
+    """Encode frames (uint8 HxWx3 RGB, streamed) and optional audio (float32 [C, S] in [-1, 1]:
+    one array, or blocks of one in order, e.g. ``iter_audio(src)``, streamed too).
 
     H.264 yuv420p + AAC (stereo when two channels) in an mp4, written to a temporary file in
     the same folder and renamed into place, so a crash never leaves a half-written output.
     """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    aud = _check_audio(audio, out) if audio is not None else None
+    aud = None
+    if isinstance(audio, np.ndarray):
+        aud = _check_audio(audio, out)  # refused before anything is written
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp.mp4", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        _encode(tmp, out, frames, aud, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
+        feed = AudioFeed([aud] if aud is not None else audio, out) if audio is not None else None
+        _encode(tmp, out, frames, feed, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, out)
     except BaseException:
@@ -297,7 +346,7 @@ def _encode(
     tmp: Path,
     out: Path,
     frames: Iterable[np.ndarray] | np.ndarray,
-    aud: np.ndarray | None,
+    aud: AudioFeed | None,
     *,
     fps: int | float,
     sample_rate: int,
@@ -312,8 +361,8 @@ def _encode(
         # from one call to the next; without it any preset is reproducible (ultrafast has none).
         vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
         astream = None
-        if aud is not None:
-            layout = "stereo" if aud.shape[0] == 2 else "mono"
+        if aud is not None and aud.channels:
+            layout = "stereo" if aud.channels == 2 else "mono"
             astream = c.add_stream("aac", rate=sample_rate, layout=layout)
         size: tuple[int, int] | None = None
         apos = 0  # audio samples written so far; interleave audio up to each frame's time
@@ -333,21 +382,23 @@ def _encode(
             raise HarnessError(f"{out}: no frames to write")
         c.mux(vs.encode(None))
         if astream is not None:
-            _mux_audio(c, astream, aud, apos, aud.shape[1])
+            _mux_audio(c, astream, aud, apos, None)
             c.mux(astream.encode(None))
 
 
-def _mux_audio(c, astream, aud: np.ndarray, start: int, stop: int) -> int:
-    stop = min(stop, aud.shape[1])
-    layout = "stereo" if aud.shape[0] == 2 else "mono"
+def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
+    """Audio from ``start`` up to sample ``stop`` (None: to the end); where it got to."""
+    layout = "stereo" if aud.channels == 2 else "mono"
     pos = start
-    while pos < stop:
-        end = min(pos + AUDIO_CHUNK, stop)
-        af = av.AudioFrame.from_ndarray(np.ascontiguousarray(aud[:, pos:end]), format="fltp", layout=layout)
+    while stop is None or pos < stop:
+        part = aud.take(AUDIO_CHUNK if stop is None else min(AUDIO_CHUNK, stop - pos))
+        if part is None:
+            break
+        af = av.AudioFrame.from_ndarray(np.ascontiguousarray(part), format="fltp", layout=layout)
         af.sample_rate = astream.codec_context.sample_rate
         af.pts = pos
         c.mux(astream.encode(af))
-        pos = end
+        pos += part.shape[1]
     return pos
 
 

@@ -40,10 +40,14 @@ LAYERS: dict[str, int] = {
     "harness.input_files": 0,
     "harness.safe_write": 0,
     "harness.safe_math": 0,
+    "harness.record_checks": 0,
     # L1
     "harness.store": 1,
+    "harness.writer_lock": 1,
     "harness.envinfo": 1,
     "harness.media": 1,
+    "harness.media_limits": 0,
+    "harness.media_audio": 0,
     "harness.pixel_formats": 1,
     "harness.scenario": 1,
     # L2

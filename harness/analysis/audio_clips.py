@@ -19,13 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, binned, nfft_for, psd_frames
-from harness.analysis.frames import encode_png, slug
+from harness.analysis.audio_tracks import Tracks
+from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, binned_psd, nfft_for
+from harness.analysis.frames import cached_files_present, encode_png, slug
 from harness.analysis.model import ClipSet, ReportResults, SpectrogramDiff
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
+from harness.safe_write import resolve_under
 from harness.store import atomic_write_bytes, atomic_write_text
 
 AUDIO_CLIPS_VERSION = 1
@@ -43,7 +45,7 @@ class ClipAssets(Record):
 
 def wav_bytes(mono: np.ndarray, rate: int) -> bytes:
     """16-bit PCM WAV of a float track in [-1, 1] (clipped)."""
-    pcm = np.rint(np.clip(mono, -1.0, 1.0) * 32767.0).astype("<i2")
+    pcm = np.rint(np.clip(mono.astype(np.float64), -1.0, 1.0) * 32767.0).astype("<i2")
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(1)
@@ -56,7 +58,7 @@ def wav_bytes(mono: np.ndarray, rate: int) -> bytes:
 def spectrogram_db(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
     """audio_view's binned spectrogram in dB ([bin, segment]; -inf where the power is 0)."""
     with np.errstate(divide="ignore"):
-        return 10.0 * np.log10(binned(psd_frames(mono, rate, nfft), SPEC_ROWS, SPEC_COLS))
+        return 10.0 * np.log10(binned_psd(mono, rate, nfft))
 
 
 def aligned(run: np.ndarray, ref: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +107,8 @@ def write_assets(
     name = slug(run.key)
     clip = mono[: int(CLIP_SECONDS * rate)]
     out = ClipAssets(clip=f"assets/audio/{name}.clip.wav", clip_seconds=round(clip.size / rate, 4))
-    atomic_write_bytes(root / out.clip, wav_bytes(clip, rate))
+    what = f"audio of run {run.key!r}"
+    atomic_write_bytes(resolve_under(root, out.clip, what), wav_bytes(clip, rate))
     if ref is None:
         return out
     ref_name, ref_mono, ref_rate = ref
@@ -128,29 +131,26 @@ def write_assets(
         max_abs_db=round(float(np.abs(diff).max()) if diff.size else 0.0, 3),
         mean_abs_db=round(float(np.abs(diff).mean()) if diff.size else 0.0, 4),
     )
-    atomic_write_bytes(root / png, diff_png(diff))
+    atomic_write_bytes(resolve_under(root, png, what), diff_png(diff))
     out.specdiff = f"assets/audio/{name}.specdiff.json"
-    atomic_write_text(root / out.specdiff, view.model_dump_json(by_alias=True) + "\n")
+    atomic_write_text(resolve_under(root, out.specdiff, what), view.model_dump_json(by_alias=True) + "\n")
     return out
 
 
 def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``clip:<run>`` and ``specdiff:<run>`` for the first seed's runs; ``res.audio_clips``."""
-    from harness.media import read_audio
-
     seed = res.primary_seed
     runs = sorted(
         (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
         key=lambda r: r.arm != res.reference_arm,
     )
     ref = runs[0] if runs and runs[0].arm == res.reference_arm else None
-    tracks: dict[str, tuple[np.ndarray, int]] = {}
+    tracks = Tracks()  # decoded mono mixes: the reference's and the current run's
+    if ref is not None:
+        tracks.pin(ref)
 
     def track(r: RunSummary) -> tuple[np.ndarray, int]:
-        if r.key not in tracks:
-            data, rate = read_audio(str(r.output))
-            tracks[r.key] = data.mean(axis=0).astype(np.float64), rate
-        return tracks[r.key]
+        return tracks.get(r.key, str(r.output))
 
     longest = 0.0
     for r in runs:
@@ -166,7 +166,7 @@ def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         }
         name = f"{r.key}.audio_clip"
         hit = cache.get(name, "audio_clip", AUDIO_CLIPS_VERSION, key, ClipAssets)
-        if hit is None or not all((root / p).is_file() for p in (hit.clip, hit.specdiff) if p):
+        if hit is None or not cached_files_present(root, (hit.clip, hit.specdiff)):
             say(f"audio clip of {r.key}")
             try:
                 given = (against.key, *track(against)) if against is not None else None

@@ -17,12 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.frames import encode_png, slug
+from harness.analysis.audio_tracks import Tracks
+from harness.analysis.audio_tracks import envelope as blockwise_envelope
+from harness.analysis.frames import cached_files_present, encode_png, slug
 from harness.analysis.model import AudioView, Envelope, ReportResults
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
+from harness.safe_write import resolve_under
 from harness.store import atomic_write_bytes, atomic_write_text
 
 AUDIO_VIEW_VERSION = 1
@@ -37,18 +40,11 @@ class AudioAssets(Record):
     spectrogram: str | None = None
 
 
-def envelope(x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS) -> Envelope:
-    """Min/max per bin so long tracks plot quickly and still show peaks."""
-    n = x.size
-    bins = max(1, min(bins, n))
-    edges = np.linspace(0, n, bins + 1).astype(int)[:-1]
-    lo = np.minimum.reduceat(x, edges)
-    hi = np.maximum.reduceat(x, edges)
-    return Envelope(
-        t=[round(float(i) / rate, 6) for i in edges],
-        lo=[round(float(v), 5) for v in lo],
-        hi=[round(float(v), 5) for v in hi],
-    )
+def envelope(
+    x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS, minus: np.ndarray | None = None
+) -> Envelope:
+    """Min/max per bin (of ``x - minus`` when given) so long tracks plot quickly and still show peaks."""
+    return blockwise_envelope(x, rate, bins, minus)
 
 
 def nfft_for(samples: int) -> int:
@@ -79,10 +75,32 @@ def binned(spec: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return spec
 
 
+PSD_BLOCK = 256  # segments a batch: the spectra in memory are this many, whatever the track's length
+
+
+def binned_psd(
+    mono: np.ndarray, rate: int, nfft: int, rows: int = SPEC_ROWS, cols: int = SPEC_COLS
+) -> np.ndarray:
+    """``binned(psd_frames(mono, rate, nfft), rows, cols)`` taken a batch of segments at a time."""
+    step = nfft - nfft // 2
+    count = (mono.size - nfft // 2) // step if mono.size >= nfft else 0
+    if count <= PSD_BLOCK:
+        return binned(psd_frames(mono, rate, nfft), rows, cols)
+    edges = np.linspace(0, count, min(cols, count) + 1).astype(int)  # the columns' first segments
+    total = np.zeros((nfft // 2 + 1, edges.size - 1))
+    for first in range(0, count, PSD_BLOCK):
+        last = min(first + PSD_BLOCK, count)
+        spec = psd_frames(mono[first * step : (last - 1) * step + nfft], rate, nfft)
+        column = np.searchsorted(edges, np.arange(first, last), side="right") - 1
+        starts = np.flatnonzero(np.diff(column, prepend=-1))
+        total[:, column[starts]] += np.add.reduceat(spec, starts, axis=1)
+    return binned(total / np.diff(edges), rows, cols)
+
+
 def spectrogram_png(mono: np.ndarray, rate: int) -> tuple[bytes, list[float], list[float]]:
     """(8-bit PNG, [lowest, highest] Hz, [dB of grey 0, dB of grey 255]); the top row is the highest bin."""
     nfft = nfft_for(mono.size)
-    spec = binned(psd_frames(mono, rate, nfft), SPEC_ROWS, SPEC_COLS)
+    spec = binned_psd(mono, rate, nfft)
     with np.errstate(divide="ignore"):
         db = 10.0 * np.log10(spec)
     finite = db[np.isfinite(db)]
@@ -102,8 +120,7 @@ def write_view(
     assets = AudioAssets(view=f"assets/audio/{name}.json", spectrogram=f"assets/audio/{name}.spectrogram.png")
     diff = None
     if ref is not None:
-        m = min(mono.size, ref.size)
-        diff = envelope(mono[:m] - ref[:m], rate)
+        diff = envelope(mono, rate, minus=ref)
     view = AudioView(
         key=run.key,
         rate=rate,
@@ -114,28 +131,24 @@ def write_view(
         spectrogram_hz=hz,
         spectrogram_db=db,
     )
-    atomic_write_bytes(root / str(assets.spectrogram), png)
-    atomic_write_text(root / assets.view, view.model_dump_json(by_alias=True) + "\n")
+    what = f"audio of run {run.key!r}"
+    atomic_write_bytes(resolve_under(root, str(assets.spectrogram), what), png)
+    atomic_write_text(resolve_under(root, assets.view, what), view.model_dump_json(by_alias=True) + "\n")
     return assets
 
 
 def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``audio:<run>`` assets for the first seed's runs, the reference first (the others' differences
     are taken to the first track)."""
-    from harness.media import read_audio
-
     seed = res.primary_seed
     ordered = sorted(
         (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
         key=lambda r: r.arm != res.reference_arm,
     )
-    tracks: dict[str, tuple[np.ndarray, int]] = {}  # decoded mono mixes, by run key
+    tracks = Tracks()  # decoded mono mixes: the first one's and the current one's
 
     def track(r: RunSummary) -> tuple[np.ndarray, int]:
-        if r.key not in tracks:
-            data, rate = read_audio(str(r.output))
-            tracks[r.key] = data.mean(axis=0).astype(np.float64), rate
-        return tracks[r.key]
+        return tracks.get(r.key, str(r.output))
 
     first: RunSummary | None = None  # the track the others are set against
     for r in ordered:
@@ -147,11 +160,11 @@ def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         }
         name = f"{r.key}.audio_view"
         hit = cache.get(name, "audio_view", AUDIO_VIEW_VERSION, key, AudioAssets)
-        if hit is not None and all((root / p).is_file() for p in (hit.view, hit.spectrogram) if p):
+        if hit is not None and cached_files_present(root, (hit.view, hit.spectrogram)):
             res.assets[f"audio:{r.key}"] = hit.view
             if hit.spectrogram:
                 res.assets[f"spectrogram:{r.key}"] = hit.spectrogram
-            first = first or r
+            first = first or tracks.pin(r)
             continue
         say(f"audio of {r.key}")
         try:
@@ -172,4 +185,4 @@ def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         res.assets[f"audio:{r.key}"] = assets.view
         if assets.spectrogram:
             res.assets[f"spectrogram:{r.key}"] = assets.spectrogram
-        first = first or r
+        first = first or tracks.pin(r)

@@ -51,6 +51,16 @@ def fail_on_report_errors(paths) -> None:
         raise typer.Exit(Exit.RUN_FAILED)
 
 
+def waiting_line(campaign, then: str):
+    """``on_wait`` for a campaign's writer lock: one line naming whom the command waits for."""
+
+    def say(holder) -> None:
+        say_err(f"waiting: a harness {holder.writer} holds {campaign} ({holder.describe()}); {then} when it "
+                "ends (Ctrl-C stops waiting)")  # fmt: skip
+
+    return say
+
+
 def parse_csv(value: str | None) -> list[str] | None:
     """``--arms a,b``: the names, blanks dropped; None when the flag is absent or empty."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
@@ -149,6 +159,12 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         sys.exit(int(e.exit_code))
     except SystemExit:
         raise
+    except ImportError as e:
+        line = missing_dependency_line(e)
+        if line is None:
+            _internal_error(e)
+        say_err(line)
+        sys.exit(Exit.RUN_FAILED)
     except OSError as e:
         line = environment_error_line(e)  # disk full, read-only, no permission: not a bug
         if line is None:
@@ -165,6 +181,43 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         if type(e).__name__ == "Exit":  # click's own, from an older typer
             sys.exit(int(getattr(e, "exit_code", 0)))
         _internal_error(e)
+
+
+# The harness's own dependencies (pyproject.toml): import name -> (what users call it, distribution).
+DEPENDENCIES = {
+    "av": ("PyAV", "av"),
+    "cv2": ("OpenCV", "opencv-python-headless"),
+    "soundfile": ("soundfile", "soundfile"),
+    "numba": ("numba", "numba"),
+    "skimage": ("scikit-image", "scikit-image"),
+    "scipy": ("SciPy", "scipy"),
+    "pandas": ("pandas", "pandas"),
+    "matplotlib": ("matplotlib", "matplotlib"),
+    "numpy": ("NumPy", "numpy"),
+    "torch": ("PyTorch", "torch"),
+    "pydantic": ("pydantic", "pydantic"),
+    "yaml": ("PyYAML", "pyyaml"),
+    "jinja2": ("Jinja2", "jinja2"),
+    "safetensors": ("safetensors", "safetensors"),
+}
+
+
+def missing_dependency_line(e: ImportError) -> str | None:
+    """The one line for a dependency of the harness that cannot be imported (not installed, or
+    installed but broken); None for any other import failure (the harness's own: a bug)."""
+    name = (e.name or "").split(".")[0]
+    if name not in DEPENDENCIES:  # raised inside the package's own __init__: name it by that module
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        name = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] if tb is not None else ""
+    if name not in DEPENDENCIES:
+        return None
+    label, dist = DEPENDENCIES[name]
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == name:
+        return f"error: {label} is not installed (the harness needs it): pip install {dist}"
+    why = " ".join(str(e).split())[:300]
+    return f"error: {label} is installed but cannot be imported ({why}): pip install --force-reinstall {dist}"
 
 
 def _internal_error(e: BaseException) -> None:

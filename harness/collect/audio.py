@@ -147,9 +147,43 @@ def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarra
     return _mel_frames(x, *_mel_setup(sample_rate), block=block).astype(np.float64)
 
 
-def _logmel_cosine_of_power(pa: np.ndarray, pb: np.ndarray, block: int = 2048) -> float:
+class MelFrames:
+    """Mel power frames ([channels, mels, frames]) kept as the pieces they were computed in and
+    read a block of frames at a time: a long track's frames are never copied into one array."""
+
+    def __init__(self, pieces: list[np.ndarray], frames: int | None = None):
+        self.pieces = pieces
+        self.frames = sum(p.shape[-1] for p in pieces) if frames is None else frames
+
+    def max(self) -> float:
+        top, start = 0.0, 0
+        for p in self.pieces:
+            part = p[..., : max(0, self.frames - start)]
+            start += p.shape[-1]
+            top = max(top, float(part.max(initial=0.0)))
+        return top
+
+    def block(self, f0: int, f1: int) -> np.ndarray:
+        """Frames [f0, f1) (f1 at most ``frames``)."""
+        f1, parts, start = min(f1, self.frames), [], 0
+        for p in self.pieces:
+            stop = start + p.shape[-1]
+            if stop > f0 and start < f1:
+                parts.append(p[..., max(f0 - start, 0) : f1 - start])
+            start = stop
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def _frames(p: np.ndarray | MelFrames) -> MelFrames:
+    return p if isinstance(p, MelFrames) else MelFrames([p])
+
+
+def _logmel_cosine_of_power(
+    pa: np.ndarray | MelFrames, pb: np.ndarray | MelFrames, block: int = 2048
+) -> float:
     """Cosine of the floored dB spectrograms; float64 work ``block`` frames at a time."""
-    top = max(float(pa.max(initial=0.0)), float(pb.max(initial=0.0)))
+    pa, pb = _frames(pa), _frames(pb)
+    top = max(pa.max(), pb.max())
     if top <= 0.0:
         return 1.0  # both silent
     floor = 10.0 * math.log10(top) - DB_RANGE
@@ -158,8 +192,8 @@ def _logmel_cosine_of_power(pa: np.ndarray, pb: np.ndarray, block: int = 2048) -
         return np.maximum(10.0 * np.log10(np.maximum(p.astype(np.float64), 1e-30)), floor) - floor
 
     aa = bb = ab = 0.0
-    for f0 in range(0, pa.shape[-1], block):
-        x, y = db(pa[..., f0 : f0 + block]), db(pb[..., f0 : f0 + block])
+    for f0 in range(0, pa.frames, block):
+        x, y = db(pa.block(f0, f0 + block)), db(pb.block(f0, f0 + block))
         s = _sums(x, y)
         aa, bb, ab = aa + s[0], bb + s[1], ab + s[2]
     return _cosine(aa, bb, ab)
@@ -169,12 +203,15 @@ def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
     return _logmel_cosine_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
 
 
-def _spectral_error_of_power(pa: np.ndarray, pb: np.ndarray, block: int = 2048) -> float:
+def _spectral_error_of_power(
+    pa: np.ndarray | MelFrames, pb: np.ndarray | MelFrames, block: int = 2048
+) -> float:
     """sum (sqrt pa - sqrt pb)^2 / sum pa in float64, ``block`` frames at a time."""
+    pa, pb = _frames(pa), _frames(pb)
     num = den = 0.0
-    for f0 in range(0, pa.shape[-1], block):
-        x = np.sqrt(np.maximum(pa[..., f0 : f0 + block].astype(np.float64), 0.0))
-        y = np.sqrt(np.maximum(pb[..., f0 : f0 + block].astype(np.float64), 0.0))
+    for f0 in range(0, pa.frames, block):
+        x = np.sqrt(np.maximum(pa.block(f0, f0 + block).astype(np.float64), 0.0))
+        y = np.sqrt(np.maximum(pb.block(f0, f0 + block).astype(np.float64), 0.0))
         xx, _, _, ee = _sums(x, y)
         num, den = num + ee, den + xx
     if den == 0.0:
@@ -228,14 +265,14 @@ class TrackStream:
     def rms(self) -> float:
         return math.sqrt(self.sumsq / (self.samples * (self.channels or 1))) if self.samples else 0.0
 
-    def mel_prefix(self, n: int) -> np.ndarray:
-        """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it."""
+    def mel_prefix(self, n: int) -> np.ndarray | MelFrames:
+        """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it (its frames
+        as computed, not copied)."""
         if n < N_FFT:
             return mel_power(self.head[:, :n], self.rate)
         n_frames = 1 + (n - N_FFT) // HOP
-        pieces = np.concatenate(self._pieces, axis=2) if self._pieces else None
-        assert pieces is not None and pieces.shape[2] >= n_frames
-        return pieces[:, :, :n_frames]
+        assert sum(p.shape[2] for p in self._pieces) >= n_frames
+        return MelFrames(self._pieces, n_frames)
 
 
 class PairStream:

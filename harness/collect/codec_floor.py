@@ -121,10 +121,10 @@ def reencode(
 ) -> None:
     """``src``'s decoded frames and audio encoded again into ``dest`` with ``settings`` (``crf``: another
     rate factor; 0 is x264's lossless coding of the same pixel format)."""
-    from harness.media import iter_frames, probe, read_audio, write_av
+    from harness.media import iter_audio, iter_frames, probe, write_av
 
     info = probe(src)
-    audio = read_audio(src)[0] if info.has_audio else None
+    audio = iter_audio(src) if info.has_audio else None  # streamed: a long track is never held whole
     write_av(
         dest,
         iter_frames(src),
