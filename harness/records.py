@@ -255,8 +255,7 @@ class RunRecord(Record):
     duration_s: float | None = None
     log_tail: str = ""
     outputs: dict[str, str] = Field(default_factory=dict)  # relative path -> sha256
-    # Attention validity: False when the requested backend served no call or anything fell back.
-    valid: bool | None = None
+    valid: bool | None = None  # attention validity: False when the backend served no call or one fell back
     invalid_reasons: list[str] = Field(default_factory=list)
     host: str | None = None
     # The process group that ran the runner (its guard's pid) and that process's start time in
@@ -266,6 +265,7 @@ class RunRecord(Record):
     gpu: str | None = None
     job_id: str | None = None
     executor: str = "local"
+    emulated: bool | None = None  # the backend is a numerics model (the registry's word; None: not recorded)
 
 
 LIVE = (RunStatus.pending, RunStatus.running)

@@ -85,7 +85,8 @@ def timing_note(r: RunSummary) -> str:
         bits.append(TIMING_NOTES["kv_chunks"])
     if r.role == "noise_floor" and r.attn_options and not bits:
         bits.append("another exact kernel, run as a noise floor")
-    if emulated(r.attn_type):
+    # run.json says it; older records ask the registry (which imports torch: about 0.6 GB)
+    if r.emulated if r.emulated is not None else emulated(r.attn_type):
         bits.append("a numerics model in PyTorch, not a kernel")
     return "; ".join(bits)
 

@@ -67,6 +67,7 @@ class RunSummary(Record):
     output_sha256: str | None = None
     lossless: str | None = None  # path of output_lossless.mkv when the run wrote one
     lossless_sha256: str | None = None
+    emulated: bool | None = None  # run.json's word: a numerics model, not a kernel (None: not recorded)
     dit_steps: int | None = None
     step_seconds: list[float] = Field(default_factory=list)
     s_per_step: float | None = None
@@ -180,6 +181,7 @@ def summarize_run(
             reason=rec.reason,
             valid=rec.valid,
             invalid_reasons=list(rec.invalid_reasons),
+            emulated=rec.emulated,
         )
         if not s.ok:
             s.log_tail = _log_tail(run, rec.log_tail)

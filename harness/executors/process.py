@@ -144,6 +144,18 @@ def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
         rec.reason = "invalid: " + "; ".join(rec.invalid_reasons)
 
 
+def emulated_backend(attn_type: str) -> bool:
+    """Whether the harness's registry names ``attn_type`` a numerics model (its timings are no
+    kernel's); a name it does not know (a framework's own backend) is not one. Recorded in run.json
+    so that a report need not import the backends (torch) to say so."""
+    from harness.attention.registry import backend_class
+
+    try:
+        return bool(backend_class(attn_type).emulated)
+    except HarnessError:
+        return False
+
+
 def execute_run(
     spec: RunSpec,
     run_dir: RunDir,
@@ -155,6 +167,7 @@ def execute_run(
     """Run one spec to completion and write run.json; re-raises KeyboardInterrupt after recording it."""
     runner = get_runner(spec.runner)
     rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor=executor, job_id=job_id)
+    rec.emulated = emulated_backend(spec.attn_type)
     rec.host = socket.gethostname()
     # Pre-flight first: one that raises (a framework that cannot be imported) stops the campaign
     # before this run's previous outputs are removed.

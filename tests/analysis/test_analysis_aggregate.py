@@ -49,3 +49,41 @@ def test_layer_timing_is_aggregated_over_runs_and_rendered_extrapolated():
     row = table.rows[0].cells if hasattr(table.rows[0], "cells") else table.rows[0]
     text = " | ".join(str(c) for c in row)
     assert "120,016" in text and "50.100" in text and text.rstrip().endswith("~"), text
+
+
+REPORT_AND_SAY_IF_TORCH = (
+    "import sys\nfrom harness.cli import main\ntry:\n    main(sys.argv[1:])\n"
+    "finally:\n    print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+)
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["run.json says", "older run.json"])
+def test_an_emulator_is_named_from_run_json_and_a_report_then_needs_no_torch(tmp_path, recorded):
+    """run.json records that a backend is a numerics model (the executor asks the registry): the
+    report labels its timing from there without importing the backends (torch, about 0.6 GB of
+    memory); a run.json from before that field asks the registry, as the report always did."""
+    import json
+    import subprocess
+    import sys
+
+    from campaign_factory import ArmSpec, make_campaign
+
+    camp = make_campaign(tmp_path, [
+        ArmSpec("torch_sdpa", role="reference"),
+        ArmSpec("torch_sdpa_kv_reversed", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=3.0),
+        ArmSpec("sage_emul_thuml", noise=2.0),
+    ])  # fmt: skip
+    for run_json in camp.path.glob("runs/*/run.json"):
+        rec = json.loads(run_json.read_text())
+        assert rec["emulated"] is (rec["spec"]["attn_type"] == "sage_emul_thuml")
+        if not recorded:
+            del rec["emulated"]
+            run_json.write_text(json.dumps(rec))
+    res = subprocess.run([sys.executable, "-c", REPORT_AND_SAY_IF_TORCH, "report", str(camp.path)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert f"torch imported: {not recorded}" in res.stderr
+    results = json.loads((camp.path / "results.json").read_text())
+    labels = {a["arm"]: a["timing_label"] for a in results["arms"]}
+    assert labels["sage_emul_thuml"] == "an emulator's timing"
+    assert labels["torch_sdpa"] == ""

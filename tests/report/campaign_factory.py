@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.executors.process import emulated_backend
 from harness.records import (
     AttnCallsRecord,
     DirectCheck,
@@ -205,6 +206,7 @@ def write_run(
         outputs=outputs,
         valid=valid,
         invalid_reasons=reasons,
+        emulated=emulated_backend(attn_type),  # as the executor records it
     )
     atomic_write_text(run.file("stdout.log"), f"running {arm.name}\n")
     atomic_write_text(run.file("stderr.log"), arm.log_tail)
