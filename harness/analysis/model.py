@@ -376,7 +376,7 @@ def read_results(path: Path) -> ReportResults:
     from harness.analysis.results_file import ResultsFileError, load_results_json
 
     path = Path(path)
-    data = load_results_json(path)  # bounded: size, nesting, finite numbers, run times
+    data = load_results_json(path, RESULTS_SCHEMA)  # bounded: size, nesting, finite numbers, run times
     data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
     try:
         res = ReportResults.model_validate(data)

@@ -16,7 +16,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.model import RESULTS_SCHEMA
 from harness.errors import Exit, HarnessError
 from harness.input_files import check_input, read_input_text
 from harness.record_checks import positive_seconds, stage_seconds, step_count
@@ -35,8 +34,10 @@ class ResultsFileError(HarnessError):
     exit_code = Exit.RUN_FAILED
 
 
-def load_results_json(path: Path) -> dict[str, Any]:
-    """The parsed results.json at ``path`` once it is within every bound above; else one line."""
+def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
+    """The parsed results.json at ``path`` once it is within every bound above; else one line.
+    ``schema``: the one the caller reads; a file of another is left to the caller's schema check
+    (migrated or named) once its bounds and run times hold (None: every file is read as current)."""
     path = Path(path)
     p = check_input(path, "results.json")  # missing, a folder, unreadable: exit 2 as any input
     size = p.stat().st_size
@@ -57,7 +58,7 @@ def load_results_json(path: Path) -> dict[str, Any]:
         raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
     problem = bounds_problem(data)
     # Another schema's structure is the schema check's to migrate or name; bounds and run times hold.
-    current = not isinstance(data, dict) or data.get("schema", RESULTS_SCHEMA) == RESULTS_SCHEMA
+    current = schema is None or not isinstance(data, dict) or data.get("schema", schema) == schema
     if problem is None and not (isinstance(data, dict) and isinstance(data.get("runs"), list)):
         if current:
             problem = "no campaign_id/runs" if isinstance(data, dict) else "not a JSON object"

@@ -35,7 +35,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from pydantic import ValidationError
+
 from harness.errors import HarnessError
+from harness.record_checks import MAX_SECONDS
 from harness.records import StepTiming, TimingRecord
 
 SOURCE = "lightx2v-log"
@@ -154,7 +157,15 @@ def parse_lightx2v_logs(
                     ranks[line_rank].packed = layout
                 else:
                     loose_packed.append(layout)
-    timing = _build(dict(ranks), loose_marks, loose_packed)
+    try:
+        timing = _build(dict(ranks), loose_marks, loose_packed)
+    except ValidationError as err:  # plausible lines whose sum is not (a stage timed a million times)
+        first = err.errors()[0]
+        timed = [k for k, t in texts.items() if _PROFILE.search(t)] or list(texts)
+        where = f"{', '.join(timed)}: {'.'.join(map(str, first['loc']))}: {first['msg']}"
+        if strict:
+            raise LogProblem(where) from None
+        timing = TimingRecord(source=SOURCE, missing=[f"timing not taken: {where}"])
     timing.missing.extend(rejected)
     disagreement = _config_steps(timing, infer_steps)
     if disagreement:
@@ -185,6 +196,8 @@ def _implausible(name: str, sec: str, rank: str, known: set[str], world_size: in
         return f"{name!r} cost {sec} seconds: not a finite number"
     if seconds < 0:
         return f"{name!r} cost {sec} seconds: negative"
+    if seconds > MAX_SECONDS:  # the bound timing.json is held to
+        return f"{name!r} cost {sec} seconds: above {MAX_SECONDS:g} s, no run lasts that long"
     if seconds == 0 and name in MUST_BE_POSITIVE:
         return f"{name!r} cost {sec} seconds: zero is no measurement"
     if world_size is not None and int(rank) >= world_size:

@@ -146,6 +146,12 @@ STRAY = "2026-09-14 09:30:20.000 | INFO | lightx2v.utils.profiler:__exit__:165 -
         ),
         (1, "RUN pipeline", "-2.5", "'RUN pipeline' cost -2.5 seconds: negative"),
         (0, "Run VAE Decoder", "nan", "'Run VAE Decoder' cost nan seconds: not a finite number"),
+        (
+            0,
+            "Run Dit every step",
+            "1000001.0",
+            "'Run Dit every step' cost 1000001.0 seconds: above 1e+06 s, no run lasts that long",
+        ),
     ],
 )
 def test_an_implausible_value_is_refused_naming_file_and_line(rank, name, sec, why):
@@ -158,6 +164,18 @@ def test_an_implausible_value_is_refused_naming_file_and_line(rank, name, sec, w
     lenient = parse_lightx2v_logs(texts, strict=False)  # a run's own logs: the value is left out, and said
     assert lenient.missing.pop() == f"rejected h3_tp2_rank0:{line}: {why}"
     _assert_tp2_complete(lenient)  # and the rest is as if the line were not there
+
+
+def test_plausible_lines_whose_sum_is_not_are_one_line_not_a_traceback():
+    """Each stage line under timing.json's bound, their sum over it: the record would refuse it."""
+    texts = _texts("h3_tp2_rank0.log", "h3_tp2_rank1.log")
+    for _ in range(3):
+        texts["h3_tp2_rank0"] = _with_line(texts["h3_tp2_rank0"], STRAY.format(rank=0, name="Run VAE Decoder",
+                                                                               sec="900000"))  # fmt: skip
+    with pytest.raises(LogProblem, match=r"^h3_tp2_rank0(, h3_tp2_rank1)?: stages\.\w+: .*above 1e\+06 s"):
+        parse_lightx2v_logs(texts)
+    lenient = parse_lightx2v_logs(texts, strict=False)
+    assert not lenient.steps and lenient.missing[0].startswith("timing not taken: ")
 
 
 def test_a_stray_rank_in_one_unnamed_log_is_not_a_rank():

@@ -35,6 +35,8 @@ def test_corrupt_output_fails_compare_and_report_but_keeps_the_rest(campaign_fac
     res = harness("report", camp.path)
     assert res.returncode == 3  # a run of the campaign could not be measured; the rest is reported
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 1 and str(bad) in errors[0]
+    # the corrupt output, in one line; the campaign's failed arm is named as not measured too
+    assert [ln for ln in errors if "ended failed" not in ln] == [errors[0]] and str(bad) in errors[0]
+    assert errors[1:] == ["error: broken: ended failed, not ok: not measured"]
     assert (camp.path / "report.md").exists() and (camp.path / "index.html").exists()
     assert {p: p.read_bytes() for p in others} == others, "no other run file was touched"
