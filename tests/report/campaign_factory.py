@@ -340,3 +340,18 @@ def keep_artifact(src: Path, name: str) -> Path:
     dest = ARTIFACTS / name
     shutil.copyfile(src, dest)
     return dest
+
+
+def report_digest(folder: Path) -> dict[str, str]:
+    """Every report file (and asset) of a campaign by content."""
+    import hashlib
+
+    from harness.report import REPORT_FILES
+
+    out = {}
+    for name in REPORT_FILES:
+        p = folder / name
+        for f in [p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []:
+            if f.is_file():
+                out[str(f.relative_to(folder))] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out

@@ -5,27 +5,14 @@ the previous report stays byte for byte. A skipped arm (backend unavailable here
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-from pathlib import Path
 
 import pytest
-from campaign_factory import ArmSpec
+from campaign_factory import ArmSpec, report_digest
 from cli_testutil import harness, the_error_line
 
-from harness.report import REPORT_FILES, build_report
-
-
-def digest(folder: Path) -> dict[str, str]:
-    """Every report file (and asset) of a campaign by content."""
-    out = {}
-    for name in REPORT_FILES:
-        p = folder / name
-        for f in [p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []:
-            if f.is_file():
-                out[str(f.relative_to(folder))] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
+from harness.report import build_report
 
 
 @pytest.mark.parametrize(
@@ -56,7 +43,7 @@ def test_an_arm_that_did_not_end_ok_makes_the_report_incomplete(campaign_factory
 def test_a_write_that_fails_exits_3_and_keeps_the_previous_report(campaign_factory, code, name):
     camp = campaign_factory([ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
     build_report(camp)
-    before = digest(camp.path)
+    before = report_digest(camp.path)
     assert "results.json" in before and any(k.endswith(".png") for k in before)
     # Measured again from scratch: every figure and results.json are written anew.
     shutil.rmtree(camp.metrics_dir)
@@ -66,7 +53,7 @@ def test_a_write_that_fails_exits_3_and_keeps_the_previous_report(campaign_facto
     assert res.returncode == 3, res.stderr
     assert os.strerror(getattr(__import__("errno"), code)) in line and str(camp.path) in line
     assert line.endswith("the report is left as it was before")
-    assert digest(camp.path) == before
+    assert report_digest(camp.path) == before
     assert not [p for p in camp.path.rglob("*.tmp")] and not list(camp.path.glob(".backup-*"))
 
 

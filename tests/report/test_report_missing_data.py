@@ -5,17 +5,16 @@ holds the campaign."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from campaign_factory import ArmSpec
+from campaign_factory import ArmSpec, report_digest
 from cli_testutil import blocked_on_flock, wait_for
 
-from harness.report import REPORT_FILES, build_report
+from harness.report import build_report
 from harness.store import CampaignLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,17 +33,6 @@ def harness(*args, **kw):
 def error_lines(res) -> list[str]:
     assert "Traceback" not in res.stderr, res.stderr
     return [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
-
-
-def digest(folder: Path) -> dict[str, str]:
-    """Every report file (and asset) of a campaign by content."""
-    out = {}
-    for name in REPORT_FILES:
-        p = folder / name
-        for f in [p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []:
-            if f.is_file():
-                out[str(f.relative_to(folder))] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
 
 
 @pytest.mark.parametrize(
@@ -96,7 +84,7 @@ def test_data_removed_while_the_report_is_built_is_named(campaign_factory, when,
 def test_an_interrupted_report_leaves_the_old_one_whole(campaign_factory):
     camp = campaign_factory(ARMS)
     build_report(camp)
-    before = digest(camp.path)
+    before = report_digest(camp.path)
     (camp.path / "runs" / "cand" / "stderr.log").write_text("changed: the analysis runs again\n")
     for stage in ("frames", "figures", "write report"):
 
@@ -106,10 +94,12 @@ def test_an_interrupted_report_leaves_the_old_one_whole(campaign_factory):
 
         with pytest.raises(KeyboardInterrupt):
             build_report(camp, progress=progress)
-        assert digest(camp.path) == before, f"interrupted at {stage!r}: the old report was not put back"
+        assert report_digest(camp.path) == before, (
+            f"interrupted at {stage!r}: the old report was not put back"
+        )
         assert not list(camp.path.glob(".backup-*"))
     build_report(camp)
-    assert digest(camp.path) != before  # not interrupted: replaced
+    assert report_digest(camp.path) != before  # not interrupted: replaced
 
 
 @pytest.mark.concurrency  # a lock held by another process; .ci/flake-hunt
