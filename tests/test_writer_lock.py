@@ -51,6 +51,14 @@ def arm_keys(camp: Path) -> list[str]:
     return [a["key"] for a in json.loads((camp / "campaign.json").read_text())["arms"]]
 
 
+def kill_left(*procs) -> None:
+    """Kill (and reap) the processes a failed test left running."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_a_run_refuses_a_run_and_waits_for_a_report_or_an_ingest(tmp_path):
     camp = CampaignDir(tmp_path / "camp")
     camp.path.mkdir()
@@ -119,10 +127,7 @@ def test_ingest_waits_for_the_run_and_campaign_json_keeps_both_writers_arms(tmp_
         assert run.returncode == 0, run_err
         ingest.communicate(timeout=300)
     finally:
-        for proc in (run, ingest):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_left(run, ingest)
     err = log.read_text()
     assert ingest.returncode == 0, err  # main: ingested at once; the run then dropped the arm
     assert err.startswith(f"waiting: a harness run holds {camp} (pid {run.pid} on "), err
@@ -202,10 +207,7 @@ def test_the_next_writer_removes_what_killed_writers_left_never_a_live_writers(t
         holder.wait()
         ingest.communicate(timeout=300)
     finally:
-        for proc in (holder, ingest):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_left(holder, ingest)
     assert ingest.returncode == 0, log.read_text()
     assert log.read_text().startswith(f"waiting: a harness report holds {c} (pid {holder.pid} on ")
     left = [p for p in [*stale, live_temp, *(p.parent for p in stale[-2:])] if p.exists()]
