@@ -32,6 +32,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -213,13 +214,47 @@ def make_dirs(folder: Path) -> None:
         raise WriteError(folder, err, "cannot create the folder") from None
 
 
+_FAILED_WRITES: ContextVar[tuple[str, list[WriteError]] | None] = ContextVar("failed_writes", default=None)
+
+
+@contextlib.contextmanager
+def failed_writes(under: os.PathLike | str) -> Iterator[list[WriteError]]:
+    """The list, filled as they fail, of the writes under the folder ``under`` that failed inside
+    the block, whether or not the code that tried them went on (a report whose PNG or
+    results.json could not be written must not pass for complete)."""
+    seen: list[WriteError] = []
+    token = _FAILED_WRITES.set((os.path.realpath(under), seen))
+    try:
+        yield seen
+    finally:
+        _FAILED_WRITES.reset(token)
+
+
+def _is_under(path: str | None, root: str) -> bool:
+    if not path:
+        return False
+    full = os.path.realpath(path)
+    return full == root or full.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temp file in the same folder and rename: readers never see half a file.
 
     The file gets the user's umask like any other new file (0644 under umask 022). A failure
-    (disk full, read-only, no permission) is a WriteError and leaves no temp file.
+    (disk full, read-only, no permission) is a WriteError and leaves no temp file; it is also
+    recorded for ``failed_writes``, so that a caller that goes on without the file (a cache, a
+    figure) does not hide from the command that a write failed.
     """
-    path = Path(path)
+    try:
+        _write_atomically(Path(path), data)
+    except WriteError as err:
+        journal = _FAILED_WRITES.get()
+        if journal is not None and _is_under(err.filename, journal[0]):
+            journal[1].append(err)
+        raise
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
     check_campaign_path(path)
     make_dirs(path.parent)
     try:

@@ -14,8 +14,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,8 +32,13 @@ from harness.records import (
     check_schema,
     role_rank,
 )
+
+# re-exported: the one write path (atomic; failures recorded for failed_writes)
 from harness.safe_write import WriteError
-from harness.safe_write import atomic_write_bytes as _atomic_write_bytes
+from harness.safe_write import atomic_write_bytes as atomic_write_bytes
+from harness.safe_write import atomic_write_json as atomic_write_json
+from harness.safe_write import atomic_write_text as atomic_write_text
+from harness.safe_write import failed_writes as failed_writes
 from harness.writer_lock import CampaignLock as CampaignLock  # re-exported: one lock for every writer
 from harness.writer_lock import LockHolder as LockHolder
 from harness.writer_lock import lock_holder as lock_holder
@@ -51,52 +54,6 @@ OUTPUT_LOSSLESS = "output_lossless.mkv"  # opt-in lossless twin of output.mp4 (b
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 LOCK_FILE = "campaign.lock"
-
-
-# --- the one write path: failures recorded where a caller rides over them -------------------------
-
-_FAILED_WRITES: ContextVar[tuple[str, list[WriteError]] | None] = ContextVar("failed_writes", default=None)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """``safe_write.atomic_write_bytes`` (atomic; a failure is a WriteError), the failure also
-    recorded for ``failed_writes``: a caller that goes on without the file (a cache, a figure)
-    does not hide from the command that a write failed."""
-    try:
-        _atomic_write_bytes(path, data)
-    except WriteError as err:
-        journal = _FAILED_WRITES.get()
-        if journal is not None and _is_under(err.filename, journal[0]):
-            journal[1].append(err)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
-@contextmanager
-def failed_writes(under: Path) -> Iterator[list[WriteError]]:
-    """The list, filled as they fail, of the writes under the folder ``under`` that failed inside
-    the block, whether or not the code that tried them went on (a report whose PNG or
-    results.json could not be written must not pass for complete)."""
-    seen: list[WriteError] = []
-    token = _FAILED_WRITES.set((os.path.realpath(under), seen))
-    try:
-        yield seen
-    finally:
-        _FAILED_WRITES.reset(token)
-
-
-def _is_under(path: str | None, root: str) -> bool:
-    if not path:
-        return False
-    full = os.path.realpath(path)
-    return full == root or full.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def utcnow() -> str:
