@@ -43,10 +43,10 @@ _BRACKETS = re.compile(r"^[\[(]|\](?=[(\[])")
 # GFM's bare-URL and e-mail autolinks: broken by escaping '://', 'www.' and an address's '@'.
 _WWW = re.compile(r"(?i)(www)\.")
 _EMAIL = re.compile(r"@(?=[\w-]+\.[\w-])")  # an e-mail's '@' (a run key's 'arm@42' stays)
-# A line start that opens a block: heading, quote, table row, list item, thematic break, setext
-# line, fence.
+# A line start that opens a block: heading, quote, table row, list item, thematic break (spaces
+# may part its marks: '_ __'), setext line, fence.
 _BLOCK_START = re.compile(
-    r"^(?:[#>|]|[-+*=](?=[\s]|$)|([-*_=])(?=\1)|`(?=``)|~(?=~~)|\d{1,9}(?=[.)](?:\s|$)))"
+    r"^(?:[#>|]|[-+*=_](?=[\s]|$)|([-*_=])(?=\1)|`(?=``)|~(?=~~)|\d{1,9}(?=[.)](?:\s|$)))"
 )
 
 

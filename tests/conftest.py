@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+from hypothesis import settings
 
 # `make test CPU_TIME=1`: CPU seconds per test and module at the end of the run (tests/cpu_time.py).
 pytest_plugins = ("cpu_time",)
@@ -14,6 +15,13 @@ pytest_plugins = ("cpu_time",)
 # every child it starts: the Ctrl-C tests (exit 130, quiet handler) need Python's own handler.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Property tests: random examples where a developer runs them (they find new cases), a fixed set
+# in CI (HYPOTHESIS_PROFILE=ci, set by .ci/run): a landing is judged on the same examples each time,
+# and a case found locally is added to the test's explicit examples.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 # Under pytest-xdist (`make test` runs two workers, --dist loadgroup) a test module is one unit of
