@@ -43,7 +43,14 @@ def pytest_runtest_protocol(item, nextitem):
         _cpu(resource.RUSAGE_SELF) - start[1],
         _cpu(resource.RUSAGE_CHILDREN) - start[2],
     )
-    line = {"test": item.nodeid, "cpu": round(own + children, 2), "wall": round(wall, 2)}
+    line = {
+        "test": item.nodeid,
+        "cpu": round(own + children, 2),
+        "wall": round(wall, 2),
+        # which worker ran it and when it ended: the timeline shows a worker left idle at the end
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "end": round(time.time(), 1),
+    }
     with target.open("a") as f:  # one short line per write: workers' lines do not interleave
         f.write(json.dumps(line) + "\n")
 
@@ -67,6 +74,19 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section(f"CPU time: {total:.0f} s over {len(rows)} tests ({target})")
     for test in sorted(rows, key=lambda r: -r["cpu"])[:TOP]:
         write(f"{test['cpu']:8.1f} s CPU {test['wall']:8.1f} s wall  {test['test']}")
+    workers: dict[str, list[dict]] = {}
+    for r in rows:
+        if "end" in r:
+            workers.setdefault(r.get("worker", "main"), []).append(r)
+    if workers:  # a worker that ends long before the other leaves a core idle: order the groups
+        start = min(r["end"] - r["wall"] for group in workers.values() for r in group)
+        write(
+            "workers: "
+            + ", ".join(
+                f"{w} {len(g)} tests, ended at {max(r['end'] for r in g) - start:.0f} s"
+                for w, g in sorted(workers.items())
+            )
+        )
     write("by module:")
     for module, cpu in by_module.most_common(TOP):
         write(f"{cpu:8.1f} s CPU  {module}")

@@ -40,3 +40,4 @@ def test_a_child_process_cpu_is_the_test_that_started_it(tmp_path):
     rows = {r["test"].split("::")[1]: r for r in map(json.loads, record.read_text().splitlines())}
     assert rows["test_spends_cpu_in_a_child"]["cpu"] > 0.1 > rows["test_spends_nothing"]["cpu"]
     assert "CPU time: " in done.stdout and "test_busy.py::test_spends_cpu_in_a_child" in done.stdout
+    assert "workers: main 2 tests, ended at " in done.stdout
