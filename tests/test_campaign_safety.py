@@ -24,6 +24,7 @@ from cli_testutil import (
     wait_for,
 )
 from rich.console import Console
+from safety_scenarios import quick_scenario, small_scenario
 
 from harness.errors import Exit
 
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.slow
 def clean(tmp_path_factory) -> tuple[Path, Path]:
     """(scenario, out root) of a finished two-arm campaign, made once; tests work on copies."""
     root = tmp_path_factory.mktemp("clean")
-    path = tiny_scenario(root)
+    path = small_scenario(root)
     res = harness("run", path, "--profile", "3step", "--out", root / "out", umask=0o022)
     assert res.returncode == 0, res.stderr
     return path, root / "out"
@@ -261,7 +262,7 @@ def test_unknown_backend_stops_the_campaign_before_any_arm_runs(tmp_path):
 def test_nothing_is_written_outside_out(tmp_path, edit, flag):
     work = tmp_path / "work"
     work.mkdir()
-    path = tiny_scenario(work)
+    path = quick_scenario(work)
     if edit:
         path.write_text(path.read_text().replace(*edit))
     out = work / "a" / "b" / "out"
@@ -277,7 +278,7 @@ def test_nothing_is_written_outside_out(tmp_path, edit, flag):
 
 
 def test_duplicate_seeds_run_once_with_a_note(tmp_path):
-    path = tiny_scenario(tmp_path)
+    path = quick_scenario(tmp_path)
     res = harness(
         "run", path, "--profile", "3step", "--out", tmp_path / "out", "--seeds", "5,5,6", "--dry-run"
     )

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_testutil import ROOT, harness, the_error_line, tiny_scenario
+from cli_testutil import ROOT, harness, the_error_line
+from safety_scenarios import quick_scenario
 
 from harness.cli.common import is_click_error
 from harness.errors import EXIT_CODES_HELP, Exit
@@ -67,7 +68,7 @@ def test_usage_errors_are_one_line_exit_2(args, names):
     ],
 )
 def test_bad_run_flags_exit_2_before_anything_is_written(tmp_path, extra, names):
-    path = tiny_scenario(tmp_path)
+    path = quick_scenario(tmp_path)
     out = tmp_path / "out"
     dry = extra[0] not in ("--seeds", "--executor", "--campaign")  # these three: a real run
     res = harness("run", path, "--out", out, *extra, *(["--dry-run"] if dry else []))
@@ -77,7 +78,7 @@ def test_bad_run_flags_exit_2_before_anything_is_written(tmp_path, extra, names)
 
 
 def test_out_pointing_at_a_file_is_a_usage_error(tmp_path):
-    path = tiny_scenario(tmp_path)
+    path = quick_scenario(tmp_path)
     blocker = tmp_path / "a_file"
     blocker.write_text("keep me")
     for out in (blocker, blocker / "below"):
@@ -132,7 +133,7 @@ def test_click_errors_are_recognised_from_click_and_from_typers_copy():
 
 
 def test_scenario_validate_exit_codes(tmp_path: Path):
-    good = tiny_scenario(tmp_path)
+    good = quick_scenario(tmp_path)
     assert harness("scenarios", "validate", good).returncode == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(good.read_text().replace("seed: 3", "seed: 3\nseed: 4"))
@@ -142,7 +143,7 @@ def test_scenario_validate_exit_codes(tmp_path: Path):
 
 
 def test_slurm_executor_without_slurm_is_refused_before_anything_is_written(tmp_path):
-    path = tiny_scenario(tmp_path)
+    path = quick_scenario(tmp_path)
     out = tmp_path / "out"
     res = harness("run", path, "--out", out, "--executor", "slurm", env={**os.environ, "PATH": str(tmp_path)})
     assert res.returncode == Exit.BAD_INPUT

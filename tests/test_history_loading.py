@@ -14,8 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
 from campaign_factory import ArmSpec, make_campaign  # noqa: E402
 
+from harness.analysis.analyze import analyze_campaign  # noqa: E402
 from harness.history import build_history  # noqa: E402
-from harness.report import build_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = [
@@ -32,9 +32,11 @@ def harness(*args):
 
 @pytest.fixture(scope="module")
 def two_builds(tmp_path_factory) -> Path:
+    """Two campaigns' results.json: what the history reads (the analysis writes it; the report's
+    pages and figures are not read, so none are drawn)."""
     root = tmp_path_factory.mktemp("hist")
     for name in ("b1", "b2"):
-        build_report(make_campaign(root / name, ARMS))
+        analyze_campaign(make_campaign(root / name, ARMS))
     return root
 
 

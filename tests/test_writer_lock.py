@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_testutil import ROOT, blocked_on_flock, harness, harness_popen, tiny_scenario, wait_for
+from cli_testutil import ROOT, blocked_on_flock, harness, harness_popen, wait_for
+from safety_scenarios import small_scenario
 
 from harness.errors import CampaignLocked
 from harness.store import CampaignDir, CampaignLock, lock_holder
@@ -101,7 +102,7 @@ def test_a_report_inside_the_run_that_holds_the_lock_does_not_wait_for_itself(tm
 
 
 def test_ingest_waits_for_the_run_and_campaign_json_keeps_both_writers_arms(tmp_path):
-    path, out = tiny_scenario(tmp_path), tmp_path / "out"
+    path, out = small_scenario(tmp_path), tmp_path / "out"
     camp = out / "tiny" / "3step"
     first = harness("run", path, "--profile", "3step", "--out", out, "--arms", "torch_sdpa", "--no-report")
     assert first.returncode == 0, first.stderr

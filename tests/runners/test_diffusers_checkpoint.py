@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 from cli_testutil import harness, the_error_line
-from diffusers_support import call_params, needs_diffusers, synthetic, write_image
+from diffusers_support import (
+    call_params,
+    needs_diffusers,
+    one_torch_thread,  # noqa: F401 (a fixture, used by pytestmark)
+    synthetic,
+    write_image,
+)
 
-pytestmark = needs_diffusers
+pytestmark = [needs_diffusers, pytest.mark.usefixtures("one_torch_thread")]
 
 torch = pytest.importorskip("torch")
 

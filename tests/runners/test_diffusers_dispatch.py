@@ -9,9 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from diffusers_support import call_params, needs_diffusers, synthetic
+from diffusers_support import (
+    call_params,
+    needs_diffusers,
+    one_torch_thread,  # noqa: F401 (a fixture, used by pytestmark)
+    synthetic,
+)
 
-pytestmark = needs_diffusers
+pytestmark = [needs_diffusers, pytest.mark.usefixtures("one_torch_thread")]
 
 torch = pytest.importorskip("torch")
 
