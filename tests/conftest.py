@@ -8,6 +8,13 @@ import signal
 import pytest
 from hypothesis import settings
 
+# torch on one OpenMP thread in the test processes and every process they start (arms, probes,
+# ranks, commands inherit it), unless the developer set a count. `make test` runs two workers on
+# two cores: a second thread per process only spins, waiting for a core the other worker holds
+# (a tiny LTX-2 arm: 7 s of generation instead of 0.2). Set before any test module imports torch,
+# which reads it once.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # `make test CPU_TIME=1`: CPU seconds per test and module at the end of the run (tests/cpu_time.py).
 pytest_plugins = ("cpu_time",)
 

@@ -13,14 +13,6 @@ from campaign_run_in_process import problems, run_campaign
 from cli_testutil import ROOT, harness, statuses, tiny_scenario, wait_for
 
 
-@pytest.fixture(autouse=True)
-def one_thread_per_arm(monkeypatch):
-    """One OpenMP thread in the commands and arm processes these tests start (they inherit it): on
-    a busy small machine torch's pool of threads spins for nothing (the tiny DiT: 3 s of CPU
-    instead of 0.05). This process imported torch above, at collection: its own pool is unchanged."""
-    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
-
-
 def scenario(tmp_path: Path, extra_arms: str = "") -> Path:
     return tiny_scenario(tmp_path, extra_arms)
 

@@ -5,7 +5,6 @@ history.html that opens in a real chromium, and the CI gate."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,14 +23,9 @@ from harness.history import build_history, find_moves, gate_regressions, load_hi
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# One OpenMP thread for the commands and the arm processes they start: on a busy small machine
-# torch's pool of threads spins for nothing (the tiny pipeline's DiT: 3 s of CPU instead of 0.05).
-ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-
-
 def harness(*args, cwd=ROOT, timeout=900):
     return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, env=ONE_THREAD)  # fmt: skip
+                          text=True, cwd=cwd, timeout=timeout)  # fmt: skip
 
 
 def _arms(cand_steps: list[float]) -> list[ArmSpec]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lightx2v_site import ONE_THREAD, TINY, make_site, tiny_with_plugin
+from lightx2v_site import TINY, make_site, tiny_with_plugin
 
 import harness.runners.lightx2v.preflight as preflight
 from harness.runners.lightx2v.preflight import ProbeResult
@@ -56,9 +56,7 @@ def tiny_checkpoint(lightx2v_root, tmp_path_factory) -> Path:
         shared = shared.parent  # the session's folder, above each worker's own
     out = shared / "h3_shared" / "minimax_h3_tiny"
     out.parent.mkdir(exist_ok=True)
-    with FileLock(str(out.parent / "write.lock")), pytest.MonkeyPatch.context() as mp:
-        for k, v in ONE_THREAD.items():
-            mp.setenv(k, v)  # the writer's process inherits it
+    with FileLock(str(out.parent / "write.lock")):
         if read_marker(out) is None:
             create_checkpoint(out, lightx2v_root, preset="tiny", seed=0)
     return out
@@ -79,7 +77,6 @@ def cpu_campaign(lightx2v_root, tiny_checkpoint, tmp_path_factory):
         "LIGHTX2V_ROOT": str(lightx2v_root),
         "H3_TINY_MODEL": str(tiny_checkpoint),
         "SCENARIO_DIR": str(TINY.parent),
-        **ONE_THREAD,  # the probes and ranks inherit it
     }
     unload_all()  # planning imports the plugin here: the worker's registries are left as found
     before = set(BACKENDS.names())

@@ -1,11 +1,9 @@
-"""Shared by the diffusers runner's tests: synthetic pipelines written once per session, the
-parameters of a small in-process generation, and torch on one thread (imported by the tests)."""
+"""Shared by the diffusers runner's tests: synthetic pipelines written once per session, and the
+parameters of a small in-process generation (imported by the tests)."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +15,6 @@ needs_diffusers = pytest.mark.skipif(
 )
 
 _WRITTEN: dict[tuple[str, str, int], Path] = {}
-
-
-def one_omp_thread(env: pytest.MonkeyPatch) -> None:
-    """The processes a test starts (arms, probes, writers, commands) run torch on one OpenMP thread:
-    on the suite's two busy cores a second thread spins for nothing (a tiny LTX-2 arm: 7 s of
-    generation instead of 0.2). A thread count the user set is kept."""
-    env.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
-
-
-@pytest.fixture(scope="module")
-def one_torch_thread() -> Iterator[None]:
-    """torch on one thread in this process too, for a module of in-process generations (the dispatch
-    tests: 11 s of CPU instead of 32); the count found is restored for the modules after."""
-    import torch
-
-    if "OMP_NUM_THREADS" in os.environ:  # the user's count, which torch took when imported
-        yield
-        return
-    before = torch.get_num_threads()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
 
 
 def synthetic(

@@ -20,11 +20,6 @@ SCENARIO = REPO / "scenarios" / "minimax_h3_ref2av_r9700.yaml"
 
 TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 
-# What every process of a real-LightX2V test runs with: torch on one thread. On the two cores the
-# suite's two workers already fill, a second OpenMP thread spins for nothing: a rank of the tiny
-# scenario costs 17 s of CPU instead of 25 (torchrun sets the same for ranks when it starts two).
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-
 PLUGIN_KERNEL = fp16_kernel("fp16_sdpa", ", cast back")
 
 PLUGIN_ARM = "  - name: fp16_sdpa\n    attn_type: fp16_sdpa\n    description: SDPA in fp16 (a plugin)\n"

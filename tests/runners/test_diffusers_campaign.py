@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from diffusers_support import needs_diffusers, one_omp_thread, synthetic
+from diffusers_support import needs_diffusers, synthetic
 from plugin_testutil import fp16_kernel
 
 from harness.campaign import execute, lock_campaign, plan_campaign
@@ -81,9 +81,11 @@ def ltx2_campaign(tmp_path_factory):
     scenario = root / "diffusers_ltx2_tiny.yaml"
     scenario.write_text(text)
     try:
-        # Its arms keep torch's own thread count: on one thread the tiny LTX-2's K/V-reversed floor run
-        # encodes to a bitwise copy of the reference's mp4, so the floor is left out (verdicts: incomplete).
         with pytest.MonkeyPatch.context() as env:
+            # Its arms run torch on two threads, on any machine (the suite sets one): on one thread the
+            # tiny LTX-2's K/V-reversed floor encodes to a bitwise copy of the reference's mp4, and
+            # the floor is then left out (verdicts: incomplete).
+            env.setenv("OMP_NUM_THREADS", "2")
             # The session's synthetic LTX-2 is the one the scenario asks for (tiny, seed 0): reused, not rewritten.
             env.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
             camp, records = run_tiny(scenario, root / "out", plugin_arms=frozenset({"mine"}))
@@ -120,7 +122,6 @@ def test_ltx2_tiny_scenario_on_the_cpu(ltx2_campaign):
 
 
 def test_wan_tiny_scenario_on_the_cpu_writes_its_pipeline_first(tmp_path, monkeypatch):
-    one_omp_thread(monkeypatch)  # the writer, probe and arms: a quarter less CPU on a busy machine
     model = tmp_path / "models" / "wan"
     monkeypatch.setenv("WAN_TINY_MODEL", str(model))  # missing: prepare writes it, in the run's interpreter
     camp, _ = run_tiny(REPO / "scenarios" / "diffusers_wan_tiny.yaml", tmp_path / "reports")

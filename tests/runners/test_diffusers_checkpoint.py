@@ -8,12 +8,11 @@ from cli_testutil import harness, the_error_line
 from diffusers_support import (
     call_params,
     needs_diffusers,
-    one_torch_thread,  # noqa: F401 (a fixture, used by pytestmark)
     synthetic,
     write_image,
 )
 
-pytestmark = [needs_diffusers, pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = needs_diffusers
 
 torch = pytest.importorskip("torch")
 

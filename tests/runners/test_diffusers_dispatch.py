@@ -12,11 +12,10 @@ import pytest
 from diffusers_support import (
     call_params,
     needs_diffusers,
-    one_torch_thread,  # noqa: F401 (a fixture, used by pytestmark)
     synthetic,
 )
 
-pytestmark = [needs_diffusers, pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = needs_diffusers
 
 torch = pytest.importorskip("torch")
 

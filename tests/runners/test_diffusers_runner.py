@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from diffusers_support import needs_diffusers, one_omp_thread, synthetic
+from diffusers_support import needs_diffusers, synthetic
 
 from harness.errors import ScenarioError
 from harness.plan import build_plan
@@ -140,7 +140,6 @@ def test_preflight_refuses_a_folder_it_cannot_use(tmp_path):
 
 @needs_diffusers
 def test_preflight_probes_every_planned_backend_once_before_any_pipeline(tmp_path_factory, monkeypatch):
-    one_omp_thread(monkeypatch)  # the probe's process
     folder = synthetic(tmp_path_factory, "ltx2")
     arms = "  - {name: f, attn_type: _native_flash}\n  - {name: e, attn_type: sage_emul_thuml}\n  - {name: s, attn_type: sage}\n"
     s = parse_scenario(
@@ -205,10 +204,9 @@ def test_dispatcher_names_are_read_without_importing_diffusers():
 
 
 @needs_diffusers
-def test_probe_command_says_per_backend_whether_it_runs_here(monkeypatch):
+def test_probe_command_says_per_backend_whether_it_runs_here():
     from cli_testutil import harness
 
-    one_omp_thread(monkeypatch)  # the command's probe process
     res = harness("diffusers", "probe", "--device", "cpu", "--dtype", "float32", "--head-dim", "16",
                   "--backend", "native", "--backend", "nativ")  # fmt: skip
     assert res.returncode == 3, res.stderr

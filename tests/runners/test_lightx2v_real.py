@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lightx2v_site import ONE_THREAD
 
 from harness.attention.insitu import read_insitu
 from harness.bench.overhead import measure_overhead
@@ -59,10 +58,7 @@ def contract(check: str, lightx2v_root: Path, data=None, tmp_path: Path | None =
     path = [str(lightx2v_root), str(REPO)]
     if shim:
         path.insert(0, str(SHIM_DIR))
-    env = {
-        **os.environ, **ONE_THREAD, "PLATFORM": "cpu", "PROFILING_DEBUG_LEVEL": "2",
-        "PYTHONPATH": os.pathsep.join(path),
-    }  # fmt: skip
+    env = {**os.environ, "PLATFORM": "cpu", "PROFILING_DEBUG_LEVEL": "2", "PYTHONPATH": os.pathsep.join(path)}
     env.pop("SAGEATTENTION", None)
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -220,11 +216,7 @@ def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_pa
     assert out["is_aiter_shim"] and Path(out["package_file"]).parent.parent == SHIM_DIR
 
 
-def test_the_synthetic_checkpoint_is_a_function_of_its_seed(
-    lightx2v_root, tiny_checkpoint, tmp_path, monkeypatch
-):
-    for k, v in ONE_THREAD.items():
-        monkeypatch.setenv(k, v)  # the writer's process inherits it
+def test_the_synthetic_checkpoint_is_a_function_of_its_seed(lightx2v_root, tiny_checkpoint, tmp_path):
     again = create_checkpoint(tmp_path / "again", lightx2v_root, preset="tiny", seed=0)
     assert again["files"] == file_hashes(tiny_checkpoint)
     assert sorted(p.name for p in tiny_checkpoint.iterdir()) == [
@@ -330,7 +322,6 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
         "LIGHTX2V_ROOT": str(lightx2v_root),
         "H3_TINY_MODEL": str(tiny_checkpoint),
         "SCENARIO_DIR": str(TINY.parent),
-        **ONE_THREAD,
     }
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
@@ -384,7 +375,7 @@ def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher
     lightx2v_root, tiny_checkpoint, tmp_path
 ):
     """One pair on the CPU: both runs are executor runs (run.json); one pair is too few for a test."""
-    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint), **ONE_THREAD}
+    env = {"LIGHTX2V_ROOT": str(lightx2v_root), "H3_TINY_MODEL": str(tiny_checkpoint)}
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
@@ -406,12 +397,7 @@ def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher
 
 
 def _probe(root: Path, *args: str) -> dict:
-    env = {
-        **os.environ,
-        **ONE_THREAD,
-        "PLATFORM": "cpu",
-        "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]),
-    }
+    env = {**os.environ, "PLATFORM": "cpu", "PYTHONPATH": os.pathsep.join([str(root), str(REPO)])}
     cmd = [sys.executable, "-m", "harness.runners.lightx2v.probe", *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
