@@ -29,6 +29,12 @@ Variants (option ``variant``; other options override single settings):
 * ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled.
   ``sage_emul_aiter``'s default.
 
+Padded keys (option ``padded_keys``): 1.0.6's Triton kernel loads the last 64-key block's
+out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins the
+softmax with V = 0 (measured on an H200: rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128);
+``sageattn1_triton`` reproduces it (``unmasked``). The other variants mask them: how SageAttention2's
+CUDA kernels and aiter's gfx1201 op treat a partial last block was not measured.
+
 The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
 accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
 of a query chunk. Only fp32 rounding of the rescale factors differs from the kernels; the
@@ -208,8 +214,14 @@ def sage_attend(
     pv_dtype: str = "fp8",
     pv_accum: str = "fp32",
     chunk_elems: int = 0,
+    padded_keys: str = "masked",
 ) -> torch.Tensor:
-    """Steps 3-6: the attention kernel on quantized operands, tiled over queries."""
+    """Steps 3-6: the attention kernel on quantized operands, tiled over queries.
+
+    ``padded_keys``: how the keys past the last full ``kv_tile`` are treated. ``masked``: left out
+    of the softmax (exact attention's numerics). ``unmasked``: as thu-ml's Triton kernels do (the
+    load of K and V is masked, their scores are not): each one scores 0 with V = 0, so it joins
+    the softmax's denominator and every output row is scaled down, its direction kept."""
     b, h, n_q, d = z.qi.shape
     n_k = z.ki.shape[2]
     n_tiles = -(-n_k // kv_tile)
@@ -236,7 +248,7 @@ def sage_attend(
             # Two in-place scalings instead of the kernels' (q_scale*k_scale) product: one
             # rounding more or less at fp32 level, no temporary the size of the scores.
             s.mul_(ks_row).mul_(z.qs[:, :, r0:r1].unsqueeze(-1))
-            if pad:
+            if pad and padded_keys == "masked":
                 s[..., n_k:] = -math.inf
             st = s.view(b, h, r1 - r0, n_tiles, kv_tile)
             m = torch.cummax(st.amax(dim=-1), dim=-1).values  # running max after each tile
@@ -269,7 +281,10 @@ _OPTION_DOC = {
     "v_scale_max": "V per-channel scale = amax / v_scale_max",
     "scale_eps": "added to amax/127 in the INT8 scales",
     "chunk_elems": "scores per query chunk (0 = auto: 2^22 CPU, 2^27 GPU)",
+    "padded_keys": "unmasked (the last KV tile's out-of-range keys score 0 with V = 0, as thu-ml's Triton "
+    "kernels do) | masked (left out of the softmax: the corrected numerics)",
 }
+PADDED_KEYS = ("masked", "unmasked")
 
 
 class SageEmulation(AttentionBackend):
@@ -294,6 +309,10 @@ class SageEmulation(AttentionBackend):
             raise HarnessError(
                 f"{self.name}: option granularity={o['granularity']!r}; expected one of {', '.join(GRANULARITIES)}"
             )
+        if o["padded_keys"] not in PADDED_KEYS:
+            raise HarnessError(
+                f"{self.name}: option padded_keys={o['padded_keys']!r}; expected masked or unmasked"
+            )
         if o["pv_dtype"] not in PV_DTYPES:
             raise HarnessError(f"{self.name}: option pv_dtype={o['pv_dtype']!r}; expected fp8 or fp16")
         for key in ("blkq", "warpq", "blkk", "kv_tile"):
@@ -317,6 +336,9 @@ class SageEmulation(AttentionBackend):
             "log2e": LOG2E,
             "p_scale": 2.0 ** float(self.options["p_log2_offset"]),
             "accumulation": "fp32",
+            "padded_keys": "scored 0 with V = 0 (the Triton kernels' defect)"
+            if self.options["padded_keys"] == "unmasked"
+            else "masked",
         }
 
     def quantize(
@@ -358,18 +380,22 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "pv_dtype": "fp16",
         "p_log2_offset": 0.0,
         "pv_accum": "fp16_tile",
+        # Measured on the H200 (1.0.6): rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128.
+        "padded_keys": "unmasked",
     },
     "sageattn2_fp8": {
         "granularity": "per_warp",
         "pv_dtype": "fp8",
         "p_log2_offset": 8.807,
         "pv_accum": "fp32",
+        "padded_keys": "masked",  # the CUDA kernels' handling of a partial last tile: not measured
     },
     "aiter_fav3_sage": {
         "granularity": "per_block",
         "pv_dtype": "fp8",
         "p_log2_offset": 0.0,
         "pv_accum": "fp32",
+        "padded_keys": "masked",  # gfx1201's op on a partial last tile: unknown, not measured
     },
 }
 VARIANT_TEXT = {
@@ -416,6 +442,7 @@ def attend_options(options: dict[str, Any]) -> dict[str, Any]:
         "pv_dtype": options["pv_dtype"],
         "pv_accum": options["pv_accum"],
         "chunk_elems": options["chunk_elems"],
+        "padded_keys": options["padded_keys"],
     }
 
 
