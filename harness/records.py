@@ -139,15 +139,14 @@ class ShadowSpec(Record):
 
 
 class CaptureSettings(Record):
-    """Which attention calls of a shadowed run keep their q/k/v (safetensors, for ``harness kernels``).
-
-    Steps count from 1; a negative step counts from the end (-1: the last step). At most
-    ``max_calls`` calls per rank are kept, and none past ``max_mb`` megabytes in all (a
-    production call is gigabytes: ``heads`` keeps the first heads only).
-    """
+    """Which attention calls of a shadowed run keep their q/k/v (safetensors, for ``harness kernels``):
+    steps from 1 (-1: the last step), one call per (step, block, kind) (the refiner's block 0 and
+    the DiT's are two), at most ``max_calls`` per rank and ``max_mb`` MB in all (a production call
+    is gigabytes: ``heads`` keeps the first heads only)."""
 
     steps: list[int] = Field(default_factory=lambda: [1, -1])
     blocks: list[int] = Field(default_factory=lambda: [0])
+    kinds: list[Literal["dit_self", "refiner", "cross", "other"]] | None = None  # None: every kind
     heads: int | None = Field(None, ge=1, description="Keep the first this many heads (all: None).")
     max_calls: int = Field(4, ge=1)
     max_mb: float = Field(512.0, gt=0)

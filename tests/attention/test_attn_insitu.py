@@ -249,6 +249,32 @@ def test_chosen_calls_are_captured_within_the_budget(tmp_path):
     assert not meta.captured and "max_mb" in meta.notes[0]
 
 
+def test_the_refiners_block_and_the_dits_block_of_one_step_are_two_captures(tmp_path):
+    """A pipeline's text refiner runs block 0 before the DiT's block 0 in the same step: keyed by
+    (step, block) alone the refiner took the slot and the DiT's call was never kept."""
+    sites = CallSites()
+
+    def run(folder, cap):
+        op = shadowed_attention(
+            get_backend("torch_sdpa"), [], InSituSettings(sample_rows=8, capture=cap), folder,
+            primary_name="ref", sites=sites,
+        )  # fmt: skip
+        with sites.site(step=1, steps=1):
+            for kind, n in (("refiner", 74), ("dit_self", 48), ("dit_self", 48)):
+                with sites.site(block=0, kind=kind):
+                    op(*make_qkv(n, h=1, d=16, dtype=torch.bfloat16))
+        op.recorder.close()
+        return read_insitu(folder).metas[0].captured
+
+    both = run(tmp_path / "all", CaptureSettings(steps=[1], blocks=[0]))
+    assert [(c.kind, c.k_len) for c in both] == [("refiner", 74), ("dit_self", 48)]
+    assert len({c.file for c in both}) == 2 and all(c.kind in c.file for c in both)
+    dit = run(tmp_path / "dit", CaptureSettings(steps=[1], blocks=[0], kinds=["dit_self"]))
+    assert [(c.kind, c.k_len) for c in dit] == [("dit_self", 48)]
+    with pytest.raises(ValueError, match="kinds"):
+        CaptureSettings(kinds=["refinr"])
+
+
 def test_shadows_from_a_spec_are_their_own_counted_chains(tmp_path):
     specs = [
         ShadowSpec(name="floor", attn_type="torch_sdpa", kv_reversed=True),

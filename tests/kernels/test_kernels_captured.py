@@ -45,8 +45,8 @@ def test_captured_files_become_shapes_of_their_real_sizes(tmp_path):
     run = capture_calls(tmp_path / "runA")
     shapes = captured_shapes(CapturedInputs(path=str(run), label="real"))
     assert [c.shape.name for c in shapes] == [
-        "real.runA.rank0_step001_block000",
-        "real.runA.rank0_step002_block000",
+        "real.runA.rank0_step001_dit_self_block000",
+        "real.runA.rank0_step002_dit_self_block000",
     ]
     s = shapes[0].shape
     assert (s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, s.dtype) == (1, 2, 96, 80, 32, "bfloat16")

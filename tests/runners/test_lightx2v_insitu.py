@@ -70,9 +70,13 @@ def test_the_shadowed_copy_measures_every_call_where_it_is_and_changes_nothing(c
     assert "shadow flash_attn3 (flash_attn3) left out on rank 0: LightX2V's flash_attn3: a 256-token" in notes
     assert "flash_attn3" not in run.op_names()
     captured = run.metas[0].captured
-    assert sorted(c.step for c in captured) == [1, DIT_STEPS] and all(
-        (shadowed / "insitu" / c.file).is_file() for c in captured
-    )
+    # The text refiner's block 0 and the DiT's, at the first and the last step: one capture each.
+    assert sorted((c.step, c.kind) for c in captured) == [
+        (1, "dit_self"),
+        (1, "refiner"),
+        (DIT_STEPS, "dit_self"),
+        (DIT_STEPS, "refiner"),
+    ] and all((shadowed / "insitu" / c.file).is_file() for c in captured)
     # Its cost is named, its timing is no baseline; the candidate's reading stands beside the floor.
     results = json.loads((cpu_campaign.campaign.path / "results.json").read_text())
     info = results["insitu"]["runs"][0]

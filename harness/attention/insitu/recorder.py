@@ -111,7 +111,11 @@ class InSituRecorder:
         steps = {s if s > 0 else (site.steps + 1 + s if site.steps else None) for s in cap.steps}
         if site.step not in steps or site.block not in cap.blocks:
             return False
-        return not any(c.step == site.step and c.block == site.block for c in self.meta.captured)
+        if cap.kinds is not None and site.kind not in cap.kinds:
+            return False
+        return not any(
+            (c.step, c.block, c.kind) == (site.step, site.block, site.kind) for c in self.meta.captured
+        )
 
     def capture(
         self, site: CallSite, call: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
@@ -126,11 +130,12 @@ class InSituRecorder:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if self._captured_bytes + size > cap.max_mb * 2**20:
             self.note(
-                f"capture of step {site.step} block {site.block} skipped: {size / 2**20:.0f} MB would pass "
+                f"capture of step {site.step} {site.kind} block {site.block} skipped: {size / 2**20:.0f} MB would pass "
                 f"max_mb {cap.max_mb:g} (capture.heads keeps fewer heads)"
             )
             return
-        name = f"rank{self.rank}_step{site.step:03d}_block{site.block:03d}.safetensors"
+        # site.kind is one of sites.KINDS (checked where a site is set): safe in a file name
+        name = f"rank{self.rank}_step{site.step:03d}_{site.kind}_block{site.block:03d}.safetensors"
         folder = self.folder / CAPTURES_DIR
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
