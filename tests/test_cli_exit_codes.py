@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,42 @@ def test_slurm_executor_without_slurm_is_refused_before_anything_is_written(tmp_
     assert res.returncode == Exit.BAD_INPUT
     assert "--executor slurm: no sbatch on PATH" in the_error_line(res)
     assert not out.exists()
+
+
+# A command whose record serializer is running when SIGTERM lands: the handler's KeyboardInterrupt
+# is raised inside pydantic's JSON serializer (Rust calling back into Python), which wraps it in its
+# own error. A scheduler's cancel there was "internal error (a bug)", exit 4.
+SIGNAL_IN_SERIALIZER = """
+import os, signal, sys
+import typer
+from pydantic import BaseModel, field_serializer
+from harness.cli.common import run_app
+
+class Record(BaseModel):
+    x: int = 0
+
+    @field_serializer("x")
+    def _x(self, x):
+        os.kill(os.getpid(), signal.SIG{name})
+        for _ in range(1000):  # the Python handler runs at the next bytecode boundary, in here
+            pass
+        return x
+
+app = typer.Typer()
+
+@app.command()
+def write():
+    Record().model_dump_json()
+    print("not interrupted")
+
+run_app(app, [], "harness", handled=set())
+"""
+
+
+@pytest.mark.concurrency
+@pytest.mark.parametrize("name", ["TERM", "INT"])
+def test_a_signal_wrapped_by_a_c_extension_is_an_interruption_not_a_bug(name):
+    res = subprocess.run([sys.executable, "-c", SIGNAL_IN_SERIALIZER.replace("{name}", name)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    assert res.returncode == Exit.INTERRUPTED, res.stderr
+    assert res.stderr.strip().splitlines() == ["interrupted"] and not res.stdout

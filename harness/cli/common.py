@@ -113,7 +113,15 @@ def group(help_text: str, **options) -> typer.Typer:
     return app
 
 
-def _sigterm(signum, frame):  # a scheduler's cancel becomes Ctrl-C: runs are recorded, not lost
+_SIGNALLED = False  # SIGINT or SIGTERM arrived while the command ran
+
+
+def _interrupt(signum, frame):
+    """Ctrl-C, and a scheduler's cancel (SIGTERM), become KeyboardInterrupt: runs are recorded, not
+    lost. The signal is remembered as well: raised inside a C extension's call back into Python
+    (pydantic's JSON serializer), KeyboardInterrupt comes out wrapped in that extension's error."""
+    global _SIGNALLED
+    _SIGNALLED = True
     raise KeyboardInterrupt
 
 
@@ -138,9 +146,9 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
 
     ``handled``: the signals ``harness.cli_startup`` took while the CLI loaded (handed over here).
     """
-    signal.signal(signal.SIGTERM, _sigterm)
-    if signal.SIGINT in handled:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.SIGINT in handled or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         rc = app(args=args, prog_name=prog_name, standalone_mode=False)
         if rc == Exit.INTERRUPTED and not _SAID_INTERRUPTED:
@@ -172,6 +180,9 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         say_err(line)
         sys.exit(Exit.RUN_FAILED)
     except Exception as e:
+        if _SIGNALLED:  # an interruption another library wrapped in its own error: not a bug
+            say_err("interrupted")
+            sys.exit(Exit.INTERRUPTED)
         if is_click_error(e):
             say_err(usage_line(e))
             sys.exit(Exit.BAD_INPUT)
