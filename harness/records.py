@@ -403,6 +403,10 @@ class InSituOpError(Record):
     nan: int = 0  # in the op's whole output, not only the sampled rows
     inf: int = 0
     error: str | None = None  # the op refused or failed on this call (its metrics are NaN)
+    # Least squares out ~ scale x yardstick on the sampled rows, and the rel L1 of out / scale
+    # (None: an older record, or a failed op).
+    scale: float | None = None
+    rel_l1_unscaled: float | None = None
 
     @property
     def nonfinite(self) -> int:  # NaN and Inf values in the whole output (nan, inf count them there)

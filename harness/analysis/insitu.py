@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.findings import RULE, Observation, find, scale_of, scale_words
 from harness.analysis.insitu_cost import measure_per_step, run_spec, shadow_costs
 from harness.analysis.insitu_model import (
     BOOTSTRAP,
+    CONVENTION,
     WORST,
     InSituCell,
     InSituKind,
@@ -137,9 +139,26 @@ def _judge(
     return parts
 
 
+def observations(name: str, calls: list[InSituCall], floor_ops: list[str]) -> list[Observation]:
+    """``name``'s finite calls as observations for ``analysis.findings``: where each call was, its
+    error, the exact floor's and the fitted scale."""
+    out = []
+    for c in calls:
+        x = _l1(c, name)
+        if x is None:
+            continue
+        e = c.errors[name]
+        attrs = {"kind": c.kind, "k_len": c.k_len, "q_len": c.q_len, "step": c.step, "block": c.block,
+                 "rank": c.rank}  # fmt: skip
+        out.append(Observation(attrs=attrs, l1=x, ref=c.ref_l1, floor_l1=_floor_l1(c, floor_ops),
+                               scale=e.scale, unscaled=e.rel_l1_unscaled))  # fmt: skip
+    return out
+
+
 def _kind(name: str, kind: str, on: list[InSituCall], floor_ops, base, tol) -> InSituKind:
     """One call kind judged on its own calls: a few short calls far off are not drowned by long ones."""
     st = pool(on, name)
+    scale, unscaled = scale_of(observations(name, on, floor_ops))
     pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
     pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
     parts = _judge(name, on, floor_ops, base, tol)
@@ -147,7 +166,7 @@ def _kind(name: str, kind: str, on: list[InSituCall], floor_ops, base, tol) -> I
         kind=kind, calls=st.calls, q_len=max((c.q_len for c in on), default=None),
         rows=sum(c.q_len for c in on if name in c.errors), rel_l1=st.rel_l1,
         floor_rel_l1=sum(f for _, f, _ in pairs) / sum(ref for _, _, ref in pairs) if pairs else None,
-        ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine,
+        ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine, scale=scale, rel_l1_unscaled=unscaled,
         word=_combine([p.word for p in parts]), parts=parts,
     )  # fmt: skip
 
@@ -174,6 +193,8 @@ def _kind_brief(k: InSituKind) -> str:
     if k.rel_l1 is None:
         floor = "not measured"
     others = [p.text.removesuffix(f": {p.word}") for p in k.parts[1:] if p.word != "within"]
+    if k.rel_l1 is not None and (scaled := scale_words(k.rel_l1, k.scale, k.rel_l1_unscaled)):
+        others.append(scaled)
     return f"{_kind_head(k)}: " + ", ".join([floor, *others]) + f": {k.word or 'inconclusive'}"
 
 
@@ -228,6 +249,7 @@ def candidate_reading(
                            f"{_site(c)}): outside")  # fmt: skip
         r.word, r.decided_by = "outside", "non-finite output"
     _shape(r, items, name, floor_ops, base)
+    r.findings = find(name, observations(name, calls, floor_ops))
     s = r.stats
     where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (
         f", {r.refused} not measured (refused)" if r.refused else ""
@@ -301,6 +323,7 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
             WorstCall(
                 run=key, call=c.call, rank=c.rank, step=c.step, block=c.block, kind=c.kind, rel_l1=e.rel_l1,
                 cosine=e.cosine, row_cos_p1=e.row_cos_p1, floor_rel_l1=f / c.ref_l1 if f is not None else None,
+                scale=e.scale, rel_l1_unscaled=e.rel_l1_unscaled,
             )
         )  # fmt: skip
     if r.cells:
@@ -359,7 +382,10 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
     except ValueError:
         tol = InSituTolerance()
         notes.append("insitu_tolerance in campaign.json unreadable: the defaults are used")
-    out = InSituResults(accepted_baseline=scen.get("accepted_baseline"), tolerance=tol, notes=notes)
+    out = InSituResults(
+        accepted_baseline=scen.get("accepted_baseline"), tolerance=tol, notes=notes,
+        convention=f"{CONVENTION}; findings: {RULE}",
+    )  # fmt: skip
     items: dict[str, list[tuple[str, InSituCall]]] = {}
     attn_types: dict[str, str] = {}
     floor_items: list[tuple[InSituCall, list[str]]] = []

@@ -33,6 +33,30 @@ class InSituPart(Record):
     text: str = ""
 
 
+class Finding(Record):
+    """A group of a candidate's calls (or kernels rows) whose error is several times the rest's
+    (``analysis.findings`` states the rule)."""
+
+    candidate: str
+    # padded_share | k_len_mod_64 | k_len_mod_128 | kind | k_len | q_len | shape | step | block | rank | all
+    dimension: str
+    group: str  # "whose key length is not a multiple of 64", "of kind refiner", ...
+    also: list[str] = Field(default_factory=list)  # other descriptions of the same observations
+    what: str = "calls"  # calls | rows
+    facts: str = ""  # the kinds and key lengths of the group
+    count: int
+    rest_count: int
+    rel_l1: float
+    rest_rel_l1: float | None = None  # None (and ratio None): a scale alone, on every call left
+    ratio: float | None = None
+    ratio_ci: list[float] | None = None  # 95 % bootstrap interval
+    floor_ratio: float | None = None  # the group's error over its exact floor
+    scale: float | None = None  # fitted out ~ scale x ref over the group
+    rel_l1_unscaled: float | None = None
+    among_rest: bool = False  # found once the stronger findings' observations were set aside
+    text: str = ""
+
+
 class InSituStep(Record):
     step: int | None
     rel_l1: float | None = None
@@ -62,6 +86,8 @@ class InSituKind(Record):
     ratio: float | None = None  # to the floor on the same calls
     ratio_ci: list[float] | None = None  # 95 % bootstrap interval over this kind's calls
     cosine: float | None = None
+    scale: float | None = None  # fitted out ~ scale x yardstick, weighted by sum|r| over its calls
+    rel_l1_unscaled: float | None = None  # rel L1 once the scale is divided out
     word: str = ""  # within | outside | inconclusive, from its own parts ("": an older results.json)
     parts: list[InSituPart] = Field(default_factory=list)  # judged on this kind's calls alone
 
@@ -77,6 +103,8 @@ class WorstCall(Record):
     cosine: float
     row_cos_p1: float
     floor_rel_l1: float | None = None
+    scale: float | None = None  # fitted out ~ scale x yardstick (None: an older record)
+    rel_l1_unscaled: float | None = None
 
 
 class InSituReading(Record):
@@ -99,6 +127,7 @@ class InSituReading(Record):
     cells: list[InSituCell] = Field(default_factory=list)
     per_kind: list[InSituKind] = Field(default_factory=list)
     worst: list[WorstCall] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)  # groups of calls far worse than the rest
     heatmap: str = ""  # the report's figure name; its PNG is assets/<heatmap>.png
     text: str = ""
 

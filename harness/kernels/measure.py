@@ -46,6 +46,14 @@ def accuracy_metrics(out: torch.Tensor, ref: torch.Tensor, chunk_elems: int = 1 
         row_cos.append(cos.float().cpu().numpy())
     rows = np.concatenate(row_cos) if row_cos else np.zeros(0, np.float32)
     n = out.numel()
+    scale = dot / rr if rr > 0 else float("nan")  # least squares: out ~ scale x ref
+    unscaled = float("nan")
+    if abs_ref > 0 and math.isfinite(scale) and scale != 0:
+        off = sum(
+            float((o_rows[i : i + step].double() / scale - r_rows[i : i + step].double()).abs().sum())
+            for i in range(0, o_rows.shape[0], step)
+        )  # a second pass: the scale is known only once every chunk is summed
+        unscaled = off / abs_ref
     return AccuracyMetrics(
         cosine=dot / math.sqrt(oo * rr) if oo > 0 and rr > 0 else float("nan"),
         rel_l1=abs_diff / abs_ref if abs_ref > 0 else float("nan"),
@@ -57,6 +65,8 @@ def accuracy_metrics(out: torch.Tensor, ref: torch.Tensor, chunk_elems: int = 1 
         nan_count=nan_count,
         inf_count=inf_count,
         zero_rows=zero_rows,
+        scale=scale,
+        rel_l1_unscaled=unscaled,
     )
 
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import yaml
 
 from harness import __version__
+from harness.analysis.findings import RULE
 from harness.kernels.results import (
     CONVENTIONS,
     KERNELS_JSON,
@@ -67,6 +68,8 @@ def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
         f"{a.row_cos_frac_gt_099:.4f}",
         f"{a.nan_count}/{a.inf_count}",
         str(a.zero_rows),
+        _f(a.scale, ".3f"),
+        _f(a.rel_l1_unscaled, ".4f"),
     ]
 
 
@@ -106,9 +109,15 @@ def kernels_markdown(result: KernelsResult) -> str:
     lines += _table(
         "Accuracy against the exact reference",
         ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
-         "zero rows"],
+         "zero rows", "scale", "rel L1 unscaled"],
         [_accuracy_cells(r, r.accuracy) for r in result.rows if r.accuracy is not None],
     )  # fmt: skip
+    if result.findings is not None:
+        rule = RULE.replace("calls", "shapes")
+        lines += ["", md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule}):"), ""]
+        lines += [f"- {md_text(f.text)}" for f in result.findings] or [
+            "- none: no shape stands out, no output is scaled"
+        ]
     timed = [r for r in result.rows if r.speed is not None]
     if timed:
         lines += _table(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from harness.analysis.insitu_model import Finding
 from harness.kernels.schema import KernelShape
 from harness.records import Record
 
@@ -38,6 +39,10 @@ class AccuracyMetrics(Record):
     nan_count: int
     inf_count: int
     zero_rows: int
+    # Least squares out ~ scale x ref, and the rel L1 of out / scale: an error that is mostly a
+    # scale (padded keys in a softmax) keeps the direction, which cosine cannot see. None: older runs.
+    scale: float | None = None
+    rel_l1_unscaled: float | None = None
 
 
 class SpeedMetrics(Record):
@@ -129,4 +134,6 @@ class KernelsResult(Record):
     peaks: dict[str, PeakResult] = Field(default_factory=dict)
     shapes: list[ShapeResult] = Field(default_factory=list)
     rows: list[KernelRow] = Field(default_factory=list)
+    # Shapes far worse than the others, scaled outputs (kernels.findings; None: an older kernels.json)
+    findings: list[Finding] | None = None
     notes: list[str] = Field(default_factory=list)

@@ -35,6 +35,7 @@ from harness.attention.exact import full_fp32_matmul
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
 from harness.kernels.captured import captured_shapes, load_captured
+from harness.kernels.findings import kernels_findings
 from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
 from harness.kernels.report import write_kernels_report
 from harness.kernels.results import (
@@ -350,6 +351,7 @@ def run_kernels(
         _measure_shape(result, cap.shape, inputs, cap.scale, ctx, say, captured=str(cap.file))
         del inputs
         _free(device)
+    result.findings = kernels_findings(result)
     result.duration_s = time.perf_counter() - started
     out_dir = Path(out_dir)
     write_record(out_dir / KERNELS_JSON, result)

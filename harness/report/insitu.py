@@ -131,24 +131,28 @@ def _kinds_table(ins: InSituResults) -> TextTable | None:
         return None
     t = TextTable(
         title="rel L1 per call kind (pooled over steps and blocks)",
-        headers=["candidate", "kind", "calls", "query length", "rel L1", "exact floor rel L1", "vs floor", "cosine"],
+        headers=["candidate", "kind", "calls", "query length", "rel L1", "exact floor rel L1", "vs floor", "cosine",
+                 "scale", "rel L1 unscaled"],
     )  # fmt: skip
     for r in ins.readings:
         for k in r.per_kind:
             t.add([r.candidate, k.kind, k.calls, f"{k.q_len:,}" if k.q_len else NA, _g(k.rel_l1, ".4g"),
-                   _g(k.floor_rel_l1), f"{k.ratio:.3g}x" if k.ratio is not None else NA, _g(k.cosine, ".6f")])  # fmt: skip
+                   _g(k.floor_rel_l1), f"{k.ratio:.3g}x" if k.ratio is not None else NA, _g(k.cosine, ".6f"),
+                   _g(k.scale, ".3f"), _g(k.rel_l1_unscaled, ".4g")])  # fmt: skip
     return t
 
 
 def _worst_table(ins: InSituResults) -> TextTable:
     t = TextTable(
         title="Worst calls per candidate (by rel L1)",
-        headers=["candidate", "run", "rank", "call", "step", "block", "kind", "rel L1", "floor rel L1", "cosine", "p1 row cos"],
+        headers=["candidate", "run", "rank", "call", "step", "block", "kind", "rel L1", "floor rel L1", "cosine",
+                 "p1 row cos", "scale"],
     )  # fmt: skip
     for r in ins.readings:
         for w in r.worst:
             t.add([r.candidate, w.run, w.rank, w.call, _g(w.step, "d"), _g(w.block, "d"), w.kind,
-                   f"{w.rel_l1:.4g}", _g(w.floor_rel_l1), f"{w.cosine:.6f}", f"{w.row_cos_p1:.5f}"])  # fmt: skip
+                   f"{w.rel_l1:.4g}", _g(w.floor_rel_l1), f"{w.cosine:.6f}", f"{w.row_cos_p1:.5f}",
+                   _g(w.scale, ".3f")])  # fmt: skip
     return t
 
 
@@ -176,6 +180,7 @@ def insitu_section(res: ReportResults, images: dict[str, str]) -> Section | None
     else:
         sec.paragraphs.append("No candidate was shadowed (only exact ops were measured).")
     sec.bullets += [r.text for r in ins.readings]
+    sec.bullets += [f"finding: {f.text}" for r in ins.readings for f in r.findings]
     if ins.floor is not None and ins.floor.rel_l1 is not None:
         sec.bullets.append(
             f"exact floor ({', '.join(ins.floor_ops)}): rel L1 {ins.floor.rel_l1:.3g} over {ins.floor.calls} call(s)"

@@ -91,7 +91,13 @@ def summary_lines(res: ReportResults) -> list[str]:
             continue
         lines.append(candidate_line(reading.get(v.arm), v))
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
+    lines += finding_lines(res)
     return lines
+
+
+def finding_lines(res: ReportResults) -> list[str]:
+    """Where a candidate's in-situ error concentrates (``analysis.findings``), one line per finding."""
+    return [f"finding: {f.text}" for r in (res.insitu.readings if res.insitu else []) for f in r.findings]
 
 
 def insitu_copy_line(res: ReportResults, v) -> str:

@@ -17,7 +17,9 @@ from harness.attention.exact import exact_attention
 from harness.records import InSituOpError
 
 # Scalars reduced per op and call, in this order (one device-to-host copy per call).
-FIELDS = ("cosine", "rel_l1", "rmse", "max_abs", "row_cos_p1", "row_cos_p10", "nan", "inf")
+FIELDS = (
+    "cosine", "rel_l1", "rmse", "max_abs", "row_cos_p1", "row_cos_p10", "nan", "inf", "scale", "rel_l1_unscaled"
+)  # fmt: skip
 YARDSTICK_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -60,7 +62,13 @@ def error_scalars(out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> t
         row_cos.nan_to_num(nan=-1.0), torch.tensor([0.01, 0.10], dtype=torch.float64, device=o.device)
     )
     counts = torch.stack([torch.isnan(full).sum(), torch.isinf(full).sum()]).to(torch.float64)
-    return torch.cat([torch.stack([cosine, rel_l1, rmse, max_abs]), p, counts])
+    # Least squares o ~ scale x r, and the error left once the scale is divided out: a softmax that
+    # counts padded keys scales every row and keeps its direction (cosine near 1, rel L1 not).
+    scale = dot / rr
+    unscaled = (o / scale - r).abs().sum() / r.abs().sum()
+    return torch.cat(
+        [torch.stack([cosine, rel_l1, rmse, max_abs]), p, counts, torch.stack([scale, unscaled])]
+    )
 
 
 def op_error(values: list[float]) -> InSituOpError:
