@@ -233,7 +233,8 @@ def _scale_finding(
     if not mostly_scale(g, scale, unscaled):
         return None
     f = Finding(
-        candidate=candidate, dimension="all", group="", what=what, count=len(pool), rest_count=0, rel_l1=g,
+        candidate=candidate, dimension="all", group="", what=what, facts=_facts(pool), count=len(pool),
+        rest_count=0, rel_l1=g,
         rest_rel_l1=None, ratio=None, scale=scale, rel_l1_unscaled=unscaled, among_rest=among_rest,
     )  # fmt: skip
     f.text = finding_text(f)
@@ -245,7 +246,9 @@ def finding_text(f: Finding) -> str:
     to a 64-key block): rel L1 0.307 against 0.0036 on the other 2 calls; 169x its exact floor;
     outputs scaled by 0.70, direction kept (...)'."""
     if f.ratio is None or f.rest_rel_l1 is None:  # the scale alone, on every call left
-        where = f"{'the other' if f.among_rest else 'all'} {f.count} {f.what}"
+        where = f"{'the other' if f.among_rest else 'all'} {f.count} {f.what}" + (
+            f" ({f.facts})" if f.facts else ""
+        )
         return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}; " + scale_words(
             f.rel_l1, f.scale, f.rel_l1_unscaled
         )

@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.analysis.findings import RULE, Observation, find, scale_of, scale_words
 from harness.analysis.insitu_cost import measure_per_step, run_spec, shadow_costs
+from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
 from harness.analysis.insitu_model import (
     BOOTSTRAP,
     CONVENTION,
@@ -389,6 +390,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
     items: dict[str, list[tuple[str, InSituCall]]] = {}
     attn_types: dict[str, str] = {}
     floor_items: list[tuple[InSituCall, list[str]]] = []
+    pairs: dict[tuple[str, str], list[tuple[str, InSituCall]]] = {}
     for summary, run in found:
         info = shadowed_run_info(summary.key, summary.arm, run, INSITU_DIR)
         out.runs.append(info)
@@ -400,6 +402,9 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
                 attn_types[name] = op.attn_type if op else ""
                 items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
         floor_items += [(c, floor_ops) for c in run.calls]
+        ops = [op for n in run.op_names() if n not in info.dropped and (op := run.op(n)) is not None]
+        for emulator, kernel in emulator_pairs(ops):
+            pairs.setdefault((emulator, kernel), []).extend((summary.key, c) for c in run.calls)
         out.notes += nonfinite_floor_notes(summary.key, run.calls, floor_ops)
         if not floor_ops:
             out.notes.append(f"{summary.key}: no exact op measured (its attention is no exact backend, no exact "
@@ -414,6 +419,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         out.readings.append(
             candidate_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name])
         )
+    out.fidelity = [fidelity(emulator, kernel, its) for (emulator, kernel), its in pairs.items()]
     if out.accepted_baseline and not any(out.accepted_baseline in info.ops for info in out.runs):
         out.notes.append(
             f"accepted baseline {out.accepted_baseline} was not shadowed: no in-situ comparison against it "

@@ -132,6 +132,21 @@ class InSituReading(Record):
     text: str = ""
 
 
+class Fidelity(Record):
+    """An emulator beside the kernel it reproduces, both shadowing the same calls: per call, the
+    emulator's rel L1 over the kernel's, and how far their fitted scales lie apart."""
+
+    emulator: str
+    kernel: str
+    calls: int = 0  # calls both measured finite
+    ratio_median: float | None = None
+    ratio_min: float | None = None
+    ratio_max: float | None = None
+    scale_diff_max: float | None = None  # max over calls of |emulator's scale - kernel's|
+    worst: str = ""  # the call furthest from agreement: its run, kind, key length
+    text: str = ""
+
+
 class InSituRunInfo(Record):
     """One shadowed run: what it measured and what the shadows cost."""
 
@@ -162,6 +177,7 @@ class InSituResults(Record):
     floor_ops: list[str] = Field(default_factory=list)
     floor: InSituStats | None = None  # the floor pooled over every call of every shadowed run
     readings: list[InSituReading] = Field(default_factory=list)
+    fidelity: list[Fidelity] = Field(default_factory=list)  # emulators beside their kernels
     accepted_baseline: str | None = None
     tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
     convention: str = CONVENTION

@@ -118,6 +118,7 @@ class AttentionBackend(AttentionOp):
     exact: ClassVar[bool] = False
     description: ClassVar[str] = ""
     emulated: ClassVar[bool] = False  # a numerics model, not a kernel (its speed means nothing)
+    models: ClassVar[str] = ""  # an emulator's: the backend whose kernel it reproduces
     default_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **options: Any):
@@ -140,7 +141,8 @@ class AttentionBackend(AttentionOp):
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
         """Numerics parameters recorded in run metadata."""
-        return {"backend": self.name, "exact": self.exact, **self.options}
+        return {"backend": self.name, "exact": self.exact, **({"models": self.models} if self.models else {}),
+                **self.options}  # fmt: skip
 
     def direct_call(self) -> DirectCall | None:
         """The underlying op called straight, through its layout adapter only: no checks, no

@@ -414,6 +414,7 @@ VARIANT_TEXT = {
     "FP16 PV), the kernel sage_attn2 runs on the H200; variant sageattn2_fp8 models SageAttention2 (FP8 PV)",
 )
 class SageEmulThuml(SageEmulation):
+    models = "sage_attn2"
     default_options = {**_COMMON_DEFAULTS, **VARIANTS["sageattn1_triton"], "variant": "sageattn1_triton"}
 
 
@@ -423,6 +424,7 @@ class SageEmulThuml(SageEmulation):
     description="PyTorch emulation of aiter fav3_sage (INT8 QK per_block, FP8 PV with P unscaled)",
 )
 class SageEmulAiter(SageEmulation):
+    models = "aiter_sage_attn"
     default_options = {**_COMMON_DEFAULTS, **VARIANTS["aiter_fav3_sage"], "variant": "aiter_fav3_sage"}
 
 

@@ -181,6 +181,7 @@ def insitu_section(res: ReportResults, images: dict[str, str]) -> Section | None
         sec.paragraphs.append("No candidate was shadowed (only exact ops were measured).")
     sec.bullets += [r.text for r in ins.readings]
     sec.bullets += [f"finding: {f.text}" for r in ins.readings for f in r.findings]
+    sec.bullets += [f.text for f in ins.fidelity]
     if ins.floor is not None and ins.floor.rel_l1 is not None:
         sec.bullets.append(
             f"exact floor ({', '.join(ins.floor_ops)}): rel L1 {ins.floor.rel_l1:.3g} over {ins.floor.calls} call(s)"

@@ -8,6 +8,7 @@ import pytest
 from kernels_testutil import make_block
 
 from harness.attention import AttentionBackend, get_backend, register_backend
+from harness.attention.registry import BACKENDS
 from harness.kernels.report import kernels_markdown
 from harness.kernels.results import KernelsResult
 from harness.kernels.run import run_kernels
@@ -16,7 +17,6 @@ from harness.store import read_record
 LENGTHS = (64, 74, 128, 130, 192)
 
 
-@register_backend("planted_scale_sdpa", exact=False, description="SDPA times 0.9 (a planted scale error)")
 class PlantedScale(AttentionBackend):
     def __call__(self, q, k, v, scale=None):
         return (0.9 * get_backend("torch_sdpa")(q, k, v, scale).float()).to(q.dtype)
@@ -24,6 +24,15 @@ class PlantedScale(AttentionBackend):
 
 @pytest.fixture(scope="module")
 def lengths(tmp_path_factory) -> KernelsResult:
+    # Registered for this run only: a backend left in the registry would be listed to other tests.
+    register_backend("planted_scale_sdpa", exact=False, description="SDPA times 0.9 (planted)")(PlantedScale)
+    try:
+        return _measure(tmp_path_factory)
+    finally:
+        BACKENDS.unregister("planted_scale_sdpa")
+
+
+def _measure(tmp_path_factory) -> KernelsResult:
     block = make_block(
         shapes=[{"name": f"n{n}", "heads": 2, "seq_q": n, "head_dim": 64, "dtype": "bf16"} for n in LENGTHS],
         backends=["torch_sdpa", "sage_emul_thuml", "planted_scale_sdpa",

@@ -6,6 +6,7 @@ plugin's arm); and the production scenario's dry run against the pinned LightX2V
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from harness.attention.insitu import read_insitu
 from harness.campaign import plan_campaign
 from harness.plan import dry_run
 from harness.records import AttnCallsRecord
+from harness.text_table import md_unescape
 
 pytestmark = pytest.mark.lightx2v
 
@@ -87,6 +89,20 @@ def test_the_shadowed_copy_measures_every_call_where_it_is_and_changes_nothing(c
     )
     reading = next(r for r in results["insitu"]["readings"] if r["candidate"] == "sage_emul")
     assert reading["calls"] == len(run.calls) and reading["ratio"] > 2
+    # The emulated Triton kernel scores the padded keys of its last 64-key block: the refiner's 74
+    # keys (54 padded) far off, then the DiT's calls (padded less) scaled; named in results.json, the
+    # summary and the page.
+    assert [(f["dimension"], f["facts"].split(";")[0]) for f in reading["findings"]] == [
+        ("padded_share", "refiner"),
+        ("all", "dit_self"),
+    ], reading["findings"]
+    finding = reading["findings"][0]
+    assert finding["scale"] < 0.9 and "outputs scaled by" in finding["text"]
+    summary = (cpu_campaign.campaign.path / "report.md").read_text().split("\n## ")[1]
+    assert f"finding: {finding['text']}" in md_unescape(summary)
+    assert "finding: sage_emul: error " in html.unescape(
+        (cpu_campaign.campaign.path / "index.html").read_text()
+    )
 
 
 def test_every_run_saves_its_latents_and_checks_its_backend_against_the_direct_op(
