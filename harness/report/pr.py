@@ -2,7 +2,7 @@
 
 First the verdicts, one line per candidate with its word's mark (the summary's verdict: "identical"
 alone; else the reading that decides first, and both readings, each with its word, where an in-situ
-reading exists; the warnings). Then four blocks, as the pull request laid them out (there
+reading exists; the warnings), and where the in-situ error concentrates (the findings). Then four blocks, as the pull request laid them out (there
 tab-separated, here markdown): speed
 per arm with the speed-up against the reference, decoded output against the reference with
 the noise-floor row last, global statistics per run, and one-line facts (attention calls
@@ -18,7 +18,7 @@ from harness.analysis.model import ArmAggregate, ReportResults
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.review import MARKS, readings, verdict_line
-from harness.report.summary import arm_speed, incomplete_line
+from harness.report.summary import arm_speed, finding_lines, incomplete_line
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
@@ -189,7 +189,7 @@ def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
     if res.errors:
         lines += [f"**{md_text(incomplete_line(res))}**", ""]
-    verdicts = verdict_lines(res)
+    verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in finding_lines(res)]
     lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]

@@ -100,6 +100,7 @@ def test_the_shadowed_copy_measures_every_call_where_it_is_and_changes_nothing(c
     assert finding["scale"] < 0.9 and "outputs scaled by" in finding["text"]
     summary = (cpu_campaign.campaign.path / "report.md").read_text().split("\n## ")[1]
     assert f"finding: {finding['text']}" in md_unescape(summary)
+    assert f"- finding: {finding['text']}" in md_unescape((cpu_campaign.campaign.path / "pr.md").read_text())
     assert "finding: sage_emul: error " in html.unescape(
         (cpu_campaign.campaign.path / "index.html").read_text()
     )
