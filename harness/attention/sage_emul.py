@@ -24,6 +24,9 @@ Variants (option ``variant``; other options override single settings):
 * ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton), what the measured
   ``sage_attn2`` backend runs on the H200: INT8 Q per 128-token block and K per 64-token block,
   K smoothed, P in [0, 1] and V cast to fp16, fp16 tile accumulation. ``sage_emul_thuml``'s default.
+* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` (the path the
+  pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``, its
+  padded keys included, as its Triton source reads; not run on a GPU here.
 * ``sageattn2_fp8``: thu-ml SageAttention2 ``qk_int8_pv_fp8`` (sm89/sm90): INT8 Q per 32-token
   warp, P x448 and V per channel in FP8 e4m3, fp32 accumulation.
 * ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled.
@@ -32,8 +35,9 @@ Variants (option ``variant``; other options override single settings):
 Padded keys (option ``padded_keys``): 1.0.6's Triton kernel loads the last 64-key block's
 out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins the
 softmax with V = 0 (measured on an H200: rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128);
-``sageattn1_triton`` reproduces it (``unmasked``). The other variants mask them: how SageAttention2's
-CUDA kernels and aiter's gfx1201 op treat a partial last block was not measured.
+``sageattn1_triton`` and ``sageattn2_triton`` reproduce it (``unmasked``). The other variants mask
+them: how SageAttention2's CUDA kernels and aiter's gfx1201 op treat a partial last block was not
+measured.
 
 The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
 accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
@@ -275,7 +279,8 @@ _OPTION_DOC = {
     "kv_tile": "KV tile of the online softmax (running max used to quantize P)",
     "smooth_k": "subtract the K mean over the sequence before quantizing",
     "p_log2_offset": "P = exp2(s - m + offset) before the cast; 8.807 = log2(448) for thu-ml, 0 for aiter",
-    "variant": "sageattn1_triton | sageattn2_fp8 | aiter_fav3_sage: the kernel whose settings are the defaults",
+    "variant": "sageattn1_triton | sageattn2_triton | sageattn2_fp8 | aiter_fav3_sage: the kernel whose settings "
+    "are the defaults",
     "pv_dtype": "fp8 (e4m3, V per channel) or fp16 (Triton fp16-PV kernels)",
     "pv_accum": "fp32, or fp16_tile (each KV tile's P@V rounded to fp16, SageAttention 1's out_dtype=fp16)",
     "v_scale_max": "V per-channel scale = amax / v_scale_max",
@@ -383,6 +388,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
         # Measured on the H200 (1.0.6): rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128.
         "padded_keys": "unmasked",
     },
+    # SageAttention2's sageattn_qk_int8_pv_fp16_triton (what sage_attn2 runs on gfx1201): the same
+    # Triton kernel file pattern as 1.0.6 (per-block INT8 QK, fp16 PV, the last 64-key block's
+    # padded keys scored), read from source; not run on a GPU here.
+    "sageattn2_triton": {
+        "granularity": "per_block",
+        "pv_dtype": "fp16",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp16_tile",
+        "padded_keys": "unmasked",
+    },
     "sageattn2_fp8": {
         "granularity": "per_warp",
         "pv_dtype": "fp8",
@@ -401,6 +416,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 VARIANT_TEXT = {
     "sageattn1_triton": "thu-ml SageAttention 1.0.6 sageattn, Triton (INT8 QK per block 128/64, K smoothed; P "
     "and V in fp16, P@V accumulated in fp16 per 64-key tile)",
+    "sageattn2_triton": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp16_triton (as 1.0.6's Triton kernel, read "
+    "from source, not run: INT8 QK per block, P and V in fp16, the last 64-key block's padded keys scored)",
     "sageattn2_fp8": "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3, "
     "V per channel in e4m3)",
     "aiter_fav3_sage": "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)",

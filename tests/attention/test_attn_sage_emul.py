@@ -198,6 +198,15 @@ def test_default_thuml_reproduces_the_kernels_unmasked_padded_keys(n, kernel_rel
     assert 0.010 < fixed_l1 < 0.017
 
 
+def test_sageattention2s_triton_variant_scores_the_padded_keys_as_1_0_6():
+    """SageAttention2's Triton fp16-PV path has 1.0.6's kernel pattern (read from source): the same
+    numerics, the padded keys of a 74-key call included; its params say it was not run."""
+    q, k, v = make_qkv(74, h=4, d=128, dtype=torch.bfloat16, seed=3)
+    sage2 = get_backend("sage_emul_thuml", variant="sageattn2_triton")
+    assert torch.equal(sage2(q, k, v), get_backend("sage_emul_thuml")(q, k, v))
+    assert sage2.params["padded_keys"].startswith("scored 0") and "not run" in sage2.params["emulates"]
+
+
 def test_padded_keys_option_is_checked():
     with pytest.raises(HarnessError, match="padded_keys"):
         get_backend("sage_emul_thuml", padded_keys="maybe")
