@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "harness.plugins": 0,
     "harness.strict_yaml": 0,
     "harness.records": 0,
+    "harness.insitu_records": 0,
     "harness.code_identity": 0,
     "harness.layers": 0,
     "harness.cli_startup": 0,

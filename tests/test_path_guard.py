@@ -182,7 +182,7 @@ def test_op_names_of_an_in_situ_record_are_read_as_plain_names_and_lines_beside_
     """A hostile meta (an op named '../../escape', a rank that climbs out) read back: the op, the
     primary and every line's errors under the plain name, the rank's lines from beside its meta."""
     from harness.attention.insitu.read import read_insitu
-    from harness.records import InSituCall, InSituMeta, InSituOp, InSituOpError
+    from harness.insitu_records import InSituCall, InSituMeta, InSituOp, InSituOpError
     from harness.store import write_record
 
     folder = tmp_path / "runs" / "arm" / "insitu"

@@ -40,7 +40,7 @@ from harness.analysis.insitu_model import (
 )
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
 from harness.attention.insitu.recorder import INSITU_DIR
-from harness.records import InSituCall, InSituStats
+from harness.insitu_records import InSituCall, InSituStats
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 

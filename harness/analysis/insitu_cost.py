@@ -12,7 +12,8 @@ import statistics
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.records import InSituCall, RunSpec, steady_steps
+from harness.insitu_records import InSituCall
+from harness.records import RunSpec, steady_steps
 from harness.store import CampaignDir
 
 LABEL = "a shadowed run's timing"

@@ -13,7 +13,7 @@ import math
 from statistics import median
 
 from harness.analysis.insitu_model import Fidelity
-from harness.records import InSituCall, InSituOp
+from harness.insitu_records import InSituCall, InSituOp
 
 AGREE = 0.2  # per-call rel L1 ratio within 1 +/- this, and scales within SCALE_AGREE: "agrees"
 SCALE_AGREE = 0.02

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.records import InSituStats, Record
+from harness.insitu_records import InSituStats
+from harness.records import Record
 from harness.scenario.insitu import InSituTolerance
 
 BOOTSTRAP = 2000  # resamples of the calls for the 95 % intervals

@@ -44,7 +44,7 @@ from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
 from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, pr29_draw
 from harness.bench.verdict_fixture import CalibrationFixture
 from harness.collect.layout import SCALES
-from harness.records import InSituCall, InSituOpError
+from harness.insitu_records import InSituCall, InSituOpError
 from harness.scenario.insitu import InSituTolerance
 from harness.scenario.verdict import VerdictRules
 

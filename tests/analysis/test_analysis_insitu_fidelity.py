@@ -11,7 +11,8 @@ import torch
 from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
 from harness.attention import AttentionOp, KVReversed, get_backend
 from harness.attention.insitu import CallSites, InSituRecorder, ShadowedAttention, read_insitu
-from harness.records import InSituOp, InSituSettings
+from harness.insitu_records import InSituOp
+from harness.records import InSituSettings
 
 
 class StandIn(AttentionOp):

@@ -14,7 +14,7 @@ import math
 import torch
 
 from harness.attention.exact import exact_attention
-from harness.records import InSituOpError
+from harness.insitu_records import InSituOpError
 
 # Scalars reduced per op and call, in this order (one device-to-host copy per call).
 FIELDS = (

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from harness.attention.insitu.recorder import iter_lines
 from harness.errors import HarnessError
-from harness.records import InSituCall, InSituMeta, InSituStats
+from harness.insitu_records import InSituCall, InSituMeta, InSituStats
 from harness.safe_write import file_name, is_plain_name
 from harness.store import read_record
 

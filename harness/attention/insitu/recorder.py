@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from harness.attention.insitu.sites import CallSite, CallSites
-from harness.records import CapturedCall, InSituCall, InSituMeta, InSituOp, InSituSettings
+from harness.insitu_records import CapturedCall, InSituCall, InSituMeta, InSituOp
+from harness.records import InSituSettings
 from harness.store import write_record
 
 INSITU_DIR = "insitu"

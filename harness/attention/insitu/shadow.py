@@ -19,7 +19,7 @@ import torch
 from harness.attention.insitu.measure import error_scalars, failed_op, op_error, sample_rows, yardstick
 from harness.attention.insitu.recorder import InSituRecorder
 from harness.attention.registry import AttentionOp, UnsupportedCall, default_scale
-from harness.records import InSituCall, InSituOp
+from harness.insitu_records import InSituCall, InSituOp
 
 
 def op_record(name: str, role: str, op: AttentionOp) -> InSituOp:
