@@ -18,11 +18,13 @@ from harness.report.render import render
 from harness.store import write_record
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny/gpu_prod"
+# One drawn campaign per candidate of the example (its verdicts are replaced by the drawn ones).
+CANDIDATES = sum(v.role == "candidate" for v in read_results(EXAMPLE / "results.json").verdicts)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(st.lists(campaigns(), min_size=2, max_size=2))
+@given(st.lists(campaigns(), min_size=CANDIDATES, max_size=CANDIDATES))
 def test_any_verdict_renders(tmp_path_factory, drawn):
     folder = tmp_path_factory.mktemp("report")
     shutil.copytree(EXAMPLE, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.html", "*.md"))
