@@ -120,8 +120,9 @@ def _interval(group: Sequence[Observation], rest: Sequence[Observation]) -> list
         idx = rng.integers(0, len(obs), size=(BOOTSTRAP, len(obs)))
         return l1[idx].sum(axis=1) / np.maximum(ref[idx].sum(axis=1), np.finfo(float).tiny)
 
-    ratio = boots(group) / np.maximum(boots(rest), np.finfo(float).tiny)
-    return [float(np.percentile(ratio, 2.5)), float(np.percentile(ratio, 97.5))]
+    with np.errstate(all="ignore"):  # huge sums overflow to inf: that resample's ratio is not finite
+        ratio = boots(group) / np.maximum(boots(rest), np.finfo(float).tiny)
+        return [float(np.percentile(ratio, 2.5)), float(np.percentile(ratio, 97.5))]
 
 
 def scale_of(obs: Sequence[Observation]) -> tuple[float | None, float | None]:
@@ -194,12 +195,13 @@ def find(candidate: str, obs: Sequence[Observation], what: str = "calls") -> lis
             group = [pool[i] for i in sorted(members)]
             rest = [o for i, o in enumerate(pool) if i not in members]
             g, r = _pooled(group), _pooled(rest)
-            if not (math.isfinite(g) and math.isfinite(r)) or g < FACTOR * r:
+            # The rest without error (bitwise exact there) gives no ratio to name.
+            if not (math.isfinite(g) and math.isfinite(r)) or r <= 0 or g < FACTOR * r:
                 continue
-            ratio = g / r if r > 0 else math.inf
-            ci = _interval(group, rest) if r > 0 else None
-            if ci is not None and ci[0] < FACTOR:
-                continue
+            ratio = g / r
+            ci = _interval(group, rest)
+            if ci is not None and not (all(map(math.isfinite, ci)) and ci[0] >= FACTOR):
+                continue  # an interval that overflowed decides nothing
             floors = [o for o in group if o.floor_l1 is not None]
             floor = sum(o.floor_l1 for o in floors) / sum(o.ref for o in floors) if floors else None  # type: ignore[misc]
             if floor is not None and floors and g < FACTOR * floor:

@@ -150,3 +150,28 @@ def test_mostly_scale_needs_a_scale_and_a_small_remainder(scale, rel, unscaled):
 
 def test_padding_counts_the_keys_a_64_key_block_adds():
     assert [padding(n) for n in (63, 64, 65, 74, 120_016)] == [1, 0, 63, 54, 48]
+
+
+numbers = st.floats(allow_nan=True, allow_infinity=True) | st.none()
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["refiner", "dit_self", "](x)"]), st.integers(1, 200_000), st.floats(),
+                  st.floats(), numbers, numbers, numbers),
+        max_size=12,
+    )
+)  # fmt: skip
+def test_any_numbers_a_record_holds_give_findings_or_none_never_an_error(rows):
+    """Records may hold NaN, infinities, zeros or nothing: findings are computed or left out, and
+    every figure a finding states is finite."""
+    calls = [
+        Observation(
+            attrs={"kind": kind, "k_len": k}, l1=l1, ref=ref, floor_l1=floor, scale=scale, unscaled=rest
+        )
+        for kind, k, l1, ref, floor, scale, rest in rows
+    ]
+    for f in find("k", calls):
+        assert math.isfinite(f.rel_l1) and f.text.startswith("k: ")
+        assert f.ratio is None or f.ratio > 0
+        assert f.ratio_ci is None or all(math.isfinite(x) for x in f.ratio_ci)
