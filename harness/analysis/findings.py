@@ -31,12 +31,16 @@ ROUNDS = 3  # findings per candidate at most
 BLOCK = 64  # the key block of the Triton SageAttention kernels (thu-ml); 128 is their query block
 PADDED_SHARE = 0.10  # "much padding": padded keys of the last block over this share of all keys
 SCALE_MIN = 0.02  # |scale - 1| from which an output counts as scaled
-RULE = (
-    f"a group of calls is named when its pooled rel L1 is at least {FACTOR:g}x the other calls' (the whole 95 % "
-    f"interval, {BOOTSTRAP} bootstrap resamples of each side) and at least {FACTOR:g}x its exact floor where one "
-    "was measured; groups by call kind, key and query length, key length modulo 64 and 128, padding of the last "
-    "64-key block, step, block and rank; the strongest first, its calls then set aside"
-)
+
+
+def rule(what: str = "calls") -> str:
+    """The rule in words, for observations that are ``what`` (calls in situ, shapes in kernels)."""
+    return (
+        f"a group of {what} is named when its pooled rel L1 is at least {FACTOR:g}x the other {what}' (the whole "
+        f"95 % interval, {BOOTSTRAP} bootstrap resamples of each side) and at least {FACTOR:g}x its exact floor "
+        "where one was measured; groups by call kind, key and query length, key length modulo 64 and 128, padding "
+        f"of the last 64-key block, step, block and rank; the strongest first, its {what} then set aside"
+    )
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.findings import RULE, Observation, find, scale_of, scale_words
+from harness.analysis.findings import Observation, find, rule, scale_of, scale_words
 from harness.analysis.insitu_cost import measure_per_step, run_spec, shadow_costs
 from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
 from harness.analysis.insitu_model import (
@@ -156,10 +156,12 @@ def observations(name: str, calls: list[InSituCall], floor_ops: list[str]) -> li
     return out
 
 
-def _kind(name: str, kind: str, on: list[InSituCall], floor_ops, base, tol) -> InSituKind:
+def _kind(
+    name: str, kind: str, on: list[InSituCall], floor_ops, base, tol, obs: list[Observation]
+) -> InSituKind:
     """One call kind judged on its own calls: a few short calls far off are not drowned by long ones."""
     st = pool(on, name)
-    scale, unscaled = scale_of(observations(name, on, floor_ops))
+    scale, unscaled = scale_of([o for o in obs if o.attrs["kind"] == kind])
     pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
     pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
     parts = _judge(name, on, floor_ops, base, tol)
@@ -231,8 +233,9 @@ def candidate_reading(
         r.floor = InSituStats(
             calls=len(both), rel_l1=sum(f for *_, f in both) / sum(c.ref_l1 for c, *_ in both)
         )
+    obs = observations(name, calls, floor_ops)
     for kind in dict.fromkeys(c.kind for c in calls):
-        r.per_kind.append(_kind(name, kind, [c for c in calls if c.kind == kind], floor_ops, base, tol))
+        r.per_kind.append(_kind(name, kind, [c for c in calls if c.kind == kind], floor_ops, base, tol, obs))
     r.word, top = _deciding(r.per_kind)
     r.parts = top.parts if top is not None else _judge(name, calls, floor_ops, base, tol)
     r.ratio, r.ratio_ci = r.parts[0].value, r.parts[0].ci
@@ -250,7 +253,7 @@ def candidate_reading(
                            f"{_site(c)}): outside")  # fmt: skip
         r.word, r.decided_by = "outside", "non-finite output"
     _shape(r, items, name, floor_ops, base)
-    r.findings = find(name, observations(name, calls, floor_ops))
+    r.findings = find(name, obs)
     s = r.stats
     where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (
         f", {r.refused} not measured (refused)" if r.refused else ""
@@ -385,7 +388,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         notes.append("insitu_tolerance in campaign.json unreadable: the defaults are used")
     out = InSituResults(
         accepted_baseline=scen.get("accepted_baseline"), tolerance=tol, notes=notes,
-        convention=f"{CONVENTION}; findings: {RULE}",
+        convention=f"{CONVENTION}; findings: {rule()}",
     )  # fmt: skip
     items: dict[str, list[tuple[str, InSituCall]]] = {}
     attn_types: dict[str, str] = {}

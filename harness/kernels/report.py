@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import yaml
 
 from harness import __version__
-from harness.analysis.findings import RULE
+from harness.analysis.findings import rule
 from harness.kernels.results import (
     CONVENTIONS,
     KERNELS_JSON,
@@ -113,8 +113,11 @@ def kernels_markdown(result: KernelsResult) -> str:
         [_accuracy_cells(r, r.accuracy) for r in result.rows if r.accuracy is not None],
     )  # fmt: skip
     if result.findings is not None:
-        rule = RULE.replace("calls", "shapes")
-        lines += ["", md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule}):"), ""]
+        lines += [
+            "",
+            md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):"),
+            "",
+        ]
         lines += [f"- {md_text(f.text)}" for f in result.findings] or [
             "- none: no shape stands out, no output is scaled"
         ]
