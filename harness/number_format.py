@@ -43,13 +43,70 @@ def fmt_ratio(x: float | None) -> str:
     return NA if x is None or not math.isfinite(x) else f"{x:.3f}x"
 
 
-def ratio_text(r: float | None) -> str:
-    """An error-energy ratio: 1.27x, 34.3x, 3.6e+08x (two decimals near the tolerance, three figures beyond)."""
-    if r is None:
+SMALLEST = 1e-3  # below this a ratio reads "< 0.001x": its digits say nothing a reader can use
+LARGEST = 1e6  # from this up a ratio reads "over 1,000,000x"
+
+
+def ratio_value(r: float | None) -> str:
+    """A ratio's figure without its 'x', as people read it: 1.27, 34.3, 129,000; '< 0.001' below
+    0.001 and 'over 1,000,000' from a million up (no exponents, ``SMALLEST``/``LARGEST``)."""
+    if r is None or (isinstance(r, float) and math.isnan(r)):
         return NA
     if math.isinf(r):
-        return "inf"
-    return f"{r:.2f}x" if r < 10 else f"{r:.3g}x"
+        return "inf" if r > 0 else "-inf"
+    if r == 0:
+        return "0"
+    if abs(r) < SMALLEST:
+        return f"< {SMALLEST:g}" if r > 0 else f"> -{SMALLEST:g}"
+    if abs(r) >= LARGEST:
+        return f"over {LARGEST:,.0f}" if r > 0 else f"under -{LARGEST:,.0f}"
+    if abs(r) < 0.1:
+        return f"{r:.2g}"  # 0.0012, 0.05: two figures, never an exponent from 0.001 up
+    if abs(r) < 10:
+        return f"{r:.2f}"
+    if abs(r) < 1000:
+        return f"{r:.3g}"
+    return f"{float(f'{r:.3g}'):,.0f}"  # three figures, thousands separated: 129,000
+
+
+def ratio_text(r: float | None) -> str:
+    """An error-energy ratio: 1.27x, 34.3x, 129,000x, < 0.001x, over 1,000,000x (``ratio_value``)."""
+    v = ratio_value(r)
+    return v if v in (NA, "inf", "-inf") else f"{v}x"
+
+
+def range_text(lo: float | None, hi: float | None, fmt=ratio_value) -> str:
+    """An interval as words, '4.76 to 28.7' (a hyphen would read as a minus); one figure where both
+    bounds lie past what is written ('< 0.001', 'over 1,000,000')."""
+    a, b = fmt(lo), fmt(hi)
+    return a if a == b and not a[:1].isdigit() else f"{a} to {b}"
+
+
+def level_text(alpha: float) -> str:
+    """The confidence of an interval at ``alpha``: '95 %', '97.5 %'."""
+    return f"{100 * (1 - alpha):.10g} %"
+
+
+def ci_text(lo: float | None, hi: float | None, alpha: float = 0.05, fmt=ratio_value) -> str:
+    """'95 % CI 4.76 to 28.7'."""
+    return f"{level_text(alpha)} CI {range_text(lo, hi, fmt)}"
+
+
+def percent_text(fraction: float | None) -> str:
+    """A fraction as a percentage people read: 45 %, 1.4 %, < 0.1 %, over 1,000 % (no exponents)."""
+    if fraction is None or not math.isfinite(fraction):
+        return NA
+    x = 100 * fraction
+    if x >= 1000:
+        return "over 1,000 %"
+    if 0 < abs(x) < 0.1:
+        return "< 0.1 %"
+    return f"{x:.0f} %" if abs(x) >= 10 else f"{x:.2g} %"
+
+
+def count_text(n: int, cap: int = 100) -> str:
+    """A count someone would act on ('about 12 seeds'), bounded: 'more than 100' past ``cap``."""
+    return f"more than {cap}" if n > cap else f"about {n}"
 
 
 def fmt_speedup(x: float | None) -> str:

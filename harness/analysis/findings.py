@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.analysis.insitu_model import Finding
+from harness.number_format import range_text
 
 FACTOR = 3.0  # a group's error over the rest's (and over its floor) that makes a finding
 BOOTSTRAP = 2000
@@ -258,7 +259,7 @@ def finding_text(f: Finding) -> str:
         return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}; " + scale_words(
             f.rel_l1, f.scale, f.rel_l1_unscaled
         )
-    ci = f" [95 % {f.ratio_ci[0]:.3g} to {f.ratio_ci[1]:.3g}]" if f.ratio_ci else ""
+    ci = f" [95 % {range_text(*f.ratio_ci)}]" if f.ratio_ci else ""
     where = f"{f.what} {f.group}" + (f" ({f.facts})" if f.facts else "")
     others = f"the other {f.rest_count} {f.what}" + (" left" if f.among_rest else "")
     parts = [

@@ -41,6 +41,7 @@ from harness.analysis.insitu_model import (
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
 from harness.attention.insitu.recorder import INSITU_DIR
 from harness.insitu_records import InSituCall, InSituStats
+from harness.number_format import range_text
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 
@@ -91,7 +92,7 @@ def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_w
 
 
 def _ci_text(ci: list[float] | None) -> str:
-    return f" [95 % {ci[0]:.3g}-{ci[1]:.3g}]" if ci else ""
+    return f" [95 % {range_text(ci[0], ci[1])}]" if ci else ""
 
 
 def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = True) -> InSituPart:

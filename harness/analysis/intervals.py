@@ -40,7 +40,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from harness.number_format import ratio_text
+from harness.number_format import ci_text as range_ci_text
+from harness.number_format import count_text, ratio_text
 from harness.records import Record
 from harness.safe_math import safe_exp, scaled_mean_sd
 
@@ -291,7 +292,7 @@ def ratio_reading(
 def ci_text(ci: list[float] | None, alpha: float = 0.05) -> str:
     if not ci:
         return "no interval"
-    return f"{100 * (1 - alpha):.10g}% CI {ci[0]:.3g}-{ci[1]:.3g}"
+    return range_ci_text(ci[0], ci[1], alpha)
 
 
 def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
@@ -310,7 +311,7 @@ def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
         )
     elif r.word == "inconclusive":
         bits.append(
-            f"about {r.seeds_to_decide} seed(s) would decide it at this spread"
+            f"{count_text(r.seeds_to_decide)} seeds would decide it at this spread"
             if r.seeds_to_decide
             else "the ratio sits at the bound: no practical number of seeds decides it"
         )

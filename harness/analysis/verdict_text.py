@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from harness.analysis.energy import KINDS
 from harness.analysis.intervals import RatioReading
 from harness.analysis.verdict_model import Verdict
-from harness.number_format import fmt_db, ratio_text
+from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
 from harness.scenario.verdict import VerdictRules
 
 
 def _short(r: RatioReading) -> str:
-    ci = f" ({r.ratio_ci[0]:.3g}-{r.ratio_ci[1]:.3g})" if r.ratio_ci else ""
+    ci = f" ({range_text(*r.ratio_ci)})" if r.ratio_ci else ""
     return f"{r.label} {ratio_text(r.ratio)}{ci}"
 
 
@@ -36,7 +36,7 @@ def far_below_findings(v: Verdict) -> list[str]:
     for r in v.energy:
         if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW:
             out.append(
-                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {r.ratio_ci[1]:.3g} < {FAR_BELOW:g}): "
+                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
                 "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
             )
     return out
@@ -90,7 +90,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
             head += (
-                f" ({100 * (1 - top.alpha):.10g}% CI {top.ratio_ci[0]:.3g}-{top.ratio_ci[1]:.3g}; {top.label}"
+                f" ({ci_text(*top.ratio_ci, top.alpha)}; {top.label}"
             )
         else:
             head += f" (no interval; {top.label}"
@@ -101,7 +101,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
             head += ": no interval (one floor run per seed, no stated spread)"
         elif top.word == "inconclusive":
             head += (
-                f": about {top.seeds_to_decide} seed(s) would decide it" if top.seeds_to_decide
+                f": {count_text(top.seeds_to_decide)} seeds would decide it" if top.seeds_to_decide
                 else ": no practical number of seeds decides it"
             )  # fmt: skip
         bits.append(head)
@@ -136,7 +136,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     if v.baseline is not None:
         b = v.baseline
         ci = (
-            f" ({100 * (1 - rules.alpha):.10g}% CI {b.ratio_ci[0]:.3g}-{b.ratio_ci[1]:.3g})"
+            f" ({ci_text(*b.ratio_ci, rules.alpha)})"
             if b.ratio_ci
             else ""
         )

@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness.number_format import fmt_s
+from harness.number_format import ci_text, fmt_s, level_text, percent_text
 from harness.records import Record
 from harness.safe_math import safe_exp, scaled_mean_sd
 from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
@@ -130,7 +130,7 @@ class SpeedTest(Record):
                 )
             return f"{head}: too few runs for an interval ({n}; {MIN_SAMPLES} a side needed)"
         lo, hi = self.speedup_ci
-        ci = f"{100 * (1 - self.alpha):.10g}% CI {lo:.3g}-{hi:.3g}"
+        ci = ci_text(lo, hi, self.alpha, fmt=lambda x: fmt_speedup_value(x).removesuffix("x"))
         design = f", {self.design}" if self.design and self.design != "unpaired" else ""
         p = f"p={fmt_p(self.p)}"
         over = f" over {self.family_size} tests" if self.family_size > 1 else ""
@@ -140,7 +140,7 @@ class SpeedTest(Record):
         if self.word == "not significant after Holm":
             return (
                 f"{head} ({ci}; {n}{design}): not significant after Holm{over} ({p}; the "
-                f"{100 * (1 - self.alpha):.10g}% CI excludes 1 before the correction, {effect})"
+                f"{level_text(self.alpha)} CI excludes 1 before the correction, {effect})"
             )
         if self.word == "difference detected, size unclear":
             return (
@@ -149,7 +149,7 @@ class SpeedTest(Record):
             )
         if self.word == "no difference detected":
             could = (
-                f"; could detect a change of {100 * self.detectable:.2g}% at this n"
+                f"; could detect a change of {percent_text(self.detectable)} at this n"
                 if self.detectable is not None
                 else ""
             )

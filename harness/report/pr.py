@@ -17,8 +17,16 @@ from __future__ import annotations
 from harness.analysis.model import ArmAggregate, ReportResults
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
-from harness.report.review import MARKS, readings, verdict_line
-from harness.report.summary import arm_speed, finding_lines, incomplete_line
+from harness.report.review import MARKS, readings
+from harness.report.summary import (
+    arm_speed,
+    candidate_line,
+    finding_lines,
+    fit,
+    incomplete_line,
+    is_emulator,
+    warning_text,
+)
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
@@ -174,14 +182,18 @@ def facts(res: ReportResults) -> list[str]:
 
 
 def verdict_lines(res: ReportResults) -> list[str]:
-    """One line per candidate: its word's mark, its name and its verdict, short; its warnings."""
+    """The summary's line per candidate (``report.summary``), its word's mark and name first; each
+    warning a line of its own."""
+    verdicts = {v.arm: v for v in res.verdicts}
     out = []
     for r in readings(res):
-        why = f" ({r.text})" if r.word == "not run" and r.text else ""
-        warn = "".join(f"; **WARNING**: {md_text(w)}" for w in r.warnings)
-        out.append(
-            f"- {MARKS.get(r.word, '')} **{md_escape(r.arm)}**: {md_text(verdict_line(r) + why)}{warn}"
-        )
+        if r.word == "not run":
+            line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
+        else:
+            line = candidate_line(r, verdicts[r.arm], is_emulator(res, r.arm))
+        name, rest = line.split(": ", 1)
+        out.append(f"- {MARKS.get(r.word, '')} **{md_escape(name)}**: {md_text(rest)}")
+        out += [f"- **WARNING**: {md_text(fit(warning_text(r.arm, w)))}" for w in r.warnings]
     return out
 
 

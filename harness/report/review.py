@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.model import ReportResults, SpeedTest, Verdict
-from harness.number_format import NA, fmt_speedup, ratio_text
+from harness.number_format import NA, fmt_speedup, range_text, ratio_text
 
 WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
 WORD_COLOURS = {"identical": "#1565c0", "within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00",
@@ -263,12 +263,14 @@ def floor_points(res: ReportResults) -> list[FloorPoint]:
 
 
 def interval_text(t: Terms, fmt) -> str:
-    """'[0.31, 1.05] 95 % CI' or ''."""
-    return f" [{fmt(t.ci[0])}, {fmt(t.ci[1])}] {t.ci_what}" if t.ci is not None else ""
+    """' (95 % CI 0.31 to 1.05)' or '' (``fmt`` writes a bound; its trailing 'x' is dropped in a range)."""
+    if t.ci is None:
+        return ""
+    return f" ({t.ci_what} {range_text(t.ci[0], t.ci[1], lambda x: fmt(x).removesuffix('x'))})"
 
 
 def ratio_line(r: Reading) -> str:
-    """'error energy 27.5x the floor's [12.1x, 40.2x] range over seeds (video MSE), tolerance 2x'; an
+    """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2) (video MSE), tolerance 2x'; an
     identical reading's seeds instead (it has no ratio)."""
     if r.word == "identical":
         return identical_line(r)
@@ -290,7 +292,7 @@ def identical_line(r: Reading) -> str:
 
 
 def end_to_end_line(r: Reading, sep: str = ": ") -> str:
-    """'end to end: inconclusive 1.07x the floor's [0.49x, 2.37x] 97.5 % CI (video MSE), tolerance 2x'."""
+    """'end to end: inconclusive 1.07x the floor's (97.5 % CI 0.49 to 2.37) (video MSE), tolerance 2x'."""
     t = r.end_to_end
     if t.value is None:
         return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
@@ -302,7 +304,7 @@ def end_to_end_line(r: Reading, sep: str = ": ") -> str:
 
 
 def insitu_line(r: Reading, sep: str = ": ") -> str:
-    """'in situ: outside 3.20x the exact floor's [2.50x, 4.10x] 95 % CI'."""
+    """'in situ: outside 3.20x the exact floor's (95 % CI 2.50 to 4.10)'."""
     t = r.insitu or Terms()
     if t.value is None:
         return f"in situ{sep}{t.word or NA}: no ratio"
@@ -325,34 +327,15 @@ def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]
     return lines
 
 
-def verdict_line(r: Reading) -> str:
-    """The verdict of a summary line, short: 'verdict <word>: <the readings>[; missing: ...]'."""
-    if r.word == "not run":
-        return "verdict not run"
-    lines = accuracy_lines(r, " ", bare=True)
-    if r.word == "identical":
-        return f"verdict {lines[0]}"
-    if r.ratio.value is None and r.insitu is None and r.word != "invalid" and r.text:
-        return f"verdict {r.text.split('; WARNING: ')[0]}"  # no reading to quote: the verdict's own line
-    head = f"verdict {r.word}"
-    if r.word == "invalid":
-        head += f" ({r.attention.split(': ', 1)[0] or 'attention calls not served by the requested op'}); as measured"
-    missing = ""
-    if r.missing and r.word == "incomplete":
-        more = f" (and {len(r.missing) - 1} more)" if len(r.missing) > 1 else ""
-        missing = f"; missing: {r.missing[0]}{more}"
-    return f"{head}: " + "; ".join(lines) + missing
-
-
 def speed_cell(t: Terms) -> str:
-    """'0.57x [0.31x, 1.05x] 95 % CI: no significant difference', or 'no timing'."""
+    """'0.57x (95 % CI 0.31 to 1.05): no significant difference', or 'no timing'."""
     if t.value is None:
         return t.word or "no timing"
     return f"{fmt_speedup(t.value)}{interval_text(t, fmt_speedup)}: {t.word or NA}"
 
 
 def speed_line(what: str, t: Terms) -> str:
-    """'DiT s/step speed-up 0.57x [0.31x, 1.05x] 95 % CI: no significant difference'."""
+    """'DiT s/step speed-up 0.57x (95 % CI 0.31 to 1.05): no significant difference'."""
     return f"{what}: {speed_cell(t)}" if t.value is None else f"{what} speed-up {speed_cell(t)}"
 
 

@@ -41,7 +41,7 @@ def test_words_and_what_would_decide():
     wide = [SeedValues(seed=s, candidate=2.6, floors=[0.7, 1.0, 1.4]) for s in (1, 2)]
     r = ratio_reading("m", "m", wide, bound=2.0, alpha=0.05, prior_sd=0.04)
     assert r.word == "inconclusive" and r.seeds_to_decide and r.seeds_to_decide > 2
-    assert f"about {r.seeds_to_decide} seed(s) would decide it" in r.text
+    assert f"about {r.seeds_to_decide} seeds would decide it" in r.text
     # every seed must pass: one seed over the bound is never "within", one clearly over it is outside
     mixed = close[:2] + [SeedValues(seed=3, candidate=30.0, floors=[1.0, 1.01, 0.99])]
     m = ratio_reading("m", "m", mixed, bound=2.0, alpha=0.05, prior_sd=0.04)

@@ -60,7 +60,7 @@ def test_three_step_case_reads_outside_the_floor_with_a_stated_spread():
     assert r.ratio_ci[0] > 2.0 and r.word == "outside"
     assert "stated by the scenario: sd 0.04 of the log energy (source: H200 example, 3 seeds x 3" in r.spread
     assert v.word == "outside" and v.ratio == pytest.approx(r.ratio) and v.ratio_ci == r.ratio_ci
-    assert v.text.startswith("outside: error energy 2.32x the floor's (95% CI 2.")
+    assert v.text.startswith("outside: error energy 2.32x the floor's (95 % CI 2.")
     assert v.per_seed[0].regime == {"video": "pixel", "audio": "no audio"}
     # no borrowed confidence: one floor run, one seed and no stated spread give no interval
     bare = judge_numbers("kernel", *one)
@@ -239,7 +239,7 @@ def test_the_accepted_baseline_gives_a_non_inferiority_reading():
     v = judge_numbers("c", cands, floors, rules=rules, baseline=base)
     assert v.baseline.ratio == pytest.approx(10 ** (-0.02), rel=1e-6) and v.baseline.word == "not worse"
     assert (
-        "error energy 0.95x sage_attn2's (95% CI 0.891-1.02)" in v.text
+        "error energy 0.95x sage_attn2's (95 % CI 0.89 to 1.02)" in v.text
         and "margin 1.25x: not worse" in v.text
     )
 

@@ -24,6 +24,7 @@ from harness.compare.significance import (
     one_run_each,
     welch_p_value,
 )
+from harness.number_format import percent_text
 
 
 def test_welch_on_log_times_matches_scipy_and_the_interval_its_formula():
@@ -56,7 +57,7 @@ def test_paired_runs_use_the_log_ratios():
     )
     assert t.word == "slower" and t.speedup < 1
     assert t.line.startswith(
-        "DiT s/step: 0.451 ± 0.003 s (n=4) -> 0.536 ± 0.002 s (n=4): speed-up 0.842x (95% CI 0.839-0.844; n=4/4 runs"
+        "DiT s/step: 0.451 ± 0.003 s (n=4) -> 0.536 ± 0.002 s (n=4): speed-up 0.842x (95 % CI 0.839 to 0.844; n=4/4 runs"
     )
     assert "n=4/4 runs, paired by seed and repeat): slower (p=" in t.line
 
@@ -131,7 +132,7 @@ def test_an_interval_that_excludes_1_is_never_no_difference_detected():
         f"not significant after Holm over 10 tests (p={fmt_p(t.p)}, Holm {fmt_p(t.p_adjusted)} over 10 tests;"
         in t.line
     )
-    assert "the 95% CI excludes 1 before the correction" in t.line
+    assert "the 95 % CI excludes 1 before the correction" in t.line
 
 
 def test_a_significant_change_the_interval_cannot_size_is_no_speed_word_and_no_denial():
@@ -212,7 +213,7 @@ def test_words_never_contradict_the_interval(a, b, c, rules):
 def test_noise_as_large_as_the_difference_says_what_it_could_detect():
     t = compare_samples([3.29, 3.10, 3.45], [3.03, 3.52, 3.21], what="pipeline total")
     assert t.word == "no difference detected" and t.detectable is not None and t.detectable > 0.05
-    assert f"could detect a change of {100 * t.detectable:.2g}% at this n" in t.line
+    assert f"could detect a change of {percent_text(t.detectable)} at this n" in t.line
     assert "faster" not in t.line and "slower" not in t.line
 
 
@@ -268,4 +269,4 @@ def test_level_and_minimum_effect_are_stated_and_used():
     assert compare_samples(a, b).word == "faster"
     assert compare_samples(a, b, min_effect=0.2).word == "no meaningful difference"  # inside 1/1.2..1.2
     strict = compare_samples(a, b, alpha=1e-6)
-    assert strict.word != "faster" and "99.9999% CI" in strict.line
+    assert strict.word != "faster" and "99.9999 % CI" in strict.line
