@@ -24,6 +24,7 @@ from harness.report.summary import (
     finding_lines,
     fit,
     incomplete_line,
+    intervals_line,
     is_emulator,
     warning_text,
 )
@@ -39,6 +40,13 @@ def _mean(a: ArmAggregate | None, key: str) -> float | None:
 
 def _timed(res: ReportResults) -> list[ArmAggregate]:
     return [a for a in res.arms if a.runs_ok and _mean(a, "s_per_step") is not None]
+
+
+def timing_whose(res: ReportResults, arm: str) -> str:
+    """Whose timing a candidate's is where it is no kernel's: an emulator's, a shadowed copy's."""
+    if any(v.arm == arm and v.role == "insitu" for v in res.verdicts):
+        return "a shadowed copy's timing"
+    return "an emulator's timing" if is_emulator(res, arm) else ""
 
 
 def speed_table(res: ReportResults) -> list[str]:
@@ -73,7 +81,10 @@ def speed_table(res: ReportResults) -> list[str]:
         else:
             sp = arm_speed(res, a.arm)
             vs = f"{fmt_speedup(sp.step_speedup)} / {fmt_speedup(sp.total_speedup)}"
-            notes.append(f"{a.arm}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
+            whose = timing_whose(res, a.arm)  # an emulator's or a shadowed copy's time is no kernel's
+            vs += f" ({whose})" if whose else ""
+            name = f"{a.arm} ({whose})" if whose else a.arm
+            notes.append(f"{name}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
     out = md_rows(head, rows)
     out.append("")
@@ -98,7 +109,8 @@ def accuracy_table(res: ReportResults) -> list[str]:
     ]
     rows = []
     for a in ordered:
-        label = a.arm + (" (noise floor)" if a.role == "noise_floor" else "")
+        copy = any(v.arm == a.arm and v.role == "insitu" for v in res.verdicts)
+        label = a.arm + (" (noise floor)" if a.role == "noise_floor" else " (shadowed copy)" if copy else "")
         psnr = f"{fmt_db(_mean(a, 'psnr'), IDENTICAL)} ({fmt_db(_mean(a, 'psnr_min'), IDENTICAL).removesuffix(' dB')})"
         ssim = f"{fmt_rounded(_mean(a, 'ssim_mean'), 3, 6)} ({fmt_rounded(_mean(a, 'ssim_min'), 3, 6)})"
         snr = _mean(a, "audio_snr")
@@ -201,7 +213,7 @@ def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
     if res.errors:
         lines += [f"**{md_text(incomplete_line(res))}**", ""]
-    verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in finding_lines(res)]
+    verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in finding_lines(res) + intervals_line(res)]
     lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]

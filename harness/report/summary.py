@@ -185,8 +185,14 @@ def summary_lines(res: ReportResults) -> list[str]:
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
     lines += finding_lines(res)
     lines += [fit(f"WARNING: {warning_text(r.arm, w)}") for r in found for w in r.warnings]
+    return lines + intervals_line(res, found)
+
+
+def intervals_line(res: ReportResults, found: list[Reading] | None = None) -> list[str]:
+    """The intervals' confidence as a line (none where no interval is shown)."""
+    found = readings(res) if found is None else found
     levels = interval_levels([r for r in found if r.word != "not run"], res.rules.alpha)
-    return lines + ([levels] if levels else [])
+    return [levels] if levels else []
 
 
 def finding_text(f: Finding) -> str:
