@@ -22,6 +22,7 @@ from harness.errors import HarnessError, UsageError
 from harness.executors.base import Reporter
 from harness.executors.process import stop_orphan
 from harness.executors.registry import get_executor
+from harness.number_format import percent_text
 from harness.plan import DryRun, DryRunEntry, Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
 from harness.store import (
@@ -332,7 +333,7 @@ def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:
     if last:
         widest = max(open_, key=lambda k: math.inf if open_[k] is None else open_[k])
         w = open_[widest]
-        shown = "no interval" if w is None else f"{100 * w:.2g}% wide"
+        shown = "no interval" if w is None else f"{percent_text(w)} wide"
         return f"stopped at the maximum of {rounds} round(s): {widest} is still {shown} (target {100 * target:g}%)"
     return None
 

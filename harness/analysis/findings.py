@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.analysis.insitu_model import Finding
-from harness.number_format import range_text
+from harness.number_format import range_text, ratio_text
 
 FACTOR = 3.0  # a group's error over the rest's (and over its floor) that makes a finding
 BOOTSTRAP = 2000
@@ -263,11 +263,11 @@ def finding_text(f: Finding) -> str:
     where = f"{f.what} {f.group}" + (f" ({f.facts})" if f.facts else "")
     others = f"the other {f.rest_count} {f.what}" + (" left" if f.among_rest else "")
     parts = [
-        f"{f.candidate}: error {f.ratio:.3g}x higher{ci} on {f.count} {where}: rel L1 {f.rel_l1:.3g} against "
+        f"{f.candidate}: error {ratio_text(f.ratio)} higher{ci} on {f.count} {where}: rel L1 {f.rel_l1:.3g} against "
         f"{f.rest_rel_l1:.3g} on {others}"
     ]
     if f.floor_ratio is not None:
-        parts.append(f"{f.floor_ratio:.3g}x its exact floor")
+        parts.append(f"{ratio_text(f.floor_ratio)} its exact floor")
     scaled = scale_words(f.rel_l1, f.scale, f.rel_l1_unscaled)
     if scaled:
         parts.append(scaled)

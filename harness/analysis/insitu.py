@@ -41,7 +41,7 @@ from harness.analysis.insitu_model import (
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
 from harness.attention.insitu.recorder import INSITU_DIR
 from harness.insitu_records import InSituCall, InSituStats
-from harness.number_format import range_text
+from harness.number_format import range_text, ratio_text
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 
@@ -193,7 +193,7 @@ def _kind_head(k: InSituKind) -> str:
 
 
 def _kind_brief(k: InSituKind) -> str:
-    floor = f"{k.ratio:.3g}x the floor{_ci_text(k.ratio_ci)}" if k.ratio is not None else "no floor"
+    floor = f"{ratio_text(k.ratio)} the floor{_ci_text(k.ratio_ci)}" if k.ratio is not None else "no floor"
     if k.rel_l1 is None:
         floor = "not measured"
     others = [p.text.removesuffix(f": {p.word}") for p in k.parts[1:] if p.word != "within"]

@@ -24,6 +24,7 @@ from harness.compare.significance import (
     holm_tests,
 )
 from harness.compare.summary import RunSummary
+from harness.number_format import percent_text
 from harness.scenario.verdict import VerdictRules
 
 TIMINGS = {"s_per_step": "DiT s/step", "pipeline_total_s": "pipeline total"}
@@ -125,7 +126,7 @@ def auto_note(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str], rep
         zero = f" ({flat} with zero spread: no interval, nothing to narrow)" if flat else ""
         return f"repeats auto: {repeats} round(s); every speed-up interval is narrower than {100 * target:g}%{zero}"
     k = max(wide, key=lambda x: wide[x] if wide[x] is not None else float("inf"))
-    shown = "no interval" if wide[k] is None else f"{100 * wide[k]:.2g}% wide"
+    shown = "no interval" if wide[k] is None else f"{percent_text(wide[k])} wide"
     return (
         f"repeats auto: {repeats} round(s) of at most {most}; {k} is {shown}, not under the target "
         f"{100 * target:g}%"

@@ -29,7 +29,7 @@ from pydantic import Field
 from harness.analysis.intervals import t_quantile, t_two_sided_p
 from harness.compare.significance import holm
 from harness.compare.summary import SHOWN_STATS
-from harness.number_format import fmt_stat
+from harness.number_format import fmt_stat, percent_text
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
 
@@ -189,7 +189,7 @@ def judge_stats(
         t.p_adjusted = p
         where = f" (seed {t.seed})" if t.seed is not None else ""
         band = f"[{fmt_stat(t.stat, t.lo)}, {fmt_stat(t.stat, t.hi)}]"
-        could = f"could detect {100 * t.detectable:.2g}%" if t.detectable is not None else ""
+        could = f"could detect {percent_text(t.detectable)}" if t.detectable is not None else ""
         big = (
             t.value is not None
             and t.center is not None
@@ -235,7 +235,7 @@ def stats_text(v: StatsVerdict, rules: VerdictRules) -> str:
     if v.word == "incomplete":
         return "statistics incomplete: " + "; ".join(c.text for c in judged if c.word == "incomplete")
     worst = max((c.detectable for c in judged if c.detectable is not None), default=None)
-    could = f"could detect a change of {100 * worst:.2g}% at this n" if worst is not None else "no spread"
+    could = f"could detect a change of {percent_text(worst)} at this n" if worst is not None else "no spread"
     if v.word == "inconclusive":
         return (
             f"statistics: no difference detected ({could}; within needs {100 * rules.stats_detectable:g}%): "
