@@ -23,6 +23,55 @@ from harness.cli import (
 from harness.cli.common import need_subcommand, run_app
 from harness.errors import EXIT_CODES_HELP, Exit
 
+
+def version_line() -> str:
+    """``harness <version>``: the installed distribution's version (the package's own, from a
+    source tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"harness {version('harness')}"
+    except PackageNotFoundError:
+        from harness import __version__
+
+        return f"harness {__version__}"
+
+
+def _say_version(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        print(version_line())
+        raise typer.Exit(0)
+
+
+def top(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_say_version, is_eager=True, help="Print the harness version and exit."
+    ),
+) -> None:
+    need_subcommand(ctx)
+
+
+def hide_flag_metavars() -> None:
+    """Flags take no value, so their help shows none. typer 0.29's own help printed the option's
+    type after every flag (``--single-file --with-assets <bool>``, ``--help <bool>``); earlier
+    typers (click's metavar) and its plain-text help show nothing there. Idempotent."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "hides_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        if (self.is_flag or getattr(self, "count", False)) and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich.hides_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+hide_flag_metavars()
 app = typer.Typer(
     add_completion=False,
     invoke_without_command=True,
@@ -30,7 +79,7 @@ app = typer.Typer(
     help="A/B benchmark and accuracy harness for attention backends in video+audio generation.",
     epilog=EXIT_CODES_HELP,
 )
-app.callback()(need_subcommand)
+app.callback()(top)
 for command in (
     run, compare, report, ingest, history, env, backends, kernels, scenarios, bench, lightx2v, diffusers,
 ):  # fmt: skip
