@@ -23,10 +23,11 @@ def register(app: typer.Typer) -> None:
 
 
 def compare(
-    run_a: str = typer.Argument(..., help="Reference: a run directory, CAMPAIGN:ARM or an mp4 file."),
-    run_b: str = typer.Argument(
-        ..., help="Compared against A: a run directory, CAMPAIGN:ARM or an mp4 file."
+    run_a: str = typer.Argument(
+        ...,
+        help="Reference: a run directory, CAMPAIGN:ARM (one of several runs: ARM@SEED, ARM@SEED~rN) or an mp4 file.",
     ),
+    run_b: str = typer.Argument(..., help="Compared against A: the same forms as A."),
     fmt: str = typer.Option("table", "--format", "-f", help="table, md or json."),
     gate: Path | None = typer.Option(
         None,
@@ -42,17 +43,20 @@ def compare(
     from harness.compare.inputs import compare_inputs
     from harness.report.comparison import format_compare_output
 
-    the_gate = load_gate(gate) if gate else None  # a bad gate file is exit 2 before anything is measured
+    # Every refusal of the inputs comes before anything is printed: a bad gate file, then runs
+    # that cannot be named, then media that cannot be compared (compare_inputs refuses those
+    # before measuring).
+    the_gate = load_gate(gate) if gate else None
     cmp = compare_inputs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
+    if cmp.errors:  # found only while decoding (a file corrupt past its header): still no table
+        for problem in cmp.errors:
+            say_err(f"error: {problem}")
+        raise typer.Exit(Exit.BAD_INPUT)
     outcome = judge_gate(cmp, the_gate, gate) if the_gate is not None else None
     # Laid out already: printed as is, never re-wrapped or styled.
     sys.stdout.write(format_compare_output(cmp, fmt, outcome))
-    for problem in cmp.errors:
-        say_err(f"error: {problem}")
     for v in outcome.violations if outcome is not None else ():
         say_err(f"gate: {v}")
-    if cmp.errors:  # unreadable or incompatible media
-        raise typer.Exit(Exit.BAD_INPUT)
     if not cmp.measured:
         why = "; ".join(n.removeprefix("no accuracy metrics: ") for n in cmp.notes if "accuracy" in n)
         say_err(f"error: not measured: {why or 'no accuracy metrics'}")

@@ -7,6 +7,7 @@
 - ``latents``: latent PSNR per sampler step;
 - ``pairwise``: ``compare_runs`` / ``compare_summaries`` -> ``Comparison``;
 - ``inputs``: what ``harness compare`` accepts on each side (a run, CAMPAIGN:ARM, an mp4);
+- ``admit``: two media files ``harness compare`` refuses before measuring (one line, the flag);
 - ``metrics``: the accuracy metrics that tables and gates read off a comparison;
 - ``gates``: thresholds that fail CI (``harness compare --gate``);
 - ``significance``: when a timing difference is a finding (Welch's t-test, pure functions);

@@ -185,18 +185,26 @@ def measure_pair_cached(
     return result, False, json_path, csv_path
 
 
+def audio_slack(rate: int, fps: float) -> int:
+    """How many samples two audio tracks of one length may differ by: one video frame's worth
+    (AAC pads to its own frames)."""
+    return math.ceil(rate / fps) if fps > 0 else rate
+
+
 def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: bool) -> None:
     """Audio tracks of other lengths are refused as videos of other frame counts are
     (``collect.suite``), unless ``truncate``: else a track missing most of its audio would be
-    judged on the overlap. Lengths within one video frame agree (AAC pads to its frames)."""
+    judged on the overlap. Lengths within one video frame agree (AAC pads to its frames).
+    B's samples are counted at its own rate (before any resampling), so lengths compare in time."""
     au = result.audio
     if au is None or truncate:
         return
-    one_frame = math.ceil(au.sample_rate / result.video.fps) if result.video.fps > 0 else au.sample_rate
-    if abs(au.samples_a - au.samples_b) > one_frame:
+    rate_b = au.rate_b or au.sample_rate
+    b_at_rate_a = round(au.samples_b * au.sample_rate / rate_b)
+    if abs(au.samples_a - b_at_rate_a) > audio_slack(au.sample_rate, result.video.fps):
         raise HarnessError(
             f"audio length differs: {file_a} has {au.samples_a / au.sample_rate:.3f} s "
-            f"({au.samples_a} samples), {file_b} has {au.samples_b / au.sample_rate:.3f} s "
+            f"({au.samples_a} samples), {file_b} has {au.samples_b / rate_b:.3f} s "
             f"({au.samples_b}) (truncate to compare the shorter)"
         )
 

@@ -1,17 +1,23 @@
-"""What ``harness compare`` accepts on each side: a run directory, ``CAMPAIGN:ARM``, or a bare mp4.
+"""What ``harness compare`` accepts on each side: a run directory, ``CAMPAIGN:RUN``, or a bare mp4.
 
 A bare mp4 becomes a ``RunSummary`` with its file and hash and nothing else: no timing (the
 speed section says "no timing"), no attention calls, role unknown. Anything else goes through
-``store.resolve_run_dir`` as before.
+``store.resolve_run_dir``; RUN is a run folder's name (``arm``, ``arm@SEED``, ``arm@SEED~rN``),
+and one that names no run is refused with the names of the arm's runs. Two inputs that cannot
+be compared are refused (``admit``) before anything is measured, written or printed.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from harness.compare.admit import measured_files, refuse_incomparable
 from harness.compare.hashes import file_sha256
 from harness.compare.summary import RunSummary, summarize_run
-from harness.store import resolve_run_dir
+from harness.errors import HarnessError
+from harness.records import REPEAT_MARK
+from harness.store import CAMPAIGN_JSON, RUN_JSON, CampaignDir, RunDir, resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
 NO_TIMING = "no timing: a bare media file carries no step times"
@@ -57,19 +63,104 @@ def summarize_inputs(ref_a: str, ref_b: str) -> tuple[RunSummary, RunSummary]:
         if is_media_file(ref):
             out.append(summarize_file(Path(ref), key))
         else:
-            out.append(summarize_run(resolve_run_dir(ref)))
+            out.append(summarize_run(resolve_run(ref)))
     return out[0], out[1]
 
 
+# A run folder's name, as records.run_key writes it: '@' and '~' are in no arm name.
+_RUN_KEY = re.compile(rf"^(?P<arm>[^@~]+)(?:@(?P<seed>\d+))?(?:{re.escape(REPEAT_MARK)}(?P<repeat>\d+))?$")
+
+
+def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
+    """(arm, seed or None, repeat) of a run folder's name; None for a name of another shape."""
+    m = _RUN_KEY.match(key)
+    if m is None:
+        return None
+    seed = int(m["seed"]) if m["seed"] is not None else None
+    return m["arm"], seed, int(m["repeat"] or 1)
+
+
+def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, int | None, int]]:
+    """(key, seed, repeat) of the arm's runs in the campaign, by seed then repeat."""
+    runs = []
+    for run in camp.runs():
+        parsed = parse_run_key(run.key)
+        if parsed is not None and parsed[0] == arm:
+            runs.append((run.key, parsed[1], parsed[2]))
+    return sorted(runs, key=lambda r: (r[1] if r[1] is not None else -1, r[2]))
+
+
+def _how_to_name(camp: str, arm: str, runs: list[tuple[str, int | None, int]]) -> str:
+    """'4 runs (seeds 42, 43 x 2 repeats): name one as CAMP:arm@SEED (repeat 1) or CAMP:arm@SEED~rN
+    (repeat N >= 2), e.g. CAMP:arm@42 or CAMP:arm@43~r2'."""
+    if len(runs) == 1:
+        return f"1 run: {camp}:{runs[0][0]}"
+    seeds = sorted({s for _, s, _ in runs if s is not None})
+    repeats = max(r for _, _, r in runs)
+    parts = []
+    if seeds:
+        parts.append(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
+    if repeats > 1:
+        parts.append(f"{repeats} repeats")
+    what = f" ({' x '.join(parts)})" if parts else ""
+    base = f"{camp}:{arm}{'@SEED' if seeds else ''}"
+    shapes = f"{base} (repeat 1) or {base}{REPEAT_MARK}N (repeat N >= 2)" if repeats > 1 else base
+    examples = " or ".join(f"{camp}:{k}" for k in dict.fromkeys([runs[0][0], runs[-1][0]]))
+    count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
+    return f"{count}{what}: name one as {shapes}, e.g. {examples}"
+
+
+def resolve_run(ref: str) -> RunDir:
+    """``store.resolve_run_dir``; CAMPAIGN:RUN naming no run folder (an arm of several seeds or
+    repeats, a seed the campaign does not have) is refused with the ways to name the arm's runs."""
+    if ":" not in ref or (Path(ref) / RUN_JSON).exists():
+        return resolve_run_dir(ref)
+    camp_ref, _, key = ref.rpartition(":")
+    camp = CampaignDir(Path(camp_ref))
+    if camp.run(key).exists() or not camp.runs_dir.is_dir():
+        return resolve_run_dir(ref)
+    parsed = parse_run_key(key)
+    runs = _arm_runs(camp, parsed[0]) if parsed is not None else []
+    if runs:
+        arm = parsed[0]
+        missing = "" if key == arm else f"no run {key!r}; arm {arm} has "
+        raise HarnessError(f"{ref}: {missing}{_how_to_name(camp_ref, arm, runs)}")
+    arms = sorted({p[0] for p in (parse_run_key(r.key) for r in camp.runs()) if p is not None})
+    if not arms:
+        return resolve_run_dir(ref)
+    raise HarnessError(f"{ref}: campaign {camp_ref} has no arm {key!r} (its arms: {', '.join(arms)})")
+
+
+def other_repeats_note(side: str, run: RunDir) -> str | None:
+    """A note when the run named is one repeat of several (the others are not compared here)."""
+    parsed = parse_run_key(run.key)
+    if parsed is None or not (run.path.parent.parent / CAMPAIGN_JSON).exists():
+        return None
+    arm, seed, repeat = parsed
+    same = [r for r in _arm_runs(CampaignDir(run.path.parent.parent), arm) if r[1] == seed]
+    if len(same) < 2:
+        return None
+    others = ", ".join(k for k, _, r in same if r != repeat)
+    return f"{side} ({run.key}) is repeat {repeat} of {len(same)} of its arm and seed; not compared here: {others}"
+
+
 def compare_inputs(ref_a: str, ref_b: str, *, truncate: bool = False, resample_audio: bool = False):
-    """``harness compare A B``: runs through ``compare_runs`` (cached in their campaign), files directly."""
+    """``harness compare A B``: runs through ``compare_runs`` (cached in their campaign), files
+    directly; inputs that cannot be compared are refused first (nothing measured or written)."""
     from harness.compare.pairwise import compare_runs, compare_summaries
 
     if not (is_media_file(ref_a) or is_media_file(ref_b)):
-        return compare_runs(
-            resolve_run_dir(ref_a), resolve_run_dir(ref_b), truncate=truncate, resample_audio=resample_audio
-        )
+        run_a, run_b = resolve_run(ref_a), resolve_run(ref_b)
+        files = measured_files(run_a, run_b)
+        if files is not None:
+            refuse_incomparable(*files, truncate=truncate, resample_audio=resample_audio)
+        cmp = compare_runs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
+        notes = [other_repeats_note(side, run) for side, run in (("A", run_a), ("B", run_b))]
+        cmp.notes[:0] = [n for n in notes if n]
+        return cmp
     a, b = summarize_inputs(ref_a, ref_b)
+    if a.ok and b.ok and a.output and b.output:
+        refuse_incomparable(Path(a.output), Path(b.output), truncate=truncate, resample_audio=resample_audio)
     cmp = compare_summaries(a, b, truncate=truncate, resample_audio=resample_audio)
     untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
     if untimed:

@@ -85,7 +85,7 @@ def test_files_of_different_lengths(files):
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     a, long = files["a"], files["long"]
     assert errors == [
-        f"error: frame count differs: {a} has 9, {long} has 12 (truncate to compare the shorter)"
+        f"error: frame count differs: {a} has 9 frames, {long} has 12 (--truncate compares the first 9)"
     ]
     res = harness("compare", files["a"], files["long"], "--truncate", "--format", "json")
     assert res.returncode == 0, res.stderr

@@ -1,0 +1,89 @@
+"""What ``harness compare`` refuses before it measures or prints anything: two media files that
+cannot be compared as given. Each refusal is one line naming both files, what differs and, where
+one exists, the flag that compares them anyway (``--truncate``, ``--resample-audio``).
+
+Read from the containers (``media.probe``, no decoding) and from the audio tracks, decoded once to
+count their samples (cheap beside the video). The measurement checks the same again
+(``collect.suite``, ``cache.check_audio_length``) for the library's other callers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from harness.compare.cache import audio_slack
+from harness.errors import HarnessError
+from harness.records import RunStatus
+from harness.store import OUTPUT_LOSSLESS, RunDir
+
+
+def _nonempty(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def measured_files(run_a: RunDir, run_b: RunDir) -> tuple[Path, Path] | None:
+    """The files a pair of runs is measured on (their lossless twins when both wrote one, as
+    ``cache.use_lossless``); None when a run did not end ok or has no output: that is reported
+    as not measured (exit 3), not refused here."""
+    runs = (run_a, run_b)
+    records = [r.record_or_none() for r in runs]
+    if any(rec is None or rec.status != RunStatus.ok for rec in records):
+        return None
+    if not all(_nonempty(r.output) for r in runs):
+        return None
+    twins = [r.file(OUTPUT_LOSSLESS) for r in runs]
+    if all(_nonempty(t) for t in twins):
+        return twins[0], twins[1]
+    return run_a.output, run_b.output
+
+
+def audio_samples(path: Path) -> int:
+    """Samples per channel of a file's audio track, decoded (container durations are not exact)."""
+    from harness.media import iter_audio
+
+    return sum(block.shape[1] for block in iter_audio(path))
+
+
+def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_audio: bool = False) -> None:
+    """Raise one line (exit 2) when ``b`` cannot be compared against ``a`` with these options;
+    an unreadable file is named by ``media.probe``."""
+    from harness.media import probe
+
+    ia, ib = probe(a), probe(b)
+    if (ia.width, ia.height) != (ib.width, ib.height):
+        raise HarnessError(
+            f"frame size differs: {a} is {ia.width}x{ia.height}, {b} is {ib.width}x{ib.height} "
+            "(frames of other sizes are never compared)"
+        )
+    if not math.isclose(ia.fps, ib.fps, rel_tol=1e-6):
+        raise HarnessError(f"frame rate differs: {a} is {ia.fps:g} fps, {b} is {ib.fps:g} fps")
+    if ia.frames != ib.frames and not truncate:
+        raise HarnessError(
+            f"frame count differs: {a} has {ia.frames} frames, {b} has {ib.frames} "
+            f"(--truncate compares the first {min(ia.frames, ib.frames)})"
+        )
+    if ia.has_audio != ib.has_audio:
+        has, lacks = (a, b) if ia.has_audio else (b, a)
+        raise HarnessError(f"audio track in {has} but not in {lacks}")
+    if not ia.has_audio:
+        return
+    rate_a, rate_b = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
+    if ia.audio_channels != ib.audio_channels:
+        raise HarnessError(
+            f"audio channel count differs: {a} has {ia.audio_channels}, {b} has {ib.audio_channels}"
+        )
+    if rate_a != rate_b and not resample_audio:
+        raise HarnessError(
+            f"audio sample rate differs: {a} is {rate_a} Hz, {b} is {rate_b} Hz "
+            f"(--resample-audio resamples {b} to {rate_a} Hz)"
+        )
+    if truncate or rate_a <= 0 or rate_b <= 0:
+        return
+    samples_a, samples_b = audio_samples(a), audio_samples(b)
+    at_rate_a = round(samples_b * rate_a / rate_b)  # B as the measurement sees it (resampled to A's rate)
+    if abs(samples_a - at_rate_a) > audio_slack(rate_a, ia.fps):
+        raise HarnessError(
+            f"audio length differs: {a} has {samples_a / rate_a:.3f} s of audio, {b} has "
+            f"{samples_b / rate_b:.3f} s (--truncate compares the shorter)"
+        )
