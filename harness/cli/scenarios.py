@@ -25,20 +25,33 @@ def register(app: typer.Typer) -> None:
     app.add_typer(scenarios_app, name="scenarios")
 
 
+def load_as_written(path: str | Path):
+    """(the scenario, the variables it uses that are unset here): each unset ${VAR} stands for
+    itself while the file is checked (a path on the machine that runs it, not a problem of the
+    file); ``harness run`` still requires it."""
+    import os
+
+    from harness.scenario import load_scenario, unset_variables
+
+    unset = unset_variables(path)
+    return load_scenario(path, {**os.environ, **{v: f"${{{v}}}" for v in unset}}), unset
+
+
 def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder to list.")):
     """List scenario files with their runner, arms and profiles."""
     from rich.table import Table
 
-    from harness.scenario import list_scenarios, load_scenario
+    from harness.scenario import list_scenarios
 
     table = Table()
     for col in ("file", "name", "kind", "runner", "arms", "profiles", "status"):
         table.add_column(col)
     for path in list_scenarios(folder):
         try:
-            s = load_scenario(path)
+            s, unset = load_as_written(path)
+            status = f"ok (a run needs {', '.join(unset)})" if unset else "ok"
             table.add_row(
-                str(path), s.name, s.kind, s.runner or "-", str(len(s.arms)), ",".join(s.profiles), "ok"
+                str(path), s.name, s.kind, s.runner or "-", str(len(s.arms)), ",".join(s.profiles), status
             )
         except HarnessError as e:
             table.add_row(str(path), "-", "-", "-", "-", "-", f"[red]{e}[/]")
@@ -46,18 +59,20 @@ def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder t
 
 
 def scenarios_validate(files: list[str] = typer.Argument(..., help="Scenario files.")):
-    """Validate scenario files; the first problem of each is named with file, line and field."""
+    """Validate scenario files; the first problem of each is named with file, line and field.
+    A ${VAR} unset here is what a run needs of its machine: named, not a problem of the file."""
     from harness.plan import build_plan
-    from harness.scenario import load_scenario
 
     bad = 0
     for f in files:
         try:
-            s = load_scenario(f)
+            s, unset = load_as_written(f)
             if s.kind == "e2e":
                 for profile in [None, *s.profiles]:
                     build_plan(s, profile=profile)
-            out.print(f"{f}: ok ({s.kind}, {len(s.arms)} arms, profiles: {', '.join(s.profiles) or '-'})")
+            needs = f"; a run needs {', '.join(unset)} set (unset here)" if unset else ""
+            # One plain line per file (never wrapped: it is grepped).
+            print(f"{f}: ok ({s.kind}, {len(s.arms)} arms, profiles: {', '.join(s.profiles) or '-'}{needs})")
         except HarnessError as e:
             say_err(str(e))
             bad += 1

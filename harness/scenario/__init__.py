@@ -18,6 +18,7 @@ from harness.scenario.load import (
     load_scenario,
     parse_scenario,
     resolve_scenario_path,
+    unset_variables,
     validate_scenario,
 )
 from harness.scenario.model import (
@@ -88,5 +89,6 @@ __all__ = [
     "scenario_model",
     "schedule_spec",
     "shadow_specs",
+    "unset_variables",
     "validate_scenario",
 ]

@@ -199,6 +199,39 @@ def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = No
     return parse_scenario(text, str(path), environ, path.resolve().parent)
 
 
+def unset_variables(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> list[str]:
+    """The variables a scenario file's values use without a default (``${VAR}``) that are unset or
+    empty here, in order of first use; a file that cannot be read or parsed has none (loading it
+    names its problem). What a run needs of its machine, not a problem of the file."""
+    environ = os.environ if environ is None else environ
+    path = resolve_scenario_path(ref)
+    try:
+        data, _ = load_yaml(
+            read_input_text(path, "scenario file", max_bytes=MAX_YAML_BYTES, allow_empty=True)
+        )
+    except (InputError, YamlProblem, RecursionError):
+        return []
+    names: dict[str, None] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            for m in _VAR.finditer(value):
+                if m.group(2) is None and not environ.get(m.group(1)) and m.group(1) != "SCENARIO_DIR":
+                    names[m.group(1)] = None
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    try:
+        walk(data)
+    except RecursionError:
+        return []
+    return list(names)
+
+
 def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:
     return sorted(p for p in folder.glob("*.y*ml")) if folder.is_dir() else []
 
