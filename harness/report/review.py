@@ -262,15 +262,16 @@ def floor_points(res: ReportResults) -> list[FloorPoint]:
     return out
 
 
-def interval_text(t: Terms, fmt) -> str:
-    """' (95 % CI 0.31 to 1.05)' or '' (``fmt`` writes a bound; its trailing 'x' is dropped in a range)."""
-    if t.ci is None:
-        return ""
-    return f" ({t.ci_what} {range_text(t.ci[0], t.ci[1], lambda x: fmt(x).removesuffix('x'))})"
+def interval_text(t: Terms, fmt, what: str = "") -> str:
+    """' (95 % CI 0.31 to 1.05[; what])', or ' (what)' without an interval, or '' (``fmt`` writes a
+    bound; its trailing 'x' is dropped in a range)."""
+    bits = [f"{t.ci_what} {range_text(t.ci[0], t.ci[1], lambda x: fmt(x).removesuffix('x'))}"] if t.ci else []
+    bits += [what] if what else []
+    return f" ({'; '.join(bits)})" if bits else ""
 
 
 def ratio_line(r: Reading) -> str:
-    """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2) (video MSE), tolerance 2x'; an
+    """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x'; an
     identical reading's seeds instead (it has no ratio)."""
     if r.word == "identical":
         return identical_line(r)
@@ -278,7 +279,7 @@ def ratio_line(r: Reading) -> str:
         return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
     what = r.ratio_what.removesuffix(" / the floor's").removesuffix(" / the exact floor's")
     return (
-        f"{ratio_text(r.ratio.value)} the floor's{interval_text(r.ratio, ratio_text)} ({what}), "
+        f"{ratio_text(r.ratio.value)} the floor's{interval_text(r.ratio, ratio_text, what)}, "
         f"tolerance {r.tolerance:g}x"
     )
 
@@ -292,14 +293,14 @@ def identical_line(r: Reading) -> str:
 
 
 def end_to_end_line(r: Reading, sep: str = ": ") -> str:
-    """'end to end: inconclusive 1.07x the floor's (97.5 % CI 0.49 to 2.37) (video MSE), tolerance 2x'."""
+    """'end to end: inconclusive 1.07x the floor's (97.5 % CI 0.49 to 2.37; video MSE), tolerance 2x'."""
     t = r.end_to_end
     if t.value is None:
         return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
     what = r.end_to_end_what.removesuffix(" / the floor's")
     return (
-        f"end to end{sep}{t.word or NA} {ratio_text(t.value)} the floor's{interval_text(t, ratio_text)} "
-        f"({what}), tolerance {r.tolerance:g}x"
+        f"end to end{sep}{t.word or NA} {ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, "
+        f"tolerance {r.tolerance:g}x"
     )
 
 

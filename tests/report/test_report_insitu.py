@@ -77,7 +77,7 @@ def test_the_shadowed_copy_of_the_reference_is_no_candidate(shadowed_campaign):
     res = ReportResults.model_validate(raw)
     assert "ref_insitu" not in {r.arm for r in readings(res)}
     summary = (shadowed_campaign / "report.md").read_text().split("\n## ", 2)[1]
-    line = next(ln for ln in summary.splitlines() if ln.startswith("- ref_insitu:"))
+    line = next(ln for ln in summary.splitlines() if ln.startswith("- ref_insitu (shadowed copy, not a candidate): "))
     assert "not a candidate" in line and "output bitwise the reference's on 1 of 1 seed(s)" in line
     assert "candidate(s)" in summary and "ref_insitu: DiT s/step" not in summary
 
@@ -91,4 +91,4 @@ def test_a_results_json_of_schema_4_gets_the_copy_role_on_read(shadowed_campaign
     old.parent.mkdir()
     old.write_text(json.dumps(raw))
     md = render_results(old, out_dir=tmp_path / "out").report_md.read_text()
-    assert "- ref_insitu: the exact trajectory with shadows" in md
+    assert "- ref_insitu (shadowed copy, not a candidate): output bitwise" in md
