@@ -10,7 +10,7 @@ from cli_testutil import harness
 from harness.bench.verdicts import FIXTURE, load_fixture, markdown, run_bench
 
 DRAWS = 60  # the CLI's default is 500; every row's draws are seeded
-# The least power each planted defect must have (the README's table gives the measured figures).
+# The least power each planted defect must have (docs/verdicts.md's table gives the measured figures).
 POWER = {
     "verdict: a seed-specific failure": 0.8,
     "verdict: broken audio, chaotic video floor": 0.6,

@@ -2,7 +2,7 @@
 most 12 MiB on disk, counted as ``git ls-files | xargs du -ch`` counts (allocated blocks).
 Over the limit the failure names the ten largest files. The committed examples are the usual
 cause: they keep report.md, pr.md, results.json, the top screenshot, the figures and JPEG
-thumbnails, never the campaign's media (reports/examples/, README)."""
+thumbnails, never the campaign's media (reports/examples/, docs/reports.md)."""
 
 from __future__ import annotations
 

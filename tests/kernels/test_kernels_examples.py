@@ -1,5 +1,5 @@
 """The committed kernel benchmarks (reports/examples/**/kernels/): each report.md is what its
-kernels.json renders to, and the key-length sweep run on an H200 shows what the README says of it."""
+kernels.json renders to, and the key-length sweep run on an H200 shows what docs/examples.md says of it."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from harness.report import build_report
         ("running", 3, "cand: left running by a harness run that is gone"),  # main: exit 0
         ("failed", 3, "cand: ended failed, not ok"),  # main: exit 0
         ("interrupted", 3, "cand: ended interrupted, not ok"),
-        ("skipped", 0, None),  # a backend that cannot run here: by design, the README's exit 0
+        ("skipped", 0, None),  # a backend that cannot run here: by design, exit 0 in docs/exit-codes.md
     ],
 )
 def test_an_arm_that_did_not_end_ok_makes_the_report_incomplete(campaign_factory, status, rc, named):
