@@ -12,7 +12,7 @@ pr.md takes its speed-ups from ``arm_speed`` here, so both files print the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.analysis.insitu_model import Finding
 from harness.analysis.model import ReportResults
@@ -191,7 +191,9 @@ def summary_lines(res: ReportResults) -> list[str]:
 def intervals_line(res: ReportResults, found: list[Reading] | None = None) -> list[str]:
     """The intervals' confidence as a line (none where no interval is shown)."""
     found = readings(res) if found is None else found
-    levels = interval_levels([r for r in found if r.word != "not run"], res.rules.alpha)
+    # only the intervals the lines show: an emulator's speed-up is not shown
+    shown = [replace(r, step=Terms()) if is_emulator(res, r.arm) else r for r in found if r.word != "not run"]
+    levels = interval_levels(shown, res.rules.alpha)
     return [levels] if levels else []
 
 
