@@ -1,8 +1,9 @@
 """What the page plays and shows of each run's audio beyond the waveform figure: a short clip per run,
 and the spectrogram difference of every run to the reference.
 
-For the first seed's runs: ``clip:<run>`` is the first ``CLIP_SECONDS`` of the mono mix as 16-bit
-PCM WAV at the track's own rate (a few hundred kB: small enough to inline in a one-file page);
+For the first seed's runs: ``clip:<run>`` is the first ``CLIP_SECONDS`` of the mono mix as Opus in
+WebM (``media_audio.opus_clip``: every browser plays it, and at a twentieth of 16-bit PCM a one-file
+page carries every clip; a clip is for listening, the audio metrics read the track itself);
 ``specdiff:<run>`` is a ``SpectrogramDiff`` (JSON) with its 8-bit PNG: the run's spectrogram minus
 the reference's in dB, the run's track moved by the lag the audio metrics found, both floored
 ``DYNAMIC_DB`` under the reference's loudest cell (so silence does not read as a difference), clipped
@@ -12,8 +13,6 @@ tracks' sha256 and these settings: an unchanged pair is never decoded again.
 
 from __future__ import annotations
 
-import io
-import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +25,12 @@ from harness.analysis.model import ClipSet, ReportResults, SpectrogramDiff
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
+from harness.media_audio import OPUS_BITRATE, opus_clip
 from harness.records import Record
 from harness.safe_write import resolve_under
 from harness.store import atomic_write_bytes, atomic_write_text
 
-AUDIO_CLIPS_VERSION = 1
+AUDIO_CLIPS_VERSION = 2  # 2: Opus in WebM (was 16-bit PCM WAV)
 CLIP_SECONDS = 8.0
 DIFF_DB = 20.0
 DYNAMIC_DB = 80.0
@@ -38,21 +38,9 @@ Progress = Callable[[str], None]
 
 
 class ClipAssets(Record):
-    clip: str  # WAV, relative to the campaign
+    clip: str  # Opus in WebM, relative to the campaign
     clip_seconds: float = 0.0
     specdiff: str | None = None  # SpectrogramDiff JSON
-
-
-def wav_bytes(mono: np.ndarray, rate: int) -> bytes:
-    """16-bit PCM WAV of a float track in [-1, 1] (clipped)."""
-    pcm = np.rint(np.clip(mono.astype(np.float64), -1.0, 1.0) * 32767.0).astype("<i2")
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(int(rate))
-        w.writeframes(pcm.tobytes())
-    return buf.getvalue()
 
 
 def spectrogram_db(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
@@ -106,9 +94,9 @@ def write_assets(
     mono, rate = track
     name = slug(run.key)
     clip = mono[: int(CLIP_SECONDS * rate)]
-    out = ClipAssets(clip=f"assets/audio/{name}.clip.wav", clip_seconds=round(clip.size / rate, 4))
+    out = ClipAssets(clip=f"assets/audio/{name}.clip.webm", clip_seconds=round(clip.size / rate, 4))
     what = f"audio of run {run.key!r}"
-    atomic_write_bytes(resolve_under(root, out.clip, what), wav_bytes(clip, rate))
+    atomic_write_bytes(resolve_under(root, out.clip, what), opus_clip(clip, rate))
     if ref is None:
         return out
     ref_name, ref_mono, ref_rate = ref
@@ -186,8 +174,8 @@ def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         res.audio_clips = ClipSet(
             seconds=longest,
             text=(
-                f"the first {CLIP_SECONDS:g} s (at most) of each run's mono mix, 16-bit PCM WAV at the track's "
-                "own rate; spectrogram difference = run minus reference in dB (the run moved back by the lag "
+                f"the first {CLIP_SECONDS:g} s (at most) of each run's mono mix, Opus at {OPUS_BITRATE // 1000} "
+                "kbit/s (lossy, for listening: the audio metrics read the tracks themselves); spectrogram difference = run minus reference in dB (the run moved back by the lag "
                 f"the audio metrics found), both floored {DYNAMIC_DB:g} dB under the reference's loudest "
                 f"cell, clipped to +-{DIFF_DB:g} dB"
             ),

@@ -1,12 +1,19 @@
-"""Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run.
+"""Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run, and each
+candidate's worst frame by PSNR and by SSIM against the reference (``worst_frames``).
 
-A run's frames are decoded once (streamed, nothing held but the thumbnails) and written as
-PNGs under assets/frames/; the cache entry that names them is keyed by the output's sha256, the
-thumbnail width and the frame indices, so an unchanged output is never decoded again.
+A seed's grid has a row for every one of those frames; the reference has a thumbnail in each row,
+every other run in the evenly spaced rows and in the rows of its own worst frames (a frame that is
+another candidate's worst is not repeated for it: the one-file page carries every thumbnail).
+
+A run's frames are decoded once (streamed, nothing held but the thumbnails) and written as lossy
+WebP under assets/frames/ (a tenth of a PNG's size; fine for looking at, the metrics never read
+them); the cache entry that names them is keyed by the output's sha256, the thumbnail width, the
+frame indices and the format, so an unchanged output is never decoded again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -21,7 +28,8 @@ from harness.safe_write import UnsafePathError, file_name, resolve_under
 from harness.store import atomic_write_bytes
 
 THUMB_WIDTH = 320
-THUMBNAILS_VERSION = 1
+THUMBNAILS_VERSION = 2  # 2: WebP, and the worst frames
+THUMB_QUALITY = 85  # WebP quality: no artefact a person sees at the page's size
 Progress = Callable[[str], None]
 
 
@@ -74,6 +82,40 @@ def encode_png(image: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
+def encode_thumbnail(image: np.ndarray, quality: int = THUMB_QUALITY) -> bytes:
+    """Lossy WebP bytes of an RGB (H, W, 3) uint8 image."""
+    import cv2
+
+    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".webp", bgr, [cv2.IMWRITE_WEBP_QUALITY, int(quality)])
+    if not ok:
+        raise ValueError("WebP encoding failed")
+    return buf.tobytes()
+
+
+def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
+    """{run: {frame index: ["PSNR", "SSIM"]}}: the frame where each candidate of ``seed`` is worst
+    against the reference by each metric (from its comparison in results.json). Identical output
+    (PSNR +inf, SSIM 1 on every frame) has no worst frame; a shadowed copy of the reference (its
+    verdict's role "insitu") is no candidate."""
+    copies = {v.arm for v in res.verdicts if v.role == "insitu"}
+    out: dict[str, dict[int, list[str]]] = {}
+    for c in res.comparisons:
+        v = c.video
+        if v is None or c.b.seed != seed or c.b.role != "candidate" or c.a.arm != res.reference_arm:
+            continue
+        if c.b.arm in copies:
+            continue
+        marks = out.setdefault(c.b.key, {})
+        if math.isfinite(v.psnr_min):
+            marks.setdefault(int(v.psnr_min_frame), []).append("PSNR")
+        if v.ssim_min < 1.0:
+            marks.setdefault(int(v.ssim_min_frame), []).append("SSIM")
+        if not marks:
+            del out[c.b.key]
+    return out
+
+
 def pick_frames(frames: Iterable[np.ndarray], indices: list[int]) -> dict[int, np.ndarray]:
     """The frames at ``indices`` from a stream; stops reading after the last one."""
     wanted = set(indices)
@@ -92,7 +134,7 @@ def run_thumbnails(
 ) -> dict[int, str]:
     """{frame index: PNG path relative to ``root``} of one run, decoded only when the cache misses."""
     name = f"{key}.frames"
-    cache_key = {"sha256": sha256, "width": THUMB_WIDTH, "indices": sorted(indices)}
+    cache_key = {"sha256": sha256, "width": THUMB_WIDTH, "indices": sorted(indices), "format": "webp"}
     hit = cache.get(name, "thumbnails", THUMBNAILS_VERSION, cache_key, Thumbnails)
     if hit is not None and cached_files_present(root, hit.files.values()):
         return hit.files
@@ -105,9 +147,9 @@ def run_thumbnails(
         frames.close()
     files: dict[int, str] = {}
     for i, rgb in got.items():
-        rel = f"assets/frames/{slug(key)}_f{i:04d}.png"
+        rel = f"assets/frames/{slug(key)}_f{i:04d}.webp"
         try:
-            atomic_write_bytes(resolve_under(root, rel, f"frames of run {key!r}"), encode_png(rgb))
+            atomic_write_bytes(resolve_under(root, rel, f"frames of run {key!r}"), encode_thumbnail(rgb))
         except OSError:
             continue  # a read-only campaign: the frame is named missing on the page
         files[i] = rel
@@ -117,8 +159,9 @@ def run_thumbnails(
 
 
 def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> list[FrameGrid]:
-    """One grid per seed (rows: frame indices evenly spaced over the reference's length; columns:
-    that seed's first repeats); ``res.frame_indices`` is set, every thumbnail named in ``res.assets``."""
+    """One grid per seed (rows: frame indices evenly spaced over the reference's length, and the
+    candidates' worst frames; columns: that seed's first repeats); ``res.frame_indices`` is set
+    (the evenly spaced ones), every thumbnail named in ``res.assets``."""
     ref = next((r for r in res.primary_runs if r.arm == res.reference_arm and r.stats), None)
     basis = ref or next((r for r in res.primary_runs if r.stats), None)
     if basis is None or basis.stats is None:
@@ -127,25 +170,30 @@ def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
     grids = []
     for seed in res.seeds or [None]:
         runs = [r for r in res.primary_runs if r.seed == seed]
+        worst = worst_frames(res, seed)
+        rows = sorted({*res.frame_indices, *(i for marks in worst.values() for i in marks)})
         grid = FrameGrid(
             title=f"seed {seed}" if seed is not None else "frames",
-            indices=res.frame_indices,
+            indices=rows,
             columns=[r.key for r in runs],
         )
         for r in runs:
+            wanted = (
+                rows if r.arm == res.reference_arm else sorted({*res.frame_indices, *worst.get(r.key, {})})
+            )
             if not r.ok or r.output is None or r.output_sha256 is None:
                 grid.missing[r.key] = f"no output ({r.status})" if not r.ok else "no output.mp4"
                 continue
             say(f"frames of {r.key}")
             try:
-                files = run_thumbnails(r.key, Path(r.output), r.output_sha256, res.frame_indices, root, cache)
+                files = run_thumbnails(r.key, Path(r.output), r.output_sha256, wanted, root, cache)
             except HarnessError as err:
                 grid.missing[r.key] = f"cannot decode: {err}"
                 continue
             grid.cells[r.key] = files
             for i, rel in files.items():
                 res.assets[f"frame:{r.key}:{i}"] = rel
-            for i in res.frame_indices:
+            for i in wanted:
                 if i not in files:
                     grid.missing.setdefault(r.key, f"only {r.stats.frames if r.stats else '?'} frames")
         grids.append(grid)

@@ -1,5 +1,6 @@
 """The report's judgement sections: accuracy against the reference (per run, the noise-floor band,
-per arm over seeds, the codec floor), latent PSNR per step, global statistics and the verdicts."""
+per arm over seeds, the codec floor), latent PSNR per step, global statistics and the verdicts; and
+how every table, figure and player names a run's role (``role_text``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,26 @@ from harness.compare.metrics import ACCURACY_METRICS, METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_num, fmt_stat, ratio_text
-from harness.report.cells import ROLE_LABEL, Section, role_label, row_css, spread_text
+from harness.report.cells import ROLE_LABEL, Section, row_css, spread_text
 from harness.text_table import TextTable
+
+# A shadowed run of the exact trajectory (its verdict's role "insitu"): its output is the reference's,
+# so it is no candidate; the summary, the tables, the figures and the players all call it this.
+SHADOWED_COPY = "shadowed copy"
+
+
+def role_text(res: ReportResults, arm: str, role: str) -> str:
+    """An arm's role as every part of the report names it (``role`` is its runs' role)."""
+    if any(v.arm == arm and v.role == "insitu" for v in res.verdicts):
+        return SHADOWED_COPY
+    return ROLE_LABEL.get(role, role)
+
+
+def run_label(res: ReportResults, key: str, arm: str, role: str) -> str:
+    """A run (or arm) named with its role where it is no candidate or reference, as figure legends
+    and column heads name it: 'x (noise floor)', 'x (shadowed copy)'."""
+    shown = role_text(res, arm, role)
+    return key + (f" ({shown})" if shown in (ROLE_LABEL["noise_floor"], SHADOWED_COPY) else "")
 
 
 def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str]:
@@ -110,7 +129,8 @@ def accuracy_section(res: ReportResults) -> Section:
     t = TextTable(title="Per run", headers=["run", "role", *ACC_HEADERS])
     for r in res.primary_runs:
         c = res.comparison_for(r.key)
-        role = role_label(r) + (f" ({r.perturbation})" if r.role == "noise_floor" and r.perturbation else "")
+        role = role_text(res, r.arm, r.role)
+        role += f" ({r.perturbation})" if r.role == "noise_floor" and r.perturbation else ""
         t.add([r.key, role, *_acc_cells(c, r, r.arm == res.reference_arm)], row_css(r))
     if res.codec_floor is not None:
         cf = res.codec_floor
@@ -146,7 +166,7 @@ def accuracy_section(res: ReportResults) -> Section:
             cells = [spread_text(m.get(x.key), x.fmt) for x in ACCURACY_METRICS]
             measured = m["psnr"].n if "psnr" in m else 0
             agg.add(
-                [a.arm, ROLE_LABEL.get(a.role, a.role), f"{measured}/{len(a.seeds)}", *cells],
+                [a.arm, role_text(res, a.arm, a.role), f"{measured}/{len(a.seeds)}", *cells],
                 "noise-floor" if a.role == "noise_floor" else "",
             )
         sec.tables.insert(1 if res.floor is not None else 0, agg)
@@ -169,7 +189,7 @@ def latent_section(res: ReportResults) -> Section | None:
         title="",
         headers=[
             "step",
-            *[s.key + (" (noise floor)" if s.role == "noise_floor" else "") for s in res.latents],
+            *[run_label(res, s.key, s.arm, s.role) for s in res.latents],
         ],
     )
     for step in steps:
@@ -204,10 +224,16 @@ def stats_section(res: ReportResults) -> Section:
             why = "not measured" + (
                 f" ({r.status})" if not r.ok else (" (no output)" if r.output is None else "")
             )
-            t.add([r.key, role_label(r), why, "", *[""] * len(names)], row_css(r))
+            t.add([r.key, role_text(res, r.arm, r.role), why, "", *[""] * len(names)], row_css(r))
             continue
         t.add(
-            [r.key, role_label(r), s.frames, f"{s.width}x{s.height}", *[fmt_stat(n, vals[n]) for n in names]],
+            [
+                r.key,
+                role_text(res, r.arm, r.role),
+                s.frames,
+                f"{s.width}x{s.height}",
+                *[fmt_stat(n, vals[n]) for n in names],
+            ],  # fmt: skip
             row_css(r),
         )
     # The intervals candidates are judged against, per seed (every candidate of a seed shares them).

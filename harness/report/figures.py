@@ -20,11 +20,14 @@ from typing import Any
 from harness.analysis.model import AudioView, FrameSeries, ReportResults, SpectrogramDiff
 from harness.errors import HarnessError
 from harness.records import canonical_hash
+from harness.report.accuracy import role_text, run_label
 from harness.report.insitu import insitu_figure_jobs
 from harness.safe_write import resolve_under
 from harness.store import atomic_write_json
 
-FIGURES_VERSION = 3  # 3: the speed-against-accuracy and spectrogram-difference figures
+FIGURES_VERSION = (
+    4  # 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
+)
 MANIFEST = "figures.json"
 Draw = Callable[[Path], Path | None]
 
@@ -47,10 +50,6 @@ class AssetReader:
     def digest(self, rel: str) -> str | None:
         p = self.path(rel)
         return None if p is None else hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-def label(key: str, role: str) -> str:
-    return key + (" (noise floor)" if role == "noise_floor" else "")
 
 
 def spectrogram_db(png: Path, view: AudioView) -> Any:
@@ -77,8 +76,15 @@ def triple(t: Any) -> tuple[float | None, float | None, float | None]:
     return t.value, lo, hi
 
 
-def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
-    """The figure at the top of the page: every candidate's speed-up against its error ratio."""
+Point = tuple[
+    str, str, tuple, tuple, bool
+]  # arm, word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline
+FloorPoint = tuple[str, tuple, float]  # arm, (speed-up, lo, hi), its own ratio
+
+
+def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPoint], float, str] | None:
+    """(points, floors, tolerance, y label) of the speed-against-accuracy figure; None when no
+    candidate has both a speed-up and a ratio."""
     from harness.report.review import INSITU_WHAT, floor_points, readings
 
     cands = readings(res)
@@ -86,13 +92,59 @@ def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
     points = [(r.arm, r.word, triple(r.step), (0.0, None, None) if r.word == "identical" else triple(r.ratio),
                r.baseline) for r in cands]  # fmt: skip
     floors = [(f.arm, triple(f.speedup), f.ratio) for f in floor_points(res)]
-    if not any(p[2][0] is not None and p[3][0] is not None for p in points):
+    if not drawn_points(points, floors)[0]:
         return None
     tol = cands[0].tolerance if cands else res.rules.tolerance
     insitu = any(r.ratio_what == INSITU_WHAT for r in cands)
     ylabel = "error / the noise floor's" + (" (in situ where it decides)" if insitu else " (error energy)")
-    shown = [points, floors, tol, ylabel]
-    return "speed_accuracy", shown, lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel)
+    return points, floors, tol, ylabel
+
+
+def drawn_points(points: list[Point], floors: list[FloorPoint]) -> tuple[list[Point], list[FloorPoint]]:
+    """The candidates and floors the figure draws: those with a place on both axes (floors: a speed-up)."""
+    pts = [p for p in points if p[2][0] is not None and p[3][0] is not None]
+    return pts, [f for f in floors if f[1][0] is not None]
+
+
+def speed_accuracy_caption(points: list[Point], floors: list[FloorPoint], tolerance: float) -> str:
+    """What the figure shows, naming only marks it draws (``drawn_points``, as the plot)."""
+    pts, fl = drawn_points(points, floors)
+    bars = any(p[2][1] is not None or (p[3][1] is not None and p[3][0] > 0) for p in pts) or any(
+        f[1][1] is not None for f in fl
+    )
+    parts = [
+        "Speed against accuracy (log scales): x the DiT s/step speed-up against the reference, y the error "
+        "relative to the noise floor's"
+        + (", the bars their intervals (each badge says which)" if bars else ""),
+        f"the dashed line is the tolerance ({tolerance:g}x), the band under it within tolerance",
+        "each candidate its own marker, coloured by its verdict word, named in the legend",
+    ]
+    if any(p[4] for p in pts):
+        parts.append("a star marks the accepted baseline")
+    if any(p[3][0] <= 0 for p in pts):
+        parts.append("identical output sits on the bottom edge")
+    if fl:
+        parts.append("hollow grey markers are the exact noise-floor runs (no timing baseline)")
+    return "; ".join(parts) + "."
+
+
+def figure_captions(res: ReportResults) -> dict[str, str]:
+    """Captions that depend on what a figure draws, by figure name (computed without drawing it)."""
+    shown = speed_accuracy_inputs(res)
+    return {} if shown is None else {"speed_accuracy": speed_accuracy_caption(*shown[:3])}
+
+
+def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
+    """The figure at the top of the page: every candidate's speed-up against its error ratio."""
+    shown = speed_accuracy_inputs(res)
+    if shown is None:
+        return None
+    points, floors, tol, ylabel = shown
+    return (
+        "speed_accuracy",
+        list(shown),
+        lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel),
+    )
 
 
 def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, Any, Draw] | None:
@@ -104,7 +156,7 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
             continue
         view = SpectrogramDiff.model_validate_json(assets.root.joinpath(rel).read_bytes())
         if assets.path(view.png) is not None:
-            rows.append((label(r.key, r.role), view))
+            rows.append((run_label(res, r.key, r.arm, r.role), view))
     if not rows:
         return None
 
@@ -140,7 +192,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
     for c in res.comparisons:
         rel = res.assets.get(f"series:{c.b.key}")
         if c.b.seed == seed and rel and assets.path(rel) is not None:
-            series.append((label(c.b.key, c.b.role), rel))
+            series.append((run_label(res, c.b.key, c.b.arm, c.b.role), rel))
     if series:
 
         def per_frame(p: Path, series=series) -> Path | None:
@@ -159,7 +211,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
     for r in ordered:
         rel = res.assets.get(f"audio:{r.key}")
         if rel and assets.path(rel) is not None:
-            tracks.append((label(r.key, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))
+            tracks.append((run_label(res, r.key, r.arm, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))
     if tracks:
 
         def audio(p: Path, tracks=tracks) -> Path | None:
@@ -187,9 +239,11 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         if names:  # one line per named latent (video, audio): they part at different rates
             for n in names:
                 pts = [(pt.step, pt.parts[n]) for pt in s.points if n in pt.parts]
-                latent_series.append((f"{label(s.key, s.role)}: {n}", pts))
+                latent_series.append((f"{run_label(res, s.key, s.arm, s.role)}: {n}", pts))
         else:
-            latent_series.append((label(s.key, s.role), [(pt.step, pt.psnr) for pt in s.points]))
+            latent_series.append(
+                (run_label(res, s.key, s.arm, s.role), [(pt.step, pt.psnr) for pt in s.points])
+            )
     if any(pts for _, pts in latent_series):
         jobs.append(("latents", latent_series, lambda p: plots().latent_plot(latent_series, p)))
 
@@ -200,7 +254,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             band = (lo, hi)
         per_seed = []
         for a in res.arms:
-            if a.role != "candidate":
+            if role_text(res, a.arm, a.role) != "candidate":  # floors are the band; a shadowed copy is none
                 continue
             pts = [(c.b.seed, c.video.psnr_pooled) for c in res.comparisons if c.b.arm == a.arm and c.video]
             per_seed.append((a.arm, pts))

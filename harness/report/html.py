@@ -3,10 +3,14 @@ assets/ beside it, or inlined as data: URIs (``inline_media``) for a page that i
 
 The page opens with the review (a verdict badge per candidate, the speed-against-accuracy figure),
 then where the runs differ (frame grids with difference images and a compare control, audio
-players, the spectrogram difference), then every section of report.md, long tables folded. Its one
-script (templates/page.js, the compare control) and stylesheet are written into the page; the
-Content-Security-Policy allows that script alone (by its sha256), images and audio from the page's
-folder or data: URIs, and nothing from the network.
+players, the spectrogram difference), then every section of report.md, long tables folded (the
+frames section points at the grids above rather than repeat them: every section report.md and
+pr.md name is on the page). A grid's rows are its evenly spaced frames and each candidate's worst
+frame by PSNR and by SSIM, labelled so in the grid and in the compare control; the page opened at
+``#compare`` (``?run=...&frame=worst-psnr|worst-ssim|<index>&mode=slider|flip|diff`` after it)
+opens the control there. Its one script (templates/page.js, the compare control) and stylesheet
+are written into the page; the Content-Security-Policy allows that script alone (by its sha256),
+images and audio from the page's folder or data: URIs, and nothing from the network.
 
 Autoescaping is on for every value, so run reasons and log tails (which come from files and
 processes) can never inject markup; asset paths are percent-encoded relative URLs. A one-file page
@@ -32,6 +36,7 @@ from markupsafe import Markup
 
 from harness.analysis.model import ReportResults
 from harness.errors import HarnessError
+from harness.report.accuracy import role_text
 from harness.report.cells import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -50,7 +55,13 @@ def template_env() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["urlpath"] = lambda p: quote(str(p))
+    env.globals["worst_text"] = worst_text
     return env
+
+
+def worst_text(worst: dict[str, dict[int, list[str]]], columns: list[str], frame: int) -> str:
+    """A grid row's label: whose worst frame it is, by which metric ('worst PSNR: a; worst SSIM: a')."""
+    return "; ".join(f"worst {m}: {col}" for col in columns for m in worst.get(col, {}).get(frame, []))
 
 
 @functools.cache
@@ -71,10 +82,17 @@ def render_page(
     single_file: bool = False,
     review: Any = None,
     differ: Any = None,
+    worst: dict[str, dict[int, list[str]]] | None = None,
+    even: list[int] | None = None,
+    roles: dict[str, str] | None = None,
+    captions: dict[str, str] | None = None,
 ) -> str:
     """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
     generated_at, harness_version, schema_version); ``review`` (``report.review.ReviewView``) and
-    ``differ`` (``report.differ.DifferView``) the blocks at its top, where given."""
+    ``differ`` (``report.differ.DifferView``) the blocks at its top, where given. ``worst``: per
+    run, its worst frames ({index: ["PSNR", "SSIM"]}), ``even`` the evenly spaced frames every run
+    shows; ``roles``: each run's role as the tables name it; ``captions``: figure captions that
+    say what the figure draws."""
     css, js, script_hash = page_code()
     return (
         template_env()
@@ -87,6 +105,10 @@ def render_page(
             single_file=single_file,
             review=review,
             differ=differ,
+            worst=worst or {},
+            even=even or [],
+            roles=roles or {},
+            captions=captions or {},
             long_rows=LONG_ROWS,
             page_css=Markup(css),
             page_js=Markup(js),
@@ -103,17 +125,22 @@ def render_html(
     single_file: bool = False,
     review: Any = None,
     differ: Any = None,
+    captions: dict[str, str] | None = None,
 ) -> str:
-    """The campaign's page. Where ``differ`` shows the frame grids, the frames section is not repeated;
-    the summary's figure is the review's."""
+    """The campaign's page. Where ``differ`` shows the frame grids, the frames section keeps its
+    place and title (report.md and pr.md name it) and points at them; the summary's figure is the
+    review's. ``captions``: ``figures.figure_captions``."""
+    from harness.analysis.frames import worst_frames
+
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
     shown = []
     for sec in sections:
         if sec.id == "frames" and differ is not None and differ.grids:
-            continue
+            sec = replace(sec, frame_grids=[])
         if sec.id == "summary" and review is not None:
             sec = replace(sec, images=[])
         shown.append(sec)
+    worst = {k: v for seed in res.seeds or [None] for k, v in worst_frames(res, seed).items()}
     return render_page(
         res,
         shown,
@@ -122,13 +149,18 @@ def render_html(
         single_file=single_file,
         review=review,
         differ=differ,
+        worst=worst,
+        even=res.frame_indices,
+        roles={r.key: role_text(res, r.arm, r.role) for r in res.runs},
+        captions=captions,
     )
 
 
 _IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
 _AUDIO = re.compile(r'<audio\b[^>]*?\bsrc="([^"]+)"[^>]*></audio>')
-_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
-         ".wav": "audio/wav", ".m4a": "audio/mp4"}  # fmt: skip
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
+         ".svg": "image/svg+xml", ".wav": "audio/wav", ".m4a": "audio/mp4", ".webm": "audio/webm",
+         ".ogg": "audio/ogg", ".opus": "audio/ogg"}  # fmt: skip
 
 
 def _file_under(src: str, base: Path, allowed: list[Path], root: Path, kind: str) -> Path:

@@ -3,7 +3,6 @@ per-step error of every candidate with the exact floor's beside it (numbers of r
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,15 +13,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from harness.analysis.model import InSituReading
-from harness.report.plots import DPI, PALETTE
+from harness.report.plots import legend_below, legend_height, line_style, png_bytes
 from harness.store import atomic_write_bytes
 
 
 def save_png(fig: Figure, path: Path) -> Path:
-    """The figure as a PNG at ``path``, atomically, with no date in it (the same bytes every time)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    atomic_write_bytes(Path(path), buf.getvalue())
+    """The figure as a PNG at ``path``, atomically, as every figure of the report (``plots.png_bytes``:
+    no date in it, names drawn as written, a palette PNG)."""
+    atomic_write_bytes(Path(path), png_bytes(fig))
     return Path(path)
 
 
@@ -69,12 +67,13 @@ def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
     readings = [r for r in readings if any(s.rel_l1 for s in r.per_step)]
     if not readings:
         return None
-    fig = Figure(figsize=(8, 3.4), layout="constrained")
+    fig = Figure(figsize=(8, 3.4 + legend_height([r.candidate for r in readings] + ["exact floor"], 8)),
+                 layout="constrained")  # fmt: skip
     ax = fig.subplots()
     floor_drawn = False
     for i, r in enumerate(readings):
         pts = [(s.step, s.rel_l1) for s in r.per_step if s.step is not None and s.rel_l1]
-        ax.plot(*zip(*pts, strict=True), marker="o", label=r.candidate, color=PALETTE[i % len(PALETTE)])
+        ax.plot(*zip(*pts, strict=True), marker="o", label=r.candidate, **line_style(i))
         floor = [(s.step, s.floor_rel_l1) for s in r.per_step if s.step is not None and s.floor_rel_l1]
         if floor and not floor_drawn:
             ax.plot(*zip(*floor, strict=True), ls="--", marker=".", color="#555555", label="exact floor")
@@ -85,5 +84,5 @@ def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
     ax.set_ylabel("rel L1 against exact attention")
     ax.set_title("in-situ error per step (pooled over blocks), exact floor dashed")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    legend_below(fig)
     return save_png(fig, path)

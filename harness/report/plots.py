@@ -22,6 +22,12 @@ from harness.store import atomic_write_bytes
 
 DPI = 90
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+DASHES = ("-", "--", ":", "-.")
+
+
+def line_style(i: int) -> dict[str, str]:
+    """The ``i``-th line's colour and dash: past the palette's colours the dash tells lines apart."""
+    return {"color": PALETTE[i % len(PALETTE)], "ls": DASHES[(i // len(PALETTE)) % len(DASHES)]}
 
 
 def mathtext_escaped(text: str) -> str:
@@ -47,7 +53,22 @@ def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
                 put(plain)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    return buf.getvalue()
+    return palette_png(buf.getvalue())
+
+
+def palette_png(png: bytes, colours: int = 256) -> bytes:
+    """``png`` with at most ``colours`` colours (8-bit palette, no dithering): a third of the
+    size of matplotlib's RGBA, which a one-file page carries, and no difference a reader sees in
+    lines, text or the colour maps (256 levels each)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        quantized = im.convert("RGB").quantize(
+            colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
+    out = io.BytesIO()
+    quantized.save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -57,26 +78,32 @@ def _save(fig: Figure, path: Path) -> Path:
 
 def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Path | None:
     """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
+    fig = per_frame_figure(series)
+    return None if fig is None else _save(fig, path)
+
+
+def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None:
     data = [(label, d) for label, d in series if d.psnr or d.ssim]
     if not data:
         return None
-    fig = Figure(figsize=(9, 5.2), layout="constrained")
+    fig = Figure(figsize=(9, 5.2 + legend_height([label for label, _ in data], 9)), layout="constrained")
     ax_p, ax_s = fig.subplots(2, 1, sharex=True)
     finite = [np.asarray(d.psnr, dtype=np.float64) for _, d in data if d.psnr]
     finite = [f[np.isfinite(f)] for f in finite]
     top = max((float(f.max()) for f in finite if f.size), default=60.0) + 3.0
     any_inf = False
     for i, (label, d) in enumerate(data):
-        color = PALETTE[i % len(PALETTE)]
+        style = line_style(i)
         frames = np.asarray(d.frame, dtype=np.float64)
         if d.psnr:
             y = np.asarray(d.psnr, dtype=np.float64)
             inf = ~np.isfinite(y)
             any_inf |= bool(inf.any())
             y[inf] = top  # identical frames drawn at the top edge
-            ax_p.plot(frames, y, label=label, color=color, lw=1.2)
+            ax_p.plot(frames, y, label=label, lw=1.2, **style)
         if d.ssim:
-            ax_s.plot(frames, d.ssim, label=label, color=color, lw=1.2)
+            # labelled once (the PSNR axes' line), so the figure's legend names each run once
+            ax_s.plot(frames, d.ssim, label=None if d.psnr else label, lw=1.2, **style)
     ax_p.set_ylabel("PSNR (dB)")
     ax_p.set_title(
         "per-frame PSNR and SSIM against the reference"
@@ -86,20 +113,26 @@ def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Pat
     ax_s.set_xlabel("frame")
     for ax in (ax_p, ax_s):
         ax.grid(alpha=0.3)
-    ax_p.legend(fontsize=8, loc="lower left")
-    return _save(fig, path)
+    legend_below(fig)
+    return fig
 
 
 def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path: Path) -> Path | None:
     """Waveform envelope (with the difference to the first track) and spectrogram, one row per track.
 
-    ``tracks``: (label, view, spectrogram in dB or None); the first is the reference.
+    ``tracks``: (label, view, spectrogram in dB or None); the first is the reference. Each row is
+    named above its waveform (a run's name as a y label runs into the rows beside it).
     """
+    fig = audio_figure(tracks)
+    return None if fig is None else _save(fig, path)
+
+
+def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> Figure | None:
     tracks = [t for t in tracks if t[1].signal.t]
     if not tracks:
         return None
     n = len(tracks)
-    fig = Figure(figsize=(10, 1.9 * n + 0.4), layout="constrained")
+    fig = Figure(figsize=(10, 2.1 * n + 0.5), layout="constrained")
     axes = fig.subplots(n, 2, squeeze=False)
     for i, (label, view, spec_db) in enumerate(tracks):
         ax_w, ax_s = axes[i]
@@ -111,38 +144,60 @@ def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path:
             ax_w.fill_between(d.t, d.lo, d.hi, color=PALETTE[1], lw=0, alpha=0.8, label="minus reference")
             ax_w.legend(fontsize=7, loc="upper right")
         ax_w.set_ylim(-1.05, 1.05)
-        ax_w.set_ylabel(label, fontsize=8)
+        ax_w.set_title(label, loc="left", fontsize=8)
         if spec_db is not None:
             lo, hi = view.spectrogram_hz
             ax_s.imshow(spec_db, aspect="auto", extent=(0.0, view.seconds, lo, hi), cmap="magma",
                         vmin=view.spectrogram_db[0], vmax=view.spectrogram_db[1], interpolation="nearest")  # fmt: skip
         ax_s.set_ylabel("Hz", fontsize=8)
-        if i == 0:
-            ax_w.set_title("waveform (mono mix) and difference to the reference", fontsize=9)
-            ax_s.set_title("spectrogram (mono mix, dB)", fontsize=9)
+    fig.suptitle(
+        "left: waveform (mono mix) and difference to the reference; right: spectrogram (mono mix, dB)",
+        fontsize=9,
+    )
     axes[-1][0].set_xlabel("s")
     axes[-1][1].set_xlabel("s")
-    return _save(fig, path)
+    return fig
+
+
+def legend_columns(labels: Sequence[str], width: float, fontsize: float = 8, most: int = 3) -> int:
+    """Columns of a legend of ``labels`` that fit a figure ``width`` inches wide (a character is
+    about 0.6 of the font size; the marker and the gap about 0.45 inch)."""
+    column = max((len(t) for t in labels), default=1) * fontsize * 0.6 / 72 + 0.45
+    return max(1, min(most, len(labels), int(0.95 * width // column)))
+
+
+def legend_height(labels: Sequence[str], width: float, fontsize: float = 8, most: int = 3) -> float:
+    """Inches a legend of ``labels`` under the axes takes (``legend_below``): the figure grows by it."""
+    rows = math.ceil(len(labels) / legend_columns(labels, width, fontsize, most))
+    return rows * fontsize * 1.9 / 72 + 0.1
+
+
+def legend_below(fig: Figure, fontsize: float = 8, most: int = 3) -> None:
+    """The figure's legend under its axes (inside them it covers lines wherever they run), in as
+    many columns as fit its width; constrained layout keeps it off the axes and their labels."""
+    labels = [t for ax in fig.axes for t in ax.get_legend_handles_labels()[1]]
+    fig.legend(loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth(), fontsize, most),
+               fontsize=fontsize, frameon=False)  # fmt: skip
 
 
 def _label_per_step(ax, xlabel: str, ylabel: str, title: str) -> None:
-    """Axes of a one-point-per-step figure: integer steps on x, a grid, the legend."""
+    """Axes of a one-point-per-step figure: integer steps on x, a grid, the legend below."""
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_below(ax.figure)
 
 
 def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path | None:
     series = [(label, list(s)) for label, s in series if s]
     if not series:
         return None
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    fig = Figure(figsize=(8, 3.2 + legend_height([label for label, _ in series], 8)), layout="constrained")
     ax = fig.subplots()
     for i, (label, secs) in enumerate(series):
-        ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, color=PALETTE[i % len(PALETTE)])
+        ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, **line_style(i))
     _label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
     return _save(fig, path)
 
@@ -153,14 +208,17 @@ def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path:
         return None
     finite = [v for _, pts in series for _, v in pts if math.isfinite(v)]
     top = (max(finite) if finite else 100.0) + 5.0
-    fig = Figure(figsize=(8, 3.4), layout="constrained")
+    fig = Figure(figsize=(8, 3.4 + legend_height([label for label, _ in series], 8)), layout="constrained")
     ax = fig.subplots()
     for i, (label, pts) in enumerate(series):
         xs = [s for s, _ in pts]
         ys = [v if math.isfinite(v) else top for _, v in pts]
-        ax.plot(xs, ys, marker="o", label=label, color=PALETTE[i % len(PALETTE)])
+        ax.plot(xs, ys, marker="o", label=label, **line_style(i))
     _label_per_step(
-        ax, "step", "latent PSNR (dB)", "latent PSNR against the reference per step (identical at the top)"
+        ax,
+        "step",
+        "latent PSNR (dB)",
+        "latent PSNR against the reference per step (identical at the top)",
     )
     return _save(fig, path)
 
@@ -176,7 +234,10 @@ def seeds_plot(
     series = [(label, pts) for label, pts in series if pts]
     if not series and band is None:
         return None
-    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    band_label = "noise floor (min..max over perturbations x seeds)"
+    fig = Figure(
+        figsize=(7, 3.2 + legend_height([band_label, *(t for t, _ in series)], 7)), layout="constrained"
+    )
     ax = fig.subplots()
     seeds = sorted({s for _, pts in series for s, _ in pts})
     pos = {s: i for i, s in enumerate(seeds)}
@@ -186,7 +247,7 @@ def seeds_plot(
             band[1] if band[1] > band[0] else band[0] + 1e-9,
             color="#999999",
             alpha=0.35,
-            label="noise floor (min..max over perturbations x seeds)",
+            label=band_label,
         )
         ax.axhline(band[0], color="#666666", lw=0.8)
     for i, (label, pts) in enumerate(series):
@@ -195,13 +256,13 @@ def seeds_plot(
             [v for _, v in pts],
             marker="o",
             label=label,
-            color=PALETTE[i % len(PALETTE)],
+            **line_style(i),
         )
     ax.set_xticks(range(len(seeds)), [str(s) for s in seeds])
     ax.set_xlabel("seed")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_below(fig)
     return _save(fig, path)
 
 
@@ -235,6 +296,12 @@ def _span(
     return lo / pad, hi * pad
 
 
+# Each candidate its own marker (its colour is its verdict word's, which several share); the star is
+# the accepted baseline's alone. Floors: hollow grey, each its own marker.
+CANDIDATE_MARKERS = ("o", "D", "^", "P", "X", "h", "v", "p", "<", ">", "d", "H", "8")
+FLOOR_MARKERS = ("s", "D", "^", "v", "o", "p", "h", "<", ">")
+
+
 def speed_accuracy_plot(
     points: Sequence[tuple[str, str, tuple, tuple, bool]],
     floors: Sequence[tuple[str, tuple, float]],
@@ -242,14 +309,29 @@ def speed_accuracy_plot(
     path: Path,
     ylabel: str = "error energy / the noise floor's",
 ) -> Path | None:
-    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals.
+    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals
+    (``speed_accuracy_figure``)."""
+    fig = speed_accuracy_figure(points, floors, tolerance, ylabel)
+    return None if fig is None else _save(fig, path)
+
+
+def speed_accuracy_figure(
+    points: Sequence[tuple[str, str, tuple, tuple, bool]],
+    floors: Sequence[tuple[str, tuple, float]],
+    tolerance: float,
+    ylabel: str = "error energy / the noise floor's",
+) -> Figure | None:
+    """The speed-against-accuracy figure.
 
     ``points``: (arm, verdict word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline) per
     candidate, an interval None where there is none; ``floors``: (arm, (speed-up, lo, hi), its own
     ratio) per exact noise-floor arm. A ratio of 0 (identical output) is drawn on the bottom edge.
+    No name is written beside its point (names collide where points are close): the legend under
+    the axes names every mark; ``figures.speed_accuracy_caption`` says which kinds are drawn.
     """
-    pts = [p for p in points if p[2][0] is not None and p[3][0] is not None]
-    fl = [f for f in floors if f[1][0] is not None]
+    from harness.report.figures import drawn_points
+
+    pts, fl = drawn_points(list(points), list(floors))
     if not pts:
         return None
     xlo, xhi = _span(
@@ -258,42 +340,38 @@ def speed_accuracy_plot(
     )
     ylo, yhi = _span([p[3][0] for p in pts] + [f[2] for f in fl] + [tolerance, 1.0],
                      [v for p in pts for v in p[3][1:]], 2.0)  # fmt: skip
-    fig = Figure(figsize=(8, 4.4), layout="constrained")
+    tags = [
+        f"{arm} ({word})"
+        + (", accepted baseline" if baseline else "")
+        + (", identical: bottom edge" if y[0] <= 0 and word != "identical" else "")
+        for arm, word, _, y, baseline in pts
+    ]
+    lines = [f"tolerance {tolerance:g}x the floor's", "the reference (speed-up 1x)"]
+    legend = lines + tags + [f"{f[0]} (noise floor)" for f in fl]
+    fig = Figure(figsize=(8, 4.0 + legend_height(legend, 8, 7, 2)), layout="constrained")
     ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
-    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=f"tolerance {tolerance:g}x the floor's")
+    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=lines[0])
     ax.axhline(1.0, color="#888888", ls=":", lw=0.8)
-    ax.axvline(1.0, color="#1f4e99", ls="-", lw=0.9, alpha=0.7, label="the reference (speed-up 1x)")
+    ax.axvline(1.0, color="#1f4e99", ls="-", lw=0.9, alpha=0.7, label=lines[1])
 
     def place(y: float) -> float:
         return ylo * 1.05 if y <= 0 else (yhi / 1.05 if math.isinf(y) else y)
 
-    for i, (arm, (x, x_lo, x_hi), r) in enumerate(fl):
-        xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
-        ax.errorbar([x], [place(r)], xerr=xerr, fmt="s", ms=6, color="#8a8a8a", mfc="white", mew=1.4,
-                    capsize=3, lw=1, label="exact noise-floor runs (not a timing baseline)" if i == 0 else None)  # fmt: skip
-        ax.annotate(
-            arm, (x, place(r)), xytext=(5, -11), textcoords="offset points", fontsize=7, color="#666666"
-        )
-    for n, (arm, word, (x, x_lo, x_hi), (y, y_lo, y_hi), baseline) in enumerate(pts):
+    others = iter(CANDIDATE_MARKERS * (1 + len(pts) // len(CANDIDATE_MARKERS)))
+    for (_, word, (x, x_lo, x_hi), (y, y_lo, y_hi), baseline), tag in zip(pts, tags, strict=True):
         colour = WORD_COLOURS.get(word, "#333333")
         yy = place(y)
         xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
         yerr = [[max(yy - y_lo, 0.0)], [max(y_hi - yy, 0.0)]] if y_lo is not None and y > 0 else None
-        marker = "*" if baseline else ("v" if y <= 0 else "o")
-        ax.errorbar([x], [yy], xerr=xerr, yerr=yerr, fmt=marker, ms=13 if baseline else 8, color=colour,
-                    capsize=3, lw=1.2)  # fmt: skip
-        tag = (
-            f"{arm} ({word})"
-            + (" - accepted baseline" if baseline else "")
-            + (" - identical" if y <= 0 and word != "identical" else "")
-        )
-        ax.annotate(tag, (x, yy), xytext=(7, 5 if n % 2 == 0 else -12), textcoords="offset points", fontsize=8,
-                    color=colour)  # fmt: skip
-    if any(p[4] for p in pts):
-        ax.plot([], [], "*", ms=11, color="#333333", label="accepted baseline")
+        ax.errorbar([x], [yy], xerr=xerr, yerr=yerr, fmt="*" if baseline else next(others),
+                    ms=13 if baseline else 8, color=colour, capsize=3, lw=1.2, label=tag)  # fmt: skip
+    for i, (arm, (x, x_lo, x_hi), r) in enumerate(fl):
+        xerr = [[x - x_lo], [x_hi - x]] if x_lo is not None else None
+        ax.errorbar([x], [place(r)], xerr=xerr, fmt=FLOOR_MARKERS[i % len(FLOOR_MARKERS)], ms=6,
+                    color="#8a8a8a", mfc="white", mew=1.4, capsize=3, lw=1, label=f"{arm} (noise floor)")  # fmt: skip
     _ratio_ticks(ax, "x", xlo, xhi)
     _ratio_ticks(ax, "y", ylo, yhi, keep=tolerance)
     ax.minorticks_off()
@@ -303,8 +381,8 @@ def speed_accuracy_plot(
         "speed against accuracy: lower right is better; the shaded band is within tolerance", fontsize=10
     )
     ax.grid(alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left")
-    return _save(fig, path)
+    legend_below(fig, 7, 2)
+    return fig
 
 
 def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]], path: Path) -> Path | None:

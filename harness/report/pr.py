@@ -187,7 +187,8 @@ def facts(res: ReportResults) -> list[str]:
         seed = res.primary_seed
         cols = [r.key for r in res.primary_runs if r.seed == seed and r.ok and r.output]
         out.append(
-            f"frames {' / '.join(map(str, res.frame_indices))} side by side (report.md, section 5), "
+            f"frames {' / '.join(map(str, res.frame_indices))} side by side (section 5 of report.md and of "
+            "index.html), "
             f"columns: {' | '.join(cols)}"
         )
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis.model import ReportResults, read_results
-from harness.report.figures import AssetReader, draw_figures
+from harness.report.figures import AssetReader, draw_figures, figure_captions
 from harness.store import atomic_write_text
 
 Progress = Callable[[str], None]
@@ -123,6 +123,8 @@ def render(
     atomic_write_text(paths.pr_md, render_pr(res))
     write_benchmark(res, paths.benchmark_json)
     review = review_view(res, images.get("speed_accuracy"))
-    page = render_html(res, sections, single_file=single_file, review=review, differ=differ)
+    page = render_html(
+        res, sections, single_file=single_file, review=review, differ=differ, captions=figure_captions(res)
+    )
     atomic_write_text(paths.index_html, inline_media(page, out, results_dir) if single_file else page)
     return paths

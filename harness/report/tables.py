@@ -9,16 +9,14 @@ from harness.analysis.model import ArmAggregate, FrameGrid, ReportResults
 from harness.compare.significance import SpeedTest
 from harness.layers import EXTRAPOLATED
 from harness.number_format import NA, fmt_ratio, fmt_s
-from harness.report.accuracy import accuracy_section, latent_section, stats_section, verdict_section
-from harness.report.cells import (
-    ROLE_LABEL,
-    Section,
-    mean_sd_cell,
-    role_label,
-    row_css,
-    spread_text,
-    status_text,
+from harness.report.accuracy import (
+    accuracy_section,
+    latent_section,
+    role_text,
+    stats_section,
+    verdict_section,
 )
+from harness.report.cells import Section, mean_sd_cell, row_css, spread_text, status_text
 from harness.report.insitu import insitu_section, schedules_section
 from harness.text_table import TextTable
 
@@ -59,7 +57,14 @@ def overview_section(res: ReportResults) -> Section:
     for r in res.runs:
         attn = f"{r.attn_type}{f' ({r.perturbation})' if r.perturbation else ''}"
         runs.add(
-            [r.key, r.arm, r.seed if r.seed is not None else NA, role_label(r), attn, status_text(r)],
+            [
+                r.key,
+                r.arm,
+                r.seed if r.seed is not None else NA,
+                role_text(res, r.arm, r.role),
+                attn,
+                status_text(r),
+            ],
             row_css(r),
         )
     sec.tables = [info, runs]
@@ -89,7 +94,7 @@ def speed_section(res: ReportResults) -> Section:
     for a in res.arms:
         m = a.metrics
         ref = a.arm == res.reference_arm
-        role = ROLE_LABEL.get(a.role, a.role)
+        role = role_text(res, a.arm, a.role)
         if not a.timing_baseline:
             role += f" ({a.timing_label}: {a.timing_note})"
         agg.add(
@@ -121,7 +126,7 @@ def speed_section(res: ReportResults) -> Section:
         t.add(
             [
                 r.key,
-                role_label(r),
+                role_text(res, r.arm, r.role),
                 r.repeat,
                 r.dit_steps if r.dit_steps is not None else NA,
                 fmt_s(r.s_per_step),
@@ -250,8 +255,21 @@ def attention_section(res: ReportResults) -> Section:
 
 def frames_section(res: ReportResults, grids: list[FrameGrid]) -> Section:
     sec = Section("frames", "5. Frames side by side")
+    from harness.analysis.frames import worst_frames
+
     idx = ", ".join(map(str, res.frame_indices)) or NA
-    sec.paragraphs.append(f"Frames {idx} (evenly spaced over the reference's length), one column per run.")
+    text = f"Frames {idx} (evenly spaced over the reference's length), one column per run"
+    worst = [
+        f"{run} " + ", ".join(f"{m} {i}" for i, marks in sorted(frames.items()) for m in marks)
+        for seed in res.seeds or [None]
+        for run, frames in worst_frames(res, seed).items()
+    ]
+    if worst and any(set(g.indices) - set(res.frame_indices) for g in grids):
+        text += (
+            "; and each candidate's worst frame against the reference by PSNR and by SSIM, its row showing "
+            "the reference and that candidate: " + "; ".join(worst)
+        )
+    sec.paragraphs.append(text + ".")
     sec.frame_grids = grids
     return sec
 

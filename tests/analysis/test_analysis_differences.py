@@ -3,18 +3,18 @@ clips and the spectrogram differences, measured on real mp4s of the campaign fac
 
 from __future__ import annotations
 
-import wave
-
+import av
 import cv2
 import numpy as np
 import pytest
 from campaign_factory import ArmSpec, make_campaign
 
 from harness.analysis.analyze import analyze_campaign
-from harness.analysis.audio_clips import CLIP_SECONDS, aligned, wav_bytes
+from harness.analysis.audio_clips import CLIP_SECONDS, aligned
 from harness.analysis.differences import MAX_GAIN, campaign_gain, colour_stops, difference_map
 from harness.analysis.model import SpectrogramDiff
 from harness.media import iter_frames, read_audio
+from harness.media_audio import OPUS_RATE
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_every_run_but_the_reference_gets_its_amplified_difference(analysed):
     grid = res.frame_grids[0]
     assert grid.reference == "torch_sdpa"
     assert set(grid.diffs) == {"nf", "same_audio", "far"}  # the failed run has no output, the reference none
-    assert all(sorted(cells) == res.frame_indices for cells in grid.diffs.values())
+    assert all(sorted(cells) == grid.indices for cells in grid.diffs.values())  # every row, worst ones too
     fd = res.frame_diff
     assert (
         fd is not None
@@ -79,17 +79,28 @@ def test_every_run_but_the_reference_gets_its_amplified_difference(analysed):
 
 
 def test_clips_are_the_first_seconds_of_each_runs_mono_mix(analysed):
+    """Opus in WebM at 48 kHz: the same sound as the track's mono mix (resampled, within the codec's
+    error), as long, a twentieth of 16-bit PCM's bytes."""
     camp, res, _ = analysed
     keys = {k.split(":", 1)[1] for k in res.assets if k.startswith("clip:")}
     assert keys == {"torch_sdpa", "nf", "same_audio", "far"}
     data, rate = read_audio(camp.run("far").output)
-    mono = data.mean(axis=0)
-    with wave.open(str(camp.path / res.assets["clip:far"])) as w:
-        assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, rate)
-        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32767.0
-    assert pcm.size == min(mono.size, int(CLIP_SECONDS * rate))
-    assert np.abs(pcm - np.clip(mono[: pcm.size], -1, 1)).max() <= 1.0 / 32767 + 1e-6
-    assert res.audio_clips is not None and res.audio_clips.seconds == pytest.approx(pcm.size / rate, abs=1e-3)
+    mono = np.clip(data.mean(axis=0), -1, 1)
+    clip = camp.path / res.assets["clip:far"]
+    assert clip.suffix == ".webm" and clip.read_bytes()[:4] == b"\x1a\x45\xdf\xa3"  # Matroska (WebM)
+    with av.open(str(clip)) as c:
+        stream = c.streams.audio[0]
+        assert (stream.codec_context.name, stream.rate) == ("opus", OPUS_RATE) and c.duration is not None
+        got = np.concatenate([f.to_ndarray().reshape(-1) for f in c.decode(stream)])
+    n = min(mono.size, int(CLIP_SECONDS * rate))
+    assert abs(got.size / OPUS_RATE - n / rate) < 0.03  # the whole clip (Opus's priming samples dropped)
+    want = np.interp(np.arange(got.size) * rate / OPUS_RATE, np.arange(n), mono[:n])
+    lag = int(np.argmax(np.correlate(got[:4800], want[:4800], "full"))) - 4799
+    assert abs(lag) < 48  # in time (under a millisecond)
+    assert np.corrcoef(got, want)[0, 1] > 0.95
+    assert clip.stat().st_size < n * 2 / 4  # far under 16-bit PCM
+    assert res.audio_clips is not None and res.audio_clips.seconds == pytest.approx(n / rate, abs=1e-3)
+    assert "Opus" in res.audio_clips.text
 
 
 def test_the_spectrogram_difference_is_near_zero_for_the_same_track_and_not_for_another(analysed):
@@ -109,11 +120,6 @@ def test_aligned_moves_a_delayed_track_back():
     assert np.array_equal(a, b)
     a, b = aligned(ref, run, -2)
     assert np.array_equal(a, ref[: a.size]) and np.array_equal(b, run[2:])
-
-
-def test_wav_bytes_clip_and_round():
-    raw = wav_bytes(np.array([0.0, 0.5, 2.0, -2.0]), 8000)
-    assert raw[:4] == b"RIFF" and np.array_equal(np.frombuffer(raw[44:], "<i2"), [0, 16384, 32767, -32767])
 
 
 def test_a_second_analysis_decodes_nothing_for_the_differences(analysed):

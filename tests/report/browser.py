@@ -9,6 +9,14 @@ machine); ``load_page`` opens one page in a browser of its own.
 Run as a script it takes the screenshot of a page's top that the examples commit:
 
     python tests/report/browser.py reports/e2e_3step/3step/index.html top.png [--width 1280] [--height 900]
+
+or of one element of the page opened at a fragment, e.g. the frame compare control at the worst
+frame by PSNR of the run it shows (page.js reads ``#compare?run=...&frame=...&mode=...``); a
+``.jpg`` name is written as JPEG (``--quality``), anything else as PNG (``--colours 256``: a palette
+PNG, a third of the size and sharper text than a JPEG of it):
+
+    python tests/report/browser.py index.html compare.jpg --fragment 'compare?frame=worst-psnr' \\
+        --element '.compare.linked'
 """
 
 from __future__ import annotations
@@ -115,12 +123,45 @@ def load_page(
     return out
 
 
+def screenshot(
+    page: Any, out: Path, element: str | None = None, quality: int = 80, colours: int | None = None
+) -> bytes:
+    """The page's viewport (or the first element matching the CSS selector ``element``) as the image
+    ``out`` names: JPEG for .jpg/.jpeg (``quality``), else PNG (of at most ``colours`` colours)."""
+    jpeg = out.suffix.lower() in (".jpg", ".jpeg")
+    kind = {"type": "jpeg", "quality": quality} if jpeg else {"type": "png"}
+    shot = (
+        page.locator(element).first.screenshot(**kind)
+        if element
+        else page.screenshot(full_page=False, **kind)
+    )
+    if jpeg or not colours:
+        return shot
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(shot)) as im:
+        fewer = im.convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    fewer.save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Screenshot of the top of a page (what a reviewer sees first).")
     ap.add_argument("page", type=Path)
-    ap.add_argument("png", type=Path)
+    ap.add_argument("png", type=Path, help="the image to write (.jpg: JPEG, else PNG)")
     ap.add_argument("--width", type=int, default=1280)
     ap.add_argument("--height", type=int, default=900)
+    ap.add_argument(
+        "--fragment", default="", help="opened at this fragment (no '#'), e.g. 'compare?frame=worst-psnr'"
+    )
+    ap.add_argument("--element", default=None, help="a CSS selector: that element alone, e.g. '.compare'")
+    ap.add_argument("--quality", type=int, default=80, help="JPEG quality")
+    ap.add_argument(
+        "--colours", type=int, default=None, help="a PNG of at most this many colours (a palette)"
+    )
     args = ap.parse_args(argv)
     chromium = find_chromium()
     if chromium is None:
@@ -129,11 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.page.is_file():
         print(f"error: {args.page}: no such page", file=sys.stderr)
         return 2
-    load = load_page(chromium, args.page.resolve().as_uri(), width=args.width, height=args.height)
-    args.png.write_bytes(load.screenshot)
+    url = args.page.resolve().as_uri() + (f"#{args.fragment}" if args.fragment else "")
+    with Browser(chromium) as b:
+        load = b.open(url, width=args.width, height=args.height)
+        args.png.write_bytes(screenshot(load.page, args.png, args.element, args.quality, args.colours))
     for problem in load.errors + load.failed:
         print(f"page: {problem}", file=sys.stderr)
-    print(f"{args.png}: {args.width}x{args.height}")
+    print(f"{args.png}: {args.element or 'the top'} at {args.width}x{args.height}")
     return 1 if load.errors or load.failed else 0
 
 

@@ -1,21 +1,25 @@
 """index.html in a real headless chromium, as a reviewer opens it: it loads from disk with no console
-error and fetches nothing but its own files (the one-file form: nothing at all), the verdicts and the
-speed-against-accuracy figure are at the top, the compare control and the audio players work, every
-image has an alt text, and it reads at desktop and phone widths; screenshots are left behind.
+error and fetches nothing but its own files (the one-file form: nothing at all, and small), the
+verdicts and the speed-against-accuracy figure are at the top, the compare control (each candidate's
+worst frames among its frames, a link that opens it there) and the audio players work, every image
+has an alt text, and it reads at desktop and phone widths, never scrolling sideways; screenshots are
+left behind.
 
 One browser serves the module (a chromium start costs seconds on a 2-core machine)."""
 
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from browser import Browser
-from campaign_factory import keep_artifact
+from campaign_factory import ArmSpec, keep_artifact, make_campaign
 
-from harness.report import render_results
+from harness.report import build_report, render_results
+from harness.report.render import load_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<script>alert(1)</script>"
@@ -60,7 +64,8 @@ def test_index_html_loads_without_console_errors(session, single_report, tmp_pat
     assert page.failed == [], page.failed
     _check_local_only(page.requests, camp.path)
     # the page asked for its figures, thumbnails, difference images and clips, and they all loaded
-    assert sum(u.endswith(".png") for u in page.requests) >= 5 + 16 + 12
+    assert sum(u.endswith(".png") for u in page.requests) >= 5 + 12
+    assert sum(u.endswith(".webp") for u in page.requests) >= 16
     assert page.images_broken == 0
     assert page.title.startswith("tiny / c1")
     for text in ("1. Speed", "6. Verdicts", "noise floor", "backend unavailable: no GPU here"):
@@ -258,3 +263,120 @@ def test_in_situ_heatmaps_render_in_the_page(session, shadowed_campaign, tmp_pat
         assert any(u.endswith(f"/assets/{name}.png") for u in page.requests), name
     for text in ("In-situ attention accuracy", "Hybrid schedules", "a shadowed run's timing", "exact floor"):
         assert text in page.body_text, text
+
+
+@pytest.fixture(scope="module")
+def worst_page(tmp_path_factory) -> tuple[Path, object]:
+    """A one-file page whose candidates' worst frames are off the evenly spaced ones (9 frames: rows
+    0/3/5/8), and its results."""
+    arms = [
+        ArmSpec("torch_sdpa", role="reference"),
+        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0),
+        ArmSpec("near", noise=4.0),
+        ArmSpec("far", noise=12.0),
+    ]
+    camp = make_campaign(tmp_path_factory.mktemp("worst"), arms)
+    paths = build_report(camp, single_file=True)
+    return paths.index_html, load_results(paths.results_json)
+
+
+def test_each_candidates_worst_frames_are_offered_and_labelled(session, worst_page, tmp_path: Path):
+    page_file, res = worst_page
+    p = session.open(page_file.as_uri(), width=DESKTOP[0], height=DESKTOP[1]).page
+    box = p.locator(".compare").first
+    off_even = 0
+    for run in ("near", "far"):
+        v = res.comparison_for(run).video
+        box.locator("select.run").select_option(run)
+        options = box.locator("select.frame option").evaluate_all(
+            "os => os.map(o => [o.value, o.textContent, o.disabled])"
+        )
+        offered = {int(value): (text, disabled) for value, text, disabled in options}
+        for metric, frame in (("PSNR", v.psnr_min_frame), ("SSIM", v.ssim_min_frame)):
+            text, disabled = offered[frame]
+            assert not disabled and re.fullmatch(rf"{frame} \(worst .*{metric}.*\)", text), (
+                run,
+                metric,
+                offered,
+            )
+            row = p.locator(f"table.frames tr:has(img[data-run='{run}'][data-frame='{frame}'])").first
+            assert f"worst {metric}: {run}" in row.locator("th").inner_text()
+            off_even += frame not in res.frame_indices
+        # another candidate's worst frame has no image of this run: not offered for it
+        theirs = {i for k, marks in _worst(res).items() if k != run for i in marks} - set(_worst(res)[run])
+        assert all(offered[i][1] for i in theirs - set(res.frame_indices))
+    assert off_even, "every worst frame on the even spacing: the test proves nothing"
+
+
+def _worst(res) -> dict:
+    from harness.analysis.frames import worst_frames
+
+    return worst_frames(res, res.primary_seed)
+
+
+def test_a_link_opens_the_compare_control_at_the_worst_frame(session, worst_page, tmp_path: Path):
+    page_file, res = worst_page
+    v = res.comparison_for("far").video
+    url = page_file.as_uri() + "#compare?run=far&frame=worst-ssim&mode=diff"
+    p = session.open(url, width=DESKTOP[0], height=DESKTOP[1]).page
+    box = p.locator(".compare.linked")
+    assert box.count() == 1 and box.locator("select.run").input_value() == "far"
+    assert box.locator("select.frame").input_value() == str(v.ssim_min_frame)
+    assert box.locator("input.mode:checked").get_attribute("value") == "diff"
+    grid_diff = p.evaluate(
+        """(f) => document.querySelector(`table.frames img[data-run="far"][data-frame="${f}"][data-kind="diff"]`).src""",
+        v.ssim_min_frame,
+    )
+    assert (
+        box.locator("img.diffview").get_attribute("src") == grid_diff
+        and box.locator("img.diffview").is_visible()
+    )
+    assert f"frame {v.ssim_min_frame} (worst" in box.locator(".state").inner_text()
+    assert box.evaluate("b => b.getBoundingClientRect().top < innerHeight")  # scrolled to it
+    shot = tmp_path / "worst.png"
+    shot.write_bytes(box.screenshot())
+    keep_artifact(shot, "report_compare_worst.png")
+    # with no run named: the first control's run at its worst frame by PSNR (the page's default)
+    p = session.open(page_file.as_uri() + "#compare", width=DESKTOP[0], height=DESKTOP[1]).page
+    box = p.locator(".compare.linked")
+    run = box.locator("select.run").input_value()
+    assert box.locator("select.frame").input_value() == str(res.comparison_for(run).video.psnr_min_frame)
+
+
+@pytest.mark.parametrize("width", [DESKTOP[0], NARROW[0]])
+def test_no_page_scrolls_sideways(session, one_file, shadowed_campaign, multi_report, width):
+    """Wide tables scroll inside their own box, long names and paths in text wrap: the page itself is
+    never wider than the screen, at a desktop's width or a phone's."""
+    pages = [one_file, shadowed_campaign / "index.html", multi_report.paths.index_html]
+    wide = 0
+    for page_file in pages:
+        p = session.open(page_file.resolve().as_uri(), width=width, height=900).page
+        assert p.evaluate("document.documentElement.scrollWidth") <= width, page_file
+        assert (
+            p.evaluate(
+                "Array.from(document.querySelectorAll('table')).filter(t => !t.closest('.scroll')).length"
+            )
+            == 0
+        )
+        boxes = p.evaluate(
+            """() => Array.from(document.querySelectorAll('.scroll')).filter(b => b.offsetParent)
+                 .map(b => [b.getBoundingClientRect().right, b.scrollWidth > b.clientWidth])"""
+        )
+        assert all(right <= width for right, _ in boxes)
+        wide += sum(scrolls for _, scrolls in boxes)
+    assert wide, "no table wider than its box: the test proves nothing"
+
+
+def test_the_one_file_page_is_small_and_plays_and_shows_everything(session, one_file):
+    """Opus clips and WebP thumbnails: the one-file page of a small campaign stays under 500 kB (WAV
+    clips and PNG thumbnails made it 950 kB); every clip has a finite duration and every image decodes."""
+    assert one_file.stat().st_size < 500_000
+    html = one_file.read_text()
+    assert "data:audio/webm;base64," in html and "data:image/webp;base64," in html
+    load = session.open(one_file.as_uri(), width=DESKTOP[0], height=DESKTOP[1])
+    assert load.images_broken == 0 and load.errors == []
+    durations = load.page.evaluate(
+        """async () => Promise.all(Array.from(document.querySelectorAll('audio')).map(a =>
+             a.readyState >= 1 ? a.duration : new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)))))"""
+    )
+    assert durations and all(0 < d < 10 for d in durations), durations

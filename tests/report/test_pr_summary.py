@@ -5,6 +5,7 @@ the single-file page carries every image inside it."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 from harness.number_format import fmt_time
@@ -203,10 +204,15 @@ def test_single_file_page_inlines_every_image(single_report, tmp_path):
     try:
         html = paths.index_html.read_text()
         srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
-        # 5 figures, 16 thumbnails (4 frames x 4 runs), 12 difference images and their colour scale
-        assert len(srcs) == 5 + 16 + 12 + 1 and all(s.startswith("data:image/png;base64,") for s in srcs)
+        # 5 figures, the difference images beside the thumbnails shown and their colour scale (PNG);
+        # the thumbnails (4 frames x 4 runs, and the candidates' worst frames) lossy WebP
+        [grid] = load_results(paths.results_json).frame_grids
+        thumbs = sum(len(cells) for cells in grid.cells.values())
+        diffs = sum(len(set(d) & set(grid.cells.get(k, {}))) for k, d in grid.diffs.items())
+        kinds = Counter(s.split(";base64,", 1)[0] for s in srcs)
+        assert kinds == {"data:image/png": 5 + diffs + 1, "data:image/webp": thumbs} and thumbs >= 16
         clips = re.findall(r'<audio [^>]*src="([^"]+)"', html)
-        assert len(clips) == 4 and all(s.startswith("data:audio/wav;base64,") for s in clips)
+        assert len(clips) == 4 and all(s.startswith("data:audio/webm;base64,") for s in clips)
         assert "every figure is inlined" in html
         moved = tmp_path / "alone.html"  # one file that opens anywhere: nothing else beside it
         moved.write_text(html)
