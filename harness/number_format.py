@@ -77,9 +77,11 @@ def ratio_text(r: float | None) -> str:
 
 def range_text(lo: float | None, hi: float | None, fmt=ratio_value) -> str:
     """An interval as words, '4.76 to 28.7' (a hyphen would read as a minus); one figure where both
-    bounds lie past what is written ('< 0.001', 'over 1,000,000')."""
+    bounds print alike ('169 at both bounds'; '< 0.001': both past what is written)."""
     a, b = fmt(lo), fmt(hi)
-    return a if a == b and not a[:1].isdigit() else f"{a} to {b}"
+    if a == b:
+        return f"{a} at both bounds" if a[:1].isdigit() else a
+    return f"{a} to {b}"
 
 
 def level_text(alpha: float) -> str:

@@ -88,8 +88,8 @@ def accuracy_words(r: Reading) -> str:
         )
     t = r.ratio
     if t.value is None:  # no reading to quote (an older harness's verdict): the verdict's own line
-        why = r.text.split("; WARNING: ")[0].removeprefix(r.word).lstrip(" :") if r.text else ""
-        return f"{r.word}: {why or f'no error ratio ({r.regime})'}"
+        why = r.text.split("; WARNING: ")[0] if r.text else f"no error ratio ({r.regime})"
+        return why if why.startswith(r.word) else f"{r.word}: {why}"
     if r.ratio_what == INSITU_WHAT:
         head = f"{r.word} in situ: {ratio_text(t.value)} the exact floor's{_range(t, ratio_value)}"
         other = r.end_to_end

@@ -211,7 +211,7 @@ def test_repeats_speed_significance_and_floor_distribution(repeats_report):
     assert same.word in ("no meaningful difference", "no difference detected")
     assert (
         "fast vs torch_sdpa: DiT s/step: 0.998 ± 0.006 s (n=6) -> 0.751" in md
-        and "speed-up 1.33x (95% CI" in md
+        and "speed-up 1.33x (95 % CI" in md
     )
     assert "same vs torch_sdpa: DiT s/step:" in md
     # every speed word in the report carries its interval and its test
