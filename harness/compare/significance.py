@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness.number_format import ci_text, fmt_s, level_text, percent_text
+from harness.number_format import ci_text, fmt_s, level_text, percent_text, ratio_text
 from harness.records import Record
 from harness.safe_math import safe_exp, scaled_mean_sd
 from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
@@ -197,8 +197,13 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_speedup_value(x: float | None) -> str:
-    """Three significant figures, trailing zeros kept: '2.00x', '0.846x', '12.3x'."""
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:#.3g}".rstrip(".") + "x"
+    """Three significant figures, trailing zeros kept: '2.00x', '0.846x', '12.3x'; never an exponent
+    (``ratio_text`` past 0.001 and 1,000)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if not 1e-3 <= abs(x) < 1e3:
+        return ratio_text(x)
+    return f"{x:#.3g}".rstrip(".") + "x"
 
 
 def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") -> str:

@@ -38,12 +38,13 @@ def verdict_rows(res: ReportResults) -> list[str]:
     for r in readings(res):
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
         word = f"{MARKS.get(r.word, '')} **{md_escape(r.word)}**".strip()
-        base = " (accepted baseline)" if r.baseline else ""
+        base = (" (emulator)" if r.emulator else "") + (" (accepted baseline)" if r.baseline else "")
         error = md_escape("; ".join(accuracy_lines(r, bare=True))) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )
-        cells = [f"{md_escape(r.arm)}{base}", word, error, md_escape(speed_cell(r.step)),
-                 md_escape(speed_cell(r.total)), ok]  # fmt: skip
+        step, total = ("an emulator's timing", "an emulator's timing") if r.emulator else (
+            speed_cell(r.step), speed_cell(r.total))  # fmt: skip
+        cells = [f"{md_escape(r.arm)}{base}", word, error, md_escape(step), md_escape(total), ok]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 

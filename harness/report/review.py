@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.model import ReportResults, SpeedTest, Verdict
+from harness.compare.significance import fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, range_text, ratio_text
 
 WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
@@ -74,6 +75,7 @@ class Reading:
     warnings: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     attention: str = ""  # why the attention is invalid, where it is
+    emulator: bool = False  # a numerics model: its accuracy stands for a kernel's, its timing for none
 
 
 def accepted_baseline(res: ReportResults) -> str | None:
@@ -169,6 +171,17 @@ def speed_terms(t: SpeedTest | None) -> Terms:
     return Terms(float(t.speedup), ci, f"{100 * (1 - t.alpha):.10g} % CI" if ci else "", t.word)
 
 
+NO_SPEED = "no speed-up: an emulator's timing is no kernel's"
+
+
+def is_emulator(res: ReportResults, arm: str) -> bool:
+    """Whether the arm's backend is a numerics model (run.json's word, else the aggregate's label)."""
+    if any(r.emulated for r in res.runs if r.arm == arm):
+        return True
+    agg = res.arm(arm)
+    return agg is not None and agg.timing_label == "an emulator's timing"
+
+
 def readings(res: ReportResults) -> list[Reading]:
     """One reading per candidate verdict, in the report's order."""
     base = accepted_baseline(res)
@@ -206,6 +219,7 @@ def readings(res: ReportResults) -> list[Reading]:
                 warnings=tuple(v.warnings),
                 missing=tuple(dict.fromkeys(v.missing)),
                 attention=v.attention if v.attention_ok is False else "",
+                emulator=is_emulator(res, v.arm),
             )
         )
     return out
@@ -332,7 +346,7 @@ def speed_cell(t: Terms) -> str:
     """'0.57x (95 % CI 0.31 to 1.05): no significant difference', or 'no timing'."""
     if t.value is None:
         return t.word or "no timing"
-    return f"{fmt_speedup(t.value)}{interval_text(t, fmt_speedup)}: {t.word or NA}"
+    return f"{fmt_speedup(t.value)}{interval_text(t, fmt_speedup_value)}: {t.word or NA}"
 
 
 def speed_line(what: str, t: Terms) -> str:
@@ -372,8 +386,8 @@ def badge(r: Reading) -> Badge:
         css=r.word.replace(" ", "-"),
         ratio=ratio_line(r),
         lines=tuple(accuracy_lines(r)),
-        step=speed_line("DiT s/step", r.step),
-        total=speed_line("pipeline total", r.total),
+        step=NO_SPEED if r.emulator else speed_line("DiT s/step", r.step),
+        total="" if r.emulator else speed_line("pipeline total", r.total),
         note=r.text
         if r.word == "not run"
         else ("attention INVALID: see the attention calls" if r.word == "invalid" else ""),

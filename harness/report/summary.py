@@ -19,7 +19,7 @@ from harness.analysis.model import ReportResults
 from harness.compare.significance import SpeedTest, fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
 from harness.report.cells import Section
-from harness.report.review import INSITU_WHAT, Reading, Terms, identical_line, readings
+from harness.report.review import INSITU_WHAT, NO_SPEED, Reading, Terms, identical_line, is_emulator, readings
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,6 @@ def fit(text: str, width: int = LINE) -> str:
         return text
     cut = text[: width - 4].rsplit(" ", 1)[0] if " " in text[: width - 4] else text[: width - 4]
     return cut.rstrip(" ;,:") + " ..."
-
-
-def is_emulator(res: ReportResults, arm: str) -> bool:
-    """Whether the arm's backend is a numerics model (run.json's word, else the aggregate's label)."""
-    if any(r.emulated for r in res.runs if r.arm == arm):
-        return True
-    agg = res.arm(arm)
-    return agg is not None and agg.timing_label == "an emulator's timing"
 
 
 def _range(t: Terms, fmt) -> str:
@@ -111,7 +103,7 @@ def accuracy_words(r: Reading) -> str:
 def speed_words(t: Terms, emulator: bool) -> str:
     """The DiT s/step speed-up with its interval and word, or why there is none."""
     if emulator:
-        return "no speed-up: an emulator's timing is no kernel's"
+        return NO_SPEED
     if t.value is None:
         return f"DiT s/step: {t.word or 'no timing'}"
     bound = lambda x: fmt_speedup_value(x).removesuffix("x")  # noqa: E731  three figures, as the speed section

@@ -41,7 +41,7 @@ def mixed(tmp_path_factory):
             camp.run(run_key("same", seed, 1)).path, arms[2], seed=seed, multi_seed=True, copy_output_from=ref
         )
     build_report(camp)
-    return summary_lines(read_results(camp.path / "results.json"))
+    return camp
 
 
 def readable(lines: list[str]) -> None:
@@ -53,6 +53,7 @@ def readable(lines: list[str]) -> None:
 
 
 def test_each_kind_of_arm_reads_at_a_glance(mixed):
+    mixed = summary_lines(read_results(mixed.path / "results.json"))
     readable(mixed)
     by_arm = {line.split(":")[0].split(" (")[0]: line for line in mixed[1:]}
     assert by_arm["same"].startswith("same: identical on 2 of 2 seed(s)")
@@ -78,3 +79,14 @@ def test_fit_keeps_a_line_within_its_width(text):
     got = fit(text)
     assert len(got) <= LINE
     assert got == text or got.endswith(" ...")
+
+
+def test_an_emulator_is_marked_and_shows_no_speed_up_on_the_page_and_in_pr_md(mixed):
+    page = (mixed.path / "index.html").read_text()
+    badge = re.search(r'<div class="badge [^"]*" data-arm="emul".*?\n</div>', page, re.S).group(0)
+    assert '<span class="tag">emulator</span>' in badge and "speed-up" not in badge.replace("no speed-up", "")
+    close = re.search(r'<div class="badge [^"]*" data-arm="close".*?\n</div>', page, re.S).group(0)
+    assert "emulator" not in close and "DiT s/step speed-up" in close
+    pr = (mixed.path / "pr.md").read_text()
+    assert "**emul (emulator)**: outside: " in pr
+    assert re.search(r"\| emul \| .* \(an emulator's timing\) \|", pr), pr
