@@ -77,7 +77,9 @@ def test_the_shadowed_copy_of_the_reference_is_no_candidate(shadowed_campaign):
     res = ReportResults.model_validate(raw)
     assert "ref_insitu" not in {r.arm for r in readings(res)}
     summary = (shadowed_campaign / "report.md").read_text().split("\n## ", 2)[1]
-    line = next(ln for ln in summary.splitlines() if ln.startswith("- ref_insitu (shadowed copy, not a candidate): "))
+    line = next(
+        ln for ln in summary.splitlines() if ln.startswith("- ref_insitu (shadowed copy, not a candidate): ")
+    )
     assert "not a candidate" in line and "output bitwise the reference's on 1 of 1 seed(s)" in line
     assert "candidate(s)" in summary and "ref_insitu: DiT s/step" not in summary
 
