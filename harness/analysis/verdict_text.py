@@ -89,9 +89,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     if top is not None:
         head = f"error energy {ratio_text(top.ratio)} the floor's"
         if top.ratio_ci:
-            head += (
-                f" ({ci_text(*top.ratio_ci, top.alpha)}; {top.label}"
-            )
+            head += f" ({ci_text(*top.ratio_ci, top.alpha)}; {top.label}"
         else:
             head += f" (no interval; {top.label}"
         others = [_short(r) for r in v.energy if r is not top]
@@ -135,11 +133,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         bits.append(v.stats_text)
     if v.baseline is not None:
         b = v.baseline
-        ci = (
-            f" ({ci_text(*b.ratio_ci, rules.alpha)})"
-            if b.ratio_ci
-            else ""
-        )
+        ci = f" ({ci_text(*b.ratio_ci, rules.alpha)})" if b.ratio_ci else ""
         bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
     if v.missing:
         bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
