@@ -4,13 +4,13 @@
 What the page needs from media is written by the analysis as files under assets/ and named in
 ``ReportResults.assets`` (paths relative to the results file's folder):
 
-* ``frame:<run>:<index>``: a frame thumbnail (PNG), laid out by ``frame_grids``;
+* ``frame:<run>:<index>``: a frame thumbnail (WebP), laid out by ``frame_grids``;
 * ``series:<run>``: that run's per-frame PSNR and SSIM against the reference (``FrameSeries``);
 * ``audio:<run>``: its waveform envelope and spectrogram (``AudioView``), ``spectrogram:<run>`` the
   spectrogram's PNG;
 * ``diff:<run>:<index>``: the amplified difference image of that frame to the reference of its seed
   (laid out by ``FrameGrid.diffs``; ``diff_scale`` the colour bar, ``frame_diff`` the gain);
-* ``clip:<run>``: a short WAV of its track (``audio_clips`` says what), ``specdiff:<run>`` its
+* ``clip:<run>``: a short Opus clip (WebM) of its track (``audio_clips`` says what), ``specdiff:<run>`` its
   spectrogram minus the reference's (``SpectrogramDiff``).
 
 A renderer reads this file and those assets and nothing else, so a results.json with its assets/
