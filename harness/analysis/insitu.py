@@ -97,7 +97,7 @@ def _ci_text(ci: list[float] | None) -> str:
 
 def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = True) -> InSituPart:
     word = _word(value, ci, limit, higher_is_worse)
-    shown = "n/a" if value is None else f"{value:.3g}{unit}"
+    shown = ratio_text(value) if unit == "x" else "n/a" if value is None else f"{value:.3g}{unit}"
     rule = f"{'at most' if higher_is_worse else 'at least'} {limit:g}{unit}"
     return InSituPart(
         against=against, word=word, value=value, ci=ci, limit=limit,
