@@ -95,14 +95,14 @@ def ci_text(lo: float | None, hi: float | None, alpha: float = 0.05, fmt=ratio_v
 
 
 def percent_text(fraction: float | None) -> str:
-    """A fraction as a percentage people read: 45 %, 1.4 %, < 0.1 %, over 1,000 % (no exponents)."""
+    """A fraction as a percentage people read: 45 %, 1.4 %, 0.025 %, < 0.001 %, over 1,000 % (no exponents)."""
     if fraction is None or not math.isfinite(fraction):
         return NA
     x = 100 * fraction
     if x >= 1000:
         return "over 1,000 %"
-    if 0 < abs(x) < 0.1:
-        return "< 0.1 %"
+    if 0 < abs(x) < 0.001:
+        return "< 0.001 %"
     return f"{x:.0f} %" if abs(x) >= 10 else f"{x:.2g} %"
 
 

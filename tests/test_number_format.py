@@ -41,7 +41,8 @@ def test_ratios_read_without_exponents():
         percent_text(5.8) == "580 %"
         and percent_text(58.0) == "over 1,000 %"
         and percent_text(0.45) == "45 %"
-        and percent_text(1e-5) == "< 0.1 %"
+        and percent_text(1e-6) == "< 0.001 %"
+        and percent_text(2.5e-4) == "0.025 %"
     )
     assert count_text(885) == "more than 100" and count_text(12) == "about 12"
 

@@ -13,14 +13,13 @@ frame indices and the format, so an unchanged output is never decoded again.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.model import FrameGrid, ReportResults
+from harness.analysis.model import FrameGrid, ReportResults, worst_frames
 from harness.compare.cache import MetricsCache
 from harness.errors import HarnessError
 from harness.records import Record
@@ -91,29 +90,6 @@ def encode_thumbnail(image: np.ndarray, quality: int = THUMB_QUALITY) -> bytes:
     if not ok:
         raise ValueError("WebP encoding failed")
     return buf.tobytes()
-
-
-def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
-    """{run: {frame index: ["PSNR", "SSIM"]}}: the frame where each candidate of ``seed`` is worst
-    against the reference by each metric (from its comparison in results.json). Identical output
-    (PSNR +inf, SSIM 1 on every frame) has no worst frame; a shadowed copy of the reference (its
-    verdict's role "insitu") is no candidate."""
-    copies = {v.arm for v in res.verdicts if v.role == "insitu"}
-    out: dict[str, dict[int, list[str]]] = {}
-    for c in res.comparisons:
-        v = c.video
-        if v is None or c.b.seed != seed or c.b.role != "candidate" or c.a.arm != res.reference_arm:
-            continue
-        if c.b.arm in copies:
-            continue
-        marks = out.setdefault(c.b.key, {})
-        if math.isfinite(v.psnr_min):
-            marks.setdefault(int(v.psnr_min_frame), []).append("PSNR")
-        if v.ssim_min < 1.0:
-            marks.setdefault(int(v.ssim_min_frame), []).append("SSIM")
-        if not marks:
-            del out[c.b.key]
-    return out
 
 
 def pick_frames(frames: Iterable[np.ndarray], indices: list[int]) -> dict[int, np.ndarray]:

@@ -41,7 +41,7 @@ from harness.analysis.insitu_model import (
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
 from harness.attention.insitu.recorder import INSITU_DIR
 from harness.insitu_records import InSituCall, InSituStats
-from harness.number_format import range_text, ratio_text
+from harness.number_format import range_text, ratio_text, ratio_value
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 
@@ -91,8 +91,12 @@ def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_w
     return "inconclusive"
 
 
-def _ci_text(ci: list[float] | None) -> str:
-    return f" [95 % {range_text(ci[0], ci[1])}]" if ci else ""
+def _ci_text(ci: list[float] | None, fmt=ratio_value) -> str:
+    return f" [95 % {range_text(ci[0], ci[1], fmt)}]" if ci else ""
+
+
+def _three_figures(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
 
 
 def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = True) -> InSituPart:
@@ -101,7 +105,7 @@ def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = Tru
     rule = f"{'at most' if higher_is_worse else 'at least'} {limit:g}{unit}"
     return InSituPart(
         against=against, word=word, value=value, ci=ci, limit=limit,
-        text=f"{against}: {shown}{_ci_text(ci)}, {rule}: {word}",
+        text=f"{against}: {shown}{_ci_text(ci, ratio_value if unit == 'x' else _three_figures)}, {rule}: {word}",
     )  # fmt: skip
 
 

@@ -19,12 +19,13 @@ folder can be rendered anywhere, without the campaign's media.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError
 
-from harness.analysis.insitu_model import InSituPart, InSituReading, InSituResults, ScheduleRow
+from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
@@ -342,6 +343,7 @@ class ReportResults(Record):
 # summary, a comparison, a speed test, a verdict), so a renderer needs this module alone.
 __all__ = [
     "AUDIO_VIEW_SCHEMA",
+    "Finding",
     "RESULTS_SCHEMA",
     "SERIES_SCHEMA",
     "SPECTROGRAM_DIFF_SCHEMA",
@@ -385,3 +387,26 @@ def read_results(path: Path) -> ReportResults:
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise ResultsFileError(f"{path}: not a harness results.json ({where}: {first['msg']})") from None
     return res
+
+
+def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
+    """{run: {frame index: ["PSNR", "SSIM"]}}: the frame where each candidate of ``seed`` is worst
+    against the reference by each metric (from its comparison in results.json). Identical output
+    (PSNR +inf, SSIM 1 on every frame) has no worst frame; a shadowed copy of the reference (its
+    verdict's role "insitu") is no candidate."""
+    copies = {v.arm for v in res.verdicts if v.role == "insitu"}
+    out: dict[str, dict[int, list[str]]] = {}
+    for c in res.comparisons:
+        v = c.video
+        if v is None or c.b.seed != seed or c.b.role != "candidate" or c.a.arm != res.reference_arm:
+            continue
+        if c.b.arm in copies:
+            continue
+        marks = out.setdefault(c.b.key, {})
+        if math.isfinite(v.psnr_min):
+            marks.setdefault(int(v.psnr_min_frame), []).append("PSNR")
+        if v.ssim_min < 1.0:
+            marks.setdefault(int(v.ssim_min_frame), []).append("SSIM")
+        if not marks:
+            del out[c.b.key]
+    return out

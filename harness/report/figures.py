@@ -22,6 +22,7 @@ from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
 from harness.report.insitu import insitu_figure_jobs
+from harness.report.review import drawn_points
 from harness.safe_write import resolve_under
 from harness.store import atomic_write_json
 
@@ -98,12 +99,6 @@ def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPo
     insitu = any(r.ratio_what == INSITU_WHAT for r in cands)
     ylabel = "error / the noise floor's" + (" (in situ where it decides)" if insitu else " (error energy)")
     return points, floors, tol, ylabel
-
-
-def drawn_points(points: list[Point], floors: list[FloorPoint]) -> tuple[list[Point], list[FloorPoint]]:
-    """The candidates and floors the figure draws: those with a place on both axes (floors: a speed-up)."""
-    pts = [p for p in points if p[2][0] is not None and p[3][0] is not None]
-    return pts, [f for f in floors if f[1][0] is not None]
 
 
 def speed_accuracy_caption(points: list[Point], floors: list[FloorPoint], tolerance: float) -> str:

@@ -130,7 +130,7 @@ def render_html(
     """The campaign's page. Where ``differ`` shows the frame grids, the frames section keeps its
     place and title (report.md and pr.md name it) and points at them; the summary's figure is the
     review's. ``captions``: ``figures.figure_captions``."""
-    from harness.analysis.frames import worst_frames
+    from harness.analysis.model import worst_frames
 
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
     shown = []

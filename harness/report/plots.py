@@ -18,6 +18,7 @@ from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
 from harness.report.review import WORD_COLOURS as REVIEW_COLOURS
+from harness.report.review import drawn_points
 from harness.store import atomic_write_bytes
 
 DPI = 90
@@ -329,8 +330,6 @@ def speed_accuracy_figure(
     No name is written beside its point (names collide where points are close): the legend under
     the axes names every mark; ``figures.speed_accuracy_caption`` says which kinds are drawn.
     """
-    from harness.report.figures import drawn_points
-
     pts, fl = drawn_points(list(points), list(floors))
     if not pts:
         return None

@@ -414,3 +414,9 @@ def review_view(res: ReportResults, figure: str | None) -> ReviewView:
         regime_note=note,
         legend=tuple((w, w.replace(" ", "-"), MEANINGS[w]) for w in WORDS),
     )
+
+
+def drawn_points(points: list, floors: list) -> tuple[list, list]:
+    """The candidates and floors the figure draws: those with a place on both axes (floors: a speed-up)."""
+    pts = [p for p in points if p[2][0] is not None and p[3][0] is not None]
+    return pts, [f for f in floors if f[1][0] is not None]

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.analysis.insitu_model import Finding
-from harness.analysis.model import ReportResults
+from harness.analysis.model import Finding, ReportResults
 from harness.compare.significance import SpeedTest, fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
 from harness.report.cells import Section
@@ -190,14 +189,14 @@ def intervals_line(res: ReportResults, found: list[Reading] | None = None) -> li
 
 
 def finding_text(f: Finding) -> str:
-    """A finding, short: 'sage_attn2: error 84.4x the other calls (63.9 to 116) on 4 calls whose ...
+    """A finding, short: 'sage_attn2: error 84.4x the other calls' (63.9 to 116) on 4 calls whose ...
     (refiner; 74 keys, ...); outputs scaled by 0.70' (the in-situ section gives it whole)."""
     scaled = f"; outputs scaled by {f.scale:.2f}" if f.scale is not None and abs(f.scale - 1) >= 0.02 else ""
-    facts = f" ({f.facts})" if f.facts else ""
+    where = " ".join(x for x in (f"{f.count} {f.what}", f.group, f"({f.facts})" if f.facts else "") if x)
     if f.ratio is None:
-        return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {f.count} {f.what} {f.group}{facts}{scaled}"
+        return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}{scaled}"
     ci = f" ({range_text(*f.ratio_ci)})" if f.ratio_ci else ""
-    return f"{f.candidate}: error {ratio_text(f.ratio)} the other {f.what}'{ci} on {f.count} {f.what} {f.group}{facts}{scaled}"
+    return f"{f.candidate}: error {ratio_text(f.ratio)} the other {f.what}'{ci} on {where}{scaled}"
 
 
 def finding_lines(res: ReportResults) -> list[str]:

@@ -255,7 +255,7 @@ def attention_section(res: ReportResults) -> Section:
 
 def frames_section(res: ReportResults, grids: list[FrameGrid]) -> Section:
     sec = Section("frames", "5. Frames side by side")
-    from harness.analysis.frames import worst_frames
+    from harness.analysis.model import worst_frames
 
     idx = ", ".join(map(str, res.frame_indices)) or NA
     text = f"Frames {idx} (evenly spaced over the reference's length), one column per run"

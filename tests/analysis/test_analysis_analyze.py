@@ -34,7 +34,8 @@ sys.addaudithook(hook)
 av_open = av.open  # FFmpeg opens files itself, unseen by the audit hook: PyAV's entry traced too
 
 def traced_open(file, *a, **k):
-    opened.append(os.fspath(file))
+    if isinstance(file, (str, bytes, os.PathLike)):  # an in-memory buffer (an encoded clip) is no file
+        opened.append(os.fspath(file))
     return av_open(file, *a, **k)
 
 def dump():  # an exit handler: the program ends through them, not by returning here

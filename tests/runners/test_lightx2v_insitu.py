@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.analysis.model import Finding
 from harness.attention.insitu import read_insitu
 from harness.campaign import plan_campaign
 from harness.plan import dry_run
 from harness.records import AttnCallsRecord
+from harness.report.summary import finding_text
 from harness.text_table import md_unescape
 
 pytestmark = pytest.mark.lightx2v
@@ -98,9 +100,12 @@ def test_the_shadowed_copy_measures_every_call_where_it_is_and_changes_nothing(c
     ], reading["findings"]
     finding = reading["findings"][0]
     assert finding["scale"] < 0.9 and "outputs scaled by" in finding["text"]
-    summary = (cpu_campaign.campaign.path / "report.md").read_text().split("\n## ")[1]
-    assert f"finding: {finding['text']}" in md_unescape(summary)
-    assert f"- finding: {finding['text']}" in md_unescape((cpu_campaign.campaign.path / "pr.md").read_text())
+    report_md = (cpu_campaign.campaign.path / "report.md").read_text()
+    short = finding_text(Finding.model_validate(finding))  # the summary's short form; the section's whole
+    assert short.startswith("sage_emul: error ") and "refiner" in short and len(short) < 200, short
+    assert f"finding: {short}" in md_unescape(report_md.split("\n## ")[1])
+    assert finding["text"] in md_unescape(report_md)
+    assert f"- finding: {short}" in md_unescape((cpu_campaign.campaign.path / "pr.md").read_text())
     assert "finding: sage_emul: error " in html.unescape(
         (cpu_campaign.campaign.path / "index.html").read_text()
     )

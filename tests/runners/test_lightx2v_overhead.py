@@ -78,7 +78,7 @@ def test_the_overhead_verdict_needs_significance():
     )
     slower = result([0.0600, 0.0601, 0.0602, 0.0600], [0.0500, 0.0501, 0.0499, 0.0500])
     assert slower.speed.word == "slower" and slower.p_value < 0.05
-    assert ": speed-up 0.832x (95% CI 0.83-0.835; n=4/4 runs): slower (p=3.9e-12" in slower.verdict
+    assert ": speed-up 0.832x (95 % CI 0.830 to 0.835; n=4/4 runs): slower (p=3.9e-12" in slower.verdict
     assert slower.verdict.endswith("; launcher / bare = 1.2015 (+20.15%)")
     assert slower.verdict == f"{slower.speed.line}; launcher / bare = 1.2015 (+20.15%)"
     one = result([0.06], [0.05])
