@@ -81,6 +81,7 @@ Point = tuple[
     str, str, tuple, tuple, bool
 ]  # arm, word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline
 FloorPoint = tuple[str, tuple, float]  # arm, (speed-up, lo, hi), its own ratio
+EMULATOR_TAG = " [emulator]"  # after an emulator's name in the legend: its x is no kernel's time
 
 
 def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPoint], float, str] | None:
@@ -90,8 +91,8 @@ def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPo
 
     cands = readings(res)
     # one point per candidate, at the ratio of the reading that decides; identical output on the bottom edge
-    points = [(r.arm, r.word, triple(r.step), (0.0, None, None) if r.word == "identical" else triple(r.ratio),
-               r.baseline) for r in cands]  # fmt: skip
+    points = [(r.arm + (EMULATOR_TAG if r.emulator else ""), r.word, triple(r.step),
+               (0.0, None, None) if r.word == "identical" else triple(r.ratio), r.baseline) for r in cands]  # fmt: skip
     floors = [(f.arm, triple(f.speedup), f.ratio) for f in floor_points(res)]
     if not drawn_points(points, floors)[0]:
         return None
@@ -116,6 +117,8 @@ def speed_accuracy_caption(points: list[Point], floors: list[FloorPoint], tolera
     ]
     if any(p[4] for p in pts):
         parts.append("a star marks the accepted baseline")
+    if any(p[0].endswith(EMULATOR_TAG) for p in pts):
+        parts.append("an [emulator]'s x is its PyTorch model's time, not a kernel's")
     if any(p[3][0] <= 0 for p in pts):
         parts.append("identical output sits on the bottom edge")
     if fl:

@@ -17,6 +17,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
+from harness.number_format import ratio_text
 from harness.report.review import WORD_COLOURS as REVIEW_COLOURS
 from harness.report.review import drawn_points
 from harness.store import atomic_write_bytes
@@ -278,7 +279,8 @@ def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float
     ticks = [2.0**k for k in range(first, last + 1) if k % step == 0]
     if keep is not None and lo <= keep <= hi and keep not in ticks:
         ticks = sorted([t for t in ticks if not 0.7 < t / keep < 1.4] + [keep])
-    labels = [f"{t:g}x" for t in ticks]
+    # '0.25x', '0.0156x', '4,096x': powers of two, never '1.5625e-02x'
+    labels = [f"{t:,.0f}x" if t >= 1 else f"{t:.3g}x" if t >= 1e-3 else ratio_text(t) for t in ticks]
     (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, labels)
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 

@@ -5,6 +5,7 @@ CPU example and on hostile names."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def test_an_emulator_is_marked_and_shows_no_speed_up_on_the_page_and_in_pr_md(mi
     assert '<span class="tag">emulator</span>' in badge and "speed-up" not in badge.replace("no speed-up", "")
     close = re.search(r'<div class="badge [^"]*" data-arm="close".*?\n</div>', page, re.S).group(0)
     assert "emulator" not in close and "DiT s/step speed-up" in close
+    # the figure draws it where its time puts it, and says that time is no kernel's
+    assert "an [emulator]'s x is its PyTorch model's time, not a kernel's" in html.unescape(page)
     pr = (mixed.path / "pr.md").read_text()
     assert "**emul (emulator)**: outside: " in pr
     assert re.search(r"\| emul \| .* \(an emulator's timing\) \|", pr), pr
