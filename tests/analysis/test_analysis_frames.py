@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from campaign_factory import ArmSpec, make_campaign
+from campaign_factory import make_campaign, near_and_far_arms
 
 from harness.analysis.analyze import analyze_campaign
 from harness.analysis.frames import (
@@ -62,13 +62,7 @@ def test_slug():
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     """Reference, a noise floor and two candidates (9 frames: rows 0/3/5/8 evenly spaced)."""
-    arms = [
-        ArmSpec("torch_sdpa", role="reference"),
-        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0),
-        ArmSpec("near", noise=4.0),
-        ArmSpec("far", noise=12.0),
-    ]
-    camp = make_campaign(tmp_path_factory.mktemp("worst"), arms)
+    camp = make_campaign(tmp_path_factory.mktemp("worst"), near_and_far_arms())
     return camp, analyze_campaign(camp)
 
 

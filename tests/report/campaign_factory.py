@@ -331,6 +331,17 @@ def standard_arms(bad_text: str = "") -> list[ArmSpec]:
     ]  # fmt: skip
 
 
+def near_and_far_arms() -> list[ArmSpec]:
+    """Reference, its K/V-reversed floor, a candidate near it and one far off (their worst frames
+    fall where the noise puts them, not on the evenly spaced rows)."""
+    return [
+        ArmSpec("torch_sdpa", role="reference"),
+        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0),
+        ArmSpec("near", noise=4.0),
+        ArmSpec("far", noise=12.0),
+    ]
+
+
 def keep_artifact(src: Path, name: str) -> Path:
     """Copy a test output (a screenshot) to tests/report/.artifacts/ for people and CI to look at."""
     ARTIFACTS.mkdir(exist_ok=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser import Browser
-from campaign_factory import ArmSpec, keep_artifact, make_campaign
+from campaign_factory import keep_artifact, make_campaign, near_and_far_arms
 
 from harness.report import build_report, render_results
 from harness.report.render import load_results
@@ -269,13 +269,7 @@ def test_in_situ_heatmaps_render_in_the_page(session, shadowed_campaign, tmp_pat
 def worst_page(tmp_path_factory) -> tuple[Path, object]:
     """A one-file page whose candidates' worst frames are off the evenly spaced ones (9 frames: rows
     0/3/5/8), and its results."""
-    arms = [
-        ArmSpec("torch_sdpa", role="reference"),
-        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0),
-        ArmSpec("near", noise=4.0),
-        ArmSpec("far", noise=12.0),
-    ]
-    camp = make_campaign(tmp_path_factory.mktemp("worst"), arms)
+    camp = make_campaign(tmp_path_factory.mktemp("worst"), near_and_far_arms())
     paths = build_report(camp, single_file=True)
     return paths.index_html, load_results(paths.results_json)
 
