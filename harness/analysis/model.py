@@ -389,18 +389,22 @@ def read_results(path: Path) -> ReportResults:
     return res
 
 
+def is_shadowed_copy(res: ReportResults, arm: str) -> bool:
+    """Whether ``arm`` is a shadowed copy of the reference (its verdict's role "insitu"): no candidate."""
+    return any(v.arm == arm and v.role == "insitu" for v in res.verdicts)
+
+
 def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
     """{run: {frame index: ["PSNR", "SSIM"]}}: the frame where each candidate of ``seed`` is worst
     against the reference by each metric (from its comparison in results.json). Identical output
     (PSNR +inf, SSIM 1 on every frame) has no worst frame; a shadowed copy of the reference (its
     verdict's role "insitu") is no candidate."""
-    copies = {v.arm for v in res.verdicts if v.role == "insitu"}
     out: dict[str, dict[int, list[str]]] = {}
     for c in res.comparisons:
         v = c.video
         if v is None or c.b.seed != seed or c.b.role != "candidate" or c.a.arm != res.reference_arm:
             continue
-        if c.b.arm in copies:
+        if is_shadowed_copy(res, c.b.arm):
             continue
         marks = out.setdefault(c.b.key, {})
         if math.isfinite(v.psnr_min):

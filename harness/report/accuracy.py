@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from harness.analysis.model import ReportResults, Verdict
+from harness.analysis.model import ReportResults, Verdict, is_shadowed_copy
 from harness.compare.metrics import ACCURACY_METRICS, METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
@@ -21,7 +21,7 @@ SHADOWED_COPY = "shadowed copy"
 
 def role_text(res: ReportResults, arm: str, role: str) -> str:
     """An arm's role as every part of the report names it (``role`` is its runs' role)."""
-    if any(v.arm == arm and v.role == "insitu" for v in res.verdicts):
+    if is_shadowed_copy(res, arm):
         return SHADOWED_COPY
     return ROLE_LABEL.get(role, role)
 

@@ -14,9 +14,10 @@ report.md's per-arm tables; statistics stay per run.
 
 from __future__ import annotations
 
-from harness.analysis.model import ArmAggregate, ReportResults
+from harness.analysis.model import ArmAggregate, ReportResults, is_shadowed_copy
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
+from harness.report.accuracy import run_label
 from harness.report.review import MARKS, readings
 from harness.report.summary import (
     arm_speed,
@@ -44,7 +45,7 @@ def _timed(res: ReportResults) -> list[ArmAggregate]:
 
 def timing_whose(res: ReportResults, arm: str) -> str:
     """Whose timing a candidate's is where it is no kernel's: an emulator's, a shadowed copy's."""
-    if any(v.arm == arm and v.role == "insitu" for v in res.verdicts):
+    if is_shadowed_copy(res, arm):
         return "a shadowed copy's timing"
     return "an emulator's timing" if is_emulator(res, arm) else ""
 
@@ -109,8 +110,7 @@ def accuracy_table(res: ReportResults) -> list[str]:
     ]
     rows = []
     for a in ordered:
-        copy = any(v.arm == a.arm and v.role == "insitu" for v in res.verdicts)
-        label = a.arm + (" (noise floor)" if a.role == "noise_floor" else " (shadowed copy)" if copy else "")
+        label = run_label(res, a.arm, a.arm, a.role)
         psnr = f"{fmt_db(_mean(a, 'psnr'), IDENTICAL)} ({fmt_db(_mean(a, 'psnr_min'), IDENTICAL).removesuffix(' dB')})"
         ssim = f"{fmt_rounded(_mean(a, 'ssim_mean'), 3, 6)} ({fmt_rounded(_mean(a, 'ssim_min'), 3, 6)})"
         snr = _mean(a, "audio_snr")
