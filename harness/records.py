@@ -364,6 +364,9 @@ class AttnCallsRecord(Record):
     requested: str
     kv_reversed: bool = False
     ranks: dict[str, RankCalls] = Field(default_factory=dict)
+    # The requested backend's params as it ran: what it is (a kernel's function, package version and
+    # commit; an emulator's provenance). Empty: not recorded (a framework's own backend, an older run).
+    backend: dict[str, Any] = Field(default_factory=dict)
 
     def total(self, backend: str | None = None) -> int:
         name = backend or self.requested

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from harness.emulator_provenance import Provenance
 from harness.errors import BackendUnavailable, HarnessError
 from harness.registry import Registry
 
@@ -137,6 +138,11 @@ class AttentionBackend(AttentionOp):
 
     def setup(self) -> None:
         """Validate options and resolve the underlying op; raise BackendUnavailable if it cannot run."""
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """An emulator's: the kernel it models and whether it was measured against it."""
+        return None
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]

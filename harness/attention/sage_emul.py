@@ -19,25 +19,33 @@ What is reproduced, step by step, as the kernels do it:
    product rounded to fp16 once, then added in fp32); ``O = acc / l * v_scale`` cast to the
    input dtype.
 
-Variants (option ``variant``; other options override single settings):
+Variants (option ``variant``; other options override single settings). Each carries its
+provenance (``harness.emulator_provenance``): the kernel it models and whether its numerics were
+measured against that kernel (``VARIANT_PROVENANCE``; ``harness backends`` prints it):
 
-* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton), what the measured
-  ``sage_attn2`` backend runs on the H200: INT8 Q per 128-token block and K per 64-token block,
-  K smoothed, P in [0, 1] and V cast to fp16, fp16 tile accumulation. ``sage_emul_thuml``'s default.
-* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` (the path the
-  pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``, its
-  padded keys included, as its Triton source reads; not run on a GPU here.
-* ``sageattn2_fp8``: thu-ml SageAttention2 ``qk_int8_pv_fp8`` (sm89/sm90): INT8 Q per 32-token
-  warp, P x448 and V per channel in FP8 e4m3, fp32 accumulation.
-* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled.
+* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton): INT8 Q per 128-token
+  block and K per 64-token block, K smoothed, P in [0, 1] and V cast to fp16, fp16 tile
+  accumulation, the last 64-key block's padded keys scored. Measured on an H200.
+  ``sage_emul_thuml``'s default.
+* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` at d1a57a5 (the
+  path the pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``
+  with padded keys masked (upstream added the mask in 2025-08). Measured on an H200.
+* ``sageattn2_fp8``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp8_cuda`` called with
+  ``qk_quant_gran="per_warp", pv_accum_dtype="fp32"``: INT8 Q per 32-token warp, P x448 and V per
+  channel in FP8 e4m3, fp32 accumulation. Read from core.py; no GPU's default dispatch makes this
+  call (sm89 and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25),
+  and the CUDA kernels were never run here: not measured.
+* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled. Read
+  from aiter's Triton source; not measured (aiter's gfx1201 op is another kernel, not public).
   ``sage_emul_aiter``'s default.
 
-Padded keys (option ``padded_keys``): 1.0.6's Triton kernel loads the last 64-key block's
-out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins the
-softmax with V = 0 (measured on an H200: rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128);
-``sageattn1_triton`` and ``sageattn2_triton`` reproduce it (``unmasked``). The other variants mask
-them: how SageAttention2's CUDA kernels and aiter's gfx1201 op treat a partial last block was not
-measured.
+Padded keys (option ``padded_keys``): SageAttention 1.0.6's Triton kernel loads the last 64-key
+block's out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins
+the softmax with V = 0 (measured on an H200: rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128);
+``sageattn1_triton`` reproduces it (``unmasked``). SageAttention2's Triton kernel at d1a57a5 masks
+them (``qk += tl.where(k_mask, 0, -1.0e6)``; measured: rel L1 0.012 at 74 keys) and so do the other
+variants; how SageAttention2's CUDA kernels and aiter's gfx1201 op treat a partial last block was
+not measured.
 
 The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
 accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
@@ -55,6 +63,7 @@ from typing import Any
 import torch
 
 from harness.attention.exact import full_fp32_matmul
+from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.attention.registry import (
     AttentionBackend,
     UnsupportedCall,
@@ -286,8 +295,8 @@ _OPTION_DOC = {
     "v_scale_max": "V per-channel scale = amax / v_scale_max",
     "scale_eps": "added to amax/127 in the INT8 scales",
     "chunk_elems": "scores per query chunk (0 = auto: 2^22 CPU, 2^27 GPU)",
-    "padded_keys": "unmasked (the last KV tile's out-of-range keys score 0 with V = 0, as thu-ml's Triton "
-    "kernels do) | masked (left out of the softmax: the corrected numerics)",
+    "padded_keys": "unmasked (the last KV tile's out-of-range keys score 0 with V = 0, as SageAttention "
+    "1.0.6's Triton kernel does) | masked (left out of the softmax, as SageAttention2's Triton kernel does)",
 }
 PADDED_KEYS = ("masked", "unmasked")
 
@@ -333,15 +342,26 @@ class SageEmulation(AttentionBackend):
             raise HarnessError(f"{self.name}: pv_dtype=fp16 keeps P in [0, 1]; set p_log2_offset=0")
 
     @property
+    def provenance(self) -> Provenance:
+        """The variant's provenance; options set away from its settings void the measured figures."""
+        variant = self.options["variant"]
+        base = {**_COMMON_DEFAULTS, **VARIANTS[variant]}
+        changed = [k for k in NUMERIC_KEYS if self.options[k] != base[k]]
+        return VARIANT_PROVENANCE[variant].with_changes(changed)
+
+    @property
     def params(self) -> dict[str, Any]:
+        provenance = self.provenance
         return {
             **super().params,
             "emulates": VARIANT_TEXT[self.options["variant"]],
+            "provenance": provenance.model_dump(mode="json", by_alias=True),
+            "fidelity": provenance.fidelity.text() if not provenance.changed else provenance.badge(),
             "qk_dtype": "int8 (exact fp32 matmul of integer values)",
             "log2e": LOG2E,
             "p_scale": 2.0 ** float(self.options["p_log2_offset"]),
             "accumulation": "fp32",
-            "padded_keys": "scored 0 with V = 0 (the Triton kernels' defect)"
+            "padded_keys": "scored 0 with V = 0 (SageAttention 1.0.6's Triton defect)"
             if self.options["padded_keys"] == "unmasked"
             else "masked",
         }
@@ -385,18 +405,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "pv_dtype": "fp16",
         "p_log2_offset": 0.0,
         "pv_accum": "fp16_tile",
-        # Measured on the H200 (1.0.6): rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128.
-        "padded_keys": "unmasked",
+        "padded_keys": "unmasked",  # 1.0.6 scores them (measured on an H200)
     },
-    # SageAttention2's sageattn_qk_int8_pv_fp16_triton (what sage_attn2 runs on gfx1201): the same
-    # Triton kernel file pattern as 1.0.6 (per-block INT8 QK, fp16 PV, the last 64-key block's
-    # padded keys scored), read from source; not run on a GPU here.
     "sageattn2_triton": {
         "granularity": "per_block",
         "pv_dtype": "fp16",
         "p_log2_offset": 0.0,
         "pv_accum": "fp16_tile",
-        "padded_keys": "unmasked",
+        "padded_keys": "masked",  # d1a57a5 masks them (measured on an H200)
     },
     "sageattn2_fp8": {
         "granularity": "per_warp",
@@ -415,20 +431,102 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 VARIANT_TEXT = {
     "sageattn1_triton": "thu-ml SageAttention 1.0.6 sageattn, Triton (INT8 QK per block 128/64, K smoothed; P "
-    "and V in fp16, P@V accumulated in fp16 per 64-key tile)",
-    "sageattn2_triton": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp16_triton (as 1.0.6's Triton kernel, read "
-    "from source, not run: INT8 QK per block, P and V in fp16, the last 64-key block's padded keys scored)",
-    "sageattn2_fp8": "thu-ml SageAttention2 qk_int8_pv_fp8 (sm89/sm90 dispatch: per_warp Q, P x448 before e4m3, "
-    "V per channel in e4m3)",
+    "and V in fp16, P@V accumulated in fp16 per 64-key tile; the last 64-key block's padded keys scored)",
+    "sageattn2_triton": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp16_triton at d1a57a5 (INT8 QK per block "
+    "128/64, K smoothed; P and V in fp16, P@V accumulated in fp16 per 64-key tile; padded keys masked)",
+    "sageattn2_fp8": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp8_cuda with qk_quant_gran=per_warp, "
+    "pv_accum_dtype=fp32 (P x448 before e4m3, V per channel in e4m3; no GPU's default dispatch)",
     "aiter_fav3_sage": "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)",
 }
+
+# Where the measured variants' figures are: ``harness kernels`` beside the kernel on an H200.
+H200_EVIDENCE = "reports/examples/h200/kernels_lengths/kernels/kernels.json"
+H200_SHAPES = "bf16 N(0,1) q/k/v, 56 heads x 128, 63 to 1,025 keys (1 to 63 padded in the last 64-key block)"
+_H200 = {"machine": "one NVIDIA H200", "machine_short": "H200", "software": "torch 2.11, triton 3.6"}
+
+VARIANT_PROVENANCE: dict[str, Provenance] = {
+    "sageattn1_triton": Provenance(
+        variant="sageattn1_triton",
+        kernel=KernelRef(
+            package="thu-ml SageAttention",
+            function="sageattn",
+            version="1.0.6",
+            short="SageAttention 1.0.6 sageattn",
+            backend="sage_attn2",
+            package_choice="sageattention1",
+        ),
+        fidelity=Fidelity(
+            measured=True,
+            date="2026-12-03",
+            shapes=H200_SHAPES,
+            agreement="rel L1 within 2 % of the kernel's on every shape (0.0117 to 0.371), fitted scale "
+            "within 0.005",
+            evidence=H200_EVIDENCE,
+            **_H200,
+        ),
+    ),
+    "sageattn2_triton": Provenance(
+        variant="sageattn2_triton",
+        kernel=KernelRef(
+            package="thu-ml SageAttention2",
+            function="sageattn_qk_int8_pv_fp16_triton",
+            version="2.2.0 at d1a57a5",
+            short="SageAttention2 d1a57a5 Triton",
+            backend="sage_attn2",
+            package_choice="sageattention2",
+        ),
+        fidelity=Fidelity(
+            measured=True,
+            date="2026-12-03",
+            shapes=H200_SHAPES,
+            agreement="rel L1 within 2 % of the kernel's on every shape (0.0116 to 0.0132), fitted scale "
+            "within 0.005",
+            evidence=H200_EVIDENCE,
+            **_H200,
+        ),
+    ),
+    "sageattn2_fp8": Provenance(
+        variant="sageattn2_fp8",
+        kernel=KernelRef(
+            package="thu-ml SageAttention2",
+            function="sageattn_qk_int8_pv_fp8_cuda",
+            version="2.2.0 at d1a57a5",
+            short="SageAttention2 d1a57a5 FP8 PV (CUDA)",
+        ),
+        fidelity=Fidelity(
+            measured=False,
+            unmeasured="read from core.py at d1a57a5; its CUDA kernels are not in the pinned source and "
+            "were never run beside it, so their FP22 accumulation and partial last tile are unknown",
+        ),
+    ),
+    "aiter_fav3_sage": Provenance(
+        variant="aiter_fav3_sage",
+        kernel=KernelRef(
+            package="ROCm aiter",
+            function="fav3_sage_wrapper_func",
+            version="e404860",
+            short="aiter fav3_sage",
+        ),
+        fidelity=Fidelity(
+            measured=False,
+            unmeasured="read from aiter's Triton source; never run beside it (no gfx942/gfx950 here), and "
+            "the pull request's gfx1201 op is another kernel that is not public",
+        ),
+    ),
+}
+# The settings that make a variant what its provenance says (the rest change speed, not numerics).
+NUMERIC_KEYS = (
+    "granularity", "blkq", "warpq", "blkk", "kv_tile", "smooth_k", "p_log2_offset", "pv_dtype", "pv_accum",
+    "v_scale_max", "scale_eps", "padded_keys",
+)  # fmt: skip
 
 
 @register_backend(
     "sage_emul_thuml",
     exact=False,
     description="PyTorch emulation of thu-ml SageAttention: by default 1.0.6's Triton sageattn (INT8 QK, "
-    "FP16 PV), the kernel sage_attn2 runs on the H200; variant sageattn2_fp8 models SageAttention2 (FP8 PV)",
+    "FP16 PV, padded keys scored); variant sageattn2_triton models SageAttention2's Triton path (padded keys "
+    "masked), sageattn2_fp8 its FP8-PV CUDA path (not measured)",
 )
 class SageEmulThuml(SageEmulation):
     models = "sage_attn2"

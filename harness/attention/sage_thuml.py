@@ -1,9 +1,16 @@
 """thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend.
 
-The name follows LightX2V's attention type; what runs depends on the installed package: 2.x
-exposes ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block, fp16 PV, the path LightX2V picks
-on sm89/sm120 and the one that also runs under HIP); 1.x only has ``sageattn`` (the same Triton
-scheme, SageAttention 1: what runs on the H200, where 1.0.6 is installed). The package is imported at construction, never at harness import.
+The name follows LightX2V's attention type. Option ``package`` picks which SageAttention runs:
+
+* ``sageattention2``: SageAttention2 at d1a57a5 from ``make sageattention``'s pinned install
+  (``harness.attention.sage_packages``): ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block,
+  fp16 PV, the path LightX2V picks on capability (8, 9) and (12, 0), gfx1201 included);
+* ``sageattention1``: SageAttention 1.0.6 from the same install: its ``sageattn`` (Triton);
+* ``environment``: whatever ``import sageattention`` finds (2.x: the Triton function; 1.x: ``sageattn``);
+* ``auto`` (default): ``sageattention2`` where it is installed, else ``environment``.
+
+Its params record the version and, for the pinned source, the commit. The package is imported at
+construction, never at harness import.
 """
 
 from __future__ import annotations
@@ -21,62 +28,102 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
+from harness.attention.sage_packages import PACKAGES, installed, load, read_marker
 from harness.envinfo import package_version
-from harness.errors import BackendUnavailable
+from harness.errors import BackendUnavailable, HarnessError
 
 PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
+PACKAGE_CHOICES = ("auto", "environment", *PACKAGES)
+INSTALL_HINT = "make sageattention (on a CUDA or ROCm machine)"
+
+
+def resolve_package(choice: str) -> str:
+    """``auto`` -> the pinned SageAttention2 where installed, else the environment's package."""
+    if choice == "auto":
+        return "sageattention2" if installed("sageattention2") else "environment"
+    return choice
 
 
 @register_backend(
     "sage_attn2",
     exact=False,
     description=(
-        "thu-ml sageattention as installed: 2.x sageattn_qk_int8_pv_fp16_triton; 1.x sageattn "
-        "(SageAttention 1, e.g. 1.0.6 on the H200, not SageAttention2); GPU only"
+        "thu-ml SageAttention: option package sageattention2 (d1a57a5, sageattn_qk_int8_pv_fp16_triton) | "
+        "sageattention1 (1.0.6 sageattn) | environment | auto; GPU only"
     ),
 )
 class SageAttn2(AttentionBackend):
     # function: "auto" picks PREFERRED_FUNCTION when the package has it, else "sageattn".
     # kwargs: extra keyword arguments for the function (e.g. {"pv_accum_dtype": "fp32+fp32"}).
-    default_options = {"function": "auto", "kwargs": {}}
+    default_options = {"function": "auto", "kwargs": {}, "package": "auto"}
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
         if not torch.cuda.is_available():
             return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
+        if installed("sageattention2"):
+            return (
+                True,
+                f"{PACKAGES['sageattention2'].label} installed by the harness: runs {PREFERRED_FUNCTION}",
+            )
         if importlib.util.find_spec("sageattention") is None:
-            return False, "the python package 'sageattention' is not installed"
+            return False, f"the python package 'sageattention' is not installed ({INSTALL_HINT})"
         version = package_version("sageattention") or "?"
         runs = "sageattn, the 1.x Triton kernel" if version.startswith("1.") else PREFERRED_FUNCTION
         return True, f"sageattention {version} installed: runs {runs}"
 
     def setup(self) -> None:
+        if self.options["package"] not in PACKAGE_CHOICES:
+            raise HarnessError(
+                f"sage_attn2: option package={self.options['package']!r}; expected one of {', '.join(PACKAGE_CHOICES)}"
+            )
+        package = resolve_package(self.options["package"])
+        self._package = package
+        self._marker = None
         try:
-            import sageattention
+            if package == "environment":
+                module = importlib.import_module("sageattention")
+                self._version = package_version("sageattention")
+            else:
+                self._marker = read_marker(PACKAGES[package])
+                if self._marker is None:
+                    raise BackendUnavailable(
+                        f"sage_attn2: {PACKAGES[package].label} is not installed ({INSTALL_HINT})"
+                    )
+                module = load(package)
+                self._version = str(self._marker.get("version") or PACKAGES[package].version)
+        except BackendUnavailable:
+            raise
         except Exception as err:  # a broken build raises more than ImportError
-            raise BackendUnavailable(f"sage_attn2: importing sageattention failed: {err}") from err
+            raise BackendUnavailable(
+                f"sage_attn2: importing sageattention ({package}) failed: {err}"
+            ) from err
         choice = self.options["function"]
         if choice == "auto":
-            choice = PREFERRED_FUNCTION if hasattr(sageattention, PREFERRED_FUNCTION) else "sageattn"
-        fn = getattr(sageattention, choice, None)
+            choice = PREFERRED_FUNCTION if hasattr(module, PREFERRED_FUNCTION) else "sageattn"
+        fn = getattr(module, choice, None)
         if fn is None:
-            raise BackendUnavailable(f"sage_attn2: sageattention has no function {choice!r}")
+            raise BackendUnavailable(f"sage_attn2: sageattention ({package}) has no function {choice!r}")
+        self._module = module
         self._fn = fn
         self._function = choice
-        self._version = package_version("sageattention")
 
     @property
     def params(self) -> dict[str, Any]:
+        marker = self._marker or {}
         return {
             **super().params,
+            "package": self._package,  # the choice resolved ("auto" says which it became)
             "function": self._function,
             "package_version": self._version,
+            **({"package_commit": marker["commit"]} if marker.get("commit") else {}),
+            **({"package_source_sha256": marker["source_sha256"]} if marker.get("source_sha256") else {}),
             "tensor_layout": "HND",
             "is_causal": False,
         }
 
     def direct_call(self):
-        fn = getattr(importlib.import_module("sageattention"), self._function)
+        fn = getattr(self._module, self._function)
         kwargs = self.options["kwargs"]
         return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)
 

@@ -5,6 +5,8 @@ directly on a run's first call."""
 
 from __future__ import annotations
 
+import json
+
 from collections import Counter
 from typing import Any
 
@@ -236,12 +238,19 @@ class CountingBackend(AttentionOp):
             per_step={step: dict(c) for step, c in self.per_step.items()},
         )
 
+    def backend_params(self) -> dict[str, Any]:
+        """The requested backend's params, as attn_calls.json records them (JSON values only)."""
+        return json_params(self.inner.params)
+
     def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
         """attn_calls.json content for a single-rank run (multi-rank runs merge rank_calls())."""
         if kv_reversed is None:
             kv_reversed = bool(self.inner.params.get("kv_reversed", False))
         return AttnCallsRecord(
-            requested=self.requested, kv_reversed=kv_reversed, ranks={rank: self.rank_calls()}
+            requested=self.requested,
+            kv_reversed=kv_reversed,
+            ranks={rank: self.rank_calls()},
+            backend=self.backend_params(),
         )
 
     def reset(self) -> None:
@@ -252,6 +261,11 @@ class CountingBackend(AttentionOp):
 
     def __repr__(self) -> str:
         return f"CountingBackend({self.inner!r}, requested={self.requested!r}, fallback={self.fallback!r})"
+
+
+def json_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every value JSON can hold as it is (anything else by its ``str``)."""
+    return json.loads(json.dumps(params, default=str))
 
 
 def make_attention(

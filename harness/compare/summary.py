@@ -41,6 +41,7 @@ class AttnSummary(Record):
     fallbacks: int = 0
     valid: bool = False
     reasons: list[str] = Field(default_factory=list)
+    backend: dict[str, Any] = Field(default_factory=dict)  # attn_calls.json's: what the backend ran
 
 
 class RunSummary(Record):
@@ -233,6 +234,7 @@ def summarize_run(
             fallbacks=calls.total_fallbacks(),
             valid=valid,
             reasons=reasons,
+            backend=dict(calls.backend),
         )
         if s.valid is None:
             s.valid, s.invalid_reasons = valid, reasons

@@ -186,7 +186,10 @@ def run_in_process(run_dir: Path) -> None:
         shadowed.recorder.close()
     write_record(run_dir / TIMING_JSON, timing)
     calls = AttnCallsRecord(
-        requested=spec.attn_type, kv_reversed=spec.kv_reversed, ranks={"0": counting.rank_calls()}
+        requested=spec.attn_type,
+        kv_reversed=spec.kv_reversed,
+        ranks={"0": counting.rank_calls()},
+        backend=counting.backend_params(),
     )
     write_record(run_dir / ATTN_CALLS_JSON, calls)
     print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)

@@ -1,0 +1,239 @@
+"""thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
+
+PyPI has only 1.0.6 (SageAttention 1); SageAttention2 comes from a pinned source tarball (sha256
+checked) and installs as its Triton path only: its CUDA sources are not in the tarball, and
+``sageattention/quant.py`` imports the compiled ``_fused`` module unconditionally, so an empty
+``_fused`` is written beside it (the Triton functions never call it). Each version goes into a folder
+of its own under ``SAGEATTENTION_DIR`` (default ``.sageattention`` in the repository) with a
+``harness_install.json`` marker saying what it is (version, commit, source digest). A backend loads
+one under a private module name (``harness_sageattention_<choice>``), so both versions run in one
+process; LightX2V's processes get the folder first on their path instead.
+
+    python -m harness.attention.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]
+
+installs both (refused on a machine whose torch sees no CUDA or ROCm GPU: exit 2, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DIR_ENV = "SAGEATTENTION_DIR"
+MARKER = "harness_install.json"
+MARKER_SCHEMA = "harness.sageattention_install/1"
+# How `import sageattention` of the Triton-only install passes quant.py's `from . import _fused`.
+FUSED_STUB = (
+    '"""Written by the harness: the compiled CUDA quantisers are not built (Triton path only).\n\n'
+    "SageAttention2's quant.py imports this module unconditionally; the Triton functions never call it.\n"
+    '"""\n'
+)
+
+
+@dataclass(frozen=True)
+class SagePackage:
+    """One pinned SageAttention the harness can install and load by name."""
+
+    choice: str  # the sage_attn2 backend's ``package`` option, and the LightX2V arm's flavour
+    label: str  # "SageAttention2 2.2.0 (d1a57a5)"
+    version: str
+    function: str  # what sage_attn2 runs with it
+    folder: str  # under SAGEATTENTION_DIR
+    commit: str = ""  # the source commit where there is no release of it
+
+    def path(self) -> Path:
+        return install_dir() / self.folder
+
+
+PACKAGES: dict[str, SagePackage] = {
+    "sageattention2": SagePackage(
+        choice="sageattention2",
+        label="SageAttention2 2.2.0 (d1a57a5)",
+        version="2.2.0",
+        function="sageattn_qk_int8_pv_fp16_triton",
+        folder="sageattention2-d1a57a5",
+        commit="d1a57a546c3d395b1ffcbeecc66d81db76f3b4b5",
+    ),
+    "sageattention1": SagePackage(
+        choice="sageattention1",
+        label="SageAttention 1.0.6",
+        version="1.0.6",
+        function="sageattn",
+        folder="sageattention1-1.0.6",
+    ),
+}
+
+
+def install_dir() -> Path:
+    return Path(os.environ.get(DIR_ENV) or REPO_ROOT / ".sageattention")
+
+
+def read_marker(pkg: SagePackage) -> dict[str, Any] | None:
+    """The install's marker, or None where ``make sageattention`` has not installed it here."""
+    try:
+        data = json.loads((pkg.path() / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != MARKER_SCHEMA:
+        return None
+    if not (pkg.path() / "sageattention" / "__init__.py").is_file():
+        return None
+    return data
+
+
+def installed(choice: str) -> bool:
+    return read_marker(PACKAGES[choice]) is not None
+
+
+def load(choice: str) -> ModuleType:
+    """The pinned package ``choice`` imported under a private name (its own relative imports only),
+    so that it never shadows, nor is shadowed by, another ``sageattention``."""
+    pkg = PACKAGES[choice]
+    alias = f"harness_sageattention_{choice}"
+    if alias in sys.modules:
+        return sys.modules[alias]
+    root = pkg.path() / "sageattention"
+    spec = importlib.util.spec_from_file_location(
+        alias, root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[alias] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        for name in [n for n in sys.modules if n == alias or n.startswith(alias + ".")]:
+            del sys.modules[name]
+        raise
+    return module
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def install_sageattention2(tarball: Path, sha256: str, dest: Path) -> Path:
+    """Extract SageAttention2's ``sageattention/`` from the pinned tarball (digest checked) into
+    ``dest/<folder>``, with the ``_fused`` stub and the marker; returns the folder."""
+    pkg = PACKAGES["sageattention2"]
+    digest = sha256_of(tarball)
+    if digest != sha256:
+        raise InstallError(f"{tarball}: sha256 {digest}, expected {sha256}; not installed")
+    target = dest / pkg.folder
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        with tarfile.open(tarball) as tar:
+            members = [m for m in tar.getmembers() if _package_member(m.name)]
+            if not members:
+                raise InstallError(f"{tarball}: no sageattention/ package inside; not installed")
+            tar.extractall(tmp, members=members, filter="data")
+        source = next(Path(tmp).glob("*/sageattention"), None) or Path(tmp) / "sageattention"
+        (source / "_fused.py").write_text(FUSED_STUB)
+        staged = Path(tmp) / "staged"
+        staged.mkdir()
+        shutil.move(str(source), staged / "sageattention")
+        write_marker(staged, pkg, source_sha256=digest, source=tarball.name)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(staged), target)
+    return target
+
+
+def install_sageattention1(spec: str, dest: Path) -> Path:
+    """SageAttention 1.0.6 (a pip requirement or a wheel's path) into ``dest/<folder>``."""
+    pkg = PACKAGES["sageattention1"]
+    target = dest / pkg.folder
+    shutil.rmtree(target, ignore_errors=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-compile",
+        "--target",
+        str(target),
+        spec,
+    ]
+    if subprocess.run(cmd).returncode != 0:
+        raise InstallError(f"pip could not install {spec} into {target}")
+    write_marker(target, pkg, source=Path(spec).name)
+    return target
+
+
+def write_marker(folder: Path, pkg: SagePackage, **extra: str) -> None:
+    data = {"schema": MARKER_SCHEMA, "package": "sageattention", "version": pkg.version, **extra}
+    if pkg.commit:
+        data["commit"] = pkg.commit
+    (folder / MARKER).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _package_member(name: str) -> bool:
+    parts = Path(name).parts
+    return "sageattention" in parts[:2] and ".." not in parts
+
+
+class InstallError(Exception):
+    """A refused or failed install: one line for the user."""
+
+
+def gpu_here() -> str | None:
+    """Why SageAttention cannot run here (None: torch sees a CUDA or ROCm GPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    kind = "ROCm" if torch.version.hip else "CUDA" if torch.version.cuda else "CPU-only"
+    return f"torch {torch.__version__} ({kind}) sees no GPU: SageAttention's Triton kernels need a CUDA or ROCm one"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m harness.attention.sage_packages", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--tarball", type=Path, required=True, help="SageAttention2's pinned source tarball")
+    ap.add_argument("--sha256", required=True, help="its expected sha256")
+    ap.add_argument("--sa1", default="sageattention==1.0.6", help="SageAttention 1: a requirement or a wheel")
+    ap.add_argument(
+        "--dest", type=Path, default=None, help=f"install folder (default ${DIR_ENV} or .sageattention)"
+    )
+    args = ap.parse_args(argv)
+    why = gpu_here()
+    if why:
+        print(f"make sageattention: not installed: {why}", file=sys.stderr)
+        return 2
+    if not args.tarball.is_file():
+        print(f"make sageattention: --tarball {args.tarball}: no such file", file=sys.stderr)
+        return 2
+    dest = args.dest or install_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        for path in (
+            install_sageattention2(args.tarball, args.sha256, dest),
+            install_sageattention1(args.sa1, dest),
+        ):
+            print(f"installed {path}")
+    except InstallError as err:
+        print(f"make sageattention: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
