@@ -63,7 +63,6 @@ from typing import Any
 import torch
 
 from harness.attention.exact import full_fp32_matmul
-from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.attention.registry import (
     AttentionBackend,
     UnsupportedCall,
@@ -71,6 +70,7 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
+from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.errors import HarnessError
 
 LOG2E = 1.4426950408889634

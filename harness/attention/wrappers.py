@@ -6,7 +6,6 @@ directly on a run's first call."""
 from __future__ import annotations
 
 import json
-
 from collections import Counter
 from typing import Any
 
