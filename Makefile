@@ -30,8 +30,16 @@ else ifneq ($(wildcard $(LIGHTX2V_DIR)/LightX2V/lightx2v/infer.py),)
 export LIGHTX2V_ROOT ?= $(abspath $(LIGHTX2V_DIR)/LightX2V)
 endif
 LIGHTX2V_ABSENT := $(LIGHTX2V_TARBALL) not found (the pinned LightX2V source)
+# thu-ml SageAttention beside each other for the sage_attn2 backend and LightX2V arms (option /
+# field sageattention2 | sageattention1): SageAttention2 d1a57a5 from its pinned source (sha256
+# checked; Triton path only: PyPI has only 1.0.6) and 1.0.6 (a requirement or a wheel's path),
+# each in a folder of SAGEATTENTION_DIR. Refused, with exit 2, where torch sees no CUDA or ROCm GPU.
+SAGEATTENTION_TARBALL ?= ../shared/vendor/sageattention-d1a57a5.tar.gz
+SAGEATTENTION_SHA256 ?= ed5e6c676ae75086c4ddf539dec83d2671a0c84ad33e013d1fba67753321dd51
+SAGEATTENTION1_SPEC ?= sageattention==1.0.6
+export SAGEATTENTION_DIR ?= $(abspath .sageattention)
 
-.PHONY: install lightx2v test lint format e2e-3step bench-metrics clean
+.PHONY: install lightx2v sageattention test lint format e2e-3step bench-metrics clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -78,6 +86,10 @@ lightx2v:
 	@echo "lightx2v: $(LIGHTX2V_ABSENT); point LIGHTX2V_TARBALL at it" >&2; exit 2
 endif
 
+sageattention: install
+	$(PY) -m harness.sage_packages --tarball $(SAGEATTENTION_TARBALL) \
+	  --sha256 $(SAGEATTENTION_SHA256) --sa1 $(SAGEATTENTION1_SPEC) --dest $(SAGEATTENTION_DIR)
+
 # Two pytest-xdist workers (the 2-core CI machine): each test module is one unit of work, the
 # long shared campaigns start first (tests/conftest.py). TEST_WORKERS=0 runs in one process.
 # pytest-benchmark, where the system has it, is not used here and only warns under xdist.
@@ -111,4 +123,4 @@ bench-metrics: install
 	$(VENV)/bin/harness bench metrics $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(LIGHTX2V_DIR)
+	rm -rf $(VENV) build *.egg-info $(LIGHTX2V_DIR) $(SAGEATTENTION_DIR)

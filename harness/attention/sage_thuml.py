@@ -3,7 +3,7 @@
 The name follows LightX2V's attention type. Option ``package`` picks which SageAttention runs:
 
 * ``sageattention2``: SageAttention2 at d1a57a5 from ``make sageattention``'s pinned install
-  (``harness.attention.sage_packages``): ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block,
+  (``harness.sage_packages``): ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block,
   fp16 PV, the path LightX2V picks on capability (8, 9) and (12, 0), gfx1201 included);
 * ``sageattention1``: SageAttention 1.0.6 from the same install: its ``sageattn`` (Triton);
 * ``environment``: whatever ``import sageattention`` finds (2.x: the Triton function; 1.x: ``sageattn``);
@@ -28,7 +28,7 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.attention.sage_packages import PACKAGES, installed, load, read_marker
+from harness.sage_packages import PACKAGES, installed, load, read_marker
 from harness.envinfo import package_version
 from harness.errors import BackendUnavailable, HarnessError
 

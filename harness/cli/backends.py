@@ -35,8 +35,23 @@ def backends(
         table.add_column(col, overflow="fold")
     for name in list_backends():
         ok, why = availability(name)
-        runs = backend_class(name).description
+        cls = backend_class(name)
+        runs = cls.description
+        badge = default_badge(cls)
+        if badge:
+            runs = f"{runs}; by default {badge}"
         if name in origin:
             runs = f"{runs} (plugin {origin[name]})"
         table.add_row(name, runs, "yes" if ok else "no", why)
     out.print(table)
+
+
+def default_badge(cls) -> str:
+    """An emulator's provenance with its default options ('' for kernels, or where it will not build)."""
+    if not cls.emulated:
+        return ""
+    try:
+        provenance = cls().provenance
+    except Exception:  # a plugin emulator that needs more than its defaults: its description says it
+        return ""
+    return provenance.badge() if provenance is not None else ""

@@ -1,5 +1,6 @@
-"""A kernel benchmark as text: report.md (accuracy, speed, bitwise checks, skipped rows) and
-index.html (the same tables as a static page, for CI artifacts)."""
+"""A kernel benchmark as text: report.md (accuracy, emulators beside their kernels, speed, bitwise
+checks, skipped rows) and index.html (the same tables as a static page, for CI artifacts). Every
+figure and word comes from the records (kernels.json); nothing here judges."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 
 from harness import __version__
 from harness.analysis.findings import rule
+from harness.kernels.agreement import RULE, EmulatorAgreement
 from harness.kernels.results import (
     CONVENTIONS,
     KERNELS_JSON,
@@ -88,6 +90,27 @@ def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
     ]
 
 
+def _agreement_lines(result: KernelsResult) -> list[str]:
+    """Each emulator beside its kernel, shape by shape, and its summary; the emulators whose kernel
+    did not run here in one line each (the section itself only where a pair was measured)."""
+    lines: list[str] = []
+    pairs: list[EmulatorAgreement] = result.agreement
+    if pairs:
+        lines += _table(
+            "Emulators beside their kernels",
+            ["shape", "emulator", "kernel", "kernel rel L1", "emulator rel L1", "ratio", "kernel scale",
+             "emulator scale", "word"],
+            [[s.shape, a.emulator, a.kernel, f"{s.kernel_rel_l1:.4f}", f"{s.emulator_rel_l1:.4f}", _f(s.ratio, ".3f"),
+              f"{s.kernel_scale:.4f}", f"{s.emulator_scale:.4f}", s.word] for a in pairs for s in a.shapes],
+        )  # fmt: skip
+        where = f"{pairs[0].machine}, {pairs[0].date}"  # one run: one machine, one date
+        lines += ["", md_text(f"Agreement: {RULE}; measured on {where}."), ""]
+        lines += [f"- {md_text(f'{a.summary}. Software: {a.software}.')}" for a in pairs]
+    for u in result.unpaired_emulators:  # a line of its own, not an item of the findings' list
+        lines += ["", md_text(u.text)]
+    return lines
+
+
 def kernels_markdown(result: KernelsResult) -> str:
     """The tables for a pull request: accuracy, speed, bitwise checks, skipped rows."""
     lines = [f"## Attention kernels: {md_escape(result.name)}", ""]
@@ -121,6 +144,7 @@ def kernels_markdown(result: KernelsResult) -> str:
         lines += [f"- {md_text(f.text)}" for f in result.findings] or [
             "- none: no shape stands out, no output is scaled"
         ]
+    lines += _agreement_lines(result)
     timed = [r for r in result.rows if r.speed is not None]
     if timed:
         lines += _table(

@@ -1,5 +1,6 @@
 """What a kernel benchmark writes to kernels.json: one row per shape x backend, the matmul peaks,
-the environment and the conventions every figure was measured under."""
+the environment, the conventions every figure was measured under, and each emulator's agreement
+with the kernel it models where both ran (``kernels.agreement``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness.analysis.insitu_model import Finding
+from harness.kernels.agreement import EmulatorAgreement, UnpairedEmulator
 from harness.kernels.schema import KernelShape
 from harness.records import Record
 
@@ -136,4 +138,8 @@ class KernelsResult(Record):
     rows: list[KernelRow] = Field(default_factory=list)
     # Shapes far worse than the others, scaled outputs (kernels.findings; None: an older kernels.json)
     findings: list[Finding] | None = None
+    # Each emulator beside the kernel it models, per shape (kernels.agreement; empty: none paired, or
+    # an older kernels.json), and the emulators whose kernel did not run here
+    agreement: list[EmulatorAgreement] = Field(default_factory=list)
+    unpaired_emulators: list[UnpairedEmulator] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -5,7 +5,8 @@ run kept, ``kernels.captured``). For every shape x backend: accuracy against an 
 queries), the noise floor (torch_sdpa with K/V reversed against the same reference), speed
 (CUDA events with an L2 flush between calls, median, side by side with triton's do_bench when
 triton imports; wall time on CPU), TFLOP/s as a fraction of a matmul peak measured in the same
-run, and bitwise checks (registry vs direct op call; LightX2V-style packed calls).
+run, and bitwise checks (registry vs direct op call; LightX2V-style packed calls). Each emulator
+whose kernel ran beside it gets its agreement per shape (``kernels.agreement``).
 
 ``run_kernels_scenario`` is what ``harness kernels SCENARIO`` calls: it writes
 reports/<scenario>/kernels/ with kernels.json (every figure), env.json, report.md and index.html.
@@ -34,6 +35,7 @@ from harness.attention import (
 from harness.attention.exact import full_fp32_matmul
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
+from harness.kernels.agreement import kernels_agreement, unpaired_emulators
 from harness.kernels.captured import captured_shapes, load_captured
 from harness.kernels.findings import kernels_findings
 from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
@@ -352,6 +354,8 @@ def run_kernels(
         del inputs
         _free(device)
     result.findings = kernels_findings(result)
+    result.agreement = kernels_agreement(result)
+    result.unpaired_emulators = unpaired_emulators(result, result.agreement)
     result.duration_s = time.perf_counter() - started
     out_dir = Path(out_dir)
     write_record(out_dir / KERNELS_JSON, result)
@@ -420,5 +424,8 @@ def run_kernels_scenario(
             console.print(f"[kernels] {msg}", markup=False, highlight=False)
 
     result = run_kernels(scenario.kernels, out_dir, progress, name=scenario.name)
+    if console is not None:  # each emulator beside its kernel, in the words report.md gives it
+        for line in [a.summary for a in result.agreement] + [u.text for u in result.unpaired_emulators]:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     atomic_write_json(out_dir / ENV_JSON, fingerprint())
     return {"kernels.json": out_dir / KERNELS_JSON, **write_kernels_report(result, out_dir)}

@@ -185,10 +185,17 @@ def test_every_harness_backend_owns_its_direct_call():
 def test_harness_backends_says_what_each_backend_runs():
     res = subprocess.run(
         [sys.executable, "-m", "harness.cli", "backends"],
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"},
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert "runs" in res.stdout and "SageAttention 1" in res.stdout
+    assert "runs" in res.stdout and "SageAttention2" in res.stdout
+    # each emulator says what it models by default, and whether that was measured
+    from harness.cli.backends import default_badge
+
+    assert "emulator of" in res.stdout  # beside each emulator's description (wrapped by the table)
+    assert default_badge(reg.backend_class("sage_emul_thuml")).endswith("1.0.6 sageattn, measured on H200")
+    assert default_badge(reg.backend_class("sage_emul_aiter")) == "emulator of aiter fav3_sage, not measured"
+    assert default_badge(reg.backend_class("torch_sdpa")) == ""
     for name in list_backends():
         assert reg.backend_class(name).description, name
         assert name in res.stdout

@@ -16,13 +16,12 @@ from typing import Any
 
 from harness.records import RunSpec
 from harness.runners.lightx2v.params import LightX2VParams
-from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
+from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS, SHIMS, flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
-SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 
@@ -152,8 +151,8 @@ def build_env(
         env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
         env["HIP_VISIBLE_DEVICES"] = params.visible_devices
     env.update({k: str(v) for k, v in spec.env.items()})
-    shim = SAGEATTENTION_SHIMS.get(params.sageattention or "package")
-    path = [str(SHIMS / shim[0])] if shim else []
+    folder = flavour_folder(params.sageattention)
+    path = [str(folder)] if folder is not None else []
     path += [params.root, str(HARNESS_IMPORT_ROOT)]
     rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
     if rest:

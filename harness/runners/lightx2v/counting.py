@@ -29,7 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.runners.lightx2v.rank_env import sageattention_flavour
+from harness.runners.lightx2v.rank_env import (
+    bound_sage_function,
+    sageattention_flavour,
+    sageattention_identity,
+)
 
 RANK_SCHEMA = "harness.attn_calls.rank/1"
 # The instrumentation's own frames are skipped when asking which module built a backend.
@@ -103,6 +107,13 @@ class CallBook:
             modules["sageattention"] = str(getattr(mod, "__file__", None))
             modules["sageattention_is_aiter_shim"] = bool(getattr(mod, "IS_AITER_SHIM", False))
             modules["sageattention_flavour"] = sageattention_flavour(mod)
+            modules["sageattention_function"] = bound_sage_function()
+            modules.update(sageattention_identity(modules["sageattention_flavour"]))
+            if callable(getattr(mod, "provenance", None)):  # the emulator shim: what it models
+                try:
+                    modules["sageattention_provenance"] = mod.provenance()
+                except Exception as err:  # recorded beside, never fatal to the rank's record
+                    modules["sageattention_provenance_error"] = f"{type(err).__name__}: {err}"
         return {
             "schema": RANK_SCHEMA,
             "rank": self.rank,

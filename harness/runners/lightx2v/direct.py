@@ -24,7 +24,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"
+from harness.runners.lightx2v.rank_env import SAGE_MODULE
+
 AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"
 FLASH_MODULE = "lightx2v.common.ops.attn.flash_attn"
 

@@ -157,8 +157,30 @@ def merge_rank_calls(
                 rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
     ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
     return LightX2VAttnCalls(
-        requested=requested, kv_reversed=kv_reversed, ranks=ordered, scope=list(scope or [])
+        requested=requested,
+        kv_reversed=kv_reversed,
+        ranks=ordered,
+        scope=list(scope or []),
+        backend=sage_backend(ordered, requested, sageattention),
     )
+
+
+def sage_backend(ranks: dict[str, LightX2VRankCalls], requested: str, flavour: str | None) -> dict[str, Any]:
+    """What LightX2V's sage_attn2 ran, as the first rank that imported a ``sageattention`` recorded it
+    (attn_calls.json's ``backend``); empty for other attention types."""
+    if requested != "sage_attn2":
+        return {}
+    modules = next((rc.modules for rc in ranks.values() if rc.modules.get("sageattention")), {})
+    found = {
+        "backend": requested,
+        "lightx2v": True,
+        "sageattention": modules.get("sageattention_flavour") or flavour,
+        "function": modules.get("sageattention_function"),
+        "package_version": modules.get("sageattention_version"),
+        "package_commit": modules.get("sageattention_commit"),
+        "provenance": modules.get("sageattention_provenance"),
+    }
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def link_output(run_dir: Path, save_name: str) -> None:

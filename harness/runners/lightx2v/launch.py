@@ -61,7 +61,7 @@ from pathlib import Path
 from harness.runners.lightx2v.counting import CallBook, Instrument, count_op, instrument_registry
 from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
-from harness.runners.lightx2v.rank_env import prepare_platform, relax_synthetic_checks
+from harness.runners.lightx2v.rank_env import bind_pinned_function, prepare_platform, relax_synthetic_checks
 from harness.runners.lightx2v.serve import CallPath
 from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends
 from harness.runners.lightx2v.tee import Tee
@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         book.error(f"plugin backends: {type(err).__name__}: {err}")
         book.write(out)
         raise
+    bind_pinned_function()  # a pinned SageAttention's function, where LightX2V bound `sageattn`
     inst = instrument_registry(registry, book)
     try:
         closing.append(wire_calls(ns, rest, inst, book, rank))

@@ -34,7 +34,8 @@ from harness.runners.framework import FRAMEWORK_FACT
 from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
-    SAGEATTENTION_SHIMS,
+    PINNED_SAGEATTENTION,
+    SAGEATTENTION_FLAVOURS,
     SP_WRAPPERS,
     flavour_text,
     prepare_platform,
@@ -105,6 +106,8 @@ def sageattention_reason(flavour: str) -> str | None:
     if flavour != "package":
         if found != flavour:
             return f"sageattention resolves to {module.__file__}, not {flavour_text(flavour)}"
+        if flavour in PINNED_SAGEATTENTION and not hasattr(module, PINNED_SAGEATTENTION[flavour].function):
+            return f"{flavour_text(flavour)} at {module.__file__} has no {PINNED_SAGEATTENTION[flavour].function}"
         return _op_reason(AITER_OP) if flavour == "aiter_shim" else None
     if found != "package":
         return f"sageattention resolves to {flavour_text(found)} ({module.__file__}), not the package"
@@ -382,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
     )
     p.add_argument("--attn-type", action="append", default=[])
-    p.add_argument("--sageattention", choices=["package", *SAGEATTENTION_SHIMS], default="package")
+    p.add_argument("--sageattention", choices=SAGEATTENTION_FLAVOURS, default="package")
     p.add_argument("--nproc", type=int, default=1)
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
+
+from harness.sage_packages import PACKAGES as PINNED_SAGEATTENTION
 
 CPU_PLATFORM = "cpu"
 # Written last by checkpoint.py into a synthetic checkpoint: the only folders relaxed checks apply to.
@@ -31,18 +34,82 @@ SAGEATTENTION_SHIMS = {
     "aiter_shim": ("aiter_sageattention", "IS_AITER_SHIM", "the aiter shim"),
     "emulator": ("emulator_sageattention", "IS_HARNESS_EMULATOR", "the harness emulator"),
 }
+SHIMS = Path(__file__).resolve().parent / "shims"
+# Or one of the pinned thu-ml SageAttentions `make sageattention` installs (harness.sage_packages):
+# its folder goes first on the ranks' path.
+SAGEATTENTION_FLAVOURS = ("package", *SAGEATTENTION_SHIMS, *PINNED_SAGEATTENTION)
+SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"  # where LightX2V binds `sageattn` at import
 
 
 def sageattention_flavour(module: Any) -> str:
-    """``package`` for thu-ml's sageattention, else the shim's flavour (by the flag it carries)."""
+    """``package`` for thu-ml's sageattention as the environment has it, a pinned install's choice
+    (by where the module lives), else the shim's flavour (by the flag it carries)."""
     for flavour, (_, flag, _) in SAGEATTENTION_SHIMS.items():
         if getattr(module, flag, False):
             return flavour
+    file = getattr(module, "__file__", None)
+    if file:
+        for choice, pkg in PINNED_SAGEATTENTION.items():
+            if Path(file).resolve().is_relative_to(pkg.path().resolve()):
+                return choice
     return "package"
 
 
 def flavour_text(flavour: str) -> str:
-    return SAGEATTENTION_SHIMS[flavour][2] if flavour in SAGEATTENTION_SHIMS else "the sageattention package"
+    if flavour in SAGEATTENTION_SHIMS:
+        return SAGEATTENTION_SHIMS[flavour][2]
+    if flavour in PINNED_SAGEATTENTION:
+        return PINNED_SAGEATTENTION[flavour].label
+    return "the sageattention package"
+
+
+def flavour_folder(flavour: str | None) -> Path | None:
+    """The folder the ranks' path starts with for ``flavour`` (None: the environment's package)."""
+    if flavour in SAGEATTENTION_SHIMS:
+        return SHIMS / SAGEATTENTION_SHIMS[flavour][0]
+    if flavour in PINNED_SAGEATTENTION:
+        return PINNED_SAGEATTENTION[flavour].path()
+    return None
+
+
+def bind_pinned_function() -> str | None:
+    """With a pinned SageAttention, LightX2V's sage_attn2 calls the function that install runs:
+    SageAttention2's is its Triton path only, so ``sageattn_qk_int8_pv_fp16_triton`` on every GPU
+    (what LightX2V binds on capability (8, 9) and (12, 0), gfx1201 included; its ``sageattn``
+    would dispatch to CUDA kernels that were not built). Returns the function's name, or None."""
+    module = sys.modules.get("sageattention")
+    flavour = sageattention_flavour(module) if module is not None else "package"
+    lightx2v = sys.modules.get(SAGE_MODULE)
+    if flavour not in PINNED_SAGEATTENTION or lightx2v is None or getattr(lightx2v, "sageattn", None) is None:
+        return None
+    name = PINNED_SAGEATTENTION[flavour].function
+    lightx2v.sageattn = getattr(module, name)
+    return name
+
+
+def sageattention_identity(flavour: str) -> dict[str, str]:
+    """Version (and commit) of the ``sageattention`` a rank imported: a pinned install's marker, else
+    the installed distribution's metadata (empty for the harness's shims)."""
+    if flavour in PINNED_SAGEATTENTION:
+        from harness.sage_packages import read_marker
+
+        marker = read_marker(PINNED_SAGEATTENTION[flavour]) or {}
+        found = {"sageattention_version": marker.get("version"), "sageattention_commit": marker.get("commit")}
+        return {k: str(v) for k, v in found.items() if v}
+    if flavour != "package":
+        return {}
+    from importlib import metadata
+
+    try:
+        return {"sageattention_version": metadata.version("sageattention")}
+    except metadata.PackageNotFoundError:
+        return {}
+
+
+def bound_sage_function() -> str | None:
+    """The name of the function LightX2V's sage_attn2 calls in this process (None: none bound)."""
+    fn = getattr(sys.modules.get(SAGE_MODULE), "sageattn", None)
+    return getattr(fn, "__name__", None) if fn is not None else None
 
 
 def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:

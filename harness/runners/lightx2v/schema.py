@@ -174,11 +174,13 @@ class LightX2VBlock(BaseModel):
 class LightX2VArmFields(Strict):
     """Arm fields of the lightx2v runner."""
 
-    sageattention: Literal["package", "aiter_shim", "emulator"] = Field(
+    sageattention: Literal["package", "aiter_shim", "emulator", "sageattention2", "sageattention1"] = Field(
         "package",
-        description="lightx2v runner: which `sageattention` serves sage_attn2: thu-ml's package, the aiter "
-        "op behind the package's API (aiter_shim), or the harness's sage_emul_thuml emulation (emulator: "
-        "any device, the CPU included).",
+        description="lightx2v runner: which `sageattention` serves sage_attn2: thu-ml's package as the "
+        "environment has it, one of the pinned installs of `make sageattention` (sageattention2: "
+        "SageAttention2 d1a57a5, whose sageattn_qk_int8_pv_fp16_triton sage_attn2 then calls on every GPU; "
+        "sageattention1: 1.0.6), the aiter op behind the package's API (aiter_shim), or the harness's "
+        "sage_emul_thuml emulation (emulator: any device, the CPU included).",
     )
     count_ops: dict[str, str] = Field(
         default_factory=dict,

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.runners.lightx2v.direct import SAGE_MODULE
-from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS
+from harness.runners.lightx2v.rank_env import PINNED_SAGEATTENTION, SAGEATTENTION_SHIMS, SHIMS, flavour_text
 from harness.runners.lightx2v.served import served_backend
 
-SHIMS = Path(__file__).resolve().parent / "shims"
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
 EXACT_TYPES = frozenset({"torch_sdpa", "flash_attn2", "flash_attn3", "flash_attn4", "aiter_attn"})
 
@@ -63,6 +62,14 @@ def load_shim(flavour: str) -> Any:
     spec.loader.exec_module(module)
     sys.modules[name] = module
     return module
+
+
+def pinned_function(flavour: str) -> Any:
+    """The function a pinned SageAttention runs (``rank_env.bind_pinned_function``), loaded under a
+    private name beside the process's own ``sageattention``."""
+    from harness.sage_packages import load
+
+    return getattr(load(flavour), PINNED_SAGEATTENTION[flavour].function)
 
 
 def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
@@ -140,9 +147,13 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
         module = sys.modules.get(SAGE_MODULE)
         if flavour != "package":
             try:
-                fn = load_shim(flavour).sageattn
+                fn = (
+                    pinned_function(flavour)
+                    if flavour in PINNED_SAGEATTENTION
+                    else load_shim(flavour).sageattn
+                )
             except Exception as err:
-                return f"{SAGEATTENTION_SHIMS[flavour][2]} does not import ({type(err).__name__}: {err})"
+                return f"{flavour_text(flavour)} does not import ({type(err).__name__}: {err})"
         elif module is None or getattr(module, "sageattn", None) is None:
             return "LightX2V's sage_attn2 bound no sageattn (the package is not installed here)"
     try:

@@ -36,6 +36,11 @@ def _emulation():
     return _backend
 
 
+def provenance() -> dict:
+    """What the emulation models and whether it was measured (the backend's params record it)."""
+    return _emulation().params["provenance"]
+
+
 def _run(q, k, v, tensor_layout: str, is_causal: bool, sm_scale, return_lse: bool, kwargs: dict):
     unknown = sorted(set(kwargs) - _IGNORED - {"attn_mask"})
     if unknown:

@@ -9,7 +9,7 @@ of its own under ``SAGEATTENTION_DIR`` (default ``.sageattention`` in the reposi
 one under a private module name (``harness_sageattention_<choice>``), so both versions run in one
 process; LightX2V's processes get the folder first on their path instead.
 
-    python -m harness.attention.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]
+    python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]
 
 installs both (refused on a machine whose torch sees no CUDA or ROCm GPU: exit 2, one line).
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DIR_ENV = "SAGEATTENTION_DIR"
 MARKER = "harness_install.json"
 MARKER_SCHEMA = "harness.sageattention_install/1"
@@ -204,9 +204,7 @@ def gpu_here() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m harness.attention.sage_packages", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="python -m harness.sage_packages", description=__doc__.split("\n")[0])
     ap.add_argument("--tarball", type=Path, required=True, help="SageAttention2's pinned source tarball")
     ap.add_argument("--sha256", required=True, help="its expected sha256")
     ap.add_argument("--sa1", default="sageattention==1.0.6", help="SageAttention 1: a requirement or a wheel")
