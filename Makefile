@@ -86,7 +86,8 @@ lightx2v:
 	@echo "lightx2v: $(LIGHTX2V_ABSENT); point LIGHTX2V_TARBALL at it" >&2; exit 2
 endif
 
-sageattention: install
+# PY=python3 (an interpreter with the harness's requirements) skips the venv.
+sageattention: $(if $(filter $(VENV)/bin/python,$(PY)),install,)
 	$(PY) -m harness.sage_packages --tarball $(SAGEATTENTION_TARBALL) \
 	  --sha256 $(SAGEATTENTION_SHA256) --sa1 $(SAGEATTENTION1_SPEC) --dest $(SAGEATTENTION_DIR)
 

@@ -28,9 +28,9 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.sage_packages import PACKAGES, installed, load, read_marker
 from harness.envinfo import package_version
 from harness.errors import BackendUnavailable, HarnessError
+from harness.sage_packages import PACKAGES, installed, load, read_marker
 
 PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
 PACKAGE_CHOICES = ("auto", "environment", *PACKAGES)

@@ -38,7 +38,9 @@ def verdict_rows(res: ReportResults) -> list[str]:
     for r in readings(res):
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
         word = f"{MARKS.get(r.word, '')} **{md_escape(r.word)}**".strip()
-        base = (" (emulator)" if r.emulator else "") + (" (accepted baseline)" if r.baseline else "")
+        base = (f" ({md_escape(r.badge)})" if r.badge else "") + (
+            " (accepted baseline)" if r.baseline else ""
+        )
         error = md_escape("; ".join(accuracy_lines(r, bare=True))) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )

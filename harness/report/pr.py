@@ -5,8 +5,9 @@ alone; else the reading that decides first, and both readings, each with its wor
 reading exists; the warnings), and where the in-situ error concentrates (the findings). Then four blocks, as the pull request laid them out (there
 tab-separated, here markdown): speed
 per arm with the speed-up against the reference, decoded output against the reference with
-the noise-floor row last, global statistics per run, and one-line facts (attention calls
-through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
+the noise-floor row last (under it, where the records carry an emulator's provenance, one line per
+emulator arm: the kernel it models and its fidelity), global statistics per run, and one-line facts
+(attention calls through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
 (the same value, rounded as the pull request did); the speed-ups are the summary's.
 With several runs per arm (seeds, repeats) the speed and accuracy figures are the arm's means, as in
 report.md's per-arm tables; statistics stay per run.
@@ -18,10 +19,11 @@ from harness.analysis.model import ArmAggregate, ReportResults, is_shadowed_copy
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.accuracy import run_label
-from harness.report.review import MARKS, readings
+from harness.report.review import MARKS, emulator_detail, readings
 from harness.report.summary import (
     arm_speed,
     candidate_line,
+    candidate_name,
     finding_lines,
     fit,
     incomplete_line,
@@ -121,6 +123,16 @@ def accuracy_table(res: ReportResults) -> list[str]:
     return md_rows(head, rows)
 
 
+def emulator_lines(res: ReportResults) -> list[str]:
+    """One line per emulator arm whose records carry a provenance: what it models and how far its
+    numerics were checked against that kernel ('sage_emul_thuml: emulator of ..., measured on ...')."""
+    lines = [
+        emulator_detail(res, arm)
+        for arm in dict.fromkeys(v.arm for v in res.verdicts if v.role == "candidate")
+    ]
+    return [f"- {md_text(line)}" for line in lines if line]
+
+
 def stats_table(res: ReportResults) -> list[str]:
     """One row per run (the first repeat of each seed), as report.md's statistics table."""
     head = [
@@ -203,8 +215,9 @@ def verdict_lines(res: ReportResults) -> list[str]:
         if r.word == "not run":
             line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
         else:
-            line = candidate_line(r, verdicts[r.arm], is_emulator(res, r.arm))
-        name, rest = line.split(": ", 1)
+            line = candidate_line(r, verdicts[r.arm], r.badge)
+        name = candidate_name(r.arm, r.badge)  # the badge may hold ': ' (it is read from records)
+        name, rest = (name, line[len(name) + 2 :]) if line.startswith(f"{name}: ") else line.split(": ", 1)
         out.append(f"- {MARKS.get(r.word, '')} **{md_escape(name)}**: {md_text(rest)}")
         out += [f"- **WARNING**: {md_text(fit(warning_text(r.arm, w)))}" for w in r.warnings]
     return out
@@ -218,6 +231,8 @@ def render_pr(res: ReportResults) -> str:
     lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]
+    emulators = emulator_lines(res)
+    lines += emulators + ([""] if emulators else [])
     lines += stats_table(res) + [""]
     lines += [f"- {md_text(f)}" for f in facts(res)]
     return "\n".join(lines).rstrip() + "\n"

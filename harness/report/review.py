@@ -14,11 +14,13 @@ own, shown first and alone: no ratio.
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.model import ReportResults, SpeedTest, Verdict
 from harness.compare.significance import fmt_speedup_value
+from harness.emulator_provenance import Provenance, provenance_of
 from harness.number_format import NA, fmt_speedup, range_text, ratio_text
 
 WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
@@ -76,6 +78,7 @@ class Reading:
     missing: tuple[str, ...] = ()
     attention: str = ""  # why the attention is invalid, where it is
     emulator: bool = False  # a numerics model: its accuracy stands for a kernel's, its timing for none
+    badge: str = ""  # an emulator's words after its name (``emulator_badge``); "" for a kernel
 
 
 def accepted_baseline(res: ReportResults) -> str | None:
@@ -182,6 +185,55 @@ def is_emulator(res: ReportResults, arm: str) -> bool:
     return agg is not None and agg.timing_label == "an emulator's timing"
 
 
+def plain_words(text: str, width: int = 0) -> str:
+    """Text read from a record as words on one line: every control or format character (an escape
+    sequence's ESC, a line break, a bidi override) a space, runs of spaces one; cut at a word to
+    ``width`` characters (' ...' marking the cut) where ``width`` is given. Markdown and HTML escape
+    it further where they write it."""
+    flat = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
+    out = " ".join(flat.split())
+    if width and len(out) > width:
+        head = out[: width - 4]
+        out = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ;,:") + " ..."
+    return out
+
+
+def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:
+    """What the arm's emulator models and its fidelity: the first of its runs whose attention record
+    carries a provenance (None: not an emulator, or the records say nothing of it)."""
+    for r in res.runs:
+        if r.arm == arm and r.attn is not None:
+            found = provenance_of(r.attn.backend)
+            if found is not None:
+                return found
+    return None
+
+
+BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a line read at a glance
+
+
+def emulator_badge(res: ReportResults, arm: str) -> str:
+    """The words after an emulator's name, said alike by every renderer: its provenance's badge
+    ('emulator of SageAttention2 d1a57a5 Triton, measured on H200', '... not measured'), 'emulator'
+    where no provenance is recorded (older results, an emulator shim), '' for no emulator."""
+    if not is_emulator(res, arm):
+        return ""
+    found = emulator_provenance(res, arm)
+    return plain_words(found.badge(), BADGE_WIDTH) if found is not None else "emulator"
+
+
+def emulator_detail(res: ReportResults, arm: str) -> str:
+    """One line on what the arm's emulator models and how far that was checked: 'arm: emulator of
+    <kernel>, <fidelity>' ('' where no provenance is recorded); plain text, escaped where written."""
+    found = emulator_provenance(res, arm) if is_emulator(res, arm) else None
+    if found is None:
+        return ""
+    fidelity = found.fidelity.text()
+    if found.changed:  # the variant's figures no longer apply
+        fidelity = f"not measured with {', '.join(found.changed)} changed (the variant: {fidelity})"
+    return plain_words(f"{arm}: emulator of {found.kernel.text() or found.kernel.short}, {fidelity}", 600)
+
+
 def readings(res: ReportResults) -> list[Reading]:
     """One reading per candidate verdict, in the report's order."""
     base = accepted_baseline(res)
@@ -220,6 +272,7 @@ def readings(res: ReportResults) -> list[Reading]:
                 missing=tuple(dict.fromkeys(v.missing)),
                 attention=v.attention if v.attention_ok is False else "",
                 emulator=is_emulator(res, v.arm),
+                badge=emulator_badge(res, v.arm),
             )
         )
     return out

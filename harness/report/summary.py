@@ -1,7 +1,9 @@
 """The summary a report opens with: one line for the campaign, then one per candidate arm, each at
 most ``LINE`` characters (a reviewer reads it at a glance; the sections below hold the rest).
 
-Per candidate: its name ("(emulator)" where the backend is a numerics model), the verdict word
+Per candidate: its name (with the emulator's badge where the backend is a numerics model: "(emulator of
+SageAttention2 d1a57a5 Triton, measured on H200)", or "(emulator)" where no provenance is recorded,
+``review.emulator_badge``), the verdict word
 with the reading that decides it and its interval ("identical" alone, without a ratio; the other
 reading's word beside it where an in-situ reading exists), then the DiT s/step speed-up with its
 interval and word (``analysis.speed``), or why there is none (an emulator's timing is no kernel's).
@@ -18,7 +20,16 @@ from harness.analysis.model import Finding, ReportResults
 from harness.compare.significance import SpeedTest, fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
 from harness.report.cells import Section
-from harness.report.review import INSITU_WHAT, NO_SPEED, Reading, Terms, identical_line, is_emulator, readings
+from harness.report.review import (
+    INSITU_WHAT,
+    NO_SPEED,
+    Reading,
+    Terms,
+    emulator_badge,
+    identical_line,
+    is_emulator,
+    readings,
+)
 
 
 @dataclass(frozen=True)
@@ -109,10 +120,18 @@ def speed_words(t: Terms, emulator: bool) -> str:
     return f"DiT s/step speed-up {fmt_speedup(t.value)}{_range(t, bound)}: {t.word or NA}"
 
 
-def candidate_line(r: Reading | None, v, emulator: bool = False) -> str:
-    """'arm[ (emulator)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>), tolerance 2x; DiT s/step
-    speed-up ...[; WARNING below]', at most ``LINE`` characters."""
-    name = f"{v.arm} (emulator)" if emulator else v.arm
+def candidate_name(arm: str, emulator: bool | str = False) -> str:
+    """'arm', or 'arm (<badge>)' for an emulator: ``emulator`` is its badge words
+    (``review.emulator_badge``), or True for the bare 'emulator'."""
+    badge = emulator if isinstance(emulator, str) else ("emulator" if emulator else "")
+    return f"{arm} ({badge})" if badge else arm
+
+
+def candidate_line(r: Reading | None, v, emulator: bool | str = False) -> str:
+    """'arm[ (emulator of ..., measured on H200)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>),
+    tolerance 2x; DiT s/step speed-up ...[; WARNING below]', at most ``LINE`` characters. ``emulator``:
+    the badge words (``review.emulator_badge``; True: 'emulator')."""
+    name = candidate_name(v.arm, emulator)
     if r is None:
         return fit(f"{name}: {v.word}")
     rest = f"; {speed_words(r.step, emulator)}" + (
@@ -172,7 +191,7 @@ def summary_lines(res: ReportResults) -> list[str]:
             r = runs[0]
             lines.append(fit(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")")))
             continue
-        lines.append(candidate_line(reading.get(v.arm), v, is_emulator(res, v.arm)))
+        lines.append(candidate_line(reading.get(v.arm), v, emulator_badge(res, v.arm)))
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
     lines += finding_lines(res)
     lines += [fit(f"WARNING: {warning_text(r.arm, w)}") for r in found for w in r.warnings]

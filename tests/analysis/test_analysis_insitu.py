@@ -210,7 +210,8 @@ def test_the_reading_is_formed_per_call_kind_and_the_worst_kind_decides():
     assert r.ratio_ci == kinds["refiner"].ratio_ci and r.parts[0].value == pytest.approx(85.0)
     assert "decided by kind refiner (4 call(s), 296 rows): exact floor: 85x" in r.text, r.text
     assert (
-        "DiT self-attention (8 call(s), 960,128 rows): 1.20x the floor [95 % 1.20 at both bounds]: within" in r.text
+        "DiT self-attention (8 call(s), 960,128 rows): 1.20x the floor [95 % 1.20 at both bounds]: within"
+        in r.text
     ), r.text
     # every kind within: within, decided by the kind nearest its limit
     items = [kind_call(i, "refiner", 74, 1.5, ref_l1=40.0) for i in range(4)]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from harness.attention import get_backend
 from harness.attention.sage_emul import VARIANT_PROVENANCE, VARIANTS
 from harness.emulator_provenance import badge_of, provenance_of
+from harness.kernels.results import KernelsResult
+from harness.store import read_record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,23 +43,30 @@ def test_the_provenance_travels_in_the_params_and_reads_back():
 def test_numeric_options_away_from_the_variant_void_the_measured_figures():
     moved = get_backend("sage_emul_thuml", padded_keys="masked").params
     assert provenance_of(moved).changed == ["padded_keys"]
-    assert badge_of(moved) == "emulator of SageAttention 1.0.6 sageattn, not measured with padded_keys changed"
+    assert (
+        badge_of(moved) == "emulator of SageAttention 1.0.6 sageattn, not measured with padded_keys changed"
+    )
     speed_only = get_backend("sage_emul_thuml", chunk_elems=1 << 16).params  # chunking changes no number
     assert badge_of(speed_only).endswith("measured on H200")
 
 
-def test_1_0_6_s_measured_claim_is_what_its_evidence_holds():
-    """The figures 1.0.6's variant cites: the H200 run of sage_attn2 (sageattention 1.0.6) beside
-    sage_emul_thuml's default, per shape: rel L1 within 2 %, fitted scale within 0.005."""
-    p = VARIANT_PROVENANCE["sageattn1_triton"]
-    data = json.loads((REPO / p.fidelity.evidence).read_text())
-    by: dict[str, dict] = {}
-    for r in data["rows"]:
-        if r["accuracy"] and r["label"] in ("sage_attn2", "sage_emul_thuml"):
-            by.setdefault(r["shape"], {})[r["label"]] = r
-    pairs = [(s, b["sage_attn2"], b["sage_emul_thuml"]) for s, b in by.items() if len(b) == 2]
-    assert len(pairs) == 10
-    for shape, kernel, emul in pairs:
-        assert kernel["params"]["package_version"] == "1.0.6" and emul["params"]["variant"] == "sageattn1_triton"
-        assert abs(emul["accuracy"]["rel_l1"] / kernel["accuracy"]["rel_l1"] - 1) <= 0.02, shape
-        assert abs(emul["accuracy"]["scale"] - kernel["accuracy"]["scale"]) <= 0.005, shape
+@pytest.mark.parametrize("variant", [v for v, p in sorted(VARIANT_PROVENANCE.items()) if p.fidelity.measured])
+def test_a_measured_claim_is_what_its_evidence_holds(variant):
+    """The kernels.json a measured variant cites (harness kernels, kernel beside emulator on an
+    H200) pairs that variant with the kernel it names and agrees on every shape, within the
+    figures its provenance states: rel L1 within 1.5 %, fitted scale within 0.001."""
+    p = VARIANT_PROVENANCE[variant]
+    result = read_record(REPO / p.fidelity.evidence, KernelsResult)
+    (found,) = [a for a in result.agreement if a.variant == variant and not a.changed]
+    assert found.word == "agrees" and len(found.shapes) == 10 and found.models_short == p.kernel.short
+    assert found.kernel_package == p.kernel.package_choice and found.kernel_function == p.kernel.function
+    assert max(abs(s.ratio - 1) for s in found.shapes) <= 0.015
+    assert max(abs(s.scale_diff) for s in found.shapes) <= 0.001
+    lo, hi = min(s.emulator_rel_l1 for s in found.shapes), max(s.emulator_rel_l1 for s in found.shapes)
+    stated = re.search(r"\(([0-9.]+) to ([0-9.]+)\)", p.fidelity.agreement)
+    assert (
+        stated
+        and math.isclose(float(stated[1]), lo, rel_tol=5e-3)
+        and math.isclose(float(stated[2]), hi, rel_tol=5e-3)
+    )
+    assert "H200" in found.machine and found.date == p.fidelity.date

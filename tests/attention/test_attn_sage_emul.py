@@ -201,7 +201,12 @@ def test_default_thuml_reproduces_the_kernels_unmasked_padded_keys(n, kernel_rel
 # SageAttention2 d1a57a5's sageattn_qk_int8_pv_fp16_triton and SageAttention 1.0.6's sageattn on one
 # H200 against FP64 attention, bf16 N(0, 1), 56 heads x 128 (../shared/reference/attention-kernels.md,
 # 2026-12-03): keys, SageAttention2's rel L1, 1.0.6's rel L1.
-KERNELS_BY_VERSION = [(65, 0.0117, 0.3707), (74, 0.0119, 0.3071), (129, 0.0124, 0.2284), (1025, 0.0132, 0.0379)]
+KERNELS_BY_VERSION = [
+    (65, 0.0117, 0.3707),
+    (74, 0.0119, 0.3071),
+    (129, 0.0124, 0.2284),
+    (1025, 0.0132, 0.0379),
+]
 
 
 @pytest.mark.parametrize("n, sa2_rel_l1, sa1_rel_l1", KERNELS_BY_VERSION)
@@ -212,7 +217,9 @@ def test_each_triton_variant_follows_its_measured_kernel(n, sa2_rel_l1, sa1_rel_
     q, k, v = (torch.randn(1, 8, n, 128, generator=g, dtype=torch.float64) for _ in range(3))
     ref = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(128), dim=-1) @ v  # FP64, independent
     for variant, kernel_rel_l1 in (("sageattn2_triton", sa2_rel_l1), ("sageattn1_triton", sa1_rel_l1)):
-        out = get_backend("sage_emul_thuml", variant=variant)(q.bfloat16(), k.bfloat16(), v.bfloat16()).double()
+        out = get_backend("sage_emul_thuml", variant=variant)(
+            q.bfloat16(), k.bfloat16(), v.bfloat16()
+        ).double()
         rel_l1 = ((out - ref).abs().sum() / ref.abs().sum()).item()
         assert abs(rel_l1 - kernel_rel_l1) <= 0.2 * kernel_rel_l1, (variant, rel_l1)
 

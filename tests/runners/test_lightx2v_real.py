@@ -240,6 +240,7 @@ def test_the_tiny_scenario_runs_the_real_lightx2v_on_cpu(cpu_campaign, tiny_chec
         "torch_sdpa_kv_reversed",
         "flash_attn3",
         "sage_attn2",
+        "sage_attn2_1_0_6",
         "aiter_sage_attn",
         "sage_emul",
         "torch_sdpa_insitu",
@@ -250,12 +251,15 @@ def test_the_tiny_scenario_runs_the_real_lightx2v_on_cpu(cpu_campaign, tiny_chec
     for arm in ("torch_sdpa", "torch_sdpa_kv_reversed", "sage_emul", "torch_sdpa_insitu", "sage_emul_hybrid"):
         assert runs[arm].status == RunStatus.ok and runs[arm].valid, runs[arm].reason
     skipped = {
-        arm: runs[arm].reason for arm in ("flash_attn3", "sage_attn2", "aiter_sage_attn", "sage_attn2_hybrid")
+        arm: runs[arm].reason
+        for arm in ("flash_attn3", "sage_attn2", "sage_attn2_1_0_6", "aiter_sage_attn", "sage_attn2_hybrid")
     }
     assert all(runs[a].status == RunStatus.skipped for a in skipped)
     assert "test call failed" in skipped["flash_attn3"]
     assert "needs a ROCm build of torch" in skipped["aiter_sage_attn"]
-    assert skipped["sage_attn2"] == skipped["sage_attn2_hybrid"]  # no thu-ml package here
+    assert skipped["sage_attn2"] == skipped["sage_attn2_hybrid"]  # no pinned SageAttention2 here
+    assert "SageAttention2 2.2.0 (d1a57a5) is not installed here (make sageattention" in skipped["sage_attn2"]
+    assert "SageAttention 1.0.6 is not installed here" in skipped["sage_attn2_1_0_6"]
     assert cpu_campaign.report_error is None
 
 

@@ -21,8 +21,14 @@ from harness.records import RunSpec
 from harness.runners.framework import FRAMEWORK_FACT, FrameworkUnavailable, framework_line
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
-from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, read_marker
+from harness.runners.lightx2v.rank_env import (
+    PINNED_SAGEATTENTION,
+    SYNTHETIC_MARKER,
+    flavour_text,
+    read_marker,
+)
 from harness.runners.lightx2v.schema import h3_dit_dir
+from harness.sage_packages import installed
 
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
 PROBE_TIMEOUT_S = 300.0
@@ -98,6 +104,15 @@ def synthetic_problem(params: LightX2VParams) -> str | None:
             f"lightx2v.model_path {model}: holds the synthetic checkpoint {have}, the scenario asks for "
             f"{asked} (use another folder)"
         )
+    return None
+
+
+def pinned_sageattention_problem(params: LightX2VParams) -> str | None:
+    """A pinned SageAttention the arm asks for that ``make sageattention`` has not installed (no
+    probe process is started for it)."""
+    flavour = params.sageattention
+    if flavour in PINNED_SAGEATTENTION and not installed(flavour):
+        return f"sage_attn2: {flavour_text(flavour)} is not installed here (make sageattention, on a CUDA or ROCm machine)"
     return None
 
 
@@ -230,7 +245,8 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
         return str(err), None
     env = build_env(params, spec, os.environ.get("PYTHONPATH"))
     problem = (
-        model_folder_problem(params)
+        pinned_sageattention_problem(params)
+        or model_folder_problem(params)
         or inputs_problem(params)
         or check_geometry(params.model_cls, config, params.nproc_per_node)
         or launchers_problem(params, env)

@@ -37,11 +37,13 @@ from harness.runners.lightx2v.rank_env import (
     PINNED_SAGEATTENTION,
     SAGEATTENTION_FLAVOURS,
     SP_WRAPPERS,
+    bind_pinned_function,
     flavour_text,
     prepare_platform,
     sageattention_flavour,
 )
 from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends, shadowed_by_lightx2v
+from harness.sage_packages import installed
 
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
@@ -94,6 +96,10 @@ def _op_reason(ref: str) -> str | None:
 
 def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
+    if flavour in PINNED_SAGEATTENTION and not installed(flavour):
+        return (
+            f"{flavour_text(flavour)} is not installed here (make sageattention, on a CUDA or ROCm machine)"
+        )
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
             f" ({flavour_text(flavour)} is not on PYTHONPATH)" if flavour != "package" else ""
@@ -290,6 +296,9 @@ def probe_many(
         for i in unanswered():
             answers[i] = no(reason, None if plugin else framework)
         return answers  # type: ignore[return-value]
+    bound = bind_pinned_function()  # as the ranks do (launch.py): the smoke call runs what they run
+    if bound:
+        facts["sageattention_function"] = bound
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)
     facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
