@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "harness.safe_write": 0,
     "harness.safe_math": 0,
     "harness.record_checks": 0,
+    "harness.emulator_provenance": 0,
     # L1
     "harness.store": 1,
     "harness.writer_lock": 1,
@@ -50,6 +51,7 @@ LAYERS: dict[str, int] = {
     "harness.media_limits": 0,
     "harness.media_audio": 0,
     "harness.pixel_formats": 1,
+    "harness.sage_packages": 1,
     "harness.scenario": 1,
     # L2
     "harness.attention": 2,

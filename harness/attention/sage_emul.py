@@ -19,25 +19,8 @@ What is reproduced, step by step, as the kernels do it:
    product rounded to fp16 once, then added in fp32); ``O = acc / l * v_scale`` cast to the
    input dtype.
 
-Variants (option ``variant``; other options override single settings). Each carries its
-provenance (``harness.emulator_provenance``): the kernel it models and whether its numerics were
-measured against that kernel (``VARIANT_PROVENANCE``; ``harness backends`` prints it):
-
-* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton): INT8 Q per 128-token
-  block and K per 64-token block, K smoothed, P in [0, 1] and V cast to fp16, fp16 tile
-  accumulation, the last 64-key block's padded keys scored. Measured on an H200.
-  ``sage_emul_thuml``'s default.
-* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` at d1a57a5 (the
-  path the pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``
-  with padded keys masked (upstream added the mask in 2025-08). Measured on an H200.
-* ``sageattn2_fp8``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp8_cuda`` called with
-  ``qk_quant_gran="per_warp", pv_accum_dtype="fp32"``: INT8 Q per 32-token warp, P x448 and V per
-  channel in FP8 e4m3, fp32 accumulation. Read from core.py; no GPU's default dispatch makes this
-  call (sm89 and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25),
-  and the CUDA kernels were never run here: not measured.
-* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled. Read
-  from aiter's Triton source; not measured (aiter's gfx1201 op is another kernel, not public).
-  ``sage_emul_aiter``'s default.
+Variants (option ``variant``; other options override single settings) and the kernel each models,
+measured or not: ``harness.attention.sage_variants``.
 
 Padded keys (option ``padded_keys``): SageAttention 1.0.6's Triton kernel loads the last 64-key
 block's out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins
@@ -70,14 +53,22 @@ from harness.attention.registry import (
     default_scale,
     register_backend,
 )
-from harness.emulator_provenance import Fidelity, KernelRef, Provenance
+from harness.attention.sage_variants import (
+    COMMON_DEFAULTS,
+    FP8_MAX,
+    NUMERIC_KEYS,
+    PADDED_KEYS,
+    VARIANT_PROVENANCE,
+    VARIANT_TEXT,
+    VARIANTS,
+)
+from harness.emulator_provenance import Provenance
 from harness.errors import HarnessError
 
 LOG2E = 1.4426950408889634
 GRANULARITIES = ("per_block", "per_warp", "per_thread")
 PV_DTYPES = ("fp8", "fp16")
 PV_ACCUMS = ("fp32", "fp16_tile")
-FP8_MAX = 448.0
 # 127^2 * D must stay below 2^24 for the fp32 matmul of int8 values to be exact.
 MAX_EXACT_HEAD_DIM = 1040
 
@@ -298,7 +289,6 @@ _OPTION_DOC = {
     "padded_keys": "unmasked (the last KV tile's out-of-range keys score 0 with V = 0, as SageAttention "
     "1.0.6's Triton kernel does) | masked (left out of the softmax, as SageAttention2's Triton kernel does)",
 }
-PADDED_KEYS = ("masked", "unmasked")
 
 
 class SageEmulation(AttentionBackend):
@@ -345,7 +335,7 @@ class SageEmulation(AttentionBackend):
     def provenance(self) -> Provenance:
         """The variant's provenance; options set away from its settings void the measured figures."""
         variant = self.options["variant"]
-        base = {**_COMMON_DEFAULTS, **VARIANTS[variant]}
+        base = {**COMMON_DEFAULTS, **VARIANTS[variant]}
         changed = [k for k in NUMERIC_KEYS if self.options[k] != base[k]]
         return VARIANT_PROVENANCE[variant].with_changes(changed)
 
@@ -387,140 +377,6 @@ class SageEmulation(AttentionBackend):
         return self.attend(self.quantize(q, k, v, scale))
 
 
-_COMMON_DEFAULTS: dict[str, Any] = {
-    "blkq": 128,
-    "warpq": 32,
-    "blkk": 64,
-    "kv_tile": 64,
-    "smooth_k": True,
-    "v_scale_max": FP8_MAX,
-    "scale_eps": 1e-7,
-    "chunk_elems": 0,
-}
-
-# Each variant's settings; a backend's options start from its variant and may override any one.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "sageattn1_triton": {
-        "granularity": "per_block",
-        "pv_dtype": "fp16",
-        "p_log2_offset": 0.0,
-        "pv_accum": "fp16_tile",
-        "padded_keys": "unmasked",  # 1.0.6 scores them (measured on an H200)
-    },
-    "sageattn2_triton": {
-        "granularity": "per_block",
-        "pv_dtype": "fp16",
-        "p_log2_offset": 0.0,
-        "pv_accum": "fp16_tile",
-        "padded_keys": "masked",  # d1a57a5 masks them (measured on an H200)
-    },
-    "sageattn2_fp8": {
-        "granularity": "per_warp",
-        "pv_dtype": "fp8",
-        "p_log2_offset": 8.807,
-        "pv_accum": "fp32",
-        "padded_keys": "masked",  # the CUDA kernels' handling of a partial last tile: not measured
-    },
-    "aiter_fav3_sage": {
-        "granularity": "per_block",
-        "pv_dtype": "fp8",
-        "p_log2_offset": 0.0,
-        "pv_accum": "fp32",
-        "padded_keys": "masked",  # gfx1201's op on a partial last tile: unknown, not measured
-    },
-}
-VARIANT_TEXT = {
-    "sageattn1_triton": "thu-ml SageAttention 1.0.6 sageattn, Triton (INT8 QK per block 128/64, K smoothed; P "
-    "and V in fp16, P@V accumulated in fp16 per 64-key tile; the last 64-key block's padded keys scored)",
-    "sageattn2_triton": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp16_triton at d1a57a5 (INT8 QK per block "
-    "128/64, K smoothed; P and V in fp16, P@V accumulated in fp16 per 64-key tile; padded keys masked)",
-    "sageattn2_fp8": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp8_cuda with qk_quant_gran=per_warp, "
-    "pv_accum_dtype=fp32 (P x448 before e4m3, V per channel in e4m3; no GPU's default dispatch)",
-    "aiter_fav3_sage": "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)",
-}
-
-# Where the measured variants' figures are: ``harness kernels`` beside the kernel on an H200.
-H200_EVIDENCE = "reports/examples/h200/kernels_lengths_sageattention2/kernels/kernels.json"
-H200_SHAPES = "bf16 N(0,1) q/k/v, 56 heads x 128, 63 to 1,025 keys (1 to 63 padded in the last 64-key block)"
-_H200 = {"machine": "one NVIDIA H200", "machine_short": "H200", "software": "torch 2.11, triton 3.6"}
-
-VARIANT_PROVENANCE: dict[str, Provenance] = {
-    "sageattn1_triton": Provenance(
-        variant="sageattn1_triton",
-        kernel=KernelRef(
-            package="thu-ml SageAttention",
-            function="sageattn",
-            version="1.0.6",
-            short="SageAttention 1.0.6 sageattn",
-            backend="sage_attn2",
-            package_choice="sageattention1",
-        ),
-        fidelity=Fidelity(
-            measured=True,
-            date="2026-12-03",
-            shapes=H200_SHAPES,
-            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0118 to 0.371), "
-            "fitted scale within 0.001",
-            evidence=H200_EVIDENCE,
-            **_H200,
-        ),
-    ),
-    "sageattn2_triton": Provenance(
-        variant="sageattn2_triton",
-        kernel=KernelRef(
-            package="thu-ml SageAttention2",
-            function="sageattn_qk_int8_pv_fp16_triton",
-            version="2.2.0 at d1a57a5",
-            short="SageAttention2 d1a57a5 Triton",
-            backend="sage_attn2",
-            package_choice="sageattention2",
-        ),
-        fidelity=Fidelity(
-            measured=True,
-            date="2026-12-03",
-            shapes=H200_SHAPES,
-            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0116 to 0.0130), "
-            "fitted scale within 0.001",
-            evidence=H200_EVIDENCE,
-            **_H200,
-        ),
-    ),
-    "sageattn2_fp8": Provenance(
-        variant="sageattn2_fp8",
-        kernel=KernelRef(
-            package="thu-ml SageAttention2",
-            function="sageattn_qk_int8_pv_fp8_cuda",
-            version="2.2.0 at d1a57a5",
-            short="SageAttention2 d1a57a5 FP8 PV (CUDA)",
-        ),
-        fidelity=Fidelity(
-            measured=False,
-            unmeasured="read from core.py at d1a57a5; its CUDA kernels are not in the pinned source and "
-            "were never run beside it, so their FP22 accumulation and partial last tile are unknown",
-        ),
-    ),
-    "aiter_fav3_sage": Provenance(
-        variant="aiter_fav3_sage",
-        kernel=KernelRef(
-            package="ROCm aiter",
-            function="fav3_sage_wrapper_func",
-            version="e404860",
-            short="aiter fav3_sage",
-        ),
-        fidelity=Fidelity(
-            measured=False,
-            unmeasured="read from aiter's Triton source; never run beside it (no gfx942/gfx950 here), and "
-            "the pull request's gfx1201 op is another kernel that is not public",
-        ),
-    ),
-}
-# The settings that make a variant what its provenance says (the rest change speed, not numerics).
-NUMERIC_KEYS = (
-    "granularity", "blkq", "warpq", "blkk", "kv_tile", "smooth_k", "p_log2_offset", "pv_dtype", "pv_accum",
-    "v_scale_max", "scale_eps", "padded_keys",
-)  # fmt: skip
-
-
 @register_backend(
     "sage_emul_thuml",
     exact=False,
@@ -530,7 +386,7 @@ NUMERIC_KEYS = (
 )
 class SageEmulThuml(SageEmulation):
     models = "sage_attn2"
-    default_options = {**_COMMON_DEFAULTS, **VARIANTS["sageattn1_triton"], "variant": "sageattn1_triton"}
+    default_options = {**COMMON_DEFAULTS, **VARIANTS["sageattn1_triton"], "variant": "sageattn1_triton"}
 
 
 @register_backend(
@@ -540,7 +396,7 @@ class SageEmulThuml(SageEmulation):
 )
 class SageEmulAiter(SageEmulation):
     models = "aiter_sage_attn"
-    default_options = {**_COMMON_DEFAULTS, **VARIANTS["aiter_fav3_sage"], "variant": "aiter_fav3_sage"}
+    default_options = {**COMMON_DEFAULTS, **VARIANTS["aiter_fav3_sage"], "variant": "aiter_fav3_sage"}
 
 
 QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v_scale_max", "scale_eps")
@@ -575,5 +431,5 @@ def sage_attention_emulated(
     """Direct functional call of the emulation (no registry), e.g. for bitwise checks."""
     if variant not in VARIANTS:
         raise HarnessError(f"sage emulation: variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-    o = {**_COMMON_DEFAULTS, **VARIANTS[variant], **options}
+    o = {**COMMON_DEFAULTS, **VARIANTS[variant], **options}
     return sage_attend(sage_quantize(q, k, v, scale, **quant_options(o)), **attend_options(o))

@@ -20,73 +20,23 @@ the records.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import Field
 
 from harness.emulator_provenance import Provenance, provenance_of
+from harness.kernels.results import (
+    AGREES,
+    DOES_NOT_FOLLOW,
+    MAX_NAMED_SHAPES,
+    RATIO_BOUND,
+    SCALE_BOUND,
+    AccuracyMetrics,
+    EmulatorAgreement,
+    KernelRow,
+    KernelsResult,
+    ShapeAgreement,
+    UnpairedEmulator,
+    Word,
+)
 from harness.number_format import percent_text, range_text, ratio_value
-from harness.records import Record
-
-if TYPE_CHECKING:  # results.py holds these records in KernelsResult: no import cycle at run time
-    from harness.kernels.results import AccuracyMetrics, KernelRow, KernelsResult
-
-# The emulator models the rounding steps (INT8 QK, fp16 P and V, per-tile fp16 accumulation, padded
-# keys), not the hardware's accumulation order, so a few % of rel L1 is its expected gap to the kernel
-# (within 2 % on an H200 at every key length). A defect it misses (padded keys scored, or masked) moves
-# rel L1 by 10-30x and the fitted scale by about 0.3: both bounds sit far from either.
-RATIO_BOUND = 1.1  # rel L1 ratio (emulator / kernel) within [1 / RATIO_BOUND, RATIO_BOUND]
-SCALE_BOUND = 0.01  # |emulator's fitted scale - kernel's| at most this
-RULE = f"rel L1 ratio (emulator / kernel) within [1/{RATIO_BOUND:g}, {RATIO_BOUND:g}] and fitted scales within {SCALE_BOUND:g}"
-
-AGREES = "agrees"
-DOES_NOT_FOLLOW = "does not follow"
-Word = Literal["agrees", "does not follow"]
-MAX_NAMED_SHAPES = 6  # a summary names at most this many shapes that do not follow
-
-
-class ShapeAgreement(Record):
-    shape: str
-    kernel_rel_l1: float
-    emulator_rel_l1: float
-    ratio: float  # emulator / kernel
-    kernel_scale: float
-    emulator_scale: float
-    scale_diff: float  # emulator - kernel
-    word: Word
-
-
-class EmulatorAgreement(Record):
-    """One emulator label beside one kernel label of the same run."""
-
-    emulator: str  # the emulator's label
-    emulator_backend: str
-    kernel: str  # the kernel's label
-    kernel_backend: str
-    variant: str
-    models: str  # the provenance's kernel: "thu-ml SageAttention 1.0.6 sageattn"
-    models_short: str
-    changed: list[str] = Field(default_factory=list)  # options away from the variant's: what is measured
-    kernel_package: str = ""  # the kernel row's package choice ("sageattention1", "environment")
-    kernel_function: str = ""
-    kernel_version: str = ""
-    kernel_commit: str = ""
-    machine: str  # "NVIDIA H200 (cuda)"
-    date: str  # ISO date of the run
-    software: str  # "torch 2.11.0+cu130, triton 3.6.0, sageattention1 1.0.6 sageattn"
-    rule: str = RULE
-    shapes: list[ShapeAgreement]
-    word: Word
-    summary: str
-
-
-class UnpairedEmulator(Record):
-    """An emulator of the run whose kernel did not run beside it."""
-
-    emulator: str
-    kernel_backend: str
-    package_choice: str = ""
-    text: str
 
 
 def agreement_word(ratio: float, scale_diff: float) -> Word:

@@ -14,12 +14,13 @@ import yaml
 
 from harness import __version__
 from harness.analysis.findings import rule
-from harness.kernels.agreement import RULE, EmulatorAgreement
 from harness.kernels.results import (
     CONVENTIONS,
     KERNELS_JSON,
+    RULE,
     AccuracyMetrics,
     BitwiseCheck,
+    EmulatorAgreement,
     KernelRow,
     KernelsResult,
     SpeedMetrics,

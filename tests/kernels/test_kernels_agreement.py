@@ -18,12 +18,8 @@ from hypothesis import strategies as st
 from kernels_testutil import SCENARIOS, make_block
 from rich.console import Console
 
-from harness.attention.sage_emul import VARIANT_PROVENANCE
+from harness.attention.sage_variants import VARIANT_PROVENANCE
 from harness.kernels.agreement import (
-    AGREES,
-    DOES_NOT_FOLLOW,
-    RATIO_BOUND,
-    SCALE_BOUND,
     agreement_word,
     kernels_agreement,
     pairs_with,
@@ -32,7 +28,14 @@ from harness.kernels.agreement import (
     unpaired_emulators,
 )
 from harness.kernels.report import kernels_markdown, markdown_sections
-from harness.kernels.results import KERNELS_JSON, KernelsResult
+from harness.kernels.results import (
+    AGREES,
+    DOES_NOT_FOLLOW,
+    KERNELS_JSON,
+    RATIO_BOUND,
+    SCALE_BOUND,
+    KernelsResult,
+)
 from harness.kernels.run import run_kernels, run_kernels_scenario
 from harness.store import read_record
 

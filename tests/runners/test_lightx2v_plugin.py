@@ -52,6 +52,7 @@ def test_the_lightx2v_runner_names_only_the_harness_backends_a_run_calls(tmp_pat
         "torch_sdpa_kv_reversed": [],
         "flash_attn3": [],
         "sage_attn2": [],
+        "sage_attn2_1_0_6": [],
         "aiter_sage_attn": [],
         "sage_emul": ["sage_emul_thuml"],
         "torch_sdpa_insitu": ["sage_emul_thuml"],  # its sage_emul shadow

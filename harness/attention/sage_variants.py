@@ -1,0 +1,165 @@
+"""The variants of the SageAttention emulation (``harness.attention.sage_emul``): each one's settings,
+the kernel it models, and whether its numerics were measured against that kernel.
+
+A backend's options start from its variant (option ``variant``) and may override any one setting;
+changing a numeric one (``NUMERIC_KEYS``) voids the measured figures. Each variant's provenance
+(``harness.emulator_provenance``; ``VARIANT_PROVENANCE``, printed by ``harness backends``):
+
+* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton): INT8 Q per 128-token
+  block and K per 64-token block, K smoothed, P in [0, 1] and V cast to fp16, fp16 tile
+  accumulation, the last 64-key block's padded keys scored. Measured on an H200.
+  ``sage_emul_thuml``'s default.
+* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` at d1a57a5 (the
+  path the pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``
+  with padded keys masked (upstream added the mask in 2025-08). Measured on an H200.
+* ``sageattn2_fp8``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp8_cuda`` called with
+  ``qk_quant_gran="per_warp", pv_accum_dtype="fp32"``: INT8 Q per 32-token warp, P x448 and V per
+  channel in FP8 e4m3, fp32 accumulation. Read from core.py; no GPU's default dispatch makes this
+  call (sm89 and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25),
+  and the CUDA kernels were never run here: not measured.
+* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled. Read
+  from aiter's Triton source; not measured (aiter's gfx1201 op is another kernel, not public).
+  ``sage_emul_aiter``'s default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.emulator_provenance import Fidelity, KernelRef, Provenance
+
+FP8_MAX = 448.0
+PADDED_KEYS = ("masked", "unmasked")
+
+COMMON_DEFAULTS: dict[str, Any] = {
+    "blkq": 128,
+    "warpq": 32,
+    "blkk": 64,
+    "kv_tile": 64,
+    "smooth_k": True,
+    "v_scale_max": FP8_MAX,
+    "scale_eps": 1e-7,
+    "chunk_elems": 0,
+}
+
+# Each variant's settings; a backend's options start from its variant and may override any one.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "sageattn1_triton": {
+        "granularity": "per_block",
+        "pv_dtype": "fp16",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp16_tile",
+        "padded_keys": "unmasked",  # 1.0.6 scores them (measured on an H200)
+    },
+    "sageattn2_triton": {
+        "granularity": "per_block",
+        "pv_dtype": "fp16",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp16_tile",
+        "padded_keys": "masked",  # d1a57a5 masks them (measured on an H200)
+    },
+    "sageattn2_fp8": {
+        "granularity": "per_warp",
+        "pv_dtype": "fp8",
+        "p_log2_offset": 8.807,
+        "pv_accum": "fp32",
+        "padded_keys": "masked",  # the CUDA kernels' handling of a partial last tile: not measured
+    },
+    "aiter_fav3_sage": {
+        "granularity": "per_block",
+        "pv_dtype": "fp8",
+        "p_log2_offset": 0.0,
+        "pv_accum": "fp32",
+        "padded_keys": "masked",  # gfx1201's op on a partial last tile: unknown, not measured
+    },
+}
+VARIANT_TEXT = {
+    "sageattn1_triton": "thu-ml SageAttention 1.0.6 sageattn, Triton (INT8 QK per block 128/64, K smoothed; P "
+    "and V in fp16, P@V accumulated in fp16 per 64-key tile; the last 64-key block's padded keys scored)",
+    "sageattn2_triton": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp16_triton at d1a57a5 (INT8 QK per block "
+    "128/64, K smoothed; P and V in fp16, P@V accumulated in fp16 per 64-key tile; padded keys masked)",
+    "sageattn2_fp8": "thu-ml SageAttention2 sageattn_qk_int8_pv_fp8_cuda with qk_quant_gran=per_warp, "
+    "pv_accum_dtype=fp32 (P x448 before e4m3, V per channel in e4m3; no GPU's default dispatch)",
+    "aiter_fav3_sage": "aiter fav3_sage (per_block Q/K, P in [0,1] cast to e4m3 without offset)",
+}
+
+# Where the measured variants' figures are: ``harness kernels`` beside the kernel on an H200.
+H200_EVIDENCE = "reports/examples/h200/kernels_lengths_sageattention2/kernels/kernels.json"
+H200_SHAPES = "bf16 N(0,1) q/k/v, 56 heads x 128, 63 to 1,025 keys (1 to 63 padded in the last 64-key block)"
+_H200 = {"machine": "one NVIDIA H200", "machine_short": "H200", "software": "torch 2.11, triton 3.6"}
+
+VARIANT_PROVENANCE: dict[str, Provenance] = {
+    "sageattn1_triton": Provenance(
+        variant="sageattn1_triton",
+        kernel=KernelRef(
+            package="thu-ml SageAttention",
+            function="sageattn",
+            version="1.0.6",
+            short="SageAttention 1.0.6 sageattn",
+            backend="sage_attn2",
+            package_choice="sageattention1",
+        ),
+        fidelity=Fidelity(
+            measured=True,
+            date="2026-12-03",
+            shapes=H200_SHAPES,
+            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0118 to 0.371), "
+            "fitted scale within 0.001",
+            evidence=H200_EVIDENCE,
+            **_H200,
+        ),
+    ),
+    "sageattn2_triton": Provenance(
+        variant="sageattn2_triton",
+        kernel=KernelRef(
+            package="thu-ml SageAttention2",
+            function="sageattn_qk_int8_pv_fp16_triton",
+            version="2.2.0 at d1a57a5",
+            short="SageAttention2 d1a57a5 Triton",
+            backend="sage_attn2",
+            package_choice="sageattention2",
+        ),
+        fidelity=Fidelity(
+            measured=True,
+            date="2026-12-03",
+            shapes=H200_SHAPES,
+            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0116 to 0.0130), "
+            "fitted scale within 0.001",
+            evidence=H200_EVIDENCE,
+            **_H200,
+        ),
+    ),
+    "sageattn2_fp8": Provenance(
+        variant="sageattn2_fp8",
+        kernel=KernelRef(
+            package="thu-ml SageAttention2",
+            function="sageattn_qk_int8_pv_fp8_cuda",
+            version="2.2.0 at d1a57a5",
+            short="SageAttention2 d1a57a5 FP8 PV (CUDA)",
+        ),
+        fidelity=Fidelity(
+            measured=False,
+            unmeasured="read from core.py at d1a57a5; its CUDA kernels are not in the pinned source and "
+            "were never run beside it, so their FP22 accumulation and partial last tile are unknown",
+        ),
+    ),
+    "aiter_fav3_sage": Provenance(
+        variant="aiter_fav3_sage",
+        kernel=KernelRef(
+            package="ROCm aiter",
+            function="fav3_sage_wrapper_func",
+            version="e404860",
+            short="aiter fav3_sage",
+        ),
+        fidelity=Fidelity(
+            measured=False,
+            unmeasured="read from aiter's Triton source; never run beside it (no gfx942/gfx950 here), and "
+            "the pull request's gfx1201 op is another kernel that is not public",
+        ),
+    ),
+}
+# The settings that make a variant what its provenance says (the rest change speed, not numerics).
+NUMERIC_KEYS = (
+    "granularity", "blkq", "warpq", "blkk", "kv_tile", "smooth_k", "p_log2_offset", "pv_dtype", "pv_accum",
+    "v_scale_max", "scale_eps", "padded_keys",
+)  # fmt: skip
