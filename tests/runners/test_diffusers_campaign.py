@@ -154,7 +154,9 @@ def test_a_plugin_backend_serves_the_ltx2_pipeline_through_the_dispatcher(ltx2_c
     # encode to the reference's track bit for bit (its K/V-reversed differences are below the codec's
     # step); that part is then incomplete and says why, never judged against a zero floor.
     parts = {e["metric"]: e for e in verdict["energy"]}
-    assert all(parts[m]["ratio"] > 0 and parts[m]["word"] != "incomplete" for m in ("video_mse", "video_1_ssim"))
+    assert all(
+        parts[m]["ratio"] > 0 and parts[m]["word"] != "incomplete" for m in ("video_mse", "video_1_ssim")
+    )
     audio = parts["audio_error"]
     if audio["word"] == "incomplete":
         assert verdict["word"] in {"outside", "incomplete"}
