@@ -227,7 +227,9 @@ def unpaired_emulators(
                 emulator=label,
                 kernel_backend=ref.backend,
                 package_choice=ref.package_choice,
-                text=f"{label}: its kernel {ref.backend}{which} did not run here: no agreement measured",
+                # What the emulator's record says instead: measured elsewhere (and where), or never.
+                text=f"{label}: its kernel {ref.backend}{which} did not run here: no agreement measured; "
+                f"on record: {provenance.badge()}",
             )
         )
     return out

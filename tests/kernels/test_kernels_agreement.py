@@ -112,9 +112,10 @@ def test_an_emulator_pairs_with_the_kernel_it_models_and_changed_options_are_mea
         "masked beside sage_attn2 (SageAttention 1.0.6 sageattn, with padded_keys changed): "
         "does not follow on 1 of 2 shapes (k74), agrees on 1; rel L1 ratio 0.0"
     )
-    (unpaired,) = paired.unpaired_emulators
-    assert (
-        unpaired.text == "sa2: its kernel sage_attn2 (sageattention2) did not run here: no agreement measured"
+    (unpaired,) = paired.unpaired_emulators  # what its record claims instead, in its own words
+    assert unpaired.text == (
+        "sa2: its kernel sage_attn2 (sageattention2) did not run here: no agreement measured; "
+        "on record: emulator of SageAttention2 d1a57a5 Triton, measured on H200"
     )
 
 
@@ -197,8 +198,8 @@ def test_the_report_renders_the_section_from_the_records(paired, tmp_path):
     (pair,) = paired.agreement
     assert any(b.startswith(pair.summary) for b in sec.bullets)
     assert (
-        "sa2: its kernel sage_attn2 (sageattention2) did not run here: no agreement measured"
-        in sec.paragraphs
+        "sa2: its kernel sage_attn2 (sageattention2) did not run here: no agreement measured; "
+        "on record: emulator of SageAttention2 d1a57a5 Triton, measured on H200" in sec.paragraphs
     )
     # The report reads the record, never the rows: the same kernels.json renders the same text.
     path = tmp_path / KERNELS_JSON
@@ -211,8 +212,15 @@ def test_no_pair_no_section_and_an_older_kernels_json_loads(emulated, tmp_path):
     md = kernels_markdown(emulated)  # emulators only: nothing to pair them with
     assert "Emulators beside their kernels" not in md and emulated.agreement == []
     assert {u.emulator for u in emulated.unpaired_emulators} == {"stand_in", "masked", "sa2"}
-    line = "stand_in: its kernel sage_attn2 (sageattention1) did not run here: no agreement measured"
+    line = (
+        "stand_in: its kernel sage_attn2 (sageattention1) did not run here: no agreement measured; "
+        "on record: emulator of SageAttention 1.0.6 sageattn, measured on H200"
+    )
     assert f"\n\n{line}\n" in md
+    masked = (
+        "masked: its kernel sage_attn2 (sageattention1) did not run here: no agreement measured; on record: "
+    )
+    assert f"{masked}emulator of SageAttention 1.0.6 sageattn, not measured with padded_keys changed" in md
     older = json.loads(emulated.model_dump_json(by_alias=True))
     del older["agreement"], older["unpaired_emulators"]
     path = tmp_path / KERNELS_JSON
@@ -230,7 +238,10 @@ def test_the_command_prints_what_did_not_run(tmp_path):
     )
     buf = io.StringIO()
     run_kernels_scenario(scenario, out_root=tmp_path / "out", console=Console(file=buf, width=40))
-    line = "sage_emul_thuml: its kernel sage_attn2 (sageattention1) did not run here: no agreement measured"
+    line = (
+        "sage_emul_thuml: its kernel sage_attn2 (sageattention1) did not run here: no agreement measured; "
+        "on record: emulator of SageAttention 1.0.6 sageattn, measured on H200"
+    )
     assert line in buf.getvalue().splitlines()  # one line, not wrapped
     assert line in (tmp_path / "out" / "k_agree" / "kernels" / "report.md").read_text()
 
