@@ -12,6 +12,7 @@ from harness.plan import build_plan
 from harness.runners import get_runner
 from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.sage_packages import PACKAGES
 from harness.scenario import load_scenario
 
 
@@ -87,6 +88,8 @@ def test_environment_per_arm(site, monkeypatch):
         expected = [str(site["root"]), str(HARNESS_IMPORT_ROOT), "/site/extra"]
         if arm == "sage_attn2_aiter_shim":
             assert path == [str(SHIM_DIR), *expected]  # the shim first, for this arm only
+        elif arm == "sage_attn2_triton":  # the pinned SageAttention2 first (make sageattention)
+            assert path == [str(PACKAGES["sageattention2"].path()), *expected]
         else:
             assert path == expected
     assert (SHIM_DIR / "sageattention" / "__init__.py").is_file()
@@ -137,7 +140,7 @@ def test_the_shadowed_copy_of_the_reference_alone_carries_the_shadows(site):
     ] == [
         ("torch_sdpa_kv_reversed", "torch_sdpa", True, None),
         ("aiter_sage_attn", "aiter_sage_attn", False, None),
-        ("sage_attn2_triton", "sage_attn2", False, None),
+        ("sage_attn2_triton", "sage_attn2", False, "sageattention2"),
         ("sage_attn2_aiter_shim", "sage_attn2", False, "aiter_shim"),
     ]
     assert payload["settings"]["sample_rows"] == 256 and payload["settings"]["capture"]["heads"] == 2

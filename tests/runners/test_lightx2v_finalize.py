@@ -55,22 +55,25 @@ def test_finalize_after_a_crash_records_what_is_missing(site):
 
 
 @pytest.mark.parametrize(
-    ("arm", "is_shim", "valid"),
+    ("arm", "flavour", "valid"),
     [
-        ("sage_attn2_aiter_shim", True, True),
-        ("sage_attn2_aiter_shim", False, False),
-        ("sage_attn2_triton", False, True),
-        ("sage_attn2_triton", True, False),
+        ("sage_attn2_aiter_shim", "aiter_shim", True),
+        ("sage_attn2_aiter_shim", "package", False),
+        ("sage_attn2_triton", "sageattention2", True),  # the pinned SageAttention2 the arm asks for
+        ("sage_attn2_triton", "package", False),  # the environment's (PyPI's is 1.0.6): another kernel
+        ("sage_attn2_triton", "aiter_shim", False),
     ],
 )
-def test_finalize_checks_which_sageattention_served_the_calls(site, arm, is_shim, valid):
+def test_finalize_checks_which_sageattention_served_the_calls(site, arm, flavour, valid):
     spec = specs_for(site)[arm]
     run_dir = site["tmp"] / "run"
     run_dir.mkdir()
-    where = (
-        "/x/shims/aiter_sageattention/sageattention/__init__.py" if is_shim else "/venv/sageattention/core.py"
-    )
-    modules = {"sageattention": where, "sageattention_is_aiter_shim": is_shim}
+    where = {
+        "aiter_shim": "/x/shims/aiter_sageattention/sageattention/__init__.py",
+        "package": "/venv/sageattention/core.py",
+        "sageattention2": "/x/.sageattention/sageattention2-d1a57a5/sageattention/__init__.py",
+    }[flavour]
+    modules = {"sageattention": where, "sageattention_flavour": flavour}
     for r in (0, 1):
         rank = rank_file(r, {"sage_attn2": 147}, requested="sage_attn2", modules=modules)
         (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
@@ -79,6 +82,24 @@ def test_finalize_checks_which_sageattention_served_the_calls(site, arm, is_shim
     assert ok is valid
     if not valid:
         assert len(reasons) == 2 and all("fell back to" in r and where in r for r in reasons)
+
+
+@pytest.mark.parametrize(
+    ("arm", "is_shim", "valid"), [("sage_attn2_aiter_shim", True, True), ("sage_attn2_triton", False, False)]
+)
+def test_ranks_of_an_earlier_harness_record_only_the_shims_flag(site, arm, is_shim, valid):
+    """No flavour recorded: the shim's flag says aiter_shim or the environment's package, and the
+    pinned SageAttention2 the arm asks for is then not proven to have served it."""
+    spec = specs_for(site)[arm]
+    run_dir = site["tmp"] / "run"
+    run_dir.mkdir()
+    modules = {"sageattention": "/venv/sageattention/core.py", "sageattention_is_aiter_shim": is_shim}
+    for r in (0, 1):
+        rank = rank_file(r, {"sage_attn2": 147}, requested="sage_attn2", modules=modules)
+        (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
+    get_runner("lightx2v").finalize(spec, run_dir)
+    ok, _ = AttnCallsRecord.model_validate_json((run_dir / "attn_calls.json").read_text()).validity()
+    assert ok is valid
 
 
 def test_finalize_falls_back_to_the_torchrun_logs(site):

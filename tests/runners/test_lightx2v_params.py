@@ -30,7 +30,7 @@ def test_the_shipped_scenario_plans_its_arms_with_the_dit_step_count(site):
         assert spec.seed == 42
     assert specs["torch_sdpa_kv_reversed"].kv_reversed is True
     flavours = [specs[a].params["sageattention"] for a in ARMS]
-    assert flavours == [None, None, None, "package", "aiter_shim", None, None]
+    assert flavours == [None, None, None, "sageattention2", "aiter_shim", None, None]
     full = specs_for(site, profile="full")["torch_sdpa"].params
     assert (full["infer_steps"], full["dit_steps"]) == (30, 29)
 

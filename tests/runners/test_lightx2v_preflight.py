@@ -172,11 +172,22 @@ def test_one_probe_process_answers_every_planned_arm_that_shares_its_environment
     reasons = {arm: runner.preflight(spec) for arm, spec in specs.items()}
     # One process per sageattention flavour (each puts its own package on PYTHONPATH); in it, one
     # question per distinct arm (a K/V-reversed floor asks what its reference asks).
+    # The pinned SageAttention2 (make sageattention, never on a CPU machine) is refused before any
+    # probe, with the command that installs it.
     params = {arm: LightX2VParams.model_validate(s.params) for arm, s in specs.items()}
-    flavours = {p.sageattention or "package" for p in params.values()}
-    questions = {(p.sageattention, str(probe_question(p, specs[arm]))) for arm, p in params.items()}
-    assert len(flavours) == 2 and len(asked) == 2 and sum(asked) == len(questions) < len(specs), asked
-    assert set(reasons.values()) == {"nproc_per_node 2 exceeds the 0 visible GPU(s) (visible devices: 0,1)"}
+    pinned = {arm for arm, p in params.items() if p.sageattention == "sageattention2"}
+    assert pinned == {"sage_attn2_triton"}
+    assert reasons["sage_attn2_triton"].startswith(
+        "sage_attn2: SageAttention2 2.2.0 (d1a57a5) is not installed"
+    )
+    assert "make sageattention" in reasons["sage_attn2_triton"]
+    probed = {arm: p for arm, p in params.items() if arm not in pinned}
+    flavours = {p.sageattention or "package" for p in probed.values()}
+    questions = {(p.sageattention, str(probe_question(p, specs[arm]))) for arm, p in probed.items()}
+    assert len(flavours) == 2 and len(asked) == 2 and sum(asked) == len(questions) < len(probed), asked
+    assert {reasons[arm] for arm in probed} == {
+        "nproc_per_node 2 exceeds the 0 visible GPU(s) (visible devices: 0,1)"
+    }
     # Asked again (another seed or repeat of the same arms): answered from memory, no process.
     assert [runner.preflight(s) for s in specs.values()] == list(reasons.values()) and len(asked) == len(
         flavours
