@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.emulator_provenance import Fidelity, KernelRef, Provenance
+from harness.sage_packages import PACKAGES
 
 FP8_MAX = 448.0
 PADDED_KEYS = ("masked", "unmasked")
@@ -86,55 +87,55 @@ VARIANT_TEXT = {
 # Where the measured variants' figures are: ``harness kernels`` beside the kernel on an H200.
 H200_EVIDENCE = "reports/examples/h200/kernels_lengths_sageattention2/kernels/kernels.json"
 H200_SHAPES = "bf16 N(0,1) q/k/v, 56 heads x 128, 63 to 1,025 keys (1 to 63 padded in the last 64-key block)"
-_H200 = {"machine": "one NVIDIA H200", "machine_short": "H200", "software": "torch 2.11, triton 3.6"}
+
+
+def _measured_on_h200(rel_l1_range: str) -> Fidelity:
+    """The 2026-12-03 sweep (H200_EVIDENCE): both thu-ml variants agreed with their kernels on every shape."""
+    return Fidelity(
+        measured=True,
+        machine="one NVIDIA H200",
+        machine_short="H200",
+        software="torch 2.11, triton 3.6",
+        date="2026-12-03",
+        shapes=H200_SHAPES,
+        agreement=f"agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's ({rel_l1_range}), "
+        "fitted scale within 0.001",
+        evidence=H200_EVIDENCE,
+    )
+
+
+def _pinned_version(choice: str) -> str:
+    """'1.0.6', or '2.2.0 at d1a57a5' where the pinned source is a commit and not a release."""
+    pkg = PACKAGES[choice]
+    return f"{pkg.version} at {pkg.commit[:7]}" if pkg.commit else pkg.version
+
+
+def _pinned(choice: str, package: str, short: str) -> KernelRef:
+    """The kernel of a SageAttention that ``make sageattention`` pins (harness.sage_packages), as
+    ``sage_attn2`` runs it with option ``package: choice``."""
+    return KernelRef(
+        package=package, function=PACKAGES[choice].function, version=_pinned_version(choice), short=short,
+        backend="sage_attn2", package_choice=choice,
+    )  # fmt: skip
+
 
 VARIANT_PROVENANCE: dict[str, Provenance] = {
     "sageattn1_triton": Provenance(
         variant="sageattn1_triton",
-        kernel=KernelRef(
-            package="thu-ml SageAttention",
-            function="sageattn",
-            version="1.0.6",
-            short="SageAttention 1.0.6 sageattn",
-            backend="sage_attn2",
-            package_choice="sageattention1",
-        ),
-        fidelity=Fidelity(
-            measured=True,
-            date="2026-12-03",
-            shapes=H200_SHAPES,
-            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0118 to 0.371), "
-            "fitted scale within 0.001",
-            evidence=H200_EVIDENCE,
-            **_H200,
-        ),
+        kernel=_pinned("sageattention1", "thu-ml SageAttention", "SageAttention 1.0.6 sageattn"),
+        fidelity=_measured_on_h200("0.0118 to 0.371"),
     ),
     "sageattn2_triton": Provenance(
         variant="sageattn2_triton",
-        kernel=KernelRef(
-            package="thu-ml SageAttention2",
-            function="sageattn_qk_int8_pv_fp16_triton",
-            version="2.2.0 at d1a57a5",
-            short="SageAttention2 d1a57a5 Triton",
-            backend="sage_attn2",
-            package_choice="sageattention2",
-        ),
-        fidelity=Fidelity(
-            measured=True,
-            date="2026-12-03",
-            shapes=H200_SHAPES,
-            agreement="agrees on 10 of 10 shapes: rel L1 within 1.5 % of the kernel's (0.0116 to 0.0130), "
-            "fitted scale within 0.001",
-            evidence=H200_EVIDENCE,
-            **_H200,
-        ),
+        kernel=_pinned("sageattention2", "thu-ml SageAttention2", "SageAttention2 d1a57a5 Triton"),
+        fidelity=_measured_on_h200("0.0116 to 0.0130"),
     ),
     "sageattn2_fp8": Provenance(
         variant="sageattn2_fp8",
         kernel=KernelRef(
             package="thu-ml SageAttention2",
             function="sageattn_qk_int8_pv_fp8_cuda",
-            version="2.2.0 at d1a57a5",
+            version=_pinned_version("sageattention2"),  # the CUDA path of the same source
             short="SageAttention2 d1a57a5 FP8 PV (CUDA)",
         ),
         fidelity=Fidelity(

@@ -13,8 +13,9 @@ An emulator whose options moved away from its variant's (provenance ``changed``)
 agreement then measures the changed options. An emulator whose kernel did not run here (skipped on
 a CPU, or not in the scenario) is named in one line (:class:`UnpairedEmulator`).
 
-Computed once, in the run (``kernels_agreement``, ``unpaired_emulators``); report.md only renders
-the records.
+Computed once, in the run (``kernels_agreement``, ``unpaired_emulators``); the records and the rule's
+bounds live in ``harness.kernels.results`` beside the kernels.json that holds them; report.md only
+renders them.
 """
 
 from __future__ import annotations

@@ -54,6 +54,18 @@ def test_finalize_after_a_crash_records_what_is_missing(site):
     assert raw["ranks"]["1"]["errors"][0].startswith("no attn_calls.rank1.json")
 
 
+def finalize_sage_calls(site, arm: str, modules: dict) -> tuple[bool, list[str]]:
+    """Both ranks' sage_attn2 calls recorded with these sageattention modules, finalized for the arm:
+    the merged attn_calls.json's validity."""
+    run_dir = site["tmp"] / "run"
+    run_dir.mkdir()
+    for r in (0, 1):
+        rank = rank_file(r, {"sage_attn2": 147}, requested="sage_attn2", modules=modules)
+        (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
+    get_runner("lightx2v").finalize(specs_for(site)[arm], run_dir)
+    return AttnCallsRecord.model_validate_json((run_dir / "attn_calls.json").read_text()).validity()
+
+
 @pytest.mark.parametrize(
     ("arm", "flavour", "valid"),
     [
@@ -65,20 +77,12 @@ def test_finalize_after_a_crash_records_what_is_missing(site):
     ],
 )
 def test_finalize_checks_which_sageattention_served_the_calls(site, arm, flavour, valid):
-    spec = specs_for(site)[arm]
-    run_dir = site["tmp"] / "run"
-    run_dir.mkdir()
     where = {
         "aiter_shim": "/x/shims/aiter_sageattention/sageattention/__init__.py",
         "package": "/venv/sageattention/core.py",
         "sageattention2": "/x/.sageattention/sageattention2-d1a57a5/sageattention/__init__.py",
     }[flavour]
-    modules = {"sageattention": where, "sageattention_flavour": flavour}
-    for r in (0, 1):
-        rank = rank_file(r, {"sage_attn2": 147}, requested="sage_attn2", modules=modules)
-        (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
-    get_runner("lightx2v").finalize(spec, run_dir)
-    ok, reasons = AttnCallsRecord.model_validate_json((run_dir / "attn_calls.json").read_text()).validity()
+    ok, reasons = finalize_sage_calls(site, arm, {"sageattention": where, "sageattention_flavour": flavour})
     assert ok is valid
     if not valid:
         assert len(reasons) == 2 and all("fell back to" in r and where in r for r in reasons)
@@ -90,15 +94,8 @@ def test_finalize_checks_which_sageattention_served_the_calls(site, arm, flavour
 def test_ranks_of_an_earlier_harness_record_only_the_shims_flag(site, arm, is_shim, valid):
     """No flavour recorded: the shim's flag says aiter_shim or the environment's package, and the
     pinned SageAttention2 the arm asks for is then not proven to have served it."""
-    spec = specs_for(site)[arm]
-    run_dir = site["tmp"] / "run"
-    run_dir.mkdir()
     modules = {"sageattention": "/venv/sageattention/core.py", "sageattention_is_aiter_shim": is_shim}
-    for r in (0, 1):
-        rank = rank_file(r, {"sage_attn2": 147}, requested="sage_attn2", modules=modules)
-        (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
-    get_runner("lightx2v").finalize(spec, run_dir)
-    ok, _ = AttnCallsRecord.model_validate_json((run_dir / "attn_calls.json").read_text()).validity()
+    ok, _ = finalize_sage_calls(site, arm, modules)
     assert ok is valid
 
 
