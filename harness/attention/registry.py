@@ -139,6 +139,12 @@ class AttentionBackend(AttentionOp):
     def setup(self) -> None:
         """Validate options and resolve the underlying op; raise BackendUnavailable if it cannot run."""
 
+    @classmethod
+    def option_problem(cls, options: dict[str, Any]) -> str | None:
+        """Why these option values cannot work, told before any run (scenario validation); None where
+        only setting the backend up can tell (it imports or touches a device)."""
+        return None
+
     @property
     def provenance(self) -> Provenance | None:
         """An emulator's: the kernel it models and whether it was measured against it."""
@@ -208,11 +214,13 @@ def source_digests(names: Iterable[str]) -> dict[str, str]:
 
 
 def check_options(name: str, options: dict[str, Any]) -> str | None:
-    """Why ``options`` are not options of backend ``name`` (unknown keys), or None; no GPU work."""
-    accepted = backend_class(name).default_options
+    """Why ``options`` are not options of backend ``name`` (unknown keys, or values its
+    ``option_problem`` refuses), or None; no GPU work."""
+    cls = backend_class(name)
+    accepted = cls.default_options
     unknown = sorted(set(options) - set(accepted))
     if not unknown:
-        return None
+        return cls.option_problem(options)
     listed = ", ".join(sorted(accepted)) or "none"
     return f"unknown option(s) {', '.join(unknown)} for backend {name!r}; accepted: {listed}"
 

@@ -305,6 +305,14 @@ class SageEmulation(AttentionBackend):
             )
         super().__init__(**{**VARIANTS[variant], **options, "variant": variant})
 
+    @classmethod
+    def option_problem(cls, options: dict[str, Any]) -> str | None:
+        try:
+            cls(**options)  # its setup only checks values: no import, no device
+        except HarnessError as err:
+            return str(err)
+        return None
+
     def setup(self) -> None:
         o = self.options
         if o["pv_accum"] not in PV_ACCUMS:

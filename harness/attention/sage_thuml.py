@@ -72,11 +72,17 @@ class SageAttn2(AttentionBackend):
         runs = "sageattn, the 1.x Triton kernel" if version.startswith("1.") else PREFERRED_FUNCTION
         return True, f"sageattention {version} installed: runs {runs}"
 
+    @classmethod
+    def option_problem(cls, options: dict[str, Any]) -> str | None:
+        package = options.get("package", cls.default_options["package"])
+        if package not in PACKAGE_CHOICES:
+            return f"sage_attn2: option package={package!r}; expected one of {', '.join(PACKAGE_CHOICES)}"
+        return None
+
     def setup(self) -> None:
-        if self.options["package"] not in PACKAGE_CHOICES:
-            raise HarnessError(
-                f"sage_attn2: option package={self.options['package']!r}; expected one of {', '.join(PACKAGE_CHOICES)}"
-            )
+        why = self.option_problem(self.options)
+        if why:
+            raise HarnessError(why)
         package = resolve_package(self.options["package"])
         self._package = package
         self._marker = None

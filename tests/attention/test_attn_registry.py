@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from attn_testutil import errors, make_qkv
+from cli_testutil import harness
 
 from harness.attention import (
     AttentionBackend,
@@ -19,6 +20,7 @@ from harness.attention import (
 )
 from harness.attention import registry as reg
 from harness.attention.registry import UnsupportedCall
+from harness.attention.sage_variants import VARIANTS
 from harness.errors import BackendUnavailable, HarnessError
 
 CPU_BACKENDS = ["torch_sdpa", "sage_emul_thuml", "sage_emul_aiter"]
@@ -90,6 +92,40 @@ def test_unknown_option_is_an_error_naming_accepted_options():
         get_backend("sage_emul_thuml", granularty="per_block")
     with pytest.raises(HarnessError, match="granularity"):
         get_backend("sage_emul_thuml", granularity="per_head")
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "field"),
+    [
+        ("sage_emul_thuml", {"variant": "sageattn3_triton"}, "variant"),
+        ("sage_emul_thuml", {"padded_keys": "maskd"}, "padded_keys"),
+        ("sage_emul_aiter", {"pv_dtype": "fp4"}, "pv_dtype"),
+        ("sage_emul_thuml", {"variant": "sageattn2_triton", "blkq": 100}, "blkq"),
+        ("sage_attn2", {"package": "sageattention3"}, "package"),  # told without a GPU or an import
+    ],
+)
+def test_option_values_are_refused_before_any_run(name, options, field):
+    why = reg.check_options(name, options)
+    assert why and f"option {field}=" in why and name in why
+    assert (
+        reg.check_options(name, {k: v for k, v in options.items() if k == "variant" and v in VARIANTS})
+        is None
+    )
+
+
+def test_a_scenario_with_a_bad_option_value_names_its_file_line_and_field(tmp_path):
+    path = tmp_path / "k.yaml"
+    path.write_text(
+        "name: k\nkind: kernels\nkernels:\n  shapes: [{name: t, heads: 2, seq_q: 74, head_dim: 64}]\n"
+        "  backends:\n    - {backend: sage_emul_thuml, options: {variant: sageattn3_triton}}\n"
+    )
+    run = harness("scenarios", "validate", str(path))
+    assert run.returncode == 2, run
+    (line,) = (run.stdout + run.stderr).strip().splitlines()
+    assert line.endswith(
+        "k.yaml:6: kernels.backends[0].options: sage_emul_thuml: option variant='sageattn3_triton'; "
+        "expected one of sageattn1_triton, sageattn2_triton, sageattn2_fp8, aiter_fav3_sage"
+    )
 
 
 def test_shape_mismatch_is_a_harness_error():
