@@ -284,9 +284,9 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
 def measures_in_situ(res: ReportResults, campaign: CampaignDir) -> bool:
     """Whether a run of the campaign shadowed its calls or followed a schedule: the in-situ readers
     import torch (about 0.5 GB), which a campaign without such runs never needs."""
-    from harness.analysis.insitu_cost import run_spec
+    from harness.analysis.insitu_cost import measured_in_situ, run_spec
 
-    specs = (run_spec(campaign, r.key) for r in res.primary_runs if r.ok)
+    specs = (run_spec(campaign, r.key) for r in res.primary_runs if measured_in_situ(r, campaign))
     return any(s is not None and (s.shadows or s.insitu or s.schedule is not None) for s in specs)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.findings import Observation, find, rule, scale_of, scale_words
-from harness.analysis.insitu_cost import measure_per_step, run_spec, shadow_costs
+from harness.analysis.insitu_cost import measure_per_step, measured_in_situ, run_spec, shadow_costs
 from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
 from harness.analysis.insitu_model import (
     BOOTSTRAP,
@@ -378,7 +378,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
     specs = {r.key: run_spec(campaign, r.key) for r in res.runs}
     for r in res.primary_runs:
         spec = specs.get(r.key)
-        if not r.ok or spec is None or not (spec.shadows or spec.insitu):
+        if not measured_in_situ(r, campaign) or spec is None or not (spec.shadows or spec.insitu):
             continue  # a folder left by an earlier, shadowed run of the arm is not this run's
         run = read_insitu_or_note(campaign.run(r.key).path / INSITU_DIR, notes)
         if run is not None and run.metas:

@@ -26,6 +26,13 @@ def run_spec(campaign: CampaignDir, key: str) -> RunSpec | None:
         return None
 
 
+def measured_in_situ(r: Any, campaign: CampaignDir) -> bool:
+    """Whether run ``r`` may hold in-situ records: it ended ok, its media present or not (the records
+    are written during the run, never derived from its output: a campaign copied without its media
+    keeps them)."""
+    return r.ok or (r.status == "missing" and campaign.run(r.key).exists())
+
+
 def measure_per_step(calls: list[InSituCall]) -> float | None:
     """The measurement's seconds per DiT step, steps 2..N as s/step counts them (the max over ranks)."""
     per: dict[int, dict[str, float]] = {}

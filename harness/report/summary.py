@@ -233,12 +233,15 @@ def insitu_copy_line(res: ReportResults, v) -> str:
     cmps = [
         c for c in res.comparisons if c.b.arm == v.arm and c.a.arm == res.reference_arm and c.b.repeat == 1
     ]
-    same = [c for c in cmps if c.bitwise.files or (c.bitwise.video and c.bitwise.audio is not False)]
+    compared = [c for c in cmps if c.measured]  # a pair with media missing is no evidence either way
+    same = [c for c in compared if c.bitwise.files or (c.bitwise.video and c.bitwise.audio is not False)]
     info = next((i for i in (res.insitu.runs if res.insitu else []) if i.arm == v.arm), None)
     shadows = [name for name, role in (info.ops if info else {}).items() if role != "primary"]
+    unmeasured = len(cmps) - len(compared)
     same_text = (
-        f"output bitwise the reference's on {len(same)} of {len(cmps)} seed(s)"
-        if cmps
+        f"output bitwise the reference's on {len(same)} of {len(compared)} seed(s)"
+        + (f", not compared on {unmeasured}" if unmeasured else "")
+        if compared
         else "output not compared"
     )
     return fit(

@@ -5,10 +5,12 @@ results.json alone."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from harness.report import render_results
+from harness.report import build_report, render_results
+from harness.store import CampaignDir
 
 pytestmark = pytest.mark.slow
 
@@ -94,3 +96,24 @@ def test_a_results_json_of_schema_4_gets_the_copy_role_on_read(shadowed_campaign
     old.write_text(json.dumps(raw))
     md = render_results(old, out_dir=tmp_path / "out").report_md.read_text()
     assert "- ref_insitu (shadowed copy, not a candidate): output bitwise" in md
+
+
+def test_a_campaign_kept_without_its_media_still_reads_in_situ(shadowed_campaign, tmp_path):
+    """In-situ records are written during the run, never derived from its output: a campaign kept
+    without its media (a CI artifact, a copy from the GPU machine) keeps its readings, and the
+    shadowed copy's output reads "not compared", never "bitwise on 0 of 1 seed(s)"."""
+    copy = tmp_path / "campaign"
+    shutil.copytree(
+        shadowed_campaign, copy, ignore=shutil.ignore_patterns("output.mp4", "results.json", "metrics")
+    )
+    build_report(CampaignDir(copy))
+    kept, before = results(copy), results(shadowed_campaign)
+    assert kept["errors"] and all("output.mp4 is missing" in e for e in kept["errors"])
+
+    def ratios(res: dict) -> dict:
+        return {r["candidate"]: (r["word"], r["ratio"]) for r in res["insitu"]["readings"]}
+
+    assert ratios(kept) == ratios(before) and len(ratios(kept)) == 2
+    summary = (copy / "report.md").read_text().split("\n## ", 2)[1]
+    assert "ref_insitu (shadowed copy, not a candidate): output not compared;" in summary
+    assert "In-situ attention accuracy" in (copy / "report.md").read_text()
