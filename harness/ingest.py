@@ -493,8 +493,3 @@ def load_manifest(path: Path) -> IngestManifest:
         arm.config = _resolve(base, arm.config)
         arm.gpu = arm.gpu or man.gpu
     return man
-
-
-def ingest_manifest(path: Path, *, force: bool = False) -> IngestResult:
-    man = load_manifest(path)
-    return ingest(man.campaign, man.arms, scenario=man.scenario, force=force)

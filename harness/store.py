@@ -258,10 +258,6 @@ class CampaignDir:
     def metrics_dir(self) -> Path:
         return self.path / "metrics"
 
-    @property
-    def assets_dir(self) -> Path:
-        return self.path / "assets"
-
     def run(self, key: str) -> RunDir:
         return RunDir(self.runs_dir / key)
 

@@ -36,10 +36,6 @@ def spread_text(s: Spread | None, fmt) -> str:
     return f"{mean} [{fmt(s.min)}..{fmt(s.max)}]"
 
 
-def role_label(r: RunSummary) -> str:
-    return ROLE_LABEL.get(r.role, r.role)
-
-
 def row_css(r: RunSummary) -> str:
     if not r.ok:
         return "not-ok"

@@ -288,11 +288,6 @@ class Scenario(Strict):
         block = type(self).runner_part.block
         return getattr(self, block) if block else None
 
-    def kind_block(self) -> BaseModel | None:
-        """The block of the scenario's kind (``kernels:``), None for e2e."""
-        block = type(self).kind_part.block
-        return getattr(self, block) if block else None
-
     def source_repos(self) -> dict[str, str]:
         """Source checkouts the runner's block names (label -> path), for the environment fingerprint."""
         part, block = type(self).runner_part, self.runner_block()
