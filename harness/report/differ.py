@@ -88,7 +88,7 @@ def differ_view(
     if res.frame_diff is not None:
         fd = res.frame_diff
         view.diff_text, view.diff_gain, view.diff_top = fd.text, fd.gain, fd.full_scale
-        p = assets.path(fd.scale) if fd.scale else None
+        p = assets.path(fd.scale, page=True) if fd.scale else None
         view.diff_scale = placed(p) if p is not None else None
         view.diff_tables = transfer_tables(fd.colours)
     seed = res.primary_seed
@@ -99,7 +99,7 @@ def differ_view(
         rel = res.assets.get(f"clip:{r.key}")
         if rel is None:
             continue
-        p = assets.path(rel)
+        p = assets.path(rel, page=True)
         role = ROLE_LABEL.get(r.role, r.role)
         view.clips.append(
             Clip(r.key, role, placed(p) if p is not None else None, "" if p else f"missing: {rel}")
@@ -119,13 +119,15 @@ def placed_grids(res: ReportResults, assets: AssetReader, placed) -> list[FrameG
     for g in res.frame_grids:
         grid = g.model_copy(deep=True)
         grid.cells, grid.diffs = {}, {}
-        for target, source in ((grid.cells, g.cells), (grid.diffs, g.diffs)):
+        for target, source, page in ((grid.cells, g.cells, False), (grid.diffs, g.diffs, True)):
             for key, cells in source.items():
                 for i, rel in cells.items():
-                    p = assets.path(rel)
-                    if p is None:
-                        grid.missing.setdefault(key, f"missing: {rel}")
-                    else:
+                    # the thumbnails are report.md's and named when missing; a missing difference
+                    # (the page's) is not drawn
+                    p = assets.path(rel, page=page)
+                    if p is not None:
                         target.setdefault(key, {})[i] = placed(p)
+                    elif not page:
+                        grid.missing.setdefault(key, f"missing: {rel}")
         grids.append(grid)
     return grids

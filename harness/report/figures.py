@@ -34,16 +34,21 @@ Draw = Callable[[Path], Path | None]
 
 
 class AssetReader:
-    """Assets of a results.json, by the relative paths it names (never a path outside its folder)."""
+    """Assets of a results.json, by the relative paths it names (never a path outside its folder).
+
+    ``missing``: what report.md shows and is not there (a note of the report). The page's own
+    assets (difference thumbnails, audio clips, spectrogram differences: ``page=True``) are named
+    missing in the page where they would be, and are left out of committed examples with the media.
+    """
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
         self.missing: list[str] = []
 
-    def path(self, rel: str) -> Path | None:
+    def path(self, rel: str, *, page: bool = False) -> Path | None:
         p = (self.root / rel).resolve()
         if self.root not in p.parents or not p.is_file():
-            if rel not in self.missing:
+            if rel not in self.missing and not page:
                 self.missing.append(rel)
             return None
         return p
@@ -150,10 +155,10 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
     rows = []
     for r in res.primary_runs:
         rel = res.assets.get(f"specdiff:{r.key}")
-        if r.seed != res.primary_seed or not rel or assets.path(rel) is None:
+        if r.seed != res.primary_seed or not rel or assets.path(rel, page=True) is None:
             continue
         view = SpectrogramDiff.model_validate_json(assets.root.joinpath(rel).read_bytes())
-        if assets.path(view.png) is not None:
+        if assets.path(view.png, page=True) is not None:
             rows.append((run_label(res, r.key, r.arm, r.role), view))
     if not rows:
         return None

@@ -137,17 +137,25 @@ def test_flatten():
     assert ("torch.gpus[0].arch", "gfx1201") in rows and ("x", "1, 2") in rows
 
 
-def test_a_committed_example_judged_again_reads_as_committed(tmp_path):
-    """judge_again on the production-shape example (no media: its comparisons and records) gives the
-    verdicts committed beside it, and judging twice changes nothing (the latent series are not doubled)."""
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("gpu_prod_sageattention2", {"sage_attn2": "inconclusive", "sage_attn2_1_0_6": "inconclusive"}),
+        ("gpu_prod_sa2_insitu", {"sage_attn2": "not run", "torch_sdpa_insitu": "not run"}),
+    ],
+)
+def test_a_committed_example_judged_again_reads_as_committed(tmp_path, name, expected):
+    """judge_again on the production-shape examples (no media: their comparisons and records) gives
+    the verdicts committed beside them, and judging twice changes nothing (the latent series are not
+    doubled, the in-situ readings read the same)."""
     import shutil
 
     from harness.analysis.analyze import judge_again
     from harness.analysis.model import read_results
     from harness.store import CampaignDir
 
-    example = Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny/gpu_prod"
-    folder = tmp_path / "gpu_prod"
+    example = Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny" / name
+    folder = tmp_path / name
     shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.html", "*.png"))
     committed = read_results(example / "results.json")
     once = judge_again(CampaignDir(folder))
@@ -157,4 +165,10 @@ def test_a_committed_example_judged_again_reads_as_committed(tmp_path):
     assert {v.arm: (v.word, v.text) for v in twice.verdicts} == words and len(twice.latents) == len(
         once.latents
     )
-    assert words["torch_sdpa_insitu"][0] == "identical" and words["sage_attn2"][0] == "outside"
+    assert {arm: words[arm][0] for arm in expected} == expected
+    readings = [
+        (r.candidate, r.word, r.ratio) for r in (committed.insitu.readings if committed.insitu else [])
+    ]
+    assert [
+        (r.candidate, r.word, r.ratio) for r in (twice.insitu.readings if twice.insitu else [])
+    ] == readings

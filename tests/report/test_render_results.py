@@ -41,6 +41,22 @@ def test_a_copy_with_its_assets_renders_the_same_report(single_report, tmp_path)
     assert "asset missing" not in paths.report_md.read_text()
 
 
+def test_without_the_pages_own_assets_report_md_is_whole(single_report, tmp_path):
+    """The difference thumbnails, audio clips and spectrogram differences are the page's: a copy
+    without them (a committed example keeps no media) renders report.md as with them, no note, and
+    the page names a missing clip where it would play (a missing difference is not drawn)."""
+    src = single_report.campaign.path
+    kept = tmp_path / "kept"
+    page_only = ("diff", "*.webm", "*.specdiff.*", "spectrogram_diff.png", "*.html", "*.md")
+    shutil.copytree(src, kept, ignore=shutil.ignore_patterns(*page_only, "runs", "metrics"))
+    assert not list(kept.rglob("*.webm")) and not (kept / "assets" / "diff").exists()
+    paths = render_results(kept / "results.json")
+    md = paths.report_md.read_text()
+    assert "asset missing" not in md
+    assert body(md) == body(single_report.paths.report_md.read_text())
+    assert re.search(r"missing: assets/audio/[^<]*\.webm", paths.index_html.read_text())
+
+
 def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path):
     alone = tmp_path / "alone" / "results.json"
     alone.parent.mkdir()

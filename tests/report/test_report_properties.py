@@ -18,7 +18,9 @@ from harness.analysis.verdict import judge_numbers
 from harness.report.render import render
 from harness.store import write_record
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny/gpu_prod"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "reports/examples/h200/minimax_h3_tiny/gpu_prod_sageattention2"
+)
 # One drawn campaign per candidate of the example (its verdicts are replaced by the drawn ones).
 CANDIDATES = sum(v.role == "candidate" for v in read_results(EXAMPLE / "results.json").verdicts)
 
