@@ -40,6 +40,32 @@ KILL_GRACE_S = 10.0
 GUARD = Path(__file__).with_name("guard.py")
 
 ProgressFn = Callable[[int, int], None]
+# torchrun's summary of a rank that failed ("exitcode  : -11 (pid: 1234)"); negative: a signal.
+_RANK_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-\d+)", re.MULTILINE)
+_RULE = re.compile(r"^[\W_]*$")  # a line of '=' or '-' only: nothing to read
+
+
+def signal_text(number: int) -> str:
+    """``SIGSEGV (signal 11)``; an unknown number as ``signal N``."""
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def failure_reason(returncode: int, log_tail: str) -> str:
+    """Why a runner's process failed, in one line: the signal that killed it (or, under torchrun, a
+    rank), beside the last line of its log that says something (no step marker, no rule)."""
+    lines = (ln.strip() for ln in reversed(log_tail.splitlines()))
+    last = next((ln for ln in lines if ln and not _STEP.search(ln) and not _RULE.match(ln)), "")
+    if returncode < 0:
+        head = f"killed by {signal_text(-returncode)}"
+    else:
+        head = f"exit code {returncode}"
+        rank = _RANK_EXIT.search(log_tail)
+        if rank:
+            head += f" (a rank killed by {signal_text(-int(rank.group(1)))})"
+    return head + (f": {last[:300]}" if last else "")
 
 
 def last_step(path: Path) -> tuple[int, int] | None:
@@ -267,11 +293,8 @@ def supervise(
         if proc.returncode == 0:
             rec.status = RunStatus.ok
         else:
-            last_line = next((ln for ln in reversed(rec.log_tail.splitlines()) if ln.strip()), "")
             rec.status = RunStatus.failed
-            rec.reason = f"exit code {proc.returncode}" + (
-                f": {last_line.strip()[:300]}" if last_line else ""
-            )
+            rec.reason = failure_reason(proc.returncode, rec.log_tail)
     _finish(rec, run_dir, spec)
     run_dir.write(rec)
     if interrupted:

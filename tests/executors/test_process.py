@@ -91,6 +91,16 @@ def test_crash_is_recorded_with_log_tail(tmp_path):
     assert "boom" in rec.log_tail
 
 
+def test_a_signal_death_names_the_signal_beside_the_last_real_log_line(tmp_path):
+    code = (
+        "import os, signal; print('loading weights', flush=True); print('HARNESS_STEP 1/3', flush=True);"
+        " os.kill(os.getpid(), signal.SIGSEGV)"
+    )
+    rec = run(tmp_path, spec(code, env={"PYTHONFAULTHANDLER": ""}))
+    assert rec.status == RunStatus.failed and rec.exit_code == -signal.SIGSEGV
+    assert rec.reason == "killed by SIGSEGV (signal 11): loading weights"
+
+
 def test_exit_zero_without_output_fails(tmp_path):
     rec = run(tmp_path, spec("pass"))
     assert rec.status == RunStatus.failed
