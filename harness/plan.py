@@ -64,7 +64,8 @@ def build_plan(
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
-    chosen = [scenario.arm(a) for a in dict.fromkeys(arms)] if arms else list(scenario.arms)
+    by_name = {a.name: a for a in scenario.arms}  # once: a lookup per arm kept planning linear
+    chosen = [by_name.get(a) or scenario.arm(a) for a in dict.fromkeys(arms)] if arms else list(scenario.arms)
     seed_list = list(dict.fromkeys(seeds)) if seeds else scenario.seed_list
     runner = get_runner(scenario.runner)
     multi = len(seed_list) > 1 or len(scenario.seed_list) > 1
@@ -74,6 +75,7 @@ def build_plan(
     default_repeats = repeats if repeats is not None else auto_rounds(scenario)
     arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
     params = {a.name: runner.resolve_params(scenario, a, profile) for a in chosen}
+    shadows = {a.name: shadow_specs(by_name, a) for a in chosen}
     specs = []
     for repeat in range(1, max(arm_repeats.values(), default=1) + 1):
         for seed in seed_list:
@@ -98,7 +100,7 @@ def build_plan(
                         timeout_s=scenario.timeout_s,
                         multi_seed=multi,
                         repeat=repeat,
-                        shadows=shadow_specs(scenario, arm),
+                        shadows=shadows[arm.name],
                         insitu=insitu_settings(arm),
                         schedule=schedule_spec(arm),
                         plugins=scenario.plugin_refs,

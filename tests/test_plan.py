@@ -125,3 +125,37 @@ arms:
         ScenarioError, match="kv_chunks and attn_options are served by the builtin runner only"
     ):
         parse_scenario(text, "l.yaml", {})
+
+
+class CountingList(list):
+    """A list that counts the walks over it (a plan that walks every arm once per arm is quadratic)."""
+
+    walks = 0
+
+    def __iter__(self):
+        CountingList.walks += 1
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("arms", [20, 400])
+def test_planning_walks_the_arms_a_fixed_number_of_times(arms):
+    """The shadows of every arm are resolved against one map of the arms, and --arms looks each name
+    up in it: the walks over the scenario's arms do not grow with their number."""
+    lines = [
+        "name: many",
+        "runner: builtin",
+        "seed: 1",
+        "arms:",
+        "  - {name: ref, attn_type: torch_sdpa, role: reference}",
+        "  - {name: floor, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}",
+        *(f"  - {{name: c{i}, attn_type: torch_sdpa, shadows: [floor]}}" for i in range(arms)),
+    ]
+    scenario = parse_scenario("\n".join(lines) + "\n", "many.yaml", {})
+    object.__setattr__(scenario, "arms", CountingList(scenario.arms))
+    for chosen in (None, [f"c{i}" for i in range(arms)] + ["ref", "floor"]):
+        CountingList.walks = 0
+        specs = build_plan(scenario, arms=chosen)
+        assert len(specs) == arms + 2 and all(
+            s.shadows[0].kv_reversed for s in specs if s.arm != "ref" and s.arm != "floor"
+        )
+        assert CountingList.walks <= 5, CountingList.walks

@@ -41,7 +41,7 @@ SHADOWED = "  - {name: ref_insitu, attn_type: torch_sdpa, shadows: [floor, cand,
 def test_shadows_resolve_to_arms_or_backends_and_reach_the_run_spec():
     s = scenario(SHADOWED, "accepted_baseline: cand")
     arm = s.arm("ref_insitu")
-    specs = shadow_specs(s, arm)
+    specs = shadow_specs({a.name: a for a in s.arms}, arm)
     assert [(x.name, x.attn_type, x.kv_reversed) for x in specs] == [
         ("floor", "torch_sdpa", True),
         ("cand", "sage_emul_thuml", False),
@@ -49,7 +49,10 @@ def test_shadows_resolve_to_arms_or_backends_and_reach_the_run_spec():
     ]
     assert specs[1].attn_options == {"granularity": "per_thread"}
     assert insitu_settings(arm).sample_rows == 256  # defaults when only shadows are given
-    assert insitu_settings(s.arm("ref")) is None and shadow_specs(s, s.arm("ref")) == []
+    assert (
+        insitu_settings(s.arm("ref")) is None
+        and shadow_specs({a.name: a for a in s.arms}, s.arm("ref")) == []
+    )
     spec = next(x for x in build_plan(s) if x.arm == "ref_insitu")
     assert [x.name for x in spec.shadows] == ["floor", "cand", "sage_emul_aiter"] and spec.insitu is not None
     assert s.accepted_baseline == "cand" and s.insitu_tolerance.floor_ratio == 2.0

@@ -10,6 +10,8 @@ a pull request argues its kernel against thu-ml SageAttention) and ``insitu_tole
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -72,10 +74,10 @@ def insitu_settings(arm: Any) -> InSituSettings | None:
     return InSituSettings() if arm.shadows else None
 
 
-def shadow_specs(scenario: Any, arm: Any) -> list[ShadowSpec]:
-    """The arm's shadows resolved: an arm's name gives that arm's attention; any other name is a
-    backend of that name with its defaults."""
-    arms = {a.name: a for a in scenario.arms}
+def shadow_specs(arms: Mapping[str, Any], arm: Any) -> list[ShadowSpec]:
+    """The arm's shadows resolved against the scenario's arms by name (built once per plan: a map
+    per arm made planning quadratic in arms): an arm's name gives that arm's attention; any other
+    name is a backend of that name with its defaults."""
     out = []
     for name in arm.shadows:
         other = arms.get(name)
@@ -114,7 +116,7 @@ def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
                     )
         if arm.name in arm.shadows:
             raise FieldProblem(("arms", i, "shadows"), f"arm {arm.name} cannot shadow itself")
-        dups = sorted({s for s in arm.shadows if arm.shadows.count(s) > 1})
+        dups = sorted(s for s, n in Counter(arm.shadows).items() if n > 1)
         if dups:
             raise FieldProblem(("arms", i, "shadows"), f"named more than once: {', '.join(dups)}")
         for name in arm.shadows:
