@@ -116,3 +116,19 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
 
 
 pytestmark = pytest.mark.usefixtures("no_plugin_left")
+
+
+@pytest.mark.slow
+def test_a_plugin_kernel_whose_output_breaks_the_contract_fails_its_arm_in_one_line(tmp_path):
+    """[B, N, H, D] handed back for [B, H, N, D]: not a run that reads ok and valid, but a failed arm
+    whose reason names the contract and the first bad call."""
+    (tmp_path / "kernel.py").write_text(
+        KERNEL.replace("return out.to(q.dtype)", "return out.to(q.dtype).transpose(1, 2)")
+    )
+    scenario = tmp_path / "my_kernel.yaml"
+    scenario.write_text(readme_file("# my_kernel.yaml"))
+    plan = plan_campaign(scenario, out_root=tmp_path / "out", arms=["mine"])
+    (record,) = execute(plan, lock=lock_campaign(plan.campaign)).records
+    assert record.status == RunStatus.failed
+    assert record.reason.startswith("exit code 1: error: attention backend fp16_sdpa_mine: call 1 (q [")
+    assert "its output has shape [" in record.reason and "\n" not in record.reason

@@ -20,7 +20,28 @@ from harness.attention.registry import (
     get_backend,
 )
 from harness.attention.schedule import ScheduledAttention
+from harness.errors import HarnessError
 from harness.records import AttnCallsRecord, DirectCheck, RankCalls, StepSchedule
+
+
+class OutputContractError(HarnessError):
+    """A backend's output does not have the shape, dtype or device its call asks for."""
+
+
+def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
+    """What is wrong with ``out`` as the output of attention over ``q`` and ``v`` (None: nothing):
+    the contract is q's shape with v's last dimension, q's dtype, q's device."""
+    want = (*q.shape[:-1], v.shape[-1])
+    if not isinstance(out, torch.Tensor):
+        return f"is a {type(out).__name__}, not a tensor"
+    wrong = []
+    if tuple(out.shape) != want:
+        wrong.append(f"shape {list(out.shape)} (expected {list(want)})")
+    if out.dtype != q.dtype:
+        wrong.append(f"dtype {out.dtype} (expected {q.dtype})")
+    if out.device != q.device:
+        wrong.append(f"device {out.device} (expected {q.device})")
+    return f"has {', '.join(wrong)}" if wrong else None
 
 
 class KVReversed(AttentionOp):
@@ -170,7 +191,9 @@ class CountingBackend(AttentionOp):
 
     ``requested`` is the backend name the run asked for (``attn_type``). A refused call served
     by the fallback counts in ``calls[fallback.name]`` and in ``fallbacks[fallback.name]``;
-    without a fallback the refusal is recorded in ``errors`` and re-raised. With ``sites`` every
+    without a fallback the refusal is recorded in ``errors`` and re-raised. An output that breaks the
+    contract (q's shape with v's last dimension, q's dtype and device) fails the run, naming the
+    first bad call, before anything downstream reads it. With ``sites`` every
     call also counts under its DiT step (``per_step``); a schedule inside names the backend that
     served each call (its ``served``).
     """
@@ -216,11 +239,25 @@ class CountingBackend(AttentionOp):
             if self.fallback is None:
                 raise
             out = self.fallback(q, k, v, scale)
+            self._checked(out, q, v, self.fallback.name)
             self._count(self.fallback.name)
             self.fallbacks[self.fallback.name] += 1
             return out
-        self._count(getattr(self.inner, "served", self.inner.name))
+        served = getattr(self.inner, "served", self.inner.name)
+        self._checked(out, q, v, served)
+        self._count(served)
         return out
+
+    def _checked(self, out: Any, q: torch.Tensor, v: torch.Tensor, served: str) -> None:
+        problem = output_problem(q, v, out)
+        if problem is not None:
+            call = sum(self.calls.values()) + 1
+            message = (
+                f"attention backend {served}: call {call} (q {list(q.shape)} {q.dtype} on {q.device}): "
+                f"its output {problem}"
+            )
+            self._note_error(message)
+            raise OutputContractError(message)
 
     def _count(self, served: str) -> None:
         self.calls[served] += 1

@@ -14,7 +14,7 @@ from harness.attention import (
     get_backend,
     make_attention,
 )
-from harness.attention.wrappers import FirstCallCheck, chunk_logsumexp
+from harness.attention.wrappers import FirstCallCheck, OutputContractError, chunk_logsumexp
 from harness.records import AttnCallsRecord, RankCalls
 
 
@@ -209,3 +209,42 @@ def test_first_call_check_gives_the_direct_call_the_inputs_the_backend_saw():
     assert not torch.equal(k, k_before)  # the run's own K really changed
     assert check.result.identical and check.result.inputs_modified == ["k"]
     assert check.result.reading().startswith("bitwise identical; the call changes k in place (first call")
+
+
+class Misbehaving(AttentionOp):
+    """Exact attention, then its output bent by ``bend``."""
+
+    name = "bent"
+    exact = False
+    params = {"backend": "bent"}
+
+    def __init__(self, bend):
+        self.bend = bend
+
+    def __call__(self, q, k, v, scale=None):
+        return self.bend(get_backend("torch_sdpa")(q, k, v, scale))
+
+
+@pytest.mark.parametrize(
+    ("bend", "wrong"),
+    [
+        (lambda o: o.transpose(1, 2), "has shape [1, 6, 2, 64] (expected [1, 2, 6, 64])"),
+        (lambda o: o[:, :, :5], "has shape [1, 2, 5, 64] (expected [1, 2, 6, 64])"),
+        (lambda o: o.double(), "has dtype torch.float64 (expected torch.float32)"),
+        (lambda o: o.to("meta"), "has device meta (expected cpu)"),
+        (lambda o: o.tolist(), "is a list, not a tensor"),
+    ],
+    ids=["transposed", "short", "dtype", "device", "not-a-tensor"],
+)
+def test_an_output_that_breaks_the_contract_fails_the_call_naming_it(bend, wrong):
+    counting = CountingBackend(Misbehaving(lambda o: o), requested="bent")
+    q, k, v = make_qkv(6, 9, h=2, d=64, dtype=torch.float32)
+    counting(q, k, v)  # the first call is sound
+    counting.inner = Misbehaving(bend)
+    with pytest.raises(OutputContractError) as err:
+        counting(q, k, v)
+    assert (
+        str(err.value)
+        == f"attention backend bent: call 2 (q [1, 2, 6, 64] torch.float32 on cpu): its output {wrong}"
+    )
+    assert counting.rank_calls().errors == [str(err.value)] and counting.calls == {"bent": 1}
