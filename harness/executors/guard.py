@@ -9,6 +9,11 @@ included, on a workstation or inside a Slurm job). Then the guard stops the whol
 
 Signals sent to the group (``execute_run``'s stop, Slurm's cancel) reach the runner directly;
 the guard only waits for it and exits as it did (same code, or the same signal).
+
+A process that leaves the group (``setsid``, ``start_new_session=True``, a daemon) is out of the
+group's reach. On Linux the guard is a child subreaper, so such a process, orphaned, is reparented
+to the guard instead of init; when the runner ends, the guard ends every process still its child,
+and theirs, so nothing of an arm outlives it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,64 @@ import time
 
 ORPHAN_GRACE_S = 5.0  # SIGTERM first, SIGKILL after this long
 POLL_S = 0.2
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Linux: the runner's orphans are reparented to this process (False where that is not so)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children(pid: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``pid``, from /proc (none where there is none)."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] != b"Z" and int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _reap() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def sweep() -> None:
+    """SIGKILL every process still a child of this guard (the runner's orphans, reparented here;
+    the runner is done, nothing of it is waited for) and theirs as they are reparented, reaping each."""
+    me = os.getpid()
+    for _ in range(100):  # a tree that forks faster than it is killed is bounded by the rounds
+        _reap()
+        kids = children(me)
+        if not kids:
+            return
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
 
 
 def _stop_group(child: subprocess.Popen) -> None:
@@ -34,6 +97,7 @@ def _stop_group(child: subprocess.Popen) -> None:
     deadline = time.monotonic() + ORPHAN_GRACE_S
     while child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    sweep()  # what left the group; the runner too, if it is still there
     os.killpg(0, signal.SIGKILL)  # grandchildren that ignored SIGTERM, and this guard
 
 
@@ -42,6 +106,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m harness.executors.guard FD -- COMMAND...", file=sys.stderr)
         return 2
     fd = int(argv[0])
+    become_subreaper()
     try:
         child = subprocess.Popen(argv[2:], close_fds=True)
     except OSError as err:
@@ -61,6 +126,7 @@ def main(argv: list[str]) -> int:
         if events and not os.read(fd, 1):  # end of file: the harness process is gone
             _stop_group(child)
     rc = child.returncode
+    sweep()
     if rc < 0:  # died of a signal: die of the same one, so the harness sees what the runner saw
         signal.signal(-rc, signal.SIG_DFL)
         os.kill(os.getpid(), -rc)

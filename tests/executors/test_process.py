@@ -101,6 +101,22 @@ def test_a_signal_death_names_the_signal_beside_the_last_real_log_line(tmp_path)
     assert rec.reason == "killed by SIGSEGV (signal 11): loading weights"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_a_child_in_its_own_session_ends_with_its_arm(tmp_path):
+    """A kernel's helper started in a session of its own is out of the runner's process group: it
+    must not outlive the arm (it was left under PID 1, sleeping)."""
+    code = WRITE_OK.replace("{FALLBACKS}", "{}") + (
+        "import subprocess\n"
+        "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "(d / 'helper.pid').write_text(str(p.pid))\n"
+    )
+    rec = run(tmp_path, spec(code))
+    assert rec.status == RunStatus.ok, rec.reason
+    pid = int((tmp_path / "arm" / "helper.pid").read_text())
+    with pytest.raises(ProcessLookupError):  # gone, and reaped: not even a zombie is left
+        os.kill(pid, 0)
+
+
 def test_exit_zero_without_output_fails(tmp_path):
     rec = run(tmp_path, spec("pass"))
     assert rec.status == RunStatus.failed
