@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from harness.records import Record
+from harness.visible import visible
 
 
 class TextTable(Record):
@@ -51,7 +52,7 @@ _BLOCK_START = re.compile(
 
 
 def _inline(text: str) -> str:
-    out = str(text).translate(LINE_BREAKS)
+    out = visible(str(text).translate(LINE_BREAKS))
     for a, b in _INLINE:
         out = out.replace(a, b)
     out = _BRACKETS.sub(lambda m: "\\" + m.group(0), out)
@@ -85,7 +86,7 @@ def md_alt(text: str) -> str:
 
 def md_code(text: str) -> str:
     """Inline code (not for a table cell): the text shown as is; nothing in it is markdown."""
-    flat = str(text).translate(LINE_BREAKS) or " "
+    flat = visible(str(text).translate(LINE_BREAKS)) or " "
     longest = max((len(run) for run in backtick_runs(flat)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if flat[:1] == "`" or flat[-1:] == "`" or (flat.startswith(" ") and flat.endswith(" ")) else ""
@@ -150,7 +151,9 @@ def backtick_runs(line: str) -> list[str]:
 
 
 def md_code_block(text: str, lang: str = "text") -> str:
-    """A fenced block that the text cannot close early (fence longer than any backtick run)."""
+    """A fenced block that the text cannot close early (fence longer than any backtick run); its
+    lines are kept, their control characters made visible."""
+    text = "\n".join(visible(line) for line in str(text).split("\n"))
     longest = max((len(run) for line in text.split("\n") for run in backtick_runs(line)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}\n"
@@ -165,14 +168,14 @@ def terminal_text(tables: list[TextTable], headlines: list[str], width: int) -> 
     buf = StringIO()
     con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
     for line in headlines:
-        con.print(Text(line))
+        con.print(Text(visible(line)))
     for t in tables:
-        rt = Table(title=t.title, title_justify="left")
+        rt = Table(title=Text(visible(t.title)), title_justify="left")
         for h in t.headers:
-            rt.add_column(h, overflow="fold")
+            rt.add_column(visible(h), overflow="fold")
         for row in t.rows:
-            rt.add_row(*[Text(c) for c in row])  # Text: no markup parsing of log-derived strings
+            rt.add_row(*[Text(visible(c)) for c in row])  # Text: no markup parsing of log-derived strings
         con.print(rt)
         for n in t.notes:
-            con.print(Text(f"  note: {n}"))
+            con.print(Text(visible(f"  note: {n}")))
     return buf.getvalue()

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "harness.errors": 0,
     "harness.number_format": 0,
     "harness.text_table": 0,
+    "harness.visible": 0,
     "harness.registry": 0,
     "harness.plugins": 0,
     "harness.strict_yaml": 0,

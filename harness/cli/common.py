@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from harness.errors import EXIT_CODES_HELP, Exit, HarnessError, UsageError
+from harness.visible import visible
 
 out = Console()
 err = Console(stderr=True)
@@ -23,7 +24,7 @@ err = Console(stderr=True)
 
 def say_err(text: str) -> None:
     """One plain line on stderr (never wrapped or styled: it is meant to be grepped)."""
-    print(text, file=sys.stderr, flush=True)
+    print(visible(text), file=sys.stderr, flush=True)
 
 
 _SAID_INTERRUPTED = False  # a command said how it was interrupted: run_app adds nothing

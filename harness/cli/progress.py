@@ -6,6 +6,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.progress import Progress
 
+from harness.visible import visible
+
 
 class RichReporter:
     """Progress over arms and over the steps of the arm that runs."""
@@ -32,8 +34,8 @@ class RichReporter:
             self.steps = None
         mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(record.status.value)
         mark = mark or f"[red]{record.status.value}[/]"
-        extra = f" - {escape(record.reason)}" if record.reason else ""
+        extra = f" - {escape(visible(record.reason))}" if record.reason else ""
         self.progress.console.print(f"  {record.spec.key}: {mark}{extra}", markup=True, highlight=False)
 
     def message(self, text):
-        self.progress.console.print(text, soft_wrap=True, markup=False, highlight=False)  # one line
+        self.progress.console.print(visible(text), soft_wrap=True, markup=False, highlight=False)  # one line

@@ -9,6 +9,7 @@ import typer
 
 from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted, waiting_line
 from harness.errors import Exit
+from harness.visible import visible
 
 EPILOG = (
     "Example: harness run scenarios/e2e_3step.yaml --profile 3step   "
@@ -68,7 +69,7 @@ def run(
     out.print(summary_table(outcome))
     for rec in outcome.records:
         if rec.reason:
-            out.print(f"{rec.spec.key}: {rec.reason}", highlight=False, markup=False, soft_wrap=True)
+            out.print(visible(f"{rec.spec.key}: {rec.reason}"), highlight=False, markup=False, soft_wrap=True)
     if outcome.report_paths is not None:
         for label, path in outcome.report_paths.items():
             print(f"{label}: {path}")  # plain: paths are copied, never wrapped
@@ -114,8 +115,9 @@ def print_dry_run(dry) -> None:
 def summary_table(outcome):
     """One row per run; a "from" column when some rows were not made by this invocation."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"campaign {outcome.campaign.path}", title_justify="left")
+    table = Table(title=Text(visible(f"campaign {outcome.campaign.path}")), title_justify="left")
     mixed = outcome.mixed_provenance
     for col in ("run", "role", "status", "valid", "s/step", "total s") + (("from",) if mixed else ()):
         table.add_column(col, no_wrap=True)
@@ -123,6 +125,6 @@ def summary_table(outcome):
         sps = f"{row.s_per_step:.4f}" if row.s_per_step is not None else "-"
         tot = f"{row.pipeline_total_s:.2f}" if row.pipeline_total_s is not None else "-"
         valid = "-" if row.valid is None else ("yes" if row.valid else "NO")
-        cells = [row.key, row.role, row.status, valid, sps, tot]
-        table.add_row(*cells, *([row.provenance] if mixed else []))
+        cells = [row.key, row.role, row.status, valid, sps, tot, *([row.provenance] if mixed else [])]
+        table.add_row(*(Text(visible(c)) for c in cells))
     return table
