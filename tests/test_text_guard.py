@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from harness.text_table import csv_cell, md_alt, md_code, md_escape, md_rows, md_text, md_unescape
+from harness.visible import visible
 
 MD = MarkdownIt("commonmark").enable("table")
 ACTIVE = {"link_open", "image", "html_inline", "html_block"}
@@ -144,6 +145,7 @@ def test_escaping_is_undone_for_the_page(text):
     flat = text
     for ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
         flat = flat.replace(ch, " ")
+    flat = visible(flat)  # a control or direction character reads as its escape on the page too
     assert md_unescape(md_escape(text)) == flat and md_unescape(md_alt(text)) == flat
 
 
