@@ -28,11 +28,10 @@ from harness.compare.significance import (
     DEFAULT_MIN_EFFECT,
     compare_samples,
     fmt_p,
-    holm,
-    welch_p_value,
 )
 from harness.errors import HarnessError
 from harness.records import steady_steps
+from harness.rule import holm, welch_p_value
 from harness.store import atomic_write_text
 from harness.text_table import csv_cell
 

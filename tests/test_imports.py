@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "harness.input_files": 0,
     "harness.safe_write": 0,
     "harness.safe_math": 0,
+    "harness.rule": 0,
     "harness.record_checks": 0,
     "harness.emulator_provenance": 0,
     # L1

@@ -313,13 +313,8 @@ def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
     return speed_families({r.arm: r.role for r in res.runs}, schedules=schedules, shadowed_copies=copies)
 
 
-def judge_all(
-    res: ReportResults, insitu: dict[str, InsituReading] | None = None, families: dict[str, str] | None = None
-) -> None:
-    """Per-arm aggregates, latent series, the floor band, every candidate's verdict, exact attention.
-
-    ``insitu``: arm -> its in-situ reading (the in-situ section of the results, where the runs measured
-    one); a chaotic seed's verdict rests on it."""
+def aggregate_all(res: ReportResults, families: dict[str, str] | None = None) -> None:
+    """Per-arm aggregates (speed tests in ``families``), latent series, the floor band, exact attention."""
     runs = res.runs
     res.arms = arm_aggregates(runs, res.comparisons, res.reference_arm, res.rules, families)
     res.repeat_notes = repeat_notes(runs)
@@ -342,7 +337,6 @@ def judge_all(
         res.notes.append(
             f"accepted_baseline: no arm named {base_arm!r} in this campaign; no baseline reading"
         )
-    judge_candidates(res, insitu)
     exact = [r for r in runs if r.role in ("reference", "noise_floor")]
     _, text = attention_verdict(exact)
     res.exact_attention = f"exact runs ({', '.join(r.key for r in exact) or 'none'}): {text}"
@@ -366,6 +360,26 @@ def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None
             judge(a.arm, cmps, floors, runs=arm_runs, rules=res.rules,
                   baseline=base if a.arm != base_arm else None, insitu=(insitu or {}).get(a.arm))
         )  # fmt: skip
+
+
+def judge_campaign(
+    res: ReportResults, campaign: CampaignDir, say: Progress | None = None, *, insitu: bool
+) -> None:
+    """Every judgement of the campaign, once and in this order: the arms' aggregates and the floor;
+    the in-situ readings (``insitu``: the campaign has shadowed or scheduled runs), which mark the
+    shadowed arms' timings; each candidate's verdict, which a chaotic seed rests on its in-situ
+    reading for; the hybrid schedules, which list the verdicts; the shadowed copies of the reference."""
+    aggregate_all(res, families=holm_families(res, campaign))
+    if insitu:
+        from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
+
+        add_insitu(res, campaign, say)
+    judge_candidates(res, insitu_by_arm(res))
+    if insitu:
+        from harness.analysis.schedules import schedule_rows
+
+        res.schedules = schedule_rows(res, campaign, res.insitu)
+    mark_insitu_copies(res)
 
 
 def mark_insitu_copies(res: ReportResults) -> None:
@@ -422,15 +436,7 @@ def analyze_campaign(
     res = new_results(campaign, rec, runs, rules or scenario_rules(rec.scenario, notes), notes, problems)
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
-    judge_all(res, families=holm_families(res, campaign))
-    if measures_in_situ(res, campaign):
-        from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
-
-        add_insitu(res, campaign, say)
-    readings = insitu_by_arm(res)
-    if readings:  # a chaotic seed's verdict rests on the run's in-situ reading
-        judge_candidates(res, readings)
-    mark_insitu_copies(res)
+    judge_campaign(res, campaign, say, insitu=measures_in_situ(res, campaign))
     measured = [c for c in res.comparisons if c.measured]
     if measured:
         res.pixel_source = pixel_source(measured, res.primary_runs, cache)
@@ -457,15 +463,8 @@ def judge_again(campaign: CampaignDir) -> ReportResults:
     readings) from what it holds and the campaign's records (run.json, in-situ records), without
     the media: for a campaign kept without its outputs (a committed example, a CI artifact). The
     comparisons, statistics and assets stay as measured. Written back atomically."""
-    from harness.analysis.insitu import add_insitu  # numpy and torch: only when analysing
-
     results_json = campaign.path / RESULTS_JSON
     res = read_results(results_json)
-    judge_all(res, families=holm_families(res, campaign))
-    add_insitu(res, campaign)
-    readings = insitu_by_arm(res)
-    if readings:
-        judge_candidates(res, readings)
-    mark_insitu_copies(res)
+    judge_campaign(res, campaign, insitu=True)
     write_record(results_json, res)
     return res

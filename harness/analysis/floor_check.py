@@ -31,6 +31,7 @@ from pydantic import Field
 from harness.analysis.energy import KINDS, PairErrors, is_identical
 from harness.number_format import ratio_text
 from harness.records import Record
+from harness.rule import pooled_sd
 from harness.safe_math import safe_exp
 
 OUTLIER_FACTOR = 5.0  # a floor run within this factor of the others is never left out
@@ -67,16 +68,6 @@ def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
     return out
 
 
-def _pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
-    ss = df = 0.0
-    for g in groups:
-        if len(g) >= 2:
-            m = statistics.fmean(g)
-            ss += sum((x - m) ** 2 for x in g)
-            df += len(g) - 1
-    return math.sqrt(ss / df) if df else None
-
-
 def _margin(sigma: float | None, others: int) -> float:
     base = math.log(OUTLIER_FACTOR)
     if sigma is None:
@@ -95,11 +86,11 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
     for key, x in logs.items():
         others = [v for k, v in logs.items() if k != key]
         if len(others) == 1:  # two runs: the spread must come from other seeds
-            sigma = _pooled_sd(other_groups)
+            sigma = pooled_sd(other_groups)[0]
             if sigma is None:
                 continue
         else:
-            sigma = _pooled_sd([others, *other_groups])
+            sigma = pooled_sd([others, *other_groups])[0]
         d = x - statistics.fmean(others)
         margin = _margin(sigma, len(others))
         # ties go to the larger key, so the order of the runs never matters

@@ -42,6 +42,7 @@ from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_
 from harness.attention.insitu.recorder import INSITU_DIR
 from harness.insitu_records import InSituCall, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
+from harness.rule import combine, word
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 
@@ -82,13 +83,7 @@ def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_w
     if value is None:
         return "inconclusive"
     lo, hi = ci if ci is not None else (value, value)
-    if not higher_is_worse:
-        lo, hi, limit = -hi, -lo, -limit
-    if hi <= limit:
-        return "within"
-    if lo > limit:
-        return "outside"
-    return "inconclusive"
+    return word(lo, hi, limit, higher_is_worse=higher_is_worse)
 
 
 def _ci_text(ci: list[float] | None, fmt=ratio_value) -> str:
@@ -111,12 +106,6 @@ def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = Tru
 
 KIND_LABELS = {"dit_self": "DiT self-attention", "cross": "cross-attention"}
 SEVERITY = {"within": 0, "inconclusive": 1, "outside": 2}
-
-
-def _combine(words: list[str]) -> str:
-    if "outside" in words:
-        return "outside"
-    return "within" if words and all(w == "within" for w in words) else "inconclusive"
 
 
 def _judge(
@@ -175,7 +164,7 @@ def _kind(
         rows=sum(c.q_len for c in on if name in c.errors), rel_l1=st.rel_l1,
         floor_rel_l1=sum(f for _, f, _ in pairs) / sum(ref for _, _, ref in pairs) if pairs else None,
         ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine, scale=scale, rel_l1_unscaled=unscaled,
-        word=_combine([p.word for p in parts]), parts=parts,
+        word=combine([p.word for p in parts], empty="inconclusive"), parts=parts,
     )  # fmt: skip
 
 
@@ -186,10 +175,10 @@ def _deciding(kinds: list[InSituKind]) -> tuple[str, InSituKind | None]:
     measured = [k for k in kinds if k.rel_l1 is not None]
     floored = [k for k in measured if k.ratio is not None]
     words = [k.word for k in measured if k.word == "outside"] + [k.word for k in floored]
-    word = _combine(words)
+    overall = combine(words, empty="inconclusive")
     eligible = [k for k in measured if k.ratio is not None or k.word == "outside"] or measured
     top = max(eligible, key=lambda k: (SEVERITY.get(k.word, 1), k.ratio or 0.0), default=None)
-    return word, top
+    return overall, top
 
 
 def _kind_head(k: InSituKind) -> str:
@@ -438,13 +427,10 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
 
 
 def add_insitu(res: Any, campaign: CampaignDir, say: Any = None) -> None:
-    """``res.insitu`` and ``res.schedules`` of the campaign (after the verdicts: schedules list them)."""
-    from harness.analysis.schedules import schedule_rows
-
+    """``res.insitu`` of the campaign, its convention and notes (before the verdicts: they read it)."""
     res.insitu = insitu_results(res, campaign)
     if res.insitu is not None:
         if say is not None:
             say(f"in-situ readings of {len(res.insitu.runs)} shadowed run(s)")
         res.conventions["insitu"] = res.insitu.convention
         res.notes.extend(n for n in res.insitu.notes if n not in res.notes)
-    res.schedules = schedule_rows(res, campaign, res.insitu)

@@ -33,7 +33,6 @@ single runs: se_s = sigma * sqrt(2)), non-inferiority with a margin.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from pydantic import Field
 from harness.number_format import ci_text as range_ci_text
 from harness.number_format import count_text, ratio_text
 from harness.records import Record
+from harness.rule import combine, pooled_sd, t_quantile, word
 from harness.safe_math import safe_exp, scaled_mean_sd
 
 MAX_SEEDS_TO_DECIDE = 1000
@@ -87,34 +87,10 @@ class RatioReading(Record):
     text: str = ""
 
 
-@functools.lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float | None) -> float:
-    """Student's t quantile (the normal's for infinite df); scipy.special: fast in loops."""
-    from scipy import special
-
-    return float(special.ndtri(p)) if df is None or math.isinf(df) else float(special.stdtrit(df, p))
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T_df| > |t|)."""
-    from scipy import special
-
-    if math.isinf(df):
-        return float(2 * special.ndtr(-abs(t)))
-    return float(2 * special.stdtr(df, -abs(t)))
-
-
 def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
     """(sigma, df): the within-seed sd of log floor energies pooled over seeds; (None, 0) when no seed
     has two finite positive floor runs."""
-    ss = df = 0.0
-    for s in seeds:
-        logs = [math.log(f) for f in s.floors if math.isfinite(f) and f > 0]
-        if len(logs) >= 2:
-            m = sum(logs) / len(logs)
-            ss += sum((x - m) ** 2 for x in logs)
-            df += len(logs) - 1
-    return (math.sqrt(ss / df), df) if df else (None, 0.0)
+    return pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
 
 
 def _ci(logr: float, se: float, q: float) -> list[float]:
@@ -122,11 +98,8 @@ def _ci(logr: float, se: float, q: float) -> list[float]:
 
 
 def _word(lo: float, hi: float, ratio: float, bound: float) -> str:
-    if lo > bound:
-        return "outside"
-    if hi < bound:
-        return "within"
-    return "inconclusive" if math.isfinite(ratio) else "outside"
+    w = word(lo, hi, bound)
+    return "outside" if w == "inconclusive" and not math.isfinite(ratio) else w
 
 
 def _seed_ratio(
@@ -275,16 +248,13 @@ def ratio_reading(
         r.ratio, r.ratio_ci, combined = 0.0, [0.0, 0.0], "within"
     else:
         combined = ""
-    if "outside" in words or combined == "outside":
-        r.word = "outside"
-        if r.ratio is None or not math.isfinite(r.ratio or 0.0):
-            r.ratio = max((s.ratio for s in r.per_seed if s.ratio is not None), default=None)
-    elif "incomplete" in words or not combined:
-        r.word = "incomplete"
-    elif combined == "within" and all((s.ratio or 0.0) <= bound for s in r.per_seed):
-        r.word = "within"
-    else:
+    # A seed's own interval may be inconclusive while the seeds together decide; its ratio may not
+    # exceed the bound (every seed must pass), and a seed outside or incomplete speaks for itself.
+    r.word = combine([*(w for w in words if w in ("outside", "incomplete")), combined or "incomplete"])
+    if r.word == "within" and any((s.ratio or 0.0) > bound for s in r.per_seed):
         r.word = "inconclusive"
+    if r.word == "outside" and (r.ratio is None or not math.isfinite(r.ratio or 0.0)):
+        r.ratio = max((s.ratio for s in r.per_seed if s.ratio is not None), default=None)
     r.text = reading_text(r, alpha)
     return r
 

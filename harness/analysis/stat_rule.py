@@ -26,11 +26,10 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from harness.analysis.intervals import t_quantile, t_two_sided_p
-from harness.compare.significance import holm
 from harness.compare.summary import SHOWN_STATS
 from harness.number_format import fmt_stat, percent_text
 from harness.records import Record
+from harness.rule import combine, holm, pooled_sd, t_quantile, t_two_sided_p
 from harness.scenario.verdict import VerdictRules
 
 COUNT_STATS = ("black_frames", "frozen_frames", "nan_like_frames")
@@ -94,13 +93,9 @@ def _pooled(exact: Sequence[StatsSample], name: str) -> tuple[float | None, floa
         x = e.values.get(name)
         if x is not None and math.isfinite(x):
             by_seed.setdefault(e.seed, []).append(float(x))
-    ss = df = 0.0
-    for xs in by_seed.values():
-        m = statistics.fmean(xs)
-        ss += sum((x - m) ** 2 for x in xs)
-        df += len(xs) - 1
+    sd, df = pooled_sd(by_seed.values())
     centers = {s: (statistics.fmean(xs), len(xs)) for s, xs in by_seed.items()}
-    return (math.sqrt(ss / df) if df else None), df, centers
+    return sd, df, centers
 
 
 def _typical(c: StatsSample, name: str, pooled: tuple, m: int, rules: VerdictRules) -> StatCheck:
@@ -207,17 +202,9 @@ def judge_stats(
         )
     out.checks = typical + out.checks
     judged = [c for c in out.checks if c.judged]
-    words = {c.word for c in judged}
     if not judged:
         return out
-    if "outside" in words:
-        out.word = "outside"
-    elif "incomplete" in words:
-        out.word = "incomplete"
-    elif "inconclusive" in words:
-        out.word = "inconclusive"
-    else:
-        out.word = "within"
+    out.word = combine((c.word for c in judged), empty="within")
     out.text = stats_text(out, rules)
     return out
 

@@ -46,6 +46,7 @@ from harness.collect.layout import SCALES
 from harness.collect.models import RunStats
 from harness.compare.summary import RunSummary
 from harness.records import Record
+from harness.rule import combine
 
 FRAME_SLACK = 0  # frames a candidate may have beyond the most an exact run of its seed has
 AGREE_FRACTION = 0.25  # floor layout_mse below this fraction of the reference's layout variance: agreement
@@ -227,11 +228,7 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
 
 
 def _word(checks: Sequence[StructureCheck]) -> str:
-    words = {c.word for c in checks}
-    for w in ("outside", "inconclusive", "within"):
-        if w in words:
-            return w
-    return ""
+    return combine((c.word for c in checks), empty="")
 
 
 def judge_structure(

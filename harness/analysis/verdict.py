@@ -43,7 +43,6 @@ from harness.analysis.verdict_model import (
     JUDGED_BY,
     LAG_MARGIN_MS,
     LAG_MARGIN_SAMPLES,
-    WORDS,
     InsituReading,
     LatentReading,
     SeedVerdict,
@@ -58,6 +57,7 @@ from harness.analysis.verdict_text import (
 )
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import fmt_db, ratio_text
+from harness.rule import WORDS, combine
 from harness.scenario.verdict import VerdictRules
 
 
@@ -172,15 +172,6 @@ def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None)
     return lr
 
 
-def _combine(words: Sequence[str]) -> str:
-    if not words:
-        return "incomplete"
-    for w in ("outside", "incomplete", "inconclusive"):
-        if w in words:
-            return w
-    return "within"
-
-
 def judge_numbers(
     arm: str,
     cands: Sequence[PairErrors],
@@ -286,7 +277,7 @@ def judge_numbers(
         parts.append((v.structure.word, v.structure.text, "structure"))
     if baseline and rules.accepted_baseline:
         v.baseline = _baseline(v, cand_of, base_of, seeds, regime_of, rules)
-    end_to_end = _combine([w for w, _, _ in parts]) if parts else "incomplete"
+    end_to_end = combine(w for w, _, _ in parts)
     if v.missing and end_to_end in ("within", "inconclusive"):
         end_to_end = "incomplete"
     v.end_to_end_word = end_to_end
@@ -294,7 +285,7 @@ def judge_numbers(
     if insitu is not None and insitu.word:
         v.insitu = insitu
         parts.append((insitu.word if insitu.word in WORDS else "inconclusive", insitu.text, "insitu"))
-    v.word = _combine([w for w, _, _ in parts]) if parts else "incomplete"
+    v.word = combine(w for w, _, _ in parts)
     if v.missing and v.word in ("within", "inconclusive"):
         v.word = "incomplete"
     v.decided_by = deciding_part(v, parts)
@@ -370,7 +361,7 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             words.append("outside")
         if v.latent is not None and str(sv.seed) in v.latent.psnr and v.latent.word:
             words.append(v.latent.word)
-        sv.word = _combine(words) if words else ("incomplete" if not sv.floor_runs else "inconclusive")
+        sv.word = combine(words) if words else ("incomplete" if not sv.floor_runs else "inconclusive")
         if worst is not None:
             sv.ratio, sv.ci = worst.ratio, worst.ratio_ci
         regime = ", ".join(f"{k} {x}" for k, x in sv.regime.items())

@@ -11,7 +11,6 @@ from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.records import Record
 
-WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
 LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
 LAG_MARGIN_MS = 0.5  # or this, whichever is larger
 JUDGED_BY = {  # regime -> kinds of energy it judges
@@ -68,7 +67,7 @@ class Verdict(Record):
     seeds: list[int] = Field(default_factory=list)
     measured: int = 0  # runs with accuracy metrics
     tolerance: float = 2.0
-    word: str = "not run"  # one of WORDS
+    word: str = "not run"  # one of rule.WORDS
     ratio: float | None = None  # the largest judged error-energy ratio to the floor (combined over seeds)
     ratio_ci: list[float] | None = None
     ratio_metric: str = ""

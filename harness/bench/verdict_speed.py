@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from harness.analysis.speed import campaign_speed_tests
-from harness.compare.significance import welch_p_value
 from harness.compare.summary import RunSummary
 from harness.records import Record
+from harness.rule import welch_p_value
 from harness.scenario.verdict import VerdictRules
 
 SPREAD = 0.01  # between-process sd of a run's time (the simulation)

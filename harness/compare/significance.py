@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -44,6 +43,7 @@ from pydantic import Field
 
 from harness.number_format import ci_text, fmt_s, level_text, percent_text, ratio_text
 from harness.records import Record
+from harness.rule import holm, t_quantile, t_two_sided_p
 from harness.safe_math import safe_exp, scaled_mean_sd
 from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
 
@@ -216,18 +216,6 @@ def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") 
     return f"{fmt_s(mean)} ± {fmt_s(sd)}{u} (n={n})"
 
 
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjusted p-values (None stays None), in the order given."""
-    idx = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
-    m = len(idx)
-    out: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(idx):
-        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
-        out[i] = running
-    return out
-
-
 def holm_tests(tests: Sequence[SpeedTest], family: str = "") -> None:
     """Adjust the p-values of one family of speed tests together (Holm) and set their words; a test
     without a p (no interval) is no member of the family."""
@@ -235,18 +223,6 @@ def holm_tests(tests: Sequence[SpeedTest], family: str = "") -> None:
     for t, p in zip(members, holm([t.p for t in members]), strict=True):
         t.family, t.family_size = family, len(members)
         t.finish(p)
-
-
-def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p of Welch's t-test on raw values; zero variance on both sides: 1 if equal, else 0."""
-    va, vb = statistics.variance(a), statistics.variance(b)
-    if va == 0.0 and vb == 0.0:
-        return 1.0 if statistics.fmean(a) == statistics.fmean(b) else 0.0
-    from scipy import stats
-
-    with warnings.catch_warnings():  # nearly equal samples: scipy warns, the p-value stands
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def _usable(x: float | None) -> bool:
@@ -273,16 +249,14 @@ def _base(ref: list[float], arm: list[float], what: str, unit: str, samples: str
 def _interval(t: SpeedTest, d: float, se: float, df: float) -> SpeedTest:
     """Set the interval, p and detectable change from a mean log ratio ``d`` (ref over arm) and its se;
     no spread (se under ``ZERO_SPREAD``): the word ``zero spread`` and no interval, p or claim."""
-    from scipy import special
-
     t.df = df
     if se < ZERO_SPREAD:
         t.word = "zero spread"
         return t.finish()
-    q = float(special.stdtrit(df, 1 - t.alpha / 2))
+    q = t_quantile(1 - t.alpha / 2, df)
     t.speedup_ci = [safe_exp(d - q * se), safe_exp(d + q * se)]
-    t.p = float(2 * special.stdtr(df, -abs(d) / se))
-    t.detectable = safe_exp((q + float(special.stdtrit(df, POWER))) * se) - 1.0
+    t.p = t_two_sided_p(d / se, df)
+    t.detectable = safe_exp((q + t_quantile(POWER, df)) * se) - 1.0
     return t.finish()
 
 

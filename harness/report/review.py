@@ -22,8 +22,8 @@ from harness.analysis.model import ReportResults, SpeedTest, Verdict
 from harness.compare.significance import fmt_speedup_value
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.number_format import NA, fmt_speedup, range_text, ratio_text
+from harness.rule import WORDS
 
-WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
 WORD_COLOURS = {"identical": "#1565c0", "within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00",
                 "invalid": "#6a1b9a", "incomplete": "#757575", "not run": "#9e9e9e"}  # fmt: skip
 MARKS = {"identical": "🔵", "within": "🟢", "outside": "🔴", "inconclusive": "🟡", "incomplete": "🟡",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.speed import auto_note, campaign_speed_tests, interval_widths, speed_families
-from harness.compare.significance import holm
 from harness.compare.summary import RunSummary
+from harness.rule import holm
 from harness.scenario.verdict import VerdictRules
 
 

@@ -19,12 +19,11 @@ from harness.compare.significance import (
     compare_pairs,
     compare_samples,
     fmt_p,
-    holm,
     holm_tests,
     one_run_each,
-    welch_p_value,
 )
 from harness.number_format import percent_text
+from harness.rule import holm, welch_p_value
 
 
 def test_welch_on_log_times_matches_scipy_and_the_interval_its_formula():
