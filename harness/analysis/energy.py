@@ -59,10 +59,7 @@ class PairErrors(Record):
     @classmethod
     def from_comparison(cls, c: Comparison) -> PairErrors:
         e = cls(key=c.b.key, seed=c.b.seed)
-        bw = c.bitwise
-        e.identical = bool(bw.files) or (bw.video is True and bw.audio is not False) or None
-        if e.identical is None and (bw.video is False or bw.audio is False):
-            e.identical = False
+        e.identical = c.bitwise.identical
         if c.video is not None:
             v = c.video
             e.frames, e.video_mse, e.ssim_mean = v.frames, v.mse_mean, v.ssim_mean

@@ -74,6 +74,17 @@ class Bitwise(Record):
     video: bool | None = None  # every decoded frame
     audio: bool | None = None  # every decoded sample
 
+    @property
+    def identical(self) -> bool | None:
+        """The one rule for "output bitwise the reference's": the files byte for byte, or every decoded
+        frame and, where the output has audio, every sample; False when a compared part differs; None
+        when nothing was compared."""
+        if self.files or (self.video is True and self.audio is not False):
+            return True
+        if self.video is False or self.audio is False:
+            return False
+        return None
+
 
 class Comparison(Record):
     """Run B against run A (the reference)."""

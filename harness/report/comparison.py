@@ -37,7 +37,7 @@ def comparison_headlines(cmp: Comparison) -> list[str]:
             lines.append(line)
     if cmp.video is not None:
         v = cmp.video
-        if cmp.bitwise.video and (cmp.bitwise.audio in (True, None)):
+        if cmp.bitwise.identical:
             same = "bitwise identical: every decoded frame"
             same += " and audio sample" if cmp.bitwise.audio else ""
             same += " (files identical too)" if cmp.bitwise.files else " (files differ in bytes)"

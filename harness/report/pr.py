@@ -190,9 +190,12 @@ def facts(res: ReportResults) -> list[str]:
             out += [f"{arm} (each of its {len(runs)} runs): {line}" for line in per_run[0]]
         else:
             out += [f"{r.key}: {line}" for r, lines in zip(runs, per_run, strict=True) for line in lines]
-    same = [c for c in res.comparisons if c.bitwise.video is True and c.bitwise.audio is True]
+    same = [c for c in res.comparisons if c.bitwise.identical]
     for c in same:
-        out.append(f"video and audio bitwise identical: {c.a.key} and {c.b.key}")
+        what = (
+            "video and audio" if c.bitwise.audio else "output files" if c.bitwise.video is None else "video"
+        )
+        out.append(f"{what} bitwise identical: {c.a.key} and {c.b.key}")
     if not same and res.comparisons:
         out.append(f"video and audio bitwise identical to {res.reference_arm}: no run")
     if res.frame_indices:

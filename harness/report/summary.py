@@ -234,7 +234,7 @@ def insitu_copy_line(res: ReportResults, v) -> str:
         c for c in res.comparisons if c.b.arm == v.arm and c.a.arm == res.reference_arm and c.b.repeat == 1
     ]
     compared = [c for c in cmps if c.measured]  # a pair with media missing is no evidence either way
-    same = [c for c in compared if c.bitwise.files or (c.bitwise.video and c.bitwise.audio is not False)]
+    same = [c for c in compared if c.bitwise.identical]
     info = next((i for i in (res.insitu.runs if res.insitu else []) if i.arm == v.arm), None)
     shadows = [name for name, role in (info.ops if info else {}).items() if role != "primary"]
     unmeasured = len(cmps) - len(compared)
