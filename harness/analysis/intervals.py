@@ -15,11 +15,11 @@ Combined over S seeds: the geometric mean, log r = mean(log r_s), with
     se^2 = sum(se_s^2) / S^2 + tau^2 / S,   tau^2 = max(0, var(log r_s) - mean(se_s^2))
 
 (the seeds' own spread beyond the floor noise), df by Satterthwaite. Every interval is two-sided
-at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word:
-**outside** when a seed's or the combined lower bound is over the tolerance; **incomplete** when a
-seed lacks the value (named); **within** when the combined upper bound is under the tolerance and
-no seed's ratio is over it (every seed must pass); else **inconclusive**, with the number of seeds
-that would decide it at this spread.
+at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word
+(``harness.rule``): **outside** when a seed's or the combined lower bound is over the tolerance;
+**incomplete** when a seed lacks the value (named); **within** when the combined upper bound is at
+most the tolerance and no seed's ratio is over it (every seed must pass); else **inconclusive**,
+with the number of seeds that would decide it at this spread.
 
 Zero is its own case, never a logarithm: a candidate energy of exactly 0 (identical to the
 reference in this measure) reads ratio 0 for its seed, within, and stays out of the combination
