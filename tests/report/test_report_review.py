@@ -9,38 +9,57 @@ import statistics
 
 import pytest
 from cli_testutil import harness
+from records_testutil import CPU, ONE_SEED, edited, example, verdict
 
 from harness.analysis.model import SpeedTest
 from harness.compare.significance import compare_samples
-from harness.report.benchmark import BenchmarkEntry, benchmark_entries
+from harness.report.benchmark import BenchmarkEntry, benchmark_entries, write_benchmark
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
-from harness.report.render import load_results
+from harness.report.pr import render_pr
 from harness.report.review import floor_points, pair, readings, speed_terms, verdict_terms
+from harness.store import write_record
 
 CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools
+NOT_ALL = "NOT all attention calls were served by the requested op: 3 fell back to torch_sdpa"
 
 
 @pytest.fixture(scope="module")
-def res(single_report):
-    return load_results(single_report.paths.results_json)
+def res():
+    """One seed, one run, one floor run (a committed H200 campaign): two candidates, inconclusive."""
+    return example(ONE_SEED)
+
+
+def invalid(res):
+    """``res`` with sage_attn2_1_0_6's attention invalid (calls fell back), whatever its error."""
+    return edited(res, "sage_attn2_1_0_6", word="invalid", attention_ok=False, attention=NOT_ALL)[0]
 
 
 def test_every_candidate_has_its_word(res):
-    words = {r.arm: r.word for r in readings(res)}
-    # sage_far fell back 3 times: its attention is invalid, whatever its error; sage_close is under
-    # the tolerance, but one seed and one floor run cannot show its statistics within 5 %
-    assert words == {
-        "sage_close": "inconclusive",
-        "sage_far": "invalid",
-        "broken": "not run",
-        "sage_triton": "not run",
-    }
-    far = next(r for r in readings(res) if r.arm == "sage_far")
-    v = next(v for v in res.verdicts if v.arm == "sage_far")
+    words = {r.arm: r.word for r in readings(invalid(res))}
+    # one seed and one floor run cannot show the statistics within 5 %: inconclusive
+    assert words == {"sage_attn2": "inconclusive", "sage_attn2_1_0_6": "invalid"}
+    bad = next(r for r in readings(invalid(res)) if r.arm == "sage_attn2_1_0_6")
+    assert bad.attention == NOT_ALL  # an invalid attention is said; a valid one is not
+    v = verdict(res, "sage_attn2")
+    [r] = [r for r in readings(res) if r.arm == "sage_attn2"]
     judged = next(c for c in v.energy if c.metric == v.ratio_metric)  # the ratio the verdict rests on
-    assert far.ratio.value == v.ratio == judged.ratio and far.ratio.ci == pair(v.ratio_ci)
-    assert far.ratio_what == f"{judged.label} / the floor's"
-    assert far.step.value == pytest.approx(2.0) and far.step.word == "too few runs"  # 1.0 s -> 0.5 s, one run
+    assert r.ratio.value == v.ratio == judged.ratio and r.ratio.ci == pair(v.ratio_ci) is None
+    assert r.ratio_what == f"{judged.label} / the floor's" == "audio mel spectral error / the floor's"
+    step = res.arm("sage_attn2").speed["s_per_step"]
+    assert r.step.value == step.speedup and r.step.word == "too few runs"  # one run a side
+    assert r.attention == "" and r.baseline  # the scenario's accepted baseline
+    # an arm that did not run reads "not run", with its run's status and reason; a shadowed copy of
+    # the reference is no candidate
+    cpu = {r.arm: r for r in readings(example(CPU))}
+    assert {a: r.word for a, r in cpu.items()} == {
+        "sage_emul_aiter": "outside",
+        "sage_emul_thuml": "outside",
+        "sage_attn2": "not run",
+        "aiter_sage_attn": "not run",
+        "sage_emul_thuml_hybrid": "outside",
+    }
+    assert cpu["sage_attn2"].text.startswith("skipped: backend sage_attn2 unavailable here")
+    assert cpu["sage_attn2"].step.word == "no timing" and cpu["sage_attn2"].insitu is None
 
 
 def test_the_headline_is_the_reading_that_decides(res):
@@ -48,12 +67,12 @@ def test_the_headline_is_the_reading_that_decides(res):
     its ratio; else the error energy the verdict names, even where an in-situ reading exists."""
     from harness.analysis.verdict import InsituReading
 
-    v = next(v for v in res.verdicts if v.arm == "sage_close").model_copy(deep=True)
+    v = verdict(res, "sage_attn2_1_0_6").model_copy(deep=True)
     v.insitu = InsituReading(word="outside", ratio=3.0, ratio_ci=[2.5, 3.6], text="in situ outside")
     v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "insitu", 3.0, [2.5, 3.6], "insitu"
     _, ratio, what = verdict_terms(res, v)
     assert (ratio.value, ratio.ci, what) == (3.0, (2.5, 3.6), "in-situ error / the exact floor's")
-    e2e = next(x for x in res.verdicts if x.arm == "sage_close")
+    e2e = verdict(res, "sage_attn2_1_0_6")
     v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "video_mse", e2e.ratio, e2e.ratio_ci, "video_mse"
     assert verdict_terms(res, v)[1].value == e2e.ratio  # the end-to-end reading decides: its ratio
 
@@ -79,53 +98,60 @@ def test_the_floor_runs_sit_at_their_own_ratio(res):
     assert pt.ratio == pytest.approx(1.0)  # the only floor run is the floor
 
 
-def test_benchmark_export_is_github_action_benchmarks_custom_format(single_report, res):
-    data = json.loads(single_report.paths.benchmark_json.read_text())
+def test_benchmark_export_is_github_action_benchmarks_custom_format(res, tmp_path):
+    write_benchmark(res, tmp_path / "benchmark.json")
+    data = json.loads((tmp_path / "benchmark.json").read_text())
     assert isinstance(data, list) and data
     for entry in data:
         assert set(entry) <= CUSTOM_FORMAT_KEYS and {"name", "unit", "value"} <= set(entry)
         assert isinstance(entry["value"], float) and isinstance(entry["name"], str)
     names = [e["name"] for e in data]
     assert len(names) == len(set(names))
-    step = {e["name"]: e for e in data}["sage_far: DiT s/step"]
+    step = {e["name"]: e for e in data}["sage_attn2: DiT s/step"]
     assert (
-        step["value"] == pytest.approx(res.arm("sage_far").metrics["s_per_step"].mean) and step["unit"] == "s"
+        step["value"] == pytest.approx(res.arm("sage_attn2").metrics["s_per_step"].mean)
+        and step["unit"] == "s"
     )
     assert "range" not in step  # one run: no spread to give
-    assert "broken: DiT s/step" not in names  # a failed arm has no timing
+    skipped = {e.name for e in benchmark_entries(example(CPU))}  # sage_attn2 skipped there: no timing
+    assert "sage_attn2: DiT s/step" not in skipped and "sage_emul_thuml: DiT s/step" in skipped
 
 
-def test_benchmark_range_is_the_runs_spread(repeats_report):
-    res = load_results(repeats_report.paths.results_json)
+def test_benchmark_range_is_the_runs_spread():
+    res = example(CPU)  # two seeds x two repeats
     entries = {e.name: e for e in benchmark_entries(res)}
-    fast = res.arm("fast").metrics["s_per_step"]
-    e = entries["fast: DiT s/step"]
-    assert fast.n == 6 and e.value == pytest.approx(fast.mean) and e.range == f"± {fast.std:.6g}"
-    assert "not a timing baseline" in entries["nf_reversed: DiT s/step"].extra
+    arm = res.arm("sage_emul_thuml").metrics["s_per_step"]
+    e = entries["sage_emul_thuml: DiT s/step"]
+    assert arm.n == 4 and e.value == pytest.approx(arm.mean) and e.range == f"± {arm.std:.6g}"
+    assert "not a timing baseline" in entries["torch_sdpa_kv_reversed: DiT s/step"].extra
+    assert "not a timing baseline" not in entries["torch_sdpa: DiT s/step"].extra
     assert BenchmarkEntry.model_validate(e.model_dump()) == e
 
 
-def test_the_summary_opens_with_the_verdicts_and_inlines_no_image(single_report, res):
-    text = github_summary(res, pr_text=single_report.paths.pr_md.read_text(), files=["index.html"])
+def test_the_summary_opens_with_the_verdicts_and_inlines_no_image(res):
+    res = invalid(res)
+    text = github_summary(res, pr_text=render_pr(res), files=["index.html"])
     lines = text.splitlines()
-    assert lines[0] == "## tiny / c1: attention A/B"
+    assert lines[0] == "## minimax_h3_tiny / gpu_prod: attention A/B"
     table = lines.index(next(ln for ln in lines if ln.startswith("| candidate | verdict |")))
+    ratio = verdict(res, "sage_attn2").ratio
     assert table <= 4 and lines[table + 2].startswith(
-        "| sage_close | 🟡 **inconclusive** | 0.66x the floor's"
+        f"| sage_attn2 (accepted baseline) | 🟡 **inconclusive** | {ratio:.2f}x the floor's"
     ), lines[table + 2]
-    assert "| sage_far | ⛔ **invalid** |" in text and "| broken | ⚪ **not run** |" in text
+    assert "| sage_attn2_1_0_6 | ⛔ **invalid** |" in text
+    assert "| sage_attn2 | ⚪ **not run** |" in github_summary(example(CPU))
     assert "data:" not in text and "![" not in text and "`index.html`" in text and "in the artifact" in text
     assert "<details><summary>pr.md" in text and len(text.encode()) < SUMMARY_LIMIT
 
 
 def test_the_summary_of_a_big_campaign_stays_under_githubs_limit(res):
     many = res.model_copy(deep=True)
-    v = next(v for v in res.verdicts if v.arm == "sage_far")
+    v = verdict(invalid(res), "sage_attn2_1_0_6")
     many.verdicts = [v.model_copy(update={"arm": f"cand_{i:05d}_" + "x" * 200}) for i in range(6000)]
     text = github_summary(many, pr_text="| a | b |\n" * 200_000, files=["index.html"] * 10)
     size = len(text.encode())
     assert 0.9 * SUMMARY_LIMIT < size <= SUMMARY_LIMIT
-    assert text.startswith("## tiny / c1") and "more candidate(s) left out" in text
+    assert text.startswith("## minimax_h3_tiny / gpu_prod") and "more candidate(s) left out" in text
     assert "Left out to stay under" in text and "pr.md tables" in text
     small = github_summary(many, budget=20_000)
     assert len(small.encode()) <= 20_000 and "| cand_00000_" in small
@@ -141,23 +167,31 @@ def test_where_the_summary_goes(tmp_path):
     assert run_url(env) == "https://github.com/o/r/actions/runs/7" and run_url({}) is None
 
 
-def test_harness_report_appends_the_summary_to_the_steps_file(single_report, tmp_path):
-    camp = single_report.campaign.path
+def test_harness_report_appends_the_summary_to_the_steps_file(res, tmp_path):
+    """`harness report --from-results` of a committed results.json, one of its runs edited to have
+    failed (exit 3): the job summary is written regardless, where the flag and the variable say."""
+    camp = tmp_path / "campaign"
+    camp.mkdir()
+    failed = res.model_copy(deep=True)
+    run = next(r for r in failed.runs if r.arm == "sage_attn2_1_0_6")
+    run.status, run.reason = "failed", "exit code 1"
+    write_record(camp / "results.json", failed)
     step = tmp_path / "step_summary.md"
     step.write_text("earlier step output\n")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("GITHUB_")}
     env |= {"GITHUB_STEP_SUMMARY": str(step), "GITHUB_SERVER_URL": "https://github.com",
             "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "7"}  # fmt: skip
-    out = harness("report", camp, "--github-summary", env=env)
-    assert out.returncode == 3, out.stderr  # the campaign's failed arm; the summary is written regardless
+    out = harness("report", "--from-results", camp / "results.json", "--github-summary", env=env)
+    assert out.returncode == 3, out.stderr  # the failed run; the summary is written regardless
     assert f"job summary: {step} (appended)" in out.stdout
     text = step.read_text()
-    assert text.startswith("earlier step output\n\n## tiny / c1: attention A/B")
+    assert text.startswith("earlier step output\n\n## minimax_h3_tiny / gpu_prod: attention A/B")
+    assert "sage_attn2_1_0_6: ended failed, not ok: not measured" in text
     assert "[the run's page](https://github.com/o/r/actions/runs/7)" in text
     env.pop("GITHUB_STEP_SUMMARY")
-    out = harness("report", camp, "--github-summary", env=env)
+    out = harness("report", "--from-results", camp / "results.json", "--github-summary", env=env)
     written = camp / "github-summary.md"
-    assert f"job summary: {written}" in out.stdout and written.read_text().startswith("## tiny / c1")
+    assert f"job summary: {written}" in out.stdout and written.read_text().startswith("## minimax_h3_tiny")
     written.unlink()
-    out = harness("report", camp, env=env)  # no flag, no variable: no summary
+    out = harness("report", "--from-results", camp / "results.json", env=env)  # no flag, no variable: none
     assert "job summary" not in out.stdout and not written.exists()
