@@ -45,10 +45,12 @@ def edited(res: ReportResults, arm: str, **fields) -> tuple[ReportResults, Verdi
     return out, v
 
 
-def rendered(res: ReportResults) -> dict[str, str]:
+def rendered(res: ReportResults, figure: str | None = None) -> dict[str, str]:
     """report.md ("md"), pr.md ("pr"), the page ("html") and the job summary ("job") of ``res``, as
     ``report.render`` writes them (an arm that did not end ok makes it INCOMPLETE), without figures,
-    frame grids or assets."""
+    frame grids or assets; ``figure``: where the page shows the speed-accuracy figure (with its
+    caption), as if drawn there."""
+    from harness.report.figures import figure_captions
     from harness.report.github_summary import github_summary
     from harness.report.html import render_html
     from harness.report.markdown import render_markdown
@@ -63,7 +65,7 @@ def rendered(res: ReportResults) -> dict[str, str]:
     return {
         "md": render_markdown(res, sections),
         "pr": render_pr(res),
-        "html": render_html(res, sections, review=review_view(res, None)),
+        "html": render_html(res, sections, review=review_view(res, figure), captions=figure_captions(res)),
         "job": github_summary(res),
     }
 

@@ -1,7 +1,7 @@
 """The summary a reviewer reads at a glance (``report.summary``): one line per candidate of at most
 200 characters, emulators marked, no exponent in a ratio, ranges written "a to b", the intervals'
-confidence said once; on a campaign with identical, emulator and multi-seed arms, on the committed
-CPU example and on hostile names."""
+confidence said once; on the committed examples (an H200 campaign with a kernel, an emulator and an
+arm edited to be identical; the CPU one with emulators) and on hostile names."""
 
 from __future__ import annotations
 
@@ -11,45 +11,36 @@ import re
 from pathlib import Path
 
 import pytest
-from campaign_factory import ArmSpec, make_campaign, write_run
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from records_testutil import CPU, H200, badge_of, edited, example, rendered
 
 from harness.analysis.model import read_results
+from harness.analysis.verdict_model import SeedVerdict
 from harness.emulator_provenance import Fidelity, KernelRef, Provenance
-from harness.records import run_key
-from harness.report import build_report
 from harness.report.github_summary import github_summary
 from harness.report.html import render_html
 from harness.report.pr import render_pr
 from harness.report.review import NO_SPEED, emulator_badge, review_view
 from harness.report.summary import LINE, fit, summary_lines, summary_section
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu" / "e2e_3step" / "results.json"
+EXAMPLE = CPU
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
 BRACKET_RANGE = re.compile(r"\[\s*[\d.]+x?,\s*[\d.]+x?\s*\]|\d-\d")  # '[4.76x, 28.7x]' or '3.69-6.33'
+IDENTICAL = "identical (2 of 2 seed(s)): output bitwise equal to the reference's"
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory):
-    """Two seeds: the reference, its K/V-reversed floor, an arm whose output is the reference's byte for
-    byte, an emulator far off, a candidate close to the floor."""
-    arms = [
-        ArmSpec("torch_sdpa", role="reference"),
-        ArmSpec("nf", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=1.0),
-        ArmSpec("same", attn_type="torch_sdpa"),
-        ArmSpec("emul", attn_type="sage_emul_aiter", noise=9.0, steps=[2.0, 1.5, 1.5]),
-        ArmSpec("close", attn_type="torch_sdpa", noise=1.1, steps=[1.6, 0.8, 0.8]),
-    ]
-    camp = make_campaign(tmp_path_factory.mktemp("mixed"), arms, seeds=(42, 43))
-    for seed in (42, 43):  # a deterministic pipeline's output, for the arm that changed nothing
-        ref = camp.run(run_key("torch_sdpa", seed, 1))
-        write_run(
-            camp.run(run_key("same", seed, 1)).path, arms[2], seed=seed, multi_seed=True, copy_output_from=ref
-        )
-    build_report(camp)
-    return camp
+def mixed():
+    """The committed H200 campaign (two seeds, repeats): a kernel slower than the reference (sage_attn2),
+    an emulator (sage_emul_thuml), a skipped arm, and sage_attn2_hybrid edited to an output that is the
+    reference's byte for byte on both seeds."""
+    res, _ = edited(example(H200), "sage_attn2_hybrid", word="identical", text=IDENTICAL, decided_by="identical",
+                    end_to_end_word="identical", identical_seeds=[42, 43], ratio=None, ratio_ci=None,
+                    ratio_metric="", energy=[], stats=[], insitu=None,
+                    per_seed=[SeedVerdict(seed=s, identical=True, word="identical") for s in (42, 43)])  # fmt: skip
+    return res
 
 
 def readable(lines: list[str]) -> None:
@@ -61,17 +52,25 @@ def readable(lines: list[str]) -> None:
 
 
 def test_each_kind_of_arm_reads_at_a_glance(mixed):
-    mixed = summary_lines(read_results(mixed.path / "results.json"))
-    readable(mixed)
-    by_arm = {line.split(":")[0].split(" (")[0]: line for line in mixed[1:]}
-    assert by_arm["same"].startswith("same: identical on 2 of 2 seed(s)")
-    assert "x the floor's" not in by_arm["same"]  # identical has no ratio
-    assert by_arm["emul"].startswith("emul (emulator): outside: ")
-    assert "no speed-up: an emulator's timing is no kernel's" in by_arm["emul"]
-    assert "speed-up" in by_arm["close"] and "(emulator)" not in by_arm["close"]
-    assert re.search(r"the floor's \([\d.]+ to [\d.]+; video ", by_arm["emul"]), by_arm["emul"]
-    assert mixed[-1].startswith("intervals: ") and "%" in mixed[-1]
-    assert sum(line.startswith(("same", "emul", "close")) for line in mixed) == 3  # one line per candidate
+    lines = summary_lines(mixed)
+    readable(lines)
+    by_arm = arm_lines(lines)
+    assert by_arm["sage_attn2_hybrid"].startswith("sage_attn2_hybrid: identical on 2 of 2 seed(s)")
+    assert "x the floor's" not in by_arm["sage_attn2_hybrid"]  # identical has no ratio
+    assert by_arm["sage_emul_thuml"].startswith("sage_emul_thuml (emulator): outside in situ: ")
+    assert "no speed-up: an emulator's timing is no kernel's" in by_arm["sage_emul_thuml"]
+    kernel = by_arm["sage_attn2"]
+    assert "DiT s/step speed-up 0.85x (0.823 to 0.880): slower" in kernel and "(emulator)" not in kernel
+    assert re.search(r"the exact floor's \([\d.]+ to [\d.]+\); end to end ", by_arm["sage_emul_thuml"])
+    assert by_arm["aiter_sage_attn"].startswith("aiter_sage_attn: not run (skipped: backend aiter_sage_attn")
+    assert lines[-1].startswith("intervals: ") and "%" in lines[-1]
+    for v in mixed.verdicts:  # one line per candidate
+        assert sum(ln.startswith((f"{v.arm}: ", f"{v.arm} (")) for ln in lines) == 1, v.arm
+    # the end-to-end interval of an emulator far outside (the CPU example), written "a to b" too
+    cpu = arm_lines(summary_lines(example(CPU)))
+    assert re.search(r"the floor's \([\d.]+ to [\d.]+; video ", cpu["sage_emul_aiter"]), cpu[
+        "sage_emul_aiter"
+    ]
 
 
 @pytest.mark.skipif(not EXAMPLE.is_file(), reason="the CPU example's results.json is not committed")
@@ -90,16 +89,24 @@ def test_fit_keeps_a_line_within_its_width(text):
 
 
 def test_an_emulator_is_marked_and_shows_no_speed_up_on_the_page_and_in_pr_md(mixed):
-    page = (mixed.path / "index.html").read_text()
-    badge = re.search(r'<div class="badge [^"]*" data-arm="emul".*?\n</div>', page, re.S).group(0)
+    out = rendered(mixed, figure="assets/speed_accuracy.png")
+    badge = badge_of(out["html"], "sage_emul_thuml")
     assert '<span class="tag">emulator</span>' in badge and "speed-up" not in badge.replace("no speed-up", "")
-    close = re.search(r'<div class="badge [^"]*" data-arm="close".*?\n</div>', page, re.S).group(0)
-    assert "emulator" not in close and "DiT s/step speed-up" in close
+    kernel = badge_of(out["html"], "sage_attn2")
+    assert "emulator" not in kernel and "DiT s/step speed-up" in kernel
     # the figure draws it where its time puts it, and says that time is no kernel's
-    assert "an [emulator]'s x is its PyTorch model's time, not a kernel's" in html.unescape(page)
-    pr = (mixed.path / "pr.md").read_text()
-    assert "**emul (emulator)**: outside: " in pr
-    assert re.search(r"\| emul \| .* \(an emulator's timing\) \|", pr), pr
+    assert "an [emulator]'s x is its PyTorch model's time, not a kernel's" in html.unescape(out["html"])
+    assert "**sage_emul_thuml (emulator)**: outside in situ: " in out["pr"]
+    assert re.search(r"\| sage_emul_thuml \| .* \(an emulator's timing\) \|", out["pr"]), out["pr"]
+    # the same arm with its runs read as a kernel's: no mark, its speed-up given
+    kernel_runs = mixed.model_copy(deep=True)
+    for r in kernel_runs.runs:
+        r.emulated = r.emulated and r.arm != "sage_emul_thuml"
+    kernel_runs.arm("sage_emul_thuml").timing_label = ""
+    out = rendered(kernel_runs, figure="assets/speed_accuracy.png")
+    badge = badge_of(out["html"], "sage_emul_thuml")
+    assert "emulator" not in badge and "DiT s/step speed-up 0.02x" in badge
+    assert "an [emulator]'s x" not in html.unescape(out["html"])
 
 
 # An emulator's provenance, as its backend's params carry it into attn_calls.json and results.json.
