@@ -1,6 +1,7 @@
 """Free text from records and inputs (a run's reason and invalid reasons, an attention type, an
-environment value, results.json's words, a kernel shape's note, history's names) planted in real
-campaigns: report.md, pr.md, the job summary, the kernel report and history.csv carry it as text,
+environment value, results.json's words, a kernel shape's note, history's names) planted in a real
+campaign (its records read through the analysis) and in copies of committed results.json and
+kernels.json: report.md, pr.md, the job summary, the kernel report and history.csv carry it as text,
 never as an image, a link, HTML, a heading or a formula. The markdown is read by a real
 CommonMark parser (markdown-it, GFM tables on, every link destination accepted, javascript: too)."""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from campaign_factory import ArmSpec, make_campaign, standard_arms
 from markdown_it import MarkdownIt
+from records_testutil import ONE_SEED
 
 from harness.history import build_history
 from harness.kernels.report import kernels_markdown, markdown_sections, write_kernels_report
@@ -100,11 +102,12 @@ def test_github_summary_carries_planted_text_as_text(planted, tmp_path):
     assert_inert(target.read_text(), ["reason"], "github summary")
 
 
-def test_tampered_results_json_renders_as_text(planted, tmp_path):
-    """results.json travels (``report --from-results``): its words and reasons are text too."""
-    _, paths = planted
+def test_tampered_results_json_renders_as_text(tmp_path):
+    """results.json travels (``report --from-results``): its words and reasons are text too (a committed
+    one, copied without its assets, and tampered with)."""
     folder = tmp_path / "copy"
-    shutil.copytree(paths.results_json.parent, folder, ignore=shutil.ignore_patterns("*.html", "*.md"))
+    folder.mkdir()
+    shutil.copy(ONE_SEED, folder / "results.json")
     res = json.loads((folder / "results.json").read_text())
     for run in res["runs"]:
         run["reason"] = hostile("rjreason")
@@ -139,18 +142,16 @@ def test_kernel_report_carries_a_shapes_note_and_reasons_as_text(tmp_path):
 
 
 def test_history_csv_has_no_formula(tmp_path):
-    arms = [
-        ArmSpec("torch_sdpa", role="reference", steps=[2.0, 1.0, 1.02]),
-        ArmSpec("cand", noise=1.0, steps=[1.8, 0.8, 0.82]),
-    ]
-    camp = make_campaign(tmp_path / "b1", arms)
-    paths = build_report(camp)
-    res = json.loads(paths.results_json.read_text())
+    """A committed results.json (one seed: a reference, a floor, two candidates), its names tampered with."""
+    res = json.loads(ONE_SEED.read_text())
+    for gpu in res["env"]["torch"]["gpus"]:
+        gpu["name"] = '=HYPERLINK("https://track.example/x","click")'
     for run in res["runs"]:
         run["gpu"] = '=HYPERLINK("https://track.example/x","click")'
-        run["status"] = "@SUM(1+1)*cmd|' /C calc'!A0" if run["arm"] == "cand" else run["status"]
+        run["status"] = "@SUM(1+1)*cmd|' /C calc'!A0" if run["arm"] == "sage_attn2" else run["status"]
     res["scenario_name"] = "+cmd"
-    paths.results_json.write_text(json.dumps(res))
+    (tmp_path / "b1").mkdir()
+    (tmp_path / "b1" / "results.json").write_text(json.dumps(res))
     h = build_history([tmp_path / "b1"], tmp_path / "hist")
     with open(h.csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
