@@ -10,10 +10,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from records_testutil import CPU, ONE_SEED, example, rendered
 
+from harness.report import render_results
 from harness.report.accuracy import SHADOWED_COPY
 from harness.report.figures import figure_captions
-from harness.report.render import load_results
 
 SHADOWED = ("ref_insitu", "bf16_insitu")  # the shadowed copies of the reference in shadowed_campaign
 
@@ -103,9 +104,11 @@ def test_a_shadowed_copy_is_named_so_in_every_table_and_player(shadowed_campaign
 SECTION_REF = re.compile(r"\bsections? (\d+[a-z]?)\b")
 
 
-@pytest.mark.parametrize("report", ["single_report", "multi_report"])
-def test_every_section_pr_md_and_report_md_name_is_on_the_page(report, request):
-    sections_named_are_on_the_page(request.getfixturevalue(report).paths.index_html.parent)
+@pytest.mark.parametrize("results", [ONE_SEED, CPU], ids=["one-seed-with-assets", "two-seeds-no-assets"])
+def test_every_section_pr_md_and_report_md_name_is_on_the_page(results, tmp_path):
+    """A committed campaign rendered from its results.json (and the assets beside it, where kept)."""
+    render_results(results, tmp_path)
+    sections_named_are_on_the_page(tmp_path)
 
 
 def test_every_section_a_shadowed_campaign_names_is_on_its_page(shadowed_campaign):
@@ -131,13 +134,18 @@ def sections_named_are_on_the_page(folder: Path) -> None:
     assert targets and targets <= ids, targets - ids
 
 
-def test_the_figure_caption_on_the_page_names_what_the_figure_draws(shadowed_campaign: Path, single_report):
-    """The accepted baseline (a star) is drawn in the shadowed campaign's figure and named in its
-    caption; the single-seed campaign has none, and its caption names no star."""
-    for folder, star in ((shadowed_campaign, True), (single_report.paths.index_html.parent, False)):
-        res = load_results(folder / "results.json")
+def test_the_figure_caption_on_the_page_names_what_the_figure_draws():
+    """The accepted baseline (a star) is drawn in the figure and named in its caption (the committed
+    one-seed campaign names sage_attn2); without one in the scenario, the caption names no star; the
+    hollow floor markers are named where there is a floor."""
+    with_star = example(ONE_SEED)
+    assert with_star.scenario["accepted_baseline"] == "sage_attn2"
+    no_star = with_star.model_copy(deep=True)
+    del no_star.scenario["accepted_baseline"]
+    no_floor = no_star.model_copy(update={"noise_floor_arms": []})
+    for res, star, floor in ((with_star, True, True), (no_star, False, True), (no_floor, False, False)):
         caption = figure_captions(res)["speed_accuracy"]
-        page = html.unescape((folder / "index.html").read_text())
+        page = html.unescape(rendered(res, figure="assets/speed_accuracy.png")["html"])
         assert f"<figcaption>{caption}</figcaption>" in page
         assert ("a star marks the accepted baseline" in caption) == star
-        assert ("hollow grey markers" in caption) == bool(res.noise_floor_arms)
+        assert ("hollow grey markers" in caption) == floor
