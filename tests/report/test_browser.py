@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from browser import Browser
 from campaign_factory import keep_artifact, make_campaign, near_and_far_arms
+from records_testutil import H200
 
 from harness.report import build_report, render_results
 from harness.report.render import load_results
@@ -214,8 +215,11 @@ def test_the_audio_players_play_each_runs_clip(session, one_file):
         assert error == 0 and 0.2 < duration < 10 and current > 0, (run, duration, current)
 
 
-def test_long_tables_are_folded(session, repeats_report):
-    page = session.open(repeats_report.paths.index_html.resolve().as_uri())
+def test_long_tables_are_folded(session, tmp_path: Path):
+    """The committed H200 campaign (two seeds, three repeats: tables of 30 runs), rendered from its
+    results.json and the assets it keeps."""
+    paths = render_results(H200, tmp_path)
+    page = session.open(paths.index_html.resolve().as_uri())
     assert page.errors == [], page.console
     tables = page.page.evaluate(FOLDING)
     assert any(folded for _, folded in tables) and _folding(page.page) == []
