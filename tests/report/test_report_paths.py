@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from campaign_factory import ArmSpec, make_campaign
 from cli_testutil import harness, the_error_line
+from records_testutil import CPU, ONE_SEED
 
 HOSTILE = "../../../../escape"
 
@@ -66,23 +67,27 @@ def test_an_op_name_with_dot_dot_in_the_meta_writes_nothing_outside_the_campaign
         assert "is not a plain name: read as" in (camp / "report.md").read_text()  # and said so
 
 
-def _hostile_results(shadowed_campaign: Path, folder: Path, heatmap: str) -> Path:
-    """A copy of the shadowed campaign's results.json and assets/, its first heatmap renamed."""
-    shutil.copytree(shadowed_campaign / "assets", folder / "assets")
-    data = json.loads((shadowed_campaign / "results.json").read_text())
+# --- heatmap names in a results.json (a committed one, copied and edited) --------------------------------
+
+
+def _hostile_results(folder: Path, heatmap: str) -> Path:
+    """A copy of the committed CPU example's results.json (two in-situ readings, each naming its
+    heatmap), its first heatmap renamed."""
+    folder.mkdir(parents=True)
+    data = json.loads(CPU.read_text())
+    assert data["insitu"]["readings"][0]["heatmap"] == "insitu_heatmap_sage_emul_thuml"
     data["insitu"]["readings"][0]["heatmap"] = heatmap
     (folder / "results.json").write_text(json.dumps(data))
     return folder / "results.json"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("single", [[], ["--single-file"]], ids=["with-assets", "single-file"])
 @pytest.mark.parametrize("absolute", [False, True], ids=["climbing", "absolute"])
 def test_a_hostile_heatmap_name_in_results_json_is_refused_before_any_write(
-    shadowed_campaign, tmp_path, outside, single, absolute
+    tmp_path, outside, single, absolute
 ):
     heatmap = str(outside / "escape") if absolute else HOSTILE
-    results = _hostile_results(shadowed_campaign, tmp_path / "x" / "y" / "res", heatmap)
+    results = _hostile_results(tmp_path / "x" / "y" / "res", heatmap)
     out = tmp_path / "x" / "y" / "pages"
     before = snapshot(tmp_path)
     res = harness("report", "--from-results", results, "--out", out, *single)
@@ -119,13 +124,12 @@ def test_a_campaign_folder_that_is_a_symbolic_link_is_refused_and_not_written_th
 
 
 def test_an_assets_link_in_the_out_folder_of_from_results_is_refused(tmp_path, outside):
-    camp = make_campaign(tmp_path / "c", ARMS)
-    assert harness("report", camp.path).returncode == 0
+    """A committed results.json rendered into a folder whose assets/ is a link elsewhere."""
     out = tmp_path / "pages"
     out.mkdir()
     (out / "assets").symlink_to(outside)
     before = snapshot(outside)
-    res = harness("report", "--from-results", camp.path / "results.json", "--out", out)
+    res = harness("report", "--from-results", ONE_SEED, "--out", out)
     assert res.returncode == 3, res.stdout + res.stderr
     assert "assets: a symbolic link" in the_error_line(res)
     assert snapshot(outside) == before
