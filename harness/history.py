@@ -86,71 +86,44 @@ def _commit(env: dict) -> str:
     return "unknown" if not sha else sha[:10] + ("+dirty" if git.get("dirty") else "")
 
 
-def _float(x) -> float | None:
-    if x is None:
-        return None
-    if isinstance(x, str):  # infinities serialise as strings
-        return {"Infinity": math.inf, "-Infinity": -math.inf}.get(x)
-    return float(x)
-
-
-def _verdict(v: dict | None) -> str:
-    """The verdict's word (older results.json: read off its booleans)."""
-    if v is None:
-        return ""
-    if v.get("word"):
-        return str(v["word"])
-    if not v.get("measured"):
-        return "not run"
-    return {True: "within", False: "outside"}.get(v.get("within_noise_floor"), "inconclusive")
-
-
 def _rows(path: Path) -> list[dict]:
-    from harness.analysis.results_file import load_results_json
+    """One row per run of the results.json at ``path``, read by the one reader (``read_results``):
+    a file that is damaged, out of bounds or of another schema is one HarnessError line."""
+    from harness.analysis.model import read_results
 
-    res = load_results_json(path)
-    try:
-        return _rows_of(path, res)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a hand-edited or truncated record
-        raise HarnessError(f"{path}: not a harness results.json ({type(err).__name__}: {err})") from None
-
-
-def _rows_of(path: Path, res: dict) -> list[dict]:
-    env = res.get("env") or {}
-    gpu = _gpu(env)
-    if gpu == "cpu":
-        gpu = next((r.get("gpu") for r in res["runs"] if r.get("gpu")), None) or gpu
-    by_b = {c["b"]["key"]: c for c in res.get("comparisons", [])}
-    verdicts = {v["arm"]: v for v in res.get("verdicts", [])}
+    res = read_results(path)
+    gpu = _gpu(res.env)
+    by_b = {c.b.key: c for c in res.comparisons}
+    words = {v.arm: v.word for v in res.verdicts}
     rows = []
-    for r in res["runs"]:
-        c = by_b.get(r["key"]) or {}
-        video, audio = c.get("video") or {}, c.get("audio") or {}
-        steps = r.get("step_seconds") or []
-        ok = r.get("status") == "ok"
+    for r in res.runs:
+        c = by_b.get(r.key)
+        video = c.video if c is not None else None
+        audio = c.audio if c is not None else None
+        ok = r.status == "ok"
         rows.append(
             {
-                "scenario": res.get("scenario_name"),
-                "profile": res.get("profile") or "",
-                "campaign": res["campaign_id"],
+                "scenario": res.scenario_name,
+                "profile": res.profile or "",
+                "campaign": res.campaign_id,
                 "campaign_path": str(path.parent),
-                "commit": _commit(env),
-                "date": res.get("created_at") or res.get("generated_at"),
+                "commit": _commit(res.env),
+                "date": res.created_at or res.generated_at,
                 "gpu": gpu,
-                "arm": r["arm"],
-                "role": r.get("role", "candidate"),
-                "seed": r.get("seed"),
-                "status": r.get("status"),
-                "s_per_step": _float(r.get("s_per_step")) if ok else None,
-                "total_s": _float(r.get("pipeline_total_s")) if ok else None,
-                "psnr_pooled": _float(video.get("psnr_pooled")),
-                "psnr_mean": _float(video.get("psnr_mean")),
-                "ssim_mean": _float(video.get("ssim_mean")),
-                "audio_snr": _float(audio.get("snr_db")),
-                "audio_cosine": _float(audio.get("cosine")),
-                "valid": r.get("valid"),
-                "verdict": _verdict(verdicts.get(r["arm"])),
-                "step_samples": steady_steps(steps) if ok else [],
+                "arm": r.arm,
+                "role": r.role,
+                "seed": r.seed,
+                "status": r.status,
+                "s_per_step": r.s_per_step if ok else None,
+                "total_s": r.pipeline_total_s if ok else None,
+                "psnr_pooled": video.psnr_pooled if video is not None else None,
+                "psnr_mean": video.psnr_mean if video is not None else None,
+                "ssim_mean": video.ssim_mean if video is not None else None,
+                "audio_snr": audio.snr_db if audio is not None else None,
+                "audio_cosine": audio.cosine if audio is not None else None,
+                "valid": r.valid,
+                "verdict": words.get(r.arm, ""),
+                "step_samples": steady_steps(r.step_seconds) if ok else [],
             }
         )
     return rows

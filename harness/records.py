@@ -4,9 +4,9 @@ Readers ignore unknown fields (newer harness versions add fields); writers go th
 ``store.write_record`` (atomic). Infinities (PSNR of identical frames) serialise as "Infinity".
 
 A record file carries a schema id (``"schema": "harness.run/1"``: the kind of record and its
-version). ``check_schema`` is asked on every read (``store.read_record``): an older version is
-migrated step by step where the model defines a migration, else refused; a newer version, or a
-record of another kind, is refused. Each refusal is one line naming the file and both ids.
+version). ``check_schema`` is asked on every read (``store.read_record``): a record of another
+version, older or newer, or of another kind, is refused (no older version is migrated). Each
+refusal is one line naming the file, both ids and what to do.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import hashlib
 import json
 import re
 import statistics
-from collections.abc import Callable
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,20 +24,12 @@ from harness.code_identity import PluginRef
 from harness.errors import HarnessError
 from harness.record_checks import PositiveSeconds, StageSeconds, StepIndex, StepList
 
-# A record's data at version N -> its data at version N + 1.
-Migration = Callable[[dict[str, Any]], dict[str, Any]]
-
 
 class Record(BaseModel):
     """Base of every model the harness writes: unknown fields ignored on read, infinities as strings,
-    fields settable by name as well as by alias (``schema_version`` / ``schema``).
-
-    ``migrations``: version N -> the function that turns such a record into version N + 1 (a
-    model whose schema changes says here how older files are read).
-    """
+    fields settable by name as well as by alias (``schema_version`` / ``schema``)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
-    migrations: ClassVar[dict[int, Migration]] = {}
 
 
 class SchemaMismatch(HarnessError):
@@ -60,13 +51,15 @@ def parse_schema_id(value: str) -> tuple[str, int] | None:
     return (m["kind"], int(m["version"])) if m else None
 
 
-def check_schema(data: Any, model: type[BaseModel], source: str) -> Any:
-    """``data`` (a record file's parsed JSON) ready for ``model``: its schema id checked, older
-    versions migrated. Data without a schema id, or a model without one, is passed on as it is
-    (the model's validation judges it)."""
+def check_schema(
+    data: Any, model: type[BaseModel], source: str, older: str = "read it with the harness that wrote it"
+) -> None:
+    """Refuse ``data`` (a record file's parsed JSON) unless its schema id is the one ``model`` writes:
+    one line naming ``source``, both ids and what to do (``older``: for a version before this one).
+    Data without a schema id, or a model without one, passes (the model's validation judges it)."""
     current = schema_id(model)
     if current is None or not isinstance(data, dict) or "schema" not in data:
-        return data
+        return
     given = data["schema"]
     kind, version = parse_schema_id(current) or (current, 0)
     parsed = parse_schema_id(given)
@@ -80,18 +73,10 @@ def check_schema(data: Any, model: type[BaseModel], source: str) -> Any:
         raise SchemaMismatch(
             f"{source}: schema {given} is newer than this harness reads ({current}); read it with a newer harness"
         )
-    migrations: dict[int, Migration] = getattr(model, "migrations", {})
-    at = parsed[1]
-    while at < version:
-        step = migrations.get(at)
-        if step is None:
-            raise SchemaMismatch(
-                f"{source}: schema {given} is older than this harness reads ({current}) and no migration "
-                f"from {kind}/{at} is defined; read it with the harness that wrote it"
-            )
-        data = {**step(dict(data)), "schema": f"{kind}/{at + 1}"}
-        at += 1
-    return data
+    if parsed[1] < version:
+        raise SchemaMismatch(
+            f"{source}: schema {given} is older than this harness reads ({current}); {older}"
+        )
 
 
 class Role(str, Enum):

@@ -65,8 +65,8 @@ def write_record(path: Path, record: BaseModel) -> None:
 
 
 def read_record(path: Path, model: type[R]) -> R:
-    """A record file read into ``model``: its schema id checked (an older version migrated, or
-    refused, a newer one refused: ``records.check_schema``); any problem is one HarnessError line."""
+    """A record file read into ``model``: its schema id checked (another version, older or newer, is
+    refused: ``records.check_schema``); any problem is one HarnessError line."""
     path = Path(path)
     raw = read_input_bytes(path, "file", max_bytes=MAX_JSON_BYTES, allow_empty=True)
     try:
@@ -75,10 +75,9 @@ def read_record(path: Path, model: type[R]) -> R:
         raise HarnessError(f"{path}: not valid JSON ({err})") from None
     except RecursionError:
         raise HarnessError(f"{path}: not valid JSON (nested too deeply)") from None
-    checked = check_schema(data, model, str(path))
+    check_schema(data, model, str(path))
     try:
-        # JSON mode either way (how "Infinity" and enums are read): the file's bytes unless migrated.
-        return model.model_validate_json(raw if checked is data else json.dumps(checked))
+        return model.model_validate_json(raw)  # JSON mode: how "Infinity" and enums are read
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"

@@ -194,7 +194,7 @@ def test_damaged_run_json_is_moved_aside_and_only_that_arm_reruns(clean, tmp_pat
 
 
 def test_a_run_json_of_a_schema_this_harness_does_not_read_is_refused_then_rerun(clean, tmp_path):
-    """A newer run.json (or an older one without a migration) reads as damaged: one line naming the
+    """A newer run.json (or an older one: none is migrated) reads as damaged: one line naming the
     file and both schema ids, exit 3 from the report; `harness run` moves it aside and re-runs the arm."""
     path, out, camp = copy_of(clean, tmp_path)
     floor = camp / "runs" / "floor" / "run.json"

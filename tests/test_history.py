@@ -99,10 +99,9 @@ def test_build_history_says_what_it_found(builds, tmp_path):
 
 
 def test_history_page_escapes_what_results_json_says(builds, tmp_path):
-    """The GPU of a run is free text (``harness ingest --gpu``): on the page it is text, not markup."""
+    """The GPU's name is free text from results.json: on the page it is text, not markup."""
     res = json.loads(next(builds.rglob("results.json")).read_text())
-    for run in res["runs"]:
-        run["gpu"] = "<i>gpu</i>"
+    res["env"]["torch"] = {**(res["env"].get("torch") or {}), "gpus": [{"name": "<i>gpu</i>"}]}
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "results.json").write_text(json.dumps(res))
     page = build_history([tmp_path / "one"], tmp_path / "hist").html_path.read_text()

@@ -4,6 +4,7 @@ exit 2 before anything is read."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,7 @@ def two_builds(tmp_path_factory) -> Path:
             b'{"campaign_id": "c1", "runs": [], "env": {"\xff": 1}}',
             "results.json is not UTF-8 text (byte 0xff",
         ),
-        (b'{"campaign_id": "c1", "runs": [{"key": "x"}]}', "not a harness results.json (KeyError"),
+        (b'{"campaign_id": "c1", "runs": [{"key": "x"}]}', "not a harness results.json (campaign_path: "),
         (b'{"campaign_id": "c1", "runs": [1, 2]', "not a readable results.json"),
         (b"", "results.json is empty (0 bytes)"),
     ],
@@ -64,6 +65,23 @@ def test_one_damaged_results_json_is_named_and_the_rest_written(two_builds, tmp_
     assert len(errors) == 1 and errors[0].startswith(f"error: skipped: {bad}") and named in errors[0], errors
     assert "1 campaign(s), 3 run(s)" in res.stdout
     assert (tmp_path / "out" / "history.csv").read_text().count("\n") == 4  # header + the other campaign
+
+
+def test_a_results_json_of_an_older_schema_is_named_with_how_to_re_analyse_it(two_builds, tmp_path):
+    """History reads through the one reader (``read_results``): no older schema is read another way."""
+    root = tmp_path / "builds"
+    shutil.copytree(two_builds, root)
+    old = next(root.glob("b2/**/results.json"))
+    text = old.read_text()
+    assert text.count('"schema": "harness.report/5"') == 1
+    old.write_text(text.replace('"schema": "harness.report/5"', '"schema": "harness.report/4"'))
+    res = harness("history", root, "--out", tmp_path / "out")
+    assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")] == [
+        f"error: skipped: {old}: schema harness.report/4 is older than this harness reads (harness.report/5); "
+        f"re-analyse its campaign with this harness: harness report {shlex.quote(str(old.parent))}"
+    ]
+    assert "1 campaign(s), 3 run(s)" in res.stdout
 
 
 def test_every_results_json_damaged_is_exit_3_naming_one(two_builds, tmp_path):

@@ -103,12 +103,18 @@ def test_the_new_verdict_keys_and_repeats_auto():
     with pytest.raises(ScenarioError, match="repeats"):
         parse_scenario(SCENARIO.replace("repeats: 2", "repeats: many"), "s.yaml", {})
     from harness.analysis.analyze import scenario_rules
+    from harness.errors import HarnessError
 
-    notes: list[str] = []
-    old = scenario_rules({"verdict": {"tolerance": 3, "stats_rel_tol": 0.02, "audio_snr_min_db": 20}}, notes)
-    assert old.tolerance == 3 and notes == [
-        "verdict rules: stats_rel_tol, audio_snr_min_db of an older harness ignored (the rules changed)"
-    ]
+    assert scenario_rules({"verdict": {"tolerance": 3}}, "c/campaign.json").tolerance == 3
+    # a campaign.json's verdict block is read as a scenario's: a key of an older harness is unknown
+    for block, said in (
+        ({"tolerance": 3, "stats_rel_tol": 0.02}, "scenario.verdict.stats_rel_tol: unknown key"),
+        ({"tolerance": 1.0}, "scenario.verdict.tolerance: Input should be greater than 1"),
+        ([1], "scenario.verdict: not a mapping (got list)"),
+    ):
+        with pytest.raises(HarnessError) as err:
+            scenario_rules({"verdict": block}, "c/campaign.json")
+        assert str(err.value).startswith(f"c/campaign.json: {said}") and "\n" not in str(err.value)
 
 
 def test_lightx2v_refuses_perturbations_it_cannot_apply():

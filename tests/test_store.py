@@ -218,13 +218,17 @@ def test_read_record_refuses_a_newer_schema_and_names_the_file(tmp_path):
     assert run.record_or_none() is None and "harness.run/2 is newer" in run.damage()
 
 
-def test_read_record_migrates_an_older_schema(tmp_path):
+def test_read_record_refuses_an_older_schema_and_reads_the_current_one(tmp_path):
     from test_records import Widget
 
     p = tmp_path / "w.json"
     p.write_text('{"schema": "harness.widget/1", "size": 1.5, "label": "Infinity"}')
-    w = read_record(p, Widget)
-    assert (w.schema_version, w.size_mm, w.label) == ("harness.widget/3", 15.0, "Infinity")
+    with pytest.raises(HarnessError) as info:
+        read_record(p, Widget)
+    assert str(info.value) == (
+        f"{p}: schema harness.widget/1 is older than this harness reads (harness.widget/3); "
+        "read it with the harness that wrote it"
+    )
     p.write_text('{"schema": "harness.widget/3", "size_mm": "Infinity"}')  # JSON mode: "Infinity" reads
     assert read_record(p, Widget).size_mm == float("inf")
     p.write_text('{"schema": "harness.widget/3", "size_mm": [')

@@ -19,11 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.judge import judge
-from harness.analysis.model import LatentSeries, ReportResults, insitu_copies, read_results
+from harness.analysis.model import LatentSeries, ReportResults, read_results
 from harness.analysis.speed import auto_note, speed_families
 from harness.analysis.stat_rule import rule_text
 from harness.analysis.verdict import InsituReading, attention_verdict
@@ -33,7 +35,7 @@ from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_compa
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.scenario.verdict import VerdictRules, legacy_free
+from harness.scenario.verdict import VerdictRules
 from harness.store import RUN_JSON as RUN_JSON_NAME
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record
 
@@ -82,20 +84,25 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def scenario_rules(scenario: dict[str, Any], notes: list[str]) -> VerdictRules:
-    """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults."""
-    block, dropped = legacy_free(dict(scenario.get("verdict") or {}))
+def scenario_rules(scenario: dict[str, Any], source: str) -> VerdictRules:
+    """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults. A
+    block this harness does not read (an unknown key, a value out of range: a hand-edited campaign.json
+    or another harness's) is refused in one line naming ``source`` (the campaign.json) and the key."""
+    block = scenario.get("verdict") or {}
+    if not isinstance(block, dict):
+        raise HarnessError(f"{source}: scenario.verdict: not a mapping (got {type(block).__name__})")
+    block = dict(block)
     if scenario.get("accepted_baseline") and not block.get("accepted_baseline"):  # one name for both readings
         block["accepted_baseline"] = scenario["accepted_baseline"]
-    if dropped:
-        notes.append(f"verdict rules: {', '.join(dropped)} of an older harness ignored (the rules changed)")
     try:
         return VerdictRules.model_validate(block)
-    except Exception as err:  # an older or hand-edited campaign.json: say so, judge with the defaults
-        notes.append(
-            f"verdict rules in campaign.json unreadable ({' '.join(str(err).split())[:200]}); defaults used"
-        )
-        return VerdictRules()
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(["scenario.verdict", *map(str, first["loc"])])
+        what = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            what = "unknown key (not a verdict rule of this harness)"
+        raise HarnessError(f"{source}: {where}: {what}") from None
 
 
 def campaign_runs(
@@ -387,7 +394,7 @@ def mark_insitu_copies(res: ReportResults) -> None:
     trajectory: its output is the reference's, so it is no candidate (no badge, no point in the speed
     against accuracy figure, no candidate line: its verdict keeps the role ``insitu``)."""
     runs = res.insitu.runs if res.insitu is not None else []
-    copies = insitu_copies([(i.arm, i.primary_exact) for i in runs], res.reference_arm)
+    copies = {i.arm for i in runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:
         if v.arm in copies:
             v.role = "insitu"
@@ -433,7 +440,8 @@ def analyze_campaign(
     runs, damaged_runs = campaign_runs(campaign, rec, hashes)
     notes: list[str] = []
     problems = [p for p in (damaged_campaign, *damaged_runs) if p]
-    res = new_results(campaign, rec, runs, rules or scenario_rules(rec.scenario, notes), notes, problems)
+    rules = rules or scenario_rules(rec.scenario, str(campaign.campaign_json))
+    res = new_results(campaign, rec, runs, rules, notes, problems)
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
     judge_campaign(res, campaign, say, insitu=measures_in_situ(res, campaign))

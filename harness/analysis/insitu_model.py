@@ -89,7 +89,7 @@ class InSituKind(Record):
     cosine: float | None = None
     scale: float | None = None  # fitted out ~ scale x yardstick, weighted by sum|r| over its calls
     rel_l1_unscaled: float | None = None  # rel L1 once the scale is divided out
-    word: str = ""  # within | outside | inconclusive, from its own parts ("": an older results.json)
+    word: str = ""  # within | outside | inconclusive, from its own parts
     parts: list[InSituPart] = Field(default_factory=list)  # judged on this kind's calls alone
 
 
@@ -104,7 +104,7 @@ class WorstCall(Record):
     cosine: float
     row_cos_p1: float
     floor_rel_l1: float | None = None
-    scale: float | None = None  # fitted out ~ scale x yardstick (None: an older record)
+    scale: float | None = None  # fitted out ~ scale x yardstick (None: none fitted)
     rel_l1_unscaled: float | None = None
 
 

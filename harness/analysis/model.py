@@ -20,8 +20,9 @@ folder can be rendered anywhere, without the campaign's media.
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, ValidationError
 
@@ -32,14 +33,10 @@ from harness.compare.latents import LatentPoint
 from harness.compare.pairwise import Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
-from harness.records import Migration, Record, check_schema
-from harness.scenario.verdict import VerdictRules, legacy_free
+from harness.records import Record, check_schema
+from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
-# 2: error-energy verdicts, floor band, speed tests, repeats. 3: media assets (frame grids, per-frame
-# series, audio views) named in ``assets``; figures are the renderer's (no longer in ``assets``);
-# ``inputs_digest`` of what the analysis read.
-# 4: verdicts per seed and modality with intervals and a word, speed-ups over runs with intervals (Holm).
 RESULTS_SCHEMA = "harness.report/5"
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
@@ -188,71 +185,6 @@ class AudioView(Record):
     spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
 
 
-def _speed_from_3(t: dict) -> dict:
-    """A /3 speed test (time ratio B/A, Welch's outcome) tested again on its kept samples, in /4's
-    terms (speed-up A/B with its interval; unpaired: /3 kept no pairing)."""
-    from harness.compare.significance import compare_samples
-
-    again = compare_samples(t.get("a") or [], t.get("b") or [], what=t.get("what", ""), unit=t.get("unit", "s"),
-                            alpha=t.get("alpha", 0.05))  # fmt: skip
-    return again.model_dump()
-
-
-def _verdict_from_3(v: dict) -> dict:
-    """A /3 verdict (booleans, pooled floor) in /4's terms (a word; its per-seed ratios as readings)."""
-    eq, measured = v.get("equivalent"), v.get("measured", 0)
-    v["word"] = "not run" if not measured else {True: "within", False: "outside"}.get(eq, "inconclusive")
-    v["text"] = (
-        f"{v['word']} (an older harness's verdict, no intervals): {v.get('accuracy') or v.get('summary', '')}"
-    )
-    for e in v.get("energy") or []:
-        per = e.get("per_seed")
-        if isinstance(per, dict):
-            e["per_seed"] = [
-                {"seed": int(k) if str(k).lstrip("-").isdigit() else None, "ratio": r} for k, r in per.items()
-            ]
-        e["word"] = {True: "within", False: "outside"}.get(e.get("within"), "")
-        e["bound"] = e.get("tolerance", 2.0)
-    for c in v.get("stats") or []:
-        c["word"] = c.get("word") or (
-            "shown" if not c.get("judged", True) else ("within" if c.get("ok") else "outside")
-        )
-    v["stats_word"] = {True: "within", False: "outside"}.get(v.get("stats_inside"), "")
-    return v
-
-
-def _from_3(data: dict) -> dict:
-    """/3 -> /4: the verdicts' words and the speed-up convention (nothing is measured again)."""
-    if isinstance(data.get("rules"), dict):
-        data["rules"] = legacy_free(data["rules"])[0]
-    data["verdicts"] = [_verdict_from_3(v) for v in data.get("verdicts") or []]
-    for a in data.get("arms") or []:
-        a["speed"] = {k: _speed_from_3(t) for k, t in (a.get("speed") or {}).items()}
-    for c in data.get("comparisons") or []:
-        sp = c.get("speed") or {}
-        for key in ("s_per_step_test", "total_test"):
-            if isinstance(sp.get(key), dict):
-                sp[key] = _speed_from_3(sp[key])
-    return data
-
-
-def insitu_copies(runs: list[tuple[str, bool]], reference: str | None) -> set[str]:
-    """The arms of shadowed runs (arm, own attention exact) that copy the exact trajectory: no candidates."""
-    return {arm for arm, exact in runs if exact and arm != reference}
-
-
-def _from_4(data: dict) -> dict:
-    """/4 -> /5: a shadowed copy of the exact trajectory is no candidate (its verdict's role "insitu")."""
-    runs = ((data.get("insitu") or {}).get("runs")) or []
-    copies = insitu_copies(
-        [(r.get("arm"), bool(r.get("primary_exact"))) for r in runs], data.get("reference_arm")
-    )
-    for v in data.get("verdicts") or []:
-        if v.get("arm") in copies:
-            v["role"] = "insitu"
-    return data
-
-
 class SpectrogramDiff(Record):
     """assets/audio/<run>.specdiff.json: a run's spectrogram minus the reference's, in dB."""
 
@@ -271,10 +203,6 @@ class SpectrogramDiff(Record):
 
 
 class ReportResults(Record):
-    # /2 had no media assets and listed its figures: it reads as /3 (its figures are redrawn). /3 had
-    # pooled-floor verdicts and time ratios: it reads as /4 with words and speed-ups.
-    migrations: ClassVar[dict[int, Migration]] = {2: lambda data: data, 3: _from_3, 4: _from_4}
-
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)
     inputs_digest: str | None = None  # of everything the analysis read (campaign.json, runs/, rules, code)
@@ -374,12 +302,14 @@ __all__ = [
 
 
 def read_results(path: Path) -> ReportResults:
-    """A results.json written by the analysis (this schema or the one before it)."""
+    """A results.json written by the analysis of this schema; one of another (older: re-analyse its
+    campaign; newer: a newer harness reads it) is refused in one line."""
     from harness.analysis.results_file import ResultsFileError, load_results_json
 
     path = Path(path)
     data = load_results_json(path, RESULTS_SCHEMA)  # bounded: size, nesting, finite numbers, run times
-    data = check_schema(data, ReportResults, str(path))  # older: migrated; newer or another kind: refused
+    older = f"re-analyse its campaign with this harness: harness report {shlex.quote(str(path.parent))}"
+    check_schema(data, ReportResults, str(path), older)  # another version or kind: refused
     try:
         res = ReportResults.model_validate(data)
     except ValidationError as err:

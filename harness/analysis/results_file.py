@@ -37,7 +37,7 @@ class ResultsFileError(HarnessError):
 def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
     """The parsed results.json at ``path`` once it is within every bound above; else one line.
     ``schema``: the one the caller reads; a file of another is left to the caller's schema check
-    (migrated or named) once its bounds and run times hold (None: every file is read as current)."""
+    (refused in one line) once its bounds and run times hold (None: every file is read as current)."""
     path = Path(path)
     p = check_input(path, "results.json")  # missing, a folder, unreadable: exit 2 as any input
     size = p.stat().st_size
@@ -57,7 +57,7 @@ def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
     except ValueError as err:
         raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
     problem = bounds_problem(data)
-    # Another schema's structure is the schema check's to migrate or name; bounds and run times hold.
+    # Another schema's structure is the schema check's to name; bounds and run times hold.
     current = schema is None or not isinstance(data, dict) or data.get("schema", schema) == schema
     if problem is None and not (isinstance(data, dict) and isinstance(data.get("runs"), list)):
         if current:

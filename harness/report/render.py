@@ -43,7 +43,7 @@ class ReportPaths:
 
 
 def load_results(path: Path) -> ReportResults:
-    """A results.json written by the analysis (this schema or the one before it)."""
+    """A results.json written by the analysis of this schema (``read_results``)."""
     return read_results(Path(path))
 
 

@@ -134,8 +134,6 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
         return word, Terms(), ""
     insitu = insitu_terms(res, v)
     by_insitu = v.decided_by == "insitu" or v.ratio_metric == "insitu"
-    if not v.decided_by and v.ratio is None and regime(v) == "chaotic":  # written before decided_by
-        by_insitu = True
     if by_insitu and insitu is not None and insitu.value is not None:
         return word, insitu, INSITU_WHAT
     if v.ratio is None or v.ratio_metric == "insitu":
@@ -215,7 +213,7 @@ BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a lin
 def emulator_badge(res: ReportResults, arm: str) -> str:
     """The words after an emulator's name, said alike by every renderer: its provenance's badge
     ('emulator of SageAttention2 d1a57a5 Triton, measured on H200', '... not measured'), 'emulator'
-    where no provenance is recorded (older results, an emulator shim), '' for no emulator."""
+    where its records carry no provenance, '' for no emulator."""
     if not is_emulator(res, arm):
         return ""
     found = emulator_provenance(res, arm)

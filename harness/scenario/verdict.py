@@ -20,9 +20,6 @@ DEFAULT_AUDIO_COHERENT_MIN_CORR = 0.9
 # perturbations, bf16): video MSE 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about
 # ten times more (video 0.29, audio 1.3: harness/bench/verdict_calibration.json).
 FLOOR_LOG_SD_KINDS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
-# Keys older scenarios wrote (the min..max statistics rule, the SNR switch to log-mel): read from an
-# older campaign.json, they are dropped (``legacy_free``); in a scenario file they are errors.
-LEGACY_KEYS = ("stats_rel_tol", "audio_snr_min_db")
 
 
 class VerdictRules(BaseModel):
@@ -134,9 +131,3 @@ class VerdictRules(BaseModel):
         if sd is None:
             return None, ""
         return sd, f"source: {self.floor_log_sd_source or 'not given'}"
-
-
-def legacy_free(block: dict) -> tuple[dict, list[str]]:
-    """A ``verdict`` block without the keys older harnesses wrote, and the keys dropped."""
-    dropped = [k for k in LEGACY_KEYS if k in block]
-    return {k: v for k, v in block.items() if k not in LEGACY_KEYS}, dropped

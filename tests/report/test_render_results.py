@@ -1,9 +1,11 @@
 """harness.report.render_results: a results.json rendered alone (a CI artifact, anywhere), with its
-assets or without them; and a committed results.json of the schema before."""
+assets or without them; and one of an older schema refused in one line that says how to re-analyse."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -73,27 +75,41 @@ def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path)
     assert "asset missing: assets/audio/torch_sdpa.json" in html
 
 
-def test_a_results_json_of_the_schema_before_renders(tmp_path):
-    """A /2 file (the committed H200 example) is migrated on read (/2 -> /3 -> /4): its tables as they
-    were, its speed tests read again as speed-ups, its verdict's word from its booleans."""
-    example = ROOT / "tests" / "fixtures" / "h200_e2e_gpu_report2"  # the H200 example of 2026-11-30
-    paths = render_results(example / "results.json", tmp_path)
-    md = paths.report_md.read_text()
-    assert '"schema": "harness.report/2"' in (example / "results.json").read_text()
-    assert "| sage_attn2 |" in md and "(schema harness.report/5)" in md
-    assert "| sage_attn2 | within |" in md and "within (an older harness's verdict, no intervals)" in md
-    old, new = (example / "pr.md").read_text().splitlines(), paths.pr_md.read_text().splitlines()
-    start = [next(i for i, ln in enumerate(x) if ln.startswith("| decoded output vs")) for x in (old, new)]
-    rows = [[ln for ln in x[i:] if ln.startswith("|")] for x, i in zip((old, new), start, strict=True)]
-    assert rows[0] == rows[1]  # the accuracy and statistics tables as they were
-    assert "- 🟢 **sage_attn2**: within (an older harness's verdict, no intervals)" in "\n".join(new)
+def test_a_results_json_of_an_older_schema_is_refused_in_one_line(tmp_path):
+    """No older schema is migrated: the committed H200 example (/5) written as /4 is one line naming
+    the file, both schemas and the command that analyses its campaign again (exit 2, nothing
+    written); that command does, as a results.json of another schema is never reused."""
+    from cli_testutil import harness
+
+    from harness.analysis.digest import reusable
+
+    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
+    campaign = tmp_path / "my campaign"
+    shutil.copytree(example, campaign)
+    results = campaign / "results.json"
+    raw = json.loads(results.read_text())
+    digest = raw["inputs_digest"]
+    assert raw["schema"] == "harness.report/5" and reusable(results, digest) is not None
+    results.write_text(json.dumps({**raw, "schema": "harness.report/4"}))
+    out = tmp_path / "pages"
+    res = harness("report", "--from-results", results, "--out", out)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.splitlines() == [
+        f"error: {results}: schema harness.report/4 is older than this harness reads (harness.report/5); "
+        f"re-analyse its campaign with this harness: harness report {shlex.quote(str(campaign))}"
+    ]
+    assert shlex.quote(str(campaign)) == f"'{campaign}'"  # a folder with a space: quoted for the shell
+    assert not out.exists()
+    assert reusable(results, digest) is None  # `harness report CAMPAIGN` analyses it again
 
 
 def test_not_a_results_json_is_one_line(tmp_path):
     bad = tmp_path / "results.json"
     bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
     with pytest.raises(
-        HarnessError, match=r"results.json: schema harness.report/1 is older than this harness reads"
+        HarnessError,
+        match=r"results.json: schema harness.report/1 is older than this harness reads \(harness.report/5\); "
+        f"re-analyse its campaign with this harness: harness report {re.escape(shlex.quote(str(tmp_path)))}$",
     ):
         render_results(bad)
     bad.write_text("{}")

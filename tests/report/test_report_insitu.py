@@ -86,18 +86,6 @@ def test_the_shadowed_copy_of_the_reference_is_no_candidate(shadowed_campaign):
     assert "candidate(s)" in summary and "ref_insitu: DiT s/step" not in summary
 
 
-def test_a_results_json_of_schema_4_gets_the_copy_role_on_read(shadowed_campaign, tmp_path):
-    raw = results(shadowed_campaign)
-    raw["schema"] = "harness.report/4"
-    for v in raw["verdicts"]:
-        v["role"] = "candidate"
-    old = tmp_path / "old" / "results.json"
-    old.parent.mkdir()
-    old.write_text(json.dumps(raw))
-    md = render_results(old, out_dir=tmp_path / "out").report_md.read_text()
-    assert "- ref_insitu (shadowed copy, not a candidate): output bitwise" in md
-
-
 def test_a_campaign_kept_without_its_media_still_reads_in_situ(shadowed_campaign, tmp_path):
     """In-situ records are written during the run, never derived from its output: a campaign kept
     without its media (a CI artifact, a copy from the GPU machine) keeps its readings, and the

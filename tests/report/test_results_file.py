@@ -20,7 +20,7 @@ from harness.analysis.results_file import MAX_DEPTH, MAX_RESULTS_BYTES, ResultsF
 from harness.report.plots import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "tests" / "fixtures" / "h200_e2e_gpu_report2" / "results.json"  # the H200 example
+EXAMPLE = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step" / "results.json"  # the H200 example
 
 
 def example() -> dict:
