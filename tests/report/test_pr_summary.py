@@ -8,6 +8,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from records_testutil import H200, ONE_SEED, edited, example, line_of, rendered, section
+
 from harness.number_format import fmt_time
 from harness.report import build_report
 from harness.report.pr import render_pr
@@ -165,37 +167,58 @@ def test_pr_md_of_the_committed_h200_campaign(tmp_path):
     assert f"- sage_attn2 (each of its 2 runs): backend output vs a direct op call: {direct}" in pr
 
 
-def test_report_opens_with_the_summary(single_report):
-    md = single_report.paths.report_md.read_text()
+def test_report_opens_with_the_summary():
+    """The committed one-seed campaign (one run a side), with one candidate's attention edited to be
+    invalid and one run edited to have failed; and the H200 one (its runs that did not end ok, an arm
+    skipped, a shadowed copy)."""
+    res, _ = edited(example(ONE_SEED), "sage_attn2_1_0_6", word="invalid", attention_ok=False,
+                    attention="NOT all attention calls were served by the requested op: 3 fell back")  # fmt: skip
+    run = next(r for r in res.runs if r.arm == "torch_sdpa_kv_reversed")
+    run.status, run.reason = "failed", "exit code 1"
+    out = rendered(res)
+    md = out["md"]
     first = md.split("\n## ", 2)
     assert first[1].startswith("Summary\n")
     bullets = [ln for ln in first[1].splitlines() if ln.startswith("- ")]
-    assert len(bullets) == 6  # the campaign, INCOMPLETE (the failed arm), then each of its four candidates
-    assert bullets[0].startswith("- tiny / c1: reference torch_sdpa, noise floor torch_sdpa_kv_reversed")
-    assert bullets[1].startswith("- INCOMPLETE: 1 problem(s): broken: ended failed, not ok: not measured")
-    far = next(b for b in bullets if b.startswith("- sage_far:"))
+    assert len(bullets) == 4  # the campaign, INCOMPLETE (the failed run), then each of its two candidates
+    assert bullets[0].startswith(
+        "- minimax_h3_tiny / gpu_prod: reference torch_sdpa, noise floor torch_sdpa_kv_"
+    )
+    assert (
+        bullets[1] == "- INCOMPLETE: 1 problem(s): torch_sdpa_kv_reversed: ended failed, not ok: not measured"
+    )
+    bad = next(b for b in bullets if b.startswith("- sage_attn2_1_0_6:"))
     # one run a side: the speed-up is printed, no speed word without an interval (the speed section says why)
-    assert far.endswith("; DiT s/step speed-up 2.00x: too few runs")  # the pipeline total: below
+    assert bad.endswith("; DiT s/step speed-up 0.84x: too few runs")  # the pipeline total: below
     assert "too few runs for an interval (n=1/1 runs; 2 a side needed)" in md
-    assert far.startswith(
-        "- sage_far: invalid: NOT all attention calls were served by the requested op; as measured "
-    ), far
+    assert bad.startswith(
+        "- sage_attn2_1_0_6: invalid: NOT all attention calls were served by the requested op; as measured "
+    ), bad
     assert all(len(b) <= 202 for b in bullets), [len(b) for b in bullets]  # '- ' and 200: at a glance
-    close = next(b for b in bullets if b.startswith("- sage_close:"))
-    assert "tolerance 2x" in close and close.endswith("DiT s/step speed-up 1.23x: too few runs")
-    assert "- broken: not run (failed: exit code 1" in md
-    html = single_report.paths.index_html.read_text()
-    assert html.index('<section id="summary">') < html.index('<section id="overview">')
+    kernel = next(b for b in bullets if b.startswith("- sage_attn2:"))
+    assert "tolerance 2x" in kernel and kernel.endswith("DiT s/step speed-up 0.87x: too few runs")
+    assert out["html"].index('<section id="summary">') < out["html"].index('<section id="overview">')
+    md = rendered(example(H200))["md"]
+    bullets = [ln for ln in section(md, "Summary").splitlines() if ln.startswith("- ")]
+    assert bullets[1].startswith("- INCOMPLETE: 15 problem(s): sage_emul_thuml@43: ended interrupted, not ok")
+    assert "- aiter_sage_attn: not run (skipped: backend aiter_sage_attn unavailable here" in md
+    assert all(len(b) <= 202 for b in bullets), [len(b) for b in bullets]
 
 
-def test_summary_with_two_runs_a_side_carries_the_test(multi_report):
-    md = multi_report.paths.report_md.read_text()
-    cand = next(ln for ln in md.splitlines() if ln.startswith("- cand: "))
-    # s/step 0.5 in both seeds against 1.0 in both: a difference that never varies
-    assert cand.startswith("- cand: outside: ") and "; DiT s/step speed-up 2.00x" in cand, cand
-    pr = multi_report.paths.pr_md.read_text()
-    assert "| cand | 0.500 | 2.500 s | 2.00x / 1.80x |" in pr
-    assert check_pr_against_report(pr, md) >= 20
+def test_summary_with_two_runs_a_side_carries_the_test():
+    """The committed H200 campaign: two seeds, repeats; sage_attn2 measured slower with an interval."""
+    res = example(H200)
+    out = rendered(res)
+    kernel = line_of(out["md"], "- sage_attn2: ")
+    assert kernel.startswith("- sage_attn2: outside in situ: ") and kernel.endswith(
+        "; DiT s/step speed-up 0.85x (0.823 to 0.880): slower"
+    ), kernel
+    assert "| sage_attn2 | 0.542 | 5.239 s | 0.85x / 0.79x |" in out["pr"]
+    assert check_pr_against_report(out["pr"], out["md"]) >= 20
+    # the summary says the test's word, whatever it is
+    res.arm("sage_attn2").speed["s_per_step"].word = "no difference detected"
+    kernel = line_of(rendered(res)["md"], "- sage_attn2: ")
+    assert kernel.endswith("; DiT s/step speed-up 0.85x (0.823 to 0.880): no difference detected"), kernel
 
 
 def test_single_file_page_inlines_every_image(single_report, tmp_path):
