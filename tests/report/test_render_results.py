@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from records_testutil import ONE_SEED
 
 from harness.errors import HarnessError
 from harness.report import render_results
@@ -59,15 +60,16 @@ def test_without_the_pages_own_assets_report_md_is_whole(single_report, tmp_path
     assert re.search(r"missing: assets/audio/[^<]*\.webm", paths.index_html.read_text())
 
 
-def test_without_its_assets_the_page_names_them_missing(single_report, tmp_path):
+def test_without_its_assets_the_page_names_them_missing(tmp_path):
+    """The committed one-seed results.json copied alone (its assets left behind)."""
     alone = tmp_path / "alone" / "results.json"
     alone.parent.mkdir()
-    shutil.copy(single_report.campaign.path / "results.json", alone)
+    shutil.copy(ONE_SEED, alone)
     out = tmp_path / "out"
     paths = render_results(alone, out, single_file=True)
     assert paths.index_html == out / "index.html" and not (alone.parent / "index.html").exists()
     md = paths.report_md.read_text()
-    assert "asset missing: assets/series/sage_far.json" in md and "missing: assets/frames/" in md
+    assert "asset missing: assets/series/sage_attn2.json" in md and "missing: assets/frames/" in md
     assert "per_frame" not in paths.figures and "step_times" in paths.figures  # drawn from results.json alone
     html = paths.index_html.read_text()
     srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
