@@ -30,6 +30,7 @@ from harness.compare.significance import (
     fmt_p,
 )
 from harness.errors import HarnessError
+from harness.metrics import history_metrics
 from harness.records import steady_steps
 from harness.rule import holm, welch_p_value
 from harness.store import atomic_write_text
@@ -48,14 +49,13 @@ class Metric:
     digits: int
 
 
+# The timings, then the accuracy columns of the metric registry (``harness.metrics``) tested over time.
 METRICS: tuple[Metric, ...] = (
     Metric("s_per_step", "DiT s/step", False, True, 4),
     Metric("total_s", "pipeline total (s)", False, True, 3),
-    Metric("psnr_pooled", "video PSNR pooled (dB)", True, False, 2),
-    Metric("ssim_mean", "SSIM mean", True, False, 5),
-    Metric("audio_snr", "audio SNR (dB)", True, False, 2),
-    Metric("audio_cosine", "audio cosine", True, False, 6),
-)
+    *[Metric(h.column, h.label, m.higher_is_closer, False, h.digits)
+      for m in history_metrics() if (h := m.history) is not None and h.tested],
+)  # fmt: skip
 METRIC = {m.column: m for m in METRICS}
 
 
@@ -98,8 +98,6 @@ def _rows(path: Path) -> list[dict]:
     rows = []
     for r in res.runs:
         c = by_b.get(r.key)
-        video = c.video if c is not None else None
-        audio = c.audio if c is not None else None
         ok = r.status == "ok"
         rows.append(
             {
@@ -116,11 +114,7 @@ def _rows(path: Path) -> list[dict]:
                 "status": r.status,
                 "s_per_step": r.s_per_step if ok else None,
                 "total_s": r.pipeline_total_s if ok else None,
-                "psnr_pooled": video.psnr_pooled if video is not None else None,
-                "psnr_mean": video.psnr_mean if video is not None else None,
-                "ssim_mean": video.ssim_mean if video is not None else None,
-                "audio_snr": audio.snr_db if audio is not None else None,
-                "audio_cosine": audio.cosine if audio is not None else None,
+                **{m.history.column: m.get(c) for m in history_metrics() if m.history is not None},
                 "valid": r.valid,
                 "verdict": words.get(r.arm, ""),
                 "step_samples": steady_steps(r.step_seconds) if ok else [],
@@ -326,9 +320,7 @@ def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, b
                 "role",
                 "s_per_step",
                 "total_s",
-                "psnr_pooled",
-                "ssim_mean",
-                "audio_snr",
+                *[h.column for m in history_metrics() if (h := m.history) is not None and h.latest],
                 "verdict",
             ]
         ]  # fmt: skip

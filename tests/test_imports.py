@@ -55,6 +55,7 @@ LAYERS: dict[str, int] = {
     "harness.pixel_formats": 1,
     "harness.sage_packages": 1,
     "harness.scenario": 1,
+    "harness.metrics": 1,  # the metric registry: the scenario's verdict rules name its judged energies
     # L2
     "harness.attention": 2,
     "harness.tiny_ref2av": 2,

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 
 from harness.analysis.model import ArmAggregate, Spread
 from harness.analysis.speed import campaign_speed_tests
-from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
+from harness.metrics import accuracy_metrics
 from harness.scenario.verdict import VerdictRules
 
 TIMING_NOTES = {
@@ -56,7 +56,7 @@ def aggregate_metrics(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dic
         m["outside_layers_s"] = spread([t.outside_layers_s for t in timed])
         m["released_step_s"] = spread([t.released_step_s for t in timed])  # extrapolated
     if cmps:
-        for metric in ACCURACY_METRICS:
+        for metric in accuracy_metrics():
             m[metric.key] = spread([metric.get(c) for c in cmps])
         m["identical_frames"] = spread([c.video.identical_frames if c.video else None for c in cmps])
     for name in stat_fields(None):

@@ -1,9 +1,10 @@
 """Error energies: a run against the reference reduced to the numbers a verdict weighs (no media).
 
-The kinds of energy: video MSE on decoded RGB (pooled over frames, so one identical frame
-neither lifts nor sinks it) and 1 - SSIM; the audio waveform error energy (10^(-SNR/10), at the
-container's alignment) and the mel spectral error (``collect.audio``); 1 - log-mel cosine, shown
-only; the latent error energy of a step (10^(-PSNR/10) against the reference's range).
+The kinds of energy (``KINDS``) are the metric registry's (``harness.metrics``): video MSE on
+decoded RGB (pooled over frames, so one identical frame neither lifts nor sinks it) and 1 - SSIM;
+the audio waveform error energy (10^(-SNR/10), at the container's alignment) and the mel spectral
+error (``collect.audio``); 1 - log-mel cosine, shown only. Besides them, the latent error energy of
+a step (10^(-PSNR/10) against the reference's range).
 
 A missing value is None; a value that is not finite stays so (NaN SSIM is a NaN energy, an SNR
 of -inf an infinite one): the verdict fails it, never drops it.
@@ -12,16 +13,15 @@ of -inf an infinite one): the verdict fails it, never drops it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
 
 from harness.compare.pairwise import Comparison
-from harness.number_format import fmt_db, fmt_num
+from harness.metrics import Energy, Metric, energy_metrics
+from harness.metrics.metric import energy_from_db, mse_from_psnr, psnr_from_mse  # noqa: F401  (re-exported)
 from harness.records import Record
-
-PEAK = 255.0
 
 
 class PairErrors(Record):
@@ -90,70 +90,49 @@ def is_identical(e: PairErrors) -> bool:
     return e.audio_snr_db is None or e.audio_snr_db == math.inf
 
 
-def mse_from_psnr(psnr_db: float, peak: float = PEAK) -> float:
-    return 0.0 if math.isinf(psnr_db) and psnr_db > 0 else peak * peak / 10.0 ** (psnr_db / 10.0)
-
-
-def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
-    if math.isnan(mse):
-        return math.nan
-    if math.isinf(mse):
-        return -math.inf
-    return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
-
-
-def energy_from_db(db: float) -> float:
-    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN."""
-    if math.isnan(db):
-        return math.nan
-    if math.isinf(db):
-        return 0.0 if db > 0 else math.inf
-    return 10.0 ** (-db / 10.0)
-
-
-def db_from_energy(e: float) -> float:
-    if math.isnan(e):
-        return math.nan
-    return math.inf if e == 0 else -10.0 * math.log10(e)
-
-
-def one_minus(x: float | None) -> float | None:
-    """1 - x for a similarity; NaN stays NaN (max(0, 1 - nan) would read as perfect)."""
-    if x is None:
-        return None
-    if not math.isfinite(x):
-        return math.nan
-    return max(0.0, 1.0 - x)
-
-
 @dataclass(frozen=True)
 class Kind:
-    """One kind of error energy: how it is read off a pair, weighted and shown."""
+    """One kind of error energy, read off a pair: a registered metric and its ``Energy`` (key, label,
+    how it is shown, whether the verdict judges it; ``harness.metrics``)."""
 
-    key: str
-    label: str
-    get: Callable[[PairErrors], float | None]
-    weight: Callable[[PairErrors], float]
-    show: Callable[[float], float]  # energy -> the value a table prints
-    fmt: Callable[[float], str]
-    modality: str  # video | audio
+    metric: Metric
+
+    @property
+    def energy(self) -> Energy:
+        assert self.metric.energy is not None  # KINDS holds the metrics that have one
+        return self.metric.energy
+
+    @property
+    def label(self) -> str:
+        return self.energy.label
+
+    @property
+    def modality(self) -> str:  # video | audio
+        return self.metric.modality
+
+    def get(self, e: PairErrors) -> float | None:
+        value = getattr(e, self.energy.pair_field, None)
+        return None if value is None else self.energy.of(value)
+
+    def weight(self, e: PairErrors) -> float:
+        return e.frames if self.modality == "video" else 1
 
 
-KINDS: dict[str, Kind] = {
-    k.key: k
-    for k in (
-        Kind("video_mse", "video MSE", lambda e: e.video_mse, lambda e: e.frames, psnr_from_mse, fmt_db, "video"),
-        Kind("video_1_ssim", "video 1 - SSIM", lambda e: one_minus(e.ssim_mean), lambda e: e.frames,
-             lambda x: 1.0 - x, lambda x: f"SSIM {fmt_num(x, 5)}", "video"),
-        Kind("audio_error", "audio error energy",
-             lambda e: None if e.audio_snr_db is None else energy_from_db(e.audio_snr_db), lambda e: 1,
-             db_from_energy, lambda x: f"SNR {fmt_db(x)}", "audio"),
-        Kind("audio_spectral", "audio mel spectral error", lambda e: e.audio_spectral, lambda e: 1,
-             lambda x: x, lambda x: f"spectral error {fmt_num(x, 4)}", "audio"),
-        Kind("audio_logmel", "audio 1 - log-mel cosine", lambda e: one_minus(e.audio_logmel_cosine),
-             lambda e: 1, lambda x: 1.0 - x, lambda x: f"log-mel cosine {fmt_num(x, 6)}", "audio"),
-    )
-}  # fmt: skip
+class _Kinds(Mapping[str, Kind]):
+    """Every registered error energy by its key (video_mse, audio_error, ...), read from the metric
+    registry at each use."""
+
+    def __getitem__(self, key: str) -> Kind:
+        return Kind(energy_metrics()[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(energy_metrics())
+
+    def __len__(self) -> int:
+        return len(energy_metrics())
+
+
+KINDS: Mapping[str, Kind] = _Kinds()
 
 
 def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:

@@ -17,10 +17,10 @@ from harness.analysis.model import CodecFloorRow, FloorSummary, ReportResults
 from harness.analysis.verdict import video_regime
 from harness.collect.models import CodecSettings, PairResult
 from harness.compare.cache import MetricsCache
-from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
+from harness.metrics import accuracy_metrics
 from harness.number_format import fmt_db, ratio_text
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
@@ -64,7 +64,7 @@ def floor_summary(floors: list[Comparison], rules: VerdictRules) -> FloorSummary
     )
     mse, _ = pooled([PairErrors.from_comparison(c) for c in measured], "video_mse")
     f.psnr_pooled = None if mse is None else psnr_from_mse(mse)
-    for metric in ACCURACY_METRICS:
+    for metric in accuracy_metrics():
         vals = sorted(x for x in (metric.get(c) for c in measured) if x is not None and not math.isnan(x))
         if vals:
             f.band[metric.key] = [vals[0], statistics.median(vals), vals[-1]]

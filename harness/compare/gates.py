@@ -5,25 +5,26 @@ prints its JSON Schema; ``scenarios/gates/candidate.yaml`` is an example). Every
 finite number, every switch a true/false; an unknown key, a key given twice, a string, a bool
 where a number belongs, NaN or infinity are errors naming the file, line and key (exit 2).
 ``check_gate`` returns one line per violation (empty: the gate passes); ``judge_gate`` adds the
-file and the pass/fail that ``harness compare --format json`` carries. The accuracy bounds come
-from the metric table in ``harness.compare.metrics``.
+file and the pass/fail that ``harness compare --format json`` carries. The accuracy bounds are the
+metric registry's (``harness.metrics``): each accuracy metric's gate key, a lower bound where higher is
+closer to the reference (``min_psnr``), an upper one where lower is; ``gate_model`` builds the fields.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, create_model
 
-from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import Comparison
 from harness.errors import HarnessError
 from harness.input_files import MAX_YAML_BYTES, read_input_text
+from harness.metrics import Metric, accuracy_metrics
 from harness.strict_yaml import YamlProblem, load_yaml
 
 
@@ -35,37 +36,53 @@ def _threshold(description: str, **bounds: float) -> Any:
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-class Gate(BaseModel):
+class GateBase(BaseModel):
     """Thresholds for ``harness compare --gate``: any violation makes the command exit 1."""
 
     model_config = ConfigDict(extra="forbid", title="harness gate")
 
-    min_psnr: Number | None = _threshold(
-        "Video PSNR of B against A, pooled (from the mean MSE over frames), in dB."
+
+def _fields(metrics: tuple[Metric, ...]) -> dict[str, Any]:
+    """The gate's fields: each accuracy metric's bound, in table order, then the other thresholds."""
+    fields: dict[str, Any] = {}
+    for m in metrics:
+        ge, le = m.gate_range
+        bounds = {k: v for k, v in (("ge", ge), ("le", le)) if v is not None}
+        fields[m.gate] = (Number | None, _threshold(m.gate_doc, **bounds))
+    return fields | {
+        "max_step_ratio": (Number | None, _threshold("B s/step / A s/step (below 1: B is faster).", gt=0)),
+        "max_total_ratio": (Number | None, _threshold("B pipeline total / A pipeline total.", gt=0)),
+        "bitwise_video": (StrictBool, Field(False, description="Every decoded frame identical.")),
+        "bitwise_audio": (StrictBool, Field(False, description="Every decoded audio sample identical.")),
+        "bitwise_files": (StrictBool, Field(False, description="output.mp4 identical byte for byte.")),
+        "require_valid_attention": (StrictBool, Field(
+            False, description="Both runs: the requested backend served every call, nothing fell back."
+        )),
+        "max_fallbacks": (Annotated[StrictInt, Field(ge=0)] | None, Field(
+            None, description="Attention fallbacks allowed in B, all ranks together."
+        )),
+        "require_ok": (StrictBool, Field(True, description="Both runs ended ok.")),
+    }  # fmt: skip
+
+
+@functools.cache
+def _model(metrics: tuple[Metric, ...]) -> type[GateBase]:
+    return create_model(
+        "Gate", __base__=GateBase, __doc__=GateBase.__doc__, __module__=__name__, **_fields(metrics)
     )
-    min_psnr_frame: Number | None = _threshold("Video PSNR of the worst frame, in dB.")
-    min_ssim: Number | None = _threshold("SSIM, mean over frames.", le=1)
-    min_ssim_frame: Number | None = _threshold("SSIM of the worst frame.", le=1)
-    min_audio_snr: Number | None = _threshold("Audio SNR of B against A, in dB.")
-    min_audio_cosine: Number | None = _threshold("Cosine of the audio samples.", ge=-1, le=1)
-    min_audio_logmel_cosine: Number | None = _threshold("Cosine of the audio log-mel spectra.", ge=-1, le=1)
-    max_step_ratio: Number | None = _threshold("B s/step / A s/step (below 1: B is faster).", gt=0)
-    max_total_ratio: Number | None = _threshold("B pipeline total / A pipeline total.", gt=0)
-    bitwise_video: StrictBool = Field(False, description="Every decoded frame identical.")
-    bitwise_audio: StrictBool = Field(False, description="Every decoded audio sample identical.")
-    bitwise_files: StrictBool = Field(False, description="output.mp4 identical byte for byte.")
-    require_valid_attention: StrictBool = Field(
-        False, description="Both runs: the requested backend served every call, nothing fell back."
-    )
-    max_fallbacks: Annotated[StrictInt, Field(ge=0)] | None = Field(
-        None, description="Attention fallbacks allowed in B, all ranks together."
-    )
-    require_ok: StrictBool = Field(True, description="Both runs ended ok.")
+
+
+def gate_model() -> type[GateBase]:
+    """The gate file's model, with a bound for every accuracy metric registered now."""
+    return _model(tuple(accuracy_metrics()))
+
+
+Gate = gate_model()  # the harness's own metrics
 
 
 def gate_schema() -> dict[str, Any]:
     """The JSON Schema of a gate file (``harness scenarios schema --gate``)."""
-    schema = Gate.model_json_schema()
+    schema = gate_model().model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["description"] = (
         "Thresholds for `harness compare RUN_A RUN_B --gate FILE` (YAML or JSON). Numbers must be "
@@ -83,7 +100,7 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> Gate:
+def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> GateBase:
     """A gate from the text of a YAML or JSON file; every problem is one line naming ``source``."""
     lines: dict[str, int] = {}
     if as_json:
@@ -109,7 +126,8 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
         line = lines.get(str(key))
         return f"{source}:{line}" if line else source
 
-    known = list(Gate.model_fields)
+    model = gate_model()
+    known = list(model.model_fields)
     for key in data:
         if key not in known:
             hint = difflib.get_close_matches(str(key), known, n=1)
@@ -118,7 +136,7 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
                 f"{where(key)}: unknown gate key {str(key)!r}{tip} (known: {', '.join(sorted(known))})"
             )
     try:
-        return Gate.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         key = first["loc"][0] if first["loc"] else "?"
@@ -128,7 +146,7 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
         raise HarnessError(f"{where(key)}: gate key {str(key)!r}: {msg}") from None
 
 
-def load_gate(path: Path | str) -> Gate:
+def load_gate(path: Path | str) -> GateBase:
     """A gate from a YAML or JSON file (by its suffix); problems are one line naming the file."""
     p = Path(path)
     text = read_input_text(p, "gate file", max_bytes=MAX_YAML_BYTES, allow_empty=True)
@@ -139,7 +157,7 @@ def _unavailable(cmp: Comparison) -> str:
     return "; ".join(cmp.notes) if cmp.notes else "not measured"
 
 
-def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
+def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
     """Violations, one line each; an empty list means the gate passes."""
     out: list[str] = []
     if gate.require_ok:
@@ -149,15 +167,15 @@ def check_gate(cmp: Comparison, gate: Gate) -> list[str]:
                     f"run {side} ({s.key}) status is {s.status}" + (f": {s.reason}" if s.reason else "")
                 )
 
-    for m in ACCURACY_METRICS:  # lower bounds: min_psnr, min_ssim_frame, min_audio_snr, ...
-        limit = getattr(gate, m.gate)
+    for m in accuracy_metrics():  # min_psnr, min_ssim_frame, min_audio_snr, ... (max_ where lower is closer)
+        limit = getattr(gate, m.gate, None)  # a gate made before the metric was registered has none
         if limit is None:
             continue
         value, what = m.get(cmp), m.gate_label(cmp)
         if value is None:
             out.append(f"{m.gate}: {what} unavailable ({_unavailable(cmp)})")
-        elif math.isnan(value) or value < limit:
-            out.append(f"{m.gate}: {what} {m.fmt(value)} < {m.fmt(limit)}")
+        elif m.breaks(value, limit):
+            out.append(f"{m.gate}: {what} {m.fmt(value)} {m.beyond} {m.fmt(limit)}")
 
     def high(value: float | None, limit: float | None, name: str, what: str) -> None:
         if limit is None:
@@ -201,7 +219,7 @@ class GateOutcome(BaseModel):
     violations: list[str]
 
 
-def judge_gate(cmp: Comparison, gate: Gate, file: Path | str) -> GateOutcome:
+def judge_gate(cmp: Comparison, gate: GateBase, file: Path | str) -> GateOutcome:
     """``check_gate``'s violations with the gate file and whether the comparison passed it."""
     violations = check_gate(cmp, gate)
     return GateOutcome(file=str(file), passed=not violations and cmp.measured, violations=violations)

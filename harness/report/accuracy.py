@@ -5,12 +5,13 @@ how every table, figure and player names a run's role (``role_text``)."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from harness.analysis.model import ReportResults, Verdict, is_shadowed_copy
-from harness.compare.metrics import ACCURACY_METRICS, METRICS
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
-from harness.number_format import NA, fmt_db, fmt_num, fmt_stat, ratio_text
+from harness.metrics import Metric, accuracy_metrics, table_metrics
+from harness.number_format import NA, fmt_db, fmt_stat, ratio_text
 from harness.report.cells import ROLE_LABEL, Section, row_css, spread_text
 from harness.text_table import TextTable
 
@@ -33,8 +34,24 @@ def run_label(res: ReportResults, key: str, arm: str, role: str) -> str:
     return key + (f" ({shown})" if shown in (ROLE_LABEL["noise_floor"], SHADOWED_COPY) else "")
 
 
+# The per-run table's columns: the metric registry's in its order, and two of the run's own among
+# them (placed by the same order: identical frames after the PSNR columns, bitwise last).
+IDENTICAL_FRAMES, BITWISE = "identical frames", "bitwise"
+_RUN_COLUMNS = ((25, IDENTICAL_FRAMES), (1_000, BITWISE))
+
+
+def acc_columns() -> list[Metric | str]:
+    placed = [(m.order, m) for m in table_metrics()] + list(_RUN_COLUMNS)
+    return [col for _, col in sorted(placed, key=lambda p: p[0])]
+
+
+def acc_headers() -> list[str]:
+    return [col if isinstance(col, str) else col.column for col in acc_columns()]
+
+
 def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str]:
-    n = len(ACC_HEADERS)
+    columns = acc_columns()
+    n = len(columns)
     if reference:
         return ["reference"] * n
     if c is None:
@@ -46,46 +63,21 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
             else "not measured"
         )
         return [why] + [""] * (n - 1)
-    v, a = c.video, c.audio
-
-    def cell(key: str) -> str:
-        metric = METRICS.get(key)
-        frame = f" (frame {metric.worst_frame(c)})" if metric.worst_frame is not None else ""
-        return metric.fmt(metric.get(c)) + frame
-
-    snr = cell("audio_snr") + (
-        f" (residual lag {a.residual_lag_samples:+d})" if a is not None and a.residual_lag_samples else ""
-    )
-    spectral = NA if a is None or a.spectral_error is None else f"{a.spectral_error:.4g}"
+    v = c.video
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
         NA if c.bitwise.audio is None else ("yes" if c.bitwise.audio else "no")
     )
-    return [
-        cell("psnr"),
-        cell("psnr_min"),
-        f"{v.identical_frames} of {v.frames}",
-        cell("ssim_mean"),
-        cell("ssim_min"),
-        snr,
-        cell("audio_cosine"),
-        spectral,
-        cell("audio_logmel_cosine"),
-        bitwise,
-    ]
 
+    def cell(col: Metric | str) -> str:
+        if col == IDENTICAL_FRAMES:
+            return f"{v.identical_frames} of {v.frames}"
+        if isinstance(col, str):
+            return bitwise
+        record = col.record(c)
+        note = col.note(record) if col.note is not None and record is not None else ""
+        return col.cell(record) + note
 
-ACC_HEADERS = [
-    "PSNR (pooled)",
-    "PSNR min (frame)",
-    "identical frames",
-    "SSIM mean",
-    "SSIM min (frame)",
-    "audio SNR",
-    "audio cosine",
-    "mel spectral error",
-    "log-mel cosine",
-    "bitwise",
-]
+    return [cell(col) for col in columns]
 
 
 def _floor_band(res: ReportResults, key: str, fmt) -> str:
@@ -99,18 +91,18 @@ def _floor_band(res: ReportResults, key: str, fmt) -> str:
 def _codec_cells(res: ReportResults) -> list[str]:
     cf = res.codec_floor
     assert cf is not None
-    return [
-        fmt_db(cf.psnr_pooled),
-        f"{fmt_db(cf.psnr_min)} (frame {cf.psnr_min_frame})",
-        "",
-        fmt_num(cf.ssim_mean, 6),
-        f"{fmt_num(cf.ssim_min, 6)} (frame {cf.ssim_min_frame})",
-        fmt_db(cf.audio_snr),
-        "",
-        "",
-        fmt_num(cf.audio_logmel_cosine, 6),
-        "",
-    ]
+    # Its row names the video figures as a comparison's video record does, the two audio ones apart.
+    records = {
+        "video": cf,
+        "audio": SimpleNamespace(snr_db=cf.audio_snr, logmel_cosine=cf.audio_logmel_cosine),
+    }
+
+    def cell(col: Metric | str) -> str:
+        if isinstance(col, str) or not hasattr(records[col.modality], col.field):
+            return ""  # not measured on the codec
+        return col.cell(records[col.modality])
+
+    return [cell(col) for col in acc_columns()]
 
 
 def accuracy_section(res: ReportResults) -> Section:
@@ -126,7 +118,7 @@ def accuracy_section(res: ReportResults) -> Section:
     )
     if res.pixel_source:
         sec.paragraphs.append(f"Pixel metrics taken on: {res.pixel_source}.")
-    t = TextTable(title="Per run", headers=["run", "role", *ACC_HEADERS])
+    t = TextTable(title="Per run", headers=["run", "role", *acc_headers()])
     for r in res.primary_runs:
         c = res.comparison_for(r.key)
         role = role_text(res, r.arm, r.role)
@@ -142,13 +134,13 @@ def accuracy_section(res: ReportResults) -> Section:
     if res.floor is not None:
         band = TextTable(
             title="Noise floor band: min / median / max over perturbations x seeds",
-            headers=["floor runs", "PSNR of their pooled MSE", *[m.label for m in ACCURACY_METRICS]],
+            headers=["floor runs", "PSNR of their pooled MSE", *[m.label for m in accuracy_metrics()]],
         )
         band.add(
             [
                 str(len(res.floor.keys)),
                 fmt_db(res.floor.psnr_pooled),
-                *[_floor_band(res, m.key, m.fmt) for m in ACCURACY_METRICS],
+                *[_floor_band(res, m.key, m.fmt) for m in accuracy_metrics()],
             ],
             "noise-floor",
         )
@@ -157,13 +149,13 @@ def accuracy_section(res: ReportResults) -> Section:
     if res.multi_seed:
         agg = TextTable(
             title="Per arm over seeds: mean [min..max]",
-            headers=["arm", "role", "seeds measured", *[m.label for m in ACCURACY_METRICS]],
+            headers=["arm", "role", "seeds measured", *[m.label for m in accuracy_metrics()]],
         )
         for a in res.arms:
             if a.arm == res.reference_arm:
                 continue
             m = a.metrics
-            cells = [spread_text(m.get(x.key), x.fmt) for x in ACCURACY_METRICS]
+            cells = [spread_text(m.get(x.key), x.fmt) for x in accuracy_metrics()]
             measured = m["psnr"].n if "psnr" in m else 0
             agg.add(
                 [a.arm, role_text(res, a.arm, a.role), f"{measured}/{len(a.seeds)}", *cells],

@@ -13,6 +13,7 @@ from harness.compare.gates import GateOutcome
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
+from harness.metrics import table_metrics
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
 from harness.text_table import TextTable, md_code, md_escape, md_table, md_text, terminal_text
 
@@ -134,24 +135,21 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     if cmp.video is not None:
         v = cmp.video
         acc.add(["frames compared", f"{v.frames} ({v.width}x{v.height} @ {v.fps:g} fps)"])
-        acc.add(["video PSNR (pooled)", fmt_db(v.psnr_pooled)])
-        acc.add(["video PSNR min (frame)", f"{fmt_db(v.psnr_min)} (frame {v.psnr_min_frame})"])
-        acc.add(["SSIM mean", f"{v.ssim_mean:.6f}"])
-        acc.add(["SSIM min (frame)", f"{v.ssim_min:.6f} (frame {v.ssim_min_frame})"])
+        for m in table_metrics("video"):  # the metric registry's, in its order
+            acc.add([m.row or m.label, m.cell(v)])
         acc.add(["identical frames", f"{v.identical_frames} of {v.frames}"])
     if cmp.audio is not None:
         au = cmp.audio
-        acc.add(["audio SNR (at the containers' alignment)", fmt_db(au.snr_db)])
-        acc.add(["audio alignment by timestamps (samples, B late > 0)", str(au.lag_samples)])
-        corr = (
-            f" (correlation {au.residual_corr:.4f} there)"
-            if au.residual_lag_samples and au.residual_corr is not None
-            else ""
-        )
-        acc.add(["audio residual lag (samples, B late > 0)", f"{au.residual_lag_samples}{corr}"])
-        acc.add(["audio cosine", f"{au.cosine:.6f}"])
-        acc.add(["audio mel spectral error", NA if au.spectral_error is None else f"{au.spectral_error:.4g}"])
-        acc.add(["audio log-mel cosine", f"{au.logmel_cosine:.6f}"])
+        for m in table_metrics("audio"):
+            acc.add([m.row or m.label, m.cell(au)])
+            if m.key == "audio_snr":  # the alignment the audio figures are taken at, after the first
+                acc.add(["audio alignment by timestamps (samples, B late > 0)", str(au.lag_samples)])
+                corr = (
+                    f" (correlation {au.residual_corr:.4f} there)"
+                    if au.residual_lag_samples and au.residual_corr is not None
+                    else ""
+                )
+                acc.add(["audio residual lag (samples, B late > 0)", f"{au.residual_lag_samples}{corr}"])
         acc.add(["audio", f"{au.channels} ch @ {au.sample_rate} Hz, {au.samples_compared} samples compared"])
     acc.add(["bitwise: file", _yes_no(cmp.bitwise.files)])
     acc.add(["bitwise: video frames", _yes_no(cmp.bitwise.video)])

@@ -21,6 +21,7 @@ from typing import Any
 from harness.analysis.model import ReportResults, SpeedTest, Verdict
 from harness.compare.significance import fmt_speedup_value
 from harness.emulator_provenance import Provenance, provenance_of
+from harness.metrics import energy_metrics, judged_energies
 from harness.number_format import NA, fmt_speedup, range_text, ratio_text
 from harness.rule import WORDS
 
@@ -276,24 +277,6 @@ def readings(res: ReportResults) -> list[Reading]:
     return out
 
 
-FLOOR_METRICS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
-
-
-def floor_energy(c: Any, metric: str) -> float | None:
-    """One comparison's error energy of ``metric`` (as ``analysis.energy`` defines it)."""
-    if metric in ("video_mse", "video_1_ssim") and c.video is not None:
-        if metric == "video_mse":
-            return c.video.mse_mean
-        return None if c.video.ssim_mean is None else max(0.0, 1.0 - c.video.ssim_mean)
-    if metric == "audio_error" and c.audio is not None and c.audio.snr_db is not None:
-        return 0.0 if math.isinf(c.audio.snr_db) and c.audio.snr_db > 0 else 10.0 ** (-c.audio.snr_db / 10.0)
-    if metric == "audio_spectral" and c.audio is not None and c.audio.spectral_error is not None:
-        return c.audio.spectral_error
-    if metric == "audio_logmel" and c.audio is not None and c.audio.logmel_cosine is not None:
-        return max(0.0, 1.0 - c.audio.logmel_cosine)
-    return None
-
-
 @dataclass(frozen=True)
 class FloorPoint:
     arm: str
@@ -306,7 +289,8 @@ def floor_points(res: ReportResults) -> list[FloorPoint]:
     """The exact noise-floor arms on the same axes: their speed-up and their own error energy over the
     floor's (the mean of every seed's floor runs), on the metric the candidates' verdicts judge most
     (video MSE by default)."""
-    checks = [r for v in res.verdicts for r in v.energy if r.metric in FLOOR_METRICS]
+    judged = judged_energies()
+    checks = [r for v in res.verdicts for r in v.energy if r.metric in judged]
     if not checks:
         return []
     names = [c.metric for c in checks]
@@ -314,9 +298,9 @@ def floor_points(res: ReportResults) -> list[FloorPoint]:
     floors = [s.floor for s in next(c for c in checks if c.metric == metric).per_seed if s.floor]
     pooled = sum(floors) / len(floors) if floors else None
     out = []
+    m = energy_metrics()[metric]  # its error energy, read off each comparison as the verdict reads it
     for arm in res.noise_floor_arms:
-        vals = [(floor_energy(c, metric), c.video.frames if c.video and metric.startswith("video") else 1)
-                for c in res.comparisons if c.b.arm == arm and c.measured]  # fmt: skip
+        vals = [(m.energy_value(c), m.weight(c)) for c in res.comparisons if c.b.arm == arm and c.measured]
         vals = [(x, w) for x, w in vals if x is not None and math.isfinite(x)]
         if not vals or not pooled:
             continue

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.metrics import judged_energies
+
 DEFAULT_ALPHA = 0.05  # level of every interval and test (compare.significance imports it)
 DEFAULT_MIN_EFFECT = 0.01  # speed: a smaller change is "no meaningful difference"
 DEFAULT_TOLERANCE = 2.0
 DEFAULT_CHAOTIC_BELOW_DB = 20.0
 DEFAULT_CHAOTIC_BAND_DB = 4.0
 DEFAULT_AUDIO_COHERENT_MIN_CORR = 0.9
-# The kinds whose within-seed spread (sd of the log of one floor run's error energy) a scenario may
-# state, with what was measured where (never assumed: with one floor run per seed and no stated
-# spread a reading has no interval of its own). The H200 example (three seeds x three exact
-# perturbations, bf16): video MSE 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about
-# ten times more (video 0.29, audio 1.3: harness/bench/verdict_calibration.json).
-FLOOR_LOG_SD_KINDS = ("video_mse", "video_1_ssim", "audio_error", "audio_spectral")
+# floor_log_sd: a scenario may state the within-seed spread (sd of the log of one floor run's error
+# energy) of each kind the verdict judges (``harness.metrics.judged_energies``), with what was
+# measured where (never assumed: with one floor run per seed and no stated spread a reading has no
+# interval of its own). The H200 example (three seeds x three exact perturbations, bf16): video MSE
+# 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about ten times more (video 0.29, audio
+# 1.3: harness/bench/verdict_calibration.json).
 
 
 class VerdictRules(BaseModel):
@@ -116,11 +118,10 @@ class VerdictRules(BaseModel):
 
     @model_validator(mode="after")
     def _known_kinds(self) -> VerdictRules:
-        unknown = sorted(set(self.floor_log_sd) - set(FLOOR_LOG_SD_KINDS))
+        kinds = judged_energies()
+        unknown = sorted(set(self.floor_log_sd) - set(kinds))
         if unknown:
-            raise ValueError(
-                f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(FLOOR_LOG_SD_KINDS)})"
-            )
+            raise ValueError(f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(kinds)})")
         if any(not v > 0 for v in self.floor_log_sd.values()):
             raise ValueError("floor_log_sd: every spread must be above 0")
         return self

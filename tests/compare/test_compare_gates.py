@@ -11,9 +11,9 @@ import pytest
 from campaign_factory import ArmSpec, write_run
 
 from harness.compare.gates import Gate, check_gate, gate_schema, load_gate
-from harness.compare.metrics import ACCURACY_METRICS
 from harness.compare.pairwise import compare_runs
 from harness.errors import HarnessError
+from harness.metrics import accuracy_metrics
 from harness.store import sha256_file
 
 
@@ -88,7 +88,7 @@ def test_identical_runs_pass_a_bitwise_gate(tmp_path: Path, ref_run):
 
 def test_every_accuracy_metric_has_a_gate_key():
     lower_bounds = {name for name in Gate.model_fields if name.startswith("min_")}
-    assert {m.gate for m in ACCURACY_METRICS} == lower_bounds
+    assert {m.gate for m in accuracy_metrics()} == lower_bounds
 
 
 @pytest.mark.parametrize(

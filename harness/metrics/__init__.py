@@ -1,0 +1,42 @@
+"""The metric registry: one object per metric (``Metric``) that comparison tables, gates, floor
+bands, history and the verdict's error energies all read, registered by key in ``METRICS``.
+
+Every module of this package is imported with it and registers its metrics there: ``video`` (MSE,
+PSNR, SSIM) and ``audio`` (SNR, cosine, mel spectral error, log-mel cosine). A new metric is one
+module here (or a ``METRICS.register`` from a plug-in): its reader, label, unit, digits, direction,
+gate key, error energy and history column are fields of its ``Metric``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from harness.metrics.metric import (
+    METRICS,
+    Energy,
+    HistoryColumn,
+    Metric,
+    accuracy_metrics,
+    energy_metrics,
+    history_metrics,
+    in_order,
+    judged_energies,
+    table_metrics,
+)
+
+__all__ = [
+    "METRICS",
+    "Energy",
+    "HistoryColumn",
+    "Metric",
+    "accuracy_metrics",
+    "energy_metrics",
+    "history_metrics",
+    "in_order",
+    "judged_energies",
+    "table_metrics",
+]
+
+for _found in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_found.name}")

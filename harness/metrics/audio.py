@@ -1,0 +1,47 @@
+"""Audio metrics, on the decoded tracks at the container's alignment: SNR (its error energy
+10^(-SNR/10) the verdict weighs where the floor's waveform is coherent), the samples' cosine, the
+mel spectral error (weighed where it is not: ``collect.audio``) and the log-mel cosine (shown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.metrics.metric import (
+    METRICS,
+    Energy,
+    HistoryColumn,
+    Metric,
+    db_from_energy,
+    energy_from_db,
+    fmt_g4,
+    one_minus,
+    same,
+)
+from harness.number_format import fmt_db, fmt_num
+
+
+def _residual_lag(a: Any) -> str:
+    return f" (residual lag {a.residual_lag_samples:+d})" if a.residual_lag_samples else ""
+
+
+for _metric in (
+    Metric("audio_snr", "audio SNR", "audio", "snr_db", 50, unit="dB", digits=2, column="audio SNR",
+           row="audio SNR (at the containers' alignment)", gate="min_audio_snr",
+           gate_doc="Audio SNR of B against A, in dB.", note=_residual_lag,
+           energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy,
+                         lambda x: f"SNR {fmt_db(x)}", "audio_snr_db"),
+           history=HistoryColumn("audio_snr", "audio SNR (dB)", 2)),
+    Metric("audio_cosine", "audio cosine", "audio", "cosine", 60, digits=6, column="audio cosine",
+           gate="min_audio_cosine", gate_doc="Cosine of the audio samples.", gate_range=(-1, 1),
+           history=HistoryColumn("audio_cosine", "audio cosine", 6, latest=False)),
+    Metric("audio_spectral", "audio mel spectral error", "audio", "spectral_error", 70,
+           higher_is_closer=False, column="mel spectral error", formatter=fmt_g4,
+           energy=Energy("audio_spectral", "audio mel spectral error", same, same,
+                         lambda x: f"spectral error {fmt_num(x, 4)}", "audio_spectral")),
+    Metric("audio_logmel_cosine", "audio log-mel cosine", "audio", "logmel_cosine", 80, digits=6,
+           column="log-mel cosine", gate="min_audio_logmel_cosine",
+           gate_doc="Cosine of the audio log-mel spectra.", gate_range=(-1, 1),
+           energy=Energy("audio_logmel", "audio 1 - log-mel cosine", one_minus, lambda x: 1.0 - x,
+                         lambda x: f"log-mel cosine {fmt_num(x, 6)}", "audio_logmel_cosine", judged=False)),
+):  # fmt: skip
+    METRICS.register(_metric.key, _metric)

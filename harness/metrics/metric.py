@@ -1,0 +1,214 @@
+"""What a metric is (``Metric``, with its ``Energy`` and ``HistoryColumn``), the registry that holds
+every one of them (``METRICS``), the views its readers take of it, and the transforms between a
+figure and its error energy.
+
+A metric is read off a comparison (``compare.pairwise.Comparison``) by name: the attribute
+``field`` of its ``video`` or ``audio`` record (``modality``); so this low module imports neither.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.number_format import NA, fmt_db, fmt_num
+from harness.registry import Registry
+
+PEAK = 255.0  # uint8 RGB: the peak of a video PSNR
+
+
+# -- transforms: a figure <-> its error energy (0: equal to the reference) ----------------------------
+
+
+def mse_from_psnr(psnr_db: float, peak: float = PEAK) -> float:
+    return 0.0 if math.isinf(psnr_db) and psnr_db > 0 else peak * peak / 10.0 ** (psnr_db / 10.0)
+
+
+def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
+    if math.isnan(mse):
+        return math.nan
+    if math.isinf(mse):
+        return -math.inf
+    return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
+
+
+def energy_from_db(db: float) -> float:
+    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN."""
+    if math.isnan(db):
+        return math.nan
+    if math.isinf(db):
+        return 0.0 if db > 0 else math.inf
+    return 10.0 ** (-db / 10.0)
+
+
+def db_from_energy(e: float) -> float:
+    if math.isnan(e):
+        return math.nan
+    return math.inf if e == 0 else -10.0 * math.log10(e)
+
+
+def one_minus(x: float | None) -> float | None:
+    """1 - x for a similarity; NaN stays NaN (max(0, 1 - nan) would read as perfect)."""
+    if x is None:
+        return None
+    if not math.isfinite(x):
+        return math.nan
+    return max(0.0, 1.0 - x)
+
+
+def same(x: float) -> float:
+    """An energy that is the figure itself (an MSE, a spectral error)."""
+    return x
+
+
+# -- what a metric is ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Energy:
+    """A metric as the verdict weighs it: its error energy, pooled over pairs (weighted by frames for
+    video, 1 for audio) and read as a ratio to the noise floor's."""
+
+    key: str  # as results.json names it (a verdict reading's metric: video_mse, audio_error, ...)
+    label: str
+    of: Callable[[float], float]  # the metric's value -> its error energy; NaN stays NaN
+    show: Callable[[float], float]  # energy -> the value a table prints
+    fmt: Callable[[float], str]
+    pair_field: str  # the field of analysis.energy.PairErrors that holds the metric's value
+    judged: bool = True  # the verdict judges it (a scenario may state its floor_log_sd); else shown only
+
+
+@dataclass(frozen=True)
+class HistoryColumn:
+    """A metric as ``harness history`` keeps it: a column of history.csv."""
+
+    column: str
+    label: str
+    digits: int
+    tested: bool = True  # each campaign is tested against the ones before it, and drawn
+    latest: bool = True  # in the page's table of each arm's latest campaign
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a run against the reference, as every table, gate, history and verdict reads it.
+
+    With a ``gate`` key it is an accuracy metric: the per-arm and noise-floor band tables show it, the
+    arms aggregate it (results.json) and ``harness compare --gate`` bounds it, from below when higher
+    is closer to the reference (``min_...``), from above when lower is (``max_...``).
+    """
+
+    key: str  # registry name; in results.json aggregates and floor bands
+    label: str
+    modality: str  # "video" | "audio": the comparison's record it is read from (and its weight)
+    field: str  # that record's attribute
+    order: int  # its place in every table (ascending)
+    higher_is_closer: bool = True
+    unit: str = ""  # "dB" or ""
+    digits: int = 6
+    column: str = ""  # its head in the per-run table and in `harness compare`'s; "": in neither
+    row: str = ""  # its row label in `harness compare`'s table ("": the label)
+    gate: str = ""  # its gate key ("": not gated, no accuracy metric)
+    gate_doc: str = ""  # the gate key's description (the gate file's JSON Schema)
+    gate_range: tuple[float | None, float | None] = (None, None)  # the values a bound may take (ge, le)
+    worst_frame: str = ""  # a per-frame extreme: the record's field holding its frame index
+    worst_label: str = ""  # how a gate violation names that frame
+    note: Callable[[Any], str] | None = None  # record -> what the per-run cell adds after the value
+    formatter: Callable[[float | None], str] | None = None  # else dB or ``digits`` decimals
+    energy: Energy | None = None
+    history: HistoryColumn | None = None
+
+    def record(self, cmp: Any) -> Any:
+        """The comparison's video or audio record (None: not measured)."""
+        return getattr(cmp, self.modality, None)
+
+    def read(self, record: Any) -> float | None:
+        value = None if record is None else getattr(record, self.field, None)
+        return None if value is None else float(value)
+
+    def get(self, cmp: Any) -> float | None:
+        return self.read(self.record(cmp))
+
+    def fmt(self, x: float | None) -> str:
+        if self.formatter is not None:
+            return self.formatter(x)
+        return fmt_db(x) if self.unit == "dB" else fmt_num(x, self.digits)
+
+    def cell(self, record: Any) -> str:
+        """The value as a table prints it, a per-frame extreme with its frame: '29.40 dB (frame 5)'."""
+        text = self.fmt(self.read(record))
+        if record is not None and self.worst_frame:
+            text += f" (frame {getattr(record, self.worst_frame, None)})"
+        return text
+
+    def gate_label(self, cmp: Any) -> str:
+        """The metric as a gate violation names it (a per-frame extreme with its frame index)."""
+        if not self.worst_frame:
+            return self.label
+        record = self.record(cmp)
+        frame = None if record is None else getattr(record, self.worst_frame, None)
+        return self.worst_label + (f" ({frame})" if frame is not None else "")
+
+    def breaks(self, value: float, bound: float) -> bool:
+        """Whether ``value`` is on the wrong side of a gate's bound (NaN always is)."""
+        if math.isnan(value):
+            return True
+        return value < bound if self.higher_is_closer else value > bound
+
+    @property
+    def beyond(self) -> str:
+        """How a violation reads: '<' under a lower bound, '>' over an upper one."""
+        return "<" if self.higher_is_closer else ">"
+
+    def energy_value(self, cmp: Any) -> float | None:
+        """The comparison's error energy of this metric (None: none, or not measured)."""
+        value = self.get(cmp)
+        return None if value is None or self.energy is None else self.energy.of(value)
+
+    def weight(self, cmp: Any) -> int:
+        """Its weight when energies are pooled: the frames compared for video, 1 for audio."""
+        record = self.record(cmp)
+        return record.frames if self.modality == "video" and record is not None else 1
+
+
+METRICS: Registry[Metric] = Registry("metric", base=Metric)
+
+
+# -- the views every reader takes ------------------------------------------------------------------------
+
+
+def in_order() -> list[Metric]:
+    """Every registered metric in table order."""
+    return sorted((METRICS.get(n) for n in METRICS.names()), key=lambda m: (m.order, m.key))
+
+
+def accuracy_metrics() -> list[Metric]:
+    """The gated ones: the accuracy tables' columns, the arms' aggregates, the gate's bounds."""
+    return [m for m in in_order() if m.gate]
+
+
+def table_metrics(modality: str | None = None) -> list[Metric]:
+    """The columns of the per-run table and the rows of `harness compare`'s (of one modality)."""
+    return [m for m in in_order() if m.column and modality in (None, m.modality)]
+
+
+def energy_metrics() -> dict[str, Metric]:
+    """Every metric with an error energy, by the energy's key."""
+    return {m.energy.key: m for m in in_order() if m.energy is not None}
+
+
+def judged_energies() -> tuple[str, ...]:
+    """The keys of the energies the verdict judges (the others are shown only)."""
+    return tuple(k for k, m in energy_metrics().items() if m.energy is not None and m.energy.judged)
+
+
+def history_metrics() -> list[Metric]:
+    """The metrics history.csv has a column of."""
+    return [m for m in in_order() if m.history is not None]
+
+
+def fmt_g4(x: float | None) -> str:
+    """Four significant digits ('0.003262'), 'n/a' for none."""
+    return NA if x is None else f"{x:.4g}"
