@@ -26,6 +26,7 @@ from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.judge import judge
 from harness.analysis.model import LatentSeries, ReportResults, read_results
+from harness.analysis.sentences import voice
 from harness.analysis.speed import auto_note, speed_families
 from harness.analysis.stat_rule import rule_text
 from harness.analysis.verdict import InsituReading, attention_verdict
@@ -457,6 +458,7 @@ def analyze_campaign(
         res.errors.append(line)
         res.notes.append(line)
     res.conventions["speedup"] = SPEEDUP_CONVENTION
+    voice(res)
     res.inputs_digest = digest
     hashes.save()
     try:
@@ -474,5 +476,6 @@ def judge_again(campaign: CampaignDir) -> ReportResults:
     results_json = campaign.path / RESULTS_JSON
     res = read_results(results_json)
     judge_campaign(res, campaign, insitu=True)
+    voice(res)
     write_record(results_json, res)
     return res

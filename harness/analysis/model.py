@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow
+from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Summary, Terms
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
@@ -37,7 +38,7 @@ from harness.records import Record, check_schema
 from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
-RESULTS_SCHEMA = "harness.report/5"
+RESULTS_SCHEMA = "harness.report/6"  # 6: the review and the summary worded once (analysis.sentences)
 SERIES_SCHEMA = "harness.frame_series/1"
 AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
 SPECTROGRAM_DIFF_SCHEMA = "harness.spectrogram_diff/1"
@@ -247,6 +248,10 @@ class ReportResults(Record):
     schedules: list[ScheduleRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)
+    # Every sentence said of the verdicts, written once (``analysis.sentences``); renderers print them.
+    review: list[Reading] = Field(default_factory=list)  # one per candidate, in the report's order
+    summary: Summary = Field(default_factory=Summary)
+    floor_points: list[FloorPoint] = Field(default_factory=list)  # the floor arms in the speed figure
 
     def run(self, key: str) -> RunSummary | None:
         return next((r for r in self.runs if r.key == key), None)
@@ -272,7 +277,10 @@ class ReportResults(Record):
 __all__ = [
     "AUDIO_VIEW_SCHEMA",
     "Finding",
+    "FloorPoint",
+    "INSITU_WHAT",
     "RESULTS_SCHEMA",
+    "Reading",
     "SERIES_SCHEMA",
     "SPECTROGRAM_DIFF_SCHEMA",
     "ArmAggregate",
@@ -296,6 +304,8 @@ __all__ = [
     "SpectrogramDiff",
     "SpeedTest",
     "Spread",
+    "Summary",
+    "Terms",
     "Verdict",
     "VerdictRules",
 ]
@@ -317,6 +327,14 @@ def read_results(path: Path) -> ReportResults:
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise ResultsFileError(f"{path}: not a harness results.json ({where}: {first['msg']})") from None
     return res
+
+
+def is_emulator(res: ReportResults, arm: str) -> bool:
+    """Whether the arm's backend is a numerics model (run.json's word, else the aggregate's label)."""
+    if any(r.emulated for r in res.runs if r.arm == arm):
+        return True
+    agg = res.arm(arm)
+    return agg is not None and agg.timing_label == "an emulator's timing"
 
 
 def is_shadowed_copy(res: ReportResults, arm: str) -> bool:

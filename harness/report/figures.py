@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.model import AudioView, FrameSeries, ReportResults, SpectrogramDiff
+from harness.analysis.model import INSITU_WHAT, AudioView, FrameSeries, ReportResults, SpectrogramDiff
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
@@ -92,13 +92,11 @@ EMULATOR_TAG = " [emulator]"  # after an emulator's name in the legend: its x is
 def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPoint], float, str] | None:
     """(points, floors, tolerance, y label) of the speed-against-accuracy figure; None when no
     candidate has both a speed-up and a ratio."""
-    from harness.report.review import INSITU_WHAT, floor_points, readings
-
-    cands = readings(res)
+    cands = res.review
     # one point per candidate, at the ratio of the reading that decides; identical output on the bottom edge
     points = [(r.arm + (EMULATOR_TAG if r.emulator else ""), r.word, triple(r.step),
                (0.0, None, None) if r.word == "identical" else triple(r.ratio), r.baseline) for r in cands]  # fmt: skip
-    floors = [(f.arm, triple(f.speedup), f.ratio) for f in floor_points(res)]
+    floors = [(f.arm, triple(f.speedup), f.ratio) for f in res.floor_points]
     if not drawn_points(points, floors)[0]:
         return None
     tol = cands[0].tolerance if cands else res.rules.tolerance

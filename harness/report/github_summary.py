@@ -20,8 +20,7 @@ from pathlib import Path
 from harness.analysis.model import ReportResults
 from harness.report.render import ReportPaths, load_results
 from harness.report.review import MARKS as REVIEW_MARKS
-from harness.report.review import MEANINGS, accuracy_lines, readings, speed_cell
-from harness.report.summary import summary_lines
+from harness.report.review import MEANINGS
 from harness.text_table import md_code, md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
@@ -35,17 +34,17 @@ def size(text: str) -> int:
 def verdict_rows(res: ReportResults) -> list[str]:
     attention = {v.arm: v.attention_ok for v in res.verdicts}
     rows = []
-    for r in readings(res):
+    for r in res.review:
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
         word = f"{MARKS.get(r.word, '')} **{md_escape(r.word)}**".strip()
         base = (f" ({md_escape(r.badge)})" if r.badge else "") + (
             " (accepted baseline)" if r.baseline else ""
         )
-        error = md_escape("; ".join(accuracy_lines(r, bare=True))) + "".join(
+        error = md_escape("; ".join(r.bare_lines)) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )
         step, total = ("an emulator's timing", "an emulator's timing") if r.emulator else (
-            speed_cell(r.step), speed_cell(r.total))  # fmt: skip
+            r.step_cell, r.total_cell)  # fmt: skip
         cells = [f"{md_escape(r.arm)}{base}", word, error, md_escape(step), md_escape(total), ok]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
@@ -53,7 +52,7 @@ def verdict_rows(res: ReportResults) -> list[str]:
 
 def legend(res: ReportResults) -> str:
     """What the marks of the verdict table mean, for the words it shows."""
-    shown = {r.word for r in readings(res)}
+    shown = {r.word for r in res.review}
     return "; ".join(f"{MARKS[w]} {w}: {MEANINGS[w]}" for w in MARKS if w in shown)
 
 
@@ -95,7 +94,7 @@ def github_summary(
     out += table + closing
     where = f"[the run's page]({run_url})" if run_url else "the workflow run's artifacts"
     parts = [
-        "\n".join(f"- {md_text(line)}" for line in summary_lines(res)[1:]) + "\n\n",
+        "\n".join(f"- {md_text(line)}" for line in res.summary.lines[1:]) + "\n\n",
         (
             f"The page, figures and tables are files in the artifact (see {where}): "
             + ", ".join(md_code(f) for f in files)

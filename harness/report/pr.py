@@ -15,22 +15,12 @@ report.md's per-arm tables; statistics stay per run.
 
 from __future__ import annotations
 
-from harness.analysis.model import ArmAggregate, ReportResults, is_shadowed_copy
+from harness.analysis.model import ArmAggregate, ReportResults, is_emulator, is_shadowed_copy
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.accuracy import run_label
-from harness.report.review import MARKS, emulator_detail, readings
-from harness.report.summary import (
-    arm_speed,
-    candidate_line,
-    candidate_name,
-    finding_lines,
-    fit,
-    incomplete_line,
-    intervals_line,
-    is_emulator,
-    warning_text,
-)
+from harness.report.review import MARKS
+from harness.report.summary import arm_speed
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
@@ -126,11 +116,7 @@ def accuracy_table(res: ReportResults) -> list[str]:
 def emulator_lines(res: ReportResults) -> list[str]:
     """One line per emulator arm whose records carry a provenance: what it models and how far its
     numerics were checked against that kernel ('sage_emul_thuml: emulator of ..., measured on ...')."""
-    lines = [
-        emulator_detail(res, arm)
-        for arm in dict.fromkeys(v.arm for v in res.verdicts if v.role == "candidate")
-    ]
-    return [f"- {md_text(line)}" for line in lines if line]
+    return [f"- {md_text(r.emulator_detail)}" for r in res.review if r.emulator_detail]
 
 
 def stats_table(res: ReportResults) -> list[str]:
@@ -212,25 +198,21 @@ def facts(res: ReportResults) -> list[str]:
 def verdict_lines(res: ReportResults) -> list[str]:
     """The summary's line per candidate (``report.summary``), its word's mark and name first; each
     warning a line of its own."""
-    verdicts = {v.arm: v for v in res.verdicts}
     out = []
-    for r in readings(res):
-        if r.word == "not run":
-            line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
-        else:
-            line = candidate_line(r, verdicts[r.arm], r.badge)
-        name = candidate_name(r.arm, r.badge)  # the badge may hold ': ' (it is read from records)
+    for r in res.review:
+        line = r.line
+        name = r.name  # the badge may hold ': ' (it is read from records)
         name, rest = (name, line[len(name) + 2 :]) if line.startswith(f"{name}: ") else line.split(": ", 1)
         out.append(f"- {MARKS.get(r.word, '')} **{md_escape(name)}**: {md_text(rest)}")
-        out += [f"- **WARNING**: {md_text(fit(warning_text(r.arm, w)))}" for w in r.warnings]
+        out += [f"- **WARNING**: {md_text(w)}" for w in r.warning_lines]
     return out
 
 
 def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
-    if res.errors:
-        lines += [f"**{md_text(incomplete_line(res))}**", ""]
-    verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in finding_lines(res) + intervals_line(res)]
+    if res.summary.incomplete:
+        lines += [f"**{md_text(res.summary.incomplete)}**", ""]
+    verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in res.summary.findings + res.summary.intervals]
     lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]
     lines += accuracy_table(res) + [""]

@@ -47,24 +47,6 @@ def load_results(path: Path) -> ReportResults:
     return read_results(Path(path))
 
 
-def arm_problems(res: ReportResults) -> list[str]:
-    """One line per run that did not end ok (skipped excepted: a backend that cannot run here is
-    by design) and is not already among the errors: the report lacks it (INCOMPLETE, exit 3)."""
-    out = []
-    for r in res.runs:
-        if r.status in ("ok", "skipped") or any(e.startswith(f"{r.key}: ") for e in res.errors):
-            continue
-        if r.status in ("pending", "running") and res.executor == "slurm":
-            why = f"still {r.status} (its Slurm job has not ended; report again when it has)"
-        elif r.status in ("pending", "running"):
-            why = (f"left {r.status} by a harness run that is gone (killed, or its machine stopped; "
-                   "the same harness run resumes it)")  # fmt: skip
-        else:
-            why = f"ended {r.status}, not ok"
-        out.append(f"{r.key}: {why}: not measured")
-    return out
-
-
 def placed(path: Path, out_dir: Path) -> str:
     """``path`` as the page in ``out_dir`` links it."""
     return Path(os.path.relpath(path, Path(out_dir).resolve())).as_posix()
@@ -91,8 +73,7 @@ def render(
     say = progress or (lambda _msg: None)
     results_dir = Path(results_json).parent
     out = Path(out_dir) if out_dir is not None else results_dir
-    # Render notes stay out of results.json; an arm that did not end ok makes the report incomplete.
-    res = res.model_copy(update={"notes": list(res.notes), "errors": [*res.errors, *arm_problems(res)]})
+    res = res.model_copy(update={"notes": list(res.notes)})  # render notes stay out of results.json
     assets = AssetReader(results_dir)
     grids = placed_grids(res, assets, lambda p: placed(p, out))
     say("figures")

@@ -45,9 +45,19 @@ def edited(res: ReportResults, arm: str, **fields) -> tuple[ReportResults, Verdi
     return out, v
 
 
+def voiced(res: ReportResults) -> ReportResults:
+    """A copy of ``res`` worded again as the analysis words it (``analysis.sentences.voice``): the
+    sentences results.json stores follow the records a test edited."""
+    from harness.analysis.sentences import voice
+
+    out = res.model_copy(deep=True)
+    voice(out)
+    return out
+
+
 def rendered(res: ReportResults, figure: str | None = None) -> dict[str, str]:
-    """report.md ("md"), pr.md ("pr"), the page ("html") and the job summary ("job") of ``res``, as
-    ``report.render`` writes them (an arm that did not end ok makes it INCOMPLETE), without figures,
+    """report.md ("md"), pr.md ("pr"), the page ("html") and the job summary ("job") of ``res`` worded
+    again (``voiced``: an arm that did not end ok makes it INCOMPLETE), as ``report.render`` writes them, without figures,
     frame grids or assets; ``figure``: where the page shows the speed-accuracy figure (with its
     caption), as if drawn there."""
     from harness.report.figures import figure_captions
@@ -55,12 +65,11 @@ def rendered(res: ReportResults, figure: str | None = None) -> dict[str, str]:
     from harness.report.html import render_html
     from harness.report.markdown import render_markdown
     from harness.report.pr import render_pr
-    from harness.report.render import arm_problems
     from harness.report.review import review_view
     from harness.report.summary import summary_section
     from harness.report.tables import build_sections
 
-    res = res.model_copy(update={"notes": list(res.notes), "errors": [*res.errors, *arm_problems(res)]})
+    res = voiced(res)
     sections = [summary_section(res), *build_sections(res, [], {})]
     return {
         "md": render_markdown(res, sections),

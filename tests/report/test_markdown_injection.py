@@ -115,6 +115,11 @@ def test_tampered_results_json_renders_as_text(tmp_path):
     for v in res["verdicts"]:
         v["text"] = hostile("rjverdict")
     res["errors"] = [hostile("rjerror")]
+    # the sentences results.json stores are printed as they are: tampered too
+    res["summary"]["incomplete"] = hostile("rjerror")
+    res["summary"]["lines"].append(hostile("rjerror"))
+    for r in res["review"]:
+        r["line"], r["lines"] = hostile("rjverdict"), [hostile("rjverdict")]
     (folder / "results.json").write_text(json.dumps(res))
     out = render_results(folder / "results.json", folder)
     assert_inert(out.report_md.read_text(), ["rjerror"], "report.md from results.json")

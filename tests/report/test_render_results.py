@@ -91,13 +91,13 @@ def test_a_results_json_of_an_older_schema_is_refused_in_one_line(tmp_path):
     results = campaign / "results.json"
     raw = json.loads(results.read_text())
     digest = raw["inputs_digest"]
-    assert raw["schema"] == "harness.report/5" and reusable(results, digest) is not None
+    assert raw["schema"] == "harness.report/6" and reusable(results, digest) is not None
     results.write_text(json.dumps({**raw, "schema": "harness.report/4"}))
     out = tmp_path / "pages"
     res = harness("report", "--from-results", results, "--out", out)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.splitlines() == [
-        f"error: {results}: schema harness.report/4 is older than this harness reads (harness.report/5); "
+        f"error: {results}: schema harness.report/4 is older than this harness reads (harness.report/6); "
         f"re-analyse its campaign with this harness: harness report {shlex.quote(str(campaign))}"
     ]
     assert shlex.quote(str(campaign)) == f"'{campaign}'"  # a folder with a space: quoted for the shell
@@ -110,7 +110,7 @@ def test_not_a_results_json_is_one_line(tmp_path):
     bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
     with pytest.raises(
         HarnessError,
-        match=r"results.json: schema harness.report/1 is older than this harness reads \(harness.report/5\); "
+        match=r"results.json: schema harness.report/1 is older than this harness reads \(harness.report/6\); "
         f"re-analyse its campaign with this harness: harness report {re.escape(shlex.quote(str(tmp_path)))}$",
     ):
         render_results(bad)

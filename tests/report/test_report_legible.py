@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from records_testutil import CPU, ONE_SEED, example, rendered
+from records_testutil import CPU, ONE_SEED, example, rendered, voiced
 
 from harness.report import render_results
 from harness.report.accuracy import SHADOWED_COPY
@@ -144,7 +144,7 @@ def test_the_figure_caption_on_the_page_names_what_the_figure_draws():
     del no_star.scenario["accepted_baseline"]
     no_floor = no_star.model_copy(update={"noise_floor_arms": []})
     for res, star, floor in ((with_star, True, True), (no_star, False, True), (no_floor, False, False)):
-        caption = figure_captions(res)["speed_accuracy"]
+        caption = figure_captions(voiced(res))["speed_accuracy"]
         page = html.unescape(rendered(res, figure="assets/speed_accuracy.png")["html"])
         assert f"<figcaption>{caption}</figcaption>" in page
         assert ("a star marks the accepted baseline" in caption) == star

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from verdict_testutil import campaigns
 
 from harness.analysis.model import read_results
+from harness.analysis.sentences import voice
 from harness.analysis.verdict import judge_numbers
 from harness.report.render import render
 from harness.store import write_record
@@ -37,6 +38,7 @@ def test_any_verdict_renders(tmp_path_factory, drawn):
         new = judge_numbers(v.arm, c, f, insitu=insitu)
         new.role = v.role
         res.verdicts[res.verdicts.index(v)] = new
+    voice(res)  # worded again, as the analysis words the verdicts it writes
     write_record(folder / "results.json", res)
     paths = render(res, folder / "results.json", folder)
     pr = paths.pr_md.read_text()

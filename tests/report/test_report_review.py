@@ -9,14 +9,14 @@ import statistics
 
 import pytest
 from cli_testutil import harness
-from records_testutil import CPU, ONE_SEED, edited, example, verdict
+from records_testutil import CPU, ONE_SEED, edited, example, verdict, voiced
 
 from harness.analysis.model import SpeedTest
+from harness.analysis.review import floor_points, pair, readings, speed_terms, verdict_terms
 from harness.compare.significance import compare_samples
 from harness.report.benchmark import BenchmarkEntry, benchmark_entries, write_benchmark
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
 from harness.report.pr import render_pr
-from harness.report.review import floor_points, pair, readings, speed_terms, verdict_terms
 from harness.store import write_record
 
 CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools
@@ -30,8 +30,9 @@ def res():
 
 
 def invalid(res):
-    """``res`` with sage_attn2_1_0_6's attention invalid (calls fell back), whatever its error."""
-    return edited(res, "sage_attn2_1_0_6", word="invalid", attention_ok=False, attention=NOT_ALL)[0]
+    """``res`` with sage_attn2_1_0_6's attention invalid (calls fell back), whatever its error, worded
+    again as the analysis words it."""
+    return voiced(edited(res, "sage_attn2_1_0_6", word="invalid", attention_ok=False, attention=NOT_ALL)[0])
 
 
 def test_every_candidate_has_its_word(res):
@@ -148,6 +149,7 @@ def test_the_summary_of_a_big_campaign_stays_under_githubs_limit(res):
     many = res.model_copy(deep=True)
     v = verdict(invalid(res), "sage_attn2_1_0_6")
     many.verdicts = [v.model_copy(update={"arm": f"cand_{i:05d}_" + "x" * 200}) for i in range(6000)]
+    many = voiced(many)
     text = github_summary(many, pr_text="| a | b |\n" * 200_000, files=["index.html"] * 10)
     size = len(text.encode())
     assert 0.9 * SUMMARY_LIMIT < size <= SUMMARY_LIMIT
@@ -175,7 +177,7 @@ def test_harness_report_appends_the_summary_to_the_steps_file(res, tmp_path):
     failed = res.model_copy(deep=True)
     run = next(r for r in failed.runs if r.arm == "sage_attn2_1_0_6")
     run.status, run.reason = "failed", "exit code 1"
-    write_record(camp / "results.json", failed)
+    write_record(camp / "results.json", voiced(failed))  # as the analysis writes such a campaign
     step = tmp_path / "step_summary.md"
     step.write_text("earlier step output\n")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("GITHUB_")}

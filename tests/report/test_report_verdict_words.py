@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 from markupsafe import escape
-from records_testutil import ONE_SEED, badge_of, example, line_of, rendered, verdict
+from records_testutil import ONE_SEED, badge_of, example, line_of, rendered, verdict, voiced
 
+from harness.analysis.review import readings
 from harness.analysis.verdict import InsituReading, SeedVerdict
 from harness.report.figures import speed_accuracy_job
 from harness.report.plots import WORD_COLOURS
-from harness.report.review import readings
-from harness.report.summary import summary_lines
 
 HOSTILE = "<script>alert(2)</script> | a pipe"
 ARM = "sage_attn2_1_0_6"  # one seed, one floor run, video in the pixel regime: inconclusive
@@ -67,7 +66,7 @@ def test_an_identical_verdict_is_its_own_word_everywhere_without_a_ratio(base):
     )
     # the figure: its colour, drawn on the bottom edge (no error), not left out
     assert WORD_COLOURS["identical"] == "#1565c0"
-    points = speed_accuracy_job(res)[1][0]
+    points = speed_accuracy_job(voiced(res))[1][0]
     assert next(p for p in points if p[0] == "sage_attn2_1_0_6")[1:4:2] == ("identical", (0.0, None, None))
 
 
@@ -137,4 +136,4 @@ def test_a_warning_reaches_the_summary_the_badge_and_pr_md(base):
     assert "a pipe" in row and " | a pipe" not in row  # the cell stays one cell
     job_line = line_of(out["job"], "- WARNING: sage_attn2_1_0_6: ")
     assert "WARNING: sage_attn2_1_0_6: its output is bitwise" in job_line
-    assert line_of("\n".join(summary_lines(res)), "WARNING: sage_attn2_1_0_6: ").endswith(warning)
+    assert line_of("\n".join(voiced(res).summary.lines), "WARNING: sage_attn2_1_0_6: ").endswith(warning)

@@ -14,16 +14,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
-from records_testutil import CPU, H200, badge_of, edited, example, rendered
+from records_testutil import CPU, H200, badge_of, edited, example, rendered, voiced
 
 from harness.analysis.model import read_results
+from harness.analysis.review import NO_SPEED, emulator_badge
+from harness.analysis.sentences import LINE, fit
 from harness.analysis.verdict_model import SeedVerdict
 from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.report.github_summary import github_summary
 from harness.report.html import render_html
 from harness.report.pr import render_pr
-from harness.report.review import NO_SPEED, emulator_badge, review_view
-from harness.report.summary import LINE, fit, summary_lines, summary_section
+from harness.report.review import review_view
+from harness.report.summary import summary_section
 
 EXAMPLE = CPU
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
@@ -137,7 +139,12 @@ def with_provenance(tmp_path: Path, provenance: dict[str, Provenance | dict]):
             run["attn"]["backend"] = {"name": run["arm"], "provenance": raw}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
-    return read_results(path)
+    return voiced(read_results(path))  # worded again, as the analysis of such runs would
+
+
+def summary_lines(res) -> list[str]:
+    """The summary's lines of ``res`` as the analysis words them (after the test's edits)."""
+    return voiced(res).summary.lines
 
 
 def arm_lines(lines: list[str]) -> dict[str, str]:
@@ -145,6 +152,7 @@ def arm_lines(lines: list[str]) -> dict[str, str]:
 
 
 def page_badge(res, arm: str) -> str:
+    res = voiced(res)
     page = render_html(res, [summary_section(res)], review=review_view(res, None))
     return re.search(rf'<div class="badge [^"]*" data-arm="{arm}".*?\n</div>', page, re.S).group(0)
 
@@ -229,7 +237,8 @@ def test_a_hostile_provenance_reaches_no_output_raw(tmp_path):
     assert "\x1b" not in emulator_badge(res, "sage_emul_thuml") and "\n" not in emulator_badge(
         res, "sage_emul_thuml"
     )
-    lines = summary_lines(res)
+    res = voiced(res)
+    lines = res.summary.lines
     readable(lines)
     pr, job = render_pr(res), github_summary(res)
     page = render_html(res, [summary_section(res)], review=review_view(res, None))

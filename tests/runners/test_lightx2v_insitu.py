@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from harness.analysis.model import Finding
+from harness.analysis.sentences import finding_text
 from harness.attention.insitu import read_insitu
 from harness.campaign import plan_campaign
 from harness.plan import dry_run
 from harness.records import AttnCallsRecord
-from harness.report.summary import finding_text
 from harness.text_table import md_unescape
 
 pytestmark = pytest.mark.lightx2v

@@ -1,0 +1,233 @@
+"""The review at a glance, read off the verdicts and speed tests: per candidate its verdict word, the
+reading that decides it (``decided_by``: in situ where it does, else the error-energy ratio to the
+floor named by ``ratio_metric``, combined over seeds, with its interval), its second reading (the
+end-to-end word and ratio beside the in-situ one, where an in-situ reading exists), the seeds bitwise
+identical to the reference, the warnings, and both speed-ups with their intervals and words
+(``analysis.speed``). "identical" (output bitwise the reference's on every seed) is a word of its own:
+no ratio. ``analysis.sentences`` words these readings and stores them in results.json.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from typing import Any
+
+from harness.analysis.model import ReportResults, SpeedTest, Verdict, is_emulator
+from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Terms
+from harness.emulator_provenance import Provenance, provenance_of
+from harness.metrics import energy_metrics, judged_energies
+from harness.rule import WORDS
+
+
+def accepted_baseline(res: ReportResults) -> str | None:
+    """The arm the scenario names as the accepted baseline (``accepted_baseline``, top level or in
+    ``verdict``), if any."""
+    s = res.scenario or {}
+    name = s.get("accepted_baseline") or (s.get("verdict") or {}).get("accepted_baseline")
+    return str(name) if name else None
+
+
+def pair(x: Any) -> tuple[float, float] | None:
+    if isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
+        return float(x[0]), float(x[1])
+    return None
+
+
+def regime(v: Verdict) -> str:
+    """The video regime of a verdict's seeds: one word when they agree, else "mixed"."""
+    found = {sv.regime.get("video", "") for sv in v.per_seed}
+    return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
+
+
+def _energy_terms(v: Verdict, metric: str) -> tuple[Terms, str]:
+    """The error-energy reading named ``metric`` (its ratio, interval and word) and what it measures."""
+    r = next((r for r in v.energy if r.metric == metric), None)
+    if r is None or r.ratio is None:
+        return Terms(word=r.word if r is not None else ""), ""
+    ci = pair(r.ratio_ci)
+    what = f"{100 * (1 - r.alpha):.10g} % CI" if ci else ""
+    return Terms(value=float(r.ratio), ci=ci, ci_what=what, word=r.word), f"{r.label} / the floor's"
+
+
+def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
+    """The verdict's own in-situ reading (ratio to the exact floor's, with its interval and word), where
+    it carries one (every regime since ``decided_by``; before, chaotic seeds only)."""
+    got = v.insitu if v.insitu is not None and v.insitu.word else None
+    if got is None:
+        return None
+    ci = pair(got.ratio_ci)
+    value = float(got.ratio) if got.ratio is not None else None
+    shown = ci if value is not None else None
+    return Terms(value=value, ci=shown, ci_what="95 % CI" if shown else "", word=got.word)
+
+
+def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
+    """(word, ratio with its interval, what the ratio is) of a verdict: the reading that decides it
+    (``decided_by``): the in-situ one where it decides, else the error energy ``ratio_metric`` names.
+    An identical verdict has no ratio."""
+    word = v.word if v.word in WORDS else "inconclusive"
+    if word == "identical":
+        return word, Terms(), ""
+    insitu = insitu_terms(res, v)
+    by_insitu = v.decided_by == "insitu" or v.ratio_metric == "insitu"
+    if by_insitu and insitu is not None and insitu.value is not None:
+        return word, insitu, INSITU_WHAT
+    if v.ratio is None or v.ratio_metric == "insitu":
+        return word, Terms(), ""
+    ci = pair(v.ratio_ci)
+    label = next((r.label for r in v.energy if r.metric == v.ratio_metric), "error energy")
+    level = next((r.alpha for r in v.energy if r.metric == v.ratio_metric), 0.05)
+    return (
+        word,
+        Terms(value=float(v.ratio), ci=ci, ci_what=f"{100 * (1 - level):.10g} % CI" if ci else ""),
+        f"{label} / the floor's",
+    )
+
+
+def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
+    """The decoded output's reading alone (everything but in situ): its word, and the error-energy ratio
+    that decides it (the one the verdict names, else the largest that reads its word, else the largest)."""
+    word = v.end_to_end_word or ("" if v.decided_by == "insitu" else v.word)
+    named = v.decided_by if any(r.metric == v.decided_by for r in v.energy) else ""
+    if not named:
+        same = [r for r in v.energy if r.word == word and r.ratio is not None] or [
+            r for r in v.energy if r.ratio is not None
+        ]
+        named = (
+            max(same, key=lambda r: r.ratio if math.isfinite(r.ratio) else math.inf).metric if same else ""
+        )
+    terms, what = _energy_terms(v, named) if named else (Terms(), "")
+    return terms.model_copy(update={"word": word}), what
+
+
+def speed_terms(t: SpeedTest | None) -> Terms:
+    """Speed-up (reference time / arm time) with its interval and the test's word."""
+    if t is None or not t.measured or t.speedup is None:
+        return Terms(word="no timing")
+    ci = pair(t.speedup_ci)
+    what = f"{100 * (1 - t.alpha):.10g} % CI" if ci else ""
+    return Terms(value=float(t.speedup), ci=ci, ci_what=what, word=t.word)
+
+
+NO_SPEED = "no speed-up: an emulator's timing is no kernel's"
+
+
+def plain_words(text: str, width: int = 0) -> str:
+    """Text read from a record as words on one line: every control or format character (an escape
+    sequence's ESC, a line break, a bidi override) a space, runs of spaces one; cut at a word to
+    ``width`` characters (' ...' marking the cut) where ``width`` is given. Markdown and HTML escape
+    it further where they write it."""
+    flat = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
+    out = " ".join(flat.split())
+    if width and len(out) > width:
+        head = out[: width - 4]
+        out = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ;,:") + " ..."
+    return out
+
+
+def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:
+    """What the arm's emulator models and its fidelity: the first of its runs whose attention record
+    carries a provenance (None: not an emulator, or the records say nothing of it)."""
+    for r in res.runs:
+        if r.arm == arm and r.attn is not None:
+            found = provenance_of(r.attn.backend)
+            if found is not None:
+                return found
+    return None
+
+
+BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a line read at a glance
+
+
+def emulator_badge(res: ReportResults, arm: str) -> str:
+    """The words after an emulator's name, said alike by every renderer: its provenance's badge
+    ('emulator of SageAttention2 d1a57a5 Triton, measured on H200', '... not measured'), 'emulator'
+    where its records carry no provenance, '' for no emulator."""
+    if not is_emulator(res, arm):
+        return ""
+    found = emulator_provenance(res, arm)
+    return plain_words(found.badge(), BADGE_WIDTH) if found is not None else "emulator"
+
+
+def emulator_detail(res: ReportResults, arm: str) -> str:
+    """One line on what the arm's emulator models and how far that was checked: 'arm: emulator of
+    <kernel>, <fidelity>' ('' where no provenance is recorded); plain text, escaped where written."""
+    found = emulator_provenance(res, arm) if is_emulator(res, arm) else None
+    if found is None:
+        return ""
+    fidelity = found.fidelity.text()
+    if found.changed:  # the variant's figures no longer apply
+        fidelity = f"not measured with {', '.join(found.changed)} changed (the variant: {fidelity})"
+    return plain_words(f"{arm}: emulator of {found.kernel.text() or found.kernel.short}, {fidelity}", 600)
+
+
+def readings(res: ReportResults) -> list[Reading]:
+    """One reading per candidate verdict, in the report's order."""
+    base = accepted_baseline(res)
+    out = []
+    for v in res.verdicts:
+        if v.role != "candidate":
+            continue
+        word, ratio, what = verdict_terms(res, v)
+        e2e, e2e_what = end_to_end_terms(v)
+        agg = res.arm(v.arm)
+        tests = agg.speed if agg is not None else {}
+        runs = [r for r in res.runs if r.arm == v.arm]
+        text = v.text or v.summary
+        if word == "not run" and runs:
+            r = runs[0]
+            text = r.status + (f": {r.reason}" if r.reason else "")
+        out.append(
+            Reading(
+                arm=v.arm,
+                word=word,
+                ratio=ratio,
+                ratio_what=what,
+                tolerance=v.tolerance,
+                regime=regime(v),
+                step=speed_terms(tests.get("s_per_step")),
+                total=speed_terms(tests.get("pipeline_total_s")),
+                baseline=v.arm == base,
+                text=text,
+                decided_by=v.decided_by,
+                end_to_end=e2e,
+                end_to_end_what=e2e_what,
+                insitu=insitu_terms(res, v) if word != "not run" else None,
+                identical_seeds=list(v.identical_seeds),
+                seeds=len({sv.seed for sv in v.per_seed}) or len(v.seeds) or v.measured,
+                warnings=list(v.warnings),
+                missing=list(dict.fromkeys(v.missing)),
+                attention=v.attention if v.attention_ok is False else "",
+                emulator=is_emulator(res, v.arm),
+                badge=emulator_badge(res, v.arm),
+                emulator_detail=emulator_detail(res, v.arm),
+            )
+        )
+    return out
+
+
+def floor_points(res: ReportResults) -> list[FloorPoint]:
+    """The exact noise-floor arms on the same axes: their speed-up and their own error energy over the
+    floor's (the mean of every seed's floor runs), on the metric the candidates' verdicts judge most
+    (video MSE by default)."""
+    judged = judged_energies()
+    checks = [r for v in res.verdicts for r in v.energy if r.metric in judged]
+    if not checks:
+        return []
+    names = [c.metric for c in checks]
+    metric = max(set(names), key=lambda m: (names.count(m), m == "video_mse"))
+    floors = [s.floor for s in next(c for c in checks if c.metric == metric).per_seed if s.floor]
+    pooled = sum(floors) / len(floors) if floors else None
+    out = []
+    m = energy_metrics()[metric]  # its error energy, read off each comparison as the verdict reads it
+    for arm in res.noise_floor_arms:
+        vals = [(m.energy_value(c), m.weight(c)) for c in res.comparisons if c.b.arm == arm and c.measured]
+        vals = [(x, w) for x, w in vals if x is not None and math.isfinite(x)]
+        if not vals or not pooled:
+            continue
+        energy = sum(x * w for x, w in vals) / sum(w for _, w in vals)
+        agg = res.arm(arm)
+        sp = speed_terms(agg.speed.get("s_per_step") if agg is not None else None)
+        out.append(FloorPoint(arm=arm, speedup=sp, ratio=energy / pooled, metric=metric))
+    return out

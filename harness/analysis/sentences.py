@@ -1,0 +1,338 @@
+"""Every sentence said of a verdict, written once and stored in results.json: the summary's lines
+(one for the campaign, one per candidate, each at most ``LINE`` characters), the badge's lines, the
+speed-up lines and cells, the findings and the intervals' confidence. report.md, pr.md, the page and
+the job summary print them (``report/``), so each says a verdict in the same words.
+
+Per candidate: its name (with the emulator's badge where the backend is a numerics model: "(emulator of
+SageAttention2 d1a57a5 Triton, measured on H200)", or "(emulator)" where no provenance is recorded,
+``analysis.review.emulator_badge``), the verdict word with the reading that decides it and its
+interval ("identical" alone, without a ratio; the other reading's word beside it where an in-situ
+reading exists), then the DiT s/step speed-up with its interval and word, or why there is none (an
+emulator's timing is no kernel's). The intervals' confidence is said once, in the last line. Ratios
+are written without exponents (``number_format``). The verdict's whole line is ``Verdict.text``.
+"""
+
+from __future__ import annotations
+
+from harness.analysis.model import Finding, ReportResults
+from harness.analysis.review import NO_SPEED, floor_points, readings
+from harness.analysis.review_model import INSITU_WHAT, Reading, Summary, Terms
+from harness.compare.significance import fmt_speedup_value
+from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
+
+
+def interval_text(t: Terms, fmt, what: str = "") -> str:
+    """' (95 % CI 0.31 to 1.05[; what])', or ' (what)' without an interval, or '' (``fmt`` writes a
+    bound; its trailing 'x' is dropped in a range)."""
+    bits = [f"{t.ci_what} {range_text(t.ci[0], t.ci[1], lambda x: fmt(x).removesuffix('x'))}"] if t.ci else []
+    bits += [what] if what else []
+    return f" ({'; '.join(bits)})" if bits else ""
+
+
+def ratio_line(r: Reading) -> str:
+    """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x'; an
+    identical reading's seeds instead (it has no ratio)."""
+    if r.word == "identical":
+        return identical_line(r)
+    if r.ratio.value is None:
+        return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
+    what = r.ratio_what.removesuffix(" / the floor's").removesuffix(" / the exact floor's")
+    return (
+        f"{ratio_text(r.ratio.value)} the floor's{interval_text(r.ratio, ratio_text, what)}, "
+        f"tolerance {r.tolerance:g}x"
+    )
+
+
+def identical_line(r: Reading) -> str:
+    """'identical on 2 of 2 seed(s): output bitwise equal to the reference's' (every seed), else which."""
+    n, of = len(r.identical_seeds), r.seeds or len(r.identical_seeds)
+    if r.word == "identical":
+        return f"identical on {n} of {of} seed(s): output bitwise equal to the reference's"
+    return f"identical on seed(s) {', '.join(map(str, r.identical_seeds))} ({n} of {of}); the others judged"
+
+
+def end_to_end_line(r: Reading, sep: str = ": ") -> str:
+    """'end to end: inconclusive 1.07x the floor's (97.5 % CI 0.49 to 2.37; video MSE), tolerance 2x'."""
+    t = r.end_to_end
+    if t.value is None:
+        return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
+    what = r.end_to_end_what.removesuffix(" / the floor's")
+    return (
+        f"end to end{sep}{t.word or NA} {ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, "
+        f"tolerance {r.tolerance:g}x"
+    )
+
+
+def insitu_line(r: Reading, sep: str = ": ") -> str:
+    """'in situ: outside 3.20x the exact floor's (95 % CI 2.50 to 4.10)'."""
+    t = r.insitu or Terms()
+    if t.value is None:
+        return f"in situ{sep}{t.word or NA}: no ratio"
+    return f"in situ{sep}{t.word or NA} {ratio_text(t.value)} the exact floor's{interval_text(t, ratio_text)}"
+
+
+def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]:
+    """The accuracy lines of a badge: an identical reading alone; else both readings where an in-situ
+    one exists (the one that decides first), else the error line ('error: ...'; ``bare``: without
+    'error'); the seeds found identical."""
+    if r.word == "identical":
+        return [identical_line(r)]
+    if r.insitu is not None:
+        both = [end_to_end_line(r, sep), insitu_line(r, sep)]
+        lines = both[::-1] if r.decided_by == "insitu" else both
+    else:
+        lines = [ratio_line(r) if bare else f"error{sep}{ratio_line(r)}"]
+    if r.identical_seeds:
+        lines.append(identical_line(r))
+    return lines
+
+
+def speed_cell(t: Terms) -> str:
+    """'0.57x (95 % CI 0.31 to 1.05): no significant difference', or 'no timing'."""
+    if t.value is None:
+        return t.word or "no timing"
+    return f"{fmt_speedup(t.value)}{interval_text(t, fmt_speedup_value)}: {t.word or NA}"
+
+
+def speed_line(what: str, t: Terms) -> str:
+    """'DiT s/step speed-up 0.57x (95 % CI 0.31 to 1.05): no significant difference'."""
+    return f"{what}: {speed_cell(t)}" if t.value is None else f"{what} speed-up {speed_cell(t)}"
+
+
+LINE = 200  # a summary line's most characters: each is read at a glance; the sections below hold the rest
+
+
+def fit(text: str, width: int = LINE) -> str:
+    """``text`` cut at a word to ``width`` characters, ' ...' marking the cut (names and reasons read
+    from a campaign may be any length)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 4].rsplit(" ", 1)[0] if " " in text[: width - 4] else text[: width - 4]
+    return cut.rstrip(" ;,:") + " ..."
+
+
+def _range(t: Terms, fmt) -> str:
+    return f" ({range_text(t.ci[0], t.ci[1], fmt)})" if t.ci is not None else ""
+
+
+def accuracy_words(r: Reading) -> str:
+    """The word that decides, with its ratio and interval; the other reading's word beside it."""
+    if r.word == "identical":
+        return identical_line(r)
+    if r.word == "invalid":  # the attention the arm asked for did not run; what was measured, beside it
+        why = r.attention.split(": ", 1)[0] or "attention calls not served by the requested op"
+        measured = (
+            f"; as measured {ratio_text(r.ratio.value)} the floor's" if r.ratio.value is not None else ""
+        )
+        return f"invalid: {why}{measured}"
+    if r.word == "incomplete" and r.missing:
+        return f"incomplete: missing {r.missing[0]}" + (
+            f" and {len(r.missing) - 1} more" if len(r.missing) > 1 else ""
+        )
+    t = r.ratio
+    if t.value is None:  # no reading to quote (an older harness's verdict): the verdict's own line
+        why = r.text.split("; WARNING: ")[0] if r.text else f"no error ratio ({r.regime})"
+        return why if why.startswith(r.word) else f"{r.word}: {why}"
+    if r.ratio_what == INSITU_WHAT:
+        head = f"{r.word} in situ: {ratio_text(t.value)} the exact floor's{_range(t, ratio_value)}"
+        other = r.end_to_end
+        if other.word:
+            other_ratio = f" {ratio_text(other.value)}" if other.value is not None else ""
+            head += f"; end to end {other.word}{other_ratio}"
+    else:
+        what = r.ratio_what.removesuffix(" / the floor's")
+        inner = f"{range_text(t.ci[0], t.ci[1], ratio_value)}; {what}" if t.ci is not None else what
+        head = f"{r.word}: {ratio_text(t.value)} the floor's ({inner}), tolerance {r.tolerance:g}x"
+        if r.insitu is not None and r.insitu.word:
+            ins = f" {ratio_text(r.insitu.value)}" if r.insitu.value is not None else ""
+            head += f"; in situ {r.insitu.word}{ins}"
+    if r.identical_seeds:
+        head += f"; identical on seed(s) {', '.join(map(str, r.identical_seeds))}"
+    return head
+
+
+def speed_words(t: Terms, emulator: bool) -> str:
+    """The DiT s/step speed-up with its interval and word, or why there is none."""
+    if emulator:
+        return NO_SPEED
+    if t.value is None:
+        return f"DiT s/step: {t.word or 'no timing'}"
+    bound = lambda x: fmt_speedup_value(x).removesuffix("x")  # noqa: E731  three figures, as the speed section
+    return f"DiT s/step speed-up {fmt_speedup(t.value)}{_range(t, bound)}: {t.word or NA}"
+
+
+def candidate_name(arm: str, emulator: bool | str = False) -> str:
+    """'arm', or 'arm (<badge>)' for an emulator: ``emulator`` is its badge words
+    (``review.emulator_badge``), or True for the bare 'emulator'."""
+    badge = emulator if isinstance(emulator, str) else ("emulator" if emulator else "")
+    return f"{arm} ({badge})" if badge else arm
+
+
+def candidate_line(r: Reading) -> str:
+    """'arm[ (emulator of ..., measured on H200)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>),
+    tolerance 2x; DiT s/step speed-up ...[; WARNING below]', at most ``LINE`` characters; an emulator's
+    badge words after its name (``review.emulator_badge``)."""
+    name = candidate_name(r.arm, r.badge)
+    rest = f"; {speed_words(r.step, r.emulator)}" + (
+        f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
+    )
+    # the accuracy words give way first: the speed-up and the warning count always show
+    return fit(f"{name}: {fit(accuracy_words(r), max(40, LINE - len(name) - 2 - len(rest)))}{rest}")
+
+
+def warning_text(arm: str, warning: str) -> str:
+    """A warning led by its arm's name (once: most warnings name it already)."""
+    return warning if warning.startswith(f"{arm}:") else f"{arm}: {warning}"
+
+
+def interval_levels(found: list[Reading], alpha: float) -> str:
+    """The confidence of the summary's intervals, said once: 'intervals: 95 % confidence', or each
+    level where they differ (end to end is judged per modality, at alpha over the modalities)."""
+    levels: dict[str, str] = {}
+    for r in found:
+        for what, t in (("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)):
+            if t is not None and t.ci is not None and t.ci_what:
+                levels.setdefault(what, t.ci_what.removesuffix(" CI"))
+        if r.ratio.ci is not None and r.ratio.ci_what and r.ratio_what != INSITU_WHAT:
+            levels.setdefault("end to end", r.ratio.ci_what.removesuffix(" CI"))
+    if not levels:
+        return ""
+    if len(set(levels.values())) == 1:
+        return f"intervals: {next(iter(levels.values()))} confidence"
+    per = ", ".join(f"{what} {level}" for what, level in levels.items())
+    note = f" per modality (together at {level_text(alpha)})" if "end to end" in levels else ""
+    return f"intervals: {per}{note}"
+
+
+def incomplete_line(res: ReportResults, shown: int = 3) -> str:
+    """One line: the report is incomplete, and why (the first problems; report.md lists them all)."""
+    more = f"; and {len(res.errors) - shown} more" if len(res.errors) > shown else ""
+    return f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:shown])}{more}"
+
+
+def summary_lines(res: ReportResults) -> list[str]:
+    """The campaign line, then one line per candidate arm (each at most ``LINE`` characters), the
+    shadowed copies, the findings, the warnings and the intervals' confidence."""
+    cands = [v for v in res.verdicts if v.role == "candidate"]
+    head = (
+        f"{res.scenario_name} / {res.campaign_id}: reference {res.reference_arm or 'none'}, "
+        f"noise floor {', '.join(res.noise_floor_arms) or 'none'}, seeds {', '.join(map(str, res.seeds)) or 'n/a'}, "
+        f"{len(cands)} candidate(s)"
+    )
+    lines = [fit(head)]
+    found = res.review
+    reading = {r.arm: r for r in found}
+    if res.errors:  # missing or unreadable data: said first, so that no reader takes the rest as whole
+        lines.append(fit(res.summary.incomplete))
+    for v in cands:
+        runs = [r for r in res.runs if r.arm == v.arm]
+        if runs and not any(r.ok for r in runs):
+            r = runs[0]
+            lines.append(fit(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")")))
+            continue
+        r = reading.get(v.arm)
+        lines.append(r.line if r is not None else fit(f"{v.arm}: {v.word}"))
+    lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
+    lines += res.summary.findings
+    lines += [fit(f"WARNING: {warning_text(r.arm, w)}") for r in found for w in r.warnings]
+    return lines + res.summary.intervals
+
+
+def intervals_line(res: ReportResults, found: list[Reading]) -> list[str]:
+    """The intervals' confidence as a line (none where no interval is shown)."""
+    # only the intervals the lines show: an emulator's speed-up is not shown
+    shown = [
+        r.model_copy(update={"step": Terms()}) if r.emulator else r for r in found if r.word != "not run"
+    ]
+    levels = interval_levels(shown, res.rules.alpha)
+    return [levels] if levels else []
+
+
+def finding_text(f: Finding) -> str:
+    """A finding, short: 'sage_attn2: error 84.4x the other calls' (63.9 to 116) on 4 calls whose ...
+    (refiner; 74 keys, ...); outputs scaled by 0.70' (the in-situ section gives it whole)."""
+    scaled = f"; outputs scaled by {f.scale:.2f}" if f.scale is not None and abs(f.scale - 1) >= 0.02 else ""
+    where = " ".join(x for x in (f"{f.count} {f.what}", f.group, f"({f.facts})" if f.facts else "") if x)
+    if f.ratio is None:
+        return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}{scaled}"
+    ci = f" ({range_text(*f.ratio_ci)})" if f.ratio_ci else ""
+    return f"{f.candidate}: error {ratio_text(f.ratio)} the other {f.what}'{ci} on {where}{scaled}"
+
+
+def finding_lines(res: ReportResults) -> list[str]:
+    """Where a candidate's in-situ error concentrates (``analysis.findings``), one line per finding."""
+    return [
+        fit(f"finding: {finding_text(f)}")
+        for r in (res.insitu.readings if res.insitu else [])
+        for f in r.findings
+    ]
+
+
+def insitu_copy_line(res: ReportResults, v) -> str:
+    """What a shadowed copy of the exact trajectory is: not a candidate, its output against the
+    reference's (bitwise, seed by seed); its shadows and their cost are in the in-situ section."""
+    cmps = [
+        c for c in res.comparisons if c.b.arm == v.arm and c.a.arm == res.reference_arm and c.b.repeat == 1
+    ]
+    compared = [c for c in cmps if c.measured]  # a pair with media missing is no evidence either way
+    same = [c for c in compared if c.bitwise.identical]
+    info = next((i for i in (res.insitu.runs if res.insitu else []) if i.arm == v.arm), None)
+    shadows = [name for name, role in (info.ops if info else {}).items() if role != "primary"]
+    unmeasured = len(cmps) - len(compared)
+    same_text = (
+        f"output bitwise the reference's on {len(same)} of {len(compared)} seed(s)"
+        + (f", not compared on {unmeasured}" if unmeasured else "")
+        if compared
+        else "output not compared"
+    )
+    return fit(
+        f"{v.arm} (shadowed copy, not a candidate): {same_text}; shadows {', '.join(shadows) or 'none'}; "
+        "see the in-situ section"
+    )
+
+
+def arm_problems(res: ReportResults) -> list[str]:
+    """One line per run that did not end ok (skipped excepted: a backend that cannot run here is
+    by design) and is not already among the errors: the report lacks it (INCOMPLETE, exit 3)."""
+    out = []
+    for r in res.runs:
+        if r.status in ("ok", "skipped") or any(e.startswith(f"{r.key}: ") for e in res.errors):
+            continue
+        if r.status in ("pending", "running") and res.executor == "slurm":
+            why = f"still {r.status} (its Slurm job has not ended; report again when it has)"
+        elif r.status in ("pending", "running"):
+            why = (f"left {r.status} by a harness run that is gone (killed, or its machine stopped; "
+                   "the same harness run resumes it)")  # fmt: skip
+        else:
+            why = f"ended {r.status}, not ok"
+        out.append(f"{r.key}: {why}: not measured")
+    return out
+
+
+def voice(res: ReportResults) -> None:
+    """Word the results, once: ``res.review`` (a reading per candidate with its sentences) and
+    ``res.summary``; the runs that did not end ok join ``res.errors`` first (the report lacks them)."""
+    res.errors += arm_problems(res)
+    res.review = readings(res)
+    for r in res.review:
+        r.line = candidate_line(r)
+        if r.word == "not run":
+            r.line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
+        r.ratio_line, r.lines = ratio_line(r), accuracy_lines(r)
+        r.bare_lines = accuracy_lines(r, bare=True)
+        r.step_line = NO_SPEED if r.emulator else speed_line("DiT s/step", r.step)
+        r.total_line = "" if r.emulator else speed_line("pipeline total", r.total)
+        r.step_cell, r.total_cell = speed_cell(r.step), speed_cell(r.total)
+        r.name = candidate_name(r.arm, r.badge)
+        r.warning_lines = [fit(warning_text(r.arm, w)) for w in r.warnings]
+        if r.word == "not run":
+            r.note = r.text
+        elif r.word == "invalid":
+            r.note = "attention INVALID: see the attention calls"
+    res.summary = Summary(
+        incomplete=incomplete_line(res) if res.errors else "",
+        findings=finding_lines(res),
+        intervals=intervals_line(res, res.review),
+    )
+    res.summary.lines = summary_lines(res)
+    res.floor_points = floor_points(res)
