@@ -129,6 +129,7 @@ def test_snr_energy_ends():
     snr = METRICS.get("audio_snr").energy
     assert snr.of(math.inf) == 0.0 and snr.of(-math.inf) == math.inf and math.isnan(snr.of(math.nan))
     assert snr.of(10.0) == pytest.approx(0.1) and snr.of(0.0) == 1.0
+    assert snr.of(-4000.0) == math.inf and snr.of(4000.0) == 0.0  # past the floats: no OverflowError
     assert math.isnan(METRICS.get("ssim_mean").energy.of(math.nan))  # never read as perfect
     assert METRICS.get("audio_snr").energy_value(SimpleNamespace(audio=None)) is None
 

@@ -35,12 +35,16 @@ def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
 
 
 def energy_from_db(db: float) -> float:
-    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN."""
+    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN; below about -3,080 dB
+    (past the largest float) infinite too, never an OverflowError."""
     if math.isnan(db):
         return math.nan
     if math.isinf(db):
         return 0.0 if db > 0 else math.inf
-    return 10.0 ** (-db / 10.0)
+    try:
+        return 10.0 ** (-db / 10.0)
+    except OverflowError:
+        return math.inf
 
 
 def db_from_energy(e: float) -> float:

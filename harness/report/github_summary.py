@@ -81,12 +81,14 @@ def github_summary(
     table = HEAD + "\n" + "|---" * 6 + "|\n"
     out = title + lead
     closing = "\n"
+    used = size(out + table) + size(closing) + reserve  # counted as it grows: bytes add up
     for i, row in enumerate(rows):
         cut = f"\n_{len(rows) - i} more candidate(s) left out: the summary's {budget} bytes are spent; see report.md._\n"
-        if size(out + table + row + "\n" + cut + closing) + reserve > budget:
+        if used + size(row + "\n") + size(cut) > budget:
             table += cut
             break
         table += row + "\n"
+        used += size(row + "\n")
     if not rows:
         table = "_No candidate arm in this campaign._\n"
     elif size(out + table + legend(res) + closing) + reserve <= budget:
