@@ -20,14 +20,6 @@ from harness.metrics import energy_metrics, judged_energies
 from harness.rule import WORDS
 
 
-def accepted_baseline(res: ReportResults) -> str | None:
-    """The arm the scenario names as the accepted baseline (``accepted_baseline``, top level or in
-    ``verdict``), if any."""
-    s = res.scenario or {}
-    name = s.get("accepted_baseline") or (s.get("verdict") or {}).get("accepted_baseline")
-    return str(name) if name else None
-
-
 def pair(x: Any) -> tuple[float, float] | None:
     if isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
         return float(x[0]), float(x[1])
@@ -164,7 +156,7 @@ def emulator_detail(res: ReportResults, arm: str) -> str:
 
 def readings(res: ReportResults) -> list[Reading]:
     """One reading per candidate verdict, in the report's order."""
-    base = accepted_baseline(res)
+    base = res.rules.accepted_baseline  # the scenario names it (top level or verdict block)
     out = []
     for v in res.verdicts:
         if v.role != "candidate":

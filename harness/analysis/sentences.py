@@ -225,11 +225,6 @@ def summary_lines(res: ReportResults) -> list[str]:
     if res.errors:  # missing or unreadable data: said first, so that no reader takes the rest as whole
         lines.append(fit(res.summary.incomplete))
     for v in cands:
-        runs = [r for r in res.runs if r.arm == v.arm]
-        if runs and not any(r.ok for r in runs):
-            r = runs[0]
-            lines.append(fit(f"{v.arm}: not run ({r.status}" + (f": {r.reason})" if r.reason else ")")))
-            continue
         r = reading.get(v.arm)
         lines.append(r.line if r is not None else fit(f"{v.arm}: {v.word}"))
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
@@ -315,9 +310,10 @@ def voice(res: ReportResults) -> None:
     res.errors += arm_problems(res)
     res.review = readings(res)
     for r in res.review:
-        r.line = candidate_line(r)
-        if r.word == "not run":
+        if r.word == "not run":  # no run ended ok: its status and reason (``Reading.text``)
             r.line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
+        else:
+            r.line = candidate_line(r)
         r.ratio_line, r.lines = ratio_line(r), accuracy_lines(r)
         r.bare_lines = accuracy_lines(r, bare=True)
         r.step_line = NO_SPEED if r.emulator else speed_line("DiT s/step", r.step)
