@@ -15,33 +15,109 @@ import statistics
 import warnings
 from collections.abc import Iterable, Sequence
 
+# The seven words, each spelled here only (results.json stores these strings): every other module
+# names them by these constants.
+IDENTICAL = "identical"  # output bitwise the reference's on every seed: no error to weigh
+WITHIN = "within"  # every interval on the good side of its bound
+OUTSIDE = "outside"  # some interval wholly past its bound
+INCONCLUSIVE = "inconclusive"  # an interval across its bound: nothing decided
+INCOMPLETE = "incomplete"  # a value the floor (or the exact runs) has is missing
+INVALID = "invalid"  # attention calls not served by the requested op: the numbers measure another kernel
+NOT_RUN = "not run"  # no run ended ok
 # Every word a verdict can carry, in the order a legend lists them.
-WORDS = ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
-# How words combine: the first of these present wins; "within" only when every part is within.
-SEVERITY = ("outside", "incomplete", "inconclusive", "within")
+WORDS = (IDENTICAL, WITHIN, OUTSIDE, INCONCLUSIVE, INCOMPLETE, INVALID, NOT_RUN)
+# How words combine: the first of these present wins; within only when every part is within.
+SEVERITY = (OUTSIDE, INCOMPLETE, INCONCLUSIVE, WITHIN)
 
 
 def word(lo: float, hi: float, bound: float, *, higher_is_worse: bool = True) -> str:
-    """The word an interval [lo, hi] supports against ``bound``: **within** when it lies wholly on
-    the good side (at the bound counts as within: "at most 2x"), **outside** when wholly past it,
-    else **inconclusive**. A point estimate is the interval [x, x]. ``higher_is_worse`` False: a
-    similarity with a lower bound (a cosine of at least 0.99). A NaN bound or end is inconclusive."""
+    """The word an interval [lo, hi] supports against ``bound``: ``WITHIN`` when it lies wholly on
+    the good side (at the bound counts as within: "at most 2x"), ``OUTSIDE`` when wholly past it,
+    else ``INCONCLUSIVE``. A point estimate is the interval [x, x]. ``higher_is_worse`` False: a
+    similarity with a lower bound (a cosine of at least 0.99). A NaN bound or end decides nothing."""
     if math.isnan(lo) or math.isnan(hi) or math.isnan(bound):
-        return "inconclusive"
+        return INCONCLUSIVE
     if not higher_is_worse:
         lo, hi, bound = -hi, -lo, -bound
     if hi <= bound:
-        return "within"
+        return WITHIN
     if lo > bound:
-        return "outside"
-    return "inconclusive"
+        return OUTSIDE
+    return INCONCLUSIVE
 
 
-def combine(words: Iterable[str], *, empty: str = "incomplete") -> str:
-    """One word over parts: outside if any part is, else incomplete, else inconclusive, else within;
-    ``empty`` when no part has a word. Words outside ``SEVERITY`` (e.g. "shown") are not parts."""
+def combine(words: Iterable[str], *, empty: str = INCOMPLETE) -> str:
+    """One word over parts: the first of ``SEVERITY`` any part has (outside over incomplete over
+    the undecided word over within); ``empty`` when no part has a word. Words outside ``SEVERITY``
+    (e.g. "shown") are not parts."""
     present = {w for w in words if w in SEVERITY}
     return next((w for w in SEVERITY if w in present), empty)
+
+
+def severity(w: str) -> int:
+    """How bad a word is, for ranking parts: within 0, then up ``SEVERITY`` to outside; a word that
+    is no part (``""``, "shown") ranks as undecided."""
+    return len(SEVERITY) - 1 - SEVERITY.index(w if w in SEVERITY else INCONCLUSIVE)
+
+
+def known(w: str) -> str:
+    """``w`` where it is one of ``WORDS``, else undecided (a word this rule does not know, such as an
+    older record's, decides nothing)."""
+    return w if w in WORDS else INCONCLUSIVE
+
+
+def is_decided(w: str) -> bool:
+    """Whether a combined word stands against a missing value: outside (any part over its bound)
+    and the words that are no interval's (identical, invalid, not run, incomplete itself) do;
+    within and undecided become incomplete (``combine`` with ``INCOMPLETE``)."""
+    return w not in (WITHIN, INCONCLUSIVE)
+
+
+# What each word means, as the page's legend says it.
+MEANINGS = {
+    IDENTICAL: "bitwise equal to the reference's output on every seed; an approximate kernel that reads so "
+    "most likely never ran",
+    WITHIN: "every interval under the tolerance",
+    OUTSIDE: "some reading over the tolerance (end to end or in situ)",
+    INCONCLUSIVE: "an interval across the tolerance",
+    INCOMPLETE: "a value the floor has is missing",
+    INVALID: "attention calls not served by the requested op",
+    NOT_RUN: "no run ended ok",
+}
+
+# The rule as a reader is told it, each sentence written once here: the scenario's help
+# (``scenario.verdict``), results.json's conventions (``analysis.analyze``) and the report's
+# verdict section (``report.accuracy``) print these.
+TOLERANCE_HELP = (
+    f"A candidate is {WITHIN} the floor when the interval of its error-energy ratio to the floor (MSE, 1 - SSIM, "
+    f"audio error energy or spectral error; per seed, then combined) lies under this; {OUTSIDE} when it lies "
+    f"over it; else {INCONCLUSIVE} (2 = 3.01 dB of PSNR)."
+)
+DETECTABLE_HELP = (
+    f"A statistic reads {WITHIN} only when this design could detect a change of this fraction of its mean "
+    f"(else {INCONCLUSIVE}, with the change it could detect)."
+)
+
+
+def ratio_rule_text(tolerance: float) -> str:
+    """The words of a ratio against the tolerance, as results.json's verdict convention says them."""
+    return (
+        f"{WITHIN} when the interval lies under {tolerance:g}x (every seed too), {OUTSIDE} when over, else "
+        f"{INCONCLUSIVE} (one floor run per seed: a spread the scenario states, else the seeds' spread alone)"
+    )
+
+
+def verdict_rule_text(tolerance: float) -> str:
+    """The words of a verdict, as the report's verdict section says them."""
+    return (
+        f"Tolerance {tolerance:g}x ({10 * math.log10(tolerance):.2f} dB of PSNR): {WITHIN} when the interval "
+        f"lies under it, {OUTSIDE} when over it, else {INCONCLUSIVE} (with the seeds that would decide it). "
+        f"A value the floor has and the candidate lacks makes the verdict {INCOMPLETE}; a value that is not "
+        f"finite fails. {IDENTICAL.capitalize()}: the output is bitwise equal to the reference's on every seed "
+        "(no error to weigh, no ratio); an approximate kernel that reads so most likely never ran. The in-situ "
+        f"reading, where there is one, is a second reading beside the end-to-end one in every regime: the "
+        f"verdict is {OUTSIDE} when it is."
+    )
 
 
 def pooled_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, float]:

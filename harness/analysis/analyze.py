@@ -36,6 +36,7 @@ from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_compa
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
+from harness.rule import ratio_rule_text
 from harness.scenario.verdict import VerdictRules
 from harness.store import RUN_JSON as RUN_JSON_NAME
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record
@@ -217,9 +218,8 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
         "transitional between), audio error energy 10^(-SNR/10) (the floor's waveform correlation >= "
         f"{rules.audio_coherent_min_corr:g}) or the mel spectral error (below); ratio to the mean of the seed's "
         f"floor runs, geometric mean over seeds, {100 * (1 - rules.alpha):.10g}% interval from the floor runs' "
-        f"spread and the seeds'; within when the interval lies under {rules.tolerance:g}x (every seed too), "
-        "outside when over, else inconclusive (one floor run per seed: a spread the scenario states, else the "
-        "seeds' spread alone); every regime: the in-situ reading (a second reading), broken frames and the "
+        f"spread and the seeds'; {ratio_rule_text(rules.tolerance)}; every regime: the in-situ reading (a second "
+        "reading), broken frames and the "
         "coarse layout; chaotic video: early-step latents (accepted baseline, else an absolute PSNR) and the "
         "statistics"
     )

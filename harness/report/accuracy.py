@@ -4,7 +4,6 @@ how every table, figure and player names a run's role (``role_text``)."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 from harness.analysis.model import ReportResults, Verdict, is_shadowed_copy
@@ -13,6 +12,7 @@ from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics import Metric, accuracy_metrics, table_metrics
 from harness.number_format import NA, fmt_db, fmt_stat, ratio_text
 from harness.report.cells import ROLE_LABEL, Section, row_css, spread_text
+from harness.rule import IDENTICAL, INCOMPLETE, INVALID, OUTSIDE, verdict_rule_text
 from harness.text_table import TextTable
 
 # A shadowed run of the exact trajectory (its verdict's role "insitu"): its output is the reference's,
@@ -249,7 +249,7 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def _energy_cell(v: Verdict) -> str:
-    if v.word == "identical":
+    if v.word == IDENTICAL:
         n = len(v.identical_seeds)
         return f"no error: output bitwise the reference's on {n} of {len(v.per_seed) or n} seed(s)"
     if not v.energy:
@@ -278,20 +278,14 @@ def verdict_section(res: ReportResults) -> Section:
         "of evidence between); audio by its waveform error energy where the floor's waveform correlation is at least "
         f"{rules.audio_coherent_min_corr:g}, else by the mel spectral error. Each ratio carries its "
         f"{100 * (1 - rules.alpha):.10g}% interval (the floor runs' spread and the seeds'); the seeds combine by "
-        f"geometric mean, every seed required to pass. Tolerance {rules.tolerance:g}x "
-        f"({10 * math.log10(rules.tolerance):.2f} dB of PSNR): within when the interval lies under it, outside when "
-        "over it, else inconclusive (with the seeds that would decide it). A value the floor has and the candidate "
-        "lacks makes the verdict incomplete; a value that is not finite fails. Identical: the output is bitwise "
-        "equal to the reference's on every seed (no error to weigh, no ratio); an approximate kernel that reads so "
-        "most likely never ran. The in-situ reading, where there is one, is a second reading beside the end-to-end "
-        "one in every regime: the verdict is outside when it is."
+        "geometric mean, every seed required to pass. " + verdict_rule_text(rules.tolerance)
     )
     t = TextTable(
         title="",
         headers=["arm", "verdict", "error energy vs floor (interval)", "per seed", "statistics", "attention"],
     )
     for v in res.verdicts:
-        bad = v.word in ("outside", "invalid", "incomplete") or v.attention_ok is False or bool(v.warnings)
+        bad = v.word in (OUTSIDE, INVALID, INCOMPLETE) or v.attention_ok is False or bool(v.warnings)
         t.add(
             [
                 v.arm,

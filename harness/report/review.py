@@ -8,30 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.analysis.model import Reading, ReportResults
-from harness.rule import WORDS
+from harness.rule import (
+    IDENTICAL,
+    INCOMPLETE,
+    INCONCLUSIVE,
+    INVALID,
+    MEANINGS,
+    NOT_RUN,
+    OUTSIDE,
+    WITHIN,
+    WORDS,
+)
 
-WORD_COLOURS = {"identical": "#1565c0", "within": "#2e7d32", "outside": "#c62828", "inconclusive": "#b26a00",
-                "invalid": "#6a1b9a", "incomplete": "#757575", "not run": "#9e9e9e"}  # fmt: skip
-MARKS = {"identical": "🔵", "within": "🟢", "outside": "🔴", "inconclusive": "🟡", "incomplete": "🟡",
-         "invalid": "⛔", "not run": "⚪"}  # fmt: skip
-MEANINGS = {
-    "identical": "bitwise equal to the reference's output on every seed; an approximate kernel that reads so "
-    "most likely never ran",
-    "within": "every interval under the tolerance",
-    "outside": "some reading over the tolerance (end to end or in situ)",
-    "inconclusive": "an interval across the tolerance",
-    "incomplete": "a value the floor has is missing",
-    "invalid": "attention calls not served by the requested op",
-    "not run": "no run ended ok",
-}
+WORD_COLOURS = {IDENTICAL: "#1565c0", WITHIN: "#2e7d32", OUTSIDE: "#c62828", INCONCLUSIVE: "#b26a00",
+                INVALID: "#6a1b9a", INCOMPLETE: "#757575", NOT_RUN: "#9e9e9e"}  # fmt: skip
+MARKS = {IDENTICAL: "🔵", WITHIN: "🟢", OUTSIDE: "🔴", INCONCLUSIVE: "🟡", INCOMPLETE: "🟡",
+         INVALID: "⛔", NOT_RUN: "⚪"}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Badge:
     reading: Reading
-    css: (
-        str  # the word as a CSS class: identical, within, outside, inconclusive, incomplete, invalid, not-run
-    )
+    css: str  # the word (one of harness.rule.WORDS) as a CSS class: spaces as hyphens
     ratio: str  # ratio_line
     step: str  # speed_line of DiT s/step
     total: str  # speed_line of the pipeline total

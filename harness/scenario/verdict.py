@@ -1,7 +1,7 @@
 """The numbers a verdict is judged with, as a scenario writes them (the ``verdict:`` block).
 
 Every verdict and every speed line prints the rule it used, so a reader never has to guess
-the tolerance behind a "within" or the level behind a "slower".
+the tolerance behind a word of ``harness.rule`` or the level behind a "slower".
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.metrics import judged_energies
+from harness.rule import DETECTABLE_HELP, TOLERANCE_HELP
 
 DEFAULT_ALPHA = 0.05  # level of every interval and test (compare.significance imports it)
 DEFAULT_MIN_EFFECT = 0.01  # speed: a smaller change is "no meaningful difference"
@@ -32,9 +33,7 @@ class VerdictRules(BaseModel):
     tolerance: float = Field(
         DEFAULT_TOLERANCE,
         gt=1.0,
-        description="A candidate is within the floor when the interval of its error-energy ratio to the "
-        "floor (MSE, 1 - SSIM, audio error energy or spectral error; per seed, then combined) lies under "
-        "this; outside when it lies over it; else inconclusive (2 = 3.01 dB of PSNR).",
+        description=TOLERANCE_HELP,
     )
     alpha: float = Field(
         DEFAULT_ALPHA,
@@ -77,8 +76,7 @@ class VerdictRules(BaseModel):
     stats_detectable: float = Field(
         0.05,
         gt=0.0,
-        description="A statistic reads within only when this design could detect a change of this "
-        "fraction of its mean (else inconclusive, with the change it could detect).",
+        description=DETECTABLE_HELP,
     )
     stats_min_effect: float = Field(
         0.01,
