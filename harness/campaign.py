@@ -23,7 +23,7 @@ from harness.executors.base import Reporter
 from harness.executors.process import stop_orphan
 from harness.executors.registry import get_executor
 from harness.number_format import percent_text
-from harness.plan import DryRun, DryRunEntry, Plan, PlannedRun, dry_run, plan_campaign
+from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
 from harness.store import (
     ArmStatus,
@@ -38,18 +38,8 @@ from harness.store import (
     utcnow,
 )
 
-__all__ = [
-    "CampaignOutcome",
-    "DryRun",
-    "DryRunEntry",
-    "Plan",
-    "SummaryRow",
-    "dry_run",
-    "execute",
-    "lock_campaign",
-    "plan_campaign",
-    "refresh_arms",
-]
+# The library API of the module docstring (dry_run and plan_campaign come from harness.plan).
+__all__ = ["CampaignOutcome", "dry_run", "execute", "lock_campaign", "plan_campaign"]
 
 
 @dataclass(frozen=True)
@@ -76,16 +66,6 @@ class CampaignOutcome:
     ran: set[str] = field(default_factory=set)  # keys of the runs this invocation executed
     notes: list[str] = field(default_factory=list)  # one line each: repairs, de-duplicated seeds
     damaged: list[str] = field(default_factory=list)  # run.json files still unreadable at the end
-
-    @property
-    def failed(self) -> list[RunRecord]:
-        """Runs that did not end ok (skipped is fine: the backend cannot run here), or are invalid."""
-        return [
-            r
-            for r in self.records
-            if r.status not in (RunStatus.ok, RunStatus.skipped)
-            or (r.status == RunStatus.ok and r.valid is False)
-        ]
 
     def provenance(self, key: str) -> str:
         """Where a row of the summary comes from: "now" (this invocation ran it), "kept" (ok

@@ -27,6 +27,7 @@ from harness.media_limits import check_duration, check_frame_size, check_samples
 from harness.pixel_formats import to_rgb
 
 AUDIO_CHUNK = 1024  # samples per AAC frame
+SOUND_FILES = (".wav", ".flac", ".ogg")  # read by soundfile, not PyAV
 
 
 @dataclass(frozen=True)
@@ -177,34 +178,39 @@ def _frames_to_planar(frame: av.AudioFrame) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 
-def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """Audio as float32 [channels, samples] and its rate: an mp4's track or a .wav/.flac file."""
-    p = check_file(path)
-    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+def _audio_stream(c: av.container.InputContainer, p: Path) -> av.audio.stream.AudioStream:
+    if not c.streams.audio:
+        raise HarnessError(f"{p}: no audio track")
+    return c.streams.audio[0]
+
+
+def _soundfile_error(p: Path, exc: Exception) -> HarnessError:
+    return HarnessError(f"{p}: cannot read audio: {_one_line(exc)}")
+
+
+def _audio_header(p: Path) -> tuple[int, int, int]:
+    """Rate, samples the header claims and channels of an mp4's track or a .wav/.flac file."""
+    if p.suffix.lower() in SOUND_FILES:
         import soundfile as sf
 
         try:
-            data, rate = sf.read(str(p), dtype="float32", always_2d=True)
+            info = sf.info(str(p))
         except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
-            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
-        return np.ascontiguousarray(data.T), int(rate)
+            raise _soundfile_error(p, exc) from None
+        return int(info.samplerate), int(info.frames), int(info.channels)
     with open_media(p) as c:
-        if not c.streams.audio:
-            raise HarnessError(f"{p}: no audio track")
-        ast = c.streams.audio[0]
+        ast = _audio_stream(c, p)
         rate = int(ast.codec_context.sample_rate)
-        chunks: list[np.ndarray] = []
-        samples = 0
-        try:
-            for frame in c.decode(ast):
-                chunks.append(_frames_to_planar(frame))
-                samples += chunks[-1].shape[1]
-                check_samples(p, samples, rate)
-        except av.error.FFmpegError as exc:
-            raise HarnessError(f"{p}: audio decode error (corrupt or truncated?): {_one_line(exc)}") from None
-    if not chunks:
-        raise HarnessError(f"{p}: audio track decoded to 0 samples")
-    return np.concatenate(chunks, axis=1), rate
+        seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
+        return rate, int(seconds * rate), int(ast.codec_context.channels)
+
+
+def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Audio as float32 [channels, samples] and its rate: an mp4's track or a .wav/.flac file."""
+    p = check_file(path)
+    rate, _, channels = _audio_header(p)
+    blocks = list(iter_audio(p))
+    return (np.concatenate(blocks, axis=1) if blocks else np.zeros((channels, 0), np.float32)), rate
 
 
 def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
@@ -212,22 +218,7 @@ def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     and the rate, decoded block by block into one buffer sized from the header: memory is the
     mix's, never the multichannel track or the mix twice."""
     p = check_file(path)
-    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
-        import soundfile as sf
-
-        try:
-            info = sf.info(str(p))
-        except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
-            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
-        rate, expected = int(info.samplerate), int(info.frames)
-    else:
-        with open_media(p) as c:
-            if not c.streams.audio:
-                raise HarnessError(f"{p}: no audio track")
-            ast = c.streams.audio[0]
-            rate = int(ast.codec_context.sample_rate)
-            seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
-            expected = int(seconds * rate)
+    rate, expected, _ = _audio_header(p)
     # pages of np.empty are only touched as they fill; a header claiming more is capped by the limit
     out = np.empty(max(0, min(expected, int(max_duration_s() * max(rate, 1))) + AUDIO_CHUNK), np.float32)
     n = 0
@@ -247,7 +238,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
     about ``block`` samples, in order; memory does not grow with the length. The rate is
     ``probe(path).audio_rate`` (or soundfile's for .wav/.flac)."""
     p = check_file(path)
-    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+    if p.suffix.lower() in SOUND_FILES:
         import soundfile as sf
 
         try:
@@ -259,12 +250,10 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         except HarnessError:
             raise
         except Exception as exc:  # soundfile raises its own LibsndfileError / RuntimeError
-            raise HarnessError(f"{p}: cannot read audio: {_one_line(exc)}") from None
+            raise _soundfile_error(p, exc) from None
         return
     with open_media(p) as c:
-        if not c.streams.audio:
-            raise HarnessError(f"{p}: no audio track")
-        ast = c.streams.audio[0]
+        ast = _audio_stream(c, p)
         rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
         pending = 0
@@ -323,23 +312,28 @@ def write_av(
     aud = None
     if isinstance(audio, np.ndarray):
         aud = _check_audio(audio, out)  # refused before anything is written
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp.mp4", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _temp_beside(out, ".tmp.mp4")
     try:
         feed = AudioFeed([aud] if aud is not None else audio, out) if audio is not None else None
         _encode(tmp, out, frames, feed, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, out)
+        _put_in_place(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def _umask() -> int:
+def _temp_beside(out: Path, suffix: str) -> Path:
+    """A new empty file ``.NAME.<8>SUFFIX`` beside ``out`` (the name writer_lock removes when stale)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=suffix, dir=out.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def _put_in_place(tmp: Path, out: Path) -> None:
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the usual mode
+    os.replace(tmp, out)
 
 
 def _encode(
@@ -430,9 +424,7 @@ class LosslessWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.audio = _check_audio(audio, self.path) if audio is not None else None
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp.mkv", dir=self.path.parent)
-        os.close(fd)
-        self.tmp = Path(tmp)
+        self.tmp = _temp_beside(self.path, ".tmp.mkv")
         self.c = av.open(str(self.tmp), mode="w", format="matroska")
         self.vs = self.c.add_stream("ffv1", rate=Fraction(fps).limit_denominator(1001))
         self.vs.pix_fmt = "bgr0"
@@ -471,8 +463,7 @@ class LosslessWriter:
                     self.c.mux(self.ast.encode(af))
                 self.c.mux(self.ast.encode(None))
             self.c.close()
-            os.chmod(self.tmp, 0o666 & ~_umask())
-            os.replace(self.tmp, self.path)
+            _put_in_place(self.tmp, self.path)
         except BaseException:
             self.tmp.unlink(missing_ok=True)
             raise
