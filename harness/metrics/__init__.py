@@ -15,26 +15,34 @@ import pkgutil
 from harness.metrics.metric import (
     METRICS,
     Energy,
+    Headline,
     HistoryColumn,
     Metric,
+    PrColumn,
     accuracy_metrics,
     energy_metrics,
+    headline_metrics,
     history_metrics,
     in_order,
     judged_energies,
+    pr_metrics,
     table_metrics,
 )
 
 __all__ = [
     "METRICS",
     "Energy",
+    "Headline",
     "HistoryColumn",
     "Metric",
+    "PrColumn",
     "accuracy_metrics",
     "energy_metrics",
+    "headline_metrics",
     "history_metrics",
     "in_order",
     "judged_energies",
+    "pr_metrics",
     "table_metrics",
 ]
 

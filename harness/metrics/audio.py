@@ -9,8 +9,10 @@ from typing import Any
 from harness.metrics.metric import (
     METRICS,
     Energy,
+    Headline,
     HistoryColumn,
     Metric,
+    PrColumn,
     db_from_energy,
     energy_from_db,
     fmt_g4,
@@ -20,8 +22,8 @@ from harness.metrics.metric import (
 from harness.number_format import fmt_db, fmt_num
 
 
-def _residual_lag(a: Any) -> str:
-    return f" (residual lag {a.residual_lag_samples:+d})" if a.residual_lag_samples else ""
+def _residual_lag(a: Any, unit: str = "") -> str:
+    return f" (residual lag {a.residual_lag_samples:+d}{unit})" if a.residual_lag_samples else ""
 
 
 for _metric in (
@@ -30,14 +32,18 @@ for _metric in (
            gate_doc="Audio SNR of B against A, in dB.", note=_residual_lag,
            energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy,
                          lambda x: f"SNR {fmt_db(x)}", "audio_snr_db"),
-           history=HistoryColumn("audio_snr", "audio SNR (dB)", 2)),
+           history=HistoryColumn("audio_snr", "audio SNR (dB)", 2),
+           headline=Headline("audio SNR {}", opens=True, note=lambda a: _residual_lag(a, " samples")),
+           pr=PrColumn("audio SNR / cos", "audio_cosine", "{} / {}")),
     Metric("audio_cosine", "audio cosine", "audio", "cosine", 60, digits=6, column="audio cosine",
            gate="min_audio_cosine", gate_doc="Cosine of the audio samples.", gate_range=(-1, 1),
-           history=HistoryColumn("audio_cosine", "audio cosine", 6, latest=False)),
+           history=HistoryColumn("audio_cosine", "audio cosine", 6, latest=False),
+           headline=Headline("cosine {}")),
     Metric("audio_spectral", "audio mel spectral error", "audio", "spectral_error", 70,
            higher_is_closer=False, column="mel spectral error", formatter=fmt_g4,
            energy=Energy("audio_spectral", "audio mel spectral error", same, same,
-                         lambda x: f"spectral error {fmt_num(x, 4)}", "audio_spectral")),
+                         lambda x: f"spectral error {fmt_num(x, 4)}", "audio_spectral"),
+           headline=Headline("spectral error {}")),
     Metric("audio_logmel_cosine", "audio log-mel cosine", "audio", "logmel_cosine", 80, digits=6,
            column="log-mel cosine", gate="min_audio_logmel_cosine",
            gate_doc="Cosine of the audio log-mel spectra.", gate_range=(-1, 1),

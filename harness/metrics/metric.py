@@ -96,6 +96,28 @@ class HistoryColumn:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """A metric in the accuracy line of `harness compare` ('SSIM 0.99000 mean, 0.98000 min (frame 5)'):
+    ``text`` with its value for '{}', after '; ' where it opens a figure, else after ', '; its worst
+    frame after it; left out where not measured."""
+
+    text: str
+    opens: bool = False
+    fmt: Callable[[float], str] | None = None  # else the metric's own
+    note: Callable[[Any], str] | None = None  # record -> what follows the value
+
+
+@dataclass(frozen=True)
+class PrColumn:
+    """A metric as pr.md's accuracy table shows it (rounded as the pull request did): the column's head
+    and the metric it shares the cell with, ``joint`` placing the two ('X (min frame)', 'SNR / cos')."""
+
+    head: str
+    beside: str  # the other metric's key
+    joint: str = "{} ({})"
+
+
+@dataclass(frozen=True)
 class Metric:
     """One figure of a run against the reference, as every table, gate, history and verdict reads it.
 
@@ -123,6 +145,8 @@ class Metric:
     formatter: Callable[[float | None], str] | None = None  # else dB or ``digits`` decimals
     energy: Energy | None = None
     history: HistoryColumn | None = None
+    headline: Headline | None = None
+    pr: PrColumn | None = None
 
     def record(self, cmp: Any) -> Any:
         """The comparison's video or audio record (None: not measured)."""
@@ -211,6 +235,16 @@ def judged_energies() -> tuple[str, ...]:
 def history_metrics() -> list[Metric]:
     """The metrics history.csv has a column of."""
     return [m for m in in_order() if m.history is not None]
+
+
+def headline_metrics(modality: str) -> list[Metric]:
+    """The metrics of one modality in the accuracy line of `harness compare`, in its order."""
+    return [m for m in in_order() if m.headline is not None and m.modality == modality]
+
+
+def pr_metrics() -> list[Metric]:
+    """The columns of pr.md's accuracy table."""
+    return [m for m in in_order() if m.pr is not None]
 
 
 def fmt_g4(x: float | None) -> str:

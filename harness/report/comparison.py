@@ -13,7 +13,7 @@ from harness.compare.gates import GateOutcome
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
-from harness.metrics import table_metrics
+from harness.metrics import headline_metrics, table_metrics
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
 from harness.text_table import TextTable, md_code, md_escape, md_table, md_text, terminal_text
 
@@ -28,6 +28,21 @@ def attn_text(s: RunSummary) -> str:
     a = s.attn
     state = "valid" if a.valid else "INVALID"
     return f"{a.calls_requested} call(s) via {a.requested}, {a.fallbacks} fallback(s), {state}"
+
+
+def _headline(cmp: Comparison, modality: str) -> str:
+    """The metrics of one modality in the accuracy line (the registry's ``Headline``s): '; video PSNR
+    40.00 dB pooled, 38.00 dB min (frame 5); SSIM ...'; empty where the modality was not measured."""
+    text = ""
+    for m in headline_metrics(modality):
+        h, record = m.headline, m.record(cmp)
+        value = m.read(record)
+        if h is None or value is None:
+            continue
+        text += ("; " if h.opens else ", ") + h.text.format(h.fmt(value) if h.fmt else m.fmt(value))
+        text += f" (frame {getattr(record, m.worst_frame)})" if m.worst_frame else ""
+        text += h.note(record) if h.note else ""
+    return text
 
 
 def comparison_headlines(cmp: Comparison) -> list[str]:
@@ -45,20 +60,10 @@ def comparison_headlines(cmp: Comparison) -> list[str]:
             lines.append(same)
         else:
             label = "noise floor" if cmp.kind == "noise_floor" else "accuracy"
-            txt = (
-                f"{label}: video PSNR {fmt_db(v.psnr_pooled)} pooled, {fmt_db(v.psnr_min)} min (frame "
-                f"{v.psnr_min_frame}); SSIM {v.ssim_mean:.5f} mean, {v.ssim_min:.5f} min (frame {v.ssim_min_frame})"
-            )
+            txt = f"{label}: " + _headline(cmp, "video").removeprefix("; ")
             if v.identical_frames:
                 txt += f"; {v.identical_frames} of {v.frames} frames identical"
-            if cmp.audio is not None:
-                au = cmp.audio
-                lag = (
-                    f" (residual lag {au.residual_lag_samples:+d} samples)" if au.residual_lag_samples else ""
-                )
-                txt += f"; audio SNR {fmt_db(au.snr_db)}{lag}, cosine {au.cosine:.6f}"
-                if au.spectral_error is not None:
-                    txt += f", spectral error {au.spectral_error:.4g}"
+            txt += _headline(cmp, "audio")
             lines.append(txt)
             lines.append(
                 f"bitwise identical: video {_yes_no(cmp.bitwise.video)}, audio {_yes_no(cmp.bitwise.audio)}, "

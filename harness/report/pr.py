@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from harness.analysis.model import ArmAggregate, ReportResults, is_emulator, is_shadowed_copy
 from harness.compare.summary import RunSummary, stat_fields
+from harness.metrics import METRICS, Metric, pr_metrics
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.accuracy import run_label
 from harness.report.review import MARKS
@@ -88,28 +89,31 @@ def speed_table(res: ReportResults) -> list[str]:
     return out
 
 
+def _pr_cell(a: ArmAggregate, m: Metric) -> str:
+    """A metric's cell of pr.md's accuracy table with the one beside it (``PrColumn``), rounded as
+    the pull request did; n/a where the arm has no value of it."""
+    assert m.pr is not None
+    other = METRICS.get(m.pr.beside)
+
+    def fmt(x: Metric) -> str:
+        value = _mean(a, x.key)
+        return fmt_db(value, IDENTICAL) if x.unit == "dB" else fmt_rounded(value, 3, x.digits)
+
+    if _mean(a, m.key) is None:
+        return NA
+    beside = fmt(other).removesuffix(f" {m.unit}") if other.unit == m.unit and m.unit else fmt(other)
+    return m.pr.joint.format(fmt(m), beside)
+
+
 def accuracy_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
-    head = [
-        f"decoded output vs {ref}",
-        "video PSNR pooled (min frame)",
-        "SSIM (min frame)",
-        "audio SNR / cos",
-    ]
-    measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, "psnr") is not None]
+    columns = pr_metrics()
+    head = [f"decoded output vs {ref}", *(m.pr.head for m in columns if m.pr is not None)]
+    measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, columns[0].key) is not None]
     ordered = [a for a in measured if a.role != "noise_floor"] + [
         a for a in measured if a.role == "noise_floor"
     ]
-    rows = []
-    for a in ordered:
-        label = run_label(res, a.arm, a.arm, a.role)
-        psnr = f"{fmt_db(_mean(a, 'psnr'), IDENTICAL)} ({fmt_db(_mean(a, 'psnr_min'), IDENTICAL).removesuffix(' dB')})"
-        ssim = f"{fmt_rounded(_mean(a, 'ssim_mean'), 3, 6)} ({fmt_rounded(_mean(a, 'ssim_min'), 3, 6)})"
-        snr = _mean(a, "audio_snr")
-        audio = (
-            NA if snr is None else f"{fmt_db(snr, IDENTICAL)} / {fmt_rounded(_mean(a, 'audio_cosine'), 3, 6)}"
-        )
-        rows.append([label, psnr, ssim, audio])
+    rows = [[run_label(res, a.arm, a.arm, a.role), *(_pr_cell(a, m) for m in columns)] for a in ordered]
     return md_rows(head, rows)
 
 
