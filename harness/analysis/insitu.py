@@ -6,7 +6,7 @@ The exact floor of a call is the mean error of the exact ops measured on it (the
 own attention when it is exact, and every exact shadow, e.g. K/V reversed): what exact
 attention in the run's precision already differs from the FP32 yardstick. A candidate's
 ``ratio`` is its pooled rel L1 over the pooled floor's on the same calls, with a 95 % bootstrap
-interval over calls; ``word`` is within / outside / inconclusive. In a chaotic run (where pixel
+interval over calls; ``word`` is ``harness.rule``'s, combined over its parts. In a chaotic run (where pixel
 metrics against one reference measure nothing) this is the evidence the verdict rests on.
 
 Each call kind (DiT self-attention, token refiner, ...) is judged on its own calls, the worst
@@ -42,7 +42,7 @@ from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_
 from harness.attention.insitu.recorder import INSITU_DIR
 from harness.insitu_records import InSituCall, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
-from harness.rule import combine, word
+from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, severity, word
 from harness.scenario.insitu import InSituTolerance
 from harness.store import CampaignDir
 
@@ -80,8 +80,9 @@ def _ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float | None, list[floa
 
 
 def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_worse: bool = True) -> str:
+    """``harness.rule.word`` of the interval (the point where there is none); no value decides nothing."""
     if value is None:
-        return "inconclusive"
+        return INCONCLUSIVE
     lo, hi = ci if ci is not None else (value, value)
     return word(lo, hi, limit, higher_is_worse=higher_is_worse)
 
@@ -105,7 +106,6 @@ def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = Tru
 
 
 KIND_LABELS = {"dit_self": "DiT self-attention", "cross": "cross-attention"}
-SEVERITY = {"within": 0, "inconclusive": 1, "outside": 2}
 
 
 def _judge(
@@ -164,7 +164,7 @@ def _kind(
         rows=sum(c.q_len for c in on if name in c.errors), rel_l1=st.rel_l1,
         floor_rel_l1=sum(f for _, f, _ in pairs) / sum(ref for _, _, ref in pairs) if pairs else None,
         ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine, scale=scale, rel_l1_unscaled=unscaled,
-        word=combine([p.word for p in parts], empty="inconclusive"), parts=parts,
+        word=combine([p.word for p in parts], empty=INCONCLUSIVE), parts=parts,
     )  # fmt: skip
 
 
@@ -174,10 +174,10 @@ def _deciding(kinds: list[InSituKind]) -> tuple[str, InSituKind | None]:
     (all refused) judges nothing; one without a floor can make it outside, never keep it from within."""
     measured = [k for k in kinds if k.rel_l1 is not None]
     floored = [k for k in measured if k.ratio is not None]
-    words = [k.word for k in measured if k.word == "outside"] + [k.word for k in floored]
-    overall = combine(words, empty="inconclusive")
-    eligible = [k for k in measured if k.ratio is not None or k.word == "outside"] or measured
-    top = max(eligible, key=lambda k: (SEVERITY.get(k.word, 1), k.ratio or 0.0), default=None)
+    words = [k.word for k in measured if k.word == OUTSIDE] + [k.word for k in floored]
+    overall = combine(words, empty=INCONCLUSIVE)
+    eligible = [k for k in measured if k.ratio is not None or k.word == OUTSIDE] or measured
+    top = max(eligible, key=lambda k: (severity(k.word), k.ratio or 0.0), default=None)
     return overall, top
 
 
@@ -189,10 +189,10 @@ def _kind_brief(k: InSituKind) -> str:
     floor = f"{ratio_text(k.ratio)} the floor{_ci_text(k.ratio_ci)}" if k.ratio is not None else "no floor"
     if k.rel_l1 is None:
         floor = "not measured"
-    others = [p.text.removesuffix(f": {p.word}") for p in k.parts[1:] if p.word != "within"]
+    others = [p.text.removesuffix(f": {p.word}") for p in k.parts[1:] if p.word != WITHIN]
     if k.rel_l1 is not None and (scaled := scale_words(k.rel_l1, k.scale, k.rel_l1_unscaled)):
         others.append(scaled)
-    return f"{_kind_head(k)}: " + ", ".join([floor, *others]) + f": {k.word or 'inconclusive'}"
+    return f"{_kind_head(k)}: " + ", ".join([floor, *others]) + f": {k.word or INCONCLUSIVE}"
 
 
 def candidate_reading(
@@ -238,14 +238,14 @@ def candidate_reading(
     if broke:
         key, c, why = broke[0]
         problems.append(
-            f"{len(broke)} of {r.calls} call(s) failed (first: run {key} {_site(c)}: {why}): outside"
+            f"{len(broke)} of {r.calls} call(s) failed (first: run {key} {_site(c)}: {why}): {OUTSIDE}"
         )
-        r.word, r.decided_by = "outside", "failed calls"
+        r.word, r.decided_by = OUTSIDE, "failed calls"
     if bad:  # a NaN in the output fails the kernel whatever its error on the other calls
         key, c = bad[0]
         problems.insert(0, f"{len(bad)} of {r.calls} call(s) returned non-finite values (first: run {key} "
-                           f"{_site(c)}): outside")  # fmt: skip
-        r.word, r.decided_by = "outside", "non-finite output"
+                           f"{_site(c)}): {OUTSIDE}")  # fmt: skip
+        r.word, r.decided_by = OUTSIDE, "non-finite output"
     _shape(r, items, name, floor_ops, base)
     r.findings = find(name, obs)
     s = r.stats
@@ -266,7 +266,7 @@ def candidate_reading(
         judged[0] = f"{lead} {_kind_head(top)}: {judged[0]}"
         rest = sorted(
             (k for k in r.per_kind if k is not top),
-            key=lambda k: (-SEVERITY.get(k.word, 1), -(k.ratio or 0.0)),
+            key=lambda k: (-severity(k.word), -(k.ratio or 0.0)),
         )
         judged += [_kind_brief(k) for k in rest]
     r.text = f"{name}: " + "; ".join([*problems, head, *judged]) + f"; in-situ reading: {r.word}"

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from harness.insitu_records import InSituStats
 from harness.records import Record
+from harness.rule import INCONCLUSIVE
 from harness.scenario.insitu import InSituTolerance
 
 BOOTSTRAP = 2000  # resamples of the calls for the 95 % intervals
@@ -27,7 +28,7 @@ class InSituPart(Record):
     """One judged comparison of a reading: against the floor, the accepted baseline or an absolute limit."""
 
     against: str  # "exact floor" | "accepted baseline <name>" | "max rel L1" | "min cosine"
-    word: str  # within | outside | inconclusive
+    word: str  # harness.rule.word of its interval
     value: float | None = None  # the ratio (floor, baseline) or the pooled metric (absolute)
     ci: list[float] | None = None  # 95 % interval [lo, hi]
     limit: float
@@ -89,7 +90,7 @@ class InSituKind(Record):
     cosine: float | None = None
     scale: float | None = None  # fitted out ~ scale x yardstick, weighted by sum|r| over its calls
     rel_l1_unscaled: float | None = None  # rel L1 once the scale is divided out
-    word: str = ""  # within | outside | inconclusive, from its own parts
+    word: str = ""  # its own parts' words combined (harness.rule)
     parts: list[InSituPart] = Field(default_factory=list)  # judged on this kind's calls alone
 
 
@@ -118,7 +119,7 @@ class InSituReading(Record):
     refused: int = 0  # calls the candidate refused: not measured (a real run hands them to its fallback)
     stats: InSituStats = Field(default_factory=InSituStats)
     floor: InSituStats | None = None  # the exact floor pooled on the same calls
-    word: str = "inconclusive"
+    word: str = INCONCLUSIVE
     # what decided the word: a call kind (per_kind), "non-finite output" or "failed calls"
     decided_by: str = ""
     ratio: float | None = None  # the deciding kind's candidate rel L1 / floor rel L1 on the same calls

@@ -15,16 +15,15 @@ Combined over S seeds: the geometric mean, log r = mean(log r_s), with
     se^2 = sum(se_s^2) / S^2 + tau^2 / S,   tau^2 = max(0, var(log r_s) - mean(se_s^2))
 
 (the seeds' own spread beyond the floor noise), df by Satterthwaite. Every interval is two-sided
-at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word
-(``harness.rule``): **outside** when a seed's or the combined lower bound is over the tolerance;
-**incomplete** when a seed lacks the value (named); **within** when the combined upper bound is at
-most the tolerance and no seed's ratio is over it (every seed must pass); else **inconclusive**,
-with the number of seeds that would decide it at this spread.
+at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word is
+``harness.rule``'s (``word`` of each interval, ``combine`` over the seeds' and the combined one),
+a seed that lacks the value named; within also needs no seed's ratio over the tolerance (every
+seed must pass), and an undecided reading says how many seeds would decide it at this spread.
 
 Zero is its own case, never a logarithm: a candidate energy of exactly 0 (identical to the
-reference in this measure) reads ratio 0 for its seed, within, and stays out of the combination
+reference in this measure) reads ratio 0 for its seed, ``WITHIN``, and stays out of the combination
 (the other seeds are combined; every seed at 0: the reading is 0, within). A floor whose mean is 0
-is no yardstick (``analysis.floor_check`` leaves such runs out before; here it is incomplete).
+is no yardstick (``analysis.floor_check`` leaves such runs out before; here it is ``INCOMPLETE``).
 Every exponential is clamped, so huge or tiny energies give infinite or zero bounds, not errors.
 
 ``baseline_reading`` sets a candidate against an accepted approximate kernel the same way (both
@@ -42,7 +41,7 @@ from pydantic import Field
 from harness.number_format import ci_text as range_ci_text
 from harness.number_format import count_text, ratio_text
 from harness.records import Record
-from harness.rule import combine, pooled_sd, t_quantile, word
+from harness.rule import INCOMPLETE, INCONCLUSIVE, OUTSIDE, WITHIN, combine, pooled_sd, t_quantile, word
 from harness.safe_math import safe_exp, scaled_mean_sd
 
 MAX_SEEDS_TO_DECIDE = 1000
@@ -64,7 +63,7 @@ class SeedRatio(Record):
     n_floor: int = 0
     ratio: float | None = None
     ratio_ci: list[float] | None = None
-    word: str = ""  # within | outside | inconclusive | incomplete
+    word: str = ""  # a word of harness.rule.SEVERITY
     note: str = ""
 
 
@@ -98,8 +97,9 @@ def _ci(logr: float, se: float, q: float) -> list[float]:
 
 
 def _word(lo: float, hi: float, ratio: float, bound: float) -> str:
+    """``word`` of the interval; an infinite ratio whose interval is undefined (NaN ends) is outside."""
     w = word(lo, hi, bound)
-    return "outside" if w == "inconclusive" and not math.isfinite(ratio) else w
+    return OUTSIDE if w == INCONCLUSIVE and not math.isfinite(ratio) else w
 
 
 def _seed_ratio(
@@ -112,31 +112,31 @@ def _seed_ratio(
     bad_floor = [k or "a floor run" for f, k in zip(s.floors, s.floor_keys or [""] * len(s.floors),
                                                      strict=True) if not math.isfinite(f)]  # fmt: skip
     if not s.floors:
-        out.word, out.note = "incomplete", f"{where}: no floor run has {label}"
+        out.word, out.note = INCOMPLETE, f"{where}: no floor run has {label}"
         return out, None
     if bad_floor:
-        out.word, out.note = "incomplete", f"{where}: {label} of {', '.join(bad_floor)} is not finite"
+        out.word, out.note = INCOMPLETE, f"{where}: {label} of {', '.join(bad_floor)} is not finite"
         return out, None
     out.floor = scaled_mean_sd(s.floors)[0]
     if s.candidate is None:
-        out.word, out.note = "incomplete", f"{where}: the candidate has no {label} (the floor has)"
+        out.word, out.note = INCOMPLETE, f"{where}: the candidate has no {label} (the floor has)"
         return out, None
     if not math.isfinite(s.candidate):
-        out.ratio, out.word = math.inf, "outside"
+        out.ratio, out.word = math.inf, OUTSIDE
         out.note = f"{where}: the candidate's {label} is {s.candidate} (not finite): fails"
         return out, None
     if out.floor <= 0.0:  # no yardstick: analysis.floor_check names such floor runs first
-        out.word = "incomplete"
+        out.word = INCOMPLETE
         out.note = f"{where}: every floor run has {label} 0 (identical to the reference): no floor"
         return out, None
     if s.candidate <= 0.0:  # identical in this measure: ratio 0, and no logarithm of it
-        out.ratio, out.ratio_ci, out.word = 0.0, [0.0, 0.0], "within"
+        out.ratio, out.ratio_ci, out.word = 0.0, [0.0, 0.0], WITHIN
         out.note = f"{where}: the candidate's {label} is 0 (identical to the reference in this measure)"
         return out, None
     logr = math.log(s.candidate) - math.log(out.floor)
     out.ratio = safe_exp(logr)
-    if sigma is None:
-        out.word = "inconclusive"
+    if sigma is None:  # no interval: nothing decided
+        out.word = INCONCLUSIVE
         return out, logr
     se = sigma * math.sqrt(1 + 1 / len(s.floors))
     out.ratio_ci = _ci(logr, se, q)
@@ -190,7 +190,7 @@ def _combine_seeds(
     r.ratio = safe_exp(mean)
     if ses is None:
         if n < 2 or not math.isfinite(var):
-            return "inconclusive"
+            return INCONCLUSIVE
         se, df = math.sqrt(var / n), float(n - 1)
     else:
         a = sum(x * x for x in ses) / n**2
@@ -203,7 +203,7 @@ def _combine_seeds(
     r.df, r.ratio_ci = df, _ci(mean, se, q)
     combined = _word(*r.ratio_ci, r.ratio, bound)
     gap = abs(mean - math.log(bound))
-    if combined == "inconclusive" and gap > 0 and math.isfinite(se):
+    if combined == INCONCLUSIVE and gap > 0 and math.isfinite(se):
         need = n * (q * se / gap) ** 2
         r.seeds_to_decide = math.ceil(need) if need <= MAX_SEEDS_TO_DECIDE else None
     return combined
@@ -245,15 +245,15 @@ def ratio_reading(
     if logs:
         combined = _combine_seeds(r, logs, None if sigma is None else ses, df_w, alpha, bound)
     elif zeros and len(zeros) == len(r.per_seed):  # identical in this measure on every seed
-        r.ratio, r.ratio_ci, combined = 0.0, [0.0, 0.0], "within"
+        r.ratio, r.ratio_ci, combined = 0.0, [0.0, 0.0], WITHIN
     else:
         combined = ""
-    # A seed's own interval may be inconclusive while the seeds together decide; its ratio may not
+    # A seed's own interval may decide nothing while the seeds together decide; its ratio may not
     # exceed the bound (every seed must pass), and a seed outside or incomplete speaks for itself.
-    r.word = combine([*(w for w in words if w in ("outside", "incomplete")), combined or "incomplete"])
-    if r.word == "within" and any((s.ratio or 0.0) > bound for s in r.per_seed):
-        r.word = "inconclusive"
-    if r.word == "outside" and (r.ratio is None or not math.isfinite(r.ratio or 0.0)):
+    r.word = combine([*(w for w in words if w in (OUTSIDE, INCOMPLETE)), combined or INCOMPLETE])
+    if r.word == WITHIN and any((s.ratio or 0.0) > bound for s in r.per_seed):
+        r.word = INCONCLUSIVE
+    if r.word == OUTSIDE and (r.ratio is None or not math.isfinite(r.ratio or 0.0)):
         r.ratio = max((s.ratio for s in r.per_seed if s.ratio is not None), default=None)
     r.text = reading_text(r, alpha)
     return r
@@ -274,12 +274,12 @@ def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
         head += f" ({ci_text(r.ratio_ci, alpha)}, {seeds} seed(s))"
     head += f", {bound} {r.bound:g}x: {r.word}"
     bits = [head]
-    if r.word == "inconclusive" and r.ratio_ci is None:
+    if r.word == INCONCLUSIVE and r.ratio_ci is None:
         bits.append(
             "no interval: with one floor run per seed and one seed, the spread is unknown; run two or more "
             "floor runs per seed, or state verdict.floor_log_sd with its source"
         )
-    elif r.word == "inconclusive":
+    elif r.word == INCONCLUSIVE:
         bits.append(
             f"{count_text(r.seeds_to_decide)} seeds would decide it at this spread"
             if r.seeds_to_decide
@@ -324,4 +324,4 @@ def baseline_reading(
     return r
 
 
-BASELINE_WORDS = {"within": "not worse", "outside": "worse"}
+BASELINE_WORDS = {WITHIN: "not worse", OUTSIDE: "worse"}

@@ -8,14 +8,15 @@ their mean in seed s (n_s runs) and s_p^2 their within-seed variance pooled over
     z = (x - m_s) / (s_p sqrt(1 + 1/n_s)),   p = 2 P(T_df > |z|)
 
 (a prediction interval: the candidate is one more run). The p-values of every statistic and
-seed judged are adjusted together (Holm); a statistic is **outside** when its adjusted p is
-under alpha and it differs from m_s by more than ``stats_min_effect`` of it (exact runs can be
-heavy-tailed: one perturbation may move a statistic far more than the others). It reads **within** only when the design could detect a change of
-``stats_detectable`` of its mean (alpha over the number judged, power 80 %), else
-**inconclusive**, with the change it could detect. Counts (black, frozen, NaN-like frames) follow
-their own rule (``VerdictRules.count_tolerance``). Extremes (audio peak) are shown, not judged.
-A non-finite value fails; a value the exact runs have and the candidate lacks, or a seed with
-no exact run, is **incomplete**.
+seed judged are adjusted together (Holm); a statistic is outside when its adjusted p is under
+alpha and it differs from m_s by more than ``stats_min_effect`` of it (exact runs can be
+heavy-tailed: one perturbation may move a statistic far more than the others). It reads within
+only when the design could detect a change of ``stats_detectable`` of its mean (alpha over the
+number judged, power 80 %), else it decides nothing and says the change it could detect. Counts
+(black, frozen, NaN-like frames) follow their own rule (``VerdictRules.count_tolerance``).
+Extremes (audio peak) are shown, not judged. A non-finite value fails; a value the exact runs
+have and the candidate lacks, or a seed with no exact run, is incomplete. The words are
+``harness.rule``'s, combined by its ``combine``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ from pydantic import Field
 from harness.compare.summary import SHOWN_STATS
 from harness.number_format import fmt_stat, percent_text
 from harness.records import Record
-from harness.rule import combine, holm, pooled_sd, t_quantile, t_two_sided_p
+from harness.rule import (
+    INCOMPLETE,
+    INCONCLUSIVE,
+    OUTSIDE,
+    WITHIN,
+    combine,
+    holm,
+    pooled_sd,
+    t_quantile,
+    t_two_sided_p,
+)
 from harness.scenario.verdict import VerdictRules
 
 COUNT_STATS = ("black_frames", "frozen_frames", "nan_like_frames")
@@ -60,16 +71,16 @@ class StatCheck(Record):
     p_adjusted: float | None = None
     detectable: float | None = None  # smallest relative change this design detects
     judged: bool = True  # False: an extreme value, shown only
-    word: str = ""  # within | outside | inconclusive | incomplete | shown
+    word: str = ""  # a word of harness.rule.SEVERITY, or "shown" (not judged)
     text: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.word != "outside"
+        return self.word != OUTSIDE
 
 
 class StatsVerdict(Record):
-    word: str = ""  # within | outside | inconclusive | incomplete; "" when nothing to judge
+    word: str = ""  # the checks' words combined (harness.rule); "" when nothing to judge
     checks: list[StatCheck] = Field(default_factory=list)
     text: str = ""
 
@@ -104,18 +115,18 @@ def _typical(c: StatsSample, name: str, pooled: tuple, m: int, rules: VerdictRul
     chk.df = df
     where = f" (seed {c.seed})" if c.seed is not None else ""
     if c.seed not in centers:
-        chk.word, chk.text = "incomplete", f"{name}{where}: no exact run of this seed has it"
+        chk.word, chk.text = INCOMPLETE, f"{name}{where}: no exact run of this seed has it"
         return chk
     center, n = centers[c.seed]
     chk.center, chk.exact_runs, chk.sd = center, n, sd
     if chk.value is None:
-        chk.word, chk.text = "incomplete", f"{name}{where}: the candidate lacks it (the exact runs have it)"
+        chk.word, chk.text = INCOMPLETE, f"{name}{where}: the candidate lacks it (the exact runs have it)"
         return chk
     if not math.isfinite(chk.value):
-        chk.word, chk.text = "outside", f"{name}{where} is {chk.value} (not finite): fails"
+        chk.word, chk.text = OUTSIDE, f"{name}{where} is {chk.value} (not finite): fails"
         return chk
     if sd is None:
-        chk.word = "inconclusive"
+        chk.word = INCONCLUSIVE
         chk.text = (
             f"{name}{where} {fmt_stat(name, chk.value)}: one exact run per seed gives no run-to-run spread"
         )
@@ -136,10 +147,10 @@ def _count(c: StatsSample, name: str, exact: Sequence[StatsSample], rules: Verdi
     where = f" (seed {c.seed})" if c.seed is not None else ""
     chk.exact_runs = len(runs)
     if not runs:
-        chk.word, chk.text = "incomplete", f"{name}{where}: no exact run of this seed has it"
+        chk.word, chk.text = INCOMPLETE, f"{name}{where}: no exact run of this seed has it"
         return chk
     if chk.value is None:
-        chk.word, chk.text = "incomplete", f"{name}{where}: the candidate lacks it (the exact runs have it)"
+        chk.word, chk.text = INCOMPLETE, f"{name}{where}: the candidate lacks it (the exact runs have it)"
         return chk
     frames = c.frames or 0
     # A kind of frame no exact run of the seed has is a defect from its first frame: no allowance.
@@ -151,7 +162,7 @@ def _count(c: StatsSample, name: str, exact: Sequence[StatsSample], rules: Verdi
     )
     chk.lo, chk.hi, chk.center = max(0.0, min(runs) - allow), max(runs) + allow, statistics.fmean(runs)
     ok = math.isfinite(chk.value) and chk.lo <= chk.value <= chk.hi
-    chk.word = "within" if ok else "outside"
+    chk.word = WITHIN if ok else OUTSIDE
     band = f"[{fmt_stat(name, chk.lo)}, {fmt_stat(name, chk.hi)}]"
     chk.text = f"{name}{where} {fmt_stat(name, chk.value)} {'inside' if ok else 'outside'} {band}"
     return chk
@@ -191,41 +202,41 @@ def judge_stats(
             and abs(t.value - t.center) > rules.stats_min_effect * abs(t.center)
         )
         if p is not None and p < rules.alpha and big:
-            t.word = "outside"
+            t.word = OUTSIDE
         elif t.detectable is not None and t.detectable <= rules.stats_detectable:
-            t.word = "within"
+            t.word = WITHIN
         else:
-            t.word = "inconclusive"
+            t.word = INCONCLUSIVE
         t.text = (
-            f"{t.stat}{where} {fmt_stat(t.stat, t.value)} {'outside' if t.word == 'outside' else 'inside'} {band} "
+            f"{t.stat}{where} {fmt_stat(t.stat, t.value)} {'outside' if t.word == OUTSIDE else 'inside'} {band} "
             f"(Holm p={p:.2g}; {could} at this n)"
         )
     out.checks = typical + out.checks
     judged = [c for c in out.checks if c.judged]
     if not judged:
         return out
-    out.word = combine((c.word for c in judged), empty="within")
+    out.word = combine((c.word for c in judged), empty=WITHIN)
     out.text = stats_text(out, rules)
     return out
 
 
 def stats_text(v: StatsVerdict, rules: VerdictRules) -> str:
     judged = [c for c in v.checks if c.judged]
-    bad = [c for c in judged if c.word == "outside"]
-    if v.word == "outside":
+    bad = [c for c in judged if c.word == OUTSIDE]
+    if v.word == OUTSIDE:
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
         return (
             f"statistics OUTSIDE run-to-run variability ({len(bad)} of {len(judged)}): "
             + "; ".join(c.text for c in bad[:3])
             + more
         )
-    if v.word == "incomplete":
-        return "statistics incomplete: " + "; ".join(c.text for c in judged if c.word == "incomplete")
+    if v.word == INCOMPLETE:
+        return f"statistics {INCOMPLETE}: " + "; ".join(c.text for c in judged if c.word == INCOMPLETE)
     worst = max((c.detectable for c in judged if c.detectable is not None), default=None)
     could = f"could detect a change of {percent_text(worst)} at this n" if worst is not None else "no spread"
-    if v.word == "inconclusive":
+    if v.word == INCONCLUSIVE:
         return (
             f"statistics: no difference detected ({could}; within needs {100 * rules.stats_detectable:g}%): "
-            "inconclusive"
+            f"{v.word}"
         )
     return f"statistics within run-to-run variability ({len(judged)} judged; {could})"

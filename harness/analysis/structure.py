@@ -5,14 +5,15 @@ they miss one frozen frame among hundreds, a black or flat (NaN-decoded) frame, 
 mirrored left-right (every judged statistic is mirror-invariant). ``judge_structure`` reads the
 numbers the metric suite records for that (``collect.stats``: frame counts with their first
 indices; ``collect.layout``: low-resolution luma grids of B against the reference) and applies
-two rules, per seed, against the exact runs of that seed.
+two rules, per seed, against the exact runs of that seed; every word is ``harness.rule``'s (a
+count or a distance is the point interval [x, x] against its bound).
 
 **(a) Frames.** Kinds: *frozen* (bitwise equal to the previous frame), *black* (max Y <= 16,
 ``RunStats.blank_frames``) and *flat* (std Y < 1, ``RunStats.flat_frames``: what NaN outputs
 decode to). For each candidate run and kind, with L the largest count any exact run of its seed
-(the reference and every noise-floor run) has, the candidate is **outside** when its count
-exceeds L + ``FRAME_SLACK`` (the text names the first frames), else **within**. A kind the
-candidate lacks while an exact run has it is **inconclusive**; a kind no exact run has (or a
+(the reference and every noise-floor run) has, the candidate is outside when its count
+exceeds L + ``FRAME_SLACK`` (the text names the first frames), else within. A kind the
+candidate lacks while an exact run has it decides nothing; a kind no exact run has (or a
 seed without exact runs) is not judged.
 
 **(b) Layout.** For a scale S (4, 8, 16: the S x S grid of area-mean luma), V_S is the median
@@ -21,16 +22,15 @@ grid cells, mean over frames). The floor runs *agree* with the reference at S wh
 V_S >= ``MIN_LAYOUT_VAR`` and every floor run's ``layout_mse`` is finite and below
 ``AGREE_FRACTION`` x V_S. The scale judged is the coarsest one that agrees (the most stable; a
 mirror shows at every scale). With F the largest floor ``layout_mse`` there, a candidate is
-**outside** when its ``layout_mse`` d exceeds both ``LAYOUT_MULTIPLE`` x F and
+outside when its ``layout_mse`` d exceeds both ``LAYOUT_MULTIPLE`` x F and
 ``AGREE_FRACTION`` x V_S (it misses the agreement every floor run has, by a margin); when its
 distance to the reference mirrored left-right (or up-down) is below d the text says "layout
 mirrored left-right: B matches the mirror of the reference", else "layout outside". A
-non-finite d is outside. Otherwise **within**. No agreeing scale: not judged (word ""), the text
-says why; a candidate without layout numbers where the floors have them: **inconclusive**.
+non-finite d is outside. Otherwise within. No agreeing scale: not judged (word ""), the text
+says why; a candidate without layout numbers where the floors have them decides nothing.
 
-The reading's word: outside when a check is; else inconclusive when a check is; else within when
-a check is; else "" (nothing judged). It depends on the candidates' order only through the order
-of its checks: the floor runs and the exact runs are used as sets.
+The reading's word: the checks' words combined (``harness.rule.combine``); "" when nothing is
+judged. It depends on the candidates' order only through the order of its checks: the floor runs and the exact runs are used as sets.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from harness.collect.layout import SCALES
 from harness.collect.models import RunStats
 from harness.compare.summary import RunSummary
 from harness.records import Record
-from harness.rule import combine
+from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, word
 
 FRAME_SLACK = 0  # frames a candidate may have beyond the most an exact run of its seed has
 AGREE_FRACTION = 0.25  # floor layout_mse below this fraction of the reference's layout variance: agreement
@@ -97,7 +97,7 @@ class StructureCheck(Record):
     seed: int | None = None
     key: str = ""  # the candidate run
     check: str  # frozen | black | flat | layout
-    word: str = ""  # within | outside | inconclusive | "" (not judged)
+    word: str = ""  # a word of harness.rule.SEVERITY, "" (not judged)
     value: float | None = None  # the candidate's count, or its layout_mse at ``scale``
     limit: float | None = None  # the most an exact run has, or the layout bound
     frames: list[int] = Field(default_factory=list)  # the candidate's first such frames
@@ -109,7 +109,7 @@ class StructureCheck(Record):
 
 
 class StructureReading(Record):
-    word: str = ""  # within | outside | inconclusive | "" (nothing judged)
+    word: str = ""  # the checks' words combined, "" (nothing judged)
     text: str = ""  # one line
     checks: list[StructureCheck] = Field(default_factory=list)
 
@@ -144,18 +144,18 @@ def _frame_checks(cand: FrameCounts, exact: Sequence[FrameCounts]) -> list[Struc
         if not have:
             c.text = f"{what}: not judged (no exact run of the seed has the count)"
         elif value is None:
-            c.word, c.text = "inconclusive", f"{what}: not measured (the exact runs have it)"
+            c.word, c.text = INCONCLUSIVE, f"{what}: not measured (the exact runs have it)"
         else:
             most = max(have)
             c.limit = _float(most)
             c.frames = list(getattr(cand, f"{kind}_first"))
-            if value > most + FRAME_SLACK:
-                c.word = "outside"
+            c.word = word(c.value or 0.0, c.value or 0.0, _float(most + FRAME_SLACK) or 0.0)
+            if c.word == OUTSIDE:
                 c.text = (
                     f"{what}: {value}{_frames_text(c.frames, value)} where the exact runs have at most {most}"
                 )
             else:
-                c.word, c.text = "within", f"{what}: {value}, the exact runs up to {most}"
+                c.text = f"{what}: {value}, the exact runs up to {most}"
         out.append(c)
     return out
 
@@ -197,15 +197,13 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
     where = f"seed {cand.seed}: {cand.key}"
     grid = f"{scale}x{scale} luma grid distance"
     if d is None:
-        c.word, c.text = (
-            "inconclusive",
-            f"{where} layout: not measured at {scale}x{scale} (the floor runs have it)",
-        )
+        c.word = INCONCLUSIVE
+        c.text = f"{where} layout: not measured at {scale}x{scale} (the floor runs have it)"
         return c
-    if math.isfinite(d) and not d > bound:
-        c.word, c.text = "within", f"{where} layout within: {grid} {_num(d)} <= {_num(bound)}"
+    c.word = word(d, d, bound) if math.isfinite(d) else OUTSIDE  # a non-finite distance fails
+    if c.word == WITHIN:
+        c.text = f"{where} layout within: {grid} {_num(d)} <= {_num(bound)}"
         return c
-    c.word = "outside"
     bound_text = (
         f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(floor)} and {AGREE_FRACTION:g} x the "
         f"reference's layout variance {_num(var)}"
@@ -260,15 +258,15 @@ def judge_structure(
             not_judged.append(f"seed {seed}: {why}")
             continue
         checks += [_layout_check(c, scale, floor, var) for c in cands if c.seed == seed]
-    word = _word(checks)
-    return StructureReading(word=word, text=_summary(word, checks, not_judged), checks=checks)
+    w = _word(checks)
+    return StructureReading(word=w, text=_summary(w, checks, not_judged), checks=checks)
 
 
-def _summary(word: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]) -> str:
-    if word in ("outside", "inconclusive"):
-        return f"structure {word}: " + "; ".join(c.text for c in checks if c.word == word)
-    frames = [c for c in checks if c.check in FRAME_KINDS and c.word == "within"]
-    layout = [c for c in checks if c.check == "layout" and c.word == "within"]
+def _summary(w: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]) -> str:
+    if w in (OUTSIDE, INCONCLUSIVE):
+        return f"structure {w}: " + "; ".join(c.text for c in checks if c.word == w)
+    frames = [c for c in checks if c.check in FRAME_KINDS and c.word == WITHIN]
+    layout = [c for c in checks if c.check == "layout" and c.word == WITHIN]
     bits = []
     if frames:
         bits.append("frozen/black/flat frames within the exact runs' counts")
@@ -279,4 +277,4 @@ def _summary(word: str, checks: Sequence[StructureCheck], not_judged: Sequence[s
         bits.append(f"layout not judged ({'; '.join(not_judged)})")
     if not bits:
         return "structure: not judged (no frame counts or layout measured)"
-    return f"structure {word}: " + "; ".join(bits) if word else "structure: " + "; ".join(bits)
+    return f"structure {w}: " + "; ".join(bits) if w else "structure: " + "; ".join(bits)
