@@ -88,14 +88,6 @@ def overlap(a: np.ndarray, b: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndar
     return a[:, :n], b[:, :n]
 
 
-def aligned(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG) -> tuple[np.ndarray, np.ndarray, int]:
-    """(a, b, lag): both tracks on their common span after the residual-lag search (a diagnostic:
-    the judged metrics are taken at the container's alignment)."""
-    lag = best_lag(a, b, max_lag)
-    ta, tb = overlap(a, b, lag)
-    return ta, tb, lag
-
-
 def audio_start(path: str | os.PathLike) -> float:
     """Seconds from the file's first video frame to its first decoded audio sample (0 for an audio
     file, or where a stream has no timestamps)."""
@@ -127,12 +119,9 @@ def container_lag(a: str | os.PathLike, b: str | os.PathLike, rate: int) -> int:
     return round((audio_start(a) - audio_start(b)) * rate)
 
 
-# Streamed tracks ([C, S] blocks, e.g. media.iter_audio): take a bounded head for the residual lag,
-# and drop the leading samples of the track that starts earlier before pairing.
-
-
 def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Iterator[np.ndarray]]:
-    """(the first ``n`` samples [C, <=n], an iterator over every block, those included)."""
+    """Of streamed [C, S] blocks (``media.iter_audio``): the first ``n`` samples [C, <=n] (where the
+    residual lag is searched), and an iterator over every block, those included."""
     it = iter(blocks)
     head: list[np.ndarray] = []
     got = 0
@@ -149,14 +138,3 @@ def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Ite
 
     first = np.concatenate(head, axis=1)[:, :n] if head else np.zeros((0, 0), np.float32)
     return first, chained()
-
-
-def skip(blocks: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
-    """The blocks without their first ``n`` samples."""
-    left = max(0, int(n))
-    for x in blocks:
-        if left >= x.shape[1]:
-            left -= x.shape[1]
-            continue
-        yield x[:, left:] if left else x
-        left = 0

@@ -71,14 +71,6 @@ def grid_means(sums: np.ndarray, h: int, w: int, scale: int) -> np.ndarray:
     )
 
 
-def luma_grid(y: np.ndarray, scale: int) -> np.ndarray:
-    """Reference implementation from a whole luma frame (tests, tools): mean Y per cell."""
-    h, w = y.shape
-    sums = np.zeros((GRID, GRID), np.float64)
-    np.add.at(sums, (cell_rows(h)[:, None], cell_rows(w)[None, :]), y.astype(np.float64))
-    return grid_means(sums, h, w, scale)
-
-
 def scales_for(h: int, w: int) -> tuple[int, ...]:
     return tuple(s for s in SCALES if h >= s and w >= s)
 
@@ -162,12 +154,6 @@ class LayoutPair:
             self.frames += len(order)
             for s, t in terms.items():
                 self._terms[s].append(t)
-
-    @property
-    def waiting(self) -> int:
-        """Grids held until the other side's grid of the same frame arrives."""
-        with self._lock:
-            return len(self._pending[0]) + len(self._pending[1])
 
     def result(self) -> dict[str, dict[int, float]]:
         """The pair's fields (``FIELDS``), each scale -> mean over the frames paired; empty when none."""

@@ -58,7 +58,6 @@ _STEP_MARK = re.compile(r"==> (?:MiniMax-H3 step|step_index): (?P<i>\d+) / (?P<n
 _PACKED = re.compile(
     r"MiniMax-H3 packed layout: text=(?P<text>\d+), audio=(?P<audio>\d+), video=(?P<video>\d+), total=(?P<total>\d+)"
 )
-_LINE_RANK = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:")
 _PREFIXES = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:", re.MULTILINE)
 _KEY_RANK = re.compile(r"rank[_-]?(?P<rank>\d+)", re.IGNORECASE)
 
@@ -127,7 +126,7 @@ def parse_lightx2v_logs(
     for key, text in texts.items():
         key_rank = _key_rank(key)
         for number, line in enumerate(text.splitlines(), 1):
-            prefix = _LINE_RANK.match(line)
+            prefix = _PREFIXES.match(line)
             line_rank = str(int(prefix.group("rank"))) if prefix else key_rank
             m = _PROFILE.search(line)
             if m:
@@ -280,21 +279,13 @@ def _build(
         if not ranks and loose_marks:
             missing.append(f"DiT steps 1..{expected} of {expected} not logged")
 
-    # Stages: per rank sum, max over ranks.
-    stages: dict[str, float] = {}
-    for name, key in STAGES.items():
-        values = [timed[r].stages[name] for r in timed if name in timed[r].stages]
-        if values:
-            stages[key] = max(values)
-    if steps:
-        stages["dit"] = sum(s.seconds for s in steps)
-
-    def over_ranks(name: str) -> float | None:
+    def over_ranks(name: str) -> float | None:  # per rank sum, max over ranks
         values = [timed[r].stages[name] for r in timed if name in timed[r].stages]
         return max(values) if values else None
 
-    pipeline_total = over_ranks(PIPELINE)
-    wall_total = over_ranks(TOTAL)
+    stages = {key: v for name, key in STAGES.items() if (v := over_ranks(name)) is not None}
+    if steps:
+        stages["dit"] = sum(s.seconds for s in steps)
     if timed:
         for name in EVERY_RANK:
             lacking = [r for r in sorted(timed, key=_rank_order) if name not in timed[r].stages]
@@ -321,8 +312,8 @@ def _build(
         source=SOURCE,
         steps=steps,
         stages=stages,
-        pipeline_total_s=pipeline_total,
-        wall_total_s=wall_total,
+        pipeline_total_s=over_ranks(PIPELINE),
+        wall_total_s=over_ranks(TOTAL),
         seq_len=packed["total"] if packed else None,
         packed_layout=packed,
         ranks=[r for r in order if r in timed or ranks[r].marks or ranks[r].packed],

@@ -18,8 +18,8 @@ the filters are centre-compensated (``jit.py``), so a flat area gives a variance
 0 whatever its level. Measured against scikit-image's float64 result (``tests/collect``):
 within 1.3e-7 on random, smooth, odd-size, photo, flat, saturated, inverted, shifted,
 black-and-white, gradient-against-its-flip and real H.264 video pairs; the tests hold 1e-6.
-``ssim_reference`` (float64 numpy/OpenCV) and ``ssim_torch`` in float64 are exact to ~1e-12;
-``ssim_torch`` in float32 (the GPU path) uses the same offsets and compensation.
+``ssim_torch`` in float64 is exact to ~1e-12; in float32 (the GPU path) it uses the same offsets
+and compensation.
 
 The CPU kernel (``jit.ssim_sse``) also returns the exact sum of squared differences, so one
 pass over a frame pair gives both SSIM and PSNR.
@@ -124,22 +124,6 @@ def ssim(a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None) -> float:
     """Mean SSIM of two uint8 frames (HxW or HxWxC); exactly 1.0 for identical frames."""
     total, count = ssim_sum(a, b, ws=ws)
     return total / count
-
-
-def ssim_reference(a: np.ndarray, b: np.ndarray) -> float:
-    """Textbook float64 formula (five blurs, no tricks): the slow yardstick for tests."""
-    import cv2
-
-    _check_pair(a, b)
-    x, y = a.astype(np.float64), b.astype(np.float64)
-
-    def blur(z: np.ndarray) -> np.ndarray:
-        return cv2.sepFilter2D(z, cv2.CV_64F, _KERNEL, _KERNEL)
-
-    mx, my = blur(x), blur(y)
-    vx, vy, vxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
-    smap = ((2 * mx * my + C1) * (2 * vxy + C2)) / ((mx * mx + my * my + C1) * (vx + vy + C2))
-    return float(smap[PAD:-PAD, PAD:-PAD].mean())
 
 
 # --- torch (GPU, or CPU for tests) ---------------------------------------------------------

@@ -67,17 +67,6 @@ def luma(frame: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
 
 
-def laplacian_var(y: np.ndarray) -> float:
-    """Variance of the 4-neighbour Laplacian of Y over interior pixels (population)."""
-    if y.shape[0] < 3 or y.shape[1] < 3:
-        return 0.0
-    # float32 holds these integers exactly (|lap| <= 1020, lap^2 <= 2^20) and sumElems adds
-    # them exactly; OpenCV's NORM_L2SQR of int16/float32 arrays is not exact, so it is avoided.
-    lap = cv2.Laplacian(y, cv2.CV_32F, ksize=1)[1:-1, 1:-1]
-    n = lap.shape[0] * lap.shape[1]
-    return _var(float(cv2.sumElems(lap)[0]), float(cv2.sumElems(cv2.multiply(lap, lap))[0]), n)
-
-
 def _var(s: float, ss: float, n: int) -> float:
     """Population variance from exact sums (shared by the CPU and GPU paths)."""
     return max(ss / n - (s / n) ** 2, 0.0)
@@ -86,8 +75,7 @@ def _var(s: float, ss: float, n: int) -> float:
 def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats:
     """Sums for one uint8 RGB frame; ``prev`` is the previous frame of the same run.
 
-    One pass of a compiled kernel (``jit.frame_sums``), exact integer arithmetic; ``luma``
-    and ``laplacian_var`` (OpenCV) are the same definitions, kept as independent checks.
+    One pass of a compiled kernel (``jit.frame_sums``), exact integer arithmetic.
     """
     from harness.collect import jit
 

@@ -45,23 +45,26 @@ if TYPE_CHECKING:
 GPU_BATCH = 8  # frame pairs per GPU upload
 
 
-def _torch_device(dev: str) -> str:
-    return dev.removeprefix("torch:")
-
-
-def _check_compatible(
-    a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: bool, resample_audio: bool = False
+def check_compatible(
+    a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, truncate: bool, resample_audio: bool, *, cli: bool = False
 ) -> int:
-    """Frames to compare; raises before any decoding when the pair cannot be compared."""
+    """Frames to compare; raises before any decoding when the pair cannot be compared (``cli``: the
+    words of ``harness compare``, which name its flags)."""
     if (ia.width, ia.height) != (ib.width, ib.height):
         raise HarnessError(
-            f"resolution differs: {a} is {ia.width}x{ia.height}, {b} is {ib.width}x{ib.height}"
+            f"{'frame size' if cli else 'resolution'} differs: {a} is {ia.width}x{ia.height}, {b} is "
+            f"{ib.width}x{ib.height}{' (frames of other sizes are never compared)' if cli else ''}"
         )
     if not math.isclose(ia.fps, ib.fps, rel_tol=1e-6):
         raise HarnessError(f"frame rate differs: {a} is {ia.fps:g} fps, {b} is {ib.fps:g} fps")
     if ia.frames != ib.frames and not truncate:
+        how = (
+            f"--truncate compares the first {min(ia.frames, ib.frames)}"
+            if cli
+            else "truncate to compare the shorter"
+        )
         raise HarnessError(
-            f"frame count differs: {a} has {ia.frames}, {b} has {ib.frames} (truncate to compare the shorter)"
+            f"frame count differs: {a} has {ia.frames}{' frames' if cli else ''}, {b} has {ib.frames} ({how})"
         )
     if ia.has_audio != ib.has_audio:
         has, lacks = (a, b) if ia.has_audio else (b, a)
@@ -72,9 +75,13 @@ def _check_compatible(
                 f"audio channel count differs: {a} has {ia.audio_channels}, {b} has {ib.audio_channels}"
             )
         if ia.audio_rate != ib.audio_rate and not resample_audio:
+            how = (
+                f"--resample-audio resamples {b} to {ia.audio_rate} Hz"
+                if cli
+                else "ask for resampling to compare"
+            )
             raise HarnessError(
-                f"audio sample rate differs: {a} is {ia.audio_rate} Hz, {b} is {ib.audio_rate} Hz "
-                "(ask for resampling to compare)"
+                f"audio sample rate differs: {a} is {ia.audio_rate} Hz, {b} is {ib.audio_rate} Hz ({how})"
             )
     return min(ia.frames, ib.frames)
 
@@ -170,16 +177,11 @@ def audio_part(
 def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairMetrics, dict, dict]:
     pa, ra = read_audio(a)
     pb, rb = read_audio(b)
-    runs = [
-        {
-            "audio_rate": r,
-            "audio_channels": int(p.shape[0]),
-            "audio_samples": int(p.shape[1]),
-            "audio_rms": audio_metrics.rms(p),
-            "audio_peak": audio_metrics.peak(p),
-        }
-        for p, r in ((pa, ra), (pb, rb))
-    ]
+    runs = []
+    for p, r in ((pa, ra), (pb, rb)):
+        track = audio_metrics.TrackStream(r, mel=False)
+        track.push(p)
+        runs.append(_run_audio(track))
     if pa.shape[0] != pb.shape[0]:
         raise HarnessError(f"audio channel count differs: {a} has {pa.shape[0]}, {b} has {pb.shape[0]}")
     if not resample_audio:
@@ -232,43 +234,48 @@ class _Uploader:
         return self.buf[: len(frames)].to(self.device, non_blocking=True)
 
 
-def _video_torch(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairReducer, device: str) -> None:
+def _batches(decs: list[FrameDecoder], n: int):
+    """Up to ``GPU_BATCH`` frames of every decoder at a time ([frame of each decoder] per index), at
+    most ``n`` in all; the last batch ends where a decoder ended."""
+    for start in range(0, n, GPU_BATCH):
+        batch = []
+        for _ in range(min(GPU_BATCH, n - start)):
+            frames = [d.get() for d in decs]
+            if any(f is None for f in frames):
+                break
+            batch.append(frames)
+        if batch:
+            yield batch
+        if len(batch) < min(GPU_BATCH, n - start):
+            return
+
+
+def _video_torch(decs: list[FrameDecoder], n: int, reducer: PairReducer | None, device: str) -> None:
+    """On the device: each decoder's statistics, and with a ``reducer`` (two decoders) SSIM and SSE."""
     import torch
 
     from harness.collect.ssim import ssim_torch
     from harness.collect.video import sse_torch
 
-    dev = torch.device(_torch_device(device))
-    prev: dict[str, torch.Tensor | None] = {"a": None, "b": None}
-    up: dict[str, _Uploader] = {}
+    dev = torch.device(device.removeprefix("torch:"))
+    prev: list[torch.Tensor | None] = [None] * len(decs)
+    up: list[_Uploader] = []
     i = 0
-    done = False
-    while not done and i < n:
-        fa_list, fb_list = [], []
-        while len(fa_list) < GPU_BATCH and i + len(fa_list) < n:
-            fa, fb = dec_a.get(), dec_b.get()
-            if fa is None or fb is None:
-                done = True
-                break
-            fa_list.append(fa)
-            fb_list.append(fb)
-        if not fa_list:
-            break
-        if not up:
-            up = {"a": _Uploader(fa_list[0].shape, dev), "b": _Uploader(fa_list[0].shape, dev)}
-        ta = up["a"].upload(fa_list)
-        tb = up["b"].upload(fb_list)
-        s = ssim_torch(ta, tb, dtype=torch.float32).tolist()
-        e = sse_torch(ta, tb).tolist()
-        values = ta[0].numel()
-        for name, t, dec in (("a", ta, dec_a), ("b", tb, dec_b)):
-            for st in frame_stats_torch(t, prev[name]):
+    for batch in _batches(decs, n):
+        up = up or [_Uploader(batch[0][0].shape, dev) for _ in decs]
+        ts = [u.upload([frames[k] for frames in batch]) for k, u in enumerate(up)]
+        values = ts[0][0].numel()
+        if reducer is not None:
+            s = ssim_torch(*ts, dtype=torch.float32).tolist()
+            e = sse_torch(*ts).tolist()
+            for k in range(len(batch)):
+                m = float(e[k]) / values
+                reducer.add(i + k, m, 1.0 if m == 0.0 else float(s[k]))
+        for k, (dec, t) in enumerate(zip(decs, ts, strict=True)):
+            for st in frame_stats_torch(t, prev[k]):
                 dec.stats.add(st, values)
-            prev[name] = t[-1].clone()  # the next batch overwrites the upload buffer
-        for k in range(len(fa_list)):
-            m = float(e[k]) / values
-            reducer.add(i + k, m, 1.0 if m == 0.0 else float(s[k]))
-        i += len(fa_list)
+            prev[k] = t[-1].clone()  # the next batch overwrites the upload buffer
+        i += len(batch)
 
 
 def _run_stats(path: Path, info: MediaInfo, stats: StatsReducer, audio: dict) -> RunStats:
@@ -297,7 +304,7 @@ def measure_pair(
     t0 = time.perf_counter()
     a, b = Path(path_a), Path(path_b)
     ia, ib = probe(a), probe(b)
-    n = _check_compatible(a, b, ia, ib, truncate, resample_audio)
+    n = check_compatible(a, b, ia, ib, truncate, resample_audio)
     dev = resolve_device(device)
     stop = threading.Event()
     dec_a = FrameDecoder(a, n, cpu_stats=dev == "cpu", stop=stop)
@@ -315,7 +322,7 @@ def measure_pair(
             if dev == "cpu":
                 _video_cpu(dec_a, dec_b, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
             else:
-                _video_torch(dec_a, dec_b, n, reducer, dev)
+                _video_torch([dec_a, dec_b], n, reducer, dev)
             dec_a.wait_end()
             dec_b.wait_end()
         finally:
@@ -376,7 +383,7 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
         dec = FrameDecoder(p, info.frames, cpu_stats=False, stop=stop)
         dec.start()
         try:
-            _stats_torch(dec, resolve_device(device))
+            _video_torch([dec], info.frames, None, resolve_device(device))
             dec.wait_end()
         finally:
             stop.set()
@@ -389,27 +396,3 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
             track.push(x)
         audio = _run_audio(track)
     return _run_stats(p, info, stats, audio)
-
-
-def _stats_torch(dec: FrameDecoder, device: str) -> None:
-    import torch
-
-    dev = torch.device(_torch_device(device))
-    up = None
-    prev = None
-    done = False
-    while not done:
-        batch = []
-        while len(batch) < GPU_BATCH:
-            f = dec.get()
-            if f is None:
-                done = True
-                break
-            batch.append(f)
-        if not batch:
-            return
-        up = up or _Uploader(batch[0].shape, dev)
-        t = up.upload(batch)
-        for st in frame_stats_torch(t, prev):
-            dec.stats.add(st, t[0].numel())
-        prev = t[-1].clone()

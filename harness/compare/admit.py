@@ -9,7 +9,6 @@ count their samples (cheap beside the video). The measurement checks the same ag
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from harness.compare.cache import audio_slack
@@ -48,36 +47,14 @@ def audio_samples(path: Path) -> int:
 def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_audio: bool = False) -> None:
     """Raise one line (exit 2) when ``b`` cannot be compared against ``a`` with these options;
     an unreadable file is named by ``media.probe``."""
+    from harness.collect.suite import check_compatible
     from harness.media import probe
 
     ia, ib = probe(a), probe(b)
-    if (ia.width, ia.height) != (ib.width, ib.height):
-        raise HarnessError(
-            f"frame size differs: {a} is {ia.width}x{ia.height}, {b} is {ib.width}x{ib.height} "
-            "(frames of other sizes are never compared)"
-        )
-    if not math.isclose(ia.fps, ib.fps, rel_tol=1e-6):
-        raise HarnessError(f"frame rate differs: {a} is {ia.fps:g} fps, {b} is {ib.fps:g} fps")
-    if ia.frames != ib.frames and not truncate:
-        raise HarnessError(
-            f"frame count differs: {a} has {ia.frames} frames, {b} has {ib.frames} "
-            f"(--truncate compares the first {min(ia.frames, ib.frames)})"
-        )
-    if ia.has_audio != ib.has_audio:
-        has, lacks = (a, b) if ia.has_audio else (b, a)
-        raise HarnessError(f"audio track in {has} but not in {lacks}")
+    check_compatible(a, b, ia, ib, truncate, resample_audio, cli=True)
     if not ia.has_audio:
         return
     rate_a, rate_b = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
-    if ia.audio_channels != ib.audio_channels:
-        raise HarnessError(
-            f"audio channel count differs: {a} has {ia.audio_channels}, {b} has {ib.audio_channels}"
-        )
-    if rate_a != rate_b and not resample_audio:
-        raise HarnessError(
-            f"audio sample rate differs: {a} is {rate_a} Hz, {b} is {rate_b} Hz "
-            f"(--resample-audio resamples {b} to {rate_a} Hz)"
-        )
     if truncate or rate_a <= 0 or rate_b <= 0:
         return
     samples_a, samples_b = audio_samples(a), audio_samples(b)

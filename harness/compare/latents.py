@@ -129,13 +129,8 @@ def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarr
     return LatentPoint(step=step, psnr=psnr, max_abs_diff=mad, parts=parts if len(names) > 1 else {})
 
 
-def compare_latents(run_a: Path, run_b: Path) -> tuple[list[LatentPoint], list[str]]:
-    """Latent PSNR of B against A at every step both runs saved."""
-    return compare_latent_files(latent_files(run_a), latent_files(run_b))
-
-
 def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> tuple[list[LatentPoint], list[str]]:
-    """``compare_latents`` on the files ``latent_files`` found."""
+    """Latent PSNR of B against A at every step both runs saved (``latent_files``)."""
     if not la or not lb:
         return [], []
     points: list[LatentPoint] = []

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.collect.layout import GRID, cell_rows, grid_means
 from harness.media import write_av
 
 H, W, FPS, RATE = 64, 96, 24, 32000
@@ -55,3 +56,11 @@ def make_video(
 ) -> Path:
     write_av(path, frames, audio, fps=fps, sample_rate=rate, crf=crf, preset="ultrafast")
     return path
+
+
+def luma_grid(y: np.ndarray, scale: int) -> np.ndarray:
+    """Mean Y per cell from a whole luma frame: the slow yardstick of the kernel's grid sums."""
+    h, w = y.shape
+    sums = np.zeros((GRID, GRID), np.float64)
+    np.add.at(sums, (cell_rows(h)[:, None], cell_rows(w)[None, :]), y.astype(np.float64))
+    return grid_means(sums, h, w, scale)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.collect.stats import StatsReducer, frame_stats, frame_stats_torch, laplacian_var, luma
+from harness.collect.stats import StatsReducer, frame_stats, frame_stats_torch, luma
 
 
 def _frames(n: int = 4, seed: int = 0) -> np.ndarray:
@@ -33,12 +33,6 @@ def test_luma_is_bt601_rounded() -> None:
     assert np.array_equal(y, _numpy_luma(f))
     exact = 0.299 * f[..., 0] + 0.587 * f[..., 1] + 0.114 * f[..., 2]
     assert np.abs(y - exact).max() <= 0.5 + 1e-3  # rounding of the BT.601 float formula
-
-
-def test_laplacian_variance_matches_numpy() -> None:
-    y = luma(_frames(1)[0])
-    assert laplacian_var(y) == pytest.approx(_numpy_laplacian_var(y), rel=1e-12)
-    assert laplacian_var(np.full((20, 20), 77, np.uint8)) == 0.0
 
 
 def test_frame_stats_and_motion() -> None:
