@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from harness.analysis.energy import PairErrors, pooled, psnr_from_mse
 from harness.analysis.model import CodecFloorRow, FloorSummary, ReportResults
@@ -20,7 +21,7 @@ from harness.compare.cache import MetricsCache
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
-from harness.metrics import accuracy_metrics
+from harness.metrics import accuracy_metrics, in_order
 from harness.number_format import fmt_db, ratio_text
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
@@ -153,6 +154,20 @@ def codec_floor_cached(ref: RunSummary, campaign: CampaignDir, cache: MetricsCac
     return entry
 
 
+def _codec_values(video: Any, audio: Any) -> dict[str, Any]:
+    """The codec floor's figures as ``CodecFloorRow`` holds them: a video metric (with its worst frame)
+    under its record's field, as the per-run table reads a video record; an audio one under its key."""
+    out: dict[str, Any] = {}
+    for m in in_order():
+        if m.modality == "video":
+            out[m.field] = m.read(video)
+            if m.worst_frame:
+                out[m.worst_frame] = getattr(video, m.worst_frame)
+        else:
+            out[m.key] = m.read(audio)
+    return {k: x for k, x in out.items() if k in CodecFloorRow.model_fields}
+
+
 def codec_floor_row(res: ReportResults, campaign: CampaignDir, cache: MetricsCache, say: Progress) -> None:
     """``res.codec_floor``: the reference's codec floor (primary seed) with its share of the floor."""
     ref = next(
@@ -179,14 +194,7 @@ def codec_floor_row(res: ReportResults, campaign: CampaignDir, cache: MetricsCac
         method=entry.method,
         settings=entry.settings,
         decode=entry.decode,
-        psnr_pooled=v.psnr_pooled,
-        psnr_min=v.psnr_min,
-        psnr_min_frame=v.psnr_min_frame,
-        ssim_mean=v.ssim_mean,
-        ssim_min=v.ssim_min,
-        ssim_min_frame=v.ssim_min_frame,
-        audio_snr=a.snr_db if a else None,
-        audio_logmel_cosine=a.logmel_cosine if a else None,
+        **_codec_values(v, a),
         mse=v.mse_mean,
     )
     how = (
