@@ -381,36 +381,15 @@ def resample(x: np.ndarray, rate_from: int, rate_to: int) -> np.ndarray:
 
 
 def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int, lag: int = 0) -> dict:
-    """SNR/cosine/spectral metrics of two equal-rate tracks at the alignment ``lag`` (audio_align's
-    convention; the container's), on their overlap; and the residual lag found after it."""
+    """SNR/cosine/spectral metrics of two equal-rate whole tracks at the alignment ``lag`` (audio_align's
+    convention; the container's), on their overlap (``PairStream``); and the residual lag found after it."""
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"channel counts differ: {a.shape[0]} and {b.shape[0]}")
+    pair = PairStream(sample_rate, lag)
+    pair.push(0, a)
+    pair.push(1, b)
     ta, tb = audio_align.overlap(a, b, lag)
-    n = ta.shape[1]
-    aa, bb, ab, ee = _sums(ta, tb)
-    residual, corr_residual, corr_aligned = audio_align.lag_search(
-        ta[:, : audio_align.WINDOW], tb[:, : audio_align.WINDOW]
+    found = audio_align.lag_search(ta[:, : audio_align.WINDOW], tb[:, : audio_align.WINDOW])
+    return pair.result() | dict(
+        zip(("residual_lag_samples", "residual_corr", "aligned_corr"), found, strict=True)
     )
-    pa, pb = mel_power(ta, sample_rate), mel_power(tb, sample_rate)
-    return {
-        "lag_samples": int(lag),
-        "residual_lag_samples": residual,
-        "residual_corr": corr_residual,
-        "aligned_corr": corr_aligned,
-        "sample_rate": sample_rate,
-        "channels": int(a.shape[0]),
-        "samples_a": int(a.shape[1]),
-        "samples_b": int(b.shape[1]),
-        "samples_compared": int(n),
-        "samples_dropped": int(abs(a.shape[1] - b.shape[1])),
-        "snr_db": _snr(aa, ee),
-        "snr_db_per_channel": [_snr(*_sums(ta[c], tb[c])[::3]) for c in range(a.shape[0])],
-        "cosine": _cosine(aa, bb, ab),
-        "logmel_cosine": _logmel_cosine_of_power(pa, pb),
-        "spectral_error": _spectral_error_of_power(pa, pb),
-        "rms_a": rms(a),
-        "rms_b": rms(b),
-        "peak_a": peak(a),
-        "peak_b": peak(b),
-        "bitwise_equal": bool(a.shape == b.shape and np.array_equal(a, b)),
-    }

@@ -1,32 +1,12 @@
 """When a timing difference is a finding: the speed-up of an arm with its interval, over runs.
 
-One convention everywhere: **speed-up = reference time / arm time** (above 1: the arm is faster),
-the ratio of the geometric means of the runs' times. A run (one process) is one sample, never a
-step inside it. The interval is a t interval on log times:
-
-* ``compare_pairs``: runs paired by the design (the same seed and repeat of the reference and the
-  arm ran side by side in one interleaved round): a paired t on the log ratios;
-* ``compare_blocked``: runs grouped by seed (a block), not paired: the mean over seeds of the
-  within-seed log ratio, with the within-seed variance pooled over seeds and sides;
-* ``compare_samples``: two independent sets of runs: Welch's t on log times.
-
-The interval printed is always this comparison's own, **unadjusted**, at 1 - ``alpha``; Holm's
-correction (``holm_tests``, over one family of tests) adjusts only the p-value. So the interval
-excludes 1 exactly when the unadjusted test rejects, and a word that rests on the adjusted test
-names the correction. The word a report prints (``SpeedTest.word``), first that applies:
-
-* ``too few runs``: fewer than 2 runs a side (or 2 pairs / 1 degree of freedom); no interval;
-* ``zero spread``: no spread of the log times (or of the log ratios, paired; within seeds,
-  blocked): the ratio only, no interval, no p, no claim (a zero-width interval is no evidence);
-* ``faster`` / ``slower``: the Holm-adjusted test rejects equal times at ``alpha`` and the whole
-  interval lies beyond the minimum effect (1 + ``min_effect`` above 1, or below its inverse);
-* ``no meaningful difference``: the whole interval lies inside the minimum effect's band;
-* ``no difference detected``: the interval includes 1, with the change this design could detect
-  (two-sided ``alpha``, power 80 %);
-* ``not significant after Holm``: the interval excludes 1 but the Holm-adjusted p does not reach
-  ``alpha`` (the line says over how many tests);
-* ``difference detected, size unclear``: the adjusted test rejects but the interval reaches
-  inside the minimum effect's band: no speed word, no denial either.
+Speed-up = reference time / arm time (above 1: the arm is faster), the ratio of the geometric
+means of the runs' times; a run (one process) is one sample, never a step inside it. The designs
+(paired, blocked by seed, unpaired) and the words are docs/verdicts.md's "Speed"; besides those,
+``difference detected, size unclear``: the adjusted test rejects but the interval reaches inside
+the minimum effect's band (no speed word, no denial either). The interval printed is always this
+comparison's own, unadjusted, at 1 - ``alpha``: Holm's correction (``holm_tests``, over one family)
+adjusts only the p-value, and a word that rests on the adjusted test names the correction.
 
 Pure functions, no I/O: reports, history pages, ``harness compare`` and the overhead tool all
 call this one place.
@@ -43,7 +23,7 @@ from pydantic import Field
 
 from harness.number_format import ci_text, fmt_s, level_text, percent_text, ratio_text
 from harness.records import Record
-from harness.rule import holm, t_quantile, t_two_sided_p
+from harness.rule import holm, pooled_sd, t_quantile, t_two_sided_p
 from harness.safe_math import safe_exp, scaled_mean_sd
 from harness.scenario.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT  # the scenario's verdict block
 
@@ -317,20 +297,13 @@ def compare_blocked(
     t = _base([x for r, _ in kept for x in r], [x for _, a in kept for x in a], what, unit, "runs", alpha,
               min_effect)  # fmt: skip
     t.design, t.n_pairs = "blocked by seed", len(kept)
-    ss = df = 0.0
-    for r, a in kept:
-        for side in (r, a):
-            logs = [math.log(x) for x in side]
-            m = statistics.fmean(logs)
-            ss += sum((x - m) ** 2 for x in logs)
-            df += len(logs) - 1
-    if not kept or df < 1:
+    sd, df = pooled_sd([math.log(x) for x in side] for r, a in kept for side in (r, a))
+    if sd is None or df < 1:
         return t.finish()
-    s2 = ss / df
     d = statistics.fmean(
         statistics.fmean(map(math.log, r)) - statistics.fmean(map(math.log, a)) for r, a in kept
     )
-    se = math.sqrt(s2 * sum(1 / len(r) + 1 / len(a) for r, a in kept)) / len(kept)
+    se = sd * math.sqrt(sum(1 / len(r) + 1 / len(a) for r, a in kept)) / len(kept)
     t.speedup = safe_exp(d)
     return _interval(t, d, se, df)
 
