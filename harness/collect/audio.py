@@ -1,23 +1,13 @@
 """Audio metrics on float32 [channels, samples] arrays: SNR, cosine, RMS/peak, the mel spectral
-error and the log-mel cosine.
+error and the log-mel cosine (definitions: ``models.AUDIO_CONVENTION``; run A the reference).
 
-Conventions (also in ``models.AUDIO_CONVENTION``):
-
-* SNR = 10 log10(sum ref^2 / sum (ref - test)^2) over all channels, run A the reference.
-  Equal signals (silence included) give +inf; a silent reference against a non-silent test
-  gives -inf.
-* cosine = <a, b> / (|a| |b|) over all samples of all channels; 1.0 when both are silent,
-  0.0 when exactly one is.
-* log-mel cosine: Hann window 1024, hop 256, power spectrum, 64 triangular mel bands (HTK
-  scale, 0 Hz .. Nyquist), in dB, floored at 80 dB below the louder of the two, shifted so the
-  floor is 0; cosine over all channels, bands and frames. It survives the phase drift that
-  sinks the waveform metrics once two generations diverge, but its 80 dB floor swamps it: bins
-  near the floor differ between any two tracks, so close audio can read as far as unrelated.
-* mel spectral error: sum (|M_a| - |M_b|)^2 / sum |M_a|^2 over the same mel power spectrogram
-  (M = sqrt of the mel power; all channels, bands and frames; A the reference): an error energy
-  of the magnitudes, weighted by loudness (no floor to swamp it), blind to phase and to shifts
-  well under a frame. Calibrated (tests): 0 for equal tracks, about 10^(-SNR/10) for added
-  noise, about 0.5 or more for unrelated tracks of the same character.
+Silence: equal signals give an SNR of +inf, a silent reference against a non-silent test -inf; the
+cosine is 1.0 when both are silent, 0.0 when one is. The log-mel cosine survives the phase drift
+that sinks the waveform metrics once two generations diverge, but its 80 dB floor swamps it: bins
+near the floor differ between any two tracks, so close audio can read as far as unrelated. The mel
+spectral error (an error energy of the mel magnitudes, weighted by loudness, blind to phase and to
+shifts well under a frame) has no floor: 0 for equal tracks, about 10^(-SNR/10) for added noise,
+about 0.5 or more for unrelated tracks of the same character (tests).
 """
 
 from __future__ import annotations

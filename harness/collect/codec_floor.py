@@ -11,9 +11,6 @@ reference run, in one of two ways:
   measured against a lossless twin of that encode (the same frames through the same pixel
   format, x264 CRF 0), so the colour conversion's bias (RGB to YUV 4:2:0 and back), which both
   share, is not counted as codec error; its audio against the decoded reference.
-
-``decode_convention`` says how a file's frames become RGB (``pixel_formats``: libswscale with the
-frame's colorspace tag, untagged = BT.601, limited range unless tagged full; chroma not interpolated).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Coarse layout of a run pair: low-resolution luma grids of A and B compared frame by frame,
-directly and against A mirrored left-right and up-down.
+directly and against A mirrored left-right and up-down (definitions: ``LAYOUT_CONVENTION``).
 
-Definitions (also written into ``VideoPairMetrics.convention``):
-
-* grid at scale S (S in ``SCALES``: 4, 8, 16): the frame's BT.601 Y (``collect.stats``) averaged
-  over S x S cells; row r belongs to cell row floor(r S / H), column x to cell column
-  floor(x S / W) (an area mean; cells differ by at most one pixel in size). The 16 x 16 cell
-  sums come exact out of the statistics kernel; the 8 x 8 and 4 x 4 sums add its 2 x 2 and
-  4 x 4 blocks (floor(floor(16 r / H) / 2) = floor(8 r / H), so they are the same cells). A
-  scale needs H >= S and W >= S (no empty cell); smaller frames skip it.
-* per frame, with a = A's grid and b = B's grid (S x S, Y units 0..255):
-  mse = mean (b - a)^2, mirror_lr = mean (b - fliplr(a))^2, mirror_ud = mean (b - flipud(a))^2,
-  var_a / var_b = population variance of the grid's values (how much layout the frame has).
-* pair values: the mean of each over the frames compared (``math.fsum``: exact rounding, so the
-  order in which the two decoders' threads deliver the grids does not matter).
-
-A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a (1 - correlation of a with its mirror);
-two runs that share the layout but not the details have mse well under var_a.
+The 16 x 16 cell sums come exact out of the statistics kernel; the 8 x 8 and 4 x 4 sums add its
+2 x 2 and 4 x 4 blocks (floor(floor(16 r / H) / 2) = floor(8 r / H): the same cells). The means
+over frames are ``math.fsum``'s (exact rounding), so the order in which the two decoders' threads
+deliver the grids does not matter. A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a
+(1 - correlation of a with its mirror); two runs that share the layout but not the details have
+mse well under var_a.
 """
 
 from __future__ import annotations

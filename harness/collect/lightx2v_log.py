@@ -11,20 +11,13 @@ Conventions (``parse_lightx2v_logs``):
 * ranks come from ``Rank N`` in profile lines, from a ``[rankN]:``/``[defaultN]:`` line prefix
   (torchrun), or from the text's key (``rank1``, ``rank1.log``); ``Single GPU`` is rank "0".
 * the k-th ``Run Dit every step`` of a rank is its DiT step k; a step's seconds are the maximum
-  over ranks (the step ends when the slowest rank ends), and a step is kept only when every
-  rank that timed steps timed it.
-* a stage's seconds: the sum of its occurrences in a rank, then the maximum over ranks.
-  ``dit`` is the sum of the kept steps. ``run_dit_stage`` is LightX2V's "Run DiT", which for
-  H3 also holds the VAE decode and the save.
-* a ``Warmup`` line ends LightX2V's warm-up: what the rank timed before it (steps, stages
-  other than model load) belonged to the warm-up and is dropped.
-* nothing is guessed: a value that is not in the logs stays unset and ``missing`` says so.
-* implausible values are not taken: a cost that is not a finite number, negative, or zero for
-  a DiT step or a pipeline total, and a ``Rank N`` that is not one of the run's ranks (those
-  the file names and line prefixes give, or below ``world_size``). With ``strict`` (the
-  default: logs a user hands in) the first is a ``LogProblem`` naming file and line; else it
-  is left out and ``missing`` says so. ``infer_steps`` (the config's) must agree with the
-  number of DiT steps timed (MiniMax-H3 runs infer_steps - 1).
+  over ranks (the step ends when the slowest rank ends), kept only when every stepping rank timed it.
+* a stage's seconds: the sum of its occurrences in a rank, then the maximum over ranks. ``dit`` is
+  the sum of the kept steps; ``run_dit_stage`` is LightX2V's "Run DiT" (for H3 also the VAE decode
+  and the save). What a rank timed before a ``Warmup`` line (but the model load) is dropped.
+* nothing is guessed: a value not in the logs stays unset and ``missing`` says so; an implausible
+  one (``_implausible``) is a ``LogProblem`` naming file and line with ``strict`` (logs a user hands
+  in), else left out and noted. ``infer_steps`` (the config's) must agree with the DiT steps timed.
 """
 
 from __future__ import annotations

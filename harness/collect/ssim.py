@@ -1,10 +1,6 @@
-"""SSIM in Wang et al. 2004's definition, fast on CPU (a compiled kernel) and on GPU (torch).
-
-Convention: 11x11 Gaussian window (sigma 1.5, truncated at 3.5 sigma, normalised),
-K1 = 0.01, K2 = 0.03, L = 255, population covariance, valid region only (5 px cropped on
-each side after filtering), mean over all pixels of all channels. This equals
-``skimage.metrics.structural_similarity(a, b, gaussian_weights=True, sigma=1.5,
-use_sample_covariance=False, data_range=255, channel_axis=-1)``.
+"""SSIM in Wang et al. 2004's definition (``models.SSIM_CONVENTION``: scikit-image's with Gaussian
+weights), fast on CPU (a compiled kernel that also gives the exact SSE, so one pass over a frame
+pair gives SSIM and PSNR) and on GPU (torch).
 
 Why it is written in sums and differences: with s = a + b - 255 and d = a - b,
 
@@ -15,14 +11,8 @@ float32 is enough: for similar frames d is small, so Md and Vd carry few roundin
 and the rounding errors of Ms and Vs hit the numerator and the denominator alike and drop
 out of the ratio. Each band of rows is shifted by integer offsets (its mean s and d), and
 the filters are centre-compensated (``jit.py``), so a flat area gives a variance of exactly
-0 whatever its level. Measured against scikit-image's float64 result (``tests/collect``):
-within 1.3e-7 on random, smooth, odd-size, photo, flat, saturated, inverted, shifted,
-black-and-white, gradient-against-its-flip and real H.264 video pairs; the tests hold 1e-6.
-``ssim_torch`` in float64 is exact to ~1e-12; in float32 (the GPU path) it uses the same offsets
-and compensation.
-
-The CPU kernel (``jit.ssim_sse``) also returns the exact sum of squared differences, so one
-pass over a frame pair gives both SSIM and PSNR.
+0 whatever its level. Against scikit-image's float64 result: within 1.3e-7 on every pair the
+tests try (they hold 1e-6); ``ssim_torch`` in float64 within ~1e-12.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """Global statistics of one run's video: luma, sharpness, motion and failure-mode counts.
 
-Definitions (also written into ``RunStats.convention``):
-
-* Y: BT.601 luma from RGB rounded to uint8, as OpenCV's RGB2GRAY computes it
-  (``(9798 R + 19235 G + 3735 B + 2^14) >> 15``, i.e. round(0.299 R + 0.587 G + 0.114 B)).
-  Integer Y keeps every sum exact and lets the GPU path match the CPU path bit for bit.
-* luma mean/std: population mean and std over all pixels of all frames.
-* sharpness: per frame, the variance of the Laplacian of Y (kernel [[0,1,0],[1,-4,1],[0,1,0]],
-  i.e. ``cv2.Laplacian(ksize=1, scale=1)``, on 0..255 values) over the interior pixels (the
-  1-px border is dropped, so no border rule is involved); the run's value is the mean over frames.
-* motion: mean |F(t) - F(t-1)| over all RGB values, averaged over t >= 1 (undefined, None, for one frame).
-* black frame: mean Y < 10.  frozen frame: F(t) bitwise equal to F(t-1).
-* flat/saturated ("nan-like") frame: std of Y < 1 (a constant colour), or at least 95% of
-  the RGB values are 0 or 255: what NaN/Inf from a broken quantized kernel turn into once
-  they are clamped and cast to uint8.
-* blank frame: max Y <= 16 (nothing brighter than video black anywhere; stricter than the
-  black frame's mean, so a dark scene is not one).  flat frame: std of Y < 1 alone.
-  The first ``FIRST_FRAMES`` indices (0-based, in decoding order) of frozen, black, nan-like,
-  blank and flat frames are kept.
-* layout: the Y sums over 16 x 16 cells of the frame (``collect.layout``), handed to a
-  ``LayoutPair`` when the run is measured as one side of a pair.
+Definitions: ``models.STATS_CONVENTION`` (written into ``RunStats.convention``). Y is BT.601 luma
+rounded to uint8 as OpenCV's RGB2GRAY computes it, ``(9798 R + 19235 G + 3735 B + 2^14) >> 15``:
+integer Y keeps every sum exact and lets the GPU path match the CPU path bit for bit. A nan-like
+frame (std of Y < 1, or 95 % of the RGB values 0 or 255) is what NaN/Inf from a broken quantized
+kernel turn into once clamped and cast to uint8; a blank frame (max Y <= 16) is stricter than a
+black one (mean Y < 10), so a dark scene is not one. The Y sums over 16 x 16 cells go to a
+``LayoutPair`` (``collect.layout``) when the run is one side of a pair.
 """
 
 from __future__ import annotations
@@ -129,11 +116,7 @@ class StatsReducer:
         self.lap_sum = 0.0
         self.diff_sum = 0.0
         self.diff_frames = 0
-        self.black = 0
-        self.frozen = 0
-        self.nan_like = 0
-        self.blank = 0
-        self.flat = 0
+        self.counts = dict.fromkeys(COUNTS, 0)
         self.first: dict[str, list[int]] = {k: [] for k in COUNTS}
         self.values_per_frame = 0
         self.layout: LayoutPair | None = None
@@ -169,7 +152,7 @@ class StatsReducer:
         }
         for kind, hit in hits.items():
             if hit:
-                setattr(self, kind, getattr(self, kind) + 1)
+                self.counts[kind] += 1
                 if len(self.first[kind]) < FIRST_FRAMES:
                     self.first[kind].append(index)
         if self.layout is not None and st.grid:
@@ -189,11 +172,7 @@ class StatsReducer:
             "luma_std": math.sqrt(max(self.y_sumsq / n - mean * mean, 0.0)),
             "sharpness": self.lap_sum / max(self.frames, 1),
             "motion": self.diff_sum / self.diff_frames if self.diff_frames else None,
-            "black_frames": self.black,
-            "frozen_frames": self.frozen,
-            "nan_like_frames": self.nan_like,
-            "blank_frames": self.blank,
-            "flat_frames": self.flat,
+            **{f"{kind}_frames": self.counts[kind] for kind in COUNTS},
             **{f"{kind}_first": list(self.first[kind]) for kind in COUNTS},
             "video_hash": self._hash.hexdigest(),
         }
