@@ -36,10 +36,13 @@ def spread_text(s: Spread | None, fmt) -> str:
     return f"{mean} [{fmt(s.min)}..{fmt(s.max)}]"
 
 
+def role_css(role: str) -> str:
+    """The page's row class of a run or arm of ``role``."""
+    return {"reference": "reference", "noise_floor": "noise-floor"}.get(role, "")
+
+
 def row_css(r: RunSummary) -> str:
-    if not r.ok:
-        return "not-ok"
-    return {"reference": "reference", "noise_floor": "noise-floor"}.get(r.role, "")
+    return role_css(r.role) if r.ok else "not-ok"
 
 
 def status_text(r: RunSummary) -> str:

@@ -1,19 +1,13 @@
 """The report's figures, drawn from results.json and its assets, and redrawn only when what they show
-changed.
-
-Each figure's inputs (the numbers it plots, the content of the assets it reads) are hashed; the
-PNG under assets/ is reused while assets/figures.json records that hash for it, so rendering an
-unchanged results.json again draws nothing (and does not even import matplotlib). An asset that
-results.json names but that is not there is named in the report's notes, never fatal. Every PNG
-is written under assets/ of the output folder (``safe_write.resolve_under``): a figure name from
-results.json that would leave it is refused before any figure is drawn.
-"""
+changed: each figure's inputs (numbers, the assets' content) are hashed into assets/figures.json, so
+an unchanged results.json draws nothing (nor imports matplotlib)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +15,21 @@ from harness.analysis.model import INSITU_WHAT, AudioView, FrameSeries, ReportRe
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
-from harness.report.insitu import insitu_figure_jobs
+from harness.report.insitu import STEPS_FIGURE
 from harness.report.review import drawn_points
-from harness.safe_write import resolve_under
+from harness.safe_write import UnsafePathError, is_plain_name, resolve_under
 from harness.store import atomic_write_json
 
-FIGURES_VERSION = (
-    4  # 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
-)
+# 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
+FIGURES_VERSION = 4
 MANIFEST = "figures.json"
 Draw = Callable[[Path], Path | None]
 
 
 class AssetReader:
     """Assets of a results.json, by the relative paths it names (never a path outside its folder).
-
-    ``missing``: what report.md shows and is not there (a note of the report). The page's own
-    assets (difference thumbnails, audio clips, spectrogram differences: ``page=True``) are named
-    missing in the page where they would be, and are left out of committed examples with the media.
-    """
+    ``missing``: what report.md shows and is not there; the page's own assets (``page=True``: left
+    out of committed examples with the media) are named missing in the page where they would be."""
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
@@ -58,22 +48,24 @@ class AssetReader:
         return None if p is None else hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def spectrogram_db(png: Path, view: AudioView) -> Any:
-    """The dB image of an AudioView's 8-bit spectrogram PNG."""
+def grey_image(png: Path) -> Any:
+    """An 8-bit grey PNG as floats 0..1."""
     from matplotlib.image import imread
 
-    grey = imread(str(png))  # floats 0..1
-    if grey.ndim == 3:
-        grey = grey[..., 0]
+    grey = imread(str(png))
+    return grey[..., 0] if grey.ndim == 3 else grey
+
+
+def spectrogram_db(png: Path, view: AudioView) -> Any:
+    """The dB image of an AudioView's 8-bit spectrogram PNG."""
     lo, hi = view.spectrogram_db
-    return lo + grey * (hi - lo)
+    return lo + grey_image(png) * (hi - lo)
 
 
-def plots():
-    """``report.plots``, imported by the first figure drawn (matplotlib takes a second to load)."""
-    from harness.report import plots as module
-
-    return module
+def plots(name: str = "plots") -> Any:
+    """``report.plots`` (or ``report.<name>``), imported by the first figure drawn (matplotlib takes
+    a second to load)."""
+    return import_module(f"harness.report.{name}")
 
 
 def triple(t: Any) -> tuple[float | None, float | None, float | None]:
@@ -82,9 +74,8 @@ def triple(t: Any) -> tuple[float | None, float | None, float | None]:
     return t.value, lo, hi
 
 
-Point = tuple[
-    str, str, tuple, tuple, bool
-]  # arm, word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline
+# arm, word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline
+Point = tuple[str, str, tuple, tuple, bool]
 FloorPoint = tuple[str, tuple, float]  # arm, (speed-up, lo, hi), its own ratio
 EMULATOR_TAG = " [emulator]"  # after an emulator's name in the legend: its x is no kernel's time
 
@@ -162,24 +153,38 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
         return None
 
     def draw(p: Path, rows=rows) -> Path | None:
-        from matplotlib.image import imread
-
-        drawn = []
-        for lab, view in rows:
-            grey = imread(str(assets.root / view.png))  # floats 0..1
-            grey = grey[..., 0] if grey.ndim == 3 else grey
-            drawn.append((lab, view, -view.db_range + grey * 2 * view.db_range))
+        drawn = [(lab, v, -v.db_range + grey_image(assets.root / v.png) * 2 * v.db_range) for lab, v in rows]
         return plots().spectrogram_diff_plot(drawn, p)
 
     shown = [(lab, view.model_dump(mode="json"), assets.digest(view.png)) for lab, view in rows]
     return "spectrogram_diff", shown, draw
 
 
-def insitu_plots():
-    """``report.insitu_plots``, imported by the first in-situ figure drawn."""
-    from harness.report import insitu_plots as module
-
-    return module
+def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
+    """(figure name, what it shows, draw(path)) for the in-situ figures."""
+    ins = res.insitu
+    if ins is None or not ins.readings:
+        return []
+    for i, r in enumerate(ins.readings):  # the name becomes assets/<name>.png: one plain file name
+        if r.heatmap and not is_plain_name(r.heatmap):
+            raise UnsafePathError(
+                f"results.json: insitu.readings[{i}].heatmap {r.heatmap!r} is not a plain file name (letters, "
+                "digits, '_', '.' and '-', no leading dot: it names assets/<name>.png): refused, nothing written"
+            )
+    jobs: list[tuple[str, Any, Any]] = []
+    shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
+    jobs.append((STEPS_FIGURE, shown, lambda p: plots("insitu_plots").steps_plot(ins.readings, Path(p))))
+    for r in ins.readings:
+        if r.heatmap:
+            cells = [c.model_dump(mode="json") for c in r.cells]
+            jobs.append(
+                (
+                    r.heatmap,
+                    [r.candidate, cells],
+                    lambda p, r=r: plots("insitu_plots").heatmap_plot(r, Path(p)),
+                )
+            )
+    return jobs
 
 
 def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any, Draw]]:
@@ -261,7 +266,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             per_seed.append((a.arm, pts))
         if band is not None or any(pts for _, pts in per_seed):
             jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
-    jobs += insitu_figure_jobs(res, insitu_plots)
+    jobs += insitu_figure_jobs(res)
     return jobs
 
 

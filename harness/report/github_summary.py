@@ -1,15 +1,9 @@
 """The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): GitHub-flavoured markdown that opens with the
-verdicts, under GitHub's limit of 1 MiB per step.
-
-In order: a table of the candidates (verdict word and its mark; its readings as the page's badge
-gives them: "identical" alone without a ratio, else the ratio of the reading that decides, and both
-readings, end to end and in situ, each with its word, where an in-situ one exists; its warnings; both
-speed-ups with their intervals, attention), what the marks shown mean, report.md's summary lines, the figures and pages by name (relative
-links into an uploaded artifact cannot be known, so they are named "in the artifact", and the run's
-page is linked when its address is given), then pr.md's tables folded. Nothing is inlined: no image
-travels in the summary. Each part goes in only while the whole stays within the budget (GitHub's
-limit less what the step's summary already holds); a part that does not fit is named as left out,
-and a verdict table too long for the budget is cut with a line saying how many rows are shown.
+verdicts (each candidate's readings as the page's badge gives them, its warnings, speed-ups and
+attention), what their marks mean, report.md's summary lines, the files by name (relative links into
+an uploaded artifact cannot be known) and pr.md's tables folded, under GitHub's limit of 1 MiB per
+step: a part that does not fit is named as left out, a verdict table too long is cut with a line
+saying how many rows are left out. Nothing is inlined.
 """
 
 from __future__ import annotations
@@ -19,12 +13,10 @@ from pathlib import Path
 
 from harness.analysis.model import ReportResults
 from harness.report.render import ReportPaths, load_results
-from harness.report.review import MARKS as REVIEW_MARKS
-from harness.report.review import MEANINGS
+from harness.report.review import MARKS, MEANINGS
 from harness.text_table import md_code, md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
-MARKS = REVIEW_MARKS  # each verdict word its mark, as each its colour on the page
 
 
 def size(text: str) -> int:
@@ -43,8 +35,7 @@ def verdict_rows(res: ReportResults) -> list[str]:
         error = md_escape("; ".join(r.bare_lines)) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )
-        step, total = ("an emulator's timing", "an emulator's timing") if r.emulator else (
-            r.step_cell, r.total_cell)  # fmt: skip
+        step, total = ("an emulator's timing",) * 2 if r.emulator else (r.step_cell, r.total_cell)
         cells = [f"{md_escape(r.arm)}{base}", word, error, md_escape(step), md_escape(total), ok]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
@@ -95,19 +86,11 @@ def github_summary(
         closing = f"\n_{legend(res)}._\n\n"
     out += table + closing
     where = f"[the run's page]({run_url})" if run_url else "the workflow run's artifacts"
-    parts = [
-        "\n".join(f"- {md_text(line)}" for line in res.summary.lines[1:]) + "\n\n",
-        (
-            f"The page, figures and tables are files in the artifact (see {where}): "
-            + ", ".join(md_code(f) for f in files)
-            + ".\n\n"
-            if files
-            else ""
-        ),
-        f"<details><summary>pr.md: the pull request's tables</summary>\n\n{pr_text}\n</details>\n"
-        if pr_text
-        else "",
-    ]
+    listed = f"The page, figures and tables are files in the artifact (see {where}): "
+    listed += ", ".join(md_code(f) for f in files) + ".\n\n"
+    folded = f"<details><summary>pr.md: the pull request's tables</summary>\n\n{pr_text}\n</details>\n"
+    lines = "\n".join(f"- {md_text(line)}" for line in res.summary.lines[1:]) + "\n\n"
+    parts = [lines, listed if files else "", folded if pr_text else ""]
     left_out: list[str] = []
     for name, part in zip(names, parts, strict=True):
         if not part:
@@ -121,23 +104,6 @@ def github_summary(
 
 def left_out_note(names: Sequence[str], budget: int) -> str:
     return f"\n_Left out to stay under {budget} bytes: {', '.join(names)} (see report.md in the artifact)._\n"
-
-
-def write_github_summary(text: str, target: Path, *, append: bool) -> Path:
-    """Append ``text`` to ``target`` ($GITHUB_STEP_SUMMARY) or write it there."""
-    target = Path(target)
-    with open(target, "a" if append else "w", encoding="utf-8") as fh:
-        fh.write(text if not append or target.stat().st_size == 0 else "\n" + text)
-    return target
-
-
-def summary_budget(target: Path, append: bool) -> int:
-    """What is left of GitHub's limit in ``target`` (the step's summary so far counts when appending)."""
-    try:
-        used = Path(target).stat().st_size if append else 0
-    except OSError:
-        used = 0
-    return max(0, SUMMARY_LIMIT - used - 1)
 
 
 def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: str | None = None) -> Path:
@@ -155,10 +121,16 @@ def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: 
             except ValueError:
                 files.append(Path(p).name)
     pr_text = paths.pr_md.read_text() if paths.pr_md is not None and paths.pr_md.is_file() else ""
-    text = github_summary(
-        res, pr_text=pr_text, files=files, run_url=run_url, budget=summary_budget(target, append)
-    )
-    return write_github_summary(text, target, append=append)
+    target = Path(target)
+    try:  # the step's summary so far counts when appending
+        used = target.stat().st_size if append else 0
+    except OSError:
+        used = 0
+    budget = max(0, SUMMARY_LIMIT - used - 1)
+    text = github_summary(res, pr_text=pr_text, files=files, run_url=run_url, budget=budget)
+    with open(target, "a" if append else "w", encoding="utf-8") as fh:
+        fh.write("\n" + text if used else text)
+    return target
 
 
 FALLBACK = "github-summary.md"

@@ -1,20 +1,11 @@
 """index.html: a static page (no network) from Jinja2 templates, its figures and audio clips in
 assets/ beside it, or inlined as data: URIs (``inline_media``) for a page that is one file.
 
-The page opens with the review (a verdict badge per candidate, the speed-against-accuracy figure),
-then where the runs differ (frame grids with difference images and a compare control, audio
-players, the spectrogram difference), then every section of report.md, long tables folded (the
-frames section points at the grids above rather than repeat them: every section report.md and
-pr.md name is on the page). A grid's rows are its evenly spaced frames and each candidate's worst
-frame by PSNR and by SSIM, labelled so in the grid and in the compare control; the page opened at
-``#compare`` (``?run=...&frame=worst-psnr|worst-ssim|<index>&mode=slider|flip|diff`` after it)
-opens the control there. Its one script (templates/page.js, the compare control) and stylesheet
-are written into the page; the Content-Security-Policy allows that script alone (by its sha256),
-images and audio from the page's folder or data: URIs, and nothing from the network.
-
-Autoescaping is on for every value, so run reasons and log tails (which come from files and
-processes) can never inject markup; asset paths are percent-encoded relative URLs. A one-file page
-inlines audio clips up to ``AUDIO_INLINE_BYTES`` in all; a player over that says where its clip is.
+The page opens with the review, then where the runs differ (``report.differ``), then every section
+of report.md. Autoescaping is on for every value (run reasons and log tails come from files and
+processes: they never inject markup); the Content-Security-Policy allows the page's one script
+(templates/page.js, by its sha256), images and audio from its folder or data: URIs, nothing from
+the network.
 """
 
 from __future__ import annotations
@@ -73,42 +64,26 @@ def page_code() -> tuple[str, str, str]:
     return css, js, f"sha256-{digest}"
 
 
-def render_page(
-    res: Any,
-    sections: list[Section],
-    scenario_text: str,
-    env_text: str,
-    *,
-    single_file: bool = False,
-    review: Any = None,
-    differ: Any = None,
-    worst: dict[str, dict[int, list[str]]] | None = None,
-    even: list[int] | None = None,
-    roles: dict[str, str] | None = None,
-    captions: dict[str, str] | None = None,
-) -> str:
+# What the page shows where ``render_page`` is not told: ``review`` (``report.review.ReviewView``) and
+# ``differ`` (``report.differ.DifferView``) are the blocks at its top; ``worst``: per run, its worst
+# frames ({index: ["PSNR", "SSIM"]}); ``even``: the evenly spaced frames every run shows; ``roles``:
+# each run's role as the tables name it; ``captions``: figure captions that say what a figure draws.
+PAGE_DEFAULTS = dict(single_file=False, review=None, differ=None, worst={}, even=[], roles={}, captions={})
+
+
+def render_page(res: Any, sections: list[Section], scenario_text: str, env_text: str, **page: Any) -> str:
     """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
-    generated_at, harness_version, schema_version); ``review`` (``report.review.ReviewView``) and
-    ``differ`` (``report.differ.DifferView``) the blocks at its top, where given. ``worst``: per
-    run, its worst frames ({index: ["PSNR", "SSIM"]}), ``even`` the evenly spaced frames every run
-    shows; ``roles``: each run's role as the tables name it; ``captions``: figure captions that
-    say what the figure draws."""
+    generated_at, harness_version, schema_version); ``page``: any of ``PAGE_DEFAULTS``."""
     css, js, script_hash = page_code()
     return (
         template_env()
         .get_template("index.html.j2")
         .render(
+            {**PAGE_DEFAULTS, **page},
             res=res,
             sections=sections,
             scenario_text=scenario_text,
             env_text=env_text,
-            single_file=single_file,
-            review=review,
-            differ=differ,
-            worst=worst or {},
-            even=even or [],
-            roles=roles or {},
-            captions=captions or {},
             long_rows=LONG_ROWS,
             page_css=Markup(css),
             page_js=Markup(js),
@@ -118,19 +93,13 @@ def render_page(
     )
 
 
-def render_html(
-    res: ReportResults,
-    sections: list[Section],
-    *,
-    single_file: bool = False,
-    review: Any = None,
-    differ: Any = None,
-    captions: dict[str, str] | None = None,
-) -> str:
-    """The campaign's page. Where ``differ`` shows the frame grids, the frames section keeps its
-    place and title (report.md and pr.md name it) and points at them; the summary's figure is the
-    review's. ``captions``: ``figures.figure_captions``."""
+def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str:
+    """The campaign's page (``page``: single_file, review, differ, captions). Where ``differ`` shows
+    the frame grids, the frames section keeps its place and title (report.md and pr.md name it) and
+    points at them; the summary's figure is the review's."""
     from harness.analysis.model import worst_frames
+
+    review, differ = page.get("review"), page.get("differ")
 
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
     shown = []
@@ -146,13 +115,10 @@ def render_html(
         shown,
         scenario_text,
         json.dumps(res.env, indent=2, default=str),
-        single_file=single_file,
-        review=review,
-        differ=differ,
+        **page,
         worst=worst,
         even=res.frame_indices,
         roles={r.key: role_text(res, r.arm, r.role) for r in res.runs},
-        captions=captions,
     )
 
 

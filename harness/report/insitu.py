@@ -1,21 +1,12 @@
 """The in-situ section (each shadowed candidate's error on the real calls, against the exact floor,
 the accepted baseline and an absolute tolerance; per step, per block, the worst calls; the
-shadows' cost) and the hybrid-schedules section, and the figures they show.
-
-Figures are drawn by ``report.figures`` from the jobs given here: ``insitu_heatmap_<candidate>``
-(results.json names it in ``insitu.readings[].heatmap``; the PNG is ``assets/<name>.png``, so a name
-that is not one plain file name is refused) and ``insitu_steps``.
-"""
+shadows' cost), the hybrid-schedules section, and the figures they show."""
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import Any
 
 from harness.analysis.model import InSituPart, InSituReading, InSituResults, ReportResults
 from harness.number_format import NA, fmt_ratio
 from harness.report.cells import Section
-from harness.safe_write import UnsafePathError, is_plain_name
 from harness.text_table import TextTable
 
 STEPS_FIGURE = "insitu_steps"
@@ -52,18 +43,8 @@ def _runs_table(ins: InSituResults) -> TextTable:
             or "none"
         )
         kind = f"{info.primary}{' (exact)' if info.primary_exact else ''}"
-        grid = f"{len(info.steps)} x {len(info.blocks)}"
-        t.add(
-            [
-                info.key,
-                kind,
-                shadows,
-                info.calls,
-                grid,
-                f"{info.sample_rows} ({info.yardstick})",
-                info.cost_text,
-            ]
-        )
+        grid, rows = f"{len(info.steps)} x {len(info.blocks)}", f"{info.sample_rows} ({info.yardstick})"
+        t.add([info.key, kind, shadows, info.calls, grid, rows, info.cost_text])
     return t
 
 
@@ -111,16 +92,13 @@ def _steps_table(ins: InSituResults) -> TextTable | None:
         title="rel L1 per DiT step (pooled over blocks)",
         headers=["step", *[r.candidate for r in ins.readings], "exact floor"],
     )
-    floor = {}
-    for r in ins.readings:
-        for s in r.per_step:
-            if s.floor_rel_l1 is not None:
-                floor.setdefault(s.step, s.floor_rel_l1)
+    floor: dict = {}
+    for s in (s for r in ins.readings for s in r.per_step if s.floor_rel_l1 is not None):
+        floor.setdefault(s.step, s.floor_rel_l1)
     for step in steps:
-        cells = []
-        for r in ins.readings:
-            st = next((s for s in r.per_step if s.step == step), None)
-            cells.append(_g(st.rel_l1 if st else None, ".4g"))
+        cells = [
+            _g(next((s.rel_l1 for s in r.per_step if s.step == step), None), ".4g") for r in ins.readings
+        ]
         t.add([step, *cells, _g(floor.get(step), ".3g")])
     return t
 
@@ -169,14 +147,8 @@ def insitu_section(res: ReportResults, images: dict[str, str]) -> Section | None
     )
     sec.tables = [_runs_table(ins)]
     if ins.readings:
-        sec.tables.append(_readings_table(ins))
-        steps = _steps_table(ins)
-        if steps is not None:
-            sec.tables.append(steps)
-        kinds = _kinds_table(ins)
-        if kinds is not None:
-            sec.tables.append(kinds)
-        sec.tables.append(_worst_table(ins))
+        tables = (_readings_table(ins), _steps_table(ins), _kinds_table(ins), _worst_table(ins))
+        sec.tables += [t for t in tables if t is not None]
     else:
         sec.paragraphs.append("No candidate was shadowed (only exact ops were measured).")
     sec.bullets += [r.text for r in ins.readings]
@@ -215,42 +187,14 @@ def schedules_section(res: ReportResults) -> Section | None:
                  "in-situ estimate (rel L1)", "pick"],
     )  # fmt: skip
     for row in res.schedules:
-        t.add(
-            [
-                row.arm,
-                row.schedule,
-                ", ".join(map(str, row.exact_steps)) or NA,
-                row.routing,
-                f"{fmt_ratio(row.speedup)} ({row.speed_words})" if row.speedup else NA,
-                row.accuracy or "not judged",
-                _g(row.insitu_estimate, ".4g"),
-                "cheapest within tolerance" if row.cheapest else "",
-            ],
-            "bad" if row.routing == "NOT as scheduled" else "",
-        )
+        exact = ", ".join(map(str, row.exact_steps)) or NA
+        speed = f"{fmt_ratio(row.speedup)} ({row.speed_words})" if row.speedup else NA
+        pick = "cheapest within tolerance" if row.cheapest else ""
+        accuracy, estimate = row.accuracy or "not judged", _g(row.insitu_estimate, ".4g")
+        cells = [row.arm, row.schedule, exact, row.routing, speed, accuracy, estimate, pick]
+        t.add(cells, "bad" if row.routing == "NOT as scheduled" else "")
     sec.tables.append(t)
     sec.bullets += [f"{row.arm}: {row.routing_text}" for row in res.schedules if row.routing_text]
     if not any(row.cheapest for row in res.schedules):
         sec.bullets.append("no schedule is equivalent at the verdict's tolerance")
     return sec
-
-
-def insitu_figure_jobs(res: ReportResults, plots: Any) -> list[tuple[str, Any, Any]]:
-    """(figure name, what it shows, draw(path)) for the in-situ figures; ``plots`` loads report.insitu_plots."""
-    ins = res.insitu
-    if ins is None or not ins.readings:
-        return []
-    for i, r in enumerate(ins.readings):  # the name becomes assets/<name>.png: one plain file name
-        if r.heatmap and not is_plain_name(r.heatmap):
-            raise UnsafePathError(
-                f"results.json: insitu.readings[{i}].heatmap {r.heatmap!r} is not a plain file name (letters, "
-                "digits, '_', '.' and '-', no leading dot: it names assets/<name>.png): refused, nothing written"
-            )
-    jobs: list[tuple[str, Any, Any]] = []
-    shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
-    jobs.append((STEPS_FIGURE, shown, lambda p: plots().steps_plot(ins.readings, Path(p))))
-    for r in ins.readings:
-        if r.heatmap:
-            cells = [c.model_dump(mode="json") for c in r.cells]
-            jobs.append((r.heatmap, [r.candidate, cells], lambda p, r=r: plots().heatmap_plot(r, Path(p))))
-    return jobs

@@ -13,15 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from harness.analysis.model import InSituReading
-from harness.report.plots import legend_below, legend_height, line_style, png_bytes
-from harness.store import atomic_write_bytes
-
-
-def save_png(fig: Figure, path: Path) -> Path:
-    """The figure as a PNG at ``path``, atomically, as every figure of the report (``plots.png_bytes``:
-    no date in it, names drawn as written, a palette PNG)."""
-    atomic_write_bytes(Path(path), png_bytes(fig))
-    return Path(path)
+from harness.report.plots import legend_below, legend_figure, line_style, save_png
 
 
 def heatmap_plot(reading: InSituReading, path: Path) -> Path | None:
@@ -67,8 +59,7 @@ def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
     readings = [r for r in readings if any(s.rel_l1 for s in r.per_step)]
     if not readings:
         return None
-    fig = Figure(figsize=(8, 3.4 + legend_height([r.candidate for r in readings] + ["exact floor"], 8)),
-                 layout="constrained")  # fmt: skip
+    fig = legend_figure(8, 3.4, [r.candidate for r in readings] + ["exact floor"])
     ax = fig.subplots()
     floor_drawn = False
     for i, r in enumerate(readings):

@@ -1,8 +1,6 @@
-"""Report figures as small PNGs (matplotlib's object API: no pyplot state, no display needed).
-
-Each function takes numbers of results.json or of its assets (per-frame series, audio views),
-writes one PNG atomically and returns its path, or None when there is nothing to draw.
-"""
+"""Report figures as small PNGs (matplotlib's object API: no pyplot state, no display needed), from
+numbers of results.json or its assets; each ``*_plot`` returns the PNG's path, or None when there
+is nothing to draw."""
 
 from __future__ import annotations
 
@@ -18,9 +16,8 @@ from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
 from harness.number_format import ratio_text
-from harness.report.review import WORD_COLOURS as REVIEW_COLOURS
-from harness.report.review import drawn_points
-from harness.store import atomic_write_bytes
+from harness.report.review import WORD_COLOURS, drawn_points
+from harness.safe_write import atomic_write_bytes
 
 DPI = 90
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -73,22 +70,24 @@ def palette_png(png: bytes, colours: int = 256) -> bytes:
     return out.getvalue()
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_png(fig: Figure | None, path: Path) -> Path | None:
+    """``fig`` written atomically as ``png_bytes`` at ``path`` (None: nothing to draw, nothing written)."""
+    if fig is None:
+        return None
     atomic_write_bytes(Path(path), png_bytes(fig))
     return Path(path)
 
 
 def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Path | None:
     """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
-    fig = per_frame_figure(series)
-    return None if fig is None else _save(fig, path)
+    return save_png(per_frame_figure(series), path)
 
 
 def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None:
     data = [(label, d) for label, d in series if d.psnr or d.ssim]
     if not data:
         return None
-    fig = Figure(figsize=(9, 5.2 + legend_height([label for label, _ in data], 9)), layout="constrained")
+    fig = legend_figure(9, 5.2, [label for label, _ in data])
     ax_p, ax_s = fig.subplots(2, 1, sharex=True)
     finite = [np.asarray(d.psnr, dtype=np.float64) for _, d in data if d.psnr]
     finite = [f[np.isfinite(f)] for f in finite]
@@ -120,13 +119,10 @@ def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None
 
 
 def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path: Path) -> Path | None:
-    """Waveform envelope (with the difference to the first track) and spectrogram, one row per track.
-
-    ``tracks``: (label, view, spectrogram in dB or None); the first is the reference. Each row is
-    named above its waveform (a run's name as a y label runs into the rows beside it).
-    """
-    fig = audio_figure(tracks)
-    return None if fig is None else _save(fig, path)
+    """Waveform envelope (with the difference to the first track) and spectrogram, one row per track
+    (label, view, spectrogram in dB or None), the reference first; each named above its waveform (a
+    y label runs into the rows beside it)."""
+    return save_png(audio_figure(tracks), path)
 
 
 def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> Figure | None:
@@ -174,6 +170,15 @@ def legend_height(labels: Sequence[str], width: float, fontsize: float = 8, most
     return rows * fontsize * 1.9 / 72 + 0.1
 
 
+def legend_figure(
+    width: float, height: float, labels: Sequence[str], fontsize: float = 8, most: int = 3
+) -> Figure:
+    """A figure ``height`` inches tall plus what a legend of ``labels`` under its axes takes."""
+    return Figure(
+        figsize=(width, height + legend_height(labels, width, fontsize, most)), layout="constrained"
+    )
+
+
 def legend_below(fig: Figure, fontsize: float = 8, most: int = 3) -> None:
     """The figure's legend under its axes (inside them it covers lines wherever they run), in as
     many columns as fit its width; constrained layout keeps it off the axes and their labels."""
@@ -196,12 +201,12 @@ def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     series = [(label, list(s)) for label, s in series if s]
     if not series:
         return None
-    fig = Figure(figsize=(8, 3.2 + legend_height([label for label, _ in series], 8)), layout="constrained")
+    fig = legend_figure(8, 3.2, [label for label, _ in series])
     ax = fig.subplots()
     for i, (label, secs) in enumerate(series):
         ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, **line_style(i))
     _label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path: Path) -> Path | None:
@@ -210,7 +215,7 @@ def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path:
         return None
     finite = [v for _, pts in series for _, v in pts if math.isfinite(v)]
     top = (max(finite) if finite else 100.0) + 5.0
-    fig = Figure(figsize=(8, 3.4 + legend_height([label for label, _ in series], 8)), layout="constrained")
+    fig = legend_figure(8, 3.4, [label for label, _ in series])
     ax = fig.subplots()
     for i, (label, pts) in enumerate(series):
         xs = [s for s, _ in pts]
@@ -222,7 +227,7 @@ def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path:
         "latent PSNR (dB)",
         "latent PSNR against the reference per step (identical at the top)",
     )
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def seeds_plot(
@@ -237,38 +242,22 @@ def seeds_plot(
     if not series and band is None:
         return None
     band_label = "noise floor (min..max over perturbations x seeds)"
-    fig = Figure(
-        figsize=(7, 3.2 + legend_height([band_label, *(t for t, _ in series)], 7)), layout="constrained"
-    )
+    fig = legend_figure(7, 3.2, [band_label, *(t for t, _ in series)])
     ax = fig.subplots()
     seeds = sorted({s for _, pts in series for s, _ in pts})
     pos = {s: i for i, s in enumerate(seeds)}
     if band is not None and all(math.isfinite(b) for b in band):
-        ax.axhspan(
-            band[0],
-            band[1] if band[1] > band[0] else band[0] + 1e-9,
-            color="#999999",
-            alpha=0.35,
-            label=band_label,
-        )
-        ax.axhline(band[0], color="#666666", lw=0.8)
+        lo, hi = band
+        ax.axhspan(lo, hi if hi > lo else lo + 1e-9, color="#999999", alpha=0.35, label=band_label)
+        ax.axhline(lo, color="#666666", lw=0.8)
     for i, (label, pts) in enumerate(series):
-        ax.plot(
-            [pos[s] for s, _ in pts],
-            [v for _, v in pts],
-            marker="o",
-            label=label,
-            **line_style(i),
-        )
+        ax.plot([pos[s] for s, _ in pts], [v for _, v in pts], marker="o", label=label, **line_style(i))
     ax.set_xticks(range(len(seeds)), [str(s) for s in seeds])
     ax.set_xlabel("seed")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     legend_below(fig)
-    return _save(fig, path)
-
-
-WORD_COLOURS = dict(REVIEW_COLOURS)  # each verdict word its colour, as on the page's badges
+    return save_png(fig, path)
 
 
 def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float | None = None) -> None:
@@ -312,10 +301,8 @@ def speed_accuracy_plot(
     path: Path,
     ylabel: str = "error energy / the noise floor's",
 ) -> Path | None:
-    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals
-    (``speed_accuracy_figure``)."""
-    fig = speed_accuracy_figure(points, floors, tolerance, ylabel)
-    return None if fig is None else _save(fig, path)
+    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals."""
+    return save_png(speed_accuracy_figure(points, floors, tolerance, ylabel), path)
 
 
 def speed_accuracy_figure(
@@ -324,14 +311,9 @@ def speed_accuracy_figure(
     tolerance: float,
     ylabel: str = "error energy / the noise floor's",
 ) -> Figure | None:
-    """The speed-against-accuracy figure.
-
-    ``points``: (arm, verdict word, (speed-up, lo, hi), (ratio, lo, hi), accepted baseline) per
-    candidate, an interval None where there is none; ``floors``: (arm, (speed-up, lo, hi), its own
-    ratio) per exact noise-floor arm. A ratio of 0 (identical output) is drawn on the bottom edge.
-    No name is written beside its point (names collide where points are close): the legend under
-    the axes names every mark; ``figures.speed_accuracy_caption`` says which kinds are drawn.
-    """
+    """``points`` and ``floors`` as ``figures.speed_accuracy_inputs`` gives them; a ratio of 0 (identical
+    output) on the bottom edge. No name beside a point (names collide where points are close): the
+    legend under the axes names every mark."""
     pts, fl = drawn_points(list(points), list(floors))
     if not pts:
         return None
@@ -349,7 +331,7 @@ def speed_accuracy_figure(
     ]
     lines = [f"tolerance {tolerance:g}x the floor's", "the reference (speed-up 1x)"]
     legend = lines + tags + [f"{f[0]} (noise floor)" for f in fl]
-    fig = Figure(figsize=(8, 4.0 + legend_height(legend, 8, 7, 2)), layout="constrained")
+    fig = legend_figure(8, 4.0, legend, 7, 2)
     ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -405,4 +387,4 @@ def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]
     if im is not None:
         bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
         bar.set_label("dB (run - reference)", fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path)

@@ -16,19 +16,9 @@ from harness.report.accuracy import (
     stats_section,
     verdict_section,
 )
-from harness.report.cells import Section, mean_sd_cell, row_css, spread_text, status_text
+from harness.report.cells import Section, mean_sd_cell, role_css, row_css, spread_text, status_text
 from harness.report.insitu import insitu_section, schedules_section
 from harness.text_table import TextTable
-
-SPEED_HEADERS = [
-    "s/step",
-    "step 1",
-    "step 2",
-    "step 3",
-    "pipeline total (s)",
-    "s/step speed-up",
-    "total speed-up",
-]
 
 
 def _vs_ref_test(t: SpeedTest | None, a: ArmAggregate) -> str:
@@ -56,17 +46,8 @@ def overview_section(res: ReportResults) -> Section:
     runs = TextTable(title="Runs", headers=["run", "arm", "seed", "role", "attention", "status"])
     for r in res.runs:
         attn = f"{r.attn_type}{f' ({r.perturbation})' if r.perturbation else ''}"
-        runs.add(
-            [
-                r.key,
-                r.arm,
-                r.seed if r.seed is not None else NA,
-                role_text(res, r.arm, r.role),
-                attn,
-                status_text(r),
-            ],
-            row_css(r),
-        )
+        seed, role = r.seed if r.seed is not None else NA, role_text(res, r.arm, r.role)
+        runs.add([r.key, r.arm, seed, role, attn, status_text(r)], row_css(r))
     sec.tables = [info, runs]
     sec.bullets = list(res.notes)
     return sec
@@ -97,24 +78,18 @@ def speed_section(res: ReportResults) -> Section:
         role = role_text(res, a.arm, a.role)
         if not a.timing_baseline:
             role += f" ({a.timing_label}: {a.timing_note})"
-        agg.add(
-            [
-                a.arm,
-                role,
-                f"{a.runs_ok}/{len(a.keys)}",
-                spread_text(m["dit_steps"], lambda x: f"{x:g}"),
-                mean_sd_cell(m["s_per_step"]),
-                mean_sd_cell(m["step_1"]),
-                mean_sd_cell(m["pipeline_total_s"]),
-                "reference" if ref else _vs_ref_test(a.speed.get("s_per_step"), a),
-                "reference" if ref else _vs_ref_test(a.speed.get("pipeline_total_s"), a),
-            ],
-            {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
-        )
+        steps = spread_text(m["dit_steps"], lambda x: f"{x:g}")
+        times = [mean_sd_cell(m[k]) for k in ("s_per_step", "step_1", "pipeline_total_s")]
+        tests = [
+            "reference" if ref else _vs_ref_test(a.speed.get(k), a)
+            for k in ("s_per_step", "pipeline_total_s")
+        ]
+        agg.add([a.arm, role, f"{a.runs_ok}/{len(a.keys)}", steps, *times, *tests], role_css(a.role))
     t = TextTable(
         title="Every run (one sample each: speed-ups without a test)",
-        headers=["run", "role", "repeat", "DiT steps", *SPEED_HEADERS],
-    )
+        headers=["run", "role", "repeat", "DiT steps", "s/step", "step 1", "step 2", "step 3",
+                 "pipeline total (s)", "s/step speed-up", "total speed-up"],
+    )  # fmt: skip
     ref_of = {(r.seed, r.repeat): r for r in res.runs if r.arm == res.reference_arm}
     for r in res.runs:
         ref = ref_of.get((r.seed, r.repeat)) or ref_of.get((r.seed, 1))
@@ -123,22 +98,9 @@ def speed_section(res: ReportResults) -> Section:
         else:
             rs = _ratio_cell(ref.s_per_step if ref else None, r.s_per_step)
             rt = _ratio_cell(ref.pipeline_total_s if ref else None, r.pipeline_total_s)
-        t.add(
-            [
-                r.key,
-                role_text(res, r.arm, r.role),
-                r.repeat,
-                r.dit_steps if r.dit_steps is not None else NA,
-                fmt_s(r.s_per_step),
-                fmt_s(r.step(1)),
-                fmt_s(r.step(2)),
-                fmt_s(r.step(3)),
-                fmt_s(r.pipeline_total_s),
-                rs,
-                rt,
-            ],
-            row_css(r),
-        )
+        steps = r.dit_steps if r.dit_steps is not None else NA
+        times = [fmt_s(x) for x in (r.s_per_step, r.step(1), r.step(2), r.step(3), r.pipeline_total_s)]
+        t.add([r.key, role_text(res, r.arm, r.role), r.repeat, steps, *times, rs, rt], row_css(r))
     sec.tables = [agg, t]
     layers = _layers_table(res)
     if layers is not None:
@@ -170,18 +132,10 @@ def _layers_table(res: ReportResults) -> TextTable | None:
     )  # fmt: skip
     for a in timed:
         m = a.metrics
-        t.add(
-            [
-                a.arm,
-                a.layers_timed,
-                f"{a.layer_seq_len:,}" if a.layer_seq_len else NA,
-                mean_sd_cell(m["layer_s"]),
-                mean_sd_cell(m["outside_layers_s"]),
-                mean_sd_cell(m["s_per_step"]),
-                f"{mean_sd_cell(m['released_step_s'])} {EXTRAPOLATED}",
-            ],
-            {"reference": "reference", "noise_floor": "noise-floor"}.get(a.role, ""),
-        )
+        rows = f"{a.layer_seq_len:,}" if a.layer_seq_len else NA
+        times = [mean_sd_cell(m[k]) for k in ("layer_s", "outside_layers_s", "s_per_step")]
+        released = f"{mean_sd_cell(m['released_step_s'])} {EXTRAPOLATED}"
+        t.add([a.arm, a.layers_timed, rows, *times, released], role_css(a.role))
     return t
 
 
@@ -208,36 +162,15 @@ def attention_section(res: ReportResults) -> Section:
     for r in res.runs:
         if r.attn is None:
             why = "not recorded" if r.ok else f"not run ({r.status})"
-            t.add(
-                [
-                    r.key,
-                    r.attn_type or NA,
-                    NA,
-                    why,
-                    "",
-                    "",
-                    "",
-                    "unknown" if r.valid is None else str(r.valid),
-                ],
-                row_css(r),
-            )
+            valid = "unknown" if r.valid is None else str(r.valid)
+            t.add([r.key, r.attn_type or NA, NA, why, "", "", "", valid], row_css(r))
             continue
         for rank, rc in sorted(r.attn.ranks.items()):
             calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
             fallbacks = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
-            t.add(
-                [
-                    r.key,
-                    r.attn.requested,
-                    rank,
-                    calls,
-                    fallbacks,
-                    "; ".join(rc.errors),
-                    rc.direct_check.reading() if rc.direct_check else "not checked",
-                    "yes" if r.valid else "NO",
-                ],
-                row_css(r) if r.valid else "not-ok",
-            )
+            direct = rc.direct_check.reading() if rc.direct_check else "not checked"
+            cells = [r.key, r.attn.requested, rank, calls, fallbacks, "; ".join(rc.errors), direct]
+            t.add([*cells, "yes" if r.valid else "NO"], row_css(r) if r.valid else "not-ok")
         if not r.attn.ranks:
             t.add([r.key, r.attn.requested, NA, "no rank recorded", "", "", "", "NO"], "not-ok")
     sec.tables.append(t)
