@@ -1,21 +1,10 @@
 """An emulator beside the kernel it models, shape by shape, within one kernel benchmark.
 
-An emulated backend's rows carry its provenance (``harness.emulator_provenance``): the harness
-backend that runs the real kernel (``kernel.backend``) and the ``package`` option that selects its
-version (``kernel.package_choice``). Where that kernel ran in the same ``harness kernels`` run, on
-the same inputs, the two labels pair (``pairs_with``), and each shape where both have accuracy gets
-both rel L1s against the exact reference, their ratio (emulator / kernel), both fitted scales and a
-word (``agreement_word``). The pair's record (:class:`EmulatorAgreement`) says where and with what
-software it was measured: it is the form an emulator's measured fidelity cites (its ``evidence``
-names the kernels.json that holds it).
-
-An emulator whose options moved away from its variant's (provenance ``changed``) still pairs: its
-agreement then measures the changed options. An emulator whose kernel did not run here (skipped on
-a CPU, or not in the scenario) is named in one line (:class:`UnpairedEmulator`).
-
-Computed once, in the run (``kernels_agreement``, ``unpaired_emulators``); the records and the rule's
-bounds live in ``harness.kernels.results`` beside the kernels.json that holds them; report.md only
-renders them.
+An emulated row's provenance (``harness.emulator_provenance``) names the harness backend of the real
+kernel and the ``package`` option of its version; where that kernel ran here on the same inputs, the
+two labels pair (``pairs_with``) and each shape gets both rel L1s, their ratio, both fitted scales and
+a word (``agreement_word``). An emulator whose kernel did not run here is one line
+(:class:`UnpairedEmulator`). The records and the rule's bounds live in ``harness.kernels.results``.
 """
 
 from __future__ import annotations
@@ -212,11 +201,9 @@ def kernels_agreement(result: KernelsResult) -> list[EmulatorAgreement]:
     return out
 
 
-def unpaired_emulators(
-    result: KernelsResult, agreement: list[EmulatorAgreement] | None = None
-) -> list[UnpairedEmulator]:
+def unpaired_emulators(result: KernelsResult, agreement: list[EmulatorAgreement]) -> list[UnpairedEmulator]:
     """The emulators of the run that name a kernel backend and found no kernel row to pair with."""
-    paired = {a.emulator for a in (kernels_agreement(result) if agreement is None else agreement)}
+    paired = {a.emulator for a in agreement}
     out = []
     for label, provenance in _emulators(_by_label(result)).items():
         if label in paired:

@@ -1,10 +1,6 @@
-"""Captured q/k/v as kernel-benchmark shapes: the safetensors files a shadowed run kept
-(``insitu/captures/``), each turned into a shape of its real sizes and loaded as its inputs.
-
-A file holds ``q``, ``k``, ``v`` ([B, H, N, D], the run's dtype) and metadata with the softmax
-scale, step, block and kind of the call. Only the header is read to plan; the tensors are
-loaded when the shape is measured.
-"""
+"""Captured q/k/v as kernel-benchmark shapes: each safetensors file a shadowed run kept
+(``insitu/captures/``: ``q``, ``k``, ``v`` [B, H, N, D] and the call's scale, step, block and kind)
+is a shape of its real sizes; only its header is read to plan, its tensors when it is measured."""
 
 from __future__ import annotations
 

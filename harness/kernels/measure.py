@@ -13,7 +13,7 @@ import torch
 
 from harness.errors import HarnessError
 from harness.kernels.results import AccuracyMetrics, BitwiseCheck
-from harness.kernels.schema import KernelsBlock
+from harness.kernels.schema import GPU_MIN_REPEATS, KernelsBlock
 
 
 def accuracy_metrics(out: torch.Tensor, ref: torch.Tensor, chunk_elems: int = 1 << 24) -> AccuracyMetrics:
@@ -85,43 +85,11 @@ def bitwise_compare(check: str, a: torch.Tensor, b: torch.Tensor) -> BitwiseChec
     )
 
 
-def time_cuda(fn: Callable[[], Any], *, warmup: int, repeats: int, flush: torch.Tensor | None) -> list[float]:
-    """Milliseconds per call from CUDA events around each call; ``flush`` is zeroed before each."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)
-    ]
-    for start, end in events:
-        if flush is not None:
-            flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in events]
-
-
-def time_wall(fn: Callable[[], Any], *, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
 def time_do_bench(
     fn: Callable[[], Any], expected_ms: float | None = None, min_reps: int = 20
 ) -> float | None:
-    """triton.testing.do_bench median in ms, or None when triton is not importable.
-
-    do_bench sizes its sample by time (``rep`` ms); for a call of tens of ms its default 100 ms
-    would give a median of only a few calls, so the budget grows to hold ``min_reps`` of them.
-    """
+    """triton.testing.do_bench median in ms, or None when triton is not importable. Its sample is
+    sized by time (``rep`` ms): for a call of tens of ms the budget grows to hold ``min_reps`` calls."""
     try:
         from triton.testing import do_bench
     except Exception:
@@ -135,20 +103,39 @@ def time_do_bench(
 
 
 class Timer:
-    """CUDA events (with the flush buffer) on a GPU, wall clock on a CPU."""
+    """Milliseconds per call: on a GPU from CUDA events around each call (the flush buffer zeroed
+    before each, at least GPU_MIN_REPEATS calls), on a CPU from the wall clock."""
 
     def __init__(self, device: torch.device, block: KernelsBlock):
         self.cuda = device.type == "cuda"
-        self.block = block
+        self.kind: Literal["cuda_events", "wall"] = "cuda_events" if self.cuda else "wall"
         self.flush = None
         if self.cuda and block.flush_l2:
             self.flush = torch.empty(block.flush_mb << 20, dtype=torch.int8, device=device)
 
-    @property
-    def kind(self) -> Literal["cuda_events", "wall"]:
-        return "cuda_events" if self.cuda else "wall"
+    def repeats(self, n: int) -> int:
+        return max(n, GPU_MIN_REPEATS) if self.cuda else n
 
     def run(self, fn: Callable[[], Any], warmup: int, repeats: int) -> list[float]:
-        if self.cuda:
-            return time_cuda(fn, warmup=warmup, repeats=repeats, flush=self.flush)
-        return time_wall(fn, warmup=warmup, repeats=repeats)
+        for _ in range(warmup):
+            fn()
+        if not self.cuda:
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+            return times
+        torch.cuda.synchronize()
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(repeats)
+        ]
+        for start, end in events:
+            if self.flush is not None:
+                self.flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) for start, end in events]

@@ -34,6 +34,12 @@ from harness.text_table import TextTable, md_code, md_escape, md_rows, md_text, 
 REPORT_MD = "report.md"
 CELL_SEP = re.compile(r"(?<!\\)\|")  # a table's '|' (a cell's own is escaped: '\|')
 INDEX_HTML = "index.html"
+BITWISE_CHECKS = {  # the checks' names in kernels.json -> their column in report.md
+    "direct_vs_direct": "direct op vs direct op",
+    "registry_vs_direct": "registry vs direct op",
+    "packed_3d_vs_direct": "packed [N,H,D] vs direct",
+    "packed_4d_vs_direct": "packed [B,N,H,D] vs direct",
+}
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -53,10 +59,10 @@ def _bit(checks: list[BitwiseCheck], name: str) -> str:
     return "-"
 
 
-def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
+def _table(title: str, headers: list[str], rows: list[list[str]], *, empty_too: bool = False) -> list[str]:
     """A titled markdown table, every cell escaped (labels, reasons and notes come from scenarios and
-    errors); ``markdown_sections`` reads them back for the page."""
-    return ["", f"### {title}", "", *md_rows(headers, rows)]
+    errors), none without rows unless ``empty_too``; ``markdown_sections`` reads them back for the page."""
+    return ["", f"### {title}", "", *md_rows(headers, rows)] if rows or empty_too else []
 
 
 def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
@@ -135,6 +141,7 @@ def kernels_markdown(result: KernelsResult) -> str:
         ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
          "zero rows", "scale", "rel L1 unscaled"],
         [_accuracy_cells(r, r.accuracy) for r in result.rows if r.accuracy is not None],
+        empty_too=True,
     )  # fmt: skip
     if result.findings is not None:
         lines += [
@@ -146,40 +153,26 @@ def kernels_markdown(result: KernelsResult) -> str:
             "- none: no shape stands out, no output is scaled"
         ]
     lines += _agreement_lines(result)
-    timed = [r for r in result.rows if r.speed is not None]
-    if timed:
-        lines += _table(
-            "Speed",
-            ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
-             "quant ms", "timer"],
-            [_speed_cells(r, r.speed) for r in timed],
-        )  # fmt: skip
-    checked = [r for r in result.rows if r.bitwise]
-    if checked:
-        checks = ("direct_vs_direct", "registry_vs_direct", "packed_3d_vs_direct", "packed_4d_vs_direct")
-        lines += _table(
-            "Bitwise checks",
-            [
-                "shape",
-                "backend",
-                "direct op vs direct op",
-                "registry vs direct op",
-                "packed [N,H,D] vs direct",
-                "packed [B,N,H,D] vs direct",
-                "reading",
-            ],
-            [
-                [r.shape, r.label, *[_bit(r.bitwise, c) for c in checks], bitwise_reading(r.bitwise)]
-                for r in checked
-            ],
-        )
-    other = [r for r in result.rows if r.status != "ok"]
-    if other:
-        lines += _table(
-            "Skipped or failed",
-            ["shape", "backend", "status", "reason"],
-            [[r.shape, r.label, r.status, r.reason or ""] for r in other],
-        )
+    lines += _table(
+        "Speed",
+        ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
+         "quant ms", "timer"],
+        [_speed_cells(r, r.speed) for r in result.rows if r.speed is not None],
+    )  # fmt: skip
+    lines += _table(
+        "Bitwise checks",
+        ["shape", "backend", *BITWISE_CHECKS.values(), "reading"],
+        [
+            [r.shape, r.label, *[_bit(r.bitwise, c) for c in BITWISE_CHECKS], bitwise_reading(r.bitwise)]
+            for r in result.rows
+            if r.bitwise
+        ],
+    )
+    lines += _table(
+        "Skipped or failed",
+        ["shape", "backend", "status", "reason"],
+        [[r.shape, r.label, r.status, r.reason or ""] for r in result.rows if r.status != "ok"],
+    )
     lines += [
         "",
         md_text(
@@ -191,12 +184,8 @@ def kernels_markdown(result: KernelsResult) -> str:
 
 
 def markdown_sections(text: str) -> list[Section]:
-    """Headings, paragraphs and pipe tables of a generated markdown document, as report sections.
-
-    Only the subset the harness itself writes is understood: `#` headings, `|` tables whose
-    second line is the separator, `- ` bullets and plain lines; the text as it reads (escapes undone:
-    the page escapes it as HTML).
-    """
+    """Report sections of the markdown the harness writes (`#` headings, `|` tables whose second line
+    is the separator, `- ` bullets, plain lines), escapes undone (the page escapes it as HTML)."""
     sections: list[Section] = []
     sec: Section | None = None
     lines = text.splitlines()

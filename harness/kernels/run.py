@@ -1,16 +1,7 @@
-"""Run a kernel benchmark: every shape x backend of a scenario of kind ``kernels``.
-
-Shapes are synthetic (random inputs of the given sizes) or captured (the real q/k/v a shadowed
-run kept, ``kernels.captured``). For every shape x backend: accuracy against an exact reference (fp64 or fp32, chunked over
-queries), the noise floor (torch_sdpa with K/V reversed against the same reference), speed
-(CUDA events with an L2 flush between calls, median, side by side with triton's do_bench when
-triton imports; wall time on CPU), TFLOP/s as a fraction of a matmul peak measured in the same
-run, and bitwise checks (registry vs direct op call; LightX2V-style packed calls). Each emulator
-whose kernel ran beside it gets its agreement per shape (``kernels.agreement``).
-
-``run_kernels_scenario`` is what ``harness kernels SCENARIO`` calls: it writes
-reports/<scenario>/kernels/ with kernels.json (every figure), env.json, report.md and index.html.
-"""
+"""Run a kernel benchmark: every shape (synthetic, or captured q/k/v) x backend of a scenario of kind
+``kernels``: accuracy against an exact reference, the noise floor, speed against a matmul peak,
+bitwise checks and each emulator's agreement with its kernel. ``run_kernels_scenario`` is
+``harness kernels SCENARIO``: kernels.json, env.json, report.md and index.html."""
 
 from __future__ import annotations
 
@@ -97,12 +88,10 @@ def _make_inputs(shape: KernelShape, device: torch.device, seed: int) -> tuple[t
 
 
 def _reference_dtype(choice: str, shape: KernelShape) -> torch.dtype:
-    if choice == "fp64":
-        return torch.float64
-    if choice == "fp32":
-        return torch.float32
-    scores = shape.batch * shape.heads * shape.seq_q * (shape.seq_k or shape.seq_q)
-    return torch.float64 if scores <= FP64_MAX_SCORES else torch.float32
+    if choice == "auto":
+        scores = shape.batch * shape.heads * shape.seq_q * (shape.seq_k or shape.seq_q)
+        choice = "fp64" if scores <= FP64_MAX_SCORES else "fp32"
+    return torch.float64 if choice == "fp64" else torch.float32
 
 
 def fresh(tensors) -> list[torch.Tensor]:
@@ -148,24 +137,16 @@ def _bitwise_checks(
 
 
 def _speed(
-    backend: AttentionBackend,
-    q,
-    k,
-    v,
-    scale: float,
-    flops: float,
-    timer: Timer,
-    block: KernelsBlock,
-    peak: float | None,
+    backend: AttentionBackend, q, k, v, scale: float, flops: float, ctx: dict[str, Any], peak: float | None
 ) -> SpeedMetrics:
     def call() -> Any:
         return backend(q, k, v, scale)
 
+    block: KernelsBlock = ctx["block"]
+    timer: Timer = ctx["timer"]
     emulated = backend.emulated
     warmup = 0 if emulated else block.warmup  # the accuracy call already warmed the emulator up
-    repeats = block.emulation_repeats if emulated else block.repeats
-    if timer.cuda:
-        repeats = repeats if emulated else max(repeats, 20)
+    repeats = block.emulation_repeats if emulated else timer.repeats(block.repeats)
     times = timer.run(call, warmup, repeats)
     median = statistics.median(times)
     speed = SpeedMetrics(
@@ -202,9 +183,7 @@ def _measure_peak(
     b = torch.randn(size, size, generator=g, device=device, dtype=dtype)
     flops = 2.0 * size**3
     with full_fp32_matmul():
-        times = timer.run(
-            lambda: a @ b, block.warmup, max(block.repeats, 20) if timer.cuda else block.repeats
-        )
+        times = timer.run(lambda: a @ b, block.warmup, timer.repeats(block.repeats))
         db = (
             time_do_bench(lambda: a @ b, expected_ms=statistics.median(times))
             if timer.cuda and block.do_bench
@@ -276,13 +255,7 @@ def _run_entry(
         if block.timing:
             peak = ctx["peaks"].get(shape.dtype)
             row.speed = _speed(
-                backend,
-                *fresh(inputs),
-                scale,
-                shape.flops,
-                ctx["timer"],
-                block,
-                peak.tflops if peak else None,
+                backend, *fresh(inputs), scale, shape.flops, ctx, peak.tflops if peak else None
             )
     except UnsupportedCall as err:
         row.status, row.reason = "skipped", f"refused: {err}"
@@ -295,8 +268,7 @@ def _run_entry(
 def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow:
     q, k, v = inputs
     op = KVReversed(get_backend("torch_sdpa"))
-    out = op(q, k, v, scale)
-    row = KernelRow(
+    return KernelRow(
         shape=shape.name,
         label=NOISE_FLOOR_LABEL,
         backend="torch_sdpa",
@@ -304,9 +276,8 @@ def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow
         status="ok",
         exact=True,
         params=op.params,
-        accuracy=accuracy_metrics(out, ref),
+        accuracy=accuracy_metrics(op(q, k, v, scale), ref),
     )
-    return row
 
 
 def run_kernels(
@@ -341,16 +312,11 @@ def run_kernels(
                 "CPU: bf16/fp16 matmuls may lack native support here, so fractions of peak can exceed 1"
             )
     ctx = {"block": block, "timer": timer, "peaks": result.peaks}
-    for index, shape in enumerate(block.shapes):
-        say(f"shape {shape.name}: inputs and reference")
-        inputs = _make_inputs(shape, device, block.seed + index)
-        _measure_shape(result, shape, inputs, shape.head_dim**-0.5, ctx, say)
-        del inputs
-        _free(device)
-    for cap in captured:
-        say(f"shape {cap.shape.name}: captured inputs and reference")
-        inputs = load_captured(cap, device)
-        _measure_shape(result, cap.shape, inputs, cap.scale, ctx, say, captured=str(cap.file))
+    jobs = [(s, s.head_dim**-0.5, None) for s in block.shapes] + [(c.shape, c.scale, c) for c in captured]
+    for index, (shape, scale, cap) in enumerate(jobs):
+        say(f"shape {shape.name}: {'captured ' if cap else ''}inputs and reference")
+        inputs = load_captured(cap, device) if cap else _make_inputs(shape, device, block.seed + index)
+        _measure_shape(result, shape, inputs, scale, ctx, say, captured=str(cap.file) if cap else None)
         del inputs
         _free(device)
     result.findings = kernels_findings(result)

@@ -1,16 +1,6 @@
-"""Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here), and
-the part that kind adds to the scenario core (``SCENARIO_PART``, registered in ``harness.plugins``).
-
-Example::
-
-    name: kernels_smoke
-    kind: kernels
-    kernels:
-      shapes:
-        - {name: small, heads: 4, seq_q: 1024, head_dim: 64, dtype: bf16}
-      backends: [torch_sdpa, sage_emul_thuml, {backend: sage_emul_thuml, label: thuml_per_thread,
-                 options: {granularity: per_thread}}]
-"""
+"""Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here; an
+example: scenarios/kernels_smoke.yaml), and the part that kind adds to the scenario core
+(``SCENARIO_PART``, registered in ``harness.plugins``)."""
 
 from __future__ import annotations
 
@@ -32,6 +22,10 @@ DTYPE_ALIASES = {
     "float32": "float32",
 }
 GPU_MIN_REPEATS = 20
+
+
+def _repeated(names: list[str]) -> str:
+    return ", ".join(sorted({n for n in names if names.count(n) > 1}))
 
 
 def attention_flops(b: int, h: int, n_q: int, n_k: int, d: int) -> float:
@@ -141,13 +135,10 @@ class KernelsBlock(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> KernelsBlock:
         keys = [b.key for b in self.backends]
-        dups = sorted({k for k in keys if keys.count(k) > 1})
-        if dups:
-            raise ValueError(f"backend labels must be unique (give `label:`); repeated: {', '.join(dups)}")
-        names = [s.name for s in self.shapes]
-        dup_shapes = sorted({n for n in names if names.count(n) > 1})
-        if dup_shapes:
-            raise ValueError(f"shape names must be unique; repeated: {', '.join(dup_shapes)}")
+        if dups := _repeated(keys):
+            raise ValueError(f"backend labels must be unique (give `label:`); repeated: {dups}")
+        if dups := _repeated([s.name for s in self.shapes]):
+            raise ValueError(f"shape names must be unique; repeated: {dups}")
         for s in (*self.shapes, *self.captured):
             unknown = sorted(set(s.backends or []) - set(keys))
             if unknown:
