@@ -17,6 +17,7 @@ batches of frame pairs and computes SSIM (float32), SSE and the statistics there
 from __future__ import annotations
 
 import collections
+import filecmp
 import math
 import os
 import threading
@@ -96,18 +97,6 @@ def formats_note(ia: MediaInfo, ib: MediaInfo) -> str | None:
         f"pixel formats differ: A {describe_name(ia.pix_fmt)}, B {describe_name(ib.pix_fmt)}; both compared as "
         "8-bit RGB by the one conversion of the 'rgb' convention (samples of more than 8 bits rounded to 8 first)"
     )
-
-
-def files_equal(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(chunk), fb.read(chunk)
-            if x != y:
-                return False
-            if not x:
-                return True
 
 
 def _pair_job(fa: np.ndarray, fb: np.ndarray, local: threading.local) -> tuple[float, float]:
@@ -315,7 +304,7 @@ def measure_pair(
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
-        same_file_future = side.submit(files_equal, a, b)
+        same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
         dec_a.start()
         dec_b.start()
         try:

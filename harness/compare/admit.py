@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.compare.cache import audio_slack
-from harness.errors import HarnessError
+from harness.compare.cache import refuse_audio_lengths
 from harness.records import RunStatus
 from harness.store import OUTPUT_LOSSLESS, RunDir
 
@@ -52,15 +51,6 @@ def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_au
 
     ia, ib = probe(a), probe(b)
     check_compatible(a, b, ia, ib, truncate, resample_audio, cli=True)
-    if not ia.has_audio:
-        return
-    rate_a, rate_b = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
-    if truncate or rate_a <= 0 or rate_b <= 0:
-        return
-    samples_a, samples_b = audio_samples(a), audio_samples(b)
-    at_rate_a = round(samples_b * rate_a / rate_b)  # B as the measurement sees it (resampled to A's rate)
-    if abs(samples_a - at_rate_a) > audio_slack(rate_a, ia.fps):
-        raise HarnessError(
-            f"audio length differs: {a} has {samples_a / rate_a:.3f} s of audio, {b} has "
-            f"{samples_b / rate_b:.3f} s (--truncate compares the shorter)"
-        )
+    rates = (int(ia.audio_rate or 0), int(ib.audio_rate or 0))
+    if ia.has_audio and not truncate and min(rates) > 0:
+        refuse_audio_lengths(a, b, (audio_samples(a), audio_samples(b)), rates, ia.fps, cli=True)

@@ -194,18 +194,29 @@ def audio_slack(rate: int, fps: float) -> int:
 def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: bool) -> None:
     """Audio tracks of other lengths are refused as videos of other frame counts are
     (``collect.suite``), unless ``truncate``: else a track missing most of its audio would be
-    judged on the overlap. Lengths within one video frame agree (AAC pads to its frames).
-    B's samples are counted at its own rate (before any resampling), so lengths compare in time."""
+    judged on the overlap."""
     au = result.audio
-    if au is None or truncate:
-        return
-    rate_b = au.rate_b or au.sample_rate
-    b_at_rate_a = round(au.samples_b * au.sample_rate / rate_b)
-    if abs(au.samples_a - b_at_rate_a) > audio_slack(au.sample_rate, result.video.fps):
+    if au is not None and not truncate:
+        samples, rates = (au.samples_a, au.samples_b), (au.sample_rate, au.rate_b or au.sample_rate)
+        refuse_audio_lengths(file_a, file_b, samples, rates, result.video.fps)
+
+
+def refuse_audio_lengths(
+    a: object, b: object, samples: tuple[int, int], rates: tuple[int, int], fps: float, cli: bool = False
+) -> None:
+    """Raise when two tracks differ in length by more than one video frame (AAC pads to its frames);
+    B's samples are counted at its own rate (before any resampling), so lengths compare in time.
+    ``cli``: the words of ``harness compare``, which name its flag."""
+    (samples_a, samples_b), (rate_a, rate_b) = samples, rates
+    if abs(samples_a - round(samples_b * rate_a / rate_b)) > audio_slack(rate_a, fps):
+        a_len, b_len = f"{samples_a / rate_a:.3f} s", f"{samples_b / rate_b:.3f} s"
+        if cli:
+            raise HarnessError(
+                f"audio length differs: {a} has {a_len} of audio, {b} has {b_len} (--truncate compares the shorter)"
+            )
         raise HarnessError(
-            f"audio length differs: {file_a} has {au.samples_a / au.sample_rate:.3f} s "
-            f"({au.samples_a} samples), {file_b} has {au.samples_b / rate_b:.3f} s "
-            f"({au.samples_b}) (truncate to compare the shorter)"
+            f"audio length differs: {a} has {a_len} ({samples_a} samples), {b} has {b_len} ({samples_b}) "
+            "(truncate to compare the shorter)"
         )
 
 
