@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from harness.analysis.energy import PairErrors
 from harness.analysis.structure import FrameCounts
-from harness.analysis.verdict import InsituReading, Verdict, attention_verdict, judge_numbers, stats_sample
+from harness.analysis.verdict import (
+    InsituReading,
+    Verdict,
+    attention_verdict,
+    judge_numbers,
+    settle,
+    stats_sample,
+)
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary
 from harness.scenario.verdict import VerdictRules
@@ -96,23 +103,7 @@ def judge(
     if warning:
         v.warnings.append(warning)
         v.sentences.insert(0, warning)
-    if not any(r.ok for r in runs):
-        first = next((r for r in runs if r.reason), None)
-        v.word = "not run"
-        v.text = "not run" + (f" ({first.status}: {first.reason})" if first else "")
-    elif not measured:
-        v.word, v.text = "incomplete", "incomplete: no run of the arm could be measured; " + "; ".join(head)
-    elif unmeasured and v.word not in ("outside",):
-        v.word = "incomplete"
-        v.text = (
-            f"incomplete: seed(s) {', '.join(map(str, unmeasured))} not measured; "
-            + v.text.split(": ", 1)[-1]
-        )
-    if v.attention_ok is False and v.word != "not run":
-        v.word = "invalid"
-        v.text = f"invalid: {v.attention}; as measured: {v.text}"
-    if v.warnings and v.word not in ("not run", "invalid"):
-        v.text += "; WARNING: " + "; ".join(v.warnings)
+    settle(v, runs, measured=bool(measured), unmeasured=unmeasured, head=head)
     v.accuracy = v.text
     attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}[
         v.attention_ok

@@ -19,11 +19,12 @@ between: both kinds of evidence judge there), audio by its waveform correlation 
 The verdict is outside when any modality is, so each modality's intervals are taken at alpha
 divided by the number of modalities judged (and a seed's at that over the number of seeds).
 
-The word: **outside** when any part is; else **incomplete** when a value the floor has is missing
-(named); else **within** when every part is; else **inconclusive** (with what would decide it).
-``judge`` adds **not run** (no run ended ok) and **invalid** (attention calls not served by the
-requested op: the numbers then measure another kernel). A scenario's ``accepted_baseline`` also
-gives each candidate a non-inferiority reading against that arm (``baseline``).
+The word: the parts' words combined by ``harness.rule.combine`` (identical output is decided
+before any part); ``overriding_word`` is every override of it, in one place: a value the floor has
+missing (named), no run ended ok, none measured, attention calls not served by the requested op
+(the numbers then measure another kernel); ``settle`` applies what the runs say of themselves
+(``analysis.judge``). A scenario's ``accepted_baseline`` also gives each candidate a
+non-inferiority reading against that arm (``baseline``).
 
 ``judge_numbers`` works on summary numbers alone (a pull-request table is enough); ``judge``
 reads them off comparisons.
@@ -53,11 +54,22 @@ from harness.analysis.verdict_text import (
     decisive_reading,
     far_below_findings,
     identical_text,
+    settled_text,
     verdict_text,
 )
 from harness.compare.summary import RunSummary, stat_fields
 from harness.number_format import fmt_db, ratio_text
-from harness.rule import WORDS, combine
+from harness.rule import (
+    IDENTICAL,
+    INCOMPLETE,
+    INCONCLUSIVE,
+    INVALID,
+    NOT_RUN,
+    OUTSIDE,
+    WITHIN,
+    combine,
+    known,
+)
 from harness.scenario.verdict import VerdictRules
 
 
@@ -159,11 +171,11 @@ def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None)
         sd, _ = rules.stated_sd("video_mse")  # a latent's spread is never measured here: stated, else none
         lr.reading = baseline_reading("latent", "early-step latent error energy", pairs, baseline=baseline,
                                       margin=rules.baseline_margin, alpha=rules.alpha, sigma=sd, df=math.inf)  # fmt: skip
-        lr.word = {"not worse": "within", "worse": "outside"}.get(lr.reading.word, lr.reading.word)
+        lr.word = {"not worse": WITHIN, "worse": OUTSIDE}.get(lr.reading.word, lr.reading.word)
         lr.text = f"matched steps {sorted(set(lr.steps.values()))}: {lr.reading.text}"
         return lr
     low = {s: p for s, p in lr.psnr.items() if not p >= rules.latent_min_psnr_db}
-    lr.word = "outside" if low else "within"
+    lr.word = OUTSIDE if low else WITHIN
     per = ", ".join(f"seed {s} step {lr.steps[s]}: {fmt_db(p)}" for s, p in lr.psnr.items())
     lr.text = (
         f"early-step latent PSNR against the reference ({per}), absolute bound {rules.latent_min_psnr_db:g} dB "
@@ -193,20 +205,18 @@ def judge_numbers(
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
                 seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
     if not cands:
-        v.word, v.text = "not run", "not measured"
+        v.word, v.text = NOT_RUN, "not measured"
         v.accuracy = v.text
         return v
     all_seeds = list(dict.fromkeys(c.seed for c in cands))
     cand_of = {c.seed: c for c in cands}
-    # "identical" is decided before any ratio: bitwise equal output has no error to weigh.
+    # Identical is decided before any ratio: bitwise equal output has no error to weigh.
     v.identical_seeds = [s for s in all_seeds if is_identical(cand_of[s])]
     if len(v.identical_seeds) == len(all_seeds):
-        n = len(all_seeds)
-        v.word = "identical"
-        v.text = f"identical ({n} of {n} seed(s)): output bitwise equal to the reference's"
-        v.accuracy, v.decided_by, v.end_to_end_word = v.text, "identical", "identical"
-        v.per_seed = [SeedVerdict(seed=s, identical=True, word="identical", text=f"seed {s}: identical")
-                      for s in all_seeds]  # fmt: skip
+        v.word = IDENTICAL
+        v.text = identical_text(v.identical_seeds, all_seeds)
+        v.accuracy, v.decided_by, v.end_to_end_word = v.text, IDENTICAL, IDENTICAL
+        v.per_seed = [identical_seed(s) for s in all_seeds]
         v.sentences = [v.text]
         if insitu is not None and insitu.word:  # a shadow measured on the way still speaks
             v.insitu = insitu
@@ -247,13 +257,13 @@ def judge_numbers(
         if judged:
             v.energy.append(r)
             parts.append((r.word, r.text, kind))
-            v.missing += [s.note for s in r.per_seed if s.word == "incomplete"]
+            v.missing += [s.note for s in r.per_seed if s.word == INCOMPLETE]
         else:
             why = {"video": "the video floor is chaotic", "audio": "another audio measure judges"}[modality]
             v.shown.append(f"{r.text.split(':')[0]}: not judged ({why})")
     v.audio_lag = _lag_findings(seeds, cand_of, floors_of)
     if v.audio_lag:
-        parts.append(("outside", "; ".join(v.audio_lag), "lag"))
+        parts.append((OUTSIDE, "; ".join(v.audio_lag), "lag"))
     chaotic = [s for s in seeds if regime_of[s]["video"] in ("chaotic", "transitional")]
     if chaotic:
         v.latent = _latents(chaotic, cand_of, base_of, rules, rules.accepted_baseline if baseline else None)
@@ -266,7 +276,7 @@ def judge_numbers(
     v.stats, v.stats_word, v.stats_text = st.checks, st.word, st.text
     if st.word:
         parts.append((st.word, st.text, "statistics"))
-        v.missing += [c.text for c in st.checks if c.word == "incomplete"]
+        v.missing += [c.text for c in st.checks if c.word == INCOMPLETE]
     # Broken frames and the coarse layout, judged in every regime (a mirror fools every statistic).
     judged_cands = [c for c in cands if c.seed in seeds]
     kept_floors = [f for fs in floors_of.values() for f in fs]
@@ -277,17 +287,12 @@ def judge_numbers(
         parts.append((v.structure.word, v.structure.text, "structure"))
     if baseline and rules.accepted_baseline:
         v.baseline = _baseline(v, cand_of, base_of, seeds, regime_of, rules)
-    end_to_end = combine(w for w, _, _ in parts)
-    if v.missing and end_to_end in ("within", "inconclusive"):
-        end_to_end = "incomplete"
-    v.end_to_end_word = end_to_end
+    v.end_to_end_word = overriding_word(combine(w for w, _, _ in parts), missing=bool(v.missing))
     # The in-situ reading is a second reading in every regime: the verdict is outside when it is.
     if insitu is not None and insitu.word:
         v.insitu = insitu
-        parts.append((insitu.word if insitu.word in WORDS else "inconclusive", insitu.text, "insitu"))
-    v.word = combine(w for w, _, _ in parts)
-    if v.missing and v.word in ("within", "inconclusive"):
-        v.word = "incomplete"
+        parts.append((known(insitu.word), insitu.text, "insitu"))
+    v.word = overriding_word(combine(w for w, _, _ in parts), missing=bool(v.missing))
     v.decided_by = deciding_part(v, parts)
     top = decisive_reading(v)
     if top is not None and top.ratio is not None:
@@ -358,10 +363,11 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             worst = next((x for x in top.per_seed if x.seed == sv.seed and x.ratio is not None), worst)
         words += [c.word for c in v.stats if c.judged and c.seed == sv.seed]
         if any(f"seed {sv.seed}:" in x for x in v.audio_lag):
-            words.append("outside")
+            words.append(OUTSIDE)
         if v.latent is not None and str(sv.seed) in v.latent.psnr and v.latent.word:
             words.append(v.latent.word)
-        sv.word = combine(words) if words else ("incomplete" if not sv.floor_runs else "inconclusive")
+        # no judged value on this seed: incomplete without a floor run, else nothing decided
+        sv.word = combine(words) if words else (INCOMPLETE if not sv.floor_runs else INCONCLUSIVE)
         if worst is not None:
             sv.ratio, sv.ci = worst.ratio, worst.ratio_ci
         regime = ", ".join(f"{k} {x}" for k, x in sv.regime.items())
@@ -372,7 +378,47 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             f"{sv.word}"
         )
     for s in v.identical_seeds:
-        v.per_seed.append(SeedVerdict(seed=s, identical=True, word="identical", text=f"seed {s}: identical"))
+        v.per_seed.append(identical_seed(s))
+
+
+def identical_seed(seed) -> SeedVerdict:
+    return SeedVerdict(seed=seed, identical=True, word=IDENTICAL, text=f"seed {seed}: {IDENTICAL}")
+
+
+def overriding_word(
+    word: str,
+    *,
+    missing: bool = False,
+    ran: bool = True,
+    measured: bool = True,
+    attention_ok: bool | None = None,
+) -> str:
+    """Every override of the word a verdict's parts combine to (``harness.rule.combine``), in one
+    place: no run ended ok: not run; runs ended ok but none measured: incomplete; ``missing`` (a value
+    the floor has, or a seed, not measured): incomplete, but outside stands; attention calls not
+    served by the requested op (``attention_ok`` False): invalid, whatever was measured."""
+    if not ran:
+        return NOT_RUN
+    if not measured:
+        word = INCOMPLETE
+    elif missing:
+        word = combine([word, INCOMPLETE])
+    return INVALID if attention_ok is False else word
+
+
+def settle(
+    v: Verdict, runs: Sequence[RunSummary], *, measured: bool, unmeasured: Sequence, head: Sequence[str]
+) -> None:
+    """The verdict once its runs have spoken of themselves (``analysis.judge``): its word overridden
+    (``overriding_word``: ``unmeasured`` the seeds with a run ended ok but no measurement; ``head``
+    what was not measured and why) and its line said again (``verdict_text.settled_text``)."""
+    ran = any(r.ok for r in runs)
+    word = overriding_word(
+        v.word, ran=ran, measured=measured, missing=bool(unmeasured), attention_ok=v.attention_ok
+    )
+    first = next((r for r in runs if r.reason), None)
+    v.text = settled_text(v, word, first=first, measured=measured, unmeasured=unmeasured, head=head)
+    v.word = word
 
 
 def attention_verdict(runs: list[RunSummary]) -> tuple[bool | None, str]:

@@ -10,6 +10,7 @@ from harness.analysis.intervals import RatioReading
 from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.records import Record
+from harness.rule import NOT_RUN, WITHIN
 
 LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
 LAG_MARGIN_MS = 0.5  # or this, whichever is larger
@@ -25,7 +26,7 @@ class InsituReading(Record):
     """A candidate's in-situ attention reading (measured inside its own run, against exact attention
     on the same inputs): what a chaotic regime rests on where it exists. Extra fields are ignored."""
 
-    word: str = ""  # within | outside | inconclusive
+    word: str = ""  # a word of harness.rule.SEVERITY
     ratio: float | None = None  # to the exact floor's in-situ error
     ratio_ci: list[float] | None = None
     text: str = ""
@@ -67,7 +68,7 @@ class Verdict(Record):
     seeds: list[int] = Field(default_factory=list)
     measured: int = 0  # runs with accuracy metrics
     tolerance: float = 2.0
-    word: str = "not run"  # one of rule.WORDS
+    word: str = NOT_RUN  # one of harness.rule.WORDS
     ratio: float | None = None  # the largest judged error-energy ratio to the floor (combined over seeds)
     ratio_ci: list[float] | None = None
     ratio_metric: str = ""
@@ -99,4 +100,4 @@ class Verdict(Record):
     @property
     def equivalent(self) -> bool:
         """Every judged part within (the only word that supports "equivalent at this tolerance")."""
-        return self.word == "within"
+        return self.word == WITHIN

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from harness.analysis.energy import KINDS
 from harness.analysis.intervals import RatioReading
 from harness.analysis.verdict_model import Verdict
+from harness.compare.summary import RunSummary
 from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
+from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN
 from harness.scenario.verdict import VerdictRules
 
 
@@ -19,6 +21,9 @@ def _short(r: RatioReading) -> str:
 
 
 def identical_text(identical: Sequence, seeds: Sequence) -> str:
+    """The seeds whose output is bitwise the reference's: every seed (the verdict's whole line), else which."""
+    if len(identical) == len(seeds):
+        return f"{IDENTICAL} ({len(seeds)} of {len(seeds)} seed(s)): output bitwise equal to the reference's"
     which = ", ".join(str(s) for s in identical)
     return (
         f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
@@ -76,7 +81,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     """The one line: the word, the decisive evidence with its interval, the rest briefly."""
     bits: list[str] = []
     if v.identical_seeds:
-        bits.append(f"identical on seed(s) {', '.join(map(str, v.identical_seeds))}")
+        bits.append(f"{IDENTICAL} on seed(s) {', '.join(map(str, v.identical_seeds))}")
     top = decisive_reading(v)
     lead = next((text for w, text, src in parts if src == v.decided_by and src not in KINDS), "")
     insitu_bit = ""
@@ -95,9 +100,9 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         others = [_short(r) for r in v.energy if r is not top]
         head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
         head += f", {len(v.seeds) or 1} seed(s)"
-        if top.word == "inconclusive" and top.ratio_ci is None:
+        if top.word == INCONCLUSIVE and top.ratio_ci is None:
             head += ": no interval (one floor run per seed, no stated spread)"
-        elif top.word == "inconclusive":
+        elif top.word == INCONCLUSIVE:
             head += (
                 f": {count_text(top.seeds_to_decide)} seeds would decide it" if top.seeds_to_decide
                 else ": no practical number of seeds decides it"
@@ -123,11 +128,7 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     elif chaotic and v.insitu is None:
         bits.append("no in-situ reading or latents: the video rests on the statistics")
     bits += [x for x in v.audio_lag if x not in lead]
-    if (
-        v.structure is not None
-        and v.structure.word in ("outside", "inconclusive")
-        and v.structure.text != lead
-    ):
+    if v.structure is not None and v.structure.word in (OUTSIDE, INCONCLUSIVE) and v.structure.text != lead:
         bits.append(v.structure.text)
     if v.stats_text and v.stats_text != lead:
         bits.append(v.stats_text)
@@ -137,6 +138,32 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
     if v.missing:
         bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
-    if v.word == "within":  # the only word whose intervals support the claim
+    if v.word == WITHIN:  # the only word whose intervals support the claim
         bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
     return f"{v.word}: " + "; ".join(bits) if bits else v.word
+
+
+def settled_text(
+    v: Verdict,
+    word: str,
+    *,
+    first: RunSummary | None,
+    measured: bool,
+    unmeasured: Sequence,
+    head: Sequence[str],
+) -> str:
+    """The verdict's line once its runs have spoken (``analysis.verdict.settle``): ``word`` the word
+    they leave it, ``v`` still with its parts' word and line; ``first`` the first run with a reason."""
+    if word == NOT_RUN:
+        return NOT_RUN + (f" ({first.status}: {first.reason})" if first else "")
+    text = v.text
+    if not measured:
+        text = f"{INCOMPLETE}: no run of the arm could be measured; " + "; ".join(head)
+    elif unmeasured and v.word != OUTSIDE:
+        text = (
+            f"{INCOMPLETE}: seed(s) {', '.join(map(str, unmeasured))} not measured; "
+            + text.split(": ", 1)[-1]
+        )
+    if word == INVALID:
+        return f"{INVALID}: {v.attention}; as measured: {text}"
+    return text + ("; WARNING: " + "; ".join(v.warnings) if v.warnings else "")

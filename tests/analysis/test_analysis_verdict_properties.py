@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from verdict_testutil import campaigns, positive
 
 from harness.analysis.energy import PairErrors
-from harness.analysis.verdict import WORDS, judge_numbers
+from harness.analysis.verdict import judge_numbers
+from harness.rule import WORDS
 from harness.scenario.verdict import VerdictRules
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,7 +47,9 @@ def test_bitwise_identical_reads_identical(c):
 def test_more_error_never_reads_better(c, k):
     cands, floors, _ = c
     worse = [
-        x.model_copy(update={"video_mse": x.video_mse * k, "audio_spectral": x.audio_spectral * k})
+        x.model_copy(
+            update={"values": {**x.values, **{m: x.values[m] * k for m in ("video_mse", "audio_spectral")}}}
+        )
         for x in cands
     ]
     a, b = judge_numbers("c", cands, floors), judge_numbers("c", worse, floors)
@@ -82,9 +85,9 @@ def test_a_planted_defect_is_never_within(n_seeds, sd, k, seed):
     floors, cands = [], []
     for s in range(n_seeds):
         base = float(np.exp(rng.normal(0, 1)))
-        floors += [PairErrors(key=f"f{i}@{s}", seed=s, video_mse=base * float(np.exp(rng.normal(0, sd))),
-                              ssim_mean=0.99) for i in range(3)]  # fmt: skip
-        cands.append(PairErrors(key=f"c@{s}", seed=s, ssim_mean=0.99,
-                                video_mse=k * rules.tolerance * base * float(np.exp(rng.normal(0, sd)))))  # fmt: skip
+        floors += [PairErrors(key=f"f{i}@{s}", seed=s, values={"video_mse": base * float(np.exp(rng.normal(0, sd))),
+                              "ssim_mean": 0.99}) for i in range(3)]  # fmt: skip
+        cands.append(PairErrors(key=f"c@{s}", seed=s, values={"ssim_mean": 0.99,
+                                "video_mse": k * rules.tolerance * base * float(np.exp(rng.normal(0, sd)))}))  # fmt: skip
     v = judge_numbers("c", cands, floors, rules=rules)
     assert v.word != "within", v.text
