@@ -8,19 +8,14 @@ pair's metrics/<pair>.frames.csv, which the metric suite wrote while measuring i
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
 from pathlib import Path
 
 from harness.analysis.audio_clips import audio_clips
 from harness.analysis.audio_view import audio_views
 from harness.analysis.differences import frame_differences
-from harness.analysis.frames import frame_grids, slug
+from harness.analysis.frames import Progress, frame_grids, slug, write_under
 from harness.analysis.model import FrameSeries, ReportResults
 from harness.compare.cache import MetricsCache
-from harness.safe_write import resolve_under
-from harness.store import atomic_write_text
-
-Progress = Callable[[str], None]
 
 
 def read_frames_csv(path: Path) -> dict[str, list[float]]:
@@ -31,14 +26,9 @@ def read_frames_csv(path: Path) -> dict[str, list[float]]:
         return {}
     cols = {name.strip().lower(): name for name in rows[0]}
 
-    def pick(*needles: str) -> str | None:
-        for low, orig in cols.items():
-            if any(n == low for n in needles):
-                return orig
-        for low, orig in cols.items():
-            if any(n in low for n in needles):
-                return orig
-        return None
+    def pick(*needles: str) -> str | None:  # a column named so, else one whose name holds it
+        exact = (orig for low, orig in cols.items() if low in needles)
+        return next(exact, next((orig for low, orig in cols.items() if any(n in low for n in needles)), None))
 
     out: dict[str, list[float]] = {}
     for key, needles in (("frame", ("frame", "index")), ("psnr", ("psnr",)), ("ssim", ("ssim",))):
@@ -58,17 +48,11 @@ def frame_series(res: ReportResults, root: Path) -> None:
         cols = read_frames_csv(Path(c.frames_csv))
         if "psnr" not in cols and "ssim" not in cols:
             continue
-        series = FrameSeries(
-            key=c.b.key,
-            reference=c.a.key,
-            frame=[int(x) for x in cols["frame"]],
-            psnr=cols.get("psnr", []),
-            ssim=cols.get("ssim", []),
-        )
-        rel = f"assets/series/{slug(c.b.key)}.json"
+        frames, psnr, ssim = [int(x) for x in cols["frame"]], cols.get("psnr", []), cols.get("ssim", [])
+        series = FrameSeries(key=c.b.key, reference=c.a.key, frame=frames, psnr=psnr, ssim=ssim)
+        rel, what = f"assets/series/{slug(c.b.key)}.json", f"per-frame series of run {c.b.key!r}"
         try:
-            path = resolve_under(root, rel, f"per-frame series of run {c.b.key!r}")
-            atomic_write_text(path, series.model_dump_json(by_alias=True) + "\n")
+            write_under(root, rel, what, series.model_dump_json(by_alias=True) + "\n")
         except OSError:
             res.notes.append(f"per-frame series of {c.b.key}: not written (read-only campaign)")
             continue

@@ -1,40 +1,30 @@
-"""What the page plays and shows of each run's audio beyond the waveform figure: a short clip per run,
-and the spectrogram difference of every run to the reference.
-
-For the first seed's runs: ``clip:<run>`` is the first ``CLIP_SECONDS`` of the mono mix as Opus in
-WebM (``media_audio.opus_clip``: every browser plays it, and at a twentieth of 16-bit PCM a one-file
-page carries every clip; a clip is for listening, the audio metrics read the track itself);
-``specdiff:<run>`` is a ``SpectrogramDiff`` (JSON) with its 8-bit PNG: the run's spectrogram minus
-the reference's in dB, the run's track moved by the lag the audio metrics found, both floored
-``DYNAMIC_DB`` under the reference's loudest cell (so silence does not read as a difference), clipped
-to +-``DIFF_DB``. The spectrograms are ``analysis.audio_view``'s. Cached in metrics/ under both
-tracks' sha256 and these settings: an unchanged pair is never decoded again.
+"""What the page plays and shows of each run's audio (the first seed's) beyond the waveform figure,
+cached under both tracks' sha256 and these settings: ``clip:<run>``, the first ``CLIP_SECONDS`` of the
+mono mix as Opus in WebM (every browser plays it; at a twentieth of 16-bit PCM a one-file page carries
+every clip), and ``specdiff:<run>``, the run's spectrogram minus the reference's (``SpectrogramDiff``),
+both floored ``DYNAMIC_DB`` under the reference's loudest cell (silence is no difference).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.audio_tracks import Tracks
+from harness.analysis.audio_tracks import Tracks, first_seed_tracks
 from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, binned_psd, nfft_for
-from harness.analysis.frames import cached_files_present, encode_png, slug
+from harness.analysis.frames import Progress, cached_files_present, encode_png, slug, write_under
 from harness.analysis.model import ClipSet, ReportResults, SpectrogramDiff
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.media_audio import OPUS_BITRATE, opus_clip
 from harness.records import Record
-from harness.safe_write import resolve_under
-from harness.store import atomic_write_bytes, atomic_write_text
 
 AUDIO_CLIPS_VERSION = 2  # 2: Opus in WebM (was 16-bit PCM WAV)
 CLIP_SECONDS = 8.0
 DIFF_DB = 20.0
 DYNAMIC_DB = 80.0
-Progress = Callable[[str], None]
 
 
 class ClipAssets(Record):
@@ -96,7 +86,7 @@ def write_assets(
     clip = mono[: int(CLIP_SECONDS * rate)]
     out = ClipAssets(clip=f"assets/audio/{name}.clip.webm", clip_seconds=round(clip.size / rate, 4))
     what = f"audio of run {run.key!r}"
-    atomic_write_bytes(resolve_under(root, out.clip, what), opus_clip(clip, rate))
+    write_under(root, out.clip, what, opus_clip(clip, rate))
     if ref is None:
         return out
     ref_name, ref_mono, ref_rate = ref
@@ -119,27 +109,19 @@ def write_assets(
         max_abs_db=round(float(np.abs(diff).max()) if diff.size else 0.0, 3),
         mean_abs_db=round(float(np.abs(diff).mean()) if diff.size else 0.0, 4),
     )
-    atomic_write_bytes(resolve_under(root, png, what), diff_png(diff))
+    write_under(root, png, what, diff_png(diff))
     out.specdiff = f"assets/audio/{name}.specdiff.json"
-    atomic_write_text(resolve_under(root, out.specdiff, what), view.model_dump_json(by_alias=True) + "\n")
+    write_under(root, out.specdiff, what, view.model_dump_json(by_alias=True) + "\n")
     return out
 
 
 def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``clip:<run>`` and ``specdiff:<run>`` for the first seed's runs; ``res.audio_clips``."""
-    seed = res.primary_seed
-    runs = sorted(
-        (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
-        key=lambda r: r.arm != res.reference_arm,
-    )
+    runs = first_seed_tracks(res)
     ref = runs[0] if runs and runs[0].arm == res.reference_arm else None
     tracks = Tracks()  # decoded mono mixes: the reference's and the current run's
     if ref is not None:
         tracks.pin(ref)
-
-    def track(r: RunSummary) -> tuple[np.ndarray, int]:
-        return tracks.get(r.key, str(r.output))
-
     longest = 0.0
     for r in runs:
         against = ref if ref is not None and r is not ref else None
@@ -157,8 +139,8 @@ def audio_clips(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         if hit is None or not cached_files_present(root, (hit.clip, hit.specdiff)):
             say(f"audio clip of {r.key}")
             try:
-                given = (against.key, *track(against)) if against is not None else None
-                hit = write_assets(res, r, track(r), given, root)
+                given = (against.key, *tracks.get(against)) if against is not None else None
+                hit = write_assets(res, r, tracks.get(r), given, root)
             except HarnessError as err:
                 res.notes.append(f"audio clip: {r.key}: {err}")
                 continue

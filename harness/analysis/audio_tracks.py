@@ -1,8 +1,6 @@
-"""The decoded audio the report's figures and clips read, within bounded memory: each run's mono mix
-decoded once and held only while it is needed (the track the others are set against, and the
-current one), and waveform envelopes taken a block of bins at a time (a difference of two tracks
-is never a third track in memory). A 10-minute 48 kHz track is 115 MB as float32, so a campaign
-of many arms must not hold them all.
+"""The decoded audio the report's figures and clips read, within bounded memory (a 10-minute 48 kHz
+track is 115 MB as float32): each run's mono mix held only while it is needed (the track the others
+are set against, and the current one), and envelopes taken a block of bins at a time.
 """
 
 from __future__ import annotations
@@ -11,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.model import Envelope
+from harness.analysis.model import Envelope, ReportResults
+from harness.compare.summary import RunSummary
 
+ENVELOPE_BINS = 1500
 ENVELOPE_BLOCK = 64  # bins per block of an envelope: a block's samples are a copy at most
 
 
@@ -24,25 +24,32 @@ class Tracks:
         self.pinned: str | None = None
         self._held: dict[str, tuple[np.ndarray, int]] = {}
 
-    def get(self, key: str, output: str) -> tuple[np.ndarray, int]:
-        if key not in self._held:
+    def get(self, run: RunSummary) -> tuple[np.ndarray, int]:
+        if run.key not in self._held:
             for old in [k for k in self._held if k != self.pinned]:
                 del self._held[old]  # before decoding: the two never overlap in memory
             from harness.media import read_mono
 
-            self._held[key] = read_mono(output)
-        return self._held[key]
+            self._held[run.key] = read_mono(str(run.output))
+        return self._held[run.key]
 
     def pin(self, run: Any) -> Any:
         """Keep ``run``'s track (a ``RunSummary``) from now on; returns the run."""
         self.pinned = run.key
         return run
 
-    def held(self) -> list[str]:
-        return list(self._held)
+
+def first_seed_tracks(res: ReportResults) -> list[RunSummary]:
+    """The first seed's runs (first repeats) with an output, the reference's first."""
+    runs = [
+        r for r in res.primary_runs if r.seed == res.primary_seed and r.ok and r.output and r.output_sha256
+    ]
+    return sorted(runs, key=lambda r: r.arm != res.reference_arm)
 
 
-def envelope(x: np.ndarray, rate: int, bins: int, minus: np.ndarray | None = None) -> Envelope:
+def envelope(
+    x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS, minus: np.ndarray | None = None
+) -> Envelope:
     """Min/max per bin of ``x`` (minus ``minus`` over the shorter length, in float64), so long
     tracks plot quickly and still show peaks; one block of bins in memory at a time."""
     n = min(x.size, minus.size) if minus is not None else x.size

@@ -1,50 +1,33 @@
-"""What the audio figure draws of each run's track, measured once: the waveform envelope of the mono
-mix, its difference to the reference's, and a spectrogram as an 8-bit PNG.
-
-Written per run as assets/audio/<run>.json (``AudioView``) and .spectrogram.png, for the runs of
-the first seed (the figure's). The cache entry naming them is keyed by the sha256 of the run's
-output and of the reference's, so an unchanged pair of tracks is never decoded again. The
-spectrogram is matplotlib's ``specgram`` (Hann window, power spectral density scaled by frequency,
-one-sided, in dB), averaged into at most ``SPEC_ROWS`` x ``SPEC_COLS`` cells and quantised between
-``DB_FLOOR`` and its maximum.
+"""What the audio figure draws of each run's track (the first seed's), measured once and cached under
+the sha256 of its output and the reference's: the waveform envelope of the mono mix, its difference
+to the reference's (assets/audio/<run>.json, ``AudioView``), and a spectrogram as an 8-bit PNG:
+matplotlib's ``specgram`` in dB, averaged into at most ``SPEC_ROWS`` x ``SPEC_COLS`` cells,
+quantised between ``DB_FLOOR`` and its maximum.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.audio_tracks import Tracks
-from harness.analysis.audio_tracks import envelope as blockwise_envelope
-from harness.analysis.frames import cached_files_present, encode_png, slug
-from harness.analysis.model import AudioView, Envelope, ReportResults
+from harness.analysis.audio_tracks import ENVELOPE_BINS, Tracks, envelope, first_seed_tracks
+from harness.analysis.frames import Progress, cached_files_present, encode_png, slug, write_under
+from harness.analysis.model import AudioView, ReportResults
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
-from harness.safe_write import resolve_under
-from harness.store import atomic_write_bytes, atomic_write_text
 
 AUDIO_VIEW_VERSION = 1
-ENVELOPE_BINS = 1500
 SPEC_ROWS, SPEC_COLS = 128, 400
 DB_FLOOR = -140.0
-Progress = Callable[[str], None]
 
 
 class AudioAssets(Record):
     view: str  # AudioView JSON, relative to the campaign
     spectrogram: str | None = None
-
-
-def envelope(
-    x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS, minus: np.ndarray | None = None
-) -> Envelope:
-    """Min/max per bin (of ``x - minus`` when given) so long tracks plot quickly and still show peaks."""
-    return blockwise_envelope(x, rate, bins, minus)
 
 
 def nfft_for(samples: int) -> int:
@@ -118,9 +101,7 @@ def write_view(
     name = slug(run.key)
     png, hz, db = spectrogram_png(mono, rate)
     assets = AudioAssets(view=f"assets/audio/{name}.json", spectrogram=f"assets/audio/{name}.spectrogram.png")
-    diff = None
-    if ref is not None:
-        diff = envelope(mono, rate, minus=ref)
+    diff = envelope(mono, rate, minus=ref) if ref is not None else None
     view = AudioView(
         key=run.key,
         rate=rate,
@@ -132,26 +113,17 @@ def write_view(
         spectrogram_db=db,
     )
     what = f"audio of run {run.key!r}"
-    atomic_write_bytes(resolve_under(root, str(assets.spectrogram), what), png)
-    atomic_write_text(resolve_under(root, assets.view, what), view.model_dump_json(by_alias=True) + "\n")
+    write_under(root, str(assets.spectrogram), what, png)
+    write_under(root, assets.view, what, view.model_dump_json(by_alias=True) + "\n")
     return assets
 
 
 def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``audio:<run>`` assets for the first seed's runs, the reference first (the others' differences
     are taken to the first track)."""
-    seed = res.primary_seed
-    ordered = sorted(
-        (r for r in res.primary_runs if r.seed == seed and r.ok and r.output and r.output_sha256),
-        key=lambda r: r.arm != res.reference_arm,
-    )
     tracks = Tracks()  # decoded mono mixes: the first one's and the current one's
-
-    def track(r: RunSummary) -> tuple[np.ndarray, int]:
-        return tracks.get(r.key, str(r.output))
-
     first: RunSummary | None = None  # the track the others are set against
-    for r in ordered:
+    for r in first_seed_tracks(res):
         key = {
             "sha256": r.output_sha256,
             "reference_sha256": first.output_sha256 if first is not None else None,
@@ -160,29 +132,21 @@ def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         }
         name = f"{r.key}.audio_view"
         hit = cache.get(name, "audio_view", AUDIO_VIEW_VERSION, key, AudioAssets)
-        if hit is not None and cached_files_present(root, (hit.view, hit.spectrogram)):
-            res.assets[f"audio:{r.key}"] = hit.view
-            if hit.spectrogram:
-                res.assets[f"spectrogram:{r.key}"] = hit.spectrogram
-            first = first or tracks.pin(r)
-            continue
-        say(f"audio of {r.key}")
-        try:
-            mono, rate = track(r)
-            ref = None
-            if first is not None:
-                ref_mono, ref_rate = track(first)
-                ref = ref_mono if ref_rate == rate else None
-        except HarnessError as err:
-            res.notes.append(f"audio figure: {r.key}: {err}")
-            continue
-        try:
-            assets = write_view(r, mono, rate, ref, root)
-        except OSError as err:
-            res.notes.append(f"audio figure: {r.key}: not written ({err.strerror or err})")
-            continue
-        cache.put(name, "audio_view", AUDIO_VIEW_VERSION, key, assets)
-        res.assets[f"audio:{r.key}"] = assets.view
-        if assets.spectrogram:
-            res.assets[f"spectrogram:{r.key}"] = assets.spectrogram
+        if hit is None or not cached_files_present(root, (hit.view, hit.spectrogram)):
+            say(f"audio of {r.key}")
+            try:
+                mono, rate = tracks.get(r)
+                ref_mono, ref_rate = tracks.get(first) if first is not None else (None, None)
+            except HarnessError as err:
+                res.notes.append(f"audio figure: {r.key}: {err}")
+                continue
+            try:
+                hit = write_view(r, mono, rate, ref_mono if ref_rate == rate else None, root)
+            except OSError as err:
+                res.notes.append(f"audio figure: {r.key}: not written ({err.strerror or err})")
+                continue
+            cache.put(name, "audio_view", AUDIO_VIEW_VERSION, key, hit)
+        res.assets[f"audio:{r.key}"] = hit.view
+        if hit.spectrogram:
+            res.assets[f"spectrogram:{r.key}"] = hit.spectrogram
         first = first or tracks.pin(r)

@@ -1,37 +1,31 @@
 """Where two runs differ, frame by frame: amplified difference images beside the frame grids.
 
-For every run of a seed but the reference, at the grid's frame indices: |run - reference| on the
-frames the pixel metrics were taken on (the lossless copies when both runs wrote one, else the
-decoded mp4), the mean over R, G and B, averaged over each thumbnail pixel's area (the thumbnails'
-size). The raw maps (16-bit PNG, levels x 256) are the costly piece: cached in metrics/ under both
-files' sha256, the indices and the width, so an unchanged pair is never decoded again.
-
-One gain serves the whole campaign, so that every difference image reads on the same scale: the
-largest power of two (1..``MAX_GAIN``) that keeps the 99.5th percentile of the candidates' maps
-under full scale. The amplified images (8-bit grey: a third of a coloured PNG's size, which a
-one-file page feels) and a grey scale bar are written from the raw maps on every analysis (cheap);
-the page shows them through ``COLORMAP`` (``DiffScale.colours``, 0 black). ``FrameGrid.diffs``
-names them and ``ReportResults.frame_diff`` states the gain.
+For every run of a seed but the reference, at the grid's frames: |run - reference| on the frames the
+pixel metrics read (lossless copies where both runs wrote one), mean over R, G and B, area-averaged
+to the thumbnails' size. The raw maps (16-bit PNG, levels x ``RAW_SCALE``) are the costly piece:
+cached under both files' sha256, the indices and the width. One gain for the campaign, so every image
+reads on the same scale: the largest power of two up to ``MAX_GAIN`` that keeps the ``PERCENTILE``th
+percentile of the candidates' maps under full scale. The amplified images are 8-bit grey (a third of a
+coloured PNG); the page colours them through ``COLORMAP`` (``DiffScale.colours``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.frames import THUMB_WIDTH, cached_files_present, encode_png, slug
+from harness.analysis import frames
+from harness.analysis.frames import THUMB_WIDTH, Progress, encode_png, slug, write_under
 from harness.analysis.model import DiffScale, FrameGrid, ReportResults
 from harness.compare.cache import MetricsCache, media, use_lossless
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import Record
-from harness.safe_write import resolve_under
-from harness.store import atomic_write_bytes
+from harness.safe_write import atomic_write_bytes
 
 DIFFS_VERSION = 1
 MAX_GAIN = 64
@@ -39,7 +33,6 @@ PERCENTILE = 99.5
 COLORMAP = "inferno"
 COLOUR_STOPS = 17
 RAW_SCALE = 256  # raw maps store mean |difference| in 8-bit levels x 256 (sub-level differences kept)
-Progress = Callable[[str], None]
 
 
 class RawDiffs(Record):
@@ -51,45 +44,13 @@ class RawDiffs(Record):
     maps: dict[int, Any] = Field(default_factory=dict, exclude=True)  # just measured (not cached)
 
 
-def full_frames(path: Path, indices: list[int]) -> dict[int, np.ndarray]:
-    """The decoded RGB frames at ``indices`` (full size); stops reading after the last one."""
-    from harness.media import iter_frames
-
-    wanted, last = set(indices), max(indices, default=-1)
-    got: dict[int, np.ndarray] = {}
-    frames = iter_frames(path)
-    try:
-        for i, frame in enumerate(frames):
-            if i in wanted:
-                got[i] = frame
-            if i >= last:
-                break
-    finally:
-        frames.close()
-    return got
-
-
 def difference_map(a: np.ndarray, b: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
     """Mean |a - b| over the channels (float32, 8-bit levels), area-averaged down to ``width``."""
-    import cv2
-
     if a.shape != b.shape:
         raise HarnessError(f"frame sizes differ ({a.shape[1]}x{a.shape[0]} and {b.shape[1]}x{b.shape[0]})")
-    d = np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=2, dtype=np.float32)
-    h, w = d.shape
-    if w > width:
-        d = cv2.resize(d, (width, max(2, int(round(h * width / w)))), interpolation=cv2.INTER_AREA)
-    return d
-
-
-def encode_raw(d: np.ndarray) -> bytes:
-    import cv2
-
-    raw = np.clip(np.rint(d * RAW_SCALE), 0, 65535).astype(np.uint16)
-    ok, buf = cv2.imencode(".png", raw)
-    if not ok:
-        raise ValueError("PNG encoding failed")
-    return buf.tobytes()
+    return frames.thumbnail(
+        np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=2, dtype=np.float32), width
+    )
 
 
 def decode_raw(path: Path) -> np.ndarray:
@@ -118,30 +79,24 @@ def pair_diffs(
     entry = cache.path(name)
     base = entry.parent if entry is not None else None
     hit = cache.get(name, "frame_diffs", DIFFS_VERSION, key, RawDiffs)
-    if hit is not None and base is not None and cached_files_present(base, hit.files.values()):
+    if hit is not None and base is not None and frames.cached_files_present(base, hit.files.values()):
         return hit, lossless
     say(f"differences of {run.key}")
     if file_a not in ref_frames:
-        ref_frames[file_a] = full_frames(Path(file_a), indices)
-    a_frames, b_frames = ref_frames[file_a], full_frames(Path(file_b), indices)
-    out = RawDiffs()
-    maps = []
-    for i in indices:
-        if i in a_frames and i in b_frames:
-            d = difference_map(a_frames[i], b_frames[i])
-            maps.append(d)
-            out.maps[i] = d
-    if maps:
-        flat = np.concatenate([m.ravel() for m in maps])
+        ref_frames[file_a] = frames.read_frames(Path(file_a), indices, shrink=lambda f: f)
+    a_frames, b_frames = ref_frames[file_a], frames.read_frames(Path(file_b), indices, shrink=lambda f: f)
+    both = [i for i in indices if i in a_frames and i in b_frames]
+    out = RawDiffs(maps={i: difference_map(a_frames[i], b_frames[i]) for i in both})
+    if out.maps:
+        flat = np.concatenate([m.ravel() for m in out.maps.values()])
         out.percentile = float(np.percentile(flat, PERCENTILE))
         out.peak = float(flat.max())
     if base is not None:
         for i, d in out.maps.items():
             rel = f"diffs/{slug(run.key)}_f{i:04d}.png"
+            raw = np.clip(np.rint(d * RAW_SCALE), 0, 65535).astype(np.uint16)
             try:
-                atomic_write_bytes(
-                    resolve_under(base, rel, f"difference maps of run {run.key!r}"), encode_raw(d)
-                )
+                write_under(base, rel, f"difference maps of run {run.key!r}", encode_png(raw))
             except OSError:
                 break  # a read-only campaign: kept in memory, not cached
             out.files[i] = rel
@@ -225,10 +180,7 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
         for i, m in maps.items():
             rel = f"assets/diff/{slug(r.key)}_f{i:04d}.png"
             try:
-                atomic_write_bytes(
-                    resolve_under(root, rel, f"difference images of run {r.key!r}"),
-                    encode_png(amplified(m, gain)),
-                )
+                write_under(root, rel, f"difference images of run {r.key!r}", encode_png(amplified(m, gain)))
             except OSError:
                 res.notes.append(f"difference images of {r.key}: not written (read-only campaign)")
                 break

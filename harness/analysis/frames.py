@@ -1,19 +1,14 @@
 """Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run, and each
-candidate's worst frame by PSNR and by SSIM against the reference (``worst_frames``).
+candidate's worst frame by PSNR and by SSIM against the reference (``worst_frames``); the reference
+has a thumbnail in every row, another run in the evenly spaced rows and those of its own worst frames.
 
-A seed's grid has a row for every one of those frames; the reference has a thumbnail in each row,
-every other run in the evenly spaced rows and in the rows of its own worst frames (a frame that is
-another candidate's worst is not repeated for it: the one-file page carries every thumbnail).
-
-A run's frames are decoded once (streamed, nothing held but the thumbnails) and written as lossy
-WebP under assets/frames/ (a tenth of a PNG's size; fine for looking at, the metrics never read
-them); the cache entry that names them is keyed by the output's sha256, the thumbnail width, the
-frame indices and the format, so an unchanged output is never decoded again.
+Thumbnails are lossy WebP under assets/ (a tenth of a PNG: the one-file page carries every one; the
+metrics never read them), cached under the output's sha256, width, indices and format.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +18,7 @@ from harness.analysis.model import FrameGrid, ReportResults, worst_frames
 from harness.compare.cache import MetricsCache
 from harness.errors import HarnessError
 from harness.records import Record
-from harness.safe_write import UnsafePathError, file_name, resolve_under
-from harness.store import atomic_write_bytes
+from harness.safe_write import UnsafePathError, atomic_write_bytes, file_name, resolve_under
 
 THUMB_WIDTH = 320
 THUMBNAILS_VERSION = 2  # 2: WebP, and the worst frames
@@ -58,6 +52,12 @@ def cached_files_present(base: Path, files: Iterable[str | None]) -> bool:
         return False
 
 
+def write_under(root: Path, rel: str, what: str, data: bytes | str) -> None:
+    """``data`` written atomically at ``rel`` under ``root`` (``safe_write.resolve_under``: never elsewhere)."""
+    path = resolve_under(root, rel, what)
+    atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)
+
+
 def thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
     import cv2
 
@@ -68,16 +68,16 @@ def thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> np.ndarray:
     return cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
 
 
-def encode_png(image: np.ndarray) -> bytes:
-    """PNG bytes of an RGB (H, W, 3) or grey (H, W) uint8 image."""
+def encode_png(image: np.ndarray, fmt: str = "PNG", params: Sequence[int] = ()) -> bytes:
+    """PNG (or ``fmt``: WebP) bytes of an RGB (H, W, 3) or grey (H, W) image."""
     import cv2
 
     pixels = np.ascontiguousarray(image)
     if pixels.ndim == 3:
         pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)
-    ok, buf = cv2.imencode(".png", pixels)
+    ok, buf = cv2.imencode(f".{fmt.lower()}", pixels, list(params))
     if not ok:
-        raise ValueError("PNG encoding failed")
+        raise ValueError(f"{fmt} encoding failed")
     return buf.tobytes()
 
 
@@ -85,24 +85,32 @@ def encode_thumbnail(image: np.ndarray, quality: int = THUMB_QUALITY) -> bytes:
     """Lossy WebP bytes of an RGB (H, W, 3) uint8 image."""
     import cv2
 
-    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
-    ok, buf = cv2.imencode(".webp", bgr, [cv2.IMWRITE_WEBP_QUALITY, int(quality)])
-    if not ok:
-        raise ValueError("WebP encoding failed")
-    return buf.tobytes()
+    return encode_png(image, "WebP", [cv2.IMWRITE_WEBP_QUALITY, int(quality)])
 
 
-def pick_frames(frames: Iterable[np.ndarray], indices: list[int]) -> dict[int, np.ndarray]:
-    """The frames at ``indices`` from a stream; stops reading after the last one."""
-    wanted = set(indices)
-    last = max(indices) if indices else -1
+def pick_frames(
+    frames: Iterable[np.ndarray], indices: list[int], shrink: Callable = thumbnail
+) -> dict[int, np.ndarray]:
+    """The frames at ``indices`` from a stream, each through ``shrink``; stops reading after the last one."""
+    wanted, last = set(indices), max(indices, default=-1)
     got: dict[int, np.ndarray] = {}
     for i, frame in enumerate(frames):
         if i in wanted:
-            got[i] = thumbnail(frame)
+            got[i] = shrink(frame)
         if i >= last:
             break
     return got
+
+
+def read_frames(video: Path, indices: list[int], shrink: Callable = thumbnail) -> dict[int, np.ndarray]:
+    """``pick_frames`` of the decoded ``video``."""
+    from harness.media import iter_frames
+
+    frames = iter_frames(video)
+    try:
+        return pick_frames(frames, indices, shrink)
+    finally:
+        frames.close()
 
 
 def run_thumbnails(
@@ -114,18 +122,12 @@ def run_thumbnails(
     hit = cache.get(name, "thumbnails", THUMBNAILS_VERSION, cache_key, Thumbnails)
     if hit is not None and cached_files_present(root, hit.files.values()):
         return hit.files
-    from harness.media import iter_frames
-
-    frames = iter_frames(video)
-    try:
-        got = pick_frames(frames, indices)
-    finally:
-        frames.close()
+    got = read_frames(video, indices)
     files: dict[int, str] = {}
     for i, rgb in got.items():
         rel = f"assets/frames/{slug(key)}_f{i:04d}.webp"
         try:
-            atomic_write_bytes(resolve_under(root, rel, f"frames of run {key!r}"), encode_thumbnail(rgb))
+            write_under(root, rel, f"frames of run {key!r}", encode_thumbnail(rgb))
         except OSError:
             continue  # a read-only campaign: the frame is named missing on the page
         files[i] = rel

@@ -15,20 +15,13 @@ from pathlib import Path
 
 from harness.analysis.model import ReportResults
 from harness.errors import Exit, HarnessError
-from harness.report.render import ReportPaths, load_results, render
+from harness.report.render import Progress, ReportPaths, load_results, render
 from harness.safe_write import WriteError, restored_on_failure
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir, CampaignLock, LockHolder, failed_writes
 
-Progress = Callable[[str], None]
-REPORT_FILES = (
-    "results.json",
-    "report.md",
-    "pr.md",
-    "index.html",
-    "benchmark.json",
-    "assets",
-)  # written together
+# written together
+REPORT_FILES = ("results.json", "report.md", "pr.md", "index.html", "benchmark.json", "assets")
 
 
 def build_report(
@@ -40,16 +33,10 @@ def build_report(
     on_wait: Callable[[LockHolder], None] | None = None,
 ) -> ReportPaths:
     """Analyse the campaign (cached) and write report.md, pr.md, index.html and the figures beside its
-    results.json, holding the campaign's writer lock (waiting for a run or an ingest that holds
-    it; ``on_wait`` is told whom it waits for).
-
-    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario's).
-    ``single_file``: index.html with every image inlined (one file that opens anywhere); None
-    takes the scenario's ``report.single_file`` (default: a page beside its assets/ folder).
-
-    Any write in the campaign that fails (a figure, results.json, a cache: any errno), even one
-    the analysis rode over, fails the report (exit 3) and puts the previous report back whole.
-    """
+    results.json, holding the campaign's writer lock (``on_wait`` is told whom it waits for).
+    ``rules``: how verdicts and speed tests judge (default: the scenario's); ``single_file``: every
+    image inlined (None: the scenario's ``report.single_file``). Any write in the campaign that
+    fails, even one the analysis rode over, fails the report (exit 3) and puts the previous one back."""
     from harness.analysis.analyze import RESULTS_JSON, analyze_campaign
 
     if not campaign.campaign_json.exists():
@@ -85,11 +72,8 @@ def _report_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | 
 def render_results(
     results_path: Path, out_dir: Path | None = None, *, single_file: bool | None = None
 ) -> ReportPaths:
-    """Render a results.json (and the assets beside it) into ``out_dir`` (default: its folder).
-
-    Assets it names that are missing are named in the page as missing; ``single_file`` inlines
-    the images that exist.
-    """
+    """Render a results.json (and the assets beside it) into ``out_dir`` (default: its folder); the
+    assets it names that are missing are named so."""
     results_path = Path(results_path)
     return render(load_results(results_path), results_path, out_dir, single_file=single_file)
 

@@ -1,11 +1,7 @@
-"""benchmark.json: the speed figures of a campaign in github-action-benchmark's custom format, so that
-a CI can chart them over builds (``tool: customSmallerIsBetter``).
-
-One entry per arm and timing: ``{"name": "<arm>: DiT s/step", "unit": "s", "value": mean,
-"range": "± sd", "extra": ...}`` and the same for the pipeline total; the mean and the sample
-standard deviation over the arm's runs (repeats x seeds) as the speed table prints them. ``range``
-is left out below two runs (no spread to give); ``extra`` says how many runs and, for noise-floor
-arms and emulators, that the timing is no baseline. Smaller is better for every entry.
+"""benchmark.json: the speed figures of a campaign in github-action-benchmark's custom format
+(``tool: customSmallerIsBetter``), so that a CI can chart them over builds: per arm and timing, the
+mean and sample sd over its runs (repeats x seeds) as the speed table prints them; ``extra`` says how
+many runs and, for noise-floor arms and emulators, that the timing is no baseline.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from pydantic import TypeAdapter
 
 from harness.analysis.model import ReportResults
 from harness.records import Record
-from harness.store import atomic_write_text
+from harness.safe_write import atomic_write_text
 
 TIMINGS = (("s_per_step", "DiT s/step", "s"), ("pipeline_total_s", "pipeline total", "s"))
 
@@ -54,11 +50,7 @@ def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
     return out
 
 
-def benchmark_json(res: ReportResults) -> str:
-    entries = TypeAdapter(list[BenchmarkEntry]).dump_json(benchmark_entries(res), indent=2, exclude_none=True)
-    return entries.decode() + "\n"
-
-
 def write_benchmark(res: ReportResults, path: Path) -> Path:
-    atomic_write_text(Path(path), benchmark_json(res))
+    entries = TypeAdapter(list[BenchmarkEntry]).dump_json(benchmark_entries(res), indent=2, exclude_none=True)
+    atomic_write_text(Path(path), entries.decode() + "\n")
     return Path(path)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.analysis.model import FrameGrid, ReportResults
 from harness.report.cells import ROLE_LABEL
-from harness.report.figures import AssetReader
+from harness.report.figures import AssetReader, first_seed_runs
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,8 @@ class DifferView:
     specdiff: str | None = None  # the spectrogram-difference figure
     audio_figure: str | None = None  # the waveform and spectrogram figure
     insitu: list[tuple[str, str]] = field(default_factory=list)  # (caption, image)
-    shown_first: list[str | None] = field(
-        default_factory=list
-    )  # per grid: the run the compare control opens on
+    # per grid: the run the compare control opens on
+    shown_first: list[str | None] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -91,19 +90,12 @@ def differ_view(
         p = assets.path(fd.scale, page=True) if fd.scale else None
         view.diff_scale = placed(p) if p is not None else None
         view.diff_tables = transfer_tables(fd.colours)
-    seed = res.primary_seed
-    ordered = sorted(
-        (r for r in res.primary_runs if r.seed == seed), key=lambda r: r.arm != res.reference_arm
-    )
-    for r in ordered:
+    for r in first_seed_runs(res):
         rel = res.assets.get(f"clip:{r.key}")
-        if rel is None:
-            continue
-        p = assets.path(rel, page=True)
-        role = ROLE_LABEL.get(r.role, r.role)
-        view.clips.append(
-            Clip(r.key, role, placed(p) if p is not None else None, "" if p else f"missing: {rel}")
-        )
+        if rel is not None:
+            p = assets.path(rel, page=True)
+            path, missing = (placed(p), "") if p is not None else (None, f"missing: {rel}")
+            view.clips.append(Clip(r.key, ROLE_LABEL.get(r.role, r.role), path, missing))
     if res.audio_clips is not None:
         view.clips_text = res.audio_clips.text
     view.specdiff = images.get("spectrogram_diff")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.model import INSITU_WHAT, AudioView, FrameSeries, ReportResults, SpectrogramDiff
+from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
@@ -66,6 +67,12 @@ def plots(name: str = "plots") -> Any:
     """``report.plots`` (or ``report.<name>``), imported by the first figure drawn (matplotlib takes
     a second to load)."""
     return import_module(f"harness.report.{name}")
+
+
+def first_seed_runs(res: ReportResults) -> list[RunSummary]:
+    """The first seed's runs (first repeats), the reference's first: the audio figure's tracks."""
+    runs = [r for r in res.primary_runs if r.seed == res.primary_seed]
+    return sorted(runs, key=lambda r: r.arm != res.reference_arm)
 
 
 def triple(t: Any) -> tuple[float | None, float | None, float | None]:
@@ -210,11 +217,8 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
 
         jobs.append(("per_frame", [(lab, assets.digest(rel)) for lab, rel in series], per_frame))
 
-    ordered = sorted(
-        (r for r in res.primary_runs if r.seed == seed), key=lambda r: r.arm != res.reference_arm
-    )
     tracks = []
-    for r in ordered:
+    for r in first_seed_runs(res):
         rel = res.assets.get(f"audio:{r.key}")
         if rel and assets.path(rel) is not None:
             tracks.append((run_label(res, r.key, r.arm, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))

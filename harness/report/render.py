@@ -1,10 +1,6 @@
 """Rendering a results.json: report.md, pr.md, index.html, benchmark.json and the figures, from the
-results and the assets they name, and nothing else (no campaign, no media).
-
-Asset paths in results.json are relative to its folder; the files are written into ``out_dir``
-(the results' folder by default) and point back at the assets from there. An asset that is not
-there (a results.json copied without its assets/) is named in the page as missing; a single-file
-page inlines every image that exists.
+results and the assets they name (relative to its folder), and nothing else (no campaign, no media).
+The files go into ``out_dir`` (the results' folder by default) and point back at the assets from there.
 """
 
 from __future__ import annotations
@@ -14,7 +10,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.model import ReportResults, read_results
+from harness.analysis.model import ReportResults
+from harness.analysis.model import read_results as load_results  # noqa: F401 (the one reader)
 from harness.report.figures import AssetReader, draw_figures, figure_captions
 from harness.store import atomic_write_text
 
@@ -23,11 +20,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class ReportPaths:
-    campaign: Path  # the folder of results.json (a campaign's own, or a copy of it)
     report_md: Path
     index_html: Path
     results_json: Path
-    assets: Path
     benchmark_json: Path | None = None  # the speed figures, github-action-benchmark's custom format
     errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
     pr_md: Path | None = None  # the pull request's compact tables
@@ -40,11 +35,6 @@ class ReportPaths:
             yield "pr.md", self.pr_md
         yield "index.html", self.index_html
         yield "results.json", self.results_json
-
-
-def load_results(path: Path) -> ReportResults:
-    """A results.json written by the analysis of this schema (``read_results``)."""
-    return read_results(Path(path))
 
 
 def placed(path: Path, out_dir: Path) -> str:
@@ -89,11 +79,9 @@ def render(
     if single_file is None:
         single_file = bool((res.scenario.get("report") or {}).get("single_file"))
     paths = ReportPaths(
-        campaign=results_dir,
         report_md=out / "report.md",
         index_html=out / "index.html",
         results_json=Path(results_json),
-        assets=out / "assets",
         errors=tuple(res.errors),
         pr_md=out / "pr.md",
         figures=figures,
@@ -103,9 +91,9 @@ def render(
     atomic_write_text(paths.report_md, render_markdown(res, sections))
     atomic_write_text(paths.pr_md, render_pr(res))
     write_benchmark(res, paths.benchmark_json)
-    review = review_view(res, images.get("speed_accuracy"))
+    review, captions = review_view(res, images.get("speed_accuracy")), figure_captions(res)
     page = render_html(
-        res, sections, single_file=single_file, review=review, differ=differ, captions=figure_captions(res)
+        res, sections, single_file=single_file, review=review, differ=differ, captions=captions
     )
     atomic_write_text(paths.index_html, inline_media(page, out, results_dir) if single_file else page)
     return paths
