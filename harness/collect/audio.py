@@ -67,25 +67,6 @@ def _cosine(aa: float, bb: float, ab: float) -> float:
     return ab / (math.sqrt(aa) * math.sqrt(bb))
 
 
-def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
-    signal, _, _, noise = _sums(ref, test)
-    return _snr(signal, noise)
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    aa, bb, ab, _ = _sums(a, b)
-    return _cosine(aa, bb, ab)
-
-
-def rms(x: np.ndarray) -> float:
-    n = np.size(x)
-    return math.sqrt(_sums(x)[0] / n) if n else 0.0
-
-
-def peak(x: np.ndarray) -> float:
-    return float(np.max(np.abs(x))) if np.size(x) else 0.0
-
-
 def hz_to_mel(f: np.ndarray | float) -> np.ndarray | float:
     return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
 
@@ -189,10 +170,6 @@ def _logmel_cosine_of_power(
     return _cosine(aa, bb, ab)
 
 
-def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    return _logmel_cosine_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
-
-
 def _spectral_error_of_power(
     pa: np.ndarray | MelFrames, pb: np.ndarray | MelFrames, block: int = 2048
 ) -> float:
@@ -207,11 +184,6 @@ def _spectral_error_of_power(
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
-
-
-def spectral_error(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    """The mel spectral error of B against A (module docstring)."""
-    return _spectral_error_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
 
 
 class TrackStream:

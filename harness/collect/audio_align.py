@@ -73,11 +73,6 @@ def lag_search(
     return 0, at_zero, at_zero
 
 
-def best_lag(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN) -> int:
-    """The residual lag of B against A (``lag_search``); 0 for silent or too-short tracks."""
-    return lag_search(a, b, max_lag, min_gain)[0]
-
-
 def overlap(a: np.ndarray, b: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
     """[C, S] tracks cut to the samples where ``b[n + lag]`` meets ``a[n]``, to equal length."""
     if lag > 0:
@@ -93,24 +88,19 @@ def audio_start(path: str | os.PathLike) -> float:
     file, or where a stream has no timestamps)."""
     import av
 
-    from harness.media import check_file
+    from harness.media import SOUND_FILES, check_file
 
     p = check_file(path, "media file")
-    if p.suffix.lower() in (".wav", ".flac", ".ogg"):
+    if p.suffix.lower() in SOUND_FILES:
         return 0.0
     with av.open(str(p)) as c:
         if not c.streams.audio:
             return 0.0
+        v = c.streams.video[0] if c.streams.video else None
+        has_start = v is not None and v.start_time is not None and v.time_base is not None
+        video_t = float(v.start_time * v.time_base) if has_start else 0.0
         audio_t = next((f.time for f in c.decode(c.streams.audio[0]) if f.time is not None), None)
-    video_t = None
-    with av.open(str(p)) as c:
-        if c.streams.video:
-            v = c.streams.video[0]
-            if v.start_time is not None and v.time_base is not None:
-                video_t = float(v.start_time * v.time_base)
-    if audio_t is None:
-        return 0.0
-    return float(audio_t) - (video_t or 0.0)
+    return 0.0 if audio_t is None else float(audio_t) - video_t
 
 
 def container_lag(a: str | os.PathLike, b: str | os.PathLike, rate: int) -> int:

@@ -102,20 +102,6 @@ def ssim_sse(
     return float(total), int(count), int(err)
 
 
-def ssim_sum(
-    a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None, band_rows: int = BAND_ROWS
-) -> tuple[float, int]:
-    """Sum of the SSIM map over the valid region of all channels, and the number of terms."""
-    total, count, _ = ssim_sse(a, b, ws=ws, band_rows=band_rows)
-    return total, count
-
-
-def ssim(a: np.ndarray, b: np.ndarray, *, ws: Workspace | None = None) -> float:
-    """Mean SSIM of two uint8 frames (HxW or HxWxC); exactly 1.0 for identical frames."""
-    total, count = ssim_sum(a, b, ws=ws)
-    return total / count
-
-
 # --- torch (GPU, or CPU for tests) ---------------------------------------------------------
 
 

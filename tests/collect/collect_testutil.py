@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
+from harness.collect.audio import (
+    _cosine,
+    _logmel_cosine_of_power,
+    _snr,
+    _spectral_error_of_power,
+    _sums,
+    mel_power,
+)
+from harness.collect.audio_align import lag_search
 from harness.collect.layout import GRID, cell_rows, grid_means
+from harness.collect.ssim import BAND_ROWS, ssim_sse
 from harness.media import write_av
 
 H, W, FPS, RATE = 64, 96, 24, 32000
@@ -64,3 +75,50 @@ def luma_grid(y: np.ndarray, scale: int) -> np.ndarray:
     sums = np.zeros((GRID, GRID), np.float64)
     np.add.at(sums, (cell_rows(h)[:, None], cell_rows(w)[None, :]), y.astype(np.float64))
     return grid_means(sums, h, w, scale)
+
+
+# The whole-array forms of the metrics (the harness measures streams): yardsticks for the tests.
+
+
+def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
+    signal, _, _, noise = _sums(ref, test)
+    return _snr(signal, noise)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    aa, bb, ab, _ = _sums(a, b)
+    return _cosine(aa, bb, ab)
+
+
+def rms(x: np.ndarray) -> float:
+    n = np.size(x)
+    return math.sqrt(_sums(x)[0] / n) if n else 0.0
+
+
+def peak(x: np.ndarray) -> float:
+    return float(np.max(np.abs(x))) if np.size(x) else 0.0
+
+
+def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
+    return _logmel_cosine_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
+
+
+def spectral_error(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
+    return _spectral_error_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
+
+
+def best_lag(a: np.ndarray, b: np.ndarray) -> int:
+    """The residual lag of B against A (``lag_search``); 0 for silent or too-short tracks."""
+    return lag_search(a, b)[0]
+
+
+def ssim_sum(a: np.ndarray, b: np.ndarray, *, ws=None, band_rows: int = BAND_ROWS) -> tuple[float, int]:
+    """Sum of the SSIM map over the valid region of all channels, and the number of terms."""
+    total, count, _ = ssim_sse(a, b, ws=ws, band_rows=band_rows)
+    return total, count
+
+
+def ssim(a: np.ndarray, b: np.ndarray, *, ws=None) -> float:
+    """Mean SSIM of two uint8 frames (HxW or HxWxC); exactly 1.0 for identical frames."""
+    total, count = ssim_sum(a, b, ws=ws)
+    return total / count

@@ -4,20 +4,10 @@ import math
 
 import numpy as np
 import pytest
+from collect_testutil import best_lag, cosine, logmel_cosine, peak, rms, snr_db, spectral_error
 
 from harness.collect import audio
-from harness.collect.audio import (
-    cosine,
-    logmel_cosine,
-    mel_filterbank,
-    mel_power,
-    pair_metrics,
-    peak,
-    resample,
-    rms,
-    snr_db,
-    spectral_error,
-)
+from harness.collect.audio import mel_filterbank, mel_power, pair_metrics, resample
 
 RATE = 32000
 
@@ -159,12 +149,10 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
 def test_streamed_pair_with_a_lag_equals_the_aligned_whole_tracks(shift: int) -> None:
     """The containers place B |shift| samples late (or early): the stream leaves the late head out of the
     pairing, as pair_metrics does on whole tracks; whole-track RMS and peak still see every sample."""
-    from harness.collect import audio_align
-
     base = _signal(RATE + 500)
     a = base[:, 250 : 250 + RATE]
     b = (base[:, 250 - shift : 250 - shift + RATE] + 0.01 * _signal(RATE, seed=9)).astype(np.float32)
-    lag = audio_align.best_lag(a, b)
+    lag = best_lag(a, b)
     assert lag == shift
     want = pair_metrics(a, b, RATE, lag)
     assert want["residual_lag_samples"] == 0  # nothing left once aligned

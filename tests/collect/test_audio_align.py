@@ -8,13 +8,12 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from collect_testutil import RATE, make_video, scene, tone
+from collect_testutil import RATE, best_lag, make_video, scene, tone
 
 from harness.collect.audio import pair_metrics
 from harness.collect.audio_align import (
     MAX_LAG,
     audio_start,
-    best_lag,
     container_lag,
     cross_correlation,
     lag_search,

@@ -3,17 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from collect_testutil import ssim, ssim_sum
 from skimage import data
 from skimage.metrics import structural_similarity
 
-from harness.collect.ssim import (
-    Workspace,
-    gaussian_kernel,
-    ssim,
-    ssim_sse,
-    ssim_sum,
-    ssim_torch,
-)
+from harness.collect.ssim import Workspace, gaussian_kernel, ssim_sse, ssim_torch
 
 
 def skimage_ssim(a: np.ndarray, b: np.ndarray) -> float:
