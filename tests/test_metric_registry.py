@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.analysis.energy import KINDS, PairErrors
+from harness.analysis.energy import KINDS, PairErrors, is_identical
 from harness.analysis.model import read_results
 from harness.collect.models import AudioPairMetrics, VideoPairMetrics
 from harness.compare.gates import Gate, check_gate, gate_model, gate_schema, parse_gate
@@ -50,7 +50,7 @@ def test_every_metric_has_its_fields():
         if m.gate:  # the bound follows the direction
             assert m.gate.startswith("min_" if m.higher_is_closer else "max_") and m.gate_doc
         if m.energy is not None:
-            assert m.energy.key and m.energy.label and m.energy.pair_field in PairErrors.model_fields
+            assert m.energy.key and m.energy.label
     assert len({m.order for m in metrics}) == len(metrics)
     assert len({m.gate for m in accuracy_metrics()}) == len(accuracy_metrics())
     # The names results.json and history.csv have always used.
@@ -116,13 +116,27 @@ def test_each_energy_is_its_formula_off_a_pair_and_off_a_comparison(energy, valu
     want = formula(value)
     assert _same(m.energy.of(value), want)
     # The verdict reads it off a PairErrors, the review off a comparison: the same number.
-    pair = PairErrors(**{m.energy.pair_field: value}, frames=7)
+    pair = PairErrors(values={m.key: value}, frames=7)
     assert _same(KINDS[energy].get(pair), want)
+    if math.isfinite(want) and want < 1e300:  # the energy's value is the metric's value again
+        assert math.isclose(m.energy.of(m.energy.value(want)), want, rel_tol=1e-9, abs_tol=1e-12)
     cmp = SimpleNamespace(
         **{"video": None, "audio": None, m.modality: SimpleNamespace(**{m.field: value}, frames=7)}
     )
     assert _same(m.energy_value(cmp), want)
     assert m.weight(cmp) == KINDS[energy].weight(pair) == (7 if m.modality == "video" else 1)
+
+
+def test_a_pair_equal_to_the_reference_has_every_energy_zero_and_every_figure_at_its_best():
+    for m in in_order():
+        assert m.equal is not None, m.key  # every registered metric knows its value for equal output
+        if m.energy is not None:
+            assert m.energy.of(m.equal) == 0.0 and m.energy.value(0.0) == m.equal
+    equal = PairErrors(values={m.key: m.equal for m in in_order()})
+    assert is_identical(equal) and all(KINDS[k].get(equal) == 0.0 for k in KINDS)
+    assert not is_identical(equal.model_copy(update={"values": {**equal.values, "video_mse": 1e-9}}))
+    measured = PairErrors.measured("x", 1, None, None)
+    assert measured.values == {}  # nothing measured: no value, never a perfect one
 
 
 def test_snr_energy_ends():

@@ -23,10 +23,12 @@ positive = st.floats(min_value=1e-12, max_value=1e12, allow_nan=False, allow_inf
 @st.composite
 def pairs(draw, seed: int, key: str, value=energy) -> PairErrors:
     snr = draw(st.one_of(st.none(), st.floats(-50, 120), st.just(math.inf), st.just(math.nan)))
+    frames = draw(st.integers(1, 400))
+    values = {"video_mse": draw(value), "ssim_mean": draw(st.one_of(st.none(), st.floats(-1, 1), st.just(math.nan))),
+              "audio_snr": snr, "audio_spectral": draw(value)}  # fmt: skip
     return PairErrors(
-        key=key, seed=seed, frames=draw(st.integers(1, 400)), video_mse=draw(value),
-        ssim_mean=draw(st.one_of(st.none(), st.floats(-1, 1), st.just(math.nan))), audio_snr_db=snr,
-        audio_spectral=draw(value), audio_residual_lag=draw(st.one_of(st.none(), st.integers(-2000, 2000))),
+        key=key, seed=seed, frames=frames, values={k: x for k, x in values.items() if x is not None},
+        audio_residual_lag=draw(st.one_of(st.none(), st.integers(-2000, 2000))),
         audio_rate=draw(st.sampled_from([None, 16000, 32000])),
     )  # fmt: skip
 

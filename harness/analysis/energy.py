@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
 from harness.compare.pairwise import Comparison
-from harness.metrics import Energy, Metric, energy_metrics
+from harness.metrics import Energy, Metric, energy_metrics, in_order
 from harness.metrics.metric import energy_from_db, mse_from_psnr, psnr_from_mse  # noqa: F401  (re-exported)
 from harness.records import Record
+
+VIDEO_MSE = "video_mse"  # the metric (and energy) an identical pair has at exactly 0
 
 
 class PairErrors(Record):
@@ -30,15 +33,8 @@ class PairErrors(Record):
     key: str = ""
     seed: int | None = None
     frames: int = 1  # weight of the video energies when pooling
-    video_mse: float | None = None  # mean of per-frame MSE (uint8 RGB)
-    ssim_mean: float | None = None
-    psnr_min: float | None = None
-    psnr_min_frame: int | None = None
+    values: dict[str, float] = Field(default_factory=dict)  # metric key (harness.metrics) -> its value
     identical_frames: int = 0
-    audio_snr_db: float | None = None  # at the container's alignment
-    audio_cosine: float | None = None  # signed
-    audio_spectral: float | None = None  # mel spectral error energy
-    audio_logmel_cosine: float | None = None
     audio_residual_lag: int | None = None  # samples left after the container's alignment (0: none)
     audio_rate: int | None = None
     latent_psnr: dict[int, float] = Field(default_factory=dict)  # step -> PSNR against the reference
@@ -51,31 +47,43 @@ class PairErrors(Record):
     layout_var_b: dict[int, float] = Field(default_factory=dict)  # variance of B's grid cells
     identical: bool | None = None  # bitwise equal output (file, or every frame and sample); None: unknown
 
+    def value(self, metric: str) -> float | None:
+        """The value of a registered metric (by its key); None: not measured."""
+        return self.values.get(metric)
+
+    @property
+    def audio_snr_db(self) -> float | None:
+        """At the container's alignment (the verdict's audio correlation reads it where no cosine is)."""
+        return self.values.get("audio_snr")
+
+    @property
+    def audio_cosine(self) -> float | None:  # signed
+        return self.values.get("audio_cosine")
+
     @classmethod
-    def from_psnr(cls, psnr_db: float, **kw) -> PairErrors:
-        """From a pooled PSNR in dB (e.g. a table in a pull request)."""
-        return cls(video_mse=mse_from_psnr(psnr_db), **kw)
+    def from_psnr(cls, psnr_db: float, values: Mapping[str, float] | None = None, **kw) -> PairErrors:
+        """From a pooled PSNR in dB (e.g. a table in a pull request), with other metrics' ``values``."""
+        return cls(values={VIDEO_MSE: mse_from_psnr(psnr_db), **(values or {})}, **kw)
+
+    @classmethod
+    def measured(cls, key: str, seed: int | None, video: Any, audio: Any, **kw) -> PairErrors:
+        """A measured pair: its video and audio records (``collect.models``; None: not measured), every
+        registered metric read off them."""
+        records = {"video": video, "audio": audio}
+        values = {m.key: m.read(records[m.modality]) for m in in_order()}
+        e = cls(key=key, seed=seed, values={k: x for k, x in values.items() if x is not None}, **kw)
+        if video is not None:
+            e.frames, e.identical_frames = video.frames, video.identical_frames
+            e.layout_mse, e.layout_mirror_lr_mse = dict(video.layout_mse), dict(video.layout_mirror_lr_mse)
+            e.layout_mirror_ud_mse = dict(video.layout_mirror_ud_mse)
+            e.layout_var_a, e.layout_var_b = dict(video.layout_var_a), dict(video.layout_var_b)
+        if audio is not None:
+            e.audio_residual_lag, e.audio_rate = audio.residual_lag_samples, audio.sample_rate
+        return e
 
     @classmethod
     def from_comparison(cls, c: Comparison) -> PairErrors:
-        e = cls(key=c.b.key, seed=c.b.seed)
-        e.identical = c.bitwise.identical
-        if c.video is not None:
-            v = c.video
-            e.frames, e.video_mse, e.ssim_mean = v.frames, v.mse_mean, v.ssim_mean
-            e.psnr_min, e.psnr_min_frame, e.identical_frames = (
-                v.psnr_min,
-                v.psnr_min_frame,
-                v.identical_frames,
-            )
-            e.layout_mse, e.layout_mirror_lr_mse = dict(v.layout_mse), dict(v.layout_mirror_lr_mse)
-            e.layout_mirror_ud_mse = dict(v.layout_mirror_ud_mse)
-            e.layout_var_a, e.layout_var_b = dict(v.layout_var_a), dict(v.layout_var_b)
-        if c.audio is not None:
-            a = c.audio
-            e.audio_snr_db, e.audio_cosine, e.audio_logmel_cosine = a.snr_db, a.cosine, a.logmel_cosine
-            e.audio_spectral, e.audio_residual_lag = a.spectral_error, a.residual_lag_samples
-            e.audio_rate = a.sample_rate
+        e = cls.measured(c.b.key, c.b.seed, c.video, c.audio, identical=c.bitwise.identical)
         e.latent_psnr = {p.step: p.psnr for p in c.latents}
         return e
 
@@ -85,7 +93,7 @@ def is_identical(e: PairErrors) -> bool:
     it has at exactly 0 (video MSE 0 and, where there is audio, an infinite SNR)."""
     if e.identical is not None:
         return e.identical
-    if e.video_mse is None or e.video_mse != 0.0:
+    if e.value(VIDEO_MSE) != 0.0:
         return False
     return e.audio_snr_db is None or e.audio_snr_db == math.inf
 
@@ -111,7 +119,7 @@ class Kind:
         return self.metric.modality
 
     def get(self, e: PairErrors) -> float | None:
-        value = getattr(e, self.energy.pair_field, None)
+        value = e.value(self.metric.key)
         return None if value is None else self.energy.of(value)
 
     def weight(self, e: PairErrors) -> float:

@@ -41,10 +41,11 @@ import numpy as np
 from harness.analysis.insitu import candidate_reading
 from harness.analysis.structure import judge_structure
 from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
-from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, pr29_draw
+from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, metric_of, pr29_draw, with_audio
 from harness.bench.verdict_fixture import CalibrationFixture
 from harness.collect.layout import SCALES
 from harness.insitu_records import InSituCall, InSituOpError
+from harness.metrics import in_order
 from harness.scenario.insitu import InSituTolerance
 from harness.scenario.verdict import VerdictRules
 
@@ -90,11 +91,10 @@ def _outside(d: Draw, v: Verdict) -> bool:
 
 
 def _identical_pair(e) -> Any:
+    """``e`` bitwise the reference's: every metric at its value for equal output."""
     out = e.model_copy(deep=True)
-    out.video_mse, out.ssim_mean, out.identical, out.identical_frames = 0.0, 1.0, True, e.frames or 0
-    out.psnr_min = math.inf
-    out.audio_snr_db, out.audio_cosine, out.audio_spectral, out.audio_logmel_cosine = math.inf, 1.0, 0.0, 1.0
-    out.audio_residual_lag = 0
+    out.values = {m.key: m.equal for m in in_order() if m.equal is not None}
+    out.identical, out.identical_frames, out.audio_residual_lag = True, e.frames or 0, 0
     return out
 
 
@@ -135,11 +135,12 @@ def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any
     other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
     luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
     run = victim.model_copy(deep=True)
-    run.video_mse, run.ssim_mean, run.identical = 2 * luma_sd**2, OTHER_SEED_SSIM, False
-    run.identical_frames = 0
-    m = sf.defects["broken_audio"]  # an independent track of the same RMS, measured
-    run.audio_snr_db, run.audio_cosine, run.audio_spectral = m.audio_snr_db, m.audio_cosine, m.audio_spectral
-    run.audio_logmel_cosine, run.audio_residual_lag = m.audio_logmel_cosine, m.audio_residual_lag
+    run.values[metric_of("video_mse")], run.values[metric_of("video_1_ssim")] = (
+        2 * luma_sd**2,
+        OTHER_SEED_SSIM,
+    )
+    run.identical, run.identical_frames = False, 0
+    with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
     return run, other.exact_stats[0].model_copy(deep=True)
 
 

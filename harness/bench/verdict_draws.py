@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.energy import PairErrors, energy_from_db, mse_from_psnr
+from harness.analysis.energy import KINDS, PairErrors, energy_from_db, mse_from_psnr
 from harness.analysis.stat_rule import StatsSample
 from harness.analysis.verdict import InsituReading
 from harness.bench.verdict_fixture import CalibrationFixture, SeedFixture
+from harness.metrics import in_order, judged_energies
 from harness.scenario.verdict import VerdictRules
 from harness.store import read_record
 
@@ -36,6 +37,7 @@ PR29 = {  # the pull request's five 29-step runs: luma mean, luma std, sharpness
 }
 STATS5 = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms")
 SHARPNESS_LOST = 0.03
+BROKEN_AUDIO = {"audio_snr": -2.8, "audio_cosine": 0.0}  # noise of the same RMS (builtin, measured)
 FLOOR, EXTRA = (0, 1, 2), (3, 4)  # indices of the fixture's exact perturbations
 
 
@@ -60,6 +62,20 @@ def h200_stated(rules: VerdictRules) -> VerdictRules:
 
 
 # --- builtin, resampled -------------------------------------------------------------------------
+
+
+def metric_of(kind: str) -> str:
+    """The key of the metric whose error energy is ``kind`` (video_1_ssim: the SSIM's)."""
+    return KINDS[kind].metric.key
+
+
+def with_audio(e: PairErrors, m: PairErrors) -> None:
+    """``e`` given ``m``'s audio: every audio metric's value and the residual lag."""
+    audio = {x.key for x in in_order() if x.modality == "audio"}
+    e.values = {k: x for k, x in e.values.items() if k not in audio} | {
+        k: x for k, x in m.values.items() if k in audio
+    }
+    e.audio_residual_lag = m.audio_residual_lag
 
 
 def _held_out(sf: SeedFixture, i: int, keep: list[int]) -> tuple[PairErrors, list[PairErrors], StatsSample,
@@ -92,13 +108,7 @@ def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str =
         # and chunked).
         cand, floors, st, exact = _held_out(sf, int(rng.choice(EXTRA)), list(FLOOR))
         if defect in ("inverted_audio", "delayed_audio", "broken_audio"):
-            m = sf.defects[defect]
-            cand.audio_snr_db, cand.audio_cosine, cand.audio_spectral = (
-                m.audio_snr_db,
-                m.audio_cosine,
-                m.audio_spectral,
-            )
-            cand.audio_logmel_cosine, cand.audio_residual_lag = m.audio_logmel_cosine, m.audio_residual_lag
+            with_audio(cand, sf.defects[defect])
             _scaled_stats(st, sf, defect)
         elif defect == "sharpness":
             st.values["sharpness"] = st.values["sharpness"] * (1 - SHARPNESS_LOST)
@@ -115,15 +125,11 @@ def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str =
 
 
 def _times_floor(e: PairErrors, floors: list[PairErrors], k: float) -> PairErrors:
-    """A pair whose every error energy is ``k`` times the mean of the seed's floor runs."""
+    """A pair whose every judged error energy is ``k`` times the mean of the seed's floor runs."""
     out = e.model_copy(deep=True)
-    n = len(floors)
-    out.video_mse = k * sum(f.video_mse or 0.0 for f in floors) / n
-    out.ssim_mean = 1 - k * sum(1 - (f.ssim_mean or 1.0) for f in floors) / n
-    out.audio_snr_db = -10 * math.log10(
-        k * sum(energy_from_db(f.audio_snr_db or math.inf) for f in floors) / n
-    )
-    out.audio_spectral = k * sum(f.audio_spectral or 0.0 for f in floors) / n
+    for kind in judged_energies():
+        energy = k * sum(KINDS[kind].get(f) or 0.0 for f in floors) / len(floors)
+        out.values[metric_of(kind)] = KINDS[kind].energy.value(energy)
     return out
 
 
@@ -142,7 +148,7 @@ def parametric_draw(rng: np.random.Generator, *, seeds: int, floor_runs: int, ba
         offset = {k: rng.normal(0, sd[k]) for k in base}
         cand = _run("cand", s, offset, base, sd, rng, 3.0 if defect == "kernel_3x" else 1.0)
         if defect == "broken_audio":
-            cand.audio_snr_db, cand.audio_cosine = -2.8, 0.0  # noise of the same RMS (builtin, measured)
+            cand.values.update(BROKEN_AUDIO)
         d.cands.append(cand)
         d.floors += [_run(f"floor{j}", s, offset, base, sd, rng) for j in range(floor_runs)]
         center = [c * (1 + rng.normal(0, 0.005)) for c in stats_center]
@@ -155,9 +161,8 @@ def parametric_draw(rng: np.random.Generator, *, seeds: int, floor_runs: int, ba
 def _run(key: str, seed: int, offset: dict, base: dict, sd: dict, rng, k: float = 1.0) -> PairErrors:
     """One run's energies: the seed's offset plus its own draw, ``k`` times for a worse kernel."""
     e = {m: base[m] * math.exp(offset[m] + rng.normal(0, sd[m])) for m in base}
-    return PairErrors(key=key, seed=seed, frames=124, video_mse=e["video_mse"] * k,
-                      ssim_mean=1 - e["video_1_ssim"] * k, audio_snr_db=-10 * math.log10(e["audio_error"] * k),
-                      audio_residual_lag=0, audio_rate=32000)  # fmt: skip
+    values = {metric_of(m): KINDS[m].energy.value(x * k) for m, x in e.items()}
+    return PairErrors(key=key, seed=seed, frames=124, values=values, audio_residual_lag=0, audio_rate=32000)
 
 
 def _stats(key: str, seed: int, center, rel_sd: dict[str, float], rng) -> StatsSample:

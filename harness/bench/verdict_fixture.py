@@ -28,7 +28,7 @@ from harness.analysis.stat_rule import StatsSample
 from harness.analysis.verdict import stats_sample
 from harness.records import Record
 
-FIXTURE_SCHEMA = "harness.verdict_calibration/1"
+FIXTURE_SCHEMA = "harness.verdict_calibration/2"  # 2: a pair's metric values keyed by the registry
 DELAY_S = 0.005
 BLUR = (1.0, 0.3)  # Gaussian sigma, blend weight
 COMMANDS = [
@@ -90,21 +90,6 @@ def _defect_files(ref_mp4: Path, out: Path) -> dict[str, Path]:
     return paths
 
 
-def _pair_errors(key: str, seed: int, result) -> PairErrors:
-    """PairErrors of a measured pair (``collect.models.PairResult``), as ``from_comparison`` reads one."""
-    v, a = result.video, result.audio
-    e = PairErrors(key=key, seed=seed, frames=v.frames, video_mse=v.mse_mean, ssim_mean=v.ssim_mean,
-                   psnr_min=v.psnr_min, psnr_min_frame=v.psnr_min_frame, identical_frames=v.identical_frames)  # fmt: skip
-    if a is not None:
-        e.audio_snr_db, e.audio_cosine, e.audio_logmel_cosine = a.snr_db, a.cosine, a.logmel_cosine
-        e.audio_spectral, e.audio_residual_lag, e.audio_rate = (
-            a.spectral_error,
-            a.residual_lag_samples,
-            a.sample_rate,
-        )
-    return e
-
-
 def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixture:
     """The fixture of a calibration campaign (module docstring)."""
     from harness.analysis.analyze import analyze_campaign
@@ -133,7 +118,7 @@ def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixt
         for name, path in _defect_files(Path(ref.output), Path(workdir) / str(seed)).items():
             say(f"measure {name} of seed {seed}")
             result = measure_pair(ref.output, path)
-            sf.defects[name] = _pair_errors(name, seed, result)
+            sf.defects[name] = PairErrors.measured(name, seed, result.video, result.audio)
             st = StatsSample(key=name, seed=seed, frames=result.stats_b.frames)
             from harness.compare.summary import stat_fields
 

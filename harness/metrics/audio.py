@@ -31,7 +31,7 @@ for _metric in (
            row="audio SNR (at the containers' alignment)", gate="min_audio_snr",
            gate_doc="Audio SNR of B against A, in dB.", note=_residual_lag,
            energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy,
-                         lambda x: f"SNR {fmt_db(x)}", "audio_snr_db"),
+                         lambda x: f"SNR {fmt_db(x)}", db_from_energy),
            history=HistoryColumn("audio_snr", "audio SNR (dB)", 2),
            headline=Headline("audio SNR {}", opens=True, note=lambda a: _residual_lag(a, " samples")),
            pr=PrColumn("audio SNR / cos", "audio_cosine", "{} / {}")),
@@ -42,12 +42,12 @@ for _metric in (
     Metric("audio_spectral", "audio mel spectral error", "audio", "spectral_error", 70,
            higher_is_closer=False, column="mel spectral error", formatter=fmt_g4,
            energy=Energy("audio_spectral", "audio mel spectral error", same, same,
-                         lambda x: f"spectral error {fmt_num(x, 4)}", "audio_spectral"),
+                         lambda x: f"spectral error {fmt_num(x, 4)}", same),
            headline=Headline("spectral error {}")),
     Metric("audio_logmel_cosine", "audio log-mel cosine", "audio", "logmel_cosine", 80, digits=6,
            column="log-mel cosine", gate="min_audio_logmel_cosine",
            gate_doc="Cosine of the audio log-mel spectra.", gate_range=(-1, 1),
            energy=Energy("audio_logmel", "audio 1 - log-mel cosine", one_minus, lambda x: 1.0 - x,
-                         lambda x: f"log-mel cosine {fmt_num(x, 6)}", "audio_logmel_cosine", judged=False)),
+                         lambda x: f"log-mel cosine {fmt_num(x, 6)}", lambda x: 1.0 - x, judged=False)),
 ):  # fmt: skip
     METRICS.register(_metric.key, _metric)

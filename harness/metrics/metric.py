@@ -80,7 +80,7 @@ class Energy:
     of: Callable[[float], float]  # the metric's value -> its error energy; NaN stays NaN
     show: Callable[[float], float]  # energy -> the value a table prints
     fmt: Callable[[float], str]
-    pair_field: str  # the field of analysis.energy.PairErrors that holds the metric's value
+    value: Callable[[float], float]  # energy -> the metric's value (``of``'s inverse, unclamped)
     judged: bool = True  # the verdict judges it (a scenario may state its floor_log_sd); else shown only
 
 
@@ -189,6 +189,15 @@ class Metric:
     def beyond(self) -> str:
         """How a violation reads: '<' under a lower bound, '>' over an upper one."""
         return "<" if self.higher_is_closer else ">"
+
+    @property
+    def equal(self) -> float | None:
+        """Its value for output equal to the reference's: 0 where lower is closer, +inf dB, else the
+        top of the values a bound may take (1 for SSIM and a cosine); None: none known."""
+        if not self.higher_is_closer:
+            return 0.0
+        top = math.inf if self.unit == "dB" else self.gate_range[1]
+        return None if top is None else float(top)
 
     def energy_value(self, cmp: Any) -> float | None:
         """The comparison's error energy of this metric (None: none, or not measured)."""

@@ -24,7 +24,7 @@ def _fmt5(x: float) -> str:
 
 for _metric in (
     Metric("video_mse", "video MSE", "video", "mse_mean", 5, higher_is_closer=False,  # weighed, not shown
-           energy=Energy("video_mse", "video MSE", same, psnr_from_mse, fmt_db, "video_mse")),
+           energy=Energy("video_mse", "video MSE", same, psnr_from_mse, fmt_db, same)),
     Metric("psnr", "video PSNR (pooled)", "video", "psnr_pooled", 10, unit="dB", digits=2,
            column="PSNR (pooled)", gate="min_psnr",
            gate_doc="Video PSNR of B against A, pooled (from the mean MSE over frames), in dB.",
@@ -41,7 +41,7 @@ for _metric in (
     Metric("ssim_mean", "SSIM mean", "video", "ssim_mean", 30, digits=6, column="SSIM mean", gate="min_ssim",
            gate_doc="SSIM, mean over frames.", gate_range=(None, 1),
            energy=Energy("video_1_ssim", "video 1 - SSIM", one_minus, lambda x: 1.0 - x,
-                         lambda x: f"SSIM {fmt_num(x, 5)}", "ssim_mean"),
+                         lambda x: f"SSIM {fmt_num(x, 5)}", lambda x: 1.0 - x),
            history=HistoryColumn("ssim_mean", "SSIM mean", 5),
            headline=Headline("SSIM {} mean", opens=True, fmt=_fmt5), pr=PrColumn("SSIM (min frame)", "ssim_min")),
     Metric("ssim_min", "SSIM min frame", "video", "ssim_min", 40, digits=6, column="SSIM min (frame)",

@@ -45,7 +45,9 @@ SEED_EXACT = [
 
 
 def _pair(key: str, psnr: float, psnr_min: float, ssim: float, snr: float, seed: int = 42) -> PairErrors:
-    return PairErrors.from_psnr(psnr, key=key, seed=seed, ssim_mean=ssim, psnr_min=psnr_min, audio_snr_db=snr)
+    return PairErrors.from_psnr(
+        psnr, {"ssim_mean": ssim, "psnr_min": psnr_min, "audio_snr": snr}, key=key, seed=seed
+    )
 
 
 H200_SPREAD = VerdictRules(floor_log_sd={"video_mse": 0.04, "audio_error": 0.45},
@@ -92,8 +94,8 @@ def test_a_candidate_of_one_seed_is_judged_against_that_seeds_floor():
     # seed 42's floor is far noisier than seed 43's: pooled, the candidate (seed 43 only) read 0.9x
     floors = [PairErrors.from_psnr(30.0, seed=42, key="f42"), PairErrors.from_psnr(30.1, seed=42, key="f42b"),
               PairErrors.from_psnr(45.0, seed=43, key="f43"), PairErrors.from_psnr(45.1, seed=43, key="f43b")]  # fmt: skip
-    cand = PairErrors(seed=43, key="c", video_mse=5 * mse_from_psnr(45.05))
-    pooled = cand.video_mse / np.mean([f.video_mse for f in floors])
+    cand = PairErrors(seed=43, key="c", values={"video_mse": 5 * mse_from_psnr(45.05)})
+    pooled = cand.value("video_mse") / np.mean([f.value("video_mse") for f in floors])
     assert pooled < 1.0  # what the pooled floor said
     v = judge_numbers("c", [cand], floors)
     r = next(c for c in v.energy if c.metric == "video_mse")
@@ -124,12 +126,13 @@ def test_chaotic_video_and_audio_at_0_db_is_not_equivalent():
 
 @pytest.mark.parametrize(
     "field, value, why",
-    [("ssim_mean", math.nan, "video 1 - SSIM"), ("audio_snr_db", -math.inf, "audio error energy"),
+    [("ssim_mean", math.nan, "video 1 - SSIM"), ("audio_snr", -math.inf, "audio error energy"),
      ("video_mse", math.nan, "video MSE")],
 )  # fmt: skip
 def test_non_finite_values_fail(field, value, why):
     floors = [_pair("f", 36.0, 34.0, 0.98, 25.0), _pair("g", 36.1, 34.0, 0.98, 25.2)]
-    cand = _pair("c", 36.0, 34.0, 0.98, 25.1).model_copy(update={field: value})
+    cand = _pair("c", 36.0, 34.0, 0.98, 25.1)
+    cand.values[field] = value
     v = judge_numbers("c", [cand], floors)
     r = next(c for c in v.energy if c.label == why)
     assert r.word == "outside" and "not finite" in r.text and v.word == "outside"
@@ -137,7 +140,7 @@ def test_non_finite_values_fail(field, value, why):
 
 def test_a_metric_the_floor_has_and_the_candidate_lacks_is_incomplete():
     floors = [_pair("f", 36.0, 34.0, 0.98, 25.0), _pair("g", 36.1, 34.0, 0.98, 25.2)]
-    cand = PairErrors.from_psnr(36.0, key="c", seed=42, ssim_mean=0.98)  # no audio
+    cand = PairErrors.from_psnr(36.0, {"ssim_mean": 0.98}, key="c", seed=42)  # no audio
     v = judge_numbers("c", [cand], floors)
     assert v.word == "incomplete"
     assert any("the candidate has no audio error energy (the floor has)" in m for m in v.missing)
@@ -160,9 +163,9 @@ def test_no_floor_is_incomplete_not_passing():
 
 def test_intervals_give_inconclusive_with_the_seeds_that_would_decide():
     rng = np.random.default_rng(2)
-    floors = [PairErrors(seed=s, key=f"f{s}{k}", video_mse=float(np.exp(rng.normal(0, 0.3)))) for s in (1, 2)
+    floors = [PairErrors(seed=s, key=f"f{s}{k}", values={"video_mse": float(np.exp(rng.normal(0, 0.3)))}) for s in (1, 2)
               for k in range(2)]  # fmt: skip
-    cands = [PairErrors(seed=s, key=f"c{s}", video_mse=2.1) for s in (1, 2)]
+    cands = [PairErrors(seed=s, key=f"c{s}", values={"video_mse": 2.1}) for s in (1, 2)]
     v = judge_numbers("c", cands, floors)
     r = v.energy[0]
     assert r.word == "inconclusive" and r.ratio_ci[0] < 2.0 < r.ratio_ci[1]
@@ -176,7 +179,10 @@ def test_the_chaotic_threshold_is_no_cliff():
     assert video_regime(22.0, rules) == "pixel" and video_regime(17.99, rules) == "chaotic"
     floors = [PairErrors.from_psnr(p, seed=1, key=f"f{p}") for p in (20.0, 20.01)]
     for floor_psnr in (20.0, 19.999):
-        fl = [f.model_copy(update={"video_mse": mse_from_psnr(floor_psnr)}) for f in floors]
+        fl = [
+            f.model_copy(update={"values": {**f.values, "video_mse": mse_from_psnr(floor_psnr)}})
+            for f in floors
+        ]
         v = judge_numbers("c", [PairErrors.from_psnr(floor_psnr - 0.1, seed=1)], fl)
         assert v.per_seed[0].regime["video"] == "transitional" and v.energy[0].metric == "video_mse"
 
@@ -249,10 +255,14 @@ def test_one_identical_frame_neither_lifts_a_candidate_nor_sinks_the_floor():
     floor_mse = [0.0] + [4.0] * (frames - 1)
     cand_mse = [0.0] + [40.0] * (frames - 1)
     floor = PairErrors(
-        key="floor", seed=1, frames=frames, video_mse=float(np.mean(floor_mse)), identical_frames=1
+        key="floor",
+        seed=1,
+        frames=frames,
+        values={"video_mse": float(np.mean(floor_mse))},
+        identical_frames=1,
     )
     cand = PairErrors(
-        key="cand", seed=1, frames=frames, video_mse=float(np.mean(cand_mse)), identical_frames=1
+        key="cand", seed=1, frames=frames, values={"video_mse": float(np.mean(cand_mse))}, identical_frames=1
     )
     v = judge_numbers("cand", [cand], [floor], rules=H200_SPREAD)
     assert v.per_seed[0].floor_psnr == pytest.approx(psnr_from_mse(3.6)) and math.isfinite(
@@ -306,8 +316,11 @@ def test_the_headline_ratio_is_the_one_that_decides_the_word():
     assert decisive_reading(Verdict(arm="k", word="incomplete")) is None
 
 
+EQUAL = {"video_mse": 0.0, "ssim_mean": 1.0, "audio_snr": math.inf}  # output equal to the reference's
+
+
 def _seeded(psnr: float, seed: int, key: str, snr: float = 30.0, **kw) -> PairErrors:
-    return PairErrors.from_psnr(psnr, key=key, seed=seed, ssim_mean=0.99, audio_snr_db=snr, **kw)
+    return PairErrors.from_psnr(psnr, {"ssim_mean": 0.99, "audio_snr": snr}, key=key, seed=seed, **kw)
 
 
 def _floors(seeds=(42, 43), psnrs=(40.0, 40.3, 39.8)) -> list[PairErrors]:
@@ -315,7 +328,7 @@ def _floors(seeds=(42, 43), psnrs=(40.0, 40.3, 39.8)) -> list[PairErrors]:
 
 
 def test_identical_output_on_every_seed_reads_identical_first_and_alone():
-    same = [PairErrors(key=f"c@{s}", seed=s, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf,
+    same = [PairErrors(key=f"c@{s}", seed=s, values=EQUAL,
                        identical=True) for s in (42, 43)]  # fmt: skip
     v = judge_numbers("c", same, _floors())
     assert (
@@ -328,7 +341,7 @@ def test_identical_output_on_every_seed_reads_identical_first_and_alone():
 
 
 def test_identical_on_one_seed_is_said_and_the_other_seeds_are_judged():
-    cands = [PairErrors(key="c@42", seed=42, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf, identical=True),
+    cands = [PairErrors(key="c@42", seed=42, values=EQUAL, identical=True),
              _seeded(30.0, 43, "c@43")]  # fmt: skip
     v = judge_numbers("c", cands, _floors())
     assert v.identical_seeds == [42] and v.word == "outside"  # seed 43 is 10x its floor
@@ -356,9 +369,7 @@ def test_a_broken_floor_run_is_left_out_and_named():
 
 def test_a_floor_identical_to_the_reference_is_left_out_never_inf():
     floors = _floors(seeds=(42,))
-    same = PairErrors(
-        key="same@42", seed=42, video_mse=0.0, ssim_mean=1.0, audio_snr_db=math.inf, identical=True
-    )
+    same = PairErrors(key="same@42", seed=42, values=EQUAL, identical=True)
     v = judge_numbers("c", [_seeded(40.1, 42, "c")], [*floors, same])
     assert "floor run same@42 left out: identical to the reference (no perturbation)" in v.sentences
     assert v.word == "within" and "inf" not in v.text
