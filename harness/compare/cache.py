@@ -13,6 +13,7 @@ codec floor, frame thumbnails, audio views).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -164,10 +165,8 @@ def measure_pair_cached(
             check_audio_length(entry, file_a, file_b, truncate)
             return entry, True, json_path, csv_path
     if csv_path is not None:
-        try:
+        with contextlib.suppress(OSError):
             csv_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            pass
         if not os.access(csv_path.parent, os.W_OK):
             csv_path = None  # a read-only campaign: measured, not kept
     from harness.collect.suite import measure_pair

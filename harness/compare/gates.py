@@ -153,10 +153,6 @@ def load_gate(path: Path | str) -> GateBase:
     return parse_gate(text, str(p), as_json=p.suffix.lower() == ".json")
 
 
-def _unavailable(cmp: Comparison) -> str:
-    return "; ".join(cmp.notes) if cmp.notes else "not measured"
-
-
 def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
     """Violations, one line each; an empty list means the gate passes."""
     out: list[str] = []
@@ -173,20 +169,19 @@ def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
             continue
         value, what = m.get(cmp), m.gate_label(cmp)
         if value is None:
-            out.append(f"{m.gate}: {what} unavailable ({_unavailable(cmp)})")
+            out.append(f"{m.gate}: {what} unavailable ({'; '.join(cmp.notes) or 'not measured'})")
         elif m.breaks(value, limit):
             out.append(f"{m.gate}: {what} {m.fmt(value)} {m.beyond} {m.fmt(limit)}")
 
-    def high(value: float | None, limit: float | None, name: str, what: str) -> None:
-        if limit is None:
-            return
-        if value is None:
+    for name, value, what in (
+        ("max_step_ratio", cmp.speed.s_per_step_ratio, "s/step ratio B/A"),
+        ("max_total_ratio", cmp.speed.total_ratio, "pipeline total ratio B/A"),
+    ):
+        limit = getattr(gate, name)
+        if limit is not None and value is None:
             out.append(f"{name}: {what} unavailable (timing missing in a run)")
-        elif value > limit:
+        elif limit is not None and value > limit:
             out.append(f"{name}: {what} {value:.3f} > {limit:g}")
-
-    high(cmp.speed.s_per_step_ratio, gate.max_step_ratio, "max_step_ratio", "s/step ratio B/A")
-    high(cmp.speed.total_ratio, gate.max_total_ratio, "max_total_ratio", "pipeline total ratio B/A")
 
     for flag, value, what in (
         (gate.bitwise_video, cmp.bitwise.video, "decoded video frames"),

@@ -55,10 +55,7 @@ def _arrays(obj: Any, path: Path) -> dict[str, np.ndarray]:
     """Named non-scalar arrays of a loaded latent file (scalars such as the sigma reached are skipped)."""
     import numpy as np
 
-    if isinstance(obj, dict):
-        items = obj.items()
-    else:
-        items = [("latent", obj)]
+    items = obj.items() if isinstance(obj, dict) else [("latent", obj)]
     out: dict[str, np.ndarray] = {}
     for name, value in items:
         if hasattr(value, "detach"):  # a torch tensor

@@ -146,13 +146,8 @@ def _kind(a: RunSummary, b: RunSummary) -> str:
     return "candidate"
 
 
-def step_samples(r: RunSummary) -> list[float]:
-    """The seconds of DiT steps 2..N (step 1 carries warm-up), step 1 alone when it is the only one."""
-    return steady_steps(r.step_seconds)
-
-
 def _steps_text(r: RunSummary) -> str:
-    xs = step_samples(r)
+    xs = steady_steps(r.step_seconds)  # DiT steps 2..N: step 1 carries warm-up
     if not xs:
         return "n/a"
     sd = statistics.stdev(xs) if len(xs) > 1 else None
