@@ -10,6 +10,7 @@ from cli_testutil import harness
 from harness.bench import MARK, BenchResult, bench_metrics, ensure_pair, measure_side, synthetic_frames
 from harness.errors import HarnessError
 from harness.media import probe
+from harness.metrics import in_order
 
 
 @pytest.mark.slow  # five subprocesses, each importing OpenCV/PyAV/numba (and scikit-image)
@@ -28,8 +29,13 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert res.naive_over_suite_extrapolated
     # per frame, the suite's values equal scikit-image's on the frames the naive loop measured
     assert res.compared_frames == 2
-    assert res.max_ssim_diff is not None and res.max_ssim_diff < 1e-6
-    assert res.max_psnr_diff_db is not None and res.max_psnr_diff_db < 1e-4
+    assert res.max_diff["ssim"] < 1e-6 and res.max_diff["psnr"] < 1e-4
+    assert abs(res.compared_means["suite"]["ssim"] - res.compared_means["naive"]["ssim"]) < 1e-6
+    # the suite's every metric, as the registry names it, over the whole pair
+    assert set(res.suite_metrics) == {m.key for m in in_order()}
+    assert (
+        res.suite_metrics["psnr_min"] <= res.suite_metrics["psnr"] and 0 < res.suite_metrics["ssim_min"] < 1
+    )
     # the time split covers every stage, on all frames
     p = res.profile
     assert p is not None and p.frames == 6

@@ -14,6 +14,7 @@ from harness.text_table import md_rows
 # quoted beside this run's own measurement, since a shared VM's speed drifts.
 REFERENCE_OPENCV_LOOP_S = 42.6
 MARK = "~"  # beside every figure scaled from a subset of frames
+SUITE, NAIVE, OPENCV = "suite", "naive skimage loop", "opencv loop"  # the table's rows
 
 
 class StageTimes(Record):
@@ -45,7 +46,7 @@ class StageTimes(Record):
 class SideResult(Record):
     """One side measured in its own process (the file a child writes for the parent)."""
 
-    schema_version: str = Field("harness.bench_side/1", alias="schema")
+    schema_version: str = Field("harness.bench_side/2", alias="schema")
     kind: str  # suite, naive, opencv or profile
     frames: int  # frames of the video (the figures are scaled to it)
     measured_frames: int  # frames actually processed
@@ -55,10 +56,12 @@ class SideResult(Record):
     setup_s: float  # imports, kernel loading, a CUDA context: before the clock started
     gpu_peak_mb: float | None = None  # torch's peak allocated GPU memory, GPU suite only
     device: str | None = None  # where the suite computed
-    psnr_mean: float | None = None
-    ssim_mean: float | None = None
-    ssim_frames: list[float] = Field(default_factory=list)  # per frame, the first ``limit`` frames
-    psnr_frames: list[float] = Field(default_factory=list)
+    metrics: dict[str, float] = Field(
+        default_factory=dict
+    )  # the suite's: metric key (harness.metrics) -> value
+    frame_values: dict[str, list[float]] = Field(
+        default_factory=dict
+    )  # per-frame column -> the first frames'
     profile: StageTimes | None = None  # the profile side's time split
 
 
@@ -96,7 +99,7 @@ class BenchRow(Record):
 
 
 class BenchResult(Record):
-    schema_version: str = Field("harness.bench/1", alias="schema")
+    schema_version: str = Field("harness.bench/2", alias="schema")
     frames: int
     height: int
     width: int
@@ -112,13 +115,14 @@ class BenchResult(Record):
     naive_over_suite: float | None = None
     naive_over_suite_extrapolated: bool = False
     opencv_over_suite: float | None = None
-    suite_psnr_mean: float | None = None
-    suite_ssim_mean: float | None = None
-    naive_ssim_mean: float | None = None  # over its measured frames, to cross-check the suite
-    suite_ssim_mean_same_frames: float | None = None
+    suite_metrics: dict[str, float] = Field(default_factory=dict)  # metric key -> the suite's value
     compared_frames: int = 0  # frames where the suite's and scikit-image's values are compared
-    max_ssim_diff: float | None = None  # max over those frames of |suite - scikit-image|
-    max_psnr_diff_db: float | None = None
+    max_diff: dict[str, float] = Field(default_factory=dict)  # per-frame column -> max |suite - scikit-image|
+    compared_means: dict[str, dict[str, float]] = Field(default_factory=dict)  # side -> column -> mean
+
+    def row(self, name: str) -> BenchRow | None:
+        return next((r for r in self.rows if r.name == name), None)
+
     table_md: str = ""  # the markdown table and notes, as printed
 
     def markdown(self) -> str:
@@ -130,7 +134,7 @@ def _fmt(x: float, mark: bool, digits: int = 2) -> str:
 
 
 def _side_table(res: BenchResult) -> list[str]:
-    naive = next((r for r in res.rows if r.name == "naive skimage loop"), None)
+    naive = res.row(NAIVE)
     headers = ["side", "frames", "seconds", "frames/s", "CPU s", "peak MB"] + (
         ["naive / side"] if naive else []
     )
@@ -162,7 +166,7 @@ def _notes(res: BenchResult) -> list[str]:
                 f"{MARK} {r.name}: measured on the first {r.measured_frames} of {r.frames} frames and "
                 "scaled linearly to the full length (extrapolated, not measured)"
             )
-    suite = next((r for r in res.rows if r.name == "suite"), None)
+    suite = res.row(SUITE)
     if suite and suite.setup_s is not None:
         what = "numba import and kernel load" if res.device == "cpu" else "torch import and CUDA context"
         notes.append(f"before each suite's clock started: {suite.setup_s:.2f} s ({what}, once per process)")
@@ -179,17 +183,18 @@ def _notes(res: BenchResult) -> list[str]:
             f"suite: {suite.cpu_seconds:.1f} CPU s in {suite.seconds:.2f} s wall on {res.cpu_count} CPUs, "
             f"{busy:.0%} of the machine busy"
         )
-    ocv = next((r for r in res.rows if r.name == "opencv loop"), None)
+    ocv = res.row(OPENCV)
     if ocv and res.frames == 362 and (res.height, res.width) == (768, 1344):
         notes.append(
             f"machine speed: the OpenCV loop took {_fmt(ocv.seconds, ocv.extrapolated, 1)} s here; the design's "
             f"reference measurement on the 2-core machine is {REFERENCE_OPENCV_LOOP_S} s"
         )
-    if res.max_ssim_diff is not None:
+    if res.max_diff:
+        d, mean = res.max_diff, {side: m["ssim"] for side, m in res.compared_means.items()}
         notes.append(
             f"exactness on the {res.compared_frames} frames the naive side measured: max per-frame "
-            f"|suite - scikit-image| SSIM {res.max_ssim_diff:.1e}, PSNR {res.max_psnr_diff_db:.1e} dB; "
-            f"mean SSIM suite {res.suite_ssim_mean_same_frames:.8f}, scikit-image {res.naive_ssim_mean:.8f}"
+            f"|suite - scikit-image| SSIM {d['ssim']:.1e}, PSNR {d['psnr']:.1e} dB; "
+            f"mean SSIM suite {mean['suite']:.8f}, scikit-image {mean['naive']:.8f}"
         )
     return notes
 
@@ -216,7 +221,7 @@ def _profile_lines(res: BenchResult, p: StageTimes) -> list[str]:
         f"(a) kernel without its SSIM formula ({p.ssim_blur_only:.2f} s) minus the kernel without blurs "
         f"and formula ({p.ssim_maps_only:.2f} s); (b) the whole kernel ({p.ssim_kernel:.2f} s) minus (a).",
     ]
-    suite = next((r for r in res.rows if r.name == "suite"), None)
+    suite = res.row(SUITE)
     if suite and not suite.extrapolated and suite.frames == p.frames and res.cpu_count:
         out.append(
             f"Alone, the stages add up to {p.total:.2f} CPU s; the suite overlapped them on "

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.bench.child import measure_side
 from harness.bench.material import ensure_pair
-from harness.bench.result import BenchResult, BenchRow, StageTimes, render_markdown
+from harness.bench.result import NAIVE, OPENCV, SUITE, BenchResult, BenchRow, StageTimes, render_markdown
 from harness.bench.sides import warm_up
 
 OPENCV_FRAMES = 24  # the OpenCV yardstick always runs on a subset (it is not what is compared)
@@ -42,21 +42,14 @@ def bench_metrics(
     limit = max(1, min(naive_frames, frames))
     rows = []
     suite = measure_side("suite", a, b, device=device, limit=limit if naive else 0)
-    rows.append(BenchRow.of("suite", suite, note=f"measure_pair on {suite.device}"))
+    rows.append(BenchRow.of(SUITE, suite, note=f"measure_pair on {suite.device}"))
     naive_r = None
     if naive:
         naive_r = measure_side("naive", a, b, limit=limit)
-        rows.append(
-            BenchRow.of("naive skimage loop", naive_r, note="skimage PSNR + SSIM (Wang mode) per frame")
-        )
+        rows.append(BenchRow.of(NAIVE, naive_r, note="skimage PSNR + SSIM (Wang mode) per frame"))
         ocv = measure_side("opencv", a, b, limit=min(OPENCV_FRAMES, frames))
-        rows.append(
-            BenchRow.of(
-                "opencv loop",
-                ocv,
-                note="one thread: cv2 float64 RGB SSIM, PSNR, luma/Laplacian/absdiff stats per frame",
-            )
-        )
+        note = "one thread: cv2 float64 RGB SSIM, PSNR, luma/Laplacian/absdiff stats per frame"
+        rows.append(BenchRow.of(OPENCV, ocv, note=note))
     if double:
         a2, b2, gen2 = ensure_pair(workdir, 2 * frames, height, width)
         gen_s += gen2
@@ -77,21 +70,19 @@ def bench_metrics(
         kernels_compiled=compiled,
         rows=rows,
         profile=stage_times,
-        suite_psnr_mean=suite.psnr_mean,
-        suite_ssim_mean=suite.ssim_mean,
+        suite_metrics=suite.metrics,
     )
     if naive_r is not None:
         res.naive_over_suite = rows[1].seconds / rows[0].seconds
         res.naive_over_suite_extrapolated = rows[1].extrapolated
         res.opencv_over_suite = rows[2].seconds / rows[0].seconds
-        n = len(naive_r.ssim_frames)
-        s_ssim, s_psnr = suite.ssim_frames[:n], suite.psnr_frames[:n]
-        res.compared_frames = n
-        res.naive_ssim_mean = float(np.mean(naive_r.ssim_frames))
-        res.suite_ssim_mean_same_frames = float(np.mean(s_ssim))
-        res.max_ssim_diff = max(abs(x - y) for x, y in zip(s_ssim, naive_r.ssim_frames, strict=True))
-        res.max_psnr_diff_db = max(
-            0.0 if x == y else abs(x - y) for x, y in zip(s_psnr, naive_r.psnr_frames, strict=True)
-        )
+        res.compared_frames = n = naive_r.measured_frames
+        for k, theirs in naive_r.frame_values.items():  # per frame, the suite's values against scikit-image's
+            ours = suite.frame_values[k][:n]
+            res.max_diff[k] = max(0.0 if x == y else abs(x - y) for x, y in zip(ours, theirs, strict=True))
+        res.compared_means = {
+            side: {k: float(np.mean(v[:n])) for k, v in r.frame_values.items()}
+            for side, r in (("suite", suite), ("naive", naive_r))
+        }
     res.table_md = render_markdown(res)
     return res

@@ -16,6 +16,7 @@ import csv
 import resource
 import tempfile
 import time
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,11 @@ import numpy as np
 from harness.bench.result import SideResult, StageTimes
 
 KINDS = ("suite", "naive", "opencv", "profile")
+FRAME_COLUMNS = ("ssim", "psnr")  # of the suite's per-frame CSV, measured by the naive side too
+# Wang's SSIM, as the suite computes it
+SKIMAGE_SSIM = dict(
+    gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1
+)
 
 
 def warm_up() -> tuple[float, bool]:
@@ -42,30 +48,39 @@ def warm_up() -> tuple[float, bool]:
     return time.perf_counter() - t0, misses > 0
 
 
-def _read_csv(path: Path, limit: int) -> tuple[list[float], list[float]]:
-    ssim, psnr = [], []
+def _frame_pairs(a: str, b: str, limit: int):
+    """The first ``limit`` decoded RGB frame pairs of ``a`` and ``b``, in lockstep."""
+    from harness.media import iter_frames
+
+    return islice(zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False), limit)
+
+
+def _read_csv(path: Path, limit: int) -> dict[str, list[float]]:
+    """The per-frame values (``FRAME_COLUMNS``) of the suite's CSV, on its first ``limit`` frames."""
+    out: dict[str, list[float]] = {k: [] for k in FRAME_COLUMNS}
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
             if int(row["frame"]) < limit:
-                ssim.append(float(row["ssim"]))
-                psnr.append(float(row["psnr"]))
-    return ssim, psnr
+                for k, values in out.items():
+                    values.append(float(row[k]))
+    return out
 
 
 def _suite(a: str, b: str, device: str, limit: int) -> dict:
     from harness.collect.suite import measure_pair
+    from harness.metrics import in_order
 
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "frames.csv"
         res = measure_pair(a, b, device=device, csv_path=csv_path)
-        ssim, psnr = _read_csv(csv_path, limit)
+        frame_values = _read_csv(csv_path, limit)
+    metrics = {m.key: x for m in in_order() if (x := m.get(res)) is not None}
+    n = res.video.frames
     return {
-        "frames": res.video.frames,
-        "measured_frames": res.video.frames,
-        "psnr_mean": res.video.psnr_mean,
-        "ssim_mean": res.video.ssim_mean,
-        "ssim_frames": ssim,
-        "psnr_frames": psnr,
+        "frames": n,
+        "measured_frames": n,
+        "metrics": metrics,
+        "frame_values": frame_values,
         "device": res.device,
     }
 
@@ -73,30 +88,13 @@ def _suite(a: str, b: str, device: str, limit: int) -> dict:
 def _naive(a: str, b: str, limit: int) -> dict:
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-    from harness.media import iter_frames, probe
+    from harness.media import probe
 
-    total = probe(a).frames
-    ssims, psnrs = [], []
-    for i, (fa, fb) in enumerate(
-        zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False)
-    ):
-        if i >= limit:
-            break
-        psnrs.append(float(peak_signal_noise_ratio(fa, fb, data_range=255)))
-        ssims.append(
-            float(
-                structural_similarity(
-                    fa,
-                    fb,
-                    gaussian_weights=True,
-                    sigma=1.5,
-                    use_sample_covariance=False,
-                    data_range=255,
-                    channel_axis=-1,
-                )
-            )
-        )
-    return {"frames": total, "measured_frames": len(ssims), "ssim_frames": ssims, "psnr_frames": psnrs}
+    values: dict[str, list[float]] = {"ssim": [], "psnr": []}
+    for fa, fb in _frame_pairs(a, b, limit):
+        values["psnr"].append(float(peak_signal_noise_ratio(fa, fb, data_range=255)))
+        values["ssim"].append(float(structural_similarity(fa, fb, **SKIMAGE_SSIM)))
+    return {"frames": probe(a).frames, "measured_frames": len(values["ssim"]), "frame_values": values}
 
 
 def _opencv(a: str, b: str, limit: int) -> dict:
@@ -104,7 +102,7 @@ def _opencv(a: str, b: str, limit: int) -> dict:
     one frame at a time on one thread (a yardstick of this machine's speed)."""
     import cv2
 
-    from harness.media import iter_frames, probe
+    from harness.media import probe
 
     cv2.setNumThreads(1)
 
@@ -114,9 +112,7 @@ def _opencv(a: str, b: str, limit: int) -> dict:
     c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
     total = probe(a).frames
     prev, n = None, 0
-    for fa, fb in zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False):
-        if n >= limit:
-            break
+    for fa, fb in _frame_pairs(a, b, limit):
         cv2.PSNR(fa, fb)
         x, y = fa.astype(np.float64), fb.astype(np.float64)
         mx, my = blur(x), blur(y)
@@ -187,6 +183,9 @@ def _profile(a: str, b: str, limit: int) -> dict:
     return {"frames": n, "measured_frames": n, "profile": StageTimes(**t)}
 
 
+SIDES = {"naive": _naive, "opencv": _opencv, "profile": _profile}  # and the suite (it takes a device)
+
+
 def _setup(kind: str, device: str) -> None:
     """What a side needs before its clock starts: imports, kernels, a CUDA context."""
     import cv2  # noqa: F401
@@ -208,8 +207,8 @@ def _setup(kind: str, device: str) -> None:
         from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
         z = np.arange(768, dtype=np.uint8).reshape(16, 16, 3)  # first calls load scipy pieces:
-        structural_similarity(z, z, gaussian_weights=True, data_range=255, channel_axis=-1)  # keep
-        peak_signal_noise_ratio(z, z[::-1], data_range=255)  # them out of the timing
+        structural_similarity(z, z, **SKIMAGE_SSIM)  # keep them out of the timing
+        peak_signal_noise_ratio(z, z[::-1], data_range=255)
 
 
 def run_side(kind: str, a: str, b: str, device: str, limit: int) -> SideResult:
@@ -220,14 +219,7 @@ def run_side(kind: str, a: str, b: str, device: str, limit: int) -> SideResult:
     setup_s = time.perf_counter() - t_setup
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    if kind == "suite":
-        out = _suite(a, b, device, limit)
-    elif kind == "naive":
-        out = _naive(a, b, limit)
-    elif kind == "opencv":
-        out = _opencv(a, b, limit)
-    else:
-        out = _profile(a, b, limit)
+    out = _suite(a, b, device, limit) if kind == "suite" else SIDES[kind](a, b, limit)
     seconds = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     gpu_peak_mb = None
