@@ -67,6 +67,16 @@ class CampaignOutcome:
     notes: list[str] = field(default_factory=list)  # one line each: repairs, de-duplicated seeds
     damaged: list[str] = field(default_factory=list)  # run.json files still unreadable at the end
 
+    @property
+    def failed(self) -> list[RunRecord]:
+        """Runs that did not end ok (skipped is fine: the backend cannot run here), or are invalid."""
+        return [
+            r
+            for r in self.records
+            if r.status not in (RunStatus.ok, RunStatus.skipped)
+            or (r.status == RunStatus.ok and r.valid is False)
+        ]
+
     def provenance(self, key: str) -> str:
         """Where a row of the summary comes from: "now" (this invocation ran it), "kept" (ok
         before, skipped) or "earlier" (planned, not reached before an interrupt)."""

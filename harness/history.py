@@ -1,16 +1,9 @@
-"""History across campaigns: every results.json under some folders, as one pandas DataFrame.
-
-``load_history`` reads one row per run (scenario, campaign, harness commit, date, GPU, arm,
-seed, s/step, total, pooled PSNR, SSIM, audio metrics, verdict word), keeping the DiT steps 2..N
-of each run for the CSV. ``find_moves`` compares each campaign of a series (scenario, profile,
-GPU, arm) with the campaigns before it (the last N), runs as the samples (never the steps of one
-run): timings by the report's speed test (``compare.significance``: the interval must clear the
-minimum effect), the other metrics by Welch's test; every test of the history is corrected
-together (Holm), so a long history does not mark noise.
-``write_history`` writes history.csv and history.html (one figure per scenario and metric,
-arms as lines, the noise floor shaded, moves marked; every figure inlined: one file).
-``gate_regressions`` lists the moves of the newest campaign in the worse direction.
-``build_history`` does all of it for ``harness history`` and says what it found.
+"""History across campaigns: every results.json under some folders as one DataFrame (a row per
+run), each campaign of a series (scenario, profile, GPU, arm) tested against the last N before
+it with runs as the samples (timings by the report's speed test, other metrics by Welch; Holm
+over every test of the history, so a long history does not mark noise), history.csv and
+history.html (a figure per scenario and metric, moves marked, one file), and the newest
+campaign's moves the bad way for the gate.
 """
 
 from __future__ import annotations
@@ -307,24 +300,10 @@ def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, b
 
     template = template_env().from_string(HISTORY_TEMPLATE)
     moved = moves[moves["moved"]] if not moves.empty else moves
-    latest = (
-        df.sort_values("campaign_index")
-        .groupby(["scenario", "arm", "gpu"], sort=False)
-        .tail(1)[
-            [
-                "scenario",
-                "campaign",
-                "commit",
-                "gpu",
-                "arm",
-                "role",
-                "s_per_step",
-                "total_s",
-                *[h.column for m in history_metrics() if (h := m.history) is not None and h.latest],
-                "verdict",
-            ]
-        ]  # fmt: skip
-    )
+    columns = ["scenario", "campaign", "commit", "gpu", "arm", "role", "s_per_step", "total_s"]
+    columns += [h.column for m in history_metrics() if (h := m.history) is not None and h.latest]
+    latest = df.sort_values("campaign_index").groupby(["scenario", "arm", "gpu"], sort=False).tail(1)
+    latest = latest[[*columns, "verdict"]]
     return template.render(
         campaigns=df["campaign_path"].nunique(),
         runs=len(df),
@@ -343,7 +322,7 @@ def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, b
                 "worse" if r["worse"] else "better",
             ]
             for _, r in moved.iterrows()
-        ],  # fmt: skip
+        ],
     )
 
 

@@ -1,17 +1,10 @@
-"""Bring your own runs: turn existing mp4s and LightX2V logs into run folders of a campaign.
+"""Bring your own runs: existing mp4s and LightX2V logs (one per rank, or one torchrun log), with
+the config JSON used, become run folders of a campaign, written as a real run writes them (run.json
+marked ``ingested`` with its sources' paths and sha256); ``harness report`` then reads it like any.
 
-``ingest`` takes arms (an mp4, zero or more LightX2V logs: one per rank or one interleaved
-torchrun log, optionally the config JSON used, a role, a seed, an attention type) and writes
-each as a real run writes it: run.json marked ``ingested`` with the source paths and their
-sha256, output.mp4, timing.json parsed from the logs (``collect.lightx2v_log``), the logs and
-the config copied. ``harness report`` then reads the campaign like any other.
-
-An arm may come several times: once per seed and per repeat (``seed``, ``repeat``; repeats not
-given are numbered in the order given, per arm and seed), so runs made elsewhere get per-seed
-verdicts and run-level speed tests too. Each becomes the run ``arm@seed~rN`` a real campaign has.
-
-Every input is checked before anything is written; a bad one is one line naming the file or
-the field (exit 2), and the campaign is left as it was. A manifest (YAML) does several arms.
+An arm may come once per seed and repeat (repeats not given are numbered in the order given), so
+runs made elsewhere get per-seed verdicts and speed tests too. Every input is checked before
+anything is written: a bad one is one line naming the file or field (exit 2), the campaign unchanged.
 """
 
 from __future__ import annotations
@@ -243,10 +236,8 @@ def _check_campaign(
                 f"arm {a.arm!r} seed {a.seed} repeat {a.repeat} is already in the campaign (--force replaces it)"
             )
     kept = [a for a in existing if (a.arm, a.seed, a.repeat) not in mine]
-    roles = [(a.arm, a.role, a.seed) for a in kept] + [
-        (p.arm.name, p.spec.role.value, p.spec.seed) for p in prepared
-    ]
-    refs = [(n, s) for n, r, s in roles if r == "reference"]
+    refs = [(a.arm, a.seed) for a in kept if a.role == "reference"]
+    refs += [(p.arm.name, p.spec.seed) for p in prepared if p.spec.role == Role.reference]
     if len({n for n, _ in refs}) > 1:
         raise bad(f"two reference arms: {', '.join(sorted({n for n, _ in refs}))} (a campaign has one)")
     ref_seeds = {s for _, s in refs}
@@ -263,10 +254,7 @@ def _check_campaign(
                     f"arm {a.arm!r} already in the campaign has seed {a.seed}, the new reference {sorted(ref_seeds)}"
                 )
     ref = next((p for p in prepared if p.spec.role == Role.reference), None)
-    if ref is not None:
-        ref_name, ref_info = str(ref.arm.mp4), ref.info
-    else:
-        ref_name, ref_info = _existing_reference(camp, kept)
+    ref_name, ref_info = (str(ref.arm.mp4), ref.info) if ref is not None else _existing_reference(camp, kept)
     if ref_info is None:
         return
     for p in prepared:
@@ -295,49 +283,37 @@ def _existing_reference(camp: CampaignDir, kept: list[ArmStatus]):
     return None, None
 
 
-def _copy(src: Path, dest: Path) -> SourceFile:
+def _copy(src: Path, folder: Path, rel: str) -> SourceFile:
+    dest = folder / rel
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
     sha = sha256_file(dest)
     if sha != sha256_file(src):
         raise HarnessError(f"{src}: changed while being copied")
-    return SourceFile(path=str(Path(src).resolve()), sha256=sha)
+    return SourceFile(path=str(Path(src).resolve()), sha256=sha, copied_to=rel)
 
 
 def _write_run(p: Prepared, folder: Path) -> IngestedRunRecord:
     """Write one run folder (output.mp4, logs, config.json, timing.json, run.json) into ``folder``."""
-    mp4 = _copy(p.arm.mp4, folder / OUTPUT_MP4)
-    mp4.copied_to = OUTPUT_MP4
+    mp4 = _copy(p.arm.mp4, folder, OUTPUT_MP4)
     logs = []
     used: set[str] = set()
     for i, log in enumerate(p.arm.logs):
         name = Path(log).name if Path(log).name not in used else f"{i}_{Path(log).name}"
         used.add(name)
-        rel = f"{LOGS_DIR}/{name}"
-        src = _copy(log, folder / rel)
-        src.copied_to = rel
-        logs.append(src)
-    config = None
-    if p.arm.config is not None:
-        config = _copy(p.arm.config, folder / CONFIG_JSON_NAME)
-        config.copied_to = CONFIG_JSON_NAME
+        logs.append(_copy(log, folder, f"{LOGS_DIR}/{name}"))
+    config = _copy(p.arm.config, folder, CONFIG_JSON_NAME) if p.arm.config is not None else None
     if p.timing is not None:
         write_record(folder / TIMING_JSON, p.timing)
-    now = utcnow()
     rec = IngestedRunRecord(
         spec=p.spec,
         spec_hash=p.spec.spec_hash(),
         status=RunStatus.ok,
-        reason=None,
-        started_at=None,
-        ended_at=None,
         outputs={OUTPUT_MP4: mp4.sha256},
-        valid=None,
-        invalid_reasons=[],
         gpu=p.arm.gpu,
         executor=RUNNER,
         ingested=Ingested(
-            at=now,
+            at=utcnow(),
             mp4=mp4,
             logs=logs,
             config=config,
@@ -464,14 +440,13 @@ def load_manifest(path: Path) -> IngestManifest:
         raise bad(f"{p}:{err.line or 1}: {err.message}") from None
     if not isinstance(data, dict):
         raise bad(f"{p}: a manifest is a mapping with 'campaign' and 'arms'")
+    lines = line_map(node) if node is not None else {}
     try:
         man = IngestManifest.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         loc = tuple(first["loc"])
-        line = line_for(line_map(node), loc) if node is not None else 1
-        raise bad(f"{p}:{line}: {format_loc(loc)}: {first['msg']}") from None
-    lines = line_map(node) if node is not None else {}
+        raise bad(f"{p}:{line_for(lines, loc)}: {format_loc(loc)}: {first['msg']}") from None
     for i, a in enumerate(man.arms):
         if a.attn_type is not None:
             check_attn_type(
@@ -482,9 +457,8 @@ def load_manifest(path: Path) -> IngestManifest:
     here = Path.cwd().resolve()
     target = man.campaign.resolve()
     if target != here and here not in target.parents:
-        line = line_for(line_map(node), ("campaign",)) if node is not None else 1
         raise bad(
-            f"{p}:{line}: campaign: {man.campaign} is outside the current folder {here} (a manifest writes "
+            f"{p}:{line_for(lines, ('campaign',))}: campaign: {man.campaign} is outside the current folder {here} (a manifest writes "
             "only below where harness runs; run it from a folder above the campaign)"
         )
     for arm in man.arms:

@@ -1,23 +1,14 @@
-"""Every file the harness writes goes through here: atomic (a temp file beside it, then a rename),
-and a write that fails for space or permission is a ``WriteError``: one line naming the file,
-exit 3, and no temporary file left behind.
-
-``WriteError`` is an ``OSError`` too, so the places that already ride over an unwritable cache
-(``except OSError``) keep doing so. ``check_writable_dir`` asks a folder the user named
-(``--out``) before any work starts: one that cannot be written is exit 2.
-``restored_on_failure`` puts a set of files back as they were when the block writing them
-fails or is interrupted (a report's pages and assets/ change together or not at all).
+"""Every file the harness writes goes through here: atomic (a temp file beside it, then a rename);
+a write that fails for space or permission is a ``WriteError`` (an ``OSError`` too: one line naming
+the file, exit 3, no temporary file left).
 
 The path guard: a name read from a record becomes a path only through ``resolve_under`` (under its
-folder, no ``..``, not absolute, no symbolic link on the way, else ``UnsafePathError``: one line,
-exit 3, before anything is written) or after ``file_name`` made it one plain file name. Nothing is
-written through a folder inside a campaign (the folder of a campaign.json) that is a symbolic
-link: a campaign's folders are its own, so a planted ``assets -> /elsewhere`` is refused.
+folder, no ``..``, no symbolic link on the way: else ``UnsafePathError``, exit 3, nothing written)
+or ``file_name``; nothing is written through a folder of a campaign that is a symbolic link.
 
 Fault injection for tests: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (e.g. ``ENOSPC:run.json:3``)
-makes the atomic writes of files called NAME (a glob; any file without one), from the N-th of
-this process on (default: the first), fail with that errno after half of the bytes reached the
-temp file: a full disk at a chosen moment, wherever the harness writes.
+makes the atomic writes of files called NAME (a glob; any file without one), from the N-th of this
+process on, fail with that errno after half of the bytes reached the temp file.
 """
 
 from __future__ import annotations
@@ -65,9 +56,8 @@ def _hint(code: int | None) -> str:
 
 
 class UnsafePathError(HarnessError):
-    """A name from a record, or a folder on the way, that would put a file outside its folder: one
-    line naming the record and field, exit 3 (the data is hostile or damaged), nothing written.
-    Not an OSError: no "read-only campaign" handler may take it for a full disk and go on."""
+    """A name from a record, or a folder on the way, that would put a file outside its folder (exit
+    3). Not an OSError: no "read-only campaign" handler may take it for a full disk and go on."""
 
     exit_code = Exit.RUN_FAILED
 
@@ -208,9 +198,7 @@ def make_dirs(folder: Path) -> None:
     """``folder`` and its parents; WriteError when they cannot be made."""
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
-    except FileExistsError as err:  # a file where a folder should be
-        raise WriteError(folder, err, "cannot create the folder") from None
-    except OSError as err:
+    except OSError as err:  # FileExistsError too: a file where a folder should be
         raise WriteError(folder, err, "cannot create the folder") from None
 
 
@@ -238,13 +226,9 @@ def _is_under(path: str | None, root: str) -> bool:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file.
-
-    The file gets the user's umask like any other new file (0644 under umask 022). A failure
-    (disk full, read-only, no permission) is a WriteError and leaves no temp file; it is also
-    recorded for ``failed_writes``, so that a caller that goes on without the file (a cache, a
-    figure) does not hide from the command that a write failed.
-    """
+    """Write via a temp file in the same folder and rename: readers never see half a file. A
+    failure is a WriteError, also recorded for ``failed_writes`` (a caller that goes on without
+    the file, a cache or a figure, does not hide from the command that a write failed)."""
     try:
         _write_atomically(Path(path), data)
     except WriteError as err:
@@ -325,10 +309,8 @@ def _link_or_copy(src: str, dst: str) -> None:
 @contextlib.contextmanager
 def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
     """The files and folders ``names`` in ``folder`` put back as they were when the block raises
-    (Ctrl-C included), so that a set of files written together (a report's pages and its
-    assets/) is replaced whole or not at all. The snapshot is hard links: no data is copied.
-    A folder that cannot be written is not snapshot (nothing will be written in it either). A folder
-    with a symbolic link to a folder inside is refused (UnsafePathError) before anything is written."""
+    (Ctrl-C included): a report's pages and assets/ are replaced whole or not at all. The snapshot
+    is hard links (no data copied); a folder that cannot be written is not snapshot."""
     folder = Path(folder)
     refuse_linked_folders(folder)
     for stale in folder.glob(f"{BACKUP_PREFIX}*"):  # left by a process that was killed outright

@@ -1,13 +1,11 @@
 """thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
 
 PyPI has only 1.0.6 (SageAttention 1); SageAttention2 comes from a pinned source tarball (sha256
-checked) and installs as its Triton path only: its CUDA sources are not in the tarball, and
-``sageattention/quant.py`` imports the compiled ``_fused`` module unconditionally, so an empty
-``_fused`` is written beside it (the Triton functions never call it). Each version goes into a folder
-of its own under ``SAGEATTENTION_DIR`` (default ``.sageattention`` in the repository) with a
-``harness_install.json`` marker saying what it is (version, commit, source digest). A backend loads
-one under a private module name (``harness_sageattention_<choice>``), so both versions run in one
-process; LightX2V's processes get the folder first on their path instead.
+checked) as its Triton path only: its CUDA sources are not in the tarball, and ``quant.py`` imports
+the compiled ``_fused`` unconditionally, so an empty one is written beside it. Each version has a
+folder under ``SAGEATTENTION_DIR`` (default ``.sageattention``) with a ``harness_install.json``
+marker; a backend loads one under a private module name, so both versions run in one process
+(LightX2V's processes get the folder first on their path instead).
 
     python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]
 
@@ -17,7 +15,6 @@ installs both (refused on a machine whose torch sees no CUDA or ROCm GPU: exit 2
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -30,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from harness.store import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DIR_ENV = "SAGEATTENTION_DIR"
@@ -121,19 +120,11 @@ def load(choice: str) -> ModuleType:
     return module
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def install_sageattention2(tarball: Path, sha256: str, dest: Path) -> Path:
     """Extract SageAttention2's ``sageattention/`` from the pinned tarball (digest checked) into
     ``dest/<folder>``, with the ``_fused`` stub and the marker; returns the folder."""
     pkg = PACKAGES["sageattention2"]
-    digest = sha256_of(tarball)
+    digest = sha256_file(tarball)
     if digest != sha256:
         raise InstallError(f"{tarball}: sha256 {digest}, expected {sha256}; not installed")
     target = dest / pkg.folder
@@ -159,19 +150,8 @@ def install_sageattention1(spec: str, dest: Path) -> Path:
     pkg = PACKAGES["sageattention1"]
     target = dest / pkg.folder
     shutil.rmtree(target, ignore_errors=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-deps",
-        "--no-compile",
-        "--target",
-        str(target),
-        spec,
-    ]
-    if subprocess.run(cmd).returncode != 0:
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile"]
+    if subprocess.run([*pip, "--target", str(target), spec]).returncode != 0:
         raise InstallError(f"pip could not install {spec} into {target}")
     write_marker(target, pkg, source=Path(spec).name)
     return target

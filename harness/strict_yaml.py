@@ -1,12 +1,7 @@
 """YAML for input files (scenarios, gates, manifests): safe tags only, a key given twice is an
-error, and the line of every field, so that a problem names file, line and field.
-
-PyYAML keeps the last of two equal keys in a mapping without a word; a typo'd copy of a block
-would then silently replace the first. ``load_yaml`` refuses that and names both lines.
-
-Aliases are bounded: a document whose aliases would expand to more than ``MAX_ALIAS_NODES``
-nodes beyond its own (the "billion laughs"), or that contains itself, is refused before
-anything is built from it; ``line_map`` visits every node once, never through an alias again.
+error (PyYAML would keep the last without a word), and the line of every field, so that a problem
+names file, line and field. Aliases are bounded: a document they would expand by more than
+``MAX_ALIAS_NODES`` nodes (the "billion laughs"), or that contains itself, is refused.
 """
 
 from __future__ import annotations
@@ -62,11 +57,8 @@ MAX_DEPTH = 100  # collections inside collections; a scenario needs 4 or 5
 
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
     """The document and its node tree (for line numbers); raises YamlProblem, never YAMLError.
-
-    libyaml's parser gives the events where PyYAML was built with it (several times faster on a
-    large scenario), composed here without recursion and at most ``MAX_DEPTH`` deep; a document
-    it refuses is parsed again by PyYAML's own parser, whose messages name the character at fault.
-    """
+    libyaml parses where PyYAML has it (several times faster); a document it refuses is parsed
+    again by PyYAML's own parser, whose messages name the character at fault."""
     if yaml.__with_libyaml__:
         try:
             return _load(text, fast=True)
@@ -208,10 +200,8 @@ def check_aliases(root: yaml.Node) -> None:
 
 def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
     """Field location (as pydantic gives it: keys and list indices) -> 1-based line in the file.
-
-    A node reached again through an alias is not walked again: fields under it take the line
-    of the nearest field above them that has one (``line_for``).
-    """
+    A node reached again through an alias is not walked again (``line_for`` then takes the line
+    of the nearest field above)."""
     out = {} if out is None else out
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, tuple]] = [(node, path)]

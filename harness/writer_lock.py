@@ -1,15 +1,11 @@
 """One lock for every writer of a campaign (``harness run``, ``ingest``, ``report``), and the
 removal of what killed writers left behind.
 
-The lock is an OS lock (flock) on ``<campaign>/campaign.lock``: the kernel drops it when its
-process ends, however it ends, so it is never left held by a dead process; the file keeps the
-holder's pid, host, start time and kind of writer, which is how a waiting writer names it.
-
-Who comes second: a report or an ingest waits for the writer in progress (saying whose lock it
-waits for; Ctrl-C stops waiting), and so does a run that finds a report or an ingest (both end
-in minutes); a second ``harness run`` is refused (exit 2): two runs of one campaign would run
-the same arms twice, and a run lasts hours. One process takes the lock once: a report built
-inside the ``harness run`` that holds it goes on under that lock (no deadlock on itself).
+The lock is a flock on ``<campaign>/campaign.lock`` (the kernel drops it when its process ends,
+however it ends); the file names the holder (pid, host, start, kind of writer) for whoever waits.
+A report or an ingest waits for the writer in progress, and so does a run that finds one of them
+(both end in minutes); a second ``harness run`` is refused (exit 2: a run lasts hours and would
+run the same arms twice). A process takes the lock once: a report inside its run goes on under it.
 """
 
 from __future__ import annotations
@@ -104,12 +100,9 @@ def _utcnow() -> str:
 
 
 class CampaignLock:
-    """The campaign's writer lock, held by ``writer`` (run, ingest or report) for its whole work.
-
-    ``on_wait``: called with the holder before waiting for it (the CLI says "waiting: ...").
-    On taking the lock, the temporary files and staging folders that killed writers left in
-    the campaign are removed (``removed`` lists them): nobody else can be writing them now.
-    """
+    """The campaign's writer lock, held by ``writer`` (run, ingest or report) for its whole work;
+    ``on_wait`` is told the holder before waiting. Taking it removes what killed writers left
+    (``removed`` lists it): nobody else can be writing it now."""
 
     RETRY_S = 0.5  # a dry run probing the lock holds it for microseconds; ride over that
 
@@ -224,9 +217,8 @@ def _may_be_live(run_folder: Path) -> bool:
 
 
 def remove_stale_temps(root: Path) -> list[Path]:
-    """Remove the harness's temporary files and ingest's staging folders under the campaign
-    ``root`` (left by writers that were killed); only to be called holding its lock. Best effort:
-    what cannot be removed stays. Returns what was removed."""
+    """Remove (best effort) the harness's temporary files and ingest's staging folders that killed
+    writers left under the campaign ``root``, holding its lock; returns what was removed."""
     root, removed = Path(root), []
     runs = root / "runs"
     for folder, dirs, files in os.walk(root):  # symbolic links are not followed

@@ -39,12 +39,13 @@ def test_a_pinned_sageattention2_runs_its_triton_function_in_lightx2v(tmp_path):
     from harness import sage_packages as sp
     from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT
     from harness.runners.lightx2v.rank_env import flavour_folder
+    from harness.store import sha256_file
 
     root = os.environ.get("LIGHTX2V_ROOT")
     tarball = Path(HARNESS_IMPORT_ROOT).parent / "shared" / "vendor" / "sageattention-d1a57a5.tar.gz"
     if not root or not tarball.is_file():
         pytest.skip("needs the pinned LightX2V (LIGHTX2V_ROOT) and SageAttention2 source")
-    sp.install_sageattention2(tarball, sp.sha256_of(tarball), tmp_path)
+    sp.install_sageattention2(tarball, sha256_file(tarball), tmp_path)
     env = {**os.environ, sp.DIR_ENV: str(tmp_path), "PLATFORM": "cpu"}
     os.environ[sp.DIR_ENV] = str(tmp_path)
     try:
