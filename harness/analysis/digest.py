@@ -1,11 +1,7 @@
-"""What an analysis read, as one digest, so that an unchanged campaign is not analysed again.
-
-The digest covers campaign.json (but the time it was last written) and every file under runs/ (by content: ``compare.hashes``
-remembers each file's sha256 by its identity, so no file is read twice), the campaign's place,
-the verdict rules given by the caller, this stage's version and the source of the harness code
-that computes the results (everything but the renderers and the command line). A results.json
-that carries the digest of the campaign as it is now, and whose assets are all present, is the
-analysis: nothing is compared, decoded or judged again.
+"""What an analysis read, as one digest, so that an unchanged campaign is not analysed again:
+campaign.json (but the time it was last written), every file under runs/ by content
+(``compare.hashes`` remembers each file's sha256), the campaign's place, the caller's verdict rules,
+this stage's version and the source of the harness code that computes results (not the renderers).
 """
 
 from __future__ import annotations
@@ -21,9 +17,8 @@ from harness.records import canonical_hash
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 
-ANALYSIS_VERSION = (
-    3  # 2: a shadowed copy of the exact trajectory is no candidate; 3: the headline ratio is the decisive one
-)
+# 2: a shadowed copy of the exact trajectory is no candidate; 3: the headline ratio is the decisive one
+ANALYSIS_VERSION = 3
 PACKAGE = Path(__file__).resolve().parents[1]
 RENDERERS = ("report", "cli")  # their code changes no result
 

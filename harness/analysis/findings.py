@@ -1,18 +1,12 @@
 """Where a candidate's attention error concentrates: its calls (in situ) or rows (kernels) grouped by
-what they were, and a finding line when one group's error is several times the rest's.
+what they were, and a finding when one group's error is several times the rest's.
 
 A kernel defect rarely spreads evenly: thu-ml's Triton kernels score the padded keys of their last
-64-key block, which scales a 74-key call's output by 0.70 and leaves a 120k-key call almost alone.
-Pooled over every call, the long calls hide it; grouped by key length it stands out.
-
-The rule (``FACTOR``): a group is a finding when its pooled rel L1 is at least ``FACTOR`` times the
-pooled rel L1 of the other observations, the whole 95 % interval included (bootstrap over the
-observations of each side, resampled apart; one observation a side: the point value), and, where an
-exact floor was measured on the same observations, at least ``FACTOR`` times the group's floor.
-Groups are searched greedily: the strongest finding is taken, its observations set aside, and the
-rest searched again (a block that holds the refiner's calls is not a second finding). Groups of
-different dimensions that hold the same observations are one finding, named by the first dimension
-in ``DIMENSIONS``' order.
+64-key block, which scales a 74-key call's output by 0.70 and leaves a 120k-key call almost alone;
+pooled over every call the long calls hide it, grouped by key length it stands out. The rule is
+``rule()``'s; groups are searched greedily (the strongest taken, its observations set aside, the rest
+searched again), and groups of different dimensions that hold the same observations are one finding,
+named by the first dimension in ``DIMENSIONS``' order.
 """
 
 from __future__ import annotations
@@ -68,29 +62,19 @@ def _k(o: Observation) -> int | None:
 
 
 def _padded_share(o: Observation) -> str | None:
-    k = _k(o)
-    if k is None:
+    if (k := _k(o)) is None:
         return None
     much = padding(k) > PADDED_SHARE * k
     return f"whose last {BLOCK}-key block pads over {PADDED_SHARE:.0%} of the keys" if much else "other"
 
 
 def _mod(block: int) -> Callable[[Observation], str | None]:
-    def key(o: Observation) -> str | None:
-        k = _k(o)
-        if k is None:
-            return None
-        return f"whose key length is not a multiple of {block}" if k % block else "other"
-
-    return key
+    words = f"whose key length is not a multiple of {block}"
+    return lambda o: None if (k := _k(o)) is None else words if k % block else "other"
 
 
 def _attr(name: str, words: str) -> Callable[[Observation], str | None]:
-    def key(o: Observation) -> str | None:
-        v = o.attrs.get(name)
-        return None if v is None else words.format(v)
-
-    return key
+    return lambda o: None if (v := o.attrs.get(name)) is None else words.format(v)
 
 
 # (dimension, the group's description of an observation); "other" groups are never named alone.
@@ -145,9 +129,7 @@ def scale_of(obs: Sequence[Observation]) -> tuple[float | None, float | None]:
 def mostly_scale(rel_l1: float | None, scale: float | None, unscaled: float | None) -> bool:
     """The output is the reference times a factor, give or take: scaled by ``SCALE_MIN`` or more,
     and the error left once the factor is divided out under a third of the error."""
-    if rel_l1 is None or scale is None or unscaled is None:
-        return False
-    if not all(math.isfinite(x) for x in (rel_l1, scale, unscaled)):
+    if any(x is None or not math.isfinite(x) for x in (rel_l1, scale, unscaled)):
         return False
     return abs(scale - 1) >= SCALE_MIN and unscaled < rel_l1 / 3
 
@@ -252,15 +234,12 @@ def finding_text(f: Finding) -> str:
     """'sage_attn2: error 85x higher [95 % 60 to 120] on calls whose ... (refiner; 74 keys, 54 padded
     to a 64-key block): rel L1 0.307 against 0.0036 on the other 2 calls; 169x its exact floor;
     outputs scaled by 0.70, direction kept (...)'."""
+    facts, scaled = f" ({f.facts})" if f.facts else "", scale_words(f.rel_l1, f.scale, f.rel_l1_unscaled)
     if f.ratio is None or f.rest_rel_l1 is None:  # the scale alone, on every call left
-        where = f"{'the other' if f.among_rest else 'all'} {f.count} {f.what}" + (
-            f" ({f.facts})" if f.facts else ""
-        )
-        return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}; " + scale_words(
-            f.rel_l1, f.scale, f.rel_l1_unscaled
-        )
+        where = f"{'the other' if f.among_rest else 'all'} {f.count} {f.what}{facts}"
+        return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}; {scaled}"
     ci = f" [95 % {range_text(*f.ratio_ci)}]" if f.ratio_ci else ""
-    where = f"{f.what} {f.group}" + (f" ({f.facts})" if f.facts else "")
+    where = f"{f.what} {f.group}{facts}"
     others = f"the other {f.rest_count} {f.what}" + (" left" if f.among_rest else "")
     parts = [
         f"{f.candidate}: error {ratio_text(f.ratio)} higher{ci} on {f.count} {where}: rel L1 {f.rel_l1:.3g} against "
@@ -268,7 +247,4 @@ def finding_text(f: Finding) -> str:
     ]
     if f.floor_ratio is not None:
         parts.append(f"{ratio_text(f.floor_ratio)} its exact floor")
-    scaled = scale_words(f.rel_l1, f.scale, f.rel_l1_unscaled)
-    if scaled:
-        parts.append(scaled)
-    return "; ".join(parts)
+    return "; ".join([*parts, scaled] if scaled else parts)

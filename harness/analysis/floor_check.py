@@ -1,23 +1,13 @@
 """The noise floor checked before it judges: per seed, each floor run against the others.
 
-A floor run is an exact perturbation of the reference (e.g. K/V order reversed): its error
-energies are what exact attention alone moves. One bad run (a quantised kernel's output, another
-seed's, no perturbation at all) would be averaged into the floor and move every verdict, so
-before any candidate is judged, per seed:
-
-* a floor run **identical** to the reference (bitwise, or every energy 0) perturbed nothing: it
-  is left out, named;
-* **leave one out**: with three or more floor runs in a seed, a run whose log video energy (MSE or
-  1 - SSIM; ``CHECKED_KINDS`` says why not audio) lies further from the mean of the seed's other
-  runs than ``max(log OUTLIER_FACTOR, OUTLIER_Z *
-  sigma * sqrt(1 + 1/(k - 1)))`` is left out, named with its factor (sigma: the within-seed sd of
-  the log energy pooled over the other runs of every seed; the factor floor keeps a spread
-  estimated from few runs from flagging ordinary ones). The run furthest outside, in units of its
-  margin, goes first and the seed is checked again;
-* two floor runs that disagree by that margin (sigma from other seeds only) cannot say which is
-  wrong: the seed's floor is **invalid**, as is a seed whose every run was left out.
-
-A seed with one floor run cannot be checked: said, not hidden. What remains judges.
+A floor run is an exact perturbation of the reference: its error energies are what exact attention
+alone moves. One bad run (a quantised kernel's output, another seed's, no perturbation at all) would
+move every verdict, so per seed: a run **identical** to the reference perturbed nothing and is left
+out; with three or more runs, the run whose log video energy (``CHECKED_KINDS``) lies furthest beyond
+``max(log OUTLIER_FACTOR, OUTLIER_Z * sigma * sqrt(1 + 1/(k - 1)))`` of the mean of the others (sigma:
+the within-seed sd pooled over the other runs of every seed) is left out, and the seed checked again;
+two runs that disagree by that margin cannot say which is wrong: the seed's floor is **invalid**, as
+is one whose every run was left out. A seed with one floor run cannot be checked: said, not hidden.
 """
 
 from __future__ import annotations
@@ -60,19 +50,12 @@ class FloorCheck(Record):
 
 def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
     get = KINDS[kind].get
-    out = {}
-    for r in runs:
-        x = get(r)
-        if x is not None and math.isfinite(x) and x > 0:
-            out[r.key] = math.log(x)
-    return out
+    return {r.key: math.log(x) for r in runs if (x := get(r)) is not None and math.isfinite(x) and x > 0}
 
 
 def _margin(sigma: float | None, others: int) -> float:
     base = math.log(OUTLIER_FACTOR)
-    if sigma is None:
-        return base
-    return max(base, OUTLIER_Z * sigma * math.sqrt(1 + 1 / max(1, others)))
+    return base if sigma is None else max(base, OUTLIER_Z * sigma * math.sqrt(1 + 1 / max(1, others)))
 
 
 def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, float, float] | None:

@@ -21,21 +21,17 @@ SCALE_AGREE = 0.02
 
 def emulator_pairs(ops: list[InSituOp]) -> list[tuple[str, str]]:
     """(emulator, kernel) names among one run's ops."""
+    kernels = [
+        k
+        for k in ops
+        if not (k.kv_reversed or k.params.get("models") or k.params.get("sageattention") == "emulator")
+    ]
     pairs = []
-    for e in ops:
-        target = e.params.get("models")
-        lightx2v = e.params.get("sageattention") == "emulator"
-        for k in ops:
-            if (
-                k is e
-                or k.kv_reversed
-                or k.params.get("models")
-                or k.params.get("sageattention") == "emulator"
-            ):
-                continue
-            if (target and k.params.get("backend") == target) or (
-                lightx2v and k.attn_type == e.attn_type and k.params.get("sageattention") == "package"
-            ):
+    for e in ops:  # an emulator is never among the kernels
+        target, lightx2v = e.params.get("models"), e.params.get("sageattention") == "emulator"
+        for k in kernels:
+            by_package = k.attn_type == e.attn_type and k.params.get("sageattention") == "package"
+            if (target and k.params.get("backend") == target) or (lightx2v and by_package):
                 pairs.append((e.name, k.name))
     return pairs
 

@@ -1,12 +1,8 @@
 """The one reader of a results.json from the world (``report --from-results``, ``harness history``,
-the job summary): a results.json travels (a CI artifact, a colleague's campaign), so it is held
-to bounds before anything is computed or drawn from it.
-
-Refused, each in one line naming the file (exit 3: the data does not hold), before anything is
-written: a file over ``MAX_RESULTS_BYTES``, nesting deeper than ``MAX_DEPTH``, a number that is
-not finite (JSON has no NaN or Infinity: the harness writes them as strings; a literal one, or
-1e400, was not written by it), a run's timing that is not a measurement (the rules timing.json
-is held to: ``record_checks``), and a file that is not a results.json at all.
+the job summary): a results.json travels, so it is held to bounds before anything is computed or drawn
+from it. Refused in one line naming the file (exit 3), before anything is written: a file over
+``MAX_RESULTS_BYTES``, nesting deeper than ``MAX_DEPTH``, a number that is not finite (the harness
+writes none), a run's timing that is not a measurement (``record_checks``), or not a results.json.
 """
 
 from __future__ import annotations
@@ -57,15 +53,14 @@ def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
     except ValueError as err:
         raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
     problem = bounds_problem(data)
-    # Another schema's structure is the schema check's to name; bounds and run times hold.
-    current = schema is None or not isinstance(data, dict) or data.get("schema", schema) == schema
-    if problem is None and not (isinstance(data, dict) and isinstance(data.get("runs"), list)):
-        if current:
-            problem = "no campaign_id/runs" if isinstance(data, dict) else "not a JSON object"
-    elif problem is None:
+    is_dict = isinstance(data, dict)
+    runs = is_dict and isinstance(data.get("runs"), list)
+    if problem is None and runs:
         problem = timing_problem(data["runs"])
-    if problem is None and current and "campaign_id" not in data:
-        problem = "no campaign_id/runs"
+    # Another schema's structure is the schema check's to name; bounds and run times hold.
+    current = schema is None or not is_dict or data.get("schema", schema) == schema
+    if problem is None and current and not (runs and "campaign_id" in data):
+        problem = "no campaign_id/runs" if is_dict else "not a JSON object"
     if problem:
         raise ResultsFileError(f"{path}: not a harness results.json ({problem})")
     return data

@@ -1,15 +1,9 @@
-"""The speed tests of one campaign: each arm against the reference, runs as samples, paired where the
-design pairs them, corrected by family (Holm), and the stopping rule of ``repeats: auto``.
-
-Design of a test (``compare.significance``): the arm's and the reference's runs share every
-(seed, repeat): **paired** (each round ran both side by side); they share seeds only (e.g. a
-noise floor that runs once per seed): **blocked by seed**; else **unpaired**.
-
-Holm's families: the p-values of the tests (each arm x DiT s/step and pipeline total) are adjusted
-together within one family of arms only: the candidates' tests are the report's question, and the
-noise floors, schedules (hybrids) and shadowed copies of the reference answer other questions, each
-in a family of its own, so that they neither dilute nor lend power to the candidates' words. An
-arm's family comes from ``families`` (``speed_families``), else from its role.
+"""The speed tests of one campaign: each arm against the reference, runs as samples, paired by (seed,
+repeat) where both ran every round, else blocked by seed, else unpaired (``compare.significance``);
+Holm-adjusted within one family of arms only (``speed_families``): the candidates' tests are the
+report's question, and the noise floors, schedules and shadowed copies of the reference answer
+others, so they neither dilute nor lend power to the candidates' words. And the stopping rule of
+``repeats: auto``.
 """
 
 from __future__ import annotations
@@ -43,32 +37,25 @@ def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
     return out
 
 
-def _value(r: RunSummary, timing: str) -> float | None:
-    return getattr(r, timing)
-
-
 def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], timing: str,
                rules: VerdictRules) -> SpeedTest:  # fmt: skip
     """One timing of an arm against the reference, in the design its runs allow."""
-    arm = [r for r in arm_runs if r.ok and _value(r, timing) is not None]
-    ref = [r for r in ref_runs if r.ok and _value(r, timing) is not None]
+
+    def measured(runs: Sequence[RunSummary]) -> list[tuple]:  # (seed, repeat, time) of every ok run
+        return [(r.seed, r.repeat, v) for r in runs if r.ok and (v := getattr(r, timing)) is not None]
+
+    arm, ref = measured(arm_runs), measured(ref_runs)
     what, kw = TIMINGS[timing], {"alpha": rules.alpha, "min_effect": rules.min_effect}
-    ref_at = {(r.seed, r.repeat): _value(r, timing) for r in ref}
-    arm_at = {(r.seed, r.repeat): _value(r, timing) for r in arm}
+    ref_at, arm_at = {(s, k): v for s, k, v in ref}, {(s, k): v for s, k, v in arm}
     if len(arm_at) >= 2 and set(arm_at) == set(ref_at):
         return compare_pairs([(ref_at[k], arm_at[k]) for k in sorted(arm_at, key=str)], what=what, **kw)
-    seeds = sorted({r.seed for r in arm} & {r.seed for r in ref}, key=str)
+    seeds = sorted({s for s, _, _ in arm} & {s for s, _, _ in ref}, key=str)
     if seeds and None not in seeds:
-        blocks = [
-            ([_value(r, timing) for r in ref if r.seed == s], [_value(r, timing) for r in arm if r.seed == s])
-            for s in seeds
-        ]
+        blocks = [([v for s, _, v in ref if s == b], [v for s, _, v in arm if s == b]) for b in seeds]
         blocked = compare_blocked(blocks, what=what, **kw)
         if blocked.speedup_ci is not None:  # no within-seed df, or zero spread within seeds: unpaired
             return blocked
-    return compare_samples(
-        [_value(r, timing) for r in ref], [_value(r, timing) for r in arm], what=what, **kw
-    )
+    return compare_samples([v for *_, v in ref], [v for *_, v in arm], what=what, **kw)
 
 
 def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, rules: VerdictRules,
@@ -101,13 +88,10 @@ def interval_widths(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str
         if roles.get(arm) != "candidate":
             continue
         for timing, t in by.items():
-            if not t.n_arm:  # never ran here (skipped): nothing to narrow
-                continue
-            ci, s = t.speedup_ci, t.speedup
-            if t.word == "zero spread":
-                out[f"{arm} {TIMINGS[timing]}"] = 0.0
-                continue
-            out[f"{arm} {TIMINGS[timing]}"] = (ci[1] - ci[0]) / s if ci and s else None
+            if t.n_arm:  # else never ran here (skipped): nothing to narrow
+                ci, s = t.speedup_ci, t.speedup
+                width = (ci[1] - ci[0]) / s if ci and s else None
+                out[f"{arm} {TIMINGS[timing]}"] = 0.0 if t.word == "zero spread" else width
     return out
 
 
@@ -117,12 +101,8 @@ def auto_note(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str], rep
     widths = interval_widths(tests, roles)
     wide = {k: w for k, w in widths.items() if w is None or w >= target}
     if not wide:
-        flat = sum(
-            t.word == "zero spread"
-            for a, by in tests.items()
-            if roles.get(a) == "candidate"
-            for t in by.values()
-        )
+        cands = [t for a, by in tests.items() if roles.get(a) == "candidate" for t in by.values()]
+        flat = sum(t.word == "zero spread" for t in cands)
         zero = f" ({flat} with zero spread: no interval, nothing to narrow)" if flat else ""
         return f"repeats auto: {repeats} round(s); every speed-up interval is narrower than {100 * target:g}%{zero}"
     k = max(wide, key=lambda x: wide[x] if wide[x] is not None else float("inf"))

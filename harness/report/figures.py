@@ -4,7 +4,6 @@ an unchanged results.json draws nothing (nor imports matplotlib)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from importlib import import_module
@@ -19,7 +18,7 @@ from harness.report.accuracy import role_text, run_label
 from harness.report.insitu import STEPS_FIGURE
 from harness.report.review import drawn_points
 from harness.safe_write import UnsafePathError, is_plain_name, resolve_under
-from harness.store import atomic_write_json
+from harness.store import atomic_write_json, sha256_file
 
 # 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
 FIGURES_VERSION = 4
@@ -46,7 +45,11 @@ class AssetReader:
 
     def digest(self, rel: str) -> str | None:
         p = self.path(rel)
-        return None if p is None else hashlib.sha256(p.read_bytes()).hexdigest()
+        return None if p is None else sha256_file(p)
+
+    def read(self, rel: str, model: Any) -> Any:
+        """The asset at ``rel`` (checked by ``path``) as a ``model`` record."""
+        return model.model_validate_json((self.root / rel).read_bytes())
 
 
 def grey_image(png: Path) -> Any:
@@ -153,7 +156,7 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
         rel = res.assets.get(f"specdiff:{r.key}")
         if r.seed != res.primary_seed or not rel or assets.path(rel, page=True) is None:
             continue
-        view = SpectrogramDiff.model_validate_json(assets.root.joinpath(rel).read_bytes())
+        view = assets.read(rel, SpectrogramDiff)
         if assets.path(view.png, page=True) is not None:
             rows.append((run_label(res, r.key, r.arm, r.role), view))
     if not rows:
@@ -209,11 +212,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
     if series:
 
         def per_frame(p: Path, series=series) -> Path | None:
-            data = [
-                (lab, FrameSeries.model_validate_json(assets.root.joinpath(rel).read_bytes()))
-                for lab, rel in series
-            ]
-            return plots().per_frame_plot(data, p)
+            return plots().per_frame_plot([(lab, assets.read(rel, FrameSeries)) for lab, rel in series], p)
 
         jobs.append(("per_frame", [(lab, assets.digest(rel)) for lab, rel in series], per_frame))
 
@@ -227,7 +226,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         def audio(p: Path, tracks=tracks) -> Path | None:
             drawn = []
             for lab, rel, spec in tracks:
-                view = AudioView.model_validate_json(assets.root.joinpath(rel).read_bytes())
+                view = assets.read(rel, AudioView)
                 png = assets.path(spec) if spec else None
                 drawn.append((lab, view, spectrogram_db(png, view) if png is not None else None))
             return plots().audio_plot(drawn, p)
@@ -245,23 +244,19 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
     for s in res.latents:
         if s.seed != seed:
             continue
-        names = sorted({n for pt in s.points for n in pt.parts})
-        if names:  # one line per named latent (video, audio): they part at different rates
-            for n in names:
-                pts = [(pt.step, pt.parts[n]) for pt in s.points if n in pt.parts]
-                latent_series.append((f"{run_label(res, s.key, s.arm, s.role)}: {n}", pts))
-        else:
+        label, names = run_label(res, s.key, s.arm, s.role), sorted({n for pt in s.points for n in pt.parts})
+        for n in names:  # one line per named latent (video, audio): they part at different rates
             latent_series.append(
-                (run_label(res, s.key, s.arm, s.role), [(pt.step, pt.psnr) for pt in s.points])
+                (f"{label}: {n}", [(pt.step, pt.parts[n]) for pt in s.points if n in pt.parts])
             )
+        if not names:
+            latent_series.append((label, [(pt.step, pt.psnr) for pt in s.points]))
     if any(pts for _, pts in latent_series):
         jobs.append(("latents", latent_series, lambda p: plots().latent_plot(latent_series, p)))
 
     if res.multi_seed:
-        band = None
-        if res.floor is not None and "psnr" in res.floor.band:
-            lo, _, hi = res.floor.band["psnr"]
-            band = (lo, hi)
+        psnr = res.floor.band.get("psnr") if res.floor is not None else None
+        band = (psnr[0], psnr[2]) if psnr is not None else None
         per_seed = []
         for a in res.arms:
             if role_text(res, a.arm, a.role) != "candidate":  # floors are the band; a shadowed copy is none

@@ -28,10 +28,17 @@ def _vs_ref_test(t: SpeedTest | None, a: ArmAggregate) -> str:
     return t.words if a.timing_baseline else f"{a.timing_label}; {t.words}"
 
 
+def _pairs_table(*rows: tuple[str, str], title: str = "", headers: list[str] | None = None) -> TextTable:
+    """A two-column table of (name, value) rows."""
+    t = TextTable(title=title, headers=headers or ["", ""])
+    for k, v in rows:
+        t.add([k, v])
+    return t
+
+
 def overview_section(res: ReportResults) -> Section:
     sec = Section("overview", "Campaign")
-    info = TextTable(title="", headers=["", ""])
-    for k, v in (
+    info = _pairs_table(
         ("scenario", res.scenario_name),
         ("scenario file", res.scenario_file or NA),
         ("campaign", res.campaign_id),
@@ -41,8 +48,7 @@ def overview_section(res: ReportResults) -> Section:
         ("noise floor", ", ".join(res.noise_floor_arms) or "none"),
         ("seeds", ", ".join(map(str, res.seeds)) or NA),
         ("created / report generated", f"{res.created_at or NA} / {res.generated_at}"),
-    ):
-        info.add([k, v])
+    )
     runs = TextTable(title="Runs", headers=["run", "arm", "seed", "role", "attention", "status"])
     for r in res.runs:
         attn = f"{r.attn_type}{f' ({r.perturbation})' if r.perturbation else ''}"
@@ -177,12 +183,8 @@ def attention_section(res: ReportResults) -> Section:
     for r in res.runs:
         if r.valid is False:
             sec.bullets.append(f"{r.key}: " + "; ".join(r.invalid_reasons))
-    env = TextTable(title="Environment", headers=["", ""])
-    for k, v in res.env_summary:
-        env.add([k, v])
-    if not res.env_summary:
-        env.add(["environment", "not recorded in campaign.json"])
-    sec.tables.append(env)
+    env = res.env_summary or [("environment", "not recorded in campaign.json")]
+    sec.tables.append(_pairs_table(*env, title="Environment"))
     return sec
 
 
@@ -223,10 +225,7 @@ def failures_section(res: ReportResults) -> Section | None:
 
 def conventions_section(res: ReportResults) -> Section:
     sec = Section("conventions", "Conventions")
-    t = TextTable(title="", headers=["what", "convention"])
-    for k, v in res.conventions.items():
-        t.add([k, v])
-    sec.tables.append(t)
+    sec.tables.append(_pairs_table(*res.conventions.items(), headers=["what", "convention"]))
     return sec
 
 
