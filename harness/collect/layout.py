@@ -48,19 +48,6 @@ def grid_counts(h: int, w: int) -> np.ndarray:
     return np.outer(np.diff(cell_starts(h)), np.diff(cell_starts(w)))
 
 
-def coarsen(sums: np.ndarray, scale: int) -> np.ndarray:
-    """GRID x GRID cell sums added up into scale x scale cells."""
-    k = GRID // scale
-    return sums.reshape(scale, k, scale, k).sum(axis=(1, 3))
-
-
-def grid_means(sums: np.ndarray, h: int, w: int, scale: int) -> np.ndarray:
-    """Mean Y per cell at ``scale`` from the GRID x GRID sums of an h x w frame."""
-    return coarsen(np.asarray(sums, np.float64).reshape(GRID, GRID), scale) / coarsen(
-        grid_counts(h, w).astype(np.float64), scale
-    )
-
-
 def scales_for(h: int, w: int) -> tuple[int, ...]:
     return tuple(s for s in SCALES if h >= s and w >= s)
 
@@ -71,8 +58,8 @@ def _pool(scale: int) -> np.ndarray:
     return (np.arange(GRID)[None, :] // (GRID // scale) == np.arange(scale)[:, None]).astype(np.float64)
 
 
-def coarsen_batch(sums: np.ndarray, scale: int) -> np.ndarray:
-    """[N, GRID, GRID] float64 cell sums added up into [N, scale, scale] (P sums P^T with a 0/1 P:
+def coarsen(sums: np.ndarray, scale: int) -> np.ndarray:
+    """[..., GRID, GRID] float64 cell sums added up into [..., scale, scale] (P sums P^T with a 0/1 P:
     exact, the sums being integers far below 2^53)."""
     p = _pool(scale)
     return p @ sums @ p.T
@@ -137,9 +124,7 @@ class LayoutPair:
         order = sorted(block)
         a = np.stack([block[i][0] for i in order]).astype(np.float64).reshape(-1, GRID, GRID)
         b = np.stack([block[i][1] for i in order]).astype(np.float64).reshape(-1, GRID, GRID)
-        terms = {
-            s: frame_terms(coarsen_batch(a, s) / n, coarsen_batch(b, s) / n) for s, n in self._counts.items()
-        }
+        terms = {s: frame_terms(coarsen(a, s) / n, coarsen(b, s) / n) for s, n in self._counts.items()}
         with self._lock:
             self.frames += len(order)
             for s, t in terms.items():

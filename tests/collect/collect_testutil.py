@@ -16,7 +16,7 @@ from harness.collect.audio import (
     mel_power,
 )
 from harness.collect.audio_align import lag_search
-from harness.collect.layout import GRID, cell_rows, grid_means
+from harness.collect.layout import GRID, cell_rows, coarsen, grid_counts
 from harness.collect.ssim import BAND_ROWS, ssim_sse
 from harness.media import write_av
 
@@ -67,6 +67,12 @@ def make_video(
 ) -> Path:
     write_av(path, frames, audio, fps=fps, sample_rate=rate, crf=crf, preset="ultrafast")
     return path
+
+
+def grid_means(sums: np.ndarray, h: int, w: int, scale: int) -> np.ndarray:
+    """Mean Y per cell at ``scale`` from the GRID x GRID sums of an h x w frame."""
+    sums = np.asarray(sums, np.float64).reshape(GRID, GRID)
+    return coarsen(sums, scale) / coarsen(grid_counts(h, w).astype(np.float64), scale)
 
 
 def luma_grid(y: np.ndarray, scale: int) -> np.ndarray:
