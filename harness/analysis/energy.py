@@ -24,7 +24,9 @@ from harness.metrics import Energy, Metric, energy_metrics, in_order
 from harness.metrics.metric import energy_from_db, mse_from_psnr, psnr_from_mse  # noqa: F401  (re-exported)
 from harness.records import Record
 
-VIDEO_MSE = "video_mse"  # the metric (and energy) an identical pair has at exactly 0
+# The metrics (harness.metrics keys) an identical pair has at exactly 0 (video MSE) and +inf dB (audio
+# SNR), and the audio similarity the verdict reads (the cosine, else from the SNR).
+VIDEO_MSE, AUDIO_SNR, AUDIO_COSINE = "video_mse", "audio_snr", "audio_cosine"
 
 
 class PairErrors(Record):
@@ -54,16 +56,16 @@ class PairErrors(Record):
     @property
     def audio_snr_db(self) -> float | None:
         """At the container's alignment (the verdict's audio correlation reads it where no cosine is)."""
-        return self.values.get("audio_snr")
+        return self.values.get(AUDIO_SNR)
 
     @property
     def audio_cosine(self) -> float | None:  # signed
-        return self.values.get("audio_cosine")
+        return self.values.get(AUDIO_COSINE)
 
     @classmethod
-    def from_psnr(cls, psnr_db: float, values: Mapping[str, float] | None = None, **kw) -> PairErrors:
+    def from_psnr(cls, db: float, values: Mapping[str, float] | None = None, **kw) -> PairErrors:
         """From a pooled PSNR in dB (e.g. a table in a pull request), with other metrics' ``values``."""
-        return cls(values={VIDEO_MSE: mse_from_psnr(psnr_db), **(values or {})}, **kw)
+        return cls(values={VIDEO_MSE: mse_from_psnr(db), **(values or {})}, **kw)
 
     @classmethod
     def measured(cls, key: str, seed: int | None, video: Any, audio: Any, **kw) -> PairErrors:
@@ -95,7 +97,8 @@ def is_identical(e: PairErrors) -> bool:
         return e.identical
     if e.value(VIDEO_MSE) != 0.0:
         return False
-    return e.audio_snr_db is None or e.audio_snr_db == math.inf
+    snr = e.value(AUDIO_SNR)
+    return snr is None or snr == math.inf
 
 
 @dataclass(frozen=True)

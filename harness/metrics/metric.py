@@ -22,8 +22,8 @@ PEAK = 255.0  # uint8 RGB: the peak of a video PSNR
 # -- transforms: a figure <-> its error energy (0: equal to the reference) ----------------------------
 
 
-def mse_from_psnr(psnr_db: float, peak: float = PEAK) -> float:
-    return 0.0 if math.isinf(psnr_db) and psnr_db > 0 else peak * peak / 10.0 ** (psnr_db / 10.0)
+def mse_from_psnr(db: float, peak: float = PEAK) -> float:
+    return 0.0 if math.isinf(db) and db > 0 else peak * peak / 10.0 ** (db / 10.0)
 
 
 def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
