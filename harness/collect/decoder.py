@@ -19,13 +19,6 @@ QUEUE_FRAMES = 2  # decoded frames buffered per stream (and per side thread)
 _DONE = object()
 
 
-def decode_threads(cpus: int | None = None) -> int:
-    """FFmpeg threads per decoder: none on small machines (our own threads keep the cores
-    busy, and FFmpeg's add overhead), a few on large ones (where decoding limits a GPU)."""
-    cpus = cpus or os.cpu_count() or 2
-    return max(1, min(4, (cpus - 2) // 2))
-
-
 class FrameDecoder(threading.Thread):
     """Decodes one file into a bounded queue; a second thread hashes and (on CPU) measures
     every frame, so that on many cores neither chain limits the other."""
@@ -33,7 +26,9 @@ class FrameDecoder(threading.Thread):
     def __init__(self, path: Path, limit: int, *, cpu_stats: bool, stop: threading.Event):
         super().__init__(daemon=True, name=f"decode-{path.name}")
         self.path, self.limit, self.cpu_stats, self.stop = path, limit, cpu_stats, stop
-        self.threads = decode_threads()
+        # FFmpeg threads: none on small machines (our own threads keep the cores busy, and FFmpeg's
+        # add overhead), a few on large ones (where decoding limits a GPU)
+        self.threads = max(1, min(4, ((os.cpu_count() or 2) - 2) // 2))
         self.q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
         self.side_q: queue.Queue = queue.Queue(maxsize=QUEUE_FRAMES)
         self.side = threading.Thread(target=self._measure, daemon=True, name=f"stats-{path.name}")

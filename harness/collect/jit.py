@@ -1,26 +1,18 @@
-"""Compiled CPU kernels (numba) for the metric suite.
+"""Compiled CPU kernels (numba) for the metric suite, wrapped by ``ssim.py`` and ``stats.py``.
 
 Each kernel makes one pass over a frame (pair) with its intermediates in the CPU cache,
 releases the GIL (``nogil``) so that threads run them side by side, and is compiled once per
-machine (``cache=True`` keeps the machine code in ``__pycache__`` beside this file, or in
-numba's cache folder when that is read-only). The wrappers live in ``ssim.py`` and
-``stats.py``; this module is imported only when a CPU kernel is first needed.
+machine (``cache=True``: in ``__pycache__`` beside this file, or numba's cache folder when that is
+read-only); this module is imported only when a CPU kernel is first needed.
 
-* ``ssim_sse``: SSIM in the sums-and-differences form of ``ssim.py`` and the exact SSE of a
-  frame pair. The maps s = a + b, d = a - b, s^2, d^2 of one channel row go through the
-  horizontal 11-tap pass into a ring of 12 rows; the vertical pass makes two output rows
-  from 12 ring rows per load (half the cache traffic of one row at a time), then the SSIM
-  formula runs on them. float32 arithmetic on band-wise integer offsets, row sums in
-  float64.
-  Both passes are written centre-compensated, x_c + sum_t k_t ((x_t - x_c) + (x_-t - x_c)):
-  a flat neighbourhood gives exactly x_c, so E[s^2] - E[s]^2 is exactly 0 there, and
-  elsewhere the rounding scales with the local variation instead of the magnitude (without
-  this, flat black and white areas next to a difference cost ~1e-6 of SSIM; with it the
-  worst case found is ~1e-7). The centre tap is implied: 1 - 2 (k_0 + ... + k_4).
-* ``frame_sums``: BT.601 luma, its sum, sum of squares and maximum, its sums over the cells
-  of a coarse grid (the layout, ``collect.layout``), the 4-neighbour Laplacian's sum and sum
-  of squares, the count of RGB values equal to 0 or 255 and the L1 distance to the previous
-  frame; integer arithmetic, so the results are exact.
+``ssim_sse`` (SSIM in the sums-and-differences form of ``ssim.py``, and the exact SSE): the maps
+s, d, s^2, d^2 of a channel row go through the horizontal 11-tap pass into a ring of 12 rows; the
+vertical pass makes two output rows from 12 ring rows per load (half the cache traffic). Both passes
+are centre-compensated, x_c + sum_t k_t ((x_t - x_c) + (x_-t - x_c)): a flat neighbourhood gives
+exactly x_c, so E[s^2] - E[s]^2 is exactly 0 there, and elsewhere the rounding scales with the
+local variation instead of the magnitude (without it, flat black and white areas next to a
+difference cost ~1e-6 of SSIM; with it the worst case found is ~1e-7). ``frame_sums``: the exact
+integer sums of one frame's statistics and layout grid.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import cv2
 import numpy as np
 
 from harness.collect.layout import GRID, LayoutPair, cell_rows, cell_starts
@@ -47,11 +46,6 @@ class FrameStats:
     frozen: bool
     y_max: int = 0
     grid: tuple[int, ...] = ()  # Y sums over GRID x GRID cells, row-major (collect.layout)
-
-
-def luma(frame: np.ndarray) -> np.ndarray:
-    """BT.601 Y (uint8) from a uint8 RGB frame."""
-    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
 
 
 def _var(s: float, ss: float, n: int) -> float:

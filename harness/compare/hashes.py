@@ -20,10 +20,6 @@ HASHES_JSON = "hashes.json"
 MEMO_VERSION = 1
 
 
-def identity(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
 class FileHashes:
     """sha256 by file identity; ``path`` (optional) is where the memo is kept between processes."""
 
@@ -43,7 +39,8 @@ class FileHashes:
     def sha256(self, file: Path) -> str:
         """The file's sha256; read only when its identity is not the remembered one."""
         resolved = str(Path(file).resolve())
-        ident = identity(os.stat(resolved))
+        st = os.stat(resolved)
+        ident = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         known = self.entries.get(resolved)
         if known is not None and known[:4] == ident:
             return known[4]
@@ -68,8 +65,3 @@ class FileHashes:
 
 
 PROCESS_HASHES = FileHashes()  # for files outside a campaign (harness compare on two mp4s)
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered for the life of the process."""
-    return PROCESS_HASHES.sha256(path)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from harness.compare.admit import measured_files, refuse_incomparable
-from harness.compare.hashes import file_sha256
+from harness.compare.hashes import PROCESS_HASHES
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
 from harness.records import REPEAT_MARK
@@ -42,7 +42,7 @@ def summarize_file(path: Path, key: str | None = None) -> RunSummary:
         attn_type="unknown",
         status="ok",
         output=str(p),
-        output_sha256=file_sha256(p),
+        output_sha256=PROCESS_HASHES.sha256(p),
         notes=[NO_TIMING],
     )
 

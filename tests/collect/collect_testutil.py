@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from harness.collect.audio import (
@@ -128,3 +129,8 @@ def ssim(a: np.ndarray, b: np.ndarray, *, ws=None) -> float:
     """Mean SSIM of two uint8 frames (HxW or HxWxC); exactly 1.0 for identical frames."""
     total, count = ssim_sum(a, b, ws=ws)
     return total / count
+
+
+def luma(frame: np.ndarray) -> np.ndarray:
+    """BT.601 Y (uint8) from a uint8 RGB frame, as OpenCV's RGB2GRAY computes it."""
+    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)

@@ -5,8 +5,9 @@ import hashlib
 import numpy as np
 import pytest
 import torch
+from collect_testutil import luma
 
-from harness.collect.stats import StatsReducer, frame_stats, frame_stats_torch, luma
+from harness.collect.stats import StatsReducer, frame_stats, frame_stats_torch
 
 
 def _frames(n: int = 4, seed: int = 0) -> np.ndarray:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from collect_testutil import grid_means, luma_grid, make_video, scene
+from collect_testutil import grid_means, luma, luma_grid, make_video, scene
 
 from harness.collect.layout import SCALES, LayoutPair, scales_for
-from harness.collect.stats import FIRST_FRAMES, StatsReducer, frame_stats, frame_stats_torch, luma
+from harness.collect.stats import FIRST_FRAMES, StatsReducer, frame_stats, frame_stats_torch
 from harness.collect.suite import measure_pair, measure_run
 from harness.media import iter_frames
 
