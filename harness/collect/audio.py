@@ -67,18 +67,11 @@ def _cosine(aa: float, bb: float, ab: float) -> float:
     return ab / (math.sqrt(aa) * math.sqrt(bb))
 
 
-def hz_to_mel(f: np.ndarray | float) -> np.ndarray | float:
-    return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
-
-
-def mel_to_hz(m: np.ndarray | float) -> np.ndarray | float:
-    return 700.0 * (10.0 ** (np.asarray(m) / 2595.0) - 1.0)
-
-
 def mel_filterbank(sample_rate: int, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np.ndarray:
     """Triangular filters [n_mels, n_fft // 2 + 1], peak 1, edges evenly spaced in HTK mel."""
     freqs = np.linspace(0.0, sample_rate / 2.0, n_fft // 2 + 1)
-    edges = mel_to_hz(np.linspace(0.0, hz_to_mel(sample_rate / 2.0), n_mels + 2))
+    top = 2595.0 * np.log10(1.0 + np.asarray(sample_rate / 2.0) / 700.0)  # HTK mel of Nyquist
+    edges = 700.0 * (10.0 ** (np.linspace(0.0, top, n_mels + 2) / 2595.0) - 1.0)
     lo, mid, hi = edges[:-2, None], edges[1:-1, None], edges[2:, None]
     up = (freqs[None, :] - lo) / (mid - lo)
     down = (hi - freqs[None, :]) / (hi - mid)

@@ -87,18 +87,12 @@ class SpeedTest(Record):
     def measured(self) -> bool:
         return self.n_ref > 0 and self.n_arm > 0
 
-    def side(self, which: str) -> str:
-        """'0.451 ± 0.003 s (n=9)' for the reference ('ref') or the arm ('arm')."""
-        if which == "ref":
-            return mean_sd_text(self.mean_ref, self.sd_ref, self.n_ref, self.unit)
-        return mean_sd_text(self.mean_arm, self.sd_arm, self.n_arm, self.unit)
-
     @property
     def words(self) -> str:
         """The finding and its evidence, without the two sides' means (``line`` has them)."""
-        if not self.measured:
-            return f"no timing (n={self.n_ref}/{self.n_arm} {self.samples})"
         n = f"n={self.n_ref}/{self.n_arm} {self.samples}"
+        if not self.measured:
+            return f"no timing ({n})"
         head = f"speed-up {fmt_speedup_value(self.speedup)}"
         if self.word == "zero spread":
             what = ZERO_SPREAD_TEXT.get(self.design, "timings identical on every run")
@@ -117,24 +111,16 @@ class SpeedTest(Record):
         if self.p_adjusted is not None and self.p_adjusted != self.p:
             p += f", Holm {fmt_p(self.p_adjusted)}{over}"
         effect = f"minimum effect {100 * self.min_effect:g}%"
+        lead = f"{head} ({ci}; {n}{design}): {self.word}"
         if self.word == "not significant after Holm":
-            return (
-                f"{head} ({ci}; {n}{design}): not significant after Holm{over} ({p}; the "
-                f"{level_text(self.alpha)} CI excludes 1 before the correction, {effect})"
-            )
+            return f"{lead}{over} ({p}; the {level_text(self.alpha)} CI excludes 1 before the correction, {effect})"
         if self.word == "difference detected, size unclear":
+            return f"{lead} (the interval reaches inside the {effect}; {p})"
+        if self.word == "no difference detected" and self.detectable is not None:
             return (
-                f"{head} ({ci}; {n}{design}): difference detected, size unclear (the interval reaches "
-                f"inside the {effect}; {p})"
+                f"{lead} ({p}, {effect}; could detect a change of {percent_text(self.detectable)} at this n)"
             )
-        if self.word == "no difference detected":
-            could = (
-                f"; could detect a change of {percent_text(self.detectable)} at this n"
-                if self.detectable is not None
-                else ""
-            )
-            return f"{head} ({ci}; {n}{design}): no difference detected ({p}, {effect}{could})"
-        return f"{head} ({ci}; {n}{design}): {self.word} ({p}, {effect})"
+        return f"{lead} ({p}, {effect})"
 
     def finish(self, p_adjusted: float | None = None) -> SpeedTest:
         """Set the word and the line from the interval and the (adjusted) p-value."""
@@ -145,7 +131,9 @@ class SpeedTest(Record):
         if self.word != "zero spread":  # set by ``_interval``: no interval, no p, no word to find
             self.word = speed_word(self)
         head = f"{self.what}: " if self.what else ""
-        self.line = f"{head}{self.side('ref')} -> {self.side('arm')}: {self.words}"
+        ref = mean_sd_text(self.mean_ref, self.sd_ref, self.n_ref, self.unit)
+        arm = mean_sd_text(self.mean_arm, self.sd_arm, self.n_arm, self.unit)
+        self.line = f"{head}{ref} -> {arm}: {self.words}"
         return self
 
 
