@@ -112,14 +112,86 @@ def canonical_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class ShadowSpec(Record):
-    """One op computed beside every attention call of a shadowed run, on copies of the same q/k/v."""
+# A perturbation's cost on every call: why a perturbed arm's timings are no baseline.
+_WRAPPER_COSTS = {
+    "kv_reversed": "the K/V-reversed wrapper copies K and V (flip) before every call",
+    "kv_chunks": "the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass",
+}
 
-    name: str  # the label its errors go under: the arm it stands for, or the backend's name
+
+class AttentionChoice(Record):
+    """The attention an arm runs: a backend, its options and an exact perturbation (K/V order
+    reversed; K/V in chunks merged by log-sum-exp). The records that carry it (the scenario's arm,
+    ``RunSpec``, ``ShadowSpec``, ``RunSummary``) inherit it, so their JSON stays flat; a copy is
+    ``x.choice()``, the ops are built from it by ``attention.wrappers.make_attention``."""
+
     attn_type: str
-    kv_reversed: bool = False
-    kv_chunks: int = 1
-    attn_options: dict[str, Any] = Field(default_factory=dict)
+    kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
+    kv_chunks: int = Field(
+        1,
+        ge=1,
+        description="Split K/V into this many chunks along the sequence and merge the chunks' outputs "
+        "by log-sum-exp (online softmax): exact, only rounding changes (a noise floor).",
+    )
+    attn_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the attention backend (e.g. {sdpa_backend: efficient} for another exact "
+        "SDPA kernel as a noise floor; `harness backends` lists what each backend runs).",
+    )
+
+    @classmethod
+    def of(cls, x: Any) -> AttentionChoice:
+        """The attention of ``x``: a record that carries its fields (those it lacks at their
+        defaults) or a dict of them (a payload's JSON; other keys ignored). Always a copy."""
+        fields = AttentionChoice.model_fields
+        data = x if isinstance(x, dict) else {n: getattr(x, n) for n in fields if hasattr(x, n)}
+        return AttentionChoice.model_validate({n: v for n, v in data.items() if n in fields})
+
+    def choice(self) -> AttentionChoice:
+        """This record's attention alone (a copy): ``Other(**x.choice().model_dump(), ...)``."""
+        return AttentionChoice.of(self)
+
+    @property
+    def perturbation(self) -> str:
+        """How an exact run is perturbed ('K/V reversed', 'K/V in 2 chunks', 'sdpa_backend=efficient')."""
+        bits = ["K/V reversed"] if self.kv_reversed else []
+        if self.kv_chunks > 1:
+            bits.append(f"K/V in {self.kv_chunks} chunks")
+        bits += [f"{k}={v}" for k, v in sorted(self.attn_options.items())]
+        return ", ".join(bits)
+
+    def timing_notes(self, noise_floor: bool = False) -> list[str]:
+        """Why a run of this attention times more than its backend: each perturbation wrapper's own
+        work; a ``noise_floor`` run with options and no wrapper is another exact kernel."""
+        notes = [_WRAPPER_COSTS["kv_reversed"]] if self.kv_reversed else []
+        if self.kv_chunks > 1:
+            notes.append(_WRAPPER_COSTS["kv_chunks"])
+        if noise_floor and self.attn_options and not notes:
+            notes.append("another exact kernel, run as a noise floor")
+        return notes
+
+    def harness_only(self, who: str) -> tuple[str, str] | None:
+        """(field, one line) for the first field set here that only the harness's own attention
+        chain serves, refused for ``who`` (LightX2V's launcher or class, a diffusers dispatcher
+        backend: they apply K/V reversal alone); None when there is none."""
+        if self.kv_chunks > 1:
+            name, why = "kv_chunks", "K/V chunks merged by log-sum-exp weights"
+        elif self.attn_options:
+            name, why = "attn_options", "options of the backend itself"
+        else:
+            return None
+        return (
+            name,
+            f"{name} needs a harness backend run by the harness ({why}); {who} takes none (it applies kv_reversed alone)",
+        )
+
+
+class _ShadowName(Record):  # declared before the attention, so a shadow's JSON keeps its field order
+    name: str  # the label its errors go under: the arm it stands for, or the backend's name
+
+
+class ShadowSpec(AttentionChoice, _ShadowName):
+    """One op computed beside every attention call of a shadowed run, on copies of the same q/k/v."""
 
 
 class CaptureSettings(Record):
@@ -158,18 +230,17 @@ class StepSchedule(Record):
     exact_steps: list[int] = Field(default_factory=list)
 
 
-class RunSpec(Record):
-    """Everything that determines what one arm run computes (hashed for resume)."""
-
+class _RunPlace(Record):  # declared before the attention, so run.json keeps its field order
     scenario: str
     runner: str
     arm: str
     seed: int
     profile: str | None = None
-    attn_type: str
-    kv_reversed: bool = False
-    kv_chunks: int = 1  # > 1: K/V in this many chunks merged by log-sum-exp (an exact perturbation)
-    attn_options: dict[str, Any] = Field(default_factory=dict)  # options of the attention backend
+
+
+class RunSpec(AttentionChoice, _RunPlace):
+    """Everything that determines what one arm run computes (hashed for resume)."""
+
     role: Role = Role.candidate
     # Runner parameters after profile and arm overrides are applied.
     params: dict[str, Any] = Field(default_factory=dict)

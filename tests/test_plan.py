@@ -127,10 +127,13 @@ arms:
   - {name: ref, attn_type: torch_sdpa, role: reference}
   - {name: chunks, attn_type: torch_sdpa, kv_chunks: 2, role: noise_floor}
 """
-    with pytest.raises(
-        ScenarioError, match="kv_chunks and attn_options are served by the builtin runner only"
-    ):
+    with pytest.raises(ScenarioError) as err:
         parse_scenario(text, "l.yaml", {})
+    assert str(err.value) == (
+        "l.yaml:7: arms[1].kv_chunks: arm chunks: kv_chunks needs a harness backend run by the harness "
+        "(K/V chunks merged by log-sum-exp weights); the LightX2V launcher takes none (it applies "
+        "kv_reversed alone)"
+    )
 
 
 class CountingList(list):

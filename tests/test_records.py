@@ -5,13 +5,18 @@ from pydantic import Field
 
 from harness.errors import HarnessError
 from harness.records import (
+    AttentionChoice,
     AttnCallsRecord,
+    InSituSettings,
     RankCalls,
     Record,
+    Role,
     RunRecord,
     RunSpec,
     RunStatus,
     SchemaMismatch,
+    ShadowSpec,
+    StepSchedule,
     StepTiming,
     TimingRecord,
     check_schema,
@@ -123,3 +128,61 @@ def test_stale_reason_names_local_runs_left_running():
     )
     assert stale_reason(left.model_copy(update={"executor": "slurm"})) is None  # re-attached, not stale
     assert stale_reason(left.model_copy(update={"status": RunStatus.ok})) is None
+
+
+def _floor_spec() -> RunSpec:
+    return RunSpec(
+        scenario="s", runner="builtin", arm="nf", seed=7, profile="p", attn_type="torch_sdpa",
+        kv_reversed=True, kv_chunks=2, attn_options={"sdpa_backend": "efficient"}, role=Role.noise_floor,
+        multi_seed=True, repeat=2, insitu=InSituSettings(), schedule=StepSchedule(exact_first=1),
+        shadows=[ShadowSpec(name="x", attn_type="sage_emul_thuml", kv_chunks=3, attn_options={"variant": "sageattn2_fp8"})],
+        code={"torch_sdpa": "abc"},
+    )  # fmt: skip
+
+
+def test_spec_hashes_and_field_order_are_those_before_the_choice_was_one_record():
+    """The attention fields moved into AttentionChoice (inherited): the hashes below were computed
+    by the harness before, so campaigns made then still resume; run.json keeps its field order."""
+    plain = RunSpec(scenario="s", runner="builtin", arm="ref", seed=42, attn_type="torch_sdpa",
+                    role=Role.reference, params={"preset": "tiny"}, env={"A": "1"})  # fmt: skip
+    assert plain.spec_hash() == "9fa2911d7c21d262f20696f154eeb3104b7c8f1cb91215a7867dcd62e8311eed"
+    assert _floor_spec().spec_hash() == "74762564d5bbffff5d86238e8847c12712689a68b56c6e0bc532ffee92e2150c"
+    assert list(RunSpec.model_fields)[:10] == [
+        "scenario", "runner", "arm", "seed", "profile",
+        "attn_type", "kv_reversed", "kv_chunks", "attn_options", "role",
+    ]  # fmt: skip
+    assert list(ShadowSpec.model_fields) == ["name", "attn_type", "kv_reversed", "kv_chunks", "attn_options"]
+
+
+def test_the_choice_is_copied_whole_and_compares_by_value():
+    spec = _floor_spec()
+    choice = spec.choice()
+    assert type(choice) is AttentionChoice and choice == AttentionChoice.of(spec)
+    assert choice.model_dump() == {
+        "attn_type": "torch_sdpa", "kv_reversed": True, "kv_chunks": 2, "attn_options": {"sdpa_backend": "efficient"}
+    }  # fmt: skip
+    choice.attn_options["sdpa_backend"] = "math"  # a copy: the spec keeps its own
+    assert spec.attn_options == {"sdpa_backend": "efficient"} and choice != spec.choice()
+    assert AttentionChoice.of({"name": "x", "attn_type": "a", "kv_chunks": 2}) == AttentionChoice(
+        attn_type="a", kv_chunks=2
+    )  # a payload's dict: other keys ignored
+    shadow = ShadowSpec(name="nf", **spec.choice().model_dump())
+    assert shadow.choice() == spec.choice() and shadow.name == "nf"
+
+
+def test_the_choice_says_its_perturbation_timing_and_what_only_the_harness_serves():
+    floor = AttentionChoice(
+        attn_type="torch_sdpa", kv_reversed=True, kv_chunks=2, attn_options={"b": 1, "a": 2}
+    )
+    assert floor.perturbation == "K/V reversed, K/V in 2 chunks, a=2, b=1"
+    assert AttentionChoice(attn_type="x").perturbation == ""
+    assert [n.split(" wrapper")[0] for n in floor.timing_notes()] == ["the K/V-reversed", "the chunked"]
+    kernel = AttentionChoice(attn_type="torch_sdpa", attn_options={"sdpa_backend": "efficient"})
+    assert kernel.timing_notes() == [] and kernel.timing_notes(noise_floor=True) == [
+        "another exact kernel, run as a noise floor"
+    ]
+    assert AttentionChoice(attn_type="x", kv_reversed=True).harness_only("it") is None
+    field, line = floor.harness_only("LightX2V's x")
+    assert field == "kv_chunks" and line.startswith("kv_chunks needs a harness backend")
+    assert line.endswith("LightX2V's x takes none (it applies kv_reversed alone)")
+    assert kernel.harness_only("d")[0] == "attn_options"

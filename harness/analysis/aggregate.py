@@ -21,11 +21,6 @@ from harness.errors import HarnessError
 from harness.metrics import accuracy_metrics
 from harness.scenario.verdict import VerdictRules
 
-TIMING_NOTES = {
-    "kv_reversed": "the K/V-reversed wrapper copies K and V (flip) before every call",
-    "kv_chunks": "the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass",
-}
-
 
 def spread(values: list[float | None]) -> Spread:
     vals = [float(v) for v in values if v is not None and not math.isnan(v)]
@@ -78,13 +73,7 @@ def emulated(attn_type: str | None) -> bool:
 
 def timing_note(r: RunSummary) -> str:
     """Why an arm's timings are no baseline (empty when they are one)."""
-    bits = []
-    if r.kv_reversed:
-        bits.append(TIMING_NOTES["kv_reversed"])
-    if r.kv_chunks > 1:
-        bits.append(TIMING_NOTES["kv_chunks"])
-    if r.role == "noise_floor" and r.attn_options and not bits:
-        bits.append("another exact kernel, run as a noise floor")
+    bits = r.timing_notes(noise_floor=r.role == "noise_floor")
     # run.json says it; older records ask the registry (which imports torch: about 0.6 GB)
     if r.emulated if r.emulated is not None else emulated(r.attn_type):
         bits.append("a numerics model in PyTorch, not a kernel")

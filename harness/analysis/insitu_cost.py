@@ -45,10 +45,6 @@ def measure_per_step(calls: list[InSituCall]) -> float | None:
     return statistics.fmean(steady_steps([max(per[s].values()) for s in sorted(per)]))
 
 
-def _attention(spec: RunSpec) -> tuple:
-    return (spec.attn_type, spec.kv_reversed, spec.kv_chunks, sorted(spec.attn_options.items()))
-
-
 def _plain(spec: RunSpec) -> bool:
     return not spec.shadows and spec.insitu is None and spec.schedule is None
 
@@ -63,7 +59,7 @@ def shadow_costs(res: Any, infos: list[Any], specs: dict[str, RunSpec | None]) -
             twins = [
                 r for r in res.runs
                 if r.ok and r.arm != info.arm and (s := specs.get(r.key)) is not None and _plain(s)
-                and _attention(s) == _attention(spec) and r.seed == summary.seed
+                and s.choice() == spec.choice() and r.seed == summary.seed
             ]  # fmt: skip
             twins.sort(key=lambda r: (r.arm != res.reference_arm, r.repeat))
             if twins:

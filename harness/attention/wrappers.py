@@ -21,7 +21,7 @@ from harness.attention.registry import (
 )
 from harness.attention.schedule import ScheduledAttention
 from harness.errors import HarnessError
-from harness.records import AttnCallsRecord, DirectCheck, RankCalls, StepSchedule
+from harness.records import AttentionChoice, AttnCallsRecord, DirectCheck, RankCalls, StepSchedule
 
 
 class OutputContractError(HarnessError):
@@ -305,17 +305,16 @@ def json_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_attention(
-    name: str,
+    choice: AttentionChoice | str,
     *,
-    kv_reversed: bool = False,
-    kv_chunks: int = 1,
     fallback: str | None = None,
     schedule: StepSchedule | None = None,
     sites: CallSites | None = None,
     **options: Any,
 ) -> CountingBackend:
-    """The usual chain for a run: get_backend(name) [-> KVReversed] [-> KVChunked]
-    [-> ScheduledAttention] -> CountingBackend.
+    """The usual chain for a run's ``choice`` of attention: its backend with its options
+    [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend. A backend's name
+    (with its ``options``) stands for that backend unperturbed.
 
     The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
     run when it falls back. A backend with a direct op is checked against it on the first call
@@ -323,24 +322,29 @@ def make_attention(
     ``schedule`` routes the calls of its steps to its exact backend (perturbed the same way);
     it needs ``sites``, which also makes the counts per step.
     """
-    op: AttentionOp = get_backend(name, **options)
+    if isinstance(choice, str):
+        choice = AttentionChoice(attn_type=choice, attn_options=options)
+    elif options:
+        raise TypeError("make_attention: a choice carries its own options (attn_options)")
+    op: AttentionOp = get_backend(choice.attn_type, **choice.attn_options)
     direct = op.direct_call() if isinstance(op, AttentionBackend) else None
     checker = FirstCallCheck(op, direct) if direct is not None else None
     if checker is not None:
         op = checker
     fb: AttentionOp | None = get_backend(fallback) if fallback else None
-    op, fb = _perturbed(op, kv_reversed, kv_chunks), _perturbed(fb, kv_reversed, kv_chunks)
+    op, fb = _perturbed(op, choice), _perturbed(fb, choice)
     if schedule is not None:
         if sites is None:
             raise ValueError("make_attention: a schedule needs the run's call sites (sites=)")
-        exact = _perturbed(get_backend(schedule.exact, **schedule.exact_options), kv_reversed, kv_chunks)
+        exact = _perturbed(get_backend(schedule.exact, **schedule.exact_options), choice)
         op = ScheduledAttention(op, exact, schedule, sites)
-    return CountingBackend(op, requested=name, fallback=fb, direct_check=checker, sites=sites)
+    return CountingBackend(op, requested=choice.attn_type, fallback=fb, direct_check=checker, sites=sites)
 
 
-def _perturbed(op: AttentionOp | None, kv_reversed: bool, kv_chunks: int) -> AttentionOp | None:
-    if op is not None and kv_reversed:
+def _perturbed(op: AttentionOp | None, choice: AttentionChoice) -> AttentionOp | None:
+    """``op`` under the choice's exact perturbation: K/V reversed, then K/V in chunks."""
+    if op is not None and choice.kv_reversed:
         op = KVReversed(op)
-    if op is not None and kv_chunks > 1:
-        op = KVChunked(op, kv_chunks)
+    if op is not None and choice.kv_chunks > 1:
+        op = KVChunked(op, choice.kv_chunks)
     return op

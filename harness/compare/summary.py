@@ -17,7 +17,7 @@ from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
 from harness.layers import LayerTiming
-from harness.records import PluginRef, RankCalls, Record, RunStatus
+from harness.records import AttentionChoice, PluginRef, RankCalls, Record, RunStatus
 from harness.store import (
     OUTPUT_LOSSLESS,
     OUTPUT_MP4,
@@ -44,19 +44,19 @@ class AttnSummary(Record):
     backend: dict[str, Any] = Field(default_factory=dict)  # attn_calls.json's: what the backend ran
 
 
-class RunSummary(Record):
-    """What one run says about itself (no decoding): status, timing, attention, output hash."""
-
+class _RunName(Record):  # declared before the attention, so results.json keeps its field order
     key: str
     path: str
     arm: str
     seed: int | None = None
     repeat: int = 1  # 1 is the run compared for accuracy; 2.. time the same computation again
     role: str = "candidate"
-    attn_type: str | None = None
-    kv_reversed: bool = False
-    kv_chunks: int = 1
-    attn_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunSummary(AttentionChoice, _RunName):
+    """What one run says about itself (no decoding): status, timing, attention, output hash."""
+
+    attn_type: str | None = None  # None: a bare file's (no run.json)
     plugins: list[PluginRef] = Field(default_factory=list)  # the spec's: where its backends' code came from
     code: dict[str, str] = Field(default_factory=dict)  # sha256 of each harness backend's source file
     status: str = "pending"
@@ -93,15 +93,6 @@ class RunSummary(Record):
     @property
     def label(self) -> str:
         return self.key
-
-    @property
-    def perturbation(self) -> str:
-        """How an exact run is perturbed ('K/V reversed', 'K/V in 2 chunks', 'sdpa_backend=efficient')."""
-        bits = ["K/V reversed"] if self.kv_reversed else []
-        if self.kv_chunks > 1:
-            bits.append(f"K/V in {self.kv_chunks} chunks")
-        bits += [f"{k}={v}" for k, v in sorted(self.attn_options.items())]
-        return ", ".join(bits)
 
 
 # Global statistics that describe a typical value (judged by the verdicts) and extremes (shown only).
@@ -163,47 +154,32 @@ def summarize_run(
             damaged = str(err)  # the campaign's arm list still says what this run was
     if rec is None and arm_status is None:
         raise HarnessError(f"{run.path}: not a run directory (no run.json inside)")
-    if rec is not None:
-        spec = rec.spec
-        s = RunSummary(
-            key=run.key,
-            path=str(run.path),
-            arm=spec.arm,
-            seed=spec.seed,
-            repeat=spec.repeat,
-            role=spec.role.value,
-            attn_type=spec.attn_type,
-            kv_reversed=spec.kv_reversed,
-            kv_chunks=spec.kv_chunks,
-            attn_options=dict(spec.attn_options),
-            plugins=list(spec.plugins),
-            code=dict(spec.code),
-            status=rec.status.value,
-            reason=rec.reason,
-            valid=rec.valid,
-            invalid_reasons=list(rec.invalid_reasons),
-            emulated=rec.emulated,
-        )
-        if not s.ok:
-            s.log_tail = _log_tail(run, rec.log_tail)
-    else:
+    # One account from run.json's spec, or (run.json missing or unreadable) the campaign's arm line.
+    src: Any = rec.spec if rec is not None else arm_status
+    s = RunSummary(
+        key=run.key if rec is not None else src.key,
+        path=str(run.path),
+        arm=src.arm,
+        seed=src.seed,
+        repeat=src.repeat,
+        role=src.role,
+        **AttentionChoice.of(src).model_dump(),
+        plugins=list(getattr(src, "plugins", [])),
+        code=dict(getattr(src, "code", {})),
+    )
+    if rec is None:
         assert arm_status is not None
-        s = RunSummary(
-            key=arm_status.key,
-            path=str(run.path),
-            arm=arm_status.arm,
-            seed=arm_status.seed,
-            repeat=arm_status.repeat,
-            role=arm_status.role,
-            attn_type=arm_status.attn_type,
-            kv_reversed=arm_status.kv_reversed,
-            status="damaged" if damaged else arm_status.status.value,
-            reason=f"run.json unreadable: {damaged}" if damaged else arm_status.reason,
-            valid=None if damaged else arm_status.valid,
-        )
-        s.reason = s.reason or "no run.json was written"
+        s.status = "damaged" if damaged else arm_status.status.value
+        s.reason = (
+            f"run.json unreadable: {damaged}" if damaged else arm_status.reason
+        ) or "no run.json was written"
+        s.valid = None if damaged else arm_status.valid
         s.log_tail = _log_tail(run, "")
         return s
+    s.status, s.reason, s.valid = rec.status.value, rec.reason, rec.valid
+    s.invalid_reasons, s.emulated = list(rec.invalid_reasons), rec.emulated
+    if not s.ok:
+        s.log_tail = _log_tail(run, rec.log_tail)
 
     # A run that ended ok is judged on its records only while they hold: a timing.json that is not
     # a measurement, or an output that is not the one run.json hashed, leaves it damaged (named).

@@ -150,14 +150,7 @@ def run_in_process(run_dir: Path) -> None:
     # An earlier run's in-situ record is no record of this one.
     shutil.rmtree(run_dir / INSITU_DIR, ignore_errors=True)
     sites = CallSites()
-    counting = make_attention(
-        spec.attn_type,
-        kv_reversed=spec.kv_reversed,
-        kv_chunks=spec.kv_chunks,
-        schedule=spec.schedule,
-        sites=sites,
-        **spec.attn_options,
-    )
+    counting = make_attention(spec, schedule=spec.schedule, sites=sites)
     attention: Any = counting
     shadowed = None
     if spec.shadows or spec.insitu is not None:

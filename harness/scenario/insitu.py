@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.records import CaptureSettings, InSituSettings, Role, ShadowSpec, StepSchedule
+from harness.records import AttentionChoice, CaptureSettings, InSituSettings, Role, ShadowSpec, StepSchedule
 from harness.scenario.parts import FieldProblem
 
 FORBID = ConfigDict(extra="forbid", populate_by_name=True)
@@ -81,18 +81,8 @@ def shadow_specs(arms: Mapping[str, Any], arm: Any) -> list[ShadowSpec]:
     out = []
     for name in arm.shadows:
         other = arms.get(name)
-        if other is None:
-            out.append(ShadowSpec(name=name, attn_type=name))
-        else:
-            out.append(
-                ShadowSpec(
-                    name=name,
-                    attn_type=other.attn_type,
-                    kv_reversed=other.kv_reversed,
-                    kv_chunks=other.kv_chunks,
-                    attn_options=dict(other.attn_options),
-                )
-            )
+        choice = other.choice() if other is not None else AttentionChoice(attn_type=name)
+        out.append(ShadowSpec(name=name, **choice.model_dump()))
     return out
 
 

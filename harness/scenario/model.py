@@ -27,7 +27,7 @@ from pydantic import (
 
 from harness.errors import ScenarioError
 from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
-from harness.records import PluginRef, Role
+from harness.records import AttentionChoice, PluginRef, Role
 from harness.registry import did_you_mean
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.names import ATTN_TYPE_PATTERN, NAME_PATTERN, EnvValue, SafeName, Seed
@@ -41,28 +41,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Arm(Strict):
-    """One attention configuration to run (the fields every runner's arms have)."""
+ATTN_TYPE = Field(
+    pattern=ATTN_TYPE_PATTERN,
+    description="Attention backend: for the builtin runner a name from `harness backends`; for "
+    "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
+)
 
+
+class _ArmHead(Strict):  # declared before the attention, so an arm's fields keep their order
     name: str = Field(pattern=NAME_PATTERN, description="Run directory name; unique in the scenario.")
-    attn_type: str = Field(
-        pattern=ATTN_TYPE_PATTERN,
-        description="Attention backend: for the builtin runner a name from `harness backends`; for "
-        "lightx2v one of LightX2V's attention types (checked by its pre-flight probe).",
-    )
+    attn_type: str = ATTN_TYPE
     role: Role = Field(Role.candidate, description="reference (exactly one), noise_floor or candidate.")
-    kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
-    kv_chunks: int = Field(
-        1,
-        ge=1,
-        description="Split K/V into this many chunks along the sequence and merge the chunks' outputs "
-        "by log-sum-exp (online softmax): exact, only rounding changes (a noise floor).",
+
+
+class Arm(AttentionChoice, _ArmHead):
+    """One attention configuration to run (the fields every runner's arms have): the attention it
+    runs (``AttentionChoice``: backend, options, exact perturbation) and how the arm runs it."""
+
+    # A scenario's strictness, not the record's leniency it would inherit.
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=False, validate_by_name=False, ser_json_inf_nan="null"
     )
-    attn_options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Options of the attention backend (e.g. {sdpa_backend: efficient} for another exact "
-        "SDPA kernel as a noise floor; `harness backends` lists what each backend runs).",
-    )
+
+    attn_type: str = ATTN_TYPE  # the choice's, held to the scenario's pattern
     repeats: int | None = Field(
         None, ge=1, description="Runs of this arm per seed (default: the scenario's repeats)."
     )

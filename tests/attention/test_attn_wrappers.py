@@ -15,7 +15,7 @@ from harness.attention import (
     make_attention,
 )
 from harness.attention.wrappers import FirstCallCheck, OutputContractError, chunk_logsumexp
-from harness.records import AttnCallsRecord, RankCalls
+from harness.records import AttentionChoice, AttnCallsRecord, RankCalls
 
 
 class OnlyD64(AttentionOp):
@@ -87,7 +87,7 @@ def test_counting_records_fallbacks_and_the_run_becomes_invalid():
 
 
 def test_make_attention_noise_floor_chain_is_valid_and_counts_by_backend_name():
-    attn = make_attention("torch_sdpa", kv_reversed=True)
+    attn = make_attention(AttentionChoice(attn_type="torch_sdpa", kv_reversed=True))
     q, k, v = make_qkv(32, d=16, dtype=torch.float32)
     attn(q, k, v)
     attn.apply(*(x[0].transpose(0, 1) for x in (q, k, v)))  # LightX2V-style calls count too
@@ -128,11 +128,27 @@ def test_chunk_logsumexp_matches_torch_and_make_attention_wraps():
     got = chunk_logsumexp(q, k, 0.2, max_chunk_elems=2 * 2 * 50 * 8)  # 8 query rows at a time
     want = torch.logsumexp((q.double() @ k.double().transpose(-1, -2)) * 0.2, dim=-1)
     assert (got.double() - want).abs().max() < 1e-4
-    op = make_attention("torch_sdpa", kv_reversed=True, kv_chunks=2)
+    op = make_attention(AttentionChoice(attn_type="torch_sdpa", kv_reversed=True, kv_chunks=2))
     assert isinstance(op.inner, KVChunked) and isinstance(op.inner.inner, KVReversed)
     assert op.params["kv_chunks"] == 2 and op.params["kv_reversed"] is True
     with pytest.raises(ValueError, match="2 or more"):
         KVChunked(get_backend("torch_sdpa"), 1)
+
+
+def test_make_attention_builds_a_choice_whole():
+    """A record carrying the choice (a run spec, a shadow) gives its backend, options and
+    perturbation; a name alone is that backend unperturbed, its options given beside it."""
+    choice = AttentionChoice(
+        attn_type="torch_sdpa", kv_reversed=True, kv_chunks=3, attn_options={"sdpa_backend": "math"}
+    )
+    op = make_attention(choice)
+    assert op.requested == "torch_sdpa"
+    assert (op.params["kv_chunks"], op.params["kv_reversed"], op.params["sdpa_backend"]) == (3, True, "math")
+    plain = make_attention("torch_sdpa", sdpa_backend="math")
+    assert isinstance(plain.inner, FirstCallCheck) and plain.params["sdpa_backend"] == "math"
+    assert "kv_chunks" not in plain.params and "kv_reversed" not in plain.params
+    with pytest.raises(TypeError, match="carries its own options"):
+        make_attention(choice, sdpa_backend="math")
 
 
 class Shifted(AttentionOp):
@@ -151,7 +167,7 @@ class Shifted(AttentionOp):
 
 def test_first_call_check_finds_the_backend_equal_to_its_op():
     for name in ("torch_sdpa", "sage_emul_thuml", "sage_emul_aiter"):
-        attn = make_attention(name, kv_reversed=name == "torch_sdpa")
+        attn = make_attention(AttentionChoice(attn_type=name, kv_reversed=name == "torch_sdpa"))
         q, k, v = make_qkv(96, h=2, d=64)
         attn(q, k, v)
         attn(*make_qkv(32, h=2, d=64))  # a later call is not checked: the first one's shape stays

@@ -11,7 +11,7 @@ from harness.attention.exact import exact_attention
 from harness.records import StepSchedule
 from harness.runners.lightx2v.finalize import LightX2VRankCalls, check_schedule
 from harness.runners.lightx2v.serve import call_tensors, other_arguments, with_tensors
-from harness.runners.lightx2v.shadows import make_ops, output_heads_first, to_heads_first
+from harness.runners.lightx2v.shadows import lightx2v_shadow, make_ops, output_heads_first, to_heads_first
 
 
 class SageLike:
@@ -69,6 +69,17 @@ def test_a_lightx2v_class_as_a_shadow_op_and_reversed_kv_for_the_floor():
     assert op_class("torch_sdpa", SdpaLike(), True).params["kv_reversed"] is True
     flat = SdpaLike().apply(q, k, v)
     assert torch.equal(output_heads_first(flat, 2, 32), op_class("torch_sdpa", SdpaLike(), False)(q4, k4, v4))
+
+
+def test_a_lightx2v_shadow_takes_its_arms_choice_and_refuses_what_only_the_harness_serves():
+    _, op_class = make_ops({"kwargs": {}})
+    floor = {"name": "nf", "attn_type": "torch_sdpa", "kv_reversed": True}
+    op = lightx2v_shadow(floor, SdpaLike, op_class)
+    assert op.kv_reversed and op.params["kv_reversed"] is True and op.name == "torch_sdpa"
+    for extra, field in (({"kv_chunks": 2}, "kv_chunks"), ({"attn_options": {"x": 1}}, "attn_options")):
+        why = lightx2v_shadow({**floor, **extra}, SdpaLike, op_class)
+        assert isinstance(why, str) and why.startswith(f"{field} needs a harness backend")
+        assert why.endswith("LightX2V's torch_sdpa takes none (it applies kv_reversed alone)")
 
 
 def test_a_step_served_where_the_schedule_does_not_send_it_is_an_error():

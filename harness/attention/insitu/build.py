@@ -23,9 +23,7 @@ def shadow_ops(shadows: list[ShadowSpec]) -> tuple[dict[str, AttentionOp], list[
     notes: list[str] = []
     for s in shadows:
         try:
-            ops[s.name] = make_attention(
-                s.attn_type, kv_reversed=s.kv_reversed, kv_chunks=s.kv_chunks, **s.attn_options
-            )
+            ops[s.name] = make_attention(s)
         except BackendUnavailable as err:
             notes.append(f"shadow {s.name} not measured: {err}")
     return ops, notes

@@ -69,9 +69,7 @@ def harness_chain(spec: RunSpec) -> Any:
     """The harness's usual chain for a harness backend: perturbation, counting, first-call check."""
     from harness.attention import make_attention
 
-    return make_attention(
-        spec.attn_type, kv_reversed=spec.kv_reversed, kv_chunks=spec.kv_chunks, **spec.attn_options
-    )
+    return make_attention(spec)
 
 
 def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> DiffusersAttnCalls:

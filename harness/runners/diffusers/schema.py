@@ -184,17 +184,7 @@ def check_arm(arm: Any) -> tuple[str, str] | None:
             f"unknown attention backend {name!r}{tip} (diffusers {version}'s dispatcher has: "
             f"{', '.join(theirs)}; harness backends: {', '.join(ours)})"
         )
-    if arm.kv_chunks > 1:
-        return "kv_chunks", (
-            f"kv_chunks needs a harness backend (the chunks are merged by log-sum-exp weights); "
-            f"dispatcher backend {name!r} takes kv_reversed as its noise floor"
-        )
-    if arm.attn_options:
-        return (
-            "attn_options",
-            f"attn_options are options of harness backends; dispatcher backend {name!r} takes none",
-        )
-    return None
+    return arm.harness_only(f"dispatcher backend {name!r}")
 
 
 def check_arms(scenario: Any) -> None:

@@ -195,15 +195,13 @@ class LightX2VArmFields(Strict):
 
 
 def check_perturbations(scenario: Any) -> None:
-    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the builtin runner's,
-    and so are a schedule's exact options (its exact backend is LightX2V's class of that name)."""
+    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the harness's own
+    attention chain's, and so are a schedule's exact options (its exact backend is LightX2V's class
+    of that name)."""
     for i, a in enumerate(scenario.arms):
-        if a.kv_chunks > 1 or a.attn_options:
-            raise FieldProblem(
-                (),
-                f"arm {a.name}: kv_chunks and attn_options are served by the builtin runner only "
-                "(the LightX2V launcher applies kv_reversed alone)",
-            )
+        refused = a.harness_only("the LightX2V launcher")
+        if refused:
+            raise FieldProblem(("arms", i, refused[0]), f"arm {a.name}: {refused[1]}")
         if a.schedule is not None and a.schedule.exact_options:
             raise FieldProblem(
                 ("arms", i, "schedule", "exact_options"),

@@ -138,9 +138,13 @@ def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
 
 def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     """A shadow of a LightX2V attention type, or a reason it cannot run here (a str)."""
-    name = spec["attn_type"]
-    if spec.get("kv_chunks", 1) > 1 or spec.get("attn_options"):
-        return f"LightX2V's {name} takes no kv_chunks or attn_options"
+    from harness.records import AttentionChoice
+
+    choice = AttentionChoice.of(spec)
+    name = choice.attn_type
+    refused = choice.harness_only(f"LightX2V's {name}")
+    if refused:
+        return refused[1]
     flavour = spec.get("sageattention") or "package"
     fn = None
     if name == "sage_attn2":
@@ -165,7 +169,7 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
         if why:
             return f"LightX2V's {name}: {why}"
     return op_class(
-        name, backend, bool(spec.get("kv_reversed")), sageattn=fn, lightx2v_class=type(backend).__qualname__,
+        name, backend, choice.kv_reversed, sageattn=fn, lightx2v_class=type(backend).__qualname__,
         **({"sageattention": flavour} if name == "sage_attn2" else {}),
     )  # fmt: skip
 
@@ -196,7 +200,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     """
     from harness.attention.insitu import InSituRecorder, ShadowedAttention
     from harness.attention.wrappers import make_attention
-    from harness.records import InSituSettings
+    from harness.records import AttentionChoice, InSituSettings
 
     context: dict[str, Any] = {"kwargs": {}}
     primary_class, op_class = make_ops(context)
@@ -211,12 +215,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
             op = lightx2v_shadow(spec, raw, op_class)
         else:
             try:
-                op = make_attention(
-                    attn_type,
-                    kv_reversed=bool(spec.get("kv_reversed")),
-                    kv_chunks=int(spec.get("kv_chunks", 1)),
-                    **(spec.get("attn_options") or {}),
-                )
+                op = make_attention(AttentionChoice.of(spec))
             except Exception as err:  # unavailable here: BackendUnavailable, HarnessError
                 op = f"not a LightX2V attention type, and the harness backend fails ({err})"
         if isinstance(op, str):
