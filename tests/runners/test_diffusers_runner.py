@@ -13,6 +13,7 @@ from diffusers_support import needs_diffusers, synthetic
 from harness.errors import ScenarioError
 from harness.plan import build_plan
 from harness.runners import get_runner
+from harness.runners.common import ProbeBatch
 from harness.runners.diffusers import runner as dr
 from harness.scenario import load_scenario, parse_scenario
 
@@ -148,7 +149,7 @@ def test_preflight_probes_every_planned_backend_once_before_any_pipeline(tmp_pat
     calls = []
     real = dr.probe_in_subprocess
     # Probe results are remembered per process (a probe costs seconds): start from none, whatever ran before.
-    monkeypatch.setattr(dr, "_PROBED", {})
+    monkeypatch.setattr(dr, "PROBES", ProbeBatch())
     monkeypatch.setattr(
         dr, "probe_in_subprocess", lambda backends, **kw: calls.append(backends) or real(backends, **kw)
     )

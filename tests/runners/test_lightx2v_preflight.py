@@ -12,6 +12,7 @@ from lightx2v_site import specs_for
 
 import harness.runners.lightx2v.preflight as preflight
 from harness.runners import get_runner
+from harness.runners.common import ProbeBatch
 from harness.runners.lightx2v.command import SHIM_DIR, build_env, probe_question
 from harness.runners.lightx2v.params import LightX2VParams, deep_merge
 from harness.runners.lightx2v.preflight import ProbeResult, run_probe
@@ -162,8 +163,7 @@ def test_one_probe_process_answers_every_planned_arm_that_shares_its_environment
     """Planning announces every arm's probe; the first pre-flight of an interpreter and environment
     asks all of theirs in one real probe process, and each arm gets its own answer (here, with no
     GPU, each is refused on the GPU count before LightX2V is imported)."""
-    monkeypatch.setattr(preflight, "_PENDING", {})  # answers are kept per process: none from before
-    monkeypatch.setattr(preflight, "_ANSWERS", {})
+    monkeypatch.setattr(preflight, "PROBES", ProbeBatch())  # answers are kept per process: none from before
     asked = []
     real = preflight.probe_answers
     monkeypatch.setattr(preflight, "probe_answers", lambda cmd, env, n: asked.append(n) or real(cmd, env, n))
@@ -197,8 +197,7 @@ def test_one_probe_process_answers_every_planned_arm_that_shares_its_environment
 def test_a_probe_process_that_dies_fails_every_question_it_was_asked(site, monkeypatch):
     """A probe interpreter that exits without an answer (here /bin/false) is one line for each arm
     it answers for, never a missing answer or another arm's."""
-    monkeypatch.setattr(preflight, "_PENDING", {})
-    monkeypatch.setattr(preflight, "_ANSWERS", {})
+    monkeypatch.setattr(preflight, "PROBES", ProbeBatch())
     specs = specs_for(site)
     asked = []
     real = preflight.probe_answers

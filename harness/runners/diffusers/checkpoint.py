@@ -17,7 +17,6 @@ counts. Neither is a model: the weights are noise, the outputs only check the ch
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners import common
+from harness.runners.common import byte_level_bpe
 from harness.runners.diffusers.schema import SYNTHETIC_MODELS
 
 MODULE = "harness.runners.diffusers.checkpoint"
@@ -55,12 +56,7 @@ SIZES: dict[str, dict[str, Any]] = {
 
 
 def read_marker(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The marker of a synthetic pipeline folder, None for anything else (released weights included)."""
-    try:
-        data = json.loads((Path(path) / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == MARKER_SCHEMA else None
+    return common.read_marker(path, MARKER, MARKER_SCHEMA)
 
 
 def _seeded(seed: int, part: int) -> None:
@@ -71,20 +67,11 @@ def _seeded(seed: int, part: int) -> None:
 
 def tokenizer(vocab: int) -> Any:
     """A byte-level BPE trained on a fixed text, with pad, eos, bos and unk tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<pad>", "</s>", "<bos>", "<unk>", "<boi>", "<eoi>", "<image>"]
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    bpe = byte_level_bpe(_CORPUS, vocab, specials, unk="<unk>")
     bpe.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     tok = PreTrainedTokenizerFast(
         tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>", bos_token="<bos>", unk_token="<unk>",
@@ -249,14 +236,6 @@ def build_pipeline(model: str, preset: str, seed: int) -> Any:
     return cls(**wan_components(s, seed, version, task))
 
 
-def file_hashes(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(Path(root).rglob("*"))
-        if p.is_file() and p.name != MARKER
-    }
-
-
 def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -> dict[str, Any]:
     """Write the pipeline folder ``out`` (missing or empty) atomically; returns its marker."""
     if model not in SYNTHETIC_MODELS:
@@ -272,8 +251,7 @@ def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -
         build_pipeline(model, preset, seed).save_pretrained(str(tmp), safe_serialization=True)
         marker = {
             "schema": MARKER_SCHEMA, "model": model, "preset": preset, "seed": seed,
-            "sizes": SIZES[preset], "files": file_hashes(tmp),
-            "note": "random weights for checking the chain; not a model",
+            "sizes": SIZES[preset], "files": common.file_hashes(tmp, MARKER), "note": common.NOT_A_MODEL,
         }  # fmt: skip
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         if out.exists():
@@ -285,39 +263,12 @@ def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -
 
 
 def run_writer(out: str | os.PathLike, model: str, preset: str, seed: int, *, python: str | None = None,
-               env: dict[str, str] | None = None, timeout_s: float = 600.0) -> dict[str, Any]:  # fmt: skip
+               env: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Run this module in the run's interpreter (``python``); HarnessError (exit 3) when it fails."""
-    import subprocess
-
-    from harness.errors import HarnessError
-
-    cmd = [
-        python or sys.executable,
-        "-m",
-        MODULE,
-        str(out),
-        "--model",
-        model,
-        "--preset",
-        preset,
-        "--seed",
-        str(seed),
-    ]
-    try:
-        done = subprocess.run(
-            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        raise HarnessError(f"synthetic pipeline: could not run the writer ({err})", exit_code=3) from None
-    if done.returncode != 0:
-        last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
-        raise HarnessError(
-            f"synthetic pipeline writer exited {done.returncode}: {last.strip()[:300]}", exit_code=3
-        )
-    marker = read_marker(out)
-    if marker is None:
-        raise HarnessError(f"{out}: the writer finished but left no {MARKER}", exit_code=3)
-    return marker
+    args = ["--model", model, "--preset", preset, "--seed", str(seed)]
+    return common.run_writer(
+        MODULE, args, "synthetic pipeline", out, read_marker, MARKER, python=python, env=env
+    )
 
 
 def create_pipeline(

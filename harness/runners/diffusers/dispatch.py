@@ -2,20 +2,16 @@
 
 What :class:`Instrument` adds, and takes away again on ``close``:
 
-* every registered dispatcher backend is wrapped: each call is counted under the backend that
-  served it, as the DiT's (inside a forward of a component given to ``scope``) or not. A DiT call
-  served by another backend than the requested one is a fallback.
+* every dispatcher backend counts its calls, as the DiT's (inside a forward of a ``scope``
+  component) or not; a DiT call served by another backend than the requested one is a fallback.
 * torch's ``scaled_dot_product_attention`` is counted: inside a dispatcher call it is that
-  backend's kernel; inside the DiT but outside any dispatcher call it is attention that bypassed
-  the dispatcher (the run is then invalid); elsewhere (text encoder, VAE) it is counted apart.
-* the kernel functions the dispatcher imported (``sageattn``, ``flash_attn_func``, ...) are
-  counted under the backend that called them: the proof that a backend reached its kernel.
-* a harness backend (emulator, aiter adapter, exact perturbation) is registered as a dispatcher
-  backend of its own name, through the harness's usual wrapper chain (K/V reversed or chunked,
-  counted, checked bitwise against its op on the first call).
-* a dispatcher backend's noise floor: K and V (and a mask's key axis) reversed along the sequence
-  for the DiT's calls (exact attention does not depend on key order).
-* a backend that refuses attention masks gets a call whose mask masks nothing without it (when
+  backend's kernel; in the DiT outside any dispatcher call it bypassed the dispatcher (the run is
+  invalid); elsewhere (text encoder, VAE) it is counted apart.
+* the kernel functions the dispatcher imported are counted under the backend that called them:
+  the proof that a backend reached its kernel.
+* a harness backend is registered as a dispatcher backend of its own name (``register_harness``).
+* a dispatcher backend's noise floor: K and V (and a mask's key axis) reversed for the DiT's calls.
+* a backend that refuses masks gets a call whose mask masks nothing without it (when
   ``drop_trivial_masks``); counted. Any other refusal is diffusers' own error.
 
 The dispatcher's layout is ``[B, S, H, D]``; harness backends take ``[B, H, S, D]`` views of it.
@@ -28,6 +24,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from harness.runners.common import one_line
 
 SDPA_OP = "torch sdpa"
 SDPA_DIRECT = "torch sdpa (direct)"
@@ -105,7 +103,7 @@ class CallBook:
         self.fallbacks[by] += 1
 
     def error(self, text: str) -> None:
-        line = " ".join(str(text).split())[:500]
+        line = one_line(text)
         if line not in self.errors:
             self.errors.append(line)
 

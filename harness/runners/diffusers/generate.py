@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from harness.records import StepTiming, TimingRecord
+from harness.runners.common import write_step_latents
 from harness.runners.diffusers.schema import PIPELINES
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
@@ -49,9 +50,7 @@ def synchronize(device: torch.device) -> None:
 def save_latents(folder: Path, index: int, arrays: dict[str, torch.Tensor]) -> None:
     """folder/step_NNN.npz (float32), written under a temporary name and renamed."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp, final = folder / f".step_{index:03d}.tmp.npz", folder / f"step_{index:03d}.npz"
-    np.savez(tmp, **{k: v.detach().float().cpu().numpy() for k, v in arrays.items()})
-    tmp.replace(final)
+    write_step_latents(folder, index, {k: v.detach().float().cpu().numpy() for k, v in arrays.items()})
 
 
 def call_arguments(params: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -15,39 +15,23 @@ of ``ProbeResult``.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from typing import Any
 
+from harness.registry import did_you_mean
+from harness.runners import common
 from harness.runners.framework import FRAMEWORK_FACT
 
 MODULE = "harness.runners.diffusers.probe"
-SMOKE_TOKENS, SMOKE_HEADS = 256, 2
-SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
 
 
 def _smoke_inputs(device: Any, dtype: Any, head_dim: int) -> tuple[Any, Any, Any]:
     import torch
 
     gen = torch.Generator().manual_seed(head_dim)
-    shape = (1, SMOKE_TOKENS, SMOKE_HEADS, head_dim)  # the dispatcher's [B, S, H, D]
+    shape = (1, common.SMOKE_TOKENS, common.SMOKE_HEADS, head_dim)  # the dispatcher's [B, S, H, D]
     return tuple(torch.randn(shape, generator=gen).to(device, dtype) for _ in range(3))  # type: ignore[return-value]
-
-
-def smoke_cosine(backend: Any, q: Any, k: Any, v: Any) -> float:
-    """One call through the dispatcher against float64 exact attention: the cosine of the outputs."""
-    import torch.nn.functional as F
-    from diffusers.models.attention_dispatch import dispatch_attention_fn
-
-    from harness.attention import exact_attention
-
-    out = dispatch_attention_fn(q, k, v, backend=backend)
-    ref = exact_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
-    got = out.double().reshape(-1).cpu()
-    if got.numel() != ref.numel() or not got.isfinite().all():
-        raise ValueError(f"returned shape {tuple(out.shape)} with non-finite values or the wrong size")
-    return float(F.cosine_similarity(got, ref.reshape(-1).cpu(), dim=0))
 
 
 def _dispatcher_check(name: str, device: Any, dtype: Any, head_dims: list[int]) -> tuple[str | None, dict]:
@@ -58,7 +42,7 @@ def _dispatcher_check(name: str, device: Any, dtype: Any, head_dims: list[int]) 
         ad._check_attention_backend_requirements(member)
         ad._maybe_download_kernel_for_backend(member)
     except Exception as err:  # diffusers raises RuntimeError; a hub fetch anything
-        return " ".join(str(err).split())[:300], {}
+        return common.one_line(err, 300), {}
     cosines: dict[str, float] = {}
     for d in head_dims:
         q, k, v = _smoke_inputs(device, dtype, d)
@@ -75,11 +59,19 @@ def _dispatcher_check(name: str, device: Any, dtype: Any, head_dims: list[int]) 
 
 
 def _call(member: Any, q: Any, k: Any, v: Any, d: int) -> float:
+    """One call through the dispatcher against float64 exact attention: the cosine of the outputs."""
+    import torch
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    from harness.attention import exact_attention
+
     try:
-        return smoke_cosine(member, q, k, v)
+        out = dispatch_attention_fn(q, k, v, backend=member)
+        ref = exact_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+        return common.smoke_cosine(out, ref, torch.float64)
     except Exception as err:
-        raise _Refused(f"a {SMOKE_TOKENS}-token test call (head dim {d}) failed: {type(err).__name__}: "
-                       f"{' '.join(str(err).split())[:200]}") from None  # fmt: skip
+        raise _Refused(f"a {common.SMOKE_TOKENS}-token test call (head dim {d}) failed: {type(err).__name__}: "
+                       f"{common.one_line(err, 200)}") from None  # fmt: skip
 
 
 class _Refused(Exception):
@@ -140,7 +132,7 @@ def probe(
         if isinstance(err, ImportError):  # torch or diffusers itself: no backend can run (exit 3)
             facts[FRAMEWORK_FACT] = True
             err = f"{type(err).__name__}: {err}"
-        return [_result(n, False, " ".join(str(err).split())[:300], "", {}, facts) for n, _ in backends]
+        return [_result(n, False, common.one_line(err, 300), "", {}, facts) for n, _ in backends]
     names = sorted(m.value for m in ad.AttentionBackendName)
     ours = list_backends()
     out = []
@@ -152,14 +144,12 @@ def probe(
             elif kind == "harness":
                 why, cos = _harness_check(name, options, device, dtype, head_dims)
             else:
-                hint = difflib.get_close_matches(name, [*names, *ours], n=1)
-                tip = f"; did you mean {hint[0]!r}?" if hint else ""
-                why, cos = f"unknown attention backend {name!r}{tip}", {}
+                why, cos = f"unknown attention backend {name!r}{did_you_mean(name, [*names, *ours])}", {}
         except _Refused as err:
             why, cos = str(err), {}
-        low = [f"head dim {d}: cosine {c:.4f}" for d, c in cos.items() if c < SMOKE_MIN_COSINE]
+        low = [f"head dim {d}: cosine {c:.4f}" for d, c in cos.items() if c < common.SMOKE_MIN_COSINE]
         if why is None and low:
-            why = f"disagrees with exact attention ({', '.join(low)} < {SMOKE_MIN_COSINE})"
+            why = f"disagrees with exact attention ({', '.join(low)} < {common.SMOKE_MIN_COSINE})"
         out.append(_result(name, why is None, why, kind, cos, facts))
     return out
 
@@ -185,8 +175,6 @@ def probe_in_subprocess(
 ) -> list[dict]:
     """Run this module in ``python`` with ``env`` added, the run's ``plugins`` (PluginRef records)
     imported first; one result dict per backend, always."""
-    import os
-    import subprocess
 
     cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
     if plugins:
@@ -199,18 +187,9 @@ def probe_in_subprocess(
     def failed(why: str) -> list[dict]:
         return [{"attn_type": n, "ok": False, "reason": why} for n, _ in backends]
 
-    try:
-        done = subprocess.run(
-            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        return failed(f"diffusers pre-flight probe: {err}")
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("[")]
-    try:
-        results = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
-        return failed(f"diffusers pre-flight probe exited {done.returncode}: {last.strip()[:300]}")
+    results, why = common.probe_output(cmd, env, timeout_s, "[")
+    if results is None:
+        return failed(why)
     broken = next((r for r in results if (r.get("facts") or {}).get(FRAMEWORK_FACT)), None)
     if broken is not None:
         from harness.runners.framework import FrameworkUnavailable, framework_line

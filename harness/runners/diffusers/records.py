@@ -9,7 +9,6 @@ from pydantic import Field
 from harness.records import AttnCallsRecord, RankCalls, Record
 
 DIFFUSERS_ENV_JSON = "diffusers_env.json"
-PROBE_SCHEMA = "harness.diffusers.probe/1"
 
 
 class DiffusersRankCalls(RankCalls):
@@ -43,9 +42,7 @@ class DiffusersEnv(Record):
     device: str
     dtype: str
     gpu: str | None = None
-    dispatcher_backends: list[str] = Field(
-        default_factory=list
-    )  # registered in the run, harness ones included
+    dispatcher_backends: list[str] = Field(default_factory=list)  # the run's, harness ones included
     components: dict[str, str] = Field(default_factory=dict)  # component -> class
     notes: list[str] = Field(default_factory=list)
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from harness.errors import HarnessError, ScenarioError
 from harness.records import RunSpec
 from harness.runners.base import Launch, Runner
+from harness.runners.common import HARNESS_IMPORT_ROOT, ProbeBatch, not_found, search_path, synthetic_problem
 from harness.runners.diffusers.probe import probe_in_subprocess
 from harness.runners.diffusers.schema import PIPELINES, DiffusersBlock
 
@@ -34,12 +35,10 @@ CALL_FIELDS = {
     "pipeline", "prompt", "negative_prompt", "image_path", "height", "width", "num_frames", "num_inference_steps",
     "guidance_scale", "frame_rate", "max_sequence_length", "call_kwargs", "crf", "x264_preset",
 }  # fmt: skip
-HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
+NOT_PLANNED = "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
 PROBE_TIMEOUT_S = 600.0
-# Backends the plan named, by probe environment: the first pre-flight there probes them together.
-_PENDING: dict[tuple, set[tuple[str, str]]] = {}
-# Probe results by (environment, backend, options).
-_PROBED: dict[tuple, dict[str, Any]] = {}
+# Every backend the plan named, by probe environment: the first pre-flight there probes them together.
+PROBES = ProbeBatch()
 
 
 def _abs(path: str) -> str:
@@ -112,20 +111,17 @@ def _probe_key(params: dict[str, Any], env: dict[str, str], plugins: list[Any]) 
 def run_env(env: dict[str, str]) -> dict[str, str]:
     """What the runner adds to a run's variables (``env``: the scenario's and arm's): this harness
     first on PYTHONPATH, so any interpreter imports the harness that planned the run."""
-    rest = (env.get("PYTHONPATH") or os.environ.get("PYTHONPATH") or "").split(os.pathsep)
-    path = os.pathsep.join(dict.fromkeys(p for p in (str(HARNESS_IMPORT_ROOT), *rest) if p))
-    return {"PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    rest = env.get("PYTHONPATH") or os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": search_path(HARNESS_IMPORT_ROOT, rest), "PYTHONUNBUFFERED": "1"}
 
 
 def probe_result(spec: RunSpec) -> dict[str, Any]:
     """This spec's backend, probed together with every backend the plan named for the same environment."""
     p = spec.params
-    key = _probe_key(p, spec.env, spec.plugins)
-    mine = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
-    if (key, mine) not in _PROBED:
-        todo = [b for b in sorted({mine} | _PENDING.pop(key, set())) if (key, b) not in _PROBED]
-        results = probe_in_subprocess(
-            [(name, json.loads(options)) for name, options in todo],
+
+    def ask(backends: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return probe_in_subprocess(
+            [(name, json.loads(options)) for name, options in backends],
             device=p["device"],
             dtype=p["dtype"],
             head_dims=head_dims(p),
@@ -134,9 +130,9 @@ def probe_result(spec: RunSpec) -> dict[str, Any]:
             timeout_s=PROBE_TIMEOUT_S,
             plugins=spec.plugins,
         )
-        for b, result in zip(todo, results, strict=True):
-            _PROBED[(key, b)] = result
-    return _PROBED.get((key, mine)) or {"ok": False, "reason": "the pre-flight probe returned no result"}
+
+    mine = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
+    return PROBES.answer(_probe_key(p, spec.env, spec.plugins), mine, mine, ask)
 
 
 def model_problem(p: dict[str, Any]) -> str | None:
@@ -147,17 +143,13 @@ def model_problem(p: dict[str, Any]) -> str | None:
     wanted = p.get("synthetic_checkpoint")
     if wanted:
         marker = read_marker(model)
-        if marker is None:
-            if model.exists() and (not model.is_dir() or any(model.iterdir())):
-                return (
-                    f"diffusers.model_path {model}: not empty and not a synthetic pipeline (no {MARKER}); "
-                    "the harness writes synthetic weights only into an empty or missing folder"
-                )
-            return None
-        have = {k: marker.get(k) for k in ("model", "preset", "seed")}
-        if have != {k: wanted[k] for k in ("model", "preset", "seed")}:
-            return f"diffusers.model_path {model}: holds the synthetic pipeline {have}, the scenario asks for {wanted}"
-        return None
+        keys = ("model", "preset", "seed")
+        have = None if marker is None else {k: marker.get(k) for k in keys}
+        nonempty = model.exists() and (not model.is_dir() or any(model.iterdir()))
+        asked = {k: wanted[k] for k in keys}
+        return synthetic_problem(
+            "diffusers.model_path", model, "synthetic pipeline", MARKER, have, asked, nonempty
+        )
     index = model / "model_index.json"
     try:
         cls = json.loads(index.read_text()).get("_class_name", "")
@@ -195,21 +187,20 @@ class DiffusersRunner(Runner):
         """Every planned backend of an environment is probed by one process (``probe_result``)."""
         for spec in specs:
             if "pipeline" in spec.params:
-                options = json.dumps(spec.attn_options, sort_keys=True)
-                key = _probe_key(spec.params, spec.env, spec.plugins)
-                _PENDING.setdefault(key, set()).add((spec.attn_type, options))
+                backend = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
+                PROBES.expect(_probe_key(spec.params, spec.env, spec.plugins), backend, backend)
 
     def preflight(self, spec: RunSpec) -> str | None:
         p = spec.params
         if "pipeline" not in p:
-            return "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
+            return NOT_PLANNED
         problem = model_problem(p)
         if problem:
             return problem
         image = p["pipeline"].get("image_path")
         if image and not Path(image).is_file():
             return f"diffusers.image_path {image}: not found"
-        if p.get("python") and not (shutil.which(p["python"]) or Path(p["python"]).is_file()):
+        if not_found(p.get("python")):
             return f"diffusers.python {p['python']}: not found"
         result = probe_result(spec)
         if not result.get("ok"):
@@ -224,9 +215,7 @@ class DiffusersRunner(Runner):
 
         p = spec.params
         if "pipeline" not in p:
-            raise HarnessError(
-                "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
-            )
+            raise HarnessError(NOT_PLANNED)
         run_dir = Path(os.path.abspath(run_dir))
         launch = Launch(
             command=[p.get("python") or sys.executable, "-m", LAUNCH_MODULE, str(run_dir)],

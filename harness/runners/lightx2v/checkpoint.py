@@ -21,13 +21,14 @@ LightX2V checkout on ``sys.path`` (the VAE and vision modules are imported from 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners import common
+from harness.runners.common import HARNESS_IMPORT_ROOT, NOT_A_MODEL, byte_level_bpe, search_path, write_json
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
     MARKER_SCHEMA,
@@ -57,72 +58,37 @@ SAMPLING_RATE = 32000
 # Text encoder (Qwen3-VL layout), the same in both presets. TP2 splits heads, KV heads, the MLP
 # and the vocabulary: all even. mrope_section sums to head_dim / 2.
 TEXT_CONFIG: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "vocab_size": 512,
-    "hidden_act": "silu",
-    "attention_bias": False,
-    "rms_norm_eps": 1e-6,
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512, "hidden_act": "silu", "attention_bias": False,
+    "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
     "rope_scaling": {"rope_type": "default", "mrope_section": [6, 5, 5], "mrope_interleaved": True},
-    "rope_theta": 5000000.0,
-}
+}  # fmt: skip
 VISION_CONFIG: dict[str, Any] = {
-    "depth": 1,
-    "hidden_size": 32,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "patch_size": 16,
-    "temporal_patch_size": 2,
-    "in_channels": 3,
-    "spatial_merge_size": 2,
-    "out_hidden_size": TEXT_CONFIG["hidden_size"],
-    "num_position_embeddings": 64,
-    "deepstack_visual_indexes": [0],
-}
+    "depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "patch_size": 16,
+    "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": TEXT_CONFIG["hidden_size"],
+    "num_position_embeddings": 64, "deepstack_visual_indexes": [0],
+}  # fmt: skip
 # The video VAE keeps H3's 16x spatial / 4x temporal factors (the runner hard-codes 16 and the
 # 17n+5 packing); everything else is small.
 VIDEO_VAE_CONFIG: dict[str, Any] = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "latent_channels": VIDEO_LATENT_CHANNELS,
-    "block_out_channels": [16, 16, 16, 16, 16, 16],
-    "layers_per_block": 1,
-    "spatial_downsample_factors": [2, 2, 2, 2, 1, 1],
-    "temporal_downsample_factors": [1, 2, 2, 1, 1, 1],
-    "norm_num_groups": 8,
-    "decoder_num_layers": 1,
-    "decoder_num_attention_heads": 2,
-    "decoder_attention_head_dim": 32,
-    "decoder_num_register_tokens": 4,
-    "decoder_ffn_mult": 2,
-}
+    "in_channels": 3, "out_channels": 3, "latent_channels": VIDEO_LATENT_CHANNELS,
+    "block_out_channels": [16, 16, 16, 16, 16, 16], "layers_per_block": 1,
+    "spatial_downsample_factors": [2, 2, 2, 2, 1, 1], "temporal_downsample_factors": [1, 2, 2, 1, 1, 1],
+    "norm_num_groups": 8, "decoder_num_layers": 1, "decoder_num_attention_heads": 2,
+    "decoder_attention_head_dim": 32, "decoder_num_register_tokens": 4, "decoder_ffn_mult": 2,
+}  # fmt: skip
 # Audio VAE: the released hop (800 samples at 32 kHz = 40 latents per second), small channels.
 AUDIO_VAE_CONFIG: dict[str, Any] = {
-    "sampling_rate": SAMPLING_RATE,
-    "encoder_rates": [2, 4, 4, 5, 5],
-    "decoder_rates": [5, 5, 2, 2, 2, 2, 2],
-    "decoder_kernel_sizes": [9, 9, 4, 4, 4, 4, 4],
-    "encoder_dim": 4,
-    "latent_dim": 64,
-    "latent_channels": AUDIO_LATENT_CHANNELS,
-    "num_attention_heads": 2,
+    "sampling_rate": SAMPLING_RATE, "encoder_rates": [2, 4, 4, 5, 5], "decoder_rates": [5, 5, 2, 2, 2, 2, 2],
+    "decoder_kernel_sizes": [9, 9, 4, 4, 4, 4, 4], "encoder_dim": 4, "latent_dim": 64,
+    "latent_channels": AUDIO_LATENT_CHANNELS, "num_attention_heads": 2,
     "decoder_dim": 256,  # halved by each of the 7 upsamplers
-    "resblock_kernel_sizes": [3],
-    "resblock_dilation_sizes": [[1]],
-}
+    "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1]],
+}  # fmt: skip
 SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
     "<|video_pad|>",
-)
+)  # fmt: skip
 # A small fixed corpus for the byte-level BPE: enough merges for ordinary English prompts.
 _CORPUS = (
     "A young woman dances hip-hop on a city street at dusk, fast footwork and arm waves in time "
@@ -134,22 +100,12 @@ _CORPUS = (
 
 
 def dit_config(preset: str) -> dict[str, Any]:
-    sizes = PRESETS[preset]
     return {
-        **sizes,
-        "attention_head_dim": HEAD_DIM,
-        "num_refiner_layers": 1,
-        "in_channels": VIDEO_LATENT_CHANNELS,
-        "audio_in_channels": AUDIO_LATENT_CHANNELS,
-        "text_hidden_size": TEXT_CONFIG["hidden_size"],
-        "patch_size": [1, 2, 2],
-        "freq_dim": 256,
-        "rope_freq_dim": 16,
-        "rope_theta": 10000.0,
-        "norm_eps": 1e-5,
-        "qk_norm_eps": 1e-5,
-        "final_norm_eps": 1e-5,
-    }
+        **PRESETS[preset], "attention_head_dim": HEAD_DIM, "num_refiner_layers": 1,
+        "in_channels": VIDEO_LATENT_CHANNELS, "audio_in_channels": AUDIO_LATENT_CHANNELS,
+        "text_hidden_size": TEXT_CONFIG["hidden_size"], "patch_size": [1, 2, 2], "freq_dim": 256,
+        "rope_freq_dim": 16, "rope_theta": 10000.0, "norm_eps": 1e-5, "qk_norm_eps": 1e-5, "final_norm_eps": 1e-5,
+    }  # fmt: skip
 
 
 def _normal(gen, shape, dtype, std=0.02):
@@ -220,17 +176,15 @@ def text_tensors(gen) -> dict[str, Any]:
     out = {"model.language_model.embed_tokens.weight": _normal(gen, (c["vocab_size"], hidden), dtype, 1.0)}
     for i in range(c["num_hidden_layers"]):
         p = f"model.language_model.layers.{i}"
-        out[f"{p}.input_layernorm.weight"] = torch.ones(hidden, dtype=dtype)
-        out[f"{p}.post_attention_layernorm.weight"] = torch.ones(hidden, dtype=dtype)
-        out[f"{p}.self_attn.q_proj.weight"] = _normal(gen, (q_size, hidden), dtype)
-        out[f"{p}.self_attn.k_proj.weight"] = _normal(gen, (kv_size, hidden), dtype)
-        out[f"{p}.self_attn.v_proj.weight"] = _normal(gen, (kv_size, hidden), dtype)
-        out[f"{p}.self_attn.o_proj.weight"] = _normal(gen, (hidden, q_size), dtype)
-        out[f"{p}.self_attn.q_norm.weight"] = torch.ones(c["head_dim"], dtype=dtype)
-        out[f"{p}.self_attn.k_norm.weight"] = torch.ones(c["head_dim"], dtype=dtype)
-        out[f"{p}.mlp.gate_proj.weight"] = _normal(gen, (inter, hidden), dtype)
-        out[f"{p}.mlp.up_proj.weight"] = _normal(gen, (inter, hidden), dtype)
-        out[f"{p}.mlp.down_proj.weight"] = _normal(gen, (hidden, inter), dtype)
+        for norm, size in (("input_layernorm", hidden), ("post_attention_layernorm", hidden),
+                           ("self_attn.q_norm", c["head_dim"]), ("self_attn.k_norm", c["head_dim"])):  # fmt: skip
+            out[f"{p}.{norm}.weight"] = torch.ones(size, dtype=dtype)
+        for proj, shape in (  # drawn in this order: the same seed, the same weights
+            ("self_attn.q_proj", (q_size, hidden)), ("self_attn.k_proj", (kv_size, hidden)),
+            ("self_attn.v_proj", (kv_size, hidden)), ("self_attn.o_proj", (hidden, q_size)),
+            ("mlp.gate_proj", (inter, hidden)), ("mlp.up_proj", (inter, hidden)), ("mlp.down_proj", (hidden, inter)),
+        ):  # fmt: skip
+            out[f"{p}.{proj}.weight"] = _normal(gen, shape, dtype)
     return out
 
 
@@ -261,33 +215,15 @@ def _save(tensors: dict[str, Any], path: Path) -> None:
     save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, str(path), metadata={"format": "pt"})
 
 
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def write_tokenizer(folder: Path) -> Any:
     """A byte-level BPE trained offline on a fixed corpus, saved as Qwen2TokenizerFast."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    bpe = Tokenizer(models.BPE(unk_token=None))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=TEXT_CONFIG["vocab_size"] - 64,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    bpe = byte_level_bpe(_CORPUS, TEXT_CONFIG["vocab_size"] - 64, SPECIAL_TOKENS)
     tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
+        tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token=None,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t != "<|endoftext|>"],
-    )
+    )  # fmt: skip
     if len(tokenizer) > TEXT_CONFIG["vocab_size"]:
         raise RuntimeError(f"tokenizer has {len(tokenizer)} tokens, more than the embedding's rows")
     tokenizer.save_pretrained(str(folder))
@@ -329,7 +265,7 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     gen = torch.Generator().manual_seed(seed)
 
     dit = dit_config(preset)
-    _write_json(out / "transformer_ref" / "config.json", dit)
+    write_json(out / "transformer_ref" / "config.json", dit)
     _save(dit_tensors(dit, gen), out / "transformer_ref" / "diffusion_pytorch_model.safetensors")
 
     from lightx2v.models.audio_encoders.hf.minimax_h3 import MiniMaxH3AudioVAE
@@ -342,11 +278,11 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     tensors.update({f"model.visual.{k}": v.to(torch.bfloat16) for k, v in _module_state(vision, gen).items()})
     shard = "model.safetensors"
     _save(tensors, text_dir / shard)
-    _write_json(
+    write_json(
         text_dir / "model.safetensors.index.json",
         {"metadata": {}, "weight_map": {name: shard for name in sorted(tensors)}},
     )
-    _write_json(
+    write_json(
         text_dir / "config.json",
         {
             "architectures": ["Qwen3VLForConditionalGeneration"],
@@ -361,61 +297,31 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     write_processor(out / "processor", tokenizer)
 
     video_vae = MiniMaxH3VideoVAE(VIDEO_VAE_CONFIG, device="cpu")
-    _write_json(out / "vae" / "config.json", VIDEO_VAE_CONFIG)
+    write_json(out / "vae" / "config.json", VIDEO_VAE_CONFIG)
     _save(_module_state(video_vae, gen), out / "vae" / "diffusion_pytorch_model.safetensors")
     audio_vae = MiniMaxH3AudioVAE(AUDIO_VAE_CONFIG, device="cpu")
-    _write_json(out / "audio_vae" / "config.json", AUDIO_VAE_CONFIG)
+    write_json(out / "audio_vae" / "config.json", AUDIO_VAE_CONFIG)
     _save(_module_state(audio_vae, gen), out / "audio_vae" / "model.safetensors")
 
     marker = {
-        "schema": MARKER_SCHEMA,
-        "preset": preset,
-        "seed": seed,
-        "dit": dit,
-        "text_config": TEXT_CONFIG,
-        "files": file_hashes(out),
-        "note": "random weights for checking the chain; not a model",
-    }
-    _write_json(out / SYNTHETIC_MARKER, marker)
+        "schema": MARKER_SCHEMA, "preset": preset, "seed": seed, "dit": dit, "text_config": TEXT_CONFIG,
+        "files": file_hashes(out), "note": NOT_A_MODEL,
+    }  # fmt: skip
+    write_json(out / SYNTHETIC_MARKER, marker)
     return marker
 
 
 def file_hashes(root: Path) -> dict[str, str]:
-    """sha256 of every file under the components' folders (the marker's own record)."""
-    hashes = {}
-    for component in COMPONENTS:
-        for path in sorted((Path(root) / component).rglob("*")):
-            if path.is_file():
-                hashes[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return hashes
+    return common.file_hashes(root, SYNTHETIC_MARKER)
 
 
-def run_writer(
-    out: str | os.PathLike,
-    preset: str = "tiny",
-    seed: int = 0,
-    *,
-    python: str | None = None,
-    env: dict[str, str] | None = None,
-    timeout_s: float = 600.0,
-) -> None:
+def run_writer(out: str | os.PathLike, preset: str = "tiny", seed: int = 0, *, python: str | None = None,
+               env: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Run this module in LightX2V's interpreter (``python``, ``env`` carries PYTHONPATH): HarnessError on failure."""
-    import subprocess
-
-    from harness.errors import HarnessError
-
-    cmd = [python or sys.executable, "-m", MODULE, str(out), "--preset", preset, "--seed", str(seed)]
-    try:
-        done = subprocess.run(
-            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        raise HarnessError(f"synthetic checkpoint: could not run the writer ({err})", exit_code=3) from None
-    if done.returncode != 0:
-        last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "no output")
-        raise HarnessError(
-            f"synthetic checkpoint writer exited {done.returncode}: {last.strip()[:300]}", exit_code=3
-        )
+    args = ["--preset", preset, "--seed", str(seed)]
+    return common.run_writer(
+        MODULE, args, "synthetic checkpoint", out, read_marker, SYNTHETIC_MARKER, python=python, env=env
+    )
 
 
 def create_checkpoint(
@@ -441,13 +347,8 @@ def create_checkpoint(
             f"{out}: exists and is not an empty folder or a synthetic checkpoint; nothing written",
             exit_code=2,
         )
-    here = str(Path(__file__).resolve().parents[3])
-    path = [str(root), here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    run_writer(out, preset, seed, python=python, env={"PYTHONPATH": os.pathsep.join(dict.fromkeys(path))})
-    marker = read_marker(out)
-    if marker is None:
-        raise HarnessError(f"{out}: the writer finished but left no {SYNTHETIC_MARKER}", exit_code=3)
-    return marker
+    path = search_path(root, HARNESS_IMPORT_ROOT, os.environ.get("PYTHONPATH"))
+    return run_writer(out, preset, seed, python=python, env={"PYTHONPATH": path})
 
 
 def main(argv: list[str] | None = None) -> int:

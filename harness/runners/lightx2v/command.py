@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RunSpec
+from harness.runners.common import HARNESS_IMPORT_ROOT, search_path
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS, SHIMS, flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
@@ -23,7 +24,6 @@ LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
 SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
-HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
@@ -151,13 +151,10 @@ def build_env(
         env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
         env["HIP_VISIBLE_DEVICES"] = params.visible_devices
     env.update({k: str(v) for k, v in spec.env.items()})
-    folder = flavour_folder(params.sageattention)
-    path = [str(folder)] if folder is not None else []
-    path += [params.root, str(HARNESS_IMPORT_ROOT)]
     rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
-    if rest:
-        path += [p for p in rest.split(os.pathsep) if p and p not in path]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    env["PYTHONPATH"] = search_path(
+        flavour_folder(params.sageattention), params.root, HARNESS_IMPORT_ROOT, rest
+    )
     return env
 
 

@@ -1,19 +1,14 @@
 """Inside a rank: count LightX2V's attention calls, and reverse K/V for the noise-floor arms.
 
-* ``instrument_registry`` makes every backend class handed out by LightX2V's attention registry
-  a counting subclass: calls are counted by backend name and by the module that built the
-  instance. Instances built under a ``scope`` prefix are the model under test; a call there of
-  a backend other than the requested one is a fallback. Instances built elsewhere (text
-  encoder, VAE) are counted apart.
-* with ``kv_reversed``, in-scope calls of the requested backend get K and V reversed along the
-  sequence (exact attention is invariant to that order; only summation order changes).
-* ``count_op`` counts the calls of one ``module:function`` (an arm's ``count_ops``).
-* an ``Instrument`` given a ``serve`` hands every in-scope call of the requested backend to it
-  (``serve.CallPath``: call sites, step schedule, first-call check, shadows), which counts it.
+``instrument_registry`` makes every backend class LightX2V's attention registry hands out a
+counting subclass (``Instrument``); instances built under a ``scope`` prefix are the model under
+test, where a call of another backend than the requested one is a fallback, and those built
+elsewhere (text encoder, VAE) are counted apart. With ``kv_reversed``, in-scope calls of the
+requested backend get K and V reversed along the sequence (exact attention is invariant to that
+order; only summation order changes). ``count_op`` counts the calls of one ``module:function``.
 
-What a rank saw is a ``CallBook``, written as ``attn_calls.rank<N>.json``: calls per backend,
-and per DiT step (``per_step``) where the run's steps are known. Standard library only at
-import time: this runs in the ranks' interpreter before LightX2V is imported.
+What a rank saw is a ``CallBook``, written as ``attn_calls.rank<N>.json``. Standard library only
+at import time: this runs in the ranks' interpreter before LightX2V is imported.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.runners.common import one_line
 from harness.runners.lightx2v.rank_env import (
     bound_sage_function,
     sageattention_flavour,
@@ -95,7 +91,7 @@ class CallBook:
                 self.fallbacks[name] += 1
 
     def error(self, text: str) -> None:
-        line = " ".join(str(text).split())[:500]
+        line = one_line(text)
         with self._lock:
             if line not in self.errors:
                 self.errors.append(line)
@@ -149,12 +145,6 @@ class CallBook:
 # --- K/V reversal --------------------------------------------------------------------------------
 
 
-def _as_int_list(x: Any) -> list[int]:
-    if hasattr(x, "tolist"):
-        x = x.tolist()
-    return [int(v) for v in x]
-
-
 def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     """Reverse k and v along the sequence, in place in ``arguments`` (or ``extra``, the **kwargs).
 
@@ -200,7 +190,7 @@ def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -
         max_kv = get("max_seqlen_kv", "max_seqlen_k")
         # A matching max_seqlen proves [0, N] without reading the device tensor (no sync).
         if not (isinstance(max_kv, int) and max_kv == n):
-            bounds = _as_int_list(cu)
+            bounds = [int(b) for b in (cu.tolist() if hasattr(cu, "tolist") else cu)]
             if bounds != [0, n]:
                 raise ValueError(
                     f"kv_reversed: cu_seqlens_kv {bounds} does not cover the whole sequence of {n}"

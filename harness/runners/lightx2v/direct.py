@@ -1,20 +1,11 @@
 """Inside a rank: the LightX2V attention class against its underlying op, called directly.
 
 The builtin runner's first-call check (``harness.attention.wrappers.FirstCallCheck``), made on a
-LightX2V run: on the first DiT self-attention call of the requested backend (the first call
-when the run's blocks are not attributed), the backend's output is compared bitwise with the op
-it binds, called on copies of the same inputs with LightX2V's layout adapter only:
-
-* ``torch_sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` on ``[B, H, N, D]``;
-* ``sage_attn2``: the ``sageattn`` that ``lightx2v.common.ops.attn.sage_attn`` bound at import
-  (thu-ml's, or the aiter shim's), ``tensor_layout="NHD"``;
-* ``flash_attn3``: the ``flash_attn_func_v3`` that ``lightx2v.common.ops.attn.flash_attn`` bound;
-* the pull request's backend (``aiter_sage_attn``, or the name ``AITER_SAGE_ATTN_TYPE`` gives):
-  aiter's ``gfx1201_sage_attention`` on contiguous ``[B, N, H, D]``, its own layout.
-
-A backend without an entry is "not checked". The result is a dict with the fields of
-``harness.records.DirectCheck`` (this module runs without pydantic). Standard library at import
-time; torch is imported by the check.
+LightX2V run: on the first DiT self-attention call of the requested backend, its output is
+compared bitwise with the op it binds (``DIRECT_OPS``), called on copies of the same inputs with
+LightX2V's layout adapter only. A backend without an entry is "not checked". The result has the
+fields of ``harness.records.DirectCheck`` (this module runs without pydantic). Standard library
+at import time; torch is imported by the check.
 """
 
 from __future__ import annotations
@@ -74,9 +65,10 @@ def aiter_direct(q, k, v, causal: bool = False):
 
 
 DIRECT_OPS: dict[str, Callable] = {
-    "torch_sdpa": sdpa_direct,
-    "sage_attn2": sage_direct,
-    "flash_attn3": flash3_direct,
+    "torch_sdpa": sdpa_direct,  # F.scaled_dot_product_attention on [B, H, N, D]
+    "sage_attn2": sage_direct,  # the sageattn LightX2V bound at import (thu-ml's or a shim's), NHD
+    "flash_attn3": flash3_direct,  # the flash_attn_func_v3 LightX2V bound
+    # the pull request's backend (or the name AITER_SAGE_ATTN_TYPE gives): aiter's op, [B, N, H, D]
     os.environ.get("AITER_SAGE_ATTN_TYPE") or "aiter_sage_attn": aiter_direct,
 }
 

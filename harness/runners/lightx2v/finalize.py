@@ -34,9 +34,7 @@ class LightX2VRankCalls(RankCalls):
     kv_reversed_calls: int = 0
     op_calls: dict[str, int] = Field(default_factory=dict)
     modules: dict[str, Any] = Field(default_factory=dict)
-    relaxed: dict[str, Any] = Field(
-        default_factory=dict
-    )  # LightX2V checks relaxed for a synthetic checkpoint
+    relaxed: dict[str, Any] = Field(default_factory=dict)  # checks relaxed for a synthetic checkpoint
     scheduled: dict[str, int] = Field(default_factory=dict)  # calls a step schedule routed, by backend
     # The launcher's hooks on LightX2V's loops: {"hooks": found, "missing": not found}.
     attribution: dict[str, Any] = Field(default_factory=dict)
@@ -122,12 +120,9 @@ def merge_rank_calls(
 ) -> LightX2VAttnCalls:
     """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
 
-    For sage_attn2 arms, calls served by the other ``sageattention`` (the package where the aiter
-    shim was asked for, or the reverse) are recorded as fallbacks: they ran another kernel.
-    ``required_ops`` are the arm's ``count_ops`` labels: a rank that called one of them zero
-    times gets an error (the arm named the op, so its backend must have reached it). With a
-    ``schedule``, a step whose calls went to the backend the schedule does not send it to is an
-    error (``steps``: the run's DiT steps, for ``exact_last``).
+    Calls of sage_attn2 served by the other ``sageattention`` are fallbacks (another kernel ran);
+    a ``required_ops`` label (the arm's ``count_ops``) a rank never called, and a step of a
+    ``schedule`` served by the other backend, are errors (``steps``: the run's DiT steps).
     """
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}

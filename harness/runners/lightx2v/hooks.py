@@ -3,21 +3,10 @@ step, block, kind) of every attention call, and tell the launcher when a step en
 
 Calls are attributed from what the run itself does, never from the order of calls: a model
 with another block count, refiner depth or step count is attributed right without a change
-here. For MiniMax-H3 (``--model_cls minimax_h3``) the hooks wrap, in this process only:
-
-* the scheduler's ``step_pre(step_index)``: DiT step ``step_index + 1`` of ``infer_steps``;
-* the scheduler's ``step_post()``: the step's end (the launcher takes the latents here), after
-  which no step is current;
-* the transformer infer's ``run_block(block_idx, ...)``: DiT self-attention of block ``block_idx``
-  (the block-offload path calls it too);
-* the pre-infer's ``infer(weights, ...)``: the token refiner; a call's block is the place of
-  its attention instance in ``weights.refiner_blocks``;
-* the runner's ``run_warmup()``: LightX2V's warm-up steps are no DiT step of the run.
-
-A method that is not where the table says is noted and its calls are attributed to no step or
-block ("other"); the counts and the run go on. With ``time_blocks`` each DiT block of a measured
-step is also timed, the device synchronised before and after it (``block_seconds``: step ->
-[seconds per block]): a layer's cost at the run's sequence length. Standard library at import
+here (``HOOKS``: which methods, per ``--model_cls``). A method that is not where the table says
+is noted and its calls are attributed to no step or block ("other"); the run goes on. With
+``time_blocks`` each DiT block of a measured step is also timed, the device synchronised around
+it (``block_seconds``): a layer's cost at the run's sequence length. Standard library at import
 time; torch is imported to synchronise.
 """
 
@@ -49,11 +38,11 @@ class Hook:
 # What each model class's hooks are (``--model_cls``); a model without an entry is not attributed.
 HOOKS: dict[str, tuple[Hook, ...]] = {
     "minimax_h3": (
-        Hook(H3_SCHEDULER, "step_pre", "step_pre"),
-        Hook(H3_SCHEDULER, "step_post", "step_post"),
-        Hook(H3_TRANSFORMER, "run_block", "dit_block"),
-        Hook(H3_PRE_INFER, "infer", "refiner"),
-        Hook(H3_RUNNER, "run_warmup", "warmup"),
+        Hook(H3_SCHEDULER, "step_pre", "step_pre"),  # step_pre(i): DiT step i + 1 of infer_steps
+        Hook(H3_SCHEDULER, "step_post", "step_post"),  # the step's end (the latents are taken here)
+        Hook(H3_TRANSFORMER, "run_block", "dit_block"),  # block i's self-attention (block offload too)
+        Hook(H3_PRE_INFER, "infer", "refiner"),  # the block: the instance's place in refiner_blocks
+        Hook(H3_RUNNER, "run_warmup", "warmup"),  # LightX2V's warm-up steps are no DiT step
     ),
 }
 

@@ -24,6 +24,8 @@ from pathlib import Path
 from queue import Queue
 from typing import Any
 
+from harness.runners.common import write_step_latents
+
 LATENTS_DIR = "latents"  # the builtin runner's folder name (harness.runners.builtin.LATENTS_DIR)
 AUTO_ALL = 10
 AUTO_EVERY = 5
@@ -124,17 +126,9 @@ class LatentSaver:
             if item is None:
                 return
             step, arrays = item
-            final = self.folder / f"step_{step:03d}.npz"
-            tmp = self.folder / f".step_{step:03d}.tmp.npz"
             try:
-                np.savez(
-                    tmp,
-                    video=arrays["video"].numpy(),
-                    audio=arrays["audio"].numpy(),
-                    sigma_video=np.float64(arrays["sigma_video"]),
-                    sigma_audio=np.float64(arrays["sigma_audio"]),
-                )
-                tmp.replace(final)
+                numpy = {k: v.numpy() if hasattr(v, "numpy") else np.float64(v) for k, v in arrays.items()}
+                write_step_latents(self.folder, step, numpy)
                 self.saved.append(step)
             except Exception as err:  # a full disk: noted, the run goes on
                 self._error(f"latents of step {step}: {type(err).__name__}: {err}")

@@ -9,33 +9,14 @@
 
 It depends on LightX2V through two things only: ``lightx2v.utils.registry_factory.
 ATTN_WEIGHT_REGISTER`` (a mapping name -> backend class, used as ``REGISTER[name]()``, whose
-backends expose ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry point, which is run
-as ``__main__`` with the remaining arguments. With ``--plugins`` (the spec's plugins), they are
-imported first and their attention backends registered in that registry under their own names
-(``served``: LightX2V attention classes calling the harness backend), so they count as any other.
-
-What it adds, per rank (RANK from torchrun, 0 otherwise):
-* every backend class handed out by the registry is a counting subclass: calls are counted by
-  backend name and by the module that built the instance. Instances built under a ``--scope``
-  prefix are the model under test; a call there of a backend other than the requested one is a
-  fallback. Instances built elsewhere (text encoder, VAE) are counted apart.
-* with ``--kv-reversed``, in-scope calls of the requested backend get K and V reversed along
-  the sequence (exact attention is invariant to that order; only summation order changes).
-* every in-scope call of the requested backend goes through ``serve.CallPath``: its call site
-  (DiT step, block, kind) from hooks on LightX2V's own step and block loops (``hooks``), the
-  arm's step schedule (``--schedule``), the bitwise check of the backend against its op called
-  directly (``direct``; ``--no-direct-check`` leaves it out) and the in-situ shadows
-  (``--insitu``, ``shadows``: DIR/insitu/rank<N>.jsonl, this rank's heads);
-* with ``--time-blocks``, the seconds of every DiT block of the measured steps (``hooks``);
-* the latents of the chosen DiT steps (``--latent-steps``, ``latents``): DIR/latents/ on rank 0,
-  DIR/latents/rank<N>/ on the others;
-* DIR/rank<N>.log: the rank's stdout and stderr (also passed through), so that lines LightX2V
-  prints without a rank (step markers, packed layout) can be attributed.
-* DIR/attn_calls.rank<N>.json at exit, on an exception and on SIGTERM: calls per backend and
-  per DiT step, the first-call check, what the hooks found, the latents saved.
-
-The counting and the reversal are ``counting``'s, the rank log ``tee``'s; this module wires them
-up in the right order around LightX2V's entry point.
+backends expose ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry point, run as
+``__main__`` with the remaining arguments. This module wires up, in the right order around that
+entry point: the spec's plugins (``served``, registered in that registry before it is
+instrumented), the counting and K/V reversal (``counting``), the call path of every in-scope call
+(``serve``: call sites from ``hooks``, the step schedule, the ``direct`` check, the in-situ
+``shadows``), the block timing (``hooks``), the latents (``latents``) and the rank's log
+(``tee``: DIR/rank<N>.log, as LightX2V prints some lines without a rank). It writes
+DIR/attn_calls.rank<N>.json at exit, on an exception and on SIGTERM.
 
 Before LightX2V is imported: ``PLATFORM=cpu`` gets a CPU platform, and ``--synthetic-checkpoint``
 relaxes the released-size checks for a synthetic checkpoint (``rank_env``). ``--bare`` runs
@@ -50,44 +31,29 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib
-import json
+import contextlib
 import os
 import runpy
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from harness.runners.common import json_arg, one_line
+from harness.runners.lightx2v import rank_env
 from harness.runners.lightx2v.counting import CallBook, Instrument, count_op, instrument_registry
 from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
-from harness.runners.lightx2v.rank_env import bind_pinned_function, prepare_platform, relax_synthetic_checks
 from harness.runners.lightx2v.serve import CallPath
 from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends
 from harness.runners.lightx2v.tee import Tee
 
-LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 LIGHTX2V_ENTRY = "lightx2v.infer"
 
 
-def rank_label() -> str:
-    return os.environ.get("RANK", "0")
-
-
-def rank_calls_path(run_dir: Path, rank: str) -> Path:
-    return Path(run_dir) / f"attn_calls.rank{rank}.json"
-
-
-def rank_log_path(run_dir: Path, rank: str) -> Path:
-    return Path(run_dir) / f"rank{rank}.log"
-
-
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if "--" in argv:
-        cut = argv.index("--")
-        own, rest = argv[:cut], argv[cut + 1 :]
-    else:
-        own, rest = argv, []
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own, rest = argv[:cut], argv[cut + 1 :]
     p = argparse.ArgumentParser(
         prog="python -m harness.runners.lightx2v.launch", description=__doc__.split("\n")[0]
     )
@@ -107,11 +73,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     p.add_argument("--no-direct-check", action="store_true", help="no first-call check against the direct op")
     p.add_argument("--time-blocks", action="store_true", help="time each DiT block (device synchronised)")
+    p.add_argument("--schedule", type=json_arg, help="a step schedule (harness.records.StepSchedule, JSON)")
     p.add_argument(
-        "--schedule", type=_json_object, help="a step schedule (harness.records.StepSchedule, JSON)"
-    )
-    p.add_argument(
-        "--insitu", type=_json_object, help="shadows and in-situ settings (shadows.insitu_payload, JSON)"
+        "--insitu", type=json_arg, help="shadows and in-situ settings (shadows.insitu_payload, JSON)"
     )
     p.add_argument(
         "--plugins",
@@ -151,16 +115,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return ns, rest
 
 
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
-
-
 def infer_flag(rest: list[str], flag: str) -> str | None:
     """The value of one of LightX2V's own arguments (``--model_cls X``) in the entry's argv."""
     for i, item in enumerate(rest):
@@ -171,16 +125,11 @@ def infer_flag(rest: list[str], flag: str) -> str | None:
     return None
 
 
-def call_sites() -> object:
-    """The rank's call-site tracker (``harness.attention.insitu``, shared with the in-situ recorder)."""
-    from harness.attention.insitu.sites import CallSites
-
-    return CallSites()
-
-
 def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: CallBook, rank: str):
     """Hooks, latents and the call path of one rank; returns what must be closed at the end."""
-    hooks = RunHooks(call_sites(), time_blocks=ns.time_blocks)
+    from harness.attention.insitu.sites import CallSites  # shared with the in-situ recorder
+
+    hooks = RunHooks(CallSites(), time_blocks=ns.time_blocks)
     hooks.install(infer_flag(rest, "--model_cls"))
     book.step_key = lambda: hooks.sites.current.step_key
     book.extra["attribution"] = {"hooks": list(hooks.installed), "missing": list(hooks.missing)}
@@ -234,15 +183,14 @@ def _run_entry(entry: str, rest: list[str]) -> None:
 
 def plugin_problem(exc: BaseException) -> str:
     """A plugin that fails to import, in one line (a ScenarioError already is one)."""
-    return " ".join(str(exc).split())[:500] or type(exc).__name__
+    return one_line(exc) or type(exc).__name__
 
 
 def serve_plugins(names: list[str], book: CallBook | None) -> None:
     """Register the plugins' backends in LightX2V's registry (before it is instrumented)."""
     if not names:
         return
-    registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
-    served, lightx2v_own = serve_backends(registry, names)
+    served, lightx2v_own = serve_backends(rank_env.attention_registry(), names)
     if book is not None:
         book.extra["harness_served"] = served
         for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's
@@ -252,7 +200,7 @@ def serve_plugins(names: list[str], book: CallBook | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ns, rest = parse_args(sys.argv[1:] if argv is None else argv)
-    prepare_platform()
+    rank_env.prepare_platform()
     if ns.bare:
         die_with_parent()
         if ns.plugins:
@@ -263,15 +211,15 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             serve_plugins(names, None)
         if ns.synthetic_checkpoint is not None:
-            relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
+            rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
         _run_entry(ns.entry, rest)
         return 0
 
-    rank = rank_label()
+    rank = os.environ.get("RANK", "0")
     run_dir: Path = ns.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     book = CallBook(rank, ns.attn_type, ns.kv_reversed, ns.scope, ns.wrapper)
-    out = rank_calls_path(run_dir, rank)
+    out = run_dir / f"attn_calls.rank{rank}.json"
     closing: list = []  # (latent saver, shadowed attention) once wired
 
     def record(timeout_s: float = 120.0) -> None:
@@ -289,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 shadowed[0].recorder.close()
         book.write(out)
 
-    tee = None if ns.no_tee else Tee(rank_log_path(run_dir, rank))
+    tee = None if ns.no_tee else Tee(run_dir / f"rank{rank}.log")
     if tee is not None:
         atexit.register(tee.stop)  # registered first: runs last, after the counts are written
     atexit.register(record)
@@ -314,34 +262,28 @@ def main(argv: list[str] | None = None) -> int:
             book.error(f"launcher: {plugin_problem(err)}")
             print(f"launcher: {plugin_problem(err)}", file=sys.stderr, flush=True)
             return 2
-    try:
-        registry_module = importlib.import_module(LIGHTX2V_REGISTRY)
-        registry = registry_module.ATTN_WEIGHT_REGISTER
-    except Exception as err:
-        book.error(f"cannot import {LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER: {type(err).__name__}: {err}")
-        book.write(out)
-        raise
-    try:
-        serve_plugins(plugin_types, book)
-    except Exception as err:
-        book.error(f"plugin backends: {type(err).__name__}: {err}")
-        book.write(out)
-        raise
-    bind_pinned_function()  # a pinned SageAttention's function, where LightX2V bound `sageattn`
-    inst = instrument_registry(registry, book)
-    try:
-        closing.append(wire_calls(ns, rest, inst, book, rank))
-    except Exception as err:
-        book.error(f"launcher: {type(err).__name__}: {err}")
-        book.write(out)
-        raise
-    if ns.synthetic_checkpoint is not None:
+
+    @contextlib.contextmanager
+    def noted(prefix: str, typed: bool = True) -> Iterator[None]:
+        """A set-up stage: its failure is one line of the rank's record, written, then raised."""
         try:
-            book.relaxed = relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
+            yield
         except Exception as err:
-            book.error(f"synthetic checkpoint: {err}")
+            book.error(f"{prefix}: {type(err).__name__}: {err}" if typed else f"{prefix}: {err}")
             book.write(out)
             raise
+
+    with noted(f"cannot import {rank_env.LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER"):
+        registry = rank_env.attention_registry()
+    with noted("plugin backends"):
+        serve_plugins(plugin_types, book)
+    rank_env.bind_pinned_function()  # a pinned SageAttention's function, where LightX2V bound `sageattn`
+    inst = instrument_registry(registry, book)
+    with noted("launcher"):
+        closing.append(wire_calls(ns, rest, inst, book, rank))
+    if ns.synthetic_checkpoint is not None:
+        with noted("synthetic checkpoint", typed=False):
+            book.relaxed = rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
 
     try:
         _run_entry(ns.entry, rest)

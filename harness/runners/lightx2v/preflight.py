@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.records import RunSpec
+from harness.runners import common
+from harness.runners.common import ProbeBatch, not_found, probe_output
 from harness.runners.framework import FRAMEWORK_FACT, FrameworkUnavailable, framework_line
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import (
-    PINNED_SAGEATTENTION,
     SYNTHETIC_MARKER,
-    flavour_text,
+    pinned_missing,
     read_marker,
 )
 from harness.runners.lightx2v.schema import h3_dit_dir
-from harness.sage_packages import installed
 
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
 PROBE_TIMEOUT_S = 300.0
@@ -90,30 +88,12 @@ def synthetic_problem(params: LightX2VParams) -> str | None:
         return None
     model = Path(params.model_path)
     marker = read_marker(model)
-    if marker is None:
-        if model.is_dir() and any(model.iterdir()):
-            return (
-                f"lightx2v.model_path {model}: not empty and not a synthetic checkpoint (no {SYNTHETIC_MARKER}); "
-                "the harness writes synthetic weights only into an empty or missing folder"
-            )
-        return None  # written by prepare
-    have = {"preset": marker.get("preset"), "seed": marker.get("seed")}
+    have = None if marker is None else {"preset": marker.get("preset"), "seed": marker.get("seed")}
     asked = {"preset": wanted.preset, "seed": wanted.seed}
-    if have != asked:
-        return (
-            f"lightx2v.model_path {model}: holds the synthetic checkpoint {have}, the scenario asks for "
-            f"{asked} (use another folder)"
-        )
-    return None
-
-
-def pinned_sageattention_problem(params: LightX2VParams) -> str | None:
-    """A pinned SageAttention the arm asks for that ``make sageattention`` has not installed (no
-    probe process is started for it)."""
-    flavour = params.sageattention
-    if flavour in PINNED_SAGEATTENTION and not installed(flavour):
-        return f"sage_attn2: {flavour_text(flavour)} is not installed here (make sageattention, on a CUDA or ROCm machine)"
-    return None
+    nonempty = model.is_dir() and any(model.iterdir())
+    return common.synthetic_problem(
+        "lightx2v.model_path", model, "synthetic checkpoint", SYNTHETIC_MARKER, have, asked, nonempty
+    )
 
 
 def model_folder_problem(params: LightX2VParams) -> str | None:
@@ -156,17 +136,13 @@ def launchers_problem(params: LightX2VParams, env: dict[str, str]) -> str | None
     if not level.isdigit() or int(level) < 1:
         return f"PROFILING_DEBUG_LEVEL={level}: LightX2V logs no step times below 1 (the harness sets 2)"
     for name, exe in (("torchrun", params.torchrun), ("python", params.python)):
-        if exe and not (shutil.which(exe) or Path(exe).is_file()):
+        if not_found(exe):
             return f"lightx2v.{name} {exe}: not found"
     return None
 
 
-# The questions a plan will ask, by probe process (interpreter, sageattention, plugins and
-# environment): the first pre-flight of a group runs one probe that answers every question of it
-# (each process imports LightX2V: seconds to tens of seconds). Every run of an arm, over seeds and
-# repeats, asks the same question, so answers are kept for this process's life.
-_PENDING: dict[tuple, dict[str, dict[str, Any]]] = {}
-_ANSWERS: dict[tuple[tuple, str], ProbeResult] = {}
+# The questions a plan will ask, by probe process (interpreter, sageattention, plugins, environment).
+PROBES = ProbeBatch()
 
 
 def _group_and_question(
@@ -180,55 +156,32 @@ def _group_and_question(
 def expect_probes(items: list[tuple[LightX2VParams, RunSpec]]) -> None:
     """The runs a plan will pre-flight: their questions are asked together (``run_probe``). A new
     plan's questions replace those of an earlier plan in this process not yet asked."""
-    _PENDING.clear()
+    PROBES.pending.clear()
     for params, spec in items:
-        group, key, question = _group_and_question(
-            params, spec, build_env(params, spec, os.environ.get("PYTHONPATH"))
+        PROBES.expect(
+            *_group_and_question(params, spec, build_env(params, spec, os.environ.get("PYTHONPATH")))
         )
-        if (group, key) not in _ANSWERS:
-            _PENDING.setdefault(group, {})[key] = question
 
 
 def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
     """The probe's answer for one arm, in the ranks' interpreter and environment; the questions
     of other planned arms that share that process are answered by the same probe."""
-    group, key, question = _group_and_question(params, spec, env)
-    if (group, key) not in _ANSWERS:
-        todo = {key: question, **_PENDING.pop(group, {})}  # pending: never answered (expect_probes)
-        command = probe_command(params, spec, list(todo.values()))
-        for k, result in zip(todo, probe_answers(command, env, len(todo)), strict=True):
-            _ANSWERS[(group, k)] = result
-    return _ANSWERS[(group, key)]
+
+    def ask(questions: list[dict]) -> list[ProbeResult]:
+        return probe_answers(probe_command(params, spec, questions), env, len(questions))
+
+    return PROBES.answer(*_group_and_question(params, spec, env), ask)
 
 
 def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[ProbeResult]:
     """Run one probe process for ``n`` questions: its answers in order, or the same failure for all."""
 
-    def failed(reason: str) -> list[ProbeResult]:
-        return [ProbeResult(ok=False, reason=reason)] * n
-
+    found, why = probe_output(command, env, PROBE_TIMEOUT_S, "{")
     try:
-        out = subprocess.run(
-            command,
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        return failed(f"pre-flight probe could not run ({err})")
-    for line in reversed(out.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                answers = [ProbeResult.model_validate(a) for a in json.loads(line)["answers"]]
-            except (ValueError, KeyError, TypeError):
-                break
-            if len(answers) == n:
-                return answers
-            break
-    last = next((ln for ln in reversed(out.stderr.splitlines()) if ln.strip()), "no output")
-    return failed(f"pre-flight probe failed (exit {out.returncode}): {last.strip()[:300]}")
+        answers = [ProbeResult.model_validate(a) for a in found["answers"]]
+    except (KeyError, TypeError, ValueError):  # no answer (None), or not the probe's
+        answers = []
+    return answers if len(answers) == n else [ProbeResult(ok=False, reason=why)] * n
 
 
 def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:
@@ -245,7 +198,7 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
         return str(err), None
     env = build_env(params, spec, os.environ.get("PYTHONPATH"))
     problem = (
-        pinned_sageattention_problem(params)
+        (f"sage_attn2: {missing}" if (missing := pinned_missing(params.sageattention)) else None)
         or model_folder_problem(params)
         or inputs_problem(params)
         or check_geometry(params.model_cls, config, params.nproc_per_node)

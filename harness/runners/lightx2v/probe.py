@@ -6,14 +6,12 @@
     python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
 
 It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
-so plugins and platform backends count and nothing is guessed from source text. Then, for each
-attention type: the name must be registered, the backend must construct, and one small call on
-the platform's device must agree with exact attention (catches a missing kernel module and a
-miscompiled one). It also reports which LightX2V it found (version, commit, features) and
-refuses a checkout that lacks a feature the scenario relies on. One JSON line on stdout:
-``{"ok": bool, "reason": str | null, "facts": {...}}``; with ``--questions`` (the pre-flight's
-form: every arm of a campaign that shares this interpreter and environment, one import of
-LightX2V for all) ``{"answers": [...]}``, one such object per question, in order.
+so plugins and platform backends count and nothing is guessed from source text; each attention
+type must be registered, construct, and agree with exact attention on one small call (catches a
+missing kernel module and a miscompiled one). It reports which LightX2V it found and refuses a
+checkout that lacks a feature the scenario relies on. The last stdout line is the answer,
+``{"ok", "reason", "facts"}``, or with ``--questions`` (the pre-flight's form: every arm sharing
+this interpreter and environment, one import of LightX2V for all) ``{"answers": [...]}``.
 
 Standard library at import time; torch and LightX2V are imported by ``probe``.
 """
@@ -21,7 +19,6 @@ Standard library at import time; torch and LightX2V are imported by ``probe``.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import importlib.util
 import json
@@ -30,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.registry import did_you_mean
+from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
 from harness.runners.framework import FRAMEWORK_FACT
 from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
@@ -37,15 +36,15 @@ from harness.runners.lightx2v.rank_env import (
     PINNED_SAGEATTENTION,
     SAGEATTENTION_FLAVOURS,
     SP_WRAPPERS,
+    attention_registry,
     bind_pinned_function,
     flavour_text,
+    pinned_missing,
     prepare_platform,
     sageattention_flavour,
 )
 from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends, shadowed_by_lightx2v
-from harness.sage_packages import installed
 
-LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
     "adaln_cache": (
@@ -59,8 +58,7 @@ FEATURES = {
         "205d5c87: sage_attn2 selects sageattn_qk_int8_pv_fp16_triton on capability (12, 0)",
     ),
 }
-SMOKE_TOKENS, SMOKE_HEADS, SMOKE_HEAD_DIM = 256, 2, 128
-SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
+SMOKE_HEAD_DIM = 128
 
 
 def _git_sha(path: Path) -> str | None:
@@ -96,10 +94,8 @@ def _op_reason(ref: str) -> str | None:
 
 def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
-    if flavour in PINNED_SAGEATTENTION and not installed(flavour):
-        return (
-            f"{flavour_text(flavour)} is not installed here (make sageattention, on a CUDA or ROCm machine)"
-        )
+    if pinned_missing(flavour):
+        return pinned_missing(flavour)
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
             f" ({flavour_text(flavour)} is not on PYTHONPATH)" if flavour != "package" else ""
@@ -139,8 +135,7 @@ def shadow_reason(names: list[str], registry: Any) -> str | None:
     harness_names = list_backends()
     for name in unknown:
         if name not in harness_names:
-            close = difflib.get_close_matches(name, [*registry.keys(), *harness_names], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, [*registry.keys(), *harness_names])
             return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
     return None
 
@@ -180,14 +175,10 @@ def smoke_call(backend_cls: Any, device: str) -> tuple[float | None, str | None]
     except Exception as err:
         return None, f"a {n}-token test call failed ({type(err).__name__}: {str(err)[:200]})"
     ref = F.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)))[0].transpose(0, 1)
-    got = out.float().cpu().reshape(-1)
-    want = ref.reshape(-1)
-    if got.numel() != want.numel() or not torch.isfinite(got).all():
-        return (
-            None,
-            f"a {n}-token test call returned shape {tuple(out.shape)} with non-finite values or wrong size",
-        )
-    cosine = float(F.cosine_similarity(got, want, dim=0))
+    try:
+        cosine = smoke_cosine(out, ref, torch.float32)
+    except ValueError as err:
+        return None, f"a {n}-token test call {err}"
     if cosine < SMOKE_MIN_COSINE:
         return (
             cosine,
@@ -222,36 +213,15 @@ def _torch_facts(facts: dict[str, Any]) -> int:
     return count
 
 
-def probe(
-    attn_types: list[str],
-    flavour: str = "package",
-    nproc: int = 1,
-    count_ops: dict[str, str] | None = None,
-    require: list[str] | None = None,
-    shadow_types: list[str] | None = None,
-    plugins: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Can these attention types run with ``nproc`` ranks here? Returns {ok, reason, facts}.
-
-    ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
-    registers or a harness backend (whether it can run here is the run's note, not a refusal).
-    ``plugins``: the spec's plugins (PluginRef dicts), imported as the ranks import them; their
-    backends are registered in LightX2V's registry as the ranks register them (``served``)."""
-    question = {
-        "attn_types": attn_types,
-        "nproc": nproc,
-        "count_ops": count_ops or {},
-        "require": require or [],
-        "shadow_types": shadow_types or [],
-    }
-    return probe_many([question], flavour, plugins)[0]
-
-
 def probe_many(
     questions: list[dict[str, Any]], flavour: str = "package", plugins: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """Several arms' questions (``probe``'s arguments as dicts) in one process: LightX2V is
-    imported once, each question gets its own answer, in order."""
+    """Several arms' questions (``{attn_types, nproc, count_ops, require, shadow_types}``) in one
+    process: LightX2V is imported once, each question gets its own answer, in order.
+
+    ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
+    registers or a harness backend. ``plugins``: the spec's plugins (PluginRef dicts), imported
+    and their backends registered in LightX2V's registry as the ranks do (``served``)."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
     facts["questions"] = len(questions)  # how many arms this probe process answered
     answers: list[dict[str, Any] | None] = [None] * len(questions)
@@ -286,8 +256,8 @@ def probe_many(
             try:
                 plugin_types = load_plugins(plugins)
             except BaseException as err:  # a ScenarioError is one line; a plugin's own failure too
-                raise PluginFailed(" ".join(str(err).split())[:500] or type(err).__name__) from err
-        registry = importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
+                raise PluginFailed(one_line(err) or type(err).__name__) from err
+        registry = attention_registry()
         import lightx2v
         from lightx2v_platform.base.global_var import AI_DEVICE
     except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
@@ -373,11 +343,9 @@ def registry_reason(
         return why
     for name in dict.fromkeys(attn_types):
         if name not in registry:
-            close = difflib.get_close_matches(name, list(registry.keys()), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
             return (
                 f"attn_type {name!r} is not registered in LightX2V at {facts['lightx2v_root']} "
-                f"with PLATFORM={facts['platform']}{hint}"
+                f"with PLATFORM={facts['platform']}{did_you_mean(name, list(registry.keys()))}"
             )
         if name in SP_WRAPPERS:
             continue  # wrappers need a process group and a backend to wrap
@@ -414,8 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.questions is not None:
         result: dict[str, Any] = {"answers": probe_many(ns.questions, ns.sageattention, ns.plugins)}
     else:
-        ops = dict(item.split("=", 1) for item in ns.count_op)
-        result = probe(ns.attn_type, ns.sageattention, ns.nproc, ops, ns.require, ns.shadow_type, ns.plugins)
+        question = {
+            "attn_types": ns.attn_type, "nproc": ns.nproc, "count_ops": dict(i.split("=", 1) for i in ns.count_op),
+            "require": ns.require, "shadow_types": ns.shadow_type,
+        }  # fmt: skip
+        result = probe_many([question], ns.sageattention, ns.plugins)[0]
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0

@@ -17,12 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.runners import common
 from harness.sage_packages import PACKAGES as PINNED_SAGEATTENTION
 
 CPU_PLATFORM = "cpu"
 # Written last by checkpoint.py into a synthetic checkpoint: the only folders relaxed checks apply to.
 SYNTHETIC_MARKER = "harness_synthetic_checkpoint.json"
 MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
+LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"  # its ATTN_WEIGHT_REGISTER: name -> attention class
 QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
 REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
 # LightX2V's sequence-parallel attention types: they wrap the real backend, so their calls are
@@ -39,6 +41,13 @@ SHIMS = Path(__file__).resolve().parent / "shims"
 # its folder goes first on the ranks' path.
 SAGEATTENTION_FLAVOURS = ("package", *SAGEATTENTION_SHIMS, *PINNED_SAGEATTENTION)
 SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"  # where LightX2V binds `sageattn` at import
+
+
+def attention_registry() -> Any:
+    """LightX2V's attention registry (importing it imports LightX2V)."""
+    import importlib
+
+    return importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
 
 
 def sageattention_flavour(module: Any) -> str:
@@ -61,6 +70,17 @@ def flavour_text(flavour: str) -> str:
     if flavour in PINNED_SAGEATTENTION:
         return PINNED_SAGEATTENTION[flavour].label
     return "the sageattention package"
+
+
+def pinned_missing(flavour: str | None) -> str | None:
+    """A pinned SageAttention that ``make sageattention`` has not installed here, in one line."""
+    from harness.sage_packages import installed
+
+    if flavour in PINNED_SAGEATTENTION and not installed(flavour):
+        return (
+            f"{flavour_text(flavour)} is not installed here (make sageattention, on a CUDA or ROCm machine)"
+        )
+    return None
 
 
 def flavour_folder(flavour: str | None) -> Path | None:
@@ -114,12 +134,7 @@ def bound_sage_function() -> str | None:
 
 def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:
     """The synthetic marker of a model folder, or None for anything else (real weights included)."""
-    path = Path(model_path) / SYNTHETIC_MARKER
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == MARKER_SCHEMA else None
+    return common.read_marker(model_path, SYNTHETIC_MARKER, MARKER_SCHEMA)
 
 
 class SyntheticCheckpointError(RuntimeError):
@@ -141,22 +156,10 @@ def register_cpu_platform() -> None:
 
     class HarnessCpuDevice:
         name = CPU_PLATFORM
-
-        @staticmethod
-        def init_device_env() -> None:
-            _complete_torch_cpu()
-
-        @staticmethod
-        def is_available() -> bool:
-            return True
-
-        @staticmethod
-        def get_device() -> str:
-            return CPU_PLATFORM
-
-        @staticmethod
-        def init_parallel_env() -> None:
-            dist.init_process_group(backend="gloo")
+        init_device_env = staticmethod(_complete_torch_cpu)
+        is_available = staticmethod(lambda: True)
+        get_device = staticmethod(lambda: CPU_PLATFORM)
+        init_parallel_env = staticmethod(lambda: dist.init_process_group(backend="gloo"))
 
     PLATFORM_DEVICE_REGISTER.register(HarnessCpuDevice, key=CPU_PLATFORM)
 

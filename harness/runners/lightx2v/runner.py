@@ -2,15 +2,10 @@
 
 For each arm it writes ONE resolved config into the run directory (``config.json``: the
 scenario's base config from the LightX2V checkout, then ``config_overrides``, then the arm's
-``attn_type``) and launches the command of ``command.py``. LightX2V's own files are never
-edited. Inside each rank the launcher counts attention calls, reverses K/V for noise-floor
-arms, writes ``rank<N>.log`` and ``attn_calls.rank<N>.json``, then runs ``lightx2v.infer``;
-``finalize`` turns those into ``timing.json`` and ``attn_calls.json``.
-
-The stages, each in its module: ``params`` (what ``resolve_params`` records in the spec),
-``command``, ``preflight`` and ``finalize``. What the pre-flight probe learnt about the ranks'
-environment reaches ``prepare`` on this runner object (the executor runs both stages of a run
-on one runner) and is written into the run directory (``lightx2v_env.json``).
+``attn_type``; LightX2V's own files are never edited) and launches the command of ``command``.
+What the pre-flight probe learnt about the ranks' environment reaches ``prepare`` on this runner
+object (the executor runs both stages of a run on one runner) and is written into the run
+directory (``lightx2v_env.json``).
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, bui
 from harness.runners.lightx2v.finalize import finalize_run
 from harness.runners.lightx2v.latents import LATENTS_DIR
 from harness.runners.lightx2v.layers import LAYERS_JSON
-from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base_config, resolve_params
+from harness.runners.lightx2v.params import params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
 from harness.runners.lightx2v.served import harness_backends as served_backends
@@ -48,22 +43,6 @@ class LightX2VEnvironment(Record):
     lightx2v_git: dict[str, Any] | None = None
     ranks_python: str
     probe: dict[str, Any] | None = None  # the probe's facts (torch, HIP, GPU arch, aiter); None: no probe ran
-
-
-def environment_facts(params: LightX2VParams, probe_facts: dict[str, Any] | None) -> LightX2VEnvironment:
-    return LightX2VEnvironment(
-        lightx2v_root=params.root,
-        lightx2v_git=git_info(Path(params.root)),
-        ranks_python=params.python or sys.executable,
-        probe=probe_facts,
-    )
-
-
-def write_synthetic_checkpoint(params: LightX2VParams, env: dict[str, str]) -> None:
-    """Write the scenario's synthetic checkpoint into model_path, in the ranks' interpreter."""
-    wanted = params.synthetic_checkpoint
-    assert wanted is not None
-    run_writer(params.model_path, wanted.preset, wanted.seed, python=params.python, env=env)
 
 
 @register_runner("lightx2v")
@@ -123,7 +102,8 @@ class LightX2VRunner(Runner):
             problem = synthetic_problem(params)
             if problem:
                 raise HarnessError(problem)
-            write_synthetic_checkpoint(params, env)
+            wanted = params.synthetic_checkpoint
+            run_writer(params.model_path, wanted.preset, wanted.seed, python=params.python, env=env)
 
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in (
@@ -135,7 +115,12 @@ class LightX2VRunner(Runner):
         for folder in (LATENTS_DIR, INSITU_DIR):  # a rerun's files only: no step or rank of an older run
             shutil.rmtree(run_dir / folder, ignore_errors=True)
         atomic_write_json(run_dir / RESOLVED_CONFIG, config)
-        facts = environment_facts(params, self.probe_facts.get(spec.spec_hash()))
+        facts = LightX2VEnvironment(
+            lightx2v_root=params.root,
+            lightx2v_git=git_info(Path(params.root)),
+            ranks_python=params.python or sys.executable,
+            probe=self.probe_facts.get(spec.spec_hash()),
+        )
         write_record(run_dir / ENV_JSON, facts)
         return launch
 

@@ -2,25 +2,19 @@
 
 For each such call, in order:
 
-1. its call site (DiT step, block, kind) from the run's own loops (``hooks.RunHooks``), current
-   while the call runs;
-2. the arm's step schedule, if any (``harness.records.StepSchedule``, routed by the rule of
-   ``harness.attention.schedule.exact_on``): on an exact step
-   the call is served by the schedule's exact backend (LightX2V's own class of that name,
-   uninstrumented, K/V reversed as the arm's) and counted under that name as a scheduled call,
-   never as a fallback; the calls per step and backend prove the routing. On an exact step the
-   arm's backend is also called once on copies of the first call of each shape (its output
-   discarded, not counted), so its warm-up (a Triton kernel compiles again for another
-   sequence length: the refiner's and the DiT's) falls in step 1 as for any other arm;
-3. on the first DiT self-attention call (the first call, where the run's blocks are not
-   attributed), the bitwise check of the arm's backend against its op called directly
-   (``direct``): on the call it serves, or on a schedule's exact step on the warm-up's copies,
-   so the check's extra op call, like the warm-up, stays out of the measured steps;
-4. the in-situ shadows, if any (``shadows.build_shadowed``): the call is the primary of a
-   ``ShadowedAttention``; the model receives the served output unchanged.
+1. its call site (DiT step, block, kind) from the run's own loops (``hooks.RunHooks``);
+2. the arm's step schedule, if any (routed by ``harness.attention.schedule.exact_on``): on an
+   exact step the call is served by the schedule's exact backend (LightX2V's own class of that
+   name, uninstrumented) and counted under that name as a scheduled call, never as a fallback.
+   On such a step the arm's backend is also called once on copies of the first call of each
+   shape (output discarded), so its warm-up (a Triton kernel compiles again for another
+   sequence length) falls in step 1 as for any other arm;
+3. on the first DiT self-attention call, the bitwise check of the arm's backend against its op
+   called directly (``direct``), kept out of the measured steps as the warm-up is;
+4. the in-situ shadows, if any: the call is the primary of a ``ShadowedAttention``; the model
+   receives the served output unchanged.
 
-Standard library at import time (this runs in the ranks' interpreter); a schedule's rule is
-imported with the schedule.
+Standard library at import time (this runs in the ranks' interpreter).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Harness attention backends a LightX2V run calls, and how a LightX2V process serves them.
 
 A plugin's backend (the scenario's ``plugins:``) is not a LightX2V attention type. Inside a
-LightX2V process (every rank, the pre-flight probe) the spec's plugins are imported as they were
-planned (``harness.scenario.plugins.load_recorded``: a file changed since is refused), and each
-backend they registered that LightX2V's ``ATTN_WEIGHT_REGISTER`` does not already have is
-registered there under its own name as a LightX2V attention weight class whose ``apply`` is the
-harness backend's packed call (``AttentionOp.apply``: q/k/v ``[N, H, D]`` -> ``[N, H*D]``). The
-launcher then counts, reverses, schedules and shadows its calls as any LightX2V class's (as the
-emulator shim has LightX2V's own ``sage_attn2`` call the harness's ``sage_emul_thuml``).
+LightX2V process (every rank, the pre-flight probe) the spec's plugins are imported as planned
+(a file changed since is refused), and each backend they registered that LightX2V's
+``ATTN_WEIGHT_REGISTER`` lacks is registered there under its own name as a LightX2V attention
+class whose ``apply`` is the harness backend's packed call, so the launcher counts, reverses,
+schedules and shadows its calls as any LightX2V class's.
 
 At plan time (``harness_backends``): which harness backends a run calls, for its code identity.
 Standard library at import time; torch, pydantic and LightX2V are imported by the functions.
@@ -16,12 +14,12 @@ Standard library at import time; torch, pydantic and LightX2V are imported by th
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.runners.common import json_arg
 from harness.runners.lightx2v.rank_env import SP_WRAPPERS
 
 BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
@@ -84,15 +82,7 @@ def harness_backends(spec: Any, params: Any) -> list[str]:
 
 def plugins_json(text: str) -> list[dict[str, Any]]:
     """``--plugins``' value: a JSON list of PluginRef dicts (an argparse type)."""
-    import argparse
-
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise argparse.ArgumentTypeError("expected a JSON list of objects")
-    return value
+    return json_arg(text, objects=True)
 
 
 def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
@@ -131,20 +121,8 @@ def weight_class(name: str, base: type | None = None) -> type:
             self.config = {}
             self.backend = get_backend(name)
 
-        def apply(
-            self,
-            q,
-            k,
-            v,
-            drop_rate=0,
-            attn_mask=None,
-            causal=False,
-            cu_seqlens_q=None,
-            cu_seqlens_kv=None,
-            max_seqlen_q=None,
-            max_seqlen_kv=None,
-            **kwargs,
-        ):
+        def apply(self, q, k, v, drop_rate=0, attn_mask=None, causal=False, cu_seqlens_q=None, cu_seqlens_kv=None,
+                  max_seqlen_q=None, max_seqlen_kv=None, **kwargs):  # fmt: skip
             return self.backend.apply(
                 q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
                 causal=causal, attn_mask=attn_mask, drop_rate=drop_rate, **kwargs,

@@ -74,14 +74,7 @@ def _run(q, k, v, tensor_layout: str):
 
 
 def sageattn(
-    q,
-    k,
-    v,
-    tensor_layout: str = "HND",
-    is_causal: bool = False,
-    sm_scale: float | None = None,
-    return_lse: bool = False,
-    **kwargs: Any,
+    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
 ):
     """thu-ml's ``sageattn`` signature; the output has the input layout and dtype."""
     attn_mask = kwargs.pop("attn_mask", None)
@@ -90,18 +83,10 @@ def sageattn(
 
 
 def sageattn_qk_int8_pv_fp16_triton(
-    q,
-    k,
-    v,
-    tensor_layout: str = "HND",
-    quantization_backend: str = "triton",
-    is_causal: bool = False,
-    attn_mask: Any = None,
-    sm_scale: float | None = None,
-    smooth_k: bool = True,
-    return_lse: bool = False,
+    q, k, v, tensor_layout: str = "HND", quantization_backend: str = "triton", is_causal: bool = False,
+    attn_mask: Any = None, sm_scale: float | None = None, smooth_k: bool = True, return_lse: bool = False,
     **kwargs: Any,
-):
+):  # fmt: skip
     """The entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same op."""
     _check(q, is_causal, sm_scale, return_lse, attn_mask, kwargs)
     return _run(q, k, v, tensor_layout)

@@ -1,0 +1,212 @@
+"""What the LightX2V and diffusers runners share, written once: a failure's one line, the path a
+child interpreter imports the harness from, the synthetic weights' folder (marker, writer process,
+hashes, tokenizer), and the pre-flight probe (its batching and its smoke call's bar).
+
+Standard library at import time: the ranks, the probes and the writers import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
+from typing import Any
+
+HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
+SMOKE_TOKENS, SMOKE_HEADS = 256, 2
+SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
+NOT_A_MODEL = "random weights for checking the chain; not a model"
+
+
+def one_line(text: Any, limit: int = 500) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of a process's output (its error, as a rule), at most 300 characters."""
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")[:300]
+
+
+def search_path(*parts: str | os.PathLike | None) -> str:
+    """A PYTHONPATH of ``parts`` (each a folder or a path list) in order, each entry once."""
+    entries = (e for part in parts if part for e in str(part).split(os.pathsep))
+    return os.pathsep.join(dict.fromkeys(e for e in entries if e))
+
+
+def not_found(exe: str | None) -> bool:
+    """A named interpreter or launcher that is neither on PATH nor a file."""
+    import shutil
+
+    return bool(exe) and not (shutil.which(exe) or Path(exe).is_file())
+
+
+def json_arg(text: str, objects: bool = False) -> Any:
+    """An argparse type: a JSON object, or (``objects``) a JSON list of objects."""
+    import argparse
+
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
+    if objects and not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+        raise argparse.ArgumentTypeError("expected a JSON list of objects")
+    if not objects and not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
+    """``folder/step_NNN.npz`` (the builtin runner's name, which ``harness.compare.latents`` reads),
+    written under a temporary name and renamed: a reader never sees half a file."""
+    import numpy as np
+
+    tmp = folder / f".step_{step:03d}.tmp.npz"
+    np.savez(tmp, **arrays)
+    tmp.replace(folder / f"step_{step:03d}.npz")
+
+
+# --- synthetic weights ---------------------------------------------------------------------------
+
+
+def read_marker(folder: str | os.PathLike, name: str, schema: str) -> dict[str, Any] | None:
+    """The marker file ``name`` of a synthetic folder, None for anything else (real weights included)."""
+    try:
+        data = json.loads((Path(folder) / name).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == schema else None
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def file_hashes(root: Path, marker: str) -> dict[str, str]:
+    """sha256 of every file under ``root`` but the marker (the marker's own record)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(root).rglob("*"))
+        if p.is_file() and p.name != marker
+    }
+
+
+def byte_level_bpe(corpus: str, vocab_size: int, specials: Iterable[str], unk: str | None = None) -> Any:
+    """A byte-level BPE trained offline on a fixed text (``tokenizers``' Tokenizer)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE(unk_token=unk))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator([corpus] * 4, trainer=trainer)
+    return bpe
+
+
+def run_writer(
+    module: str, args: list[str], what: str, out: str | os.PathLike, read: Callable[[Any], dict | None],
+    marker: str, *, python: str | None = None, env: dict[str, str] | None = None, timeout_s: float = 600.0,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the writer ``python -m module args`` in the run's interpreter (``env`` added); its marker
+    (``read(out)``). HarnessError (exit 3) when it cannot run, fails or leaves no marker."""
+    from harness.errors import HarnessError
+
+    cmd = [python or sys.executable, "-m", module, str(out), *args]
+    try:
+        done = subprocess.run(
+            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        raise HarnessError(f"{what}: could not run the writer ({err})", exit_code=3) from None
+    if done.returncode != 0:
+        raise HarnessError(f"{what} writer exited {done.returncode}: {last_line(done.stderr)}", exit_code=3)
+    found = read(out)
+    if found is None:
+        raise HarnessError(f"{out}: the writer finished but left no {marker}", exit_code=3)
+    return found
+
+
+def synthetic_problem(
+    field: str, model: Path, what: str, marker: str, have: dict | None, asked: dict, nonempty: bool
+) -> str | None:
+    """Why the folder ``model`` cannot be (or become) the synthetic ``what`` the scenario asks for:
+    not empty and no marker (``have`` None), or another one; None when it is, or prepare writes it."""
+    if have is None:
+        if nonempty:
+            return (
+                f"{field} {model}: not empty and not a {what} (no {marker}); "
+                "the harness writes synthetic weights only into an empty or missing folder"
+            )
+        return None
+    if have != asked:
+        return f"{field} {model}: holds the {what} {have}, the scenario asks for {asked} (use another folder)"
+    return None
+
+
+# --- the pre-flight probe ------------------------------------------------------------------------
+
+
+def probe_output(
+    cmd: list[str], env: dict[str, str] | None, timeout_s: float, opener: str
+) -> tuple[Any, str]:
+    """Run a pre-flight probe process: its answer (the last stdout line opening with ``opener``, read
+    as JSON; None without one) and the line that says why there is none."""
+    try:
+        done = subprocess.run(
+            cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"pre-flight probe could not run ({err})"
+    why = f"pre-flight probe failed (exit {done.returncode}): {last_line(done.stderr)}"
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(opener)]
+    try:
+        return json.loads(lines[-1]), why
+    except (IndexError, ValueError):
+        return None, why
+
+
+def smoke_cosine(out: Any, ref: Any, dtype: Any) -> float:
+    """The cosine of a smoke call's output against exact attention's, compared in ``dtype`` on the
+    CPU; ValueError for an output of the wrong size or with non-finite values."""
+    import torch.nn.functional as F
+
+    got = out.to(dtype).reshape(-1).cpu()
+    if got.numel() != ref.numel() or not got.isfinite().all():
+        raise ValueError(f"returned shape {tuple(out.shape)} with non-finite values or the wrong size")
+    return float(F.cosine_similarity(got, ref.to(dtype).reshape(-1).cpu(), dim=0))
+
+
+class ProbeBatch:
+    """Pre-flight questions asked together: the questions a plan will ask, by probe process (the
+    ``group``: interpreter, environment, what the process imports). The first pre-flight of a group
+    runs one probe answering every question of it (each imports the framework: seconds to tens of
+    seconds). Every run of an arm, over seeds and repeats, asks the same question, so answers are
+    kept for this process's life."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Hashable, dict[Hashable, Any]] = {}
+        self.answers: dict[tuple[Hashable, Hashable], Any] = {}
+
+    def expect(self, group: Hashable, key: Hashable, question: Any) -> None:
+        if (group, key) not in self.answers:
+            self.pending.setdefault(group, {})[key] = question
+
+    def answer(self, group: Hashable, key: Hashable, question: Any, ask: Callable[[list], list]) -> Any:
+        """The answer to ``question``; ``ask(questions)`` answers a group's questions in order."""
+        if (group, key) not in self.answers:
+            todo = {key: question}
+            todo.update(
+                (k, q) for k, q in self.pending.pop(group, {}).items() if (group, k) not in self.answers
+            )
+            for k, result in zip(todo, ask(list(todo.values())), strict=True):
+                self.answers[(group, k)] = result
+        return self.answers[(group, key)]
