@@ -23,18 +23,8 @@ def measure_side(kind: str, a: Path, b: Path, *, device: str = "cpu", limit: int
 
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         out = Path(tmp) / "side.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "harness.bench.child",
-            kind,
-            str(a),
-            str(b),
-            device,
-            str(limit),
-            str(out),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = ["-m", "harness.bench.child", kind, str(a), str(b), device, str(limit), str(out)]
+        proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True)
         if proc.returncode == 0 and out.exists():
             return read_record(out, SideResult)
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]

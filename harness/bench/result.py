@@ -135,26 +135,17 @@ def _fmt(x: float, mark: bool, digits: int = 2) -> str:
 
 def _side_table(res: BenchResult) -> list[str]:
     naive = res.row(NAIVE)
-    headers = ["side", "frames", "seconds", "frames/s", "CPU s", "peak MB"] + (
-        ["naive / side"] if naive else []
-    )
+    headers = ["side", "frames", "seconds", "frames/s", "CPU s", "peak MB"]
+    headers += ["naive / side"] if naive else []
     rows = []
     for r in res.rows:
-        if naive and r.seconds and r is not naive:
-            ratio = _fmt(naive.seconds / r.seconds, naive.extrapolated or r.extrapolated, 1) + "x"
-        else:
-            ratio = "-"
         m = r.extrapolated
         peak = f"{r.peak_mb:.0f}" + (f" (GPU {r.gpu_peak_mb:.0f})" if r.gpu_peak_mb is not None else "")
-        cells = [
-            r.name,
-            r.frames,
-            _fmt(r.seconds, m),
-            _fmt(r.frames_per_s, m, 1),
-            _fmt(r.cpu_seconds, m, 1),
-            peak,
-        ]
-        rows.append(cells + ([ratio] if naive else []))
+        rows.append([r.name, r.frames, _fmt(r.seconds, m), _fmt(r.frames_per_s, m, 1), _fmt(r.cpu_seconds, m, 1),
+                     peak])  # fmt: skip
+        if naive:
+            ratio = naive.seconds / r.seconds if r.seconds and r is not naive else None
+            rows[-1].append("-" if ratio is None else _fmt(ratio, naive.extrapolated or m, 1) + "x")
     return md_rows(headers, rows, "l" + "r" * (len(headers) - 1))
 
 

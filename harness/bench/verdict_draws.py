@@ -55,6 +55,11 @@ def load_fixture(path: Path = FIXTURE) -> CalibrationFixture:
     return read_record(path, CalibrationFixture)
 
 
+def floor_energies(psnr: float, ssim: float, snr: float) -> dict[str, float]:
+    """The energies of a floor of pooled video PSNR ``psnr`` dB, SSIM ``ssim`` and audio SNR ``snr`` dB."""
+    return {"video_mse": mse_from_psnr(psnr), "video_1_ssim": 1 - ssim, "audio_error": energy_from_db(snr)}
+
+
 def h200_stated(rules: VerdictRules) -> VerdictRules:
     """``rules`` stating the H200 spreads (what the parametric designs model): a design with one floor
     run per seed has no interval without a stated spread."""
@@ -173,13 +178,8 @@ def _stats(key: str, seed: int, center, rel_sd: dict[str, float], rng) -> StatsS
 def pr29_draw(rng: np.random.Generator, seeds: int, defect: str = "") -> Draw:
     """The 29-step design: one floor run per seed at the pull request's numbers (chaotic video),
     two exact runs' statistics with the spreads of its five runs."""
-    sd = np.array(list(PR29.values())).std(axis=0, ddof=1)
-    center = tuple(np.array(list(PR29.values())).mean(axis=0))
-    base = {"video_mse": mse_from_psnr(14.64), "video_1_ssim": 1 - 0.629, "audio_error": energy_from_db(9.16)}
-    d = parametric_draw(rng, seeds=seeds, floor_runs=1, base=base, sd=H200, defect=defect,
-                        stats_sd={k: s / c for k, s, c in zip(STATS5, sd, center, strict=True)},
-                        stats_center=center, exact_runs=2)  # fmt: skip
-    return d
-
-
-# --- rules --------------------------------------------------------------------------------------
+    runs = np.array(list(PR29.values()))
+    sd, center = runs.std(axis=0, ddof=1), tuple(runs.mean(axis=0))
+    return parametric_draw(rng, seeds=seeds, floor_runs=1, base=floor_energies(14.64, 0.629, 9.16), sd=H200,
+                           defect=defect, stats_sd={k: s / c for k, s, c in zip(STATS5, sd, center, strict=True)},
+                           stats_center=center, exact_runs=2)  # fmt: skip

@@ -36,10 +36,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.energy import energy_from_db, mse_from_psnr
 from harness.analysis.stat_rule import judge_stats
 from harness.analysis.verdict import judge_numbers
-from harness.bench.verdict_classes import class_groups, run_groups
+from harness.bench.verdict_classes import class_groups, full_verdict, run_groups
 from harness.bench.verdict_draws import (
     FIXTURE,
     H200,
@@ -47,6 +46,7 @@ from harness.bench.verdict_draws import (
     STATS5,
     Draw,
     builtin_draw,
+    floor_energies,
     h200_stated,
     load_fixture,
     parametric_draw,
@@ -79,9 +79,7 @@ def old_stats_rule(d: Draw) -> bool:
 
 
 def verdict_outside(d: Draw, rules: VerdictRules) -> bool:
-    v = judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats, rules=rules,
-                      insitu=d.insitu)  # fmt: skip
-    return v.word == "outside"
+    return full_verdict(d, rules).word == "outside"
 
 
 def part_outside(part: str) -> Callable[[Draw, VerdictRules], bool]:
@@ -161,11 +159,7 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
 
 def _h200_base() -> dict[str, float]:
     """The H200 example's floor energies: 42.5 dB, SSIM 0.9931, audio 15.3 dB."""
-    return {
-        "video_mse": mse_from_psnr(42.46),
-        "video_1_ssim": 1 - 0.9931,
-        "audio_error": energy_from_db(15.3),
-    }
+    return floor_energies(42.46, 0.9931, 15.3)
 
 
 def markdown(b: VerdictBench) -> str:
