@@ -6,13 +6,10 @@ plays together in the file plays together here). FFmpeg drops the encoder's prim
 container marks it (a negative first timestamp, an edit list); where it does not, the priming
 carries its own timestamps, before the content, so the timestamps place the content either way.
 
-After that, a bounded search for a **residual lag** (the argmax of |cross-correlation| of the
-channel-summed tracks within +-``max_lag`` samples, one FFT) says whether the content is still
-shifted: a lag kept only when it raises the normalised |correlation| over lag 0 by more than
-``min_gain`` and by more than 6 / sqrt(samples) (about six times what two unrelated white tracks
-reach by chance). The residual lag is reported as a finding, never silently removed; the
-correlation keeps its sign (an inverted track reads about -1).
-A positive lag means B is late: ``b[n + lag]`` lines up with ``a[n]``.
+After that, a bounded search for a **residual lag** (``CONVENTION``) says whether the content is
+still shifted; 6 / sqrt(samples) is about six times the gain two unrelated white tracks reach by
+chance. It is reported as a finding, never silently removed; the correlation keeps its sign (an
+inverted track reads about -1). A positive lag means B is late: ``b[n + lag]`` lines up with ``a[n]``.
 """
 
 from __future__ import annotations

@@ -49,8 +49,7 @@ def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
             if not c.streams.video:
                 return None
             for i, pkt in enumerate(c.demux(c.streams.video[0])):
-                m = _X264_INFO.search(bytes(pkt))
-                if m:
+                if m := _X264_INFO.search(bytes(pkt)):
                     return m.group(0).decode("ascii", "replace")
                 if i + 1 >= max_packets:
                     break
@@ -74,8 +73,7 @@ def encoder_settings(
     if crf is not None:
         s.crf, s.preset, s.source = int(crf), preset or DEFAULT_PRESET, "run spec"
         return s
-    found = _CRF.search(info or "")
-    if found:
+    if found := _CRF.search(info or ""):
         s.crf, s.source = round(float(found.group(1))), "CRF from the file's x264 info, preset assumed"
     else:
         s.source = "assumed (MiniMax-H3 writer: CRF 18, ultrafast)"

@@ -121,8 +121,7 @@ def parse_lightx2v_logs(
         for number, line in enumerate(text.splitlines(), 1):
             prefix = _PREFIXES.match(line)
             line_rank = str(int(prefix.group("rank"))) if prefix else key_rank
-            m = _PROFILE.search(line)
-            if m:
+            if m := _PROFILE.search(line):
                 rank = str(int(m.group("rank"))) if m.group("rank") else (line_rank or "0")
                 name = m.group("name").strip()
                 problem = _implausible(name, m.group("sec"), rank, known, world_size)
@@ -136,14 +135,10 @@ def parse_lightx2v_logs(
                 if name == WARMUP:  # the warm-up's own step markers are not the run's
                     ranks[rank].marks.clear()
                     loose_marks.clear()
-                continue
-            m = _STEP_MARK.search(line)
-            if m:
+            elif m := _STEP_MARK.search(line):
                 mark = (int(m.group("i")), int(m.group("n")))
                 (ranks[line_rank].marks if line_rank is not None else loose_marks).append(mark)
-                continue
-            m = _PACKED.search(line)
-            if m:
+            elif m := _PACKED.search(line):
                 layout = {k: int(v) for k, v in m.groupdict().items()}
                 if line_rank is not None:
                     ranks[line_rank].packed = layout

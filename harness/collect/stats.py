@@ -190,7 +190,13 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     y_sum = y64.sum(dim=(1, 2))
     y_sumsq = (y64 * y64).sum(dim=(1, 2))
     y_max = y.amax(dim=(1, 2))
-    grid = grid_torch(y64)
+    # Y sums over GRID x GRID cells: R^T Y C with 0/1 cell-membership matrices (the kernel's cells) in
+    # float64, exact since every partial sum is an integer far below 2^53 (in any order, on any device)
+    r, c = (
+        torch.nn.functional.one_hot(torch.from_numpy(cell_rows(k).copy()), GRID).to(y64.device, torch.float64)
+        for k in (h, w)
+    )
+    grid = (r.T @ y64.to(torch.float64) @ c).to(torch.int64).reshape(n, GRID * GRID)
     if h >= 3 and w >= 3:
         # Shifted integer sums: exact, and no convolution algorithm (or TF32) involved.
         lap = (y[:, :-2, 1:-1] + y[:, 2:, 1:-1] + y[:, 1:-1, :-2] + y[:, 1:-1, 2:] - 4 * y[:, 1:-1, 1:-1]).to(
@@ -225,17 +231,3 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
             )
         )
     return out
-
-
-def grid_torch(y64: torch.Tensor) -> torch.Tensor:
-    """Y sums over GRID x GRID cells of an int64 batch [N, H, W] as [N, GRID * GRID]: R^T Y C with
-    0/1 cell-membership matrices (the kernel's cells) in float64, exact since every partial sum is
-    an integer far below 2^53 (so in any order of summation, on any device)."""
-    import torch
-
-    n, h, w = y64.shape
-    one_hot = torch.nn.functional.one_hot
-    r, c = (
-        one_hot(torch.from_numpy(cell_rows(k).copy()), GRID).to(y64.device, torch.float64) for k in (h, w)
-    )
-    return (r.T @ y64.to(torch.float64) @ c).to(torch.int64).reshape(n, GRID * GRID)

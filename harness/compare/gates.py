@@ -12,7 +12,6 @@ closer to the reference (``min_psnr``), an upper one where lower is; ``gate_mode
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from pathlib import Path
@@ -25,6 +24,7 @@ from harness.compare.pairwise import Comparison
 from harness.errors import HarnessError
 from harness.input_files import MAX_YAML_BYTES, read_input_text
 from harness.metrics import Metric, accuracy_metrics
+from harness.registry import did_you_mean
 from harness.strict_yaml import YamlProblem, load_yaml
 
 
@@ -130,10 +130,9 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
     known = list(model.model_fields)
     for key in data:
         if key not in known:
-            hint = difflib.get_close_matches(str(key), known, n=1)
-            tip = f"; did you mean {hint[0]!r}?" if hint else ""
             raise HarnessError(
-                f"{where(key)}: unknown gate key {str(key)!r}{tip} (known: {', '.join(sorted(known))})"
+                f"{where(key)}: unknown gate key {str(key)!r}{did_you_mean(str(key), known)} "
+                f"(known: {', '.join(sorted(known))})"
             )
     try:
         return model.model_validate(data)

@@ -127,9 +127,7 @@ def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarr
 
 
 def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> tuple[list[LatentPoint], list[str]]:
-    """Latent PSNR of B against A at every step both runs saved (``latent_files``)."""
-    if not la or not lb:
-        return [], []
+    """Latent PSNR of B against A at every step both runs saved (``latent_files``; each has one)."""
     points: list[LatentPoint] = []
     notes: list[str] = []
     for step in sorted(set(la) & set(lb)):
