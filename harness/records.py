@@ -112,13 +112,6 @@ def canonical_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# A perturbation's cost on every call: why a perturbed arm's timings are no baseline.
-_WRAPPER_COSTS = {
-    "kv_reversed": "the K/V-reversed wrapper copies K and V (flip) before every call",
-    "kv_chunks": "the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass",
-}
-
-
 class AttentionChoice(Record):
     """The attention an arm runs: a backend, its options and an exact perturbation (K/V order
     reversed; K/V in chunks merged by log-sum-exp). The records that carry it (the scenario's arm,
@@ -163,9 +156,11 @@ class AttentionChoice(Record):
     def timing_notes(self, noise_floor: bool = False) -> list[str]:
         """Why a run of this attention times more than its backend: each perturbation wrapper's own
         work; a ``noise_floor`` run with options and no wrapper is another exact kernel."""
-        notes = [_WRAPPER_COSTS["kv_reversed"]] if self.kv_reversed else []
+        notes = (
+            ["the K/V-reversed wrapper copies K and V (flip) before every call"] if self.kv_reversed else []
+        )
         if self.kv_chunks > 1:
-            notes.append(_WRAPPER_COSTS["kv_chunks"])
+            notes.append("the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass")
         if noise_floor and self.attn_options and not notes:
             notes.append("another exact kernel, run as a noise floor")
         return notes
