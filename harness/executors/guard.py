@@ -1,19 +1,12 @@
 """Keeps a runner from outliving the harness process that started it.
 
-``python -m harness.executors.guard FD -- COMMAND...`` is what ``execute_run`` launches, as the
-leader of a new session: the guard starts COMMAND in its own process group and waits. ``FD`` is
-the read end of a pipe whose write end only the harness process holds; the harness never writes
-to it, so the pipe reads end-of-file exactly when that process is gone, however it died (SIGKILL
-included, on a workstation or inside a Slurm job). Then the guard stops the whole group
-(SIGTERM, SIGKILL after a grace), torchrun's rank processes included.
-
-Signals sent to the group (``execute_run``'s stop, Slurm's cancel) reach the runner directly;
-the guard only waits for it and exits as it did (same code, or the same signal).
-
-A process that leaves the group (``setsid``, ``start_new_session=True``, a daemon) is out of the
-group's reach. On Linux the guard is a child subreaper, so such a process, orphaned, is reparented
-to the guard instead of init; when the runner ends, the guard ends every process still its child,
-and theirs, so nothing of an arm outlives it.
+``python -m harness.executors.guard FD -- COMMAND...`` (what ``execute_run`` launches, leading a new
+session) runs COMMAND in its group and waits. ``FD`` is the read end of a pipe whose write end only
+the harness holds and never writes: it reads end-of-file exactly when the harness is gone, however
+it died (SIGKILL included); then the guard stops the whole group, torchrun's ranks included.
+Signals sent to the group reach the runner directly; the guard exits as the runner did. A process
+that leaves the group (``setsid``, a daemon) is reparented to the guard (a Linux child subreaper)
+and ended with the runner, so nothing of an arm outlives it.
 """
 
 from __future__ import annotations
@@ -41,24 +34,24 @@ def become_subreaper() -> bool:
         return False
 
 
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces and parentheses:
+    split after the last ')'), from the state on; [] where there is none (gone meanwhile)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def children(pid: int) -> list[int]:
     """The live (not zombie) processes whose parent is ``pid``, from /proc (none where there is none)."""
-    found = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if fields[0] != b"Z" and int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
+        return []
+    fields = {int(e): stat_fields(e) for e in entries if e.isdigit()}
+    return [p for p, f in fields.items() if f and f[0] != b"Z" and int(f[1]) == pid]
 
 
 def _reap() -> None:

@@ -1,10 +1,7 @@
-"""Run one arm as a child process and record how it ended: the step every executor shares.
-
-The local executor calls ``execute_run`` in the harness process; the Slurm executor calls it
-inside the job on the compute node. Either way run.json gets the exact command, environment,
-exit code, times, log tail, output hashes and attention validity, and a crash, a time-out or
-Ctrl-C is recorded instead of lost.
-"""
+"""Run one arm as a child process and record how it ended: the step every executor shares (the
+local executor calls ``execute_run`` in the harness, the Slurm one inside the job). run.json gets the
+command, environment, exit code, times, log tail, output hashes and attention validity; a crash, a
+time-out or Ctrl-C is recorded, not lost."""
 
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.executors.guard import stat_fields
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners import Launch, get_runner
 from harness.store import (
@@ -91,11 +89,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def process_start(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot, from /proc), or None when unknown."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    try:  # the command name (field 2) may hold spaces and parentheses: split after the last ')'
-        return int(stat.rsplit(")", 1)[1].split()[19])
+        return int(stat_fields(pid)[19])
     except (IndexError, ValueError):
         return None
 
@@ -116,24 +110,21 @@ def runner_alive(rec: RunRecord) -> bool:
 
 
 def stop_orphan(rec: RunRecord, grace_s: float = KILL_GRACE_S) -> bool:
-    """Stop a runner that outlived its harness (its guard normally does that within seconds).
-
-    Returns whether one was still running. Call only while holding the campaign lock.
-    """
+    """Stop a runner that outlived its harness (its guard normally does that within seconds); returns
+    whether one was still running. Call only while holding the campaign lock."""
     if not runner_alive(rec):
         return False
     assert rec.pid is not None
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and runner_alive(rec):  # its guard may be stopping it now
-        time.sleep(0.1)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    # First a grace: its guard may be stopping it now; then SIGTERM, then SIGKILL.
+    for sig, wait_s in ((None, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         if not runner_alive(rec):
             break
         try:
-            os.killpg(rec.pid, sig)
+            if sig is not None:
+                os.killpg(rec.pid, sig)
         except (ProcessLookupError, PermissionError):
             break
-        end = time.monotonic() + 5.0
+        end = time.monotonic() + wait_s
         while time.monotonic() < end and runner_alive(rec):
             time.sleep(0.1)
     return True

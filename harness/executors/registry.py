@@ -9,10 +9,6 @@ from harness.executors.base import Executor
 from harness.plugins import EXECUTORS
 
 
-def executor_names() -> list[str]:
-    return EXECUTORS.names()
-
-
 def get_executor(kind: str, **options: Any) -> Executor:
     """A new executor of ``kind``, built with ``options`` (the Slurm block and resubmission count);
     an unknown kind raises UnknownName (one line, did-you-mean)."""

@@ -1,16 +1,8 @@
-"""Slurm executor: each arm run is one Slurm job, submitted through submitit.
-
-The job runs ``execute_run`` on the compute node, the same step the local executor uses, so
-run.json, logs and outputs look the same whichever executor ran an arm, and resume works across
-executors (plan_actions only looks at the spec hash and the status). The harness side submits,
-writes each job id into run.json at once (a crashed harness leaves traceable jobs, and a later
-run re-attaches to the ones still queued or running), shows progress while the jobs run, and at
-the end records the jobs that died without writing a final run.json (cancelled, node failure,
-Slurm time limit) with Slurm's state and the tail of submitit's log. Ctrl-C cancels every job the
-campaign submitted.
-
-The job side is ``slurm_job``; Slurm's job states and availability are ``slurm_queue``.
-"""
+"""Slurm executor: each arm run is one Slurm job, submitted through submitit, that runs
+``execute_run`` on the compute node (``slurm_job``), so run.json looks the same whichever executor
+ran an arm. Each job id goes into run.json at once (a later run re-attaches to jobs a crashed
+harness left); jobs that died without a final run.json are recorded with Slurm's state
+(``slurm_queue``) and submitit's log; Ctrl-C cancels every job the campaign submitted."""
 
 from __future__ import annotations
 
@@ -42,9 +34,6 @@ RESUBMITTABLE = {RunStatus.failed, RunStatus.timeout, RunStatus.interrupted}
 CANCEL_WAIT_S = 30.0  # after Ctrl-C: how long to wait for cancelled jobs to record themselves
 
 
-# --- the executor (runs in the harness) --------------------------------------------------------
-
-
 @dataclass
 class _Tracked:
     planned: PlannedRun
@@ -68,11 +57,8 @@ class _Tracked:
 
 
 class SlurmExecutor(Executor):
-    """One Slurm job per planned run (arm x seed), submitted with submitit.
-
-    ``resubmit_failed``: how many times an arm whose job ended failed, timed out or was cancelled
-    by Slurm is submitted again (default 0; the CLI's ``--resubmit-failed N``).
-    """
+    """One Slurm job per planned run (arm x seed), submitted with submitit; ``resubmit_failed``: how
+    many times an arm whose job failed, timed out or was cancelled is submitted again (default 0)."""
 
     name = "slurm"
 
@@ -91,8 +77,6 @@ class SlurmExecutor(Executor):
         self.cancel_wait_s = cancel_wait_s
         # A job that ended without a final run.json is declared dead after this long (NFS caches).
         self.settle_s = settle_s if settle_s is not None else min(30.0, 2 * self.slurm.poll_s)
-
-    # -- parameters ---------------------------------------------------------------------------
 
     def folder(self, campaign: CampaignDir) -> Path:
         base = Path(self.slurm.folder) if self.slurm.folder else campaign.path / "slurm" / "%j"
@@ -135,8 +119,6 @@ class SlurmExecutor(Executor):
             first = str(err).splitlines()[0]
             raise HarnessError(f"executor.slurm: invalid submitit parameter: {first}") from None
         return ex
-
-    # -- run ----------------------------------------------------------------------------------
 
     def run(
         self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
@@ -184,19 +166,15 @@ class SlurmExecutor(Executor):
 
         old: dict[str, _Tracked] = {}
         for t in tracked:
-            if not t.run_dir.exists():
-                continue
-            try:
-                rec = t.run_dir.record()
-            except HarnessError:
-                continue
+            rec = t.run_dir.record_or_none()
             if (
-                rec.executor == "slurm"
+                rec is not None
+                and rec.executor == "slurm"
                 and rec.job_id
                 and rec.status in (RunStatus.pending, RunStatus.running)
+                and rec.spec_hash == t.planned.spec.spec_hash()
             ):
-                if rec.spec_hash == t.planned.spec.spec_hash():
-                    old[rec.job_id] = t
+                old[rec.job_id] = t
         if not old:
             return
         states = query_jobs(list(old))
@@ -212,12 +190,7 @@ class SlurmExecutor(Executor):
             reporter.message(f"slurm: {t.key}: re-attached to job {jid} ({st.state}) left by an earlier run")
 
     def _submit(
-        self,
-        t: _Tracked,
-        reporter: Reporter,
-        on_record: OnRecord,
-        counter: dict,
-        total: int,
+        self, t: _Tracked, reporter: Reporter, on_record: OnRecord, counter: dict, total: int
     ) -> None:
         spec = t.planned.spec
         runner_module = type(get_runner(spec.runner)).__module__
@@ -244,29 +217,21 @@ class SlurmExecutor(Executor):
             reporter.run_finished(pending)
             return
         t.job = job
-        try:
-            rec = t.run_dir.record()
-        except HarnessError:
-            rec = pending
+        rec = t.run_dir.record_or_none() or pending
         if rec.status == RunStatus.pending and rec.job_id is None:
             pending.job_id = t.job_id
             pending.reason = f"Slurm job {t.job_id} submitted (attempt {t.attempt})"
             t.run_dir.write(pending)
 
     def _poll(
-        self,
-        active: list[_Tracked],
-        reporter: Reporter,
-        on_record: OnRecord,
-        counter: dict,
-        total: int,
+        self, active: list[_Tracked], reporter: Reporter, on_record: OnRecord, counter: dict, total: int
     ) -> None:
         last_progress: tuple[str, tuple[int, int]] | None = None
         while active:
             states = query_jobs([t.job_id for t in active])
             for t in list(active):
                 st = states.get(t.job_id, JobState("UNKNOWN"))
-                rec = _read(t.run_dir)
+                rec = t.run_dir.record_or_none()
                 mine = rec is not None and rec.job_id == t.job_id
                 final = mine and rec.status in FINAL
                 if st.state == "PENDING" and st.reason != t.pending_reason:
@@ -346,9 +311,8 @@ class SlurmExecutor(Executor):
         if src.exists():
             os.replace(src, t.run_dir.path / f"attempt-{t.attempt}.{RUN_JSON}")
 
-    def _cancel_all(self, jobs: list[_Tracked], reporter: Reporter, on_record: OnRecord) -> None:
+    def _cancel_all(self, live: list[_Tracked], reporter: Reporter, on_record: OnRecord) -> None:
         """Ctrl-C: scancel every job this campaign submitted that has not ended, record them interrupted."""
-        live = jobs
         if not live:
             return
         reporter.message(f"slurm: cancelling {len(live)} job(s): {', '.join(t.job_id for t in live)}")
@@ -368,7 +332,7 @@ class SlurmExecutor(Executor):
         except KeyboardInterrupt:
             pass
         for t in live:
-            rec = _read(t.run_dir)
+            rec = t.run_dir.record_or_none()
             spec = t.planned.spec
             if rec is not None and rec.job_id == t.job_id and rec.status in FINAL - {RunStatus.interrupted}:
                 on_record(rec)  # it ended on its own before the cancel reached it
@@ -386,10 +350,3 @@ class SlurmExecutor(Executor):
                 rec.log_tail = self._job_log_tail(t)
             t.run_dir.write(rec)
             on_record(rec)
-
-
-def _read(run_dir: RunDir) -> RunRecord | None:
-    try:
-        return run_dir.record() if run_dir.exists() else None
-    except HarnessError:
-        return None

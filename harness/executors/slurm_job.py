@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +32,23 @@ def _gpu_names() -> list[str]:
 
 
 def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
-    """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1; CUDA_VISIBLE_DEVICES=0,1)'.
-
-    None when the job has no GPU (nothing to look up, no child process started).
-    """
+    """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1;
+    CUDA_VISIBLE_DEVICES=0,1)'; None when the job has none (no child process started)."""
     env = os.environ if environ is None else environ
     slurm_ids = env.get("SLURM_JOB_GPUS") or env.get("SLURM_STEP_GPUS")
     visible = [(k, env[k]) for k in _GPU_ENV if env.get(k)]
     if not slurm_ids and not visible:
         return None
-    names = _gpu_names()
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
+    counts = Counter(_gpu_names())
     label = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items()) or "GPU names unknown"
     where = ([f"Slurm GPUs {slurm_ids}"] if slurm_ids else []) + [f"{k}={v}" for k, v in visible[:1]]
     return f"{label} ({'; '.join(where)})"
 
 
 def run_job(spec: RunSpec, run_path: str, imports: tuple[str, ...] = ()) -> str:
-    """The function a Slurm job runs: execute_run for one spec, then the job's own details.
-
-    SIGTERM (scancel, preemption) and submitit's time-limit warning (SIGUSR2, 90 s before the
-    limit) stop the arm cleanly through execute_run's interrupt path, and run.json then says
-    which of the two it was. Returns the final status.
-    """
+    """execute_run for one spec, then the job's own details; returns the final status. SIGTERM
+    (scancel, preemption) and submitit's time-limit warning (SIGUSR2, 90 s before the limit) stop
+    the arm through execute_run's interrupt path, and run.json says which of the two it was."""
     for module in imports:  # runners registered outside the harness package (plug-ins, tests)
         importlib.import_module(module)
     job_id = os.environ.get("SLURM_JOB_ID")

@@ -1,9 +1,5 @@
-"""Slurm's view of jobs, from its command-line tools: job states (squeue, then sacct) and whether
-jobs can be submitted from here at all.
-
-Job states come from ``squeue`` (and ``sacct`` when the cluster keeps accounting), not from
-submitit's watcher, which needs accounting.
-"""
+"""Slurm's view of jobs, from its command-line tools: job states (squeue, then sacct; not submitit's
+watcher, which needs accounting) and whether jobs can be submitted from here at all."""
 
 from __future__ import annotations
 

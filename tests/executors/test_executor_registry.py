@@ -8,12 +8,13 @@ import sys
 import pytest
 
 from harness.executors.local import LocalExecutor
-from harness.executors.registry import executor_names, get_executor
+from harness.executors.registry import get_executor
+from harness.plugins import EXECUTORS
 from harness.registry import UnknownName
 
 
 def test_names_and_the_local_executor() -> None:
-    assert executor_names() == ["local", "slurm"]
+    assert EXECUTORS.names() == ["local", "slurm"]
     assert isinstance(get_executor("local"), LocalExecutor)
 
 
@@ -29,8 +30,9 @@ def test_unknown_executor_names_the_known_ones() -> None:
 def test_an_executor_module_is_imported_only_when_asked_for() -> None:
     code = (
         "import sys\n"
-        "from harness.executors.registry import executor_names, get_executor\n"
-        "assert executor_names() == ['local', 'slurm']\n"
+        "from harness.executors.registry import get_executor\n"
+        "from harness.plugins import EXECUTORS\n"
+        "assert EXECUTORS.names() == ['local', 'slurm']\n"
         "assert 'harness.executors.slurm' not in sys.modules\n"
         "get_executor('local')\n"
         "assert 'harness.executors.local' in sys.modules and 'harness.executors.slurm' not in sys.modules\n"
