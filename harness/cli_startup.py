@@ -1,9 +1,6 @@
-"""The start and the end of the `harness` process.
-
-Imported first by the `harness` command: Ctrl-C or SIGTERM while the CLI's imports load is a
-quiet exit 130 (nothing is written yet), not a traceback. ``harness.cli.main`` then installs the
-real handlers, and once the command has ended it leaves through ``end_program``. When the CLI
-package is imported as a library, nothing is changed.
+"""The start and the end of the `harness` process: imported first by the command, so Ctrl-C or
+SIGTERM while the CLI's imports load is a quiet exit 130, not a traceback (``harness.cli.main``
+then installs the real handlers); ``end_program`` ends it. Imported as a library, it changes nothing.
 """
 
 from __future__ import annotations
@@ -25,11 +22,8 @@ def _stop_quietly(signum: int, frame: object) -> None:
 
 
 def command_line_module(argv: list[str]) -> str | None:
-    """The module of ``python [options] -m MODULE ...`` (None for a script, ``-c`` or stdin).
-
-    Read from the interpreter's own arguments: while ``python -m harness.cli`` imports the
-    package (before its ``__main__`` runs), ``sys.argv[0]`` is only "-m".
-    """
+    """The module of ``python [options] -m MODULE ...`` (None for a script, ``-c`` or stdin), read
+    from the interpreter's own arguments (while the package imports, ``sys.argv[0]`` is only "-m")."""
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -78,17 +72,11 @@ def exit_status(code: object) -> int:
 
 
 def end_program(code: object) -> NoReturn:
-    """End the `harness` process with ``code`` once its command has ended.
-
-    The command's work is then written or recorded, so a signal changes nothing any more and is
-    ignored. The interpreter's own teardown is skipped (exit handlers run, output is flushed):
-    it let a finished command end with a wrong status. A KeyboardInterrupt that once passed
-    through code run from a string (a dataclass or namedtuple being made during an import) leaves
-    CPython marking the interrupt unhandled, and the process then kills itself with SIGINT
-    instead of exiting 130; and once the teardown has put the default signal handlers back, a
-    SIGTERM during its 1-2 s of releasing torch and the rest killed the process after the work
-    was done (or, in an exit handler, printed a traceback).
-    """
+    """End the `harness` process with ``code`` once its command has ended: signals are ignored
+    (the work is recorded), exit handlers run and output is flushed, and the interpreter's teardown
+    is skipped. It let a finished command end with a wrong status: a KeyboardInterrupt that passed
+    through code run from a string makes CPython kill itself with SIGINT instead of exiting 130,
+    and a SIGTERM during the 1-2 s of releasing torch killed it after the work was done."""
     for sig in HANDLED:
         signal.signal(sig, signal.SIG_IGN)
     status = exit_status(code)

@@ -1,7 +1,5 @@
-"""Code identity: where a run's attention code came from (a plugin file and its digest).
-
-The record lives here, below ``harness.records`` (a run spec carries it) and the scenario's plugin
-loader (which makes it), so both can import it.
+"""Where a run's attention code came from (a plugin file and its digest): below ``harness.records``
+(a run spec carries it) and the scenario's plugin loader (which makes it), so both can import it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """What an emulator models and whether its numerics were ever checked against that kernel.
 
 An emulator stands in for a kernel the harness cannot run, so its claim is a verdict's foundation.
-Each emulator variant carries a :class:`Provenance`: the kernel it models (package, function,
-version or commit, and the harness backend that runs the real kernel where a GPU has it) and its
-:class:`Fidelity`: measured (machine, date, software, shapes, the agreement in rel L1 and fitted
-scale, and the file that holds the figures) or not measured (and why). It travels in the backend's
-params into every record (kernels.json, attn_calls.json, the in-situ records), and a report says
-it in a few words (:meth:`Provenance.badge`).
-
-``harness kernels`` with a kernel and its emulator side by side writes the agreement per shape
-(``harness.kernels.agreement``); a measured fidelity cites that file.
+Each variant carries a ``Provenance``: the kernel it models and its ``Fidelity``, measured (where,
+when, on what, the agreement and the file that holds it, written by ``harness kernels`` with the
+kernel and its emulator side by side) or not (and why). It travels in the backend's params into
+every record, and a report says it in a few words (``Provenance.badge``).
 """
 
 from __future__ import annotations
@@ -94,9 +89,3 @@ def provenance_of(params: dict | None) -> Provenance | None:
         return Provenance.model_validate(raw)
     except ValueError:  # a record from another harness version, or edited: not trusted as a claim
         return None
-
-
-def badge_of(params: dict | None) -> str:
-    """The few words a report puts after an emulator's name ('' when the record carries none)."""
-    p = provenance_of(params)
-    return p.badge() if p is not None else ""

@@ -14,21 +14,10 @@ from typing import Any
 
 from harness.errors import HarnessError
 
-PACKAGES = (
-    "torch",
-    "triton",
-    "amd-aiter",
-    "aiter",
-    "sageattention",
-    "lightx2v",
-    "diffusers",
-    "transformers",
-    "av",
-    "opencv-python-headless",
-    "opencv-python",
-    "numpy",
-    "scikit-image",
-    "submitit",
+# The distributions whose versions the fingerprint records.
+PACKAGES = tuple(
+    "torch triton amd-aiter aiter sageattention lightx2v diffusers transformers av "
+    "opencv-python-headless opencv-python numpy scikit-image submitit".split()
 )
 
 
@@ -51,11 +40,9 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def git_info(root: Path, *, package: str | None = None) -> dict[str, Any] | None:
-    """SHA and dirty flag of the git checkout whose top folder is ``root`` itself; None ("unknown")
-    when ``root`` is not the top of a checkout (a copy without .git inside another repository
-    would otherwise record that repository's commit). ``package``: the checkout must also track
-    ``root/package/__init__.py`` (it is the checkout of that package, not of a folder it was copied into).
-    """
+    """SHA and dirty flag of the git checkout whose top folder is ``root`` itself, else None (a copy
+    inside another repository would record that one's commit); with ``package``, the checkout must
+    also track ``root/package/__init__.py``."""
     try:
         root = Path(root).resolve()
     except (OSError, RuntimeError):
@@ -104,13 +91,9 @@ def gpu_device_nodes() -> list[str]:
 
 
 def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
-    """Where a stage computes: "cpu", a torch GPU device ("cuda", "cuda:1") or "torch:cpu".
-
-    "auto" picks a CUDA/ROCm GPU when torch sees one, else "cpu" (without importing torch on a
-    machine with no GPU device file); "cuda", "cuda:1" ask for a GPU; "torch:cpu" runs a torch
-    path on the CPU (the metric suite's cross-check). Without torch, "auto" and "cpu" still
-    answer "cpu". ``context`` starts the error message.
-    """
+    """Where a stage computes: "cpu", a torch GPU device ("cuda", "cuda:1") or "torch:cpu" (a torch
+    path on the CPU: the metric suite's cross-check). "auto" is a CUDA/ROCm GPU when torch sees one,
+    else "cpu" (torch not imported where no GPU device file exists). ``context`` starts an error."""
     where = f"{context}: " if context else ""
     if device == "cpu":
         return "cpu"

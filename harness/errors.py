@@ -1,12 +1,5 @@
-"""User-facing errors and the exit codes every command shares: one line, no traceback.
-
-Exit codes (the README's table and ``harness --help`` say the same):
-0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage
-(scenario, flags, gate file, unreadable or incompatible media, a path outside ``--out``, a
-campaign locked by another run);
-3 a run failed, was invalid, or could not be measured; 4 the harness itself failed (a bug:
-the traceback is printed); 130 interrupted (finished runs are kept).
-"""
+"""User-facing errors and the exit codes every command shares (``EXIT_CODES_HELP``, as the
+README's table says them): one line, no traceback."""
 
 from enum import IntEnum
 

@@ -298,7 +298,7 @@ def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> 
 def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, bytes]], last: int) -> str:
     from harness.report.html import template_env
 
-    template = template_env().from_string(HISTORY_TEMPLATE)
+    template = template_env().get_template("history.html.j2")
     moved = moves[moves["moved"]] if not moves.empty else moves
     columns = ["scenario", "campaign", "commit", "gpu", "arm", "role", "s_per_step", "total_s"]
     columns += [h.column for m in history_metrics() if (h := m.history) is not None and h.latest]
@@ -390,44 +390,3 @@ def build_history(dirs: Iterable[Path], out_dir: Path, *, last: int = 5) -> Hist
         html_path=html_path,
         skipped=list(df.attrs.get("skipped", [])),
     )
-
-
-HISTORY_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'">
-<title>harness history</title>
-<style>
-  body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; padding: 0 1em; color: #1b1b1b; }
-  table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1.2em; }
-  th, td { border: 1px solid #d0d0d0; padding: .2em .5em; text-align: left; }
-  th { background: #f1f3f5; }
-  tr.worse td { background: #fff1f0; }
-  figure { margin: .5em 0 1.5em; }
-  figure img { max-width: 100%; border: 1px solid #ddd; }
-  .muted { color: #666; font-size: .85em; }
-</style>
-</head>
-<body>
-<h1>History</h1>
-<p class="muted">{{ campaigns }} campaign(s), {{ runs }} run(s). Each campaign is compared with the {{ last }} before it
-in the same series (scenario, profile, GPU, arm), one value per run (runs are the samples, never the steps of one
-run): timings by their speed-up's interval (it must clear the minimum effect), other metrics by Welch's two-sided
-t-test, every test of this history corrected together (Holm) at alpha 0.05; a triangle marks a move (red, pointing
-down: worse; green, pointing up: better). The grey band is the noise floor's range over these campaigns.</p>
-<h2>Significant moves</h2>
-{% if moves %}<table><thead><tr><th>scenario</th><th>arm</th><th>GPU</th><th>metric</th><th>campaign</th><th>change</th><th></th></tr></thead><tbody>
-{% for r in moves %}<tr{% if r[6] == "worse" %} class="worse"{% endif %}>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>
-{% endfor %}</tbody></table>{% else %}<p>None: no metric moved more than its noise.</p>{% endif %}
-<h2>Latest campaign per arm</h2>
-<table><thead><tr>{% for h in latest_headers %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
-{% for r in latest %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>
-{% endfor %}</tbody></table>
-<h2>Over time</h2>
-{% for scenario, label, data in figures %}<figure><img src="data:image/png;base64,{{ data }}" alt="{{ scenario }}: {{ label }}"><figcaption class="muted">{{ scenario }}: {{ label }}</figcaption></figure>
-{% endfor %}
-<p class="muted">The same rows as numbers: history.csv.</p>
-</body>
-</html>
-"""

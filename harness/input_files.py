@@ -1,10 +1,7 @@
-"""The files a user hands the harness (scenarios, gates, manifests, configs, logs, results.json):
-checked before they are read, so that any problem is one line naming the file.
-
-``check_input`` says why a path cannot be read as a file: missing, a symlink loop, a folder,
-no permission, empty, larger than the limit for its kind. ``read_input_text`` then reads it
-as UTF-8 (a BOM is allowed) and names the line and byte of the first invalid sequence.
-Nothing here guesses an encoding or reads a file of unbounded size into memory.
+"""The files a user hands the harness (scenarios, gates, manifests, configs, logs, results.json),
+checked before they are read so that any problem is one line naming the file: missing, a link
+loop, a folder, no permission, empty, over the size for its kind; text is UTF-8 (a BOM allowed)
+and an invalid byte is named by line and offset. Nothing guesses an encoding or reads unbounded.
 """
 
 from __future__ import annotations

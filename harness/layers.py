@@ -1,9 +1,6 @@
-"""layers.json: a DiT layer's seconds per step at the run's sequence length, and a step of the
-released depth extrapolated from it.
-
-A runner that times every DiT block of the measured steps (LightX2V's ``time_blocks``) writes
-this beside timing.json; the analysis aggregates it per arm and the report prints the
-extrapolated step with the ``~`` mark (``45.3 s~``) wherever it appears.
+"""layers.json: a DiT layer's seconds per step at the run's sequence length (a runner that times
+every block, LightX2V's ``time_blocks``, writes it), and a step of the released depth extrapolated
+from it, marked ``~`` (``45.3 s~``) wherever the report prints it.
 """
 
 from __future__ import annotations

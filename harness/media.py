@@ -1,10 +1,9 @@
 """Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
 
-Writing mirrors the MiniMax-H3 LightX2V writer: libx264 yuv420p video, AAC stereo audio at
-the model's rate, muxed in one mp4. ``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB and
-float PCM in Matroska) so pixel and audio metrics can be taken before compression. Reading
-streams frames one at a time; nothing here holds a whole video in memory, and frames or durations
-over ``media_limits`` are refused. Every failure is a ``HarnessError`` with one line naming the file.
+Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4);
+``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before compression.
+Reading streams frames one at a time, refusing frames or durations over ``media_limits``. Every
+failure is a ``HarnessError`` with one line naming the file.
 """
 
 from __future__ import annotations
@@ -114,14 +113,10 @@ def probe(path: str | os.PathLike) -> MediaInfo:
 def iter_frames(
     path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
 ) -> Iterator[np.ndarray]:
-    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time, by the one conversion of
-    ``pixel_formats`` (every pixel format and bit depth; an unknown one is refused in a line).
-
-    ``threads``: True lets FFmpeg pick (frame + slice threads, as many as cores), False or 1
-    decodes on the calling thread only, N > 1 uses N threads. ``strict``: a decode error, or
-    fewer frames than the container declares, raises HarnessError (a truncated mp4
-    otherwise ends early without a word).
-    """
+    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time, by ``pixel_formats.to_rgb``.
+    ``threads``: True lets FFmpeg pick, False or 1 decodes on the calling thread, N uses N.
+    ``strict``: fewer frames than the container declares is a HarnessError (a truncated mp4
+    otherwise ends early without a word)."""
     for frame in iter_video_frames(path, threads=threads, strict=strict):
         yield to_rgb(frame, path)
 
@@ -129,11 +124,7 @@ def iter_frames(
 def iter_video_frames(
     path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
 ) -> Iterator[av.VideoFrame]:
-    """``iter_frames`` before the colour conversion: PyAV frames as decoded (YUV).
-
-    ``pixel_formats.to_rgb(frame)`` gives what ``iter_frames`` yields (for yuv420p that is
-    ``frame.to_ndarray(format="rgb24")``, libswscale with PyAV's defaults).
-    """
+    """``iter_frames`` before the colour conversion: PyAV frames as decoded (YUV)."""
     p = check_file(path)
     container = open_media(p)
     try:
@@ -301,12 +292,9 @@ def write_av(
     crf: int = 18,
     preset: str = "ultrafast",
 ) -> None:
-    """Encode frames (uint8 HxWx3 RGB, streamed) and optional audio (float32 [C, S] in [-1, 1]:
-    one array, or blocks of one in order, e.g. ``iter_audio(src)``, streamed too).
-
-    H.264 yuv420p + AAC (stereo when two channels) in an mp4, written to a temporary file in
-    the same folder and renamed into place, so a crash never leaves a half-written output.
-    """
+    """Encode frames (uint8 HxWx3 RGB) and optional audio (float32 [C, S] in [-1, 1]: one array or
+    blocks of one in order, e.g. ``iter_audio(src)``), both streamed, as H.264 yuv420p + AAC in an
+    mp4, written beside it and renamed into place (a crash never leaves a half-written output)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     aud = None
@@ -402,12 +390,9 @@ LOSSLESS_CONVENTION = (
 
 
 class LosslessWriter:
-    """The frames and audio of a run, lossless: FFV1 RGB video and float32 PCM in a .mkv.
-
-    Frames go in one at a time (``add``, or ``tee`` while the mp4 is written from the same
-    generator); ``close()`` writes the audio track and renames the file into place. ``seconds``
-    is the time spent here, so a runner can keep it out of its timings.
-    """
+    """The frames and audio of a run, lossless: FFV1 RGB video and float32 PCM in a .mkv. Frames go
+    in one at a time (``add``, or ``tee`` while the mp4 is written); ``close()`` adds the audio and
+    renames the file into place. ``seconds``: the time spent here (kept out of a run's timings)."""
 
     def __init__(
         self,

@@ -1,7 +1,6 @@
-"""How much media the harness decodes at most: a frame size and a duration, far above any generated
-video (4K is 8.3 Mpixel; runs last seconds to minutes) and low enough that a wrong or hostile file
-is refused in one line (exit 2) instead of exhausting memory: an 8192x8192 frame is 200 MB as
-RGB and several times that in the metrics. Each limit can be raised through its environment variable.
+"""How much media the harness decodes at most: a frame size and a duration far above any generated
+video (4K is 8.3 Mpixel; runs last seconds to minutes) and low enough that a wrong or hostile file is
+refused in one line (exit 2) instead of exhausting memory. Each can be raised by its environment variable.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """How a decoded video frame becomes the uint8 RGB every metric reads: one conversion for every
-pixel format and bit depth FFmpeg's decoders give, stated in ``CONVENTION``.
-
-* 8-bit planar YUV (yuv420p, the H.264 files of every run): libswscale's YUV -> RGB with the
-  frame's matrix tag (untagged: BT.601), limited range unless the frame says full (``yuvj*``
-  or a full-range tag); each chroma sample covers its 2x2 (4:2:0) or 2x1 (4:2:2) block as is
-  (libswscale's unscaled path: no interpolation).
-* YUV of more bits (yuv420p10le, p010le, ...): each sample rounded to 8 bits
-  (``(v + 2^(d-9)) >> (d-8)``, clipped), then the 8-bit path above. The same content stored in
-  8 or 10 bits therefore gives the same RGB, bit for bit (libswscale's own high-depth path
-  interpolates chroma and differs from its 8-bit one by tens of levels on sharp edges).
-* semi-planar or packed YUV (nv12, yuyv422): rearranged to planar by libswscale (no value
-  changes), then as above; an alpha plane is ignored.
-* RGB: 8-bit copied (channels reordered, alpha dropped); more bits rounded to 8 as YUV is.
-* anything else (palettes, grey, Bayer, XYZ) is refused in one line.
+pixel format and bit depth FFmpeg's decoders give, stated in ``CONVENTION``. YUV of more than 8
+bits is rounded to 8 first (``(v + 2^(d-9)) >> (d-8)``), so the same content in 8 or 10 bits gives
+the same RGB bit for bit (libswscale's own high-depth path interpolates chroma and differs from its
+8-bit one by tens of levels on sharp edges); semi-planar or packed YUV is made planar first (no
+value changes). Palettes, grey, Bayer and XYZ are refused in one line.
 """
 
 from __future__ import annotations

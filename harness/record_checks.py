@@ -1,10 +1,7 @@
-"""Plausibility of the measurements a record carries, checked where the record is read.
-
-A timing.json is held to the rules ingest holds a LightX2V log to (``collect.lightx2v_log``):
-a step or a total that is not a finite number, negative or zero is no measurement, and so is
-a stage that is negative; a step count or a time beyond any real run (``MAX_DIT_STEPS``,
-``MAX_SECONDS``) is refused too, before a sum of them overflows. Each refusal is a
-ValueError that the record's validation turns into one line naming the file and the field.
+"""Plausibility of the measurements a record carries, checked where the record is read, by the
+rules ingest holds a LightX2V log to: a step or total that is not finite, negative or zero is no
+measurement, a negative stage neither, and a step count or time beyond any real run is refused
+before a sum of them overflows. Each is a ValueError the validation turns into one line.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ attention backends, scenario parts, metrics).
 A :class:`Registry` maps a name to an object, or to a lazy ``"module:attr"`` string that is
 imported the first time the name is asked for (so ``harness --help`` never imports a runner).
 An object must be the registry's base class, a subclass of it or an instance of it: checked when
-it is registered, or for a lazy entry when it is first loaded. ``freeze()`` ends registration.
+it is registered, or for a lazy entry when it is first loaded.
 An unknown name raises :class:`UnknownName`, one line with a did-you-mean and the known names.
 """
 
@@ -78,9 +78,6 @@ class Registry(Generic[T]):
         self._base = base
         self._entries: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
-        self._frozen = False
-
-    # -- registration ---------------------------------------------------------------------------
 
     @overload
     def register(self, name: str, obj: T, *, lazy: None = None) -> T: ...
@@ -97,7 +94,6 @@ class Registry(Generic[T]):
         no-op (a module imported twice), another object is a ValueError."""
         if obj is None and lazy is None:
             return lambda target: self.register(name, target)
-        self._check_open(name)
         if lazy is not None:
             if obj is not None:
                 raise ValueError(f"{self.what} {name!r}: give an object or a lazy reference, not both")
@@ -131,19 +127,8 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> None:
         """Remove an entry (for tests that register one of their own)."""
-        self._check_open(name)
         self._entries.pop(name, None)
         self._lazy.pop(name, None)
-
-    def freeze(self) -> None:
-        """No more registrations; lazy entries still load on first use."""
-        self._frozen = True
-
-    @property
-    def frozen(self) -> bool:
-        return self._frozen
-
-    # -- lookup ---------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
         """Every registered name, loaded or not, sorted."""
@@ -177,8 +162,6 @@ class Registry(Generic[T]):
         listed = ", ".join(known) if known else "none"
         return f"unknown {self.what} {name!r}{did_you_mean(name, known)} (known: {listed})"
 
-    # -- checks ---------------------------------------------------------------------------------
-
     def base(self) -> type | None:
         if isinstance(self._base, str):
             self._base = import_ref(self._base)
@@ -193,10 +176,6 @@ class Registry(Generic[T]):
             raise TypeError(
                 f"{self.what} {name!r}: {_label(obj)} is not a {base.__name__} (nor a subclass or an instance of it)"
             )
-
-    def _check_open(self, name: str) -> None:
-        if self._frozen:
-            raise RuntimeError(f"{self.what} {name!r}: the {self.what} registry is frozen")
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, names={self.names()!r})"

@@ -87,7 +87,7 @@ def md_alt(text: str) -> str:
 def md_code(text: str) -> str:
     """Inline code (not for a table cell): the text shown as is; nothing in it is markdown."""
     flat = visible(str(text).translate(LINE_BREAKS)) or " "
-    longest = max((len(run) for run in backtick_runs(flat)), default=0)
+    longest = max(map(len, re.findall("`+", flat)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if flat[:1] == "`" or flat[-1:] == "`" or (flat.startswith(" ") and flat.endswith(" ")) else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
@@ -136,25 +136,11 @@ def md_table(t: TextTable, level: int = 3, align: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-def backtick_runs(line: str) -> list[str]:
-    """The runs of consecutive backticks in ``line``."""
-    runs, cur = [], ""
-    for ch in line:
-        if ch == "`":
-            cur += ch
-        elif cur:
-            runs.append(cur)
-            cur = ""
-    if cur:
-        runs.append(cur)
-    return runs
-
-
 def md_code_block(text: str, lang: str = "text") -> str:
     """A fenced block that the text cannot close early (fence longer than any backtick run); its
     lines are kept, their control characters made visible."""
     text = "\n".join(visible(line) for line in str(text).split("\n"))
-    longest = max((len(run) for line in text.split("\n") for run in backtick_runs(line)), default=0)
+    longest = max(map(len, re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}\n"
 

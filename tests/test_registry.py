@@ -1,5 +1,5 @@
 """harness.registry: one mechanism for every name the harness looks up (objects or lazy
-"module:attr" strings, a base-class check, freeze, did-you-mean on unknown names)."""
+"module:attr" strings, a base-class check, did-you-mean on unknown names)."""
 
 from __future__ import annotations
 
@@ -131,18 +131,6 @@ def test_lazy_references_must_be_module_colon_attr():
         with pytest.raises(ValueError, match="'module:attr'"):
             reg.register("x", lazy=bad)
     assert import_ref("harness.errors:Exit.BAD_INPUT") == Exit.BAD_INPUT
-
-
-def test_freeze_ends_registration_but_lazy_entries_still_load():
-    reg: Registry[object] = Registry("widget")
-    reg.register("usage", lazy="harness.errors:UsageError")
-    reg.freeze()
-    assert reg.frozen
-    with pytest.raises(RuntimeError, match="frozen"):
-        reg.register("late", Good)
-    with pytest.raises(RuntimeError, match="frozen"):
-        reg.unregister("usage")
-    assert reg.get("usage").__name__ == "UsageError"
 
 
 def test_unregister_removes_loaded_and_lazy_entries():

@@ -1,9 +1,6 @@
-"""Inputs of a ref2av request: prompt tokens, the reference photograph and the latent targets.
-
-Everything here is deterministic and device independent (CPU, float32/float64): the prompt is
-hashed into byte-trigram tokens (FNV-1a, not Python's salted ``hash``), the reference is a
-photograph that ships with scikit-image, and the latent targets (what the reference and prompt
-ask for) are closed-form fields the transformer then perturbs.
+"""Inputs of a ref2av request, deterministic and device independent: prompt tokens (byte trigrams
+hashed by FNV-1a, not Python's salted ``hash``), the reference photograph (shipped with
+scikit-image) and the latent targets, closed-form fields that the transformer then perturbs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Configuration of the embedded ref2av pipeline: one pydantic model and the named presets.
-
-The fields follow MiniMax-H3 Ref2AV where a counterpart exists (``infer_steps`` counts sigma
-grid points including the terminal 0, separate video/audio flow shifts, 24 fps, 32 kHz
-stereo audio); the sizes are small enough for a CPU (``cpu``) or large enough that attention
-dominates the DiT step on one GPU (``gpu``).
+"""Configuration of the embedded ref2av pipeline: one pydantic model (its fields follow MiniMax-H3
+Ref2AV where it has a counterpart) and the named presets, small enough for a CPU (``cpu``) or large
+enough that attention dominates the DiT step on one GPU (``gpu``).
 """
 
 from __future__ import annotations
@@ -114,11 +111,7 @@ class PipelineConfig(BaseModel):
             raise HarnessError(
                 f"pipeline config: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
             )
-        data = {**self.model_dump(), **overrides}
-        try:
-            return type(self).model_validate(data)
-        except ValidationError as exc:
-            raise HarnessError(f"pipeline config: {_describe(exc)}") from None
+        return load_config({**self.model_dump(), **overrides})
 
 
 def _describe(exc: ValidationError) -> str:

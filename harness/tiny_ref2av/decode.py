@@ -1,13 +1,10 @@
 """The 'VAE decode': latents to RGB frames (streamed) and to a stereo waveform.
 
-Video: each latent frame holds low-resolution colour, flow, brightness and saturation fields.
-Per output frame the latents are interpolated in time, upsampled (bicubic) to the output size,
-and used to warp (flow + a slow camera zoom/pan) and modulate the full-resolution reference
-photograph. A viewer sees the reference, moving and shimmering, never noise.
-
-Audio: four partials of a tuned oscillator bank whose level, pitch (crossfaded between the two
-nearest semitones, so the map is continuous and local in time), tremolo, pan and gain come
-from the audio latents interpolated to the sample rate. Computed in float64 on the CPU.
+Video: per output frame the latents (colour, flow, brightness, saturation) are interpolated in
+time, upsampled to the output size and used to warp and modulate the full-resolution reference
+photograph: a viewer sees the reference, moving and shimmering, never noise. Audio: four partials
+of a tuned oscillator bank (pitch crossfaded between the two nearest semitones, so the map is
+continuous) driven by the audio latents, in float64 on the CPU.
 """
 
 from __future__ import annotations

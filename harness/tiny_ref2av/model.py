@@ -1,18 +1,12 @@
-"""A small DiT over one packed [text | audio | video] sequence, shaped after MiniMax-H3.
+"""A small DiT over one packed [text | audio | video] sequence, shaped after MiniMax-H3: per block
+AdaLN modulation per segment, self-attention through a caller-supplied callable (RMS-normed q/k,
+rotary positions: 3D for video, time for audio, none for text), then a periodic-activation MLP.
 
-Per block: AdaLN modulation (shift/scale/gate per segment from that segment's timestep
-embedding plus a per-block table), full self-attention through a caller-supplied callable
-with per-head RMS-normalised q/k and rotary positions (3D (t, h, w) for video, time only for
-audio, none for text), then a periodic-activation MLP.
-
-The weights are not trained; they are drawn from a CPU generator seeded by ``weight_seed``
-(independent of the run seed, identical on every device) and given a structure that makes
-the output meaningful: noisy latents and targets enter a small orthonormal "content"
-subspace of the residual stream, attention/MLP outputs write back mostly into that subspace,
-and the head reads the target coordinates back out. So the predicted clean latent is
-"target + what attention and the MLP mixed in", and attention numerics change the output
-measurably without destroying it. The network predicts the clean latent (x0); ``velocity``
-turns that into the flow-matching velocity (x_t - x0) / sigma.
+The weights are drawn from a CPU generator seeded by ``weight_seed`` (identical on every device),
+with a structure that makes the output meaningful: latents and targets enter a small orthonormal
+"content" subspace, block outputs write back mostly into it, and the head reads the targets out.
+The predicted clean latent is "target + what attention and the MLP mixed in", so attention
+numerics change the output measurably without destroying it.
 """
 
 from __future__ import annotations
@@ -120,18 +114,12 @@ class TinyRef2AV:
             into = _randn(g, rows, n_content, std=1 / math.sqrt(rows)) @ content
             return into + _randn(g, rows, d, std=LEAK / math.sqrt(rows))
 
+        def modulation() -> list[Tensor]:  # shift, scale, gate
+            return [_randn(g, d, std=0.1), _randn(g, d, std=0.1), GATE * (1 + _randn(g, d, std=0.2))]
+
         self.blocks: list[Block] = []
         for _ in range(cfg.depth):
-            table = torch.stack(
-                [
-                    _randn(g, d, std=0.1),
-                    _randn(g, d, std=0.1),
-                    GATE * (1 + _randn(g, d, std=0.2)),
-                    _randn(g, d, std=0.1),
-                    _randn(g, d, std=0.1),
-                    GATE * (1 + _randn(g, d, std=0.2)),
-                ]
-            )
+            table = torch.stack([*modulation(), *modulation()])  # before the matrices: the draw order
             self.blocks.append(
                 Block(
                     wqkv=_randn(g, d, 3 * d, std=1 / math.sqrt(d)),

@@ -41,12 +41,8 @@ def resolve_dtype(cfg: PipelineConfig) -> torch.dtype:
 
 @contextlib.contextmanager
 def exact_matmul() -> Iterator[None]:
-    """No TF32 inside the block (fp32 runs stay fp32 on GPUs); previous settings restored after.
-
-    ``torch.use_deterministic_algorithms`` is deliberately not switched on: every op here has a
-    deterministic forward (no atomics, scatter or index_add), and on the CPU the flag makes
-    elementwise kernels about ten times slower.
-    """
+    """No TF32 inside the block (fp32 runs stay fp32 on GPUs). Deterministic algorithms are not
+    switched on: every op here has a deterministic forward, and the flag makes CPU kernels ~10x slower."""
     prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -83,16 +79,10 @@ def run_pipeline(
     lossless_path: Path | None = None,
     site: SiteHook | None = None,
 ) -> TimingRecord:
-    """Generate ``out_path`` (H.264 + AAC mp4) and return its timing.
-
-    ``attention(q, k, v, scale)`` takes [B, H, N, D] tensors and returns [B, H, N, D].
-    Latents after every DiT step go to ``latents_dir`` when given (or, with
-    ``cfg.save_latents`` and no directory, to ``<out_path's folder>/latents``).
-    ``lossless_path``: also write the same frames and audio losslessly (FFV1 + PCM .mkv); its
-    time is kept out of the pipeline total (stage ``lossless_copy``).
-    ``site``: the call-site hook entered around each DiT step and each block's attention call
-    (``harness.attention.insitu.CallSites.site``), so calls are attributed by the run itself.
-    """
+    """Generate ``out_path`` (H.264 + AAC mp4) and return its timing. ``attention(q, k, v, scale)``
+    maps [B, H, N, D] tensors to [B, H, N, D]. Latents of every step go to ``latents_dir`` (or,
+    with ``cfg.save_latents``, ``latents/`` beside the mp4); ``lossless_path`` gets the same frames
+    and audio losslessly, its time kept out of the total; ``site`` is the call-site hook."""
     from harness.media import LosslessWriter, write_av
 
     wall0 = time.perf_counter()

@@ -1,9 +1,6 @@
-"""Flow-matching Euler sampler with shifted sigmas, as MiniMax-H3 schedules it.
-
-``infer_steps`` counts sigma grid points including the terminal 0, so N points give N-1 DiT
-steps. Video and audio have their own shift (``video_flow_shift``, ``audio_flow_shift``).
-The initial noise comes from a CPU generator seeded by the run seed and is then moved to the
-device, so it is identical on every device and for every attention backend.
+"""Flow-matching Euler sampler with shifted sigmas (video and audio each with its shift), as
+MiniMax-H3 schedules it: ``infer_steps`` sigma points including the terminal 0 give N-1 DiT steps.
+The initial noise is drawn on the CPU from the run seed: the same on every device and backend.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from harness.attention import get_backend
 from harness.attention.sage_variants import VARIANT_PROVENANCE, VARIANTS
-from harness.emulator_provenance import badge_of, provenance_of
+from harness.emulator_provenance import provenance_of
 from harness.kernels.results import KernelsResult
 from harness.store import read_record
 
@@ -34,20 +34,24 @@ def test_the_provenance_travels_in_the_params_and_reads_back():
     backend = get_backend("sage_emul_thuml", variant="sageattn2_triton")
     params = json.loads(json.dumps(backend.params))  # as a record holds it
     assert provenance_of(params) == VARIANT_PROVENANCE["sageattn2_triton"]
-    assert badge_of(params) == "emulator of SageAttention2 d1a57a5 Triton, measured on H200"
+    assert provenance_of(params).badge() == "emulator of SageAttention2 d1a57a5 Triton, measured on H200"
     assert params["fidelity"].startswith("measured on one NVIDIA H200, 2026-12-03")
-    assert badge_of(get_backend("sage_emul_aiter").params) == "emulator of aiter fav3_sage, not measured"
-    assert badge_of({"provenance": {"kernel": "tampered"}}) == "" and badge_of(None) == ""
+    assert (
+        provenance_of(get_backend("sage_emul_aiter").params).badge()
+        == "emulator of aiter fav3_sage, not measured"
+    )
+    assert provenance_of({"provenance": {"kernel": "tampered"}}) is None and provenance_of(None) is None
 
 
 def test_numeric_options_away_from_the_variant_void_the_measured_figures():
     moved = get_backend("sage_emul_thuml", padded_keys="masked").params
     assert provenance_of(moved).changed == ["padded_keys"]
     assert (
-        badge_of(moved) == "emulator of SageAttention 1.0.6 sageattn, not measured with padded_keys changed"
+        provenance_of(moved).badge()
+        == "emulator of SageAttention 1.0.6 sageattn, not measured with padded_keys changed"
     )
     speed_only = get_backend("sage_emul_thuml", chunk_elems=1 << 16).params  # chunking changes no number
-    assert badge_of(speed_only).endswith("measured on H200")
+    assert provenance_of(speed_only).badge().endswith("measured on H200")
 
 
 @pytest.mark.parametrize("variant", [v for v, p in sorted(VARIANT_PROVENANCE.items()) if p.fidelity.measured])
