@@ -7,10 +7,6 @@ import typer
 from harness.cli.common import out
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(backends)
-
-
 def backends(
     scenario: str | None = typer.Argument(
         None, help="A scenario file: its plugins are imported first, so their backends are listed."

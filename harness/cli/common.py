@@ -1,10 +1,6 @@
-"""What every command of the `harness` CLI shares: the consoles, one-line errors, the parsing of
-comma lists (``--arms``, ``--seeds``), command groups that require a subcommand, and ``run_app``,
-the one mapping of outcomes to the exit codes of ``harness.errors``.
-
-Imports only the command-line libraries: a command loads the rest of the harness itself, inside
-its function, so ``harness --help`` stays fast and a command imports only what it uses.
-"""
+"""What every command of the `harness` CLI shares: consoles, one-line errors, comma lists, groups
+that require a subcommand, and ``run_app``, the one mapping of outcomes to the exit codes of
+``harness.errors``. Only command-line libraries are imported here, so ``harness --help`` stays fast."""
 
 from __future__ import annotations
 
@@ -97,11 +93,8 @@ def parse_seeds(value: str | None) -> list[int] | None:
 
 
 def need_subcommand(ctx: typer.Context) -> None:
-    """A group called alone: one usage line, exit 2.
-
-    Groups do not use typer's no_args_is_help: what it does differs between typer/click versions
-    (help and exit 0, or an error and exit 2).
-    """
+    """A group called alone: one usage line, exit 2 (not typer's no_args_is_help: what it does
+    differs between typer/click versions)."""
     if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
         names = ", ".join(sorted(ctx.command.list_commands(ctx)))
         raise UsageError(f"{ctx.command_path}: a command is required (one of: {names}; see --help)")
@@ -127,10 +120,8 @@ def _interrupt(signum, frame):
 
 
 def is_click_error(exc: BaseException) -> bool:
-    """A usage error from click, or from the copy of click that newer typer releases carry.
-
-    Matched by class name along the MRO, so no version of either needs to be importable here.
-    """
+    """A usage error from click, or from the copy of click that newer typer releases carry (matched
+    by class name along the MRO: no version of either needs to be importable here)."""
     return any(k.__name__ == "ClickException" for k in type(exc).__mro__) and hasattr(exc, "format_message")
 
 
@@ -143,19 +134,15 @@ def usage_line(exc: BaseException) -> str:
 
 
 def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: set[int]) -> None:
-    """Run ``app`` and exit with the code of ``harness.errors`` that its outcome maps to.
-
-    ``handled``: the signals ``harness.cli_startup`` took while the CLI loaded (handed over here).
-    """
+    """Run ``app`` and exit with the code of ``harness.errors`` that its outcome maps to (``handled``:
+    the signals ``harness.cli_startup`` took while the CLI loaded, handed over here)."""
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.SIGINT in handled or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
     try:
         rc = app(args=args, prog_name=prog_name, standalone_mode=False)
-        if rc == Exit.INTERRUPTED and not _SAID_INTERRUPTED:
-            say_err("interrupted")  # click turned Ctrl-C or SIGTERM into a bare 130: say it
         if isinstance(rc, int) and rc:
-            sys.exit(rc)
+            raise typer.Exit(rc)  # a bare 130: click turned Ctrl-C or SIGTERM into it, said below
     except HarnessError as e:
         say_err(f"error: {' '.join(str(e).split())}")
         sys.exit(int(e.exit_code))
@@ -168,28 +155,20 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         sys.exit(int(e.exit_code))
     except SystemExit:
         raise
-    except ImportError as e:
-        line = missing_dependency_line(e)
-        if line is None:
-            _internal_error(e)
-        say_err(line)
-        sys.exit(Exit.RUN_FAILED)
-    except OSError as e:
-        line = environment_error_line(e)  # disk full, read-only, no permission: not a bug
+    except (ImportError, OSError) as e:  # a dependency missing; disk full, read-only, no permission
+        line = missing_dependency_line(e) if isinstance(e, ImportError) else environment_error_line(e)
         if line is None:
             _internal_error(e)
         say_err(line)
         sys.exit(Exit.RUN_FAILED)
     except Exception as e:
-        if _SIGNALLED:  # an interruption another library wrapped in its own error: not a bug
+        # An interruption another library wrapped in its own error (click's Abort for Ctrl-C): not a bug
+        if _SIGNALLED or type(e).__name__ == "Abort":
             say_err("interrupted")
             sys.exit(Exit.INTERRUPTED)
         if is_click_error(e):
             say_err(usage_line(e))
             sys.exit(Exit.BAD_INPUT)
-        if type(e).__name__ == "Abort":  # click turns Ctrl-C inside a command into Abort
-            say_err("interrupted")
-            sys.exit(Exit.INTERRUPTED)
         if type(e).__name__ == "Exit":  # click's own, from an older typer
             sys.exit(int(getattr(e, "exit_code", 0)))
         _internal_error(e)

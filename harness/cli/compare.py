@@ -1,9 +1,6 @@
 """``harness compare A B``: two runs or two media files (A is the reference), as a terminal table,
-markdown or JSON, optionally judged by a gate file.
-
-For two files neither the campaign machinery, the page renderers (HTML, figures), pandas nor
-(on a machine without a GPU) torch is imported (``tests/test_cli_lean.py``).
-"""
+markdown or JSON, optionally judged by a gate file. Two files import no campaign machinery, page
+renderer, pandas nor (without a GPU) torch (``tests/test_cli_lean.py``)."""
 
 from __future__ import annotations
 
@@ -16,10 +13,6 @@ from harness.cli.common import err, say_err
 from harness.errors import Exit, UsageError
 
 EPILOG = "Example: harness compare reports/e2e_3step/3step:torch_sdpa reports/e2e_3step/3step:sage_emul_aiter"
-
-
-def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(compare)
 
 
 def compare(

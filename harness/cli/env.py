@@ -10,11 +10,7 @@ import typer
 from harness.cli.common import out
 
 
-def register(app: typer.Typer) -> None:
-    app.command("env")(env_cmd)
-
-
-def env_cmd(as_json: bool = typer.Option(False, "--json", help="Print the full fingerprint as JSON.")):
+def env(as_json: bool = typer.Option(False, "--json", help="Print the full fingerprint as JSON.")):
     """Show the environment fingerprint recorded into every campaign."""
     from harness.envinfo import fingerprint, summary_lines
 

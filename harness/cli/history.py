@@ -16,10 +16,6 @@ EPILOG = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(history)
-
-
 def history(
     dirs: list[Path] = typer.Argument(
         ..., help="Folders searched for results.json (campaigns, scenarios, builds)."

@@ -16,10 +16,6 @@ EPILOG = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(ingest)
-
-
 def ingest(
     target: Path = typer.Argument(
         ..., help="A manifest (.yaml) of several arms, or the campaign folder to create or extend."
@@ -85,11 +81,9 @@ def ingest(
 
 
 def ingest_lock(folder: Path):
-    """The campaign's writer lock for an ingest into ``folder`` (a run, a report or another ingest
-    in progress is waited for, saying whom), when ``folder`` is a campaign already or one a run is
-    creating (campaign.lock there). A new campaign is created by the ingest, alone: taking the lock
-    first would leave campaign.lock in a folder the ingest then finds not empty.
-    A campaign that cannot be written: exit 2, nothing read or written."""
+    """The campaign's writer lock for an ingest into ``folder`` (other writers waited for), when it is a
+    campaign or one a run is creating; not for a new one (campaign.lock would make it not empty). A
+    campaign that cannot be written: exit 2, nothing read or written."""
     import contextlib
 
     from harness.safe_write import check_writable_dir

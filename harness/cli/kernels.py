@@ -9,9 +9,7 @@ import typer
 
 from harness.cli.common import err, print_paths
 
-
-def register(app: typer.Typer) -> None:
-    app.command(epilog="Example: harness kernels scenarios/kernels_smoke.yaml")(kernels)
+EPILOG = "Example: harness kernels scenarios/kernels_smoke.yaml"
 
 
 def kernels(

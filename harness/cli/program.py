@@ -80,18 +80,17 @@ app = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 app.callback()(top)
-for command in (
-    run, compare, report, ingest, history, env, backends, kernels, scenarios, bench, lightx2v, diffusers,
-):  # fmt: skip
-    command.register(app)
+for command in (run, compare, report, ingest, history, env, backends, kernels):  # in --help's order
+    app.command(epilog=getattr(command, "EPILOG", None))(
+        getattr(command, command.__name__.rpartition(".")[2])
+    )
+for group in (scenarios, bench, lightx2v, diffusers):
+    group.register(app)
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
-    """The ``harness`` command (``args``: the command line after the program name; default sys.argv).
-
-    Exit codes: see ``harness.errors`` (one contract for every command). As the program, the
-    process ends through ``end_program``; as a library, ``SystemExit`` carries the code.
-    """
+    """The ``harness`` command (``args``: after the program name; default sys.argv), exit codes of
+    ``harness.errors``: as the program it ends through ``end_program``, as a library by SystemExit."""
     from harness.cli_startup import HANDLED, IS_PROGRAM, end_program
 
     try:

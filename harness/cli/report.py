@@ -18,10 +18,6 @@ EPILOG = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(report)
-
-
 def report(
     campaign: Path | None = typer.Argument(
         None, help="Campaign directory (or reports/<scenario> for its newest)."

@@ -1,11 +1,13 @@
 """``harness run``: plan a scenario's campaign, show it (``--dry-run``) or execute it under its lock
-with progress bars, then print the run table, the report's paths and what went wrong."""
+with progress bars (arms, and the steps of the arm that runs; each finished run a line above them),
+then print the run table, the report's paths and what went wrong."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted, waiting_line
 from harness.errors import Exit
@@ -15,10 +17,6 @@ EPILOG = (
     "Example: harness run scenarios/e2e_3step.yaml --profile 3step   "
     "(resumes: arms already ok with the same spec are skipped; --force re-runs them)"
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(run)
 
 
 def run(
@@ -59,8 +57,6 @@ def run(
     # A campaign another run holds: one line, exit 2; a report or an ingest in progress: waited for.
     lock = lock_campaign(plan.campaign, on_wait=waiting_line(plan.campaign.path, "the run starts"))
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from harness.cli.progress import RichReporter
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
@@ -128,3 +124,35 @@ def summary_table(outcome):
         cells = [row.key, row.role, row.status, valid, sps, tot, *([row.provenance] if mixed else [])]
         table.add_row(*(Text(visible(c)) for c in cells))
     return table
+
+
+class RichReporter:
+    """A campaign Reporter drawn with rich: progress over arms and over the steps of the arm that runs."""
+
+    def __init__(self, progress, total: int):
+        self.progress = progress
+        self.arms = progress.add_task("arms", total=total)
+        self.steps = None
+
+    def run_started(self, spec, index, total):
+        self.progress.update(self.arms, total=total, description=f"arm {spec.key}")
+        if self.steps is not None:
+            self.progress.remove_task(self.steps)
+        self.steps = self.progress.add_task("  steps", total=None)
+
+    def run_progress(self, step, steps):
+        if self.steps is not None:
+            self.progress.update(self.steps, completed=step, total=steps)
+
+    def run_finished(self, record):
+        self.progress.advance(self.arms)
+        if self.steps is not None:  # the step bar belongs to the arm that just ended
+            self.progress.remove_task(self.steps)
+            self.steps = None
+        mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(record.status.value)
+        mark = mark or f"[red]{record.status.value}[/]"
+        extra = f" - {escape(visible(record.reason))}" if record.reason else ""
+        self.progress.console.print(f"  {record.spec.key}: {mark}{extra}", markup=True, highlight=False)
+
+    def message(self, text):
+        self.progress.console.print(visible(text), soft_wrap=True, markup=False, highlight=False)  # one line

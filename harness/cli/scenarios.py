@@ -85,10 +85,7 @@ def scenarios_schema(
 ):
     """Print the scenario JSON Schema (for editors), or with --gate the gate file's."""
     if gate:
-        from harness.compare.gates import gate_schema
-
-        sys.stdout.write(json.dumps(gate_schema(), indent=2) + "\n")
-        return
-    from harness.scenario import json_schema
-
-    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+        from harness.compare.gates import gate_schema as schema
+    else:
+        from harness.scenario import json_schema as schema
+    sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
