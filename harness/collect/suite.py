@@ -123,11 +123,9 @@ def _run_audio(t: audio_metrics.TrackStream) -> dict:
 def audio_part(
     a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, resample_audio: bool
 ) -> tuple[AudioPairMetrics | None, dict, dict]:
-    """Audio pair metrics and the per-run audio fields of RunStats.
-
-    Equal rates (the usual case): both tracks stream through in blocks, the one behind read
-    next, so memory does not grow with the length. Resampling reads the whole tracks.
-    """
+    """Audio pair metrics and the per-run audio fields of RunStats. Equal rates (the usual case):
+    both tracks stream through in blocks, the one behind read next, so memory does not grow with the
+    length; resampling reads the whole tracks."""
     if not (ia.has_audio and ib.has_audio):
         return None, {}, {}
     ra, rb = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
@@ -151,10 +149,9 @@ def audio_part(
             live[k] = False
             continue
         if pair.tracks[1 - k].channels not in (None, x.shape[0]):
-            ca, cb = (
-                (x.shape[0], pair.tracks[1].channels) if k == 0 else (pair.tracks[0].channels, x.shape[0])
-            )
-            raise HarnessError(f"audio channel count differs: {a} has {ca}, {b} has {cb}")
+            counts = [t.channels for t in pair.tracks]
+            counts[k] = x.shape[0]
+            raise HarnessError(f"audio channel count differs: {a} has {counts[0]}, {b} has {counts[1]}")
         pair.push(k, x)
     metrics = AudioPairMetrics(
         rate_a=ra, rate_b=rb, residual_lag_samples=residual[0], residual_corr=residual[1],
@@ -203,11 +200,9 @@ def _video_cpu(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairRe
 
 
 class _Uploader:
-    """Frames into one reused (pinned, on CUDA) host buffer, then one copy per batch to the device.
-
-    Filling it with numpy keeps torch's CPU thread pool out of the way; the results' .tolist()
-    at the end of each batch synchronises, so the buffer is free again when it is refilled.
-    """
+    """Frames into one reused (pinned, on CUDA) host buffer, then one copy per batch to the device:
+    numpy fills it (torch's CPU thread pool stays out of the way); the results' .tolist() at the end
+    of each batch synchronises, so the buffer is free again when it is refilled."""
 
     def __init__(self, shape: tuple[int, ...], device: torch.device):
         import torch
@@ -283,13 +278,9 @@ def measure_pair(
     device: str = "auto",
     workers: int | None = None,
 ) -> PairResult:
-    """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file.
-
-    ``workers``: SSIM threads on CPU (default: the CPU count, at most 8).
-    Run A is the reference (audio SNR). Frame count, resolution and frame rate must match
-    (``truncate`` compares the first min(N_a, N_b) frames and records it); a track in one file
-    but not the other is an error; audio rates must match unless ``resample_audio``.
-    """
+    """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file
+    (run A the reference; what must match: ``check_compatible``). ``workers``: SSIM threads on CPU
+    (default: the CPU count, at most 8)."""
     t0 = time.perf_counter()
     a, b = Path(path_a), Path(path_b)
     ia, ib = probe(a), probe(b)

@@ -1,10 +1,7 @@
 """What ``harness compare`` refuses before it measures or prints anything: two media files that
-cannot be compared as given. Each refusal is one line naming both files, what differs and, where
-one exists, the flag that compares them anyway (``--truncate``, ``--resample-audio``).
-
-Read from the containers (``media.probe``, no decoding) and from the audio tracks, decoded once to
-count their samples (cheap beside the video). The measurement checks the same again
-(``collect.suite``, ``cache.check_audio_length``) for the library's other callers.
+cannot be compared as given, in one line naming both files, what differs and, where one exists,
+the flag that compares them anyway (``--truncate``, ``--resample-audio``). The measurement checks
+the same again (``collect.suite``, ``cache.check_audio_length``) for the library's other callers.
 """
 
 from __future__ import annotations

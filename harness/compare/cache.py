@@ -1,14 +1,11 @@
 """The one cache of costly results in a campaign's metrics/ folder, and the pair and run entries.
 
-Every entry is metrics/<name>.json: its kind, the version of the computation of that kind, the
-key it was computed under (the sha256 of the files it read, and the settings that change the
-result) and the value. An entry is used only when all three match, so a changed output, a
-changed setting or a new version of the computation is measured again. A cache that cannot be
-read is measured again; one that cannot be written (a read-only campaign) is skipped, never fatal.
-
-The entries of this stage: a pair's metrics (with its per-frame CSV beside it), a run's global
-statistics and the latent PSNR of a pair. The analysis stage keeps its own kinds here too (the
-codec floor, frame thumbnails, audio views).
+An entry (``CacheEntry``, metrics/<name>.json) is used only when its kind, the version of the
+computation of that kind and its key (the sha256 of the files it read, and the settings that change
+the result) all match, so a changed output, setting or computation is measured again. A cache that
+cannot be read is measured again; one that cannot be written (a read-only campaign) is skipped,
+never fatal. This stage's entries: a pair's metrics (with its per-frame CSV beside it), a run's
+statistics and the latent PSNR of a pair; the analysis keeps its own kinds here too.
 """
 
 from __future__ import annotations
@@ -61,15 +58,11 @@ def normal(key: dict[str, Any]) -> dict[str, Any]:
 
 
 class MetricsCache:
-    """The campaign's cache: ``get`` a value of ``kind`` computed under ``key``, or ``put`` one.
-
-    ``folder`` None: no cache (every get misses, every put is dropped). ``skipped`` lists the
-    entries that could not be written.
-    """
+    """The campaign's cache: ``get`` a value of ``kind`` computed under ``key``, or ``put`` one
+    (``folder`` None: every get misses, every put is dropped)."""
 
     def __init__(self, folder: Path | None):
         self.folder = Path(folder) if folder is not None else None
-        self.skipped: list[str] = []
 
     def path(self, name: str, suffix: str = ".json") -> Path | None:
         if self.folder is None:
@@ -100,8 +93,7 @@ class MetricsCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_record(path, entry)
-        except OSError as err:
-            self.skipped.append(f"{path}: not cached ({err.strerror or err})")
+        except OSError:  # a read-only campaign: not cached
             return False
         return True
 
@@ -184,12 +176,6 @@ def measure_pair_cached(
     return result, False, json_path, csv_path
 
 
-def audio_slack(rate: int, fps: float) -> int:
-    """How many samples two audio tracks of one length may differ by: one video frame's worth
-    (AAC pads to its own frames)."""
-    return math.ceil(rate / fps) if fps > 0 else rate
-
-
 def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: bool) -> None:
     """Audio tracks of other lengths are refused as videos of other frame counts are
     (``collect.suite``), unless ``truncate``: else a track missing most of its audio would be
@@ -207,7 +193,8 @@ def refuse_audio_lengths(
     B's samples are counted at its own rate (before any resampling), so lengths compare in time.
     ``cli``: the words of ``harness compare``, which name its flag."""
     (samples_a, samples_b), (rate_a, rate_b) = samples, rates
-    if abs(samples_a - round(samples_b * rate_a / rate_b)) > audio_slack(rate_a, fps):
+    slack = math.ceil(rate_a / fps) if fps > 0 else rate_a  # one video frame's worth of samples
+    if abs(samples_a - round(samples_b * rate_a / rate_b)) > slack:
         a_len, b_len = f"{samples_a / rate_a:.3f} s", f"{samples_b / rate_b:.3f} s"
         if cli:
             raise HarnessError(
