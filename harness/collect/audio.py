@@ -138,15 +138,8 @@ class MelFrames:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
-def _frames(p: np.ndarray | MelFrames) -> MelFrames:
-    return p if isinstance(p, MelFrames) else MelFrames([p])
-
-
-def _logmel_cosine_of_power(
-    pa: np.ndarray | MelFrames, pb: np.ndarray | MelFrames, block: int = 2048
-) -> float:
+def _logmel_cosine_of_power(pa: MelFrames, pb: MelFrames, block: int = 2048) -> float:
     """Cosine of the floored dB spectrograms; float64 work ``block`` frames at a time."""
-    pa, pb = _frames(pa), _frames(pb)
     top = max(pa.max(), pb.max())
     if top <= 0.0:
         return 1.0  # both silent
@@ -163,11 +156,8 @@ def _logmel_cosine_of_power(
     return _cosine(aa, bb, ab)
 
 
-def _spectral_error_of_power(
-    pa: np.ndarray | MelFrames, pb: np.ndarray | MelFrames, block: int = 2048
-) -> float:
+def _spectral_error_of_power(pa: MelFrames, pb: MelFrames, block: int = 2048) -> float:
     """sum (sqrt pa - sqrt pb)^2 / sum pa in float64, ``block`` frames at a time."""
-    pa, pb = _frames(pa), _frames(pb)
     num = den = 0.0
     for f0 in range(0, pa.frames, block):
         x = np.sqrt(np.maximum(pa.block(f0, f0 + block).astype(np.float64), 0.0))
@@ -220,11 +210,11 @@ class TrackStream:
     def rms(self) -> float:
         return math.sqrt(self.sumsq / (self.samples * (self.channels or 1))) if self.samples else 0.0
 
-    def mel_prefix(self, n: int) -> np.ndarray | MelFrames:
+    def mel_prefix(self, n: int) -> MelFrames:
         """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it (its frames
         as computed, not copied)."""
         if n < N_FFT:
-            return mel_power(self.head[:, :n], self.rate)
+            return MelFrames([mel_power(self.head[:, :n], self.rate)])
         n_frames = 1 + (n - N_FFT) // HOP
         assert sum(p.shape[2] for p in self._pieces) >= n_frames
         return MelFrames(self._pieces, n_frames)

@@ -46,15 +46,6 @@ _KERNEL = gaussian_kernel()
 _TAPS32 = np.ascontiguousarray(_KERNEL[:PAD].astype(np.float32))
 
 
-def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
-    if a.shape != b.shape:
-        raise ValueError(f"SSIM needs equal shapes, got {a.shape} and {b.shape}")
-    if a.dtype != np.uint8 or b.dtype != np.uint8:
-        raise ValueError(f"SSIM needs uint8 frames, got {a.dtype} and {b.dtype}")
-    if a.ndim not in (2, 3) or a.shape[0] < WIN or a.shape[1] < WIN:
-        raise ValueError(f"SSIM needs HxW or HxWxC frames of at least {WIN}x{WIN}, got {a.shape}")
-
-
 class Workspace:
     """Scratch buffers of the CPU kernel for one thread (~0.5 MB at 1344x3), reused per frame."""
 
@@ -88,7 +79,12 @@ def ssim_sse(
     """
     from harness.collect import jit
 
-    _check_pair(a, b)
+    if a.shape != b.shape:
+        raise ValueError(f"SSIM needs equal shapes, got {a.shape} and {b.shape}")
+    if a.dtype != np.uint8 or b.dtype != np.uint8:
+        raise ValueError(f"SSIM needs uint8 frames, got {a.dtype} and {b.dtype}")
+    if a.ndim not in (2, 3) or a.shape[0] < WIN or a.shape[1] < WIN:
+        raise ValueError(f"SSIM needs HxW or HxWxC frames of at least {WIN}x{WIN}, got {a.shape}")
     if a.ndim == 2:
         a, b = a[:, :, None], b[:, :, None]
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)

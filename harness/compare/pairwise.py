@@ -128,14 +128,6 @@ def _not_measurable(s: RunSummary, side: str) -> str | None:
     return None
 
 
-def _same_campaign_metrics(a: RunDir, b: RunDir) -> Path | None:
-    """The campaign's metrics/ folder when both runs belong to the same campaign."""
-    ca, cb = a.path.resolve().parent.parent, b.path.resolve().parent.parent
-    if ca == cb and (ca / CAMPAIGN_JSON).exists():
-        return ca / "metrics"
-    return None
-
-
 def _kind(a: RunSummary, b: RunSummary) -> str:
     if b.role == "noise_floor" or (
         b.attn_type == a.attn_type and b.kv_reversed and not a.kv_reversed and b.arm != a.arm
@@ -281,8 +273,9 @@ def compare_runs(
     Metrics are cached in ``metrics_dir`` (default: the campaign's metrics/ folder when both
     runs belong to one campaign, else no cache) and written there as <a>__vs__<b>.compare.json.
     """
-    if metrics_dir is None:
-        metrics_dir = _same_campaign_metrics(run_a, run_b)
+    camp = run_a.path.resolve().parent.parent
+    if metrics_dir is None and camp == run_b.path.resolve().parent.parent and (camp / CAMPAIGN_JSON).exists():
+        metrics_dir = camp / "metrics"  # both runs of one campaign: its metrics/ folder
     if metrics_dir is not None:  # a metrics/ linked out of its campaign: refused before anything is written
         check_campaign_path(Path(metrics_dir) / HASHES_JSON)
     hashes = FileHashes(Path(metrics_dir) / HASHES_JSON) if metrics_dir is not None else PROCESS_HASHES

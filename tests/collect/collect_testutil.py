@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from harness.collect.audio import (
+    MelFrames,
     _cosine,
     _logmel_cosine_of_power,
     _snr,
@@ -107,11 +108,11 @@ def peak(x: np.ndarray) -> float:
 
 
 def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    return _logmel_cosine_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
+    return _logmel_cosine_of_power(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))
 
 
 def spectral_error(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    return _spectral_error_of_power(mel_power(a, sample_rate), mel_power(b, sample_rate))
+    return _spectral_error_of_power(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))
 
 
 def best_lag(a: np.ndarray, b: np.ndarray) -> int:
