@@ -97,12 +97,10 @@ class LayoutPair:
     BLOCK = 32
 
     def __init__(self, h: int, w: int):
-        self.h, self.w = h, w
-        self.scales = scales_for(h, w)
-        self._counts = {s: coarsen(grid_counts(h, w).astype(np.float64), s) for s in self.scales}
+        self._counts = {s: coarsen(grid_counts(h, w).astype(np.float64), s) for s in scales_for(h, w)}
         self._pending: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
         self._blocks: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
-        self._terms: dict[int, list[np.ndarray]] = {s: [] for s in self.scales}
+        self._terms: dict[int, list[np.ndarray]] = {s: [] for s in self._counts}
         self._lock = threading.Lock()
         self.frames = 0
 

@@ -112,7 +112,6 @@ class StatsReducer:
         self.diff_frames = 0
         self.counts = dict.fromkeys(COUNTS, 0)
         self.first: dict[str, list[int]] = {k: [] for k in COUNTS}
-        self.values_per_frame = 0
         self.layout: LayoutPair | None = None
         self.side = 0
         self._hash = hashlib.sha256()
@@ -130,7 +129,6 @@ class StatsReducer:
         self.y_sum += st.y_sum
         self.y_sumsq += st.y_sumsq
         self.lap_sum += st.lap_var
-        self.values_per_frame = values_per_frame
         if st.diff_l1 is not None:
             self.diff_sum += st.diff_l1 / values_per_frame
             self.diff_frames += 1

@@ -42,9 +42,7 @@ def latent_files(run_dir: Path) -> dict[int, Path]:
     """run_dir/latents/step_XXX.npz|.npy|.pt -> {step: path} (empty when the run saved none)."""
     folder = Path(run_dir) / "latents"
     found: dict[int, Path] = {}
-    if not folder.is_dir():
-        return found
-    for p in sorted(folder.iterdir()):
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
         stem, suffix = p.stem, p.suffix.lower()
         if suffix in LATENT_SUFFIXES and stem.startswith("step_") and stem[5:].isdigit():
             found.setdefault(int(stem[5:]), p)
