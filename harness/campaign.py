@@ -141,12 +141,9 @@ def refresh_arms(campaign: CampaignDir, record: CampaignRecord, keys: Sequence[s
 def execute(
     plan: Plan, *, lock: CampaignLock, reporter: Reporter | None = None, report: bool = True
 ) -> CampaignOutcome:
-    """Run the plan under the campaign's lock (taken with ``lock_campaign``, released at the end),
-    then build the report (unless ``report`` is False or the campaign was interrupted).
-
-    A crashed arm is recorded and the others still run; Ctrl-C ends with ``interrupted`` set
-    and every finished run kept.
-    """
+    """Run the plan under the campaign's lock (``lock_campaign``; released at the end), then build
+    the report (unless ``report`` is False or it was interrupted). A crashed arm is recorded and the
+    others still run; Ctrl-C ends with ``interrupted`` set and every finished run kept."""
     reporter = reporter or Reporter()
     campaign = plan.campaign
     if lock.campaign.path != campaign.path or lock.fd is None:

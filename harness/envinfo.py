@@ -70,12 +70,7 @@ def package_version(dist: str) -> str | None:
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
-    found = {}
-    for name in names:
-        version = package_version(name)
-        if version is not None:
-            found[name] = version
-    return found
+    return {name: version for name in names if (version := package_version(name)) is not None}
 
 
 # The device files a GPU that torch can use shows on Linux: NVIDIA (CUDA), AMD (ROCm), WSL.

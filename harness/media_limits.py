@@ -30,17 +30,13 @@ def _limit(env: str, default: float) -> float:
     return value
 
 
-def max_frame_pixels() -> int:
-    return int(_limit(MAX_FRAME_PIXELS_ENV, MAX_FRAME_PIXELS))
-
-
 def max_duration_s() -> float:
     return _limit(MAX_DURATION_ENV, MAX_DURATION_S)
 
 
 def check_frame_size(p: Path, width: int, height: int) -> None:
     """One line when a frame of ``width`` x ``height`` is over the limit."""
-    limit = max_frame_pixels()
+    limit = int(_limit(MAX_FRAME_PIXELS_ENV, MAX_FRAME_PIXELS))
     if width * height > limit:
         raise HarnessError(
             f"{p}: frames are {width}x{height} ({width * height / 1e6:.1f} Mpixel), over the limit of "

@@ -1,8 +1,5 @@
-"""How numbers are written in every text the harness prints: n/a, inf, dB, seconds, ratios.
-
-One place for these, so a terminal table, report.md, pr.md, a verdict sentence and a gate
-violation spell the same value the same way. Ratio words ("1.19x slower") come only with their
-significance, from ``harness.compare.significance``.
+"""How numbers are written in every text the harness prints (n/a, inf, dB, seconds, ratios), so a
+terminal table, report.md, pr.md, a verdict sentence and a gate violation spell a value alike.
 """
 
 from __future__ import annotations

@@ -25,10 +25,6 @@ _PLANAR = {(2, 2): "yuv420p", (2, 1): "yuv422p", (1, 1): "yuv444p", (1, 2): "yuv
 _FULL_RANGE = int(ColorRange.JPEG)
 
 
-class PixelFormatError(HarnessError):
-    """A pixel format the metrics cannot read (exit 2); the message names the file and format."""
-
-
 def describe(fmt: av.VideoFormat) -> str:
     """``yuv420p10le (YUV 4:2:0, 10-bit)``: what a format holds, for notes and errors."""
     layout = layout_of(fmt)
@@ -92,7 +88,7 @@ def to_rgb(frame: av.VideoFrame, source: object = "<video>") -> np.ndarray:
     fmt = frame.format
     layout = layout_of(fmt)
     if layout is None:
-        raise PixelFormatError(
+        raise HarnessError(  # exit 2
             f"{source}: pixel format {fmt.name} is not read by the metrics (YUV 4:2:0/4:2:2/4:4:4 of 8 to 16 "
             "bits, and RGB, are)"
         )

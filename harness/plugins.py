@@ -1,11 +1,7 @@
-"""The registries that a scenario and a campaign look names up in, with the harness's own entries.
-
-Each built-in entry is a lazy ``"module:attr"`` string (what a package's entry points would list),
-so this low module names the modules without importing them: the scenario core asks
-``RUNNERS.names()`` to check ``runner:`` and ``RUNNER_SCENARIO.get(name)`` for what that runner
-adds to a scenario, and names no runner itself. Adding a runner is one module plus one line here
-(or ``RUNNERS.register`` from a plug-in). Attention backends have their own registry in
-``harness.attention.registry``: they register by decorator when ``harness.attention`` is imported.
+"""The registries a scenario and a campaign look names up in, with the harness's own entries as lazy
+``"module:attr"`` strings, so this low module names runner modules without importing them (the
+scenario core names no runner). Adding a runner is one module plus one line here, or
+``RUNNERS.register`` from a plug-in; attention backends register in ``harness.attention.registry``.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@ attention backends, scenario parts, metrics).
 
 A :class:`Registry` maps a name to an object, or to a lazy ``"module:attr"`` string that is
 imported the first time the name is asked for (so ``harness --help`` never imports a runner).
-An object must be the registry's base class, a subclass of it or an instance of it: checked when
-it is registered, or for a lazy entry when it is first loaded.
-An unknown name raises :class:`UnknownName`, one line with a did-you-mean and the known names.
+An object must be the registry's base class, a subclass or an instance of it (checked when it is
+registered, or first loaded); an unknown name is an :class:`UnknownName` line with a did-you-mean.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ import contextlib
 import dataclasses
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
 
 from harness.errors import HarnessError
 
@@ -79,15 +78,6 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
 
-    @overload
-    def register(self, name: str, obj: T, *, lazy: None = None) -> T: ...
-
-    @overload
-    def register(self, name: str, obj: None = None, *, lazy: str) -> None: ...
-
-    @overload
-    def register(self, name: str, obj: None = None, *, lazy: None = None) -> Callable[[T], T]: ...
-
     def register(self, name: str, obj: Any = None, *, lazy: str | None = None) -> Any:
         """Register ``obj`` under ``name``; with ``lazy`` the "module:attr" it will be imported
         from; with neither, a decorator. A name is registered once: the same object again is a
@@ -113,7 +103,8 @@ class Registry(Generic[T]):
             # The module a lazy entry names registers its object on import: that is the same entry
             # when it is what the reference points at.
             target = self._lazy[name]
-            if _ref_of(obj) != target:
+            module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+            if not (module and qualname and f"{module}:{qualname}" == target):
                 raise ValueError(f"{self.what} {name!r} is already registered as {target}")
             del self._lazy[name]
         if held is None:
@@ -183,8 +174,3 @@ class Registry(Generic[T]):
 
 def _label(obj: Any) -> str:
     return getattr(obj, "__name__", None) or type(obj).__name__
-
-
-def _ref_of(obj: Any) -> str | None:
-    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    return f"{module}:{qualname}" if module and qualname else None

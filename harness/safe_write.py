@@ -194,14 +194,6 @@ def _create_temp_beside(path: Path) -> tuple[int, Path]:
             continue
 
 
-def make_dirs(folder: Path) -> None:
-    """``folder`` and its parents; WriteError when they cannot be made."""
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # FileExistsError too: a file where a folder should be
-        raise WriteError(folder, err, "cannot create the folder") from None
-
-
 _FAILED_WRITES: ContextVar[tuple[str, list[WriteError]] | None] = ContextVar("failed_writes", default=None)
 
 
@@ -240,7 +232,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     check_campaign_path(path)
-    make_dirs(path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # FileExistsError too: a file where a folder should be
+        raise WriteError(path.parent, err, "cannot create the folder") from None
     try:
         fd, tmp = _create_temp_beside(path)
     except OSError as err:

@@ -122,6 +122,9 @@ def compose_events(loader: Any) -> yaml.Node | None:
             anchors[event.anchor] = node
         return node
 
+    def resolved(kind: type, event: Any, value: str | None) -> str:
+        return loader.resolve(kind, value, event.implicit) if event.tag in (None, "!") else event.tag
+
     while True:
         event = loader.get_event()
         if isinstance(event, yaml.AliasEvent):
@@ -131,9 +134,7 @@ def compose_events(loader: Any) -> yaml.Node | None:
                 )
             attach(anchors[event.anchor])
         elif isinstance(event, yaml.ScalarEvent):
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            tag = resolved(yaml.ScalarNode, event, event.value)
             attach(anchored(event, yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark,
                                                    style=event.style)))  # fmt: skip
         elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
@@ -142,9 +143,7 @@ def compose_events(loader: Any) -> yaml.Node | None:
                     event.start_mark.line + 1, f"nested too deeply (more than {MAX_DEPTH} levels)"
                 )
             kind = yaml.SequenceNode if isinstance(event, yaml.SequenceStartEvent) else yaml.MappingNode
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(kind, None, event.implicit)
+            tag = resolved(kind, event, None)
             node = anchored(event, kind(tag, [], event.start_mark, None, flow_style=event.flow_style))
             attach(node)
             stack.append([node, None])

@@ -1,7 +1,6 @@
-"""Tables of strings and how they are written: markdown (GitHub-flavoured) and plain terminal text.
-
-The one table helper of the harness: report.md, pr.md, ``harness compare``, the kernel report
-and the benchmark tool all draw their tables here, so escaping and layout are decided once.
+"""Tables of strings and how they are written, markdown (GitHub-flavoured) or terminal text: the one
+table helper (report.md, pr.md, ``harness compare``, the kernel report, the benchmark tool), so
+escaping and layout are decided once.
 """
 
 from __future__ import annotations
@@ -116,10 +115,8 @@ def csv_cell(value: Any) -> Any:
 
 
 def md_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
-    """The lines of a markdown table, every cell escaped (``md_unescape`` reads a cell back).
-
-    ``align``: one letter per column, ``l`` (default) or ``r`` (a right-aligned number column).
-    """
+    """The lines of a markdown table, every cell escaped (``md_unescape`` reads a cell back);
+    ``align``: one letter per column, ``l`` (default) or ``r`` (right-aligned)."""
     cell = md_escape
     marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
     out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join(marks) + "|"]

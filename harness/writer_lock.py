@@ -95,10 +95,6 @@ def lock_holder(campaign: CampaignDir) -> LockHolder | None:
 _HELD: dict[str, CampaignLock] = {}  # campaign folder -> the lock this process holds on it
 
 
-def _utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 class CampaignLock:
     """The campaign's writer lock, held by ``writer`` (run, ingest or report) for its whole work;
     ``on_wait`` is told the holder before waiting. Taking it removes what killed writers left
@@ -138,7 +134,7 @@ class CampaignLock:
             os.close(fd)
             raise
         self.took_over = _read_holder(fd)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _utcnow(),
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": " ".join(sys.argv), "writer": self.writer}  # fmt: skip
         try:
             os.ftruncate(fd, 0)

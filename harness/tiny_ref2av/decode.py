@@ -70,7 +70,7 @@ class VideoDecoder:
         i0 = pos.floor().long().clamp(max=n_lat - 2)
         frac = (pos - i0.float()).view(-1, 1, 1, 1)
         fields = lat[i0] * (1 - frac) + lat[i0 + 1] * frac  # [B, C, h, w]
-        up = _upsample(_smooth(fields), cfg.height, cfg.width)  # [B, C, H, W]
+        up = F.interpolate(_smooth(fields), size=(cfg.height, cfg.width), mode="bicubic", align_corners=False)
 
         zoom = (1 + ZOOM * u).view(-1, 1, 1)
         fx, fy = 2 * FLOW_CELLS / cfg.latent_w, 2 * FLOW_CELLS / cfg.latent_h
@@ -93,10 +93,6 @@ def _smooth(x: Tensor) -> Tensor:
     k = torch.tensor([0.25, 0.5, 0.25], dtype=x.dtype, device=x.device)
     x = F.conv2d(F.pad(x, (1, 1, 0, 0), mode="replicate"), k.view(1, 1, 1, 3).expand(c, 1, 1, 3), groups=c)
     return F.conv2d(F.pad(x, (0, 0, 1, 1), mode="replicate"), k.view(1, 1, 3, 1).expand(c, 1, 3, 1), groups=c)
-
-
-def _upsample(x: Tensor, height: int, width: int) -> Tensor:
-    return F.interpolate(x, size=(height, width), mode="bicubic", align_corners=False)
 
 
 def decode_audio(latents: Tensor, cfg: PipelineConfig) -> np.ndarray:

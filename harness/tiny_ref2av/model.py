@@ -212,7 +212,8 @@ class TinyRef2AV:
         ha = IN_GAIN * (x_audio @ self.ex_a + cond.target_audio @ self.er_a) + self.type_a
         h = torch.cat([cond.text.float(), ha, hv], dim=0)
         n = h.shape[0]
-        bounds = _segments(cfg)
+        a0, v0 = cfg.text_tokens, cfg.text_tokens + cfg.audio_tokens
+        bounds = [(0, a0), (a0, v0), (v0, cfg.seq_len)]
         mod = self._timestep_mod([0.0, sigma_audio, sigma_video])  # text tokens are clean
         scale = 1.0 / math.sqrt(hd)
         act_freq = cfg.sensitivity / cfg.depth
@@ -230,7 +231,6 @@ class TinyRef2AV:
             x = _modulate(F.layer_norm(h, (d,), eps=1e-6), m[:, 3], m[:, 4], bounds).to(dt)
             hidden = torch.sin(act_freq * (x @ blk.w1).float()).to(dt)  # phase in float32
             _gated_add(h, (hidden @ blk.w2).float(), m[:, 5], bounds)
-        a0, v0 = bounds[1][0], bounds[2][0]
         x0_audio = (h[a0:v0] @ self.er_a.T) / IN_GAIN
         x0_video = (h[v0:] @ self.er_v.T) / IN_GAIN
         return x0_video.view_as(x_video), x0_audio
@@ -248,12 +248,6 @@ class TinyRef2AV:
         """Flow-matching velocity v = (x_t - x0) / sigma for x_t = (1 - sigma) x0 + sigma * noise."""
         x0v, x0a = self.forward(x_video, x_audio, sigma_video, sigma_audio, cond, attention, site)
         return (x_video - x0v) / sigma_video, (x_audio - x0a) / sigma_audio
-
-
-def _segments(cfg: PipelineConfig) -> list[tuple[int, int]]:
-    a0 = cfg.text_tokens
-    v0 = a0 + cfg.audio_tokens
-    return [(0, a0), (a0, v0), (v0, cfg.seq_len)]
 
 
 def _modulate(x: Tensor, shift: Tensor, scale: Tensor, bounds: list[tuple[int, int]]) -> Tensor:

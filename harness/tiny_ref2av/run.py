@@ -1,9 +1,6 @@
-"""One ref2av request end to end: load, encode, sample, decode, write the mp4, time it all.
-
-Determinism: on one machine, the same config, seed, prompt and attention give bitwise-identical
-latents, frames and waveform (every op used has a deterministic forward; TF32 is off for the
-duration of the call and restored afterwards). The global torch thread count is left alone:
-CPU results are reproducible for a given thread count, so compare runs made with the same one.
+"""One ref2av request end to end: load, encode, sample, decode, write the mp4, time it all. On one
+machine the same config, seed, prompt and attention give bitwise-identical latents, frames and
+waveform (TF32 off for the call); CPU results hold for a given torch thread count, left alone here.
 """
 
 from __future__ import annotations
