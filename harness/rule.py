@@ -66,13 +66,6 @@ def known(w: str) -> str:
     return w if w in WORDS else INCONCLUSIVE
 
 
-def is_decided(w: str) -> bool:
-    """Whether a combined word stands against a missing value: outside (any part over its bound)
-    and the words that are no interval's (identical, invalid, not run, incomplete itself) do;
-    within and undecided become incomplete (``combine`` with ``INCOMPLETE``)."""
-    return w not in (WITHIN, INCONCLUSIVE)
-
-
 # What each word means, as the page's legend says it.
 MEANINGS = {
     IDENTICAL: "bitwise equal to the reference's output on every seed; an approximate kernel that reads so "

@@ -3,8 +3,10 @@ judgement shares, each against its definition written out independently here."""
 
 from __future__ import annotations
 
+import ast
 import math
 from itertools import permutations
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +14,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from harness.rule import SEVERITY, WORDS, combine, pooled_sd, t_quantile, t_two_sided_p, word
+from harness.rule import (
+    DETECTABLE_HELP,
+    IDENTICAL,
+    INCOMPLETE,
+    INCONCLUSIVE,
+    INVALID,
+    MEANINGS,
+    NOT_RUN,
+    OUTSIDE,
+    SEVERITY,
+    TOLERANCE_HELP,
+    WITHIN,
+    WORDS,
+    combine,
+    known,
+    pooled_sd,
+    ratio_rule_text,
+    severity,
+    t_quantile,
+    t_two_sided_p,
+    verdict_rule_text,
+    word,
+)
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
 
@@ -75,3 +99,61 @@ def test_t_helpers_agree_with_scipy_stats(p, df):
     t = abs(t_quantile(p, df))
     tail = stats.norm.sf(t) if math.isinf(df) else stats.t.sf(t, df)
     assert t_two_sided_p(-t, df) == pytest.approx(2 * tail, rel=1e-7, abs=1e-12)
+
+
+def test_the_words_are_the_strings_results_json_stores():
+    assert WORDS == ("identical", "within", "outside", "inconclusive", "incomplete", "invalid", "not run")
+    assert (IDENTICAL, WITHIN, OUTSIDE, INCONCLUSIVE, INCOMPLETE, INVALID, NOT_RUN) == WORDS
+    assert SEVERITY == ("outside", "incomplete", "inconclusive", "within")
+    assert set(MEANINGS) == set(WORDS) and all(MEANINGS.values())
+
+
+def test_severity_ranks_within_lowest_and_a_non_part_as_undecided():
+    ranks = [severity(w) for w in ("within", "inconclusive", "incomplete", "outside")]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 4
+    assert severity("") == severity("shown") == severity("inconclusive")
+    # the most severe part is the one combine picks
+    parts = ["within", "incomplete", "inconclusive"]
+    assert max(parts, key=severity) == combine(parts)
+
+
+def test_known_keeps_a_word_and_reads_anything_else_as_undecided():
+    assert [known(w) for w in WORDS] == list(WORDS)
+    assert known("") == known("pass") == known("Within") == "inconclusive"
+
+
+def test_the_rule_sentences_say_each_word_they_name():
+    for text in (TOLERANCE_HELP, ratio_rule_text(2.0), verdict_rule_text(2.0)):
+        assert "within" in text.lower() and "inconclusive" in text
+    assert "2x" in ratio_rule_text(2.0) and "(3.01 dB of PSNR)" in verdict_rule_text(2.0)
+    assert "3x" in verdict_rule_text(3.0) and "incomplete" in verdict_rule_text(3.0)
+    assert "inconclusive" in DETECTABLE_HELP
+
+
+# The modules that judge or word a verdict: each names the words by harness.rule's constants.
+JUDGING = (
+    "analysis/intervals.py", "analysis/structure.py", "analysis/stat_rule.py", "analysis/insitu.py",
+    "analysis/insitu_model.py", "analysis/verdict.py", "analysis/verdict_model.py", "analysis/judge.py",
+    "analysis/review.py", "analysis/verdict_text.py", "analysis/sentences.py", "analysis/analyze.py",
+    "report/review.py", "report/accuracy.py", "scenario/verdict.py",
+)  # fmt: skip
+
+
+def _spelled_words(tree: ast.AST) -> list[str]:
+    """The verdict words a module spells as a string literal (an f-string's pieces aside: prose)."""
+    found, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.JoinedStr):
+            continue
+        if isinstance(node, ast.Constant) and node.value in WORDS:
+            found.append(node.value)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_only_the_rule_spells_a_verdict_word():
+    root = Path(__file__).resolve().parents[1] / "harness"
+    spelled = {m: _spelled_words(ast.parse((root / m).read_text())) for m in JUDGING}
+    assert {m: w for m, w in spelled.items() if w} == {}
+    assert _spelled_words(ast.parse('x = "within"; y = f"{1} outside"')) == ["within"]

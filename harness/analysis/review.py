@@ -3,7 +3,7 @@ reading that decides it (``decided_by``: in situ where it does, else the error-e
 floor named by ``ratio_metric``, combined over seeds, with its interval), its second reading (the
 end-to-end word and ratio beside the in-situ one, where an in-situ reading exists), the seeds bitwise
 identical to the reference, the warnings, and both speed-ups with their intervals and words
-(``analysis.speed``). "identical" (output bitwise the reference's on every seed) is a word of its own:
+(``analysis.speed``). Identical (output bitwise the reference's on every seed) is a word of its own:
 no ratio. ``analysis.sentences`` words these readings and stores them in results.json.
 """
 
@@ -17,7 +17,7 @@ from harness.analysis.model import ReportResults, SpeedTest, Verdict, is_emulato
 from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Terms
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics import energy_metrics, judged_energies
-from harness.rule import WORDS
+from harness.rule import IDENTICAL, NOT_RUN, known
 
 
 def pair(x: Any) -> tuple[float, float] | None:
@@ -58,8 +58,8 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
     """(word, ratio with its interval, what the ratio is) of a verdict: the reading that decides it
     (``decided_by``): the in-situ one where it decides, else the error energy ``ratio_metric`` names.
     An identical verdict has no ratio."""
-    word = v.word if v.word in WORDS else "inconclusive"
-    if word == "identical":
+    word = known(v.word)
+    if word == IDENTICAL:
         return word, Terms(), ""
     insitu = insitu_terms(res, v)
     by_insitu = v.decided_by == "insitu" or v.ratio_metric == "insitu"
@@ -167,7 +167,7 @@ def readings(res: ReportResults) -> list[Reading]:
         tests = agg.speed if agg is not None else {}
         runs = [r for r in res.runs if r.arm == v.arm]
         text = v.text or v.summary
-        if word == "not run" and runs:
+        if word == NOT_RUN and runs:
             r = runs[0]
             text = r.status + (f": {r.reason}" if r.reason else "")
         out.append(
@@ -185,7 +185,7 @@ def readings(res: ReportResults) -> list[Reading]:
                 decided_by=v.decided_by,
                 end_to_end=e2e,
                 end_to_end_what=e2e_what,
-                insitu=insitu_terms(res, v) if word != "not run" else None,
+                insitu=insitu_terms(res, v) if word != NOT_RUN else None,
                 identical_seeds=list(v.identical_seeds),
                 seeds=len({sv.seed for sv in v.per_seed}) or len(v.seeds) or v.measured,
                 warnings=list(v.warnings),

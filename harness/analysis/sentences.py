@@ -6,7 +6,7 @@ the job summary print them (``report/``), so each says a verdict in the same wor
 Per candidate: its name (with the emulator's badge where the backend is a numerics model: "(emulator of
 SageAttention2 d1a57a5 Triton, measured on H200)", or "(emulator)" where no provenance is recorded,
 ``analysis.review.emulator_badge``), the verdict word with the reading that decides it and its
-interval ("identical" alone, without a ratio; the other reading's word beside it where an in-situ
+interval (identical alone, without a ratio; the other reading's word beside it where an in-situ
 reading exists), then the DiT s/step speed-up with its interval and word, or why there is none (an
 emulator's timing is no kernel's). The intervals' confidence is said once, in the last line. Ratios
 are written without exponents (``number_format``). The verdict's whole line is ``Verdict.text``.
@@ -19,6 +19,7 @@ from harness.analysis.review import NO_SPEED, floor_points, readings
 from harness.analysis.review_model import INSITU_WHAT, Reading, Summary, Terms
 from harness.compare.significance import fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
+from harness.rule import IDENTICAL, INCOMPLETE, INVALID, NOT_RUN
 
 
 def interval_text(t: Terms, fmt, what: str = "") -> str:
@@ -32,7 +33,7 @@ def interval_text(t: Terms, fmt, what: str = "") -> str:
 def ratio_line(r: Reading) -> str:
     """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x'; an
     identical reading's seeds instead (it has no ratio)."""
-    if r.word == "identical":
+    if r.word == IDENTICAL:
         return identical_line(r)
     if r.ratio.value is None:
         return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
@@ -46,13 +47,13 @@ def ratio_line(r: Reading) -> str:
 def identical_line(r: Reading) -> str:
     """'identical on 2 of 2 seed(s): output bitwise equal to the reference's' (every seed), else which."""
     n, of = len(r.identical_seeds), r.seeds or len(r.identical_seeds)
-    if r.word == "identical":
-        return f"identical on {n} of {of} seed(s): output bitwise equal to the reference's"
-    return f"identical on seed(s) {', '.join(map(str, r.identical_seeds))} ({n} of {of}); the others judged"
+    if r.word == IDENTICAL:
+        return f"{IDENTICAL} on {n} of {of} seed(s): output bitwise equal to the reference's"
+    return f"{IDENTICAL} on seed(s) {', '.join(map(str, r.identical_seeds))} ({n} of {of}); the others judged"
 
 
 def end_to_end_line(r: Reading, sep: str = ": ") -> str:
-    """'end to end: inconclusive 1.07x the floor's (97.5 % CI 0.49 to 2.37; video MSE), tolerance 2x'."""
+    """'end to end: outside 3.07x the floor's (97.5 % CI 2.49 to 4.37; video MSE), tolerance 2x'."""
     t = r.end_to_end
     if t.value is None:
         return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
@@ -75,7 +76,7 @@ def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]
     """The accuracy lines of a badge: an identical reading alone; else both readings where an in-situ
     one exists (the one that decides first), else the error line ('error: ...'; ``bare``: without
     'error'); the seeds found identical."""
-    if r.word == "identical":
+    if r.word == IDENTICAL:
         return [identical_line(r)]
     if r.insitu is not None:
         both = [end_to_end_line(r, sep), insitu_line(r, sep)]
@@ -117,16 +118,16 @@ def _range(t: Terms, fmt) -> str:
 
 def accuracy_words(r: Reading) -> str:
     """The word that decides, with its ratio and interval; the other reading's word beside it."""
-    if r.word == "identical":
+    if r.word == IDENTICAL:
         return identical_line(r)
-    if r.word == "invalid":  # the attention the arm asked for did not run; what was measured, beside it
+    if r.word == INVALID:  # the attention the arm asked for did not run; what was measured, beside it
         why = r.attention.split(": ", 1)[0] or "attention calls not served by the requested op"
         measured = (
             f"; as measured {ratio_text(r.ratio.value)} the floor's" if r.ratio.value is not None else ""
         )
-        return f"invalid: {why}{measured}"
-    if r.word == "incomplete" and r.missing:
-        return f"incomplete: missing {r.missing[0]}" + (
+        return f"{INVALID}: {why}{measured}"
+    if r.word == INCOMPLETE and r.missing:
+        return f"{INCOMPLETE}: missing {r.missing[0]}" + (
             f" and {len(r.missing) - 1} more" if len(r.missing) > 1 else ""
         )
     t = r.ratio
@@ -147,7 +148,7 @@ def accuracy_words(r: Reading) -> str:
             ins = f" {ratio_text(r.insitu.value)}" if r.insitu.value is not None else ""
             head += f"; in situ {r.insitu.word}{ins}"
     if r.identical_seeds:
-        head += f"; identical on seed(s) {', '.join(map(str, r.identical_seeds))}"
+        head += f"; {IDENTICAL} on seed(s) {', '.join(map(str, r.identical_seeds))}"
     return head
 
 
@@ -236,9 +237,7 @@ def summary_lines(res: ReportResults) -> list[str]:
 def intervals_line(res: ReportResults, found: list[Reading]) -> list[str]:
     """The intervals' confidence as a line (none where no interval is shown)."""
     # only the intervals the lines show: an emulator's speed-up is not shown
-    shown = [
-        r.model_copy(update={"step": Terms()}) if r.emulator else r for r in found if r.word != "not run"
-    ]
+    shown = [r.model_copy(update={"step": Terms()}) if r.emulator else r for r in found if r.word != NOT_RUN]
     levels = interval_levels(shown, res.rules.alpha)
     return [levels] if levels else []
 
@@ -310,8 +309,8 @@ def voice(res: ReportResults) -> None:
     res.errors += arm_problems(res)
     res.review = readings(res)
     for r in res.review:
-        if r.word == "not run":  # no run ended ok: its status and reason (``Reading.text``)
-            r.line = fit(f"{r.arm}: not run" + (f" ({r.text})" if r.text else ""))
+        if r.word == NOT_RUN:  # no run ended ok: its status and reason (``Reading.text``)
+            r.line = fit(f"{r.arm}: {NOT_RUN}" + (f" ({r.text})" if r.text else ""))
         else:
             r.line = candidate_line(r)
         r.ratio_line, r.lines = ratio_line(r), accuracy_lines(r)
@@ -321,9 +320,9 @@ def voice(res: ReportResults) -> None:
         r.step_cell, r.total_cell = speed_cell(r.step), speed_cell(r.total)
         r.name = candidate_name(r.arm, r.badge)
         r.warning_lines = [fit(warning_text(r.arm, w)) for w in r.warnings]
-        if r.word == "not run":
+        if r.word == NOT_RUN:
             r.note = r.text
-        elif r.word == "invalid":
+        elif r.word == INVALID:
             r.note = "attention INVALID: see the attention calls"
     res.summary = Summary(
         incomplete=incomplete_line(res) if res.errors else "",

@@ -8,22 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.analysis.model import Reading, ReportResults
-from harness.rule import (
-    IDENTICAL,
-    INCOMPLETE,
-    INCONCLUSIVE,
-    INVALID,
-    MEANINGS,
-    NOT_RUN,
-    OUTSIDE,
-    WITHIN,
-    WORDS,
-)
+from harness.rule import MEANINGS, WORDS
 
-WORD_COLOURS = {IDENTICAL: "#1565c0", WITHIN: "#2e7d32", OUTSIDE: "#c62828", INCONCLUSIVE: "#b26a00",
-                INVALID: "#6a1b9a", INCOMPLETE: "#757575", NOT_RUN: "#9e9e9e"}  # fmt: skip
-MARKS = {IDENTICAL: "🔵", WITHIN: "🟢", OUTSIDE: "🔴", INCONCLUSIVE: "🟡", INCOMPLETE: "🟡",
-         INVALID: "⛔", NOT_RUN: "⚪"}  # fmt: skip
+# Each word of harness.rule.WORDS (in its order) its colour on the page and its mark in pr.md and the job summary.
+WORD_COLOURS = dict(
+    zip(WORDS, ("#1565c0", "#2e7d32", "#c62828", "#b26a00", "#757575", "#6a1b9a", "#9e9e9e"), strict=True)
+)
+MARKS = dict(zip(WORDS, ("🔵", "🟢", "🔴", "🟡", "🟡", "⛔", "⚪"), strict=True))
 
 
 @dataclass(frozen=True)
