@@ -450,3 +450,53 @@ def test_an_approximate_kernel_identical_to_the_reference_is_warned_with_its_cal
         "seed(s) 42: its kernel may not have run;"
     )
     assert "WARNING: sage_attn2 is not the reference's backend" in v.summary
+
+
+# Every override of a word its parts combine to, written out: (word, missing, ran, measured, attention_ok) -> word.
+OVERRIDES = [
+    ("within", False, True, True, None, "within"),
+    ("inconclusive", False, True, True, True, "inconclusive"),
+    ("within", True, True, True, None, "incomplete"),
+    ("inconclusive", True, True, True, None, "incomplete"),
+    ("outside", True, True, True, None, "outside"),  # a missing value never hides an outside part
+    (
+        "identical",
+        True,
+        True,
+        True,
+        None,
+        "incomplete",
+    ),  # a seed not measured: the others' identity is not all
+    ("outside", False, True, False, None, "incomplete"),  # nothing measured
+    ("within", False, False, False, False, "not run"),  # no run ended ok: nothing else to say
+    ("outside", False, True, True, False, "invalid"),  # another kernel was measured
+    ("within", True, True, False, False, "invalid"),
+]
+
+
+@pytest.mark.parametrize(("parts", "missing", "ran", "measured", "attention_ok", "want"), OVERRIDES)
+def test_every_override_of_the_parts_word_is_one_function(parts, missing, ran, measured, attention_ok, want):
+    from harness.analysis.verdict import overriding_word
+
+    got = overriding_word(parts, missing=missing, ran=ran, measured=measured, attention_ok=attention_ok)
+    assert got == want
+
+
+def test_the_settled_line_says_the_word_the_runs_leave():
+    from harness.analysis.verdict import Verdict
+    from harness.analysis.verdict_text import settled_text
+
+    v = Verdict(arm="a", word="within", text="within: error energy 1.1x", attention="calls served by x")
+    kw = {"first": None, "measured": True, "head": []}
+    assert settled_text(v, "within", unmeasured=[], **kw) == v.text
+    assert settled_text(v, "incomplete", unmeasured=[7, 8], **kw) == (
+        "incomplete: seed(s) 7, 8 not measured; error energy 1.1x"
+    )
+    assert (
+        settled_text(v, "invalid", unmeasured=[], **kw)
+        == "invalid: calls served by x; as measured: " + v.text
+    )
+    assert settled_text(v, "not run", unmeasured=[], **kw) == "not run"
+    v.warnings = ["kernel may not have run"]
+    assert settled_text(v, "within", unmeasured=[], **kw).endswith("; WARNING: kernel may not have run")
+    assert "WARNING" not in settled_text(v, "invalid", unmeasured=[], **kw)
