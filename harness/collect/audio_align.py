@@ -14,6 +14,7 @@ inverted track reads about -1). A positive lag means B is late: ``b[n + lag]`` l
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -112,16 +113,8 @@ def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Ite
     it = iter(blocks)
     head: list[np.ndarray] = []
     got = 0
-    while got < n:
-        x = next(it, None)
-        if x is None:
-            break
+    while got < n and (x := next(it, None)) is not None:
         head.append(x)
         got += x.shape[1]
-
-    def chained() -> Iterator[np.ndarray]:
-        yield from head
-        yield from it
-
     first = np.concatenate(head, axis=1)[:, :n] if head else np.zeros((0, 0), np.float32)
-    return first, chained()
+    return first, itertools.chain(head, it)

@@ -31,13 +31,10 @@ from harness.store import pair_metrics_stem, read_record, utcnow, write_record
 M = TypeVar("M", bound=BaseModel)
 CACHE_SCHEMA = "harness.cache/1"
 
-# Bumped when the metric suite measures differently, so older entries are measured again.
-# 2: audio metrics after the bounded lag search; 3: the streamed log-mel cosine on the aligned overlap.
-# 4: audio at the container's alignment, residual lag, spectral error; 5: one RGB conversion for every
-# pixel format, motion None for one frame; 6: coarse layout (collect.layout), blank/flat frames and the
-# first indices of every frame count.
+# Bumped when the metric suite measures differently, so older entries are measured again (the
+# history is git's; last: the coarse layout, blank/flat frames and the first indices of the counts).
 PAIR_METRICS_VERSION = 6
-STATS_VERSION = 3  # 2: motion None for one frame; 3: blank/flat frames, first indices of the counts
+STATS_VERSION = 3
 LATENTS_VERSION = 1
 
 

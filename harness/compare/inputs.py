@@ -82,11 +82,7 @@ def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
 
 def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, int | None, int]]:
     """(key, seed, repeat) of the arm's runs in the campaign, by seed then repeat."""
-    runs = []
-    for run in camp.runs():
-        parsed = parse_run_key(run.key)
-        if parsed is not None and parsed[0] == arm:
-            runs.append((run.key, parsed[1], parsed[2]))
+    runs = [(run.key, p[1], p[2]) for run in camp.runs() if (p := parse_run_key(run.key)) and p[0] == arm]
     return sorted(runs, key=lambda r: (r[1] if r[1] is not None else -1, r[2]))
 
 
@@ -97,17 +93,13 @@ def _how_to_name(camp: str, arm: str, runs: list[tuple[str, int | None, int]]) -
         return f"1 run: {camp}:{runs[0][0]}"
     seeds = sorted({s for _, s, _ in runs if s is not None})
     repeats = max(r for _, _, r in runs)
-    parts = []
-    if seeds:
-        parts.append(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
-    if repeats > 1:
-        parts.append(f"{repeats} repeats")
+    parts = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"] if seeds else []
+    parts += [f"{repeats} repeats"] if repeats > 1 else []
     what = f" ({' x '.join(parts)})" if parts else ""
     base = f"{camp}:{arm}{'@SEED' if seeds else ''}"
     shapes = f"{base} (repeat 1) or {base}{REPEAT_MARK}N (repeat N >= 2)" if repeats > 1 else base
     examples = " or ".join(f"{camp}:{k}" for k in dict.fromkeys([runs[0][0], runs[-1][0]]))
-    count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
-    return f"{count}{what}: name one as {shapes}, e.g. {examples}"
+    return f"{len(runs)} runs{what}: name one as {shapes}, e.g. {examples}"
 
 
 def resolve_run(ref: str) -> RunDir:
