@@ -43,6 +43,7 @@ from harness.analysis.structure import judge_structure
 from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
 from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, metric_of, pr29_draw, with_audio
 from harness.bench.verdict_fixture import CalibrationFixture
+from harness.bench.verdict_speed import BenchRow
 from harness.collect.layout import SCALES
 from harness.insitu_records import InSituCall, InSituOpError
 from harness.metrics import in_order
@@ -76,6 +77,7 @@ class Group:
     rows: list[tuple[str, str, Test]]
     judge: Callable[[Draw, VerdictRules], Any] | None = None  # default: the whole verdict
     stated: bool = False  # the design has one floor run per seed: the H200 spreads stated
+    old: Callable[[Draw], bool] | None = None  # the rule this replaced, on the same draws
 
 
 def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
@@ -331,19 +333,22 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
 
 
 def run_groups(
-    groups: list[Group], draws: int, seed: int, rules: VerdictRules
-) -> list[tuple[str, str, str, float]]:
-    """(rule, design, measure, rate) of every group's rows on ``draws`` seeded draws."""
+    groups: list[Group], draws: int, seed: int, rules: VerdictRules, stream: int = 200
+) -> list[BenchRow]:
+    """Every group's rows on ``draws`` draws each, group ``j`` drawn from the seeded stream ``stream + j``."""
     out = []
     stated = h200_stated(rules)
     for j, g in enumerate(groups):
-        rng = np.random.default_rng([seed, 200 + j])
+        rng = np.random.default_rng([seed, stream + j])
         judge = g.judge or full_verdict
-        hits = [0] * len(g.rows)
+        hits, old = [0] * len(g.rows), 0
         for _ in range(draws):
             d = g.draw(rng)
             v = judge(d, stated if g.stated else rules)
             for k, (_, _, test) in enumerate(g.rows):
                 hits[k] += bool(test(d, v))
-        out += [(rule, g.design, measure, hits[k] / draws) for k, (rule, measure, _) in enumerate(g.rows)]
+            old += bool(g.old is not None and g.old(d))
+        out += [BenchRow(rule=rule, design=g.design, measure=measure, rate=hits[k] / draws, draws=draws,
+                         old_rule=None if g.old is None else old / draws)
+                for k, (rule, measure, _) in enumerate(g.rows)]  # fmt: skip
     return out

@@ -33,12 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 from pydantic import Field
 
 from harness.analysis.stat_rule import judge_stats
 from harness.analysis.verdict import judge_numbers
-from harness.bench.verdict_classes import class_groups, full_verdict, run_groups
+from harness.bench.verdict_classes import Group, class_groups, full_verdict, run_groups
 from harness.bench.verdict_draws import (
     FIXTURE,
     H200,
@@ -139,19 +138,12 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
          lambda r: parametric_draw(r, seeds=3, floor_runs=3, base=_h200_base(), sd=H200, defect="kernel_3x"),
          verdict_outside),
     ]  # fmt: skip
-    for i, (rule, design, measure, draw, judge) in enumerate(rows):
-        rng = np.random.default_rng([seed, i])
-        hits = old = 0
-        for _ in range(draws):
-            d = draw(rng)
-            hits += judge(d, rules)
-            if rule == "statistics":
-                old += old_stats_rule(d)
-        out.rows.append(BenchRow(rule=rule, design=design, measure=measure, rate=hits / draws, draws=draws,
-                                 old_rule=old / draws if rule == "statistics" else None))  # fmt: skip
-
-    for rule, design, measure, rate in run_groups(class_groups(fx), draws, seed, rules):
-        out.rows.append(BenchRow(rule=rule, design=design, measure=measure, rate=rate, draws=draws))
+    # each row a group of its own, read by one row (its judgement), on the stream of its place
+    singles = [Group(design, draw, [(rule, measure, lambda d, hit: hit)], judge=judge,
+                     old=old_stats_rule if rule == "statistics" else None)
+               for rule, design, measure, draw, judge in rows]  # fmt: skip
+    out.rows += run_groups(singles, draws, seed, rules, stream=0)
+    out.rows += run_groups(class_groups(fx), draws, seed, rules)
     out.rows += speed_rows(draws, seed, rules)
     out.seconds = time.perf_counter() - t0
     return out
