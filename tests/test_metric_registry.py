@@ -6,6 +6,7 @@ of the accuracy tables and an upper bound of the gate."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +21,9 @@ from harness.collect.models import AudioPairMetrics, VideoPairMetrics
 from harness.compare.gates import Gate, check_gate, gate_model, gate_schema, parse_gate
 from harness.metrics import (
     METRICS,
+    Headline,
     Metric,
+    PrColumn,
     accuracy_metrics,
     energy_metrics,
     history_metrics,
@@ -28,6 +31,8 @@ from harness.metrics import (
     judged_energies,
 )
 from harness.report.accuracy import acc_headers, accuracy_section
+from harness.report.comparison import comparison_headlines
+from harness.report.pr import accuracy_table
 from harness.scenario.verdict import VerdictRules
 
 CPU_EXAMPLE = (
@@ -202,6 +207,31 @@ def test_a_new_metric_is_a_column_of_the_accuracy_tables_and_an_upper_bound_of_t
     assert schema["description"] == LPIPS.gate_doc and {"type": "number", "minimum": 0} in schema["anyOf"]
     with pytest.raises(Exception, match="greater than or equal to 0"):
         parse_gate("max_lpips: -1\n", "g.yaml")
+
+
+def test_a_new_metric_with_a_headline_and_a_pr_column_is_in_harness_compare_and_pr_md():
+    m = dataclasses.replace(LPIPS, order=45, headline=Headline("LPIPS {}", opens=True),
+                            pr=PrColumn("LPIPS (SSIM min)", "ssim_min"))  # fmt: skip
+    res = read_results(CPU_EXAMPLE)
+    c = next(c for c in res.comparisons if c.video is not None and not c.bitwise.identical)
+    far = c.model_copy(update={"video": LpipsVideo(**c.video.model_dump(), lpips=0.25)})
+    before = accuracy_table(res)
+    METRICS.register(m.key, m)
+    try:
+        line = next(x for x in comparison_headlines(far) if x.startswith(("accuracy", "noise floor")))
+        assert f"(frame {c.video.ssim_min_frame}); LPIPS 0.2500" in line  # after the SSIM clause, its order
+        assert "LPIPS" not in next(
+            x for x in comparison_headlines(c) if x.startswith(("accuracy", "noise floor"))
+        )
+        table = [row.split(" | ") for row in accuracy_table(res)]  # no arm aggregates it: its cells say so
+        old = [row.split(" | ") for row in before]
+        at = table[0].index("LPIPS (SSIM min)")
+        assert table[0][at - 1] == "SSIM (min frame)"  # in its order, after the SSIM column
+        assert [r[:at] + r[at + 1 :] for r in (table[0], *table[2:])] == [old[0], *old[2:]]
+        assert {r[at] for r in table[2:]} == {"n/a"} and len(table) > 2
+    finally:
+        METRICS.unregister(m.key)
+    assert accuracy_table(res) == before
 
 
 def test_a_metric_taken_back_leaves_the_harness_as_it_was(lpips):
