@@ -94,11 +94,10 @@ class CampaignOutcome:
         """One row per run read at the end, with its timing where timing.json reads."""
         rows = []
         for rec in self.records:
-            timing = None
             try:
                 timing = self.campaign.run(rec.spec.key).timing()
             except HarnessError:
-                pass
+                timing = None
             rows.append(
                 SummaryRow(
                     key=rec.spec.key,

@@ -164,17 +164,13 @@ def find_moves(
     df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT
 ) -> pd.DataFrame:
     """Per series and metric, each campaign against the ``last`` campaigns before it, runs as samples;
-    Holm over every test of the history.
-
-    Columns: the series keys, metric, campaign, campaign_index, commit, before, now, ratio, p,
-    p_adjusted, outcome, moved, worse (moved the bad way), text."""
+    Holm over every test of the history. A row per test: the series keys, the campaign, the means,
+    p and p_adjusted, outcome, moved, worse (moved the bad way) and the text."""
     found = []
     for key, series in df.groupby(SERIES, sort=False, dropna=False):
         camps = series.drop_duplicates("campaign_index")["campaign_index"].tolist()
         for m in METRICS:
-            for i, ci in enumerate(camps):
-                if i == 0:
-                    continue
+            for i, ci in enumerate(camps[1:], 1):
                 window = camps[max(0, i - last) : i]
                 now = _samples(series[series["campaign_index"] == ci], m)
                 before = _samples(series[series["campaign_index"].isin(window)], m)

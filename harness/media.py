@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -67,13 +68,6 @@ def _video_stream(container: av.container.InputContainer, p: Path) -> av.video.s
     return container.streams.video[0]
 
 
-def _count_packets(path: Path) -> int:
-    """Frame count by demuxing (no decoding) when the container does not store it."""
-    with open_media(path) as c:
-        s = _video_stream(c, path)
-        return sum(1 for pkt in c.demux(s) if pkt.size)
-
-
 def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
     p = check_file(path)
@@ -101,8 +95,9 @@ def probe(path: str | os.PathLike) -> MediaInfo:
             size_bytes=p.stat().st_size,
             pix_fmt=cc.format.name if cc.format is not None else None,
         )
-    if frames <= 0:
-        frames = _count_packets(p)
+    if frames <= 0:  # not stored: counted by demuxing (no decoding)
+        with open_media(p) as c:
+            frames = sum(1 for pkt in c.demux(_video_stream(c, p)) if pkt.size)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
     check_frame_size(p, info["width"], info["height"])
@@ -402,8 +397,6 @@ class LosslessWriter:
         audio: np.ndarray | None = None,
         sample_rate: int = 32000,
     ):
-        import time
-
         self._clock = time.perf_counter
         t0 = self._clock()
         self.path = Path(path)
@@ -439,7 +432,7 @@ class LosslessWriter:
             if self.n == 0:
                 raise HarnessError(f"{self.path}: no frames to write")
             self.c.mux(self.vs.encode(None))
-            if self.audio is not None and self.ast is not None:
+            if self.ast is not None:
                 aud = self.audio
                 for pos in range(0, aud.shape[1], AUDIO_CHUNK):
                     block = np.ascontiguousarray(aud[:, pos : pos + AUDIO_CHUNK].T.reshape(1, -1))

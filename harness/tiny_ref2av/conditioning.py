@@ -60,14 +60,11 @@ def fit_reference(image: np.ndarray, height: int, width: int) -> torch.Tensor:
         cw, ch = w, round(w / aspect)
     y0, x0 = (h - ch) // 2, (w - cw) // 2
     crop = torch.from_numpy(image[y0 : y0 + ch, x0 : x0 + cw]).permute(2, 0, 1).float() / 255.0
-    out = F.interpolate(
-        crop[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
-    )
-    return out[0].clamp(0.0, 1.0).contiguous()
+    return downsample(crop, height, width).clamp(0.0, 1.0).contiguous()
 
 
 def downsample(image: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """Area-like (antialiased bilinear) downsample of a [C, H, W] image."""
+    """Antialiased bilinear resize of a [C, H, W] image (area-like when it shrinks)."""
     out = F.interpolate(
         image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
     )
