@@ -69,6 +69,41 @@ def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
     tmp.replace(folder / f"step_{step:03d}.npz")
 
 
+# --- the spec's plugins in a child process (a rank, a probe) ------------------------------------
+
+BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
+
+
+def plugin_backends(plugins: Iterable[Any]) -> list[str]:
+    """The attention backends the plugins registered (PluginRef objects or their JSON dicts)."""
+    names = []
+    for plugin in plugins:
+        registers = plugin["registers"] if isinstance(plugin, dict) else plugin.registers
+        names += [r[len(BACKEND_LABEL) :] for r in registers if r.startswith(BACKEND_LABEL)]
+    return list(dict.fromkeys(names))
+
+
+def plugins_arg(plugins: Iterable[Any]) -> str:
+    """The spec's plugins (PluginRef records) as a child process's ``--plugins`` argument."""
+    return json.dumps([p.model_dump(mode="json") for p in plugins], sort_keys=True)
+
+
+def plugins_json(text: str) -> list[dict[str, Any]]:
+    """``--plugins``' value: a JSON list of PluginRef dicts (an argparse type)."""
+    return json_arg(text, objects=True)
+
+
+def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
+    """Import the spec's plugins (PluginRef dicts) as planned; their backends. A plugin that fails
+    or changed since planning raises a one-line ScenarioError."""
+    from harness.records import PluginRef
+    from harness.scenario.plugins import load_recorded
+
+    refs = [PluginRef.model_validate(p) for p in payload]
+    load_recorded(refs)
+    return plugin_backends(refs)
+
+
 # --- synthetic weights ---------------------------------------------------------------------------
 
 

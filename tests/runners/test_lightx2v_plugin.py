@@ -19,9 +19,10 @@ from lightx2v_site import TINY, tiny_with_plugin
 from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners import get_runner
+from harness.runners.common import plugin_backends
 from harness.runners.lightx2v.command import build_command, probe_command
 from harness.runners.lightx2v.params import params_of
-from harness.runners.lightx2v.served import lightx2v_types, plugin_backends
+from harness.runners.lightx2v.served import lightx2v_types
 from harness.scenario import load_scenario
 from harness.scenario.plugins import unload_all
 
@@ -129,7 +130,7 @@ def test_a_plugin_backend_as_a_lightx2v_class_and_as_a_shadow(tmp_path):
 @pytest.mark.slow
 def test_a_plugin_edited_since_planning_is_refused_in_one_line(tmp_path):
     from harness.errors import ScenarioError
-    from harness.runners.lightx2v.served import load_plugins
+    from harness.runners.common import load_plugins
     from harness.scenario.plugins import import_plugin
 
     kernel = tmp_path / "fp16_kernel.py"

@@ -178,7 +178,7 @@ def probe_in_subprocess(
 
     cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
     if plugins:
-        cmd += ["--plugins-json", json.dumps([p.model_dump(mode="json") for p in plugins])]
+        cmd += ["--plugins-json", common.plugins_arg(plugins)]
     for d in head_dims or [128]:
         cmd += ["--head-dim", str(d)]
     for name, options in backends:
@@ -209,18 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--head-dim", type=int, action="append", default=[])
     p.add_argument("--backend", action="append", required=True, metavar="NAME[=OPTIONS_JSON]")
-    p.add_argument("--plugins-json", default="[]", help="the run spec's plugins, imported first")
+    p.add_argument(
+        "--plugins-json", type=common.plugins_json, default=[], help="the spec's plugins, imported first"
+    )
     ns = p.parse_args(argv)
     backends = []
     for item in ns.backend:
         name, _, options = item.partition("=")
         backends.append((name, json.loads(options) if options else {}))
     from harness.errors import HarnessError
-    from harness.records import PluginRef
-    from harness.scenario.plugins import load_recorded
 
     try:
-        load_recorded([PluginRef.model_validate(x) for x in json.loads(ns.plugins_json)])
+        common.load_plugins(ns.plugins_json)
     except HarnessError as err:
         print(json.dumps([_result(n, False, str(err), "", {}, {}) for n, _ in backends]), flush=True)
         return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RunSpec
-from harness.runners.common import HARNESS_IMPORT_ROOT, search_path
+from harness.runners.common import HARNESS_IMPORT_ROOT, plugins_arg, search_path
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS, SHIMS, flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
@@ -88,7 +88,7 @@ def plugin_args(spec: RunSpec) -> list[str]:
     the process before LightX2V's registry (``served``); none without plugins."""
     if not spec.plugins:
         return []
-    return ["--plugins", json.dumps([p.model_dump(mode="json") for p in spec.plugins], sort_keys=True)]
+    return ["--plugins", plugins_arg(spec.plugins)]
 
 
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:

@@ -39,13 +39,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.runners.common import json_arg, one_line
+from harness.runners.common import json_arg, load_plugins, one_line, plugins_json
 from harness.runners.lightx2v import rank_env
 from harness.runners.lightx2v.counting import CallBook, Instrument, count_op, instrument_registry
 from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
 from harness.runners.lightx2v.serve import CallPath
-from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends
+from harness.runners.lightx2v.served import serve_backends
 from harness.runners.lightx2v.tee import Tee
 
 LIGHTX2V_ENTRY = "lightx2v.infer"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.registry import did_you_mean
+from harness.runners import common
 from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
 from harness.runners.framework import FRAMEWORK_FACT
 from harness.runners.lightx2v.direct import AITER_OP
@@ -43,7 +44,7 @@ from harness.runners.lightx2v.rank_env import (
     prepare_platform,
     sageattention_flavour,
 )
-from harness.runners.lightx2v.served import load_plugins, plugins_json, serve_backends, shadowed_by_lightx2v
+from harness.runners.lightx2v.served import serve_backends, shadowed_by_lightx2v
 
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
@@ -254,7 +255,7 @@ def probe_many(
         prepare_platform()
         if plugins:  # before LightX2V's registry: their backends are attention types too
             try:
-                plugin_types = load_plugins(plugins)
+                plugin_types = common.load_plugins(plugins)
             except BaseException as err:  # a ScenarioError is one line; a plugin's own failure too
                 raise PluginFailed(one_line(err) or type(err).__name__) from err
         registry = attention_registry()
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--require", action="append", default=[], metavar="FEATURE")
     p.add_argument("--shadow-type", action="append", default=[], metavar="NAME")
     p.add_argument(
-        "--plugins", type=plugins_json, default=[], help="the spec's plugins (PluginRef JSON list)"
+        "--plugins", type=common.plugins_json, default=[], help="the spec's plugins (PluginRef JSON list)"
     )
     p.add_argument(
         "--questions",

@@ -15,29 +15,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.runners.common import json_arg
+from harness.runners.common import plugin_backends
 from harness.runners.lightx2v.rank_env import SP_WRAPPERS
 
-BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
 EMULATED = "sage_emul_thuml"  # what the emulator shim serves sage_attn2 with (shims/emulator_sageattention)
 # LightX2V types the harness also names, in every checkout: LightX2V's class serves them.
 LIGHTX2V_CORE = frozenset(
     {"torch_sdpa", "sage_attn2", "aiter_attn", "flash_attn2", "flash_attn3", *SP_WRAPPERS}
 )
 _REGISTERED = re.compile(r"ATTN_WEIGHT_REGISTER\(\s*[\"']([^\"']+)[\"']")
-
-
-def plugin_backends(plugins: Iterable[Any]) -> list[str]:
-    """The attention backends the plugins registered (PluginRef objects or their JSON dicts)."""
-    names = []
-    for plugin in plugins:
-        registers = plugin["registers"] if isinstance(plugin, dict) else plugin.registers
-        names += [r[len(BACKEND_LABEL) :] for r in registers if r.startswith(BACKEND_LABEL)]
-    return list(dict.fromkeys(names))
 
 
 @functools.cache
@@ -78,22 +67,6 @@ def harness_backends(spec: Any, params: Any) -> list[str]:
 
 
 # --- inside a LightX2V process -------------------------------------------------------------------
-
-
-def plugins_json(text: str) -> list[dict[str, Any]]:
-    """``--plugins``' value: a JSON list of PluginRef dicts (an argparse type)."""
-    return json_arg(text, objects=True)
-
-
-def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
-    """Import the spec's plugins (``--plugins`` JSON: PluginRef dicts) as planned; their backends.
-    A plugin that fails or changed since planning raises a one-line ScenarioError."""
-    from harness.records import PluginRef
-    from harness.scenario.plugins import load_recorded
-
-    refs = [PluginRef.model_validate(p) for p in payload]
-    load_recorded(refs)
-    return plugin_backends(refs)
 
 
 def served_backend(cls: Any) -> str | None:
