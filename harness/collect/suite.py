@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import filecmp
+import itertools
 import math
 import os
 import threading
@@ -313,10 +314,8 @@ def measure_pair(
         same_file = same_file_future.result()
     if reducer.frames != n:
         raise HarnessError(f"decoded {reducer.frames} frame pairs of {n} expected from {a} and {b}")
-    csv_name = None
     if csv_path is not None:
         reducer.write_csv(csv_path)
-        csv_name = Path(csv_path).name
     stats_a = _run_stats(a, ia, dec_a.stats, audio_a)
     stats_b = _run_stats(b, ib, dec_b.stats, audio_b)
     video = VideoPairMetrics(
@@ -335,7 +334,7 @@ def measure_pair(
         truncated_to=n if truncate and ia.frames != ib.frames else None,
         frames_a=ia.frames,
         frames_b=ib.frames,
-        per_frame_csv=csv_name,
+        per_frame_csv=Path(csv_path).name if csv_path is not None else None,
         pixel_formats=formats_note(ia, ib),
     )
     return PairResult(
@@ -354,10 +353,8 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
     info = probe(p)
     stats = StatsReducer()
     if resolve_device(device) == "cpu":
-        prev = None
-        for frame in iter_frames(p):
+        for prev, frame in itertools.pairwise(itertools.chain([None], iter_frames(p))):
             stats.push(frame, prev)
-            prev = frame
     else:
         stop = threading.Event()
         dec = FrameDecoder(p, info.frames, cpu_stats=False, stop=stop)

@@ -10,6 +10,7 @@ that cannot be written (a read-only campaign) lives for the process only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -27,13 +28,12 @@ class FileHashes:
         self.path = Path(path) if path is not None else None
         self.entries: dict[str, list] = {}  # resolved path -> [size, mtime_ns, ctime_ns, inode, sha256]
         self.changed = False
-        if self.path is not None:
-            try:
-                data = json.loads(self.path.read_text())
-                if data.get("version") == MEMO_VERSION and isinstance(data.get("files"), dict):
-                    self.entries = data["files"]
-            except (OSError, ValueError, AttributeError):
-                pass  # no memo, or a damaged one: files are hashed again
+        self.hashed: list[str] = []  # files read to learn their hash (not known from the memo)
+        # no memo, or a damaged one: files are hashed again
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data = json.loads(self.path.read_text()) if self.path is not None else {}
+            if data.get("version") == MEMO_VERSION and isinstance(data.get("files"), dict):
+                self.entries = data["files"]
 
     def sha256(self, file: Path) -> str:
         """The file's sha256; read only when its identity is not the remembered one."""
@@ -46,6 +46,7 @@ class FileHashes:
         sha = sha256_file(Path(resolved))
         self.entries[resolved] = [*ident, sha]
         self.changed = True
+        self.hashed.append(resolved)
         return sha
 
     def save(self) -> bool:
