@@ -28,11 +28,8 @@ CHUNK = 1 << 18  # samples per float64 block: sums stay exact-ish without doubli
 
 
 def _sums(a: np.ndarray, b: np.ndarray | None = None) -> tuple[float, float, float, float]:
-    """sum a^2, sum b^2, sum a*b, sum (a-b)^2 in float64, block by block.
-
-    ``np.einsum`` rather than ``np.dot``: the same float64 sums without BLAS, whose thread
-    pool would spin on every core of a large host after each call.
-    """
+    """sum a^2, sum b^2, sum a*b, sum (a-b)^2 in float64, block by block; ``np.einsum``, not ``np.dot``:
+    the same sums without BLAS, whose thread pool would spin on every core of a large host."""
     x = np.asarray(a).reshape(-1)
     y = np.asarray(b).reshape(-1) if b is not None else None
     aa = bb = ab = ee = 0.0
@@ -99,10 +96,8 @@ def _mel_setup(sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarray:
-    """Mel power spectrogram [channels, n_mels, frames] of float [channels, samples] audio.
-
-    STFT frames are computed ``block`` at a time, so memory does not grow with the length.
-    """
+    """Mel power spectrogram [channels, n_mels, frames] of float [channels, samples] audio (STFT
+    frames ``block`` at a time, so memory does not grow with the length)."""
     x = np.asarray(x, np.float32)
     if x.ndim == 1:
         x = x[None]

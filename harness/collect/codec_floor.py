@@ -144,22 +144,15 @@ def measure_codec_floor(
     if lossless is not None:
         return measure_pair(lossless, reference, device=device), "lossless"
     ref = Path(reference)
-    tmps = []
     try:
-        for _ in range(2):
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=".codec_floor.", suffix=".mp4", dir=ref.parent)
-            except OSError:  # a read-only campaign: the system's temporary folder
-                fd, tmp = tempfile.mkstemp(prefix="harness-codec-floor.", suffix=".mp4")
-            os.close(fd)
-            tmps.append(tmp)
-        lossy, twin = tmps
+        tmp = tempfile.TemporaryDirectory(prefix=".codec_floor.", dir=ref.parent)
+    except OSError:  # a read-only campaign: the system's temporary folder
+        tmp = tempfile.TemporaryDirectory(prefix="harness-codec-floor.")
+    with tmp as folder:
+        lossy, twin = Path(folder) / "lossy.mp4", Path(folder) / "twin.mp4"
         reencode(ref, lossy, settings)
         reencode(ref, twin, settings, crf=0)
         result = measure_pair(twin, lossy, device=device)  # the video: codec error alone
         audio = measure_pair(ref, lossy, device=device)  # the audio (and statistics): against the reference
         result.audio, result.stats_a, result.stats_b = audio.audio, audio.stats_a, audio.stats_b
         return result, "re-encode"
-    finally:
-        for tmp in tmps:
-            Path(tmp).unlink(missing_ok=True)

@@ -71,12 +71,8 @@ def ssim_sse(
     band_rows: int = BAND_ROWS,
     mode: int = 0,
 ) -> tuple[float, int, int]:
-    """(sum of the SSIM map over the valid region of all channels, number of terms, SSE).
-
-    SSE is the exact sum of squared differences over the whole frame (PSNR's input). Bands
-    whose rows (halo included) are identical contribute exactly 1.0 per term without being
-    computed. ``mode`` other than 0 does part of the work only (for profiling).
-    """
+    """(sum of the SSIM map over the valid region of all channels, number of terms, the exact SSE
+    over the whole frame): ``jit.ssim_sse``; ``mode`` other than 0 does part of the work (profiling)."""
     from harness.collect import jit
 
     if a.shape != b.shape:
@@ -102,12 +98,9 @@ def ssim_sse(
 
 
 def _pass(x: torch.Tensor, k: list[float], dim: int) -> torch.Tensor:
-    """One centre-compensated 11-tap pass along ``dim``, valid region only, as shifted sums.
-
-    Plain multiply-adds instead of a convolution: no TF32 or algorithm choice can change the
-    digits, and the work is small and memory-bound. x_c + sum k_t ((x_t - x_c) + (x_-t - x_c)),
-    as in the CPU kernel, so a flat area comes out exact in float32 too.
-    """
+    """One centre-compensated 11-tap pass along ``dim`` (as in the CPU kernel), valid region only, as
+    shifted multiply-adds: no TF32 or convolution algorithm can change the digits, and the work is
+    small and memory-bound."""
     n = x.shape[dim] - 2 * PAD
     c = x.narrow(dim, PAD, n)
     acc = None
@@ -118,12 +111,9 @@ def _pass(x: torch.Tensor, k: list[float], dim: int) -> torch.Tensor:
 
 
 def ssim_torch(a: torch.Tensor, b: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Per-frame mean SSIM of uint8 batches [N, H, W, C] (or one [H, W, C] frame) -> float64 [N].
-
-    The sums-and-differences formula of the CPU kernel, with per-frame integer offsets and
-    centre-compensated filters; float64 by default (exact to ~1e-12 of scikit-image),
-    float32 on request (what the GPU path uses: consumer GPUs have slow float64).
-    """
+    """Per-frame mean SSIM of uint8 batches [N, H, W, C] (or one [H, W, C] frame) -> float64 [N], as
+    the CPU kernel computes it but with per-frame offsets; float64 by default, float32 on request (the
+    GPU path: consumer GPUs have slow float64)."""
     import torch
 
     if a.shape != b.shape:

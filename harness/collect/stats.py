@@ -54,10 +54,7 @@ def _var(s: float, ss: float, n: int) -> float:
 
 
 def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats:
-    """Sums for one uint8 RGB frame; ``prev`` is the previous frame of the same run.
-
-    One pass of a compiled kernel (``jit.frame_sums``), exact integer arithmetic.
-    """
+    """Sums for one uint8 RGB frame (``prev``: the frame before it), exact: ``jit.frame_sums``."""
     from harness.collect import jit
 
     f = np.ascontiguousarray(frame)
@@ -174,10 +171,8 @@ class StatsReducer:
 
 
 def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[FrameStats]:
-    """FrameStats for a uint8 batch [N, H, W, 3] on any device; ``prev`` is the frame before it.
-
-    Integer arithmetic throughout, so the sums equal the OpenCV path's exactly.
-    """
+    """FrameStats for a uint8 batch [N, H, W, 3] on any device (``prev``: the frame before it), in
+    integer arithmetic throughout, so the sums equal the CPU kernel's exactly."""
     import torch
 
     x = frames.to(torch.int32)

@@ -71,8 +71,7 @@ def load_latent(path: Path) -> dict[str, np.ndarray]:
     import numpy as np
 
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in (".npy", ".npz"):
+    if path.suffix.lower() in (".npy", ".npz"):
         try:
             loaded = np.load(path, allow_pickle=False)
             if isinstance(loaded, np.ndarray):
