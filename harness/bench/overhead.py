@@ -72,12 +72,11 @@ class WrapperCost(Record):
         return statistics.fmean(self.counted_s) - statistics.fmean(self.plain_s)
 
     def line(self, calls_per_step: int | None = None, s_per_step: float | None = None) -> str:
-        n = len(self.plain_s)
+        counted, plain = (f"{statistics.fmean(x) * 1e6:.2f} ± {statistics.stdev(x) * 1e6:.2f} µs"
+                          for x in (self.counted_s, self.plain_s))  # fmt: skip
         text = (
-            f"counting wrapper, in process: {statistics.fmean(self.counted_s) * 1e6:.2f} ± "
-            f"{statistics.stdev(self.counted_s) * 1e6:.2f} µs per call against {statistics.fmean(self.plain_s) * 1e6:.2f} ± "
-            f"{statistics.stdev(self.plain_s) * 1e6:.2f} µs unwrapped (n={n} samples of {self.calls_per_sample} calls each): "
-            f"+{self.added_s * 1e6:.2f} µs per call"
+            f"counting wrapper, in process: {counted} per call against {plain} unwrapped (n={len(self.plain_s)} "
+            f"samples of {self.calls_per_sample} calls each): +{self.added_s * 1e6:.2f} µs per call"
         )
         if calls_per_step and s_per_step:
             share = self.added_s * calls_per_step / s_per_step * 100

@@ -94,6 +94,7 @@ def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixt
     """The fixture of a calibration campaign (module docstring)."""
     from harness.analysis.analyze import analyze_campaign
     from harness.collect.suite import measure_pair
+    from harness.compare.summary import stat_fields
     from harness.store import CampaignDir
 
     res = analyze_campaign(CampaignDir(Path(campaign)), progress=say)
@@ -119,10 +120,7 @@ def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixt
             say(f"measure {name} of seed {seed}")
             result = measure_pair(ref.output, path)
             sf.defects[name] = PairErrors.measured(name, seed, result.video, result.audio)
-            st = StatsSample(key=name, seed=seed, frames=result.stats_b.frames)
-            from harness.compare.summary import stat_fields
-
-            st.values = stat_fields(result.stats_b)
-            sf.stats[name] = st
+            sf.stats[name] = StatsSample(key=name, seed=seed, frames=result.stats_b.frames,
+                                         values=stat_fields(result.stats_b))  # fmt: skip
         fx.seeds.append(sf)
     return fx
