@@ -154,14 +154,12 @@ def load_gate(path: Path | str) -> GateBase:
 
 def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
     """Violations, one line each; an empty list means the gate passes."""
-    out: list[str] = []
-    if gate.require_ok:
-        for side, s in (("A", cmp.a), ("B", cmp.b)):
-            if not s.ok:
-                out.append(
-                    f"run {side} ({s.key}) status is {s.status}" + (f": {s.reason}" if s.reason else "")
-                )
-
+    sides = (("A", cmp.a), ("B", cmp.b))
+    out = [
+        f"run {side} ({s.key}) status is {s.status}" + (f": {s.reason}" if s.reason else "")
+        for side, s in sides
+        if gate.require_ok and not s.ok
+    ]
     for m in accuracy_metrics():  # min_psnr, min_ssim_frame, min_audio_snr, ... (max_ where lower is closer)
         limit = getattr(gate, m.gate, None)  # a gate made before the metric was registered has none
         if limit is None:
@@ -191,7 +189,7 @@ def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
             out.append(f"bitwise: {what} {'differ' if value is False else 'could not be compared'}")
 
     if gate.require_valid_attention:
-        for side, s in (("A", cmp.a), ("B", cmp.b)):
+        for side, s in sides:
             if s.valid is not True:
                 why = "; ".join(s.invalid_reasons) or ("not recorded" if s.valid is None else "invalid")
                 out.append(f"attention in run {side} ({s.key}) not valid: {why}")

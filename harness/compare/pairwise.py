@@ -177,10 +177,8 @@ def compare_summaries(
     resample_audio: bool = False,
     hashes: FileHashes | None = None,
 ) -> Comparison:
-    """Compare two already summarised runs (the analysis reuses summaries across pairs).
-
-    ``hashes``: where the hashes of latent files are remembered (default: the process's memo).
-    """
+    """Compare two already summarised runs (the analysis reuses summaries across pairs); ``hashes``:
+    where the hashes of latent files are remembered (default: the process's memo)."""
     cmp = Comparison(
         kind=_kind(a, b),
         a=a.model_copy(),
@@ -268,11 +266,8 @@ def compare_runs(
     truncate: bool = False,
     resample_audio: bool = False,
 ) -> Comparison:
-    """Compare run B against run A (the reference).
-
-    Metrics are cached in ``metrics_dir`` (default: the campaign's metrics/ folder when both
-    runs belong to one campaign, else no cache) and written there as <a>__vs__<b>.compare.json.
-    """
+    """Compare run B against run A (the reference), cached in ``metrics_dir`` (default: the metrics/
+    folder of the campaign both runs belong to, else no cache) and written there as <a>__vs__<b>.compare.json."""
     camp = run_a.path.resolve().parent.parent
     if metrics_dir is None and camp == run_b.path.resolve().parent.parent and (camp / CAMPAIGN_JSON).exists():
         metrics_dir = camp / "metrics"  # both runs of one campaign: its metrics/ folder
