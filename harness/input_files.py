@@ -46,20 +46,18 @@ def check_input(path: str | os.PathLike, what: str = "file", *, max_bytes: int |
     return p
 
 
+_PROBLEMS = {
+    errno.ELOOP: "is a symbolic link loop (a link that points back at itself)",
+    errno.ENOTDIR: "not found (a part of its path is a file, not a folder)",
+    errno.EACCES: "cannot be read (permission denied)",
+    errno.ENAMETOOLONG: "not found (the name is too long)",
+}
+
+
 def _stat_problem(p: Path, err: OSError) -> str:
-    if err.errno == errno.ELOOP:
-        return "is a symbolic link loop (a link that points back at itself)"
     if err.errno == errno.ENOENT:
-        if p.is_symlink():
-            return f"is a broken symbolic link (to {os.readlink(p)})"
-        return "not found"
-    if err.errno == errno.ENOTDIR:
-        return "not found (a part of its path is a file, not a folder)"
-    if err.errno == errno.EACCES:
-        return "cannot be read (permission denied)"
-    if err.errno == errno.ENAMETOOLONG:
-        return "not found (the name is too long)"
-    return f"cannot be read ({err.strerror or err})"
+        return f"is a broken symbolic link (to {os.readlink(p)})" if p.is_symlink() else "not found"
+    return _PROBLEMS.get(err.errno, f"cannot be read ({err.strerror or err})")
 
 
 def _size(n: int) -> str:

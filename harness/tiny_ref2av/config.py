@@ -28,8 +28,7 @@ class PipelineConfig(BaseModel):
     frames: int = Field(56, ge=2)
     fps: int = Field(24, ge=1)
     audio_rate: int = Field(32000, ge=8000)
-    # H3's video_codec_options use ultrafast/crf 18. It is also bit-reproducible: x264's mb-tree
-    # lookahead (veryfast and slower) gave different bytes for identical frames (PyAV 18 wheels).
+    # H3's video_codec_options (ultrafast, crf 18); media._encode says why any preset is reproducible.
     crf: int = Field(18, ge=0, le=51)
     x264_preset: Literal[
         "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
@@ -69,7 +68,6 @@ class PipelineConfig(BaseModel):
             raise ValueError("latent_h/latent_w must not exceed height/width")
         return self
 
-    # Derived sizes ---------------------------------------------------------------------
     @property
     def dim(self) -> int:
         return self.heads * self.head_dim

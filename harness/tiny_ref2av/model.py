@@ -145,7 +145,6 @@ class TinyRef2AV:
                 setattr(b, f, getattr(b, f).to(device=dev, dtype=dt))
             b.table = b.table.to(dev)
 
-    # ---------------------------------------------------------------- conditioning
     def encode_text(self, tokens: Tensor) -> Tensor:
         x = self.tok_emb[tokens.to(self.device)] + self.txt_pos
         x = x + F.gelu(x @ self.txt_w1, approximate="tanh") @ self.txt_w2
@@ -179,7 +178,6 @@ class TinyRef2AV:
             ang.sin().to(device=self.device, dtype=self.dtype),
         )
 
-    # ---------------------------------------------------------------- forward
     def _timestep_mod(self, sigmas: list[float]) -> Tensor:
         """[segments, 6, d] modulation from each segment's timestep (sigma * 1000)."""
         t = torch.tensor(sigmas, dtype=torch.float64) * 1000.0
