@@ -1,6 +1,7 @@
 """What the LightX2V and diffusers runners share, written once: a failure's one line, the path a
-child interpreter imports the harness from, the synthetic weights' folder (marker, writer process,
-hashes, tokenizer), and the pre-flight probe (its batching and its smoke call's bar).
+child interpreter imports the harness from, the spec's plugins in a child process, a step's
+latents file, the synthetic weights' folder (marker, writer process, hashes, tokenizer), and the
+pre-flight probe (its process, its batching, its smoke call's bar).
 
 Standard library at import time: the ranks, the probes and the writers import it.
 """

@@ -25,3 +25,9 @@ def framework_line(framework: str, python: str | None, reason: str) -> str:
         f"{framework}, not an unavailable backend): install it in that interpreter or point the scenario "
         "at one that has it"
     )
+
+
+def check_framework(framework: str, facts: dict, reason: object, python: str | None) -> None:
+    """FrameworkUnavailable when a probe's ``facts`` say the framework itself failed to import."""
+    if facts.get(FRAMEWORK_FACT):
+        raise FrameworkUnavailable(framework_line(framework, facts.get("python") or python, str(reason)))

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.registry import did_you_mean
 from harness.runners import common
-from harness.runners.framework import FRAMEWORK_FACT
+from harness.runners.framework import FRAMEWORK_FACT, check_framework
 
 MODULE = "harness.runners.diffusers.probe"
 
@@ -190,12 +190,10 @@ def probe_in_subprocess(
     results, why = common.probe_output(cmd, env, timeout_s, "[")
     if results is None:
         return failed(why)
-    broken = next((r for r in results if (r.get("facts") or {}).get(FRAMEWORK_FACT)), None)
-    if broken is not None:
-        from harness.runners.framework import FrameworkUnavailable, framework_line
-
-        where = (broken.get("facts") or {}).get("python") or python or sys.executable
-        raise FrameworkUnavailable(framework_line("diffusers", where, str(broken.get("reason"))))
+    for result in results:
+        check_framework(
+            "diffusers", result.get("facts") or {}, result.get("reason"), python or sys.executable
+        )
     return (
         results
         if len(results) == len(backends)

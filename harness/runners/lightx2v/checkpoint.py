@@ -324,13 +324,8 @@ def run_writer(out: str | os.PathLike, preset: str = "tiny", seed: int = 0, *, p
     )
 
 
-def create_checkpoint(
-    out: str | os.PathLike,
-    root: str | os.PathLike,
-    preset: str = "tiny",
-    seed: int = 0,
-    python: str | None = None,
-) -> dict[str, Any]:
+def create_checkpoint(out: str | os.PathLike, root: str | os.PathLike, preset: str = "tiny", seed: int = 0,
+                      python: str | None = None) -> dict[str, Any]:  # fmt: skip
     """``harness lightx2v tiny-checkpoint``: write into an empty or missing folder, with LightX2V from ``root``."""
     from harness.errors import HarnessError
 
@@ -352,9 +347,7 @@ def create_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m harness.runners.lightx2v.checkpoint", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
     p.add_argument("out", type=Path)
     p.add_argument("--preset", choices=list(PRESETS), default="tiny")
     p.add_argument("--seed", type=int, default=0)

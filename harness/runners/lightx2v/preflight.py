@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 from harness.records import RunSpec
 from harness.runners import common
 from harness.runners.common import ProbeBatch, not_found, probe_output
-from harness.runners.framework import FRAMEWORK_FACT, FrameworkUnavailable, framework_line
+from harness.runners.framework import check_framework
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import (
@@ -207,9 +207,7 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
     if problem:
         return problem, None
     result = run_probe(params, spec, env)
-    if not result.ok and result.facts.get(FRAMEWORK_FACT):
-        python = result.facts.get("python") or params.python
-        raise FrameworkUnavailable(framework_line("LightX2V", python, str(result.reason)))
+    check_framework("LightX2V", result.facts, result.reason, params.python)
     if not result.ok:
         return str(result.reason or "pre-flight probe failed"), result
     return None, result
