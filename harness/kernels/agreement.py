@@ -1,11 +1,6 @@
-"""An emulator beside the kernel it models, shape by shape, within one kernel benchmark.
-
-An emulated row's provenance (``harness.emulator_provenance``) names the harness backend of the real
-kernel and the ``package`` option of its version; where that kernel ran here on the same inputs, the
-two labels pair (``pairs_with``) and each shape gets both rel L1s, their ratio, both fitted scales and
-a word (``agreement_word``). An emulator whose kernel did not run here is one line
-(:class:`UnpairedEmulator`). The records and the rule's bounds live in ``harness.kernels.results``.
-"""
+"""An emulator beside the kernel it models (its provenance's backend and package), shape by shape,
+within one kernel benchmark: both rel L1s, their ratio, both fitted scales and a word; an emulator
+whose kernel did not run here is one line. The records and the rule live in ``kernels.results``."""
 
 from __future__ import annotations
 
@@ -115,17 +110,9 @@ def _ran(r: KernelRow | None) -> bool:
 def _software(result: KernelsResult, kernel: KernelRow) -> str:
     p = kernel.params
     parts = [f"{k} {result.env[k]}" for k in ("torch", "triton") if result.env.get(k)]
-    package = " ".join(
-        str(x)
-        for x in (
-            p.get("package") or kernel.backend,
-            p.get("package_version"),
-            f"at {p['package_commit']}" if p.get("package_commit") else "",
-            p.get("function"),
-        )
-        if x
-    )
-    return ", ".join([*parts, package])
+    at = f"at {p['package_commit']}" if p.get("package_commit") else ""
+    package = (p.get("package") or kernel.backend, p.get("package_version"), at, p.get("function"))
+    return ", ".join([*parts, " ".join(str(x) for x in package if x)])
 
 
 def summary_sentence(emulator: str, kernel: str, provenance: Provenance, shapes: list[ShapeAgreement]) -> str:

@@ -1,7 +1,5 @@
-"""Findings of a kernel benchmark (``analysis.findings`` on its rows): per backend, the shapes whose
-error is several times the others' (padded key blocks, one length), and errors that are mostly a
-scale of the output. Each row weighs alike (its rel L1; the noise floor's on the same shape as
-its floor)."""
+"""Findings of a kernel benchmark (``analysis.findings`` on its rows, each weighing alike): per
+backend, the shapes whose error is several times the others', and errors mostly a scale of the output."""
 
 from __future__ import annotations
 

@@ -19,11 +19,11 @@ from harness.attention import (
     AttentionBackend,
     KVReversed,
     UnsupportedCall,
-    backend_class,
     exact_attention,
     get_backend,
 )
 from harness.attention.exact import full_fp32_matmul
+from harness.attention.registry import check_options
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
 from harness.kernels.agreement import kernels_agreement, unpaired_emulators
@@ -115,24 +115,23 @@ def _bitwise_checks(
     b, h, n_q, d = q.shape
     n_k = k.shape[2]
     expected = reference.transpose(1, 2).reshape(b * n_q, h * d)
+
+    def packed(check: str, *args: Any, **kwargs: Any) -> BitwiseCheck:
+        try:
+            return bitwise_compare(check, backend.apply(*args, softmax_scale=scale, **kwargs), expected)
+        except UnsupportedCall as err:
+            return BitwiseCheck(check=check, note=f"refused: {err}")
+
     if b == 1:
         shd = [x[0].transpose(0, 1).contiguous() for x in (q, k, v)]  # [N, H, D]
         cu_q = torch.tensor([0, n_q], dtype=torch.int32, device=q.device)
         cu_k = torch.tensor([0, n_k], dtype=torch.int32, device=q.device)
-        try:
-            got = backend.apply(*shd, cu_q, cu_k, n_q, n_k, softmax_scale=scale, causal=False)
-            checks.append(bitwise_compare("packed_3d_vs_direct", got, expected))
-        except UnsupportedCall as err:
-            checks.append(BitwiseCheck(check="packed_3d_vs_direct", note=f"refused: {err}"))
+        checks.append(packed("packed_3d_vs_direct", *shd, cu_q, cu_k, n_q, n_k, causal=False))
         del shd
     else:
         checks.append(BitwiseCheck(check="packed_3d_vs_direct", note="n/a (B > 1)"))
     bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]  # [B, N, H, D]
-    try:
-        got = backend.apply(*bshd, softmax_scale=scale)
-        checks.append(bitwise_compare("packed_4d_vs_direct", got, expected))
-    except UnsupportedCall as err:
-        checks.append(BitwiseCheck(check="packed_4d_vs_direct", note=f"refused: {err}"))
+    checks.append(packed("packed_4d_vs_direct", *bshd))
     return checks
 
 
@@ -203,13 +202,9 @@ def _measure_peak(
 def _validate_entries(block: KernelsBlock) -> None:
     """Unknown backends or options are configuration errors: fail before measuring anything."""
     for entry in block.backends:
-        cls = backend_class(entry.backend)
-        unknown = sorted(set(entry.options) - set(cls.default_options))
-        if unknown:
-            raise HarnessError(
-                f"kernels.backends[{entry.key}]: unknown option(s) {', '.join(unknown)} for {entry.backend}; "
-                f"accepted: {', '.join(sorted(cls.default_options)) or 'none'}"
-            )
+        why = check_options(entry.backend, entry.options)
+        if why:
+            raise HarnessError(f"kernels.backends[{entry.key}]: {why}")
 
 
 def _free(device: torch.device) -> None:
