@@ -298,7 +298,35 @@ def write_av(
     tmp = _temp_beside(out, ".tmp.mp4")
     try:
         feed = AudioFeed([aud] if aud is not None else audio, out) if audio is not None else None
-        _encode(tmp, out, frames, feed, fps=fps, sample_rate=sample_rate, crf=crf, preset=preset)
+        rate = Fraction(fps).limit_denominator(1001)
+        with av.open(str(tmp), mode="w", format="mp4") as c:
+            vs = c.add_stream("libx264", rate=rate)
+            vs.pix_fmt = "yuv420p"
+            # mbtree's threaded lookahead makes libx264 give different bytes for the same frames
+            # from one call to the next; without it any preset is reproducible (ultrafast has none).
+            vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
+            astream = None
+            if feed is not None and feed.channels:
+                layout = "stereo" if feed.channels == 2 else "mono"
+                astream = c.add_stream("aac", rate=sample_rate, layout=layout)
+            size: tuple[int, int] | None = None
+            apos = 0  # audio samples written so far; interleave audio up to each frame's time
+            for i, frame in enumerate(frames):
+                arr = _check_frame(frame, out, i, size)
+                if size is None:
+                    size = arr.shape[:2]
+                    vs.width, vs.height = size[1], size[0]
+                vf = av.VideoFrame.from_ndarray(arr, format="rgb24")
+                vf.pts = i
+                c.mux(vs.encode(vf))
+                if astream is not None:
+                    apos = _mux_audio(c, astream, feed, apos, int((i + 1) * sample_rate / float(rate)))
+            if size is None:
+                raise HarnessError(f"{out}: no frames to write")
+            c.mux(vs.encode(None))
+            if astream is not None:
+                _mux_audio(c, astream, feed, apos, None)
+                c.mux(astream.encode(None))
         _put_in_place(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -317,50 +345,6 @@ def _put_in_place(tmp: Path, out: Path) -> None:
     os.umask(mask)
     os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the usual mode
     os.replace(tmp, out)
-
-
-def _encode(
-    tmp: Path,
-    out: Path,
-    frames: Iterable[np.ndarray] | np.ndarray,
-    aud: AudioFeed | None,
-    *,
-    fps: int | float,
-    sample_rate: int,
-    crf: int,
-    preset: str,
-) -> None:
-    rate = Fraction(fps).limit_denominator(1001)
-    with av.open(str(tmp), mode="w", format="mp4") as c:
-        vs = c.add_stream("libx264", rate=rate)
-        vs.pix_fmt = "yuv420p"
-        # mbtree's threaded lookahead makes libx264 give different bytes for the same frames
-        # from one call to the next; without it any preset is reproducible (ultrafast has none).
-        vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
-        astream = None
-        if aud is not None and aud.channels:
-            layout = "stereo" if aud.channels == 2 else "mono"
-            astream = c.add_stream("aac", rate=sample_rate, layout=layout)
-        size: tuple[int, int] | None = None
-        apos = 0  # audio samples written so far; interleave audio up to each frame's time
-        n = 0
-        for i, frame in enumerate(frames):
-            arr = _check_frame(frame, out, i, size)
-            if size is None:
-                size = arr.shape[:2]
-                vs.width, vs.height = size[1], size[0]
-            vf = av.VideoFrame.from_ndarray(arr, format="rgb24")
-            vf.pts = i
-            c.mux(vs.encode(vf))
-            n += 1
-            if astream is not None:
-                apos = _mux_audio(c, astream, aud, apos, int((i + 1) * sample_rate / float(rate)))
-        if n == 0:
-            raise HarnessError(f"{out}: no frames to write")
-        c.mux(vs.encode(None))
-        if astream is not None:
-            _mux_audio(c, astream, aud, apos, None)
-            c.mux(astream.encode(None))
 
 
 def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
