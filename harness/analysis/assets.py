@@ -1,8 +1,6 @@
-"""Everything the page shows of the media, written by the analysis as files under assets/ and named
-in ``ReportResults.assets``: frame thumbnails (``analysis.frames``) and their difference images
-(``analysis.differences``), audio views (``analysis.audio_view``), audio clips and spectrogram
-differences (``analysis.audio_clips``) and each comparison's per-frame PSNR and SSIM (from the
-pair's metrics/<pair>.frames.csv, which the metric suite wrote while measuring it).
+"""Everything the page shows of the media, written by the analysis under assets/ and named in
+``ReportResults.assets``: frame thumbnails and their differences, audio views, clips and spectrogram
+differences, and each comparison's per-frame PSNR and SSIM (from its metrics/<pair>.frames.csv).
 """
 
 from __future__ import annotations

@@ -87,8 +87,7 @@ def spectrogram_png(mono: np.ndarray, rate: int) -> tuple[bytes, list[float], li
     with np.errstate(divide="ignore"):
         db = 10.0 * np.log10(spec)
     finite = db[np.isfinite(db)]
-    top = float(finite.max()) if finite.size else DB_FLOOR + 1.0
-    top = max(top, DB_FLOOR + 1.0)
+    top = max(float(finite.max()) if finite.size else DB_FLOOR, DB_FLOOR + 1.0)
     grey = np.rint(
         (np.clip(np.nan_to_num(db, neginf=DB_FLOOR), DB_FLOOR, top) - DB_FLOOR) / (top - DB_FLOOR) * 255
     )

@@ -145,7 +145,7 @@ def raw_maps(d: RawDiffs, base: Path | None) -> dict[int, np.ndarray]:
 def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``diff:<run>:<index>`` assets and ``FrameGrid.diffs`` for every grid; ``res.frame_diff``."""
     pairs: list[tuple[FrameGrid, RunSummary, RawDiffs]] = []
-    lossless: list[bool] = []
+    lossless: list[bool] = []  # per pair: both sides lossless copies
     for grid in res.frame_grids:
         runs = [res.run(k) for k in grid.columns]
         ref = next((r for r in runs if r is not None and r.arm == res.reference_arm), None)
@@ -159,11 +159,10 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
                 continue
             try:
                 d, both_lossless = pair_diffs(ref, r, grid.indices, cache, ref_frames, say)
+                pairs.append((grid, r, d))
+                lossless.append(both_lossless)
             except HarnessError as err:
                 res.notes.append(f"difference images of {r.key}: {err}")
-                continue
-            pairs.append((grid, r, d))
-            lossless.append(both_lossless)
         ref_frames.clear()
     if not pairs:
         return

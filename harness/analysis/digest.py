@@ -52,10 +52,11 @@ def inputs_digest(campaign: CampaignDir, hashes: FileHashes, rules: VerdictRules
     if campaign.runs_dir.is_dir():
         for path in sorted(campaign.runs_dir.rglob("*")):
             if path.is_file():
+                rel = path.relative_to(campaign.path).as_posix()
                 try:
-                    files[path.relative_to(campaign.path).as_posix()] = hashes.sha256(path)
+                    files[rel] = hashes.sha256(path)
                 except OSError:  # removed meanwhile (the analysis names what is missing)
-                    files[path.relative_to(campaign.path).as_posix()] = "unreadable"
+                    files[rel] = "unreadable"
     return canonical_hash(
         {
             "analysis": ANALYSIS_VERSION,

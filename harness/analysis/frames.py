@@ -150,15 +150,11 @@ def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         runs = [r for r in res.primary_runs if r.seed == seed]
         worst = worst_frames(res, seed)
         rows = sorted({*res.frame_indices, *(i for marks in worst.values() for i in marks)})
-        grid = FrameGrid(
-            title=f"seed {seed}" if seed is not None else "frames",
-            indices=rows,
-            columns=[r.key for r in runs],
-        )
+        title = f"seed {seed}" if seed is not None else "frames"
+        grid = FrameGrid(title=title, indices=rows, columns=[r.key for r in runs])
         for r in runs:
-            wanted = (
-                rows if r.arm == res.reference_arm else sorted({*res.frame_indices, *worst.get(r.key, {})})
-            )
+            own = sorted({*res.frame_indices, *worst.get(r.key, {})})
+            wanted = rows if r.arm == res.reference_arm else own
             if not r.ok or r.output is None or r.output_sha256 is None:
                 grid.missing[r.key] = f"no output ({r.status})" if not r.ok else "no output.mp4"
                 continue
@@ -171,8 +167,7 @@ def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
             grid.cells[r.key] = files
             for i, rel in files.items():
                 res.assets[f"frame:{r.key}:{i}"] = rel
-            for i in wanted:
-                if i not in files:
-                    grid.missing.setdefault(r.key, f"only {r.stats.frames if r.stats else '?'} frames")
+            if any(i not in files for i in wanted):
+                grid.missing.setdefault(r.key, f"only {r.stats.frames if r.stats else '?'} frames")
         grids.append(grid)
     return grids

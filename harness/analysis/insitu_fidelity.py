@@ -1,10 +1,7 @@
-"""An emulator's fidelity to the kernel it reproduces, where both shadow the same run: a CPU verdict
-of the emulator predicts the GPU kernel only as far as their errors agree call by call.
-
-Pairs: a registry emulator names its kernel (``params.models``: ``sage_emul_thuml`` ->
-``sage_attn2``); LightX2V's ``sageattention: emulator`` pairs with the same attention type served
-by the package. Per call both measured finite: the emulator's rel L1 over the kernel's (1: the
-same error) and the distance between their fitted scales.
+"""An emulator's fidelity to the kernel it reproduces, where both shadow the same run: a CPU verdict of
+the emulator predicts the GPU kernel only as far as their errors agree call by call. A registry
+emulator names its kernel (``params.models``); LightX2V's ``sageattention: emulator`` pairs with the
+same attention type served by the package.
 """
 
 from __future__ import annotations

@@ -98,9 +98,8 @@ def timing_problem(runs: list[Any]) -> str | None:
             if value is None:
                 continue
             try:
-                if check is not step_count and (
-                    isinstance(value, bool) or not isinstance(value, int | float)
-                ):
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if check is not step_count and not number:
                     raise ValueError(f"{value!r} is not a number")
                 check(value)
             except ValueError as err:

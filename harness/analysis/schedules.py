@@ -1,9 +1,7 @@
-"""Hybrid schedules of a campaign: for each arm that routes attention by step, the routing proven
-from its per-step call counts, its speed-up and its accuracy, beside the candidate run on every
-step, so a user can pick the cheapest schedule within tolerance.
-
-Routing is proven when, on every rank, each step's calls were all served by the backend the
-schedule names for that step (the exact one on its steps, the arm's own on the others).
+"""Hybrid schedules of a campaign: for each arm that routes attention by step, the routing proven from
+its per-step call counts (on every rank, each step's calls all served by the backend the schedule
+names for it), its speed-up and accuracy, beside the candidate run on every step, so a user can pick
+the cheapest schedule within tolerance.
 """
 
 from __future__ import annotations

@@ -60,10 +60,8 @@ def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], t
 
 def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, rules: VerdictRules,
                          families: Mapping[str, str] | None = None) -> dict[str, dict[str, SpeedTest]]:  # fmt: skip
-    """arm -> timing -> test, for every arm but the reference; Holm within each family of arms.
-
-    ``families``: arm -> family name (``speed_families``); an arm it leaves out (or all, when None)
-    is in the family of its runs' role."""
+    """arm -> timing -> test, for every arm but the reference; Holm within each family of arms
+    (``families``: ``speed_families``; an arm it leaves out is in the family of its runs' role)."""
     out: dict[str, dict[str, SpeedTest]] = {}
     if reference_arm is None:
         return out

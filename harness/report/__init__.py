@@ -1,10 +1,7 @@
 """Campaign report: report.md (every table, a summary first), pr.md (the pull request's compact
-tables), index.html (static CI page, beside assets/ or one file) and the figures.
-
-The report renders results.json only: ``build_report`` analyses the campaign first
-(``harness.analysis.analyze``, cached: an unchanged campaign is not analysed again) and renders
-what it wrote; ``render_results`` renders a results.json alone (a CI artifact, anywhere), without
-the campaign's media. Nothing here reads media, compares runs or judges them.
+tables), index.html (static CI page, beside assets/ or one file) and the figures, from results.json
+only: ``build_report`` analyses the campaign first (cached) and renders what it wrote;
+``render_results`` renders a results.json alone (a CI artifact, anywhere), without the media.
 """
 
 from __future__ import annotations

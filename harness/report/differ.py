@@ -31,7 +31,6 @@ class DifferView:
     clips: list[Clip] = field(default_factory=list)
     clips_text: str = ""
     specdiff: str | None = None  # the spectrogram-difference figure
-    audio_figure: str | None = None  # the waveform and spectrogram figure
     insitu: list[tuple[str, str]] = field(default_factory=list)  # (caption, image)
     # per grid: the run the compare control opens on
     shown_first: list[str | None] = field(default_factory=list)
@@ -99,7 +98,6 @@ def differ_view(
     if res.audio_clips is not None:
         view.clips_text = res.audio_clips.text
     view.specdiff = images.get("spectrogram_diff")
-    view.audio_figure = images.get("audio")
     view.insitu = insitu_images(res, assets, placed, images)
     return view
 

@@ -109,9 +109,8 @@ def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPo
 def speed_accuracy_caption(points: list[Point], floors: list[FloorPoint], tolerance: float) -> str:
     """What the figure shows, naming only marks it draws (``drawn_points``, as the plot)."""
     pts, fl = drawn_points(points, floors)
-    bars = any(p[2][1] is not None or (p[3][1] is not None and p[3][0] > 0) for p in pts) or any(
-        f[1][1] is not None for f in fl
-    )
+    bars = any(p[2][1] is not None or (p[3][1] is not None and p[3][0] > 0) for p in pts)
+    bars = bars or any(f[1][1] is not None for f in fl)
     parts = [
         "Speed against accuracy (log scales): x the DiT s/step speed-up against the reference, y the error "
         "relative to the noise floor's"

@@ -25,7 +25,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from harness.analysis.model import ReportResults
+from harness.analysis.model import ReportResults, worst_frames
 from harness.errors import HarnessError
 from harness.report.accuracy import role_text
 from harness.report.cells import Section
@@ -97,10 +97,7 @@ def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str
     """The campaign's page (``page``: single_file, review, differ, captions). Where ``differ`` shows
     the frame grids, the frames section keeps its place and title (report.md and pr.md name it) and
     points at them; the summary's figure is the review's."""
-    from harness.analysis.model import worst_frames
-
     review, differ = page.get("review"), page.get("differ")
-
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
     shown = []
     for sec in sections:
@@ -142,13 +139,10 @@ def _data_uri(path: Path) -> str:
 
 
 def inline_media(page: str, root: Path, *more_roots: Path, audio_budget: int = AUDIO_INLINE_BYTES) -> str:
-    """Every ``<img src="relative path">`` of ``page`` becomes a data: URI of the file it names, and
-    every ``<audio src>`` too while the clips inlined stay within ``audio_budget`` bytes (in page
-    order); a player beyond it is replaced by a line naming its file.
-
-    Paths are relative to ``root``; the file must lie under ``root`` or one of ``more_roots`` (the
-    results' folder when the page is written elsewhere). Any other path is an error (the page
-    would show a hole, or carry a file it has no business with)."""
+    """Every ``<img src>`` of ``page`` as a data: URI of the file it names, and every ``<audio src>``
+    while the clips inlined stay within ``audio_budget`` bytes (a player beyond it: a line naming its
+    file). A file not under ``root`` or one of ``more_roots`` (relative to ``root``) is an error: the
+    page would show a hole, or carry a file it has no business with."""
     base = Path(root).resolve()
     allowed = [base, *(Path(r).resolve() for r in more_roots)]
 

@@ -19,9 +19,8 @@ def _g(x: float | None, fmt: str = ".3g") -> str:
 def _part_cell(part: InSituPart | None) -> str:
     if part is None:
         return NA
-    value = NA if part.value is None else f"{part.value:.3g}"
     ci = f" [{part.ci[0]:.3g}-{part.ci[1]:.3g}]" if part.ci else ""
-    return f"{value}{ci}: {part.word}"
+    return f"{_g(part.value)}{ci}: {part.word}"
 
 
 def _part(r: InSituReading, prefix: str) -> InSituPart | None:
@@ -34,17 +33,11 @@ def _runs_table(ins: InSituResults) -> TextTable:
         headers=["run", "attention (primary)", "shadows", "calls", "steps x blocks", "rows sampled", "cost"],
     )
     for info in ins.runs:
-        shadows = (
-            ", ".join(
-                f"{n} ({role}{'; dropped: no call measured, ' + info.dropped[n] if n in info.dropped else ''})"
-                for n, role in info.ops.items()
-                if role != "primary"
-            )
-            or "none"
-        )
+        dropped = {n: f"; dropped: no call measured, {why}" for n, why in info.dropped.items()}
+        shadows = [f"{n} ({role}{dropped.get(n, '')})" for n, role in info.ops.items() if role != "primary"]
         kind = f"{info.primary}{' (exact)' if info.primary_exact else ''}"
         grid, rows = f"{len(info.steps)} x {len(info.blocks)}", f"{info.sample_rows} ({info.yardstick})"
-        t.add([info.key, kind, shadows, info.calls, grid, rows, info.cost_text])
+        t.add([info.key, kind, ", ".join(shadows) or "none", info.calls, grid, rows, info.cost_text])
     return t
 
 
@@ -166,9 +159,8 @@ def insitu_section(res: ReportResults, images: dict[str, str]) -> Section | None
     sec.bullets += ins.notes
     if STEPS_FIGURE in images:
         sec.images.append(("In-situ rel L1 per step, exact floor dashed", images[STEPS_FIGURE]))
-    for r in ins.readings:
-        if r.heatmap in images:
-            sec.images.append((f"{r.candidate}: rel L1 per step x block", images[r.heatmap]))
+    heatmaps = [r for r in ins.readings if r.heatmap in images]
+    sec.images += [(f"{r.candidate}: rel L1 per step x block", images[r.heatmap]) for r in heatmaps]
     return sec
 
 

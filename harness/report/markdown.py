@@ -30,12 +30,9 @@ def _grid(g: FrameGrid) -> str:
 def render_section(sec: Section) -> str:
     parts = [f"## {md_escape(sec.title)}", ""]
     parts += [md_text(p) + "\n" for p in sec.paragraphs]
-    for t in sec.tables:
-        parts.append(md_table(t, level=3))
-    for caption, path in sec.images:
-        parts.append(_img(path, caption) + "\n")
-    for g in sec.frame_grids:
-        parts.append(_grid(g))
+    parts += [md_table(t, level=3) for t in sec.tables]
+    parts += [_img(path, caption) + "\n" for caption, path in sec.images]
+    parts += [_grid(g) for g in sec.frame_grids]
     for v in sec.verdicts:
         parts.append(f"**{md_escape(v.arm)}**: {md_text(v.summary)}\n")
         parts += [f"- {md_text(s)}" for s in v.sentences]
@@ -51,7 +48,5 @@ def render_section(sec: Section) -> str:
 
 def render_markdown(res: ReportResults, sections: list[Section]) -> str:
     title = f"# {md_escape(res.scenario_name)}: {md_escape(res.campaign_id)}"
-    body = [title, ""]
-    body += [render_section(s) for s in sections]
-    body.append(f"_Machine-readable results: `results.json` (schema {md_escape(res.schema_version)})._\n")
-    return "\n".join(body)
+    end = f"_Machine-readable results: `results.json` (schema {md_escape(res.schema_version)})._\n"
+    return "\n".join([title, "", *(render_section(s) for s in sections), end])

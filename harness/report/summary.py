@@ -39,6 +39,4 @@ def arm_speed(res: ReportResults, arm: str) -> ArmSpeed:
 
 def summary_section(res: ReportResults) -> Section:
     """The summary as the report's first section (markdown and HTML render it alike)."""
-    sec = Section("summary", "Summary")
-    sec.bullets = list(res.summary.lines)
-    return sec
+    return Section("summary", "Summary", bullets=list(res.summary.lines))

@@ -5,7 +5,7 @@ accuracy, statistics and verdict sections are ``report.accuracy``'s."""
 
 from __future__ import annotations
 
-from harness.analysis.model import ArmAggregate, FrameGrid, ReportResults
+from harness.analysis.model import ArmAggregate, FrameGrid, ReportResults, worst_frames
 from harness.compare.significance import SpeedTest
 from harness.layers import EXTRAPOLATED
 from harness.number_format import NA, fmt_ratio, fmt_s
@@ -37,7 +37,6 @@ def _pairs_table(*rows: tuple[str, str], title: str = "", headers: list[str] | N
 
 
 def overview_section(res: ReportResults) -> Section:
-    sec = Section("overview", "Campaign")
     info = _pairs_table(
         ("scenario", res.scenario_name),
         ("scenario file", res.scenario_file or NA),
@@ -54,9 +53,7 @@ def overview_section(res: ReportResults) -> Section:
         attn = f"{r.attn_type}{f' ({r.perturbation})' if r.perturbation else ''}"
         seed, role = r.seed if r.seed is not None else NA, role_text(res, r.arm, r.role)
         runs.add([r.key, r.arm, seed, role, attn, status_text(r)], row_css(r))
-    sec.tables = [info, runs]
-    sec.bullets = list(res.notes)
-    return sec
+    return Section("overview", "Campaign", tables=[info, runs], bullets=list(res.notes))
 
 
 def speed_section(res: ReportResults) -> Section:
@@ -189,9 +186,6 @@ def attention_section(res: ReportResults) -> Section:
 
 
 def frames_section(res: ReportResults, grids: list[FrameGrid]) -> Section:
-    sec = Section("frames", "5. Frames side by side")
-    from harness.analysis.model import worst_frames
-
     idx = ", ".join(map(str, res.frame_indices)) or NA
     text = f"Frames {idx} (evenly spaced over the reference's length), one column per run"
     worst = [
@@ -204,29 +198,23 @@ def frames_section(res: ReportResults, grids: list[FrameGrid]) -> Section:
             "; and each candidate's worst frame against the reference by PSNR and by SSIM, its row showing "
             "the reference and that candidate: " + "; ".join(worst)
         )
-    sec.paragraphs.append(text + ".")
-    sec.frame_grids = grids
-    return sec
+    return Section("frames", "5. Frames side by side", paragraphs=[text + "."], frame_grids=grids)
 
 
 def failures_section(res: ReportResults) -> Section | None:
     bad = [r for r in res.runs if not r.ok]
     if not bad:
         return None
-    sec = Section("failures", "Runs that did not finish ok")
     t = TextTable(title="", headers=["run", "status", "reason"])
     for r in bad:
         t.add([r.key, r.status, r.reason or "no reason recorded"], "not-ok")
-        if r.log_tail.strip():
-            sec.logs.append((f"{r.key}: log tail", r.log_tail))
-    sec.tables.append(t)
-    return sec
+    logs = [(f"{r.key}: log tail", r.log_tail) for r in bad if r.log_tail.strip()]
+    return Section("failures", "Runs that did not finish ok", tables=[t], logs=logs)
 
 
 def conventions_section(res: ReportResults) -> Section:
-    sec = Section("conventions", "Conventions")
-    sec.tables.append(_pairs_table(*res.conventions.items(), headers=["what", "convention"]))
-    return sec
+    table = _pairs_table(*res.conventions.items(), headers=["what", "convention"])
+    return Section("conventions", "Conventions", tables=[table])
 
 
 def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str, str]) -> list[Section]:
@@ -250,9 +238,5 @@ def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str,
             lat.images.append(("Latent PSNR per step", images["latents"]))
         secs.append(lat)
     secs += [stats_section(res), attention_section(res), frames_section(res, grids), verdict_section(res)]
-    secs += [s for s in (insitu_section(res, images), schedules_section(res)) if s is not None]
-    fail = failures_section(res)
-    if fail is not None:
-        secs.append(fail)
-    secs.append(conventions_section(res))
-    return secs
+    more = (insitu_section(res, images), schedules_section(res), failures_section(res))
+    return secs + [s for s in more if s is not None] + [conventions_section(res)]
