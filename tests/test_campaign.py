@@ -170,7 +170,7 @@ def test_execute_runs_the_plan_then_a_rerun_keeps_what_is_ok(tmp_path):
         ("torch_sdpa", "reference", "ok", True, "now"), ("floor", "noise_floor", "ok", True, "now")
     ]  # fmt: skip
     assert all(r.s_per_step > 0 and r.pipeline_total_s > 0 for r in rows)
-    assert not outcome.mixed_provenance and outcome.report_paths is None
+    assert not outcome.mixed_provenance and not outcome.failed and outcome.report_paths is None
     campaign = json.loads((plan.campaign.campaign_json).read_text())
     assert campaign["scenario_file"] == str(path) and campaign["executor"] == "local"
     assert [a["status"] for a in campaign["arms"]] == ["ok", "ok"]
