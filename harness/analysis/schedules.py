@@ -51,9 +51,8 @@ def routing(spec: RunSpec, summary: Any) -> tuple[str, str, int | None]:
 def _estimate(insitu: Any, attn_type: str, exact: list[int]) -> float | None:
     """rel L1 on the exact trajectory if the schedule had run there: the candidate's per-step
     in-situ error on its steps, the floor's on the exact ones, weighted by calls."""
-    if insitu is None:
-        return None
-    reading = next((r for r in insitu.readings if r.attn_type == attn_type), None)
+    readings = insitu.readings if insitu is not None else []
+    reading = next((r for r in readings if r.attn_type == attn_type), None)
     if reading is None or not reading.per_step:
         return None
     num = den = 0.0
