@@ -53,15 +53,6 @@ class PairErrors(Record):
         """The value of a registered metric (by its key); None: not measured."""
         return self.values.get(metric)
 
-    @property
-    def audio_snr_db(self) -> float | None:
-        """At the container's alignment (the verdict's audio correlation reads it where no cosine is)."""
-        return self.values.get(AUDIO_SNR)
-
-    @property
-    def audio_cosine(self) -> float | None:  # signed
-        return self.values.get(AUDIO_COSINE)
-
     @classmethod
     def from_psnr(cls, db: float, values: Mapping[str, float] | None = None, **kw) -> PairErrors:
         """From a pooled PSNR in dB (e.g. a table in a pull request), with other metrics' ``values``."""

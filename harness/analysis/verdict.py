@@ -35,7 +35,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.analysis.energy import KINDS, PairErrors, is_identical, latent_energy, pooled, psnr_from_mse
+from harness.analysis.energy import (
+    AUDIO_COSINE,
+    AUDIO_SNR,
+    KINDS,
+    PairErrors,
+    is_identical,
+    latent_energy,
+    pooled,
+    psnr_from_mse,
+)
 from harness.analysis.floor_check import check_floor
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
 from harness.analysis.stat_rule import StatsSample, judge_stats
@@ -85,11 +94,12 @@ def video_regime(floor_psnr: float | None, rules: VerdictRules) -> str:
 def _audio_corr(e: PairErrors) -> float | None:
     """The waveform correlation of a pair: its cosine, else the one its SNR implies for tracks of
     equal energy (1 - 10^(-SNR/10) / 2; a table that gives only the SNR)."""
-    if e.audio_cosine is not None:
-        return e.audio_cosine
-    if e.audio_snr_db is None or math.isnan(e.audio_snr_db):
+    cosine, snr = e.value(AUDIO_COSINE), e.value(AUDIO_SNR)  # signed; at the container's alignment
+    if cosine is not None:
+        return cosine
+    if snr is None or math.isnan(snr):
         return None
-    return 1.0 - latent_energy(e.audio_snr_db) / 2.0
+    return 1.0 - latent_energy(snr) / 2.0
 
 
 def _seed_regimes(seed, cand: PairErrors | None, floors: Sequence[PairErrors], rules) -> SeedVerdict:

@@ -94,7 +94,7 @@ class AudioPairMetrics(Record):
     residual_lag_samples: int = 0  # B's lag left after that alignment (a finding; 0: none found)
     residual_corr: float | None = None  # normalised correlation at the residual lag (signed)
     aligned_corr: float | None = None  # the same at the container's alignment, on the search window
-    snr_db: float  # +inf when equal; see audio.snr_db for silence
+    snr_db: float  # +inf when equal; -inf when the reference is silent (audio._snr)
     snr_db_per_channel: list[float] = Field(default_factory=list)
     cosine: float
     logmel_cosine: float

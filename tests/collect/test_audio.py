@@ -139,6 +139,16 @@ def test_streamed_pair_equals_whole_tracks(len_a: int, len_b: int, channels: int
     }  # suite adds them
     for key, value in got.items():
         assert value == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
+    # And against the definitions written out in float64 numpy (pair_metrics is the stream's result).
+    n = min(len_a, len_b)
+    x, y = a[:, :n].astype(np.float64), b[:, :n].astype(np.float64)
+    assert got["snr_db"] == pytest.approx(10 * math.log10(np.sum(x**2) / np.sum((x - y) ** 2)), rel=1e-9)
+    assert got["cosine"] == pytest.approx(np.sum(x * y) / math.sqrt(np.sum(x**2) * np.sum(y**2)), rel=1e-9)
+    for side, track in (("a", a), ("b", b)):
+        assert got[f"rms_{side}"] == pytest.approx(
+            math.sqrt(np.mean(track.astype(np.float64) ** 2)), rel=1e-9
+        )
+        assert got[f"peak_{side}"] == float(np.max(np.abs(track)))
     same = audio.PairStream(RATE)
     same.push(0, a)
     same.push(1, a.copy())
