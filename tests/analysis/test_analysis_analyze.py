@@ -172,3 +172,30 @@ def test_a_committed_example_judged_again_reads_as_committed(tmp_path, name, exp
     assert [
         (r.candidate, r.word, r.ratio) for r in (twice.insitu.readings if twice.insitu else [])
     ] == readings
+
+
+JUDGED_AGAIN = sorted(
+    p.parent
+    for p in (Path(__file__).resolve().parents[2] / "reports/examples").rglob("campaign.json")
+    if (p.parent / "results.json").is_file()
+    and "harness.report/1" not in (p.parent / "results.json").read_text()[:60]
+)
+
+
+@pytest.mark.parametrize("example", JUDGED_AGAIN, ids=lambda p: p.parent.name + "/" + p.name)
+def test_every_committed_example_is_its_campaign_judged_again(tmp_path, example):
+    """Each committed example holding its campaign's records is what this harness judges from them:
+    verdicts, in-situ readings, schedules and every stored sentence (a judgement that drifts from the
+    committed examples fails here, and they are made again with judge_again)."""
+    import shutil
+
+    from harness.analysis.analyze import judge_again
+    from harness.analysis.model import read_results
+    from harness.store import CampaignDir
+
+    folder = tmp_path / "c"
+    shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.html", "*.png"))
+    got = judge_again(CampaignDir(folder))
+    committed = read_results(example / "results.json")
+    keys = {"verdicts", "insitu", "schedules", "review", "summary", "floor_points", "errors"}
+    assert got.model_dump(include=keys) == committed.model_dump(include=keys)
