@@ -310,11 +310,10 @@ def make_attention(
     fallback: str | None = None,
     schedule: StepSchedule | None = None,
     sites: CallSites | None = None,
-    **options: Any,
 ) -> CountingBackend:
     """The usual chain for a run's ``choice`` of attention: its backend with its options
     [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend. A backend's name
-    (with its ``options``) stands for that backend unperturbed.
+    stands for that backend with its default options, unperturbed.
 
     The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
     run when it falls back. A backend with a direct op is checked against it on the first call
@@ -323,9 +322,7 @@ def make_attention(
     it needs ``sites``, which also makes the counts per step.
     """
     if isinstance(choice, str):
-        choice = AttentionChoice(attn_type=choice, attn_options=options)
-    elif options:
-        raise TypeError("make_attention: a choice carries its own options (attn_options)")
+        choice = AttentionChoice(attn_type=choice)
     op: AttentionOp = get_backend(choice.attn_type, **choice.attn_options)
     direct = op.direct_call() if isinstance(op, AttentionBackend) else None
     checker = FirstCallCheck(op, direct) if direct is not None else None

@@ -137,18 +137,16 @@ def test_chunk_logsumexp_matches_torch_and_make_attention_wraps():
 
 def test_make_attention_builds_a_choice_whole():
     """A record carrying the choice (a run spec, a shadow) gives its backend, options and
-    perturbation; a name alone is that backend unperturbed, its options given beside it."""
+    perturbation; a name alone is that backend unperturbed."""
     choice = AttentionChoice(
         attn_type="torch_sdpa", kv_reversed=True, kv_chunks=3, attn_options={"sdpa_backend": "math"}
     )
     op = make_attention(choice)
     assert op.requested == "torch_sdpa"
     assert (op.params["kv_chunks"], op.params["kv_reversed"], op.params["sdpa_backend"]) == (3, True, "math")
-    plain = make_attention("torch_sdpa", sdpa_backend="math")
+    plain = make_attention(AttentionChoice(attn_type="torch_sdpa", attn_options={"sdpa_backend": "math"}))
     assert isinstance(plain.inner, FirstCallCheck) and plain.params["sdpa_backend"] == "math"
     assert "kv_chunks" not in plain.params and "kv_reversed" not in plain.params
-    with pytest.raises(TypeError, match="carries its own options"):
-        make_attention(choice, sdpa_backend="math")
 
 
 class Shifted(AttentionOp):

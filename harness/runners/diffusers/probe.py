@@ -83,13 +83,14 @@ def _harness_check(
 ) -> tuple[str | None, dict]:
     from harness.attention import availability, make_attention
     from harness.errors import HarnessError
+    from harness.records import AttentionChoice
     from harness.runners.diffusers.dispatch import CallBook, Instrument
 
     ok, why = availability(name)
     if not ok:
         return f"harness backend {name} unavailable here: {why}", {}
     try:
-        chain = make_attention(name, **options)
+        chain = make_attention(AttentionChoice(attn_type=name, attn_options=options))
     except HarnessError as err:
         return str(err), {}
     cosines: dict[str, float] = {}
