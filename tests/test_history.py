@@ -5,9 +5,9 @@ history.html that opens in a real chromium, and the CI gate."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +18,9 @@ from browser import find_chromium, load_page  # noqa: E402
 from campaign_factory import ArmSpec, keep_artifact, make_campaign  # noqa: E402
 
 from harness.analysis.analyze import analyze_campaign  # noqa: E402
+from harness.analysis.model import read_results  # noqa: E402
 from harness.history import build_history, find_moves, gate_regressions, load_history, write_history  # noqa: E402
+from harness.store import write_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,37 +141,45 @@ def test_history_page_in_chromium(builds, tmp_path):
     assert "Significant moves" in page.body_text and "cand" in page.body_text
 
 
-def e2e_3step_on_the_tiny_preset(folder: Path) -> Path:
-    """scenarios/e2e_3step.yaml (its name, profiles and arms) on the builtin pipeline's tiny preset:
-    the history reads the same records, and a build costs a fraction of the cpu preset's."""
-    text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text()
-    assert text.count("  preset: cpu\n") == 1
-    path = folder / "e2e_3step.yaml"
-    path.write_text(text.replace("  preset: cpu\n", "  preset: tiny\n"))
-    return path
+# The committed CPU campaign of scenarios/e2e_3step.yaml (two seeds x two repeats): what a
+# `make e2e-3step` build leaves for the history to read.
+E2E_3STEP = ROOT / "reports" / "examples" / "cpu" / "e2e_3step" / "results.json"
+CI_ARMS = ("torch_sdpa", "torch_sdpa_kv_reversed", "sage_emul_aiter")  # `make e2e-3step`'s arms
+
+
+def e2e_3step_builds(ci: Path, builds: tuple[str, ...]) -> int:
+    """One results.json per build under ``ci``, each the committed e2e_3step campaign's with its
+    campaign id, its date (a day apart, in build order) and CI's three arms' runs (``model_copy``);
+    the runs written in all."""
+    committed = read_results(E2E_3STEP)
+    created = datetime.fromisoformat(committed.created_at)
+    runs = [r for r in committed.runs if r.arm in CI_ARMS]
+    assert {r.arm for r in runs} == set(CI_ARMS)
+    for day, build in enumerate(builds):
+        res = committed.model_copy(
+            deep=True,
+            update={
+                "campaign_id": build,
+                "created_at": (created + timedelta(days=day)).isoformat(),
+                "runs": runs,
+            },
+        )
+        (ci / "e2e_3step" / build).mkdir(parents=True)
+        write_record(ci / "e2e_3step" / build / "results.json", res)
+    return len(builds) * len(runs)
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 def test_three_e2e_3step_campaigns(tmp_path):
-    """What CI keeps across builds: three `make e2e-3step` campaigns (three arms each), then the page.
-
-    Each campaign is a `harness run` that writes its own campaign.json and report; the arms run
-    once, in b1: b2 and b3 start with b1's run folders (the same specs), which their `harness run`
-    keeps as ok instead of running the pipeline again (nothing here reads the timings' spread)."""
+    """What CI keeps across builds: three `make e2e-3step` campaigns' results.json (three arms each),
+    then the page. The history reads results.json alone: the builds are the committed campaign's."""
     chromium = browser_or_skip()
-    scenario = e2e_3step_on_the_tiny_preset(tmp_path)
-    arms = "torch_sdpa,torch_sdpa_kv_reversed,sage_emul_aiter"
     ci = tmp_path / "ci"
-    for build in ("b1", "b2", "b3"):
-        if build != "b1":
-            shutil.copytree(ci / "e2e_3step" / "b1" / "runs", ci / "e2e_3step" / build / "runs")
-        run = harness("run", scenario, "--profile", "3step", "--arms", arms,
-                      "--out", ci, "--campaign", build)  # fmt: skip
-        assert run.returncode == 0, run.stdout + run.stderr
+    runs = e2e_3step_builds(ci, ("b1", "b2", "b3"))
     res = harness("history", ci, "--out", tmp_path / "history", "--last", "2")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("3 campaign(s), 9 run(s), scenario(s): e2e_3step\n")
+    assert res.stdout.startswith(f"3 campaign(s), {runs} run(s), scenario(s): e2e_3step\n")
     page = load_page(chromium, (tmp_path / "history" / "history.html").resolve().as_uri(), height=1600)
     shot = tmp_path / "history.png"
     shot.write_bytes(page.screenshot)
