@@ -1,36 +1,15 @@
 """What the global statistics are blind to: broken frames and the coarse layout of the picture.
 
-In the chaotic regime (exact runs differ pixel-wise) only global statistics judge a video, and
-they miss one frozen frame among hundreds, a black or flat (NaN-decoded) frame, and a picture
-mirrored left-right (every judged statistic is mirror-invariant). ``judge_structure`` reads the
-numbers the metric suite records for that (``collect.stats``: frame counts with their first
-indices; ``collect.layout``: low-resolution luma grids of B against the reference) and applies
-two rules, per seed, against the exact runs of that seed; every word is ``harness.rule``'s (a
-count or a distance is the point interval [x, x] against its bound).
-
-**(a) Frames.** Kinds: *frozen* (bitwise equal to the previous frame), *black* (max Y <= 16,
-``RunStats.blank_frames``) and *flat* (std Y < 1, ``RunStats.flat_frames``: what NaN outputs
-decode to). For each candidate run and kind, with L the largest count any exact run of its seed
-(the reference and every noise-floor run) has, the candidate is outside when its count
-exceeds L + ``FRAME_SLACK`` (the text names the first frames), else within. A kind the
-candidate lacks while an exact run has it decides nothing; a kind no exact run has (or a
-seed without exact runs) is not judged.
-
-**(b) Layout.** For a scale S (4, 8, 16: the S x S grid of area-mean luma), V_S is the median
-over the seed's floor runs of ``layout_var_a`` (the reference's own layout: the variance of its
-grid cells, mean over frames). The floor runs *agree* with the reference at S when
-V_S >= ``MIN_LAYOUT_VAR`` and every floor run's ``layout_mse`` is finite and below
-``AGREE_FRACTION`` x V_S. The scale judged is the coarsest one that agrees (the most stable; a
-mirror shows at every scale). With F the largest floor ``layout_mse`` there, a candidate is
-outside when its ``layout_mse`` d exceeds both ``LAYOUT_MULTIPLE`` x F and
-``AGREE_FRACTION`` x V_S (it misses the agreement every floor run has, by a margin); when its
-distance to the reference mirrored left-right (or up-down) is below d the text says "layout
-mirrored left-right: B matches the mirror of the reference", else "layout outside". A
-non-finite d is outside. Otherwise within. No agreeing scale: not judged (word ""), the text
-says why; a candidate without layout numbers where the floors have them decides nothing.
-
-The reading's word: the checks' words combined (``harness.rule.combine``); "" when nothing is
-judged. It depends on the candidates' order only through the order of its checks: the floor runs and the exact runs are used as sets.
+In the chaotic regime only global statistics judge a video, and they miss a frozen frame, a black
+or flat (NaN-decoded) frame and a picture mirrored left-right (every statistic is mirror-invariant).
+``judge_structure`` reads ``collect.stats``' frame counts and ``collect.layout``'s luma grids and
+judges per seed against that seed's exact runs, in ``harness.rule``'s words (a count or a distance
+is the interval [x, x]). Frames: a candidate is outside when it has more frozen, black or flat
+frames than any exact run plus ``FRAME_SLACK``; a kind no exact run has is not judged. Layout: at
+the coarsest scale where every floor run agrees with the reference (its ``layout_mse`` below
+``AGREE_FRACTION`` of the reference's grid variance, itself at least ``MIN_LAYOUT_VAR``), a
+candidate is outside past both ``LAYOUT_MULTIPLE`` x the largest floor distance and that fraction;
+the text says when the mirrored reference is nearer. No agreeing scale: not judged (word "").
 """
 
 from __future__ import annotations
@@ -43,7 +22,6 @@ from pydantic import Field
 
 from harness.analysis.energy import PairErrors
 from harness.collect.layout import SCALES
-from harness.collect.models import RunStats
 from harness.compare.summary import RunSummary
 from harness.records import Record
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, word
@@ -71,13 +49,15 @@ class FrameCounts(Record):
     flat_first: list[int] = Field(default_factory=list)
 
     @classmethod
-    def from_stats(cls, stats: RunStats | None, key: str = "", seed: int | None = None) -> FrameCounts:
+    def of(cls, run: RunSummary) -> FrameCounts:
+        """From a run's summary (its ``stats``, set once the run has been measured)."""
+        stats = run.stats
         if stats is None:
-            return cls(key=key, seed=seed)
+            return cls(key=run.key, seed=run.seed)
         new = "blank=" in stats.convention  # records older than the blank/flat counts lack them
         return cls(
-            key=key,
-            seed=seed,
+            key=run.key,
+            seed=run.seed,
             frames=stats.frames,
             frozen=stats.frozen_frames,
             black=stats.blank_frames if new else None,
@@ -86,11 +66,6 @@ class FrameCounts(Record):
             black_first=list(stats.blank_first),
             flat_first=list(stats.flat_first),
         )
-
-    @classmethod
-    def of(cls, run: RunSummary) -> FrameCounts:
-        """From a run's summary (its ``stats``, set once the run has been measured)."""
-        return cls.from_stats(run.stats, key=run.key, seed=run.seed)
 
 
 class StructureCheck(Record):
@@ -225,32 +200,20 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
     return c
 
 
-def _word(checks: Sequence[StructureCheck]) -> str:
-    return combine((c.word for c in checks), empty="")
-
-
 def judge_structure(
     cands: Sequence[PairErrors],
     floors: Sequence[PairErrors],
     cand_frames: Sequence[FrameCounts] = (),
     exact_frames: Sequence[FrameCounts] = (),
 ) -> StructureReading:
-    """Frames and layout of an arm's candidate runs against the exact runs of their seeds (module
-    docstring): ``cands`` the candidate runs against the reference, ``floors`` every noise-floor
-    run against the reference of its seed, ``cand_frames`` the candidate runs' frame counts and
-    ``exact_frames`` those of the exact runs (the reference and the floor runs of every seed)."""
-    checks: list[StructureCheck] = []
-    exact_of: dict[int | None, list[FrameCounts]] = {}
-    for e in exact_frames:
-        exact_of.setdefault(e.seed, []).append(e)
-    for cf in cand_frames:
-        checks += _frame_checks(cf, exact_of.get(cf.seed, []))
-    floors_of: dict[int | None, list[PairErrors]] = {}
-    for f in floors:
-        floors_of.setdefault(f.seed, []).append(f)
+    """Frames and layout of an arm's candidate runs (``cands``, against the reference) against the
+    exact runs of their seeds: ``floors`` against the reference, ``exact_frames`` every exact run's."""
+    checks = [
+        c for cf in cand_frames for c in _frame_checks(cf, [e for e in exact_frames if e.seed == cf.seed])
+    ]
     not_judged: list[str] = []
     for seed in dict.fromkeys(c.seed for c in cands):
-        scale, floor, var, why = _agreement(floors_of.get(seed, []))
+        scale, floor, var, why = _agreement([f for f in floors if f.seed == seed])
         if scale is None or floor is None or var is None:
             checks.append(
                 StructureCheck(seed=seed, check="layout", text=f"seed {seed}: layout not judged ({why})")
@@ -258,7 +221,7 @@ def judge_structure(
             not_judged.append(f"seed {seed}: {why}")
             continue
         checks += [_layout_check(c, scale, floor, var) for c in cands if c.seed == seed]
-    w = _word(checks)
+    w = combine((c.word for c in checks), empty="")
     return StructureReading(word=w, text=_summary(w, checks, not_judged), checks=checks)
 
 

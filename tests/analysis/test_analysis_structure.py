@@ -173,7 +173,7 @@ def test_frame_counts_of_older_records_are_not_measured() -> None:
     stats = RunStats(file="x", frames=3, width=8, height=8, fps=24, luma_mean=1, luma_std=0, sharpness=0,
                      motion=0, black_frames=3, frozen_frames=2, nan_like_frames=3, video_hash="h",
                      convention="older convention")  # fmt: skip
-    old = FrameCounts.from_stats(stats, "c", 1)
+    old = FrameCounts.of(_run("c", 1, stats))
     assert (old.frozen, old.black, old.flat) == (2, None, None)
     exact = FrameCounts(key="r", seed=1, frozen=0, black=0, flat=0)
     r = judge_structure([], [], [old], [exact])
