@@ -314,6 +314,14 @@ def make_campaign(
     return camp
 
 
+def copy_campaign(camp: CampaignDir, root: Path) -> CampaignDir:
+    """A copy of ``camp`` (its runs, records, report and cache) at the same place under ``root``: a
+    campaign built once for a module, handed to each test that changes it."""
+    copy = CampaignDir(root / camp.path.relative_to(camp.path.parents[1]))
+    shutil.copytree(camp.path, copy.path)
+    return copy
+
+
 def standard_arms(bad_text: str = "") -> list[ArmSpec]:
     """Reference, noise floor, a close and a far candidate, a failed and a skipped arm."""
     return [

@@ -9,7 +9,7 @@ import os
 import shutil
 
 import pytest
-from campaign_factory import ArmSpec, report_digest
+from campaign_factory import ArmSpec, copy_campaign, make_campaign, report_digest
 from cli_testutil import harness, the_error_line
 
 from harness.report import build_report
@@ -38,11 +38,21 @@ def test_an_arm_that_did_not_end_ok_makes_the_report_incomplete(campaign_factory
     assert "INCOMPLETE" in pr.splitlines()[2] and named in md  # the report is written, and says so first
 
 
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """A reference and a candidate, reported once; each case of a failing write reports a copy."""
+    camp = make_campaign(
+        tmp_path_factory.mktemp("reported"),
+        [ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)],
+    )
+    build_report(camp)
+    return camp
+
+
 @pytest.mark.parametrize("name", ["*.png", "results.json"])
 @pytest.mark.parametrize("code", ["ENOSPC", "EIO", "EMFILE"])
-def test_a_write_that_fails_exits_3_and_keeps_the_previous_report(campaign_factory, code, name):
-    camp = campaign_factory([ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
-    build_report(camp)
+def test_a_write_that_fails_exits_3_and_keeps_the_previous_report(reported, tmp_path, code, name):
+    camp = copy_campaign(reported, tmp_path)
     before = report_digest(camp.path)
     assert "results.json" in before and any(k.endswith(".png") for k in before)
     # Measured again from scratch: every figure and results.json are written anew.
