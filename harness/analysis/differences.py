@@ -1,12 +1,10 @@
 """Where two runs differ, frame by frame: amplified difference images beside the frame grids.
 
-For every run of a seed but the reference, at the grid's frames: |run - reference| on the frames the
-pixel metrics read (lossless copies where both runs wrote one), mean over R, G and B, area-averaged
-to the thumbnails' size. The raw maps (16-bit PNG, levels x ``RAW_SCALE``) are the costly piece:
-cached under both files' sha256, the indices and the width. One gain for the campaign, so every image
-reads on the same scale: the largest power of two up to ``MAX_GAIN`` that keeps the ``PERCENTILE``th
-percentile of the candidates' maps under full scale. The amplified images are 8-bit grey (a third of a
-coloured PNG); the page colours them through ``COLORMAP`` (``DiffScale.colours``).
+|run - reference| at the grid's frames (lossless copies where both runs wrote one), mean over RGB,
+area-averaged to the thumbnails' size; the raw maps are cached under both files' sha256. One gain for
+the campaign, so every image reads on one scale: the largest power of two up to ``MAX_GAIN`` that
+keeps the ``PERCENTILE``th percentile under full scale. The images are 8-bit grey; the page colours
+them through ``COLORMAP``.
 """
 
 from __future__ import annotations

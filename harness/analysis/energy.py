@@ -1,13 +1,8 @@
 """Error energies: a run against the reference reduced to the numbers a verdict weighs (no media).
 
-The kinds of energy (``KINDS``) are the metric registry's (``harness.metrics``): video MSE on
-decoded RGB (pooled over frames, so one identical frame neither lifts nor sinks it) and 1 - SSIM;
-the audio waveform error energy (10^(-SNR/10), at the container's alignment) and the mel spectral
-error (``collect.audio``); 1 - log-mel cosine, shown only. Besides them, the latent error energy of
-a step (10^(-PSNR/10) against the reference's range).
-
-A missing value is None; a value that is not finite stays so (NaN SSIM is a NaN energy, an SNR
-of -inf an infinite one): the verdict fails it, never drops it.
+The kinds (``KINDS``) are the metric registry's energies (``harness.metrics``); video MSE is pooled
+over frames. A missing value is None; a value that is not finite stays so (NaN SSIM is a NaN energy,
+an SNR of -inf an infinite one): the verdict fails it, never drops it.
 """
 
 from __future__ import annotations
@@ -147,7 +142,3 @@ def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]
         return None, 0
     total = sum(w for _, w in vals) or 1
     return sum(x * w for x, w in vals) / total, len(vals)
-
-
-def latent_energy(psnr: float) -> float:
-    return energy_from_db(psnr)

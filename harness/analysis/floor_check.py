@@ -1,13 +1,10 @@
 """The noise floor checked before it judges: per seed, each floor run against the others.
 
-A floor run is an exact perturbation of the reference: its error energies are what exact attention
-alone moves. One bad run (a quantised kernel's output, another seed's, no perturbation at all) would
-move every verdict, so per seed: a run **identical** to the reference perturbed nothing and is left
-out; with three or more runs, the run whose log video energy (``CHECKED_KINDS``) lies furthest beyond
-``max(log OUTLIER_FACTOR, OUTLIER_Z * sigma * sqrt(1 + 1/(k - 1)))`` of the mean of the others (sigma:
-the within-seed sd pooled over the other runs of every seed) is left out, and the seed checked again;
-two runs that disagree by that margin cannot say which is wrong: the seed's floor is **invalid**, as
-is one whose every run was left out. A seed with one floor run cannot be checked: said, not hidden.
+One bad floor run (a quantised kernel's output, another seed's, no perturbation) would move every
+verdict, so per seed: a run identical to the reference is left out; with three or more runs, the
+one whose log energy (``CHECKED_KINDS``) lies furthest beyond ``max(log OUTLIER_FACTOR, OUTLIER_Z *
+sigma * sqrt(1 + 1/(k - 1)))`` of the others' mean is left out and the seed checked again; two runs
+that disagree so cannot say which is wrong: the seed's floor is invalid. One run: said, not checked.
 """
 
 from __future__ import annotations

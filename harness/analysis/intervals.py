@@ -1,33 +1,13 @@
 """A ratio of error energies with its interval: per seed against the floor of that seed, then
 combined over seeds, and the word it supports.
 
-Per seed s, with k_s floor runs (energies f) and the candidate's energy c:
-
-    log r_s = log c - log mean(f),   se_s = sigma * sqrt(1 + 1/k_s)
-
-sigma is the within-seed sd of the log energy of one run, pooled over every seed's floor runs
-(df = sum(k_s - 1)). Where every seed has one floor run it cannot be measured: a spread the
-scenario states for this pipeline (``VerdictRules.floor_log_sd``, named with its source) is used
-(df infinite); else no seed has an interval of its own and the combined interval rests on the
-seeds' spread of log r_s alone (df S - 1; one seed: no interval, so never within).
-Combined over S seeds: the geometric mean, log r = mean(log r_s), with
-
-    se^2 = sum(se_s^2) / S^2 + tau^2 / S,   tau^2 = max(0, var(log r_s) - mean(se_s^2))
-
-(the seeds' own spread beyond the floor noise), df by Satterthwaite. Every interval is two-sided
-at 1 - alpha (a seed's at 1 - alpha / S: every seed must pass, S decisions). The word is
-``harness.rule``'s (``word`` of each interval, ``combine`` over the seeds' and the combined one),
-a seed that lacks the value named; within also needs no seed's ratio over the tolerance (every
-seed must pass), and an undecided reading says how many seeds would decide it at this spread.
-
-Zero is its own case, never a logarithm: a candidate energy of exactly 0 (identical to the
-reference in this measure) reads ratio 0 for its seed, ``WITHIN``, and stays out of the combination
-(the other seeds are combined; every seed at 0: the reading is 0, within). A floor whose mean is 0
-is no yardstick (``analysis.floor_check`` leaves such runs out before; here it is ``INCOMPLETE``).
-Every exponential is clamped, so huge or tiny energies give infinite or zero bounds, not errors.
-
-``baseline_reading`` sets a candidate against an accepted approximate kernel the same way (both
-single runs: se_s = sigma * sqrt(2)), non-inferiority with a margin.
+Per seed, log r_s = log c - log mean(f) with se_s = sigma * sqrt(1 + 1/k_s) (k_s floor runs); sigma
+is the within-seed sd of a run's log energy pooled over seeds, else the spread the scenario states
+(``VerdictRules.floor_log_sd``), else the seeds' spread of log r_s alone (one seed: no interval).
+Over S seeds: the geometric mean, se^2 = sum(se_s^2) / S^2 + tau^2 / S with tau^2 the seeds' spread
+beyond the floor noise, df by Satterthwaite; a seed's interval at alpha / S (every seed must pass).
+An energy of exactly 0 reads ratio 0, within, and stays out of the logarithms; a floor mean of 0 is
+no yardstick (incomplete). ``baseline_reading`` is non-inferiority against an accepted kernel.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """results.json and its assets: the contract between the analysis stage and the renderers.
 
 ``ReportResults`` is everything a report shows, measured and judged once (``analysis.analyze``).
-What the page needs from media is written by the analysis as files under assets/ and named in
-``ReportResults.assets`` (paths relative to the results file's folder):
-
-* ``frame:<run>:<index>``: a frame thumbnail (WebP), laid out by ``frame_grids``;
-* ``series:<run>``: that run's per-frame PSNR and SSIM against the reference (``FrameSeries``);
-* ``audio:<run>``: its waveform envelope and spectrogram (``AudioView``), ``spectrogram:<run>`` the
-  spectrogram's PNG;
-* ``diff:<run>:<index>``: the amplified difference image of that frame to the reference of its seed
-  (laid out by ``FrameGrid.diffs``; ``diff_scale`` the colour bar, ``frame_diff`` the gain);
-* ``clip:<run>``: a short Opus clip (WebM) of its track (``audio_clips`` says what), ``specdiff:<run>`` its
-  spectrogram minus the reference's (``SpectrogramDiff``).
-
-A renderer reads this file and those assets and nothing else, so a results.json with its assets/
-folder can be rendered anywhere, without the campaign's media.
+What the page needs from media is written as files under assets/ and named in
+``ReportResults.assets`` (relative paths): ``frame:<run>:<index>`` a thumbnail, ``series:<run>``
+its per-frame PSNR and SSIM (``FrameSeries``), ``audio:<run>`` and ``spectrogram:<run>`` its track
+(``AudioView``), ``diff:<run>:<index>`` its amplified difference to the reference (``DiffScale``),
+``clip:<run>`` and ``specdiff:<run>`` an audio clip and a spectrogram difference. A renderer reads
+this file and those assets alone, so they can be rendered anywhere, without the campaign's media.
 """
 
 from __future__ import annotations

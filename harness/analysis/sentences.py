@@ -1,15 +1,9 @@
 """Every sentence said of a verdict, written once and stored in results.json: the summary's lines
 (one for the campaign, one per candidate, each at most ``LINE`` characters), the badge's lines, the
 speed-up lines and cells, the findings and the intervals' confidence. report.md, pr.md, the page and
-the job summary print them (``report/``), so each says a verdict in the same words.
-
-Per candidate: its name (with the emulator's badge where the backend is a numerics model: "(emulator of
-SageAttention2 d1a57a5 Triton, measured on H200)", or "(emulator)" where no provenance is recorded,
-``analysis.review.emulator_badge``), the verdict word with the reading that decides it and its
-interval (identical alone, without a ratio; the other reading's word beside it where an in-situ
-reading exists), then the DiT s/step speed-up with its interval and word, or why there is none (an
-emulator's timing is no kernel's). The intervals' confidence is said once, in the last line. Ratios
-are written without exponents (``number_format``). The verdict's whole line is ``Verdict.text``.
+the job summary print them (``report/``), so each says a verdict in the same words: the candidate's
+name (with ``review.emulator_badge``), its word with the deciding reading and interval, then the DiT
+s/step speed-up or why there is none; the intervals' confidence once, in the last line.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Global statistics judged against run-to-run variability, with the change each could detect.
 
-A statistic that describes a typical value (luma mean and sd, sharpness, motion, audio RMS) is
-judged against the exact runs of its seed (the reference and every noise-floor run): with m_s
-their mean in seed s (n_s runs) and s_p^2 their within-seed variance pooled over seeds
-(df = sum(n_s - 1)), a candidate's value x has
-
-    z = (x - m_s) / (s_p sqrt(1 + 1/n_s)),   p = 2 P(T_df > |z|)
-
-(a prediction interval: the candidate is one more run). The p-values of every statistic and
-seed judged are adjusted together (Holm); a statistic is outside when its adjusted p is under
-alpha and it differs from m_s by more than ``stats_min_effect`` of it (exact runs can be
-heavy-tailed: one perturbation may move a statistic far more than the others). It reads within
-only when the design could detect a change of ``stats_detectable`` of its mean (alpha over the
-number judged, power 80 %), else it decides nothing and says the change it could detect. Counts
-(black, frozen, NaN-like frames) follow their own rule (``VerdictRules.count_tolerance``).
-Extremes (audio peak) are shown, not judged. A non-finite value fails; a value the exact runs
-have and the candidate lacks, or a seed with no exact run, is incomplete. The words are
-``harness.rule``'s, combined by its ``combine``.
+A typical value (luma mean and sd, sharpness, motion, audio RMS) is judged against its seed's exact
+runs as one more run: z = (x - m_s) / (s_p sqrt(1 + 1/n_s)), s_p the within-seed sd pooled over
+seeds, p from Student's t, Holm over every statistic and seed judged. Outside needs the adjusted p
+under alpha and a change beyond ``stats_min_effect`` (exact runs can be heavy-tailed); within needs
+a design that could detect ``stats_detectable`` of the mean (power 80 %), else it says what it could
+detect. Counts follow ``VerdictRules.count_tolerance``; extremes (audio peak) are shown, not judged;
+a non-finite value fails; a value the exact runs have and the candidate lacks is incomplete.
 """
 
 from __future__ import annotations

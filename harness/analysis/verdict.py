@@ -1,33 +1,16 @@
 """Verdicts: a candidate judged seed by seed against the noise floor of that seed, per modality,
 with intervals, in one word and one line.
 
-Per seed, the **regime** of each modality comes from that seed's floor (every exact
-perturbation of the reference with that seed): video by its pooled PSNR (``pixel`` above
-``chaotic_below_db`` + half the band, ``chaotic`` below it - half the band, ``transitional``
-between: both kinds of evidence judge there), audio by its waveform correlation (``waveform`` at
-``audio_coherent_min_corr`` or more, else ``spectral``). What judges:
-
-* pixel and transitional video: video MSE and 1 - SSIM (``analysis.intervals``: the candidate's
-  energy over its seed's floor, combined over seeds with an interval);
-* waveform audio: the audio error energy; spectral audio: the mel spectral error; and in every
-  audio regime a residual lag the floor does not have;
-* chaotic and transitional video: the in-situ reading where one is given (``InsituReading``),
-  and the early-step latents, against the accepted baseline (non-inferiority) or, without one,
-  an absolute PSNR (never against a floor that differs from the reference by round-off);
-* always: the global statistics (``analysis.stat_rule``).
-
-The verdict is outside when any modality is, so each modality's intervals are taken at alpha
-divided by the number of modalities judged (and a seed's at that over the number of seeds).
-
-The word: the parts' words combined by ``harness.rule.combine`` (identical output is decided
-before any part); ``overriding_word`` is every override of it, in one place: a value the floor has
-missing (named), no run ended ok, none measured, attention calls not served by the requested op
-(the numbers then measure another kernel); ``settle`` applies what the runs say of themselves
-(``analysis.judge``). A scenario's ``accepted_baseline`` also gives each candidate a
-non-inferiority reading against that arm (``baseline``).
-
-``judge_numbers`` works on summary numbers alone (a pull-request table is enough); ``judge``
-reads them off comparisons.
+Each seed's floor sets each modality's regime: video by its pooled PSNR (pixel, transitional or
+chaotic around ``chaotic_below_db``), audio by its waveform correlation (waveform or spectral). The
+error energies judge pixel and transitional video and the audio (``analysis.intervals``, with a
+residual lag the floor lacks); chaotic and transitional video rest on the in-situ reading and the
+early-step latents (against the accepted baseline, else an absolute PSNR: a floor that differs by
+round-off is no yardstick); the statistics (``analysis.stat_rule``) and the structure judge always.
+The verdict is outside when any modality is, so each modality's intervals are at alpha over the
+modalities judged. Identical output is decided before any part; the parts' words combine by
+``harness.rule.combine`` and ``overriding_word`` holds every override. ``judge_numbers`` works on
+summary numbers alone (a pull-request table is enough); ``judge`` reads them off comparisons.
 """
 
 from __future__ import annotations
@@ -40,8 +23,8 @@ from harness.analysis.energy import (
     AUDIO_SNR,
     KINDS,
     PairErrors,
+    energy_from_db,
     is_identical,
-    latent_energy,
     pooled,
     psnr_from_mse,
 )
@@ -99,7 +82,7 @@ def _audio_corr(e: PairErrors) -> float | None:
         return cosine
     if snr is None or math.isnan(snr):
         return None
-    return 1.0 - latent_energy(snr) / 2.0
+    return 1.0 - energy_from_db(snr) / 2.0
 
 
 def _seed_regimes(seed, cand: PairErrors | None, floors: Sequence[PairErrors], rules) -> SeedVerdict:
@@ -173,7 +156,7 @@ def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None)
         k = steps[0]
         lr.steps[str(s)], lr.psnr[str(s)] = k, c.latent_psnr[k]
         if baseline and b is not None:
-            pairs.append((s, latent_energy(c.latent_psnr[k]), latent_energy(b.latent_psnr[k])))
+            pairs.append((s, energy_from_db(c.latent_psnr[k]), energy_from_db(b.latent_psnr[k])))
     if not lr.steps:
         lr.text = "no latents saved"
         return lr
