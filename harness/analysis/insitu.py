@@ -1,22 +1,17 @@
 """In-situ readings of a campaign: each shadowed candidate's error on the very attention calls of
-the run that shadowed it, against the exact floor on the same calls, the accepted baseline and
-an absolute tolerance; per step, per block and the worst calls; and what the shadows cost.
+the run that shadowed it, against the exact floor on the same calls, the accepted baseline and an
+absolute tolerance; per step, per block and the worst calls; and what the shadows cost.
 
-The exact floor of a call is the mean error of the exact ops measured on it (the shadowed run's
-own attention when it is exact, and every exact shadow, e.g. K/V reversed): what exact
-attention in the run's precision already differs from the FP32 yardstick. A candidate's
-``ratio`` is its pooled rel L1 over the pooled floor's on the same calls, with a 95 % bootstrap
-interval over calls; ``word`` is ``harness.rule``'s, combined over its parts. In a chaotic run (where pixel
-metrics against one reference measure nothing) this is the evidence the verdict rests on.
-
-Each call kind (DiT self-attention, token refiner, ...) is judged on its own calls, the worst
-deciding (``decided_by``): pooled by L1 norm, a few short calls far off vanish under long ones.
-A call whose output held NaN/Inf anywhere (counted on the whole output, not the sampled rows),
-or whose shadow failed, makes the reading outside; a NaN/Inf exact op is no floor value.
+A call's exact floor is the mean error of the exact ops measured on it (what exact attention in the
+run's precision already differs from the FP32 yardstick); ``ratio`` is the candidate's pooled rel L1
+over the floor's, with a bootstrap interval over calls. In a chaotic run this is the evidence the
+verdict rests on. Each call kind is judged on its own calls, the worst deciding (pooled by L1 norm,
+short calls would vanish under long ones); a NaN/Inf output or a failed shadow makes it outside.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -65,6 +60,15 @@ def _site(c: InSituCall) -> str:
 def _floor_l1(call: InSituCall, floor_ops: list[str]) -> float | None:
     vals = [x for x in (_l1(call, op) for op in floor_ops) if x is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def _floor_pool(calls: list[InSituCall], floor_ops: list[str], name: str | None = None) -> InSituStats:
+    """The exact floor pooled over ``calls`` (those ``name`` measured finite, where named): its rel L1
+    (None: no call has a floor)."""
+    both = [(c.ref_l1, f) for c in calls if (name is None or _l1(c, name) is not None)
+            and (f := _floor_l1(c, floor_ops)) is not None]  # fmt: skip
+    ref = sum(r for r, _ in both)
+    return InSituStats(calls=len(both), rel_l1=sum(f for _, f in both) / ref if both and ref > 0 else None)
 
 
 def _ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float | None, list[float] | None]:
@@ -156,13 +160,11 @@ def _kind(
     """One call kind judged on its own calls: a few short calls far off are not drowned by long ones."""
     st = pool(on, name)
     scale, unscaled = scale_of([o for o in obs if o.attrs["kind"] == kind])
-    pairs = [(_l1(c, name), _floor_l1(c, floor_ops), c.ref_l1) for c in on]
-    pairs = [(x, f, ref) for x, f, ref in pairs if x is not None and f is not None]
     parts = _judge(name, on, floor_ops, base, tol)
     return InSituKind(
         kind=kind, calls=st.calls, q_len=max((c.q_len for c in on), default=None),
         rows=sum(c.q_len for c in on if name in c.errors), rel_l1=st.rel_l1,
-        floor_rel_l1=sum(f for _, f, _ in pairs) / sum(ref for _, _, ref in pairs) if pairs else None,
+        floor_rel_l1=_floor_pool(on, floor_ops, name).rel_l1,
         ratio=parts[0].value, ratio_ci=parts[0].ci, cosine=st.cosine, scale=scale, rel_l1_unscaled=unscaled,
         word=combine([p.word for p in parts], empty=INCONCLUSIVE), parts=parts,
     )  # fmt: skip
@@ -213,20 +215,10 @@ def candidate_reading(
     mine = [(k, c, c.errors[name]) for k, c in items if name in c.errors]
     bad = [(k, c) for k, c, _ in mine if c.returned_nonfinite(name)]
     broke = [(k, c, e.error) for k, c, e in mine if e.error and not e.error.startswith("refused:")]
-    r.nonfinite, r.failed, r.refused = (
-        len(bad),
-        len(broke),
-        sum(1 for *_, e in mine if (e.error or "").startswith("refused:")),
-    )
-    both = [
-        (c, x, f)
-        for c in calls
-        if (x := _l1(c, name)) is not None and (f := _floor_l1(c, floor_ops)) is not None
-    ]
-    if both:
-        r.floor = InSituStats(
-            calls=len(both), rel_l1=sum(f for *_, f in both) / sum(c.ref_l1 for c, *_ in both)
-        )
+    r.nonfinite, r.failed = len(bad), len(broke)
+    r.refused = sum(1 for *_, e in mine if (e.error or "").startswith("refused:"))
+    floor = _floor_pool(calls, floor_ops, name)
+    r.floor = floor if floor.calls else None
     obs = observations(name, calls, floor_ops)
     for kind in dict.fromkeys(c.kind for c in calls):
         r.per_kind.append(_kind(name, kind, [c for c in calls if c.kind == kind], floor_ops, base, tol, obs))
@@ -259,14 +251,11 @@ def candidate_reading(
         else f"not measured on {where}"
     )
     judged = [p.text for p in r.parts]
-    if len(r.per_kind) > 1 and top is not None:  # the kind that decides, then the others, worst first
-        lead = (
-            "by call kind, worst first" if bad or broke else "decided by kind"
-        )  # a failed call decides first
+    if len(r.per_kind) > 1 and top is not None:  # the kind that decides (a failed call first), the others
+        lead = "by call kind, worst first" if bad or broke else "decided by kind"
         judged[0] = f"{lead} {_kind_head(top)}: {judged[0]}"
         rest = sorted(
-            (k for k in r.per_kind if k is not top),
-            key=lambda k: (-severity(k.word), -(k.ratio or 0.0)),
+            (k for k in r.per_kind if k is not top), key=lambda k: (-severity(k.word), -(k.ratio or 0.0))
         )
         judged += [_kind_brief(k) for k in rest]
     r.text = f"{name}: " + "; ".join([*problems, head, *judged]) + f"; in-situ reading: {r.word}"
@@ -291,13 +280,11 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
     steps = grouped(calls, name, lambda c: c.step)
     for step, st in steps.items():
         on = [c for c in calls if c.step == step]
-        floor = [x for x in (_floor_l1(c, floor_ops) for c in on) if x is not None]
-        ref = sum(c.ref_l1 for c in on if _floor_l1(c, floor_ops) is not None)
         r.per_step.append(
             InSituStep(
                 step=step,
                 rel_l1=st.rel_l1,
-                floor_rel_l1=sum(floor) / ref if floor and ref > 0 else None,
+                floor_rel_l1=_floor_pool(on, floor_ops).rel_l1,
                 baseline_rel_l1=pool(on, base).rel_l1 if base and base != name else None,
                 cosine=st.cosine,
                 calls=st.calls,
@@ -342,8 +329,7 @@ def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> In
         measured = [c.errors[name] for c in run.calls if name in c.errors]
         if name != run.primary and measured and all(e.error for e in measured):
             info.dropped[name] = measured[0].error
-    for c in run.calls:
-        info.kinds[c.kind] = info.kinds.get(c.kind, 0) + 1
+    info.kinds = dict(Counter(c.kind for c in run.calls))
     info.captured = [f"{folder_rel}/{c.file}" for m in run.metas for c in m.captured]
     info.measure_s_per_step = measure_per_step(run.calls)
     return info
