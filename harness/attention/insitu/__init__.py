@@ -10,20 +10,7 @@ attributed to its DiT step and block by the runner's own hooks.
 * ``build``: ``shadowed_attention``, the whole chain from a run spec's shadows.
 """
 
-from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu
-from harness.attention.insitu.recorder import INSITU_DIR, InSituRecorder
-from harness.attention.insitu.shadow import ShadowedAttention
-from harness.attention.insitu.sites import KINDS, CallSite, CallSites
-
-__all__ = [
-    "INSITU_DIR",
-    "KINDS",
-    "CallSite",
-    "CallSites",
-    "InSituRecorder",
-    "InSituRun",
-    "ShadowedAttention",
-    "grouped",
-    "pool",
-    "read_insitu",
-]
+from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu  # noqa: F401
+from harness.attention.insitu.recorder import INSITU_DIR, InSituRecorder  # noqa: F401
+from harness.attention.insitu.shadow import ShadowedAttention  # noqa: F401
+from harness.attention.insitu.sites import KINDS, CallSite, CallSites  # noqa: F401
