@@ -1,12 +1,8 @@
-"""Named attention backends, registered by decorator in ``BACKENDS`` (a ``harness.registry.Registry``).
-
-One calling convention for every backend: ``backend(q, k, v, scale=None) -> out`` with q, k, v
-laid out ``[B, H, N, D]`` (Nq may differ from Nk), non-causal, and ``out`` of q's dtype and
-shape. ``scale`` is the softmax scale (``D ** -0.5`` when None).
-
-A backend refuses a call it cannot serve by raising :class:`UnsupportedCall`; the counting
-wrapper can then hand the call to a fallback and record it. A backend that cannot run on this
-machine at all raises :class:`~harness.errors.BackendUnavailable` from :func:`get_backend`.
+"""Named attention backends, registered by decorator in ``BACKENDS`` (a ``harness.registry.Registry``),
+and the calling convention they share (the package's docstring; ``scale`` is the softmax scale,
+``D ** -0.5`` when None). A backend refuses a call it cannot serve by raising :class:`UnsupportedCall`
+(the counting wrapper may hand it to a fallback); one that cannot run on this machine at all raises
+:class:`~harness.errors.BackendUnavailable` from :func:`get_backend`.
 """
 
 from __future__ import annotations
@@ -90,6 +86,19 @@ class AttentionOp:
                 raise UnsupportedCall(f"{self.name}: {label}={given} but the sequence has {actual} tokens")
         out = self(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale)
         return out.transpose(1, 2).reshape(batch * n_q, heads * dim)
+
+
+class WrappedOp(AttentionOp):
+    """An op around another one (``inner``), reported under its name and exactness, with its params."""
+
+    def __init__(self, inner: AttentionOp):
+        self.inner = inner
+        self.name = inner.name
+        self.exact = inner.exact
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.inner.params
 
 
 def _check_single_sequence(name: str, label: str, cu: torch.Tensor | None, batch: int, n: int) -> None:

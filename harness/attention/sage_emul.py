@@ -67,10 +67,18 @@ from harness.errors import HarnessError
 
 LOG2E = 1.4426950408889634
 GRANULARITIES = ("per_block", "per_warp", "per_thread")
-PV_DTYPES = ("fp8", "fp16")
-PV_ACCUMS = ("fp32", "fp16_tile")
+# The options that take one of a few values, in the order they are checked.
+CHOICES = {
+    "pv_accum": ("fp32", "fp16_tile"),
+    "granularity": GRANULARITIES,
+    "padded_keys": PADDED_KEYS,
+    "pv_dtype": ("fp8", "fp16"),
+}
 # 127^2 * D must stay below 2^24 for the fp32 matmul of int8 values to be exact.
 MAX_EXACT_HEAD_DIM = 1040
+# The options that drive quantization (``sage_quantize``) and the attention loop (``sage_attend``).
+QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v_scale_max", "scale_eps")
+ATTEND_KEYS = ("kv_tile", "p_log2_offset", "pv_dtype", "pv_accum", "chunk_elems", "padded_keys")
 
 
 def q_group_ids(
@@ -204,12 +212,6 @@ def sage_quantize(
     return SageQuantized(qi=qi, qs=qs, ki=ki, ks=ks, vq=vq, vs=vs, out_dtype=q.dtype)
 
 
-def _auto_chunk_elems(device: torch.device) -> int:
-    # CPU: few large ops (each is an OpenMP region; many small ones stall on a busy machine).
-    # GPU: large enough to saturate it while the scores stay bounded (512 MiB of fp32).
-    return (1 << 27) if device.type == "cuda" else (1 << 22)
-
-
 def sage_attend(
     z: SageQuantized,
     *,
@@ -220,12 +222,9 @@ def sage_attend(
     chunk_elems: int = 0,
     padded_keys: str = "masked",
 ) -> torch.Tensor:
-    """Steps 3-6: the attention kernel on quantized operands, tiled over queries.
-
-    ``padded_keys``: how the keys past the last full ``kv_tile`` are treated. ``masked``: left out
-    of the softmax (exact attention's numerics). ``unmasked``: as thu-ml's Triton kernels do (the
-    load of K and V is masked, their scores are not): each one scores 0 with V = 0, so it joins
-    the softmax's denominator and every output row is scaled down, its direction kept."""
+    """Steps 3-6: the attention kernel on quantized operands, tiled over queries. The keys past the
+    last full ``kv_tile`` are left out of the softmax (``padded_keys="masked"``, exact attention's
+    numerics) or each scores 0 with V = 0 (``unmasked``, as thu-ml's Triton kernels load them)."""
     b, h, n_q, d = z.qi.shape
     n_k = z.ki.shape[2]
     n_tiles = -(-n_k // kv_tile)
@@ -240,7 +239,9 @@ def sage_attend(
     ks_row = ks.unsqueeze(-2)  # [B, H, 1, Nkp]
     tile_accum = pv_accum == "fp16_tile"
     vq_tiles = vq.view(b, h, n_tiles, kv_tile, d) if tile_accum else None
-    elems = chunk_elems or _auto_chunk_elems(z.qi.device)
+    # Auto: on a CPU few large ops (each is an OpenMP region; many small ones stall on a busy
+    # machine), on a GPU enough to saturate it while the scores stay bounded (512 MiB of fp32).
+    elems = chunk_elems or ((1 << 27) if z.qi.device.type == "cuda" else (1 << 22))
     # fp16 tiles keep one product per tile and query ([rows, T, D] beside the [rows, Nkp] scores)
     per_row = b * h * n_kp * ((1 + d / kv_tile) if tile_accum else 1)
     rows = max(1, int(elems // max(1, per_row)))
@@ -256,7 +257,7 @@ def sage_attend(
                 s[..., n_k:] = -math.inf
             st = s.view(b, h, r1 - r0, n_tiles, kv_tile)
             m = torch.cummax(st.amax(dim=-1), dim=-1).values  # running max after each tile
-            st.sub_((m - p_log2_offset).unsqueeze(-1)).exp2_()
+            st.sub_((m - float(p_log2_offset)).unsqueeze(-1)).exp2_()
             rescale = torch.exp2(m - m[..., -1:])  # exp2(m_j - m_T): later tiles' alpha product
             row_sum = (st.sum(dim=-1) * rescale).sum(dim=-1, keepdim=True)
             _round_p_(st, pv_dtype)
@@ -271,31 +272,10 @@ def sage_attend(
     return out
 
 
-_OPTION_DOC = {
-    "granularity": "INT8 scale groups for Q/K: per_block | per_warp | per_thread",
-    "blkq": "Q block (tokens) of per_block groups",
-    "warpq": "Q warp tile (tokens) of per_warp / per_thread groups",
-    "blkk": "K block (tokens) of K groups",
-    "kv_tile": "KV tile of the online softmax (running max used to quantize P)",
-    "smooth_k": "subtract the K mean over the sequence before quantizing",
-    "p_log2_offset": "P = exp2(s - m + offset) before the cast; 8.807 = log2(448) for thu-ml, 0 for aiter",
-    "variant": "sageattn1_triton | sageattn2_triton | sageattn2_fp8 | aiter_fav3_sage: the kernel whose settings "
-    "are the defaults",
-    "pv_dtype": "fp8 (e4m3, V per channel) or fp16 (Triton fp16-PV kernels)",
-    "pv_accum": "fp32, or fp16_tile (each KV tile's P@V rounded to fp16, SageAttention 1's out_dtype=fp16)",
-    "v_scale_max": "V per-channel scale = amax / v_scale_max",
-    "scale_eps": "added to amax/127 in the INT8 scales",
-    "chunk_elems": "scores per query chunk (0 = auto: 2^22 CPU, 2^27 GPU)",
-    "padded_keys": "unmasked (the last KV tile's out-of-range keys score 0 with V = 0, as SageAttention "
-    "1.0.6's Triton kernel does) | masked (left out of the softmax, as SageAttention2's Triton kernel does)",
-}
-
-
 class SageEmulation(AttentionBackend):
     """Common implementation; the registered subclasses differ in their defaults."""
 
     emulated = True  # timings are of the emulator, not of a kernel
-    option_docs = _OPTION_DOC
 
     def __init__(self, **options: Any):
         variant = options.get("variant", self.default_options["variant"])
@@ -315,18 +295,10 @@ class SageEmulation(AttentionBackend):
 
     def setup(self) -> None:
         o = self.options
-        if o["pv_accum"] not in PV_ACCUMS:
-            raise HarnessError(f"{self.name}: option pv_accum={o['pv_accum']!r}; expected fp32 or fp16_tile")
-        if o["granularity"] not in GRANULARITIES:
-            raise HarnessError(
-                f"{self.name}: option granularity={o['granularity']!r}; expected one of {', '.join(GRANULARITIES)}"
-            )
-        if o["padded_keys"] not in PADDED_KEYS:
-            raise HarnessError(
-                f"{self.name}: option padded_keys={o['padded_keys']!r}; expected masked or unmasked"
-            )
-        if o["pv_dtype"] not in PV_DTYPES:
-            raise HarnessError(f"{self.name}: option pv_dtype={o['pv_dtype']!r}; expected fp8 or fp16")
+        for key, choices in CHOICES.items():
+            if o[key] not in choices:
+                expected = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+                raise HarnessError(f"{self.name}: option {key}={o[key]!r}; expected {expected}")
         for key in ("blkq", "warpq", "blkk", "kv_tile"):
             if not isinstance(o[key], int) or o[key] <= 0 or o[key] % 8:
                 raise HarnessError(f"{self.name}: option {key}={o[key]!r} must be a positive multiple of 8")
@@ -367,10 +339,10 @@ class SageEmulation(AttentionBackend):
     def quantize(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
     ) -> SageQuantized:
-        return sage_quantize(q, k, v, scale, **quant_options(self.options))
+        return sage_quantize(q, k, v, scale, **{key: self.options[key] for key in QUANT_KEYS})
 
     def attend(self, z: SageQuantized) -> torch.Tensor:
-        return sage_attend(z, **attend_options(self.options))
+        return sage_attend(z, **{key: self.options[key] for key in ATTEND_KEYS})
 
     def direct_call(self):
         options = self.options
@@ -407,26 +379,6 @@ class SageEmulAiter(SageEmulation):
     default_options = {**COMMON_DEFAULTS, **VARIANTS["aiter_fav3_sage"], "variant": "aiter_fav3_sage"}
 
 
-QUANT_KEYS = ("granularity", "blkq", "warpq", "blkk", "smooth_k", "pv_dtype", "v_scale_max", "scale_eps")
-
-
-def quant_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options of a backend that drive quantization (the rest drive the attention loop)."""
-    return {key: options[key] for key in QUANT_KEYS}
-
-
-def attend_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options of a backend that drive the attention loop (``sage_attend``'s keywords)."""
-    return {
-        "kv_tile": options["kv_tile"],
-        "p_log2_offset": float(options["p_log2_offset"]),
-        "pv_dtype": options["pv_dtype"],
-        "pv_accum": options["pv_accum"],
-        "chunk_elems": options["chunk_elems"],
-        "padded_keys": options["padded_keys"],
-    }
-
-
 def sage_attention_emulated(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -440,4 +392,5 @@ def sage_attention_emulated(
     if variant not in VARIANTS:
         raise HarnessError(f"sage emulation: variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     o = {**COMMON_DEFAULTS, **VARIANTS[variant], **options}
-    return sage_attend(sage_quantize(q, k, v, scale, **quant_options(o)), **attend_options(o))
+    z = sage_quantize(q, k, v, scale, **{key: o[key] for key in QUANT_KEYS})
+    return sage_attend(z, **{key: o[key] for key in ATTEND_KEYS})

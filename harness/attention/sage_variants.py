@@ -44,21 +44,11 @@ COMMON_DEFAULTS: dict[str, Any] = {
 }
 
 # Each variant's settings; a backend's options start from its variant and may override any one.
+_TRITON_FP16 = {"granularity": "per_block", "pv_dtype": "fp16", "p_log2_offset": 0.0, "pv_accum": "fp16_tile"}
+# Padded keys, measured on an H200: SageAttention 1.0.6 scores them, SageAttention2 at d1a57a5 masks them.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "sageattn1_triton": {
-        "granularity": "per_block",
-        "pv_dtype": "fp16",
-        "p_log2_offset": 0.0,
-        "pv_accum": "fp16_tile",
-        "padded_keys": "unmasked",  # 1.0.6 scores them (measured on an H200)
-    },
-    "sageattn2_triton": {
-        "granularity": "per_block",
-        "pv_dtype": "fp16",
-        "p_log2_offset": 0.0,
-        "pv_accum": "fp16_tile",
-        "padded_keys": "masked",  # d1a57a5 masks them (measured on an H200)
-    },
+    "sageattn1_triton": {**_TRITON_FP16, "padded_keys": "unmasked"},
+    "sageattn2_triton": {**_TRITON_FP16, "padded_keys": "masked"},
     "sageattn2_fp8": {
         "granularity": "per_warp",
         "pv_dtype": "fp8",

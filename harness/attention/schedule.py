@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from harness.attention.insitu.sites import CallSites
-from harness.attention.registry import AttentionOp
+from harness.attention.registry import AttentionOp, WrappedOp
 from harness.records import StepSchedule
 
 
@@ -44,8 +44,8 @@ def schedule_text(schedule: StepSchedule) -> str:
     return f"{schedule.exact} on the {' and '.join(bits) or 'no'} step(s)"
 
 
-class ScheduledAttention(AttentionOp):
-    """The ``exact`` op on the schedule's steps, ``candidate`` on the others.
+class ScheduledAttention(WrappedOp):
+    """The ``exact`` op on the schedule's steps, ``candidate`` (``inner``) on the others.
 
     ``served`` names the backend that served the last call (the counting wrapper reads it).
     On an exact step, the candidate is also called once on copies of the first call of each
@@ -55,26 +55,24 @@ class ScheduledAttention(AttentionOp):
     """
 
     def __init__(self, candidate: AttentionOp, exact: AttentionOp, schedule: StepSchedule, sites: CallSites):
-        self.candidate = candidate
+        super().__init__(candidate)
         self.exact_op = exact
         self.schedule = schedule
         self.sites = sites
-        self.name = candidate.name
-        self.exact = candidate.exact
         self.served = candidate.name
         self.warmed: set[tuple] = set()  # call shapes the candidate has run
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
         return {
-            **self.candidate.params,
+            **self.inner.params,
             "schedule": self.schedule.model_dump(mode="json"),
             "schedule_exact": self.exact_op.params,
         }
 
     def __call__(self, q, k, v, scale=None):
         site = self.sites.current
-        op = self.exact_op if exact_on(self.schedule, site.step, site.steps) else self.candidate
+        op = self.exact_op if exact_on(self.schedule, site.step, site.steps) else self.inner
         shape = (tuple(q.shape), tuple(k.shape), q.dtype)
         if shape not in self.warmed:
             self.warmed.add(shape)
@@ -82,12 +80,10 @@ class ScheduledAttention(AttentionOp):
                 copies = [x.detach().clone() for x in (q, k, v)]
                 devices = [q.device] if q.is_cuda else []
                 with torch.random.fork_rng(devices=devices, device_type="cuda" if q.is_cuda else None):
-                    self.candidate(*copies, scale)
+                    self.inner(*copies, scale)
                 del copies
         self.served = op.name
         return op(q, k, v, scale)
 
     def __repr__(self) -> str:
-        return (
-            f"ScheduledAttention({self.candidate!r}, exact={self.exact_op!r}, {schedule_text(self.schedule)})"
-        )
+        return f"ScheduledAttention({self.inner!r}, exact={self.exact_op!r}, {schedule_text(self.schedule)})"

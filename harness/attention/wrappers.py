@@ -16,6 +16,7 @@ from harness.attention.registry import (
     AttentionBackend,
     AttentionOp,
     UnsupportedCall,
+    WrappedOp,
     default_scale,
     get_backend,
 )
@@ -44,18 +45,12 @@ def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
     return f"has {', '.join(wrong)}" if wrong else None
 
 
-class KVReversed(AttentionOp):
+class KVReversed(WrappedOp):
     """Reverse K and V along the sequence before the call.
 
     Exact attention is invariant to the key order (softmax and the weighted sum are sums over
     keys), so only the floating-point summation order changes: the run-to-run noise floor.
-    Calls are reported under the inner backend's name.
     """
-
-    def __init__(self, backend: AttentionOp):
-        self.inner = backend
-        self.name = backend.name
-        self.exact = backend.exact
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
@@ -86,7 +81,7 @@ def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_el
     return out
 
 
-class KVChunked(AttentionOp):
+class KVChunked(WrappedOp):
     """K and V split into ``chunks`` pieces along the sequence; the inner backend attends to each
     piece and the outputs are merged with their log-sum-exp weights (the online-softmax merge):
 
@@ -95,16 +90,14 @@ class KVChunked(AttentionOp):
     Exact attention gives the same result for any split, so only rounding changes: a second
     exact perturbation beside K/V reversal. The inner backend's outputs come from its own kernel;
     the weights come from an fp32 log-sum-exp of each piece (extra work: this arm's timings are
-    no baseline). Calls are reported under the inner backend's name.
+    no baseline).
     """
 
     def __init__(self, backend: AttentionOp, chunks: int = 2):
         if chunks < 2:
             raise ValueError(f"KVChunked needs 2 or more chunks (got {chunks})")
-        self.inner = backend
+        super().__init__(backend)
         self.chunks = chunks
-        self.name = backend.name
-        self.exact = backend.exact
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
@@ -131,7 +124,7 @@ class KVChunked(AttentionOp):
         return f"KVChunked({self.inner!r}, chunks={self.chunks})"
 
 
-class FirstCallCheck(AttentionOp):
+class FirstCallCheck(WrappedOp):
     """Pass every call through; on the first one, also call the backend's op directly (its layout
     adapter only) on the same inputs and compare the outputs bitwise.
 
@@ -143,15 +136,9 @@ class FirstCallCheck(AttentionOp):
     """
 
     def __init__(self, backend: AttentionBackend, direct: Any):
-        self.inner = backend
+        super().__init__(backend)
         self.direct = direct
-        self.name = backend.name
-        self.exact = backend.exact
         self.result: DirectCheck | None = None
-
-    @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
-        return self.inner.params
 
     def __call__(self, q, k, v, scale=None):
         if self.result is not None:
@@ -186,7 +173,7 @@ class FirstCallCheck(AttentionOp):
         return f"FirstCallCheck({self.inner!r})"
 
 
-class CountingBackend(AttentionOp):
+class CountingBackend(WrappedOp):
     """Count calls per serving backend; on a refusal (UnsupportedCall) hand the call to ``fallback``.
 
     ``requested`` is the backend name the run asked for (``attn_type``). A refused call served
@@ -208,14 +195,12 @@ class CountingBackend(AttentionOp):
         direct_check: FirstCallCheck | None = None,
         sites: CallSites | None = None,
     ):
-        self.inner = backend
+        super().__init__(backend)
         self.sites = sites
         self.per_step: dict[str, Counter[str]] = {}
         self.direct_check = direct_check
         self.requested = requested
         self.fallback = get_backend(fallback) if isinstance(fallback, str) else fallback
-        self.name = backend.name
-        self.exact = backend.exact
         self.calls: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
         self.errors: list[str] = []
@@ -275,8 +260,9 @@ class CountingBackend(AttentionOp):
         )
 
     def backend_params(self) -> dict[str, Any]:
-        """The requested backend's params, as attn_calls.json records them (JSON values only)."""
-        return json_params(self.inner.params)
+        """The requested backend's params, as attn_calls.json records them (JSON values as they are,
+        anything else by its ``str``)."""
+        return json.loads(json.dumps(self.inner.params, default=str))
 
     def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
         """attn_calls.json content for a single-rank run (multi-rank runs merge rank_calls())."""
@@ -289,19 +275,8 @@ class CountingBackend(AttentionOp):
             backend=self.backend_params(),
         )
 
-    def reset(self) -> None:
-        self.calls.clear()
-        self.fallbacks.clear()
-        self.errors.clear()
-        self.per_step.clear()
-
     def __repr__(self) -> str:
         return f"CountingBackend({self.inner!r}, requested={self.requested!r}, fallback={self.fallback!r})"
-
-
-def json_params(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with every value JSON can hold as it is (anything else by its ``str``)."""
-    return json.loads(json.dumps(params, default=str))
 
 
 def make_attention(

@@ -18,7 +18,7 @@ import torch
 
 from harness.attention.insitu.measure import error_scalars, failed_op, op_error, sample_rows, yardstick
 from harness.attention.insitu.recorder import InSituRecorder
-from harness.attention.registry import AttentionOp, UnsupportedCall, default_scale
+from harness.attention.registry import AttentionOp, UnsupportedCall, WrappedOp, default_scale
 from harness.insitu_records import InSituCall, InSituOp
 
 
@@ -41,7 +41,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class ShadowedAttention(AttentionOp):
+class ShadowedAttention(WrappedOp):
     """``(q, k, v, scale) -> primary(q, k, v, scale)``, measuring the shadows beside it.
 
     ``primary_name``: the label of the primary's errors (default: the primary's backend name).
@@ -59,12 +59,10 @@ class ShadowedAttention(AttentionOp):
         recorder: InSituRecorder,
         primary_name: str | None = None,
     ):
-        self.primary = primary
+        super().__init__(primary)
         self.shadows = dict(shadows)
         self.rows = int(sample_rows)
         self.recorder = recorder
-        self.name = primary.name
-        self.exact = primary.exact
         self.primary_name = primary_name or primary.name
         if self.primary_name in self.shadows:
             raise ValueError(f"shadow {self.primary_name!r} has the primary's name")
@@ -73,21 +71,17 @@ class ShadowedAttention(AttentionOp):
         ops += [op_record(n, "shadow", op) for n, op in self.shadows.items()]
         recorder.set_ops(self.primary_name, ops)
 
-    @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
-        return self.primary.params
-
     def __getattr__(self, name: str) -> Any:
         # The runner reads the primary's counts and checks (rank_calls, direct_check) through us.
-        if name in ("primary", "__setstate__"):
+        if name in ("inner", "__setstate__"):
             raise AttributeError(name)
-        return getattr(self.primary, name)
+        return getattr(self.inner, name)
 
     def __call__(self, q, k, v, scale=None):
         site = self.recorder.current
         call = self.recorder.next_call()
         pristine = [x.detach().clone() for x in (q, k, v)]
-        out = self.primary(q, k, v, scale)
+        out = self.inner(q, k, v, scale)
         cuda = q.is_cuda
         with torch.random.fork_rng(devices=[q.device] if cuda else [], device_type="cuda" if cuda else None):
             self._measure(call, site, out, pristine, default_scale(pristine[0], scale))
@@ -147,4 +141,4 @@ class ShadowedAttention(AttentionOp):
         )
 
     def __repr__(self) -> str:
-        return f"ShadowedAttention({self.primary!r}, shadows={list(self.shadows)})"
+        return f"ShadowedAttention({self.inner!r}, shadows={list(self.shadows)})"
