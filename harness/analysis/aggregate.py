@@ -1,10 +1,6 @@
-"""Per-arm aggregates: speed over every run of an arm, accuracy and statistics over its seeds, the
-speed tests against the reference, and why an arm's timing is no baseline.
-
-Speed is aggregated over every run (repeats x seeds) and tested by ``analysis.speed`` (runs as
-samples, paired where the design pairs them, Holm over the report's tests); accuracy over the
-first repeat of each seed. Each spread keeps its values and n, so every aggregate is printed
-with its band.
+"""Per-arm aggregates: speed over every run of an arm (repeats x seeds, tested by ``analysis.speed``),
+accuracy and statistics over its seeds' first repeats, and why an arm's timing is no baseline. Each
+spread keeps its values and n, so every aggregate is printed with its band.
 """
 
 from __future__ import annotations
@@ -39,17 +35,13 @@ def aggregate_metrics(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dic
     """Speed over every run of the arm (repeats x seeds); accuracy and statistics over seeds."""
     m: dict[str, Spread] = {
         "s_per_step": spread([r.s_per_step for r in arm_runs]),
-        "step_1": spread([r.step(1) for r in arm_runs]),
-        "step_2": spread([r.step(2) for r in arm_runs]),
-        "step_3": spread([r.step(3) for r in arm_runs]),
+        **{f"step_{i}": spread([r.step(i) for r in arm_runs]) for i in (1, 2, 3)},
         "pipeline_total_s": spread([r.pipeline_total_s for r in arm_runs]),
         "dit_steps": spread([r.dit_steps for r in arm_runs]),
     }
     timed = [r.layers for r in arm_runs if r.ok and r.layers is not None]
-    if timed:
-        m["layer_s"] = spread([t.layer_s for t in timed])
-        m["outside_layers_s"] = spread([t.outside_layers_s for t in timed])
-        m["released_step_s"] = spread([t.released_step_s for t in timed])  # extrapolated
+    for name in ("layer_s", "outside_layers_s", "released_step_s") if timed else ():  # released: extrapolated
+        m[name] = spread([getattr(t, name) for t in timed])
     if cmps:
         for metric in accuracy_metrics():
             m[metric.key] = spread([metric.get(c) for c in cmps])
@@ -133,12 +125,10 @@ def repeat_notes(runs: list[RunSummary]) -> list[str]:
             continue
         where = f"{arm}{f' seed {seed}' if seed is not None else ''}"
         same = len({r.output_sha256 for r in group}) == 1
-        notes.append(
-            f"{where}: {len(group)} runs, output.mp4 "
-            + (
-                "byte-identical in every repeat"
-                if same
-                else "differs between repeats (run-to-run nondeterminism)"
-            )
+        what = (
+            "byte-identical in every repeat"
+            if same
+            else "differs between repeats (run-to-run nondeterminism)"
         )
+        notes.append(f"{where}: {len(group)} runs, output.mp4 {what}")
     return notes

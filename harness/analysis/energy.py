@@ -142,3 +142,9 @@ def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]
         return None, 0
     total = sum(w for _, w in vals) or 1
     return sum(x * w for x, w in vals) / total, len(vals)
+
+
+def pooled_psnr(pairs: Sequence[PairErrors]) -> float | None:
+    """The PSNR of the pairs' pooled video MSE (None: none has one)."""
+    mse, _ = pooled(pairs, VIDEO_MSE)
+    return None if mse is None else psnr_from_mse(mse)

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from harness.analysis.energy import PairErrors, pooled, psnr_from_mse
+from harness.analysis.energy import PairErrors, mse_from_psnr, pooled_psnr
 from harness.analysis.model import CodecFloorRow, FloorSummary, ReportResults
 from harness.analysis.verdict import video_regime
 from harness.collect.models import CodecSettings, PairResult
@@ -63,16 +63,13 @@ def floor_summary(floors: list[Comparison], rules: VerdictRules) -> FloorSummary
         keys=[c.b.key for c in measured],
         perturbations={c.b.arm: floor_kind(c) for c in measured},
     )
-    mse, _ = pooled([PairErrors.from_comparison(c) for c in measured], "video_mse")
-    f.psnr_pooled = None if mse is None else psnr_from_mse(mse)
+    f.psnr_pooled = pooled_psnr([PairErrors.from_comparison(c) for c in measured])
     for metric in accuracy_metrics():
         vals = sorted(x for x in (metric.get(c) for c in measured) if x is not None and not math.isnan(x))
         if vals:
             f.band[metric.key] = [vals[0], statistics.median(vals), vals[-1]]
     for seed in dict.fromkeys(c.b.seed for c in measured):
-        mine = [PairErrors.from_comparison(c) for c in measured if c.b.seed == seed]
-        seed_mse, _ = pooled(mine, "video_mse")
-        psnr = None if seed_mse is None else psnr_from_mse(seed_mse)
+        psnr = pooled_psnr([PairErrors.from_comparison(c) for c in measured if c.b.seed == seed])
         f.per_seed_psnr[str(seed)] = psnr
         f.regimes[str(seed)] = video_regime(psnr, rules)
     f.chaotic = any(r == "chaotic" for r in f.regimes.values())
@@ -170,14 +167,8 @@ def _codec_values(video: Any, audio: Any) -> dict[str, Any]:
 
 def codec_floor_row(res: ReportResults, campaign: CampaignDir, cache: MetricsCache, say: Progress) -> None:
     """``res.codec_floor``: the reference's codec floor (primary seed) with its share of the floor."""
-    ref = next(
-        (
-            r
-            for r in res.primary_runs
-            if r.arm == res.reference_arm and r.seed == res.primary_seed and r.output
-        ),
-        None,
-    )
+    refs = [r for r in res.primary_runs if r.arm == res.reference_arm and r.seed == res.primary_seed]
+    ref = next((r for r in refs if r.output), None)
     if ref is None or not ref.ok:
         return
     say(f"codec floor of {ref.key}")
@@ -205,9 +196,8 @@ def codec_floor_row(res: ReportResults, campaign: CampaignDir, cache: MetricsCac
         "decoded reference): a second-generation estimate, usually smaller than the first encode's error"
     )
     row.text = f"codec floor ({entry.settings.text()}): {how}; {fmt_db(v.psnr_pooled)} pooled"
-    floor_mse = None
-    if res.floor is not None and res.floor.psnr_pooled is not None and not math.isinf(res.floor.psnr_pooled):
-        floor_mse = 255.0**2 / 10 ** (res.floor.psnr_pooled / 10)
+    floor_psnr = res.floor.psnr_pooled if res.floor is not None else None
+    floor_mse = mse_from_psnr(floor_psnr) if floor_psnr is not None and not math.isinf(floor_psnr) else None
     if floor_mse and v.mse_mean is not None:
         row.share_of_floor = share = v.mse_mean / floor_mse
         if res.pixel_source.startswith("lossless"):

@@ -61,13 +61,7 @@ def judge(
     runs = runs if runs is not None else [c.b for c in cands]
     measured = [c for c in cands if c.measured]
     floor_ok = [f for f in floors if f.measured]
-    exact: dict[str, RunSummary] = {}
-    for c in measured:
-        if c.a.stats is not None:
-            exact[c.a.key] = c.a
-    for f in floor_ok:
-        if f.b.stats is not None:
-            exact[f.b.key] = f.b
+    exact = {r.key: r for r in [*(c.a for c in measured), *(f.b for f in floor_ok)] if r.stats is not None}
     v = judge_numbers(
         arm,
         [PairErrors.from_comparison(c) for c in measured],
@@ -105,8 +99,6 @@ def judge(
         v.sentences.insert(0, warning)
     settle(v, runs, measured=bool(measured), unmeasured=unmeasured, head=head)
     v.accuracy = v.text
-    attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}[
-        v.attention_ok
-    ]
-    v.summary = f"{v.text}; {attn}"
+    attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}
+    v.summary = f"{v.text}; {attn[v.attention_ok]}"
     return v

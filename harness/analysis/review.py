@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.analysis.model import ReportResults, SpeedTest, Verdict, is_emulator
 from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Terms
+from harness.analysis.verdict_text import largest
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics import energy_metrics, judged_energies
 from harness.rule import IDENTICAL, NOT_RUN, known
@@ -24,6 +25,12 @@ def pair(x: Any) -> tuple[float, float] | None:
     if isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
         return float(x[0]), float(x[1])
     return None
+
+
+def terms(value: float, ci: Any, alpha: float, word: str = "") -> Terms:
+    """A figure with its interval (where it is a pair) at ``1 - alpha`` and its word."""
+    ci = pair(ci)
+    return Terms(value=float(value), ci=ci, ci_what=f"{100 * (1 - alpha):.10g} % CI" if ci else "", word=word)
 
 
 def regime(v: Verdict) -> str:
@@ -37,9 +44,7 @@ def _energy_terms(v: Verdict, metric: str) -> tuple[Terms, str]:
     r = next((r for r in v.energy if r.metric == metric), None)
     if r is None or r.ratio is None:
         return Terms(word=r.word if r is not None else ""), ""
-    ci = pair(r.ratio_ci)
-    what = f"{100 * (1 - r.alpha):.10g} % CI" if ci else ""
-    return Terms(value=float(r.ratio), ci=ci, ci_what=what, word=r.word), f"{r.label} / the floor's"
+    return terms(r.ratio, r.ratio_ci, r.alpha, r.word), f"{r.label} / the floor's"
 
 
 def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
@@ -67,14 +72,9 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
         return word, insitu, INSITU_WHAT
     if v.ratio is None or v.ratio_metric == "insitu":
         return word, Terms(), ""
-    ci = pair(v.ratio_ci)
     label = next((r.label for r in v.energy if r.metric == v.ratio_metric), "error energy")
     level = next((r.alpha for r in v.energy if r.metric == v.ratio_metric), 0.05)
-    return (
-        word,
-        Terms(value=float(v.ratio), ci=ci, ci_what=f"{100 * (1 - level):.10g} % CI" if ci else ""),
-        f"{label} / the floor's",
-    )
+    return word, terms(v.ratio, v.ratio_ci, level), f"{label} / the floor's"
 
 
 def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
@@ -86,9 +86,7 @@ def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
         same = [r for r in v.energy if r.word == word and r.ratio is not None] or [
             r for r in v.energy if r.ratio is not None
         ]
-        named = (
-            max(same, key=lambda r: r.ratio if math.isfinite(r.ratio) else math.inf).metric if same else ""
-        )
+        named = largest(same).metric if same else ""
     terms, what = _energy_terms(v, named) if named else (Terms(), "")
     return terms.model_copy(update={"word": word}), what
 
@@ -97,25 +95,31 @@ def speed_terms(t: SpeedTest | None) -> Terms:
     """Speed-up (reference time / arm time) with its interval and the test's word."""
     if t is None or not t.measured or t.speedup is None:
         return Terms(word="no timing")
-    ci = pair(t.speedup_ci)
-    what = f"{100 * (1 - t.alpha):.10g} % CI" if ci else ""
-    return Terms(value=float(t.speedup), ci=ci, ci_what=what, word=t.word)
+    return terms(t.speedup, t.speedup_ci, t.alpha, t.word)
 
 
 NO_SPEED = "no speed-up: an emulator's timing is no kernel's"
 
 
+LINE = 200  # a summary line's most characters: each is read at a glance; the sections below hold the rest
+
+
+def fit(text: str, width: int = LINE) -> str:
+    """``text`` cut at a word to ``width`` characters, ' ...' marking the cut (names and reasons read
+    from a campaign may be any length)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 4].rsplit(" ", 1)[0] if " " in text[: width - 4] else text[: width - 4]
+    return cut.rstrip(" ;,:") + " ..."
+
+
 def plain_words(text: str, width: int = 0) -> str:
     """Text read from a record as words on one line: every control or format character (an escape
     sequence's ESC, a line break, a bidi override) a space, runs of spaces one; cut at a word to
-    ``width`` characters (' ...' marking the cut) where ``width`` is given. Markdown and HTML escape
-    it further where they write it."""
+    ``width`` characters where given (``fit``). Markdown and HTML escape it further where they write it."""
     flat = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
     out = " ".join(flat.split())
-    if width and len(out) > width:
-        head = out[: width - 4]
-        out = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ;,:") + " ..."
-    return out
+    return fit(out, width) if width else out
 
 
 def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:

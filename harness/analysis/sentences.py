@@ -9,7 +9,7 @@ s/step speed-up or why there is none; the intervals' confidence once, in the las
 from __future__ import annotations
 
 from harness.analysis.model import Finding, ReportResults
-from harness.analysis.review import NO_SPEED, floor_points, readings
+from harness.analysis.review import LINE, NO_SPEED, fit, floor_points, readings
 from harness.analysis.review_model import INSITU_WHAT, Reading, Summary, Terms
 from harness.compare.significance import fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
@@ -92,18 +92,6 @@ def speed_cell(t: Terms) -> str:
 def speed_line(what: str, t: Terms) -> str:
     """'DiT s/step speed-up 0.57x (95 % CI 0.31 to 1.05): no significant difference'."""
     return f"{what}: {speed_cell(t)}" if t.value is None else f"{what} speed-up {speed_cell(t)}"
-
-
-LINE = 200  # a summary line's most characters: each is read at a glance; the sections below hold the rest
-
-
-def fit(text: str, width: int = LINE) -> str:
-    """``text`` cut at a word to ``width`` characters, ' ...' marking the cut (names and reasons read
-    from a campaign may be any length)."""
-    if len(text) <= width:
-        return text
-    cut = text[: width - 4].rsplit(" ", 1)[0] if " " in text[: width - 4] else text[: width - 4]
-    return cut.rstrip(" ;,:") + " ..."
 
 
 def _range(t: Terms, fmt) -> str:

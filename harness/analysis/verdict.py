@@ -25,8 +25,7 @@ from harness.analysis.energy import (
     PairErrors,
     energy_from_db,
     is_identical,
-    pooled,
-    psnr_from_mse,
+    pooled_psnr,
 )
 from harness.analysis.floor_check import check_floor
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
@@ -90,8 +89,7 @@ def _seed_regimes(seed, cand: PairErrors | None, floors: Sequence[PairErrors], r
     if not floors:
         sv.regime = {"video": "no floor", "audio": "no floor"}
         return sv
-    mse, _ = pooled(floors, "video_mse")
-    sv.floor_psnr = None if mse is None else psnr_from_mse(mse)
+    sv.floor_psnr = pooled_psnr(floors)
     corr = [_audio_corr(f) for f in floors]
     corr = [x for x in corr if x is not None and math.isfinite(x)]
     sv.floor_audio_corr = sum(corr) / len(corr) if corr else None

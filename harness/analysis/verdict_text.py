@@ -37,14 +37,19 @@ FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the f
 def far_below_findings(v: Verdict) -> list[str]:
     """A candidate far below its floor is a finding about the floor (too noisy a perturbation, or a
     floor run that is no exact noise), not praise for the candidate."""
-    out = []
-    for r in v.energy:
-        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW:
-            out.append(
-                f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
-                "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
-            )
-    return out
+    return [
+        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
+        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+        for r in v.energy
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
+    ]
+
+
+def largest(readings: Sequence[RatioReading]) -> RatioReading:
+    """The reading with the largest ratio (one that is not finite, or none, counts as infinite)."""
+    return max(
+        readings, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+    )
 
 
 def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
@@ -53,9 +58,7 @@ def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
     with_word = [src for w, _, src in parts if w == v.word]
     energy = [r for r in v.energy if r.word == v.word]
     if energy:
-        return max(
-            energy, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-        ).metric
+        return largest(energy).metric
     for src in ("insitu", "structure", "lag", "statistics", "latents"):
         if src in with_word:
             return src
@@ -70,11 +73,7 @@ def decisive_reading(v: Verdict) -> RatioReading | None:
         return None
     named = [r for r in v.energy if r.metric == v.decided_by]
     decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
-    if not decisive:
-        return None
-    return max(
-        decisive, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-    )
+    return largest(decisive) if decisive else None
 
 
 def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
@@ -160,10 +159,8 @@ def settled_text(
     if not measured:
         text = f"{INCOMPLETE}: no run of the arm could be measured; " + "; ".join(head)
     elif unmeasured and v.word != OUTSIDE:
-        text = (
-            f"{INCOMPLETE}: seed(s) {', '.join(map(str, unmeasured))} not measured; "
-            + text.split(": ", 1)[-1]
-        )
+        seeds = ", ".join(map(str, unmeasured))
+        text = f"{INCOMPLETE}: seed(s) {seeds} not measured; " + text.split(": ", 1)[-1]
     if word == INVALID:
         return f"{INVALID}: {v.attention}; as measured: {text}"
     return text + ("; WARNING: " + "; ".join(v.warnings) if v.warnings else "")
