@@ -18,9 +18,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from harness.records import AttnCallsRecord, RunSpec
+from harness.records import AttnCallsRecord, RunSpec, TimingRecord
 from harness.registry import did_you_mean
 from harness.runners.base import Launch, Runner
+from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
 from harness.scenario import FieldProblem, ScenarioPart, Strict
 from harness.store import (
     ATTN_CALLS_JSON,
@@ -31,9 +32,6 @@ from harness.store import (
     read_record,
     write_record,
 )
-
-SPEC_JSON = "spec.json"
-LATENTS_DIR = "latents"
 
 
 class BuiltinBlock(Strict):
@@ -135,7 +133,7 @@ class BuiltinRunner(Runner):
         )
 
 
-def run_in_process(run_dir: Path) -> None:
+def run_in_process(run_dir: Path) -> TimingRecord:
     """The child process: one pipeline run through the counting attention wrapper (with its step
     schedule), shadowed when the spec names shadows or in-situ settings; calls are attributed to
     steps and blocks by the pipeline's own site hooks."""
@@ -160,10 +158,6 @@ def run_in_process(run_dir: Path) -> None:
         attention = shadowed
     cfg = PipelineConfig.model_validate(spec.params["pipeline"])
     latents = run_dir / LATENTS_DIR if spec.params.get("save_latents") else None
-
-    def on_step(i: int, n: int) -> None:
-        print(f"HARNESS_STEP {i}/{n}", flush=True)
-
     timing = run_pipeline(
         cfg,
         seed=spec.seed,
@@ -171,7 +165,7 @@ def run_in_process(run_dir: Path) -> None:
         attention=attention,
         out_path=run_dir / OUTPUT_MP4,
         latents_dir=latents,
-        on_step=on_step,
+        on_step=print_step,
         lossless_path=run_dir / OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
         site=sites.site,
     )
@@ -185,22 +179,11 @@ def run_in_process(run_dir: Path) -> None:
         backend=counting.backend_params(),
     )
     write_record(run_dir / ATTN_CALLS_JSON, calls)
-    print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)
+    return timing
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m harness.runners.builtin RUN_DIR", file=sys.stderr)
-        return 2
-    from harness.errors import HarnessError
-
-    try:
-        run_in_process(Path(argv[0]))
-    except HarnessError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_dir_main(argv, "harness.runners.builtin", run_in_process)
 
 
 if __name__ == "__main__":

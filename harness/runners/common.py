@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
+SPEC_JSON = "spec.json"  # the spec a runner writes into the run folder for its child process
+LATENTS_DIR = "latents"  # step_NNN.npz of every runner, where harness.compare.latents reads them
 SMOKE_TOKENS, SMOKE_HEADS = 256, 2
 SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
 NOT_A_MODEL = "random weights for checking the chain; not a model"
@@ -43,6 +45,78 @@ def not_found(exe: str | None) -> bool:
     import shutil
 
     return bool(exe) and not (shutil.which(exe) or Path(exe).is_file())
+
+
+def absolute_path(path: str, base: str | None = None) -> str:
+    """``~`` expanded; a relative path taken from ``base`` (else the working directory)."""
+    p = Path(os.path.expanduser(path))
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
+    return os.path.abspath(p)
+
+
+def first_error(err: Any) -> tuple[str, str]:
+    """A pydantic ValidationError's first problem: its location (dotted) and its message."""
+    first = err.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), first["msg"]
+
+
+def effective_block(
+    scenario: Any, arm: Any, profile: str | None, runner: str, rest: str, merge: Callable, tidy: bool = False
+) -> Any:
+    """The scenario's ``runner`` block with the profile's, then the arm's parameters applied: a key
+    naming a block field replaces it, any other is ``merge``d into the mapping field ``rest``.
+    ``tidy``: an error names the block itself and drops pydantic's "Value error, " opener."""
+    from pydantic import ValidationError
+
+    from harness.errors import ScenarioError
+
+    block = getattr(scenario, runner, None)
+    if block is None:
+        raise ScenarioError(f"scenario {scenario.name}: runner '{runner}' needs a '{runner}' block")
+    cls, data = type(block), block.model_dump()
+    layers = [(f"profiles.{profile}", (scenario.profiles or {}).get(profile, {}))] if profile else []
+    layers.append((f"arms[{arm.name}].overrides", arm.overrides or {}))
+    for where, layer in layers:
+        for key, val in layer.items():
+            if key == rest and not isinstance(val, dict):
+                raise ScenarioError(f"scenario {scenario.name}: {where}.{rest} must be a mapping")
+            if key != rest and key in cls.model_fields:
+                data[key] = val
+            else:
+                data[rest] = merge(data[rest], val if key == rest else {key: val})
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        loc, msg = first_error(err)
+        if tidy:
+            loc, msg = loc or "(block)", msg.removeprefix("Value error, ")
+        raise ScenarioError(
+            f"scenario {scenario.name}: arm {arm.name}: {runner}.{loc}: {msg} (after profile/arm overrides)"
+        ) from None
+
+
+def print_step(i: int, n: int) -> None:
+    """The line the executor reads a run's progress from (harness.executors.process)."""
+    print(f"HARNESS_STEP {i}/{n}", flush=True)
+
+
+def run_dir_main(argv: list[str] | None, module: str, run: Callable[[Path], Any]) -> int:
+    """A runner's child process, ``python -m module RUN_DIR``: ``run`` gives the run's timing; a
+    HarnessError is its one line (exit 1)."""
+    from harness.errors import HarnessError
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(f"usage: python -m {module} RUN_DIR", file=sys.stderr)
+        return 2
+    try:
+        timing = run(Path(argv[0]))
+    except HarnessError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)
+    return 0
 
 
 def json_arg(text: str, objects: bool = False) -> Any:

@@ -13,7 +13,7 @@ from diffusers_support import needs_diffusers, synthetic
 from harness.errors import ScenarioError
 from harness.plan import build_plan
 from harness.runners import get_runner
-from harness.runners.common import ProbeBatch
+from harness.runners.common import HARNESS_IMPORT_ROOT, ProbeBatch
 from harness.runners.diffusers import runner as dr
 from harness.scenario import load_scenario, parse_scenario
 
@@ -182,7 +182,7 @@ def test_prepare_launches_the_child_in_the_runs_interpreter(tmp_path):
         "harness.runners.diffusers.launch",
         str(tmp_path / "run"),
     ]
-    assert launch.env["PYTHONPATH"].split(":")[0] == str(dr.HARNESS_IMPORT_ROOT) and launch.gpus == 0
+    assert launch.env["PYTHONPATH"].split(":")[0] == str(HARNESS_IMPORT_ROOT) and launch.gpus == 0
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
     gpu = parse_scenario(scenario_text(model=str(tmp_path / "m"), extra="  device: cuda\n"), "s.yaml", {})
     assert get_runner("diffusers").prepare(build_plan(gpu)[0], tmp_path / "r", dry_run=True).gpus == 1

@@ -8,18 +8,17 @@ attn_calls.json (also when the generation fails) and diffusers_env.json.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.attention import make_attention
 from harness.envinfo import package_versions, resolve_device
-from harness.errors import HarnessError
 from harness.records import RunSpec
+from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
 from harness.runners.diffusers.dispatch import CallBook, Instrument
 from harness.runners.diffusers.generate import dit_modules, generate
 from harness.runners.diffusers.records import (
@@ -31,9 +30,8 @@ from harness.runners.diffusers.records import (
 from harness.runners.diffusers.schema import PIPELINES
 from harness.scenario.plugins import load_recorded
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
+from harness.tiny_ref2av.run import exact_matmul
 
-SPEC_JSON = "spec.json"
-LATENTS_DIR = "latents"
 ENV_PACKAGES = ("diffusers", "transformers", "tokenizers", "torch", "sageattention", "flash-attn", "xformers")
 
 
@@ -44,17 +42,6 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-@contextlib.contextmanager
-def exact_matmul() -> Iterator[None]:
-    """No TF32 for the run (float32 runs stay float32 on a GPU); restored after."""
-    prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
-
-
 def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dtype) -> Any:
     """The scenario's pipeline class, from model_path, on ``device`` in ``dtype``."""
     import diffusers
@@ -63,13 +50,6 @@ def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dty
     pipe = cls.from_pretrained(params["model_path"], dtype=dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
-
-
-def harness_chain(spec: RunSpec) -> Any:
-    """The harness's usual chain for a harness backend: perturbation, counting, first-call check."""
-    from harness.attention import make_attention
-
-    return make_attention(spec)
 
 
 def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> DiffusersAttnCalls:
@@ -104,7 +84,9 @@ def run_generation(
 ) -> tuple[Any, Any, list[str]]:
     """Instrument, select the arm's backend on the DiT, generate: (timing, harness chain, backend names)."""
     p = spec.params
-    chain = harness_chain(spec) if book.kind == "harness" else None
+    chain = (
+        make_attention(spec) if book.kind == "harness" else None
+    )  # perturbation, counting, first-call check
     with Instrument(book, drop_trivial_masks=p["drop_trivial_masks"]) as inst:
         if chain is not None:
             inst.register_harness(spec.attn_type, chain)
@@ -115,10 +97,6 @@ def run_generation(
         if not taken:
             book.error(f"no attention processor of the DiT took backend {spec.attn_type!r}")
         names = inst.backend_names()
-
-        def on_step(i: int, n: int) -> None:
-            print(f"HARNESS_STEP {i}/{n}", flush=True)
-
         timing = generate(
             pipe,
             p["pipeline"],
@@ -126,12 +104,12 @@ def run_generation(
             device=device,
             out_path=run_dir / OUTPUT_MP4,
             latents_dir=run_dir / LATENTS_DIR if p["save_latents"] else None,
-            on_step=on_step,
+            on_step=print_step,
         )
     return timing, chain, names
 
 
-def run_in_process(run_dir: Path) -> None:
+def run_in_process(run_dir: Path) -> Any:
     wall0 = time.perf_counter()
     run_dir = Path(run_dir)
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
@@ -154,7 +132,7 @@ def run_in_process(run_dir: Path) -> None:
     timing.stages["load"] = round(load_s, 6)
     timing.wall_total_s = time.perf_counter() - wall0
     write_record(run_dir / TIMING_JSON, timing)
-    print(f"done: {timing.dit_steps} DiT steps, {timing.s_per_step:.4f} s/step", flush=True)
+    return timing
 
 
 def environment(
@@ -178,16 +156,7 @@ def environment(
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m harness.runners.diffusers.launch RUN_DIR", file=sys.stderr)
-        return 2
-    try:
-        run_in_process(Path(argv[0]))
-    except HarnessError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_dir_main(argv, "harness.runners.diffusers.launch", run_in_process)
 
 
 if __name__ == "__main__":

@@ -19,17 +19,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from harness.errors import HarnessError, ScenarioError
+from harness.errors import HarnessError
 from harness.records import RunSpec
+from harness.runners import common
 from harness.runners.base import Launch, Runner
-from harness.runners.common import HARNESS_IMPORT_ROOT, ProbeBatch, not_found, search_path, synthetic_problem
+from harness.runners.common import LATENTS_DIR, SPEC_JSON, ProbeBatch, absolute_path, not_found, search_path
 from harness.runners.diffusers.probe import probe_in_subprocess
 from harness.runners.diffusers.schema import PIPELINES, DiffusersBlock
 
 LAUNCH_MODULE = "harness.runners.diffusers.launch"
-SPEC_JSON = "spec.json"
 # Block fields that make the pipeline call and its mp4 (spec params "pipeline").
 CALL_FIELDS = {
     "pipeline", "prompt", "negative_prompt", "image_path", "height", "width", "num_frames", "num_inference_steps",
@@ -41,38 +39,13 @@ PROBE_TIMEOUT_S = 600.0
 PROBES = ProbeBatch()
 
 
-def _abs(path: str) -> str:
-    return os.path.abspath(os.path.expanduser(path))
-
-
 def effective_block(scenario: Any, arm: Any, profile: str | None) -> DiffusersBlock:
     """The scenario's diffusers block with the profile's, then the arm's parameters applied."""
-    block: DiffusersBlock | None = getattr(scenario, "diffusers", None)
-    if block is None:
-        raise ScenarioError(f"scenario {scenario.name}: runner 'diffusers' needs a 'diffusers' block")
-    data = block.model_dump()
-    layers = [(f"profiles.{profile}", (scenario.profiles or {}).get(profile, {}))] if profile else []
-    layers.append((f"arms[{arm.name}].overrides", arm.overrides or {}))
-    fields = set(DiffusersBlock.model_fields)
-    for where, layer in layers:
-        for key, val in layer.items():
-            if key == "call_kwargs":
-                if not isinstance(val, dict):
-                    raise ScenarioError(f"scenario {scenario.name}: {where}.call_kwargs must be a mapping")
-                data["call_kwargs"] = {**data["call_kwargs"], **val}
-            elif key in fields:
-                data[key] = val
-            else:
-                data["call_kwargs"] = {**data["call_kwargs"], key: val}
-    try:
-        return DiffusersBlock.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(block)"
-        raise ScenarioError(
-            f"scenario {scenario.name}: arm {arm.name}: diffusers.{loc}: "
-            f"{first['msg'].removeprefix('Value error, ')} (after profile/arm overrides)"
-        ) from None
+    return common.effective_block(scenario, arm, profile, "diffusers", "call_kwargs", merge, tidy=True)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    return {**base, **over}
 
 
 def head_dims(params: dict[str, Any]) -> list[int]:
@@ -112,7 +85,7 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
     """What the runner adds to a run's variables (``env``: the scenario's and arm's): this harness
     first on PYTHONPATH, so any interpreter imports the harness that planned the run."""
     rest = env.get("PYTHONPATH") or os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": search_path(HARNESS_IMPORT_ROOT, rest), "PYTHONUNBUFFERED": "1"}
+    return {"PYTHONPATH": search_path(common.HARNESS_IMPORT_ROOT, rest), "PYTHONUNBUFFERED": "1"}
 
 
 def probe_result(spec: RunSpec) -> dict[str, Any]:
@@ -147,7 +120,7 @@ def model_problem(p: dict[str, Any]) -> str | None:
         have = None if marker is None else {k: marker.get(k) for k in keys}
         nonempty = model.exists() and (not model.is_dir() or any(model.iterdir()))
         asked = {k: wanted[k] for k in keys}
-        return synthetic_problem(
+        return common.synthetic_problem(
             "diffusers.model_path", model, "synthetic pipeline", MARKER, have, asked, nonempty
         )
     index = model / "model_index.json"
@@ -172,11 +145,11 @@ class DiffusersRunner(Runner):
             synthetic = {**block.synthetic_checkpoint.model_dump(), "model": block.synthetic_model}
         call = block.model_dump(include=CALL_FIELDS)
         call["name"] = call.pop("pipeline")
-        call["image_path"] = _abs(block.image_path) if block.image_path else None
+        call["image_path"] = absolute_path(block.image_path) if block.image_path else None
         params = {
             # What is generated and how it is encoded (the report reads crf and x264_preset here).
             "pipeline": call,
-            "model_path": _abs(block.model_path),
+            "model_path": absolute_path(block.model_path),
             "synthetic_checkpoint": synthetic,
             **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
             "backend_kind": "harness" if arm.attn_type in list_backends() else "dispatcher",
@@ -209,7 +182,6 @@ class DiffusersRunner(Runner):
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         from harness.runners.diffusers.checkpoint import read_marker, run_writer
-        from harness.runners.diffusers.launch import LATENTS_DIR
         from harness.runners.diffusers.records import DIFFUSERS_ENV_JSON
         from harness.store import atomic_write_text
 

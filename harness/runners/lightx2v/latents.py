@@ -24,9 +24,8 @@ from pathlib import Path
 from queue import Queue
 from typing import Any
 
-from harness.runners.common import write_step_latents
+from harness.runners.common import LATENTS_DIR, write_step_latents
 
-LATENTS_DIR = "latents"  # the builtin runner's folder name (harness.runners.builtin.LATENTS_DIR)
 AUTO_ALL = 10
 AUTO_EVERY = 5
 

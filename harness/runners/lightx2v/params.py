@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from harness.errors import HarnessError, ScenarioError
+from harness.runners import common
+from harness.runners.common import absolute_path
 from harness.runners.lightx2v.schema import LightX2VBlock, SyntheticCheckpoint, h3_model_dirs
 
 H3 = "minimax_h3"
+INPUTS = ("image_path", "audio_path", "video_path")  # input files, relative to root
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -41,21 +43,6 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = val
     return out
-
-
-def absolute_path(path: str, base: str | None = None) -> str:
-    """``~`` expanded; a relative path taken from ``base`` (else the working directory)."""
-    p = Path(os.path.expanduser(path))
-    if not p.is_absolute() and base is not None:
-        p = Path(base) / p
-    return os.path.abspath(p)
-
-
-def dit_steps_for(model_cls: str, infer_steps: int | None) -> int | None:
-    """H3 counts sigma points including the terminal 0: infer_steps N gives N-1 DiT steps."""
-    if infer_steps is None:
-        return None
-    return infer_steps - 1 if model_cls == H3 else infer_steps
 
 
 def read_base_config(path: str) -> dict[str, Any]:
@@ -137,14 +124,8 @@ class LightX2VParams(BaseModel):
     def _defaults_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Left out at their defaults, so the spec hash of every earlier run is what it was.
         data = handler(self)
-        defaults = (
-            ("bare", False),
-            ("latent_steps", "auto"),
-            ("shadow_sageattention", {}),
-            ("time_blocks", False),
-        )
-        for key, default in defaults:
-            if data.get(key) == default:
+        for key in ("bare", "latent_steps", "shadow_sageattention", "time_blocks"):
+            if data.get(key) == type(self).model_fields[key].default:
                 data.pop(key, None)
         return data
 
@@ -164,44 +145,13 @@ def params_of(spec: Any) -> LightX2VParams:
     try:
         return LightX2VParams.model_validate(spec.params)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise HarnessError(
-            f"lightx2v: run spec params.{loc}: {first['msg']} (re-plan the campaign)"
-        ) from None
+        loc, msg = common.first_error(err)
+        raise HarnessError(f"lightx2v: run spec params.{loc}: {msg} (re-plan the campaign)") from None
 
 
 def effective_block(scenario: Any, arm: Any, profile: str | None) -> LightX2VBlock:
     """The scenario's lightx2v block with the profile's, then the arm's parameters applied."""
-    block: LightX2VBlock | None = getattr(scenario, "lightx2v", None)
-    if block is None:
-        raise ScenarioError(f"scenario {scenario.name}: runner 'lightx2v' needs a 'lightx2v' block")
-    data = block.model_dump()
-    layers = []
-    if profile:
-        layers.append((f"profiles.{profile}", (scenario.profiles or {}).get(profile, {})))
-    layers.append((f"arms[{arm.name}].overrides", arm.overrides or {}))
-    fields = set(LightX2VBlock.model_fields)
-    for where, layer in layers:
-        for key, val in layer.items():
-            if key == "config_overrides":
-                if not isinstance(val, dict):
-                    raise ScenarioError(
-                        f"scenario {scenario.name}: {where}.config_overrides must be a mapping"
-                    )
-                data["config_overrides"] = deep_merge(data["config_overrides"], val)
-            elif key in fields:
-                data[key] = val
-            else:
-                data["config_overrides"] = deep_merge(data["config_overrides"], {key: val})
-    try:
-        return LightX2VBlock.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(
-            f"scenario {scenario.name}: arm {arm.name}: lightx2v.{loc}: {first['msg']} (after profile/arm overrides)"
-        ) from None
+    return common.effective_block(scenario, arm, profile, "lightx2v", "config_overrides", deep_merge)
 
 
 def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VParams:
@@ -245,40 +195,26 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         for name in getattr(arm, "shadows", [])
         if name in arms and arms[name].attn_type == "sage_attn2" and arms[name].sageattention != "package"
     }
+    copied = (
+        "model_cls", "task", "nproc_per_node", "prompt", "negative_prompt", "torchrun", "python", "visible_devices",
+        "alloc_conf", "platform", "save_name", "warmup", "extra_args", "attn_scope", "attn_wrappers",
+        "synthetic_checkpoint", "reference_short_edge", "latent_steps", "time_blocks",
+    )  # fmt: skip
     return LightX2VParams(
+        **{key: getattr(block, key) for key in copied},
         root=root,
         model_path=absolute_path(block.model_path),
-        model_cls=block.model_cls,
-        task=block.task,
         config_json=config_json,
         base_config_sha256=base_sha,
-        nproc_per_node=block.nproc_per_node,
-        prompt=block.prompt,
-        negative_prompt=block.negative_prompt,
-        image_path=[absolute_path(p, root) for p in block.image_path],
-        audio_path=[absolute_path(p, root) for p in block.audio_path],
-        video_path=[absolute_path(p, root) for p in block.video_path],
+        **{key: [absolute_path(p, root) for p in getattr(block, key)] for key in INPUTS},
         config_overrides=overrides,
         infer_steps=infer_steps,
-        dit_steps=dit_steps_for(block.model_cls, infer_steps),
+        # H3 counts sigma points including the terminal 0: infer_steps N gives N-1 DiT steps.
+        dit_steps=infer_steps - 1 if on_h3 and infer_steps is not None else infer_steps,
         attention=attention,
         sageattention=flavour if arm.attn_type == "sage_attn2" else None,
-        torchrun=block.torchrun,
-        python=block.python,
-        visible_devices=block.visible_devices,
-        alloc_conf=block.alloc_conf,
-        platform=block.platform,
-        save_name=block.save_name,
-        warmup=block.warmup,
-        extra_args=list(block.extra_args),
         model_dirs=list(block.model_dirs if block.model_dirs is not None else default_dirs),
-        attn_scope=list(block.attn_scope),
-        attn_wrappers=list(block.attn_wrappers),
         count_ops=dict(getattr(arm, "count_ops", None) or {}),
-        synthetic_checkpoint=block.synthetic_checkpoint,
-        reference_short_edge=block.reference_short_edge,
         requires=["adaln_cache"] if merged.get("use_adaln_cache") else [],
-        latent_steps=block.latent_steps,
         shadow_sageattention=shadow_flavours,
-        time_blocks=block.time_blocks,
     )
