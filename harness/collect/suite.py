@@ -60,13 +60,10 @@ def check_compatible(
     if not math.isclose(ia.fps, ib.fps, rel_tol=1e-6):
         raise HarnessError(f"frame rate differs: {a} is {ia.fps:g} fps, {b} is {ib.fps:g} fps")
     if ia.frames != ib.frames and not truncate:
-        how = (
-            f"--truncate compares the first {min(ia.frames, ib.frames)}"
-            if cli
-            else "truncate to compare the shorter"
-        )
+        how = f"--truncate compares the first {min(ia.frames, ib.frames)}" if cli else ""
         raise HarnessError(
-            f"frame count differs: {a} has {ia.frames}{' frames' if cli else ''}, {b} has {ib.frames} ({how})"
+            f"frame count differs: {a} has {ia.frames}{' frames' if cli else ''}, {b} has {ib.frames} "
+            f"({how or 'truncate to compare the shorter'})"
         )
     if ia.has_audio != ib.has_audio:
         has, lacks = (a, b) if ia.has_audio else (b, a)
@@ -77,13 +74,10 @@ def check_compatible(
                 f"audio channel count differs: {a} has {ia.audio_channels}, {b} has {ib.audio_channels}"
             )
         if ia.audio_rate != ib.audio_rate and not resample_audio:
-            how = (
-                f"--resample-audio resamples {b} to {ia.audio_rate} Hz"
-                if cli
-                else "ask for resampling to compare"
-            )
+            how = f"--resample-audio resamples {b} to {ia.audio_rate} Hz" if cli else ""
             raise HarnessError(
-                f"audio sample rate differs: {a} is {ia.audio_rate} Hz, {b} is {ib.audio_rate} Hz ({how})"
+                f"audio sample rate differs: {a} is {ia.audio_rate} Hz, {b} is {ib.audio_rate} Hz "
+                f"({how or 'ask for resampling to compare'})"
             )
     return min(ia.frames, ib.frames)
 
@@ -195,8 +189,7 @@ def _video_cpu(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairRe
             while len(pending) > workers + 1:
                 j, fut = pending.popleft()
                 reducer.add(j, *fut.result())
-        while pending:
-            j, fut = pending.popleft()
+        for j, fut in pending:
             reducer.add(j, *fut.result())
 
 
@@ -337,14 +330,8 @@ def measure_pair(
         per_frame_csv=Path(csv_path).name if csv_path is not None else None,
         pixel_formats=formats_note(ia, ib),
     )
-    return PairResult(
-        video=video,
-        audio=audio,
-        stats_a=stats_a,
-        stats_b=stats_b,
-        seconds=time.perf_counter() - t0,
-        device=dev,
-    )
+    seconds = time.perf_counter() - t0
+    return PairResult(video=video, audio=audio, stats_a=stats_a, stats_b=stats_b, seconds=seconds, device=dev)
 
 
 def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:

@@ -16,38 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import cv2
-import numpy as np
-
+from harness.metrics.metric import psnr_from_mse
 from harness.safe_write import atomic_write_text
 
 if TYPE_CHECKING:
     import torch
-
-PEAK = 255.0
-
-
-def sse(a: np.ndarray, b: np.ndarray) -> float:
-    """Sum of squared differences of two uint8 frames, exact.
-
-    (OpenCV's two-array NORM_L2SQR is not exact for uint8; the one-array form on |a - b| is.)
-    """
-    if a.shape != b.shape:
-        raise ValueError(f"frames differ in shape: {a.shape} and {b.shape}")
-    return float(cv2.norm(cv2.absdiff(a, b), cv2.NORM_L2SQR))
-
-
-def mse(a: np.ndarray, b: np.ndarray) -> float:
-    return sse(a, b) / a.size
-
-
-def psnr_from_mse(m: float, peak: float = PEAK) -> float:
-    """10 log10(peak^2 / mse); +inf when mse is 0."""
-    return math.inf if m == 0 else 10.0 * math.log10(peak * peak / m)
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    return psnr_from_mse(mse(a, b))
 
 
 def sse_torch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,6 @@ from harness.metrics.metric import (
     one_minus,
     same,
 )
-from harness.number_format import fmt_db, fmt_num
 
 
 def _residual_lag(a: Any, unit: str = "") -> str:
@@ -30,8 +29,7 @@ for _metric in (
     Metric("audio_snr", "audio SNR", "audio", "snr_db", 50, unit="dB", digits=2, column="audio SNR",
            row="audio SNR (at the containers' alignment)", gate="min_audio_snr",
            gate_doc="Audio SNR of B against A, in dB.", note=_residual_lag,
-           energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy,
-                         lambda x: f"SNR {fmt_db(x)}", db_from_energy),
+           energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy),
            history=HistoryColumn("audio_snr", "audio SNR (dB)", 2),
            headline=Headline("audio SNR {}", opens=True, note=lambda a: _residual_lag(a, " samples")),
            pr=PrColumn("audio SNR / cos", "audio_cosine", "{} / {}")),
@@ -41,13 +39,12 @@ for _metric in (
            headline=Headline("cosine {}")),
     Metric("audio_spectral", "audio mel spectral error", "audio", "spectral_error", 70,
            higher_is_closer=False, column="mel spectral error", formatter=fmt_g4,
-           energy=Energy("audio_spectral", "audio mel spectral error", same, same,
-                         lambda x: f"spectral error {fmt_num(x, 4)}", same),
+           energy=Energy("audio_spectral", "audio mel spectral error", same, same),
            headline=Headline("spectral error {}")),
     Metric("audio_logmel_cosine", "audio log-mel cosine", "audio", "logmel_cosine", 80, digits=6,
            column="log-mel cosine", gate="min_audio_logmel_cosine",
            gate_doc="Cosine of the audio log-mel spectra.", gate_range=(-1, 1),
            energy=Energy("audio_logmel", "audio 1 - log-mel cosine", one_minus, lambda x: 1.0 - x,
-                         lambda x: f"log-mel cosine {fmt_num(x, 6)}", lambda x: 1.0 - x, judged=False)),
+                         judged=False)),
 ):  # fmt: skip
     METRICS.register(_metric.key, _metric)

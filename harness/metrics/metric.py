@@ -19,9 +19,6 @@ from harness.registry import Registry
 PEAK = 255.0  # uint8 RGB: the peak of a video PSNR
 
 
-# -- transforms: a figure <-> its error energy (0: equal to the reference) ----------------------------
-
-
 def mse_from_psnr(db: float, peak: float = PEAK) -> float:
     return 0.0 if math.isinf(db) and db > 0 else peak * peak / 10.0 ** (db / 10.0)
 
@@ -67,9 +64,6 @@ def same(x: float) -> float:
     return x
 
 
-# -- what a metric is ----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Energy:
     """A metric as the verdict weighs it: its error energy, pooled over pairs (weighted by frames for
@@ -78,8 +72,6 @@ class Energy:
     key: str  # as results.json names it (a verdict reading's metric: video_mse, audio_error, ...)
     label: str
     of: Callable[[float], float]  # the metric's value -> its error energy; NaN stays NaN
-    show: Callable[[float], float]  # energy -> the value a table prints
-    fmt: Callable[[float], str]
     value: Callable[[float], float]  # energy -> the metric's value (``of``'s inverse, unclamped)
     judged: bool = True  # the verdict judges it (a scenario may state its floor_log_sd); else shown only
 
@@ -211,9 +203,6 @@ class Metric:
 
 
 METRICS: Registry[Metric] = Registry("metric", base=Metric)
-
-
-# -- the views every reader takes ------------------------------------------------------------------------
 
 
 def in_order() -> list[Metric]:

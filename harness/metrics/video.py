@@ -4,18 +4,7 @@ the frames' PSNR; the worst frame), SSIM (mean over frames, the worst frame)."""
 
 from __future__ import annotations
 
-from harness.metrics.metric import (
-    METRICS,
-    Energy,
-    Headline,
-    HistoryColumn,
-    Metric,
-    PrColumn,
-    one_minus,
-    psnr_from_mse,
-    same,
-)
-from harness.number_format import fmt_db, fmt_num
+from harness.metrics.metric import METRICS, Energy, Headline, HistoryColumn, Metric, PrColumn, one_minus, same
 
 
 def _fmt5(x: float) -> str:
@@ -24,7 +13,7 @@ def _fmt5(x: float) -> str:
 
 for _metric in (
     Metric("video_mse", "video MSE", "video", "mse_mean", 5, higher_is_closer=False,  # weighed, not shown
-           energy=Energy("video_mse", "video MSE", same, psnr_from_mse, fmt_db, same)),
+           energy=Energy("video_mse", "video MSE", same, same)),
     Metric("psnr", "video PSNR (pooled)", "video", "psnr_pooled", 10, unit="dB", digits=2,
            column="PSNR (pooled)", gate="min_psnr",
            gate_doc="Video PSNR of B against A, pooled (from the mean MSE over frames), in dB.",
@@ -40,8 +29,7 @@ for _metric in (
            worst_label="video PSNR of the worst frame", headline=Headline("{} min")),
     Metric("ssim_mean", "SSIM mean", "video", "ssim_mean", 30, digits=6, column="SSIM mean", gate="min_ssim",
            gate_doc="SSIM, mean over frames.", gate_range=(None, 1),
-           energy=Energy("video_1_ssim", "video 1 - SSIM", one_minus, lambda x: 1.0 - x,
-                         lambda x: f"SSIM {fmt_num(x, 5)}", lambda x: 1.0 - x),
+           energy=Energy("video_1_ssim", "video 1 - SSIM", one_minus, lambda x: 1.0 - x),
            history=HistoryColumn("ssim_mean", "SSIM mean", 5),
            headline=Headline("SSIM {} mean", opens=True, fmt=_fmt5), pr=PrColumn("SSIM (min frame)", "ssim_min")),
     Metric("ssim_min", "SSIM min frame", "video", "ssim_min", 40, digits=6, column="SSIM min (frame)",

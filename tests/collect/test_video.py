@@ -9,7 +9,9 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from harness.collect.video import PairReducer, mse, psnr, psnr_from_mse, sse, sse_torch
+from harness.collect.ssim import ssim_sse
+from harness.collect.video import PairReducer, sse_torch
+from harness.metrics.metric import psnr_from_mse
 
 
 def _pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -19,17 +21,23 @@ def _pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _sse(a: np.ndarray, b: np.ndarray) -> int:
+    """The suite's exact SSE on a CPU (the compiled kernel's, beside its SSIM)."""
+    return ssim_sse(a, b)[2]
+
+
 def test_mse_psnr_match_numpy_and_skimage() -> None:
     a, b = _pair()
     want_mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    assert sse(a, b) == float(np.sum((a.astype(np.int64) - b.astype(np.int64)) ** 2))  # exact
-    assert mse(a, b) == pytest.approx(want_mse, rel=1e-15)
-    assert psnr(a, b) == pytest.approx(peak_signal_noise_ratio(a, b, data_range=255), abs=1e-10)
+    assert _sse(a, b) == int(np.sum((a.astype(np.int64) - b.astype(np.int64)) ** 2))  # exact
+    assert _sse(a, b) / a.size == pytest.approx(want_mse, rel=1e-15)
+    psnr = psnr_from_mse(_sse(a, b) / a.size)
+    assert psnr == pytest.approx(peak_signal_noise_ratio(a, b, data_range=255), abs=1e-10)
 
 
 def test_identical_is_inf_and_psnr_formula() -> None:
     a, _ = _pair()
-    assert psnr(a, a.copy()) == math.inf
+    assert psnr_from_mse(_sse(a, a.copy()) / a.size) == math.inf
     assert psnr_from_mse(0.0) == math.inf
     assert psnr_from_mse(255.0**2) == 0.0
     assert psnr_from_mse(1.0) == pytest.approx(20 * math.log10(255))
@@ -39,12 +47,13 @@ def test_sse_torch_is_exact() -> None:
     pairs = [_pair(s) for s in range(3)]
     a = torch.from_numpy(np.stack([p[0] for p in pairs]))
     b = torch.from_numpy(np.stack([p[1] for p in pairs]))
-    assert sse_torch(a, b).tolist() == [int(sse(x, y)) for x, y in pairs]
+    want = [int(np.sum((x.astype(np.int64) - y.astype(np.int64)) ** 2)) for x, y in pairs]
+    assert sse_torch(a, b).tolist() == want == [_sse(x, y) for x, y in pairs]
 
 
 def test_shape_mismatch() -> None:
     with pytest.raises(ValueError, match="shape"):
-        sse(np.zeros((4, 4, 3), np.uint8), np.zeros((4, 5, 3), np.uint8))
+        _sse(np.zeros((12, 12, 3), np.uint8), np.zeros((12, 13, 3), np.uint8))
 
 
 def test_reducer_mean_min_and_csv(tmp_path: Path) -> None:
