@@ -3,15 +3,11 @@
     python -m harness.runners.diffusers.checkpoint DIR --model ltx2|wan2.1_t2v|... [--preset tiny|small] [--seed N]
 
 (`harness diffusers tiny-checkpoint DIR` runs this in the run's interpreter.) Each component is
-diffusers' or transformers' own class, built from a small config with a seeded initialisation,
-and the pipeline is saved with its own ``save_pretrained``, so ``from_pretrained`` loads it as it
-loads released weights. The text encoders (Gemma 3 for LTX-2, UMT5 for Wan) get a byte-level
-BPE tokenizer trained here on a fixed text: nothing is fetched from a hub. Same seed, same files.
-
-Presets: ``tiny`` runs a campaign on a CPU in seconds (head dims 16/8, VAEs compressing 8x/4x);
-``small`` is GPU-sized: head dims 128 (video) and 64 (LTX-2 audio), the released VAE ratios
-(LTX-2 32x spatial, 8x temporal; Wan 8x, 4x), so a realistic resolution gives realistic token
-counts. Neither is a model: the weights are noise, the outputs only check the chain.
+diffusers' or transformers' own class from a small seeded config, saved by the pipeline's own
+``save_pretrained`` so ``from_pretrained`` loads it as released weights; the text encoders get a
+byte-level BPE trained here on a fixed text: nothing is fetched. Same seed, same files. ``tiny`` runs
+on a CPU in seconds; ``small`` is GPU-sized (head dims 128 and 64, the released VAE ratios), so a
+realistic resolution gives realistic token counts. Neither is a model: the weights are noise.
 """
 
 from __future__ import annotations
@@ -236,15 +232,25 @@ def build_pipeline(model: str, preset: str, seed: int) -> Any:
     return cls(**wan_components(s, seed, version, task))
 
 
+def refusal(out: Path, model: str, preset: str, seed: int) -> str | None:
+    """Why the writer refuses these arguments (one line), None when it writes."""
+    if model not in SYNTHETIC_MODELS:
+        return f"--model {model}: expected one of {', '.join(SYNTHETIC_MODELS)}"
+    if preset not in SIZES:
+        return f"--preset {preset}: expected one of {', '.join(SIZES)}"
+    if seed < 0:
+        return f"--seed {seed}: must be 0 or more"
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return f"{out}: exists and is not an empty folder (the writer never overwrites)"
+    return None
+
+
 def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -> dict[str, Any]:
     """Write the pipeline folder ``out`` (missing or empty) atomically; returns its marker."""
-    if model not in SYNTHETIC_MODELS:
-        raise ValueError(f"model {model!r}: expected one of {', '.join(SYNTHETIC_MODELS)}")
-    if preset not in SIZES:
-        raise ValueError(f"preset {preset!r}: expected one of {', '.join(SIZES)}")
     out = Path(out).absolute()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"{out}: exists and is not an empty folder")
+    why = refusal(out, model, preset, seed)
+    if why:
+        raise ValueError(why)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -253,7 +259,7 @@ def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -
             "schema": MARKER_SCHEMA, "model": model, "preset": preset, "seed": seed,
             "sizes": SIZES[preset], "files": common.file_hashes(tmp, MARKER), "note": common.NOT_A_MODEL,
         }  # fmt: skip
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        common.write_json(tmp / MARKER, marker)
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
@@ -277,17 +283,10 @@ def create_pipeline(
     """``harness diffusers tiny-checkpoint``: checks the arguments (exit 2), then writes in ``python``."""
     from harness.errors import HarnessError
 
-    if model not in SYNTHETIC_MODELS:
-        raise HarnessError(f"--model {model}: expected one of {', '.join(SYNTHETIC_MODELS)}", exit_code=2)
-    if preset not in SIZES:
-        raise HarnessError(f"--preset {preset}: expected one of {', '.join(SIZES)}", exit_code=2)
-    if seed < 0:
-        raise HarnessError(f"--seed {seed}: must be 0 or more", exit_code=2)
     target = Path(out).absolute()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise HarnessError(
-            f"{target}: exists and is not an empty folder (the writer never overwrites)", exit_code=2
-        )
+    why = refusal(target, model, preset, seed)
+    if why:
+        raise HarnessError(why, exit_code=2)
     return run_writer(target, model, preset, seed, python=python)
 
 

@@ -1,20 +1,13 @@
-"""diffusers' attention dispatcher, instrumented inside one run (or one pre-flight probe).
-
-What :class:`Instrument` adds, and takes away again on ``close``:
-
-* every dispatcher backend counts its calls, as the DiT's (inside a forward of a ``scope``
-  component) or not; a DiT call served by another backend than the requested one is a fallback.
-* torch's ``scaled_dot_product_attention`` is counted: inside a dispatcher call it is that
-  backend's kernel; in the DiT outside any dispatcher call it bypassed the dispatcher (the run is
-  invalid); elsewhere (text encoder, VAE) it is counted apart.
-* the kernel functions the dispatcher imported are counted under the backend that called them:
-  the proof that a backend reached its kernel.
-* a harness backend is registered as a dispatcher backend of its own name (``register_harness``).
-* a dispatcher backend's noise floor: K and V (and a mask's key axis) reversed for the DiT's calls.
-* a backend that refuses masks gets a call whose mask masks nothing without it (when
-  ``drop_trivial_masks``); counted. Any other refusal is diffusers' own error.
-
-The dispatcher's layout is ``[B, S, H, D]``; harness backends take ``[B, H, S, D]`` views of it.
+"""diffusers' attention dispatcher, instrumented inside one run or probe (``Instrument``; ``close``
+takes every patch away again). Dispatcher backends count their calls, as the DiT's (inside a forward
+of a ``scope`` component) or not; a DiT call served by another backend than the requested one is a
+fallback. torch's SDPA is counted: inside a dispatcher call as that backend's kernel, in the DiT
+outside one as a bypass (the run is invalid), elsewhere apart. The kernel functions the dispatcher
+imported count under the backend that called them: the proof that it reached its kernel. A harness
+backend is registered as a dispatcher backend of its own name (its ``[B, H, S, D]`` views of the
+dispatcher's ``[B, S, H, D]``); a dispatcher backend's noise floor reverses K and V (and a mask's
+key axis) in the DiT; a backend that refuses masks gets a mask that masks nothing dropped, counted
+(``drop_trivial_masks``). Any other refusal is diffusers' own error.
 """
 
 from __future__ import annotations
@@ -153,14 +146,6 @@ def enum_member(name: str) -> Any:
     return member
 
 
-def drop_member(name: str) -> None:
-    enum_cls = dispatch_module().AttentionBackendName
-    member = enum_cls._value2member_map_.get(name)
-    if member is not None and member._name_.startswith("HARNESS_"):
-        enum_cls._member_map_.pop(member._name_, None)
-        enum_cls._value2member_map_.pop(name, None)
-
-
 class Instrument:
     """The patches of one run; ``close`` restores diffusers and torch as they were."""
 
@@ -261,22 +246,20 @@ class Instrument:
             finally:
                 book.stack.pop()
 
-        def harness_backend(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                            enable_gqa=False):  # fmt: skip
-            full = {"query": query, "key": key, "value": value, "attn_mask": attn_mask, "dropout_p": dropout_p,
-                    "is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa}  # fmt: skip
-            if attn_mask is not None:
-                if not (self.drop_trivial_masks and masks_nothing(attn_mask)):
-                    return refused("it carries an attention mask that masks keys", **full)
+        def harness_backend(**call: Any) -> Any:  # the dispatcher passes every argument by name
+            query, key, value, mask = call["query"], call["key"], call["value"], call.get("attn_mask")
+            if mask is not None:
+                if not (self.drop_trivial_masks and masks_nothing(mask)):
+                    return refused("it carries an attention mask that masks keys", **call)
                 book.masks_dropped[name] += 1
-            if dropout_p or is_causal or key.shape[2] != query.shape[2]:
-                return refused("dropout, causal or grouped heads (harness backends take none)", **full)
+            if call.get("dropout_p") or call.get("is_causal") or key.shape[2] != query.shape[2]:
+                return refused("dropout, causal or grouped heads (harness backends take none)", **call)
             if book.kv_reversed and book.scope_depth > 0:
                 book.kv_reversed_calls += 1
             try:
-                out = op(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale)
+                out = op(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), call.get("scale"))
             except UnsupportedCall as err:
-                return refused(str(err), **full)
+                return refused(str(err), **call)
             return out.transpose(1, 2)
 
         member = enum_member(name)
@@ -332,15 +315,14 @@ class Instrument:
         for member in list(self.registry._backends):
             if member in self.originals:
                 self.registry._backends[member] = self.originals[member]
+        enum_cls, reg = self.ad.AttentionBackendName, self.registry
         for name in self.harness_names:
-            member = self.ad.AttentionBackendName._value2member_map_.get(name)
-            for table in (
-                self.registry._backends,
-                self.registry._constraints,
-                self.registry._supported_arg_names,
-            ):
+            member = enum_cls._value2member_map_.get(name)
+            for table in (reg._backends, reg._constraints, reg._supported_arg_names):
                 table.pop(member, None)
-            drop_member(name)
+            if member is not None and member._name_.startswith("HARNESS_"):  # the member enum_member added
+                enum_cls._member_map_.pop(member._name_, None)
+                enum_cls._value2member_map_.pop(name, None)
         self.harness_names = []
         for op, fn in self._ops.items():
             setattr(self.ad, op, fn)

@@ -1,14 +1,8 @@
 """One generation with a loaded diffusers pipeline: timed, its latents saved, its output an mp4.
-
-* DiT step ``i`` runs from the first forward of the pipeline's transformer(s) in that step to the
-  pipeline's step-end callback (scheduler step and guidance included), the device synchronised
-  at both ends; the callback's own work (saving latents) is outside every step.
-* stages: text encoder (and LTX-2's connectors, Wan's image encoder), the DiT, VAE decode, LTX-2's
-  audio decode (audio VAE and vocoder), the mp4 write; each synchronised.
-* latents after every step: ``latents/step_NNN.npz`` with ``video`` (and LTX-2's ``audio``).
-* the decoded frames (and LTX-2's waveform at the vocoder's rate) as one H.264 + AAC mp4.
-
-The DiT modules are ``transformer`` and, for Wan 2.2's second expert, ``transformer_2``.
+DiT step ``i`` runs from the first forward of the pipeline's transformer(s) (``transformer``, and
+Wan 2.2's ``transformer_2``) in that step to its step-end callback, synchronised at both ends; the
+callback's own work (saving ``latents/step_NNN.npz``: ``video``, LTX-2's ``audio``) is outside every
+step. Stages: text and image encoders, the DiT, VAE decode, LTX-2's audio decode, the mp4 write.
 """
 
 from __future__ import annotations
@@ -24,8 +18,11 @@ import torch
 from harness.records import StepTiming, TimingRecord
 from harness.runners.common import write_step_latents
 from harness.runners.diffusers.schema import PIPELINES
+from harness.tiny_ref2av.sampler import synchronize
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
+# Arguments of every pipeline call, as the spec's ``pipeline`` parameters name them.
+CALL_KEYS = "prompt negative_prompt height width num_frames num_inference_steps guidance_scale".split()
 # Components timed as stages: (component, method) -> stage name.
 STAGES = {
     ("text_encoder", "forward"): "text_encoder",
@@ -42,29 +39,12 @@ def dit_modules(pipe: Any) -> list[tuple[str, torch.nn.Module]]:
     return [(n, getattr(pipe, n)) for n in DIT_COMPONENTS if getattr(pipe, n, None) is not None]
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def save_latents(folder: Path, index: int, arrays: dict[str, torch.Tensor]) -> None:
-    """folder/step_NNN.npz (float32), written under a temporary name and renamed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_step_latents(folder, index, {k: v.detach().float().cpu().numpy() for k, v in arrays.items()})
-
-
 def call_arguments(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """The pipeline call of one run, less the callback (the same for every arm of a scenario);
     ``params``: the spec's ``pipeline`` parameters."""
     kind = PIPELINES[params["name"]]
     kwargs: dict[str, Any] = {
-        "prompt": params["prompt"],
-        "negative_prompt": params["negative_prompt"],
-        "height": params["height"],
-        "width": params["width"],
-        "num_frames": params["num_frames"],
-        "num_inference_steps": params["num_inference_steps"],
-        "guidance_scale": params["guidance_scale"],
+        **{key: params[key] for key in CALL_KEYS},
         # A CPU generator: the same initial noise on every device.
         "generator": torch.Generator("cpu").manual_seed(seed),
         "output_type": "np",
@@ -205,7 +185,9 @@ def generate(
         t0 = time.perf_counter()
         if latents_dir is not None:
             names = {"latents": "video", "audio_latents": "audio"}
-            save_latents(latents_dir, i + 1, {names[k]: v for k, v in tensors.items() if k in names})
+            latents_dir.mkdir(parents=True, exist_ok=True)
+            arrays = {names[k]: v.detach().float().cpu().numpy() for k, v in tensors.items() if k in names}
+            write_step_latents(latents_dir, i + 1, arrays)
         saved += time.perf_counter() - t0
         if on_step is not None:
             on_step(i + 1, total_steps)
@@ -217,8 +199,7 @@ def generate(
         out = pipe(**kwargs, callback_on_step_end=step_end, callback_on_step_end_tensor_inputs=inputs)
         generated = clock.now()
         frames = np.asarray(out.frames[0])
-        audio = None
-        rate = 16000
+        audio, rate = None, 16000
         if kind.audio:
             audio = out.audio[0].float().cpu().numpy()
             rate = int(pipe.vocoder.config.output_sampling_rate)

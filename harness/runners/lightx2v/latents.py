@@ -1,18 +1,10 @@
-"""Inside a rank: the latents of chosen DiT steps, in the files the builtin runner writes.
-
-Rank 0 writes ``<run_dir>/latents/step_XXX.npz`` (what the report's per-step divergence table
-reads, ``harness.compare.latents``); rank N > 0 writes ``<run_dir>/latents/rank<N>/step_XXX.npz``
-(TP ranks each hold the whole latent: their files show whether they agree). Each file holds
-``video`` ``[rows, channels x patch]`` and ``audio`` ``[rows, channels]`` as float32 - the
-scheduler's packed target rows after the step, condition rows left out - and the sigmas reached
-(``sigma_video``, ``sigma_audio``).
-
-Which steps (``--latent-steps``): ``all``, ``none``, a comma list (``1,15,29``), or ``auto``:
-every step of a run of at most ``AUTO_ALL`` DiT steps, else step 1, every ``AUTO_EVERY``-th step
-and the last. The device-to-host copy is made when the step ends, inside the step LightX2V
-times (its total is recorded as ``copy_s``); the file is written by a background thread.
-
-Standard library at import time; torch and numpy are imported when a step is saved.
+"""Inside a rank: the latents of chosen DiT steps, in the builtin runner's files, which the report's
+per-step divergence table reads (``harness.compare.latents``): rank 0 writes ``latents/step_NNN.npz``,
+rank N > 0 ``latents/rankN/step_NNN.npz`` (TP ranks each hold the whole latent: their files show
+whether they agree). A file holds ``video`` [rows, channels x patch] and ``audio`` [rows, channels]
+float32 (the scheduler's target rows after the step, condition rows left out) and the sigmas reached.
+The device-to-host copy is made inside the step LightX2V times (its total: ``copy_s``); a background
+thread writes the file. Standard library at import time; torch and numpy when a step is saved.
 """
 
 from __future__ import annotations
@@ -31,14 +23,13 @@ AUTO_EVERY = 5
 
 
 def parse_steps(text: str) -> Callable[[int, int | None], bool]:
-    """``--latent-steps`` as a predicate ``(step, total) -> save?``; ValueError on a bad value."""
+    """``--latent-steps`` (``all``, ``none``, a comma list such as ``1,15,29``, or ``auto``: every step
+    of a run of at most AUTO_ALL steps, else step 1, every AUTO_EVERY-th and the last) as a predicate
+    ``(step, total) -> save?``; ValueError on a bad value."""
     text = text.strip()
-    if text == "all":
-        return lambda step, total: True
-    if text == "none":
-        return lambda step, total: False
-    if text == "auto":
-        return auto_step
+    named = {"all": lambda step, total: True, "none": lambda step, total: False, "auto": auto_step}
+    if text in named:
+        return named[text]
     try:
         chosen = {int(part) for part in text.split(",") if part.strip()}
     except ValueError:

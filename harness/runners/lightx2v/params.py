@@ -1,19 +1,10 @@
-"""The LightX2V runner's parameters for one arm: the scenario's block after profile and arm overrides.
-
-``resolve_params(scenario, arm, profile)`` gives a ``LightX2VParams``; the runner stores its
-``model_dump(mode="json")`` in ``RunSpec.params`` (what run.json holds and the spec hash covers)
-and reads it back with ``LightX2VParams.model_validate(spec.params)``.
-
-* profile and arm parameters: a key that names a ``lightx2v:`` block field replaces it; any
-  other key goes into ``config_overrides`` (``3step: {infer_steps: 4}``). Dicts merge key by key.
-* ``refiner_attn_type`` (H3's text token refiner) is set to the arm's backend unless the
-  scenario sets it: the whole DiT then runs on the backend under test, which is also
-  LightX2V's own default when the key is absent.
-* paths: ``config_json`` and inputs relative to ``root``; ``model_path`` relative to the
-  working directory. All are made absolute here.
-
-The dump is the dict earlier harness versions wrote key for key (fields that are None only in
-some runs are left out as they were), so campaigns made before the typed model still resume.
+"""The LightX2V runner's parameters for one arm (``resolve_params``): the scenario's block after
+profile and arm overrides (a key naming a block field replaces it, any other goes into
+``config_overrides``: ``3step: {infer_steps: 4}``), its paths absolute (``config_json`` and inputs
+relative to ``root``, ``model_path`` to the working directory), H3's ``refiner_attn_type`` the arm's
+backend unless the scenario sets it (the whole DiT then runs on the backend under test, LightX2V's
+own default too). ``RunSpec.params`` holds its dump, the dict earlier versions wrote key for key
+(fields absent in some runs stay absent), so campaigns made before the typed model still resume.
 """
 
 from __future__ import annotations
