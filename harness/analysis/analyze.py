@@ -1,16 +1,8 @@
 """The analysis of a campaign: compare, aggregate, test and judge once, and write results.json.
 
-Every run (the first repeat of each arm and seed) is compared with the reference arm of the
-same seed; the comparisons are aggregated per arm (``analysis.aggregate``), the noise floor
-becomes a band over perturbations x seeds (``analysis.floor``) and each candidate gets a verdict
-(``analysis.verdict``). Speed is aggregated over every run of an arm (repeats x seeds) and tested
-against the reference. The codec floor of the reference is measured once. What the page shows
-of the media is written under assets/ (``analysis.assets``). Failed and skipped runs stay in
-the results with their reason and log tail.
-
-Each costly piece is cached in metrics/ under the content hashes of its inputs
-(``compare.cache``), and the whole analysis under the digest of everything it read
-(``analysis.digest``): analysing an unchanged campaign again decodes nothing.
+Every run's first repeat is compared with the reference of its seed; speed is tested over every
+run of an arm; failed and skipped runs stay with their reason. Costly pieces are cached under their
+inputs' hashes (``compare.cache``), the whole under the digest of what it read (``analysis.digest``).
 """
 
 from __future__ import annotations
@@ -87,9 +79,8 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def scenario_rules(scenario: dict[str, Any], source: str) -> VerdictRules:
-    """The campaign's verdict rules (its resolved scenario's ``verdict`` block), else the defaults. A
-    block this harness does not read (an unknown key, a value out of range: a hand-edited campaign.json
-    or another harness's) is refused in one line naming ``source`` (the campaign.json) and the key."""
+    """The campaign's verdict rules (its scenario's ``verdict`` block), else the defaults; a block this
+    harness does not read is refused in one line naming ``source`` and the key."""
     block = scenario.get("verdict") or {}
     if not isinstance(block, dict):
         raise HarnessError(f"{source}: scenario.verdict: not a mapping (got {type(block).__name__})")
@@ -115,31 +106,33 @@ def campaign_runs(
     runs: list[RunSummary] = []
     damaged: list[str] = []
     seen: set[str] = set()
+
+    def add(r: RunSummary, st: ArmStatus | None) -> None:
+        missing = missing_data(campaign, st, r)
+        if missing:
+            r.status, r.reason = "missing", missing
+        if r.status in ("damaged", "missing"):
+            damaged.append(f"{r.key}: {r.reason}")
+        runs.append(r)
+        seen.add(r.key)
+
     for st in rec.arms:
         try:
-            runs.append(summarize_run(campaign.run(st.key), st, hashes=hashes))
+            r = summarize_run(campaign.run(st.key), st, hashes=hashes)
         except OSError as err:  # a file that went away between two looks at it
-            runs.append(RunSummary(key=st.key, path=str(campaign.run(st.key).path), arm=st.arm, seed=st.seed,
-                                   repeat=st.repeat, role=st.role, attn_type=st.attn_type, status="missing",
-                                   reason=f"unreadable: {err.strerror or err}: {err.filename or ''}"))  # fmt: skip
-        missing = missing_data(campaign, st, runs[-1])
-        if missing:
-            runs[-1].status, runs[-1].reason = "missing", missing
-        if runs[-1].status in ("damaged", "missing"):
-            damaged.append(f"{st.key}: {runs[-1].reason}")
-        seen.add(st.key)
+            r = RunSummary(key=st.key, path=str(campaign.run(st.key).path), arm=st.arm, seed=st.seed,
+                           repeat=st.repeat, role=st.role, attn_type=st.attn_type, status="missing",
+                           reason=f"unreadable: {err.strerror or err}: {err.filename or ''}")  # fmt: skip
+        add(r, st)
     for run in campaign.runs():
-        if run.key not in seen:
-            try:
-                runs.append(summarize_run(run, hashes=hashes))
-            except (HarnessError, OSError) as err:
-                damaged.append(f"{run.key}: run.json unreadable: {err}")
-                continue
-            missing = missing_data(campaign, None, runs[-1])
-            if missing:
-                runs[-1].status, runs[-1].reason = "missing", missing
-            if runs[-1].status in ("damaged", "missing"):
-                damaged.append(f"{run.key}: {runs[-1].reason}")
+        if run.key in seen:
+            continue
+        try:
+            r = summarize_run(run, hashes=hashes)
+        except (HarnessError, OSError) as err:
+            damaged.append(f"{run.key}: run.json unreadable: {err}")
+            continue
+        add(r, None)
     return runs, damaged
 
 
@@ -159,16 +152,19 @@ def missing_data(campaign: CampaignDir, st: ArmStatus | None, r: RunSummary) -> 
 
 def still_present(res: ReportResults) -> list[str]:
     """The records and outputs read for ``res`` that are gone now (removed while it was built)."""
-    gone = []
-    for r in res.runs:
-        if not r.ok:
-            continue
-        for path in (Path(r.path) / RUN_JSON_NAME, *([Path(r.output)] if r.output else [])):
-            if not path.is_file():
-                gone.append(
-                    f"{r.key}: {path} vanished while the report was built (its figures are incomplete)"
-                )
-    return gone
+    return [
+        f"{r.key}: {path} vanished while the report was built (its figures are incomplete)"
+        for r in res.runs
+        if r.ok
+        for path in (Path(r.path) / RUN_JSON_NAME, *([Path(r.output)] if r.output else []))
+        if not path.is_file()
+    ]
+
+
+def problem(res: ReportResults, line: str) -> None:
+    """A problem met on the way: one of the report's errors (exit 3) and a note."""
+    res.errors.append(line)
+    res.notes.append(line)
 
 
 def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
@@ -177,9 +173,7 @@ def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
     try:
         step()
     except (HarnessError, OSError) as err:
-        line = f"{what}: {err}"
-        res.errors.append(line)
-        res.notes.append(line)
+        problem(res, f"{what}: {err}")
 
 
 def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
@@ -229,9 +223,8 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
         "schedules and shadowed copies apart); a speed word needs the whole "
         f"interval beyond the minimum effect {100 * rules.min_effect:g}%; 2 runs a side at least"
     )
-    for problem in problems:  # listed, never blocking the other arms
-        res.errors.append(problem)
-        res.notes.append(problem)
+    for line in problems:  # listed, never blocking the other arms
+        problem(res, line)
     res.seeds = sorted({r.seed for r in runs if r.seed is not None})
     res.multi_seed = len(res.seeds) > 1
     res.repeats = max((r.repeat for r in runs), default=1)
@@ -263,9 +256,9 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
         try:
             cmp = compare_summaries(ref, run, metrics_dir=campaign.metrics_dir, hashes=hashes)
         except OSError as err:  # a file removed while it was read
-            line = f"{run.key} against {ref.key}: not compared: {err.strerror or err}: {err.filename or ''}"
-            res.errors.append(line)
-            res.notes.append(line)
+            problem(
+                res, f"{run.key} against {ref.key}: not compared: {err.strerror or err}: {err.filename or ''}"
+            )
             continue
         write_comparison(cmp, campaign.metrics_dir)
         res.comparisons.append(cmp)
@@ -353,8 +346,7 @@ def aggregate_all(res: ReportResults, families: dict[str, str] | None = None) ->
 
 
 def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
-    """``res.verdicts``: one per candidate arm (``analysis.judge``), against its seeds' floors, the accepted
-    baseline and, where given, its in-situ reading."""
+    """``res.verdicts``: one per candidate arm, against its seeds' floors, the baseline and its in-situ reading."""
     floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
     base_arm = res.rules.accepted_baseline
     base = [c for c in res.comparisons if c.b.arm == base_arm]
@@ -373,10 +365,8 @@ def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None
 def judge_campaign(
     res: ReportResults, campaign: CampaignDir, say: Progress | None = None, *, insitu: bool
 ) -> None:
-    """Every judgement of the campaign, once and in this order: the arms' aggregates and the floor;
-    the in-situ readings (``insitu``: the campaign has shadowed or scheduled runs), which mark the
-    shadowed arms' timings; each candidate's verdict, which a chaotic seed rests on its in-situ
-    reading for; the hybrid schedules, which list the verdicts; the shadowed copies of the reference."""
+    """Every judgement of the campaign, once and in this order: aggregates and the floor; the in-situ
+    readings (``insitu``), which the verdicts read; the verdicts; the schedules; the shadowed copies."""
     aggregate_all(res, families=holm_families(res, campaign))
     if insitu:
         from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
@@ -391,9 +381,8 @@ def judge_campaign(
 
 
 def mark_insitu_copies(res: ReportResults) -> None:
-    """A shadowed arm whose own attention is exact carries the in-situ measurement on the exact
-    trajectory: its output is the reference's, so it is no candidate (no badge, no point in the speed
-    against accuracy figure, no candidate line: its verdict keeps the role ``insitu``)."""
+    """A shadowed arm whose own attention is exact measures in situ on the exact trajectory: its output is
+    the reference's, so it is no candidate (its verdict keeps the role ``insitu``)."""
     runs = res.insitu.runs if res.insitu is not None else []
     copies = {i.arm for i in runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:
@@ -404,28 +393,15 @@ def mark_insitu_copies(res: ReportResults) -> None:
 def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
     """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
     found = res.insitu.readings if res.insitu is not None else []
-    return {
-        r.candidate: InsituReading(
-            word=r.word,
-            ratio=r.ratio,
-            ratio_ci=r.ratio_ci,
-            text=r.text,
-            decided_by=r.decided_by,
-            nonfinite=r.nonfinite,
-            failed=r.failed,
-        )
-        for r in found
-    }
+    fields = set(InsituReading.model_fields)
+    return {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found}
 
 
 def analyze_campaign(
     campaign: CampaignDir, *, progress: Progress | None = None, rules: VerdictRules | None = None
 ) -> ReportResults:
-    """The campaign's results, also written (atomically) as its results.json.
-
-    ``rules``: how verdicts and speed tests judge (default: the campaign's scenario, else the
-    defaults). An unchanged campaign (same digest, assets present) returns its results.json as is.
-    """
+    """The campaign's results, also written (atomically) as its results.json; ``rules``: how to judge
+    (default: the campaign's scenario's). An unchanged campaign returns its results.json as is."""
     say = progress or (lambda _msg: None)
     if not campaign.exists():
         raise HarnessError(f"{campaign.path}: not a campaign directory (no campaign.json)")
@@ -455,8 +431,7 @@ def analyze_campaign(
 
     guarded(res, "frames and audio views", lambda: media_assets(res, campaign.path, cache, say))
     for line in still_present(res):
-        res.errors.append(line)
-        res.notes.append(line)
+        problem(res, line)
     res.conventions["speedup"] = SPEEDUP_CONVENTION
     voice(res)
     res.inputs_digest = digest
@@ -469,10 +444,8 @@ def analyze_campaign(
 
 
 def judge_again(campaign: CampaignDir) -> ReportResults:
-    """The campaign's results.json judged again by this harness (verdicts, speed tests, in-situ
-    readings) from what it holds and the campaign's records (run.json, in-situ records), without
-    the media: for a campaign kept without its outputs (a committed example, a CI artifact). The
-    comparisons, statistics and assets stay as measured. Written back atomically."""
+    """The campaign's results.json judged again by this harness from what it holds and the campaign's
+    records, without the media (a committed example, a CI artifact); written back atomically."""
     results_json = campaign.path / RESULTS_JSON
     res = read_results(results_json)
     judge_campaign(res, campaign, insitu=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis.audio_tracks import Tracks, first_seed_tracks
-from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, binned_psd, nfft_for
+from harness.analysis.audio_view import SPEC_COLS, SPEC_ROWS, nfft_for, spectrogram_db
 from harness.analysis.frames import Progress, cached_files_present, encode_png, slug, write_under
 from harness.analysis.model import ClipSet, ReportResults, SpectrogramDiff
 from harness.compare.cache import MetricsCache
@@ -31,12 +31,6 @@ class ClipAssets(Record):
     clip: str  # Opus in WebM, relative to the campaign
     clip_seconds: float = 0.0
     specdiff: str | None = None  # SpectrogramDiff JSON
-
-
-def spectrogram_db(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
-    """audio_view's binned spectrogram in dB ([bin, segment]; -inf where the power is 0)."""
-    with np.errstate(divide="ignore"):
-        return 10.0 * np.log10(binned_psd(mono, rate, nfft))
 
 
 def aligned(run: np.ndarray, ref: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:

@@ -80,12 +80,15 @@ def binned_psd(
     return binned(total / np.diff(edges), rows, cols)
 
 
+def spectrogram_db(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
+    """The binned spectrogram in dB ([bin, segment]; -inf where the power is 0)."""
+    with np.errstate(divide="ignore"):
+        return 10.0 * np.log10(binned_psd(mono, rate, nfft))
+
+
 def spectrogram_png(mono: np.ndarray, rate: int) -> tuple[bytes, list[float], list[float]]:
     """(8-bit PNG, [lowest, highest] Hz, [dB of grey 0, dB of grey 255]); the top row is the highest bin."""
-    nfft = nfft_for(mono.size)
-    spec = binned_psd(mono, rate, nfft)
-    with np.errstate(divide="ignore"):
-        db = 10.0 * np.log10(spec)
+    db = spectrogram_db(mono, rate, nfft_for(mono.size))
     finite = db[np.isfinite(db)]
     top = max(float(finite.max()) if finite.size else DB_FLOOR, DB_FLOOR + 1.0)
     grey = np.rint(

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.analysis.insitu_model import Finding
+from harness.analysis.insitu_model import BOOTSTRAP, Finding
 from harness.number_format import range_text, ratio_text
 
 FACTOR = 3.0  # a group's error over the rest's (and over its floor) that makes a finding
-BOOTSTRAP = 2000
+
 ROUNDS = 3  # findings per candidate at most
 BLOCK = 64  # the key block of the Triton SageAttention kernels (thu-ml); 128 is their query block
 PADDED_SHARE = 0.10  # "much padding": padded keys of the last block over this share of all keys

@@ -201,11 +201,8 @@ def ratio_reading(
     given_sd: tuple[float, float] | None = None,
     source: str = "",
 ) -> RatioReading:
-    """The candidate's energy over the floor's, per seed and combined (module docstring).
-
-    ``prior_sd``: the spread of a run the scenario states (None: none stated), used only where no
-    seed has two floor runs; ``source`` says where it was measured. ``given_sd``: (sigma, df)
-    measured elsewhere, instead of the spread of ``seeds``' floor values."""
+    """The candidate's energy over the floor's, per seed and combined (module docstring). ``prior_sd``:
+    a stated spread of a run (``source``: where from); ``given_sd``: (sigma, df) measured elsewhere."""
     r = RatioReading(metric=metric, label=label, against=against, bound=bound, alpha=alpha)
     source = f" ({source})" if source else ""
     sigma, df_w, r.spread = _spread(seeds, prior_sd, given_sd, source)
@@ -284,10 +281,8 @@ def baseline_reading(
     sigma: float | None,
     df: float,
 ) -> RatioReading:
-    """Non-inferiority against an accepted approximate kernel: (seed, candidate, baseline) energies
-    per seed, sigma the run-to-run spread the floor measured (df; inf when stated; None: unknown, the
-    interval then rests on the seeds' spread). The candidate
-    is "not worse" when the interval of its ratio lies under ``margin``, "worse" when over it."""
+    """Non-inferiority against an accepted kernel from (seed, candidate, baseline) energies: "not worse"
+    when the interval lies under ``margin``, "worse" over it; sigma (df) the floor's spread, None unknown."""
     seeds = [
         SeedValues(seed=s, candidate=c, floors=[b] if b is not None else [], floor_keys=[baseline])
         for s, c, b in pairs

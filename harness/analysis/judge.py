@@ -53,10 +53,8 @@ def judge(
     baseline: list[Comparison] | None = None,
     insitu: InsituReading | None = None,
 ) -> Verdict:
-    """Verdict for one arm: ``cands`` its runs against the reference (one per seed), ``floors`` every
-    noise-floor run against the reference of its seed, ``runs`` every run of the arm (repeats
-    included) for the attention check, ``baseline`` the accepted baseline's comparisons (when the
-    scenario names one) and ``insitu`` the arm's in-situ reading (where the run measured one)."""
+    """Verdict for one arm: ``cands`` its runs against the reference, ``floors`` every floor run against
+    its seed's, ``runs`` every run of the arm, the accepted ``baseline``'s runs and its ``insitu`` reading."""
     rules = rules or VerdictRules()
     runs = runs if runs is not None else [c.b for c in cands]
     measured = [c for c in cands if c.measured]

@@ -335,10 +335,8 @@ def is_shadowed_copy(res: ReportResults, arm: str) -> bool:
 
 
 def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
-    """{run: {frame index: ["PSNR", "SSIM"]}}: the frame where each candidate of ``seed`` is worst
-    against the reference by each metric (from its comparison in results.json). Identical output
-    (PSNR +inf, SSIM 1 on every frame) has no worst frame; a shadowed copy of the reference (its
-    verdict's role "insitu") is no candidate."""
+    """{run: {frame index: ["PSNR", "SSIM"]}}: each candidate's worst frame of ``seed`` by each metric;
+    identical output has none, and a shadowed copy of the reference is no candidate."""
     out: dict[str, dict[int, list[str]]] = {}
     for c in res.comparisons:
         v = c.video

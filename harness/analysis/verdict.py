@@ -188,10 +188,8 @@ def judge_numbers(
     cand_frames: Sequence[FrameCounts] = (),
     exact_frames: Sequence[FrameCounts] = (),
 ) -> Verdict:
-    """The verdict of one arm from numbers only: its runs against the reference (one per seed), every
-    floor run against the reference of its seed, the statistics, the accepted baseline's runs
-    (``rules.accepted_baseline``), an optional in-situ reading and the runs' broken-frame counts
-    (``analysis.structure``; the layout check reads the pairs themselves) (module docstring)."""
+    """The verdict of one arm from numbers alone: its pairs, the floor's, the statistics, the baseline's,
+    an in-situ reading and the broken-frame counts (module docstring)."""
     rules = rules or VerdictRules()
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
                 seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
@@ -384,10 +382,8 @@ def overriding_word(
     measured: bool = True,
     attention_ok: bool | None = None,
 ) -> str:
-    """Every override of the word a verdict's parts combine to (``harness.rule.combine``), in one
-    place: no run ended ok: not run; runs ended ok but none measured: incomplete; ``missing`` (a value
-    the floor has, or a seed, not measured): incomplete, but outside stands; attention calls not
-    served by the requested op (``attention_ok`` False): invalid, whatever was measured."""
+    """Every override of the parts' word, in one place: no run ok: not run; none measured or ``missing``:
+    incomplete (outside stands); attention not served by the requested op: invalid."""
     if not ran:
         return NOT_RUN
     if not measured:
