@@ -16,19 +16,6 @@ from harness.errors import BackendUnavailable
 from harness.records import InSituSettings, ShadowSpec
 
 
-def shadow_ops(shadows: list[ShadowSpec]) -> tuple[dict[str, AttentionOp], list[str]]:
-    """Each shadow as its own counted chain (no fallback: a refusal is measured as one), and one
-    note per shadow that cannot run on this machine (left out: the run itself goes on)."""
-    ops: dict[str, AttentionOp] = {}
-    notes: list[str] = []
-    for s in shadows:
-        try:
-            ops[s.name] = make_attention(s)
-        except BackendUnavailable as err:
-            notes.append(f"shadow {s.name} not measured: {err}")
-    return ops, notes
-
-
 def shadowed_attention(
     primary: AttentionOp,
     shadows: list[ShadowSpec],
@@ -39,15 +26,19 @@ def shadowed_attention(
     rank: str | int = "0",
     sites: CallSites | None = None,
 ) -> ShadowedAttention:
-    """The primary with its shadows, recording to ``folder`` (a run's ``insitu/``) as ``rank``; a
-    shadow unavailable here is named in the meta notes and left out.
-
-    ``sites``: the run's call-site tracker (the one its counts and schedule read); the recorder
-    is ``result.recorder`` (close it when the run ends)."""
+    """The primary with its shadows, recording to ``folder`` (a run's ``insitu/``) as ``rank`` with the
+    run's call sites (the ones its counts and schedule read); close ``result.recorder`` when the run
+    ends. Each shadow is its own counted chain, without fallback (a refusal is measured as one); a
+    shadow that cannot run on this machine is named in the meta notes and left out (the run goes on)."""
     settings = settings or InSituSettings()
     recorder = InSituRecorder(folder, settings, rank=rank, sites=sites)
-    ops, notes = shadow_ops(shadows)
-    shadowed = ShadowedAttention(
+    ops: dict[str, AttentionOp] = {}
+    for s in shadows:
+        try:
+            ops[s.name] = make_attention(s)
+        except BackendUnavailable as err:
+            recorder.note(f"shadow {s.name} not measured: {err}")
+    return ShadowedAttention(
         primary,
         ops,
         sample_rows=settings.sample_rows,
@@ -55,6 +46,3 @@ def shadowed_attention(
         recorder=recorder,
         primary_name=primary_name,
     )
-    for note in notes:
-        recorder.note(note)
-    return shadowed

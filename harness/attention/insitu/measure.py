@@ -83,7 +83,4 @@ def op_error(values: list[float]) -> InSituOpError:
 
 def failed_op(message: str) -> InSituOpError:
     """The error of an op that refused or failed on a call: every metric NaN, the reason kept."""
-    nan = math.nan
-    return InSituOpError(
-        cosine=nan, rel_l1=nan, rmse=nan, max_abs=nan, row_cos_p1=nan, row_cos_p10=nan, error=message
-    )
+    return InSituOpError(**dict.fromkeys(FIELDS[:6], math.nan), error=message)

@@ -3,16 +3,14 @@ to ``insitu/rank<r>.jsonl`` and flushed every few calls (memory stays bounded wh
 run's length), a ``rank<r>.meta.json`` saying what was measured, and the q/k/v of a bounded set
 of chosen calls kept as safetensors under ``insitu/captures/`` for ``harness kernels``.
 
-The runner owns one recorder per rank: it sets the call site through ``recorder.site(...)``
-(the recorder's :class:`CallSites`) and closes the recorder when the run ends.
+The runner owns one recorder per rank: it sets the call site through the recorder's
+:class:`CallSites` and closes the recorder when the run ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -24,14 +22,6 @@ from harness.store import write_record
 INSITU_DIR = "insitu"
 CAPTURES_DIR = "captures"
 FLUSH_EVERY = 32  # lines held before they are appended to the file
-
-
-def lines_path(folder: Path, rank: str) -> Path:
-    return Path(folder) / f"rank{rank}.jsonl"
-
-
-def meta_path(folder: Path, rank: str) -> Path:
-    return Path(folder) / f"rank{rank}.meta.json"
 
 
 class InSituRecorder:
@@ -54,22 +44,17 @@ class InSituRecorder:
         self.meta = InSituMeta(rank=self.rank, primary="", settings=self.settings)
         self._pending: list[str] = []
         self._captured_bytes = 0
+        self.lines = self.folder / f"rank{self.rank}.jsonl"
         self.folder.mkdir(parents=True, exist_ok=True)
         # A rerun in the same folder starts afresh: no line or captured call of an earlier run stays.
-        lines_path(self.folder, self.rank).write_text("")
+        self.lines.write_text("")
         for old in (self.folder / CAPTURES_DIR).glob(f"rank{self.rank}_*.safetensors"):
             old.unlink()
-
-    # --- call sites -------------------------------------------------------------------------------
-    def site(self, **fields: Any) -> AbstractContextManager[CallSite]:
-        """``with recorder.site(step=3): ...``: the call site for the calls inside (see CallSites.site)."""
-        return self.sites.site(**fields)
 
     @property
     def current(self) -> CallSite:
         return self.sites.current
 
-    # --- what is measured -------------------------------------------------------------------------
     def set_ops(self, primary: str, ops: list[InSituOp]) -> None:
         self.meta.primary = primary
         self.meta.ops = list(ops)
@@ -91,7 +76,7 @@ class InSituRecorder:
 
     def flush(self) -> None:
         if self._pending:
-            with lines_path(self.folder, self.rank).open("a") as fh:
+            with self.lines.open("a") as fh:
                 fh.write("\n".join(self._pending) + "\n")
             self._pending.clear()
 
@@ -102,9 +87,8 @@ class InSituRecorder:
         self._write_meta()
 
     def _write_meta(self) -> None:
-        write_record(meta_path(self.folder, self.rank), self.meta)
+        write_record(self.folder / f"rank{self.rank}.meta.json", self.meta)
 
-    # --- captured inputs --------------------------------------------------------------------------
     def wants_capture(self, site: CallSite) -> bool:
         cap = self.settings.capture
         if cap is None or len(self.meta.captured) >= cap.max_calls or site.step is None:

@@ -50,18 +50,10 @@ class CallSites:
 
         Entering a step clears the block (a block belongs to one step)."""
         outer = self.current
-        changes: dict[str, Any] = {}
-        if step is not _KEEP:
-            changes.update(step=step, block=None, kind="other")
-        if block is not _KEEP:
-            changes["block"] = block
-        if kind is not _KEEP:
-            if kind not in KINDS:
-                raise ValueError(f"call site kind {kind!r}; expected one of {', '.join(KINDS)}")
-            changes["kind"] = kind
-        if steps is not _KEEP:
-            changes["steps"] = steps
-        self.current = replace(outer, **changes)
+        given = {
+            k: v for k, v in dict(step=step, block=block, kind=kind, steps=steps).items() if v is not _KEEP
+        }
+        self.current = self._replaced({"block": None, "kind": "other", **given} if "step" in given else given)
         try:
             yield self.current
         finally:
@@ -69,9 +61,12 @@ class CallSites:
 
     def set(self, **fields: Any) -> CallSite:
         """Set the site without a block (for hooks that see only the start of a step or block)."""
-        if "kind" in fields and fields["kind"] not in KINDS:
-            raise ValueError(f"call site kind {fields['kind']!r}; expected one of {', '.join(KINDS)}")
         if "step" in fields and "block" not in fields:
             fields = {"block": None, "kind": "other", **fields}
-        self.current = replace(self.current, **fields)
+        self.current = self._replaced(fields)
         return self.current
+
+    def _replaced(self, fields: dict[str, Any]) -> CallSite:
+        if "kind" in fields and fields["kind"] not in KINDS:
+            raise ValueError(f"call site kind {fields['kind']!r}; expected one of {', '.join(KINDS)}")
+        return replace(self.current, **fields)
