@@ -82,12 +82,9 @@ class PipelineConfig(BaseModel):
 
     @property
     def packed_layout(self) -> dict[str, int]:
-        return {
-            "text": self.text_tokens,
-            "audio": self.audio_tokens,
-            "video": self.video_tokens,
-            "total": self.seq_len,
-        }
+        return dict(
+            text=self.text_tokens, audio=self.audio_tokens, video=self.video_tokens, total=self.seq_len
+        )
 
     @property
     def dit_steps(self) -> int:
@@ -112,21 +109,18 @@ class PipelineConfig(BaseModel):
         return load_config({**self.model_dump(), **overrides})
 
 
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
-    msg = err.get("msg", "invalid value")
-    if loc:
-        return f"bad value for {loc!r}: {msg} (got {err.get('input')!r})"
-    return msg.removeprefix("Value error, ")
-
-
 def load_config(data: dict[str, Any]) -> PipelineConfig:
     """Validate a plain mapping (e.g. a run spec's ``pipeline`` params) with a one-line error."""
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        raise HarnessError(f"pipeline config: {_describe(exc)}") from None
+        err = exc.errors()[0]
+        loc, msg = ".".join(str(p) for p in err.get("loc", ())), err.get("msg", "invalid value")
+        if loc:
+            raise HarnessError(
+                f"pipeline config: bad value for {loc!r}: {msg} (got {err.get('input')!r})"
+            ) from None
+        raise HarnessError(f"pipeline config: {msg.removeprefix('Value error, ')}") from None
 
 
 PRESETS: dict[str, PipelineConfig] = {
@@ -170,12 +164,3 @@ PRESETS: dict[str, PipelineConfig] = {
         sensitivity=40.0,
     ),
 }
-
-
-def get_preset(name: str) -> PipelineConfig:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise HarnessError(
-            f"unknown pipeline preset {name!r} (known: {', '.join(sorted(PRESETS))})"
-        ) from None

@@ -233,19 +233,11 @@ class TinyRef2AV:
         x0_video = (h[v0:] @ self.er_v.T) / IN_GAIN
         return x0_video.view_as(x_video), x0_audio
 
-    def velocity(
-        self,
-        x_video: Tensor,
-        x_audio: Tensor,
-        sigma_video: float,
-        sigma_audio: float,
-        cond: Conditioning,
-        attention: Attention,
-        site: SiteHook | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Flow-matching velocity v = (x_t - x0) / sigma for x_t = (1 - sigma) x0 + sigma * noise."""
-        x0v, x0a = self.forward(x_video, x_audio, sigma_video, sigma_audio, cond, attention, site)
-        return (x_video - x0v) / sigma_video, (x_audio - x0a) / sigma_audio
+    def velocity(self, x_video: Tensor, x_audio: Tensor, *args: Any) -> tuple[Tensor, Tensor]:
+        """Flow-matching velocity v = (x_t - x0) / sigma for x_t = (1 - sigma) x0 + sigma * noise;
+        ``args``: ``forward``'s after the latents, the two sigmas first."""
+        x0v, x0a = self.forward(x_video, x_audio, *args)
+        return (x_video - x0v) / args[0], (x_audio - x0a) / args[1]
 
 
 def _modulate(x: Tensor, shift: Tensor, scale: Tensor, bounds: list[tuple[int, int]]) -> Tensor:

@@ -32,17 +32,12 @@ from harness.tiny_ref2av.sampler import StepResult, sample, synchronize
 T = TypeVar("T")
 
 
-def resolve_dtype(cfg: PipelineConfig) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[cfg.dtype]
-
-
 @contextlib.contextmanager
 def exact_matmul() -> Iterator[None]:
     """No TF32 inside the block (fp32 runs stay fp32 on GPUs). Deterministic algorithms are not
     switched on: every op here has a deterministic forward, and the flag makes CPU kernels ~10x slower."""
     prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
@@ -86,7 +81,8 @@ def run_pipeline(
     out_path = Path(out_path)
     if latents_dir is None and cfg.save_latents:
         latents_dir = out_path.parent / "latents"
-    device, dtype = torch.device(resolve_device(cfg.device, context="pipeline config")), resolve_dtype(cfg)
+    device = torch.device(resolve_device(cfg.device, context="pipeline config"))
+    dtype = getattr(torch, cfg.dtype)  # float32 or bfloat16
     stages: dict[str, float] = {}
     steps: list[StepTiming] = []
 
