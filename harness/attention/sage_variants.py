@@ -1,25 +1,12 @@
-"""The variants of the SageAttention emulation (``harness.attention.sage_emul``): each one's settings,
-the kernel it models, and whether its numerics were measured against that kernel.
+"""The variants of the SageAttention emulation (``harness.attention.sage_emul``): each one's settings
+(``VARIANTS``), the kernel it models (``VARIANT_TEXT``) and its provenance (``VARIANT_PROVENANCE``,
+``harness.emulator_provenance``, printed by ``harness backends``): whether its numerics were measured
+against that kernel. A backend's options start from its variant and may override any one setting;
+changing a numeric one (``NUMERIC_KEYS``) voids the measured figures.
 
-A backend's options start from its variant (option ``variant``) and may override any one setting;
-changing a numeric one (``NUMERIC_KEYS``) voids the measured figures. Each variant's provenance
-(``harness.emulator_provenance``; ``VARIANT_PROVENANCE``, printed by ``harness backends``):
-
-* ``sageattn1_triton``: thu-ml SageAttention 1.0.6 ``sageattn`` (Triton): INT8 Q per 128-token
-  block and K per 64-token block, K smoothed, P in [0, 1] and V cast to fp16, fp16 tile
-  accumulation, the last 64-key block's padded keys scored. Measured on an H200.
-  ``sage_emul_thuml``'s default.
-* ``sageattn2_triton``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp16_triton`` at d1a57a5 (the
-  path the pull request's ``sage_attn2`` takes on gfx1201): the settings of ``sageattn1_triton``
-  with padded keys masked (upstream added the mask in 2025-08). Measured on an H200.
-* ``sageattn2_fp8``: thu-ml SageAttention2 ``sageattn_qk_int8_pv_fp8_cuda`` called with
-  ``qk_quant_gran="per_warp", pv_accum_dtype="fp32"``: INT8 Q per 32-token warp, P x448 and V per
-  channel in FP8 e4m3, fp32 accumulation. Read from core.py; no GPU's default dispatch makes this
-  call (sm89 and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25),
-  and the CUDA kernels were never run here: not measured.
-* ``aiter_fav3_sage``: aiter's fav3_sage: INT8 per block, P in [0, 1] cast to FP8 unscaled. Read
-  from aiter's Triton source; not measured (aiter's gfx1201 op is another kernel, not public).
-  ``sage_emul_aiter``'s default.
+``sageattn2_triton`` is the path the pull request's ``sage_attn2`` takes on gfx1201 (upstream added
+the padded-key mask in 2025-08); ``sageattn2_fp8`` is a call no GPU's default dispatch makes (sm89
+and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25).
 """
 
 from __future__ import annotations

@@ -46,11 +46,8 @@ def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
 
 
 class KVReversed(WrappedOp):
-    """Reverse K and V along the sequence before the call.
-
-    Exact attention is invariant to the key order (softmax and the weighted sum are sums over
-    keys), so only the floating-point summation order changes: the run-to-run noise floor.
-    """
+    """Reverse K and V along the sequence before the call: exact attention is invariant to the key
+    order, so only the floating-point summation order changes (the run-to-run noise floor)."""
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
@@ -82,16 +79,10 @@ def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_el
 
 
 class KVChunked(WrappedOp):
-    """K and V split into ``chunks`` pieces along the sequence; the inner backend attends to each
-    piece and the outputs are merged with their log-sum-exp weights (the online-softmax merge):
-
-        O = sum_i exp(lse_i - logsumexp_j lse_j) * O_i
-
-    Exact attention gives the same result for any split, so only rounding changes: a second
-    exact perturbation beside K/V reversal. The inner backend's outputs come from its own kernel;
-    the weights come from an fp32 log-sum-exp of each piece (extra work: this arm's timings are
-    no baseline).
-    """
+    """K and V split into ``chunks`` pieces along the sequence, the inner backend's outputs on each
+    merged by their fp32 log-sum-exp weights, ``O = sum_i exp(lse_i - logsumexp_j lse_j) O_i``. Exact
+    attention gives the same result for any split, so only rounding changes: a second exact
+    perturbation beside K/V reversal (the extra work makes this arm's timings no baseline)."""
 
     def __init__(self, backend: AttentionOp, chunks: int = 2):
         if chunks < 2:
@@ -126,14 +117,10 @@ class KVChunked(WrappedOp):
 
 class FirstCallCheck(WrappedOp):
     """Pass every call through; on the first one, also call the backend's op directly (its layout
-    adapter only) on the same inputs and compare the outputs bitwise.
-
-    This is the pull request's "backend output vs a direct op call" fact, taken on the run's
-    real inputs. It costs one extra op call and a copy of q, k and v per run (one more call when
-    the outputs differ, to tell a nondeterministic op from a backend that changes the result),
-    inside the first DiT step, which s/step leaves out. An op that writes into its inputs is
-    named in ``inputs_modified``.
-    """
+    adapter only) on the same inputs and compare the outputs bitwise: the pull request's "backend
+    output vs a direct op call" fact on the run's real inputs, inside the first DiT step (which
+    s/step leaves out). A second direct call where they differ tells a nondeterministic op from a
+    backend that changes the result; an op that writes into its inputs is in ``inputs_modified``."""
 
     def __init__(self, backend: AttentionBackend, direct: Any):
         super().__init__(backend)
@@ -174,16 +161,11 @@ class FirstCallCheck(WrappedOp):
 
 
 class CountingBackend(WrappedOp):
-    """Count calls per serving backend; on a refusal (UnsupportedCall) hand the call to ``fallback``.
-
-    ``requested`` is the backend name the run asked for (``attn_type``). A refused call served
-    by the fallback counts in ``calls[fallback.name]`` and in ``fallbacks[fallback.name]``;
-    without a fallback the refusal is recorded in ``errors`` and re-raised. An output that breaks the
-    contract (q's shape with v's last dimension, q's dtype and device) fails the run, naming the
-    first bad call, before anything downstream reads it. With ``sites`` every
-    call also counts under its DiT step (``per_step``); a schedule inside names the backend that
-    served each call (its ``served``).
-    """
+    """Count calls per serving backend (a schedule inside names it: ``served``), and with ``sites``
+    per DiT step too; on a refusal (UnsupportedCall) hand the call to ``fallback`` (counted in
+    ``calls`` and ``fallbacks``), or without one record it in ``errors`` and raise it again. An output
+    that breaks the contract (``output_problem``) fails the run, naming the first bad call, before
+    anything downstream reads it. ``requested``: the backend name the run asked for (``attn_type``)."""
 
     max_errors = 20
 
@@ -286,16 +268,11 @@ def make_attention(
     schedule: StepSchedule | None = None,
     sites: CallSites | None = None,
 ) -> CountingBackend:
-    """The usual chain for a run's ``choice`` of attention: its backend with its options
-    [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend. A backend's name
-    stands for that backend with its default options, unperturbed.
-
-    The fallback (if any) gets the same perturbation, so a noise-floor run stays a noise-floor
-    run when it falls back. A backend with a direct op is checked against it on the first call
-    (innermost, so a perturbed arm checks the op on the inputs the op really gets). A
-    ``schedule`` routes the calls of its steps to its exact backend (perturbed the same way);
-    it needs ``sites``, which also makes the counts per step.
-    """
+    """The usual chain for a run's ``choice`` of attention (a backend's name: its defaults, unperturbed):
+    backend [-> FirstCallCheck] [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend.
+    The fallback and a ``schedule``'s exact backend get the same perturbation (a noise-floor run stays
+    one); the direct-op check is innermost (it sees the inputs the op really gets); a schedule needs
+    ``sites``, which also makes the counts per step."""
     if isinstance(choice, str):
         choice = AttentionChoice(attn_type=choice)
     op: AttentionOp = get_backend(choice.attn_type, **choice.attn_options)

@@ -1,17 +1,10 @@
 """The full metric suite: decode two runs once, in lockstep, and measure everything.
 
-Threads (every heavy call releases the GIL: FFmpeg decoding and colour conversion, the
-compiled kernels of ``jit.py``, hashlib, NumPy's FFT):
-
-    decoder A --frames--> \\                      / SSIM + SSE kernel (worker 1)
-                           main: pairs in order --
-    decoder B --frames--> /                      \\ SSIM + SSE kernel (worker 2)
-    (each decoder feeds a side thread: sha256 + statistics kernel)      audio (1 thread)
-
-Queues are bounded, so memory stays flat whatever the video length; on two cores the seven
-threads keep both busy from the first frame to the last. On a GPU (``device="cuda"``, which
-ROCm builds of torch answer too) the decoders only decode and hash; the main thread uploads
-batches of frame pairs and computes SSIM (float32), SSE and the statistics there.
+Threads, every heavy call releasing the GIL: a decoder per run (``decoder``, with a side thread that
+hashes and measures its frames), SSIM + SSE workers fed frame pairs in order by the main thread, one
+audio thread. Queues are bounded, so memory stays flat whatever the video length; on two cores the
+seven threads keep both busy. On a GPU (``device="cuda"``, ROCm's too) the decoders only decode and
+hash; the main thread uploads batches of frame pairs and computes SSIM (float32), SSE and statistics.
 """
 
 from __future__ import annotations

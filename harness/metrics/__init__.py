@@ -1,11 +1,7 @@
-"""The metric registry: one object per metric (``Metric``) that comparison tables, gates, floor
-bands, history, the accuracy line of `harness compare`, pr.md's accuracy table, the verdict's error
-energies and a pair's values (``analysis.energy.PairErrors``) all read, registered by key in ``METRICS``.
-
-Every module of this package is imported with it and registers its metrics there: ``video`` (MSE,
-PSNR, SSIM) and ``audio`` (SNR, cosine, mel spectral error, log-mel cosine). A new metric is one
-module here (or a ``METRICS.register`` from a plug-in): its reader, label, unit, digits, direction,
-gate key, error energy, history column, headline and pr.md column are fields of its ``Metric``.
+"""The metric registry: one ``Metric`` per figure, registered by key in ``METRICS``, that tables,
+gates, floor bands, history, `harness compare`'s accuracy line, pr.md and the verdict's error energies
+all read. Each module of this package registers one family on import (``video``, ``audio``); a new
+metric is one module here, or a ``METRICS.register`` from a plug-in.
 """
 
 from __future__ import annotations

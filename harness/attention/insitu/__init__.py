@@ -1,13 +1,7 @@
 """In-situ (shadow) measurement of attention: every call of a real run, also computed by named
 shadow ops on the same q/k/v and measured against an exact yardstick on sampled query rows,
-attributed to its DiT step and block by the runner's own hooks.
-
-* ``sites``: :class:`CallSite` / :class:`CallSites`, where a call is (the runner sets it);
-* ``shadow``: :class:`ShadowedAttention`, the op a runner hands the model;
-* ``measure``: the yardstick and the per-call errors, reduced on the device;
-* ``recorder``: :class:`InSituRecorder`, per-rank JSON lines, the meta record, captured q/k/v;
-* ``read``: a run's lines read back and pooled per step, block and op;
-* ``build``: ``shadowed_attention``, the whole chain from a run spec's shadows.
+attributed to its DiT step and block by the runner's own hooks (``sites``, ``shadow``, ``measure``,
+``recorder``; ``read``: the lines read back; ``build``: the whole chain from a run spec's shadows).
 """
 
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu  # noqa: F401
