@@ -29,17 +29,6 @@ from harness.errors import BackendUnavailable
 SAGE_OP = "gfx1201_sage_attention"
 
 
-def rocm_availability() -> tuple[bool, str]:
-    """Cheap checks shared by the aiter backends (no GPU work, aiter not imported)."""
-    if torch.version.hip is None:
-        return False, "torch is not a ROCm build (torch.version.hip is None)"
-    if not torch.cuda.is_available():
-        return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
-    if importlib.util.find_spec("aiter") is None:
-        return False, "the python package 'aiter' (amd-aiter) is not installed"
-    return True, f"ROCm {torch.version.hip}, amd-aiter {package_version('amd-aiter')}"
-
-
 def gpu_arch(device: int = 0) -> str:
     return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
 
@@ -84,17 +73,35 @@ def call_bshd(op: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch
     return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
 
 
+class AiterBackend(AttentionBackend):
+    """What the aiter backends share: cheap availability checks (no GPU work, aiter not imported),
+    and the refusal of tensors off the GPU or of dtypes other than bf16 and fp16."""
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        if torch.version.hip is None:
+            return False, "torch is not a ROCm build (torch.version.hip is None)"
+        if not torch.cuda.is_available():
+            return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
+        if importlib.util.find_spec("aiter") is None:
+            return False, "the python package 'aiter' (amd-aiter) is not installed"
+        return True, f"ROCm {torch.version.hip}, amd-aiter {package_version('amd-aiter')}"
+
+    def check_call(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        check_qkv(self.name, q, k, v)
+        if q.device.type != "cuda":
+            raise UnsupportedCall(f"{self.name}: tensors on {q.device}; the op needs the GPU")
+        if q.dtype not in (torch.bfloat16, torch.float16):
+            raise UnsupportedCall(f"{self.name}: dtype {q.dtype} (bf16 or fp16 only)")
+
+
 @register_backend(
     "aiter_sage_attn",
     exact=False,
     description="aiter gfx1201 SageAttention op (INT8 QK, FP8 PV; ROCm gfx1201 only)",
 )
-class AiterSageAttn(AttentionBackend):
+class AiterSageAttn(AiterBackend):
     default_options = {"arch": "gfx1201"}
-
-    @classmethod
-    def availability(cls) -> tuple[bool, str]:
-        return rocm_availability()
 
     def setup(self) -> None:
         arch = gpu_arch()
@@ -123,11 +130,7 @@ class AiterSageAttn(AttentionBackend):
         return lambda q, k, v, s: call_bshd(op, q, k, v, **({arg: s} if arg else {}))
 
     def __call__(self, q, k, v, scale=None):
-        check_qkv(self.name, q, k, v)
-        if q.device.type != "cuda":
-            raise UnsupportedCall(f"aiter_sage_attn: tensors on {q.device}; the op needs the GPU")
-        if q.dtype not in (torch.bfloat16, torch.float16):
-            raise UnsupportedCall(f"aiter_sage_attn: dtype {q.dtype} (bf16 or fp16 only)")
+        self.check_call(q, k, v)
         if q.shape[-1] != 128:
             raise UnsupportedCall(f"aiter_sage_attn: head dim {q.shape[-1]} (only 128)")
         if q.shape != k.shape:
@@ -148,12 +151,8 @@ class AiterSageAttn(AttentionBackend):
     exact=True,
     description="aiter.flash_attn_func (exact flash attention, BSHD; ROCm)",
 )
-class AiterAttn(AttentionBackend):
+class AiterAttn(AiterBackend):
     default_options: dict[str, Any] = {}
-
-    @classmethod
-    def availability(cls) -> tuple[bool, str]:
-        return rocm_availability()
 
     def setup(self) -> None:
         aiter = _import_aiter()
@@ -176,11 +175,7 @@ class AiterAttn(AttentionBackend):
         return lambda q, k, v, s: call_bshd(fa, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
 
     def __call__(self, q, k, v, scale=None):
-        check_qkv(self.name, q, k, v)
-        if q.device.type != "cuda":
-            raise UnsupportedCall(f"aiter_attn: tensors on {q.device}; the op needs the GPU")
-        if q.dtype not in (torch.bfloat16, torch.float16):
-            raise UnsupportedCall(f"aiter_attn: dtype {q.dtype} (bf16 or fp16 only)")
+        self.check_call(q, k, v)
         return call_bshd(
             self._fn, q, k, v, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False
         )
