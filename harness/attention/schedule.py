@@ -1,9 +1,7 @@
 """Hybrid schedules: attention routed by DiT step, exact on the named steps and the arm's own
-backend on the others (xDiT runs MiniMax-H3 exact on the first and last 5 steps, FP8 between).
-
-The step comes from the run's call sites (``insitu.sites``), set by the runner's own step hook;
-the counting wrapper records which backend served each call per step, so the routing is proven
-by the run's counts, not assumed.
+backend on the others (xDiT runs MiniMax-H3 exact on the first and last 5 steps, FP8 between). The
+step is the run's call site's (``insitu.sites``); the counting wrapper records which backend served
+each call per step, so the routing is proven by the run's counts, not assumed.
 """
 
 from __future__ import annotations
@@ -45,14 +43,10 @@ def schedule_text(schedule: StepSchedule) -> str:
 
 
 class ScheduledAttention(WrappedOp):
-    """The ``exact`` op on the schedule's steps, ``candidate`` (``inner``) on the others.
-
-    ``served`` names the backend that served the last call (the counting wrapper reads it).
-    On an exact step, the candidate is also called once on copies of the first call of each
-    shape (its output discarded, the RNG state kept): its warm-up (compilation, which a Triton
-    kernel repeats for each specialisation of the sequence length, the first-call check) then
-    falls in step 1, which s/step leaves out, as for any other arm, not in the first step it serves.
-    """
+    """The ``exact`` op on the schedule's steps, ``candidate`` (``inner``) on the others; ``served``
+    names the one that served the last call. On an exact step the candidate also runs once on copies
+    of the first call of each shape (output discarded, RNG state kept), so that its warm-up (Triton
+    compiles per sequence length; the first-call check) falls in step 1, which s/step leaves out."""
 
     def __init__(self, candidate: AttentionOp, exact: AttentionOp, schedule: StepSchedule, sites: CallSites):
         super().__init__(candidate)

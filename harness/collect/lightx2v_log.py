@@ -35,7 +35,6 @@ from harness.record_checks import MAX_SECONDS
 from harness.records import StepTiming, TimingRecord
 
 SOURCE = "lightx2v-log"
-MUST_BE_POSITIVE = ("Run Dit every step", "RUN pipeline", "Total Cost")  # a zero here is no measurement
 
 
 class LogProblem(HarnessError):
@@ -59,6 +58,7 @@ PIPELINE = "RUN pipeline"
 TOTAL = "Total Cost"
 WARMUP = "Warmup"
 LOAD = "Load models"
+MUST_BE_POSITIVE = (STEP_NAME, PIPELINE, TOTAL)  # a zero here is no measurement
 
 # LightX2V profile name -> stage key in timing.json.
 STAGES = {
@@ -307,6 +307,3 @@ def _build(
         ranks=[r for r in order if r in timed or ranks[r].marks or ranks[r].packed],
         missing=missing,
     )
-
-
-__all__ = ["LogProblem", "parse_lightx2v_logs", "SOURCE", "STAGES"]

@@ -206,21 +206,21 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
     else:
         cur, prevs, offset = frames, torch.cat([prev[None], frames[:-1]]), 0
     diffs = (cur.to(torch.int32) - prevs.to(torch.int32)).abs().flatten(1).sum(dim=1)
-    vals = [t.tolist() for t in (y_sum, y_sumsq, extreme, diffs, y_max, grid)]
-    out = []
-    for i in range(n):
-        diff = float(vals[3][i - offset]) if i >= offset else None
-        out.append(
-            FrameStats(
-                pixels=h * w,
-                y_sum=float(vals[0][i]),
-                y_sumsq=float(vals[1][i]),
-                lap_var=lap_var[i],
-                extreme_values=int(vals[2][i]),
-                diff_l1=diff,
-                frozen=diff == 0.0,
-                y_max=int(vals[4][i]),
-                grid=tuple(vals[5][i]),
-            )
+    sums, sumsqs, extremes, diff_list, maxima, grids = (
+        t.tolist() for t in (y_sum, y_sumsq, extreme, diffs, y_max, grid)
+    )
+    diff = [float(diff_list[i - offset]) if i >= offset else None for i in range(n)]
+    return [
+        FrameStats(
+            pixels=h * w,
+            y_sum=float(sums[i]),
+            y_sumsq=float(sumsqs[i]),
+            lap_var=lap_var[i],
+            extreme_values=int(extremes[i]),
+            diff_l1=diff[i],
+            frozen=diff[i] == 0.0,
+            y_max=int(maxima[i]),
+            grid=tuple(grids[i]),
         )
-    return out
+        for i in range(n)
+    ]

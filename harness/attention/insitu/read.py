@@ -1,12 +1,10 @@
 """Reading a shadowed run's in-situ lines back: every rank's meta and calls, and errors pooled
 per op over any grouping of the calls (per step, per block, per step x block, overall).
 
-Pooling keeps each metric's meaning over many calls: rel L1 is sum|o - r| / sum|r| over all
-of them (each call's rel L1 weighted by its sum|r|), RMSE the root of the mean squared error
-over all compared values, cosine the mean over calls (and its minimum), the worst-row cosine
-the lowest 1st percentile of any call. A call the op refused or failed, or whose output or
-metrics hold a non-finite value, counts in ``failed`` (the latter also in ``nonfinite``) and
-pools nothing.
+Pooling keeps each metric's meaning over many calls: rel L1 is sum|o - r| / sum|r| over all of them,
+RMSE over all compared values, cosine the mean over calls (and its minimum), the worst-row cosine the
+lowest 1st percentile of any call. A call the op refused or failed, or with a non-finite output or
+metric, counts in ``failed`` (the latter also in ``nonfinite``) and pools nothing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Shadowed attention: the run's own attention, plus every shadow op computed on copies of the
 same q/k/v, each measured (with the primary) against an exact yardstick on sampled query rows.
 
-What the model receives is the primary's output, bitwise what the run without shadows gives:
-the primary runs first on the very tensors it would get (copies of them were taken before, as
-the primary may write into its inputs); each shadow gets its own copies; the yardstick and the
-shadows run inside ``torch.random.fork_rng`` (no RNG state the run sees is advanced); the rows
-are drawn from the recorder's own generator. The measurement's time is part of the step it is
-in: a shadowed run is never a timing baseline.
+What the model receives is the primary's output, bitwise what the run without shadows gives: the
+primary runs first on the very tensors it would get (copied before: it may write into them), each
+shadow on its own copies, the yardstick and shadows inside ``torch.random.fork_rng``, the rows from
+the recorder's own generator. The measurement's time counts in its step: no timing baseline.
 """
 
 from __future__ import annotations

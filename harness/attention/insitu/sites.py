@@ -1,10 +1,7 @@
 """Where an attention call is: the call site (DiT step, block, kind) that the runner's own hooks
-set while the model runs, so calls are attributed from the run itself, never from a call counter.
-
-The runner enters ``sites.site(step=i)`` around each DiT step and ``sites.site(block=j,
-kind="dit_self")`` around each block's attention; a nested site keeps what it does not set.
-Whatever reads ``sites.current`` (the in-situ recorder, the per-step call counts, a step
-schedule) sees the same site.
+set while the model runs (``sites.site(step=i)`` around each DiT step, ``sites.site(block=j,
+kind="dit_self")`` around each block's attention; a nested site keeps what it does not set), so
+calls are attributed from the run itself; the recorder, the per-step counts and a schedule read it.
 """
 
 from __future__ import annotations
