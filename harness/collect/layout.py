@@ -85,14 +85,10 @@ def frame_terms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class LayoutPair:
     """Pairs the two runs' per-frame grid sums (delivered by two threads, in any order) and keeps
-    the per-frame terms of each scale (15 numbers a frame) until ``result``.
-
-    Held meanwhile: the grids of frames one side has delivered and the other not yet (the
-    decoders run in lockstep, so a few frames) and the paired frames of blocks of ``BLOCK``
-    frame indices not yet complete. A complete block is reduced at once (a few numpy calls for
-    ``BLOCK`` frames); blocks are fixed by frame index, so the numbers never depend on the order
-    in which the threads delivered the frames.
-    """
+    the per-frame terms of each scale (15 numbers a frame) until ``result``. Held meanwhile: the few
+    grids one side has delivered and the other not yet, and the incomplete blocks of ``BLOCK`` frame
+    indices; a complete block is reduced at once. Blocks are fixed by frame index, so the numbers
+    never depend on the order in which the threads delivered the frames."""
 
     BLOCK = 32
 

@@ -1,11 +1,8 @@
 """Timing from LightX2V's logs: the ``[Profile]`` lines of its profiler, for one run of any ranks.
 
-LightX2V (with PROFILING_DEBUG_LEVEL >= 1) logs through loguru, e.g.
-
-    2026-08-21 10:00:01.123 | INFO     | lightx2v.utils.profiler:__exit__:165 - [Profile] Rank 0 - Level1_Log Run Dit every step cost 12.345678 seconds
-
-and, without a rank, MiniMax-H3's step markers ``==> MiniMax-H3 step: i / N`` and its
-``MiniMax-H3 packed layout: text=.., audio=.., video=.., total=..`` line.
+LightX2V (with PROFILING_DEBUG_LEVEL >= 1) logs through loguru ``... - [Profile] Rank 0 - Level1_Log
+Run Dit every step cost 12.345678 seconds`` and, without a rank, MiniMax-H3's step markers
+(``==> MiniMax-H3 step: i / N``) and packed layout (``text=.., audio=.., video=.., total=..``).
 
 Conventions (``parse_lightx2v_logs``):
 * ranks come from ``Rank N`` in profile lines, from a ``[rankN]:``/``[defaultN]:`` line prefix

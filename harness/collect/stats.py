@@ -1,11 +1,8 @@
-"""Global statistics of one run's video: luma, sharpness, motion and failure-mode counts.
-
-Definitions: ``models.STATS_CONVENTION`` (written into ``RunStats.convention``). Y is BT.601 luma
-rounded to uint8 as OpenCV's RGB2GRAY computes it, ``(9798 R + 19235 G + 3735 B + 2^14) >> 15``:
-integer Y keeps every sum exact and lets the GPU path match the CPU path bit for bit. A nan-like
-frame (std of Y < 1, or 95 % of the RGB values 0 or 255) is what NaN/Inf from a broken quantized
-kernel turn into once clamped and cast to uint8; a blank frame (max Y <= 16) is stricter than a
-black one (mean Y < 10), so a dark scene is not one. The Y sums over 16 x 16 cells go to a
+"""Global statistics of one run's video: luma, sharpness, motion and failure-mode counts
+(``models.STATS_CONVENTION``). Y is BT.601 luma in integers as OpenCV's RGB2GRAY computes it: every
+sum stays exact and the GPU path matches the CPU path bit for bit. A nan-like frame is what NaN/Inf
+from a broken quantized kernel turn into once cast to uint8; a blank frame (max Y <= 16) is stricter
+than a black one (mean Y < 10), so a dark scene is not one. The Y sums over 16 x 16 cells go to a
 ``LayoutPair`` (``collect.layout``) when the run is one side of a pair.
 """
 
@@ -28,7 +25,7 @@ BLANK_Y_MAX = 16
 FLAT_Y_STD = 1.0
 FIRST_FRAMES = 8  # frame indices kept per failure kind
 SATURATED_FRACTION = 0.95
-# cv2's fixed-point BT.601 weights (sum 2^15), applied with rounding.
+# cv2's fixed-point BT.601 weights (sum 2^15), applied with rounding: (9798 R + 19235 G + 3735 B + 2^14) >> 15.
 Y_WEIGHTS = (9798, 19235, 3735)
 Y_SHIFT = 15
 

@@ -1,9 +1,6 @@
-"""Pairwise video metrics: per-frame MSE/PSNR (uint8 RGB, L = 255) and their reduction.
-
-PSNR of a run pair is the mean of per-frame PSNR values (identical frames give +inf, so
-the mean is +inf as soon as one frame is identical; ``psnr_mean_finite`` then averages the
-other frames, ``psnr_min`` tells the worst frame and ``psnr_pooled`` is the PSNR of the mean
-MSE, ffmpeg's summary).
+"""Pairwise video metrics: per-frame MSE/PSNR (uint8 RGB, L = 255) reduced over a pair's frames.
+The mean of per-frame PSNR is +inf as soon as one frame is identical (``psnr_mean_finite`` averages
+the others); ``psnr_pooled`` is the PSNR of the mean MSE (ffmpeg's summary), ``psnr_min`` the worst.
 """
 
 from __future__ import annotations
