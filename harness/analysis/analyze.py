@@ -372,7 +372,9 @@ def judge_campaign(
         from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
 
         add_insitu(res, campaign, say)
-    judge_candidates(res, insitu_by_arm(res))
+    found = res.insitu.readings if res.insitu is not None else []
+    fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
+    judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     if insitu:
         from harness.analysis.schedules import schedule_rows
 
@@ -388,13 +390,6 @@ def mark_insitu_copies(res: ReportResults) -> None:
     for v in res.verdicts:
         if v.arm in copies:
             v.role = "insitu"
-
-
-def insitu_by_arm(res: ReportResults) -> dict[str, InsituReading]:
-    """The in-situ readings of the results (``res.insitu``), by the arm each reads."""
-    found = res.insitu.readings if res.insitu is not None else []
-    fields = set(InsituReading.model_fields)
-    return {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found}
 
 
 def analyze_campaign(

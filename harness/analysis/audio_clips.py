@@ -55,12 +55,6 @@ def spectrogram_difference(run: np.ndarray, ref: np.ndarray, rate: int) -> tuple
     return np.clip(b - a, -DIFF_DB, DIFF_DB), floor
 
 
-def diff_png(diff_db: np.ndarray) -> bytes:
-    """8-bit PNG: grey 0 = -DIFF_DB, 255 = +DIFF_DB; the top row is the highest bin."""
-    grey = np.rint((diff_db + DIFF_DB) / (2 * DIFF_DB) * 255.0).astype(np.uint8)
-    return encode_png(np.flipud(grey))
-
-
 def lag_of(res: ReportResults, run: RunSummary) -> int:
     c = res.comparison_for(run.key)
     return int(c.audio.lag_samples) if c is not None and c.audio is not None else 0
@@ -103,7 +97,10 @@ def write_assets(
         max_abs_db=round(float(np.abs(diff).max()) if diff.size else 0.0, 3),
         mean_abs_db=round(float(np.abs(diff).mean()) if diff.size else 0.0, 4),
     )
-    write_under(root, png, what, diff_png(diff))
+    grey = np.rint((diff + DIFF_DB) / (2 * DIFF_DB) * 255.0).astype(
+        np.uint8
+    )  # 0 = -DIFF_DB; top row: highest bin
+    write_under(root, png, what, encode_png(np.flipud(grey)))
     out.specdiff = f"assets/audio/{name}.specdiff.json"
     write_under(root, out.specdiff, what, view.model_dump_json(by_alias=True) + "\n")
     return out

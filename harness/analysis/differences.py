@@ -125,19 +125,8 @@ def colour_stops(count: int = COLOUR_STOPS) -> list[str]:
     return ["#" + "".join(f"{int(v):02x}" for v in c) for c in rgb]
 
 
-def scale_bar(width: int = 256, height: int = 12) -> np.ndarray:
-    """The grey ramp of the scale, 0 on the left, full scale on the right."""
-    return np.tile(np.rint(np.linspace(0, 255, width)).astype(np.uint8), (height, 1))
-
-
 def measurable(r: RunSummary | None) -> bool:
     return bool(r is not None and r.ok and r.output and r.output_sha256)
-
-
-def raw_maps(d: RawDiffs, base: Path | None) -> dict[int, np.ndarray]:
-    if d.maps:
-        return d.maps
-    return {i: decode_raw(base / rel) for i, rel in d.files.items()} if base is not None else {}
 
 
 def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
@@ -170,7 +159,9 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
     base = entry.parent if entry is not None else None
     for grid, r, d in pairs:
         try:
-            maps = raw_maps(d, base)
+            maps = d.maps or (
+                {i: decode_raw(base / rel) for i, rel in d.files.items()} if base is not None else {}
+            )
         except HarnessError as err:
             res.notes.append(f"difference images of {r.key}: {err}")
             continue
@@ -185,7 +176,8 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
             res.assets[f"diff:{r.key}:{i}"] = rel
     scale: str | None = "assets/diff/scale.png"
     try:
-        atomic_write_bytes(root / str(scale), encode_png(scale_bar()))
+        bar = np.tile(np.rint(np.linspace(0, 255, 256)).astype(np.uint8), (12, 1))  # 0 left, full scale right
+        atomic_write_bytes(root / str(scale), encode_png(bar))
         res.assets["diff_scale"] = str(scale)
     except OSError:
         scale = None

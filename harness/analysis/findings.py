@@ -3,10 +3,8 @@ what they were, and a finding when one group's error is several times the rest's
 
 A kernel defect rarely spreads evenly: thu-ml's Triton kernels score the padded keys of their last
 64-key block, which scales a 74-key call's output by 0.70 and leaves a 120k-key call almost alone;
-pooled over every call the long calls hide it, grouped by key length it stands out. The rule is
-``rule()``'s; groups are searched greedily (the strongest taken, its observations set aside, the rest
-searched again), and groups of different dimensions that hold the same observations are one finding,
-named by the first dimension in ``DIMENSIONS``' order.
+pooled, the long calls hide it; grouped by key length it stands out. Groups are searched greedily
+(``rule()``); groups of several dimensions holding the same observations are one finding.
 """
 
 from __future__ import annotations

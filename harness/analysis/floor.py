@@ -1,9 +1,6 @@
-"""The noise floor as a band over perturbations x seeds, and the codec floor of the reference.
-
-The codec floor (``collect.codec_floor``: the reference re-encoded with its own settings, or its
-lossless twin against its mp4) is the only media this module reads. It is cached under the
-reference output's sha256 (and its twin's), the codec settings its run asked for and the
-computation's version; so is the decode convention of a file (read off its first frame).
+"""The noise floor as a band over perturbations x seeds, and the codec floor of the reference: the
+only media this module reads (``collect.codec_floor``), cached under the reference's sha256, its
+run's codec settings and the computation's version, as is a file's decode convention.
 """
 
 from __future__ import annotations

@@ -50,11 +50,6 @@ def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
     return {r.key: math.log(x) for r in runs if (x := get(r)) is not None and math.isfinite(x) and x > 0}
 
 
-def _margin(sigma: float | None, others: int) -> float:
-    base = math.log(OUTLIER_FACTOR)
-    return base if sigma is None else max(base, OUTLIER_Z * sigma * math.sqrt(1 + 1 / max(1, others)))
-
-
 def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, float, float] | None:
     """(key, log factor to the others, log margin) of the run of ``kind`` furthest outside the others'
     spread in units of its margin, None when every run is within it."""
@@ -72,7 +67,10 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
         else:
             sigma = pooled_sd([others, *other_groups])[0]
         d = x - statistics.fmean(others)
-        margin = _margin(sigma, len(others))
+        margin = math.log(OUTLIER_FACTOR)
+        margin = (
+            max(margin, OUTLIER_Z * sigma * math.sqrt(1 + 1 / len(others))) if sigma is not None else margin
+        )
         # ties go to the larger key, so the order of the runs never matters
         if abs(d) > margin and (
             worst is None or (abs(d) / margin, key) > (abs(worst[1]) / worst[2], worst[0])

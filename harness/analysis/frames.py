@@ -1,9 +1,6 @@
 """Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run, and each
-candidate's worst frame by PSNR and by SSIM against the reference (``worst_frames``); the reference
-has a thumbnail in every row, another run in the evenly spaced rows and those of its own worst frames.
-
-Thumbnails are lossy WebP under assets/ (a tenth of a PNG: the one-file page carries every one; the
-metrics never read them), cached under the output's sha256, width, indices and format.
+candidate's worst frames by PSNR and SSIM (``worst_frames``); lossy WebP under assets/ (a tenth of
+a PNG; the metrics never read them), cached under the output's sha256, width, indices and format.
 """
 
 from __future__ import annotations
@@ -137,9 +134,8 @@ def run_thumbnails(
 
 
 def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> list[FrameGrid]:
-    """One grid per seed (rows: frame indices evenly spaced over the reference's length, and the
-    candidates' worst frames; columns: that seed's first repeats); ``res.frame_indices`` is set
-    (the evenly spaced ones), every thumbnail named in ``res.assets``."""
+    """One grid per seed (rows: evenly spaced frames and the candidates' worst; columns: the seed's first
+    repeats); sets ``res.frame_indices`` and names every thumbnail in ``res.assets``."""
     ref = next((r for r in res.primary_runs if r.arm == res.reference_arm and r.stats), None)
     basis = ref or next((r for r in res.primary_runs if r.stats), None)
     if basis is None or basis.stats is None:

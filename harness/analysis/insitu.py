@@ -83,29 +83,18 @@ def _ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float | None, list[floa
     return ratio, [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
 
 
-def _word(value: float | None, ci: list[float] | None, limit: float, higher_is_worse: bool = True) -> str:
-    """``harness.rule.word`` of the interval (the point where there is none); no value decides nothing."""
-    if value is None:
-        return INCONCLUSIVE
-    lo, hi = ci if ci is not None else (value, value)
-    return word(lo, hi, limit, higher_is_worse=higher_is_worse)
-
-
 def _ci_text(ci: list[float] | None, fmt=ratio_value) -> str:
     return f" [95 % {range_text(ci[0], ci[1], fmt)}]" if ci else ""
 
 
-def _three_figures(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
-
-
 def _part(against: str, value, ci, limit, unit: str, higher_is_worse: bool = True) -> InSituPart:
-    word = _word(value, ci, limit, higher_is_worse)
+    lo, hi = ci if ci is not None else (value, value)  # the point where there is no interval
+    w = INCONCLUSIVE if value is None else word(lo, hi, limit, higher_is_worse=higher_is_worse)
     shown = ratio_text(value) if unit == "x" else "n/a" if value is None else f"{value:.3g}{unit}"
     rule = f"{'at most' if higher_is_worse else 'at least'} {limit:g}{unit}"
     return InSituPart(
-        against=against, word=word, value=value, ci=ci, limit=limit,
-        text=f"{against}: {shown}{_ci_text(ci, ratio_value if unit == 'x' else _three_figures)}, {rule}: {word}",
+        against=against, word=w, value=value, ci=ci, limit=limit,
+        text=f"{against}: {shown}{_ci_text(ci, ratio_value if unit == 'x' else lambda x: format(x, '.3g'))}, {rule}: {w}",
     )  # fmt: skip
 
 
@@ -171,9 +160,8 @@ def _kind(
 
 
 def _deciding(kinds: list[InSituKind]) -> tuple[str, InSituKind | None]:
-    """The word over kinds (outside if any is; within only if every kind with a floor is) and the kind
-    that decides it: the worst word, then the highest ratio. A kind the candidate measured on no call
-    (all refused) judges nothing; one without a floor can make it outside, never keep it from within."""
+    """The word over kinds and the kind that decides it (worst word, then highest ratio); a kind measured on
+    no call judges nothing, one without a floor can make it outside but never keep it from within."""
     measured = [k for k in kinds if k.rel_l1 is not None]
     floored = [k for k in measured if k.ratio is not None]
     words = [k.word for k in measured if k.word == OUTSIDE] + [k.word for k in floored]
@@ -205,9 +193,8 @@ def candidate_reading(
     tol: InSituTolerance,
     attn_type: str = "",
 ) -> InSituReading:
-    """The reading of candidate ``name`` over ``items`` ((run key, call) pairs): against the mean of
-    ``floor_ops`` on each call, the accepted baseline ``base`` and the absolute limits of ``tol``,
-    per call kind, the worst kind deciding; any non-finite output or failed call makes it outside."""
+    """The reading of candidate ``name`` over ((run key, call) pairs): against the floor ops' mean, the
+    accepted ``base`` and ``tol``'s limits, per call kind, the worst deciding; a NaN or failure: outside."""
     calls = [c for _, c in items]
     r = InSituReading(candidate=name, attn_type=attn_type, runs=sorted({k for k, _ in items}))
     r.stats = pool(calls, name)

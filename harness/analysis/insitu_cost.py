@@ -1,9 +1,6 @@
-"""What shadows cost, and why a shadowed run's timings are never a baseline.
-
-Every shadow op and the yardstick run inside the step they measure, so a shadowed run's
-s/step holds them. The cost is given two ways: the measurement's own time per step (the
-recorder times it, device-synchronised) and, where the campaign has one, the s/step of a twin
-arm (the same attention, no shadows) beside the shadowed run's.
+"""What shadows cost, and why a shadowed run's timings are never a baseline: the shadows and the
+yardstick run inside the step, so its s/step holds them. The cost is said two ways: the measurement's
+own time per step, and the s/step of a twin arm (same attention, no shadows) where there is one.
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ def run_spec(campaign: CampaignDir, key: str) -> RunSpec | None:
 
 
 def measured_in_situ(r: Any, campaign: CampaignDir) -> bool:
-    """Whether run ``r`` may hold in-situ records: it ended ok, its media present or not (the records
-    are written during the run, never derived from its output: a campaign copied without its media
-    keeps them)."""
+    """Whether run ``r`` may hold in-situ records: it ended ok, or its media are missing (the records are
+    written during the run: a campaign copied without its media keeps them)."""
     return r.ok or (r.status == "missing" and campaign.run(r.key).exists())
 
 
@@ -45,10 +41,6 @@ def measure_per_step(calls: list[InSituCall]) -> float | None:
     return statistics.fmean(steady_steps([max(per[s].values()) for s in sorted(per)]))
 
 
-def _plain(spec: RunSpec) -> bool:
-    return not spec.shadows and spec.insitu is None and spec.schedule is None
-
-
 def shadow_costs(res: Any, infos: list[Any], specs: dict[str, RunSpec | None]) -> None:
     """Fill each shadowed run's cost and mark its arm's timing as no baseline."""
     for info in infos:
@@ -58,7 +50,8 @@ def shadow_costs(res: Any, infos: list[Any], specs: dict[str, RunSpec | None]) -
         if spec is not None:
             twins = [
                 r for r in res.runs
-                if r.ok and r.arm != info.arm and (s := specs.get(r.key)) is not None and _plain(s)
+                if r.ok and r.arm != info.arm and (s := specs.get(r.key)) is not None
+                and not s.shadows and s.insitu is None and s.schedule is None
                 and s.choice() == spec.choice() and r.seed == summary.seed
             ]  # fmt: skip
             twins.sort(key=lambda r: (r.arm != res.reference_arm, r.repeat))

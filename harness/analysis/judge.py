@@ -20,9 +20,8 @@ from harness.scenario.verdict import VerdictRules
 
 
 def did_it_run(v: Verdict, measured: list[Comparison], runs: list[RunSummary]) -> str:
-    """A warning when an arm whose backend is not the reference's gives the reference's output bit for
-    bit on some seed: an approximate kernel that does so most likely never ran. The call counts say
-    whether the op was reached at all."""
+    """A warning when an arm not on the reference's backend gives its output bit for bit on some seed: such
+    a kernel most likely never ran (the call counts say whether it was reached)."""
     ident = [c for c in measured if c.b.seed in v.identical_seeds]
     if not ident:
         return ""

@@ -1,10 +1,7 @@
-"""The review at a glance, read off the verdicts and speed tests: per candidate its verdict word, the
-reading that decides it (``decided_by``: in situ where it does, else the error-energy ratio to the
-floor named by ``ratio_metric``, combined over seeds, with its interval), its second reading (the
-end-to-end word and ratio beside the in-situ one, where an in-situ reading exists), the seeds bitwise
-identical to the reference, the warnings, and both speed-ups with their intervals and words
-(``analysis.speed``). Identical (output bitwise the reference's on every seed) is a word of its own:
-no ratio. ``analysis.sentences`` words these readings and stores them in results.json.
+"""The review at a glance, read off the verdicts and speed tests: per candidate its word, the reading
+that decides it (in situ, else the energy ratio ``ratio_metric`` names, with its interval), the other
+reading beside it, the identical seeds, the warnings and both speed-ups (``analysis.speed``).
+Identical is a word of its own, without a ratio. ``analysis.sentences`` words these readings.
 """
 
 from __future__ import annotations
@@ -39,14 +36,6 @@ def regime(v: Verdict) -> str:
     return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
 
 
-def _energy_terms(v: Verdict, metric: str) -> tuple[Terms, str]:
-    """The error-energy reading named ``metric`` (its ratio, interval and word) and what it measures."""
-    r = next((r for r in v.energy if r.metric == metric), None)
-    if r is None or r.ratio is None:
-        return Terms(word=r.word if r is not None else ""), ""
-    return terms(r.ratio, r.ratio_ci, r.alpha, r.word), f"{r.label} / the floor's"
-
-
 def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
     """The verdict's own in-situ reading (ratio to the exact floor's, with its interval and word), where
     it carries one (every regime since ``decided_by``; before, chaotic seeds only)."""
@@ -60,9 +49,8 @@ def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
 
 
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
-    """(word, ratio with its interval, what the ratio is) of a verdict: the reading that decides it
-    (``decided_by``): the in-situ one where it decides, else the error energy ``ratio_metric`` names.
-    An identical verdict has no ratio."""
+    """(word, ratio with its interval, what the ratio is) of the reading that decides a verdict: in situ
+    where it decides, else the energy ``ratio_metric`` names; an identical verdict has no ratio."""
     word = known(v.word)
     if word == IDENTICAL:
         return word, Terms(), ""
@@ -81,14 +69,14 @@ def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
     """The decoded output's reading alone (everything but in situ): its word, and the error-energy ratio
     that decides it (the one the verdict names, else the largest that reads its word, else the largest)."""
     word = v.end_to_end_word or ("" if v.decided_by == "insitu" else v.word)
-    named = v.decided_by if any(r.metric == v.decided_by for r in v.energy) else ""
-    if not named:
-        same = [r for r in v.energy if r.word == word and r.ratio is not None] or [
-            r for r in v.energy if r.ratio is not None
-        ]
-        named = largest(same).metric if same else ""
-    terms, what = _energy_terms(v, named) if named else (Terms(), "")
-    return terms.model_copy(update={"word": word}), what
+    r = next((r for r in v.energy if r.metric == v.decided_by), None)
+    if r is None:
+        ratios = [r for r in v.energy if r.ratio is not None]
+        same = [r for r in ratios if r.word == word] or ratios
+        r = largest(same) if same else None
+    if r is None or r.ratio is None:
+        return Terms(word=word), ""
+    return terms(r.ratio, r.ratio_ci, r.alpha, word), f"{r.label} / the floor's"
 
 
 def speed_terms(t: SpeedTest | None) -> Terms:
@@ -137,9 +125,8 @@ BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a lin
 
 
 def emulator_badge(res: ReportResults, arm: str) -> str:
-    """The words after an emulator's name, said alike by every renderer: its provenance's badge
-    ('emulator of SageAttention2 d1a57a5 Triton, measured on H200', '... not measured'), 'emulator'
-    where its records carry no provenance, '' for no emulator."""
+    """The words after an emulator's name in every renderer: its provenance's badge, 'emulator' where its
+    records carry none, '' for no emulator."""
     if not is_emulator(res, arm):
         return ""
     found = emulator_provenance(res, arm)
@@ -204,9 +191,8 @@ def readings(res: ReportResults) -> list[Reading]:
 
 
 def floor_points(res: ReportResults) -> list[FloorPoint]:
-    """The exact noise-floor arms on the same axes: their speed-up and their own error energy over the
-    floor's (the mean of every seed's floor runs), on the metric the candidates' verdicts judge most
-    (video MSE by default)."""
+    """The noise-floor arms on the speed figure's axes: their speed-up and their own error energy over the
+    floor's, on the metric the candidates' verdicts judge most (video MSE on a tie)."""
     judged = judged_energies()
     checks = [r for v in res.verdicts for r in v.energy if r.metric in judged]
     if not checks:

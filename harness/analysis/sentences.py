@@ -67,9 +67,8 @@ def insitu_line(r: Reading, sep: str = ": ") -> str:
 
 
 def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]:
-    """The accuracy lines of a badge: an identical reading alone; else both readings where an in-situ
-    one exists (the one that decides first), else the error line ('error: ...'; ``bare``: without
-    'error'); the seeds found identical."""
+    """A badge's accuracy lines: an identical reading alone, else both readings where there is an in-situ
+    one (the deciding one first), else the error line (``bare``: without 'error'); the identical seeds."""
     if r.word == IDENTICAL:
         return [identical_line(r)]
     if r.insitu is not None:
@@ -152,9 +151,8 @@ def candidate_name(arm: str, emulator: bool | str = False) -> str:
 
 
 def candidate_line(r: Reading) -> str:
-    """'arm[ (emulator of ..., measured on H200)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>),
-    tolerance 2x; DiT s/step speed-up ...[; WARNING below]', at most ``LINE`` characters; an emulator's
-    badge words after its name (``review.emulator_badge``)."""
+    """'arm[ (badge)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>), tolerance 2x; DiT s/step
+    speed-up ...[; WARNING below]', at most ``LINE`` characters."""
     name = candidate_name(r.arm, r.badge)
     rest = f"; {speed_words(r.step, r.emulator)}" + (
         f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
@@ -187,12 +185,6 @@ def interval_levels(found: list[Reading], alpha: float) -> str:
     return f"intervals: {per}{note}"
 
 
-def incomplete_line(res: ReportResults, shown: int = 3) -> str:
-    """One line: the report is incomplete, and why (the first problems; report.md lists them all)."""
-    more = f"; and {len(res.errors) - shown} more" if len(res.errors) > shown else ""
-    return f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:shown])}{more}"
-
-
 def summary_lines(res: ReportResults) -> list[str]:
     """The campaign line, then one line per candidate arm (each at most ``LINE`` characters), the
     shadowed copies, the findings, the warnings and the intervals' confidence."""
@@ -216,14 +208,6 @@ def summary_lines(res: ReportResults) -> list[str]:
     return lines + res.summary.intervals
 
 
-def intervals_line(res: ReportResults, found: list[Reading]) -> list[str]:
-    """The intervals' confidence as a line (none where no interval is shown)."""
-    # only the intervals the lines show: an emulator's speed-up is not shown
-    shown = [r.model_copy(update={"step": Terms()}) if r.emulator else r for r in found if r.word != NOT_RUN]
-    levels = interval_levels(shown, res.rules.alpha)
-    return [levels] if levels else []
-
-
 def finding_text(f: Finding) -> str:
     """A finding, short: 'sage_attn2: error 84.4x the other calls' (63.9 to 116) on 4 calls whose ...
     (refiner; 74 keys, ...); outputs scaled by 0.70' (the in-situ section gives it whole)."""
@@ -233,15 +217,6 @@ def finding_text(f: Finding) -> str:
         return f"{f.candidate}: rel L1 {f.rel_l1:.3g} on {where}{scaled}"
     ci = f" ({range_text(*f.ratio_ci)})" if f.ratio_ci else ""
     return f"{f.candidate}: error {ratio_text(f.ratio)} the other {f.what}'{ci} on {where}{scaled}"
-
-
-def finding_lines(res: ReportResults) -> list[str]:
-    """Where a candidate's in-situ error concentrates (``analysis.findings``), one line per finding."""
-    return [
-        fit(f"finding: {finding_text(f)}")
-        for r in (res.insitu.readings if res.insitu else [])
-        for f in r.findings
-    ]
 
 
 def insitu_copy_line(res: ReportResults, v) -> str:
@@ -306,10 +281,22 @@ def voice(res: ReportResults) -> None:
             r.note = r.text
         elif r.word == INVALID:
             r.note = "attention INVALID: see the attention calls"
+    # the intervals the lines show (an emulator's speed-up is not shown), their confidence said once
+    shown = [
+        r.model_copy(update={"step": Terms()}) if r.emulator else r for r in res.review if r.word != NOT_RUN
+    ]
+    levels = interval_levels(shown, res.rules.alpha)
+    more = f"; and {len(res.errors) - 3} more" if len(res.errors) > 3 else ""  # report.md lists them all
     res.summary = Summary(
-        incomplete=incomplete_line(res) if res.errors else "",
-        findings=finding_lines(res),
-        intervals=intervals_line(res, res.review),
+        incomplete=f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:3])}{more}"
+        if res.errors
+        else "",
+        findings=[
+            fit(f"finding: {finding_text(f)}")
+            for r in (res.insitu.readings if res.insitu else [])
+            for f in r.findings
+        ],
+        intervals=[levels] if levels else [],
     )
     res.summary.lines = summary_lines(res)
     res.floor_points = floor_points(res)

@@ -1,9 +1,7 @@
-"""The speed tests of one campaign: each arm against the reference, runs as samples, paired by (seed,
-repeat) where both ran every round, else blocked by seed, else unpaired (``compare.significance``);
-Holm-adjusted within one family of arms only (``speed_families``): the candidates' tests are the
-report's question, and the noise floors, schedules and shadowed copies of the reference answer
-others, so they neither dilute nor lend power to the candidates' words. And the stopping rule of
-``repeats: auto``.
+"""The speed tests of one campaign: each arm against the reference, runs as samples, paired, else
+blocked by seed, else unpaired (``compare.significance``); Holm within one family of arms only
+(``speed_families``), so floors, schedules and shadowed copies neither dilute nor lend power to the
+candidates' words. And the stopping rule of ``repeats: auto``.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ SCHEDULES, SHADOWED_COPIES = "schedules", "shadowed copies"
 
 def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
                    shadowed_copies: Iterable[str] = ()) -> dict[str, str]:  # fmt: skip
-    """arm -> Holm family: a schedule (hybrid) arm in ``schedules``, a shadowed copy of the reference
-    (shadowed runs whose own attention is exact) in ``shadowed copies``, any other by its role
-    (``candidates``, ``noise floors``; an unknown role is a family of its own name)."""
+    """arm -> Holm family: ``schedules`` (hybrids), ``shadowed copies`` of the reference, any other by its
+    role (an unknown role is a family of its own name)."""
     out = {arm: ROLE_FAMILIES.get(role, role) for arm, role in roles.items()}
     out.update(dict.fromkeys((a for a in schedules if a in roles), SCHEDULES))
     out.update(dict.fromkeys((a for a in shadowed_copies if a in roles), SHADOWED_COPIES))
@@ -78,9 +75,8 @@ def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, 
 
 
 def interval_widths(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str]) -> dict[str, float | None]:
-    """'arm timing' -> relative width of the speed-up's interval ((hi - lo) / speed-up; None: no
-    interval yet; 0 for zero spread: more runs of identical timings narrow nothing), for the arms
-    whose timing is a baseline (candidates)."""
+    """'arm timing' -> the candidates' speed-up interval's relative width (None: no interval yet; 0 for
+    zero spread, which more runs of identical timings cannot narrow)."""
     out: dict[str, float | None] = {}
     for arm, by in tests.items():
         if roles.get(arm) != "candidate":

@@ -103,12 +103,6 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
-def _frames_text(first: list[int], count: int) -> str:
-    shown = ", ".join(map(str, first))
-    more = ", ..." if count > len(first) else ""
-    return f" (frame{'s' if count > 1 else ''} {shown}{more})" if first else ""
-
-
 def _frame_checks(cand: FrameCounts, exact: Sequence[FrameCounts]) -> list[StructureCheck]:
     out = []
     for kind in FRAME_KINDS:
@@ -126,9 +120,9 @@ def _frame_checks(cand: FrameCounts, exact: Sequence[FrameCounts]) -> list[Struc
             c.frames = list(getattr(cand, f"{kind}_first"))
             c.word = word(c.value or 0.0, c.value or 0.0, _float(most + FRAME_SLACK) or 0.0)
             if c.word == OUTSIDE:
-                c.text = (
-                    f"{what}: {value}{_frames_text(c.frames, value)} where the exact runs have at most {most}"
-                )
+                shown = ", ".join(map(str, c.frames)) + (", ..." if value > len(c.frames) else "")
+                frames = f" (frame{'s' if value > 1 else ''} {shown})" if c.frames else ""
+                c.text = f"{what}: {value}{frames} where the exact runs have at most {most}"
             else:
                 c.text = f"{what}: {value}, the exact runs up to {most}"
         out.append(c)

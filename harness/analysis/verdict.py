@@ -299,16 +299,14 @@ def judge_numbers(
     if v.floor_check is not None:
         v.sentences += v.floor_check.findings
     v.sentences += far_below_findings(v)
-    if v.latent is not None:
-        v.sentences.append(f"latents: {v.latent.text}")
-    if v.insitu is not None:
-        v.sentences.append(f"in-situ: {v.insitu.text}")
-    if v.structure is not None and v.structure.text:
-        v.sentences.append(f"structure: {v.structure.text}")
-    if st.text:
-        v.sentences.append(st.text)
-    if v.baseline is not None:
-        v.sentences.append(f"against the accepted baseline: {v.baseline.text}")
+    said = [
+        ("latents: ", v.latent),
+        ("in-situ: ", v.insitu),
+        ("structure: ", v.structure),
+        ("", st),
+        ("against the accepted baseline: ", v.baseline),
+    ]
+    v.sentences += [f"{head}{part.text}" for head, part in said if part is not None and part.text]
     identical = sum(c.identical_frames for c in cands if c.seed in seeds)
     if identical:
         frames = sum(c.frames for c in cands if c.seed in seeds)
@@ -396,9 +394,8 @@ def overriding_word(
 def settle(
     v: Verdict, runs: Sequence[RunSummary], *, measured: bool, unmeasured: Sequence, head: Sequence[str]
 ) -> None:
-    """The verdict once its runs have spoken of themselves (``analysis.judge``): its word overridden
-    (``overriding_word``: ``unmeasured`` the seeds with a run ended ok but no measurement; ``head``
-    what was not measured and why) and its line said again (``verdict_text.settled_text``)."""
+    """The verdict once its runs have spoken of themselves: its word overridden (``overriding_word``) and
+    its line said again (``verdict_text.settled_text``)."""
     ran = any(r.ok for r in runs)
     word = overriding_word(
         v.word, ran=ran, measured=measured, missing=bool(unmeasured), attention_ok=v.attention_ok

@@ -66,9 +66,8 @@ def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
 
 
 def decisive_reading(v: Verdict) -> RatioReading | None:
-    """The error-energy reading that decides the verdict's word (``decided_by``; else the largest ratio
-    among those that read the verdict's word, else among all): the one line and the badge lead with it.
-    None when another part decides (in situ, a lag, the statistics, the latents)."""
+    """The error-energy reading that decides the verdict (``decided_by``, else the largest ratio of its word,
+    else of all); None when another part decides (in situ, a lag, the statistics, the latents)."""
     if v.decided_by and v.decided_by not in KINDS:
         return None
     named = [r for r in v.energy if r.metric == v.decided_by]
