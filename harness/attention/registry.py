@@ -55,12 +55,9 @@ class AttentionOp:
         drop_rate: float = 0.0,
         **_ignored: Any,
     ) -> torch.Tensor:
-        """LightX2V-style packed call: q/k/v ``[N, H, D]`` or ``[B, N, H, D]``, out ``[B*N, H*D]``.
-
-        Only the dense non-causal single-sequence case is served: causal attention, masks,
-        dropout and cu_seqlens describing several sequences are refused with UnsupportedCall.
-        Extra keywords LightX2V passes (scheduler, block_idx, ...) are ignored.
-        """
+        """LightX2V-style packed call: q/k/v ``[N, H, D]`` or ``[B, N, H, D]``, out ``[B*N, H*D]``. Only
+        the dense non-causal single-sequence case is served (the rest is refused with UnsupportedCall);
+        extra keywords LightX2V passes (scheduler, block_idx, ...) are ignored."""
         if causal:
             raise UnsupportedCall(f"{self.name}: causal attention is not supported (non-causal only)")
         if attn_mask is not None:
@@ -115,14 +112,10 @@ def _check_single_sequence(name: str, label: str, cu: torch.Tensor | None, batch
 
 
 class AttentionBackend(AttentionOp):
-    """Base class of registered backends.
-
-    Subclasses set ``default_options`` (every accepted option with its default), implement
-    ``__call__`` and, where the backend depends on the machine, the ``availability`` classmethod
-    (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable after a closer look). A
-    backend wrapping an op of another package also gives ``direct_call``: that op with its
-    layout adapter. Adding a backend is one decorated class in one module.
-    """
+    """Base class of registered backends: one decorated class in one module. Subclasses set
+    ``default_options`` (every accepted option with its default) and ``__call__``; one that depends on
+    the machine, ``availability`` (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable
+    after a closer look); one wrapping another package's op, ``direct_call``."""
 
     name: ClassVar[str] = ""
     exact: ClassVar[bool] = False

@@ -1,40 +1,34 @@
-"""Pure-PyTorch emulation of SageAttention numerics (runs on CPU and GPU).
+"""Pure-PyTorch emulation of SageAttention numerics (runs on CPU and GPU), step by step as the kernels:
 
-What is reproduced, step by step, as the kernels do it:
-
-1. smooth K: ``k - mean_seq(k)`` (the mean taken in the input dtype, as thu-ml's core.py does);
-   softmax is invariant to it.
-2. INT8 Q and K with one scale per group of tokens (per_block / per_warp / per_thread, see
-   :func:`q_group_ids`), ``scale = amax/127 + eps``, ``round half away from zero``; the factor
-   ``sm_scale * log2(e)`` is folded into Q before quantizing so the softmax runs on ``exp2``.
-3. ``S = (Qi @ Ki^T) * q_scale * k_scale``: an fp32 matmul of integer-valued tensors, exact
-   while ``127^2 * D < 2^24`` (D <= 1040), so it equals the int32 accumulation of the kernels.
+1. smooth K: ``k - mean_seq(k)`` (the mean in the input dtype, as thu-ml's core.py); softmax ignores it.
+2. INT8 Q and K with one scale per group of tokens (per_block / per_warp / per_thread:
+   :func:`q_group_ids`), ``scale = amax/127 + eps``, round half away from zero; ``sm_scale * log2(e)``
+   is folded into Q before quantizing so the softmax runs on ``exp2``.
+3. ``S = (Qi @ Ki^T) * q_scale * k_scale``: an fp32 matmul of integer values, exact while
+   ``127^2 * D < 2^24`` (D <= 1040), so it equals the kernels' int32 accumulation.
 4. online softmax in fp32 over KV tiles (``kv_tile`` keys): P of tile j is taken against the
    running max after tile j, ``P = exp2(S - m_j + offset)``; the row sum comes from fp32 P.
 5. P to FP8 e4m3 (``offset = 8.807 = log2 448`` as thu-ml's S_FP8_OFFSET, or 0 for aiter's
    fav3_sage, which casts P in [0, 1] and flushes tiny probabilities) or to fp16 (Triton fp16-PV).
 6. V to FP8 per channel (``scale = amax_seq|v| / 448``) or to fp16; the tile products
-   ``Pq_j @ Vq_j`` accumulate in fp32 or, as SageAttention 1's Triton kernel does
-   (``tl.dot(p, v, out_dtype=tl.float16)``), in fp16 (``pv_accum="fp16_tile"``: each tile's
-   product rounded to fp16 once, then added in fp32); ``O = acc / l * v_scale`` cast to the
-   input dtype.
+   ``Pq_j @ Vq_j`` accumulate in fp32, or each is rounded to fp16 once before an fp32 sum
+   (``pv_accum="fp16_tile"``: SageAttention 1's ``tl.dot(p, v, out_dtype=tl.float16)``);
+   ``O = acc / l * v_scale`` in the input dtype.
 
-Variants (option ``variant``; other options override single settings) and the kernel each models,
-measured or not: ``harness.attention.sage_variants``.
-
-Padded keys (option ``padded_keys``): SageAttention 1.0.6's Triton kernel loads the last 64-key
-block's out-of-range K and V as zeros and never masks their scores, so each scores 0 and joins
-the softmax with V = 0 (measured on an H200: rel L1 0.307 at 74 keys, 0.224 at 130, 0.012 at 128);
-``sageattn1_triton`` reproduces it (``unmasked``). SageAttention2's Triton kernel at d1a57a5 masks
-them (``qk += tl.where(k_mask, 0, -1.0e6)``; measured: rel L1 0.012 at 74 keys) and so do the other
-variants; how SageAttention2's CUDA kernels and aiter's gfx1201 op treat a partial last block was
-not measured.
+Variants (option ``variant``; other options override single settings) and the kernel each models:
+``harness.attention.sage_variants``. Padded keys (option ``padded_keys``): SageAttention 1.0.6's
+Triton kernel loads the last 64-key block's out-of-range K and V as zeros and never masks their
+scores, so each scores 0 and joins the softmax with V = 0 (measured on an H200: rel L1 0.307 at 74
+keys, 0.224 at 130, 0.012 at 128); ``sageattn1_triton`` reproduces it (``unmasked``).
+SageAttention2's Triton kernel at d1a57a5 masks them (``qk += tl.where(k_mask, 0, -1.0e6)``;
+measured: rel L1 0.012 at 74 keys) and so do the other variants; SageAttention2's CUDA kernels
+and aiter's gfx1201 op on a partial last block were not measured.
 
 The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
-accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, which lets one matmul serve all tiles
-of a query chunk. Only fp32 rounding of the rescale factors differs from the kernels; the
-hardware's reduced-precision inner accumulation (FP22 on Ada, fp16 inside an mma) is modelled
-at most as one rounding per tile, so the emulation is slightly optimistic.
+accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``: one matmul serves all tiles of a query
+chunk. Only fp32 rounding of the rescale factors differs from the kernels; the hardware's
+reduced-precision inner accumulation (FP22 on Ada, fp16 inside an mma) is modelled at most as one
+rounding per tile, so the emulation is slightly optimistic.
 """
 
 from __future__ import annotations

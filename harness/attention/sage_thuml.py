@@ -1,16 +1,10 @@
-"""thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend.
-
-The name follows LightX2V's attention type. Option ``package`` picks which SageAttention runs:
-
-* ``sageattention2``: SageAttention2 at d1a57a5 from ``make sageattention``'s pinned install
-  (``harness.sage_packages``): ``sageattn_qk_int8_pv_fp16_triton`` (INT8 QK per block,
-  fp16 PV, the path LightX2V picks on capability (8, 9) and (12, 0), gfx1201 included);
-* ``sageattention1``: SageAttention 1.0.6 from the same install: its ``sageattn`` (Triton);
-* ``environment``: whatever ``import sageattention`` finds (2.x: the Triton function; 1.x: ``sageattn``);
-* ``auto`` (default): ``sageattention2`` where it is installed, else ``environment``.
-
-Its params record the version and, for the pinned source, the commit. The package is imported at
-construction, never at harness import.
+"""thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend (LightX2V's
+attention type's name). Option ``package`` picks which SageAttention runs: ``sageattention2``
+(d1a57a5 from ``make sageattention``'s pinned install, ``harness.sage_packages``: its
+``sageattn_qk_int8_pv_fp16_triton``, the path LightX2V picks on capability (8, 9) and (12, 0),
+gfx1201 included), ``sageattention1`` (1.0.6 from the same install: ``sageattn``), ``environment``
+(whatever ``import sageattention`` finds) or ``auto`` (the first where installed, else the last).
+Its params record the version and the pinned commit; the package is imported at construction only.
 """
 
 from __future__ import annotations
@@ -35,13 +29,6 @@ from harness.sage_packages import PACKAGES, installed, load, read_marker
 PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
 PACKAGE_CHOICES = ("auto", "environment", *PACKAGES)
 INSTALL_HINT = "make sageattention (on a CUDA or ROCm machine)"
-
-
-def resolve_package(choice: str) -> str:
-    """``auto`` -> the pinned SageAttention2 where installed, else the environment's package."""
-    if choice == "auto":
-        return "sageattention2" if installed("sageattention2") else "environment"
-    return choice
 
 
 @register_backend(
@@ -83,7 +70,9 @@ class SageAttn2(AttentionBackend):
         why = self.option_problem(self.options)
         if why:
             raise HarnessError(why)
-        package = resolve_package(self.options["package"])
+        package = self.options["package"]
+        if package == "auto":
+            package = "sageattention2" if installed("sageattention2") else "environment"
         self._package = package
         self._marker = None
         try:
