@@ -24,17 +24,21 @@ def interval_text(t: Terms, fmt, what: str = "") -> str:
     return f" ({'; '.join(bits)})" if bits else ""
 
 
+def floor_ratio(r: Reading, t: Terms, what: str) -> str:
+    """'27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x', or no ratio."""
+    if t.value is None:
+        return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
+    return (
+        f"{ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, tolerance {r.tolerance:g}x"
+    )
+
+
 def ratio_line(r: Reading) -> str:
-    """'error energy 27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x'; an
-    identical reading's seeds instead (it has no ratio)."""
+    """The deciding ratio (``floor_ratio``); an identical reading's seeds instead (it has no ratio)."""
     if r.word == IDENTICAL:
         return identical_line(r)
-    if r.ratio.value is None:
-        return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
-    what = r.ratio_what.removesuffix(" / the floor's").removesuffix(" / the exact floor's")
-    return (
-        f"{ratio_text(r.ratio.value)} the floor's{interval_text(r.ratio, ratio_text, what)}, "
-        f"tolerance {r.tolerance:g}x"
+    return floor_ratio(
+        r, r.ratio, r.ratio_what.removesuffix(" / the floor's").removesuffix(" / the exact floor's")
     )
 
 
@@ -49,13 +53,8 @@ def identical_line(r: Reading) -> str:
 def end_to_end_line(r: Reading, sep: str = ": ") -> str:
     """'end to end: outside 3.07x the floor's (97.5 % CI 2.49 to 4.37; video MSE), tolerance 2x'."""
     t = r.end_to_end
-    if t.value is None:
-        return f"end to end{sep}{t.word or NA}: no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
-    what = r.end_to_end_what.removesuffix(" / the floor's")
-    return (
-        f"end to end{sep}{t.word or NA} {ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, "
-        f"tolerance {r.tolerance:g}x"
-    )
+    ratio = floor_ratio(r, t, r.end_to_end_what.removesuffix(" / the floor's"))
+    return f"end to end{sep}{t.word or NA}{': ' if t.value is None else ' '}{ratio}"
 
 
 def insitu_line(r: Reading, sep: str = ": ") -> str:
