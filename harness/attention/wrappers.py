@@ -138,23 +138,18 @@ class FirstCallCheck(WrappedOp):
         return out
 
     def _check(self, out, before, after, scale: float) -> DirectCheck:
-        shape = list(before[0].shape)
         modified = [name for name, b, a in zip("qkv", before, after, strict=True) if not torch.equal(b, a)]
+        seen = {"q_shape": list(before[0].shape), "inputs_modified": modified}
         ref = self.direct(*(x.clone() for x in before), scale)
         if ref.shape != out.shape:
-            note = f"shapes differ {tuple(out.shape)} vs {tuple(ref.shape)}"
-            return DirectCheck(q_shape=shape, identical=False, note=note, inputs_modified=modified)
+            return DirectCheck(
+                **seen, identical=False, note=f"shapes differ {tuple(out.shape)} vs {tuple(ref.shape)}"
+            )
         if torch.equal(out, ref):
-            return DirectCheck(q_shape=shape, identical=True, inputs_modified=modified)
+            return DirectCheck(**seen, identical=True)
         diff = float((out.float() - ref.float()).abs().max())
         repeatable = bool(torch.equal(self.direct(*(x.clone() for x in before), scale), ref))
-        return DirectCheck(
-            q_shape=shape,
-            identical=False,
-            max_abs_diff=diff,
-            op_repeatable=repeatable,
-            inputs_modified=modified,
-        )
+        return DirectCheck(**seen, identical=False, max_abs_diff=diff, op_repeatable=repeatable)
 
     def __repr__(self) -> str:
         return f"FirstCallCheck({self.inner!r})"

@@ -265,8 +265,7 @@ def _build(
             missing.append(f"DiT steps 1..{expected} of {expected} not logged")
 
     def over_ranks(name: str) -> float | None:  # per rank sum, max over ranks
-        values = [timed[r].stages[name] for r in timed if name in timed[r].stages]
-        return max(values) if values else None
+        return max((timed[r].stages[name] for r in timed if name in timed[r].stages), default=None)
 
     stages = {key: v for name, key in STAGES.items() if (v := over_ranks(name)) is not None}
     if steps:
