@@ -125,11 +125,10 @@ class AttentionBackend(AttentionOp):
     default_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **options: Any):
-        unknown = sorted(set(options) - set(self.default_options))
+        unknown = _unknown_options(type(self), options)
         if unknown:
-            accepted = ", ".join(sorted(self.default_options)) or "none"
             raise HarnessError(
-                f"attention backend {self.name!r}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}"
+                f"attention backend {self.name!r}: unknown option(s) {unknown[0]}; accepted: {unknown[1]}"
             )
         self.options: dict[str, Any] = {**self.default_options, **options}
         self.setup()
@@ -219,12 +218,16 @@ def check_options(name: str, options: dict[str, Any]) -> str | None:
     """Why ``options`` are not options of backend ``name`` (unknown keys, or values its
     ``option_problem`` refuses), or None; no GPU work."""
     cls = backend_class(name)
-    accepted = cls.default_options
-    unknown = sorted(set(options) - set(accepted))
+    unknown = _unknown_options(cls, options)
     if not unknown:
         return cls.option_problem(options)
-    listed = ", ".join(sorted(accepted)) or "none"
-    return f"unknown option(s) {', '.join(unknown)} for backend {name!r}; accepted: {listed}"
+    return f"unknown option(s) {unknown[0]} for backend {name!r}; accepted: {unknown[1]}"
+
+
+def _unknown_options(cls: type[AttentionBackend], options: dict[str, Any]) -> tuple[str, str] | None:
+    """(the options ``cls`` does not know, those it accepts), as listed in an error; None: all known."""
+    unknown = sorted(set(options) - set(cls.default_options))
+    return (", ".join(unknown), ", ".join(sorted(cls.default_options)) or "none") if unknown else None
 
 
 def get_backend(name: str, **options: Any) -> AttentionBackend:

@@ -270,11 +270,10 @@ def make_attention(
     ``sites``, which also makes the counts per step."""
     if isinstance(choice, str):
         choice = AttentionChoice(attn_type=choice)
-    op: AttentionOp = get_backend(choice.attn_type, **choice.attn_options)
-    direct = op.direct_call() if isinstance(op, AttentionBackend) else None
-    checker = FirstCallCheck(op, direct) if direct is not None else None
-    if checker is not None:
-        op = checker
+    backend = get_backend(choice.attn_type, **choice.attn_options)
+    direct = backend.direct_call()
+    checker = FirstCallCheck(backend, direct) if direct is not None else None
+    op: AttentionOp = checker or backend
     fb: AttentionOp | None = get_backend(fallback) if fallback else None
     op, fb = _perturbed(op, choice), _perturbed(fb, choice)
     if schedule is not None:
