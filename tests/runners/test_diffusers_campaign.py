@@ -84,8 +84,11 @@ def ltx2_campaign(tmp_path_factory):
         with pytest.MonkeyPatch.context() as env:
             # Its arms run torch on two threads, on any machine (the suite sets one): on one thread the
             # tiny LTX-2's K/V-reversed floor encodes to a bitwise copy of the reference's mp4, and
-            # the floor is then left out (verdicts: incomplete); on two its video differs.
+            # the floor is then left out (verdicts: incomplete); on two its video differs. An idle
+            # thread sleeps instead of spinning (the same work, split the same way: the same bytes):
+            # spinning, it waits for a core the other test worker holds (0.37 s a step, not 0.01).
             env.setenv("OMP_NUM_THREADS", "2")
+            env.setenv("OMP_WAIT_POLICY", "PASSIVE")
             # The session's synthetic LTX-2 is the one the scenario asks for (tiny, seed 0): reused, not rewritten.
             env.setenv("LTX2_TINY_MODEL", str(synthetic(tmp_path_factory, "ltx2")))
             camp, records = run_tiny(scenario, root / "out", plugin_arms=frozenset({"mine"}))
