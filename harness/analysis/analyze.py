@@ -264,11 +264,7 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
         res.comparisons.append(cmp)
         res.errors.extend(e for e in cmp.errors if e not in res.errors)
 
-    stats_of = {}
-    for c in res.comparisons:
-        for side in (c.a, c.b):
-            if side.stats is not None:
-                stats_of[side.key] = side.stats
+    stats_of = {s.key: s.stats for c in res.comparisons for s in (c.a, c.b) if s.stats is not None}
     for r in primary:
         r.stats = stats_of.get(r.key)
         if r.stats is None and r.ok and r.output is not None:
@@ -325,12 +321,11 @@ def aggregate_all(res: ReportResults, families: dict[str, str] | None = None) ->
             auto_note({a.arm: a.speed for a in res.arms}, {a.arm: a.role for a in res.arms}, res.repeats,
                       float(auto.get("target", 0.02)), int(auto.get("max", 10)))
         )  # fmt: skip
-    res.latents = []  # judged again (judge_again): the series are made anew, never appended twice
-    for c in res.comparisons:
-        if c.latents:
-            res.latents.append(
-                LatentSeries(key=c.b.key, arm=c.b.arm, seed=c.b.seed, role=c.b.role, points=c.latents)
-            )
+    res.latents = [  # judged again (judge_again): the series are made anew, never appended twice
+        LatentSeries(key=c.b.key, arm=c.b.arm, seed=c.b.seed, role=c.b.role, points=c.latents)
+        for c in res.comparisons
+        if c.latents
+    ]
     floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
     res.floor = floor_summary(floors, res.rules)
     base_arm = res.rules.accepted_baseline

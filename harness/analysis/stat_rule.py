@@ -142,14 +142,9 @@ def _count(c: StatsSample, name: str, exact: Sequence[StatsSample], rules: Verdi
     if chk.value is None:
         chk.word, chk.text = INCOMPLETE, f"{name}{where}: the candidate lacks it (the exact runs have it)"
         return chk
-    frames = c.frames or 0
     # A kind of frame no exact run of the seed has is a defect from its first frame: no allowance.
-    none_exact = max(runs) == 0
-    allow = (
-        0.0
-        if name == "nan_like_frames" or none_exact
-        else max(1.0, math.ceil(rules.count_tolerance * frames))
-    )
+    strict = name == "nan_like_frames" or max(runs) == 0
+    allow = 0.0 if strict else max(1.0, math.ceil(rules.count_tolerance * (c.frames or 0)))
     chk.lo, chk.hi, chk.center = max(0.0, min(runs) - allow), max(runs) + allow, statistics.fmean(runs)
     ok = math.isfinite(chk.value) and chk.lo <= chk.value <= chk.hi
     chk.word = WITHIN if ok else OUTSIDE
@@ -186,12 +181,8 @@ def judge_stats(
         where = f" (seed {t.seed})" if t.seed is not None else ""
         band = f"[{fmt_stat(t.stat, t.lo)}, {fmt_stat(t.stat, t.hi)}]"
         could = f"could detect {percent_text(t.detectable)}" if t.detectable is not None else ""
-        big = (
-            t.value is not None
-            and t.center is not None
-            and abs(t.value - t.center) > rules.stats_min_effect * abs(t.center)
-        )
-        if p is not None and p < rules.alpha and big:
+        big = abs(t.value - t.center) > rules.stats_min_effect * abs(t.center)  # type: ignore[operator]
+        if p is not None and p < rules.alpha and big:  # a tested check has its value and centre
             t.word = OUTSIDE
         elif t.detectable is not None and t.detectable <= rules.stats_detectable:
             t.word = WITHIN

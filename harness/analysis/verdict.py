@@ -84,7 +84,7 @@ def _audio_corr(e: PairErrors) -> float | None:
     return 1.0 - energy_from_db(snr) / 2.0
 
 
-def _seed_regimes(seed, cand: PairErrors | None, floors: Sequence[PairErrors], rules) -> SeedVerdict:
+def _seed_regimes(seed, floors: Sequence[PairErrors], rules) -> SeedVerdict:
     sv = SeedVerdict(seed=seed, floor_runs=len(floors))
     if not floors:
         sv.regime = {"video": "no floor", "audio": "no floor"}
@@ -144,10 +144,8 @@ def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None)
         if c is None or not c.latent_psnr:
             continue
         b = base_of.get(s)
-        steps = (
-            sorted(set(c.latent_psnr) & set(b.latent_psnr))
-            if b is not None and baseline
-            else sorted(c.latent_psnr)
+        steps = sorted(
+            set(c.latent_psnr) & set(b.latent_psnr) if b is not None and baseline else c.latent_psnr
         )
         if not steps:
             continue
@@ -219,7 +217,7 @@ def judge_numbers(
         if f.key in kept:
             floors_of.setdefault(f.seed, []).append(f)
     base_of = {b.seed: b for b in baseline}
-    v.per_seed = [_seed_regimes(s, cand_of.get(s), floors_of.get(s, []), rules) for s in seeds]
+    v.per_seed = [_seed_regimes(s, floors_of.get(s, []), rules) for s in seeds]
     regime_of = {sv.seed: sv.regime for sv in v.per_seed}
     for sv in v.per_seed:
         sc = v.floor_check.seed(sv.seed)
