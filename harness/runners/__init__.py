@@ -4,6 +4,6 @@ Runners are found by name in ``harness.plugins.RUNNERS`` (``get_runner``); each 
 imported when it is first asked for.
 """
 
-from harness.runners.base import Launch, Runner, get_runner, register_runner, runner_names
+from harness.runners.base import Launch, Runner, get_runner, register_runner
 
-__all__ = ["Launch", "Runner", "get_runner", "register_runner", "runner_names"]
+__all__ = ["Launch", "Runner", "get_runner", "register_runner"]

@@ -51,10 +51,7 @@ class Runner(ABC):
         may answer several runs' checks in one (the LightX2V runner's probe). Nothing by default."""
 
     def preflight(self, spec: RunSpec) -> str | None:
-        """A one-line reason why this run cannot start here (it is then recorded as skipped), or None.
-
-        Must be cheap and must not spend GPU time.
-        """
+        """A one-line reason why this run cannot start here (recorded as skipped), or None; cheap, no GPU time."""
         return None
 
     @abstractmethod
@@ -66,11 +63,8 @@ class Runner(ABC):
 
 
 def register_runner(name: str):
-    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines).
-
-    The harness's own runners are listed lazily in ``harness.plugins``; what a runner adds to a
-    scenario is registered beside it in ``harness.plugins.RUNNER_SCENARIO``.
-    """
+    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines); the
+    harness's own are listed lazily in ``harness.plugins``, with what each adds to a scenario."""
 
     def deco(cls: type[Runner]) -> type[Runner]:
         cls.name = name
@@ -78,10 +72,6 @@ def register_runner(name: str):
         return cls
 
     return deco
-
-
-def runner_names() -> list[str]:
-    return RUNNERS.names()
 
 
 def get_runner(name: str) -> Runner:

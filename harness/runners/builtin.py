@@ -1,12 +1,8 @@
-"""The builtin runner: the embedded tiny ref2av pipeline, in a child process per arm.
-
-``python -m harness.runners.builtin RUN_DIR`` is what the executor launches: it reads the spec
-the runner wrote into RUN_DIR, builds the attention backend (with the kv_reversed, schedule and
-counting wrappers, and the shadows of an in-situ run), runs the pipeline and writes output.mp4,
-timing.json, attn_calls.json (calls per step too) and, when shadowed, insitu/.
-
-It also owns what a builtin scenario adds to the scenario core (``SCENARIO_PART``): the
-``builtin:`` block, and the check that every arm names a backend of the harness registry.
+"""The builtin runner: the embedded tiny ref2av pipeline, in a child process per arm
+(``python -m harness.runners.builtin RUN_DIR``: the spec, the attention chain with its shadows, the
+pipeline; output.mp4, timing.json, attn_calls.json and, when shadowed, insitu/). It also owns what a
+builtin scenario adds to the core (``SCENARIO_PART``): the ``builtin:`` block, and the check that
+every arm names a backend of the harness registry.
 """
 
 from __future__ import annotations
@@ -109,9 +105,8 @@ class BuiltinRunner(Runner):
         ok, why = availability(spec.attn_type)
         if not ok:
             return f"backend {spec.attn_type} unavailable here: {why}"
-        if (
-            spec.schedule is not None
-        ):  # an unavailable shadow is left out with a note; the exact side is needed
+        # An unavailable shadow is left out with a note; a schedule's exact side is needed.
+        if spec.schedule is not None:
             ok, why = availability(spec.schedule.exact)
             if not ok:
                 return f"schedule's exact backend {spec.schedule.exact} unavailable here: {why}"
@@ -149,22 +144,18 @@ def run_in_process(run_dir: Path) -> TimingRecord:
     shutil.rmtree(run_dir / INSITU_DIR, ignore_errors=True)
     sites = CallSites()
     counting = make_attention(spec, schedule=spec.schedule, sites=sites)
-    attention: Any = counting
     shadowed = None
     if spec.shadows or spec.insitu is not None:
         shadowed = shadowed_attention(
             counting, spec.shadows, spec.insitu, run_dir / INSITU_DIR, primary_name=spec.arm, sites=sites
         )
-        attention = shadowed
-    cfg = PipelineConfig.model_validate(spec.params["pipeline"])
-    latents = run_dir / LATENTS_DIR if spec.params.get("save_latents") else None
     timing = run_pipeline(
-        cfg,
+        PipelineConfig.model_validate(spec.params["pipeline"]),
         seed=spec.seed,
         prompt=spec.params["prompt"],
-        attention=attention,
+        attention=counting if shadowed is None else shadowed,
         out_path=run_dir / OUTPUT_MP4,
-        latents_dir=latents,
+        latents_dir=run_dir / LATENTS_DIR if spec.params.get("save_latents") else None,
         on_step=print_step,
         lossless_path=run_dir / OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
         site=sites.site,

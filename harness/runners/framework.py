@@ -18,16 +18,13 @@ class FrameworkUnavailable(HarnessError):
     exit_code = Exit.RUN_FAILED
 
 
-def framework_line(framework: str, python: str | None, reason: str) -> str:
-    where = f" by {python}" if python else ""
-    return (
-        f"{framework} cannot be imported{where}: {reason}; no arm can run (a missing dependency of "
-        f"{framework}, not an unavailable backend): install it in that interpreter or point the scenario "
-        "at one that has it"
-    )
-
-
 def check_framework(framework: str, facts: dict, reason: object, python: str | None) -> None:
     """FrameworkUnavailable when a probe's ``facts`` say the framework itself failed to import."""
     if facts.get(FRAMEWORK_FACT):
-        raise FrameworkUnavailable(framework_line(framework, facts.get("python") or python, str(reason)))
+        python = facts.get("python") or python
+        where = f" by {python}" if python else ""
+        raise FrameworkUnavailable(
+            f"{framework} cannot be imported{where}: {reason}; no arm can run (a missing dependency of "
+            f"{framework}, not an unavailable backend): install it in that interpreter or point the scenario "
+            "at one that has it"
+        )

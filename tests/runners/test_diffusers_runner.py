@@ -193,7 +193,7 @@ def test_dispatcher_names_are_read_without_importing_diffusers():
     import subprocess
 
     code = (
-        "import sys; from harness.runners.diffusers.names import dispatcher_names; n = dispatcher_names(); "
+        "import sys; from harness.runners.diffusers.schema import dispatcher_names; n = dispatcher_names(); "
         "print(len(n), 'native' in n, '_sage_qk_int8_pv_fp16_triton' in n, 'diffusers' in sys.modules)"
     )
     out = subprocess.run(

@@ -302,11 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(
-        json.dumps(
-            {"out": str(ns.out), "model": ns.model, "preset": ns.preset, "files": len(marker["files"])}
-        )
-    )
+    summary = {"out": str(ns.out), "model": ns.model, "preset": ns.preset, "files": len(marker["files"])}
+    print(json.dumps(summary))
     return 0
 
 

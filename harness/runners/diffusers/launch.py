@@ -62,16 +62,11 @@ def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> D
     if not finished:
         errors.append("the run did not finish (see stderr.log)")
     rank = DiffusersRankCalls(
-        calls=dict(book.calls),
-        fallbacks=dict(book.fallbacks),
+        **{key: dict(getattr(book, key)) for key in ("calls", "fallbacks", "ops", "masks_dropped")},
+        **{key: getattr(book, key) for key in ("bypassed", "kv_reversed_calls", "scope")},
         errors=errors,
         direct_check=check,
         outside_scope=dict(book.outside),
-        bypassed=book.bypassed,
-        ops=dict(book.ops),
-        masks_dropped=dict(book.masks_dropped),
-        kv_reversed_calls=book.kv_reversed_calls,
-        scope=list(book.scope),
         finished=finished,
     )
     return DiffusersAttnCalls(

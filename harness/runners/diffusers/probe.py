@@ -3,13 +3,10 @@
     python -m harness.runners.diffusers.probe --device cpu|cuda[:N] --dtype float32|bfloat16|float16
         --head-dim D [--head-dim D]... --backend NAME[=OPTIONS_JSON]...
 
-For each backend, before any pipeline is loaded: the name must be one of the installed
-dispatcher's (``AttentionBackendName``) or a harness backend (registered with the dispatcher the
-way a run registers it); diffusers' own requirement check must pass (package installed, version);
-the backend's declared constraints must accept tensors of the run's device and dtype; and one
-small call per head dimension through ``dispatch_attention_fn`` must agree with exact attention
-(cosine >= 0.99: catches a missing kernel and a miscompiled one). One JSON line on stdout: a list
-of ``ProbeResult``.
+A backend is the installed dispatcher's or a harness one (registered as a run registers it); it
+must pass diffusers' requirement check and its constraints at the run's device and dtype, and one
+small call per head dim must agree with exact attention (cosine >= 0.99: a missing or miscompiled
+kernel fails). One JSON line on stdout: a list of ``ProbeResult``.
 """
 
 from __future__ import annotations
@@ -185,21 +182,15 @@ def probe_in_subprocess(
     for name, options in backends:
         cmd += ["--backend", f"{name}={json.dumps(options, sort_keys=True)}" if options else name]
 
-    def failed(why: str) -> list[dict]:
-        return [{"attn_type": n, "ok": False, "reason": why} for n, _ in backends]
-
     results, why = common.probe_output(cmd, env, timeout_s, "[")
-    if results is None:
-        return failed(why)
-    for result in results:
+    for result in results or []:
         check_framework(
             "diffusers", result.get("facts") or {}, result.get("reason"), python or sys.executable
         )
-    return (
-        results
-        if len(results) == len(backends)
-        else failed("the pre-flight probe answered for other backends")
-    )
+    if results is not None and len(results) == len(backends):
+        return results
+    why = why if results is None else "the pre-flight probe answered for other backends"
+    return [{"attn_type": n, "ok": False, "reason": why} for n, _ in backends]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,10 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         "--plugins-json", type=common.plugins_json, default=[], help="the spec's plugins, imported first"
     )
     ns = p.parse_args(argv)
-    backends = []
-    for item in ns.backend:
-        name, _, options = item.partition("=")
-        backends.append((name, json.loads(options) if options else {}))
+    backends = [
+        (name, json.loads(opts) if opts else {}) for name, _, opts in (b.partition("=") for b in ns.backend)
+    ]
     from harness.errors import HarnessError
 
     try:

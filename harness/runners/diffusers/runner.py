@@ -1,13 +1,8 @@
-"""The diffusers runner: one diffusers pipeline call per arm, in a child process of its own.
-
-    python -m harness.runners.diffusers.launch RUN_DIR
-
-``resolve_params`` applies the profile and the arm (a key naming a ``diffusers:`` block field
-replaces it; any other key is an argument of the pipeline call, in ``call_kwargs``). The
-pre-flight checks the model folder and inputs, then runs ``probe`` once per interpreter,
-environment, device and dtype for every backend the plan named (the names, the requirements,
-one small call against exact attention), before any pipeline is loaded. ``prepare`` writes a
-synthetic pipeline when the scenario asks for one and its folder is missing, and the spec.
+"""The diffusers runner: one diffusers pipeline call per arm, in a child process of its own
+(``python -m harness.runners.diffusers.launch RUN_DIR``). The pre-flight checks the model folder
+and inputs, then runs ``probe`` once per interpreter, environment, device and dtype for every
+backend the plan named, before any pipeline is loaded. ``prepare`` writes a synthetic pipeline
+when the scenario asks for one and its folder is missing, and the spec.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from harness.runners import common
 from harness.runners.base import Launch, Runner
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, ProbeBatch, absolute_path, not_found, search_path
 from harness.runners.diffusers.probe import probe_in_subprocess
-from harness.runners.diffusers.schema import PIPELINES, DiffusersBlock
+from harness.runners.diffusers.schema import PIPELINES
 
 LAUNCH_MODULE = "harness.runners.diffusers.launch"
 # Block fields that make the pipeline call and its mp4 (spec params "pipeline").
@@ -37,15 +32,6 @@ NOT_PLANNED = "diffusers: the run spec carries no diffusers parameters (re-plan 
 PROBE_TIMEOUT_S = 600.0
 # Every backend the plan named, by probe environment: the first pre-flight there probes them together.
 PROBES = ProbeBatch()
-
-
-def effective_block(scenario: Any, arm: Any, profile: str | None) -> DiffusersBlock:
-    """The scenario's diffusers block with the profile's, then the arm's parameters applied."""
-    return common.effective_block(scenario, arm, profile, "diffusers", "call_kwargs", merge, tidy=True)
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    return {**base, **over}
 
 
 def head_dims(params: dict[str, Any]) -> list[int]:
@@ -70,15 +56,19 @@ def head_dims(params: dict[str, Any]) -> list[int]:
     return list(dict.fromkeys(found)) or [128]
 
 
-def _probe_key(params: dict[str, Any], env: dict[str, str], plugins: list[Any]) -> tuple:
-    return (
-        tuple(f"{x.path}:{x.sha256}" for x in plugins),  # a probe imports the run's plugins
-        params.get("python") or sys.executable,
-        params["device"],
-        params["dtype"],
-        tuple(head_dims(params)),
-        tuple(sorted(env.items())),
+def probe_question(spec: RunSpec) -> tuple[tuple, tuple[str, str]]:
+    """The probe process a spec's pre-flight asks (its plugins, interpreter, device, dtype, head dims
+    and environment) and its question there (the arm's backend and options)."""
+    p = spec.params
+    group = (
+        tuple(f"{x.path}:{x.sha256}" for x in spec.plugins),  # a probe imports the run's plugins
+        p.get("python") or sys.executable,
+        p["device"],
+        p["dtype"],
+        tuple(head_dims(p)),
+        tuple(sorted(spec.env.items())),
     )
+    return group, (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
 
 
 def run_env(env: dict[str, str]) -> dict[str, str]:
@@ -104,8 +94,8 @@ def probe_result(spec: RunSpec) -> dict[str, Any]:
             plugins=spec.plugins,
         )
 
-    mine = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
-    return PROBES.answer(_probe_key(p, spec.env, spec.plugins), mine, mine, ask)
+    group, mine = probe_question(spec)
+    return PROBES.answer(group, mine, mine, ask)
 
 
 def model_problem(p: dict[str, Any]) -> str | None:
@@ -139,14 +129,16 @@ class DiffusersRunner(Runner):
     def resolve_params(self, scenario: Any, arm: Any, profile: str | None) -> dict[str, Any]:
         from harness.attention import list_backends
 
-        block = effective_block(scenario, arm, profile)
+        block = common.effective_block(
+            scenario, arm, profile, "diffusers", "call_kwargs", lambda base, over: {**base, **over}, tidy=True
+        )
         synthetic = None
         if block.synthetic_checkpoint is not None:
             synthetic = {**block.synthetic_checkpoint.model_dump(), "model": block.synthetic_model}
         call = block.model_dump(include=CALL_FIELDS)
         call["name"] = call.pop("pipeline")
         call["image_path"] = absolute_path(block.image_path) if block.image_path else None
-        params = {
+        return {
             # What is generated and how it is encoded (the report reads crf and x264_preset here).
             "pipeline": call,
             "model_path": absolute_path(block.model_path),
@@ -154,14 +146,13 @@ class DiffusersRunner(Runner):
             **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
             "backend_kind": "harness" if arm.attn_type in list_backends() else "dispatcher",
         }
-        return params
 
     def expect_preflights(self, specs: list[RunSpec]) -> None:
         """Every planned backend of an environment is probed by one process (``probe_result``)."""
         for spec in specs:
             if "pipeline" in spec.params:
-                backend = (spec.attn_type, json.dumps(spec.attn_options, sort_keys=True))
-                PROBES.expect(_probe_key(spec.params, spec.env, spec.plugins), backend, backend)
+                group, backend = probe_question(spec)
+                PROBES.expect(group, backend, backend)
 
     def preflight(self, spec: RunSpec) -> str | None:
         p = spec.params
@@ -207,6 +198,3 @@ class DiffusersRunner(Runner):
         (run_dir / DIFFUSERS_ENV_JSON).unlink(missing_ok=True)
         atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
         return launch
-
-
-__all__ = ["DiffusersRunner", "effective_block", "head_dims", "model_problem", "probe_result", "run_env"]

@@ -1,20 +1,28 @@
 """The `diffusers:` block of a scenario and the rules for the arms of the diffusers runner.
 
 Kept free of heavy imports (no torch, no diffusers at import time): the scenario loader imports it
-on every command. ``check_arm`` is the one place the runner's arm rules live; the dispatcher's
-names come from the installed diffusers without importing it (``names``).
+on every command. ``check_arm`` is the one place the runner's arm rules live. The dispatcher's
+names (``AttentionBackendName``'s string values) are read from the installed diffusers' source
+without importing it, which takes seconds; whether one can run here is the pre-flight's question.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import functools
+import importlib.metadata as md
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.runners.diffusers.names import dispatcher_names, installed_diffusers
 from harness.scenario import FieldProblem, ScenarioPart
+
+DISPATCH_FILE = Path("models") / "attention_dispatch.py"
+ENUM_CLASS = "AttentionBackendName"
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,46 @@ class DiffusersBlock(BaseModel):
         if self.synthetic_checkpoint is None:
             return None
         return self.synthetic_checkpoint.model or DEFAULT_SYNTHETIC[self.pipeline]
+
+
+def installed_diffusers() -> str | None:
+    """The installed diffusers version, None when it is not installed."""
+    try:
+        return md.version("diffusers")
+    except md.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _names_in(path: str) -> tuple[str, ...] | None:
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == ENUM_CLASS:
+            values = [
+                item.value.value
+                for item in node.body
+                if isinstance(item, ast.Assign)
+                and isinstance(item.value, ast.Constant)
+                and isinstance(item.value.value, str)
+            ]
+            return tuple(values) or None
+    return None
+
+
+def dispatcher_names() -> list[str] | None:
+    """The dispatcher's backend names (sorted), or None when diffusers is not installed or unreadable."""
+    spec = importlib.util.find_spec("diffusers")  # a top-level lookup imports nothing
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / DISPATCH_FILE
+        if path.is_file():
+            names = _names_in(str(path))
+            return sorted(names) if names else None
+    return None
 
 
 def check_arm(arm: Any) -> tuple[str, str] | None:

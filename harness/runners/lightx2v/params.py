@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, Valid
 from harness.errors import HarnessError, ScenarioError
 from harness.runners import common
 from harness.runners.common import absolute_path
-from harness.runners.lightx2v.schema import LightX2VBlock, SyntheticCheckpoint, h3_model_dirs
+from harness.runners.lightx2v.schema import SyntheticCheckpoint, h3_model_dirs
 
 H3 = "minimax_h3"
 INPUTS = ("image_path", "audio_path", "video_path")  # input files, relative to root
@@ -140,14 +140,9 @@ def params_of(spec: Any) -> LightX2VParams:
         raise HarnessError(f"lightx2v: run spec params.{loc}: {msg} (re-plan the campaign)") from None
 
 
-def effective_block(scenario: Any, arm: Any, profile: str | None) -> LightX2VBlock:
-    """The scenario's lightx2v block with the profile's, then the arm's parameters applied."""
-    return common.effective_block(scenario, arm, profile, "lightx2v", "config_overrides", deep_merge)
-
-
 def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VParams:
     """One arm's parameters: the block after overrides, its paths absolute, its steps counted."""
-    block = effective_block(scenario, arm, profile)
+    block = common.effective_block(scenario, arm, profile, "lightx2v", "config_overrides", deep_merge)
     where = f"scenario {scenario.name}: arm {arm.name}"
     overrides = dict(block.config_overrides)
     if "attn_type" in overrides:
