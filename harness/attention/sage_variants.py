@@ -96,45 +96,44 @@ def _pinned(choice: str, package: str, short: str) -> KernelRef:
     )  # fmt: skip
 
 
-VARIANT_PROVENANCE: dict[str, Provenance] = {
-    "sageattn1_triton": Provenance(
-        variant="sageattn1_triton",
-        kernel=_pinned("sageattention1", "thu-ml SageAttention", "SageAttention 1.0.6 sageattn"),
-        fidelity=_measured_on_h200("0.0118 to 0.371"),
+_KERNELS: dict[str, tuple[KernelRef, Fidelity]] = {  # each variant's kernel and fidelity
+    "sageattn1_triton": (
+        _pinned("sageattention1", "thu-ml SageAttention", "SageAttention 1.0.6 sageattn"),
+        _measured_on_h200("0.0118 to 0.371"),
     ),
-    "sageattn2_triton": Provenance(
-        variant="sageattn2_triton",
-        kernel=_pinned("sageattention2", "thu-ml SageAttention2", "SageAttention2 d1a57a5 Triton"),
-        fidelity=_measured_on_h200("0.0116 to 0.0130"),
+    "sageattn2_triton": (
+        _pinned("sageattention2", "thu-ml SageAttention2", "SageAttention2 d1a57a5 Triton"),
+        _measured_on_h200("0.0116 to 0.0130"),
     ),
-    "sageattn2_fp8": Provenance(
-        variant="sageattn2_fp8",
-        kernel=KernelRef(
+    "sageattn2_fp8": (
+        KernelRef(
             package="thu-ml SageAttention2",
             function="sageattn_qk_int8_pv_fp8_cuda",
             version=_pinned_version("sageattention2"),  # the CUDA path of the same source
             short="SageAttention2 d1a57a5 FP8 PV (CUDA)",
         ),
-        fidelity=Fidelity(
+        Fidelity(
             measured=False,
             unmeasured="read from core.py at d1a57a5; its CUDA kernels are not in the pinned source and "
             "were never run beside it, so their FP22 accumulation and partial last tile are unknown",
         ),
     ),
-    "aiter_fav3_sage": Provenance(
-        variant="aiter_fav3_sage",
-        kernel=KernelRef(
+    "aiter_fav3_sage": (
+        KernelRef(
             package="ROCm aiter",
             function="fav3_sage_wrapper_func",
             version="e404860",
             short="aiter fav3_sage",
         ),
-        fidelity=Fidelity(
+        Fidelity(
             measured=False,
             unmeasured="read from aiter's Triton source; never run beside it (no gfx942/gfx950 here), and "
             "the pull request's gfx1201 op is another kernel that is not public",
         ),
     ),
+}
+VARIANT_PROVENANCE = {
+    name: Provenance(variant=name, kernel=k, fidelity=f) for name, (k, f) in _KERNELS.items()
 }
 # The settings that make a variant what its provenance says (the rest change speed, not numerics).
 NUMERIC_KEYS = (
