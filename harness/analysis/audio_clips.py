@@ -1,8 +1,7 @@
-"""What the page plays and shows of each run's audio (the first seed's) beyond the waveform figure,
-cached under both tracks' sha256 and these settings: ``clip:<run>``, the first ``CLIP_SECONDS`` of the
-mono mix as Opus in WebM (every browser plays it; at a twentieth of 16-bit PCM a one-file page carries
-every clip), and ``specdiff:<run>``, the run's spectrogram minus the reference's (``SpectrogramDiff``),
-both floored ``DYNAMIC_DB`` under the reference's loudest cell (silence is no difference).
+"""What the page plays and shows of each run's audio (the first seed's) beyond the waveform figure:
+``clip:<run>``, the first ``CLIP_SECONDS`` as Opus in WebM (every browser plays it, at a twentieth of
+PCM), and ``specdiff:<run>``, its spectrogram minus the reference's, floored ``DYNAMIC_DB`` under the
+reference's loudest cell (silence is no difference); cached under both tracks' sha256 and the settings.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What the audio figure draws of each run's track (the first seed's), measured once and cached under
-the sha256 of its output and the reference's: the waveform envelope of the mono mix, its difference
-to the reference's (assets/audio/<run>.json, ``AudioView``), and a spectrogram as an 8-bit PNG:
-matplotlib's ``specgram`` in dB, averaged into at most ``SPEC_ROWS`` x ``SPEC_COLS`` cells,
-quantised between ``DB_FLOOR`` and its maximum.
+"""What the audio figure draws of each run's track (the first seed's), cached under its output's and
+the reference's sha256: the mono mix's waveform envelope, its difference to the reference's
+(``AudioView``), and its spectrogram as an 8-bit PNG (``specgram``'s dB, binned, from ``DB_FLOOR``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one reader of a results.json from the world (``report --from-results``, ``harness history``,
-the job summary): a results.json travels, so it is held to bounds before anything is computed or drawn
-from it. Refused in one line naming the file (exit 3), before anything is written: a file over
-``MAX_RESULTS_BYTES``, nesting deeper than ``MAX_DEPTH``, a number that is not finite (the harness
-writes none), a run's timing that is not a measurement (``record_checks``), or not a results.json.
+the job summary): it travels, so it is held to bounds before anything is read from it, refused in one
+line naming the file (exit 3): over ``MAX_RESULTS_BYTES``, deeper than ``MAX_DEPTH``, a number that is
+not finite, a run time that is no measurement (``record_checks``), or not a results.json at all.
 """
 
 from __future__ import annotations

@@ -36,16 +36,12 @@ def regime(v: Verdict) -> str:
     return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
 
 
-def insitu_terms(res: ReportResults, v: Verdict) -> Terms | None:
-    """The verdict's own in-situ reading (ratio to the exact floor's, with its interval and word), where
-    it carries one (every regime since ``decided_by``; before, chaotic seeds only)."""
-    got = v.insitu if v.insitu is not None and v.insitu.word else None
-    if got is None:
+def insitu_terms(v: Verdict) -> Terms | None:
+    """The verdict's own in-situ reading (ratio to the exact floor's, its 95 % interval and word), if any."""
+    got = v.insitu
+    if got is None or not got.word:
         return None
-    ci = pair(got.ratio_ci)
-    value = float(got.ratio) if got.ratio is not None else None
-    shown = ci if value is not None else None
-    return Terms(value=value, ci=shown, ci_what="95 % CI" if shown else "", word=got.word)
+    return terms(got.ratio, got.ratio_ci, 0.05, got.word) if got.ratio is not None else Terms(word=got.word)
 
 
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
@@ -54,7 +50,7 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
     word = known(v.word)
     if word == IDENTICAL:
         return word, Terms(), ""
-    insitu = insitu_terms(res, v)
+    insitu = insitu_terms(v)
     by_insitu = v.decided_by == "insitu" or v.ratio_metric == "insitu"
     if by_insitu and insitu is not None and insitu.value is not None:
         return word, insitu, INSITU_WHAT
@@ -111,14 +107,10 @@ def plain_words(text: str, width: int = 0) -> str:
 
 
 def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:
-    """What the arm's emulator models and its fidelity: the first of its runs whose attention record
-    carries a provenance (None: not an emulator, or the records say nothing of it)."""
-    for r in res.runs:
-        if r.arm == arm and r.attn is not None:
-            found = provenance_of(r.attn.backend)
-            if found is not None:
-                return found
-    return None
+    """What the arm's emulator models and its fidelity: the first provenance its runs' attention records
+    carry (None: not an emulator, or the records say nothing of it)."""
+    found = (provenance_of(r.attn.backend) for r in res.runs if r.arm == arm and r.attn is not None)
+    return next((p for p in found if p is not None), None)
 
 
 BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a line read at a glance
@@ -176,7 +168,7 @@ def readings(res: ReportResults) -> list[Reading]:
                 decided_by=v.decided_by,
                 end_to_end=e2e,
                 end_to_end_what=e2e_what,
-                insitu=insitu_terms(res, v) if word != NOT_RUN else None,
+                insitu=insitu_terms(v) if word != NOT_RUN else None,
                 identical_seeds=list(v.identical_seeds),
                 seeds=len({sv.seed for sv in v.per_seed}) or len(v.seeds) or v.measured,
                 warnings=list(v.warnings),
