@@ -47,8 +47,7 @@ class VideoDecoder:
     def frames(self, latents: Tensor, chunk: int | None = None) -> Iterator[np.ndarray]:
         """Decoded frames of latents [t, h, w, C] (float32), ``chunk`` frames at a time."""
         cfg = self.cfg
-        if chunk is None:
-            chunk = 8 if self.device.type == "cuda" else 4
+        chunk = chunk or (8 if self.device.type == "cuda" else 4)
         lat = latents.float().permute(0, 3, 1, 2).contiguous()  # [t, C, h, w]
         # Colour is decoded as its deviation from the reference's colour latent, re-anchored on
         # the reference: a clip-wide colour cast is removed, local colour changes are kept.

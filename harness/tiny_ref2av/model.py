@@ -88,12 +88,8 @@ class TinyRef2AV:
         n_content = 2 * VIDEO_CH + 2 * AUDIO_CH
         basis, _ = torch.linalg.qr(_randn(g, d, n_content + 2))
         basis = basis.T.contiguous()  # rows orthonormal
-        c = 0
-        self.ex_v, c = basis[c : c + VIDEO_CH], c + VIDEO_CH
-        self.er_v, c = basis[c : c + VIDEO_CH], c + VIDEO_CH
-        self.ex_a, c = basis[c : c + AUDIO_CH], c + AUDIO_CH
-        self.er_a, c = basis[c : c + AUDIO_CH], c + AUDIO_CH
         content = basis[:n_content]
+        self.ex_v, self.er_v, self.ex_a, self.er_a = content.split([VIDEO_CH, VIDEO_CH, AUDIO_CH, AUDIO_CH])
         # Type embeddings live outside the content subspace so the head reads targets exactly.
         self.type_v = basis[n_content] * TYPE_NORM
         self.type_a = basis[n_content + 1] * TYPE_NORM

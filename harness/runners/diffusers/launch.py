@@ -133,10 +133,7 @@ def run_in_process(run_dir: Path) -> Any:
 def environment(
     pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
 ) -> DiffusersEnv:
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    components = {
-        name: type(module).__name__ for name, module in pipe.components.items() if module is not None
-    }
+    components = {name: type(part).__name__ for name, part in pipe.components.items() if part is not None}
     return DiffusersEnv(
         python=sys.executable,
         packages=package_versions(ENV_PACKAGES),
@@ -144,7 +141,7 @@ def environment(
         model_path=p["model_path"],
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
-        gpu=gpu,
+        gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         dispatcher_backends=names,
         components=components,
     )
