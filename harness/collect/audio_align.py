@@ -56,10 +56,8 @@ def lag_search(
 ) -> tuple[int, float, float]:
     """(lag, normalised correlation at that lag, at lag 0) of B against A (module docstring)."""
     x, y = _mono(a), _mono(b)
-    if x.size == 0 or y.size == 0 or max_lag <= 0:
-        return 0, 0.0, 0.0
-    norm = float(np.sqrt(np.dot(x, x) * np.dot(y, y)))
-    if norm == 0.0:
+    norm = float(np.sqrt(np.dot(x, x) * np.dot(y, y)))  # 0 for an empty or silent track
+    if norm == 0.0 or max_lag <= 0:
         return 0, 0.0, 0.0
     lags, c = cross_correlation(x, y, max_lag)
     i = int(np.argmax(np.abs(c)))
