@@ -53,9 +53,7 @@ def dispatch_module() -> Any:
 
 def masks_nothing(mask: torch.Tensor) -> bool:
     """A boolean mask that keeps every key, or an additive one of zeros (one host sync)."""
-    if mask.dtype == torch.bool:
-        return bool(mask.all())
-    return not bool(mask.any())
+    return bool(mask.all()) if mask.dtype == torch.bool else not bool(mask.any())
 
 
 class CallBook:
