@@ -1,23 +1,19 @@
-"""Plugins: code a scenario names (``plugins:``) or an installed package declares (the entry-point
-group ``harness.plugins``), imported so that what it registers (attention backends, runners)
-exists before the scenario is checked, and imported again in every arm's process.
-
-A plugin is a Python file (a path relative to the scenario file, or absolute) or an importable
-module name. Importing it is running it, with the user's rights: a scenario is code, like a
-Makefile. Each plugin is recorded as a :class:`~harness.records.PluginRef` (its file's sha256 and
-what it registered); the run spec carries them, so an edited plugin is a new spec and its arms
-run again on resume. A file imported a second time in one process is imported again only when
-its content changed; what the old content registered is taken back first.
+"""Plugins: a Python file or module a scenario names (``plugins:``) or an installed package declares
+(entry-point group ``harness.plugins``), imported before the scenario is checked and again in every
+arm's process; importing it runs it with the user's rights (a scenario is code, like a Makefile).
+Each is recorded as a ``PluginRef`` (sha256, what it registered) in the run spec, so an edited
+plugin re-runs its arms; a file re-imported after a change first takes back what it registered.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.code_identity import PluginRef, file_sha256
@@ -36,15 +32,6 @@ _ENTRY_POINTS: list[PluginRef] | None = None
 def is_module_name(ref: str) -> bool:
     """``pkg.mod`` names a module; anything with a slash or ending in .py names a file."""
     return not ref.endswith(".py") and "/" not in ref and MODULE_NAME.fullmatch(ref) is not None
-
-
-def _registered_by_plugin(made: list[Registration]) -> list[Registration]:
-    # A plugin's first `import harness.attention` registers the harness's own backends: not its.
-    return [r for r in made if r.module != "harness" and not r.module.startswith("harness.")]
-
-
-def _labels(made: list[Registration]) -> list[str]:
-    return [f"{r.registry.what} {r.name}" for r in made]
 
 
 def _forget(key: str) -> None:
@@ -95,19 +82,29 @@ def import_plugin(ref: str, base_dir: Path) -> PluginRef:
             _forget(key)
         with recording_registrations() as made:
             _import_file(path, digest)
-    mine = _registered_by_plugin(made)
+    # A plugin's first `import harness.attention` registers the harness's own backends: not its.
+    mine = [r for r in made if r.module != "harness" and not r.module.startswith("harness.")]
+    labels = [f"{r.registry.what} {r.name}" for r in mine]
     record = PluginRef(
-        ref=ref, path=str(path), module=module_name, sha256=file_sha256(path), registers=_labels(mine)
+        ref=ref, path=str(path), module=module_name, sha256=file_sha256(path), registers=labels
     )
     _LOADED[key] = (record.sha256, mine, record)
     return record
 
 
-def _one_line(err: BaseException) -> str:
-    if isinstance(err, SyntaxError) and err.lineno:
-        return f"SyntaxError: {err.msg} (line {err.lineno})"
-    text = " ".join(str(err).split()) or "no message"
-    return f"{type(err).__name__}: {text[:300]}"
+@contextlib.contextmanager
+def _plugin_failure(where: str) -> Iterator[None]:
+    """Any failure of a plugin's own code (Ctrl-C aside) as one ScenarioError line after ``where``."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:
+        if isinstance(err, SyntaxError) and err.lineno:
+            why = f"SyntaxError: {err.msg} (line {err.lineno})"
+        else:
+            why = f"{type(err).__name__}: {(' '.join(str(err).split()) or 'no message')[:300]}"
+        raise ScenarioError(f"{where}: {why}") from None
 
 
 def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -> list[PluginRef]:
@@ -116,14 +113,10 @@ def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -
     name that exists, is a ScenarioError (exit 2) naming it and the error, in one line."""
     records: list[PluginRef] = []
     for i, ref in enumerate(refs):
-        try:
+        with _plugin_failure(f"{where(i)}: plugin {ref}"):
             record = import_plugin(ref, base_dir)
             if all(r.path != record.path for r in records):  # a file listed twice is one plugin
                 records.append(record)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:  # the plugin's own code: any failure is the plugin's, in one line
-            raise ScenarioError(f"{where(i)}: plugin {ref}: {_one_line(err)}") from None
     return records + entry_point_plugins()
 
 
@@ -134,16 +127,10 @@ def entry_point_plugins() -> list[PluginRef]:
         found = []
         for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
             module = point.value.partition(":")[0].strip()
-            try:
+            with _plugin_failure(f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP})"):
                 record = import_plugin(module, Path.cwd())
                 if point.attr:  # "module:function": a function to call, as pytest's plugins may give
                     point.load()()
-            except KeyboardInterrupt:
-                raise
-            except BaseException as err:
-                raise ScenarioError(
-                    f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}): {_one_line(err)}"
-                ) from None
             found.append(record.model_copy(update={"ref": f"entry point {point.name}"}))
         _ENTRY_POINTS = found
     return list(_ENTRY_POINTS)
@@ -157,12 +144,8 @@ def load_recorded(plugins: list[PluginRef]) -> None:
             entry_point_plugins()
             continue
         ref = plugin.module or plugin.path
-        try:
+        with _plugin_failure(f"plugin {plugin.ref} ({plugin.path})"):
             now = import_plugin(ref, Path(plugin.path).parent)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:
-            raise ScenarioError(f"plugin {plugin.ref} ({plugin.path}): {_one_line(err)}") from None
         if now.sha256 != plugin.sha256:
             raise ScenarioError(
                 f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "
