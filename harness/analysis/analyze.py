@@ -34,6 +34,11 @@ from harness.store import RUN_JSON as RUN_JSON_NAME
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record
 
 RESULTS_JSON = "results.json"
+# campaign.json's facts that results.json repeats as they are
+RECORD_FIELDS = (
+    "campaign_id scenario_name scenario_file scenario_sha256 profile runner executor kind harness_version "
+    "created_at scenario env"
+).split()
 SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"
 Progress = Callable[[str], None]
 
@@ -182,19 +187,8 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
 
     res = ReportResults(
-        campaign_id=rec.campaign_id,
+        **{k: getattr(rec, k) for k in RECORD_FIELDS},
         campaign_path=str(campaign.path),
-        scenario_name=rec.scenario_name,
-        scenario_file=rec.scenario_file,
-        scenario_sha256=rec.scenario_sha256,
-        profile=rec.profile,
-        runner=rec.runner,
-        executor=rec.executor,
-        kind=rec.kind,
-        harness_version=rec.harness_version,
-        created_at=rec.created_at,
-        scenario=rec.scenario,
-        env=rec.env,
         env_summary=env_summary(rec.env) + code_summary(runs),
         conventions=dict(CONVENTIONS),
         rules=rules,
@@ -298,14 +292,10 @@ def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
         spec = run_spec(campaign, r.key)
         if spec is None:
             continue
+        on_ref = ref is not None and r.attn_type == ref.attn_type and not r.perturbation
         if spec.schedule is not None:
             schedules.add(r.arm)
-        elif (
-            (spec.shadows or spec.insitu)
-            and ref is not None
-            and r.attn_type == ref.attn_type
-            and not r.perturbation
-        ):
+        elif (spec.shadows or spec.insitu) and on_ref:
             copies.add(r.arm)
     return speed_families({r.arm: r.role for r in res.runs}, schedules=schedules, shadowed_copies=copies)
 
