@@ -87,10 +87,7 @@ def arm_aggregates(
         arm_runs = [r for r in runs if r.arm == arm]
         first = arm_runs[0]
         agg = ArmAggregate(
-            arm=arm,
-            role=first.role,
-            attn_type=first.attn_type,
-            kv_reversed=first.kv_reversed,
+            **first.model_dump(include={"arm", "role", "attn_type", "kv_reversed"}),
             perturbation=first.perturbation,
             keys=[r.key for r in arm_runs],
             seeds=sorted({r.seed for r in arm_runs if r.seed is not None}),

@@ -264,17 +264,13 @@ def nonfinite_floor_notes(key: str, calls: list[InSituCall], floor_ops: list[str
 def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str | None) -> None:
     """Per step (with the floor and baseline beside), per step x block, and the worst calls."""
     calls = [c for _, c in items]
-    steps = grouped(calls, name, lambda c: c.step)
-    for step, st in steps.items():
+    for step, st in grouped(calls, name, lambda c: c.step).items():
         on = [c for c in calls if c.step == step]
+        baseline = pool(on, base).rel_l1 if base and base != name else None
+        shown = st.model_dump(include={"rel_l1", "cosine", "calls"})
         r.per_step.append(
             InSituStep(
-                step=step,
-                rel_l1=st.rel_l1,
-                floor_rel_l1=_floor_pool(on, floor_ops).rel_l1,
-                baseline_rel_l1=pool(on, base).rel_l1 if base and base != name else None,
-                cosine=st.cosine,
-                calls=st.calls,
+                step=step, floor_rel_l1=_floor_pool(on, floor_ops).rel_l1, **shown, baseline_rel_l1=baseline
             )
         )
     for (step, block), st in grouped(calls, name, lambda c: (c.step, c.block)).items():
