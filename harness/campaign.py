@@ -43,9 +43,7 @@ __all__ = ["CampaignOutcome", "dry_run", "execute", "lock_campaign", "plan_campa
 
 
 @dataclass(frozen=True)
-class SummaryRow:
-    """One run of the campaign as the end-of-run table shows it."""
-
+class SummaryRow:  # one run of the campaign as the end-of-run table shows it
     key: str
     role: str
     status: str
@@ -98,15 +96,11 @@ class CampaignOutcome:
                 timing = self.campaign.run(rec.spec.key).timing()
             except HarnessError:
                 timing = None
+            times = (timing.s_per_step, timing.pipeline_total_s) if timing else (None, None)
+            key = rec.spec.key
             rows.append(
                 SummaryRow(
-                    key=rec.spec.key,
-                    role=rec.spec.role.value,
-                    status=rec.status.value,
-                    valid=rec.valid,
-                    s_per_step=timing.s_per_step if timing else None,
-                    pipeline_total_s=timing.pipeline_total_s if timing else None,
-                    provenance=self.provenance(rec.spec.key),
+                    key, rec.spec.role.value, rec.status.value, rec.valid, *times, self.provenance(key)
                 )
             )
         return rows
@@ -128,12 +122,9 @@ def lock_campaign(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] |
 
 def refresh_arms(campaign: CampaignDir, record: CampaignRecord, keys: Sequence[str]) -> None:
     """campaign.json's arm list from the run.json files (the run directories are the truth)."""
-    arms = []
-    for key in keys:
-        rec = campaign.run(key).record_or_none()
-        if rec is not None:
-            arms.append(ArmStatus.of(rec))
-    record.arms = arms
+    record.arms = [
+        ArmStatus.of(rec) for key in keys if (rec := campaign.run(key).record_or_none()) is not None
+    ]
     campaign.write(record)
 
 
@@ -180,12 +171,8 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
         run = campaign.run(p.spec.key)
         if p.repair == "corrupt" and run.run_json.exists():
             problem = run.damage() or "unreadable"
-            aside = move_aside(run.run_json)
-            _note(
-                outcome,
-                reporter,
-                f"note: {p.spec.key}: run.json unreadable ({problem}); moved to {aside.name}; re-run",
-            )
+            line = f"note: {p.spec.key}: run.json unreadable ({problem}); moved to {move_aside(run.run_json).name}"
+            _note(outcome, reporter, f"{line}; re-run")
         elif p.repair == "stale":
             rec = run.record()
             _mark_stale(run, rec, stale_reason(rec) or "interrupted (stale)", outcome, reporter)
@@ -207,21 +194,16 @@ def _campaign_record_base(campaign: CampaignDir, outcome: CampaignOutcome, repor
     try:
         return campaign.record()
     except HarnessError as err:
-        aside = move_aside(campaign.campaign_json)
-        _note(
-            outcome, reporter, f"note: campaign.json unreadable ({err}); moved to {aside.name}; written anew"
-        )
+        aside = move_aside(campaign.campaign_json).name
+        _note(outcome, reporter, f"note: campaign.json unreadable ({err}); moved to {aside}; written anew")
         return None
 
 
 def _read_records(campaign: CampaignDir, keys: Sequence[str], outcome: CampaignOutcome) -> list[RunRecord]:
     records = []
-    for k in keys:
-        run = campaign.run(k)
-        if not run.exists():
-            continue
+    for run in (campaign.run(k) for k in keys):
         try:
-            records.append(run.record())
+            records += [run.record()] if run.exists() else []
         except HarnessError as err:
             outcome.damaged.append(str(err))
     return records
@@ -300,13 +282,9 @@ def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:
 
     assert plan.auto is not None
     runs = []
-    for spec in plan.specs:
-        run = plan.campaign.run(spec.key)
-        if run.exists():
-            try:
-                runs.append(summarize_run(run))
-            except HarnessError:
-                continue
+    for run in (plan.campaign.run(spec.key) for spec in plan.specs):
+        with contextlib.suppress(HarnessError):
+            runs += [summarize_run(run)] if run.exists() else []
     ref = plan.scenario.reference.name
     widths = interval_widths(
         campaign_speed_tests(runs, ref, plan.scenario.verdict),

@@ -53,14 +53,10 @@ def build_plan(
     seeds: Sequence[int] | None = None,
     repeats: int | None = None,
 ) -> list[RunSpec]:
-    """One RunSpec per (arm, seed, repeat), arms in scenario order, the reference first.
-
-    Repeats are interleaved: every arm's first run of every seed, then every arm's second run,
-    ... (A B C A B C), so a drift of the machine over the campaign spreads over all arms instead
-    of landing on the last one. ``repeats`` (the CLI's --repeats) replaces the scenario's; an
-    arm's own ``repeats`` wins over both. The scenario's ``repeats: auto`` plans
-    ``repeats_auto.max`` rounds; ``campaign.execute`` stops earlier when the intervals allow.
-    """
+    """One RunSpec per (arm, seed, repeat), arms in scenario order, the reference first; repeats
+    interleaved (A B C A B C) so a drift of the machine spreads over all arms instead of landing
+    on the last one. ``repeats`` (--repeats) replaces the scenario's, an arm's own wins over both;
+    ``repeats: auto`` plans its maximum rounds (``campaign.execute`` may stop earlier)."""
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
@@ -82,7 +78,6 @@ def build_plan(
             for arm in chosen:
                 if repeat > arm_repeats[arm.name]:
                     continue
-                env = {**scenario.env, **{k: str(v) for k, v in arm.env.items()}}
                 specs.append(
                     RunSpec(
                         scenario=scenario.name,
@@ -93,7 +88,7 @@ def build_plan(
                         **arm.choice().model_dump(),
                         role=arm.role,
                         params=params[arm.name],
-                        env={k: str(v) for k, v in env.items()},
+                        env={k: str(v) for k, v in {**scenario.env, **arm.env}.items()},
                         timeout_s=scenario.timeout_s,
                         multi_seed=multi,
                         repeat=repeat,
@@ -127,11 +122,9 @@ def auto_rounds(scenario: Scenario) -> int:
 def plan_actions(
     campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False, held_elsewhere: bool = False
 ) -> list[PlannedRun]:
-    """What a (re-)run of the campaign will do for each spec: resume skips runs already ok.
-
-    The dry run and the real run both ask this, so they agree. ``held_elsewhere``: another
-    harness holds the campaign lock, so a run.json that says running is running, not stale.
-    """
+    """What a (re-)run of the campaign (and its dry run: they agree) does with each spec: resume
+    skips runs already ok. ``held_elsewhere``: another harness holds the lock, so a run.json that
+    says running is running, not stale."""
     planned = []
     for spec in specs:
         run = campaign.run(spec.key)
@@ -187,10 +180,8 @@ class Plan:
         return plan_actions(self.campaign, self.specs, force=self.force, held_elsewhere=held_elsewhere)
 
     def executor_options(self) -> dict[str, Any]:
-        """The options the executor is built with."""
-        if self.executor == "slurm":
-            return {"slurm": self.slurm, "resubmit_failed": self.resubmit_failed}
-        return {}
+        slurm = self.executor == "slurm"
+        return {"slurm": self.slurm, "resubmit_failed": self.resubmit_failed} if slurm else {}
 
 
 SLURM_FLAGS = {
@@ -204,10 +195,8 @@ SLURM_FLAGS = {
 def campaign_dir_for(
     scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
 ) -> CampaignDir:
-    """reports/<scenario>/<campaign-id>; the id defaults to the profile, so a re-run resumes.
-
-    Every part is a checked name, so the folder is always inside ``out_root``.
-    """
+    """reports/<scenario>/<campaign-id> (every part a checked name); the id defaults to the
+    profile, so a re-run resumes."""
     cid = check_name(campaign_id, "--campaign") if campaign_id is not None else (profile or "default")
     check_name(scenario.name, "scenario name")
     check_name(cid, "campaign id")
@@ -232,12 +221,9 @@ def _slurm_block(scenario: Scenario, overrides: dict | None) -> SlurmBlock:
 
 
 def _check_out_root(out_root: Path) -> None:
-    p = Path(out_root)
-    for parent in (p, *p.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"--out: {parent} is not a folder")
-            break
+    nearest = next((f for f in (out_root, *out_root.parents) if f.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise UsageError(f"--out: {nearest} is not a folder")
 
 
 def plan_campaign(
@@ -255,16 +241,11 @@ def plan_campaign(
     force: bool = False,
     check_executor: bool = True,
 ) -> Plan:
-    """Check the scenario and every option, and say which runs the campaign has and where.
-
-    Nothing is written. ``check_executor``: also refuse an executor that cannot start runs from
-    here (Slurm without its tools or a node up); a dry run passes False, it shows the commands anywhere.
-    """
-    if isinstance(scenario, Scenario):
-        path, loaded = None, scenario
-    else:
-        path = resolve_scenario_path(scenario)
-        loaded = load_scenario(path)
+    """Check the scenario and every option, and say which runs the campaign has and where (nothing
+    is written). ``check_executor``: also refuse an executor that cannot start runs from here
+    (Slurm without its tools or a node up); a dry run passes False, it shows the commands anywhere."""
+    path = None if isinstance(scenario, Scenario) else resolve_scenario_path(scenario)
+    loaded = scenario if path is None else load_scenario(path)
     profile = select_profile(loaded, profile)
     kind = executor or loaded.executor.kind
     for seed in seeds or ():
@@ -325,14 +306,8 @@ def dry_run(plan: Plan) -> DryRun:
     for p in plan.actions(held_elsewhere=held_by is not None):
         runner = get_runner(p.spec.runner)
         launch = runner.prepare(p.spec, plan.campaign.run(p.spec.key).path, dry_run=True)
+        env = {**p.spec.env, **launch.env}
         entries.append(
-            DryRunEntry(
-                key=p.spec.key,
-                action=p.action,
-                why=p.why,
-                preflight=runner.preflight(p.spec),
-                command=launch.command,
-                env={**p.spec.env, **launch.env},
-            )
+            DryRunEntry(p.spec.key, p.action, p.why, runner.preflight(p.spec), launch.command, env)
         )
     return DryRun(plan.campaign, entries, list(plan.notes), held_by)
