@@ -1,10 +1,7 @@
-"""What an emulator models and whether its numerics were ever checked against that kernel.
-
-An emulator stands in for a kernel the harness cannot run, so its claim is a verdict's foundation.
-Each variant carries a ``Provenance``: the kernel it models and its ``Fidelity``, measured (where,
-when, on what, the agreement and the file that holds it, written by ``harness kernels`` with the
-kernel and its emulator side by side) or not (and why). It travels in the backend's params into
-every record, and a report says it in a few words (``Provenance.badge``).
+"""What an emulator models and whether its numerics were ever checked against that kernel (its
+claim is a verdict's foundation): a ``Provenance`` per variant, the kernel and its ``Fidelity``
+(measured by ``harness kernels``, or not and why), carried in the backend's params into every
+record and said in a few words by ``Provenance.badge``.
 """
 
 from __future__ import annotations

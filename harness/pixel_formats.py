@@ -1,9 +1,7 @@
-"""How a decoded video frame becomes the uint8 RGB every metric reads: one conversion for every
-pixel format and bit depth FFmpeg's decoders give, stated in ``CONVENTION``. YUV of more than 8
-bits is rounded to 8 first (``(v + 2^(d-9)) >> (d-8)``), so the same content in 8 or 10 bits gives
-the same RGB bit for bit (libswscale's own high-depth path interpolates chroma and differs from its
-8-bit one by tens of levels on sharp edges); semi-planar or packed YUV is made planar first (no
-value changes). Palettes, grey, Bayer and XYZ are refused in one line.
+"""How a decoded frame becomes the uint8 RGB every metric reads, one conversion for every pixel
+format (``CONVENTION``): YUV over 8 bits is rounded to 8 first (``(v + 2^(d-9)) >> (d-8)``), so 8
+and 10 bits of the same content give the same RGB (libswscale's high-depth path differs by tens of
+levels on edges); semi-planar or packed YUV is made planar; palettes, grey, Bayer, XYZ are refused.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Records written to disk by every stage: one pydantic model per file kind, and their schema ids.
-
-Readers ignore unknown fields (newer harness versions add fields); writers go through
-``store.write_record`` (atomic). Infinities (PSNR of identical frames) serialise as "Infinity".
-
-A record file carries a schema id (``"schema": "harness.run/1"``: the kind of record and its
-version). ``check_schema`` is asked on every read (``store.read_record``): a record of another
-version, older or newer, or of another kind, is refused (no older version is migrated). Each
-refusal is one line naming the file, both ids and what to do.
+"""Records written to disk by every stage: one pydantic model per file kind (unknown fields
+ignored, infinities as "Infinity", written atomically by ``store.write_record``) and its schema id
+(``"schema": "harness.run/1"``), checked on every read: another kind or version is refused in one
+line (no older version is migrated).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""One registry mechanism for everything the harness looks up by name (runners, executors,
-attention backends, scenario parts, metrics).
-
-A :class:`Registry` maps a name to an object, or to a lazy ``"module:attr"`` string that is
-imported the first time the name is asked for (so ``harness --help`` never imports a runner).
-An object must be the registry's base class, a subclass or an instance of it (checked when it is
-registered, or first loaded); an unknown name is an :class:`UnknownName` line with a did-you-mean.
+"""One registry for everything looked up by name (runners, executors, backends, scenario parts,
+metrics): a name maps to an object of the registry's base, or to a lazy ``"module:attr"`` imported
+when first asked (``harness --help`` imports no runner); an unknown name is one line with a
+did-you-mean.
 """
 
 from __future__ import annotations

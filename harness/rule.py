@@ -1,10 +1,7 @@
-"""The one rule every judgement follows: an interval against a bound gives a word, words give one
-word, and the statistics those intervals are built from (the pooled within-group spread, Student's
-t, Holm's step-down adjustment, Welch's test).
-
-End-to-end verdicts (``analysis.intervals``), in-situ readings (``analysis.insitu``), the structure
-checks, the global statistics and the speed tests (``compare.significance``) all read their words
-and their statistics here, so an edge (is a ratio exactly at the bound within?) is decided once.
+"""The one rule every judgement follows (verdicts, in situ, structure, speed tests): an interval
+against a bound gives a word, words give one word, and the statistics behind the intervals (pooled
+within-group spread, Student's t, Holm, Welch), so an edge (a ratio exactly at the bound) is
+decided once.
 """
 
 from __future__ import annotations

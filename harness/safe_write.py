@@ -1,14 +1,8 @@
-"""Every file the harness writes goes through here: atomic (a temp file beside it, then a rename);
-a write that fails for space or permission is a ``WriteError`` (an ``OSError`` too: one line naming
-the file, exit 3, no temporary file left).
-
-The path guard: a name read from a record becomes a path only through ``resolve_under`` (under its
-folder, no ``..``, no symbolic link on the way: else ``UnsafePathError``, exit 3, nothing written)
-or ``file_name``; nothing is written through a folder of a campaign that is a symbolic link.
-
-Fault injection for tests: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (e.g. ``ENOSPC:run.json:3``)
-makes the atomic writes of files called NAME (a glob; any file without one), from the N-th of this
-process on, fail with that errno after half of the bytes reached the temp file.
+"""Every file the harness writes goes through here: atomic (temp file, rename); a failure is a
+``WriteError`` (one line, exit 3, no temp file left). A name from a record becomes a path only by
+``resolve_under`` or ``file_name`` (else ``UnsafePathError``), never through a linked campaign
+folder. Tests inject faults: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (``ENOSPC:run.json:3``) fails
+the writes of files matching NAME, from the N-th on, after half of the bytes were written.
 """
 
 from __future__ import annotations

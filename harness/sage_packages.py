@@ -1,15 +1,9 @@
-"""thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
-
-PyPI has only 1.0.6 (SageAttention 1); SageAttention2 comes from a pinned source tarball (sha256
-checked) as its Triton path only: its CUDA sources are not in the tarball, and ``quant.py`` imports
-the compiled ``_fused`` unconditionally, so an empty one is written beside it. Each version has a
-folder under ``SAGEATTENTION_DIR`` (default ``.sageattention``) with a ``harness_install.json``
-marker; a backend loads one under a private module name, so both versions run in one process
-(LightX2V's processes get the folder first on their path instead).
-
-    python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]
-
-installs both (refused on a machine whose torch sees no CUDA or ROCm GPU: exit 2, one line).
+"""thu-ml SageAttention versions side by side, as ``make sageattention`` installs them
+(``python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]``; refused
+without a CUDA or ROCm GPU: exit 2). PyPI has only 1.0.6; SageAttention2 is a pinned tarball
+(sha256 checked), Triton path only: ``quant.py`` imports the compiled ``_fused``, so an empty one is
+written. Each has a folder under ``SAGEATTENTION_DIR`` with a marker, loaded under a private module
+name so both run in one process (LightX2V's processes get the folder on their path instead).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""One lock for every writer of a campaign (``harness run``, ``ingest``, ``report``), and the
-removal of what killed writers left behind.
-
-The lock is a flock on ``<campaign>/campaign.lock`` (the kernel drops it when its process ends,
-however it ends); the file names the holder (pid, host, start, kind of writer) for whoever waits.
-A report or an ingest waits for the writer in progress, and so does a run that finds one of them
-(both end in minutes); a second ``harness run`` is refused (exit 2: a run lasts hours and would
-run the same arms twice). A process takes the lock once: a report inside its run goes on under it.
+"""One lock for every writer of a campaign (run, ingest, report): a flock on campaign.lock (the
+kernel drops it however its process ends) that names its holder. Reports and ingests wait for the
+holder (they end in minutes); a second ``harness run`` is refused (exit 2: it would run the same
+arms twice); a process takes it once. Taking it removes what killed writers left behind.
 """
 
 from __future__ import annotations

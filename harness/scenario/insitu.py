@@ -1,11 +1,7 @@
-"""The scenario fields of in-situ measurement and hybrid schedules, the rules between them, and
-what they resolve to in a run spec.
-
-On an arm: ``shadows`` (arm names, or attention backend names, computed beside each of its
-calls), ``insitu`` (how: sampled rows, seed, yardstick precision, captured calls) and
-``schedule`` (exact attention on chosen steps, the arm's backend on the others). On the
-scenario: ``accepted_baseline`` (the arm a candidate's in-situ error is also read against, as
-a pull request argues its kernel against thu-ml SageAttention) and ``insitu_tolerance``.
+"""The scenario fields of in-situ measurement and hybrid schedules, their rules and their run-spec
+form: an arm's ``shadows`` (arms or backends computed beside each call), ``insitu`` (sampled rows,
+seed, yardstick, captures) and ``schedule`` (exact attention on chosen steps); the scenario's
+``accepted_baseline`` (a candidate's in-situ error is also read against it) and ``insitu_tolerance``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The scenario core: fields every scenario has, the rules between them, and the model of one
-scenario composed with the part of the runner (or kind) it names.
-
-One YAML file describes one experiment: the runner, the seed(s), profiles, environment and the
-arms (exactly one reference, noise floors, candidates). Unknown keys are errors, so a typo is
-never silently ignored. Which runners, kinds and executors exist is asked of the registries in
-``harness.plugins``; what a runner adds (its block, arm fields, checks) is its
-:class:`~harness.scenario.parts.ScenarioPart`.
+"""The scenario core (one YAML file, one experiment: runner, seeds, profiles, environment, arms with
+exactly one reference): the fields every scenario has, their rules (unknown keys are errors), and
+the model composed with the ``ScenarioPart`` of the runner or kind it names (``harness.plugins``).
 """
 
 from __future__ import annotations

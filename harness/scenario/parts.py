@@ -1,10 +1,6 @@
-"""What a runner or a scenario kind adds to the scenario core, and the located problem its check raises.
-
-A runner (``harness.plugins.RUNNER_SCENARIO``) or a kind (``harness.plugins.SCENARIO_KINDS``)
-gives one :class:`ScenarioPart`: the model of its block (``lightx2v:``, ``kernels:``), the arm
-fields only its arms have (merged into the arm model when a scenario names that runner), and a
-check of the whole scenario. The core validates the block, the fields and the check through it
-and never names a runner.
+"""What a runner (``plugins.RUNNER_SCENARIO``) or a scenario kind (``plugins.SCENARIO_KINDS``) adds
+to the scenario core, so that the core never names a runner: its block, its arm fields and its
+check, and the located problem that check raises.
 """
 
 from __future__ import annotations
@@ -31,16 +27,11 @@ class FieldProblem(ScenarioError):
 
 @dataclass(frozen=True)
 class ScenarioPart:
-    """The scenario fields one runner or kind owns.
-
-    ``block``/``model``: the top-level key and the pydantic model that validates it;
-    ``required``: a scenario of this runner or kind must give the block; ``arm_fields``: a model
-    of extra arm fields (its own validators included); ``check``: called with the validated
-    scenario, raises :class:`FieldProblem`; ``repos``: source checkouts the block names, by label,
-    recorded in the campaign's environment fingerprint; ``insitu``: the runner measures arms'
-    ``shadows``/``insitu`` and routes their ``schedule`` (the arms of a runner that does not are
-    refused them, so nothing is silently ignored).
-    """
+    """The scenario fields one runner or kind owns: ``block`` (top-level key) and the ``model`` that
+    validates it, ``required`` or not; ``arm_fields``: a model of extra arm fields; ``check``: raises
+    FieldProblem on the validated scenario; ``repos``: source checkouts the block names (recorded in
+    the environment fingerprint); ``insitu``: the runner measures ``shadows``/``insitu`` and routes
+    ``schedule`` (arms of a runner that does not are refused them: nothing silently ignored)."""
 
     block: str | None = None
     model: type[BaseModel] | None = None
