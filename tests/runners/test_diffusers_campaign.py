@@ -15,7 +15,8 @@ from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.media import probe
 from harness.records import RunStatus
 
-pytestmark = needs_diffusers
+# Two real campaigns (minutes of CPU): slow, so that tests/conftest.py starts this module early.
+pytestmark = [needs_diffusers, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 RAN_HERE = {"native", "native_kv_reversed", "sage_emul_thuml"}

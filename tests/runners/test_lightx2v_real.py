@@ -32,6 +32,9 @@ from harness.runners.lightx2v.command import SHIM_DIR, infer_args
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.scenario import load_scenario
 
+# Marked `slow` (tests/conftest.py starts the modules with slow tests first): each test that starts
+# LightX2V processes of its own (ranks, probes: about 15 s of CPU each); this module's own work
+# (the TP2 campaign, the overhead pair, the probes) is among the suite's longest units.
 pytestmark = pytest.mark.lightx2v
 
 REPO = Path(__file__).resolve().parents[2]
@@ -208,6 +211,7 @@ def test_the_log_collector_parses_lines_of_the_real_profiler(contracts):
     assert timing.pipeline_total_s >= sum(slept["steps"])
 
 
+@pytest.mark.slow
 def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_path):
     # Its own process: the shim first on the path changes what LightX2V imports.
     out = contract("shim", lightx2v_root, tmp_path=tmp_path, shim=True)["result"]
@@ -216,6 +220,7 @@ def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_pa
     assert out["is_aiter_shim"] and Path(out["package_file"]).parent.parent == SHIM_DIR
 
 
+@pytest.mark.slow
 def test_the_synthetic_checkpoint_is_a_function_of_its_seed(lightx2v_root, tiny_checkpoint, tmp_path):
     again = create_checkpoint(tmp_path / "again", lightx2v_root, preset="tiny", seed=0)
     assert again["files"] == file_hashes(tiny_checkpoint)
@@ -306,6 +311,7 @@ def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
     assert probe["platform"] == "cpu" and probe["smoke_cosine"]["torch_sdpa"] > 0.999
 
 
+@pytest.mark.slow
 def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, tiny_checkpoint, tmp_path):
     """Two ranks over gloo (the TP2 layout); the reference counts SDPA's op on every rank, an arm
     naming an op its backend never reaches is invalid (here the shadowed copy, which also shows that
@@ -375,6 +381,7 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
         assert all(c.errors["torch_sdpa_kv_reversed"].rel_l1 < 4e-3 for c in calls)
 
 
+@pytest.mark.slow
 def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher(
     lightx2v_root, tiny_checkpoint, tmp_path
 ):
@@ -408,6 +415,7 @@ def _probe(root: Path, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_root, tmp_path):
     """A copy of the checkout without use_adaln_cache (as before f8aee98) is refused by name."""
     import shutil
@@ -427,6 +435,7 @@ def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_roo
     )
 
 
+@pytest.mark.slow
 def test_the_probe_names_an_unregistered_backend_from_the_real_registry(lightx2v_root):
     """Several arms' questions in one probe process (the pre-flight's form), each answered alone:
     a typo, a type registered whose kernel is absent here, one that runs, a counted op that is not."""
