@@ -163,8 +163,7 @@ def judge_stats(
     m = max(1, len(present) * len(cands))
     pooled = {name: _pooled(exact, name) for name in present}
     for c in cands:
-        for name in present:
-            typical.append(_typical(c, name, pooled[name], m, rules))
+        typical += [_typical(c, name, pooled[name], m, rules) for name in present]
         for name in COUNT_STATS:
             if any(e.values.get(name) is not None for e in exact):
                 out.checks.append(_count(c, name, exact, rules))

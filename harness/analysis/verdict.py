@@ -90,8 +90,7 @@ def _seed_regimes(seed, floors: Sequence[PairErrors], rules) -> SeedVerdict:
         sv.regime = {"video": "no floor", "audio": "no floor"}
         return sv
     sv.floor_psnr = pooled_psnr(floors)
-    corr = [_audio_corr(f) for f in floors]
-    corr = [x for x in corr if x is not None and math.isfinite(x)]
+    corr = [x for f in floors if (x := _audio_corr(f)) is not None and math.isfinite(x)]
     sv.floor_audio_corr = sum(corr) / len(corr) if corr else None
     audio = "no audio"
     if sv.floor_audio_corr is not None:
@@ -408,13 +407,10 @@ def attention_verdict(runs: list[RunSummary]) -> tuple[bool | None, str]:
     judged = [r for r in runs if r.ok]
     if not judged:
         return None, "not judged (no run finished ok)"
-    problems: list[str] = []
-    unknown = []
-    for r in judged:
-        if r.valid is None:
-            unknown.append(r.key)
-        elif not r.valid:
-            problems.append(f"{r.key}: " + ("; ".join(r.invalid_reasons) or "marked invalid"))
+    unknown = [r.key for r in judged if r.valid is None]
+    problems = [
+        f"{r.key}: " + ("; ".join(r.invalid_reasons) or "marked invalid") for r in judged if r.valid is False
+    ]
     if problems:
         return False, "NOT all attention calls were served by the requested op: " + " | ".join(problems)
     if unknown:

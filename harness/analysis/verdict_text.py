@@ -90,11 +90,8 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     elif lead:
         bits.append(lead)
     if top is not None:
-        head = f"error energy {ratio_text(top.ratio)} the floor's"
-        if top.ratio_ci:
-            head += f" ({ci_text(*top.ratio_ci, top.alpha)}; {top.label}"
-        else:
-            head += f" (no interval; {top.label}"
+        interval = ci_text(*top.ratio_ci, top.alpha) if top.ratio_ci else "no interval"
+        head = f"error energy {ratio_text(top.ratio)} the floor's ({interval}; {top.label}"
         others = [_short(r) for r in v.energy if r is not top]
         head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
         head += f", {len(v.seeds) or 1} seed(s)"
