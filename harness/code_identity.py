@@ -10,8 +10,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file, read in chunks (an mp4 is never held whole)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 class PluginRef(BaseModel):

@@ -1,10 +1,8 @@
 """Bring your own runs: existing mp4s and LightX2V logs (one per rank, or one torchrun log), with
-the config JSON used, become run folders of a campaign, written as a real run writes them (run.json
-marked ``ingested`` with its sources' paths and sha256); ``harness report`` then reads it like any.
-
-An arm may come once per seed and repeat (repeats not given are numbered in the order given), so
-runs made elsewhere get per-seed verdicts and speed tests too. Every input is checked before
-anything is written: a bad one is one line naming the file or field (exit 2), the campaign unchanged.
+the config JSON used, become run folders of a campaign as a real run writes them (run.json marked
+``ingested`` with its sources' paths and sha256), per seed and repeat (numbered in the order given
+when not given). Every input is checked first: a bad one is one line naming the file or field
+(exit 2), the campaign unchanged.
 """
 
 from __future__ import annotations
@@ -111,9 +109,7 @@ class IngestedRunRecord(RunRecord):
 
 
 @dataclass
-class Prepared:
-    """An arm checked and ready to write."""
-
+class Prepared:  # an arm checked and ready to write
     arm: IngestArm
     spec: RunSpec
     timing: TimingRecord | None
@@ -175,10 +171,10 @@ def prepare_arm(arm: IngestArm, scenario: str) -> Prepared:
         check_seed(cfg_seed, str(arm.config))
     if seed is not None and cfg_seed is not None and int(cfg_seed) != seed:
         raise bad(f"{arm.config}: seed {cfg_seed} in the config, but {seed} given for arm {arm.name!r}")
-    if seed is None:
-        seed, seed_from = (
-            (int(cfg_seed), "config") if cfg_seed is not None else (LIGHTX2V_DEFAULT_SEED, "lightx2v default")
-        )
+    if seed is None and cfg_seed is not None:
+        seed, seed_from = int(cfg_seed), "config"
+    elif seed is None:
+        seed, seed_from = LIGHTX2V_DEFAULT_SEED, "lightx2v default"
     attn_type, attn_from = arm.attn_type, "given"
     if attn_type is None:
         attn_type, attn_from = (config or {}).get("attn_type"), "config"
@@ -228,13 +224,11 @@ def _check_campaign(
                 f"arm {p.arm.name!r}: role {p.spec.role.value} in one entry, {roles[p.arm.name].value} in another"
             )
     mine = set(ids)
-    if not force:
-        taken = [a for a in existing if (a.arm, a.seed, a.repeat) in mine]
-        if taken:
-            a = taken[0]
-            raise bad(
-                f"arm {a.arm!r} seed {a.seed} repeat {a.repeat} is already in the campaign (--force replaces it)"
-            )
+    a = next((a for a in existing if (a.arm, a.seed, a.repeat) in mine), None)
+    if a is not None and not force:
+        raise bad(
+            f"arm {a.arm!r} seed {a.seed} repeat {a.repeat} is already in the campaign (--force replaces it)"
+        )
     kept = [a for a in existing if (a.arm, a.seed, a.repeat) not in mine]
     refs = [(a.arm, a.seed) for a in kept if a.role == "reference"]
     refs += [(p.arm.name, p.spec.seed) for p in prepared if p.spec.role == Role.reference]
@@ -257,9 +251,7 @@ def _check_campaign(
     ref_name, ref_info = (str(ref.arm.mp4), ref.info) if ref is not None else _existing_reference(camp, kept)
     if ref_info is None:
         return
-    for p in prepared:
-        if p is ref:
-            continue
+    for p in (p for p in prepared if p is not ref):
         a, b = ref_info, p.info
         if (a.width, a.height) != (b.width, b.height):
             raise bad(f"{p.arm.mp4}: {b.width}x{b.height}, the reference {ref_name} is {a.width}x{a.height}")
@@ -296,8 +288,7 @@ def _copy(src: Path, folder: Path, rel: str) -> SourceFile:
 def _write_run(p: Prepared, folder: Path) -> IngestedRunRecord:
     """Write one run folder (output.mp4, logs, config.json, timing.json, run.json) into ``folder``."""
     mp4 = _copy(p.arm.mp4, folder, OUTPUT_MP4)
-    logs = []
-    used: set[str] = set()
+    logs, used = [], set()
     for i, log in enumerate(p.arm.logs):
         name = Path(log).name if Path(log).name not in used else f"{i}_{Path(log).name}"
         used.add(name)
@@ -388,25 +379,22 @@ def ingest(
         tmp = Path(tempfile.mkdtemp(prefix=f".{p.spec.key}.", dir=camp.runs_dir))
         try:
             written = _write_run(p, tmp)
+            old = final.with_name(f".{final.name}.old")
             if final.exists():
-                old = final.with_name(f".{final.name}.old")
                 shutil.rmtree(old, ignore_errors=True)
                 final.rename(old)
-                tmp.rename(final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(final)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         rec.arms = [a for a in rec.arms if a.key != p.spec.key]
         rec.arms.append(ArmStatus.of(written))
         result.runs.append(str(final))
-        src = written.ingested
-        if p.timing is None:
+        src, t = written.ingested, p.timing
+        if t is None:
             result.lines.append(f"{final}: no log given: no timing")
         else:
-            t = p.timing
             result.lines.append(
                 f"{final}: {len(t.steps)} DiT steps on {len(t.ranks)} rank(s), "
                 f"s/step {t.s_per_step:.4g}, pipeline total "
@@ -414,18 +402,14 @@ def ingest(
                 + f"; seed {p.spec.seed} ({src.seed_from}), attention {p.spec.attn_type} ({src.attn_type_from})"
             )
     rec.arms.sort(key=lambda a: (a.repeat, role_rank(a.role), a.seed))
-    scen = dict(rec.scenario)
-    scen["arms"] = list(dict.fromkeys(a.arm for a in rec.arms))
-    scen["seeds"] = sorted({a.seed for a in rec.arms})
-    rec.scenario = scen
+    arm_names = list(dict.fromkeys(a.arm for a in rec.arms))
+    rec.scenario = {**rec.scenario, "arms": arm_names, "seeds": sorted({a.seed for a in rec.arms})}
     camp.write(rec)
     return result
 
 
 def _resolve(base: Path, p: Path | None) -> Path | None:
-    if p is None:
-        return None
-    return p if p.is_absolute() else Path(os.path.normpath(base / p))
+    return p if p is None or p.is_absolute() else Path(os.path.normpath(base / p))
 
 
 def load_manifest(path: Path) -> IngestManifest:

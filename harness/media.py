@@ -44,9 +44,7 @@ class MediaInfo:
     pix_fmt: str | None = None  # as the decoder gives it (yuv420p, yuv420p10le, ...)
 
 
-def check_file(path: str | os.PathLike, what: str = "file") -> Path:
-    """``path`` as a Path when it is a readable, non-empty regular file; else one line naming it (exit 2)."""
-    return check_input(path, what)
+check_file = check_input  # a readable, non-empty regular file, else one line naming it (exit 2)
 
 
 def open_media(path: str | os.PathLike) -> av.container.InputContainer:
@@ -62,10 +60,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _stream(streams: list, p: Path, missing: str):
+    if not streams:
+        raise HarnessError(f"{p}: {missing}")
+    return streams[0]
+
+
 def _video_stream(container: av.container.InputContainer, p: Path) -> av.video.stream.VideoStream:
-    if not container.streams.video:
-        raise HarnessError(f"{p}: no video stream")
-    return container.streams.video[0]
+    return _stream(container.streams.video, p, "no video stream")
+
+
+def _layout(channels: int) -> str:
+    return "stereo" if channels == 2 else "mono"
 
 
 def probe(path: str | os.PathLike) -> MediaInfo:
@@ -112,8 +118,7 @@ def iter_frames(
     ``threads``: True lets FFmpeg pick, False or 1 decodes on the calling thread, N uses N.
     ``strict``: fewer frames than the container declares is a HarnessError (a truncated mp4
     otherwise ends early without a word)."""
-    for frame in iter_video_frames(path, threads=threads, strict=strict):
-        yield to_rgb(frame, path)
+    return (to_rgb(frame, path) for frame in iter_video_frames(path, threads=threads, strict=strict))
 
 
 def iter_video_frames(
@@ -165,9 +170,7 @@ def _frames_to_planar(frame: av.AudioFrame) -> np.ndarray:
 
 
 def _audio_stream(c: av.container.InputContainer, p: Path) -> av.audio.stream.AudioStream:
-    if not c.streams.audio:
-        raise HarnessError(f"{p}: no audio track")
-    return c.streams.audio[0]
+    return _stream(c.streams.audio, p, "no audio track")
 
 
 def _soundfile_error(p: Path, exc: Exception) -> HarnessError:
@@ -242,8 +245,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         ast = _audio_stream(c, p)
         rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
-        pending = 0
-        total = 0
+        pending = total = 0
         try:
             for frame in c.decode(ast):
                 x = _frames_to_planar(frame)
@@ -307,8 +309,7 @@ def write_av(
             vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
             astream = None
             if feed is not None and feed.channels:
-                layout = "stereo" if feed.channels == 2 else "mono"
-                astream = c.add_stream("aac", rate=sample_rate, layout=layout)
+                astream = c.add_stream("aac", rate=sample_rate, layout=_layout(feed.channels))
             size: tuple[int, int] | None = None
             apos = 0  # audio samples written so far; interleave audio up to each frame's time
             for i, frame in enumerate(frames):
@@ -349,8 +350,7 @@ def _put_in_place(tmp: Path, out: Path) -> None:
 
 def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
     """Audio from ``start`` up to sample ``stop`` (None: to the end); where it got to."""
-    layout = "stereo" if aud.channels == 2 else "mono"
-    pos = start
+    layout, pos = _layout(aud.channels), start
     while stop is None or pos < stop:
         part = aud.take(AUDIO_CHUNK if stop is None else min(AUDIO_CHUNK, stop - pos))
         if part is None:
@@ -390,10 +390,9 @@ class LosslessWriter:
         self.c = av.open(str(self.tmp), mode="w", format="matroska")
         self.vs = self.c.add_stream("ffv1", rate=Fraction(fps).limit_denominator(1001))
         self.vs.pix_fmt = "bgr0"
-        self.layout = None
-        self.ast = None
+        self.layout = self.ast = None
         if self.audio is not None:  # every stream exists before the first packet is muxed
-            self.layout = "stereo" if self.audio.shape[0] == 2 else "mono"
+            self.layout = _layout(self.audio.shape[0])
             self.ast = self.c.add_stream("pcm_f32le", rate=sample_rate, layout=self.layout)
         self.sample_rate = sample_rate
         self.n = 0

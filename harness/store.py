@@ -1,4 +1,4 @@
-"""Campaign and run directory layout, atomic writes, manifests, hashing and the campaign lock.
+"""Campaign and run directory layout, records read and written, hashing and the campaign lock:
 
 reports/<scenario>/<campaign-id>/
   campaign.json                 resolved scenario, environment, harness git SHA, arm status
@@ -10,7 +10,6 @@ reports/<scenario>/<campaign-id>/
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from harness.code_identity import file_sha256 as sha256_file  # noqa: F401 (re-exported: the one file digest)
 from harness.errors import HarnessError
 from harness.input_files import MAX_JSON_BYTES, read_input_bytes
 from harness.layers import LAYERS_JSON, LayerTiming
@@ -84,14 +84,6 @@ def read_record(path: Path, model: type[R]) -> R:
         raise HarnessError(f"{path}: invalid {model.__name__} at {loc}: {first['msg']}") from None
     except ValueError as err:
         raise HarnessError(f"{path}: not valid JSON ({err})") from None
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def tail_text(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
@@ -198,10 +190,8 @@ class RunDir:
 
     def damage(self) -> str | None:
         """Why run.json cannot be read (one line), or None when it reads (or is absent)."""
-        if not self.exists():
-            return None
         try:
-            self.record()
+            self.record() if self.exists() else None
         except HarnessError as err:
             return str(err)
         return None
@@ -226,17 +216,17 @@ class RunDir:
                         pass
             raise
 
+    def _optional(self, name: str, model: type[R]) -> R | None:
+        return read_record(self.path / name, model) if (self.path / name).exists() else None
+
     def timing(self) -> TimingRecord | None:
-        p = self.path / TIMING_JSON
-        return read_record(p, TimingRecord) if p.exists() else None
+        return self._optional(TIMING_JSON, TimingRecord)
 
     def layers(self) -> LayerTiming | None:
-        p = self.path / LAYERS_JSON
-        return read_record(p, LayerTiming) if p.exists() else None
+        return self._optional(LAYERS_JSON, LayerTiming)
 
     def attn_calls(self) -> AttnCallsRecord | None:
-        p = self.path / ATTN_CALLS_JSON
-        return read_record(p, AttnCallsRecord) if p.exists() else None
+        return self._optional(ATTN_CALLS_JSON, AttnCallsRecord)
 
 
 class CampaignDir:
@@ -277,31 +267,23 @@ class CampaignDir:
         return self.path / LOCK_FILE
 
     def record_or_rebuilt(self) -> tuple[CampaignRecord, str | None]:
-        """campaign.json, or when it is damaged a stand-in made from the run folders and why.
-
-        The report uses this so that one damaged file never hides every other arm.
-        """
+        """campaign.json, or when it is damaged a stand-in made from the run folders and why (so
+        that one damaged file never hides every other arm of a report)."""
         try:
             return self.record(), None
         except HarnessError as err:
             if not self.campaign_json.exists():
                 raise
             problem = f"{err} (the report is built from the run folders)"
-        arms, scenario_name, runner = [], self.path.parent.name, "builtin"
-        for run in self.runs():
-            rec = run.record_or_none()
-            if rec is None:
-                continue
-            scenario_name, runner = rec.spec.scenario, rec.spec.runner
-            arms.append(ArmStatus.of(rec))
-        arms.sort(key=lambda a: role_rank(a.role))
+        recs = [rec for run in self.runs() if (rec := run.record_or_none()) is not None]
+        last = recs[-1].spec if recs else None
         stand_in = CampaignRecord(
             campaign_id=self.path.name,
-            scenario_name=scenario_name,
+            scenario_name=last.scenario if last else self.path.parent.name,
             scenario={},
-            runner=runner,
+            runner=last.runner if last else "builtin",
             created_at=utcnow(),
-            arms=arms,
+            arms=sorted((ArmStatus.of(rec) for rec in recs), key=lambda a: role_rank(a.role)),
         )
         return stand_in, problem
 
