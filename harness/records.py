@@ -64,14 +64,9 @@ def check_schema(
         raise SchemaMismatch(
             f"{source}: schema {given} is not a {kind} record (this harness reads {current})"
         )
-    if parsed[1] > version:
-        raise SchemaMismatch(
-            f"{source}: schema {given} is newer than this harness reads ({current}); read it with a newer harness"
-        )
-    if parsed[1] < version:
-        raise SchemaMismatch(
-            f"{source}: schema {given} is older than this harness reads ({current}); {older}"
-        )
+    if parsed[1] != version:
+        age, what = ("newer", "read it with a newer harness") if parsed[1] > version else ("older", older)
+        raise SchemaMismatch(f"{source}: schema {given} is {age} than this harness reads ({current}); {what}")
 
 
 class Role(str, Enum):
@@ -129,14 +124,12 @@ class AttentionChoice(Record):
 
     @classmethod
     def of(cls, x: Any) -> AttentionChoice:
-        """The attention of ``x``: a record that carries its fields (those it lacks at their
-        defaults) or a dict of them (a payload's JSON; other keys ignored). Always a copy."""
+        """A copy of the attention of ``x``: a record carrying its fields, or a dict (others ignored)."""
         fields = AttentionChoice.model_fields
         data = x if isinstance(x, dict) else {n: getattr(x, n) for n in fields if hasattr(x, n)}
         return AttentionChoice.model_validate({n: v for n, v in data.items() if n in fields})
 
-    def choice(self) -> AttentionChoice:
-        """This record's attention alone (a copy): ``Other(**x.choice().model_dump(), ...)``."""
+    def choice(self) -> AttentionChoice:  # this record's attention alone (a copy)
         return AttentionChoice.of(self)
 
     @property
@@ -151,9 +144,7 @@ class AttentionChoice(Record):
     def timing_notes(self, noise_floor: bool = False) -> list[str]:
         """Why a run of this attention times more than its backend: each perturbation wrapper's own
         work; a ``noise_floor`` run with options and no wrapper is another exact kernel."""
-        notes = (
-            ["the K/V-reversed wrapper copies K and V (flip) before every call"] if self.kv_reversed else []
-        )
+        notes = ["the K/V-reversed wrapper copies K and V (flip) before every call"] * self.kv_reversed
         if self.kv_chunks > 1:
             notes.append("the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass")
         if noise_floor and self.attn_options and not notes:
@@ -161,9 +152,8 @@ class AttentionChoice(Record):
         return notes
 
     def harness_only(self, who: str) -> tuple[str, str] | None:
-        """(field, one line) for the first field set here that only the harness's own attention
-        chain serves, refused for ``who`` (LightX2V's launcher or class, a diffusers dispatcher
-        backend: they apply K/V reversal alone); None when there is none."""
+        """(field, one line) for the first field set here that only the harness's own attention chain
+        serves, refused for ``who`` (LightX2V, a diffusers backend: they apply K/V reversal alone)."""
         if self.kv_chunks > 1:
             name, why = "kv_chunks", "K/V chunks merged by log-sum-exp weights"
         elif self.attn_options:
@@ -261,17 +251,15 @@ class RunSpec(AttentionChoice, _RunPlace):
         campaigns made before them still resume."""
         # Not the plugins (every arm loads them) but ``code``: editing a kernel re-runs its arms only.
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
-        for name, default in (
-            ("kv_chunks", 1),
-            ("attn_options", {}),
-            ("shadows", []),
-            ("insitu", None),
-            ("schedule", None),
-            ("code", {}),
-        ):
-            if data.get(name) == default:
-                data.pop(name)
-        return canonical_hash(data)
+        added = {
+            "kv_chunks": 1,
+            "attn_options": {},
+            "shadows": [],
+            "insitu": None,
+            "schedule": None,
+            "code": {},
+        }
+        return canonical_hash({k: v for k, v in data.items() if k not in added or v != added[k]})
 
 
 REPEAT_MARK = "~r"
@@ -356,12 +344,9 @@ class TimingRecord(Record):
         return [s.seconds for s in sorted(self.steps, key=lambda s: s.index)]
 
     @property
-    def s_per_step(self) -> float | None:
-        """Mean of steps 2..N (step 1 carries warm-up); step 1 alone when it is the only one."""
+    def s_per_step(self) -> float | None:  # mean of the steady steps (``steady_steps``)
         sec = self.step_seconds()
-        if not sec:
-            return None
-        return statistics.fmean(steady_steps(sec))
+        return statistics.fmean(steady_steps(sec)) if sec else None
 
 
 class DirectCheck(Record):
@@ -419,13 +404,11 @@ class AttnCallsRecord(Record):
         return sum(r.calls.get(name, 0) for r in self.ranks.values())
 
     def total_fallbacks(self) -> int:
-        return sum(sum(r.fallbacks.values()) for r in self.ranks.values())
+        return sum(n for r in self.ranks.values() for n in r.fallbacks.values())
 
     def validity(self) -> tuple[bool, list[str]]:
         """Valid: the requested backend served calls on every rank, nothing fell back, no rank reported an error."""
-        reasons: list[str] = []
-        if not self.ranks:
-            reasons.append("no attention calls were recorded")
+        reasons = [] if self.ranks else ["no attention calls were recorded"]
         for rank, rc in sorted(self.ranks.items()):
             if rc.calls.get(self.requested, 0) == 0:
                 reasons.append(f"rank {rank}: requested backend {self.requested!r} served no call")

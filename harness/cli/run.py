@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from harness.cli import common
 from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted, waiting_line
 from harness.errors import Exit
 from harness.visible import visible
@@ -67,27 +68,21 @@ def run(
         if rec.reason:
             out.print(visible(f"{rec.spec.key}: {rec.reason}"), highlight=False, markup=False, soft_wrap=True)
     if outcome.report_paths is not None:
-        for label, path in outcome.report_paths.items():
-            print(f"{label}: {path}")  # plain: paths are copied, never wrapped
+        common.print_paths(outcome.report_paths)
     if outcome.interrupted:
         say_interrupted("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(Exit.INTERRUPTED)
-    problems = [f"{p}" for p in outcome.damaged]
     failed_keys = {r.spec.key for r in outcome.failed}  # named once, on the line below the errors
-    problems += [
+    problems = outcome.damaged + [
         e
-        for e in getattr(outcome.report_paths, "errors", ())
+        for e in [*getattr(outcome.report_paths, "errors", ()), *filter(None, [outcome.report_error])]
         if not (e.endswith(": not measured") and e.split(": ", 1)[0] in failed_keys)
     ]
-    if outcome.report_error:
-        problems.append(outcome.report_error)
     for problem in problems:
         say_err(f"error: {problem}")
     if outcome.failed:
-        say_err(
-            f"{len(outcome.failed)} run(s) did not finish ok or are invalid: "
-            + ", ".join(r.spec.key for r in outcome.failed)
-        )
+        keys = ", ".join(r.spec.key for r in outcome.failed)
+        say_err(f"{len(outcome.failed)} run(s) did not finish ok or are invalid: {keys}")
     if outcome.failed or problems:
         raise typer.Exit(Exit.RUN_FAILED)
 
@@ -98,10 +93,8 @@ def print_dry_run(dry) -> None:
     for note in dry.notes:
         print(note)
     if dry.held_by is not None:
-        print(
-            f"note: another harness run holds this campaign ({dry.held_by.describe()}); "
-            "a real run now would exit 2"
-        )
+        held = dry.held_by.describe()
+        print(f"note: another harness run holds this campaign ({held}); a real run now would exit 2")
     for e in dry.entries:
         note = f"  [would be skipped: {e.preflight}]" if e.preflight else ""
         print(f"\n# {e.key}: {e.action} ({e.why}){note}")
