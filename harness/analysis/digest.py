@@ -1,7 +1,6 @@
 """What an analysis read, as one digest, so that an unchanged campaign is not analysed again:
-campaign.json (but the time it was last written), every file under runs/ by content
-(``compare.hashes`` remembers each file's sha256), the campaign's place, the caller's verdict rules,
-this stage's version and the source of the harness code that computes results (not the renderers).
+campaign.json (but its ``updated_at``), every file under runs/ by content, the campaign's place, the
+verdict rules, this stage's version and the source of the harness code that computes results.
 """
 
 from __future__ import annotations

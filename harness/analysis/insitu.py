@@ -277,11 +277,8 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
         on = [c for c in calls if (c.step, c.block) == (step, block)]
         pairs = [(_l1(c, name), _floor_l1(c, floor_ops)) for c in on]
         pairs = [(x, f) for x, f in pairs if x is not None and f is not None]
-        ratio = (
-            sum(x for x, _ in pairs) / sum(f for _, f in pairs)
-            if pairs and sum(f for _, f in pairs) > 0
-            else None
-        )
+        den = sum(f for _, f in pairs)
+        ratio = sum(x for x, _ in pairs) / den if den > 0 else None
         r.cells.append(InSituCell(step=step, block=block, rel_l1=st.rel_l1, ratio=ratio, calls=st.calls))
     scored = [(k, c, c.errors[name]) for k, c in items if _l1(c, name) is not None]
     scored.sort(key=lambda t: t[2].rel_l1, reverse=True)

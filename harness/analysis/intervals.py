@@ -132,31 +132,19 @@ def _spread(
     if given_sd is not None:
         sigma, df = given_sd
         if math.isfinite(df):
-            return (
-                sigma,
-                df,
-                f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df:g})",
-            )
+            text = f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df:g})"
+            return sigma, df, text
         return sigma, df, f"spread of a run stated: sd {sigma:.3g} of the log energy{source}"
     sigma, df = pooled_log_sd(seeds)
     if sigma is not None:
         runs = sum(len(s.floors) for s in seeds)
-        return (
-            sigma,
-            df,
-            f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})",
-        )
+        text = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})"
+        return sigma, df, text
     if prior_sd is not None:
-        return (
-            prior_sd,
-            math.inf,
-            f"spread of a run stated by the scenario: sd {prior_sd:g} of the log energy{source}",
-        )
-    return (
-        None,
-        0.0,
-        "one floor run per seed: the spread of a run is not measured (and the scenario states none)",
-    )
+        text = f"spread of a run stated by the scenario: sd {prior_sd:g} of the log energy{source}"
+        return prior_sd, math.inf, text
+    text = "one floor run per seed: the spread of a run is not measured (and the scenario states none)"
+    return None, 0.0, text
 
 
 def _combine_seeds(

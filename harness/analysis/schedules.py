@@ -1,7 +1,6 @@
-"""Hybrid schedules of a campaign: for each arm that routes attention by step, the routing proven from
-its per-step call counts (on every rank, each step's calls all served by the backend the schedule
-names for it), its speed-up and accuracy, beside the candidate run on every step, so a user can pick
-the cheapest schedule within tolerance.
+"""Hybrid schedules of a campaign: each arm that routes attention by step, its routing proven from its
+per-step call counts, its speed-up and accuracy, beside the plain candidate, so a user can pick the
+cheapest schedule within tolerance.
 """
 
 from __future__ import annotations

@@ -26,11 +26,10 @@ def interval_text(t: Terms, fmt, what: str = "") -> str:
 
 def floor_ratio(r: Reading, t: Terms, what: str) -> str:
     """'27.5x the floor's (range over seeds 12.1 to 40.2; video MSE), tolerance 2x', or no ratio."""
+    tolerance = f"tolerance {r.tolerance:g}x"
     if t.value is None:
-        return f"no error ratio ({r.regime}), tolerance {r.tolerance:g}x"
-    return (
-        f"{ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, tolerance {r.tolerance:g}x"
-    )
+        return f"no error ratio ({r.regime}), {tolerance}"
+    return f"{ratio_text(t.value)} the floor's{interval_text(t, ratio_text, what)}, {tolerance}"
 
 
 def ratio_line(r: Reading) -> str:

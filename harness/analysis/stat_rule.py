@@ -205,18 +205,12 @@ def stats_text(v: StatsVerdict, rules: VerdictRules) -> str:
     bad = [c for c in judged if c.word == OUTSIDE]
     if v.word == OUTSIDE:
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        return (
-            f"statistics OUTSIDE run-to-run variability ({len(bad)} of {len(judged)}): "
-            + "; ".join(c.text for c in bad[:3])
-            + more
-        )
+        shown = "; ".join(c.text for c in bad[:3]) + more
+        return f"statistics OUTSIDE run-to-run variability ({len(bad)} of {len(judged)}): {shown}"
     if v.word == INCOMPLETE:
         return f"statistics {INCOMPLETE}: " + "; ".join(c.text for c in judged if c.word == INCOMPLETE)
     worst = max((c.detectable for c in judged if c.detectable is not None), default=None)
     could = f"could detect a change of {percent_text(worst)} at this n" if worst is not None else "no spread"
     if v.word == INCONCLUSIVE:
-        return (
-            f"statistics: no difference detected ({could}; within needs {100 * rules.stats_detectable:g}%): "
-            f"{v.word}"
-        )
+        return f"statistics: no difference detected ({could}; within needs {100 * rules.stats_detectable:g}%): {v.word}"
     return f"statistics within run-to-run variability ({len(judged)} judged; {could})"
