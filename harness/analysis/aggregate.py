@@ -24,10 +24,9 @@ def spread(values: list[float | None]) -> Spread:
         return Spread(n=0)
     finite = [v for v in vals if math.isfinite(v)]
     s = Spread(n=len(vals), values=vals, min=min(vals), max=max(vals))
-    s.mean = (
-        statistics.fmean(vals) if len(finite) == len(vals) else (math.inf if max(vals) == math.inf else None)
-    )
-    s.std = statistics.stdev(vals) if len(finite) == len(vals) and len(vals) > 1 else None
+    all_finite = len(finite) == len(vals)
+    s.mean = statistics.fmean(vals) if all_finite else (math.inf if max(vals) == math.inf else None)
+    s.std = statistics.stdev(vals) if all_finite and len(vals) > 1 else None
     return s
 
 
