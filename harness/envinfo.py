@@ -3,6 +3,7 @@ installed package versions, and the one rule that picks the device a stage compu
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata as md
 import os
 import platform
@@ -80,9 +81,8 @@ GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 def gpu_device_nodes() -> list[str]:
     """The GPU device files present here (none: torch sees no CUDA/ROCm GPU either). Not Linux:
     unknown, so every node counts as present and torch is asked."""
-    if not sys.platform.startswith("linux"):
-        return list(GPU_DEVICE_NODES)
-    return [p for p in GPU_DEVICE_NODES if os.path.exists(p)]
+    linux = sys.platform.startswith("linux")
+    return [p for p in GPU_DEVICE_NODES if not linux or os.path.exists(p)]
 
 
 def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
@@ -112,12 +112,10 @@ def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
 
 
 def cpu_model() -> str | None:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or None
 
 
@@ -158,10 +156,8 @@ def driver_version(hip: bool) -> str | None:
 
 def rocm_version() -> str | None:
     for p in (Path("/opt/rocm/.info/version"), Path("/opt/rocm/.info/version-dev")):
-        try:
+        with contextlib.suppress(OSError):
             return p.read_text().strip()
-        except OSError:
-            continue
     return None
 
 
@@ -231,14 +227,10 @@ def summary_lines(fp: dict[str, Any]) -> list[tuple[str, str]]:
         ("torch", f"{t.get('version')} ({backend})"),
         ("driver", str(fp.get("driver") or "-")),
     ]
-    if fp.get("rocm"):
-        rows.append(("rocm", fp["rocm"]))
-    for name, ver in sorted((fp.get("packages") or {}).items()):
-        if name != "torch":  # already shown with its CUDA/HIP build above
-            rows.append((name, ver))
+    rows += [("rocm", fp["rocm"])] if fp.get("rocm") else []
+    # torch is already shown with its CUDA/HIP build above
+    rows += [(name, ver) for name, ver in sorted((fp.get("packages") or {}).items()) if name != "torch"]
     for key, val in sorted(fp.items()):
         if key.endswith("_git"):
             rows.append((key, f"{val['sha'][:12]}{' (dirty)' if val['dirty'] else ''}" if val else "-"))
-    for k, v in sorted((fp.get("env") or {}).items()):
-        rows.append((f"env {k}", v))
-    return rows
+    return rows + [(f"env {k}", v) for k, v in sorted((fp.get("env") or {}).items())]

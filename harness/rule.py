@@ -36,11 +36,7 @@ def word(lo: float, hi: float, bound: float, *, higher_is_worse: bool = True) ->
         return INCONCLUSIVE
     if not higher_is_worse:
         lo, hi, bound = -hi, -lo, -bound
-    if hi <= bound:
-        return WITHIN
-    if lo > bound:
-        return OUTSIDE
-    return INCONCLUSIVE
+    return WITHIN if hi <= bound else OUTSIDE if lo > bound else INCONCLUSIVE
 
 
 def combine(words: Iterable[str], *, empty: str = INCOMPLETE) -> str:
@@ -134,19 +130,16 @@ def t_two_sided_p(t: float, df: float) -> float:
     """P(|T_df| > |t|)."""
     from scipy import special
 
-    if math.isinf(df):
-        return float(2 * special.ndtr(-abs(t)))
-    return float(2 * special.stdtr(df, -abs(t)))
+    return float(2 * (special.ndtr(-abs(t)) if math.isinf(df) else special.stdtr(df, -abs(t))))
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values (None stays None), in the order given."""
     idx = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
-    m = len(idx)
     out: list[float | None] = [None] * len(p_values)
     running = 0.0
     for rank, i in enumerate(idx):
-        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        running = max(running, min(1.0, (len(idx) - rank) * float(p_values[i])))
         out[i] = running
     return out
 

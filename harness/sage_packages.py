@@ -1,4 +1,4 @@
-"""thu-ml SageAttention versions side by side, as ``make sageattention`` installs them
+"""thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
 (``python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]``; refused
 without a CUDA or ROCm GPU: exit 2). PyPI has only 1.0.6; SageAttention2 is a pinned tarball
 (sha256 checked), Triton path only: ``quant.py`` imports the compiled ``_fused``, so an empty one is
@@ -153,8 +153,7 @@ def install_sageattention1(spec: str, dest: Path) -> Path:
 
 def write_marker(folder: Path, pkg: SagePackage, **extra: str) -> None:
     data = {"schema": MARKER_SCHEMA, "package": "sageattention", "version": pkg.version, **extra}
-    if pkg.commit:
-        data["commit"] = pkg.commit
+    data.update({"commit": pkg.commit} if pkg.commit else {})
     (folder / MARKER).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -187,23 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     why = gpu_here()
-    if why:
-        print(f"make sageattention: not installed: {why}", file=sys.stderr)
-        return 2
-    if not args.tarball.is_file():
-        print(f"make sageattention: --tarball {args.tarball}: no such file", file=sys.stderr)
+    if why or not args.tarball.is_file():
+        why = f"not installed: {why}" if why else f"--tarball {args.tarball}: no such file"
+        print(f"make sageattention: {why}", file=sys.stderr)
         return 2
     dest = args.dest or install_dir()
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        for path in (
+        paths = (
             install_sageattention2(args.tarball, args.sha256, dest),
             install_sageattention1(args.sa1, dest),
-        ):
-            print(f"installed {path}")
+        )
     except InstallError as err:
         print(f"make sageattention: {err}", file=sys.stderr)
         return 2
+    for path in paths:
+        print(f"installed {path}")
     return 0
 
 

@@ -177,13 +177,13 @@ def check_aliases(root: yaml.Node) -> None:
                 node.start_mark.line + 1, "not valid YAML: an alias refers to a node that contains it"
             )
         open_nodes.add(key)
-        total = 1
         if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                total += expanded(k) + expanded(v)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                total += expanded(item)
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        total = 1
+        for child in children:  # a loop, not sum(): one frame per level of the document
+            total += expanded(child)
         open_nodes.discard(key)
         size[key] = total
         return total
@@ -210,15 +210,13 @@ def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict
         if not isinstance(node, yaml.MappingNode | yaml.SequenceNode) or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key, val in node.value:
-                if not isinstance(key, yaml.ScalarNode):
-                    continue  # a mapping or list as a key: the schema rejects it, without a line of its own
-                out[path + (key.value,)] = key.start_mark.line + 1
-                stack.append((val, path + (key.value,)))
-        else:
-            for i, item in enumerate(node.value):
-                stack.append((item, path + (i,)))
+        if isinstance(node, yaml.SequenceNode):
+            stack += [(item, path + (i,)) for i, item in enumerate(node.value)]
+            continue
+        # a mapping or list as a key: the schema rejects it, without a line of its own
+        for key, val in (kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode)):
+            out[path + (key.value,)] = key.start_mark.line + 1
+            stack.append((val, path + (key.value,)))
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import types
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from harness.errors import ScenarioError
 from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
 from harness.plugins import RUNNERS
+from harness.registry import did_you_mean
 from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
 from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, NAME_PATTERN, NAME_RULE
 from harness.scenario.parts import FieldProblem
@@ -69,8 +69,7 @@ def _describe(root: type[BaseModel], err: dict) -> str:
     if kind == "extra_forbidden":
         parent = _model_at(root, loc[:-1])
         allowed = list(parent.model_fields) if parent else []
-        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        tip = f"; did you mean {hint[0]!r}?" if hint else ""
+        tip = did_you_mean(str(loc[-1]), allowed)
         return f"unknown key{tip} (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
     if kind == "missing":
         return "required field is missing"
@@ -200,9 +199,8 @@ def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = No
 
 
 def unset_variables(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> list[str]:
-    """The variables a scenario file's values use without a default (``${VAR}``) that are unset or
-    empty here, in order of first use; a file that cannot be read or parsed has none (loading it
-    names its problem). What a run needs of its machine, not a problem of the file."""
+    """The variables (``${VAR}``, no default) a scenario file uses that are unset or empty here, in
+    order of first use: what a run needs of its machine (an unreadable file has none)."""
     environ = os.environ if environ is None else environ
     path = resolve_scenario_path(ref)
     try:
@@ -218,11 +216,8 @@ def unset_variables(ref: str | Path, environ: typing.Mapping[str, str] | None = 
             for m in _VAR.finditer(value):
                 if m.group(2) is None and not environ.get(m.group(1)) and m.group(1) != "SCENARIO_DIR":
                     names[m.group(1)] = None
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
+        elif isinstance(value, (dict, list)):
+            for v in value.values() if isinstance(value, dict) else value:
                 walk(v)
 
     try:
@@ -233,7 +228,7 @@ def unset_variables(ref: str | Path, environ: typing.Mapping[str, str] | None = 
 
 
 def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:
-    return sorted(p for p in folder.glob("*.y*ml")) if folder.is_dir() else []
+    return sorted(folder.glob("*.y*ml")) if folder.is_dir() else []
 
 
 def json_schema() -> dict[str, Any]:
