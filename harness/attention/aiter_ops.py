@@ -19,7 +19,7 @@ import torch
 from harness.attention.registry import (
     AttentionBackend,
     UnsupportedCall,
-    check_qkv,
+    check_gpu_call,
     default_scale,
     register_backend,
 )
@@ -74,8 +74,7 @@ def call_bshd(op: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch
 
 
 class AiterBackend(AttentionBackend):
-    """What the aiter backends share: cheap availability checks (no GPU work, aiter not imported),
-    and the refusal of tensors off the GPU or of dtypes other than bf16 and fp16."""
+    """What the aiter backends share: cheap availability checks (no GPU work, aiter not imported)."""
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -86,13 +85,6 @@ class AiterBackend(AttentionBackend):
         if importlib.util.find_spec("aiter") is None:
             return False, "the python package 'aiter' (amd-aiter) is not installed"
         return True, f"ROCm {torch.version.hip}, amd-aiter {package_version('amd-aiter')}"
-
-    def check_call(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        check_qkv(self.name, q, k, v)
-        if q.device.type != "cuda":
-            raise UnsupportedCall(f"{self.name}: tensors on {q.device}; the op needs the GPU")
-        if q.dtype not in (torch.bfloat16, torch.float16):
-            raise UnsupportedCall(f"{self.name}: dtype {q.dtype} (bf16 or fp16 only)")
 
 
 @register_backend(
@@ -130,7 +122,7 @@ class AiterSageAttn(AiterBackend):
         return lambda q, k, v, s: call_bshd(op, q, k, v, **({arg: s} if arg else {}))
 
     def __call__(self, q, k, v, scale=None):
-        self.check_call(q, k, v)
+        check_gpu_call(self.name, q, k, v)
         if q.shape[-1] != 128:
             raise UnsupportedCall(f"aiter_sage_attn: head dim {q.shape[-1]} (only 128)")
         if q.shape != k.shape:
@@ -175,7 +167,7 @@ class AiterAttn(AiterBackend):
         return lambda q, k, v, s: call_bshd(fa, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
 
     def __call__(self, q, k, v, scale=None):
-        self.check_call(q, k, v)
+        check_gpu_call(self.name, q, k, v)
         return call_bshd(
             self._fn, q, k, v, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False
         )

@@ -253,5 +253,17 @@ def check_qkv(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> N
         raise HarnessError(f"{name}: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
 
 
+def check_gpu_call(
+    name: str, *qkv: torch.Tensor, needs: str = "the op needs the GPU", dtypes: str = "bf16 or fp16"
+) -> None:
+    """``check_qkv``, then a GPU kernel's refusal (UnsupportedCall) of tensors off the GPU or of dtypes
+    other than bf16 and fp16, in the backend's words (``needs``, ``dtypes``)."""
+    check_qkv(name, *qkv)
+    if qkv[0].device.type != "cuda":
+        raise UnsupportedCall(f"{name}: tensors on {qkv[0].device}; {needs}")
+    if qkv[0].dtype not in (torch.bfloat16, torch.float16):
+        raise UnsupportedCall(f"{name}: dtype {qkv[0].dtype} ({dtypes} only)")
+
+
 def default_scale(q: torch.Tensor, scale: float | None) -> float:
     return float(q.shape[-1]) ** -0.5 if scale is None else float(scale)

@@ -18,7 +18,7 @@ import torch
 from harness.attention.registry import (
     AttentionBackend,
     UnsupportedCall,
-    check_qkv,
+    check_gpu_call,
     default_scale,
     register_backend,
 )
@@ -128,11 +128,7 @@ class SageAttn2(AttentionBackend):
         return d <= 128  # 2.x pads to 64 or 128 and raises above
 
     def __call__(self, q, k, v, scale=None):
-        check_qkv(self.name, q, k, v)
-        if q.device.type != "cuda":
-            raise UnsupportedCall(f"sage_attn2: tensors on {q.device}; the kernels need a GPU")
-        if q.dtype not in (torch.float16, torch.bfloat16):
-            raise UnsupportedCall(f"sage_attn2: dtype {q.dtype} (fp16 or bf16 only)")
+        check_gpu_call(self.name, q, k, v, needs="the kernels need a GPU", dtypes="fp16 or bf16")
         if not self.supported_head_dim(q.shape[-1]):
             raise UnsupportedCall(f"sage_attn2: head dim {q.shape[-1]} unsupported by {self._function}")
         out = self._fn(
