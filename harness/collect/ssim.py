@@ -94,9 +94,6 @@ def ssim_sse(
     return float(total), int(count), int(err)
 
 
-# --- torch (GPU, or CPU for tests) ---------------------------------------------------------
-
-
 def _pass(x: torch.Tensor, k: list[float], dim: int) -> torch.Tensor:
     """One centre-compensated 11-tap pass along ``dim`` (as in the CPU kernel), valid region only, as
     shifted multiply-adds: no TF32 or convolution algorithm can change the digits, and the work is

@@ -164,9 +164,6 @@ class StatsReducer:
         }
 
 
-# --- torch (GPU) ---------------------------------------------------------------------------
-
-
 def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[FrameStats]:
     """FrameStats for a uint8 batch [N, H, W, 3] on any device (``prev``: the frame before it), in
     integer arithmetic throughout, so the sums equal the CPU kernel's exactly."""
