@@ -72,19 +72,16 @@ class TorchSDPA(AttentionBackend):
         return {**super().params, "impl": "torch.nn.functional.scaled_dot_product_attention"}
 
     def direct_call(self):
-        choice = self.options["sdpa_backend"]
+        return self._sdpa
 
-        def sdpa(q, k, v, scale):
-            with _sdpa_context(choice):
-                return F.scaled_dot_product_attention(q, k, v, scale=scale)
-
-        return sdpa
+    def _sdpa(self, q, k, v, scale):
+        with _sdpa_context(self.options["sdpa_backend"]):
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
 
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         try:
-            with _sdpa_context(self.options["sdpa_backend"]):
-                return F.scaled_dot_product_attention(q, k, v, scale=default_scale(q, scale))
+            return self._sdpa(q, k, v, default_scale(q, scale))
         except RuntimeError as err:
             if self.options["sdpa_backend"] == "auto":
                 raise
