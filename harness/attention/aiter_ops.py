@@ -117,8 +117,7 @@ class AiterSageAttn(AiterBackend):
         }
 
     def direct_call(self):
-        op, _ = _find_sage_op(importlib.import_module("aiter"))
-        arg = _scale_parameter(op)
+        op, arg = self._fn, self._scale_arg
         return lambda q, k, v, s: call_bshd(op, q, k, v, **({arg: s} if arg else {}))
 
     def __call__(self, q, k, v, scale=None):
@@ -163,8 +162,7 @@ class AiterAttn(AiterBackend):
         }
 
     def direct_call(self):
-        fa = importlib.import_module("aiter").flash_attn_func
-        return lambda q, k, v, s: call_bshd(fa, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
+        return lambda q, k, v, s: call_bshd(self._fn, q, k, v, dropout_p=0.0, softmax_scale=s, causal=False)
 
     def __call__(self, q, k, v, scale=None):
         check_gpu_call(self.name, q, k, v)
