@@ -44,9 +44,7 @@ class WriteError(HarnessError, OSError):
 def _hint(code: int | None) -> str:
     if code in (errno.ENOSPC, errno.EDQUOT):
         return "; free some space and run the same command again"
-    if code == errno.EROFS:
-        return "; the file system is mounted read-only"
-    return ""
+    return "; the file system is mounted read-only" if code == errno.EROFS else ""
 
 
 class UnsafePathError(HarnessError):
@@ -91,10 +89,9 @@ def _why_not_relative(rel: str) -> str | None:
 
 
 def _link_line(root: Path, link: Path) -> str:
-    try:
+    target = ""
+    with contextlib.suppress(OSError):
         target = f" (to {os.readlink(link)})"
-    except OSError:
-        target = ""
     return (
         f"{link}: a symbolic link{target} inside {root}; the harness writes only into folders of its own "
         "(copy the folder in, or remove the link): refused, nothing written"
@@ -152,11 +149,10 @@ def check_campaign_path(path: os.PathLike | str) -> None:
 def refuse_linked_folders(root: os.PathLike | str) -> None:
     """UnsafePathError naming the first symbolic link to a folder anywhere below ``root`` (a
     campaign's folders are its own): a writer checks this before it writes anything there."""
-    root = Path(root)
     for top, dirs, _files in os.walk(root):  # a link to a folder is listed in dirs, never entered
-        for name in sorted(dirs):
-            if Path(top, name).is_symlink():
-                raise UnsafePathError(_link_line(root, Path(top, name)))
+        link = next((Path(top, n) for n in sorted(dirs) if Path(top, n).is_symlink()), None)
+        if link is not None:
+            raise UnsafePathError(_link_line(Path(root), link))
 
 
 _FAULT_COUNTS: dict[str, int] = {}
@@ -205,10 +201,8 @@ def failed_writes(under: os.PathLike | str) -> Iterator[list[WriteError]]:
 
 
 def _is_under(path: str | None, root: str) -> bool:
-    if not path:
-        return False
-    full = os.path.realpath(path)
-    return full == root or full.startswith(root.rstrip(os.sep) + os.sep)
+    full = os.path.realpath(path) if path else None
+    return full is not None and (full == root or full.startswith(root.rstrip(os.sep) + os.sep))
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -245,10 +239,8 @@ def _write_atomically(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             Path(tmp).unlink(missing_ok=True)
-        except OSError:
-            pass
         if isinstance(exc, OSError) and not isinstance(exc, WriteError):
             raise WriteError(path, exc) from None
         raise
@@ -315,8 +307,7 @@ def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
             else:
                 _link_or_copy(str(src), str(dst))
     except OSError:
-        if backup.exists():
-            shutil.rmtree(backup, ignore_errors=True)
+        shutil.rmtree(backup, ignore_errors=True)
         backup = None
     try:
         yield

@@ -83,11 +83,15 @@ def md_alt(text: str) -> str:
     )
 
 
+def _fence(text: str, least: int = 1) -> str:
+    """A run of backticks longer than any in ``text`` (and at least ``least``): nothing closes it early."""
+    return "`" * max(least, max(map(len, re.findall("`+", text)), default=0) + 1)
+
+
 def md_code(text: str) -> str:
     """Inline code (not for a table cell): the text shown as is; nothing in it is markdown."""
     flat = visible(str(text).translate(LINE_BREAKS)) or " "
-    longest = max(map(len, re.findall("`+", flat)), default=0)
-    fence = "`" * (longest + 1)
+    fence = _fence(flat)
     pad = " " if flat[:1] == "`" or flat[-1:] == "`" or (flat.startswith(" ") and flat.endswith(" ")) else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
 
@@ -117,19 +121,15 @@ def csv_cell(value: Any) -> Any:
 def md_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
     """The lines of a markdown table, every cell escaped (``md_unescape`` reads a cell back);
     ``align``: one letter per column, ``l`` (default) or ``r`` (right-aligned)."""
-    cell = md_escape
     marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join(marks) + "|"]
-    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return out
+    lines = ["| " + " | ".join(map(md_escape, row)) + " |" for row in [headers, *rows]]
+    return [lines[0], "|" + "|".join(marks) + "|", *lines[1:]]
 
 
 def md_table(t: TextTable, level: int = 3, align: str = "") -> str:
     """A table with its title as a heading of ``level`` and its notes as a list below it."""
     out = [f"{'#' * level} {md_escape(t.title)}", ""] if t.title else []
-    out += md_rows(t.headers, t.rows, align)
-    for n in t.notes:
-        out.append(f"\n- {md_text(n)}")
+    out += md_rows(t.headers, t.rows, align) + [f"\n- {md_text(n)}" for n in t.notes]
     return "\n".join(out) + "\n"
 
 
@@ -137,8 +137,7 @@ def md_code_block(text: str, lang: str = "text") -> str:
     """A fenced block that the text cannot close early (fence longer than any backtick run); its
     lines are kept, their control characters made visible."""
     text = "\n".join(visible(line) for line in str(text).split("\n"))
-    longest = max(map(len, re.findall("`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    fence = _fence(text, 3)
     return f"{fence}{lang}\n{text}\n{fence}\n"
 
 

@@ -6,6 +6,7 @@ arms twice); a process takes it once. Taking it removes what killed writers left
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -76,16 +77,15 @@ def lock_holder(campaign: CampaignDir) -> LockHolder | None:
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd) or UNKNOWN_HOLDER
-        except OSError:
-            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return _read_holder(fd) or UNKNOWN_HOLDER
+    except OSError:
         return None
     finally:
         os.close(fd)
+    return None
 
 
 _HELD: dict[str, CampaignLock] = {}  # campaign folder -> the lock this process holds on it
@@ -184,10 +184,8 @@ class CampaignLock:
         if self.fd is None:
             return
         _HELD.pop(self._key, None)
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(self.fd, 0)  # a clean end leaves no holder behind
-        except OSError:
-            pass
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None
@@ -219,17 +217,13 @@ def remove_stale_temps(root: Path) -> list[Path]:
             dirs[:] = []
             continue
         if here == runs:
-            for name in [d for d in dirs if STAGING_DIR.match(d)]:
+            for name in list(filter(STAGING_DIR.match, dirs)):
                 dirs.remove(name)
-                target = here / name
-                if not target.is_symlink():
-                    shutil.rmtree(target, ignore_errors=True)
-                    removed.append(target)
-        for name in files:
-            if TEMP_FILE.match(name):
-                try:
-                    (here / name).unlink()
+                if not (here / name).is_symlink():
+                    shutil.rmtree(here / name, ignore_errors=True)
                     removed.append(here / name)
-                except OSError:
-                    pass
+        for name in filter(TEMP_FILE.match, files):
+            with contextlib.suppress(OSError):
+                (here / name).unlink()
+                removed.append(here / name)
     return removed

@@ -236,14 +236,13 @@ class Scenario(Strict):
                 "verdict.floor_log_sd_source is required with verdict.floor_log_sd: say where that spread was "
                 "measured (it is printed beside every reading that uses it)"
             )
-        counts = collections.Counter(a.name for a in self.arms)  # linear: a scenario may list 100,000 arms
-        dups = sorted(n for n, k in counts.items() if k > 1)
+        # linear: a scenario may list 100,000 arms
+        dups = sorted(n for n, k in collections.Counter(a.name for a in self.arms).items() if k > 1)
         if dups:
             raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
         refs = [a.name for a in self.arms if a.role == Role.reference]
         if len(refs) != 1:
-            found = ", ".join(refs) if refs else "none"
-            raise ValueError(f"exactly one arm must have role: reference (found {found})")
+            raise ValueError(f"exactly one arm must have role: reference (found {', '.join(refs) or 'none'})")
         self._require_block(type(self).runner_part, f"runner {self.runner!r}")
         check_insitu(self, type(self).runner_part.insitu)  # a FieldProblem, like a runner's check
         if self.default_profile is not None and self.default_profile not in self.profiles:
@@ -268,12 +267,12 @@ class Scenario(Strict):
         return next(a for a in self.arms if a.role == Role.reference)
 
     def arm(self, name: str) -> Arm:
-        for a in self.arms:
-            if a.name == name:
-                return a
-        raise ScenarioError(
-            f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})"
-        )
+        found = next((a for a in self.arms if a.name == name), None)
+        if found is None:
+            raise ScenarioError(
+                f"scenario {self.name}: no arm named {name!r} (arms: {', '.join(self.arm_names)})"
+            )
+        return found
 
     @property
     def arm_names(self) -> list[str]:
@@ -297,13 +296,12 @@ def scenario_model(runner: Any = None, kind: Any = E2E) -> type[Scenario]:
     """The model that validates a scenario naming ``runner`` and ``kind`` (the raw values a file
     gives): the core, plus the block and arm fields of that runner and the block of that kind.
     An unknown or missing name gives the core alone, which then says what is wrong."""
-    runner_part = NO_PART
-    if isinstance(runner, str) and runner in RUNNERS and runner in RUNNER_SCENARIO:
-        runner_part = RUNNER_SCENARIO.get(runner)
-    kind_part = NO_PART
-    if isinstance(kind, str) and kind != E2E and kind in SCENARIO_KINDS:
-        kind_part = SCENARIO_KINDS.get(kind)
-    return _composed(runner_part, kind_part)
+    known_runner = isinstance(runner, str) and runner in RUNNERS and runner in RUNNER_SCENARIO
+    known_kind = isinstance(kind, str) and kind != E2E and kind in SCENARIO_KINDS
+    return _composed(
+        RUNNER_SCENARIO.get(runner) if known_runner else NO_PART,
+        SCENARIO_KINDS.get(kind) if known_kind else NO_PART,
+    )
 
 
 def full_model() -> type[Scenario]:

@@ -1,7 +1,5 @@
-"""The numbers a verdict is judged with, as a scenario writes them (the ``verdict:`` block).
-
-Every verdict and every speed line prints the rule it used, so a reader never has to guess
-the tolerance behind a word of ``harness.rule`` or the level behind a "slower".
+"""The numbers a verdict is judged with, as a scenario writes them (the ``verdict:`` block); every
+verdict and speed line prints the rule it used, so a reader never guesses a tolerance or a level.
 """
 
 from __future__ import annotations
@@ -30,11 +28,7 @@ class VerdictRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tolerance: float = Field(
-        DEFAULT_TOLERANCE,
-        gt=1.0,
-        description=TOLERANCE_HELP,
-    )
+    tolerance: float = Field(DEFAULT_TOLERANCE, gt=1.0, description=TOLERANCE_HELP)
     alpha: float = Field(
         DEFAULT_ALPHA,
         gt=0.0,
@@ -73,11 +67,7 @@ class VerdictRules(BaseModel):
         description="Where floor_log_sd was measured (e.g. 'H200 example, 3 seeds x 3 floor runs'): printed "
         "beside every reading that uses it.",
     )
-    stats_detectable: float = Field(
-        0.05,
-        gt=0.0,
-        description=DETECTABLE_HELP,
-    )
+    stats_detectable: float = Field(0.05, gt=0.0, description=DETECTABLE_HELP)
     stats_min_effect: float = Field(
         0.01,
         ge=0.0,
@@ -127,6 +117,4 @@ class VerdictRules(BaseModel):
     def stated_sd(self, kind: str) -> tuple[float | None, str]:
         """(the spread the scenario states for ``kind``, its source), (None, "") when none."""
         sd = self.floor_log_sd.get(kind)
-        if sd is None:
-            return None, ""
-        return sd, f"source: {self.floor_log_sd_source or 'not given'}"
+        return (None, "") if sd is None else (sd, f"source: {self.floor_log_sd_source or 'not given'}")
