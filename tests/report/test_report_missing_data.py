@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from campaign_factory import ArmSpec, copy_campaign, make_campaign, report_digest
+from campaign_factory import ArmSpec, report_digest
 from cli_testutil import blocked_on_flock, wait_for
 
 from harness.report import build_report
@@ -23,25 +23,6 @@ ARMS = [
     ArmSpec("floor", role="noise_floor", attn_type="torch_sdpa", kv_reversed=True, noise=2.0),
     ArmSpec("cand", noise=4.0),
 ]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The campaign of ARMS, made once; each test changes a copy (``fresh``)."""
-    return make_campaign(tmp_path_factory.mktemp("built"), ARMS)
-
-
-@pytest.fixture(scope="module")
-def reported(built, tmp_path_factory):
-    """The same campaign reported once; a test that needs a previous report changes a copy."""
-    camp = copy_campaign(built, tmp_path_factory.mktemp("reported"))
-    build_report(camp)
-    return camp
-
-
-@pytest.fixture
-def fresh(built, tmp_path):
-    return copy_campaign(built, tmp_path)
 
 
 def harness(*args, **kw):
@@ -64,8 +45,8 @@ def error_lines(res) -> list[str]:
         ("runs", "run folder"),
     ],
 )
-def test_missing_data_is_named_and_exits_3(fresh, remove, named):
-    camp = fresh
+def test_missing_data_is_named_and_exits_3(campaign_factory, remove, named):
+    camp = campaign_factory(ARMS)
     target = camp.path / remove
     shutil.rmtree(target) if target.is_dir() else target.unlink()
     res = harness("report", camp.path)
@@ -84,8 +65,8 @@ def test_missing_data_is_named_and_exits_3(fresh, remove, named):
         ("frames", "runs/cand"),
     ],
 )
-def test_data_removed_while_the_report_is_built_is_named(fresh, when, remove):
-    camp = fresh
+def test_data_removed_while_the_report_is_built_is_named(campaign_factory, when, remove):
+    camp = campaign_factory(ARMS)
     removed = []
 
     def progress(message: str) -> None:
@@ -100,8 +81,9 @@ def test_data_removed_while_the_report_is_built_is_named(fresh, when, remove):
     assert "INCOMPLETE" in (camp.path / "pr.md").read_text()
 
 
-def test_an_interrupted_report_leaves_the_old_one_whole(reported, tmp_path):
-    camp = copy_campaign(reported, tmp_path)
+def test_an_interrupted_report_leaves_the_old_one_whole(campaign_factory):
+    camp = campaign_factory(ARMS)
+    build_report(camp)
     before = report_digest(camp.path)
     (camp.path / "runs" / "cand" / "stderr.log").write_text("changed: the analysis runs again\n")
     for stage in ("frames", "figures", "write report"):
@@ -121,8 +103,9 @@ def test_an_interrupted_report_leaves_the_old_one_whole(reported, tmp_path):
 
 
 @pytest.mark.concurrency  # a lock held by another process; .ci/flake-hunt
-def test_report_waits_for_the_run_that_holds_the_campaign(reported, tmp_path):
-    camp = copy_campaign(reported, tmp_path)
+def test_report_waits_for_the_run_that_holds_the_campaign(campaign_factory):
+    camp = campaign_factory(ARMS)
+    build_report(camp)
     stamp = (camp.path / "report.md").stat().st_mtime_ns
     lock = CampaignLock(camp).acquire()
     err_log = camp.path.parent / "report.stderr"
