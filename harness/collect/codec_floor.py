@@ -15,6 +15,7 @@ reference run, in one of two ways:
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tempfile
@@ -48,11 +49,9 @@ def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
         with open_media(path) as c:
             if not c.streams.video:
                 return None
-            for i, pkt in enumerate(c.demux(c.streams.video[0])):
+            for pkt in itertools.islice(c.demux(c.streams.video[0]), max_packets):
                 if m := _X264_INFO.search(bytes(pkt)):
                     return m.group(0).decode("ascii", "replace")
-                if i + 1 >= max_packets:
-                    break
     except (av.error.FFmpegError, HarnessError):
         return None
     return None
