@@ -331,7 +331,7 @@ def aggregate_all(res: ReportResults, families: dict[str, str] | None = None) ->
 
 
 def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None = None) -> None:
-    """``res.verdicts``: one per candidate arm, against its seeds' floors, the baseline and its in-situ reading."""
+    """``res.verdicts``: one per candidate, against its seeds' floors, the baseline and its in-situ reading."""
     floors = [c for c in res.comparisons if c.b.role == "noise_floor" and c.measured]
     base_arm = res.rules.accepted_baseline
     base = [c for c in res.comparisons if c.b.arm == base_arm]

@@ -228,15 +228,13 @@ def candidate_reading(
     _shape(r, items, name, floor_ops, base)
     r.findings = find(name, obs)
     s = r.stats
-    where = f"{r.calls} call(s) of {', '.join(r.runs)}" + (
-        f", {r.refused} not measured (refused)" if r.refused else ""
-    )
-    head = (
-        f"in situ rel L1 {s.rel_l1:.3g}, cosine {s.cosine:.6f} (worst row p1 {s.row_cos_p1:.4f}) on {where}"
-        + (f" (pooled over the {r.calls - s.failed} call(s) measured finite)" if bad or broke else "")
-        if s.rel_l1 is not None
-        else f"not measured on {where}"
-    )
+    refused = f", {r.refused} not measured (refused)" if r.refused else ""
+    where = f"{r.calls} call(s) of {', '.join(r.runs)}{refused}"
+    pooled = f" (pooled over the {r.calls - s.failed} call(s) measured finite)" if bad or broke else ""
+    head = f"not measured on {where}"
+    if s.rel_l1 is not None:
+        head = f"in situ rel L1 {s.rel_l1:.3g}, cosine {s.cosine:.6f} (worst row p1 {s.row_cos_p1:.4f}) on "
+        head += f"{where}{pooled}"
     judged = [p.text for p in r.parts]
     if len(r.per_kind) > 1 and top is not None:  # the kind that decides (a failed call first), the others
         lead = "by call kind, worst first" if bad or broke else "decided by kind"

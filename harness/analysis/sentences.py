@@ -106,9 +106,8 @@ def accuracy_words(r: Reading) -> str:
         )
         return f"{INVALID}: {why}{measured}"
     if r.word == INCOMPLETE and r.missing:
-        return f"{INCOMPLETE}: missing {r.missing[0]}" + (
-            f" and {len(r.missing) - 1} more" if len(r.missing) > 1 else ""
-        )
+        more = f" and {len(r.missing) - 1} more" if len(r.missing) > 1 else ""
+        return f"{INCOMPLETE}: missing {r.missing[0]}{more}"
     t = r.ratio
     if t.value is None:  # no reading to quote (an older harness's verdict): the verdict's own line
         why = r.text.split("; WARNING: ")[0] if r.text else f"no error ratio ({r.regime})"
@@ -152,9 +151,8 @@ def candidate_line(r: Reading) -> str:
     """'arm[ (badge)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>), tolerance 2x; DiT s/step
     speed-up ...[; WARNING below]', at most ``LINE`` characters."""
     name = candidate_name(r.arm, r.badge)
-    rest = f"; {speed_words(r.step, r.emulator)}" + (
-        f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
-    )
+    warned = f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
+    rest = f"; {speed_words(r.step, r.emulator)}{warned}"
     # the accuracy words give way first: the speed-up and the warning count always show
     return fit(f"{name}: {fit(accuracy_words(r), max(40, LINE - len(name) - 2 - len(rest)))}{rest}")
 
@@ -228,12 +226,10 @@ def insitu_copy_line(res: ReportResults, v) -> str:
     info = next((i for i in (res.insitu.runs if res.insitu else []) if i.arm == v.arm), None)
     shadows = [name for name, role in (info.ops if info else {}).items() if role != "primary"]
     unmeasured = len(cmps) - len(compared)
-    same_text = (
-        f"output bitwise the reference's on {len(same)} of {len(compared)} seed(s)"
-        + (f", not compared on {unmeasured}" if unmeasured else "")
-        if compared
-        else "output not compared"
-    )
+    not_compared = f", not compared on {unmeasured}" if unmeasured else ""
+    same_text = "output not compared"
+    if compared:
+        same_text = f"output bitwise the reference's on {len(same)} of {len(compared)} seed(s){not_compared}"
     return fit(
         f"{v.arm} (shadowed copy, not a candidate): {same_text}; shadows {', '.join(shadows) or 'none'}; "
         "see the in-situ section"

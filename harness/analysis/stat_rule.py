@@ -212,5 +212,6 @@ def stats_text(v: StatsVerdict, rules: VerdictRules) -> str:
     worst = max((c.detectable for c in judged if c.detectable is not None), default=None)
     could = f"could detect a change of {percent_text(worst)} at this n" if worst is not None else "no spread"
     if v.word == INCONCLUSIVE:
-        return f"statistics: no difference detected ({could}; within needs {100 * rules.stats_detectable:g}%): {v.word}"
+        needs = f"within needs {100 * rules.stats_detectable:g}%"
+        return f"statistics: no difference detected ({could}; {needs}): {v.word}"
     return f"statistics within run-to-run variability ({len(judged)} judged; {could})"

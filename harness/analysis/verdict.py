@@ -191,17 +191,15 @@ def judge_numbers(
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
                 seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
     if not cands:
-        v.word, v.text = NOT_RUN, "not measured"
-        v.accuracy = v.text
+        v.word, v.text, v.accuracy = NOT_RUN, "not measured", "not measured"
         return v
     all_seeds = list(dict.fromkeys(c.seed for c in cands))
     cand_of = {c.seed: c for c in cands}
     # Identical is decided before any ratio: bitwise equal output has no error to weigh.
     v.identical_seeds = [s for s in all_seeds if is_identical(cand_of[s])]
     if len(v.identical_seeds) == len(all_seeds):
-        v.word = IDENTICAL
-        v.text = identical_text(v.identical_seeds, all_seeds)
-        v.accuracy, v.decided_by, v.end_to_end_word = v.text, IDENTICAL, IDENTICAL
+        v.word = v.decided_by = v.end_to_end_word = IDENTICAL
+        v.text = v.accuracy = identical_text(v.identical_seeds, all_seeds)
         v.per_seed = [identical_seed(s) for s in all_seeds]
         v.sentences = [v.text]
         if insitu is not None and insitu.word:  # a shadow measured on the way still speaks
@@ -288,8 +286,7 @@ def judge_numbers(
     elif v.decided_by == "insitu" and v.insitu is not None:
         v.ratio, v.ratio_ci, v.ratio_metric = v.insitu.ratio, v.insitu.ratio_ci, "insitu"
     _seed_words(v, rules)
-    v.text = verdict_text(v, rules, parts)
-    v.accuracy = v.text
+    v.text = v.accuracy = verdict_text(v, rules, parts)
     v.sentences = [r.text for r in v.energy] + v.shown + v.audio_lag
     if v.identical_seeds:
         v.sentences.insert(0, identical_text(v.identical_seeds, all_seeds))
@@ -314,10 +311,9 @@ def judge_numbers(
 def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRules) -> RatioReading | None:
     """Non-inferiority against the accepted baseline, on the kind that judges (video MSE where pixels
     are informative, else the audio kind that judges)."""
-    kinds = [r.metric for r in v.energy if r.metric != "audio_logmel"]
-    if not kinds:
+    kind = next((r.metric for r in v.energy if r.metric != "audio_logmel"), None)
+    if kind is None:
         return None
-    kind = kinds[0]
     sigma = next((r.log_sd for r in v.energy if r.metric == kind), None)
     sigma = sigma if sigma is not None else rules.stated_sd(kind)[0]
     df = next(
