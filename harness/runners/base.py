@@ -51,7 +51,8 @@ class Runner(ABC):
         may answer several runs' checks in one (the LightX2V runner's probe). Nothing by default."""
 
     def preflight(self, spec: RunSpec) -> str | None:
-        """A one-line reason why this run cannot start here (recorded as skipped), or None; cheap, no GPU time."""
+        """A one-line reason why this run cannot start here (recorded as skipped), or None; cheap,
+        spending no GPU time."""
         return None
 
     @abstractmethod

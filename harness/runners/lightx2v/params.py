@@ -23,6 +23,12 @@ from harness.runners.lightx2v.schema import SyntheticCheckpoint, h3_model_dirs
 
 H3 = "minimax_h3"
 INPUTS = ("image_path", "audio_path", "video_path")  # input files, relative to root
+# Block fields a run's parameters take as they are.
+COPIED = (
+    "model_cls task nproc_per_node prompt negative_prompt torchrun python visible_devices alloc_conf platform "
+    "save_name warmup extra_args attn_scope attn_wrappers synthetic_checkpoint reference_short_edge "
+    "latent_steps time_blocks"
+).split()
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -181,13 +187,8 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         for name in getattr(arm, "shadows", [])
         if name in arms and arms[name].attn_type == "sage_attn2" and arms[name].sageattention != "package"
     }
-    copied = (
-        "model_cls", "task", "nproc_per_node", "prompt", "negative_prompt", "torchrun", "python", "visible_devices",
-        "alloc_conf", "platform", "save_name", "warmup", "extra_args", "attn_scope", "attn_wrappers",
-        "synthetic_checkpoint", "reference_short_edge", "latent_steps", "time_blocks",
-    )  # fmt: skip
     return LightX2VParams(
-        **{key: getattr(block, key) for key in copied},
+        **{key: getattr(block, key) for key in COPIED},
         root=root,
         model_path=absolute_path(block.model_path),
         config_json=config_json,
