@@ -22,10 +22,8 @@ EXIT_CODES_HELP = (
 
 
 class HarnessError(Exception):
-    """An error the user can fix (bad input, missing file, unavailable backend).
-
-    The CLI prints ``str(err)`` on one line and exits with ``exit_code`` (default 2: bad input).
-    """
+    """An error the user can fix: the CLI prints ``str(err)`` on one line and exits with ``exit_code``
+    (default 2: bad input; every subclass below is bad input too)."""
 
     exit_code = Exit.BAD_INPUT
 
@@ -38,19 +36,13 @@ class HarnessError(Exception):
 class ScenarioError(HarnessError):
     """The scenario file is invalid (exit 2, like a usage error)."""
 
-    exit_code = Exit.BAD_INPUT
-
 
 class UsageError(HarnessError):
     """A flag or argument of the command line is wrong; the message names it (exit 2)."""
 
-    exit_code = Exit.BAD_INPUT
-
 
 class CampaignLocked(HarnessError):
     """Another ``harness run`` holds the campaign (exit 2); the message names it."""
-
-    exit_code = Exit.BAD_INPUT
 
 
 class BackendUnavailable(HarnessError):

@@ -137,8 +137,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         if name not in self._lazy:
             raise UnknownName(self.unknown_message(name))
-        ref = self._lazy[name]
-        obj = import_ref(ref)
+        obj = import_ref(self._lazy[name])
         self._check_base(name, obj)
         self._lazy.pop(name, None)
         self._entries[name] = obj  # the module may have registered it on import already
@@ -157,9 +156,7 @@ class Registry(Generic[T]):
 
     def _check_base(self, name: str, obj: Any) -> None:
         base = self.base()
-        if base is None:
-            return
-        ok = issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base)
+        ok = base is None or (issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base))
         if not ok:
             raise TypeError(
                 f"{self.what} {name!r}: {_label(obj)} is not a {base.__name__} (nor a subclass or an instance of it)"

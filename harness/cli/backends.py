@@ -19,25 +19,18 @@ def backends(
     from harness.scenario import load_scenario
     from harness.scenario.plugins import entry_point_plugins
 
-    origin: dict[str, str] = {}
     plugins = load_scenario(scenario).plugin_refs if scenario is not None else entry_point_plugins()
-    for plugin in plugins:
-        for label in plugin.registers:
-            what, _, name = label.rpartition(" ")
-            if what == "attention backend":
-                origin[name] = plugin.ref
+    labels = [(label.rpartition(" "), plugin.ref) for plugin in plugins for label in plugin.registers]
+    origin = {name: ref for (what, _, name), ref in labels if what == "attention backend"}
     table = Table()
     for col in ("backend", "runs", "available", "note"):
         table.add_column(col, overflow="fold")
     for name in list_backends():
         ok, why = availability(name)
         cls = backend_class(name)
-        runs = cls.description
         badge = default_badge(cls)
-        if badge:
-            runs = f"{runs}; by default {badge}"
-        if name in origin:
-            runs = f"{runs} (plugin {origin[name]})"
+        runs = cls.description + (f"; by default {badge}" if badge else "")
+        runs += f" (plugin {origin[name]})" if name in origin else ""
         table.add_row(name, runs, "yes" if ok else "no", why)
     out.print(table)
 

@@ -74,12 +74,8 @@ def shadow_specs(arms: Mapping[str, Any], arm: Any) -> list[ShadowSpec]:
     """The arm's shadows resolved against the scenario's arms by name (built once per plan: a map
     per arm made planning quadratic in arms): an arm's name gives that arm's attention; any other
     name is a backend of that name with its defaults."""
-    out = []
-    for name in arm.shadows:
-        other = arms.get(name)
-        choice = other.choice() if other is not None else AttentionChoice(attn_type=name)
-        out.append(ShadowSpec(name=name, **choice.model_dump()))
-    return out
+    choices = [(n, arms[n].choice() if n in arms else AttentionChoice(attn_type=n)) for n in arm.shadows]
+    return [ShadowSpec(name=name, **choice.model_dump()) for name, choice in choices]
 
 
 def schedule_spec(arm: Any) -> StepSchedule | None:
@@ -93,13 +89,10 @@ def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
     arms = {a.name: a for a in scenario.arms}
     shadowed: set[str] = set()
     for i, arm in enumerate(scenario.arms):
-        if not runner_measures:
-            for field in ("shadows", "insitu", "schedule"):
-                if getattr(arm, field):
-                    raise FieldProblem(
-                        ("arms", i, field),
-                        f"runner {scenario.runner} does not measure shadows or route schedules: no {field} here",
-                    )
+        field = next((f for f in ("shadows", "insitu", "schedule") if getattr(arm, f)), None)
+        if not runner_measures and field is not None:
+            why = f"runner {scenario.runner} does not measure shadows or route schedules: no {field} here"
+            raise FieldProblem(("arms", i, field), why)
         if arm.name in arm.shadows:
             raise FieldProblem(("arms", i, "shadows"), f"arm {arm.name} cannot shadow itself")
         dups = sorted(s for s, n in Counter(arm.shadows).items() if n > 1)
