@@ -71,10 +71,8 @@ def floor_summary(floors: list[Comparison], rules: VerdictRules) -> FloorSummary
         f.regimes[str(seed)] = video_regime(psnr, rules)
     f.chaotic = any(r == "chaotic" for r in f.regimes.values())
     n_arms, n_seeds = len(f.arms), len({c.b.seed for c in measured})
-    f.text = (
-        f"{len(measured)} floor run(s) ({n_arms} perturbation(s) x {n_seeds} seed(s)): pooled video PSNR "
-        f"{fmt_db(f.psnr_pooled)}"
-    )
+    runs = f"{len(measured)} floor run(s) ({n_arms} perturbation(s) x {n_seeds} seed(s))"
+    f.text = f"{runs}: pooled video PSNR {fmt_db(f.psnr_pooled)}"
     if n_seeds > 1:
         f.text += "; per seed " + ", ".join(
             f"{s}: {fmt_db(p)} ({f.regimes[s]})" for s, p in f.per_seed_psnr.items()

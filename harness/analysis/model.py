@@ -313,12 +313,11 @@ def read_results(path: Path) -> ReportResults:
     older = f"re-analyse its campaign with this harness: harness report {shlex.quote(str(path.parent))}"
     check_schema(data, ReportResults, str(path), older)  # another version or kind: refused
     try:
-        res = ReportResults.model_validate(data)
+        return ReportResults.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise ResultsFileError(f"{path}: not a harness results.json ({where}: {first['msg']})") from None
-    return res
 
 
 def is_emulator(res: ReportResults, arm: str) -> bool:
