@@ -52,19 +52,12 @@ def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
                 put(plain)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    return palette_png(buf.getvalue())
-
-
-def palette_png(png: bytes, colours: int = 256) -> bytes:
-    """``png`` with at most ``colours`` colours (8-bit palette, no dithering): a third of the
-    size of matplotlib's RGBA, which a one-file page carries, and no difference a reader sees in
-    lines, text or the colour maps (256 levels each)."""
+    # 8-bit palette, no dithering: a third of the size of matplotlib's RGBA, which a one-file page
+    # carries, and no difference a reader sees in lines, text or the colour maps (256 levels each)
     from PIL import Image
 
-    with Image.open(io.BytesIO(png)) as im:
-        quantized = im.convert("RGB").quantize(
-            colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-        )
+    with Image.open(io.BytesIO(buf.getvalue())) as im:
+        quantized = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     out = io.BytesIO()
     quantized.save(out, format="PNG", optimize=True)
     return out.getvalue()
@@ -164,19 +157,12 @@ def legend_columns(labels: Sequence[str], width: float, fontsize: float = 8, mos
     return max(1, min(most, len(labels), int(0.95 * width // column)))
 
 
-def legend_height(labels: Sequence[str], width: float, fontsize: float = 8, most: int = 3) -> float:
-    """Inches a legend of ``labels`` under the axes takes (``legend_below``): the figure grows by it."""
-    rows = math.ceil(len(labels) / legend_columns(labels, width, fontsize, most))
-    return rows * fontsize * 1.9 / 72 + 0.1
-
-
 def legend_figure(
     width: float, height: float, labels: Sequence[str], fontsize: float = 8, most: int = 3
 ) -> Figure:
-    """A figure ``height`` inches tall plus what a legend of ``labels`` under its axes takes."""
-    return Figure(
-        figsize=(width, height + legend_height(labels, width, fontsize, most)), layout="constrained"
-    )
+    """A figure ``height`` inches tall plus the rows a legend of ``labels`` under its axes takes."""
+    rows = math.ceil(len(labels) / legend_columns(labels, width, fontsize, most))
+    return Figure(figsize=(width, height + rows * fontsize * 1.9 / 72 + 0.1), layout="constrained")
 
 
 def legend_below(fig: Figure, fontsize: float = 8, most: int = 3) -> None:
