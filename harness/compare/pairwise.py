@@ -217,23 +217,21 @@ def compare_summaries(
         cmp.video, cmp.audio = result.video, result.audio
         cmp.a.stats, cmp.b.stats = result.stats_a, result.stats_b
         cmp.bitwise.video = result.video.frames_bitwise_equal
-        cmp.bitwise.audio = result.audio.bitwise_equal if result.audio is not None else None
+        cmp.bitwise.audio = None if result.audio is None else result.audio.bitwise_equal
         cmp.metrics_json = str(json_path) if json_path else None
         cmp.frames_csv = str(csv_path) if csv_path else None
         if result.video.pixel_formats:
             cmp.notes.append(result.video.pixel_formats)
-        if result.audio is None:
+        au = result.audio
+        if au is None:
             cmp.notes.append("no audio metrics (a run has no audio track)")
         if result.video.truncated_to is not None:
             cmp.notes.append(
                 f"videos truncated to {result.video.truncated_to} frames "
                 f"(A has {result.video.frames_a}, B has {result.video.frames_b})"
             )
-        if result.audio is not None and result.audio.samples_dropped:
-            cmp.notes.append(
-                f"audio: {result.audio.samples_dropped} samples per channel dropped from the longer track"
-            )
-        au = result.audio
+        if au is not None and au.samples_dropped:
+            cmp.notes.append(f"audio: {au.samples_dropped} samples per channel dropped from the longer track")
         if au is not None and au.lag_samples:
             cmp.notes.append(
                 f"audio: the containers' timestamps place B {au.lag_samples:+d} samples against A "
@@ -242,17 +240,17 @@ def compare_summaries(
         if au is not None and au.residual_lag_samples:
             ms = 1000 * au.residual_lag_samples / au.sample_rate
             corr = (
-                f", correlation {au.residual_corr:.4f} there against {au.aligned_corr:.4f}"
-                if au.residual_corr is not None
-                else ""
+                ""
+                if au.residual_corr is None
+                else f", correlation {au.residual_corr:.4f} there against {au.aligned_corr:.4f}"
             )
             cmp.notes.append(
                 f"audio: residual lag {au.residual_lag_samples:+d} samples ({ms:+.1f} ms, "
                 f"{'B late' if au.residual_lag_samples > 0 else 'B early'}) after the containers' alignment{corr}: "
                 "reported, not removed"
             )
-        if result.audio is not None and result.audio.resampled:
-            cmp.notes.append(f"audio resampled: {result.audio.resample_note or 'on request'}")
+        if au is not None and au.resampled:
+            cmp.notes.append(f"audio resampled: {au.resample_note or 'on request'}")
     cmp.latents, latent_notes = latents_cached(a, b, metrics_dir, hashes or PROCESS_HASHES)
     cmp.notes.extend(latent_notes)
     return cmp

@@ -54,14 +54,10 @@ def _acc_cells(c: Comparison | None, r: RunSummary, reference: bool) -> list[str
     n = len(columns)
     if reference:
         return ["reference"] * n
-    if c is None:
-        return [f"not compared: {r.status}" if not r.ok else "not compared"] + [""] * (n - 1)
-    if c.video is None:
-        why = (
-            f"not measured: {r.status}" + (f" ({r.reason})" if r.reason else "")
-            if not r.ok
-            else "not measured"
-        )
+    if c is None or c.video is None:
+        why = "not compared" if c is None else "not measured"
+        if not r.ok:
+            why += f": {r.status}" + (f" ({r.reason})" if r.reason and c is not None else "")
         return [why] + [""] * (n - 1)
     v = c.video
     bitwise = f"video {'yes' if c.bitwise.video else 'no'}, audio " + (
@@ -127,9 +123,7 @@ def accuracy_section(res: ReportResults) -> Section:
     if res.codec_floor is not None:
         cf = res.codec_floor
         t.add([f"codec floor ({cf.key})", f"codec, {cf.method}", *_codec_cells(res)], "band")
-        t.notes.append(cf.text)
-        t.notes.append(f"decoding: {cf.decode}" if cf.decode else "")
-        t.notes = [n for n in t.notes if n]
+        t.notes += [n for n in (cf.text, f"decoding: {cf.decode}" if cf.decode else "") if n]
     sec.tables.append(t)
     if res.floor is not None:
         band = TextTable(
