@@ -159,8 +159,6 @@ def speed_word(t: SpeedTest) -> Word:
 def fmt_p(p: float | None) -> str:
     if p is None or math.isnan(p):
         return "n/a"
-    if p == 0.0:
-        return "0"
     return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
 
 
@@ -178,10 +176,8 @@ def mean_sd_text(mean: float | None, sd: float | None, n: int, unit: str = "s") 
     """'0.451 ± 0.003 s (n=9)'; one sample: '0.451 s (n=1)'; none: 'n/a'."""
     if mean is None or n == 0:
         return "n/a"
-    u = f" {unit}" if unit else ""
-    if sd is None:
-        return f"{fmt_s(mean)}{u} (n={n})"
-    return f"{fmt_s(mean)} ± {fmt_s(sd)}{u} (n={n})"
+    spread = "" if sd is None else f" ± {fmt_s(sd)}"
+    return f"{fmt_s(mean)}{spread}{f' {unit}' if unit else ''} (n={n})"
 
 
 def holm_tests(tests: Sequence[SpeedTest], family: str = "") -> None:
