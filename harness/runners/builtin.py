@@ -14,20 +14,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from harness import store
 from harness.records import AttnCallsRecord, RunSpec, TimingRecord
 from harness.registry import did_you_mean
 from harness.runners.base import Launch, Runner
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
 from harness.scenario import FieldProblem, ScenarioPart, Strict
-from harness.store import (
-    ATTN_CALLS_JSON,
-    OUTPUT_LOSSLESS,
-    OUTPUT_MP4,
-    TIMING_JSON,
-    atomic_write_text,
-    read_record,
-    write_record,
-)
 
 
 class BuiltinBlock(Strict):
@@ -119,7 +111,7 @@ class BuiltinRunner(Runner):
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         if not dry_run:
-            atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
+            store.atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
         device = spec.params.get("pipeline", {}).get("device", "auto")
         return Launch(
             command=[sys.executable, "-m", "harness.runners.builtin", str(run_dir)],
@@ -138,7 +130,7 @@ def run_in_process(run_dir: Path) -> TimingRecord:
     from harness.scenario.plugins import load_recorded
     from harness.tiny_ref2av import PipelineConfig, run_pipeline
 
-    spec = read_record(run_dir / SPEC_JSON, RunSpec)
+    spec = store.read_record(run_dir / SPEC_JSON, RunSpec)
     load_recorded(spec.plugins)  # before any backend is looked up: a plugin's are names too
     # An earlier run's in-situ record is no record of this one.
     shutil.rmtree(run_dir / INSITU_DIR, ignore_errors=True)
@@ -154,22 +146,22 @@ def run_in_process(run_dir: Path) -> TimingRecord:
         seed=spec.seed,
         prompt=spec.params["prompt"],
         attention=counting if shadowed is None else shadowed,
-        out_path=run_dir / OUTPUT_MP4,
+        out_path=run_dir / store.OUTPUT_MP4,
         latents_dir=run_dir / LATENTS_DIR if spec.params.get("save_latents") else None,
         on_step=print_step,
-        lossless_path=run_dir / OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
+        lossless_path=run_dir / store.OUTPUT_LOSSLESS if spec.params.get("lossless") else None,
         site=sites.site,
     )
     if shadowed is not None:
         shadowed.recorder.close()
-    write_record(run_dir / TIMING_JSON, timing)
+    store.write_record(run_dir / store.TIMING_JSON, timing)
     calls = AttnCallsRecord(
         requested=spec.attn_type,
         kv_reversed=spec.kv_reversed,
         ranks={"0": counting.rank_calls()},
         backend=counting.backend_params(),
     )
-    write_record(run_dir / ATTN_CALLS_JSON, calls)
+    store.write_record(run_dir / store.ATTN_CALLS_JSON, calls)
     return timing
 
 

@@ -54,10 +54,7 @@ def fit_reference(image: np.ndarray, height: int, width: int) -> torch.Tensor:
     """Centre-crop to the output aspect, then antialiased resize: float32 [3, H, W] in [0, 1]."""
     h, w = image.shape[:2]
     aspect = width / height
-    if w / h > aspect:
-        cw, ch = round(h * aspect), h
-    else:
-        cw, ch = w, round(w / aspect)
+    cw, ch = (round(h * aspect), h) if w / h > aspect else (w, round(w / aspect))
     y0, x0 = (h - ch) // 2, (w - cw) // 2
     crop = torch.from_numpy(image[y0 : y0 + ch, x0 : x0 + cw]).permute(2, 0, 1).float() / 255.0
     return downsample(crop, height, width).clamp(0.0, 1.0).contiguous()

@@ -155,9 +155,8 @@ def probe(
 def _result(name: str, ok: bool, why: str | None, kind: str, cos: dict, facts: dict) -> dict:
     from harness.runners.diffusers.records import ProbeResult
 
-    return ProbeResult(attn_type=name, ok=ok, reason=why, kind=kind, cosine=cos, facts=facts).model_dump(
-        mode="json"
-    )
+    result = ProbeResult(attn_type=name, ok=ok, reason=why, kind=kind, cosine=cos, facts=facts)
+    return result.model_dump(mode="json")
 
 
 def probe_in_subprocess(

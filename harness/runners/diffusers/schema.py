@@ -159,14 +159,6 @@ class DiffusersBlock(BaseModel):
         return self.synthetic_checkpoint.model or DEFAULT_SYNTHETIC[self.pipeline]
 
 
-def installed_diffusers() -> str | None:
-    """The installed diffusers version, None when it is not installed."""
-    try:
-        return md.version("diffusers")
-    except md.PackageNotFoundError:
-        return None
-
-
 @functools.lru_cache(maxsize=4)
 def _names_in(path: str) -> tuple[str, ...] | None:
     try:
@@ -227,7 +219,10 @@ def check_arm(arm: Any) -> tuple[str, str] | None:
     if name not in theirs:
         hint = difflib.get_close_matches(name, [*theirs, *ours], n=1)
         tip = f"; did you mean {hint[0]!r}?" if hint else ""
-        version = installed_diffusers() or "?"
+        try:
+            version = md.version("diffusers")
+        except md.PackageNotFoundError:
+            version = "?"
         return "attn_type", (
             f"unknown attention backend {name!r}{tip} (diffusers {version}'s dispatcher has: "
             f"{', '.join(theirs)}; harness backends: {', '.join(ours)})"
