@@ -22,17 +22,13 @@ def fmt_num(x: float | None, digits: int = 3) -> str:
 
 def fmt_s(x: float | None) -> str:
     """Seconds: three decimals below 100 s, one above."""
-    if x is None:
-        return NA
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+    return NA if x is None else f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
 
 
 def fmt_db(x: float | None, identical: str = IDENTICAL) -> str:
     """dB with two decimals; +inf (identical) as ``identical`` (pr.md writes 'identical')."""
-    if x is None:
-        return NA
-    if math.isinf(x) and x > 0:
-        return identical
+    if x is None or (math.isinf(x) and x > 0):
+        return NA if x is None else identical
     return f"{fmt_num(x, 2)} dB"
 
 
@@ -76,9 +72,7 @@ def range_text(lo: float | None, hi: float | None, fmt=ratio_value) -> str:
     """An interval as words, '4.76 to 28.7' (a hyphen would read as a minus); one figure where both
     bounds print alike ('169 at both bounds'; '< 0.001': both past what is written)."""
     a, b = fmt(lo), fmt(hi)
-    if a == b:
-        return f"{a} at both bounds" if a[:1].isdigit() else a
-    return f"{a} to {b}"
+    return f"{a} to {b}" if a != b else f"{a} at both bounds" if a[:1].isdigit() else a
 
 
 def level_text(alpha: float) -> str:

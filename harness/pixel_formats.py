@@ -25,11 +25,8 @@ _FULL_RANGE = int(ColorRange.JPEG)
 
 def describe(fmt: av.VideoFormat) -> str:
     """``yuv420p10le (YUV 4:2:0, 10-bit)``: what a format holds, for notes and errors."""
-    layout = layout_of(fmt)
-    depth = fmt.components[0].bits if fmt.components else 0
-    if layout is None:
-        return fmt.name
-    return f"{fmt.name} ({layout}, {depth}-bit)"
+    layout, depth = layout_of(fmt), fmt.components[0].bits if fmt.components else 0
+    return fmt.name if layout is None else f"{fmt.name} ({layout}, {depth}-bit)"
 
 
 def describe_name(name: str) -> str:
