@@ -148,8 +148,7 @@ def _samples(group: pd.DataFrame, m: Metric) -> list[float]:
 
 def _test(before: list[float], now: list[float], m: Metric, alpha: float, min_effect: float) -> dict:
     """p, means and what a move reads, before Holm."""
-    mean_b = sum(before) / len(before)
-    mean_n = sum(now) / len(now)
+    mean_b, mean_n = sum(before) / len(before), sum(now) / len(now)
     out = {"before": mean_b, "now": mean_n, "ratio": mean_n / mean_b if mean_b else None, "p": None,
            "n": f"n={len(before)}/{len(now)} runs", "speed": None}  # fmt: skip
     if m.timing:
@@ -185,8 +184,7 @@ def find_moves(
         went_up = t["now"] > t["before"]
         if t["speed"] is not None:
             speed = t["speed"].finish(p_adj)
-            moved = speed.significant
-            outcome = speed.word
+            moved, outcome = speed.significant, speed.word
         else:
             moved = p_adj is not None and p_adj < alpha
             outcome = "moved" if moved else ("too few runs" if t["p"] is None else "no change detected")
@@ -207,10 +205,7 @@ def find_moves(
                 "campaign_index": ci,
                 "commit": row["commit"],
                 "window": window,
-                "before": t["before"],
-                "now": t["now"],
-                "ratio": t["ratio"],
-                "p": t["p"],
+                **{k: t[k] for k in ("before", "now", "ratio", "p")},
                 "p_adjusted": p_adj,
                 "outcome": outcome,
                 "moved": bool(moved),
@@ -325,9 +320,7 @@ def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, b
 def _cell(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def write_history(
@@ -341,12 +334,12 @@ def write_history(
     )
     csv_path, html_path = out / "history.csv", out / "history.html"
     atomic_write_text(csv_path, csv.map(csv_cell).to_csv(index=False))  # record text: no formula cells
-    figures = []
-    for scenario in df["scenario"].drop_duplicates():
-        for m in METRICS:
-            png = _figure(df, moves, scenario, m)
-            if png is not None:
-                figures.append((scenario, m.label, png))
+    figures = [
+        (scenario, m.label, png)
+        for scenario in df["scenario"].drop_duplicates()
+        for m in METRICS
+        if (png := _figure(df, moves, scenario, m)) is not None
+    ]
     atomic_write_text(html_path, _page(df, moves, figures, last))
     return csv_path, html_path
 
