@@ -47,10 +47,7 @@ def _headline(cmp: Comparison, modality: str) -> str:
 
 def comparison_headlines(cmp: Comparison) -> list[str]:
     """The lines a reader looks at first (pyperf-style speed lines, bitwise, accuracy)."""
-    lines: list[str] = []
-    for line in (cmp.speed.s_per_step_line, cmp.speed.total_line):
-        if line:
-            lines.append(line)
+    lines = [line for line in (cmp.speed.s_per_step_line, cmp.speed.total_line) if line]
     if cmp.video is not None:
         v = cmp.video
         if cmp.bitwise.identical:
@@ -83,34 +80,17 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     a, b = cmp.a, cmp.b
     ha, hb = f"A: {a.key}", f"B: {b.key}"
     runs = TextTable(title="Runs", headers=["", ha, hb])
-    runs.add(["role", a.role, b.role])
-    runs.add(
-        [
-            "attention",
-            f"{a.attn_type}{' kv_reversed' if a.kv_reversed else ''}",
-            f"{b.attn_type}{' kv_reversed' if b.kv_reversed else ''}",
-        ]
-    )
-    runs.add(
-        [
-            "status",
-            a.status + (f": {a.reason}" if a.reason else ""),
-            b.status + (f": {b.reason}" if b.reason else ""),
-        ]
-    )
-    runs.add(["attention calls", attn_text(a), attn_text(b)])
-    runs.add(["output sha256", (a.output_sha256 or NA)[:16], (b.output_sha256 or NA)[:16]])
+    for label, cell in (
+        ("role", lambda s: s.role),
+        ("attention", lambda s: f"{s.attn_type}{' kv_reversed' if s.kv_reversed else ''}"),
+        ("status", lambda s: s.status + (f": {s.reason}" if s.reason else "")),
+        ("attention calls", attn_text),
+        ("output sha256", lambda s: (s.output_sha256 or NA)[:16]),
+    ):
+        runs.add([label, cell(a), cell(b)])
 
     sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "speed-up A/B", "B vs A"])
-    sp.add(
-        [
-            "DiT steps",
-            a.dit_steps if a.dit_steps is not None else NA,
-            b.dit_steps if b.dit_steps is not None else NA,
-            "",
-            "",
-        ]
-    )
+    sp.add(["DiT steps", *(NA if s.dit_steps is None else s.dit_steps for s in (a, b)), "", ""])
     step_test, total_test = cmp.speed.s_per_step_test, cmp.speed.total_test
     timings = [
         ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_speedup, step_test)
