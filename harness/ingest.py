@@ -210,9 +210,9 @@ def _number_repeats(prepared: list[Prepared]) -> None:
 
 def _check_campaign(
     camp: CampaignDir, prepared: list[Prepared], existing: list[ArmStatus], force: bool
-) -> None:
+) -> list[ArmStatus]:
     """Runs unique (arm, seed, repeat), no silent overwrite, every seed has a reference, videos of one
-    size and length."""
+    size and length; returns the runs of ``existing`` that stay."""
     ids = [(p.arm.name, p.spec.seed, p.spec.repeat) for p in prepared]
     dup = next((p for p, i in zip(prepared, ids, strict=True) if ids.count(i) > 1), None)
     if dup is not None:
@@ -249,9 +249,7 @@ def _check_campaign(
                 )
     ref = next((p for p in prepared if p.spec.role == Role.reference), None)
     ref_name, ref_info = (str(ref.arm.mp4), ref.info) if ref is not None else _existing_reference(camp, kept)
-    if ref_info is None:
-        return
-    for p in (p for p in prepared if p is not ref):
+    for p in (p for p in prepared if p is not ref and ref_info is not None):
         a, b = ref_info, p.info
         if (a.width, a.height) != (b.width, b.height):
             raise bad(f"{p.arm.mp4}: {b.width}x{b.height}, the reference {ref_name} is {a.width}x{a.height}")
@@ -260,6 +258,7 @@ def _check_campaign(
                 f"{p.arm.mp4}: {b.frames} frames, the reference {ref_name} has {a.frames} "
                 "(a report compares equal lengths; `harness compare --truncate` compares the files)"
             )
+    return kept
 
 
 def _existing_reference(camp: CampaignDir, kept: list[ArmStatus]):
@@ -355,19 +354,12 @@ def ingest(
         raise bad("no arm to ingest")
     prepared = [prepare_arm(a, rec.scenario_name) for a in arms]
     _number_repeats(prepared)
-    _check_campaign(camp, prepared, rec.arms, force)
-
-    mine = {(p.arm.name, p.spec.seed, p.spec.repeat) for p in prepared}
-    seeds = {a.seed for a in rec.arms if (a.arm, a.seed, a.repeat) not in mine} | {
-        p.spec.seed for p in prepared
-    }
-    multi = len(seeds) > 1
-    single_keys = [
-        a.key for a in rec.arms if multi and "@" not in a.key and (a.arm, a.seed, a.repeat) not in mine
-    ]
-    if single_keys:
+    kept = _check_campaign(camp, prepared, rec.arms, force)
+    multi = len({a.seed for a in kept} | {p.spec.seed for p in prepared}) > 1
+    single = next((a.key for a in kept if multi and "@" not in a.key), None)
+    if single is not None:
         raise bad(
-            f"{camp.path}: run {single_keys[0]} was ingested as the only seed; a second seed needs every run named "
+            f"{camp.path}: run {single} was ingested as the only seed; a second seed needs every run named "
             "by its seed (ingest the campaign again with all its seeds, or --force them)"
         )
     result = IngestResult(campaign=str(camp.path))
