@@ -286,9 +286,7 @@ class Instrument:
 
     def select(self, name: str, modules: list[torch.nn.Module]) -> int:
         """Set backend ``name`` on the processors of ``modules`` (``set_attention_backend``), leaving
-        the dispatcher's active backend, which every other component uses, as it was.
-
-        Returns how many processors took it."""
+        the dispatcher's active backend, which every other component uses, as it was; how many took it."""
         previous = self.registry._active_backend
         try:
             for module in modules:

@@ -19,14 +19,9 @@ from harness.attention import make_attention
 from harness.envinfo import package_versions, resolve_device
 from harness.records import RunSpec
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
+from harness.runners.diffusers import records
 from harness.runners.diffusers.dispatch import CallBook, Instrument
 from harness.runners.diffusers.generate import dit_modules, generate
-from harness.runners.diffusers.records import (
-    DIFFUSERS_ENV_JSON,
-    DiffusersAttnCalls,
-    DiffusersEnv,
-    DiffusersRankCalls,
-)
 from harness.runners.diffusers.schema import PIPELINES
 from harness.scenario.plugins import load_recorded
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
@@ -52,7 +47,7 @@ def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dty
     return pipe.to(device)
 
 
-def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> DiffusersAttnCalls:
+def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> records.DiffusersAttnCalls:
     errors = book.problems()
     check = None
     if chain is not None:  # the harness chain's own refusals and its bitwise check
@@ -61,7 +56,7 @@ def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> D
         check = rc.direct_check
     if not finished:
         errors.append("the run did not finish (see stderr.log)")
-    rank = DiffusersRankCalls(
+    rank = records.DiffusersRankCalls(
         **{key: dict(getattr(book, key)) for key in ("calls", "fallbacks", "ops", "masks_dropped")},
         **{key: getattr(book, key) for key in ("bypassed", "kv_reversed_calls", "scope")},
         errors=errors,
@@ -69,7 +64,7 @@ def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> D
         outside_scope=dict(book.outside),
         finished=finished,
     )
-    return DiffusersAttnCalls(
+    return records.DiffusersAttnCalls(
         requested=spec.attn_type, kv_reversed=spec.kv_reversed, backend_kind=book.kind, ranks={"0": rank}
     )
 
@@ -123,7 +118,7 @@ def run_in_process(run_dir: Path) -> Any:
             finished = True
         finally:
             write_record(run_dir / ATTN_CALLS_JSON, calls_record(spec, book, chain, finished))
-            write_record(run_dir / DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
+            write_record(run_dir / records.DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
     timing.stages["load"] = round(load_s, 6)
     timing.wall_total_s = time.perf_counter() - wall0
     write_record(run_dir / TIMING_JSON, timing)
@@ -132,9 +127,9 @@ def run_in_process(run_dir: Path) -> Any:
 
 def environment(
     pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
-) -> DiffusersEnv:
+) -> records.DiffusersEnv:
     components = {name: type(part).__name__ for name, part in pipe.components.items() if part is not None}
-    return DiffusersEnv(
+    return records.DiffusersEnv(
         python=sys.executable,
         packages=package_versions(ENV_PACKAGES),
         pipeline_class=type(pipe).__name__,
