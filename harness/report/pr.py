@@ -1,16 +1,9 @@
-"""pr.md: the pull request's own compact tables, paste-ready, beside report.md.
-
-First the verdicts, one line per candidate with its word's mark (the summary's verdict: "identical"
-alone; else the reading that decides first, and both readings, each with its word, where an in-situ
-reading exists; the warnings), and where the in-situ error concentrates (the findings). Then four blocks, as the pull request laid them out (there
-tab-separated, here markdown): speed
-per arm with the speed-up against the reference, decoded output against the reference with
-the noise-floor row last (under it, where the records carry an emulator's provenance, one line per
-emulator arm: the kernel it models and its fidelity), global statistics per run, and one-line facts
-(attention calls through the op, bitwise-identical pairs, the frames shown). Every figure is one of report.md's
-(the same value, rounded as the pull request did); the speed-ups are the summary's.
-With several runs per arm (seeds, repeats) the speed and accuracy figures are the arm's means, as in
-report.md's per-arm tables; statistics stay per run.
+"""pr.md: the pull request's own compact tables, paste-ready, beside report.md: the verdicts (one
+line per candidate with its word's mark, the warnings, the in-situ findings), then speed per arm,
+decoded output against the reference (the noise floor last, emulators' provenance under it),
+global statistics per run and one-line facts, as the pull request laid them out. Every figure is
+one of report.md's, rounded as the pull request did; with several runs per arm the speed and
+accuracy figures are the arm's means (report.md's per-arm tables); statistics stay per run.
 """
 
 from __future__ import annotations
@@ -47,20 +40,15 @@ def speed_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
     arms = _timed(res)
     steps = max((int(_mean(a, "dit_steps") or 0) for a in arms), default=0)
-    many_runs = any(
-        a.runs_ok > 1 for a in arms
-    )  # repeats or seeds: means over runs, as report.md's per-arm table
+    many_runs = any(a.runs_ok > 1 for a in arms)  # repeats or seeds: means over runs, as report.md's
     long_run = steps > 3 or many_runs
-    if long_run:
-        what = f"DiT s/step (mean of steps 2-{steps}{', mean over runs' if many_runs else ''})"
-        head = ["attention", what, "pipeline total", f"speed-up vs {ref} (s/step / total)"]
-    else:
-        head = [
-            "attn_type",
-            "DiT s/step (steps 1/2/3)",
-            "pipeline total",
-            f"speed-up vs {ref} (s/step / total)",
-        ]
+    what = f"DiT s/step (mean of steps 2-{steps}{', mean over runs' if many_runs else ''})"
+    head = [
+        "attention" if long_run else "attn_type",
+        what if long_run else "DiT s/step (steps 1/2/3)",
+        "pipeline total",
+        f"speed-up vs {ref} (s/step / total)",
+    ]
     rows, notes = [], []
     for a in arms:
         if long_run:
@@ -80,13 +68,8 @@ def speed_table(res: ReportResults) -> list[str]:
             name = f"{a.arm} ({whose})" if whose else a.arm
             notes.append(f"{name}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
-    out = md_rows(head, rows)
-    out.append("")
-    out.append(
-        f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster); the speed tests of report.md:"
-    )
-    out += [f"- {md_text(n)}" for n in notes]
-    return out
+    tests = f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster); the speed tests of report.md:"
+    return [*md_rows(head, rows), "", tests, *(f"- {md_text(n)}" for n in notes)]
 
 
 def _pr_cell(a: ArmAggregate, m: Metric) -> str:
@@ -110,9 +93,7 @@ def accuracy_table(res: ReportResults) -> list[str]:
     columns = pr_metrics()
     head = [f"decoded output vs {ref}", *(m.pr.head for m in columns if m.pr is not None)]
     measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, columns[0].key) is not None]
-    ordered = [a for a in measured if a.role != "noise_floor"] + [
-        a for a in measured if a.role == "noise_floor"
-    ]
+    ordered = sorted(measured, key=lambda a: a.role == "noise_floor")  # stable: the floors last
     rows = [[run_label(res, a.arm, a.arm, a.role), *(_pr_cell(a, m) for m in columns)] for a in ordered]
     return md_rows(head, rows)
 
@@ -204,8 +185,7 @@ def verdict_lines(res: ReportResults) -> list[str]:
     warning a line of its own."""
     out = []
     for r in res.review:
-        line = r.line
-        name = r.name  # the badge may hold ': ' (it is read from records)
+        line, name = r.line, r.name  # the badge may hold ': ' (it is read from records)
         name, rest = (name, line[len(name) + 2 :]) if line.startswith(f"{name}: ") else line.split(": ", 1)
         out.append(f"- {MARKS.get(r.word, '')} **{md_escape(name)}**: {md_text(rest)}")
         out += [f"- **WARNING**: {md_text(w)}" for w in r.warning_lines]
