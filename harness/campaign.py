@@ -50,7 +50,7 @@ class SummaryRow:  # one run of the campaign as the end-of-run table shows it
     valid: bool | None
     s_per_step: float | None
     pipeline_total_s: float | None
-    provenance: str  # "now" (this invocation ran it), "kept" (ok before, skipped) or "earlier"
+    provenance: str  # "now" (this invocation ran it), "kept" (ok before, skipped), "earlier" (not reached)
 
 
 @dataclass
@@ -76,8 +76,7 @@ class CampaignOutcome:
         ]
 
     def provenance(self, key: str) -> str:
-        """Where a row of the summary comes from: "now" (this invocation ran it), "kept" (ok
-        before, skipped) or "earlier" (planned, not reached before an interrupt)."""
+        """Where a row of the summary comes from (``SummaryRow.provenance``)."""
         if key in self.ran:
             return "now"
         action = next((p.action for p in self.planned if p.spec.key == key), None)

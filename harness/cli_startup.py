@@ -61,8 +61,7 @@ if IS_PROGRAM:
 
 
 def exit_status(code: object) -> int:
-    """``sys.exit``'s convention for its argument: None is 0, an int is itself, anything else is
-    printed on stderr and is 1."""
+    """``sys.exit``'s convention: None is 0, an int itself, anything else printed on stderr and 1."""
     if code is None:
         return 0
     if isinstance(code, int):
@@ -72,11 +71,9 @@ def exit_status(code: object) -> int:
 
 
 def end_program(code: object) -> NoReturn:
-    """End the `harness` process with ``code`` once its command has ended: signals are ignored
-    (the work is recorded), exit handlers run and output is flushed, and the interpreter's teardown
-    is skipped. It let a finished command end with a wrong status: a KeyboardInterrupt that passed
-    through code run from a string makes CPython kill itself with SIGINT instead of exiting 130,
-    and a SIGTERM during the 1-2 s of releasing torch killed it after the work was done."""
+    """End the finished `harness` process with ``code``: signals ignored, exit handlers run, output
+    flushed, the interpreter's teardown skipped (it let a finished command end with a wrong status:
+    CPython killing itself with SIGINT after a KeyboardInterrupt, a SIGTERM while torch is released)."""
     for sig in HANDLED:
         signal.signal(sig, signal.SIG_IGN)
     status = exit_status(code)

@@ -203,9 +203,8 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 
 
 def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """The mono mix (the channels' mean, float32 as ``read_audio(path)[0].mean(axis=0)`` gives it)
-    and the rate, decoded block by block into one buffer sized from the header: memory is the
-    mix's, never the multichannel track or the mix twice."""
+    """The mono mix (``read_audio(path)[0].mean(axis=0)``) and the rate, decoded block by block into one
+    buffer sized from the header: memory is the mix's, never the multichannel track or the mix twice."""
     p = check_file(path)
     rate, expected, _ = _audio_header(p)
     # pages of np.empty are only touched as they fill; a header claiming more is capped by the limit
@@ -223,9 +222,8 @@ def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 
 
 def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.ndarray]:
-    """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks of
-    about ``block`` samples, in order; memory does not grow with the length. The rate is
-    ``probe(path).audio_rate`` (or soundfile's for .wav/.flac)."""
+    """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks of about
+    ``block`` samples, in order; memory does not grow with the length."""
     p = check_file(path)
     if p.suffix.lower() in SOUND_FILES:
         import soundfile as sf
