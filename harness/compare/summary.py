@@ -111,10 +111,8 @@ SHOWN_STATS = ("audio_peak",)
 
 def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
     """The statistics shown and checked (numbers that describe content, not the container)."""
-    names = (*JUDGED_STATS, *SHOWN_STATS)
-    if stats is None:
-        return dict.fromkeys(names)
-    return {n: (None if getattr(stats, n) is None else float(getattr(stats, n))) for n in names}
+    values = {n: getattr(stats, n, None) for n in (*JUDGED_STATS, *SHOWN_STATS)}
+    return {n: None if v is None else float(v) for n, v in values.items()}
 
 
 def _log_tail(run: RunDir, recorded: str) -> str:

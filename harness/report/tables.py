@@ -104,16 +104,13 @@ def speed_section(res: ReportResults) -> Section:
         steps = r.dit_steps if r.dit_steps is not None else NA
         times = [fmt_s(x) for x in (r.s_per_step, r.step(1), r.step(2), r.step(3), r.pipeline_total_s)]
         t.add([r.key, role_text(res, r.arm, r.role), r.repeat, steps, *times, rs, rt], row_css(r))
-    sec.tables = [agg, t]
-    layers = _layers_table(res)
-    if layers is not None:
-        sec.tables.append(layers)
-    for a in res.arms:
-        for key in ("s_per_step", "pipeline_total_s"):
-            test = a.speed.get(key)
-            if test is not None and test.measured:
-                mark = "" if a.timing_baseline else f" [{a.timing_label}]"
-                sec.bullets.append(f"{a.arm} vs {res.reference_arm}: {test.line}{mark}")
+    sec.tables = [table for table in (agg, t, _layers_table(res)) if table is not None]
+    sec.bullets += [
+        f"{a.arm} vs {res.reference_arm}: {test.line}" + ("" if a.timing_baseline else f" [{a.timing_label}]")
+        for a in res.arms
+        for key in ("s_per_step", "pipeline_total_s")
+        if (test := a.speed.get(key)) is not None and test.measured
+    ]
     sec.bullets += [f"repeats: {n}" for n in res.repeat_notes]
     return sec
 
@@ -177,9 +174,7 @@ def attention_section(res: ReportResults) -> Section:
         if not r.attn.ranks:
             t.add([r.key, r.attn.requested, NA, "no rank recorded", "", "", "", "NO"], "not-ok")
     sec.tables.append(t)
-    for r in res.runs:
-        if r.valid is False:
-            sec.bullets.append(f"{r.key}: " + "; ".join(r.invalid_reasons))
+    sec.bullets += [f"{r.key}: " + "; ".join(r.invalid_reasons) for r in res.runs if r.valid is False]
     env = res.env_summary or [("environment", "not recorded in campaign.json")]
     sec.tables.append(_pairs_table(*env, title="Environment"))
     return sec
