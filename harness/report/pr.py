@@ -61,12 +61,12 @@ def speed_table(res: ReportResults) -> list[str]:
         elif a.role == "noise_floor":
             vs = "noise floor"  # an exact run: its time says nothing about a kernel
         else:
-            sp = arm_speed(res, a.arm)
-            vs = f"{fmt_speedup(sp.step_speedup)} / {fmt_speedup(sp.total_speedup)}"
+            step_test, total_test = arm_speed(res, a.arm)
+            vs = f"{fmt_speedup(step_test.speedup)} / {fmt_speedup(total_test.speedup)}"
             whose = timing_whose(res, a.arm)  # an emulator's or a shadowed copy's time is no kernel's
             vs += f" ({whose})" if whose else ""
             name = f"{a.arm} ({whose})" if whose else a.arm
-            notes.append(f"{name}: DiT s/step {sp.step.words}; pipeline total {sp.total.words}")
+            notes.append(f"{name}: DiT s/step {step_test.words}; pipeline total {total_test.words}")
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
     tests = f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster); the speed tests of report.md:"
     return [*md_rows(head, rows), "", tests, *(f"- {md_text(n)}" for n in notes)]
