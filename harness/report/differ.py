@@ -63,12 +63,11 @@ def insitu_images(
         for name, path in images.items()
         if name.startswith("insitu")
     ]
-    for name, rel in sorted(res.assets.items()):
-        if name.startswith("insitu") and rel.lower().endswith(".png"):
-            p = assets.path(rel)
-            if p is not None:
-                out.append((f"in-situ attention error: {name.split(':', 1)[-1]}", placed(p)))
-    return out
+    return out + [
+        (f"in-situ attention error: {name.split(':', 1)[-1]}", placed(p))
+        for name, rel in sorted(res.assets.items())
+        if name.startswith("insitu") and rel.lower().endswith(".png") and (p := assets.path(rel)) is not None
+    ]
 
 
 def differ_view(
@@ -95,8 +94,7 @@ def differ_view(
             p = assets.path(rel, page=True)
             path, missing = (placed(p), "") if p is not None else (None, f"missing: {rel}")
             view.clips.append(Clip(r.key, ROLE_LABEL.get(r.role, r.role), path, missing))
-    if res.audio_clips is not None:
-        view.clips_text = res.audio_clips.text
+    view.clips_text = res.audio_clips.text if res.audio_clips is not None else ""
     view.specdiff = images.get("spectrogram_diff")
     view.insitu = insitu_images(res, assets, placed, images)
     return view
