@@ -29,8 +29,7 @@ def initial_noise(cfg: PipelineConfig, seed: int) -> tuple[Tensor, Tensor]:
     """Video [t, h, w, C] then audio [n, C] standard normal noise, float32, on the CPU."""
     g = torch.Generator(device="cpu").manual_seed(int(seed))
     video = torch.randn(cfg.latent_t, cfg.latent_h, cfg.latent_w, VIDEO_CH, generator=g)
-    audio = torch.randn(cfg.audio_tokens, AUDIO_CH, generator=g)
-    return video, audio
+    return video, torch.randn(cfg.audio_tokens, AUDIO_CH, generator=g)  # drawn after the video's
 
 
 def synchronize(device: torch.device) -> None:

@@ -41,16 +41,14 @@ def _dispatcher_check(name: str, device: Any, dtype: Any, head_dims: list[int]) 
     except Exception as err:  # diffusers raises RuntimeError; a hub fetch anything
         return common.one_line(err, 300), {}
     cosines: dict[str, float] = {}
+    refused = f"diffusers' checks refuse {str(dtype).removeprefix('torch.')} on {device}"
     for d in head_dims:
         q, k, v = _smoke_inputs(device, dtype, d)
         for check in ad._AttentionBackendRegistry._constraints.get(member, []):
             try:
                 check(query=q, key=k, value=v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None)
             except ValueError as err:
-                return (
-                    f"diffusers' checks refuse {str(dtype).removeprefix('torch.')} on {device}: {err}",
-                    cosines,
-                )
+                return f"{refused}: {err}", cosines
         cosines[str(d)] = _call(member, q, k, v, d)
     return None, cosines
 
