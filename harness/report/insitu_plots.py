@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from harness.analysis.model import InSituReading
-from harness.report.plots import legend_below, legend_figure, line_style, save_png
+from harness.report.plots import label_per_step, legend_figure, line_style, save_png
 
 
 def heatmap_plot(reading: InSituReading, path: Path) -> Path | None:
@@ -70,10 +69,6 @@ def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
             ax.plot(*zip(*floor, strict=True), ls="--", marker=".", color="#555555", label="exact floor")
             floor_drawn = True
     ax.set_yscale("log")
-    ax.set_xlabel("DiT step")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("rel L1 against exact attention")
-    ax.set_title("in-situ error per step (pooled over blocks), exact floor dashed")
-    ax.grid(alpha=0.3, which="both")
-    legend_below(fig)
+    title = "in-situ error per step (pooled over blocks), exact floor dashed"
+    label_per_step(ax, "DiT step", "rel L1 against exact attention", title, grid="both")
     return save_png(fig, path)

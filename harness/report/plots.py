@@ -173,13 +173,13 @@ def legend_below(fig: Figure, fontsize: float = 8, most: int = 3) -> None:
                fontsize=fontsize, frameon=False)  # fmt: skip
 
 
-def _label_per_step(ax, xlabel: str, ylabel: str, title: str) -> None:
-    """Axes of a one-point-per-step figure: integer steps on x, a grid, the legend below."""
+def label_per_step(ax, xlabel: str, ylabel: str, title: str, grid: str = "major") -> None:
+    """Axes of a one-point-per-step figure: integer steps on x, a grid (``grid`` ticks), the legend below."""
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which=grid)
     legend_below(ax.figure)
 
 
@@ -191,7 +191,7 @@ def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     ax = fig.subplots()
     for i, (label, secs) in enumerate(series):
         ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, **line_style(i))
-    _label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
+    label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
     return save_png(fig, path)
 
 
@@ -207,7 +207,7 @@ def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path:
         xs = [s for s, _ in pts]
         ys = [v if math.isfinite(v) else top for _, v in pts]
         ax.plot(xs, ys, marker="o", label=label, **line_style(i))
-    _label_per_step(
+    label_per_step(
         ax,
         "step",
         "latent PSNR (dB)",
