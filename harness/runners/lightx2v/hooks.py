@@ -100,69 +100,58 @@ class RunHooks:
                 continue
             if getattr(original, "_harness_hook", False):
                 continue
-            wrapped = getattr(self, f"_wrap_{hook.role}")(original)
+            wrapped = self._wrap(getattr(self, f"_{hook.role}"), original)
             wrapped._harness_hook = True
             setattr(cls, hook.method, wrapped)
             self.installed.append(label)
 
-    def _wrap_step_pre(self, original: Callable) -> Callable:
+    @staticmethod
+    def _wrap(around: Callable, original: Callable) -> Callable:
+        """``original`` called inside ``around``, a context manager given the same arguments."""
+
         @functools.wraps(original)
-        def step_pre(scheduler, step_index, *args, **kwargs):
-            out = original(scheduler, step_index, *args, **kwargs)
-            if not self.warmup:
-                total = getattr(scheduler, "infer_steps", None)
-                self.sites.set(step=int(step_index) + 1, steps=int(total) if total is not None else None)
-            return out
+        def wrapped(*args, **kwargs):
+            with around(*args, **kwargs):
+                return original(*args, **kwargs)
 
-        return step_pre
-
-    def _wrap_step_post(self, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def step_post(scheduler, *args, **kwargs):
-            out = original(scheduler, *args, **kwargs)
-            step = self.sites.current.step
-            if not self.warmup and step is not None:
-                for callback in self.on_step_end:
-                    callback(step, scheduler)
-                self.sites.set(step=None)
-            return out
-
-        return step_post
-
-    def _wrap_dit_block(self, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def run_block(infer, block_idx, *args, **kwargs):
-            with self.sites.site(block=int(block_idx), kind="dit_self") as site:
-                if not self.time_blocks or site.step is None:
-                    return original(infer, block_idx, *args, **kwargs)
-                synchronize()
-                t0 = time.perf_counter()
-                out = original(infer, block_idx, *args, **kwargs)
-                synchronize()
-                self.block_seconds.setdefault(str(site.step), []).append(time.perf_counter() - t0)
-                return out
-
-        return run_block
-
-    def _wrap_refiner(self, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def infer(pre_infer, weights, *args, **kwargs):
-            self._index_refiner(weights)
-            with self.sites.site(block=None, kind="refiner"):
-                return original(pre_infer, weights, *args, **kwargs)
-
-        return infer
-
-    def _wrap_warmup(self, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def run_warmup(runner, *args, **kwargs):
-            with self._warming_up():
-                return original(runner, *args, **kwargs)
-
-        return run_warmup
+        return wrapped
 
     @contextlib.contextmanager
-    def _warming_up(self) -> Iterator[None]:
+    def _step_pre(self, scheduler, step_index, *args, **kwargs) -> Iterator[None]:
+        yield
+        if not self.warmup:
+            total = getattr(scheduler, "infer_steps", None)
+            self.sites.set(step=int(step_index) + 1, steps=int(total) if total is not None else None)
+
+    @contextlib.contextmanager
+    def _step_post(self, scheduler, *args, **kwargs) -> Iterator[None]:
+        yield
+        step = self.sites.current.step
+        if not self.warmup and step is not None:
+            for callback in self.on_step_end:
+                callback(step, scheduler)
+            self.sites.set(step=None)
+
+    @contextlib.contextmanager
+    def _dit_block(self, infer, block_idx, *args, **kwargs) -> Iterator[None]:
+        with self.sites.site(block=int(block_idx), kind="dit_self") as site:
+            timed = self.time_blocks and site.step is not None
+            if timed:
+                synchronize()
+                t0 = time.perf_counter()
+            yield
+            if timed:
+                synchronize()
+                self.block_seconds.setdefault(str(site.step), []).append(time.perf_counter() - t0)
+
+    @contextlib.contextmanager
+    def _refiner(self, pre_infer, weights, *args, **kwargs) -> Iterator[None]:
+        self._index_refiner(weights)
+        with self.sites.site(block=None, kind="refiner"):
+            yield
+
+    @contextlib.contextmanager
+    def _warmup(self, *args, **kwargs) -> Iterator[None]:
         self.warmup = True
         self.sites.set(step=None)
         try:
