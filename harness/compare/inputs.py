@@ -58,13 +58,11 @@ def _keys(refs: tuple[str, str]) -> tuple[str | None, str | None]:
 def summarize_inputs(ref_a: str, ref_b: str) -> tuple[RunSummary, RunSummary]:
     """Both sides of a comparison; a file and a run directory may be mixed."""
     key_a, key_b = _keys((ref_a, ref_b)) if is_media_file(ref_a) and is_media_file(ref_b) else (None, None)
-    out = []
-    for ref, key in ((ref_a, key_a), (ref_b, key_b)):
-        if is_media_file(ref):
-            out.append(summarize_file(Path(ref), key))
-        else:
-            out.append(summarize_run(resolve_run(ref)))
-    return out[0], out[1]
+    a, b = (
+        summarize_file(Path(ref), key) if is_media_file(ref) else summarize_run(resolve_run(ref))
+        for ref, key in ((ref_a, key_a), (ref_b, key_b))
+    )
+    return a, b
 
 
 # A run folder's name, as records.run_key writes it: '@' and '~' are in no arm name.
@@ -76,8 +74,7 @@ def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
     m = _RUN_KEY.match(key)
     if m is None:
         return None
-    seed = int(m["seed"]) if m["seed"] is not None else None
-    return m["arm"], seed, int(m["repeat"] or 1)
+    return m["arm"], None if m["seed"] is None else int(m["seed"]), int(m["repeat"] or 1)
 
 
 def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, int | None, int]]:
