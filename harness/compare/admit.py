@@ -22,15 +22,12 @@ def measured_files(run_a: RunDir, run_b: RunDir) -> tuple[Path, Path] | None:
     ``cache.use_lossless``); None when a run did not end ok or has no output: that is reported
     as not measured (exit 3), not refused here."""
     runs = (run_a, run_b)
-    records = [r.record_or_none() for r in runs]
-    if any(rec is None or rec.status != RunStatus.ok for rec in records):
+    if not all((rec := r.record_or_none()) is not None and rec.status == RunStatus.ok for r in runs):
         return None
     if not all(_nonempty(r.output) for r in runs):
         return None
-    twins = [r.file(OUTPUT_LOSSLESS) for r in runs]
-    if all(_nonempty(t) for t in twins):
-        return twins[0], twins[1]
-    return run_a.output, run_b.output
+    twins = (run_a.file(OUTPUT_LOSSLESS), run_b.file(OUTPUT_LOSSLESS))
+    return twins if all(_nonempty(t) for t in twins) else (run_a.output, run_b.output)
 
 
 def audio_samples(path: Path) -> int:

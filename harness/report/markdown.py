@@ -35,14 +35,11 @@ def render_section(sec: Section) -> str:
     parts += [_grid(g) for g in sec.frame_grids]
     for v in sec.verdicts:
         parts.append(f"**{md_escape(v.arm)}**: {md_text(v.summary)}\n")
-        parts += [f"- {md_text(s)}" for s in v.sentences]
-        parts.append("")
+        parts += [*(f"- {md_text(s)}" for s in v.sentences), ""]
     for title, text in sec.logs:
-        parts.append(f"**{md_escape(title)}**\n")
-        parts.append(md_code_block(text))
+        parts += [f"**{md_escape(title)}**\n", md_code_block(text)]
     if sec.bullets:
-        parts += [f"- {md_text(b)}" for b in sec.bullets]
-        parts.append("")
+        parts += [*(f"- {md_text(b)}" for b in sec.bullets), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
