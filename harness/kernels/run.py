@@ -76,14 +76,11 @@ def _make_inputs(shape: KernelShape, device: torch.device, seed: int) -> tuple[t
     def randn(*size: int) -> torch.Tensor:
         return torch.randn(*size, generator=g, device=device, dtype=dtype)
 
-    q = randn(b, h, shape.seq_q, d)
-    if shape.q_scale != 1.0:
-        q.mul_(shape.q_scale)
+    q = randn(b, h, shape.seq_q, d).mul_(shape.q_scale)
     k, v = randn(b, h, n_k, d), randn(b, h, n_k, d)
-    if shape.k_bias:
-        k.add_(shape.k_bias * randn(b, h, 1, d))
-    if shape.v_bias:
-        v.add_(shape.v_bias * randn(b, h, 1, d))
+    for x, bias in ((k, shape.k_bias), (v, shape.v_bias)):
+        if bias:
+            x.add_(bias * randn(b, h, 1, d))
     return q, k, v
 
 
@@ -182,13 +179,8 @@ def _measure_peak(
     b = torch.randn(size, size, generator=g, device=device, dtype=dtype)
     flops = 2.0 * size**3
     with full_fp32_matmul():
-        times = timer.run(lambda: a @ b, block.warmup, timer.repeats(block.repeats))
-        db = (
-            time_do_bench(lambda: a @ b, expected_ms=statistics.median(times))
-            if timer.cuda and block.do_bench
-            else None
-        )
-    median = statistics.median(times)
+        median = statistics.median(timer.run(lambda: a @ b, block.warmup, timer.repeats(block.repeats)))
+        db = time_do_bench(lambda: a @ b, expected_ms=median) if timer.cuda and block.do_bench else None
     return PeakResult(
         dtype=dtype_name,
         size=size,
@@ -197,14 +189,6 @@ def _measure_peak(
         timer=timer.kind,
         do_bench_tflops=tflops(flops, db) if db else None,
     )
-
-
-def _validate_entries(block: KernelsBlock) -> None:
-    """Unknown backends or options are configuration errors: fail before measuring anything."""
-    for entry in block.backends:
-        why = check_options(entry.backend, entry.options)
-        if why:
-            raise HarnessError(f"kernels.backends[{entry.key}]: {why}")
 
 
 def _free(device: torch.device) -> None:
@@ -261,7 +245,6 @@ def _run_entry(
 
 
 def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow:
-    q, k, v = inputs
     op = KVReversed(get_backend("torch_sdpa"))
     return KernelRow(
         shape=shape.name,
@@ -271,7 +254,7 @@ def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow
         status="ok",
         exact=True,
         params=op.params,
-        accuracy=accuracy_metrics(op(q, k, v, scale), ref),
+        accuracy=accuracy_metrics(op(*inputs, scale), ref),
     )
 
 
@@ -280,7 +263,9 @@ def run_kernels(
 ) -> KernelsResult:
     """Measure every shape x backend of ``block``; write ``out_dir/kernels.json``; return the result."""
     say = progress or (lambda _msg: None)
-    _validate_entries(block)
+    for entry in block.backends:  # unknown backends or options: fail before measuring anything
+        if why := check_options(entry.backend, entry.options):
+            raise HarnessError(f"kernels.backends[{entry.key}]: {why}")
     captured = [c for entry in block.captured for c in captured_shapes(entry)]  # every file checked first
     started = time.perf_counter()
     device = torch.device(resolve_device(block.device, context="kernels"))
@@ -318,8 +303,7 @@ def run_kernels(
     result.agreement = kernels_agreement(result)
     result.unpaired_emulators = unpaired_emulators(result, result.agreement)
     result.duration_s = time.perf_counter() - started
-    out_dir = Path(out_dir)
-    write_record(out_dir / KERNELS_JSON, result)
+    write_record(Path(out_dir) / KERNELS_JSON, result)
     return result
 
 
