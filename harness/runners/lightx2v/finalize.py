@@ -129,25 +129,18 @@ def merge_rank_calls(
     for path in sorted(run_dir.glob("attn_calls.rank*.json")):
         rank = path.stem.removeprefix("attn_calls.rank")
         try:
-            data = json.loads(path.read_text())
-            ranks[rank] = LightX2VRankCalls.model_validate(data)
+            ranks[rank] = LightX2VRankCalls.model_validate(json.loads(path.read_text()))
         except (OSError, ValueError) as err:
             ranks[rank] = LightX2VRankCalls(errors=[f"{path.name}: unreadable ({err})"])
-    for rank in range(nproc):
-        if str(rank) not in ranks:
-            ranks[str(rank)] = LightX2VRankCalls(
-                errors=[
-                    f"no attn_calls.rank{rank}.json: rank {rank} did not report (crashed before the launcher?)"
-                ]
-            )
-    if sageattention:
-        for rc in ranks.values():
+    for rank in map(str, range(nproc)):
+        missing = f"no attn_calls.rank{rank}.json: rank {rank} did not report (crashed before the launcher?)"
+        ranks.setdefault(rank, LightX2VRankCalls(errors=[missing]))
+    for rc in ranks.values():
+        if sageattention:
             check_sageattention(rc, sageattention)
-    if schedule is not None:
-        for rc in ranks.values():
+        if schedule is not None:
             check_schedule(rc, schedule, requested, steps)
-    for label in required_ops or []:
-        for rc in ranks.values():
+        for label in required_ops or []:
             if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
                 rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
     ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
