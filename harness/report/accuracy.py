@@ -157,8 +157,7 @@ def accuracy_section(res: ReportResults) -> Section:
             )
         sec.tables.insert(1 if res.floor is not None else 0, agg)
     for c in res.comparisons:
-        for n in c.notes:
-            sec.bullets.append(f"{c.b.key}: {n}")
+        sec.bullets += [f"{c.b.key}: {n}" for n in c.notes]
     return sec
 
 
@@ -171,28 +170,15 @@ def latent_section(res: ReportResults) -> Section | None:
         "trajectories part. Convention: " + res.conventions.get("latent", "")
     )
     steps = sorted({p.step for s in res.latents for p in s.points})
-    t = TextTable(
-        title="",
-        headers=[
-            "step",
-            *[run_label(res, s.key, s.arm, s.role) for s in res.latents],
-        ],
-    )
+    t = TextTable(title="", headers=["step", *[run_label(res, s.key, s.arm, s.role) for s in res.latents]])
+
+    def cell(p) -> str:
+        if p is None or not p.parts:
+            return NA if p is None else fmt_db(p.psnr)
+        return f"{fmt_db(p.psnr)} (" + ", ".join(f"{n} {fmt_db(v)}" for n, v in sorted(p.parts.items())) + ")"
+
     for step in steps:
-        row = [str(step)]
-        for s in res.latents:
-            p = next((p for p in s.points if p.step == step), None)
-            if p is None:
-                row.append(NA)
-            elif p.parts:
-                row.append(
-                    f"{fmt_db(p.psnr)} ("
-                    + ", ".join(f"{n} {fmt_db(v)}" for n, v in sorted(p.parts.items()))
-                    + ")"
-                )
-            else:
-                row.append(fmt_db(p.psnr))
-        t.add(row)
+        t.add([str(step), *(cell(next((p for p in s.points if p.step == step), None)) for s in res.latents)])
     sec.tables.append(t)
     return sec
 
