@@ -91,17 +91,14 @@ class SlurmExecutor(Executor):
         if gpus is None:
             gpus = get_runner(spec.runner).prepare(spec, run_path, dry_run=True).gpus
         params: dict[str, Any] = {"job_name": f"harness-{spec.scenario}-{spec.key}", "time": b.time_min}
-        for name in ("partition", "account", "qos", "constraint"):
-            if getattr(b, name):
-                params[name] = getattr(b, name)
-        if gpus:
-            params["gpus_per_node"] = gpus
-        if b.cpus_per_task:
-            params["cpus_per_task"] = b.cpus_per_task
-        if b.mem_gb:
-            params["mem"] = f"{b.mem_gb}GB"
-        if b.exclusive:
-            params["exclusive"] = True
+        optional = {
+            **{name: getattr(b, name) for name in ("partition", "account", "qos", "constraint")},
+            "gpus_per_node": gpus,
+            "cpus_per_task": b.cpus_per_task,
+            "mem": f"{b.mem_gb}GB" if b.mem_gb else None,
+            "exclusive": b.exclusive,
+        }
+        params |= {key: value for key, value in optional.items() if value}  # unset ones stay submitit's
         for key, value in b.extra.items():
             params[key.removeprefix("slurm_")] = value
         return params
@@ -126,8 +123,7 @@ class SlurmExecutor(Executor):
         todo = [p for p in planned if p.action != "skip-ok"]
         if not todo:
             return
-        why = slurm_unavailable()
-        if why:
+        if why := slurm_unavailable():
             raise HarnessError(f"slurm executor: {why}")
         for p in todo:
             if p.spec.timeout_s and p.spec.timeout_s > self.slurm.time_min * 60:
@@ -254,7 +250,8 @@ class SlurmExecutor(Executor):
                     rec = self._record_dead(t, rec, st)
                 active.remove(t)
                 if rec.status in RESUBMITTABLE and t.attempt <= self.resubmit_failed:
-                    self._keep_attempt(t, rec)
+                    if t.run_dir.run_json.exists():  # the failed attempt's run.json stays beside the new one
+                        os.replace(t.run_dir.run_json, t.run_dir.path / f"attempt-{t.attempt}.{RUN_JSON}")
                     t.attempt += 1
                     t.job, t.dead_since, t.pending_reason = None, None, None
                     reporter.message(
@@ -305,12 +302,6 @@ class SlurmExecutor(Executor):
         paths = t.job.paths
         return tail_text(paths.stderr) or tail_text(paths.stdout)
 
-    def _keep_attempt(self, t: _Tracked, rec: RunRecord) -> None:
-        """The failed attempt's run.json stays next to the new one as attempt-<n>.run.json."""
-        src = t.run_dir.run_json
-        if src.exists():
-            os.replace(src, t.run_dir.path / f"attempt-{t.attempt}.{RUN_JSON}")
-
     def _cancel_all(self, live: list[_Tracked], reporter: Reporter, on_record: OnRecord) -> None:
         """Ctrl-C: scancel every job this campaign submitted that has not ended, record them interrupted."""
         if not live:
@@ -339,12 +330,10 @@ class SlurmExecutor(Executor):
                 continue
             if rec is None or rec.job_id not in (None, t.job_id):
                 rec = RunRecord(spec=spec, spec_hash=spec.spec_hash(), executor="slurm")
-            started = rec.status not in (RunStatus.pending,)
+            before = " before it started" if rec.status == RunStatus.pending else ""
             rec.executor, rec.job_id = "slurm", t.job_id
             rec.status = RunStatus.interrupted
-            rec.reason = f"interrupted (Ctrl-C): Slurm job {t.job_id} cancelled" + (
-                "" if started else " before it started"
-            )
+            rec.reason = f"interrupted (Ctrl-C): Slurm job {t.job_id} cancelled{before}"
             rec.ended_at = rec.ended_at or utcnow()
             if not rec.log_tail:
                 rec.log_tail = self._job_log_tail(t)
