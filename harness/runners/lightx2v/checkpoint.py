@@ -38,7 +38,6 @@ from harness.runners.lightx2v.rank_env import (
 )
 
 MODULE = "harness.runners.lightx2v.checkpoint"
-COMPONENTS = ("transformer_ref", "text_encoder", "tokenizer", "processor", "vae", "audio_vae")
 
 # DiT sizes. head_dim stays 128 in every preset: GPU kernels (SageAttention, FlashAttention) want it,
 # and H3's rotary width (6 x rope_freq_dim = 96) must fit in it. ``prod`` is the released width

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,12 @@ def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
 def plugin_args(spec: RunSpec) -> list[str]:
     """``--plugins``: the spec's plugins as planned (path, sha256, what they register), imported in
     the process before LightX2V's registry (``served``); none without plugins."""
-    if not spec.plugins:
-        return []
-    return ["--plugins", plugins_arg(spec.plugins)]
+    return ["--plugins", plugins_arg(spec.plugins)] if spec.plugins else []
+
+
+def repeated(flag: str, values: Iterable[str]) -> list[str]:
+    """``flag`` before each of ``values`` (an option given once per value)."""
+    return [item for value in values for item in (flag, value)]
 
 
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
@@ -102,12 +106,8 @@ def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
     args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type, *plugin_args(spec)]
     if spec.kv_reversed:
         args.append("--kv-reversed")
-    for prefix_mod in params.attn_scope:
-        args += ["--scope", prefix_mod]
-    for wrapper in params.attn_wrappers:
-        args += ["--wrapper", wrapper]
-    for label, ref in sorted(params.count_ops.items()):
-        args += ["--count-op", f"{label}={ref}"]
+    args += repeated("--scope", params.attn_scope) + repeated("--wrapper", params.attn_wrappers)
+    args += repeated("--count-op", [f"{label}={ref}" for label, ref in sorted(params.count_ops.items())])
     args += ["--latent-steps", params.latent_steps]
     if params.time_blocks:
         args.append("--time-blocks")
@@ -190,13 +190,7 @@ def probe_command(
     if questions is not None:
         return cmd + ["--questions", json.dumps(questions, sort_keys=True)]
     question = probe_question(params, spec)
-    for name in question["attn_types"]:
-        cmd += ["--attn-type", name]
-    cmd += ["--nproc", str(question["nproc"])]
-    for label, ref in question["count_ops"].items():
-        cmd += ["--count-op", f"{label}={ref}"]
-    for feature in question["require"]:
-        cmd += ["--require", feature]
-    for name in question["shadow_types"]:
-        cmd += ["--shadow-type", name]
-    return cmd
+    cmd += repeated("--attn-type", question["attn_types"]) + ["--nproc", str(question["nproc"])]
+    cmd += repeated("--count-op", [f"{label}={ref}" for label, ref in question["count_ops"].items()])
+    cmd += repeated("--require", question["require"])
+    return cmd + repeated("--shadow-type", question["shadow_types"])

@@ -181,9 +181,17 @@ def _run_entry(entry: str, rest: list[str]) -> None:
     runpy.run_module(entry, run_name="__main__", alter_sys=True)
 
 
-def plugin_problem(exc: BaseException) -> str:
-    """A plugin that fails to import, in one line (a ScenarioError already is one)."""
-    return one_line(exc) or type(exc).__name__
+def plugin_types(plugins: list | None, book: CallBook | None) -> list[str] | None:
+    """The plugins' backend names; None when one fails to import (one line on stderr and in the
+    counts: a ScenarioError already is one line)."""
+    try:
+        return load_plugins(plugins) if plugins else []
+    except BaseException as err:  # the user's plugin
+        line = f"launcher: {one_line(err) or type(err).__name__}"
+        if book is not None:
+            book.error(line)
+        print(line, file=sys.stderr, flush=True)
+        return None
 
 
 def serve_plugins(names: list[str], book: CallBook | None) -> None:
@@ -203,13 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     rank_env.prepare_platform()
     if ns.bare:
         die_with_parent()
-        if ns.plugins:
-            try:
-                names = load_plugins(ns.plugins)
-            except BaseException as err:
-                print(f"launcher: {plugin_problem(err)}", file=sys.stderr, flush=True)
-                return 2
-            serve_plugins(names, None)
+        names = plugin_types(ns.plugins, None)
+        if names is None:
+            return 2
+        serve_plugins(names, None)
         if ns.synthetic_checkpoint is not None:
             rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
         _run_entry(ns.entry, rest)
@@ -254,14 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     for item in ns.count_op:
         label, ref = item.split("=", 1)
         count_op(ref, label, book)
-    plugin_types: list[str] = []
-    if ns.plugins:  # after the counted ops (a plugin may import one), before LightX2V's registry
-        try:
-            plugin_types = load_plugins(ns.plugins)
-        except BaseException as err:  # the user's plugin: one line in the counts and on stderr
-            book.error(f"launcher: {plugin_problem(err)}")
-            print(f"launcher: {plugin_problem(err)}", file=sys.stderr, flush=True)
-            return 2
+    names = plugin_types(ns.plugins, book)  # after the counted ops (a plugin may import one)
+    if names is None:
+        return 2
 
     @contextlib.contextmanager
     def noted(prefix: str, typed: bool = True) -> Iterator[None]:
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     with noted(f"cannot import {rank_env.LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER"):
         registry = rank_env.attention_registry()
     with noted("plugin backends"):
-        serve_plugins(plugin_types, book)
+        serve_plugins(names, book)
     rank_env.bind_pinned_function()  # a pinned SageAttention's function, where LightX2V bound `sageattn`
     inst = instrument_registry(registry, book)
     with noted("launcher"):
