@@ -180,19 +180,15 @@ def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
                 f"results.json: insitu.readings[{i}].heatmap {r.heatmap!r} is not a plain file name (letters, "
                 "digits, '_', '.' and '-', no leading dot: it names assets/<name>.png): refused, nothing written"
             )
-    jobs: list[tuple[str, Any, Any]] = []
     shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
-    jobs.append((STEPS_FIGURE, shown, lambda p: plots("insitu_plots").steps_plot(ins.readings, Path(p))))
-    for r in ins.readings:
-        if r.heatmap:
-            cells = [c.model_dump(mode="json") for c in r.cells]
-            jobs.append(
-                (
-                    r.heatmap,
-                    [r.candidate, cells],
-                    lambda p, r=r: plots("insitu_plots").heatmap_plot(r, Path(p)),
-                )
-            )
+    jobs: list[tuple[str, Any, Any]] = [
+        (STEPS_FIGURE, shown, lambda p: plots("insitu_plots").steps_plot(ins.readings, Path(p)))
+    ]
+    for r in (r for r in ins.readings if r.heatmap):
+        cells = [c.model_dump(mode="json") for c in r.cells]
+        jobs.append(
+            (r.heatmap, [r.candidate, cells], lambda p, r=r: plots("insitu_plots").heatmap_plot(r, Path(p)))
+        )
     return jobs
 
 
