@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -120,9 +121,7 @@ def dit_tensors(config: dict[str, Any], gen) -> dict[str, Any]:
     hidden, ffn = config["hidden_size"], config["ffn_hidden_size"]
     inner = config["num_attention_heads"] * config["attention_head_dim"]
     head_dim, text = config["attention_head_dim"], config["text_hidden_size"]
-    patch = 1
-    for p in config["patch_size"]:
-        patch *= p
+    patch = math.prod(config["patch_size"])
     bf16, fp32 = torch.bfloat16, torch.float32
     out: dict[str, Any] = {}
 
@@ -234,19 +233,13 @@ def write_processor(folder: Path, tokenizer: Any) -> None:
     from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     pixels = 64 * 64
-    image = Qwen2VLImageProcessor(
-        patch_size=VISION_CONFIG["patch_size"],
-        temporal_patch_size=VISION_CONFIG["temporal_patch_size"],
-        merge_size=VISION_CONFIG["spatial_merge_size"],
-        min_pixels=pixels,
-        max_pixels=pixels,
-    )
-    video = Qwen3VLVideoProcessor(
-        patch_size=VISION_CONFIG["patch_size"],
-        temporal_patch_size=VISION_CONFIG["temporal_patch_size"],
-        merge_size=VISION_CONFIG["spatial_merge_size"],
-        size={"shortest_edge": pixels, "longest_edge": 4 * pixels},
-    )
+    patches = {
+        "patch_size": VISION_CONFIG["patch_size"],
+        "temporal_patch_size": VISION_CONFIG["temporal_patch_size"],
+        "merge_size": VISION_CONFIG["spatial_merge_size"],
+    }
+    image = Qwen2VLImageProcessor(**patches, min_pixels=pixels, max_pixels=pixels)
+    video = Qwen3VLVideoProcessor(**patches, size={"shortest_edge": pixels, "longest_edge": 4 * pixels})
     Qwen3VLProcessor(image_processor=image, tokenizer=tokenizer, video_processor=video).save_pretrained(
         str(folder)
     )

@@ -8,6 +8,7 @@ environment, which imports LightX2V's real registry and makes one small call per
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,7 @@ from harness.runners.common import ProbeBatch, not_found, probe_output
 from harness.runners.framework import check_framework
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
-from harness.runners.lightx2v.rank_env import (
-    SYNTHETIC_MARKER,
-    pinned_missing,
-    read_marker,
-)
+from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, pinned_missing, read_marker
 from harness.runners.lightx2v.schema import h3_dit_dir
 
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
@@ -51,9 +48,9 @@ def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | 
     """LightX2V's H3 rules and the parallel layout, from the resolved config (one line or None)."""
     parallel = config.get("parallel")
     if isinstance(parallel, dict) and parallel:
-        size = 1
-        for key in ("tensor_p_size", "seq_p_size", "cfg_p_size"):
-            size *= int(parallel.get(key, 1) or 1)
+        size = math.prod(
+            int(parallel.get(key, 1) or 1) for key in ("tensor_p_size", "seq_p_size", "cfg_p_size")
+        )
         if size != nproc:
             return f"config parallel sizes multiply to {size} but nproc_per_node is {nproc}"
     elif nproc > 1:
