@@ -5,6 +5,7 @@ time-out or Ctrl-C is recorded, not lost."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -79,11 +80,9 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def process_start(pid: int) -> int | None:
@@ -142,10 +141,10 @@ def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
     except Exception as err:  # a broken log must not lose the run record
         rec.invalid_reasons.append(f"finalize failed: {err}")
     rec.outputs = {n: sha256_file(run_dir.file(n)) for n in HASHED_OUTPUTS if run_dir.file(n).exists()}
-    calls = None
     try:
         calls = run_dir.attn_calls()
     except HarnessError as err:
+        calls = None
         rec.invalid_reasons.append(str(err))
     if rec.status == RunStatus.ok:
         if OUTPUT_MP4 not in rec.outputs:
@@ -193,17 +192,14 @@ def execute_run(
     for stale in (*HASHED_OUTPUTS, STDOUT_LOG, STDERR_LOG):
         if stale != "config.json":
             run_dir.file(stale).unlink(missing_ok=True)
-
+    status = RunStatus.skipped
+    if not reason:
+        try:
+            launch: Launch = runner.prepare(spec, run_dir.path)
+        except HarnessError as err:
+            status, reason = RunStatus.failed, f"prepare failed: {err}"
     if reason:
-        rec.status, rec.reason = RunStatus.skipped, reason
-        rec.started_at = rec.ended_at = utcnow()
-        run_dir.write(rec)
-        return rec
-
-    try:
-        launch: Launch = runner.prepare(spec, run_dir.path)
-    except HarnessError as err:
-        rec.status, rec.reason = RunStatus.failed, f"prepare failed: {err}"
+        rec.status, rec.reason = status, reason
         rec.started_at = rec.ended_at = utcnow()
         run_dir.write(rec)
         return rec
@@ -280,12 +276,10 @@ def supervise(
     rec.ended_at = utcnow()
     rec.duration_s = round(time.monotonic() - t0, 3)
     rec.log_tail = tail_text(run_dir.file(STDERR_LOG)) or tail_text(run_dir.file(STDOUT_LOG))
-    if rec.status == RunStatus.running:
-        if proc.returncode == 0:
-            rec.status = RunStatus.ok
-        else:
-            rec.status = RunStatus.failed
-            rec.reason = failure_reason(proc.returncode, rec.log_tail)
+    if rec.status == RunStatus.running and proc.returncode == 0:
+        rec.status = RunStatus.ok
+    elif rec.status == RunStatus.running:
+        rec.status, rec.reason = RunStatus.failed, failure_reason(proc.returncode, rec.log_tail)
     _finish(rec, run_dir, spec)
     run_dir.write(rec)
     if interrupted:
