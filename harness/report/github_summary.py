@@ -29,9 +29,8 @@ def verdict_rows(res: ReportResults) -> list[str]:
     for r in res.review:
         ok = {True: "valid", False: "**INVALID**", None: "not recorded"}[attention.get(r.arm)]
         word = f"{MARKS.get(r.word, '')} **{md_escape(r.word)}**".strip()
-        base = (f" ({md_escape(r.badge)})" if r.badge else "") + (
-            " (accepted baseline)" if r.baseline else ""
-        )
+        base = f" ({md_escape(r.badge)})" if r.badge else ""
+        base += " (accepted baseline)" if r.baseline else ""
         error = md_escape("; ".join(r.bare_lines)) + "".join(
             f"; **WARNING**: {md_escape(w)}" for w in r.warnings
         )
