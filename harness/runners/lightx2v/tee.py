@@ -5,6 +5,7 @@ Standard library only: this runs in the ranks' interpreter.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -55,12 +56,6 @@ class Tee:
             t.start()
             self._streams.append((fd, saved, write_end, t))
 
-    def _forward(self, out_fd: int, data: bytes) -> None:
-        try:
-            _write_all(out_fd, data)
-        except OSError:
-            pass
-
     def _pump(self, read_end: int, out_fd: int) -> None:
         pending = b""  # the file's partial line
         buf = b""  # read, not yet forwarded (a possible start of END_MARK)
@@ -81,7 +76,8 @@ class Tee:
                 out, buf = buf[: len(buf) - keep], buf[len(buf) - keep :]
             if not out:
                 continue
-            self._forward(out_fd, out)
+            with contextlib.suppress(OSError):  # the destination is gone: the file still gets it
+                _write_all(out_fd, out)
             pending += out
             cut = pending.rfind(b"\n") + 1
             if cut:
@@ -95,10 +91,8 @@ class Tee:
 
     def stop(self) -> None:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         deadline = time.monotonic() + DRAIN_S
         for fd, saved, write_end, _ in self._streams:
             os.dup2(saved, fd)  # the descriptor writes to its destination again
