@@ -119,12 +119,12 @@ class OverheadResult(Record):
         ]
         for mode in MODES:
             each = ", ".join(f"{v:.5f}" for v in self.values(mode))
-            if mode in self.mean:
-                lines.append(
-                    f"| {mode} | {self.mean[mode]:.5f} ± {self.sd[mode]:.5f} | {self.n[mode]} | {each} |"
-                )
-            else:
-                lines.append(f"| {mode} | n/a | 0 | {each} |")
+            spread = (
+                f"{self.mean[mode]:.5f} ± {self.sd[mode]:.5f} | {self.n[mode]}"
+                if mode in self.mean
+                else "n/a | 0"
+            )
+            lines.append(f"| {mode} | {spread} | {each} |")
         lines += ["", self.verdict]
         if self.wrapper is not None:
             lines += ["", self.wrapper.line(self.calls_per_step, self.mean.get("bare"))]
@@ -228,8 +228,7 @@ def measure_overhead(
         raise HarnessError(
             f"--arm {arm}: K/V-reversed arms compute something else; pick a plain arm", exit_code=2
         )
-    reason = get_runner("lightx2v").preflight(spec)
-    if reason:
+    if reason := get_runner("lightx2v").preflight(spec):
         raise HarnessError(f"arm {arm} cannot run here: {reason}", exit_code=3)
     params = params_of(spec)
     specs = {
