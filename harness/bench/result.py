@@ -56,12 +56,9 @@ class SideResult(Record):
     setup_s: float  # imports, kernel loading, a CUDA context: before the clock started
     gpu_peak_mb: float | None = None  # torch's peak allocated GPU memory, GPU suite only
     device: str | None = None  # where the suite computed
-    metrics: dict[str, float] = Field(
-        default_factory=dict
-    )  # the suite's: metric key (harness.metrics) -> value
-    frame_values: dict[str, list[float]] = Field(
-        default_factory=dict
-    )  # per-frame column -> the first frames'
+    # The suite's metric key (harness.metrics) -> value; per-frame column -> the first frames' values
+    metrics: dict[str, float] = Field(default_factory=dict)
+    frame_values: dict[str, list[float]] = Field(default_factory=dict)
     profile: StageTimes | None = None  # the profile side's time split
 
 
@@ -151,12 +148,12 @@ def _side_table(res: BenchResult) -> list[str]:
 
 def _notes(res: BenchResult) -> list[str]:
     notes = [f"{r.name}: {r.note}" for r in res.rows if r.note]
-    for r in res.rows:
-        if r.extrapolated:
-            notes.append(
-                f"{MARK} {r.name}: measured on the first {r.measured_frames} of {r.frames} frames and "
-                "scaled linearly to the full length (extrapolated, not measured)"
-            )
+    notes += [
+        f"{MARK} {r.name}: measured on the first {r.measured_frames} of {r.frames} frames and "
+        "scaled linearly to the full length (extrapolated, not measured)"
+        for r in res.rows
+        if r.extrapolated
+    ]
     suite = res.row(SUITE)
     if suite and suite.setup_s is not None:
         what = "numba import and kernel load" if res.device == "cpu" else "torch import and CUDA context"
@@ -224,17 +221,16 @@ def _profile_lines(res: BenchResult, p: StageTimes) -> list[str]:
 def render_markdown(res: BenchResult) -> str:
     """The printed result: a line on the material and the machine, the sides' table, notes, and
     the time split of the CPU stages when it was measured."""
-    load = ", ".join(f"{x:.2f}" for x in res.load_avg_before)
-    load_after = ", ".join(f"{x:.2f}" for x in res.load_avg_after)
-    lines = [
+    load, load_after = (", ".join(f"{x:.2f}" for x in xs) for xs in (res.load_avg_before, res.load_avg_after))
+    notes = _notes(res)
+    out = [
         f"Metric suite benchmark: {res.frames} frames {res.width}x{res.height} H.264 yuv420p + "
         f"{RATE // 1000} kHz stereo AAC, device {res.device}, {res.cpu_count} CPUs "
         f"(load average before {load}; after {load_after}).",
         "",
         *_side_table(res),
+        *([""] + notes if notes else []),
     ]
-    notes = _notes(res)
-    out = lines + ([""] + notes if notes else [])
     if res.profile is not None:
         out += _profile_lines(res, res.profile)
     return "\n".join(out)
