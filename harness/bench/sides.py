@@ -57,13 +57,9 @@ def _frame_pairs(a: str, b: str, limit: int):
 
 def _read_csv(path: Path, limit: int) -> dict[str, list[float]]:
     """The per-frame values (``FRAME_COLUMNS``) of the suite's CSV, on its first ``limit`` frames."""
-    out: dict[str, list[float]] = {k: [] for k in FRAME_COLUMNS}
     with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if int(row["frame"]) < limit:
-                for k, values in out.items():
-                    values.append(float(row[k]))
-    return out
+        rows = [row for row in csv.DictReader(fh) if int(row["frame"]) < limit]
+    return {k: [float(row[k]) for row in rows] for k in FRAME_COLUMNS}
 
 
 def _suite(a: str, b: str, device: str, limit: int) -> dict:
@@ -90,7 +86,7 @@ def _naive(a: str, b: str, limit: int) -> dict:
 
     from harness.media import probe
 
-    values: dict[str, list[float]] = {"ssim": [], "psnr": []}
+    values: dict[str, list[float]] = {k: [] for k in FRAME_COLUMNS}
     for fa, fb in _frame_pairs(a, b, limit):
         values["psnr"].append(float(peak_signal_noise_ratio(fa, fb, data_range=255)))
         values["ssim"].append(float(structural_similarity(fa, fb, **SKIMAGE_SSIM)))
