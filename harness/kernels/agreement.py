@@ -26,13 +26,8 @@ from harness.number_format import percent_text, range_text, ratio_value
 
 def agreement_word(ratio: float, scale_diff: float) -> Word:
     """'agrees' when the rel L1 ratio lies within [1/RATIO_BOUND, RATIO_BOUND] and the scales within
-    SCALE_BOUND; anything else (NaN included) 'does not follow'."""
-    ok = (
-        math.isfinite(ratio)
-        and 1.0 / RATIO_BOUND <= ratio <= RATIO_BOUND
-        and math.isfinite(scale_diff)
-        and abs(scale_diff) <= SCALE_BOUND
-    )
+    SCALE_BOUND; anything else (NaN and inf fail every comparison here) 'does not follow'."""
+    ok = 1.0 / RATIO_BOUND <= ratio <= RATIO_BOUND and abs(scale_diff) <= SCALE_BOUND
     return AGREES if ok else DOES_NOT_FOLLOW
 
 
@@ -95,11 +90,9 @@ def _emulators(labels: dict[str, dict[str, KernelRow]]) -> dict[str, Provenance]
     """Emulator labels with a provenance that names a kernel backend (from their first ok row)."""
     found: dict[str, Provenance] = {}
     for label, rows in labels.items():
-        for r in rows.values():
-            p = provenance_of(r.params) if r.emulated and r.status == "ok" else None
-            if p is not None and p.kernel.backend:
-                found[label] = p
-                break
+        named = (provenance_of(r.params) for r in rows.values() if r.emulated and r.status == "ok")
+        if (p := next((p for p in named if p is not None and p.kernel.backend), None)) is not None:
+            found[label] = p
     return found
 
 
