@@ -86,11 +86,8 @@ def part_outside(part: str) -> Callable[[Draw, VerdictRules], bool]:
         if part == "statistics":
             return judge_stats(d.cand_stats, d.exact_stats, rules).word == "outside"
         v = judge_numbers("c", d.cands, d.floors, rules=rules)
-        if part == "audio":
-            return any(r.word == "outside" for r in v.energy if r.metric.startswith("audio")) or bool(
-                v.audio_lag
-            )
-        return any(r.word == "outside" for r in v.energy if r.metric.startswith(part))
+        outside = any(r.word == "outside" for r in v.energy if r.metric.startswith(part))
+        return outside or (part == "audio" and bool(v.audio_lag))
 
     return rule
 
@@ -166,10 +163,8 @@ def markdown(b: VerdictBench) -> str:
         ]
         for r in b.rows
     ]
-    lines = md_rows(head, rows)
-    lines.append("")
-    lines.append(
+    closing = (
         f"{b.draws} draws per row (seed {b.seed}), level {b.level:g}: a false-alarm rate should be at or under it; "
         f"{b.seconds:.1f} s"
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*md_rows(head, rows), "", closing]) + "\n"
