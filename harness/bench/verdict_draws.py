@@ -21,13 +21,8 @@ from harness.store import read_record
 FIXTURE = Path(__file__).with_name("verdict_calibration.json")
 H200 = {"video_mse": 0.03, "video_1_ssim": 0.02, "audio_error": 0.33}  # within-seed sd of log energy
 H200_SOURCE = "H200 example, 3 seeds x 3 exact perturbations, bf16"
-H200_STATS = {
-    "luma_mean": 4.6e-5,
-    "luma_std": 1.7e-4,
-    "sharpness": 1.3e-4,
-    "motion": 4.7e-4,
-    "audio_rms": 6.7e-3,
-}
+STATS5 = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms")
+H200_STATS = dict(zip(STATS5, (4.6e-5, 1.7e-4, 1.3e-4, 4.7e-4, 6.7e-3), strict=True))  # relative sds
 PR29 = {  # the pull request's five 29-step runs: luma mean, luma std, sharpness, motion, audio RMS
     "sdpa": (68.6, 56.2, 40.4, 23.24, 0.240),
     "floor": (69.0, 56.7, 42.3, 23.12, 0.233),
@@ -35,7 +30,6 @@ PR29 = {  # the pull request's five 29-step runs: luma mean, luma std, sharpness
     "hip_kernel": (69.4, 57.3, 42.6, 23.51, 0.238),
     "sage_attn2_triton": (69.4, 57.2, 41.9, 22.92, 0.238),
 }
-STATS5 = ("luma_mean", "luma_std", "sharpness", "motion", "audio_rms")
 SHARPNESS_LOST = 0.03
 BROKEN_AUDIO = {"audio_snr": -2.8, "audio_cosine": 0.0}  # noise of the same RMS (builtin, measured)
 FLOOR, EXTRA = (0, 1, 2), (3, 4)  # indices of the fixture's exact perturbations
@@ -157,8 +151,9 @@ def parametric_draw(rng: np.random.Generator, *, seeds: int, floor_runs: int, ba
         d.cands.append(cand)
         d.floors += [_run(f"floor{j}", s, offset, base, sd, rng) for j in range(floor_runs)]
         center = [c * (1 + rng.normal(0, 0.005)) for c in stats_center]
-        for j in range(exact_runs or floor_runs + 1):
-            d.exact_stats.append(_stats(f"exact{j}", s, center, stats_sd, rng))
+        d.exact_stats += [
+            _stats(f"exact{j}", s, center, stats_sd, rng) for j in range(exact_runs or floor_runs + 1)
+        ]
         d.cand_stats.append(_stats("cand", s, center, stats_sd, rng))
     return d
 
