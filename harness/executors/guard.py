@@ -11,6 +11,7 @@ and ended with the runner, so nothing of an arm outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -55,12 +56,9 @@ def children(pid: int) -> list[int]:
 
 
 def _reap() -> None:
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
+    with contextlib.suppress(ChildProcessError):  # no child left
+        while os.waitpid(-1, os.WNOHANG)[0] != 0:
+            pass
 
 
 def sweep() -> None:
@@ -73,20 +71,16 @@ def sweep() -> None:
         if not kids:
             return
         for pid in kids:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.02)
 
 
 def _stop_group(child: subprocess.Popen) -> None:
     """SIGTERM everything in our group but us, SIGKILL what is left after the grace, then us."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(0, signal.SIGTERM)
-    except OSError:
-        pass
     deadline = time.monotonic() + ORPHAN_GRACE_S
     while child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
