@@ -70,12 +70,10 @@ def ensure_pair(workdir: str | os.PathLike, frames: int, height: int, width: int
     paths = []
     for tag, perturbed in (("a", False), ("b", True)):
         p = d / f"bench_{frames}x{height}x{width}_{tag}.mp4"
-        ok = False
-        if p.exists():
-            try:
-                ok = probe(p).frames == frames
-            except HarnessError:
-                ok = False
+        try:
+            ok = p.exists() and probe(p).frames == frames
+        except HarnessError:  # a damaged cache file: made again
+            ok = False
         if not ok:
             write_av(
                 p,
