@@ -250,12 +250,10 @@ class Instrument:
             None,
         )
 
-        made = self
-
         def apply(obj, *args, **kwargs):
             site = getattr(obj, "_harness_site", None)
             ours = name == book.requested and book.in_scope(site)
-            if not ours or not (book.kv_reversed or made.serve is not None):
+            if not ours or not (book.kv_reversed or self.serve is not None):
                 book.call(name, site)
                 return original(obj, *args, **kwargs)
             if signature is None:
@@ -271,8 +269,8 @@ class Instrument:
                     book.error(f"{name}: {err}")
                     raise
                 book.kv_reversed_calls += 1
-            if made.serve is not None:
-                return made.serve(name, obj, original, bound)
+            if self.serve is not None:
+                return self.serve(name, obj, original, bound)
             book.call(name, site)
             return original(*bound.args, **bound.kwargs)
 
@@ -306,7 +304,6 @@ class Instrument:
 
     def _factory(self, name: str, target: Any) -> Any:
         book = self.book
-        made = self
 
         def factory(*args, **kwargs):
             site = _caller_module()
@@ -315,7 +312,7 @@ class Instrument:
             unbound = getattr(type(obj), "apply", None)
             if callable(unbound):
                 obj._harness_site = site
-                obj.apply = made._apply(name, unbound).__get__(obj)
+                obj.apply = self._apply(name, unbound).__get__(obj)
             else:
                 book.error(
                     f"{name}: {type(obj).__qualname__} has no apply() method; its calls are not counted"

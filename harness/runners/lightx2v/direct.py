@@ -23,9 +23,7 @@ FLASH_MODULE = "lightx2v.common.ops.attn.flash_attn"
 
 def _batched(q, k, v):
     """LightX2V's packed ``[N, H, D]`` (or ``[B, N, H, D]``) as ``[B, N, H, D]``."""
-    if q.ndim == 3:
-        return q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
-    return q, k, v
+    return tuple(t.unsqueeze(0) for t in (q, k, v)) if q.ndim == 3 else (q, k, v)
 
 
 def sdpa_direct(q, k, v, causal: bool = False):
@@ -75,9 +73,7 @@ DIRECT_OPS: dict[str, Callable] = {
 
 def q_shape(q) -> list[int]:
     """``[B, H, N, D]`` of a LightX2V call's q (the builtin's DirectCheck convention)."""
-    shape = list(q.shape)
-    if len(shape) == 3:
-        shape = [1, *shape]
+    shape = [1, *q.shape] if len(q.shape) == 3 else list(q.shape)
     return [shape[0], shape[2], shape[1], shape[3]] if len(shape) == 4 else shape
 
 

@@ -33,11 +33,8 @@ QKV = ("q", "k", "v")
 
 def call_tensors(bound: inspect.BoundArguments) -> dict[str, Any]:
     """q, k, v of a bound ``apply`` call (named parameters or **kwargs)."""
-    found = {}
-    for name in QKV:
-        value = bound.arguments.get(name)
-        found[name] = bound.kwargs.get(name) if value is None else value
-    return found
+    args = bound.arguments
+    return {name: bound.kwargs.get(name) if args.get(name) is None else args[name] for name in QKV}
 
 
 def other_arguments(bound: inspect.BoundArguments) -> dict[str, Any]:

@@ -21,9 +21,10 @@ harness's attention package are imported only by ``build_shadowed`` (a run with 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,23 +116,18 @@ def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
                 raise RuntimeError(f"{type(err).__name__}: {err}") from err
             return output_heads_first(out, q.shape[1], q.shape[3]).to(q.dtype)
 
-        def _bound(self):
-            import contextlib
-
+        @contextlib.contextmanager
+        def _bound(self) -> Iterator[None]:
+            """LightX2V's ``sageattn`` bound to the shadow's for the call (its own without one)."""
             if self.sageattn is None:
-                return contextlib.nullcontext()
-            module, fn = sys.modules[SAGE_MODULE], self.sageattn
-
-            @contextlib.contextmanager
-            def swap():
-                saved = module.sageattn
-                module.sageattn = fn
-                try:
-                    yield
-                finally:
-                    module.sageattn = saved
-
-            return swap()
+                yield
+                return
+            module = sys.modules[SAGE_MODULE]
+            saved, module.sageattn = module.sageattn, self.sageattn
+            try:
+                yield
+            finally:
+                module.sageattn = saved
 
     return PrimaryCall, LightX2VOp
 
