@@ -12,14 +12,8 @@ from harness.registry import did_you_mean
 from harness.scenario import FieldProblem, ScenarioPart
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\[\]-]*$"
-DTYPE_ALIASES = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-    "fp32": "float32",
-    "float32": "float32",
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"} | {
+    name: name for name in ("bfloat16", "float16", "float32")
 }
 GPU_MIN_REPEATS = 20
 
@@ -140,8 +134,7 @@ class KernelsBlock(_Strict):
         if dups := _repeated([s.name for s in self.shapes]):
             raise ValueError(f"shape names must be unique; repeated: {dups}")
         for s in (*self.shapes, *self.captured):
-            unknown = sorted(set(s.backends or []) - set(keys))
-            if unknown:
+            if unknown := sorted(set(s.backends or []) - set(keys)):
                 what = f"shape {s.name}" if isinstance(s, KernelShape) else f"captured {s.path}"
                 raise ValueError(f"{what}: backends {', '.join(unknown)} are not in the backends list")
         if self.device == "cuda" and self.repeats < GPU_MIN_REPEATS:
@@ -167,8 +160,7 @@ def check_backends(scenario: Any) -> None:
                 f"unknown attention backend {entry.backend!r}{did_you_mean(entry.backend, known)} "
                 f"(the harness registry has: {', '.join(known)})",
             )
-        why = check_options(entry.backend, entry.options)
-        if why:
+        if why := check_options(entry.backend, entry.options):
             raise FieldProblem(("kernels", "backends", i, "options"), why)
 
 
