@@ -226,19 +226,15 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
             changed[f"qwen3vl._EXPECTED_RELEASE_CONFIG.{key}"] = [expected[key], text.get(key)]
             expected[key] = text.get(key)
     layers = min(int(qwen.MINIMAX_H3_TEXT_ENCODER_LAYER), int(text["num_hidden_layers"]))
-    for name, value in (
-        ("MINIMAX_H3_TEXT_ENCODER_LAYER", layers),
-        ("MINIMAX_H3_TEXT_HIDDEN_SIZE", int(text["hidden_size"])),
-    ):
-        if getattr(qwen, name) != value:
-            changed[f"qwen3vl.{name}"] = [getattr(qwen, name), value]
-            setattr(qwen, name, value)
+    settings = [
+        (qwen, "qwen3vl", "MINIMAX_H3_TEXT_ENCODER_LAYER", layers),
+        (qwen, "qwen3vl", "MINIMAX_H3_TEXT_HIDDEN_SIZE", int(text["hidden_size"])),
+    ]
     if reference_short_edge is not None:
         packing = importlib.import_module(REF2AV_PACKING_MODULE)
-        if packing.REFERENCE_IMAGE_SHORT_EDGE != reference_short_edge:
-            changed["packing_ref2av.REFERENCE_IMAGE_SHORT_EDGE"] = [
-                packing.REFERENCE_IMAGE_SHORT_EDGE,
-                reference_short_edge,
-            ]
-            packing.REFERENCE_IMAGE_SHORT_EDGE = reference_short_edge
+        settings.append((packing, "packing_ref2av", "REFERENCE_IMAGE_SHORT_EDGE", reference_short_edge))
+    for module, label, name, value in settings:
+        if getattr(module, name) != value:
+            changed[f"{label}.{name}"] = [getattr(module, name), value]
+            setattr(module, name, value)
     return changed
