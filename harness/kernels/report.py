@@ -144,14 +144,9 @@ def kernels_markdown(result: KernelsResult) -> str:
         empty_too=True,
     )  # fmt: skip
     if result.findings is not None:
-        lines += [
-            "",
-            md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):"),
-            "",
-        ]
-        lines += [f"- {md_text(f.text)}" for f in result.findings] or [
-            "- none: no shape stands out, no output is scaled"
-        ]
+        found = [f"- {md_text(f.text)}" for f in result.findings]
+        head = f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):"
+        lines += ["", md_text(head), "", *(found or ["- none: no shape stands out, no output is scaled"])]
     lines += _agreement_lines(result)
     lines += _table(
         "Speed",
@@ -246,7 +241,7 @@ def kernels_html(result: KernelsResult, markdown_text: str) -> str:
 def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
     """Write report.md and index.html into ``out_dir``; returns {name: path}."""
     text = kernels_markdown(result)
-    paths = {"report.md": Path(out_dir) / REPORT_MD, "index.html": Path(out_dir) / INDEX_HTML}
-    atomic_write_text(paths["report.md"], text)
-    atomic_write_text(paths["index.html"], kernels_html(result, text))
+    paths = {REPORT_MD: Path(out_dir) / REPORT_MD, INDEX_HTML: Path(out_dir) / INDEX_HTML}
+    atomic_write_text(paths[REPORT_MD], text)
+    atomic_write_text(paths[INDEX_HTML], kernels_html(result, text))
     return paths
