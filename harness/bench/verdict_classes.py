@@ -137,10 +137,7 @@ def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any
     other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
     luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
     run = victim.model_copy(deep=True)
-    run.values[metric_of("video_mse")], run.values[metric_of("video_1_ssim")] = (
-        2 * luma_sd**2,
-        OTHER_SEED_SSIM,
-    )
+    run.values |= {metric_of("video_mse"): 2 * luma_sd**2, metric_of("video_1_ssim"): OTHER_SEED_SSIM}
     run.identical, run.identical_frames = False, 0
     with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
     return run, other.exact_stats[0].model_copy(deep=True)
