@@ -128,6 +128,7 @@ def infer_flag(rest: list[str], flag: str) -> str | None:
 def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: CallBook, rank: str):
     """Hooks, latents and the call path of one rank; returns what must be closed at the end."""
     from harness.attention.insitu.sites import CallSites  # shared with the in-situ recorder
+    from harness.records import StepSchedule
 
     hooks = RunHooks(CallSites(), time_blocks=ns.time_blocks)
     hooks.install(infer_flag(rest, "--model_cls"))
@@ -142,11 +143,7 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
 
         served = {"name": ns.attn_type, "kv_reversed": ns.kv_reversed}
         shadowed = build_shadowed(ns.insitu, inst.raw, ns.run_dir / INSITU_DIR, rank, hooks.sites, served)
-    schedule = None
-    if ns.schedule:
-        from harness.records import StepSchedule
-
-        schedule = StepSchedule.model_validate(ns.schedule)
+    schedule = StepSchedule.model_validate(ns.schedule) if ns.schedule else None
     inst.serve = CallPath(
         book, hooks, inst.raw, schedule=schedule, direct_check=not ns.no_direct_check, shadowed=shadowed
     )
