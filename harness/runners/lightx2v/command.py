@@ -24,6 +24,7 @@ from harness.runners.lightx2v.shadows import insitu_payload
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
+INPUT_FIELDS = ("image_path", "audio_path", "video_path")  # LightX2V's flags of the same names
 SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 
 
@@ -39,13 +40,9 @@ def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str
     ]  # fmt: skip
     if params.negative_prompt:
         infer += ["--negative_prompt", params.negative_prompt]
-    for key, paths in (
-        ("image_path", params.image_path),
-        ("audio_path", params.audio_path),
-        ("video_path", params.video_path),
-    ):
-        if paths:
-            infer += [f"--{key}", ",".join(paths)]
+    for key in INPUT_FIELDS:
+        if getattr(params, key):
+            infer += [f"--{key}", ",".join(getattr(params, key))]
     infer += ["--save_result_path", str(run_dir / params.save_name), "--seed", str(spec.seed)]
     if params.warmup:
         infer.append("--warmup")

@@ -20,6 +20,7 @@ from harness.records import RunSpec
 from harness.runners import common
 from harness.runners.common import ProbeBatch, not_found, probe_output
 from harness.runners.framework import check_framework
+from harness.runners.lightx2v import command
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, pinned_missing, read_marker
@@ -115,12 +116,8 @@ def model_folder_problem(params: LightX2VParams) -> str | None:
 
 
 def inputs_problem(params: LightX2VParams) -> str | None:
-    for key, paths in (
-        ("image_path", params.image_path),
-        ("audio_path", params.audio_path),
-        ("video_path", params.video_path),
-    ):
-        for path in paths:
+    for key in command.INPUT_FIELDS:
+        for path in getattr(params, key):
             if not Path(path).is_file():
                 return f"lightx2v.{key} {path}: not found"
     if params.on_h3 and params.task == "ref2av" and not (params.image_path or params.video_path):
