@@ -25,18 +25,9 @@ from harness.executors.registry import get_executor
 from harness.number_format import percent_text
 from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
-from harness.store import (
-    ArmStatus,
-    CampaignDir,
-    CampaignLock,
-    CampaignRecord,
-    LockHolder,
-    RunDir,
-    WriteError,
-    move_aside,
-    sha256_file,
-    utcnow,
-)
+from harness.safe_write import WriteError
+from harness.store import ArmStatus, CampaignDir, CampaignRecord, RunDir, move_aside, sha256_file, utcnow
+from harness.writer_lock import CampaignLock, LockHolder
 
 # The library API of the module docstring (dry_run and plan_campaign come from harness.plan).
 __all__ = ["CampaignOutcome", "dry_run", "execute", "lock_campaign", "plan_campaign"]

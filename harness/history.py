@@ -26,7 +26,7 @@ from harness.errors import HarnessError
 from harness.metrics import history_metrics
 from harness.records import steady_steps
 from harness.rule import holm, welch_p_value
-from harness.store import atomic_write_text
+from harness.safe_write import atomic_write_text
 from harness.text_table import csv_cell
 
 RESULTS_JSON = "results.json"

@@ -21,19 +21,12 @@ from harness.executors.base import PlannedRun
 from harness.plugins import EXECUTORS
 from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
 from harness.runners import get_runner
-from harness.scenario import (
-    RepeatsAuto,
-    Scenario,
-    SlurmBlock,
-    check_name,
-    check_seed,
-    insitu_settings,
-    load_scenario,
-    resolve_scenario_path,
-    schedule_spec,
-    shadow_specs,
-)
-from harness.store import CampaignDir, LockHolder, lock_holder
+from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
+from harness.scenario.load import load_scenario, resolve_scenario_path
+from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock
+from harness.scenario.names import check_name, check_seed
+from harness.store import CampaignDir
+from harness.writer_lock import LockHolder, lock_holder
 
 
 def select_profile(scenario: Scenario, profile: str | None) -> str | None:

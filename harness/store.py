@@ -32,16 +32,7 @@ from harness.records import (
     check_schema,
     role_rank,
 )
-
-# re-exported: the one write path (atomic; failures recorded for failed_writes)
-from harness.safe_write import WriteError
-from harness.safe_write import atomic_write_bytes as atomic_write_bytes
-from harness.safe_write import atomic_write_json as atomic_write_json
-from harness.safe_write import atomic_write_text as atomic_write_text
-from harness.safe_write import failed_writes as failed_writes
-from harness.writer_lock import CampaignLock as CampaignLock  # re-exported: one lock for every writer
-from harness.writer_lock import LockHolder as LockHolder
-from harness.writer_lock import lock_holder as lock_holder
+from harness.safe_write import WriteError, atomic_write_text
 
 R = TypeVar("R", bound=BaseModel)
 

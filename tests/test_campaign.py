@@ -113,7 +113,7 @@ def test_each_run_checks_its_backend_against_the_direct_op_call(tmp_path):
 def test_plan_campaign_checks_every_input_and_writes_nothing(tmp_path):
     from harness.campaign import plan_campaign
     from harness.errors import Exit, HarnessError
-    from harness.scenario import load_scenario
+    from harness.scenario.load import load_scenario
 
     path = scenario(tmp_path)
     out = tmp_path / "out"

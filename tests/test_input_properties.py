@@ -24,7 +24,8 @@ from harness.compare.gates import Gate, load_gate, parse_gate
 from harness.errors import HarnessError, ScenarioError
 from harness.ingest import load_manifest
 from harness.input_files import InputError, decode_utf8, read_input_text
-from harness.scenario import Scenario, load_scenario, parse_scenario
+from harness.scenario.load import load_scenario, parse_scenario
+from harness.scenario.model import Scenario
 from harness.strict_yaml import YamlProblem, line_map, load_yaml
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ import pytest
 from harness.errors import ScenarioError
 from harness.plan import build_plan
 from harness.records import RunSpec, run_key
-from harness.scenario import parse_scenario
+from harness.scenario.load import parse_scenario
 
 SCENARIO = """\
 name: demo

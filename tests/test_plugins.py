@@ -8,7 +8,7 @@ import sys
 from harness.executors.base import Executor
 from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.runners.base import Runner
-from harness.scenario import ScenarioPart
+from harness.scenario.parts import ScenarioPart
 
 
 def test_every_builtin_entry_loads_and_is_what_its_registry_holds():

@@ -7,7 +7,7 @@ import pytest
 
 from harness.errors import ScenarioError
 from harness.plugins import RUNNERS
-from harness.scenario import expand_vars, json_schema, load_scenario, parse_scenario
+from harness.scenario.load import expand_vars, json_schema, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -319,7 +319,8 @@ def test_a_runner_registered_by_a_plug_in_brings_its_block_arm_fields_and_checks
 
     from harness.plugins import RUNNER_SCENARIO, RUNNERS
     from harness.runners.base import Runner
-    from harness.scenario import FieldProblem, ScenarioPart, Strict
+    from harness.scenario.model import Strict
+    from harness.scenario.parts import FieldProblem, ScenarioPart
 
     class ToyBlock(Strict):
         size: int = Field(ge=1)
@@ -377,6 +378,6 @@ def test_the_json_schema_has_every_registered_block_and_arm_field():
 
 def test_the_verdict_rules_use_the_speed_tests_default_level():
     from harness.compare.significance import DEFAULT_ALPHA
-    from harness.scenario import VerdictRules
+    from harness.scenario.verdict import VerdictRules
 
     assert VerdictRules().alpha == DEFAULT_ALPHA

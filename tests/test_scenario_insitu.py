@@ -9,7 +9,8 @@ import pytest
 
 from harness.errors import ScenarioError
 from harness.plan import build_plan
-from harness.scenario import insitu_settings, parse_scenario, schedule_spec, shadow_specs
+from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
+from harness.scenario.load import parse_scenario
 
 BASE = """\
 name: demo
@@ -112,7 +113,7 @@ def test_the_reference_takes_no_schedule():
 def test_a_runner_that_does_not_measure_shadows_refuses_them():
     import yaml
 
-    from harness.scenario import validate_scenario
+    from harness.scenario.load import validate_scenario
 
     shipped = Path(__file__).resolve().parents[1] / "scenarios" / "diffusers_wan_tiny.yaml"
     data = yaml.safe_load(shipped.read_text())

@@ -14,7 +14,7 @@ from plugin_testutil import fp16_kernel
 from harness.attention.registry import BACKENDS
 from harness.errors import ScenarioError
 from harness.records import RunSpec
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 from harness.scenario.plugins import is_module_name
 
 SCENARIO = """

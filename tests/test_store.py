@@ -4,16 +4,8 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.records import RunRecord, RunSpec, RunStatus
-from harness.store import (
-    CampaignDir,
-    atomic_write_bytes,
-    atomic_write_json,
-    find_campaign,
-    read_record,
-    resolve_run_dir,
-    tail_text,
-    write_record,
-)
+from harness.safe_write import atomic_write_bytes, atomic_write_json
+from harness.store import CampaignDir, find_campaign, read_record, resolve_run_dir, tail_text, write_record
 
 
 def _spec(**kw):
@@ -48,7 +40,7 @@ def test_atomic_write_interrupted_process_leaves_old_file(tmp_path):
     p = tmp_path / "big.bin"
     atomic_write_bytes(p, b"complete")
     code = (
-        "import os,signal,harness.store as s\n"
+        "import os,signal,harness.safe_write as s\n"
         "def kill(*a): os.kill(os.getpid(), signal.SIGKILL)\n"
         "os.replace=kill\n"
         f"s.atomic_write_bytes({str(p)!r}, b'x'*10_000_000)\n"
@@ -117,7 +109,7 @@ def test_atomic_writes_follow_the_umask(tmp_path, mask, mode):
     import sys
 
     p = tmp_path / "x.json"
-    code = f"import harness.store as s; s.atomic_write_json({str(p)!r}, {{'a': 1}})"
+    code = f"import harness.safe_write as s; s.atomic_write_json({str(p)!r}, {{'a': 1}})"
     res = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: os.umask(mask))
     assert res.returncode == 0
     assert p.stat().st_mode & 0o777 == mode
@@ -143,7 +135,7 @@ def _hold_lock(path, ready):
 
     code = (
         "import sys, time, pathlib\n"
-        "from harness.store import CampaignDir, CampaignLock\n"
+        "from harness.store import CampaignDir\nfrom harness.writer_lock import CampaignLock\n"
         f"lock = CampaignLock(CampaignDir({str(path)!r})).acquire()\n"
         f"pathlib.Path({str(ready)!r}).write_text('1')\n"
         "time.sleep(60)\n"
@@ -159,7 +151,7 @@ def test_campaign_lock_names_its_holder_and_is_taken_over_after_it_dies(tmp_path
     from cli_testutil import wait_for
 
     from harness.errors import CampaignLocked
-    from harness.store import CampaignLock, lock_holder
+    from harness.writer_lock import CampaignLock, lock_holder
 
     camp = CampaignDir(tmp_path / "camp")
     camp.path.mkdir()

@@ -19,7 +19,8 @@ from cli_testutil import ROOT, blocked_on_flock, harness, harness_popen, wait_fo
 from safety_scenarios import small_scenario
 
 from harness.errors import CampaignLocked
-from harness.store import CampaignDir, CampaignLock, lock_holder
+from harness.store import CampaignDir
+from harness.writer_lock import CampaignLock, lock_holder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
 from campaign_factory import ArmSpec, make_campaign  # noqa: E402
@@ -33,7 +34,7 @@ def hold_lock(camp: Path, writer: str, ready: Path, live_temp: Path | None = Non
     holds on until the test ends it."""
     code = (
         "import pathlib, time\n"
-        "from harness.store import CampaignDir, CampaignLock\n"
+        "from harness.store import CampaignDir\nfrom harness.writer_lock import CampaignLock\n"
         f"lock = CampaignLock(CampaignDir({str(camp)!r}), {writer!r}).acquire()\n"
         + (f"pathlib.Path({str(live_temp)!r}).write_text('half a file')\n" if live_temp else "")
         + f"pathlib.Path({str(ready)!r}).write_text('1')\n"

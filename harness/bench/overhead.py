@@ -43,8 +43,9 @@ from harness.records import Record, RunSpec
 from harness.runners import get_runner
 from harness.runners.lightx2v.counting import CallBook, instrument_registry
 from harness.runners.lightx2v.params import params_of
-from harness.scenario import load_scenario
-from harness.store import RunDir, atomic_write_json
+from harness.safe_write import atomic_write_json
+from harness.scenario.load import load_scenario
+from harness.store import RunDir
 
 MODES = ("launcher", "bare")
 WHAT = "DiT s/step, bare -> launcher"

@@ -16,7 +16,7 @@ def backends(
     from rich.table import Table
 
     from harness.attention import availability, backend_class, list_backends
-    from harness.scenario import load_scenario
+    from harness.scenario.load import load_scenario
     from harness.scenario.plugins import entry_point_plugins
 
     plugins = load_scenario(scenario).plugin_refs if scenario is not None else entry_point_plugins()

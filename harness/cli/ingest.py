@@ -41,7 +41,7 @@ def ingest(
     from harness.ingest import IngestArm, load_manifest
     from harness.ingest import ingest as do_ingest
     from harness.records import Role
-    from harness.scenario import check_name, check_seed
+    from harness.scenario.names import check_name, check_seed
 
     if target.suffix.lower() in (".yaml", ".yml"):
         given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]
@@ -87,7 +87,8 @@ def ingest_lock(folder: Path):
     import contextlib
 
     from harness.safe_write import check_writable_dir
-    from harness.store import CampaignDir, CampaignLock
+    from harness.store import CampaignDir
+    from harness.writer_lock import CampaignLock
 
     camp = CampaignDir(folder)
     if not (camp.exists() or camp.lock_file.exists()):

@@ -31,7 +31,7 @@ def load_as_written(path: str | Path):
     file); ``harness run`` still requires it."""
     import os
 
-    from harness.scenario import load_scenario, unset_variables
+    from harness.scenario.load import load_scenario, unset_variables
 
     unset = unset_variables(path)
     return load_scenario(path, {**os.environ, **{v: f"${{{v}}}" for v in unset}}), unset
@@ -41,7 +41,7 @@ def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder t
     """List scenario files with their runner, arms and profiles."""
     from rich.table import Table
 
-    from harness.scenario import list_scenarios
+    from harness.scenario.load import list_scenarios
 
     table = Table()
     for col in ("file", "name", "kind", "runner", "arms", "profiles", "status"):
@@ -87,5 +87,5 @@ def scenarios_schema(
     if gate:
         from harness.compare.gates import gate_schema as schema
     else:
-        from harness.scenario import json_schema as schema
+        from harness.scenario.load import json_schema as schema
     sys.stdout.write(json.dumps(schema(), indent=2) + "\n")

@@ -15,7 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from harness.store import atomic_write_json, sha256_file
+from harness.safe_write import atomic_write_json
+from harness.store import sha256_file
 
 HASHES_JSON = "hashes.json"
 MEMO_VERSION = 1

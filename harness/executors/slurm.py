@@ -25,7 +25,7 @@ from harness.executors.slurm_queue import (
 )
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners import get_runner
-from harness.scenario import SlurmBlock
+from harness.scenario.model import SlurmBlock
 from harness.store import RUN_JSON, STDERR_LOG, STDOUT_LOG, CampaignDir, RunDir, tail_text, utcnow
 
 FINAL = {RunStatus.ok, RunStatus.failed, RunStatus.timeout, RunStatus.interrupted, RunStatus.skipped}

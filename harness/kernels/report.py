@@ -28,7 +28,7 @@ from harness.kernels.results import (
 )
 from harness.report.cells import Section
 from harness.report.html import render_page
-from harness.store import atomic_write_text
+from harness.safe_write import atomic_write_text
 from harness.text_table import TextTable, md_code, md_escape, md_rows, md_text, md_unescape
 
 REPORT_MD = "report.md"

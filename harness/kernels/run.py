@@ -42,8 +42,9 @@ from harness.kernels.results import (
     SpeedMetrics,
 )
 from harness.kernels.schema import BackendEntry, KernelsBlock, KernelShape
-from harness.scenario import load_scenario
-from harness.store import atomic_write_json, write_record
+from harness.safe_write import atomic_write_json
+from harness.scenario.load import load_scenario
+from harness.store import write_record
 
 FP64_MAX_SCORES = 1 << 28  # reference "auto": fp64 up to this many scores B*H*Nq*Nk
 ENV_JSON = "env.json"

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.registry import did_you_mean
-from harness.scenario import FieldProblem, ScenarioPart
+from harness.scenario.parts import FieldProblem, ScenarioPart
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\[\]-]*$"
 DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"} | {

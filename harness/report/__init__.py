@@ -13,9 +13,10 @@ from pathlib import Path
 from harness.analysis.model import ReportResults
 from harness.errors import Exit, HarnessError
 from harness.report.render import Progress, ReportPaths, load_results, render
-from harness.safe_write import WriteError, restored_on_failure
+from harness.safe_write import WriteError, failed_writes, restored_on_failure
 from harness.scenario.verdict import VerdictRules
-from harness.store import CampaignDir, CampaignLock, LockHolder, failed_writes
+from harness.store import CampaignDir
+from harness.writer_lock import CampaignLock, LockHolder
 
 # written together
 REPORT_FILES = ("results.json", "report.md", "pr.md", "index.html", "benchmark.json", "assets")

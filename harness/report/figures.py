@@ -17,8 +17,8 @@ from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
 from harness.report.insitu import STEPS_FIGURE
 from harness.report.review import drawn_points
-from harness.safe_write import UnsafePathError, is_plain_name, resolve_under
-from harness.store import atomic_write_json, sha256_file
+from harness.safe_write import UnsafePathError, atomic_write_json, is_plain_name, resolve_under
+from harness.store import sha256_file
 
 # 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
 FIGURES_VERSION = 4

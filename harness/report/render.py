@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.analysis.model import ReportResults
 from harness.analysis.model import read_results as load_results  # noqa: F401 (the one reader)
 from harness.report.figures import AssetReader, draw_figures, figure_captions
-from harness.store import atomic_write_text
+from harness.safe_write import atomic_write_text
 
 Progress = Callable[[str], None]
 

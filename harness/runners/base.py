@@ -16,7 +16,7 @@ from harness.plugins import RUNNERS
 
 if TYPE_CHECKING:
     from harness.records import RunSpec
-    from harness.scenario import Arm, Scenario
+    from harness.scenario.model import Arm, Scenario
 
 
 @dataclass

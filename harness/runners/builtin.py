@@ -19,7 +19,9 @@ from harness.records import AttnCallsRecord, RunSpec, TimingRecord
 from harness.registry import did_you_mean
 from harness.runners.base import Launch, Runner
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
-from harness.scenario import FieldProblem, ScenarioPart, Strict
+from harness.safe_write import atomic_write_text
+from harness.scenario.model import Strict
+from harness.scenario.parts import FieldProblem, ScenarioPart
 
 
 class BuiltinBlock(Strict):
@@ -111,7 +113,7 @@ class BuiltinRunner(Runner):
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         if not dry_run:
-            store.atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
+            atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))
         device = spec.params.get("pipeline", {}).get("device", "auto")
         return Launch(
             command=[sys.executable, "-m", "harness.runners.builtin", str(run_dir)],

@@ -27,7 +27,7 @@ from harness.executors.slurm_queue import query_jobs, slurm_unavailable
 from harness.media import iter_frames, read_audio
 from harness.plan import plan_actions
 from harness.records import RunStatus
-from harness.scenario import SlurmBlock
+from harness.scenario.model import SlurmBlock
 from harness.store import CampaignDir
 
 pytestmark = pytest.mark.slurm

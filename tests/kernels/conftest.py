@@ -8,7 +8,7 @@ from kernels_testutil import SCENARIOS
 from harness.kernels.results import KernelsResult
 from harness.kernels.run import run_kernels
 from harness.kernels.schema import KernelsBlock
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import pytest
 from kernels_testutil import SCENARIOS, make_block
 
 from harness.errors import ScenarioError
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 
 
 def test_schema_rejects_bad_blocks():

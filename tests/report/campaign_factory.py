@@ -26,6 +26,7 @@ from harness.records import (
     TimingRecord,
     run_key,
 )
+from harness.safe_write import atomic_write_text
 from harness.store import (
     ATTN_CALLS_JSON,
     OUTPUT_LOSSLESS,
@@ -34,7 +35,6 @@ from harness.store import (
     CampaignDir,
     CampaignRecord,
     RunDir,
-    atomic_write_text,
     sha256_file,
     utcnow,
     write_record,

@@ -248,7 +248,7 @@ def test_scenario_option_makes_the_page_one_file(tmp_path):
     """`report: {single_file: true}` in a scenario: the campaign's page is one file by default."""
     from campaign_factory import ArmSpec, make_campaign
 
-    from harness.scenario import parse_scenario
+    from harness.scenario.load import parse_scenario
 
     text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text() + "report:\n  single_file: true\n"
     assert parse_scenario(text, "e2e_3step.yaml").report.single_file is True

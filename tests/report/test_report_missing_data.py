@@ -15,7 +15,7 @@ from campaign_factory import ArmSpec, report_digest
 from cli_testutil import blocked_on_flock, wait_for
 
 from harness.report import build_report
-from harness.store import CampaignLock
+from harness.writer_lock import CampaignLock
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = [

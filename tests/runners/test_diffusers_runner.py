@@ -15,7 +15,7 @@ from harness.plan import build_plan
 from harness.runners import get_runner
 from harness.runners.common import HARNESS_IMPORT_ROOT, ProbeBatch
 from harness.runners.diffusers import runner as dr
-from harness.scenario import load_scenario, parse_scenario
+from harness.scenario.load import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 LTX2 = REPO / "scenarios" / "diffusers_ltx2_tiny.yaml"

@@ -13,7 +13,7 @@ from harness.runners import get_runner
 from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.sage_packages import PACKAGES
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 
 
 def test_dry_run_writes_nothing_and_returns_the_exact_command(site):

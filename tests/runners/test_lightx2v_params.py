@@ -11,7 +11,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.plan import build_plan
 from harness.records import canonical_hash
 from harness.runners.lightx2v.params import LightX2VParams, params_of
-from harness.scenario import parse_scenario
+from harness.scenario.load import parse_scenario
 
 
 def test_the_shipped_scenario_plans_its_arms_with_the_dit_step_count(site):

@@ -23,7 +23,7 @@ from harness.runners.common import plugin_backends
 from harness.runners.lightx2v.command import build_command, probe_command
 from harness.runners.lightx2v.params import params_of
 from harness.runners.lightx2v.served import lightx2v_types
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 from harness.scenario.plugins import unload_all
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ from harness.records import RunStatus
 from harness.runners.lightx2v.checkpoint import create_checkpoint, file_hashes
 from harness.runners.lightx2v.command import SHIM_DIR, infer_args
 from harness.runners.lightx2v.params import LightX2VParams
-from harness.scenario import load_scenario
+from harness.scenario.load import load_scenario
 
 # Marked `slow` (tests/conftest.py starts the modules with slow tests first): each test that starts
 # LightX2V processes of its own (ranks, probes: about 15 s of CPU each); this module's own work

@@ -174,7 +174,7 @@ class DiffusersRunner(Runner):
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         from harness.runners.diffusers.checkpoint import read_marker, run_writer
         from harness.runners.diffusers.records import DIFFUSERS_ENV_JSON
-        from harness.store import atomic_write_text
+        from harness.safe_write import atomic_write_text
 
         p = spec.params
         if "pipeline" not in p:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.scenario import FieldProblem, ScenarioPart
+from harness.scenario.parts import FieldProblem, ScenarioPart
 
 DISPATCH_FILE = Path("models") / "attention_dispatch.py"
 ENUM_CLASS = "AttentionBackendName"

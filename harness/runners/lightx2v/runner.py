@@ -29,7 +29,8 @@ from harness.runners.lightx2v.params import params_of, read_base_config, resolve
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
 from harness.runners.lightx2v.served import harness_backends as served_backends
-from harness.store import atomic_write_json, write_record
+from harness.safe_write import atomic_write_json
+from harness.store import write_record
 
 INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
 

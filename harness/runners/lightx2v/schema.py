@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harness.runners.lightx2v.latents import parse_steps
 from harness.runners.lightx2v.rank_env import SP_WRAPPERS
-from harness.scenario import FieldProblem, ScenarioPart, Strict
+from harness.scenario.model import Strict
+from harness.scenario.parts import FieldProblem, ScenarioPart
 
 # Model folders MiniMax-H3 loads besides its DiT (ref2av reads transformer_ref/, the other tasks transformer/).
 H3_COMPONENT_DIRS = ("text_encoder", "tokenizer", "processor", "vae", "audio_vae")
