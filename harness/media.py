@@ -2,12 +2,15 @@
 
 Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4);
 ``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before compression.
-Reading streams frames one at a time, refusing frames or durations over ``media_limits``. Every
-failure is a ``HarnessError`` with one line naming the file.
+Reading streams frames one at a time, refusing a frame size or a duration over the limits: far
+above any generated video (4K is 8.3 Mpixel; runs last seconds to minutes), low enough that a
+hostile file is refused in one line instead of exhausting memory; each is raised by its variable.
+Every failure is a ``HarnessError`` with one line naming the file.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -23,11 +26,14 @@ from harness.errors import HarnessError
 from harness.input_files import check_input
 from harness.media_audio import AudioFeed
 from harness.media_audio import check_audio as _check_audio
-from harness.media_limits import check_duration, check_frame_size, check_samples, max_duration_s
 from harness.pixel_formats import to_rgb
 
 AUDIO_CHUNK = 1024  # samples per AAC frame
 SOUND_FILES = (".wav", ".flac", ".ogg")  # read by soundfile, not PyAV
+MAX_FRAME_PIXELS_ENV = "HARNESS_MAX_FRAME_PIXELS"
+MAX_DURATION_ENV = "HARNESS_MAX_MEDIA_SECONDS"
+MAX_FRAME_PIXELS = 4096 * 4096
+MAX_DURATION_S = 30 * 60.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,50 @@ class MediaInfo:
     audio_channels: int | None
     size_bytes: int
     pix_fmt: str | None = None  # as the decoder gives it (yuv420p, yuv420p10le, ...)
+
+
+def _limit(env: str, default: float) -> float:
+    raw = os.environ.get(env)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise HarnessError(f"{env}={raw!r}: expected a positive number")
+    return value
+
+
+def max_duration_s() -> float:
+    return _limit(MAX_DURATION_ENV, MAX_DURATION_S)
+
+
+def check_frame_size(p: Path, width: int, height: int) -> None:
+    """One line when a frame of ``width`` x ``height`` is over the limit."""
+    limit = int(_limit(MAX_FRAME_PIXELS_ENV, MAX_FRAME_PIXELS))
+    if width * height > limit:
+        raise HarnessError(
+            f"{p}: frames are {width}x{height} ({width * height / 1e6:.1f} Mpixel), over the limit of "
+            f"{limit / 1e6:.1f} Mpixel a frame (set {MAX_FRAME_PIXELS_ENV} to raise it)"
+        )
+
+
+def check_duration(p: Path, seconds: float, what: str = "media") -> None:
+    """One line when ``seconds`` of ``what`` is over the limit."""
+    limit = max_duration_s()
+    if seconds > limit:
+        raise HarnessError(
+            f"{p}: {what} lasts {seconds:.0f} s or more, over the limit of {limit:g} s "
+            f"(set {MAX_DURATION_ENV} to raise it)"
+        )
+
+
+def check_samples(p: Path, samples: int, rate: int) -> None:
+    """``check_duration`` for ``samples`` of audio decoded so far at ``rate`` (counted, as a
+    header can lie about the duration)."""
+    if rate > 0 and samples > max_duration_s() * rate:
+        check_duration(p, samples / rate, "audio")
 
 
 check_file = check_input  # a readable, non-empty regular file, else one line naming it (exit 2)
