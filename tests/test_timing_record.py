@@ -20,8 +20,7 @@ from campaign_factory import ArmSpec, make_campaign  # noqa: E402
 from cli_testutil import harness  # noqa: E402
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.record_checks import MAX_DIT_STEPS, MAX_SECONDS  # noqa: E402
-from harness.records import TimingRecord  # noqa: E402
+from harness.records import MAX_DIT_STEPS, MAX_SECONDS, TimingRecord  # noqa: E402
 from harness.store import TIMING_JSON, CampaignDir, read_record  # noqa: E402
 
 ARMS = [ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=4.0)]

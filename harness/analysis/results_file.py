@@ -1,7 +1,7 @@
 """The one reader of a results.json from the world (``report --from-results``, ``harness history``,
 the job summary): it travels, so it is held to bounds before anything is read from it, refused in one
 line naming the file (exit 3): over ``MAX_RESULTS_BYTES``, deeper than ``MAX_DEPTH``, a number that is
-not finite, a run time that is no measurement (``record_checks``), or not a results.json at all.
+not finite, a run time that is no measurement (``records.positive_seconds``), or not a results.json at all.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.errors import Exit, HarnessError
 from harness.input_files import check_input, read_input_text
-from harness.record_checks import positive_seconds, stage_seconds, step_count
+from harness.records import positive_seconds, stage_seconds, step_count
 
 MiB = 1 << 20
 # The largest results.json of the committed examples is 0.35 MiB (3 arms, in-situ readings);

@@ -28,8 +28,7 @@ from pathlib import PurePath
 from pydantic import ValidationError
 
 from harness.errors import HarnessError
-from harness.record_checks import MAX_SECONDS
-from harness.records import StepTiming, TimingRecord
+from harness.records import MAX_SECONDS, StepTiming, TimingRecord
 
 SOURCE = "lightx2v-log"
 

@@ -2,7 +2,7 @@
 
 A run that did not end ``ok`` keeps its reason and the tail of its log; unreadable side files
 become notes, never errors, except the two a verdict rests on: a run that ended ok whose
-timing.json does not hold (``record_checks``) or whose output.mp4 is not the file run.json
+timing.json does not hold (``records.positive_seconds``) or whose output.mp4 is not the file run.json
 hashed is ``damaged``, with one line naming the file (never judged).
 """
 
