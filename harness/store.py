@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harness.code_identity import file_sha256 as sha256_file  # noqa: F401 (re-exported: the one file digest)
 from harness.errors import HarnessError
 from harness.input_files import MAX_JSON_BYTES, read_input_bytes
-from harness.layers import LAYERS_JSON, LayerTiming
+from harness.number_format import fmt_s
 from harness.records import (
     AttnCallsRecord,
     Record,
@@ -45,6 +45,8 @@ OUTPUT_LOSSLESS = "output_lossless.mkv"  # opt-in lossless twin of output.mp4 (b
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 LOCK_FILE = "campaign.lock"
+LAYERS_JSON = "layers.json"  # written by a runner that times every DiT block
+EXTRAPOLATED = "~"  # the mark beside every extrapolated figure
 
 
 def utcnow() -> str:
@@ -101,6 +103,31 @@ def move_aside(path: Path) -> Path:
         target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
     os.replace(path, target)
     return target
+
+
+class LayerTiming(Record):
+    """layers.json: a DiT layer's seconds per step at ``seq_len`` rows over steps 2..N, and a step of
+    the released depth extrapolated from it, marked ``EXTRAPOLATED`` wherever it is printed."""
+
+    schema_version: str = Field("harness.lightx2v.layers/1", alias="schema")
+    layers: int  # DiT blocks a step ran
+    seq_len: int | None = None  # packed rows of every DiT attention call
+    steps: list[int] = Field(default_factory=list)  # the steps the means are over
+    step_s: float  # mean DiT step (the profiler's, max over ranks)
+    layer_s: float  # mean seconds of one layer in a step (the slowest rank's blocks)
+    outside_layers_s: float  # the rest of a step: pre/post infer, refiner, scheduler
+    released_layers: int  # the released model's depth (MiniMax-H3: 50)
+    released_step_s: float  # extrapolated: outside_layers_s + released_layers * layer_s
+    text: str = ""
+
+    def reading(self) -> str:
+        rows = f" at {self.seq_len:,} packed rows" if self.seq_len else ""
+        return (
+            f"one DiT layer {fmt_s(self.layer_s)} s per step{rows} ({self.layers} layers timed, steps "
+            f"{', '.join(map(str, self.steps))}; the rest of a step {fmt_s(self.outside_layers_s)} s); "
+            f"a step of {self.released_layers} layers {fmt_s(self.released_step_s)} s{EXTRAPOLATED} "
+            f"({EXTRAPOLATED}: extrapolated from {self.layers} layers)"
+        )
 
 
 class ArmStatus(Record):

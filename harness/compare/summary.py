@@ -16,7 +16,6 @@ from pydantic import Field
 from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
-from harness.layers import LayerTiming
 from harness.records import AttentionChoice, PluginRef, RankCalls, Record, RunStatus
 from harness.store import (
     OUTPUT_LOSSLESS,
@@ -24,6 +23,7 @@ from harness.store import (
     STDERR_LOG,
     STDOUT_LOG,
     ArmStatus,
+    LayerTiming,
     RunDir,
     tail_text,
 )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from harness.analysis.model import ArmAggregate, FrameGrid, ReportResults, worst_frames
 from harness.compare.significance import SpeedTest
-from harness.layers import EXTRAPOLATED
 from harness.number_format import NA, fmt_ratio, fmt_s
 from harness.report.accuracy import (
     accuracy_section,
@@ -18,6 +17,7 @@ from harness.report.accuracy import (
 )
 from harness.report.cells import Section, mean_sd_cell, role_css, row_css, spread_text, status_text
 from harness.report.insitu import insitu_section, schedules_section
+from harness.store import EXTRAPOLATED
 from harness.text_table import TextTable
 
 

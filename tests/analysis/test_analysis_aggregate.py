@@ -21,9 +21,9 @@ def test_layer_timing_is_aggregated_over_runs_and_rendered_extrapolated():
     from harness.analysis.aggregate import arm_aggregates
     from harness.analysis.model import ReportResults
     from harness.compare.summary import RunSummary
-    from harness.layers import LayerTiming
     from harness.report.tables import speed_section
     from harness.scenario.verdict import VerdictRules
+    from harness.store import LayerTiming
 
     def run(key, arm, repeat, layer_s, role="candidate"):
         timing = None

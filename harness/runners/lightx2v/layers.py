@@ -15,10 +15,10 @@ import json
 import statistics
 from pathlib import Path
 
-from harness.layers import LAYERS_JSON as LAYERS_JSON
-from harness.layers import LayerTiming
 from harness.records import TimingRecord, steady_steps
 from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS
+from harness.store import LAYERS_JSON as LAYERS_JSON
+from harness.store import LayerTiming
 
 
 def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:
