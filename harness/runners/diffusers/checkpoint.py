@@ -268,26 +268,26 @@ def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -
     return marker
 
 
-def run_writer(out: str | os.PathLike, model: str, preset: str, seed: int, *, python: str | None = None,
-               env: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Run this module in the run's interpreter (``python``); HarnessError (exit 3) when it fails."""
-    args = ["--model", model, "--preset", preset, "--seed", str(seed)]
-    return common.run_writer(
-        MODULE, args, "synthetic pipeline", out, read_marker, MARKER, python=python, env=env
-    )
-
-
 def create_pipeline(
-    out: str | os.PathLike, model: str, preset: str = "tiny", seed: int = 0, python: str | None = None
+    out: str | os.PathLike,
+    model: str,
+    preset: str = "tiny",
+    seed: int = 0,
+    python: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``harness diffusers tiny-checkpoint``: checks the arguments (exit 2), then writes in ``python``."""
+    """Check the arguments (exit 2), then run this module in the run's interpreter (``python``, ``env``
+    added); its marker, HarnessError (exit 3) when it fails. ``harness diffusers tiny-checkpoint``."""
     from harness.errors import HarnessError
 
     target = Path(out).absolute()
     why = refusal(target, model, preset, seed)
     if why:
         raise HarnessError(why, exit_code=2)
-    return run_writer(target, model, preset, seed, python=python)
+    args = ["--model", model, "--preset", preset, "--seed", str(seed)]
+    return common.run_writer(
+        MODULE, args, "synthetic pipeline", target, read_marker, MARKER, python=python, env=env
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

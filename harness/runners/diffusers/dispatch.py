@@ -1,13 +1,7 @@
 """diffusers' attention dispatcher, instrumented inside one run or probe (``Instrument``; ``close``
-takes every patch away again). Dispatcher backends count their calls, as the DiT's (inside a forward
-of a ``scope`` component) or not; a DiT call served by another backend than the requested one is a
-fallback. torch's SDPA is counted: inside a dispatcher call as that backend's kernel, in the DiT
-outside one as a bypass (the run is invalid), elsewhere apart. The kernel functions the dispatcher
-imported count under the backend that called them: the proof that it reached its kernel. A harness
-backend is registered as a dispatcher backend of its own name (its ``[B, H, S, D]`` views of the
-dispatcher's ``[B, S, H, D]``); a dispatcher backend's noise floor reverses K and V (and a mask's
-key axis) in the DiT; a backend that refuses masks gets a mask that masks nothing dropped, counted
-(``drop_trivial_masks``). Any other refusal is diffusers' own error.
+undoes every patch): calls per backend, the DiT's (a ``scope``) or not, fallbacks, torch SDPA called
+around the dispatcher, the kernel a backend reached (its proof of having run); harness backends as
+dispatcher backends of their own name; a floor's K/V reversal; no-op masks a backend refuses dropped.
 """
 
 from __future__ import annotations
@@ -198,9 +192,11 @@ class Instrument:
         try:
             return fn(**kwargs)
         except ValueError as err:
-            if mask is None or "attn_mask" not in str(err) or not self.drop_trivial_masks:
-                raise
-            if not masks_nothing(mask):
+            if (
+                mask is None
+                or "attn_mask" not in str(err)
+                or not (self.drop_trivial_masks and masks_nothing(mask))
+            ):
                 raise
             self.refuses_masks.add(name)
             self.book.masks_dropped[name] += 1

@@ -1,9 +1,5 @@
-"""One generation with a loaded diffusers pipeline: timed, its latents saved, its output an mp4.
-DiT step ``i`` runs from the first forward of the pipeline's transformer(s) (``transformer``, and
-Wan 2.2's ``transformer_2``) in that step to its step-end callback, synchronised at both ends; the
-callback's own work (saving ``latents/step_NNN.npz``: ``video``, LTX-2's ``audio``) is outside every
-step. Stages: text and image encoders, the DiT, VAE decode, LTX-2's audio decode, the mp4 write.
-"""
+"""One generation with a loaded diffusers pipeline: timed, its latents saved, its output an mp4. A DiT
+step runs from its first transformer forward to its step-end callback, whose own work is outside it."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ def dit_modules(pipe: Any) -> list[tuple[str, torch.nn.Module]]:
 
 
 def call_arguments(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The pipeline call of one run, less the callback (the same for every arm of a scenario);
-    ``params``: the spec's ``pipeline`` parameters."""
+    """One run's pipeline call (``params``: the spec's ``pipeline``), less the callback."""
     kind = PIPELINES[params["name"]]
     kwargs: dict[str, Any] = {
         **{key: params[key] for key in CALL_KEYS},

@@ -1,10 +1,5 @@
-"""One arm of the diffusers runner, in its own process: ``python -m harness.runners.diffusers.launch RUN_DIR``.
-
-Reads the spec the runner wrote into RUN_DIR, loads the pipeline through its own
-``from_pretrained``, instruments the attention dispatcher (``dispatch``), selects the arm's
-backend on the DiT, generates once (``generate``) and writes output.mp4, timing.json,
-attn_calls.json (also when the generation fails) and diffusers_env.json.
-"""
+"""One arm of the diffusers runner, in its own process (``python -m harness.runners.diffusers.launch
+RUN_DIR``): output.mp4, timing.json, diffusers_env.json and attn_calls.json (also when it fails)."""
 
 from __future__ import annotations
 
@@ -74,9 +69,7 @@ def run_generation(
 ) -> tuple[Any, Any, list[str]]:
     """Instrument, select the arm's backend on the DiT, generate: (timing, harness chain, backend names)."""
     p = spec.params
-    chain = (
-        make_attention(spec) if book.kind == "harness" else None
-    )  # perturbation, counting, first-call check
+    chain = make_attention(spec) if book.kind == "harness" else None  # perturbation, counts, check
     with Instrument(book, drop_trivial_masks=p["drop_trivial_masks"]) as inst:
         if chain is not None:
             inst.register_harness(spec.attn_type, chain)

@@ -3,10 +3,8 @@
     python -m harness.runners.diffusers.probe --device cpu|cuda[:N] --dtype float32|bfloat16|float16
         --head-dim D [--head-dim D]... --backend NAME[=OPTIONS_JSON]...
 
-A backend is the installed dispatcher's or a harness one (registered as a run registers it); it
-must pass diffusers' requirement check and its constraints at the run's device and dtype, and one
-small call per head dim must agree with exact attention (cosine >= 0.99: a missing or miscompiled
-kernel fails). One JSON line on stdout: a list of ``ProbeResult``.
+A dispatcher or harness backend must pass diffusers' checks at the run's device and dtype and agree
+with exact attention on one small call per head dim. One JSON line on stdout: ``ProbeResult``s.
 """
 
 from __future__ import annotations
@@ -168,8 +166,7 @@ def probe_in_subprocess(
     timeout_s: float = 600.0,
     plugins: list[Any] | None = None,
 ) -> list[dict]:
-    """Run this module in ``python`` with ``env`` added, the run's ``plugins`` (PluginRef records)
-    imported first; one result dict per backend, always."""
+    """Run this module in ``python`` (``env`` added, ``plugins`` imported first); a result per backend."""
 
     cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
     if plugins:

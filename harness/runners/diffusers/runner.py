@@ -1,9 +1,5 @@
-"""The diffusers runner: one diffusers pipeline call per arm, in a child process of its own
-(``python -m harness.runners.diffusers.launch RUN_DIR``). The pre-flight checks the model folder
-and inputs, then runs ``probe`` once per interpreter, environment, device and dtype for every
-backend the plan named, before any pipeline is loaded. ``prepare`` writes a synthetic pipeline
-when the scenario asks for one and its folder is missing, and the spec.
-"""
+"""The diffusers runner: one pipeline call per arm in a child process (``launch``); its pre-flight
+probes every backend the plan named once per environment, before any pipeline is loaded."""
 
 from __future__ import annotations
 
@@ -57,8 +53,7 @@ def head_dims(params: dict[str, Any]) -> list[int]:
 
 
 def probe_question(spec: RunSpec) -> tuple[tuple, tuple[str, str]]:
-    """The probe process a spec's pre-flight asks (its plugins, interpreter, device, dtype, head dims
-    and environment) and its question there (the arm's backend and options)."""
+    """The probe process a spec's pre-flight asks, and its question there (backend and options)."""
     p = spec.params
     group = (
         tuple(f"{x.path}:{x.sha256}" for x in spec.plugins),  # a probe imports the run's plugins
@@ -72,8 +67,7 @@ def probe_question(spec: RunSpec) -> tuple[tuple, tuple[str, str]]:
 
 
 def run_env(env: dict[str, str]) -> dict[str, str]:
-    """What the runner adds to a run's variables (``env``: the scenario's and arm's): this harness
-    first on PYTHONPATH, so any interpreter imports the harness that planned the run."""
+    """This harness first on PYTHONPATH (after ``env``'s): any interpreter imports the planning harness."""
     rest = env.get("PYTHONPATH") or os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": search_path(common.HARNESS_IMPORT_ROOT, rest), "PYTHONUNBUFFERED": "1"}
 
@@ -172,7 +166,7 @@ class DiffusersRunner(Runner):
         return None
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
-        from harness.runners.diffusers.checkpoint import read_marker, run_writer
+        from harness.runners.diffusers.checkpoint import create_pipeline, read_marker
         from harness.runners.diffusers.records import DIFFUSERS_ENV_JSON
         from harness.safe_write import atomic_write_text
 
@@ -192,8 +186,10 @@ class DiffusersRunner(Runner):
             problem = model_problem(p)
             if problem:
                 raise HarnessError(problem)
-            run_writer(p["model_path"], wanted["model"], wanted["preset"], wanted["seed"], python=p.get("python"),
-                       env={**spec.env, **run_env(spec.env)})  # fmt: skip
+            env = {**spec.env, **run_env(spec.env)}
+            create_pipeline(
+                p["model_path"], wanted["model"], wanted["preset"], wanted["seed"], p.get("python"), env
+            )
         shutil.rmtree(run_dir / LATENTS_DIR, ignore_errors=True)
         (run_dir / DIFFUSERS_ENV_JSON).unlink(missing_ok=True)
         atomic_write_text(run_dir / SPEC_JSON, spec.model_dump_json(indent=2))

@@ -1,10 +1,5 @@
-"""The `diffusers:` block of a scenario and the rules for the arms of the diffusers runner.
-
-Kept free of heavy imports (no torch, no diffusers at import time): the scenario loader imports it
-on every command. ``check_arm`` is the one place the runner's arm rules live. The dispatcher's
-names (``AttentionBackendName``'s string values) are read from the installed diffusers' source
-without importing it, which takes seconds; whether one can run here is the pre-flight's question.
-"""
+"""The `diffusers:` block of a scenario and the diffusers runner's arm rules (``check_arm``). No torch
+or diffusers at import time: the dispatcher's names are read from diffusers' source, not imported."""
 
 from __future__ import annotations
 
@@ -192,12 +187,8 @@ def dispatcher_names() -> list[str] | None:
 
 
 def check_arm(arm: Any) -> tuple[str, str] | None:
-    """(arm field, one line) for the first problem of one arm under the diffusers runner, or None.
-
-    ``attn_type`` names a backend of diffusers' dispatcher (as installed) or a harness backend
-    (``harness backends``), which the runner registers with the dispatcher. Perturbations and
-    options the dispatcher's own backends cannot take are refused here, before anything runs.
-    """
+    """(arm field, one line) for an arm's first problem, or None: ``attn_type`` names a dispatcher or
+    a harness backend; what the dispatcher's own backends cannot take is refused before anything runs."""
     from harness.attention import backend_class, list_backends
 
     name = arm.attn_type
