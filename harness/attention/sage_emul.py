@@ -1,33 +1,16 @@
-"""Pure-PyTorch emulation of SageAttention numerics (runs on CPU and GPU), step by step as the kernels:
-
-1. smooth K: ``k - mean_seq(k)`` (the mean in the input dtype, as thu-ml's core.py); softmax ignores it.
-2. INT8 Q and K with one scale per group of tokens (per_block / per_warp / per_thread:
-   :func:`q_group_ids`), ``scale = amax/127 + eps``, round half away from zero; ``sm_scale * log2(e)``
-   is folded into Q before quantizing so the softmax runs on ``exp2``.
-3. ``S = (Qi @ Ki^T) * q_scale * k_scale``: an fp32 matmul of integer values, exact while
-   ``127^2 * D < 2^24`` (D <= 1040), so it equals the kernels' int32 accumulation.
-4. online softmax in fp32 over KV tiles (``kv_tile`` keys): P of tile j is taken against the
-   running max after tile j, ``P = exp2(S - m_j + offset)``; the row sum comes from fp32 P.
-5. P to FP8 e4m3 (``offset = 8.807 = log2 448`` as thu-ml's S_FP8_OFFSET, or 0 for aiter's
-   fav3_sage, which casts P in [0, 1] and flushes tiny probabilities) or to fp16 (Triton fp16-PV).
-6. V to FP8 per channel (``scale = amax_seq|v| / 448``) or to fp16; the tile products
-   ``Pq_j @ Vq_j`` accumulate in fp32, or each is rounded to fp16 once before an fp32 sum
-   (``pv_accum="fp16_tile"``: SageAttention 1's ``tl.dot(p, v, out_dtype=tl.float16)``);
-   ``O = acc / l * v_scale`` in the input dtype.
-
-Variants (option ``variant``; other options override single settings) and the kernel each models:
-``harness.attention.sage_variants``. Padded keys (option ``padded_keys``): SageAttention 1.0.6's
-Triton kernel loads the last 64-key block's out-of-range K and V as zeros and never masks their
-scores, so each scores 0 and joins the softmax with V = 0 (measured on an H200: rel L1 0.307 at 74
-keys, 0.224 at 130, 0.012 at 128); ``sageattn1_triton`` reproduces it (``unmasked``).
-SageAttention2's Triton kernel at d1a57a5 masks them (``qk += tl.where(k_mask, 0, -1.0e6)``;
-measured: rel L1 0.012 at 74 keys) and so do the other variants; SageAttention2's CUDA kernels
-and aiter's gfx1201 op on a partial last block were not measured.
-
-The tile recurrence is evaluated in closed form: with running maxima ``m_1..m_T`` the final
-accumulator is ``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``: one matmul serves all tiles of a query
-chunk. Only fp32 rounding of the rescale factors differs from the kernels; the hardware's
-reduced-precision inner accumulation (FP22 on Ada, fp16 inside an mma) is modelled at most as one
+"""Pure-PyTorch emulation of SageAttention numerics (CPU and GPU), step by step as the kernels:
+1. smooth K (``k - mean_seq(k)`` in the input dtype, as thu-ml's core.py; softmax ignores it);
+2. INT8 Q and K, one scale per token group (:func:`q_group_ids`), ``sm_scale * log2(e)`` folded into Q;
+3. ``S = (Qi @ Ki^T) * q_scale * k_scale`` as an fp32 matmul, exact while ``127^2 * D < 2^24``;
+4. online softmax in fp32 over ``kv_tile`` key tiles, ``P = exp2(S - m_j + offset)``;
+5. P to FP8 e4m3 (``offset = log2 448`` as thu-ml's S_FP8_OFFSET, 0 for aiter's fav3_sage) or fp16;
+6. V to FP8 per channel or fp16, ``Pq_j @ Vq_j`` summed in fp32 (or each rounded to fp16 first:
+   ``pv_accum="fp16_tile"``, SageAttention 1's ``tl.dot(p, v, out_dtype=tl.float16)``).
+Variants and the kernel each models: ``harness.attention.sage_variants``. ``padded_keys="unmasked"``
+reproduces SageAttention 1.0.6's Triton kernel scoring the last block's out-of-range keys 0 with V = 0
+(measured on an H200: rel L1 0.307 at 74 keys, 0.012 at 128); the other variants mask them.
+The tile recurrence is evaluated in closed form (``sum_j exp2(m_j - m_T) * (Pq_j @ Vq_j)``, one matmul
+per query chunk); the hardware's reduced-precision inner accumulation is modelled at most as one
 rounding per tile, so the emulation is slightly optimistic.
 """
 
@@ -78,11 +61,8 @@ ATTEND_KEYS = ("kv_tile", "p_log2_offset", "pv_dtype", "pv_accum", "chunk_elems"
 def q_group_ids(
     n: int, granularity: str, *, blkq: int = 128, warpq: int = 32, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """Quantization group of each query token (one INT8 scale per group, per batch and head).
-
-    per_block: ``i // blkq``; per_warp: ``i // warpq``; per_thread: in each ``warpq``-row tile,
-    rows with equal ``i % 8`` share a scale (the mma fragment layout): ``(i // warpq) * 8 + i % 8``.
-    """
+    """Quantization group of each query token; per_thread: rows of a ``warpq`` tile with equal ``i % 8``
+    share a scale (the mma fragment layout)."""
     i = torch.arange(n, device=device)
     if granularity == "per_block":
         return i // blkq
@@ -96,11 +76,7 @@ def q_group_ids(
 def k_group_ids(
     n: int, granularity: str, *, blkk: int = 64, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """Quantization group of each key token.
-
-    per_block and per_warp: ``j // blkk``; per_thread: in each ``blkk``-row tile, rows
-    ``{2t, 2t+1} mod 8`` share a scale: ``(j // blkk) * 4 + (j % 8) // 2``.
-    """
+    """Quantization group of each key token; per_thread: rows ``{2t, 2t+1} mod 8`` of a ``blkk`` tile."""
     j = torch.arange(n, device=device)
     if granularity in ("per_block", "per_warp"):
         return j // blkk
@@ -112,11 +88,8 @@ def k_group_ids(
 def quantize_int8(
     x: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-7
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """INT8 with one scale per (batch, head, group) of tokens along dim -2.
-
-    Returns the integer-valued fp32 tensor, the scale of each token ``[B, H, N]`` and the scale
-    of each group ``[B, H, G]``. ``scale = amax/127 + eps``; values are ``trunc(x/scale + 0.5*sign)``.
-    """
+    """INT8 with one scale (``amax/127 + eps``) per (batch, head, group) along dim -2, rounded half away
+    from zero: (integer-valued fp32 values, each token's scale [B, H, N], each group's [B, H, G])."""
     x = x.float()
     b, h, n, _ = x.shape
     token_amax = x.abs().amax(dim=-1)
@@ -132,14 +105,9 @@ def quantize_int8(
 
 
 def round_mantissa_nonneg_(x: torch.Tensor, mantissa_bits: int, min_normal_exp: int) -> torch.Tensor:
-    """Round non-negative fp32 values in place to a float format with ``mantissa_bits`` bits.
-
-    Round-to-nearest-even, subnormals below ``2**min_normal_exp`` (spacing
-    ``2**(min_normal_exp - mantissa_bits)``), no overflow handling. Adding and subtracting
-    ``c = 2**(e + 23 - mantissa_bits)`` (e the exponent of x, at least ``min_normal_exp``) makes
-    the fp32 adder do the rounding: 5 passes instead of a slow fp8 -> fp32 upcast on CPU.
-    Equal to ``x.to(float8_e4m3fn).float()`` for e4m3 (3, -6) on [0, 448] (tested).
-    """
+    """Round non-negative fp32 in place to ``mantissa_bits`` bits, nearest-even, subnormal below
+    ``2**min_normal_exp``: adding and subtracting ``2**(e + 23 - mantissa_bits)`` lets the fp32 adder
+    round, faster than an fp8 upcast on a CPU (equal to it for e4m3 on [0, 448], tested)."""
     bits = x.view(torch.int32)
     c = torch.bitwise_and(bits, 0x7F800000)
     c.clamp_(min=(127 + min_normal_exp) << 23).add_((23 - mantissa_bits) << 23)
@@ -216,9 +184,7 @@ def sage_attend(
     chunk_elems: int = 0,
     padded_keys: str = "masked",
 ) -> torch.Tensor:
-    """Steps 3-6: the attention kernel on quantized operands, tiled over queries. The keys past the
-    last full ``kv_tile`` are left out of the softmax (``padded_keys="masked"``, exact attention's
-    numerics) or each scores 0 with V = 0 (``unmasked``, as thu-ml's Triton kernels load them)."""
+    """Steps 3-6 on quantized operands, tiled over queries; padded keys masked or scored 0 with V = 0."""
     b, h, n_q, d = z.qi.shape
     n_k = z.ki.shape[2]
     n_tiles = -(-n_k // kv_tile)

@@ -1,13 +1,7 @@
-"""Audio metrics on float32 [channels, samples] arrays: SNR, cosine, RMS/peak, the mel spectral
-error and the log-mel cosine (definitions: ``models.AUDIO_CONVENTION``; run A the reference).
-
-Silence: equal signals give an SNR of +inf, a silent reference against a non-silent test -inf; the
-cosine is 1.0 when both are silent, 0.0 when one is. The log-mel cosine survives the phase drift
-that sinks the waveform metrics once two generations diverge, but its 80 dB floor swamps it: bins
-near the floor differ between any two tracks, so close audio can read as far as unrelated. The mel
-spectral error (an error energy of the mel magnitudes, weighted by loudness, blind to phase and to
-shifts well under a frame) has no floor: 0 for equal tracks, about 10^(-SNR/10) for added noise,
-about 0.5 or more for unrelated tracks of the same character (tests).
+"""Audio metrics on float32 [channels, samples] arrays (definitions: ``models.AUDIO_CONVENTION``; run A
+the reference). The log-mel cosine survives phase drift but its 80 dB floor makes close audio read as
+far as unrelated; the mel spectral error (loudness-weighted, phase-blind) has no floor: 0 for equal
+tracks, about 10^(-SNR/10) for added noise, 0.5 or more for unrelated tracks (tests).
 """
 
 from __future__ import annotations
@@ -96,8 +90,7 @@ def _mel_setup(sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarray:
-    """Mel power spectrogram [channels, n_mels, frames] of float [channels, samples] audio (STFT
-    frames ``block`` at a time, so memory does not grow with the length)."""
+    """Mel power [channels, n_mels, frames] of float [channels, samples] audio, ``block`` frames at a time."""
     x = np.asarray(x, np.float32)
     if x.ndim == 1:
         x = x[None]
@@ -107,8 +100,7 @@ def mel_power(x: np.ndarray, sample_rate: int, *, block: int = 512) -> np.ndarra
 
 
 class MelFrames:
-    """Mel power frames ([channels, mels, frames]) kept as the pieces they were computed in and
-    read a block of frames at a time: a long track's frames are never copied into one array."""
+    """Mel power frames kept as the pieces they were computed in, read a block at a time (never copied)."""
 
     def __init__(self, pieces: list[np.ndarray], frames: int | None = None):
         self.pieces = pieces
@@ -165,9 +157,8 @@ def _spectral_error_of_power(pa: MelFrames, pb: MelFrames, block: int = 2048) ->
 
 
 class TrackStream:
-    """One track pushed block by block: sample count, sum of squares, peak, and its mel
-    power frames (float32, 64 values per 256 samples per channel: a quarter of the samples'
-    memory; all that is kept besides the first N_FFT samples)."""
+    """One track pushed block by block: sample count, sum of squares, peak, and its mel power frames
+    (a quarter of the samples' memory; all that is kept besides the first N_FFT samples)."""
 
     def __init__(self, sample_rate: int, *, mel: bool = True):
         self.rate = sample_rate
@@ -206,8 +197,7 @@ class TrackStream:
         return math.sqrt(self.sumsq / (self.samples * (self.channels or 1))) if self.samples else 0.0
 
     def mel_prefix(self, n: int) -> MelFrames:
-        """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it (its frames
-        as computed, not copied)."""
+        """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it."""
         if n < N_FFT:
             return MelFrames([mel_power(self.head[:, :n], self.rate)])
         n_frames = 1 + (n - N_FFT) // HOP
@@ -216,8 +206,7 @@ class TrackStream:
 
 
 class PairStream:
-    """``pair_metrics`` of two equal-rate tracks pushed block by block (run A the reference):
-    the sums over the common prefix in float64, per channel; memory does not hold the tracks."""
+    """``pair_metrics`` of two equal-rate tracks pushed block by block, summed per channel in float64."""
 
     def __init__(self, sample_rate: int, lag: int = 0):
         self.rate = sample_rate

@@ -1,15 +1,9 @@
 """How two audio tracks are lined up before the waveform metrics, and the lag left after that.
 
-The metrics that are judged are taken at the **container's alignment**: each track's first
-decoded sample sits at its presentation time, relative to its file's first video frame (what
-plays together in the file plays together here). FFmpeg drops the encoder's priming where the
-container marks it (a negative first timestamp, an edit list); where it does not, the priming
-carries its own timestamps, before the content, so the timestamps place the content either way.
-
-After that, a bounded search for a **residual lag** (``CONVENTION``) says whether the content is
-still shifted; 6 / sqrt(samples) is about six times the gain two unrelated white tracks reach by
-chance. It is reported as a finding, never silently removed; the correlation keeps its sign (an
-inverted track reads about -1). A positive lag means B is late: ``b[n + lag]`` lines up with ``a[n]``.
+The judged metrics are taken at the **container's alignment**: each track's first decoded sample at
+its presentation time relative to its file's first video frame (FFmpeg drops a marked encoder priming;
+an unmarked one carries its own timestamps). A bounded search then reports a **residual lag**
+(``CONVENTION``), never removing it; a positive lag means B is late: ``b[n + lag]`` meets ``a[n]``.
 """
 
 from __future__ import annotations
@@ -100,14 +94,12 @@ def audio_start(path: str | os.PathLike) -> float:
 
 
 def container_lag(a: str | os.PathLike, b: str | os.PathLike, rate: int) -> int:
-    """The lag (samples of ``rate``, module convention) that lines the two files' tracks up by their
-    timestamps: B's track starting later than A's reads as a negative lag (A's head unpaired)."""
+    """The lag (samples of ``rate``) lining the two files' tracks up by their timestamps (B later: negative)."""
     return round((audio_start(a) - audio_start(b)) * rate)
 
 
 def peek(blocks: Iterable[np.ndarray], n: int = WINDOW) -> tuple[np.ndarray, Iterator[np.ndarray]]:
-    """Of streamed [C, S] blocks (``media.iter_audio``): the first ``n`` samples [C, <=n] (where the
-    residual lag is searched), and an iterator over every block, those included."""
+    """The first ``n`` samples [C, <=n] of streamed [C, S] blocks, and an iterator over every block."""
     it = iter(blocks)
     head: list[np.ndarray] = []
     got = 0

@@ -1,16 +1,8 @@
-"""The codec's own error, and what decoding does before any pixel metric.
-
-Pixel metrics compare decoded frames: H.264 at a CRF and the YUV -> RGB conversion already
-moved every pixel before attention is compared. The codec floor measures that move for the
-reference run, in one of two ways:
-
-* ``lossless``: the run kept a lossless twin (FFV1 RGB + PCM); the decoded mp4 against it is
-  exactly the error of the encode the run made;
-* ``re-encode``: the reference's decoded frames (and audio) encoded again with the run's codec
-  settings, an estimate of the first encode's error (usually a little smaller). Its video is
-  measured against a lossless twin of that encode (the same frames through the same pixel
-  format, x264 CRF 0), so the colour conversion's bias (RGB to YUV 4:2:0 and back), which both
-  share, is not counted as codec error; its audio against the decoded reference.
+"""The codec's own error on the reference run (H.264 and the YUV -> RGB conversion move every pixel
+before attention is compared): ``lossless``, the decoded mp4 against the run's lossless twin (FFV1 RGB
++ PCM); or ``re-encode``, the reference encoded again with the run's settings (an estimate, usually a
+little smaller), its video against an x264 CRF 0 twin of that encode (so the shared colour conversion's
+bias is not counted as codec error) and its audio against the decoded reference.
 """
 
 from __future__ import annotations
@@ -60,8 +52,7 @@ def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
 def encoder_settings(
     path: str | os.PathLike, *, crf: int | None = None, preset: str | None = None
 ) -> CodecSettings:
-    """Codec settings of a file: the given ones (a run's spec), else the CRF found in the file's
-    x264 info, else the defaults of MiniMax-H3's writer (marked assumed)."""
+    """Codec settings of a file: the given ones, else the CRF in its x264 info, else MiniMax-H3's (assumed)."""
     with open_media(path) as c:
         if not c.streams.video:
             raise HarnessError(f"{path}: no video stream")

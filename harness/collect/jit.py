@@ -1,18 +1,10 @@
-"""Compiled CPU kernels (numba) for the metric suite, wrapped by ``ssim.py`` and ``stats.py``.
+"""Compiled CPU kernels (numba) for the metric suite, wrapped by ``ssim.py`` and ``stats.py``: one
+pass over a frame (pair) in cache, ``nogil`` so threads run side by side, compiled once per machine
+(``cache=True``); imported only when a CPU kernel is first needed.
 
-Each kernel makes one pass over a frame (pair) with its intermediates in the CPU cache,
-releases the GIL (``nogil``) so that threads run them side by side, and is compiled once per
-machine (``cache=True``: in ``__pycache__`` beside this file, or numba's cache folder when that is
-read-only); this module is imported only when a CPU kernel is first needed.
-
-``ssim_sse`` (SSIM in the sums-and-differences form of ``ssim.py``, and the exact SSE): the maps
-s, d, s^2, d^2 of a channel row go through the horizontal 11-tap pass into a ring of 12 rows; the
-vertical pass makes two output rows from 12 ring rows per load (half the cache traffic). Both passes
-are centre-compensated, x_c + sum_t k_t ((x_t - x_c) + (x_-t - x_c)): a flat neighbourhood gives
-exactly x_c, so E[s^2] - E[s]^2 is exactly 0 there, and elsewhere the rounding scales with the
-local variation instead of the magnitude (without it, flat black and white areas next to a
-difference cost ~1e-6 of SSIM; with it the worst case found is ~1e-7). ``frame_sums``: the exact
-integer sums of one frame's statistics and layout grid.
+``ssim_sse``'s filters are centre-compensated, x_c + sum_t k_t ((x_t - x_c) + (x_-t - x_c)): a flat
+neighbourhood gives exactly x_c, so the variance is exactly 0 there (without it, flat areas next to a
+difference cost ~1e-6 of SSIM; with it the worst case found is ~1e-7).
 """
 
 from __future__ import annotations
@@ -68,15 +60,9 @@ def _sum(x):  # pragma: no cover - compiled
 
 @nb.njit(**_OPTS)
 def ssim_sse(a, b, taps, band_rows, ring, ts, pa, pb, row_sse, mode):  # pragma: no cover - compiled
-    """(sum of the SSIM map over the valid region, number of terms, exact SSE) of a, b.
-
-    a, b: C-contiguous uint8 (H, W, C) with H, W >= 11. taps: float32 k_0..k_4, the taps
-    from the window's edge inwards (the centre tap is implied). Scratch: ring float32
-    (4, 12, W - 10), ts float32 (4, W), pa/pb uint8 (C, band_rows + 10, W), row_sse int64
-    (H,). Bands of ``band_rows`` output rows get their own offsets; bands whose rows (halo
-    included) are identical contribute exactly 1.0 per term without being computed. In the
-    horizontal pass (x_t + x_-t) - 2 x_c is exact: the maps hold integers below 2^21.
-    """
+    """(sum of the SSIM map over the valid region, number of terms, exact SSE) of uint8 (H, W, C) a, b;
+    the s, d, s^2, d^2 maps of a row go through the horizontal pass into a ring of 12 rows, the vertical
+    pass makes two output rows per load; identical bands (halo included) count 1.0 per term unread."""
     H, W, C = a.shape
     Wv = W - 2 * PAD
     k0, k1, k2, k3, k4 = taps[0], taps[1], taps[2], taps[3], taps[4]
@@ -237,16 +223,9 @@ def ssim_sse(a, b, taps, band_rows, ring, ts, pa, pb, row_sse, mode):  # pragma:
 
 @nb.njit(**_SUM_OPTS)
 def frame_sums(f, prev, has_prev, yring, rows, cols, grid, colsum):  # pragma: no cover - compiled
-    """Exact sums of one uint8 RGB frame (H, W, 3), C-contiguous; yring int32 (3, W) and colsum
-    int32 (W,) scratch.
-
-    Returns (Y sum, Y sum of squares, Laplacian sum, Laplacian sum of squares, count of RGB
-    values 0 or 255, sum |f - prev|, max Y); the Laplacian covers interior pixels only.
-    ``rows`` (H,) int64: the grid row of each frame row (non-decreasing); ``cols`` (G + 1,)
-    int64: the first column of each grid column, then W; ``grid`` int64 (rows[-1] + 1, G) gets
-    the Y sum of every cell added to it. Y is summed per column over the rows of a grid row
-    (in the luma loop, which stays vectorised) and split into cells once per grid row.
-    """
+    """Exact integer sums of one uint8 RGB frame (H, W, 3): (Y sum, Y sum of squares, interior Laplacian
+    sum and sum of squares, count of RGB values 0 or 255, sum |f - prev|, max Y); ``grid`` gets each
+    layout cell's Y sum (``rows``: each frame row's grid row; ``cols``: each grid column's first x, then W)."""
     H = f.shape[0]
     W = f.shape[1]
     G = cols.shape[0] - 1

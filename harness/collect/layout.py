@@ -1,12 +1,7 @@
-"""Coarse layout of a run pair: low-resolution luma grids of A and B compared frame by frame,
-directly and against A mirrored left-right and up-down (definitions: ``LAYOUT_CONVENTION``).
-
-The 16 x 16 cell sums come exact out of the statistics kernel; the 8 x 8 and 4 x 4 sums add its
-2 x 2 and 4 x 4 blocks (floor(floor(16 r / H) / 2) = floor(8 r / H): the same cells). The means
-over frames are ``math.fsum``'s (exact rounding), so the order in which the two decoders' threads
-deliver the grids does not matter. A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a
-(1 - correlation of a with its mirror); two runs that share the layout but not the details have
-mse well under var_a.
+"""Coarse layout of a run pair: low-resolution luma grids of A and B compared frame by frame, directly
+and against A mirrored left-right and up-down (``LAYOUT_CONVENTION``). The 16 x 16 cell sums come exact
+from the statistics kernel, the coarser scales add its blocks; the means over frames are ``math.fsum``'s.
+A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a; a shared layout has mse well under var_a.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ def _pool(scale: int) -> np.ndarray:
 
 
 def coarsen(sums: np.ndarray, scale: int) -> np.ndarray:
-    """[..., GRID, GRID] float64 cell sums added up into [..., scale, scale] (P sums P^T with a 0/1 P:
-    exact, the sums being integers far below 2^53)."""
+    """[..., GRID, GRID] float64 cell sums added up into [..., scale, scale] (exact: integers below 2^53)."""
     p = _pool(scale)
     return p @ sums @ p.T
 
@@ -84,10 +78,8 @@ def frame_terms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class LayoutPair:
-    """Pairs the two runs' per-frame grid sums (delivered by two threads, in any order) and keeps
-    the per-frame terms of each scale (15 numbers a frame) until ``result``. Held meanwhile: the few
-    grids one side has delivered and the other not yet, and the incomplete blocks of ``BLOCK`` frame
-    indices; a complete block is reduced at once. Blocks are fixed by frame index, so the numbers
+    """Pairs the two runs' per-frame grid sums (two threads, any order) and keeps each scale's per-frame
+    terms until ``result``; blocks of ``BLOCK`` frame indices are reduced once complete, so the numbers
     never depend on the order in which the threads delivered the frames."""
 
     BLOCK = 32

@@ -1,18 +1,9 @@
-"""SSIM in Wang et al. 2004's definition (``models.SSIM_CONVENTION``: scikit-image's with Gaussian
-weights), fast on CPU (a compiled kernel that also gives the exact SSE, so one pass over a frame
-pair gives SSIM and PSNR) and on GPU (torch).
-
-Why it is written in sums and differences: with s = a + b - 255 and d = a - b,
-
-    SSIM = (Ms^2 - Md^2 + 2 C1)(Vs - Vd + 2 C2) / ((Ms^2 + Md^2 + 2 C1)(Vs + Vd + 2 C2))
-
-(M = local mean of s+255 or d, V = local variance). Four blurred maps instead of five, and
-float32 is enough: for similar frames d is small, so Md and Vd carry few rounding errors,
-and the rounding errors of Ms and Vs hit the numerator and the denominator alike and drop
-out of the ratio. Each band of rows is shifted by integer offsets (its mean s and d), and
-the filters are centre-compensated (``jit.py``), so a flat area gives a variance of exactly
-0 whatever its level. Against scikit-image's float64 result: within 1.3e-7 on every pair the
-tests try (they hold 1e-6); ``ssim_torch`` in float64 within ~1e-12.
+"""SSIM in Wang et al. 2004's definition (``models.SSIM_CONVENTION``: scikit-image's, Gaussian weights),
+on CPU (a compiled kernel that also gives the exact SSE) and on GPU (torch), in sums and differences:
+with s = a + b - 255 and d = a - b, SSIM = (Ms^2 - Md^2 + 2 C1)(Vs - Vd + 2 C2) / ((Ms^2 + Md^2 + 2 C1)
+(Vs + Vd + 2 C2)) (M local mean, V local variance): four blurred maps, and float32 is enough because
+the rounding of Ms and Vs drops out of the ratio. Within 1.3e-7 of scikit-image's float64 result on
+every pair the tests try; ``ssim_torch`` in float64 within ~1e-12.
 """
 
 from __future__ import annotations

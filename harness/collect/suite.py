@@ -1,10 +1,6 @@
-"""The full metric suite: decode two runs once, in lockstep, and measure everything.
-
-Threads, every heavy call releasing the GIL: a decoder per run (``decoder``, with a side thread that
-hashes and measures its frames), SSIM + SSE workers fed frame pairs in order by the main thread, one
-audio thread. Queues are bounded, so memory stays flat whatever the video length; on two cores the
-seven threads keep both busy. On a GPU (``device="cuda"``, ROCm's too) the decoders only decode and
-hash; the main thread uploads batches of frame pairs and computes SSIM (float32), SSE and statistics.
+"""The full metric suite: decode two runs once, in lockstep, and measure everything: a decoder thread
+per run (hashing and measuring its frames on the side), SSIM + SSE workers, one audio thread, bounded
+queues (flat memory); on a GPU the main thread computes SSIM, SSE and statistics on uploaded batches.
 """
 
 from __future__ import annotations
@@ -111,9 +107,8 @@ def _run_audio(t: audio_metrics.TrackStream) -> dict:
 def audio_part(
     a: Path, b: Path, ia: MediaInfo, ib: MediaInfo, resample_audio: bool
 ) -> tuple[AudioPairMetrics | None, dict, dict]:
-    """Audio pair metrics and the per-run audio fields of RunStats. Equal rates (the usual case):
-    both tracks stream through in blocks, the one behind read next, so memory does not grow with the
-    length; resampling reads the whole tracks."""
+    """Audio pair metrics and the per-run audio fields of RunStats; equal rates stream both tracks in
+    blocks (the one behind read next), resampling reads the whole tracks."""
     if not (ia.has_audio and ib.has_audio):
         return None, {}, {}
     ra, rb = int(ia.audio_rate or 0), int(ib.audio_rate or 0)
@@ -187,9 +182,8 @@ def _video_cpu(dec_a: FrameDecoder, dec_b: FrameDecoder, n: int, reducer: PairRe
 
 
 class _Uploader:
-    """Frames into one reused (pinned, on CUDA) host buffer, then one copy per batch to the device:
-    numpy fills it (torch's CPU thread pool stays out of the way); the results' .tolist() at the end
-    of each batch synchronises, so the buffer is free again when it is refilled."""
+    """Frames into one reused (pinned, on CUDA) host buffer, one copy per batch to the device; each
+    batch's .tolist() synchronises, so the buffer is free again when it is refilled."""
 
     def __init__(self, shape: tuple[int, ...], device: torch.device):
         import torch
@@ -206,8 +200,7 @@ class _Uploader:
 
 
 def _batches(decs: list[FrameDecoder], n: int):
-    """Up to ``GPU_BATCH`` frames of every decoder at a time ([frame of each decoder] per index), at
-    most ``n`` in all; the last batch ends where a decoder ended."""
+    """Up to ``GPU_BATCH`` [frame of each decoder] at a time, at most ``n``, ending where a decoder ends."""
     for start in range(0, n, GPU_BATCH):
         batch = []
         for _ in range(min(GPU_BATCH, n - start)):
@@ -274,36 +267,34 @@ def measure_pair(
     n = check_compatible(a, b, ia, ib, truncate, resample_audio)
     dev = resolve_device(device)
     stop = threading.Event()
-    dec_a = FrameDecoder(a, n, cpu_stats=dev == "cpu", stop=stop)
-    dec_b = FrameDecoder(b, n, cpu_stats=dev == "cpu", stop=stop)
     layout = LayoutPair(ia.height, ia.width)  # both runs' grids meet here (A side 0, B side 1)
-    dec_a.stats.pair_with(layout, 0)
-    dec_b.stats.pair_with(layout, 1)
+    decs = [FrameDecoder(p, n, cpu_stats=dev == "cpu", stop=stop) for p in (a, b)]
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
         same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
-        dec_a.start()
-        dec_b.start()
+        for k, dec in enumerate(decs):
+            dec.stats.pair_with(layout, k)
+            dec.start()
         try:
             if dev == "cpu":
-                _video_cpu(dec_a, dec_b, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
+                _video_cpu(*decs, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
             else:
-                _video_torch([dec_a, dec_b], n, reducer, dev)
-            dec_a.wait_end()
-            dec_b.wait_end()
+                _video_torch(decs, n, reducer, dev)
+            for dec in decs:
+                dec.wait_end()
         finally:
             stop.set()  # unblocks decoders still waiting on a full queue
-            dec_a.finish()
-            dec_b.finish()
+            for dec in decs:
+                dec.finish()
         audio, audio_a, audio_b = audio_future.result()
         same_file = same_file_future.result()
     if reducer.frames != n:
         raise HarnessError(f"decoded {reducer.frames} frame pairs of {n} expected from {a} and {b}")
     if csv_path is not None:
         reducer.write_csv(csv_path)
-    stats_a = _run_stats(a, ia, dec_a.stats, audio_a)
-    stats_b = _run_stats(b, ib, dec_b.stats, audio_b)
+    stats_a = _run_stats(a, ia, decs[0].stats, audio_a)
+    stats_b = _run_stats(b, ib, decs[1].stats, audio_b)
     video = VideoPairMetrics(
         file_a=str(a),
         file_b=str(b),
