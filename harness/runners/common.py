@@ -1,9 +1,7 @@
-"""What the LightX2V and diffusers runners share, written once: a failure's one line, the path a
-child interpreter imports the harness from, the spec's plugins in a child process, a step's
-latents file, the synthetic weights' folder (marker, writer process, hashes, tokenizer), and the
-pre-flight probe (its process, its batching, its smoke call's bar).
-
-Standard library at import time: the ranks, the probes and the writers import it.
+"""What the runners share, written once: a failure's one line, the child's entry and paths, the spec's
+plugins in a child process, a step's latents file, synthetic weights, and the pre-flight probe (its
+process, batching, smoke bar, a framework that cannot be imported). Standard library and
+harness.errors at import time: the ranks, the probes and the writers import it.
 """
 
 from __future__ import annotations
@@ -17,12 +15,15 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.errors import Exit, HarnessError
+
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
 SPEC_JSON = "spec.json"  # the spec a runner writes into the run folder for its child process
 LATENTS_DIR = "latents"  # step_NNN.npz of every runner, where harness.compare.latents reads them
 SMOKE_TOKENS, SMOKE_HEADS = 256, 2
 SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
 NOT_A_MODEL = "random weights for checking the chain; not a model"
+FRAMEWORK_FACT = "framework_unavailable"  # a probe's fact: the framework itself failed to import
 
 
 def one_line(text: Any, limit: int = 500) -> str:
@@ -263,6 +264,25 @@ def synthetic_problem(
 
 
 # --- the pre-flight probe ------------------------------------------------------------------------
+
+
+class FrameworkUnavailable(HarnessError):
+    """The framework (LightX2V, diffusers, torch) cannot be imported where the runs would run: no arm
+    can run there, the reference included, so the run fails once (exit 3) rather than skip each arm."""
+
+    exit_code = Exit.RUN_FAILED
+
+
+def check_framework(framework: str, facts: dict, reason: object, python: str | None) -> None:
+    """FrameworkUnavailable when a probe's ``facts`` say the framework itself failed to import."""
+    if facts.get(FRAMEWORK_FACT):
+        python = facts.get("python") or python
+        where = f" by {python}" if python else ""
+        raise FrameworkUnavailable(
+            f"{framework} cannot be imported{where}: {reason}; no arm can run (a missing dependency of "
+            f"{framework}, not an unavailable backend): install it in that interpreter or point the scenario "
+            "at one that has it"
+        )
 
 
 def probe_output(

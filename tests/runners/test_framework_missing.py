@@ -13,7 +13,7 @@ from cli_testutil import harness
 from lightx2v_site import STUB
 
 import harness.runners.lightx2v.preflight as preflight
-from harness.runners.framework import FRAMEWORK_FACT, FrameworkUnavailable
+from harness.runners.common import FRAMEWORK_FACT, FrameworkUnavailable
 from harness.runners.lightx2v.preflight import ProbeResult
 
 MISSING = "harness_test_missing_dependency"

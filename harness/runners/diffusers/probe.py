@@ -16,7 +16,6 @@ from typing import Any
 
 from harness.registry import did_you_mean
 from harness.runners import common
-from harness.runners.framework import FRAMEWORK_FACT, check_framework
 
 MODULE = "harness.runners.diffusers.probe"
 
@@ -124,7 +123,7 @@ def probe(
         from harness.attention import list_backends
     except (ImportError, HarnessError) as err:
         if isinstance(err, ImportError):  # torch or diffusers itself: no backend can run (exit 3)
-            facts[FRAMEWORK_FACT] = True
+            facts[common.FRAMEWORK_FACT] = True
             err = f"{type(err).__name__}: {err}"
         return [_result(n, False, common.one_line(err, 300), "", {}, facts) for n, _ in backends]
     names = sorted(m.value for m in ad.AttentionBackendName)
@@ -178,7 +177,7 @@ def probe_in_subprocess(
 
     results, why = common.probe_output(cmd, env, timeout_s, "[")
     for result in results or []:
-        check_framework(
+        common.check_framework(
             "diffusers", result.get("facts") or {}, result.get("reason"), python or sys.executable
         )
     if results is not None and len(results) == len(backends):

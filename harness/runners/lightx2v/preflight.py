@@ -19,7 +19,6 @@ from harness.errors import HarnessError
 from harness.records import RunSpec
 from harness.runners import common
 from harness.runners.common import ProbeBatch, not_found, probe_output
-from harness.runners.framework import check_framework
 from harness.runners.lightx2v import command
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
@@ -201,7 +200,7 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
     if problem:
         return problem, None
     result = run_probe(params, spec, env)
-    check_framework("LightX2V", result.facts, result.reason, params.python)
+    common.check_framework("LightX2V", result.facts, result.reason, params.python)
     if not result.ok:
         return str(result.reason or "pre-flight probe failed"), result
     return None, result

@@ -30,7 +30,6 @@ from typing import Any
 from harness.registry import did_you_mean
 from harness.runners import common
 from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
-from harness.runners.framework import FRAMEWORK_FACT
 from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
@@ -233,7 +232,7 @@ def probe_many(
     def unanswered() -> list[int]:
         return [i for i, a in enumerate(answers) if a is None]
 
-    framework = {FRAMEWORK_FACT: True}  # no arm can run: the pre-flight fails the run, not a skip
+    framework = {common.FRAMEWORK_FACT: True}  # no arm can run: the pre-flight fails the run, not a skip
     try:
         gpus = _torch_facts(facts)
     except Exception as err:
