@@ -1,8 +1,7 @@
-"""Named attention backends, registered by decorator in ``BACKENDS`` (a ``harness.registry.Registry``),
-and the calling convention they share (the package's docstring; ``scale`` is the softmax scale,
-``D ** -0.5`` when None). A backend refuses a call it cannot serve by raising :class:`UnsupportedCall`
-(the counting wrapper may hand it to a fallback); one that cannot run on this machine at all raises
-:class:`~harness.errors.BackendUnavailable` from :func:`get_backend`.
+"""Named attention backends, registered by decorator in ``BACKENDS``, and the calling convention they
+share (``scale``: the softmax scale, ``D ** -0.5`` when None). A backend refuses a call it cannot serve
+with :class:`UnsupportedCall` (a fallback may take it); one that cannot run on this machine at all
+raises :class:`~harness.errors.BackendUnavailable` from :func:`get_backend`.
 """
 
 from __future__ import annotations
@@ -55,9 +54,8 @@ class AttentionOp:
         drop_rate: float = 0.0,
         **_ignored: Any,
     ) -> torch.Tensor:
-        """LightX2V-style packed call: q/k/v ``[N, H, D]`` or ``[B, N, H, D]``, out ``[B*N, H*D]``. Only
-        the dense non-causal single-sequence case is served (the rest is refused with UnsupportedCall);
-        extra keywords LightX2V passes (scheduler, block_idx, ...) are ignored."""
+        """LightX2V-style packed call: q/k/v ``[N, H, D]`` or ``[B, N, H, D]``, out ``[B*N, H*D]``; only the
+        dense non-causal single-sequence case is served, extra keywords (scheduler, ...) are ignored."""
         if causal:
             raise UnsupportedCall(f"{self.name}: causal attention is not supported (non-causal only)")
         if attn_mask is not None:
@@ -112,10 +110,8 @@ def _check_single_sequence(name: str, label: str, cu: torch.Tensor | None, batch
 
 
 class AttentionBackend(AttentionOp):
-    """Base class of registered backends: one decorated class in one module. Subclasses set
-    ``default_options`` (every accepted option with its default) and ``__call__``; one that depends on
-    the machine, ``availability`` (cheap: no GPU work) and ``setup`` (may raise BackendUnavailable
-    after a closer look); one wrapping another package's op, ``direct_call``."""
+    """Base class of registered backends: ``default_options`` (every accepted option with its default),
+    ``__call__``, and where needed ``availability`` (no GPU work), ``setup`` and ``direct_call``."""
 
     name: ClassVar[str] = ""
     exact: ClassVar[bool] = False
@@ -142,8 +138,7 @@ class AttentionBackend(AttentionOp):
 
     @classmethod
     def option_problem(cls, options: dict[str, Any]) -> str | None:
-        """Why these option values cannot work, told before any run (scenario validation); None where
-        only setting the backend up can tell (it imports or touches a device)."""
+        """Why these option values cannot work, told before any run (None: only ``setup`` can tell)."""
         return None
 
     @property
@@ -158,9 +153,8 @@ class AttentionBackend(AttentionOp):
                 **self.options}  # fmt: skip
 
     def direct_call(self) -> DirectCall | None:
-        """The underlying op called straight, through its layout adapter only: no checks, no
-        refusals, no registry. The kernel benchmark's ``registry_vs_direct`` check compares the
-        backend's calls with it; None when there is no op apart from the backend itself."""
+        """The underlying op called straight through its layout adapter only (no checks, no refusals),
+        which ``registry_vs_direct`` compares the backend with; None: no op apart from the backend."""
         return None
 
     def __repr__(self) -> str:
@@ -202,8 +196,7 @@ def availability(name: str) -> tuple[bool, str]:
 
 
 def source_digests(names: Iterable[str]) -> dict[str, str]:
-    """sha256 of the source file of each named backend (``unknown`` where it has none): the code
-    identity a run spec carries, so an edited kernel is a new spec."""
+    """sha256 of each named backend's source file (``unknown``: none): an edited kernel is a new spec."""
     digests = {}
     for name in sorted(set(names)):
         try:
@@ -215,8 +208,7 @@ def source_digests(names: Iterable[str]) -> dict[str, str]:
 
 
 def check_options(name: str, options: dict[str, Any]) -> str | None:
-    """Why ``options`` are not options of backend ``name`` (unknown keys, or values its
-    ``option_problem`` refuses), or None; no GPU work."""
+    """Why ``options`` are not options of backend ``name`` (unknown keys, refused values), or None."""
     cls = backend_class(name)
     unknown = _unknown_options(cls, options)
     if not unknown:
@@ -256,8 +248,7 @@ def check_qkv(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> N
 def check_gpu_call(
     name: str, *qkv: torch.Tensor, needs: str = "the op needs the GPU", dtypes: str = "bf16 or fp16"
 ) -> None:
-    """``check_qkv``, then a GPU kernel's refusal (UnsupportedCall) of tensors off the GPU or of dtypes
-    other than bf16 and fp16, in the backend's words (``needs``, ``dtypes``)."""
+    """``check_qkv``, then a GPU kernel's refusal of tensors off the GPU or not bf16/fp16, in its words."""
     check_qkv(name, *qkv)
     if qkv[0].device.type != "cuda":
         raise UnsupportedCall(f"{name}: tensors on {qkv[0].device}; {needs}")

@@ -1,7 +1,5 @@
-"""Hybrid schedules: attention routed by DiT step, exact on the named steps and the arm's own
-backend on the others (xDiT runs MiniMax-H3 exact on the first and last 5 steps, FP8 between). The
-step is the run's call site's (``insitu.sites``); the counting wrapper records which backend served
-each call per step, so the routing is proven by the run's counts, not assumed.
+"""Hybrid schedules: attention routed by DiT step (the run's call site), exact on the named steps and
+the arm's own backend on the others; the per-step counts prove the routing.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from harness.records import StepSchedule
 
 
 def exact_on(schedule: StepSchedule, step: int | None, total: int | None) -> bool:
-    """Whether step ``step`` (from 1) of ``total`` runs the exact backend; a call outside any
-    step runs the arm's own backend. ``exact_last`` needs the total (unknown: not counted)."""
+    """Whether step ``step`` (from 1) of ``total`` runs the exact backend (outside any step: no)."""
     if step is None:
         return False
     if step <= schedule.exact_first or step in schedule.exact_steps:
@@ -43,10 +40,8 @@ def schedule_text(schedule: StepSchedule) -> str:
 
 
 class ScheduledAttention(WrappedOp):
-    """The ``exact`` op on the schedule's steps, ``candidate`` (``inner``) on the others; ``served``
-    names the one that served the last call. On an exact step the candidate also runs once on copies
-    of the first call of each shape (output discarded, RNG state kept), so that its warm-up (Triton
-    compiles per sequence length; the first-call check) falls in step 1, which s/step leaves out."""
+    """The ``exact`` op on the schedule's steps, ``candidate`` on the others (``served``: the last one);
+    the candidate runs once on copies of each new call shape, so its warm-up falls in step 1."""
 
     def __init__(self, candidate: AttentionOp, exact: AttentionOp, schedule: StepSchedule, sites: CallSites):
         super().__init__(candidate)

@@ -1,7 +1,5 @@
-"""Wrappers around a backend: exact perturbations for the noise floor (K/V order reversed; K/V
-in chunks merged by log-sum-exp), call counting with fallback (per DiT step where the run says
-which step it is in), a step schedule, and a bitwise check of the backend against its op called
-directly on a run's first call."""
+"""Wrappers around a backend: the noise floor's exact perturbations, call counting with fallback, and
+a bitwise check of the backend against its op called directly on a run's first call."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ class OutputContractError(HarnessError):
 
 
 def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
-    """What is wrong with ``out`` as the output of attention over ``q`` and ``v`` (None: nothing):
-    the contract is q's shape with v's last dimension, q's dtype, q's device."""
+    """What is wrong with ``out`` against q's shape (v's last dimension), dtype and device (None: nothing)."""
     want = (*q.shape[:-1], v.shape[-1])
     if not isinstance(out, torch.Tensor):
         return f"is a {type(out).__name__}, not a tensor"
@@ -46,8 +43,7 @@ def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
 
 
 class KVReversed(WrappedOp):
-    """Reverse K and V along the sequence before the call: exact attention is invariant to the key
-    order, so only the floating-point summation order changes (the run-to-run noise floor)."""
+    """K and V reversed along the sequence: only the summation order changes (the noise floor)."""
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
@@ -61,8 +57,7 @@ class KVReversed(WrappedOp):
 
 
 def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_elems: int = 0) -> torch.Tensor:
-    """logsumexp over keys of ``q k^T * scale`` in fp32, ``[B, H, Nq]``, chunked over queries
-    (at most ``max_chunk_elems`` scores at a time; 0: 2^22 on a CPU, 2^28 on a GPU)."""
+    """fp32 logsumexp over keys of ``q k^T * scale``, ``[B, H, Nq]``, chunked over queries."""
     from harness.attention.exact import full_fp32_matmul
 
     b, h, n_q, _ = q.shape
@@ -79,10 +74,8 @@ def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_el
 
 
 class KVChunked(WrappedOp):
-    """K and V split into ``chunks`` pieces along the sequence, the inner backend's outputs on each
-    merged by their fp32 log-sum-exp weights, ``O = sum_i exp(lse_i - logsumexp_j lse_j) O_i``. Exact
-    attention gives the same result for any split, so only rounding changes: a second exact
-    perturbation beside K/V reversal (the extra work makes this arm's timings no baseline)."""
+    """K and V in ``chunks`` pieces, the outputs merged by their fp32 log-sum-exp weights: a second exact
+    perturbation beside K/V reversal (its extra work makes the arm's timings no baseline)."""
 
     def __init__(self, backend: AttentionOp, chunks: int = 2):
         if chunks < 2:
@@ -116,11 +109,8 @@ class KVChunked(WrappedOp):
 
 
 class FirstCallCheck(WrappedOp):
-    """Pass every call through; on the first one, also call the backend's op directly (its layout
-    adapter only) on the same inputs and compare the outputs bitwise: the pull request's "backend
-    output vs a direct op call" fact on the run's real inputs, inside the first DiT step (which
-    s/step leaves out). A second direct call where they differ tells a nondeterministic op from a
-    backend that changes the result; an op that writes into its inputs is in ``inputs_modified``."""
+    """On the first call, also call the backend's op directly on the same inputs and compare bitwise (a
+    second direct call where they differ tells a nondeterministic op from a backend that changes it)."""
 
     def __init__(self, backend: AttentionBackend, direct: Any):
         super().__init__(backend)
@@ -156,11 +146,8 @@ class FirstCallCheck(WrappedOp):
 
 
 class CountingBackend(WrappedOp):
-    """Count calls per serving backend (a schedule inside names it: ``served``), and with ``sites``
-    per DiT step too; on a refusal (UnsupportedCall) hand the call to ``fallback`` (counted in
-    ``calls`` and ``fallbacks``), or without one record it in ``errors`` and raise it again. An output
-    that breaks the contract (``output_problem``) fails the run, naming the first bad call, before
-    anything downstream reads it. ``requested``: the backend name the run asked for (``attn_type``)."""
+    """Count calls per serving backend (and per DiT step with ``sites``); hand a refused call to
+    ``fallback`` or record and raise it; an output breaking the contract fails the run at once."""
 
     max_errors = 20
 
@@ -237,8 +224,7 @@ class CountingBackend(WrappedOp):
         )
 
     def backend_params(self) -> dict[str, Any]:
-        """The requested backend's params, as attn_calls.json records them (JSON values as they are,
-        anything else by its ``str``)."""
+        """The requested backend's params as attn_calls.json records them (non-JSON values by ``str``)."""
         return json.loads(json.dumps(self.inner.params, default=str))
 
     def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
@@ -263,11 +249,8 @@ def make_attention(
     schedule: StepSchedule | None = None,
     sites: CallSites | None = None,
 ) -> CountingBackend:
-    """The usual chain for a run's ``choice`` of attention (a backend's name: its defaults, unperturbed):
-    backend [-> FirstCallCheck] [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend.
-    The fallback and a ``schedule``'s exact backend get the same perturbation (a noise-floor run stays
-    one); the direct-op check is innermost (it sees the inputs the op really gets); a schedule needs
-    ``sites``, which also makes the counts per step."""
+    """backend [-> FirstCallCheck] [-> KVReversed] [-> KVChunked] [-> ScheduledAttention] -> CountingBackend
+    for a run's ``choice``; the fallback and a schedule's exact backend get the same perturbation."""
     if isinstance(choice, str):
         choice = AttentionChoice(attn_type=choice)
     backend = get_backend(choice.attn_type, **choice.attn_options)

@@ -1,7 +1,4 @@
-"""A shadowed run's attention from its spec: the shadows named in ``RunSpec.shadows`` built as
-the usual chains (their own perturbations, counted apart), wrapped with the primary in a
-:class:`ShadowedAttention` writing to one rank's recorder. Runners (builtin, LightX2V's
-launcher, diffusers) call ``shadowed_attention``; none builds the pieces itself."""
+"""A shadowed run's attention from its spec, as every runner builds it: ``shadowed_attention``."""
 
 from __future__ import annotations
 
@@ -26,10 +23,8 @@ def shadowed_attention(
     rank: str | int = "0",
     sites: CallSites | None = None,
 ) -> ShadowedAttention:
-    """The primary with its shadows, recording to ``folder`` (a run's ``insitu/``) as ``rank`` with the
-    run's call sites (the ones its counts and schedule read); close ``result.recorder`` when the run
-    ends. Each shadow is its own counted chain, without fallback (a refusal is measured as one); a
-    shadow that cannot run on this machine is named in the meta notes and left out (the run goes on)."""
+    """The primary with its shadows (each its own counted chain, no fallback), recording to ``folder``
+    as ``rank``; a shadow that cannot run here is noted and left out. Close ``result.recorder`` at the end."""
     settings = settings or InSituSettings()
     recorder = InSituRecorder(folder, settings, rank=rank, sites=sites)
     ops: dict[str, AttentionOp] = {}

@@ -1,10 +1,6 @@
-"""Reading a shadowed run's in-situ lines back: every rank's meta and calls, and errors pooled
-per op over any grouping of the calls (per step, per block, per step x block, overall).
-
-Pooling keeps each metric's meaning over many calls: rel L1 is sum|o - r| / sum|r| over all of them,
-RMSE over all compared values, cosine the mean over calls (and its minimum), the worst-row cosine the
-lowest 1st percentile of any call. A call the op refused or failed, or with a non-finite output or
-metric, counts in ``failed`` (the latter also in ``nonfinite``) and pools nothing.
+"""Reading a shadowed run's in-situ lines back, and errors pooled per op over any grouping of calls:
+rel L1 as sum|o - r| / sum|r| and RMSE over all of them, cosine the mean (and minimum), the worst-row
+cosine the lowest of any call; a refused, failed or non-finite call counts in ``failed`` only.
 """
 
 from __future__ import annotations
@@ -55,11 +51,8 @@ class InSituRun:
 
 
 def read_insitu(folder: Path) -> InSituRun | None:
-    """The in-situ record under ``folder`` (a run's ``insitu/``), None when there is none.
-
-    A meta file of another schema raises HarnessError (one line); a line that does not parse is
-    left out and counted in the notes; an op name that is not a plain file name is read as one
-    (``plain_op_names``), and each rank's lines are read beside its meta whatever rank it claims."""
+    """The in-situ record under ``folder`` (None: none); unparsable lines are left out and noted, and each
+    rank's lines are read beside its meta whatever rank it claims."""
     folder = Path(folder)
     metas = sorted(folder.glob("rank*.meta.json")) if folder.is_dir() else []
     if not metas:
@@ -90,8 +83,7 @@ def read_insitu(folder: Path) -> InSituRun | None:
 
 
 def plain_op_names(meta: InSituMeta, path: Path, notes: list[str]) -> dict[str, str]:
-    """Op names of ``meta`` made plain file names where they are not (an op's heatmap is a file named
-    after it; ``safe_write.file_name``), in place; {name in the record: name used}, each one noted."""
+    """Op names of ``meta`` made plain file names in place (heatmaps are named after them), each noted."""
     renamed = {name: file_name(name) for name in (meta.primary, *(op.name for op in meta.ops))}
     renamed = {old: new for old, new in renamed.items() if not is_plain_name(old)}
     for op in meta.ops:
@@ -149,8 +141,7 @@ def pool(calls: Iterable[InSituCall], op: str) -> InSituStats:
 def grouped(
     calls: Iterable[InSituCall], op: str, key: Callable[[InSituCall], Hashable]
 ) -> dict[Hashable, InSituStats]:
-    """``op`` pooled per group of calls (``key`` of a call: its step, block, (step, block), ...),
-    groups in the order of their keys."""
+    """``op`` pooled per group of calls (``key``: a call's step, block, ...), in the keys' order."""
     groups: dict[Hashable, list[InSituCall]] = {}
     for c in calls:
         groups.setdefault(key(c), []).append(c)

@@ -1,10 +1,6 @@
-"""Where a shadowed run's measurements go: one JSON line per attention call, appended per rank
-to ``insitu/rank<r>.jsonl`` and flushed every few calls (memory stays bounded whatever the
-run's length), a ``rank<r>.meta.json`` saying what was measured, and the q/k/v of a bounded set
-of chosen calls kept as safetensors under ``insitu/captures/`` for ``harness kernels``.
-
-The runner owns one recorder per rank: it sets the call site through the recorder's
-:class:`CallSites` and closes the recorder when the run ends.
+"""Where a shadowed run's measurements go: one JSON line per call appended to ``insitu/rank<r>.jsonl``
+(flushed every few calls), a ``rank<r>.meta.json``, and the q/k/v of chosen calls as safetensors under
+``insitu/captures/`` for ``harness kernels``. The runner owns one recorder per rank and closes it.
 """
 
 from __future__ import annotations

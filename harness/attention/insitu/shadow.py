@@ -1,10 +1,6 @@
-"""Shadowed attention: the run's own attention, plus every shadow op computed on copies of the
-same q/k/v, each measured (with the primary) against an exact yardstick on sampled query rows.
-
-What the model receives is the primary's output, bitwise what the run without shadows gives: the
-primary runs first on the very tensors it would get (copied before: it may write into them), each
-shadow on its own copies, the yardstick and shadows inside ``torch.random.fork_rng``, the rows from
-the recorder's own generator. The measurement's time counts in its step: no timing baseline.
+"""Shadowed attention: the run's own attention, plus every shadow op on copies of the same q/k/v, each
+measured against an exact yardstick on sampled query rows. The model receives bitwise what the run
+without shadows gives (the primary runs first on its own tensors; the rest under ``fork_rng``).
 """
 
 from __future__ import annotations
@@ -40,12 +36,8 @@ def _sync(device: torch.device) -> None:
 
 
 class ShadowedAttention(WrappedOp):
-    """``(q, k, v, scale) -> primary(q, k, v, scale)``, measuring the shadows beside it.
-
-    ``primary_name``: the label of the primary's errors (default: the primary's backend name).
-    A shadow that refuses a call (UnsupportedCall) has that call's metrics NaN with the reason; a
-    shadow that fails otherwise is dropped for the rest of the run and named in the meta notes.
-    """
+    """The primary's output, measuring the shadows beside it; a shadow's refusal is that call's NaN
+    with the reason, any other failure drops it for the rest of the run (named in the meta notes)."""
 
     def __init__(
         self,

@@ -1,7 +1,6 @@
-"""Where an attention call is: the call site (DiT step, block, kind) that the runner's own hooks
-set while the model runs (``sites.site(step=i)`` around each DiT step, ``sites.site(block=j,
-kind="dit_self")`` around each block's attention; a nested site keeps what it does not set), so
-calls are attributed from the run itself; the recorder, the per-step counts and a schedule read it.
+"""Where an attention call is: the call site (DiT step, block, kind) the runner's own hooks set while
+the model runs (a nested ``site(...)`` keeps what it does not set); the recorder, the per-step counts
+and a schedule read it.
 """
 
 from __future__ import annotations
@@ -43,9 +42,7 @@ class CallSites:
         kind: str = _KEEP,
         steps: int | None = _KEEP,
     ) -> Iterator[CallSite]:
-        """Inside the block the site has the given fields (the others as outside); restored after.
-
-        Entering a step clears the block (a block belongs to one step)."""
+        """The given fields inside the block (entering a step clears the block); restored after."""
         outer = self.current
         given = {
             k: v for k, v in dict(step=step, block=block, kind=kind, steps=steps).items() if v is not _KEEP
