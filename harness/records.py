@@ -13,11 +13,11 @@ import math
 import re
 import statistics
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from harness.code_identity import PluginRef
 from harness.errors import HarnessError
 
 MAX_DIT_STEPS = 10_000  # production schedules have tens of steps
@@ -80,8 +80,7 @@ StepList = Annotated[
 
 
 class Record(BaseModel):
-    """Base of every model the harness writes: unknown fields ignored on read, infinities as strings,
-    fields settable by name as well as by alias (``schema_version`` / ``schema``)."""
+    """Base of every model the harness writes: unknown fields ignored, infinities as strings."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, ser_json_inf_nan="strings")
 
@@ -108,9 +107,8 @@ def parse_schema_id(value: str) -> tuple[str, int] | None:
 def check_schema(
     data: Any, model: type[BaseModel], source: str, older: str = "read it with the harness that wrote it"
 ) -> None:
-    """Refuse ``data`` (a record file's parsed JSON) unless its schema id is the one ``model`` writes:
-    one line naming ``source``, both ids and what to do (``older``: for a version before this one).
-    Data without a schema id, or a model without one, passes (the model's validation judges it)."""
+    """Refuse ``data`` unless its schema id is the one ``model`` writes (one line naming ``source``
+    and both ids); data or a model without a schema id passes (the model's validation judges it)."""
     current = schema_id(model)
     if current is None or not isinstance(data, dict) or "schema" not in data:
         return
@@ -135,8 +133,7 @@ class Role(str, Enum):
 
 
 def steady_steps(seconds: list[float]) -> list[float]:
-    """DiT steps 2..N (step 1 carries warm-up); step 1 alone when it is the only one. The one
-    rule for s/step and for the samples of every speed test."""
+    """DiT steps 2..N (step 1 carries warm-up), or step 1 alone: s/step and every speed test's samples."""
     return list(seconds[1:] if len(seconds) > 1 else seconds)
 
 
@@ -155,6 +152,28 @@ class RunStatus(str, Enum):
     skipped = "skipped"  # not run: backend unavailable here, pre-flight refused, ...
 
 
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file, read in chunks (an mp4 is never held whole)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class PluginRef(BaseModel):
+    """Code a scenario brings in (``plugins:`` or an installed ``harness.plugins`` entry point): where
+    a run's attention code came from, and its digest."""
+
+    model_config = ConfigDict(extra="ignore")  # as every record: a newer field is not an error
+
+    ref: str  # as the scenario writes it: a file (relative to the scenario) or a module name
+    path: str  # the file imported (a package: its __init__.py)
+    module: str | None = None  # the module name, when the plugin is a module and not a file
+    sha256: str  # of the file at planning time; a changed file is a new spec (its arms run again)
+    registers: list[str] = Field(default_factory=list)  # "attention backend fp16_chunked", ...
+
+
 def canonical_hash(obj: Any) -> str:
     """sha256 of the canonical JSON of ``obj`` (sorted keys, no whitespace)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
@@ -162,10 +181,8 @@ def canonical_hash(obj: Any) -> str:
 
 
 class AttentionChoice(Record):
-    """The attention an arm runs: a backend, its options and an exact perturbation (K/V order
-    reversed; K/V in chunks merged by log-sum-exp). The records that carry it (the scenario's arm,
-    ``RunSpec``, ``ShadowSpec``, ``RunSummary``) inherit it, so their JSON stays flat; a copy is
-    ``x.choice()``, the ops are built from it by ``attention.wrappers.make_attention``."""
+    """The attention an arm runs: a backend, its options and an exact perturbation. The records that
+    carry it (arm, ``RunSpec``, ``ShadowSpec``, ``RunSummary``) inherit it, so their JSON stays flat."""
 
     attn_type: str
     kv_reversed: bool = Field(False, description="Reverse K/V token order before the call (noise floor).")
@@ -183,7 +200,7 @@ class AttentionChoice(Record):
 
     @classmethod
     def of(cls, x: Any) -> AttentionChoice:
-        """A copy of the attention of ``x``: a record carrying its fields, or a dict (others ignored)."""
+        """A copy of the attention of ``x`` (a record or a dict; other fields ignored)."""
         fields = AttentionChoice.model_fields
         data = x if isinstance(x, dict) else {n: getattr(x, n) for n in fields if hasattr(x, n)}
         return AttentionChoice.model_validate({n: v for n, v in data.items() if n in fields})
@@ -201,8 +218,7 @@ class AttentionChoice(Record):
         return ", ".join(bits)
 
     def timing_notes(self, noise_floor: bool = False) -> list[str]:
-        """Why a run of this attention times more than its backend: each perturbation wrapper's own
-        work; a ``noise_floor`` run with options and no wrapper is another exact kernel."""
+        """Why a run of this attention times more than its backend (each perturbation wrapper's work)."""
         notes = ["the K/V-reversed wrapper copies K and V (flip) before every call"] * self.kv_reversed
         if self.kv_chunks > 1:
             notes.append("the chunked wrapper attends to each K/V chunk and adds an fp32 log-sum-exp pass")
@@ -211,8 +227,7 @@ class AttentionChoice(Record):
         return notes
 
     def harness_only(self, who: str) -> tuple[str, str] | None:
-        """(field, one line) for the first field set here that only the harness's own attention chain
-        serves, refused for ``who`` (LightX2V, a diffusers backend: they apply K/V reversal alone)."""
+        """(field, one line) for the first field set here that only the harness's attention chain serves."""
         if self.kv_chunks > 1:
             name, why = "kv_chunks", "K/V chunks merged by log-sum-exp weights"
         elif self.attn_options:
@@ -234,10 +249,8 @@ class ShadowSpec(AttentionChoice, _ShadowName):
 
 
 class CaptureSettings(Record):
-    """Which attention calls of a shadowed run keep their q/k/v (safetensors, for ``harness kernels``):
-    steps from 1 (-1: the last step), one call per (step, block, kind) (the refiner's block 0 and
-    the DiT's are two), at most ``max_calls`` per rank and ``max_mb`` MB in all (a production call
-    is gigabytes: ``heads`` keeps the first heads only)."""
+    """Which calls of a shadowed run keep their q/k/v for ``harness kernels``: steps from 1 (-1: the
+    last), one call per (step, block, kind), at most ``max_calls`` per rank and ``max_mb`` MB."""
 
     steps: list[int] = Field(default_factory=lambda: [1, -1])
     blocks: list[int] = Field(default_factory=lambda: [0])
@@ -248,8 +261,7 @@ class CaptureSettings(Record):
 
 
 class InSituSettings(Record):
-    """How a shadowed run measures: ``sample_rows`` query rows of every call (the same rows for
-    every op of the call, drawn from ``seed``) against exact attention in ``yardstick`` precision."""
+    """How a shadowed run measures: ``sample_rows`` rows of every call against exact attention."""
 
     sample_rows: int = Field(256, ge=1)
     seed: int = Field(0, ge=0)
@@ -258,9 +270,8 @@ class InSituSettings(Record):
 
 
 class StepSchedule(Record):
-    """Route attention by DiT step (counted from 1): the ``exact`` backend on the first
-    ``exact_first`` steps, the last ``exact_last`` steps and ``exact_steps``; the arm's own
-    backend on every other step (``harness.attention.schedule`` routes by it)."""
+    """Route attention by DiT step (from 1): the ``exact`` backend on the first and last steps and
+    ``exact_steps``, the arm's own backend on every other step."""
 
     exact: str = "torch_sdpa"
     exact_options: dict[str, Any] = Field(default_factory=dict)
@@ -281,34 +292,27 @@ class RunSpec(AttentionChoice, _RunPlace):
     """Everything that determines what one arm run computes (hashed for resume)."""
 
     role: Role = Role.candidate
-    # Runner parameters after profile and arm overrides are applied.
-    params: dict[str, Any] = Field(default_factory=dict)
-    # Environment variables the scenario and arm set for this run.
-    env: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)  # after profile and arm overrides
+    env: dict[str, str] = Field(default_factory=dict)  # what the scenario and arm set
     timeout_s: float | None = None
     multi_seed: bool = False  # whether the run directory carries @seed
     repeat: int = 1  # 1-based; repeats 2.. time the same computation again in a new process
-    # In-situ measurement: the ops computed beside every attention call (the run's output is
-    # unchanged) and how; a step schedule routing attention between this backend and an exact one.
+    # In-situ measurement (ops computed beside every call; output unchanged) and a step schedule.
     shadows: list[ShadowSpec] = Field(default_factory=list)
     insitu: InSituSettings | None = None
     schedule: StepSchedule | None = None
-    # Code identity: the plugins imported in the run's process, and the sha256 of the source file
-    # of every harness backend the run calls (by backend name), so an edited kernel runs again.
+    # Plugins imported in the run's process; sha256 of each harness backend's source it calls.
     plugins: list[PluginRef] = Field(default_factory=list)
     code: dict[str, str] = Field(default_factory=dict)
 
     @property
     def key(self) -> str:
-        """Run directory name: ``<arm>``, ``<arm>@<seed>`` when the campaign has several seeds,
-        and ``~r<n>`` after it for repeat n >= 2 (repeat 1 keeps the plain name)."""
+        """Run directory name (``run_key``)."""
         return run_key(self.arm, self.seed if self.multi_seed else None, self.repeat)
 
     def spec_hash(self) -> str:
-        """Hash of what the run computes: the repeat index is in the key, not in the hash, and
-        fields at their defaults that older harness versions did not write are left out, so
-        campaigns made before them still resume."""
-        # Not the plugins (every arm loads them) but ``code``: editing a kernel re-runs its arms only.
+        """Hash of what the run computes (not the repeat, not the plugins: ``code`` re-runs an edited
+        kernel's arms only); fields at defaults older harnesses did not write are left out (resume)."""
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
         added = {
             "kv_chunks": 1,
@@ -363,11 +367,8 @@ LIVE = (RunStatus.pending, RunStatus.running)
 
 
 def stale_reason(rec: RunRecord) -> str | None:
-    """Why a run.json that still says pending/running was left by a harness that is gone (one line).
-
-    Only for local runs, and only to be asked by a caller that holds the campaign lock (or knows
-    nobody does): Slurm jobs outlive the harness on purpose and are re-attached by their executor.
-    """
+    """Why a local run.json still pending/running was left by a harness that is gone (one line); ask
+    it holding the campaign lock. Slurm jobs outlive the harness on purpose (re-attached)."""
     if rec.status not in LIVE or rec.executor != "local":
         return None
     where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
@@ -409,14 +410,12 @@ class TimingRecord(Record):
 
 
 class DirectCheck(Record):
-    """A run's first attention call, the backend's output against its op called directly (the
-    layout adapter only): does the registered backend pass the op's result through unchanged?"""
+    """A run's first attention call against its op called directly: does the backend pass it through?"""
 
     q_shape: list[int] = Field(default_factory=list)  # [B, H, N, D] of the checked call
     identical: bool
     max_abs_diff: float = 0.0
-    # Only when they differ: the op called a second time gives its first output again (True:
-    # the backend changes the result; False: the op itself is not deterministic).
+    # When they differ: True, the op repeats itself (the backend changes it); False, it does not.
     op_repeatable: bool | None = None
     inputs_modified: list[str] = Field(default_factory=list)  # of q, k, v: changed in place by the call
     note: str = ""
@@ -454,8 +453,7 @@ class AttnCallsRecord(Record):
     requested: str
     kv_reversed: bool = False
     ranks: dict[str, RankCalls] = Field(default_factory=dict)
-    # The requested backend's params as it ran: what it is (a kernel's function, package version and
-    # commit; an emulator's provenance). Empty: not recorded (a framework's own backend, an older run).
+    # The requested backend's params as it ran (kernel function and version, emulator provenance).
     backend: dict[str, Any] = Field(default_factory=dict)
 
     def total(self, backend: str | None = None) -> int:
@@ -466,7 +464,7 @@ class AttnCallsRecord(Record):
         return sum(n for r in self.ranks.values() for n in r.fallbacks.values())
 
     def validity(self) -> tuple[bool, list[str]]:
-        """Valid: the requested backend served calls on every rank, nothing fell back, no rank reported an error."""
+        """Valid: the requested backend served every rank, nothing fell back, no rank erred."""
         reasons = [] if self.ranks else ["no attention calls were recorded"]
         for rank, rc in sorted(self.ranks.items()):
             if rc.calls.get(self.requested, 0) == 0:

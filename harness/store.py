@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from harness.code_identity import file_sha256 as sha256_file  # noqa: F401 (re-exported: the one file digest)
 from harness.errors import HarnessError
 from harness.input_files import MAX_JSON_BYTES, read_input_bytes
 from harness.number_format import fmt_s
@@ -32,6 +31,7 @@ from harness.records import (
     check_schema,
     role_rank,
 )
+from harness.records import file_sha256 as sha256_file  # noqa: F401 (re-exported: the one file digest)
 from harness.safe_write import WriteError, atomic_write_text
 
 R = TypeVar("R", bound=BaseModel)

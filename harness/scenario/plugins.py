@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.code_identity import PluginRef, file_sha256
 from harness.errors import ScenarioError
+from harness.records import PluginRef, file_sha256
 from harness.registry import Registration, recording_registrations
 
 ENTRY_POINT_GROUP = "harness.plugins"
