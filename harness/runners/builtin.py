@@ -75,7 +75,7 @@ class BuiltinRunner(Runner):
     name: ClassVar[str] = "builtin"
 
     def resolve_params(self, scenario, arm, profile) -> dict[str, Any]:
-        from harness.tiny_ref2av import PRESETS
+        from harness.tiny_ref2av.config import PRESETS
 
         block = scenario.runner_block() or BuiltinBlock()
         overrides = {
@@ -130,7 +130,8 @@ def run_in_process(run_dir: Path) -> TimingRecord:
     from harness.attention.insitu import INSITU_DIR, CallSites
     from harness.attention.insitu.build import shadowed_attention
     from harness.scenario.plugins import load_recorded
-    from harness.tiny_ref2av import PipelineConfig, run_pipeline
+    from harness.tiny_ref2av.config import PipelineConfig
+    from harness.tiny_ref2av.run import run_pipeline
 
     spec = store.read_record(run_dir / SPEC_JSON, RunSpec)
     load_recorded(spec.plugins)  # before any backend is looked up: a plugin's are names too

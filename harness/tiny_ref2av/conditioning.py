@@ -74,11 +74,8 @@ def encode_colour(rgb: torch.Tensor) -> torch.Tensor:
 
 
 def video_target(ref_lowres: torch.Tensor, latent_t: int, prompt: str) -> torch.Tensor:
-    """What the reference and prompt ask of the video latent: float32 [t, h, w, VIDEO_CH].
-
-    Colour is the reference itself; flow is a travelling wave (a slow sway whose direction and
-    wavelength come from the prompt); brightness is a soft light sweep.
-    """
+    """What the reference and prompt ask of the video latent, float32 [t, h, w, VIDEO_CH]: the reference's
+    colour, a travelling wave of flow (its direction and wavelength from the prompt), a light sweep."""
     _, h, w = ref_lowres.shape
     g = torch.Generator().manual_seed(prompt_seed(prompt))
     angle = float(torch.rand((), generator=g)) * 2 * math.pi
@@ -101,11 +98,8 @@ PENTATONIC = (0, 2, 4, 7, 9, 12, 14)
 
 
 def audio_target(n_tokens: int, duration_s: float, prompt: str) -> torch.Tensor:
-    """What the prompt asks of the audio latent: float32 [n, AUDIO_CH].
-
-    A short pentatonic melody (notes every ~0.35-0.6 s) with plucked envelopes and a slow pan.
-    Pitch is in units of PITCH_UNIT semitones relative to 220 Hz.
-    """
+    """What the prompt asks of the audio latent, float32 [n, AUDIO_CH]: a plucked pentatonic melody (pitch
+    in PITCH_UNIT semitones from 220 Hz) with a slow pan."""
     g = torch.Generator().manual_seed(prompt_seed(prompt) ^ 0x5A5A)
     note_s = 0.35 + 0.25 * float(torch.rand((), generator=g))
     n_notes = max(1, math.ceil(duration_s / note_s))

@@ -1,10 +1,5 @@
-"""The 'VAE decode': latents to RGB frames (streamed) and to a stereo waveform.
-
-Video: per output frame the latents (colour, flow, brightness, saturation) are interpolated in
-time, upsampled to the output size and used to warp and modulate the full-resolution reference
-photograph: a viewer sees the reference, moving and shimmering, never noise. Audio: four partials
-of a tuned oscillator bank (pitch crossfaded between the two nearest semitones, so the map is
-continuous) driven by the audio latents, in float64 on the CPU.
+"""The 'VAE decode': latents warp and modulate the reference photograph into RGB frames (a viewer sees
+it moving, never noise) and drive a tuned oscillator bank into a stereo waveform (float64, CPU).
 """
 
 from __future__ import annotations

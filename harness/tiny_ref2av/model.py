@@ -1,12 +1,6 @@
-"""A small DiT over one packed [text | audio | video] sequence, shaped after MiniMax-H3: per block
-AdaLN modulation per segment, self-attention through a caller-supplied callable (RMS-normed q/k,
-rotary positions: 3D for video, time for audio, none for text), then a periodic-activation MLP.
-
-The weights are drawn from a CPU generator seeded by ``weight_seed`` (identical on every device),
-with a structure that makes the output meaningful: latents and targets enter a small orthonormal
-"content" subspace, block outputs write back mostly into it, and the head reads the targets out.
-The predicted clean latent is "target + what attention and the MLP mixed in", so attention
-numerics change the output measurably without destroying it.
+"""A small DiT over one packed [text | audio | video] sequence, shaped after MiniMax-H3, its attention a
+caller's callable. Seeded weights keep latents and targets in a small "content" subspace the head reads
+out, so the clean latent is "target + what attention mixed in": numerics show without destroying it.
 """
 
 from __future__ import annotations
@@ -194,9 +188,7 @@ class TinyRef2AV:
         attention: Attention,
         site: SiteHook | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Predicted clean latents (x0) for video [t, h, w, C] and audio [n, C], float32.
-
-        ``site``: entered around each block's attention call with that block's index."""
+        """Predicted clean latents (x0) for video [t, h, w, C] and audio [n, C], float32."""
         cfg, dt = self.cfg, self.dtype
         d, heads, hd = cfg.dim, cfg.heads, cfg.head_dim
         xv = x_video.reshape(-1, VIDEO_CH)

@@ -71,10 +71,8 @@ def run_pipeline(
     lossless_path: Path | None = None,
     site: SiteHook | None = None,
 ) -> TimingRecord:
-    """Generate ``out_path`` (H.264 + AAC mp4) and return its timing. ``attention(q, k, v, scale)``
-    maps [B, H, N, D] tensors to [B, H, N, D]. Latents of every step go to ``latents_dir`` (or,
-    with ``cfg.save_latents``, ``latents/`` beside the mp4); ``lossless_path`` gets the same frames
-    and audio losslessly, its time kept out of the total; ``site`` is the call-site hook."""
+    """Generate ``out_path`` (H.264 + AAC mp4); its timing. ``attention`` maps [B, H, N, D] q, k, v to
+    [B, H, N, D]; ``lossless_path`` gets the same media losslessly, its time kept out of the total."""
     from harness.media import LosslessWriter, write_av
 
     wall0 = time.perf_counter()

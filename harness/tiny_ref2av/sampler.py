@@ -56,9 +56,7 @@ def sample(
     on_step: Callable[[StepResult], None] | None = None,
     site: SiteHook | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Run the N-1 Euler steps; returns the final video/audio latents (float32, on the device).
-
-    ``site``: entered around each step's model call as ``site(step=i, steps=N-1)`` (i from 1)."""
+    """Run the N-1 Euler steps; the final video/audio latents (float32, on the device)."""
     cfg, device = model.cfg, model.device
     sig_v = shifted_sigmas(cfg.infer_steps, cfg.video_flow_shift)
     sig_a = shifted_sigmas(cfg.infer_steps, cfg.audio_flow_shift)

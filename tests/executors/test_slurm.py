@@ -272,9 +272,9 @@ def _sha(path: Path) -> str:
 @pytest.mark.slow
 def test_builtin_campaign_on_slurm_equals_the_local_one(cluster, tmp_path):
     pytest.importorskip("harness.tiny_ref2av", reason="the builtin pipeline is not there yet")
-    from harness import tiny_ref2av
+    from harness.tiny_ref2av import run
 
-    if not hasattr(tiny_ref2av, "run_pipeline"):
+    if not hasattr(run, "run_pipeline"):
         pytest.skip("the builtin pipeline (harness.tiny_ref2av.run_pipeline) is not there yet")
     # The scenario as it is, plus its Slurm block: this test cluster has no GPU to give (the cpu
     # preset's device "auto" would otherwise ask for one) and polls often.

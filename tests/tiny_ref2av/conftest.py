@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tiny_ref2av_testutil import Run, do_run, kv_reversed_attention, quantized_attention
 
-from harness.tiny_ref2av import PRESETS, PipelineConfig
+from harness.tiny_ref2av.config import PRESETS, PipelineConfig
 
 
 @pytest.fixture(scope="session")

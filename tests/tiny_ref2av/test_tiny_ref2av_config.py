@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import HarnessError
-from harness.tiny_ref2av import PRESETS, load_config
+from harness.tiny_ref2av.config import PRESETS, load_config
 
 
 def test_presets_sizes():

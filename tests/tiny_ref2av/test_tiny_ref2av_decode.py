@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from harness.tiny_ref2av import PRESETS
 from harness.tiny_ref2av.conditioning import (
     AUDIO_CH,
     PITCH_UNIT,
@@ -13,6 +12,7 @@ from harness.tiny_ref2av.conditioning import (
     load_reference,
     video_target,
 )
+from harness.tiny_ref2av.config import PRESETS
 from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
 
 CPU = torch.device("cpu")

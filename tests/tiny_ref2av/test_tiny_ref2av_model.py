@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from tiny_ref2av_testutil import quantized_attention
 
-from harness.tiny_ref2av import PRESETS
 from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, tokenize
+from harness.tiny_ref2av.config import PRESETS
 from harness.tiny_ref2av.model import Conditioning, TinyRef2AV, _rope
 
 CPU = torch.device("cpu")

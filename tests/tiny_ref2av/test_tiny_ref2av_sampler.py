@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.tiny_ref2av import PRESETS
+from harness.tiny_ref2av.config import PRESETS
 from harness.tiny_ref2av.sampler import initial_noise, shifted_sigmas
 
 

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.records import TimingRecord
-from harness.tiny_ref2av import PipelineConfig, run_pipeline
+from harness.tiny_ref2av.config import PipelineConfig
+from harness.tiny_ref2av.run import run_pipeline
 
 PROMPT = "an astronaut waves in a sunny studio"
 
