@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -145,6 +146,11 @@ def test_a_live_orphan_is_stopped_before_its_arm_is_run_again(clean, tmp_path):
     orphan = subprocess.Popen(
         [sys.executable, "-c", f"import time; time.sleep(120)  # {camp}"], start_new_session=True
     )
+    # Reaped the moment it dies, as an orphan's new parent (init) would: a dead child left a zombie
+    # here still reads as running to the harness, which would wait out its SIGTERM and SIGKILL
+    # graces (10 s) on a process that is already gone.
+    reaper = threading.Thread(target=orphan.wait, daemon=True)
+    reaper.start()
     try:
         rec = run_json(camp, "floor")
         stat = Path(f"/proc/{orphan.pid}/stat").read_text()
@@ -153,7 +159,8 @@ def test_a_live_orphan_is_stopped_before_its_arm_is_run_again(clean, tmp_path):
         res = harness("run", path, "--profile", "3step", "--out", out, "--no-report")
         assert res.returncode == 0, res.stderr
         assert "its runner was still running and has been stopped" in res.stderr
-        assert orphan.wait(timeout=5) is not None
+        reaper.join(timeout=5)
+        assert orphan.returncode == -signal.SIGTERM  # stopped by the harness, not gone by itself
     finally:
         if orphan.poll() is None:
             orphan.kill()
