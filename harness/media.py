@@ -88,8 +88,7 @@ def check_duration(p: Path, seconds: float, what: str = "media") -> None:
 
 
 def check_samples(p: Path, samples: int, rate: int) -> None:
-    """``check_duration`` for ``samples`` of audio decoded so far at ``rate`` (counted, as a
-    header can lie about the duration)."""
+    """``check_duration`` for ``samples`` decoded so far at ``rate`` (a header can lie)."""
     if rate > 0 and samples > max_duration_s() * rate:
         check_duration(p, samples / rate, "audio")
 
@@ -98,7 +97,7 @@ check_file = check_input  # a readable, non-empty regular file, else one line na
 
 
 def open_media(path: str | os.PathLike) -> av.container.InputContainer:
-    """A media file opened for reading by PyAV; missing, empty or not media: one HarnessError line."""
+    """A media file opened by PyAV; missing, empty or not media: one HarnessError line."""
     p = check_file(path)
     try:
         return av.open(str(p), mode="r")
@@ -164,10 +163,8 @@ def probe(path: str | os.PathLike) -> MediaInfo:
 def iter_frames(
     path: str | os.PathLike, *, threads: bool | int = True, strict: bool = True
 ) -> Iterator[np.ndarray]:
-    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time, by ``pixel_formats.to_rgb``.
-    ``threads``: True lets FFmpeg pick, False or 1 decodes on the calling thread, N uses N.
-    ``strict``: fewer frames than the container declares is a HarnessError (a truncated mp4
-    otherwise ends early without a word)."""
+    """Decoded frames as uint8 RGB HxWx3 arrays, one at a time (``threads``: True lets FFmpeg pick;
+    ``strict``: fewer frames than declared is a HarnessError, not a silent early end)."""
     return (to_rgb(frame, path) for frame in iter_video_frames(path, threads=threads, strict=strict))
 
 
@@ -253,8 +250,7 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 
 
 def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """The mono mix (``read_audio(path)[0].mean(axis=0)``) and the rate, decoded block by block into one
-    buffer sized from the header: memory is the mix's, never the multichannel track or the mix twice."""
+    """The mono mix and the rate, decoded block by block into one buffer sized from the header."""
     p = check_file(path)
     rate, expected, _ = _audio_header(p)
     # pages of np.empty are only touched as they fill; a header claiming more is capped by the limit
@@ -272,8 +268,7 @@ def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 
 
 def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.ndarray]:
-    """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks of about
-    ``block`` samples, in order; memory does not grow with the length."""
+    """An mp4's audio track (or a .wav/.flac file) as float32 [channels, samples] blocks, in order."""
     p = check_file(path)
     if p.suffix.lower() in SOUND_FILES:
         import soundfile as sf
@@ -337,9 +332,8 @@ def write_av(
     crf: int = 18,
     preset: str = "ultrafast",
 ) -> None:
-    """Encode frames (uint8 HxWx3 RGB) and optional audio (float32 [C, S] in [-1, 1]: one array or
-    blocks of one in order, e.g. ``iter_audio(src)``), both streamed, as H.264 yuv420p + AAC in an
-    mp4, written beside it and renamed into place (a crash never leaves a half-written output)."""
+    """Encode frames (uint8 RGB) and optional audio (float32 [C, S]: an array or blocks), streamed, as
+    H.264 yuv420p + AAC, written beside ``path`` and renamed into place (never half an output)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     aud = None
@@ -417,9 +411,8 @@ LOSSLESS_CONVENTION = (
 
 
 class LosslessWriter:
-    """The frames and audio of a run, lossless: FFV1 RGB video and float32 PCM in a .mkv. Frames go
-    in one at a time (``add``, or ``tee`` while the mp4 is written); ``close()`` adds the audio and
-    renames the file into place. ``seconds``: the time spent here (kept out of a run's timings)."""
+    """A run's frames and audio, lossless (FFV1 RGB, float32 PCM, .mkv): frames by ``add`` or ``tee``,
+    the audio at ``close()``; ``seconds``: the time spent here (kept out of a run's timings)."""
 
     def __init__(
         self,

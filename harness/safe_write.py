@@ -48,8 +48,8 @@ def _hint(code: int | None) -> str:
 
 
 class UnsafePathError(HarnessError):
-    """A name from a record, or a folder on the way, that would put a file outside its folder (exit
-    3). Not an OSError: no "read-only campaign" handler may take it for a full disk and go on."""
+    """A name that would put a file outside its folder (exit 3); not an OSError, so no "read-only"
+    handler takes it for a full disk and goes on."""
 
     exit_code = Exit.RUN_FAILED
 
@@ -58,9 +58,8 @@ _NOT_PLAIN = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def file_name(text: str) -> str:
-    """``text`` (a run key, an op name: whatever a record holds) as one plain file name: letters,
-    digits and ``_ . -`` (anything else becomes ``_``), no leading dot (never ``.``, ``..`` nor a
-    hidden file), never empty; a name longer than NAME_MAX is cut and ends with a hash of the whole."""
+    """``text`` from a record as one plain file name: letters, digits and ``_ . -``, no leading dot,
+    never empty; one longer than NAME_MAX is cut and ends with a hash of the whole."""
     name = _NOT_PLAIN.sub("_", text)
     if name.startswith("."):
         name = "_" + name[1:]
@@ -111,9 +110,8 @@ def _first_link(root: Path, parts: Sequence[str]) -> Path | None:
 
 
 def resolve_under(root: os.PathLike | str, rel: str, what: str) -> Path:
-    """``root``/``rel`` once it is sure to lie under ``root``: ``rel`` relative, without ``..`` or NUL,
-    and nothing on the way below ``root`` a symbolic link. Else UnsafePathError naming ``what`` (the
-    record and field the name came from), before anything is written."""
+    """``root``/``rel`` once sure to lie under ``root`` (relative, no ``..``, NUL or symbolic link on
+    the way); else UnsafePathError naming ``what``, before anything is written."""
     root = Path(root)
     rel = os.fspath(rel)
     why = _why_not_relative(rel)
@@ -128,9 +126,8 @@ def resolve_under(root: os.PathLike | str, rel: str, what: str) -> Path:
 
 
 def check_campaign_path(path: os.PathLike | str) -> None:
-    """Refuse a write into a campaign through a folder of it that is a symbolic link. The campaign is
-    the nearest folder above holding campaign.json; it may be a link itself (``latest -> c1``) unless
-    it lies inside another campaign (a campaign's folder linked to another one's)."""
+    """Refuse a write through a linked folder of the nearest campaign above; the campaign may be a link
+    itself (``latest -> c1``) unless it lies inside another campaign."""
     path = Path(os.path.abspath(path))
     above = path.parents
     at = next((i for i, folder in enumerate(above) if (folder / CAMPAIGN_MARKER).is_file()), None)
@@ -147,8 +144,7 @@ def check_campaign_path(path: os.PathLike | str) -> None:
 
 
 def refuse_linked_folders(root: os.PathLike | str) -> None:
-    """UnsafePathError naming the first symbolic link to a folder anywhere below ``root`` (a
-    campaign's folders are its own): a writer checks this before it writes anything there."""
+    """UnsafePathError naming the first symbolic link to a folder below ``root`` (checked by writers)."""
     for top, dirs, _files in os.walk(root):  # a link to a folder is listed in dirs, never entered
         link = next((Path(top, n) for n in sorted(dirs) if Path(top, n).is_symlink()), None)
         if link is not None:
@@ -189,9 +185,8 @@ _FAILED_WRITES: ContextVar[tuple[str, list[WriteError]] | None] = ContextVar("fa
 
 @contextlib.contextmanager
 def failed_writes(under: os.PathLike | str) -> Iterator[list[WriteError]]:
-    """The list, filled as they fail, of the writes under the folder ``under`` that failed inside
-    the block, whether or not the code that tried them went on (a report whose PNG or
-    results.json could not be written must not pass for complete)."""
+    """The writes under ``under`` that failed inside the block, even where the caller went on (a
+    report missing a PNG must not pass for complete)."""
     seen: list[WriteError] = []
     token = _FAILED_WRITES.set((os.path.realpath(under), seen))
     try:
@@ -206,9 +201,8 @@ def _is_under(path: str | None, root: str) -> bool:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file. A
-    failure is a WriteError, also recorded for ``failed_writes`` (a caller that goes on without
-    the file, a cache or a figure, does not hide from the command that a write failed)."""
+    """Write via a temp file beside it and rename (never half a file); a WriteError is also recorded
+    for ``failed_writes``."""
     try:
         _write_atomically(Path(path), data)
     except WriteError as err:
@@ -255,9 +249,8 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def check_writable_dir(folder: Path, flag: str) -> Path:
-    """``folder`` when files can be written in it (or, when it does not exist yet, in the nearest
-    folder above it: nothing is created here); else UsageError naming ``flag`` (exit 2: the user
-    named a place that cannot be written)."""
+    """``folder`` when files can be written in it (or the nearest folder above, creating nothing); else
+    UsageError naming ``flag`` (exit 2)."""
     folder = Path(folder)
     probe = folder
     while not probe.exists() and probe != probe.parent:
@@ -289,9 +282,8 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 @contextlib.contextmanager
 def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
-    """The files and folders ``names`` in ``folder`` put back as they were when the block raises
-    (Ctrl-C included): a report's pages and assets/ are replaced whole or not at all. The snapshot
-    is hard links (no data copied); a folder that cannot be written is not snapshot."""
+    """``names`` in ``folder`` put back as they were when the block raises (Ctrl-C too), by a hard-link
+    snapshot: a report's pages and assets/ are replaced whole or not at all."""
     folder = Path(folder)
     refuse_linked_folders(folder)
     for stale in folder.glob(f"{BACKUP_PREFIX}*"):  # left by a process that was killed outright

@@ -58,8 +58,7 @@ def write_record(path: Path, record: BaseModel) -> None:
 
 
 def read_record(path: Path, model: type[R]) -> R:
-    """A record file read into ``model``: its schema id checked (another version, older or newer, is
-    refused: ``records.check_schema``); any problem is one HarnessError line."""
+    """A record file read into ``model``, its schema id checked; any problem is one HarnessError line."""
     path = Path(path)
     raw = read_input_bytes(path, "file", max_bytes=MAX_JSON_BYTES, allow_empty=True)
     try:
@@ -215,9 +214,8 @@ class RunDir:
         return None
 
     def write(self, record: RunRecord) -> None:
-        """run.json replaced by ``record``. When that fails (disk full, read-only) after the run
-        was recorded as running, the stale record is removed: no arm stays "running" for a run
-        that ended, and the next ``harness run`` runs it again."""
+        """run.json replaced by ``record``; when that fails, a stale "running" one is removed (the next
+        ``harness run`` runs it again)."""
         try:
             write_record(self.run_json, record)
         except WriteError as err:
@@ -285,8 +283,7 @@ class CampaignDir:
         return self.path / LOCK_FILE
 
     def record_or_rebuilt(self) -> tuple[CampaignRecord, str | None]:
-        """campaign.json, or when it is damaged a stand-in made from the run folders and why (so
-        that one damaged file never hides every other arm of a report)."""
+        """campaign.json, or when damaged a stand-in from the run folders, and why."""
         try:
             return self.record(), None
         except HarnessError as err:

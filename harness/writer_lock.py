@@ -92,9 +92,8 @@ _HELD: dict[str, CampaignLock] = {}  # campaign folder -> the lock this process 
 
 
 class CampaignLock:
-    """The campaign's writer lock, held by ``writer`` (run, ingest or report) for its whole work;
-    ``on_wait`` is told the holder before waiting. Taking it removes what killed writers left
-    (``removed`` lists it): nobody else can be writing it now."""
+    """The campaign's writer lock, held by ``writer`` for its whole work (``on_wait`` told the holder
+    first); taking it removes what killed writers left (``removed``)."""
 
     RETRY_S = 0.5  # a dry run probing the lock holds it for microseconds; ride over that
 
@@ -143,8 +142,7 @@ class CampaignLock:
         self.fd = fd
         _HELD[self._key] = self
         try:
-            # Every writer's first look: a folder linked out of the campaign would carry its writes
-            # elsewhere (refused before anything is written), and what killed writers left is removed.
+            # Every writer's first look: a folder linked out of the campaign is refused; leftovers go.
             refuse_linked_folders(self.campaign.path)
             self.removed = remove_stale_temps(self.campaign.path)
         except BaseException:
@@ -198,8 +196,7 @@ class CampaignLock:
 
 
 def _may_be_live(run_folder: Path) -> bool:
-    """A run folder whose run.json says pending or running: its runner may live on without the
-    lock (a Slurm job, an orphan the next run stops), so its files are left alone."""
+    """run.json says pending or running: its runner may live on without the lock (files left alone)."""
     try:
         return json.loads((run_folder / "run.json").read_bytes()).get("status") in LIVE_STATUSES
     except (OSError, ValueError, AttributeError):
@@ -207,8 +204,7 @@ def _may_be_live(run_folder: Path) -> bool:
 
 
 def remove_stale_temps(root: Path) -> list[Path]:
-    """Remove (best effort) the harness's temporary files and ingest's staging folders that killed
-    writers left under the campaign ``root``, holding its lock; returns what was removed."""
+    """Remove (best effort) the temp files and staging folders killed writers left under ``root``."""
     root, removed = Path(root), []
     runs = root / "runs"
     for folder, dirs, files in os.walk(root):  # symbolic links are not followed
