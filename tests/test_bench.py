@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from cli_testutil import harness
 
-from harness.bench import MARK, BenchResult, bench_metrics, ensure_pair, measure_side, synthetic_frames
+from harness.bench.material import ensure_pair, synthetic_frames
+from harness.bench.result import MARK, BenchResult
+from harness.bench.run import bench_metrics, measure_side
 from harness.errors import HarnessError
 from harness.media import probe
 from harness.metrics import in_order

@@ -39,7 +39,7 @@ def bench_metrics(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the result record (JSON) here."),
 ):
     """Time the full metric suite against a naive per-frame scikit-image loop, side by side."""
-    from harness.bench import bench_metrics as run_bench
+    from harness.bench.run import bench_metrics as run_bench
     from harness.store import write_record
 
     result = run_bench(
