@@ -1,8 +1,6 @@
-"""ROCm aiter backends: ``aiter_sage_attn`` (gfx1201 SageAttention op) and ``aiter_attn`` (exact flash).
-
-Both take BSHD tensors, so ``call_bshd`` (their layout adapter) transposes from the harness's
-``[B, H, N, D]`` and back, in the backend and in its direct call alike.
-aiter is imported at construction, never at harness import.
+"""ROCm aiter backends: ``aiter_sage_attn`` (gfx1201 SageAttention op) and ``aiter_attn`` (exact flash),
+both BSHD (``call_bshd`` transposes, in the backend and its direct call alike); aiter is imported at
+construction, never at harness import.
 """
 
 from __future__ import annotations
@@ -126,13 +124,11 @@ class AiterSageAttn(AiterBackend):
             raise UnsupportedCall(f"aiter_sage_attn: head dim {q.shape[-1]} (only 128)")
         if q.shape != k.shape:
             raise UnsupportedCall("aiter_sage_attn: Nq != Nk (cross-attention) is unsupported")
-        kwargs: dict[str, Any] = {}
-        if self._scale_arg:
-            kwargs[self._scale_arg] = default_scale(q, scale)
-        elif scale is not None and not math.isclose(scale, q.shape[-1] ** -0.5, rel_tol=1e-6):
+        fixed = not self._scale_arg and scale is not None
+        if fixed and not math.isclose(scale, q.shape[-1] ** -0.5, rel_tol=1e-6):
             raise UnsupportedCall(f"aiter_sage_attn: the op fixes softmax scale head_dim**-0.5, got {scale}")
         try:
-            return call_bshd(self._fn, q, k, v, **kwargs)
+            return self.direct_call()(q, k, v, default_scale(q, scale))
         except ValueError as err:  # the op's own input validation
             raise UnsupportedCall(f"aiter_sage_attn: {err}") from err
 
@@ -166,6 +162,4 @@ class AiterAttn(AiterBackend):
 
     def __call__(self, q, k, v, scale=None):
         check_gpu_call(self.name, q, k, v)
-        return call_bshd(
-            self._fn, q, k, v, dropout_p=0.0, softmax_scale=default_scale(q, scale), causal=False
-        )
+        return self.direct_call()(q, k, v, default_scale(q, scale))

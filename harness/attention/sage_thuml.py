@@ -1,10 +1,8 @@
-"""thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend (LightX2V's
-attention type's name). Option ``package`` picks which SageAttention runs: ``sageattention2``
-(d1a57a5 from ``make sageattention``'s pinned install, ``harness.sage_packages``: its
-``sageattn_qk_int8_pv_fp16_triton``, the path LightX2V picks on capability (8, 9) and (12, 0),
-gfx1201 included), ``sageattention1`` (1.0.6 from the same install: ``sageattn``), ``environment``
-(whatever ``import sageattention`` finds) or ``auto`` (the first where installed, else the last).
-Its params record the version and the pinned commit; the package is imported at construction only.
+"""thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend (LightX2V's name).
+Option ``package``: ``sageattention2`` (d1a57a5 from ``make sageattention``'s pinned install, its
+``sageattn_qk_int8_pv_fp16_triton``, the path LightX2V picks on gfx1201), ``sageattention1`` (1.0.6,
+``sageattn``), ``environment`` (whatever ``import sageattention`` finds) or ``auto`` (the first where
+installed, else the last); imported at construction only.
 """
 
 from __future__ import annotations
@@ -74,21 +72,18 @@ class SageAttn2(AttentionBackend):
         if package == "auto":
             package = "sageattention2" if installed("sageattention2") else "environment"
         self._package = package
-        self._marker = None
+        self._marker = None if package == "environment" else read_marker(PACKAGES[package])
+        if package != "environment" and self._marker is None:
+            raise BackendUnavailable(
+                f"sage_attn2: {PACKAGES[package].label} is not installed ({INSTALL_HINT})"
+            )
         try:
             if package == "environment":
                 module = importlib.import_module("sageattention")
                 self._version = package_version("sageattention")
             else:
-                self._marker = read_marker(PACKAGES[package])
-                if self._marker is None:
-                    raise BackendUnavailable(
-                        f"sage_attn2: {PACKAGES[package].label} is not installed ({INSTALL_HINT})"
-                    )
                 module = load(package)
                 self._version = str(self._marker.get("version") or PACKAGES[package].version)
-        except BackendUnavailable:
-            raise
         except Exception as err:  # a broken build raises more than ImportError
             raise BackendUnavailable(
                 f"sage_attn2: importing sageattention ({package}) failed: {err}"
@@ -99,7 +94,6 @@ class SageAttn2(AttentionBackend):
         fn = getattr(module, choice, None)
         if fn is None:
             raise BackendUnavailable(f"sage_attn2: sageattention ({package}) has no function {choice!r}")
-        self._module = module
         self._fn = fn
         self._function = choice
 
@@ -111,15 +105,13 @@ class SageAttn2(AttentionBackend):
             "package": self._package,  # the choice resolved ("auto" says which it became)
             "function": self._function,
             "package_version": self._version,
-            **({"package_commit": marker["commit"]} if marker.get("commit") else {}),
-            **({"package_source_sha256": marker["source_sha256"]} if marker.get("source_sha256") else {}),
+            **{f"package_{key}": marker[key] for key in ("commit", "source_sha256") if marker.get(key)},
             "tensor_layout": "HND",
             "is_causal": False,
         }
 
     def direct_call(self):
-        fn = getattr(self._module, self._function)
-        kwargs = self.options["kwargs"]
+        fn, kwargs = self._fn, self.options["kwargs"]
         return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)
 
     def supported_head_dim(self, d: int) -> bool:
@@ -131,13 +123,5 @@ class SageAttn2(AttentionBackend):
         check_gpu_call(self.name, q, k, v, needs="the kernels need a GPU", dtypes="fp16 or bf16")
         if not self.supported_head_dim(q.shape[-1]):
             raise UnsupportedCall(f"sage_attn2: head dim {q.shape[-1]} unsupported by {self._function}")
-        out = self._fn(
-            q,
-            k,
-            v,
-            tensor_layout="HND",
-            is_causal=False,
-            sm_scale=default_scale(q, scale),
-            **self.options["kwargs"],
-        )
+        out = self.direct_call()(q, k, v, default_scale(q, scale))
         return out[0] if isinstance(out, tuple) else out
