@@ -1,9 +1,5 @@
-"""The runner interface, and runners by name (``harness.plugins.RUNNERS``).
-
-A runner never runs anything itself: it says what to launch (``prepare``), and makes sense of
-what the process left behind (``finalize``). The executor (local or Slurm) owns processes,
-time-outs, logs and run.json, so every runner gets resume, crash isolation and Ctrl-C for free.
-"""
+"""The runner interface, and runners by name (``harness.plugins.RUNNERS``). A runner says what to
+launch (``prepare``) and reads what it left (``finalize``); the executor owns the processes."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ class Runner(ABC):
         """Runner parameters for one arm after profile and arm overrides (recorded in RunSpec.params)."""
 
     def harness_backends(self, spec: RunSpec) -> list[str]:
-        """The harness attention backends this run calls (their source files are its code identity):
-        the arm's, its shadows' and its schedule's exact backend, where the harness registry has them."""
+        """The harness backends this run calls (its code identity): the arm's, its shadows', its schedule's."""
         from harness.attention.registry import BACKENDS
 
         names = [spec.attn_type, *(s.attn_type for s in spec.shadows)]
@@ -47,12 +42,10 @@ class Runner(ABC):
         return [n for n in dict.fromkeys(names) if n in BACKENDS]
 
     def expect_preflights(self, specs: list[RunSpec]) -> None:  # noqa: B027 - optional hook
-        """The plan's runs, before any of their pre-flights: a runner whose checks cost a process
-        may answer several runs' checks in one (the LightX2V runner's probe). Nothing by default."""
+        """The plan's runs, before their pre-flights: one process may answer several runs' checks."""
 
     def preflight(self, spec: RunSpec) -> str | None:
-        """A one-line reason why this run cannot start here (recorded as skipped), or None; cheap,
-        spending no GPU time."""
+        """A one-line reason why this run cannot start here (recorded as skipped), or None; cheap."""
         return None
 
     @abstractmethod
@@ -64,8 +57,7 @@ class Runner(ABC):
 
 
 def register_runner(name: str):
-    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines); the
-    harness's own are listed lazily in ``harness.plugins``, with what each adds to a scenario."""
+    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines)."""
 
     def deco(cls: type[Runner]) -> type[Runner]:
         cls.name = name

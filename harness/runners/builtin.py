@@ -1,8 +1,5 @@
-"""The builtin runner: the embedded tiny ref2av pipeline, in a child process per arm
-(``python -m harness.runners.builtin RUN_DIR``: the spec, the attention chain with its shadows, the
-pipeline; output.mp4, timing.json, attn_calls.json and, when shadowed, insitu/). It also owns what a
-builtin scenario adds to the core (``SCENARIO_PART``): the ``builtin:`` block, and the check that
-every arm names a backend of the harness registry.
+"""The builtin runner: the embedded tiny ref2av pipeline in a child process per arm (``python -m
+harness.runners.builtin RUN_DIR``), and what a builtin scenario adds to the core (``SCENARIO_PART``).
 """
 
 from __future__ import annotations
@@ -39,9 +36,7 @@ class BuiltinBlock(Strict):
 
 
 def check_backends(scenario: Any) -> None:
-    """Every arm names a backend of the harness registry (the builtin runner serves no other), with
-    options that backend accepts; so does every shadow that is not an arm, and every schedule's
-    exact backend."""
+    """Every arm, shadow and schedule's exact side names a harness backend; an arm, options it accepts."""
     from harness.attention import list_backends
     from harness.attention.registry import check_options
 
@@ -123,9 +118,7 @@ class BuiltinRunner(Runner):
 
 
 def run_in_process(run_dir: Path) -> TimingRecord:
-    """The child process: one pipeline run through the counting attention wrapper (with its step
-    schedule), shadowed when the spec names shadows or in-situ settings; calls are attributed to
-    steps and blocks by the pipeline's own site hooks."""
+    """The child process: one pipeline run through the counting chain, shadowed when the spec asks."""
     from harness.attention import make_attention
     from harness.attention.insitu import INSITU_DIR, CallSites
     from harness.attention.insitu.build import shadowed_attention

@@ -65,9 +65,8 @@ def first_error(err: Any) -> tuple[str, str]:
 def effective_block(
     scenario: Any, arm: Any, profile: str | None, runner: str, rest: str, merge: Callable, tidy: bool = False
 ) -> Any:
-    """The scenario's ``runner`` block with the profile's, then the arm's parameters applied: a key
-    naming a block field replaces it, any other is ``merge``d into the mapping field ``rest``.
-    ``tidy``: an error names the block itself and drops pydantic's "Value error, " opener."""
+    """The ``runner`` block after the profile's, then the arm's parameters: a block field's key replaces
+    it, any other is ``merge``d into ``rest``; ``tidy`` drops pydantic's "Value error, " opener."""
     from pydantic import ValidationError
 
     from harness.errors import ScenarioError
@@ -103,8 +102,7 @@ def print_step(i: int, n: int) -> None:
 
 
 def run_dir_main(argv: list[str] | None, module: str, run: Callable[[Path], Any]) -> int:
-    """A runner's child process, ``python -m module RUN_DIR``: ``run`` gives the run's timing; a
-    HarnessError is its one line (exit 1)."""
+    """A runner's child process, ``python -m module RUN_DIR``; a HarnessError is its one line (exit 1)."""
     from harness.errors import HarnessError
 
     argv = sys.argv[1:] if argv is None else argv
@@ -136,8 +134,7 @@ def json_arg(text: str, objects: bool = False) -> Any:
 
 
 def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
-    """``folder/step_NNN.npz`` (the builtin runner's name, which ``harness.compare.latents`` reads),
-    written under a temporary name and renamed: a reader never sees half a file."""
+    """``folder/step_NNN.npz`` (``harness.compare.latents`` reads it), renamed into place when whole."""
     import numpy as np
 
     tmp = folder / f".step_{step:03d}.tmp.npz"
@@ -170,8 +167,7 @@ def plugins_json(text: str) -> list[dict[str, Any]]:
 
 
 def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
-    """Import the spec's plugins (PluginRef dicts) as planned; their backends. A plugin that fails
-    or changed since planning raises a one-line ScenarioError."""
+    """Import the spec's plugins (PluginRef dicts) as planned (ScenarioError when one changed); their backends."""
     from harness.records import PluginRef
     from harness.scenario.plugins import load_recorded
 
@@ -227,8 +223,7 @@ def run_writer(
     module: str, args: list[str], what: str, out: str | os.PathLike, read: Callable[[Any], dict | None],
     marker: str, *, python: str | None = None, env: dict[str, str] | None = None, timeout_s: float = 600.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """Run the writer ``python -m module args`` in the run's interpreter (``env`` added); its marker
-    (``read(out)``). HarnessError (exit 3) when it cannot run, fails or leaves no marker."""
+    """Run the writer ``python -m module out args`` (``env`` added); its marker, or HarnessError (exit 3)."""
     from harness.errors import HarnessError
 
     cmd = [python or sys.executable, "-m", module, str(out), *args]
@@ -249,8 +244,7 @@ def run_writer(
 def synthetic_problem(
     field: str, model: Path, what: str, marker: str, have: dict | None, asked: dict, nonempty: bool
 ) -> str | None:
-    """Why the folder ``model`` cannot be (or become) the synthetic ``what`` the scenario asks for:
-    not empty and no marker (``have`` None), or another one; None when it is, or prepare writes it."""
+    """Why ``model`` cannot be (or become) the synthetic ``what`` asked for; None when prepare may write it."""
     if have is None:
         if nonempty:
             return (
@@ -288,8 +282,7 @@ def check_framework(framework: str, facts: dict, reason: object, python: str | N
 def probe_output(
     cmd: list[str], env: dict[str, str] | None, timeout_s: float, opener: str
 ) -> tuple[Any, str]:
-    """Run a pre-flight probe process: its answer (the last stdout line opening with ``opener``, read
-    as JSON; None without one) and the line that says why there is none."""
+    """A probe process's answer (its last stdout line opening with ``opener``, as JSON; else None) and why none."""
     try:
         done = subprocess.run(
             cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout_s
@@ -305,8 +298,7 @@ def probe_output(
 
 
 def smoke_cosine(out: Any, ref: Any, dtype: Any) -> float:
-    """The cosine of a smoke call's output against exact attention's, compared in ``dtype`` on the
-    CPU; ValueError for an output of the wrong size or with non-finite values."""
+    """A smoke call's cosine against exact attention, in ``dtype`` on the CPU; ValueError for a bad output."""
     import torch.nn.functional as F
 
     got = out.to(dtype).reshape(-1).cpu()
@@ -316,11 +308,8 @@ def smoke_cosine(out: Any, ref: Any, dtype: Any) -> float:
 
 
 class ProbeBatch:
-    """Pre-flight questions asked together: the questions a plan will ask, by probe process (the
-    ``group``: interpreter, environment, what the process imports). The first pre-flight of a group
-    runs one probe answering every question of it (each imports the framework: seconds to tens of
-    seconds). Every run of an arm, over seeds and repeats, asks the same question, so answers are
-    kept for this process's life."""
+    """A plan's pre-flight questions by probe process (``group``): the first pre-flight of a group asks
+    them all in one probe (each imports the framework, for seconds), answers kept for this process."""
 
     def __init__(self) -> None:
         self.pending: dict[Hashable, dict[Hashable, Any]] = {}

@@ -1,10 +1,6 @@
-"""Inside a rank: the latents of chosen DiT steps, in the builtin runner's files, which the report's
-per-step divergence table reads (``harness.compare.latents``): rank 0 writes ``latents/step_NNN.npz``,
-rank N > 0 ``latents/rankN/step_NNN.npz`` (TP ranks each hold the whole latent: their files show
-whether they agree). A file holds ``video`` [rows, channels x patch] and ``audio`` [rows, channels]
-float32 (the scheduler's target rows after the step, condition rows left out) and the sigmas reached.
-The device-to-host copy is made inside the step LightX2V times (its total: ``copy_s``); a background
-thread writes the file. Standard library at import time; torch and numpy when a step is saved.
+"""Inside a rank: chosen DiT steps' latents in the builtin runner's files (rank N > 0 in ``rankN/``:
+TP ranks show whether they agree), copied inside the timed step (``copy_s``), written by a thread.
+Standard library at import time; torch and numpy when a step is saved.
 """
 
 from __future__ import annotations
@@ -23,9 +19,7 @@ AUTO_EVERY = 5
 
 
 def parse_steps(text: str) -> Callable[[int, int | None], bool]:
-    """``--latent-steps`` (``all``, ``none``, a comma list such as ``1,15,29``, or ``auto``: every step
-    of a run of at most AUTO_ALL steps, else step 1, every AUTO_EVERY-th and the last) as a predicate
-    ``(step, total) -> save?``; ValueError on a bad value."""
+    """``--latent-steps`` (all, none, auto or a comma list) as a predicate ``(step, total) -> save?``."""
     text = text.strip()
     named = {"all": lambda step, total: True, "none": lambda step, total: False, "auto": auto_step}
     if text in named:

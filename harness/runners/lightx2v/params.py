@@ -1,10 +1,6 @@
-"""The LightX2V runner's parameters for one arm (``resolve_params``): the scenario's block after
-profile and arm overrides (a key naming a block field replaces it, any other goes into
-``config_overrides``: ``3step: {infer_steps: 4}``), its paths absolute (``config_json`` and inputs
-relative to ``root``, ``model_path`` to the working directory), H3's ``refiner_attn_type`` the arm's
-backend unless the scenario sets it (the whole DiT then runs on the backend under test, LightX2V's
-own default too). ``RunSpec.params`` holds its dump, the dict earlier versions wrote key for key
-(fields absent in some runs stay absent), so campaigns made before the typed model still resume.
+"""The LightX2V runner's parameters for one arm (``resolve_params``): the block after overrides, its
+paths absolute, H3's refiner on the arm's backend unless set. ``RunSpec.params`` holds the dump,
+key for key as earlier versions wrote it, so campaigns made before the typed model still resume.
 """
 
 from __future__ import annotations
