@@ -125,35 +125,25 @@ class MelFrames:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
-def _logmel_cosine_of_power(pa: MelFrames, pb: MelFrames, block: int = 2048) -> float:
-    """Cosine of the floored dB spectrograms; float64 work ``block`` frames at a time."""
-    top = max(pa.max(), pb.max())
-    if top <= 0.0:
-        return 1.0  # both silent
-    floor = 10.0 * math.log10(top) - DB_RANGE
+def mel_figures(pa: MelFrames, pb: MelFrames, block: int = 2048) -> tuple[float, float]:
+    """(the cosine of the floored dB spectrograms, the spectral error sum (sqrt pa - sqrt pb)^2 / sum pa),
+    in float64 ``block`` frames at a time."""
+    top = max(pa.max(), pb.max())  # 0: both silent, a cosine of 1
+    floor = 10.0 * math.log10(top) - DB_RANGE if top > 0.0 else 0.0
 
     def db(p: np.ndarray) -> np.ndarray:
-        return np.maximum(10.0 * np.log10(np.maximum(p.astype(np.float64), 1e-30)), floor) - floor
+        return np.maximum(10.0 * np.log10(np.maximum(p, 1e-30)), floor) - floor
 
-    aa = bb = ab = 0.0
+    aa = bb = ab = num = den = 0.0
     for f0 in range(0, pa.frames, block):
-        x, y = db(pa.block(f0, f0 + block)), db(pb.block(f0, f0 + block))
-        s = _sums(x, y)
-        aa, bb, ab = aa + s[0], bb + s[1], ab + s[2]
-    return _cosine(aa, bb, ab)
-
-
-def _spectral_error_of_power(pa: MelFrames, pb: MelFrames, block: int = 2048) -> float:
-    """sum (sqrt pa - sqrt pb)^2 / sum pa in float64, ``block`` frames at a time."""
-    num = den = 0.0
-    for f0 in range(0, pa.frames, block):
-        x = np.sqrt(np.maximum(pa.block(f0, f0 + block).astype(np.float64), 0.0))
-        y = np.sqrt(np.maximum(pb.block(f0, f0 + block).astype(np.float64), 0.0))
-        xx, _, _, ee = _sums(x, y)
+        x, y = (p.block(f0, f0 + block).astype(np.float64) for p in (pa, pb))
+        if top > 0.0:
+            s = _sums(db(x), db(y))
+            aa, bb, ab = aa + s[0], bb + s[1], ab + s[2]
+        xx, _, _, ee = _sums(np.sqrt(np.maximum(x, 0.0)), np.sqrt(np.maximum(y, 0.0)))
         num, den = num + ee, den + xx
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
+    spectral = num / den if den != 0.0 else (0.0 if num == 0.0 else math.inf)
+    return _cosine(aa, bb, ab) if top > 0.0 else 1.0, spectral
 
 
 class TrackStream:
@@ -266,7 +256,7 @@ class PairStream:
         sums = self._sums if self._sums is not None else np.zeros((channels, 4))
         aa, bb, ab, ee = (float(v) for v in sums.sum(axis=0))
         n = max(0, min(ta.samples - self._dropped[0], tb.samples - self._dropped[1]))
-        mel_a, mel_b = self._mels[0].mel_prefix(n), self._mels[1].mel_prefix(n)
+        logmel, spectral = mel_figures(self._mels[0].mel_prefix(n), self._mels[1].mel_prefix(n))
         return {
             "lag_samples": self.lag,
             "sample_rate": self.rate,
@@ -278,8 +268,8 @@ class PairStream:
             "snr_db": _snr(aa, ee),
             "snr_db_per_channel": [_snr(float(sums[c, 0]), float(sums[c, 3])) for c in range(channels)],
             "cosine": _cosine(aa, bb, ab),
-            "logmel_cosine": _logmel_cosine_of_power(mel_a, mel_b),
-            "spectral_error": _spectral_error_of_power(mel_a, mel_b),
+            "logmel_cosine": logmel,
+            "spectral_error": spectral,
             "rms_a": ta.rms,
             "rms_b": tb.rms,
             "peak_a": ta.peak,

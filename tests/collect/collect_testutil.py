@@ -11,10 +11,9 @@ import numpy as np
 from harness.collect.audio import (
     MelFrames,
     _cosine,
-    _logmel_cosine_of_power,
     _snr,
-    _spectral_error_of_power,
     _sums,
+    mel_figures,
     mel_power,
 )
 from harness.collect.audio_align import lag_search
@@ -108,11 +107,11 @@ def peak(x: np.ndarray) -> float:
 
 
 def logmel_cosine(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    return _logmel_cosine_of_power(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))
+    return mel_figures(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))[0]
 
 
 def spectral_error(a: np.ndarray, b: np.ndarray, sample_rate: int) -> float:
-    return _spectral_error_of_power(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))
+    return mel_figures(*(MelFrames([mel_power(x, sample_rate)]) for x in (a, b)))[1]
 
 
 def best_lag(a: np.ndarray, b: np.ndarray) -> int:
