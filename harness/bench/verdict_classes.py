@@ -1,32 +1,11 @@
 """The verdict classes of ``harness bench verdicts`` that came with the word "identical", the floor
-check, the lag judged against the floor's lags, the count rule without allowance, the in-situ
-reading in every regime and the layout check (``analysis.structure``).
-
-Each class is a **group**: one campaign drawn per draw, judged once, and read by several rows
-(the false-alarm rate of exact candidates, the power for the planted defect, and what the verdict
-says of it: the seeds it reads identical, the floor run it leaves out). The classes:
-
-* **identical on one seed**: the builtin draw with one seed's candidate bitwise the reference's
-  (``PairErrors.identical``; its statistics the reference's), the others exact: never outside, and
-  that seed (only it) read identical while the word stays the others' verdict;
-* **identical on every seed**: reads "identical";
-* **a broken floor run**: one floor run of one seed replaced by the seed's measured
-  ``sage_emul_aiter`` run (a quantised kernel: 12x-32x the floor's video energy in the fixture) or
-  by another seed's output (modelled: video MSE twice the reference's luma variance, SSIM 0.2,
-  independent frames; the audio an independent track of the same RMS, the seed's measured
-  ``broken_audio`` pair; the statistics the other seed's reference's): exact candidates stay under
-  the level, a kernel at 3x the floor's energy (6 seeds) is still caught, and the broken run is
-  left out (``analysis.floor_check``);
-* **NaN in situ**: the 29-step design (chaotic video, the H200 spreads stated) with an in-situ
-  reading from ``analysis.insitu.candidate_reading`` on synthetic calls (``insitu_calls``): an
-  exact candidate, or one whose output on one call is non-finite;
-* **a frozen frame**: one seed's candidate with one frozen frame where no exact run has any;
-* **a mirror under a chaotic floor** (``analysis.structure.judge_structure`` as the rule): the
-  layout numbers drawn from a stated model (``layout_pair``), an exact candidate or the same run
-  mirrored left-right;
-* **a lag with a lagging floor**: every floor run with a 1-sample residual lag (either way), an
-  exact candidate with 1 or 2 samples, or one seed's candidate 20 ms late (its other audio metrics
-  exact: the lag rule alone).
+check, the lag judged against the floor's lags, the in-situ reading in every regime and the layout check
+(``analysis.structure``). Each class is a **group**: one campaign drawn per draw, judged once, and read
+by several rows (the false-alarm rate of exact candidates, the power for the planted defect, and what
+the verdict says of it: the seeds it reads identical, the floor run it leaves out). A broken floor run
+is the seed's measured ``sage_emul_aiter`` run (12x-32x the floor's video energy in the fixture) or
+another seed's output (modelled: video MSE twice the reference's luma variance, SSIM 0.2; the audio an
+independent track of the same RMS, the seed's measured ``broken_audio``; the other seed's statistics).
 """
 
 from __future__ import annotations
@@ -41,12 +20,19 @@ import numpy as np
 from harness.analysis.insitu import candidate_reading
 from harness.analysis.structure import judge_structure
 from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
-from harness.bench.verdict_draws import Draw, builtin_draw, h200_stated, metric_of, pr29_draw, with_audio
-from harness.bench.verdict_fixture import CalibrationFixture
-from harness.bench.verdict_speed import BenchRow
+from harness.bench.verdict_draws import (
+    CalibrationFixture,
+    Draw,
+    builtin_draw,
+    h200_stated,
+    metric_of,
+    pr29_draw,
+    with_audio,
+)
 from harness.collect.layout import SCALES
 from harness.insitu_records import InSituCall, InSituOpError
 from harness.metrics import in_order
+from harness.records import Record
 from harness.scenario.insitu import InSituTolerance
 from harness.scenario.verdict import VerdictRules
 
@@ -68,6 +54,18 @@ LAYOUT_FLOOR, LAYOUT_RUN_SD, LAYOUT_RHO_MAX = {4: 0.03, 8: 0.06, 16: 0.12}, 0.5,
 
 # A row of a group: (rule, measure, test of the draw and the group's judgement).
 Test = Callable[[Draw, Any], bool]
+
+
+class BenchRow(Record):
+    """One row of ``harness bench verdicts``: a rule on a design, and how often it fired."""
+
+    rule: str
+    design: str
+    measure: str  # false alarm | power
+    rate: float
+    draws: int
+    old_rule: float | None = None  # the rule this replaced, on the same draws
+    note: str = ""
 
 
 @dataclass

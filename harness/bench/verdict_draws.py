@@ -1,6 +1,14 @@
 """The draws of ``harness bench verdicts`` (``bench.verdicts``): campaigns as the verdict sees them
 (``PairErrors`` and statistics), resampled from the committed builtin fixture or drawn from the
-spreads measured on the H200 and in the pull request's 29-step runs."""
+spreads measured on the H200 and in the pull request's 29-step runs.
+
+The fixture (``CalibrationFixture``, committed as ``harness/bench/verdict_calibration.json`` with the
+commands that made it): ``measure_fixture`` analyses a calibration campaign of real builtin runs (several
+seeds, exact perturbations, approximate kernels), then plants defects in copies of each seed's reference
+output and measures them with the real metric suite: ``inverted_audio`` (the track times -1),
+``delayed_audio`` (5 ms late), ``broken_audio`` (noise of the same RMS), ``blurred`` (every frame blended
+30 % with its Gaussian blur, sigma 1), against ``reencoded`` (the same frames encoded again unchanged).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field
 
 from harness.analysis.energy import KINDS, PairErrors, energy_from_db, mse_from_psnr
 from harness.analysis.stat_rule import StatsSample
-from harness.analysis.verdict import InsituReading
-from harness.bench.verdict_fixture import CalibrationFixture, SeedFixture
+from harness.analysis.verdict import InsituReading, stats_sample
 from harness.metrics import in_order, judged_energies
+from harness.records import Record
 from harness.scenario.verdict import VerdictRules
 from harness.store import read_record
 
@@ -33,6 +42,103 @@ PR29 = {  # the pull request's five 29-step runs: luma mean, luma std, sharpness
 SHARPNESS_LOST = 0.03
 BROKEN_AUDIO = {"audio_snr": -2.8, "audio_cosine": 0.0}  # noise of the same RMS (builtin, measured)
 FLOOR, EXTRA = (0, 1, 2), (3, 4)  # indices of the fixture's exact perturbations
+
+FIXTURE_SCHEMA = "harness.verdict_calibration/2"  # 2: a pair's metric values keyed by the registry
+DELAY_S = 0.005
+BLUR = (1.0, 0.3)  # Gaussian sigma, blend weight
+COMMANDS = [
+    "harness run scenarios/verdict_calibration.yaml",
+    "harness bench verdicts --measure reports/verdict_calibration/3step --write harness/bench/verdict_calibration.json",
+]
+
+
+class SeedFixture(Record):
+    seed: int
+    floors: list[PairErrors] = Field(default_factory=list)  # every noise-floor run vs the reference
+    candidates: dict[str, PairErrors] = Field(default_factory=dict)  # approximate kernels
+    defects: dict[str, PairErrors] = Field(default_factory=dict)  # planted, vs the reference
+    exact_stats: list[StatsSample] = Field(default_factory=list)  # the reference and the floor runs
+    stats: dict[str, StatsSample] = Field(default_factory=dict)  # candidates and defects (+ reencoded)
+
+
+class CalibrationFixture(Record):
+    schema_version: str = Field(FIXTURE_SCHEMA, alias="schema")
+    commands: list[str] = Field(default_factory=lambda: list(COMMANDS))
+    source: str = ""  # what the runs were (scenario, profile, preset)
+    seeds: list[SeedFixture] = Field(default_factory=list)
+
+
+def _defect_files(ref_mp4: Path, out: Path) -> dict[str, Path]:
+    """The planted defects of one reference output (module docstring), written into ``out``."""
+    import cv2
+
+    from harness.media import iter_frames, probe, read_audio, write_av
+
+    info = probe(ref_mp4)
+    audio, rate = read_audio(ref_mp4)
+    n = audio.shape[1]
+    frames = list(iter_frames(ref_mp4))
+    rng = np.random.default_rng(0)
+    delay = round(DELAY_S * rate)
+    noise = rng.normal(0.0, 1.0, audio.shape).astype(np.float32)
+    noise *= float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) / float(noise.std())
+    sigma, w = BLUR
+    blurred = [
+        np.clip((1 - w) * f + w * cv2.GaussianBlur(f, (0, 0), sigma), 0, 255).round().astype(np.uint8)
+        for f in frames
+    ]
+    variants = {
+        "reencoded": (frames, audio),
+        "inverted_audio": (frames, -audio),
+        "delayed_audio": (
+            frames,
+            np.concatenate([np.zeros((audio.shape[0], delay), np.float32), audio], 1)[:, :n],
+        ),
+        "broken_audio": (frames, np.clip(noise, -1, 1)),
+        "blurred": (blurred, audio),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, (fr, au) in variants.items():
+        paths[name] = out / f"{name}.mp4"
+        write_av(paths[name], fr, au, fps=info.fps, sample_rate=rate)
+    return paths
+
+
+def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixture:
+    """The fixture of a calibration campaign (module docstring)."""
+    from harness.analysis.analyze import analyze_campaign
+    from harness.collect.suite import measure_pair
+    from harness.compare.summary import stat_fields
+    from harness.store import CampaignDir
+
+    res = analyze_campaign(CampaignDir(Path(campaign)), progress=say)
+    fx = CalibrationFixture(source=f"{res.scenario_name} / {res.profile} ({res.runner}), seeds {res.seeds}")
+    primary = res.primary_runs
+    for seed in res.seeds:
+        sf = SeedFixture(seed=seed)
+        ref = next(r for r in primary if r.seed == seed and r.arm == res.reference_arm)
+        sf.exact_stats.append(stats_sample(ref))
+        for c in res.comparisons:
+            if c.b.seed != seed or not c.measured:
+                continue
+            e = PairErrors.from_comparison(c)
+            e.latent_psnr = {}  # not simulated
+            if c.b.role == "noise_floor":
+                sf.floors.append(e)
+                sf.exact_stats.append(stats_sample(c.b))
+            else:
+                sf.candidates[c.b.arm] = e
+                sf.stats[c.b.arm] = stats_sample(c.b)
+        assert ref.output is not None
+        for name, path in _defect_files(Path(ref.output), Path(workdir) / str(seed)).items():
+            say(f"measure {name} of seed {seed}")
+            result = measure_pair(ref.output, path)
+            sf.defects[name] = PairErrors.measured(name, seed, result.video, result.audio)
+            sf.stats[name] = StatsSample(key=name, seed=seed, frames=result.stats_b.frames,
+                                         values=stat_fields(result.stats_b))  # fmt: skip
+        fx.seeds.append(sf)
+    return fx
 
 
 @dataclass

@@ -1,43 +1,28 @@
-"""``harness bench verdicts``: how often each verdict rule cries wolf, and how often it catches a
-planted defect, on campaigns drawn from measured distributions (seeded, reproducible).
-
-Two sources of draws:
-
-* **builtin, resampled**: the committed fixture (``verdict_fixture``: real builtin runs over six
-  seeds, five exact perturbations each, three approximate kernels, defects planted in each
-  seed's reference output). A drawn campaign takes 3 of the 6 seeds; in each, the floor is the
-  three perturbations ``scenarios/e2e_3step.yaml`` runs (K/V reversed, K/V in 2 chunks, the math
-  kernel) and an exact candidate is one of the two other exact computations (K/V in 3 chunks,
-  reversed and in 2 chunks), as exact as the floor; a defect replaces the parts it breaks with that
-  seed's measured defect (its audio metrics, a residual lag) or scales them (statistics by the
-  defect's ratio to an unchanged re-encode; energies by a factor);
-* **parametric**: log-normal energies and normal statistics with the spreads measured elsewhere:
-  the H200 example (three seeds x three exact perturbations, bf16) and the pull request's five
-  29-step runs (their statistics; one floor run at 14.64 dB, audio 9.16 dB). A design with one
-  floor run per seed states the spreads it draws with (``h200_stated``: the H200 example's, named
-  as the source), as its scenario would have to: without a stated spread such a reading has no
-  interval.
-
-The classes that came with the word "identical", the floor check, the lag judged against the
-floor's lags, the count rule without allowance, the in-situ reading in every regime and the layout
-check (``analysis.structure``) are groups of rows in ``verdict_classes``: one draw judged once,
-read by each of its rows.
-
-Each row is one rule on one design: the **false-alarm rate** of exact candidates (the rule says
-outside, or a speed word for identical kernels) or the **power** for a planted defect (the rule
-says outside). ``run_bench`` returns the rows; ``markdown`` lays them out.
+"""``harness bench verdicts``: how often each verdict rule cries wolf (the false-alarm rate of exact
+candidates) and how often it catches a planted defect (the power), on seeded campaigns drawn from
+measured distributions (``verdict_draws``): the committed builtin fixture resampled (3 of its 6 seeds;
+the floor the three perturbations ``scenarios/e2e_3step.yaml`` runs, an exact candidate one of the two
+other exact computations), or parametric draws with the spreads of the H200 example and the pull
+request's 29-step runs (a design with one floor run per seed states the H200 spreads, as its scenario
+would have to). The classes that judge one draw for several rows live in ``verdict_classes``; the speed
+rows time identical kernels with a between-process spread, as a campaign's report tests them
+(``analysis.speed``) and as the rules they replaced did (Welch without correction; over the steps of one
+run a side).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from pydantic import Field
 
+from harness.analysis.speed import campaign_speed_tests
 from harness.analysis.stat_rule import judge_stats
 from harness.analysis.verdict import judge_numbers
-from harness.bench.verdict_classes import Group, class_groups, full_verdict, run_groups
+from harness.bench.verdict_classes import BenchRow, Group, class_groups, full_verdict, run_groups
 from harness.bench.verdict_draws import (
     FIXTURE,
     H200,
@@ -51,8 +36,9 @@ from harness.bench.verdict_draws import (
     parametric_draw,
     pr29_draw,
 )
-from harness.bench.verdict_speed import BenchRow, speed_rows
+from harness.compare.summary import RunSummary
 from harness.records import Record
+from harness.rule import welch_p_value
 from harness.scenario.verdict import VerdictRules
 from harness.text_table import md_rows
 
@@ -95,8 +81,6 @@ def part_outside(part: str) -> Callable[[Draw, VerdictRules], bool]:
 def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
               rules: VerdictRules | None = None) -> VerdictBench:  # fmt: skip
     """Every row (module docstring) on ``draws`` seeded draws each."""
-    import time
-
     t0 = time.perf_counter()
     rules = rules or VerdictRules()
     fx = load_fixture(fixture)
@@ -168,3 +152,66 @@ def markdown(b: VerdictBench) -> str:
         f"{b.seconds:.1f} s"
     )
     return "\n".join([*md_rows(head, rows), "", closing]) + "\n"
+
+
+SPREAD = 0.01  # between-process sd of a run's time (the issue's simulation)
+STEP_SPREAD = 0.002  # steps inside one process
+DRIFT = 0.005  # a round's shared drift (interleaved rounds: every arm sees it)
+STEPS = 28  # steps 2..29 of a 29-step run
+
+
+def _campaign(rng, candidates: int, seeds: int, repeats: int, faster: float = 1.0) -> list[RunSummary]:
+    runs = []
+    arms = ["ref"] + [f"k{i}" for i in range(candidates)]
+    for rep in range(1, repeats + 1):
+        for s in range(seeds):
+            drift = rng.normal(0, DRIFT)
+            for arm in arms:
+                k = 1.0 if arm in ("ref",) else 1.0 / faster
+                step = 0.45 * k * np.exp(drift + rng.normal(0, SPREAD))
+                total = 3.0 * k * np.exp(drift + rng.normal(0, SPREAD))
+                runs.append(RunSummary(key=f"{arm}@{s}~r{rep}", path="", arm=arm, seed=s, repeat=rep,
+                                       role="reference" if arm == "ref" else "candidate", status="ok",
+                                       s_per_step=float(step), pipeline_total_s=float(total)))  # fmt: skip
+    return runs
+
+
+def _old_any_word(runs: list[RunSummary], alpha: float) -> bool:
+    ref = [r for r in runs if r.arm == "ref"]
+    for arm in sorted({r.arm for r in runs} - {"ref"}):
+        mine = [r for r in runs if r.arm == arm]
+        for t in ("s_per_step", "pipeline_total_s"):
+            if welch_p_value([getattr(r, t) for r in ref], [getattr(r, t) for r in mine]) < alpha:
+                return True
+    return False
+
+
+def speed_rows(draws: int, seed: int, rules: VerdictRules) -> list[BenchRow]:
+    rows = []
+    design = "3 identical candidates x 2 timings, 3 seeds x 3 repeats, 1% between runs"
+    rng = np.random.default_rng([seed, 100])
+    hits = old = 0
+    for _ in range(draws):
+        runs = _campaign(rng, 3, 3, 3)
+        tests = campaign_speed_tests(runs, "ref", rules)
+        hits += any(t.significant for by in tests.values() for t in by.values())
+        old += _old_any_word(runs, rules.alpha)
+    rows.append(BenchRow(rule="speed word in a report", design=design, measure="false alarm", rate=hits / draws,
+                         draws=draws, old_rule=old / draws))  # fmt: skip
+    rng = np.random.default_rng([seed, 101])
+    old = 0
+    for _ in range(draws):  # one run a side: the old rule tested its steps as samples
+        a = 0.45 * np.exp(rng.normal(0, SPREAD) + rng.normal(0, STEP_SPREAD, STEPS))
+        b = 0.45 * np.exp(rng.normal(0, SPREAD) + rng.normal(0, STEP_SPREAD, STEPS))
+        old += welch_p_value(list(a), list(b)) < rules.alpha
+    rows.append(BenchRow(rule="speed word, harness compare of one run a side", design="identical kernels, "
+                         "1% between runs, 0.2% between steps", measure="false alarm", rate=0.0, draws=draws,
+                         old_rule=old / draws, note="one run a side never gets a speed word"))  # fmt: skip
+    rng = np.random.default_rng([seed, 102])
+    hits = 0
+    for _ in range(draws):
+        tests = campaign_speed_tests(_campaign(rng, 1, 3, 3, faster=1.05), "ref", rules)
+        hits += tests["k0"]["s_per_step"].word == "faster"
+    rows.append(BenchRow(rule="speed: a kernel 5% faster read 'faster'", design="1 candidate, 3 seeds x 3 "
+                         "repeats, 1% between runs", measure="power", rate=hits / draws, draws=draws))  # fmt: skip
+    return rows

@@ -69,7 +69,7 @@ def bench_verdicts(
     if measure is not None:
         if write is None:
             raise UsageError("--measure: give --write FILE for the fixture it makes")
-        from harness.bench.verdict_fixture import measure_fixture
+        from harness.bench.verdict_draws import measure_fixture
 
         write_record(write, measure_fixture(measure, workdir, say=lambda m: print(m, file=sys.stderr)))
         print(f"fixture: {write}")
