@@ -87,24 +87,25 @@ def test_interrupted_campaign_resumes(tmp_path):
     assert ref.stat().st_mtime_ns == ok_mtime, "the arm that was ok is not run again"
 
 
-@pytest.mark.slow
-def test_each_run_checks_its_backend_against_the_direct_op_call(tmp_path):
+def test_each_run_checks_its_backend_against_the_direct_op_call(shadowed_campaign):
     """The real pipeline: the first attention call of every run is compared bitwise with the op called
-    directly; pr.md and report.md state it for the candidate."""
-    path = scenario(tmp_path, "  - {name: sage, attn_type: sage_emul_thuml}\n")
-    out = tmp_path / "out"
-    outcome = run_campaign(path, out)  # `harness run`'s plan, runs and report, in this process
-    assert problems(outcome) == []  # `harness run` exits 0
-    camp = out / "tiny" / "3step"
+    directly; pr.md and report.md state it for the candidate. Read from the session's shadowed
+    campaign (tests/insitu_testutil.py, made by `harness run`, which exited 0): its reference, floor,
+    candidate, shadowed copies and schedule are every kind of run there is."""
+    runs = sorted(p.parent.name for p in shadowed_campaign.glob("runs/*/attn_calls.json"))
+    assert runs == sorted(p.name for p in (shadowed_campaign / "runs").iterdir())  # every run has one
+    assert {"torch_sdpa", "floor", "sage_emul_thuml"} <= set(runs), runs
     checks = {
-        arm: json.loads((camp / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"]["direct_check"]
-        for arm in ("torch_sdpa", "floor", "sage")
+        arm: json.loads((shadowed_campaign / "runs" / arm / "attn_calls.json").read_text())["ranks"]["0"][
+            "direct_check"
+        ]
+        for arm in runs
     }
     assert all(c["identical"] and len(c["q_shape"]) == 4 for c in checks.values()), checks
-    shape = "x".join(map(str, checks["sage"]["q_shape"]))
-    line = f"sage: backend output vs a direct op call: bitwise identical (first call, q {shape})"
-    assert f"- {line}" in (camp / "pr.md").read_text()
-    assert f"bitwise identical (first call, q {shape})" in (camp / "report.md").read_text()
+    shape = "x".join(map(str, checks["sage_emul_thuml"]["q_shape"]))
+    line = f"sage_emul_thuml: backend output vs a direct op call: bitwise identical (first call, q {shape})"
+    assert f"- {line}" in (shadowed_campaign / "pr.md").read_text()
+    assert f"bitwise identical (first call, q {shape})" in (shadowed_campaign / "report.md").read_text()
 
 
 # --- the library API: plan_campaign -> dry_run | lock_campaign + execute -----------------------
