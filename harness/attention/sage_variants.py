@@ -1,12 +1,7 @@
-"""The variants of the SageAttention emulation (``harness.attention.sage_emul``): each one's settings
-(``VARIANTS``), the kernel it models (``VARIANT_TEXT``) and its provenance (``VARIANT_PROVENANCE``,
-``harness.emulator_provenance``, printed by ``harness backends``): whether its numerics were measured
-against that kernel. A backend's options start from its variant and may override any one setting;
-changing a numeric one (``NUMERIC_KEYS``) voids the measured figures.
-
-``sageattn2_triton`` is the path the pull request's ``sage_attn2`` takes on gfx1201 (upstream added
-the padded-key mask in 2025-08); ``sageattn2_fp8`` is a call no GPU's default dispatch makes (sm89
-and sm90 quantise per thread, sm120 accumulates in fp32+fp16 with V scaled to 2.25).
+"""The variants of the SageAttention emulation: each one's settings (``VARIANTS``), the kernel it models
+(``VARIANT_TEXT``) and its provenance (``VARIANT_PROVENANCE``): whether its numerics were measured against
+that kernel; changing a numeric setting (``NUMERIC_KEYS``) voids the measured figures. ``sageattn2_fp8``
+is a call no GPU's default dispatch makes.
 """
 
 from __future__ import annotations
@@ -88,8 +83,7 @@ def _pinned_version(choice: str) -> str:
 
 
 def _pinned(choice: str, package: str, short: str) -> KernelRef:
-    """The kernel of a SageAttention that ``make sageattention`` pins (harness.sage_packages), as
-    ``sage_attn2`` runs it with option ``package: choice``."""
+    """The kernel of a pinned SageAttention, as ``sage_attn2`` runs it with option ``package: choice``."""
     return KernelRef(
         package=package, function=PACKAGES[choice].function, version=_pinned_version(choice), short=short,
         backend="sage_attn2", package_choice=choice,

@@ -101,9 +101,7 @@ class FrameDecoder(threading.Thread):
         return item
 
     def wait_end(self) -> None:
-        """Block until the decoder's end marker: by then the side thread has hashed and measured
-        every frame. The consumer stops at the frame limit, and stopping the threads before this
-        would cut the last frames out of the hash and the statistics."""
+        """Block until the end marker: only then has the side thread hashed and measured every frame."""
         while not self.ended:
             self.get()
 

@@ -1,9 +1,6 @@
 """Results the collectors write to disk (metrics/<pair>.json, metrics/<run>.stats.json) and the codec
-settings a codec floor is measured with.
-
-Every model carries a ``convention`` string so that numbers measured under different
-definitions are never compared silently. PSNR of identical frames is +inf and serialises as
-"Infinity" (``Record``'s config); SSIM of identical frames is exactly 1.0.
+settings of a codec floor; each carries its ``convention`` so numbers of different definitions are
+never compared silently.
 """
 
 from __future__ import annotations

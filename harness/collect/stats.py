@@ -1,9 +1,6 @@
 """Global statistics of one run's video: luma, sharpness, motion and failure-mode counts
-(``models.STATS_CONVENTION``). Y is BT.601 luma in integers as OpenCV's RGB2GRAY computes it: every
-sum stays exact and the GPU path matches the CPU path bit for bit. A nan-like frame is what NaN/Inf
-from a broken quantized kernel turn into once cast to uint8; a blank frame (max Y <= 16) is stricter
-than a black one (mean Y < 10), so a dark scene is not one. The Y sums over 16 x 16 cells go to a
-``LayoutPair`` (``collect.layout``) when the run is one side of a pair.
+(``models.STATS_CONVENTION``), in exact integer sums of OpenCV's BT.601 luma, so the GPU path matches
+the CPU path bit for bit. A blank frame (max Y <= 16) is stricter than a black one (mean Y < 10).
 """
 
 from __future__ import annotations
@@ -93,8 +90,7 @@ COUNTS = ("black", "frozen", "nan_like", "blank", "flat")  # failure kinds count
 
 
 class StatsReducer:
-    """Accumulates FrameStats of one run in order, plus the sha256 of its decoded frames; with a
-    ``layout`` (``pair_with``) it hands each frame's grid sums on as side 0 (A) or 1 (B)."""
+    """Accumulates one run's FrameStats in order and the sha256 of its frames; hands grid sums to a layout."""
 
     def __init__(self) -> None:
         self.frames = 0
@@ -165,8 +161,7 @@ class StatsReducer:
 
 
 def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[FrameStats]:
-    """FrameStats for a uint8 batch [N, H, W, 3] on any device (``prev``: the frame before it), in
-    integer arithmetic throughout, so the sums equal the CPU kernel's exactly."""
+    """FrameStats of a uint8 batch [N, H, W, 3] on any device, in integers: equal to the CPU kernel's."""
     import torch
 
     x = frames.to(torch.int32)

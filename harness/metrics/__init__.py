@@ -1,7 +1,5 @@
-"""The metric registry: one ``Metric`` per figure, registered by key in ``METRICS``, that tables,
-gates, floor bands, history, `harness compare`'s accuracy line, pr.md and the verdict's error energies
-all read. Each module of this package registers one family on import (``video``, ``audio``); a new
-metric is one module here, or a ``METRICS.register`` from a plug-in.
+"""The metric registry: one ``Metric`` per figure, registered by key in ``METRICS``, that every table,
+gate, floor band, history and verdict reads; each module here registers one family on import.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What a metric is (``Metric``, with its ``Energy`` and ``HistoryColumn``), the registry that holds
-every one of them (``METRICS``), the views its readers take of it, and the transforms between a
-figure and its error energy.
-
-A metric is read off a comparison (``compare.pairwise.Comparison``) by name: the attribute
-``field`` of its ``video`` or ``audio`` record (``modality``); so this low module imports neither.
+"""What a metric is (``Metric``, with its views), the registry of them all (``METRICS``) and the
+transforms between a figure and its error energy. A metric is read off a comparison by name (``field``
+of its ``video`` or ``audio`` record), so this low module imports neither.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ def psnr_from_mse(mse: float, peak: float = PEAK) -> float:
 
 
 def energy_from_db(db: float) -> float:
-    """10^(-dB/10): +inf dB (equal) is 0, -inf dB infinite, NaN stays NaN; below about -3,080 dB
-    (past the largest float) infinite too, never an OverflowError."""
+    """10^(-dB/10): +inf dB is 0, -inf dB (or below about -3,080 dB) infinite, NaN stays NaN."""
     if math.isnan(db):
         return math.nan
     if math.isinf(db):
@@ -66,8 +62,7 @@ def same(x: float) -> float:
 
 @dataclass(frozen=True)
 class Energy:
-    """A metric as the verdict weighs it: its error energy, pooled over pairs (weighted by frames for
-    video, 1 for audio) and read as a ratio to the noise floor's."""
+    """A metric as the verdict weighs it: an error energy, pooled over pairs, read against the floor's."""
 
     key: str  # as results.json names it (a verdict reading's metric: video_mse, audio_error, ...)
     label: str
@@ -89,9 +84,7 @@ class HistoryColumn:
 
 @dataclass(frozen=True)
 class Headline:
-    """A metric in the accuracy line of `harness compare` ('SSIM 0.99000 mean, 0.98000 min (frame 5)'):
-    ``text`` with its value for '{}', after '; ' where it opens a figure, else after ', '; its worst
-    frame after it; left out where not measured."""
+    """A metric in `harness compare`'s accuracy line ('SSIM 0.99000 mean, 0.98000 min (frame 5)')."""
 
     text: str
     opens: bool = False
@@ -101,8 +94,7 @@ class Headline:
 
 @dataclass(frozen=True)
 class PrColumn:
-    """A metric as pr.md's accuracy table shows it (rounded as the pull request did): the column's head
-    and the metric it shares the cell with, ``joint`` placing the two ('X (min frame)', 'SNR / cos')."""
+    """A column of pr.md's accuracy table, shared with ``beside`` as ``joint`` places them."""
 
     head: str
     beside: str  # the other metric's key
@@ -111,12 +103,8 @@ class PrColumn:
 
 @dataclass(frozen=True)
 class Metric:
-    """One figure of a run against the reference, as every table, gate, history and verdict reads it.
-
-    With a ``gate`` key it is an accuracy metric: the per-arm and noise-floor band tables show it, the
-    arms aggregate it (results.json) and ``harness compare --gate`` bounds it, from below when higher
-    is closer to the reference (``min_...``), from above when lower is (``max_...``).
-    """
+    """One figure of a run against the reference, as every table, gate, history and verdict reads it;
+    with a ``gate`` key an accuracy metric (tabled, aggregated, bounded by ``harness compare --gate``)."""
 
     key: str  # registry name; in results.json aggregates and floor bands
     label: str
@@ -184,8 +172,7 @@ class Metric:
 
     @property
     def equal(self) -> float | None:
-        """Its value for output equal to the reference's: 0 where lower is closer, +inf dB, else the
-        top of the values a bound may take (1 for SSIM and a cosine); None: none known."""
+        """Its value for output equal to the reference's (0, +inf dB or the top of its range; None: unknown)."""
         if not self.higher_is_closer:
             return 0.0
         top = math.inf if self.unit == "dB" else self.gate_range[1]

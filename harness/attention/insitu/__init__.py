@@ -1,8 +1,5 @@
-"""In-situ (shadow) measurement of attention: every call of a real run, also computed by named
-shadow ops on the same q/k/v and measured against an exact yardstick on sampled query rows,
-attributed to its DiT step and block by the runner's own hooks (``sites``, ``shadow``, ``measure``,
-``recorder``; ``read``: the lines read back; ``build``: the whole chain from a run spec's shadows).
-"""
+"""In-situ (shadow) measurement of attention: every call of a real run also computed by named shadow
+ops and measured against an exact yardstick on sampled rows, attributed to its DiT step and block."""
 
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu  # noqa: F401
 from harness.attention.insitu.recorder import INSITU_DIR, InSituRecorder  # noqa: F401

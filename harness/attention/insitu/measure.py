@@ -1,6 +1,5 @@
-"""The in-situ yardstick and errors: exact attention on a sample of query rows (rows are independent,
-so ``rows`` of them cost ``rows / Nq`` of the call: 256 of 111k tokens, 0.2 % of an exact FP32 call),
-and every op's error against it on the same rows, reduced on the device to a handful of scalars.
+"""The in-situ yardstick (exact attention on a sample of query rows: 256 of 111k tokens cost 0.2 % of
+an exact call) and every op's error against it on the same rows, reduced on the device to a few scalars.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ def yardstick(
 
 
 def error_scalars(out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """The FIELDS of ``out`` (the op's whole output) against ``ref`` (the yardstick on ``rows``), one
-    fp64 tensor on the device; rel L1's denominator and the element count are the call's."""
+    """The FIELDS of ``out`` against ``ref`` (the yardstick on ``rows``), one fp64 tensor on the device."""
     full = out
     o = out.index_select(2, rows).to(torch.float64)
     r = ref.to(torch.float64)
