@@ -1,11 +1,6 @@
-"""A campaign: plan the runs of a scenario, execute them under the campaign's lock, keep
-campaign.json current, then analyse and render the report.
-
-The library API behind `harness run` (the CLI only parses options and shows progress)::
-
-    plan = plan_campaign("scenarios/e2e_3step.yaml", profile="3step")   # every input checked
-    dry_run(plan)                                                        # what would be launched
-    outcome = execute(plan, lock=lock_campaign(plan.campaign), reporter=reporter)
+"""A campaign, the library behind `harness run`: ``plan_campaign`` checks every input, ``dry_run``
+shows what would launch, ``execute(plan, lock=lock_campaign(...))`` runs it under the campaign's
+lock, keeps campaign.json current and builds the report.
 """
 
 from __future__ import annotations
@@ -58,7 +53,7 @@ class CampaignOutcome:
 
     @property
     def failed(self) -> list[RunRecord]:
-        """Runs that did not end ok (skipped is fine: the backend cannot run here), or are invalid."""
+        """Runs that did not end ok or skipped (the backend cannot run here), or are invalid."""
         return [
             r
             for r in self.records
@@ -97,8 +92,7 @@ class CampaignOutcome:
 
 
 def lock_campaign(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | None = None) -> CampaignLock:
-    """Create the campaign folder and take its lock: CampaignLocked (exit 2) when another run has
-    it; a report or an ingest that has it is waited for (``on_wait`` told whom)."""
+    """Create the campaign folder and take its lock (another run: exit 2; a report or ingest: waited for)."""
     try:
         campaign.path.mkdir(parents=True, exist_ok=True)
         return CampaignLock(campaign, "run", on_wait).acquire()
@@ -121,9 +115,8 @@ def refresh_arms(campaign: CampaignDir, record: CampaignRecord, keys: Sequence[s
 def execute(
     plan: Plan, *, lock: CampaignLock, reporter: Reporter | None = None, report: bool = True
 ) -> CampaignOutcome:
-    """Run the plan under the campaign's lock (``lock_campaign``; released at the end), then build
-    the report (unless ``report`` is False or it was interrupted). A crashed arm is recorded and the
-    others still run; Ctrl-C ends with ``interrupted`` set and every finished run kept."""
+    """Run the plan under ``lock`` (released at the end), then build the report; a crashed arm is
+    recorded and the others still run; Ctrl-C sets ``interrupted``, finished runs kept."""
     reporter = reporter or Reporter()
     campaign = plan.campaign
     if lock.campaign.path != campaign.path or lock.fd is None:
@@ -147,8 +140,8 @@ def _note(outcome: CampaignOutcome, reporter: Reporter, line: str) -> None:
 
 
 def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignOutcome, reporter) -> None:
-    """Before anything runs (lock held): damaged run.json moved aside; runs left running by a
-    harness that is gone marked interrupted (stale), their runner stopped if it is still there."""
+    """Before anything runs: damaged run.json moved aside; runs left running by a gone harness marked
+    interrupted (stale), their runner stopped."""
     planned_keys = {p.spec.key for p in planned}
     for run in campaign.runs():
         rec = None if run.key in planned_keys else run.record_or_none()
@@ -258,15 +251,12 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
 
 def _rounds(planned: list[PlannedRun]) -> list[list[PlannedRun]]:
     """The planned runs by repeat: round n holds every arm's n-th run of every seed."""
-    by: dict[int, list[PlannedRun]] = {}
-    for p in planned:
-        by.setdefault(p.spec.repeat, []).append(p)
-    return [by[k] for k in sorted(by)]
+    return [[p for p in planned if p.spec.repeat == n] for n in sorted({p.spec.repeat for p in planned})]
 
 
 def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:
-    """Why ``repeats: auto`` stops after ``rounds`` rounds (None: go on): every candidate's speed-up
-    interval is narrower than the target, or the maximum is reached (the widest then named)."""
+    """Why ``repeats: auto`` stops after ``rounds`` (None: go on): every speed-up interval narrower
+    than the target, or the maximum reached."""
     from harness.analysis.speed import campaign_speed_tests, interval_widths
     from harness.compare.summary import summarize_run
 

@@ -1,8 +1,5 @@
-"""Plan: a scenario x selected arms x seeds x profile -> the run specs of a campaign, where it
-lives, what a (re-)run does with each run, and what a dry run shows.
-
-``plan_campaign`` checks every input and writes nothing; ``dry_run`` says exactly what would be
-launched; ``harness.campaign.execute`` runs a plan.
+"""Plan: a scenario x arms x seeds x profile -> a campaign's run specs, where it lives, what a
+(re-)run does with each run (``plan_campaign`` writes nothing) and what a dry run would launch.
 """
 
 from __future__ import annotations
@@ -46,10 +43,8 @@ def build_plan(
     seeds: Sequence[int] | None = None,
     repeats: int | None = None,
 ) -> list[RunSpec]:
-    """One RunSpec per (arm, seed, repeat), arms in scenario order, the reference first; repeats
-    interleaved (A B C A B C) so a drift of the machine spreads over all arms instead of landing
-    on the last one. ``repeats`` (--repeats) replaces the scenario's, an arm's own wins over both;
-    ``repeats: auto`` plans its maximum rounds (``campaign.execute`` may stop earlier)."""
+    """One RunSpec per (arm, seed, repeat), the reference first; repeats interleaved (A B C A B C) so
+    a drift of the machine spreads over all arms. ``repeats: auto`` plans its maximum rounds."""
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
@@ -115,9 +110,8 @@ def auto_rounds(scenario: Scenario) -> int:
 def plan_actions(
     campaign: CampaignDir, specs: list[RunSpec], *, force: bool = False, held_elsewhere: bool = False
 ) -> list[PlannedRun]:
-    """What a (re-)run of the campaign (and its dry run: they agree) does with each spec: resume
-    skips runs already ok. ``held_elsewhere``: another harness holds the lock, so a run.json that
-    says running is running, not stale."""
+    """What a (re-)run (and its dry run) does with each spec; ``held_elsewhere``: another harness holds
+    the lock, so a run.json that says running is not stale."""
     planned = []
     for spec in specs:
         run = campaign.run(spec.key)
@@ -134,14 +128,11 @@ def plan_actions(
         stale = None if held_elsewhere else stale_reason(rec)
         if stale:
             planned.append(PlannedRun(spec, "rerun", stale + (", --force" if force else ""), repair="stale"))
-        elif force:
-            planned.append(PlannedRun(spec, "rerun", "--force"))
-        elif rec.status == RunStatus.ok and same:
+        elif rec.status == RunStatus.ok and same and not force:
             planned.append(PlannedRun(spec, "skip-ok", "already ok, same spec"))
-        elif not same:
-            planned.append(PlannedRun(spec, "rerun", "spec changed"))
         else:
-            planned.append(PlannedRun(spec, "rerun", f"previous status {rec.status.value}"))
+            why = "--force" if force else f"previous status {rec.status.value}" if same else "spec changed"
+            planned.append(PlannedRun(spec, "rerun", why))
     return planned
 
 
@@ -188,8 +179,7 @@ SLURM_FLAGS = {
 def campaign_dir_for(
     scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
 ) -> CampaignDir:
-    """reports/<scenario>/<campaign-id> (every part a checked name); the id defaults to the
-    profile, so a re-run resumes."""
+    """reports/<scenario>/<campaign-id>, checked names; the id defaults to the profile (a re-run resumes)."""
     cid = check_name(campaign_id, "--campaign") if campaign_id is not None else (profile or "default")
     check_name(scenario.name, "scenario name")
     check_name(cid, "campaign id")
@@ -234,9 +224,8 @@ def plan_campaign(
     force: bool = False,
     check_executor: bool = True,
 ) -> Plan:
-    """Check the scenario and every option, and say which runs the campaign has and where (nothing
-    is written). ``check_executor``: also refuse an executor that cannot start runs from here
-    (Slurm without its tools or a node up); a dry run passes False, it shows the commands anywhere."""
+    """Check the scenario and every option; the campaign's runs and where (nothing written).
+    ``check_executor``: refuse an executor that cannot start runs here (a dry run passes False)."""
     path = None if isinstance(scenario, Scenario) else resolve_scenario_path(scenario)
     loaded = scenario if path is None else load_scenario(path)
     profile = select_profile(loaded, profile)
@@ -279,7 +268,7 @@ class DryRunEntry:
     env: dict[str, str]
 
     def shell(self) -> str:
-        """The exact command, with the variables it adds, as one line to copy."""
+        """The exact command with its variables, one line to copy."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return (env + " " if env else "") + shlex.join(self.command)
 
