@@ -1,20 +1,10 @@
-"""Timing from LightX2V's logs: the ``[Profile]`` lines of its profiler, for one run of any ranks.
-
-LightX2V (with PROFILING_DEBUG_LEVEL >= 1) logs through loguru ``... - [Profile] Rank 0 - Level1_Log
-Run Dit every step cost 12.345678 seconds`` and, without a rank, MiniMax-H3's step markers
-(``==> MiniMax-H3 step: i / N``) and packed layout (``text=.., audio=.., video=.., total=..``).
-
-Conventions (``parse_lightx2v_logs``):
-* ranks come from ``Rank N`` in profile lines, from a ``[rankN]:``/``[defaultN]:`` line prefix
-  (torchrun), or from the text's key (``rank1``, ``rank1.log``); ``Single GPU`` is rank "0".
-* the k-th ``Run Dit every step`` of a rank is its DiT step k; a step's seconds are the maximum
-  over ranks (the step ends when the slowest rank ends), kept only when every stepping rank timed it.
-* a stage's seconds: the sum of its occurrences in a rank, then the maximum over ranks. ``dit`` is
-  the sum of the kept steps; ``run_dit_stage`` is LightX2V's "Run DiT" (for H3 also the VAE decode
-  and the save). What a rank timed before a ``Warmup`` line (but the model load) is dropped.
-* nothing is guessed: a value not in the logs stays unset and ``missing`` says so; an implausible
-  one (``_implausible``) is a ``LogProblem`` naming file and line with ``strict`` (logs a user hands
-  in), else left out and noted. ``infer_steps`` (the config's) must agree with the DiT steps timed.
+"""Timing from LightX2V's logs (PROFILING_DEBUG_LEVEL >= 1): its ``[Profile] Rank 0 - Level1_Log Run
+Dit every step cost 12.3 seconds`` lines, MiniMax-H3's step markers and packed layout, for any ranks.
+A rank is ``Rank N``, a torchrun ``[rankN]:`` prefix or the source's name (``Single GPU``: "0"); the
+k-th step line of a rank is DiT step k, its seconds the maximum over ranks (kept only when every
+stepping rank timed it); a stage sums per rank, then takes the maximum over ranks; what a rank timed
+before ``Warmup`` (but the model load) is dropped. Nothing is guessed: a value not logged stays unset
+and ``missing`` says so; an implausible one is a ``LogProblem`` with ``strict``, else left out and noted.
 """
 
 from __future__ import annotations
@@ -102,9 +92,8 @@ def parse_lightx2v_logs(
     world_size: int | None = None,
     infer_steps: int | None = None,
 ) -> TimingRecord:
-    """Parse one run's logs: a dict of source name -> text (one per rank, or stdout/stderr), or one
-    text. ``strict``: an implausible value raises ``LogProblem`` (else it is left out and noted);
-    ``world_size``: the run's rank count when known; ``infer_steps``: the config's."""
+    """One run's timing from its logs: source name -> text (one per rank, or stdout/stderr), or one text;
+    ``infer_steps`` (the config's) must agree with the DiT steps timed."""
     if isinstance(texts, str):
         texts = {"log": texts}
     known = _known_ranks(texts)
@@ -159,8 +148,8 @@ def parse_lightx2v_logs(
 
 
 def _known_ranks(texts: dict[str, str]) -> set[str]:
-    """The ranks the sources themselves name (file names, torchrun line prefixes); without any,
-    0..N-1 for the N ranks the profile lines name (a stray "Rank 7" beside "Rank 0" is not one)."""
+    """The ranks the sources name (file names, torchrun prefixes), else 0..N-1 for the N the profile
+    lines name (a stray "Rank 7" beside "Rank 0" is not one)."""
     known = {r for r in map(_key_rank, texts) if r is not None}
     for text in texts.values():
         known.update(str(int(m.group("rank"))) for m in _PREFIXES.finditer(text))
