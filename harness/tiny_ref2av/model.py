@@ -1,12 +1,13 @@
-"""A small DiT over one packed [text | audio | video] sequence, shaped after MiniMax-H3, its attention a
-caller's callable. Seeded weights keep latents and targets in a small "content" subspace the head reads
-out, so the clean latent is "target + what attention mixed in": numerics show without destroying it.
+"""A small DiT over one packed [text | audio | video] sequence after MiniMax-H3, and its sampler. Seeded
+weights keep latents and targets in a small "content" subspace the head reads out, so the clean latent is
+"target + what the caller's attention mixed in": its numerics show without destroying the output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -245,3 +246,69 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rot * sin
+
+
+# --- the sampler: flow-matching Euler, video and audio each with its sigma shift, as MiniMax-H3 -------
+# schedules it (``infer_steps`` sigma points including the terminal 0: N-1 DiT steps); the initial
+# noise is drawn on the CPU from the run seed, the same on every device and backend.
+
+
+def shifted_sigmas(infer_steps: int, shift: float) -> list[float]:
+    """``infer_steps`` points from 1 to 0, warped by sigma' = s*sigma / (1 + (s-1)*sigma)."""
+    if infer_steps < 2:
+        raise ValueError("infer_steps counts sigma points including the terminal 0: it must be >= 2")
+    base = torch.linspace(1.0, 0.0, infer_steps, dtype=torch.float64)
+    return (shift * base / (1.0 + (shift - 1.0) * base)).tolist()
+
+
+def initial_noise(cfg: PipelineConfig, seed: int) -> tuple[Tensor, Tensor]:
+    """Video [t, h, w, C] then audio [n, C] standard normal noise, float32, on the CPU."""
+    g = torch.Generator(device="cpu").manual_seed(int(seed))
+    video = torch.randn(cfg.latent_t, cfg.latent_h, cfg.latent_w, VIDEO_CH, generator=g)
+    return video, torch.randn(cfg.audio_tokens, AUDIO_CH, generator=g)  # drawn after the video's
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class StepResult:
+    index: int  # 1-based DiT step
+    total: int
+    seconds: float
+    video: Tensor  # latents after the step, float32 on the device
+    audio: Tensor
+    sigma_video: float  # sigma reached by the step
+    sigma_audio: float
+
+
+def sample(
+    model: TinyRef2AV,
+    cond: Conditioning,
+    seed: int,
+    attention: Attention,
+    on_step: Callable[[StepResult], None] | None = None,
+    site: SiteHook | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Run the N-1 Euler steps; the final video/audio latents (float32, on the device)."""
+    cfg, device = model.cfg, model.device
+    sig_v = shifted_sigmas(cfg.infer_steps, cfg.video_flow_shift)
+    sig_a = shifted_sigmas(cfg.infer_steps, cfg.audio_flow_shift)
+    noise_v, noise_a = initial_noise(cfg, seed)
+    x_v, x_a = noise_v.to(device), noise_a.to(device)
+    n = cfg.dit_steps
+    for i in range(n):
+        synchronize(device)
+        t0 = time.perf_counter()
+        with at_site(site, step=i + 1, steps=n):
+            v_v, v_a = model.velocity(x_v, x_a, sig_v[i], sig_a[i], cond, attention, site)
+        # Latents stay float32 between steps (H3: keep_latents_dtype_in_scheduler).
+        x_v = x_v + (sig_v[i + 1] - sig_v[i]) * v_v.float()
+        x_a = x_a + (sig_a[i + 1] - sig_a[i]) * v_a.float()
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+        if on_step is not None:
+            on_step(StepResult(i + 1, n, seconds, x_v, x_a, sig_v[i + 1], sig_a[i + 1]))
+    return x_v, x_a

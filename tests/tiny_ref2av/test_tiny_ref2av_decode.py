@@ -13,7 +13,7 @@ from harness.tiny_ref2av.conditioning import (
     video_target,
 )
 from harness.tiny_ref2av.config import PRESETS
-from harness.tiny_ref2av.decode import VideoDecoder, decode_audio
+from harness.tiny_ref2av.run import VideoDecoder, decode_audio
 
 CPU = torch.device("cpu")
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from harness.tiny_ref2av.config import PRESETS
-from harness.tiny_ref2av.sampler import initial_noise, shifted_sigmas
+from harness.tiny_ref2av.model import initial_noise, shifted_sigmas
 
 
 @pytest.mark.parametrize("n,shift", [(4, 12.0), (4, 3.0), (30, 12.0), (2, 5.0)])
@@ -51,8 +51,7 @@ def test_the_site_hook_brackets_every_step_and_each_blocks_attention_call():
     import torch.nn.functional as F
 
     from harness.tiny_ref2av.conditioning import audio_target, tokenize, video_target
-    from harness.tiny_ref2av.model import Conditioning, TinyRef2AV
-    from harness.tiny_ref2av.sampler import sample
+    from harness.tiny_ref2av.model import Conditioning, TinyRef2AV, sample
 
     cfg = PRESETS["tiny"]
     model = TinyRef2AV(cfg, torch.device("cpu"), torch.float32)

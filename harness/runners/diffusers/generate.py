@@ -14,7 +14,7 @@ import torch
 from harness.records import StepTiming, TimingRecord
 from harness.runners.common import write_step_latents
 from harness.runners.diffusers.schema import PIPELINES
-from harness.tiny_ref2av.sampler import synchronize
+from harness.tiny_ref2av.model import synchronize
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
 # Arguments of every pipeline call, as the spec's ``pipeline`` parameters name them.
