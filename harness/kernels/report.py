@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,7 +19,6 @@ from harness.kernels.results import (
     RULE,
     AccuracyMetrics,
     BitwiseCheck,
-    EmulatorAgreement,
     KernelRow,
     KernelsResult,
     SpeedMetrics,
@@ -32,7 +30,6 @@ from harness.safe_write import atomic_write_text
 from harness.text_table import TextTable, md_code, md_escape, md_rows, md_text, md_unescape
 
 REPORT_MD = "report.md"
-CELL_SEP = re.compile(r"(?<!\\)\|")  # a table's '|' (a cell's own is escaped: '\|')
 INDEX_HTML = "index.html"
 BITWISE_CHECKS = {  # the checks' names in kernels.json -> their column in report.md
     "direct_vs_direct": "direct op vs direct op",
@@ -59,10 +56,34 @@ def _bit(checks: list[BitwiseCheck], name: str) -> str:
     return "-"
 
 
-def _table(title: str, headers: list[str], rows: list[list[str]], *, empty_too: bool = False) -> list[str]:
-    """A titled markdown table, every cell escaped (labels, reasons and notes come from scenarios and
-    errors), none without rows unless ``empty_too``; ``markdown_sections`` reads them back for the page."""
-    return ["", f"### {title}", "", *md_rows(headers, rows)] if rows or empty_too else []
+class ReportText:
+    """report.md's lines and the page's section, written together from the records: the page shows
+    each line as it reads (escapes undone; it escapes it as HTML)."""
+
+    def __init__(self, title: str):  # markdown, escaped
+        self.lines = [f"## {title}", ""]
+        self.section = Section(id="s0", title=md_unescape(title.strip()))
+
+    def para(self, line: str) -> None:
+        self.lines.append(line)
+        self.section.paragraphs.append(md_unescape(line.rstrip()))
+
+    def bullet(self, line: str) -> None:
+        self.lines.append(f"- {line}")
+        self.section.bullets.append(md_unescape(line.rstrip()))
+
+    def table(
+        self, title: str, headers: list[str], rows: list[list[str]], *, empty_too: bool = False
+    ) -> None:
+        """A titled table, every cell escaped (labels, reasons and notes come from scenarios and
+        errors), none without rows unless ``empty_too``."""
+        if rows or empty_too:
+            self.lines += ["", f"### {title}", "", *md_rows(headers, rows)]
+            cells = [[md_unescape(md_escape(c).strip()) for c in row] for row in [headers, *rows]]
+            table = TextTable(title=title, headers=cells[0])
+            for row in cells[1:]:
+                table.add(row)
+            self.section.tables.append(table)
 
 
 def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
@@ -97,13 +118,12 @@ def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
     ]
 
 
-def _agreement_lines(result: KernelsResult) -> list[str]:
+def _agreement(page: ReportText, result: KernelsResult) -> None:
     """Each emulator beside its kernel, shape by shape, and its summary; the emulators whose kernel
     did not run here in one line each (the section itself only where a pair was measured)."""
-    lines: list[str] = []
-    pairs: list[EmulatorAgreement] = result.agreement
+    pairs = result.agreement
     if pairs:
-        lines += _table(
+        page.table(
             "Emulators beside their kernels",
             ["shape", "emulator", "kernel", "kernel rel L1", "emulator rel L1", "ratio", "kernel scale",
              "emulator scale", "word"],
@@ -111,32 +131,36 @@ def _agreement_lines(result: KernelsResult) -> list[str]:
               f"{s.kernel_scale:.4f}", f"{s.emulator_scale:.4f}", s.word] for a in pairs for s in a.shapes],
         )  # fmt: skip
         where = f"{pairs[0].machine}, {pairs[0].date}"  # one run: one machine, one date
-        lines += ["", md_text(f"Agreement: {RULE}; measured on {where}."), ""]
-        lines += [f"- {md_text(f'{a.summary}. Software: {a.software}.')}" for a in pairs]
+        page.lines.append("")
+        page.para(md_text(f"Agreement: {RULE}; measured on {where}."))
+        page.lines.append("")
+        for a in pairs:
+            page.bullet(md_text(f"{a.summary}. Software: {a.software}."))
     for u in result.unpaired_emulators:  # a line of its own, not an item of the findings' list
-        lines += ["", md_text(u.text)]
-    return lines
+        page.lines.append("")
+        page.para(md_text(u.text))
 
 
-def kernels_markdown(result: KernelsResult) -> str:
+def kernels_report(result: KernelsResult) -> ReportText:
     """The tables for a pull request: accuracy, speed, bitwise checks, skipped rows."""
-    lines = [f"## Attention kernels: {md_escape(result.name)}", ""]
+    page = ReportText(f"Attention kernels: {md_escape(result.name)}")
     env = result.env
     versions = ", ".join(
         f"{k} {v}" for k, v in env.items() if v and k in ("torch", "triton", "sageattention", "amd-aiter")
     )
     arch = f", {env['gpu_arch']}" if env.get("gpu_arch") else ""
-    lines.append(md_text(f"Device: {result.device_name} ({result.device}{arch}); {versions}."))
+    page.para(md_text(f"Device: {result.device_name} ({result.device}{arch}); {versions}."))
     for p in result.peaks.values():
         db = f"; do_bench {p.do_bench_tflops:.1f}" if p.do_bench_tflops else ""
-        lines.append(md_text(f"Matmul peak {p.dtype} {p.size}^3: {p.tflops:.3g} TFLOP/s ({p.timer}{db})."))
+        page.para(md_text(f"Matmul peak {p.dtype} {p.size}^3: {p.tflops:.3g} TFLOP/s ({p.timer}{db})."))
     for s in result.shapes:
         sh = s.shape
         note = f" - {sh.note}" if sh.note else ""  # free text of the scenario: escaped with the rest
         what = f"B={sh.batch} H={sh.heads} Nq={sh.seq_q} Nk={sh.seq_k} D={sh.head_dim} {sh.dtype}, "
-        lines.append(f"Shape {md_code(sh.name)}: " + md_text(f"{what}reference {s.reference_dtype}{note}."))
-    lines += [f"- {md_text(n)}" for n in result.notes]
-    lines += _table(
+        page.para(f"Shape {md_code(sh.name)}: " + md_text(f"{what}reference {s.reference_dtype}{note}."))
+    for n in result.notes:
+        page.bullet(md_text(n))
+    page.table(
         "Accuracy against the exact reference",
         ["shape", "backend", "cosine", "rel L1", "RMSE", "max abs", "row cos p10", "rows cos>0.99", "NaN/Inf",
          "zero rows", "scale", "rel L1 unscaled"],
@@ -144,17 +168,23 @@ def kernels_markdown(result: KernelsResult) -> str:
         empty_too=True,
     )  # fmt: skip
     if result.findings is not None:
-        found = [f"- {md_text(f.text)}" for f in result.findings]
-        head = f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):"
-        lines += ["", md_text(head), "", *(found or ["- none: no shape stands out, no output is scaled"])]
-    lines += _agreement_lines(result)
-    lines += _table(
+        page.lines.append("")
+        page.para(
+            md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):")
+        )
+        page.lines.append("")
+        for f in result.findings:
+            page.bullet(md_text(f.text))
+        if not result.findings:
+            page.bullet("none: no shape stands out, no output is scaled")
+    _agreement(page, result)
+    page.table(
         "Speed",
         ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
          "quant ms", "timer"],
         [_speed_cells(r, r.speed) for r in result.rows if r.speed is not None],
     )  # fmt: skip
-    lines += _table(
+    page.table(
         "Bitwise checks",
         ["shape", "backend", *BITWISE_CHECKS.values(), "reading"],
         [
@@ -163,63 +193,27 @@ def kernels_markdown(result: KernelsResult) -> str:
             if r.bitwise
         ],
     )
-    lines += _table(
+    page.table(
         "Skipped or failed",
         ["shape", "backend", "status", "reason"],
         [[r.shape, r.label, r.status, r.reason or ""] for r in result.rows if r.status != "ok"],
     )
-    lines += [
-        "",
+    page.lines.append("")
+    page.para(
         md_text(
             f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s."
-        ),
-        "",
-    ]
-    return "\n".join(lines)
+        )
+    )
+    page.lines.append("")
+    return page
 
 
-def markdown_sections(text: str) -> list[Section]:
-    """Report sections of the markdown the harness writes (`#` headings, `|` tables whose second line
-    is the separator, `- ` bullets, plain lines), escapes undone (the page escapes it as HTML)."""
-    sections: list[Section] = []
-    sec: Section | None = None
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip()
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            title = md_unescape(line[level:].strip())
-            if sec is None or level <= 2:
-                sec = Section(id=f"s{len(sections)}", title=title)
-                sections.append(sec)
-            else:
-                sec.tables.append(TextTable(title=title, headers=[]))
-            i += 1
-            continue
-        if sec is None:
-            sec = Section(id="s0", title="")
-            sections.append(sec)
-        if line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
-            cells = lambda s: [md_unescape(c.strip()) for c in CELL_SEP.split(s.strip().strip("|"))]  # noqa: E731
-            title = sec.tables.pop().title if sec.tables and not sec.tables[-1].headers else ""
-            table = TextTable(title=title, headers=cells(line))
-            i += 2
-            while i < len(lines) and lines[i].startswith("|"):
-                table.add(cells(lines[i]))
-                i += 1
-            sec.tables.append(table)
-            continue
-        if line.startswith("- "):
-            sec.bullets.append(md_unescape(line[2:]))
-        elif line:
-            sec.paragraphs.append(md_unescape(line))
-        i += 1
-    return sections
+def kernels_markdown(result: KernelsResult) -> str:
+    return "\n".join(kernels_report(result).lines)
 
 
-def kernels_html(result: KernelsResult, markdown_text: str) -> str:
-    """index.html for a kernel benchmark: the markdown tables as a static page (the report's template)."""
+def kernels_html(result: KernelsResult, section: Section) -> str:
+    """index.html for a kernel benchmark: report.md's section as a static page (the report's template)."""
     res = SimpleNamespace(
         scenario_name=result.name,
         campaign_id="kernels",
@@ -229,7 +223,7 @@ def kernels_html(result: KernelsResult, markdown_text: str) -> str:
     )
     page = render_page(
         res,
-        markdown_sections(markdown_text),
+        [section],
         scenario_text=yaml.safe_dump(result.block, sort_keys=False),
         env_text=json.dumps(result.env, indent=2, default=str),
     )
@@ -240,8 +234,8 @@ def kernels_html(result: KernelsResult, markdown_text: str) -> str:
 
 def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
     """Write report.md and index.html into ``out_dir``; returns {name: path}."""
-    text = kernels_markdown(result)
+    page = kernels_report(result)
     paths = {REPORT_MD: Path(out_dir) / REPORT_MD, INDEX_HTML: Path(out_dir) / INDEX_HTML}
-    atomic_write_text(paths[REPORT_MD], text)
-    atomic_write_text(paths[INDEX_HTML], kernels_html(result, text))
+    atomic_write_text(paths[REPORT_MD], "\n".join(page.lines))
+    atomic_write_text(paths[INDEX_HTML], kernels_html(result, page.section))
     return paths

@@ -26,9 +26,7 @@ from harness.attention.exact import full_fp32_matmul
 from harness.attention.registry import check_options
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
-from harness.kernels.agreement import kernels_agreement, unpaired_emulators
 from harness.kernels.captured import captured_shapes, load_captured
-from harness.kernels.findings import kernels_findings
 from harness.kernels.measure import Timer, accuracy_metrics, bitwise_compare, tflops, time_do_bench
 from harness.kernels.report import write_kernels_report
 from harness.kernels.results import (
@@ -40,6 +38,9 @@ from harness.kernels.results import (
     PeakResult,
     ShapeResult,
     SpeedMetrics,
+    kernels_agreement,
+    kernels_findings,
+    unpaired_emulators,
 )
 from harness.kernels.schema import BackendEntry, KernelsBlock, KernelShape
 from harness.safe_write import atomic_write_json

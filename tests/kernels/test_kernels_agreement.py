@@ -1,4 +1,4 @@
-"""harness.kernels.agreement: an emulator beside the kernel it models, per shape.
+"""harness.kernels.results (kernels_agreement): an emulator beside the kernel it models, per shape.
 
 On a CPU no kernel runs, so the pairs are built from real emulator rows of a real ``run_kernels``:
 the rows of the SageAttention 1.0.6 emulator (variant sageattn1_triton) stand in for the kernel
@@ -19,15 +19,7 @@ from kernels_testutil import SCENARIOS, make_block
 from rich.console import Console
 
 from harness.attention.sage_variants import VARIANT_PROVENANCE
-from harness.kernels.agreement import (
-    agreement_word,
-    kernels_agreement,
-    pairs_with,
-    rel_l1_ratio,
-    shape_agreement,
-    unpaired_emulators,
-)
-from harness.kernels.report import kernels_markdown, markdown_sections
+from harness.kernels.report import kernels_markdown, kernels_report
 from harness.kernels.results import (
     AGREES,
     DOES_NOT_FOLLOW,
@@ -35,6 +27,12 @@ from harness.kernels.results import (
     RATIO_BOUND,
     SCALE_BOUND,
     KernelsResult,
+    agreement_word,
+    kernels_agreement,
+    pairs_with,
+    rel_l1_ratio,
+    shape_agreement,
+    unpaired_emulators,
 )
 from harness.kernels.run import run_kernels, run_kernels_scenario
 from harness.store import read_record
@@ -186,7 +184,7 @@ def test_ratio_of_equal_and_zero_errors():
 def test_the_report_renders_the_section_from_the_records(paired, tmp_path):
     md = kernels_markdown(paired)
     assert "### Emulators beside their kernels" in md
-    (sec,) = markdown_sections(md)
+    sec = kernels_report(paired).section
     (table,) = [t for t in sec.tables if t.title == "Emulators beside their kernels"]
     assert table.headers == [
         "shape", "emulator", "kernel", "kernel rel L1", "emulator rel L1", "ratio", "kernel scale",

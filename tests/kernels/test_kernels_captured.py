@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from harness.attention import exact_attention, get_backend
-from harness.attention.insitu import CallSites
 from harness.attention.insitu.build import shadowed_attention
+from harness.attention.insitu.sites import CallSites
 from harness.errors import HarnessError
 from harness.kernels.captured import captured_shapes, load_captured
 from harness.kernels.measure import accuracy_metrics

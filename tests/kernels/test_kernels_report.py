@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.kernels.report import kernels_markdown, markdown_sections
+from harness.kernels.report import ReportText, kernels_markdown
 
 
 @pytest.mark.slow
@@ -18,9 +18,17 @@ def test_smoke_markdown_has_every_row(smoke):
     assert "| self_1k | torch_sdpa | identical | identical | identical |" in md
 
 
-def test_markdown_sections_parse_tables_and_escape_in_html(tmp_path):
-    md = "## Title\n\nintro <b>line</b>\n\n### Table\n\n| a | b |\n|---|---|\n| 1 | <script>x</script> |\n- note\n"
-    (sec,) = markdown_sections(md)
+def test_the_page_section_is_the_markdown_as_it_reads(tmp_path):
+    page = ReportText("Title")
+    page.para("intro &lt;b&gt;line&lt;/b&gt;")
+    page.table("Table", ["a", "b"], [["1", "<script>x</script>"]])
+    page.table("Empty", ["a"], [])
+    page.bullet("note")
+    assert page.lines == [
+        "## Title", "", "intro &lt;b&gt;line&lt;/b&gt;", "", "### Table", "", "| a | b |", "|---|---|",
+        "| 1 | &lt;script&gt;x&lt;/script&gt; |", "- note",
+    ]  # fmt: skip
+    sec = page.section
     assert sec.title == "Title" and sec.paragraphs == ["intro <b>line</b>"] and sec.bullets == ["note"]
     (table,) = sec.tables
     assert (

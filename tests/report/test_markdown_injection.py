@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 from records_testutil import ONE_SEED
 
 from harness.history import build_history
-from harness.kernels.report import kernels_markdown, markdown_sections, write_kernels_report
+from harness.kernels.report import kernels_markdown, kernels_report, write_kernels_report
 from harness.kernels.results import KernelsResult
 from harness.report import build_report, render_results
 from harness.report.github_summary import publish_summary
@@ -138,7 +138,7 @@ def test_kernel_report_carries_a_shapes_note_and_reasons_as_text(tmp_path):
     md = kernels_markdown(result)
     assert_inert(md, ["note", "device", "knote", "kreason"], "kernels report.md")
     # the page shows the same text, as text: the escapes are undone, then HTML-escaped
-    (sec,) = markdown_sections(md)
+    sec = kernels_report(result).section
     assert any(hostile("note").replace("\n", " ") in p for p in sec.paragraphs)
     failed = next(t for t in sec.tables if t.title == "Skipped or failed")
     assert failed.rows[0][3] == (hostile("kreason") + " a|b").replace("\n", " ")
