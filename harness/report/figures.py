@@ -1,6 +1,5 @@
-"""The report's figures, drawn from results.json and its assets, and redrawn only when what they show
-changed: each figure's inputs (numbers, the assets' content) are hashed into assets/figures.json, so
-an unchanged results.json draws nothing (nor imports matplotlib)."""
+"""The report's figures, from results.json and its assets, redrawn only when what they show changed (its
+inputs hashed into assets/figures.json: an unchanged results.json draws nothing, imports no matplotlib)."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ Draw = Callable[[Path], Path | None]
 
 
 class AssetReader:
-    """Assets of a results.json, by the relative paths it names (never a path outside its folder).
-    ``missing``: what report.md shows and is not there; the page's own assets (``page=True``: left
-    out of committed examples with the media) are named missing in the page where they would be."""
+    """Assets of a results.json by the relative paths it names (never outside its folder); ``missing``: what
+    report.md shows and is not there (the page's own, ``page=True``, are named missing in the page)."""
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
@@ -48,7 +46,6 @@ class AssetReader:
         return None if p is None else sha256_file(p)
 
     def read(self, rel: str, model: Any) -> Any:
-        """The asset at ``rel`` (checked by ``path``) as a ``model`` record."""
         return model.model_validate_json((self.root / rel).read_bytes())
 
 
@@ -60,16 +57,9 @@ def grey_image(png: Path) -> Any:
     return grey[..., 0] if grey.ndim == 3 else grey
 
 
-def spectrogram_db(png: Path, view: AudioView) -> Any:
-    """The dB image of an AudioView's 8-bit spectrogram PNG."""
-    lo, hi = view.spectrogram_db
-    return lo + grey_image(png) * (hi - lo)
-
-
-def plots(name: str = "plots") -> Any:
-    """``report.plots`` (or ``report.<name>``), imported by the first figure drawn (matplotlib takes
-    a second to load)."""
-    return import_module(f"harness.report.{name}")
+def plots() -> Any:
+    """``report.plots``, imported by the first figure drawn (matplotlib takes a second to load)."""
+    return import_module("harness.report.plots")
 
 
 def first_seed_runs(res: ReportResults) -> list[RunSummary]:
@@ -91,8 +81,7 @@ EMULATOR_TAG = " [emulator]"  # after an emulator's name in the legend: its x is
 
 
 def speed_accuracy_inputs(res: ReportResults) -> tuple[list[Point], list[FloorPoint], float, str] | None:
-    """(points, floors, tolerance, y label) of the speed-against-accuracy figure; None when no
-    candidate has both a speed-up and a ratio."""
+    """(points, floors, tolerance, y label) of the figure; None when no candidate has a speed-up and a ratio."""
     cands = res.review
     # one point per candidate, at the ratio of the reading that decides; identical output on the bottom edge
     points = [(r.arm + (EMULATOR_TAG if r.emulator else ""), r.word, triple(r.step),
@@ -130,7 +119,7 @@ def speed_accuracy_caption(points: list[Point], floors: list[FloorPoint], tolera
 
 
 def figure_captions(res: ReportResults) -> dict[str, str]:
-    """Captions that depend on what a figure draws, by figure name (computed without drawing it)."""
+    """Captions that depend on what a figure draws, by figure name (without drawing it)."""
     shown = speed_accuracy_inputs(res)
     return {} if shown is None else {"speed_accuracy": speed_accuracy_caption(*shown[:3])}
 
@@ -182,13 +171,11 @@ def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
             )
     shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
     jobs: list[tuple[str, Any, Any]] = [
-        (STEPS_FIGURE, shown, lambda p: plots("insitu_plots").steps_plot(ins.readings, Path(p)))
+        (STEPS_FIGURE, shown, lambda p: plots().steps_plot(ins.readings, Path(p)))
     ]
     for r in (r for r in ins.readings if r.heatmap):
         cells = [c.model_dump(mode="json") for c in r.cells]
-        jobs.append(
-            (r.heatmap, [r.candidate, cells], lambda p, r=r: plots("insitu_plots").heatmap_plot(r, Path(p)))
-        )
+        jobs.append((r.heatmap, [r.candidate, cells], lambda p, r=r: plots().heatmap_plot(r, Path(p))))
     return jobs
 
 
@@ -223,7 +210,8 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             for lab, rel, spec in tracks:
                 view = assets.read(rel, AudioView)
                 png = assets.path(spec) if spec else None
-                drawn.append((lab, view, spectrogram_db(png, view) if png is not None else None))
+                lo, hi = view.spectrogram_db
+                drawn.append((lab, view, lo + grey_image(png) * (hi - lo) if png is not None else None))
             return plots().audio_plot(drawn, p)
 
         shown = [
@@ -265,9 +253,8 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
 
 
 def draw_figures(res: ReportResults, assets: AssetReader, out_dir: Path, notes: list[str]) -> dict[str, Path]:
-    """{figure name: PNG under ``out_dir``/assets/} for every figure there is data for; a figure whose
-    inputs are unchanged since it was drawn is reused. A figure that fails is named in ``notes``; the
-    assets it missed are in ``assets.missing``."""
+    """{figure name: PNG under ``out_dir``/assets/} for every figure there is data for (one whose inputs are
+    unchanged is reused); a figure that fails is named in ``notes``, its missing assets in ``assets.missing``."""
     jobs = figure_jobs(res, assets)
     # Every figure's file is checked before any is drawn: a name that would leave assets/ (or an
     # assets/ that is a symbolic link) is refused whole, with nothing written.

@@ -1,6 +1,5 @@
-"""Report figures as small PNGs (matplotlib's object API: no pyplot state, no display needed), from
-numbers of results.json or its assets; each ``*_plot`` returns the PNG's path, or None when there
-is nothing to draw."""
+"""Report figures as small PNGs (matplotlib's object API: no pyplot state), from numbers of results.json
+or its assets, the in-situ ones included; each ``*_plot`` returns the PNG's path, or None: nothing to draw."""
 
 from __future__ import annotations
 
@@ -10,11 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
-from harness.analysis.model import AudioView, FrameSeries, SpectrogramDiff
+from harness.analysis.model import AudioView, FrameSeries, InSituReading, SpectrogramDiff
 from harness.number_format import ratio_text
 from harness.report.review import WORD_COLOURS, drawn_points
 from harness.safe_write import atomic_write_bytes
@@ -29,25 +29,22 @@ def line_style(i: int) -> dict[str, str]:
     return {"color": PALETTE[i % len(PALETTE)], "ls": DASHES[(i // len(PALETTE)) % len(DASHES)]}
 
 
-def mathtext_escaped(text: str) -> str:
-    """``text`` drawn as written: matplotlib reads a pair of ``$`` as mathtext (a GPU or arm name
-    from a results.json, ``$x$``, would be typeset; ``$\\foo$`` fails the whole figure)."""
-    return text.replace("$", r"\$")
-
-
 def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes with no date in it, every text in it drawn as written: the one
-    way a figure of the harness is rendered (labels, titles, legends and annotations come from
-    records, and so may tick labels given as text; numeric tick labels are the axes' own)."""
+    """The figure as PNG bytes with no date in it, every text drawn as written (records' text: a pair of
+    ``$`` would be typeset as mathtext, ``$\\foo$`` fails the figure): the one way a figure is rendered."""
+
+    def escaped(text: str) -> str:
+        return text.replace("$", r"\$")
+
     for t in fig.findobj(Text):
-        t.set_text(mathtext_escaped(t.get_text()))
+        t.set_text(escaped(t.get_text()))
     for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):
         # Tick labels given as text (set_xticks(ticks, labels)) are a FixedFormatter or, from
         # matplotlib 3.10, a FuncFormatter over them: escaped as they are drawn.
         for fmt, put in ((axis.get_major_formatter(), axis.set_major_formatter),
                          (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
             if isinstance(fmt, FixedFormatter | FuncFormatter) and not getattr(fmt, "escaped", False):
-                plain = FuncFormatter(lambda x, pos, f=fmt: mathtext_escaped(str(f(x, pos))))
+                plain = FuncFormatter(lambda x, pos, f=fmt: escaped(str(f(x, pos))))
                 plain.escaped = True  # type: ignore[attr-defined]
                 put(plain)
     buf = io.BytesIO()
@@ -72,11 +69,11 @@ def save_png(fig: Figure | None, path: Path) -> Path | None:
 
 
 def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Path | None:
-    """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
     return save_png(per_frame_figure(series), path)
 
 
 def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None:
+    """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
     data = [(label, d) for label, d in series if d.psnr or d.ssim]
     if not data:
         return None
@@ -112,13 +109,12 @@ def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None
 
 
 def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path: Path) -> Path | None:
-    """Waveform envelope (with the difference to the first track) and spectrogram, one row per track
-    (label, view, spectrogram in dB or None), the reference first; each named above its waveform (a
-    y label runs into the rows beside it)."""
     return save_png(audio_figure(tracks), path)
 
 
 def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> Figure | None:
+    """Waveform envelope (and its difference to the first track's) and spectrogram, one row per track
+    (label, view, spectrogram in dB or None), the reference first, each named above its waveform."""
     tracks = [t for t in tracks if t[1].signal.t]
     if not tracks:
         return None
@@ -151,8 +147,7 @@ def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> 
 
 
 def legend_columns(labels: Sequence[str], width: float, fontsize: float = 8, most: int = 3) -> int:
-    """Columns of a legend of ``labels`` that fit a figure ``width`` inches wide (a character is
-    about 0.6 of the font size; the marker and the gap about 0.45 inch)."""
+    """Columns of a legend of ``labels`` that fit ``width`` inches (a character 0.6 of the font size)."""
     column = max((len(t) for t in labels), default=1) * fontsize * 0.6 / 72 + 0.45
     return max(1, min(most, len(labels), int(0.95 * width // column)))
 
@@ -166,8 +161,7 @@ def legend_figure(
 
 
 def legend_below(fig: Figure, fontsize: float = 8, most: int = 3) -> None:
-    """The figure's legend under its axes (inside them it covers lines wherever they run), in as
-    many columns as fit its width; constrained layout keeps it off the axes and their labels."""
+    """The figure's legend under its axes (inside them it covers lines), in as many columns as fit."""
     labels = [t for ax in fig.axes for t in ax.get_legend_handles_labels()[1]]
     fig.legend(loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth(), fontsize, most),
                fontsize=fontsize, frameon=False)  # fmt: skip
@@ -278,28 +272,17 @@ def _span(
 # the accepted baseline's alone. Floors: hollow grey, each its own marker.
 CANDIDATE_MARKERS = ("o", "D", "^", "P", "X", "h", "v", "p", "<", ">", "d", "H", "8")
 FLOOR_MARKERS = ("s", "D", "^", "v", "o", "p", "h", "<", ">")
+YLABEL = "error energy / the noise floor's"
 
 
-def speed_accuracy_plot(
-    points: Sequence[tuple[str, str, tuple, tuple, bool]],
-    floors: Sequence[tuple[str, tuple, float]],
-    tolerance: float,
-    path: Path,
-    ylabel: str = "error energy / the noise floor's",
-) -> Path | None:
-    """Speed-up (x) against the error ratio to the noise floor (y), both on log axes, with intervals."""
+def speed_accuracy_plot(points, floors, tolerance: float, path: Path, ylabel: str = YLABEL) -> Path | None:
     return save_png(speed_accuracy_figure(points, floors, tolerance, ylabel), path)
 
 
-def speed_accuracy_figure(
-    points: Sequence[tuple[str, str, tuple, tuple, bool]],
-    floors: Sequence[tuple[str, tuple, float]],
-    tolerance: float,
-    ylabel: str = "error energy / the noise floor's",
-) -> Figure | None:
-    """``points`` and ``floors`` as ``figures.speed_accuracy_inputs`` gives them; a ratio of 0 (identical
-    output) on the bottom edge. No name beside a point (names collide where points are close): the
-    legend under the axes names every mark."""
+def speed_accuracy_figure(points, floors, tolerance: float, ylabel: str = YLABEL) -> Figure | None:
+    """Speed-up (x) against the error ratio to the floor's (y), log axes, with intervals; ``points`` and
+    ``floors`` as ``figures.speed_accuracy_inputs`` gives them, a ratio of 0 (identical) on the bottom
+    edge; the legend, not a name beside a point (names collide), names every mark."""
     pts, fl = drawn_points(list(points), list(floors))
     if not pts:
         return None
@@ -373,4 +356,63 @@ def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]
     if im is not None:
         bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
         bar.set_label("dB (run - reference)", fontsize=8)
+    return save_png(fig, path)
+
+
+def heatmap_plot(reading: InSituReading, path: Path) -> Path | None:
+    """rel L1 per (step, block), log colour scale; each cell also printed as its ratio to the floor."""
+    cells = [c for c in reading.cells if c.step is not None and c.block is not None and c.rel_l1]
+    if not cells:
+        return None
+    steps = sorted({c.step for c in cells})
+    blocks = sorted({c.block for c in cells})
+    grid = np.full((len(blocks), len(steps)), np.nan)
+    ratio = np.full_like(grid, np.nan)
+    for c in cells:
+        grid[blocks.index(c.block), steps.index(c.step)] = c.rel_l1
+        if c.ratio is not None:
+            ratio[blocks.index(c.block), steps.index(c.step)] = c.ratio
+    finite = grid[np.isfinite(grid) & (grid > 0)]
+    lo, hi = float(finite.min()), float(finite.max())
+    size = (min(12.0, max(5.0, 2.5 + 0.45 * len(steps))), min(10.0, max(2.6, 1.6 + 0.28 * len(blocks))))
+    fig = Figure(figsize=size, layout="constrained")
+    ax = fig.subplots()
+    hi = hi if hi > lo else lo * 1.0001
+    # A log scale only when the errors span a decade (a narrow range reads better linearly).
+    norm = LogNorm(vmin=lo, vmax=hi) if hi / lo >= 10 else Normalize(vmin=lo, vmax=hi)
+    image = ax.imshow(grid, aspect="auto", origin="lower", cmap="viridis", norm=norm, interpolation="nearest")
+    if len(steps) * len(blocks) <= 120:  # small grids: the ratio to the floor in each cell
+        for (i, j), x in np.ndenumerate(ratio):
+            if math.isfinite(x):
+                ax.text(j, i, f"{x:.2g}x", ha="center", va="center", fontsize=6, color="white")
+    for values, set_ticks in ((steps, ax.set_xticks), (blocks, ax.set_yticks)):
+        every = max(1, math.ceil(len(values) / 25))  # at most 25 labels on an axis
+        set_ticks(range(0, len(values), every), [str(v) for v in values[::every]], fontsize=7)
+    ax.set_xlabel("DiT step")
+    ax.set_ylabel("block")
+    ax.set_title(f"{reading.candidate}: in-situ rel L1 (cells: x the exact floor)", fontsize=9)
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label("rel L1", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    return save_png(fig, path)
+
+
+def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
+    """rel L1 per step of every candidate, the exact floor's as a dashed line (log scale)."""
+    readings = [r for r in readings if any(s.rel_l1 for s in r.per_step)]
+    if not readings:
+        return None
+    fig = legend_figure(8, 3.4, [r.candidate for r in readings] + ["exact floor"])
+    ax = fig.subplots()
+    floor_drawn = False
+    for i, r in enumerate(readings):
+        pts = [(s.step, s.rel_l1) for s in r.per_step if s.step is not None and s.rel_l1]
+        ax.plot(*zip(*pts, strict=True), marker="o", label=r.candidate, **line_style(i))
+        floor = [(s.step, s.floor_rel_l1) for s in r.per_step if s.step is not None and s.floor_rel_l1]
+        if floor and not floor_drawn:
+            ax.plot(*zip(*floor, strict=True), ls="--", marker=".", color="#555555", label="exact floor")
+            floor_drawn = True
+    ax.set_yscale("log")
+    title = "in-situ error per step (pooled over blocks), exact floor dashed"
+    label_per_step(ax, "DiT step", "rel L1 against exact attention", title, grid="both")
     return save_png(fig, path)
