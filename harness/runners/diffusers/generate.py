@@ -31,6 +31,13 @@ STAGES = {
 }
 
 
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """auto: bfloat16 on a GPU, float32 on a CPU."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
 def dit_modules(pipe: Any) -> list[tuple[str, torch.nn.Module]]:
     return [(n, getattr(pipe, n)) for n in DIT_COMPONENTS if getattr(pipe, n, None) is not None]
 

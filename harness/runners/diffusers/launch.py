@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import Field
 
 from harness.attention import make_attention
 from harness.envinfo import package_versions, resolve_device
-from harness.records import RunSpec
+from harness.records import AttnCallsRecord, RankCalls, Record, RunSpec
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
-from harness.runners.diffusers import records
 from harness.runners.diffusers.dispatch import CallBook, Instrument
-from harness.runners.diffusers.generate import dit_modules, generate
+from harness.runners.diffusers.generate import dit_modules, generate, resolve_dtype
+from harness.runners.diffusers.runner import DIFFUSERS_ENV_JSON
 from harness.runners.diffusers.schema import PIPELINES
 from harness.scenario.plugins import load_recorded
 from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
@@ -25,11 +26,40 @@ from harness.tiny_ref2av.run import exact_matmul
 ENV_PACKAGES = ("diffusers", "transformers", "tokenizers", "torch", "sageattention", "flash-attn", "xformers")
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: bfloat16 on a GPU, float32 on a CPU."""
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+class DiffusersRankCalls(RankCalls):
+    """The run's counts. ``calls`` and ``fallbacks`` cover the DiT (the pipeline's transformers): a
+    call there served by another backend than the requested one is a fallback. ``errors`` hold the
+    other reasons the run is invalid (a bypass, a kernel never reached, a floor never perturbed)."""
+
+    outside_scope: dict[str, int] = Field(default_factory=dict)  # text encoder, connectors, VAE
+    bypassed: int = 0  # attention in the DiT that called torch SDPA without the dispatcher
+    ops: dict[str, int] = Field(default_factory=dict)  # "backend -> kernel op" -> calls under it
+    masks_dropped: dict[str, int] = Field(default_factory=dict)  # backend -> calls given without a no-op mask
+    kv_reversed_calls: int = 0
+    scope: list[str] = Field(default_factory=list)  # the pipeline components counted as the DiT
+    finished: bool = False
+
+
+class DiffusersAttnCalls(AttnCallsRecord):
+    source: str = "diffusers-dispatcher"
+    backend_kind: str = ""  # "dispatcher" (diffusers' own) | "harness" (registered by the harness)
+    ranks: dict[str, DiffusersRankCalls] = Field(default_factory=dict)  # type: ignore[assignment]
+
+
+class DiffusersEnv(Record):
+    """diffusers_env.json: what the run's interpreter had (the fingerprint names the harness's)."""
+
+    schema_version: str = Field("harness.diffusers_env/1", alias="schema")
+    python: str
+    packages: dict[str, str] = Field(default_factory=dict)  # diffusers, transformers, torch, ...
+    pipeline_class: str
+    model_path: str
+    device: str
+    dtype: str
+    gpu: str | None = None
+    dispatcher_backends: list[str] = Field(default_factory=list)  # the run's, harness ones included
+    components: dict[str, str] = Field(default_factory=dict)  # component -> class
+    notes: list[str] = Field(default_factory=list)
 
 
 def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dtype) -> Any:
@@ -42,7 +72,7 @@ def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dty
     return pipe.to(device)
 
 
-def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> records.DiffusersAttnCalls:
+def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> DiffusersAttnCalls:
     errors = book.problems()
     check = None
     if chain is not None:  # the harness chain's own refusals and its bitwise check
@@ -51,7 +81,7 @@ def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> r
         check = rc.direct_check
     if not finished:
         errors.append("the run did not finish (see stderr.log)")
-    rank = records.DiffusersRankCalls(
+    rank = DiffusersRankCalls(
         **{key: dict(getattr(book, key)) for key in ("calls", "fallbacks", "ops", "masks_dropped")},
         **{key: getattr(book, key) for key in ("bypassed", "kv_reversed_calls", "scope")},
         errors=errors,
@@ -59,7 +89,7 @@ def calls_record(spec: RunSpec, book: CallBook, chain: Any, finished: bool) -> r
         outside_scope=dict(book.outside),
         finished=finished,
     )
-    return records.DiffusersAttnCalls(
+    return DiffusersAttnCalls(
         requested=spec.attn_type, kv_reversed=spec.kv_reversed, backend_kind=book.kind, ranks={"0": rank}
     )
 
@@ -111,7 +141,7 @@ def run_in_process(run_dir: Path) -> Any:
             finished = True
         finally:
             write_record(run_dir / ATTN_CALLS_JSON, calls_record(spec, book, chain, finished))
-            write_record(run_dir / records.DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
+            write_record(run_dir / DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
     timing.stages["load"] = round(load_s, 6)
     timing.wall_total_s = time.perf_counter() - wall0
     write_record(run_dir / TIMING_JSON, timing)
@@ -120,9 +150,9 @@ def run_in_process(run_dir: Path) -> Any:
 
 def environment(
     pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
-) -> records.DiffusersEnv:
+) -> DiffusersEnv:
     components = {name: type(part).__name__ for name, part in pipe.components.items() if part is not None}
-    return records.DiffusersEnv(
+    return DiffusersEnv(
         python=sys.executable,
         packages=package_versions(ENV_PACKAGES),
         pipeline_class=type(pipe).__name__,

@@ -14,10 +14,24 @@ import json
 import sys
 from typing import Any
 
+from pydantic import Field
+
+from harness.records import Record
 from harness.registry import did_you_mean
 from harness.runners import common
 
 MODULE = "harness.runners.diffusers.probe"
+
+
+class ProbeResult(Record):
+    """One backend's pre-flight in the run's interpreter: can it run, and does it agree with exact attention?"""
+
+    attn_type: str
+    ok: bool
+    reason: str | None = None
+    kind: str = ""  # dispatcher | harness
+    cosine: dict[str, float] = Field(default_factory=dict)  # head dim -> cosine against exact attention
+    facts: dict[str, Any] = Field(default_factory=dict)
 
 
 def _smoke_inputs(device: Any, dtype: Any, head_dim: int) -> tuple[Any, Any, Any]:
@@ -111,7 +125,7 @@ def probe(
             ("diffusers", "transformers", "torch", "sageattention", "flash-attn")
         )
         device = torch.device(resolve_device(device_name, context="diffusers.device"))
-        from harness.runners.diffusers.launch import resolve_dtype
+        from harness.runners.diffusers.generate import resolve_dtype
 
         dtype = resolve_dtype(dtype_name, device)
         facts["device"] = str(device)
@@ -148,8 +162,6 @@ def probe(
 
 
 def _result(name: str, ok: bool, why: str | None, kind: str, cos: dict, facts: dict) -> dict:
-    from harness.runners.diffusers.records import ProbeResult
-
     result = ProbeResult(attn_type=name, ok=ok, reason=why, kind=kind, cosine=cos, facts=facts)
     return result.model_dump(mode="json")
 

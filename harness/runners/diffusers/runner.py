@@ -19,6 +19,7 @@ from harness.runners.diffusers.probe import probe_in_subprocess
 from harness.runners.diffusers.schema import PIPELINES
 
 LAUNCH_MODULE = "harness.runners.diffusers.launch"
+DIFFUSERS_ENV_JSON = "diffusers_env.json"  # what the run's interpreter had (launch.DiffusersEnv)
 # Block fields that make the pipeline call and its mp4 (spec params "pipeline").
 CALL_FIELDS = {
     "pipeline", "prompt", "negative_prompt", "image_path", "height", "width", "num_frames", "num_inference_steps",
@@ -167,7 +168,6 @@ class DiffusersRunner(Runner):
 
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         from harness.runners.diffusers.checkpoint import create_pipeline, read_marker
-        from harness.runners.diffusers.records import DIFFUSERS_ENV_JSON
         from harness.safe_write import atomic_write_text
 
         p = spec.params
