@@ -1,6 +1,5 @@
-"""The start and the end of the `harness` process: imported first by the command, so Ctrl-C or
-SIGTERM while the CLI's imports load is a quiet exit 130, not a traceback (``harness.cli.main``
-then installs the real handlers); ``end_program`` ends it. Imported as a library, it changes nothing.
+"""The start and end of the `harness` process: imported first, so Ctrl-C or SIGTERM while the CLI
+loads is a quiet exit 130, not a traceback; ``end_program`` ends it. As a library, it changes nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ def _stop_quietly(signum: int, frame: object) -> None:
 
 
 def command_line_module(argv: list[str]) -> str | None:
-    """The module of ``python [options] -m MODULE ...`` (None for a script, ``-c`` or stdin), read
-    from the interpreter's own arguments (while the package imports, ``sys.argv[0]`` is only "-m")."""
+    """The module of ``python [options] -m MODULE ...`` (None: a script, ``-c`` or stdin), from the
+    interpreter's own arguments (while the package imports, ``sys.argv[0]`` is only "-m")."""
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -61,7 +60,7 @@ if IS_PROGRAM:
 
 
 def exit_status(code: object) -> int:
-    """``sys.exit``'s convention: None is 0, an int itself, anything else printed on stderr and 1."""
+    """``sys.exit``'s convention: None 0, an int itself, else printed on stderr and 1."""
     if code is None:
         return 0
     if isinstance(code, int):
@@ -71,9 +70,8 @@ def exit_status(code: object) -> int:
 
 
 def end_program(code: object) -> NoReturn:
-    """End the finished `harness` process with ``code``: signals ignored, exit handlers run, output
-    flushed, the interpreter's teardown skipped (it let a finished command end with a wrong status:
-    CPython killing itself with SIGINT after a KeyboardInterrupt, a SIGTERM while torch is released)."""
+    """End the finished process with ``code``, skipping the interpreter's teardown (it let a finished
+    command end with a wrong status: SIGINT after a KeyboardInterrupt, SIGTERM while torch unloads)."""
     for sig in HANDLED:
         signal.signal(sig, signal.SIG_IGN)
     status = exit_status(code)

@@ -41,9 +41,8 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def git_info(root: Path, *, package: str | None = None) -> dict[str, Any] | None:
-    """SHA and dirty flag of the git checkout whose top folder is ``root`` itself, else None (a copy
-    inside another repository would record that one's commit); with ``package``, the checkout must
-    also track ``root/package/__init__.py``."""
+    """SHA and dirty flag of the checkout whose top is ``root`` itself (not an enclosing repository),
+    else None; with ``package``, it must also track ``root/package/__init__.py``."""
     try:
         root = Path(root).resolve()
     except (OSError, RuntimeError):
@@ -79,16 +78,14 @@ GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 
 
 def gpu_device_nodes() -> list[str]:
-    """The GPU device files present here (none: torch sees no CUDA/ROCm GPU either). Not Linux:
-    unknown, so every node counts as present and torch is asked."""
+    """The GPU device files present here (none: torch sees no GPU either); not Linux: all, ask torch."""
     linux = sys.platform.startswith("linux")
     return [p for p in GPU_DEVICE_NODES if not linux or os.path.exists(p)]
 
 
 def resolve_device(device: str = "auto", *, context: str | None = None) -> str:
-    """Where a stage computes: "cpu", a torch GPU device ("cuda", "cuda:1") or "torch:cpu" (a torch
-    path on the CPU: the metric suite's cross-check). "auto" is a CUDA/ROCm GPU when torch sees one,
-    else "cpu" (torch not imported where no GPU device file exists). ``context`` starts an error."""
+    """Where a stage computes: "cpu", "cuda[:N]" or "torch:cpu"; "auto" is a GPU when torch sees one
+    (torch not imported where no GPU device file exists). ``context`` starts an error."""
     where = f"{context}: " if context else ""
     if device == "cpu":
         return "cpu"
@@ -162,9 +159,7 @@ def rocm_version() -> str | None:
 
 
 def harness_git(package_dir: Path = Path(__file__).resolve().parent) -> dict[str, Any] | None:
-    """The harness's own commit: only when the folder holding the ``harness`` package is the top of
-    a checkout whose pyproject.toml names the project "harness" (an installed copy, or one inside
-    another project's checkout, is unknown)."""
+    """The harness's own commit, only from a checkout whose pyproject.toml names the project "harness"."""
     root = Path(package_dir).resolve().parent
     if _project_name(root / "pyproject.toml") != "harness":
         return None

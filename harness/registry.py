@@ -18,8 +18,7 @@ from harness.errors import HarnessError
 T = TypeVar("T")
 
 
-# Open recordings of registrations: a plugin loader learns what a plugin added, to name it and
-# to take it back when the plugin's file changes.
+# Open recordings of registrations: what a plugin added, to name it and take it back.
 _RECORDINGS: list[list[Registration]] = []
 
 
@@ -63,11 +62,8 @@ def did_you_mean(name: str, known: list[str]) -> str:
 
 
 class Registry(Generic[T]):
-    """Named entries of one kind (``what``: "runner", "attention backend", ...).
-
-    ``base``: a class, or a lazy ``"module:attr"`` string naming one (a low module can then hold
-    the registry of classes defined higher up); ``None`` checks nothing.
-    """
+    """Named entries of one kind (``what``); ``base``: a class or a lazy ``"module:attr"`` naming one
+    (a low module can hold the registry of classes defined higher up), None checks nothing."""
 
     def __init__(self, what: str, *, base: type | str | None = None):
         self.what = what
@@ -76,9 +72,8 @@ class Registry(Generic[T]):
         self._lazy: dict[str, str] = {}
 
     def register(self, name: str, obj: Any = None, *, lazy: str | None = None) -> Any:
-        """Register ``obj`` under ``name``; with ``lazy`` the "module:attr" it will be imported
-        from; with neither, a decorator. A name is registered once: the same object again is a
-        no-op (a module imported twice), another object is a ValueError."""
+        """Register ``obj`` (or ``lazy``: "module:attr"; neither: a decorator) under ``name``, once: the
+        same object again is a no-op, another is a ValueError."""
         if obj is None and lazy is None:
             return lambda target: self.register(name, target)
         if lazy is not None:
@@ -97,8 +92,7 @@ class Registry(Generic[T]):
         if held is not None and held is not obj:
             raise ValueError(f"{self.what} {name!r} is already registered by {_label(held)}")
         if held is None and name in self._lazy:
-            # The module a lazy entry names registers its object on import: that is the same entry
-            # when it is what the reference points at.
+            # The lazy entry's module registers its object on import: the same entry if it is the target.
             target = self._lazy[name]
             module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
             if not (module and qualname and f"{module}:{qualname}" == target):

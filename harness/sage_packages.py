@@ -1,9 +1,7 @@
 """thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
-(``python -m harness.sage_packages --tarball T --sha256 H [--sa1 SPEC] [--dest DIR]``; refused
-without a CUDA or ROCm GPU: exit 2). PyPI has only 1.0.6; SageAttention2 is a pinned tarball
-(sha256 checked), Triton path only: ``quant.py`` imports the compiled ``_fused``, so an empty one is
-written. Each has a folder under ``SAGEATTENTION_DIR`` with a marker, loaded under a private module
-name so both run in one process (LightX2V's processes get the folder on their path instead).
+PyPI has only 1.0.6; SageAttention2 is a pinned tarball (sha256 checked), Triton path only (an empty
+``_fused`` for quant.py). Each has a folder under ``SAGEATTENTION_DIR``, loaded under a private name
+so both run in one process (LightX2V's processes get the folder on their path instead).
 """
 
 from __future__ import annotations
@@ -92,8 +90,7 @@ def installed(choice: str) -> bool:
 
 
 def load(choice: str) -> ModuleType:
-    """The pinned package ``choice`` imported under a private name (its own relative imports only),
-    so that it never shadows, nor is shadowed by, another ``sageattention``."""
+    """The pinned package ``choice`` under a private name: it never shadows another ``sageattention``."""
     pkg = PACKAGES[choice]
     alias = f"harness_sageattention_{choice}"
     if alias in sys.modules:
@@ -115,8 +112,7 @@ def load(choice: str) -> ModuleType:
 
 
 def install_sageattention2(tarball: Path, sha256: str, dest: Path) -> Path:
-    """Extract SageAttention2's ``sageattention/`` from the pinned tarball (digest checked) into
-    ``dest/<folder>``, with the ``_fused`` stub and the marker; returns the folder."""
+    """SageAttention2's ``sageattention/`` from the pinned tarball (digest checked) into ``dest``."""
     pkg = PACKAGES["sageattention2"]
     digest = sha256_file(tarball)
     if digest != sha256:

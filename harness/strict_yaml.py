@@ -56,9 +56,8 @@ MAX_DEPTH = 100  # collections inside collections; a scenario needs 4 or 5
 
 
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
-    """The document and its node tree (for line numbers); raises YamlProblem, never YAMLError.
-    libyaml parses where PyYAML has it (several times faster); a document it refuses is parsed
-    again by PyYAML's own parser, whose messages name the character at fault."""
+    """The document and its node tree; YamlProblem, never YAMLError. libyaml parses (faster); a document
+    it refuses is parsed again by PyYAML, whose messages name the character at fault."""
     if yaml.__with_libyaml__:
         try:
             return _load(text, fast=True)
@@ -89,8 +88,8 @@ def _load(text: str, *, fast: bool) -> tuple[Any, yaml.Node | None]:
 
 
 def compose_events(loader: Any) -> yaml.Node | None:
-    """The single document's node tree from ``loader``'s events, as PyYAML's Composer builds it,
-    with an explicit stack (libyaml's own composer recurses in C: a deep document crashes it)."""
+    """The document's node tree from ``loader``'s events, as PyYAML's Composer builds it, on an explicit
+    stack (libyaml's composer recurses in C: a deep document crashes it)."""
     loader.get_event()  # stream start
     if loader.check_event(yaml.StreamEndEvent):
         loader.get_event()
@@ -163,8 +162,7 @@ def compose_events(loader: Any) -> yaml.Node | None:
 
 
 def check_aliases(root: yaml.Node) -> None:
-    """YamlProblem when aliases make the document larger than ``MAX_ALIAS_NODES`` beyond its own
-    nodes, or make it contain itself. Each node is counted once (memoised): linear in the text."""
+    """YamlProblem when aliases add more than ``MAX_ALIAS_NODES`` nodes or a node contains itself."""
     size: dict[int, int] = {}  # id(node) -> nodes under it, aliases expanded
     open_nodes: set[int] = set()
 
@@ -198,9 +196,7 @@ def check_aliases(root: yaml.Node) -> None:
 
 
 def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Field location (as pydantic gives it: keys and list indices) -> 1-based line in the file.
-    A node reached again through an alias is not walked again (``line_for`` then takes the line
-    of the nearest field above)."""
+    """Field location (as pydantic gives it) -> 1-based line; a node reached again by alias is not walked."""
     out = {} if out is None else out
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, tuple]] = [(node, path)]

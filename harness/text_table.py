@@ -1,7 +1,5 @@
-"""Tables of strings and how they are written, markdown (GitHub-flavoured) or terminal text: the one
-table helper (report.md, pr.md, ``harness compare``, the kernel report, the benchmark tool), so
-escaping and layout are decided once.
-"""
+"""Tables of strings written as markdown (GitHub-flavoured) or terminal text, and markdown escaping:
+the one table helper of every report and command, so escaping and layout are decided once."""
 
 from __future__ import annotations
 
@@ -59,8 +57,7 @@ def _inline(text: str) -> str:
 
 
 def md_text(text: str) -> str:
-    """Running markdown text that reads as written and is nothing else: no link, image, autolink or
-    HTML, no line break, and no block (heading, list, quote, fence) where it starts a line."""
+    """Markdown text that reads as written: no link, image, autolink, HTML, line break or block."""
     out = _inline(str(text).translate(LINE_BREAKS).lstrip(" \t"))
     m = _BLOCK_START.match(out)
     if m is None:
@@ -75,9 +72,7 @@ def md_escape(text: str) -> str:
 
 
 def md_alt(text: str) -> str:
-    """An image's alt text (``![alt](path)``): md_escape, and every bracket and backtick escaped, so
-    that nothing in it closes the alt text or makes a code span over the path."""
-    # every backslash of md_escape's output starts an escape: skip those pairs, escape the rest
+    """An image's alt text: md_escape, and every bracket and backtick escaped (md_escape's pairs kept)."""
     return re.sub(
         r"\\.|([\[\]`])", lambda m: "\\" + m.group(1) if m.group(1) else m.group(0), md_escape(text)
     )
@@ -102,8 +97,7 @@ _UNESCAPE = re.compile(
 
 
 def md_unescape(text: str) -> str:
-    """Markdown text as it reads (backslash escapes and entities resolved): for pages that show the
-    harness's own markdown as plain text."""
+    """Markdown text as it reads (backslash escapes and entities resolved)."""
     return _UNESCAPE.sub(lambda m: m.group(1) or html.unescape(m.group(2)), text)
 
 
@@ -111,16 +105,15 @@ _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet does not run: text starting with = + - @, a tab or CR gets a leading
-    quote; numbers (negative ones too, as text or not) stay numbers."""
+    """A CSV cell a spreadsheet does not run: text starting with = + - @, tab or CR gets a leading
+    quote; numbers stay numbers."""
     if not isinstance(value, str) or value[:1] not in ("=", "+", "-", "@", "\t", "\r"):
         return value
     return value if _NUMBER.fullmatch(value) else "'" + value
 
 
 def md_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
-    """The lines of a markdown table, every cell escaped (``md_unescape`` reads a cell back);
-    ``align``: one letter per column, ``l`` (default) or ``r`` (right-aligned)."""
+    """The lines of a markdown table, every cell escaped; ``align``: ``l`` or ``r`` per column."""
     marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
     lines = ["| " + " | ".join(map(md_escape, row)) + " |" for row in [headers, *rows]]
     return [lines[0], "|" + "|".join(marks) + "|", *lines[1:]]
@@ -134,8 +127,7 @@ def md_table(t: TextTable, level: int = 3, align: str = "") -> str:
 
 
 def md_code_block(text: str, lang: str = "text") -> str:
-    """A fenced block that the text cannot close early (fence longer than any backtick run); its
-    lines are kept, their control characters made visible."""
+    """A fenced block the text cannot close early, its control characters made visible."""
     text = "\n".join(visible(line) for line in str(text).split("\n"))
     fence = _fence(text, 3)
     return f"{fence}{lang}\n{text}\n{fence}\n"

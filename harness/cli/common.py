@@ -1,6 +1,5 @@
-"""What every command of the `harness` CLI shares: consoles, one-line errors, comma lists, groups
-that require a subcommand, and ``run_app``, the one mapping of outcomes to the exit codes of
-``harness.errors``. Only command-line libraries are imported here, so ``harness --help`` stays fast."""
+"""What every `harness` command shares: consoles, one-line errors, comma lists, groups, and ``run_app``
+(outcomes -> exit codes). Only command-line libraries are imported here: ``--help`` stays fast."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ err = Console(stderr=True)
 
 
 def say_err(text: str) -> None:
-    """One plain line on stderr (never wrapped or styled: it is meant to be grepped)."""
+    """One plain line on stderr (never wrapped or styled: it is grepped)."""
     print(visible(text), file=sys.stderr, flush=True)
 
 
@@ -40,8 +39,7 @@ def print_paths(paths) -> None:
 
 
 def fail_on_report_errors(paths) -> None:
-    """Each problem of a written report on its own ``error:`` line; exit 3 when there is one
-    (a run that could not be read or measured; the others are in the report)."""
+    """Each problem of a written report on its own ``error:`` line; exit 3 when there is one."""
     for problem in paths.errors:
         say_err(f"error: {problem}")
     if paths.errors:
@@ -64,8 +62,7 @@ def parse_csv(value: str | None) -> list[str] | None:
 
 
 def parse_names(value: str | None, flag: str) -> list[str] | None:
-    """``--arms a,b``: the names (None when the flag is absent); a flag given with no name in it,
-    or a name given twice, is a usage error naming the flag (never "every arm")."""
+    """``--arms a,b``: the names (None: absent); no name, or one twice, is a usage error (never "all")."""
     if value is None:
         return None
     items = parse_csv(value)
@@ -78,8 +75,7 @@ def parse_names(value: str | None, flag: str) -> list[str] | None:
 
 
 def parse_seeds(value: str | None) -> list[int] | None:
-    """--seeds 1,2,3: integers (their range is checked with the plan); anything else is a usage
-    error naming the flag."""
+    """--seeds 1,2,3: integers (range checked with the plan); anything else is a usage error."""
     items = parse_csv(value)
     if value is not None and not items:
         raise UsageError(f"--seeds: no seed given in {value!r} (expected e.g. 42 or 42,43)")
@@ -93,8 +89,7 @@ def parse_seeds(value: str | None) -> list[int] | None:
 
 
 def need_subcommand(ctx: typer.Context) -> None:
-    """A group called alone: one usage line, exit 2 (not typer's no_args_is_help: what it does
-    differs between typer/click versions)."""
+    """A group called alone: one usage line, exit 2 (typer's no_args_is_help differs by version)."""
     if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
         names = ", ".join(sorted(ctx.command.list_commands(ctx)))
         raise UsageError(f"{ctx.command_path}: a command is required (one of: {names}; see --help)")
@@ -111,17 +106,15 @@ _SIGNALLED = False  # SIGINT or SIGTERM arrived while the command ran
 
 
 def _interrupt(signum, frame):
-    """Ctrl-C, and a scheduler's cancel (SIGTERM), become KeyboardInterrupt: runs are recorded, not
-    lost. The signal is remembered as well: raised inside a C extension's call back into Python
-    (pydantic's JSON serializer), KeyboardInterrupt comes out wrapped in that extension's error."""
+    """Ctrl-C and SIGTERM become KeyboardInterrupt (runs recorded, not lost), and are remembered: raised
+    inside a C extension's callback, the interrupt comes out wrapped in that extension's error."""
     global _SIGNALLED
     _SIGNALLED = True
     raise KeyboardInterrupt
 
 
 def is_click_error(exc: BaseException) -> bool:
-    """A usage error from click, or from the copy of click that newer typer releases carry (matched
-    by class name along the MRO: no version of either needs to be importable here)."""
+    """A usage error from click or typer's copy of it (by class name along the MRO)."""
     return any(k.__name__ == "ClickException" for k in type(exc).__mro__) and hasattr(exc, "format_message")
 
 
@@ -134,8 +127,7 @@ def usage_line(exc: BaseException) -> str:
 
 
 def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: set[int]) -> None:
-    """Run ``app`` and exit with the code of ``harness.errors`` that its outcome maps to (``handled``:
-    the signals ``harness.cli_startup`` took while the CLI loaded, handed over here)."""
+    """Run ``app`` and exit with its outcome's code (``handled``: signals ``cli_startup`` took)."""
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.SIGINT in handled or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
@@ -176,26 +168,20 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
 
 # The harness's own dependencies (pyproject.toml): import name -> (what users call it, distribution).
 DEPENDENCIES = {
+    **{name: (name, name) for name in "soundfile numba pandas matplotlib pydantic safetensors".split()},
     "av": ("PyAV", "av"),
     "cv2": ("OpenCV", "opencv-python-headless"),
-    "soundfile": ("soundfile", "soundfile"),
-    "numba": ("numba", "numba"),
     "skimage": ("scikit-image", "scikit-image"),
     "scipy": ("SciPy", "scipy"),
-    "pandas": ("pandas", "pandas"),
-    "matplotlib": ("matplotlib", "matplotlib"),
     "numpy": ("NumPy", "numpy"),
     "torch": ("PyTorch", "torch"),
-    "pydantic": ("pydantic", "pydantic"),
     "yaml": ("PyYAML", "pyyaml"),
     "jinja2": ("Jinja2", "jinja2"),
-    "safetensors": ("safetensors", "safetensors"),
 }
 
 
 def missing_dependency_line(e: ImportError) -> str | None:
-    """The one line for a dependency of the harness that cannot be imported (not installed, or
-    installed but broken); None for any other import failure (the harness's own: a bug)."""
+    """The one line for a dependency that cannot be imported; None for any other (a bug)."""
     name = (e.name or "").split(".")[0]
     if name not in DEPENDENCIES:  # raised inside the package's own __init__: name it by that module
         tb = e.__traceback__
@@ -225,8 +211,7 @@ ENVIRONMENT_ERRNOS = frozenset(
 
 
 def environment_error_line(e: OSError) -> str | None:
-    """The one line for an OSError that the machine caused (no space, read-only, no permission),
-    which some write or read did not turn into a HarnessError itself; None for any other."""
+    """The one line for an OSError the machine caused (no space, read-only, ...); None for any other."""
     if e.errno not in ENVIRONMENT_ERRNOS:
         return None
     where = f"{e.filename}: " if e.filename else ""

@@ -1,6 +1,5 @@
-"""The ``harness`` program: the typer app with every command's module registered in the order
-``--help`` lists them, and ``main``, the entry point (``harness`` console script, ``python -m
-harness.cli``)."""
+"""The ``harness`` program: the typer app with every command registered in ``--help``'s order, and
+``main``, the entry point."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from harness.errors import EXIT_CODES_HELP, Exit
 
 
 def version_line() -> str:
-    """``harness <version>``: the installed distribution's version (the package's own, from a
-    source tree that was never installed)."""
+    """``harness <version>``: the installed distribution's (else the package's own)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -53,9 +51,7 @@ def top(
 
 
 def hide_flag_metavars() -> None:
-    """Flags take no value, so their help shows none. typer 0.29's own help printed the option's
-    type after every flag (``--single-file --with-assets <bool>``, ``--help <bool>``); earlier
-    typers (click's metavar) and its plain-text help show nothing there. Idempotent."""
+    """Flags take no value, so their help shows none (typer 0.29 printed ``<bool>`` after each)."""
     from typer.core import TyperOption
 
     shown = getattr(TyperOption, "display_type_rich", None)
@@ -89,8 +85,7 @@ for group in (scenarios, bench, lightx2v, diffusers):
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
-    """The ``harness`` command (``args``: after the program name; default sys.argv), exit codes of
-    ``harness.errors``: as the program it ends through ``end_program``, as a library by SystemExit."""
+    """The ``harness`` command: as the program it ends through ``end_program``, as a library by SystemExit."""
     from harness.cli_startup import HANDLED, IS_PROGRAM, end_program
 
     try:

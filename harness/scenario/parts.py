@@ -1,7 +1,5 @@
-"""What a runner (``plugins.RUNNER_SCENARIO``) or a scenario kind (``plugins.SCENARIO_KINDS``) adds
-to the scenario core, so that the core never names a runner: its block, its arm fields and its
-check, and the located problem that check raises.
-"""
+"""What a runner or a scenario kind adds to the scenario core (which names no runner): its block, arm
+fields and check, and the located problem that check raises."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from harness.strict_yaml import format_loc
 
 
 class FieldProblem(ScenarioError):
-    """A problem of one field of a scenario: ``loc`` as pydantic gives it (``("arms", 2, "attn_type")``,
-    ``()`` for the scenario as a whole); the loader adds the file and the line."""
+    """A problem of one field: ``loc`` as pydantic gives it; the loader adds the file and the line."""
 
     def __init__(self, loc: tuple, message: str):
         super().__init__(f"{format_loc(loc)}: {message}")
@@ -27,11 +24,9 @@ class FieldProblem(ScenarioError):
 
 @dataclass(frozen=True)
 class ScenarioPart:
-    """The scenario fields one runner or kind owns: ``block`` (top-level key) and the ``model`` that
-    validates it, ``required`` or not; ``arm_fields``: a model of extra arm fields; ``check``: raises
-    FieldProblem on the validated scenario; ``repos``: source checkouts the block names (recorded in
-    the environment fingerprint); ``insitu``: the runner measures ``shadows``/``insitu`` and routes
-    ``schedule`` (arms of a runner that does not are refused them: nothing silently ignored)."""
+    """The scenario fields one runner or kind owns: ``block`` and its ``model``; ``arm_fields``; a
+    ``check`` raising FieldProblem; ``repos`` (source checkouts, fingerprinted); ``insitu``: the runner
+    measures shadows and routes schedules (else arms are refused them)."""
 
     block: str | None = None
     model: type[BaseModel] | None = None

@@ -1,8 +1,7 @@
-"""Plugins: a Python file or module a scenario names (``plugins:``) or an installed package declares
-(entry-point group ``harness.plugins``), imported before the scenario is checked and again in every
-arm's process; importing it runs it with the user's rights (a scenario is code, like a Makefile).
-Each is recorded as a ``PluginRef`` (sha256, what it registered) in the run spec, so an edited
-plugin re-runs its arms; a file re-imported after a change first takes back what it registered.
+"""Plugins: a file or module a scenario names (``plugins:``) or an installed package declares (entry
+points ``harness.plugins``), imported before the scenario is checked and in every arm's process (a
+scenario is code, like a Makefile). Each is a ``PluginRef`` in the run spec: an edited plugin re-runs
+its arms, and a changed file re-imported first takes back what it registered.
 """
 
 from __future__ import annotations
@@ -57,8 +56,7 @@ def _import_file(path: Path, digest: str) -> None:
 
 
 def import_plugin(ref: str, base_dir: Path) -> PluginRef:
-    """Import one plugin (once per content in this process) and say what it is and registered.
-    Errors propagate as raised: the caller names the scenario field."""
+    """Import one plugin (once per content) and say what it is and registered; errors propagate."""
     if is_module_name(ref):
         key = ref
         if key in _LOADED:
@@ -108,9 +106,8 @@ def _plugin_failure(where: str) -> Iterator[None]:
 
 
 def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -> list[PluginRef]:
-    """Import the scenario's plugins in order, then the installed ones; ``where(i)`` names the
-    field of plugin ``i`` (file:line: plugins[i]). A plugin that fails to import, or registers a
-    name that exists, is a ScenarioError (exit 2) naming it and the error, in one line."""
+    """Import the scenario's plugins in order, then the installed ones; a failure is one ScenarioError
+    line after ``where(i)`` (file:line: plugins[i])."""
     records: list[PluginRef] = []
     for i, ref in enumerate(refs):
         with _plugin_failure(f"{where(i)}: plugin {ref}"):
@@ -137,8 +134,7 @@ def entry_point_plugins() -> list[PluginRef]:
 
 
 def load_recorded(plugins: list[PluginRef]) -> None:
-    """In an arm's process: import the plugins its spec names, as they were when it was planned.
-    A file changed since then is refused (the spec no longer says what runs)."""
+    """In an arm's process: import its spec's plugins; one changed since planning is refused."""
     for plugin in plugins:
         if plugin.ref.startswith("entry point "):
             entry_point_plugins()
@@ -154,8 +150,7 @@ def load_recorded(plugins: list[PluginRef]) -> None:
 
 
 def unload_all() -> None:
-    """Take back what every plugin imported in this process registered, and forget them (a
-    long-lived process, a test): the next load imports them again."""
+    """Take back what every plugin imported here registered, and forget them (the next load imports)."""
     global _ENTRY_POINTS
     for key in list(_LOADED):
         _forget(key)
