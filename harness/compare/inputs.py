@@ -1,10 +1,8 @@
-"""What ``harness compare`` accepts on each side: a run directory, ``CAMPAIGN:RUN``, or a bare mp4.
-
-A bare mp4 becomes a ``RunSummary`` with its file and hash and nothing else: no timing (the
-speed section says "no timing"), no attention calls, role unknown. Anything else goes through
-``store.resolve_run_dir``; RUN is a run folder's name (``arm``, ``arm@SEED``, ``arm@SEED~rN``),
-and one that names no run is refused with the names of the arm's runs. Two inputs that cannot
-be compared are refused (``admit``) before anything is measured, written or printed.
+"""What ``harness compare`` accepts on each side (a run directory, ``CAMPAIGN:RUN``, or a bare mp4: its
+file and hash, no timing, no attention calls, role unknown) and what it refuses before it measures,
+writes or prints anything: a RUN naming no run (with the arm's run names), two media files that
+cannot be compared as given (one line naming both, what differs and the flag that compares them
+anyway; the measurement checks the same again for the library's other callers).
 """
 
 from __future__ import annotations
@@ -12,12 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.compare.admit import measured_files, refuse_incomparable
+from harness.compare.cache import refuse_audio_lengths
 from harness.compare.hashes import PROCESS_HASHES
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.records import REPEAT_MARK
-from harness.store import CAMPAIGN_JSON, RUN_JSON, CampaignDir, RunDir, resolve_run_dir
+from harness.records import REPEAT_MARK, RunStatus
+from harness.store import CAMPAIGN_JSON, OUTPUT_LOSSLESS, RUN_JSON, CampaignDir, RunDir, resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
 NO_TIMING = "no timing: a bare media file carries no step times"
@@ -131,6 +129,38 @@ def other_repeats_note(side: str, run: RunDir) -> str | None:
         return None
     others = ", ".join(k for k, _, r in same if r != repeat)
     return f"{side} ({run.key}) is repeat {repeat} of {len(same)} of its arm and seed; not compared here: {others}"
+
+
+def _nonempty(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def measured_files(run_a: RunDir, run_b: RunDir) -> tuple[Path, Path] | None:
+    """The files a pair of runs is measured on (their lossless twins when both wrote one, as
+    ``cache.use_lossless``); None when a run did not end ok or has no output: that is reported
+    as not measured (exit 3), not refused here."""
+    runs = (run_a, run_b)
+    if not all((rec := r.record_or_none()) is not None and rec.status == RunStatus.ok for r in runs):
+        return None
+    if not all(_nonempty(r.output) for r in runs):
+        return None
+    twins = (run_a.file(OUTPUT_LOSSLESS), run_b.file(OUTPUT_LOSSLESS))
+    return twins if all(_nonempty(t) for t in twins) else (run_a.output, run_b.output)
+
+
+def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_audio: bool = False) -> None:
+    """Raise one line (exit 2) when ``b`` cannot be compared against ``a`` with these options;
+    an unreadable file is named by ``media.probe``."""
+    from harness.collect.suite import check_compatible
+    from harness.media import iter_audio, probe
+
+    ia, ib = probe(a), probe(b)
+    check_compatible(a, b, ia, ib, truncate, resample_audio, cli=True)
+    rates = (int(ia.audio_rate or 0), int(ib.audio_rate or 0))
+    if ia.has_audio and not truncate and min(rates) > 0:
+        # samples per channel, decoded (container durations are not exact)
+        samples = [sum(block.shape[1] for block in iter_audio(p)) for p in (a, b)]
+        refuse_audio_lengths(a, b, (samples[0], samples[1]), rates, ia.fps, cli=True)
 
 
 def compare_inputs(ref_a: str, ref_b: str, *, truncate: bool = False, resample_audio: bool = False):
