@@ -246,7 +246,7 @@ def plan_campaign(
     campaign = campaign_dir_for(loaded, out_root, campaign_id, profile)
     _check_out_root(Path(out_root))
     if check_executor and kind == "slurm":
-        from harness.executors.slurm_queue import slurm_unavailable
+        from harness.executors.slurm import slurm_unavailable
 
         why = slurm_unavailable()
         if why:

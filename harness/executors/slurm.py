@@ -1,28 +1,29 @@
 """Slurm executor: each arm run is one Slurm job, submitted through submitit, that runs
-``execute_run`` on the compute node (``slurm_job``), so run.json looks the same whichever executor
-ran an arm. Each job id goes into run.json at once (a later run re-attaches to jobs a crashed
-harness left); jobs that died without a final run.json are recorded with Slurm's state
-(``slurm_queue``) and submitit's log; Ctrl-C cancels every job the campaign submitted."""
+``execute_run`` on the compute node (``run_job``, with the job's signals turned into a recorded
+interrupt or time-out and the GPUs Slurm gave it named), so run.json looks the same whichever
+executor ran an arm. Each job id goes into run.json at once (a later run re-attaches to jobs a crashed
+harness left); jobs that died without a final run.json are recorded with Slurm's state (squeue, then
+sacct: not submitit's watcher, which needs accounting) and submitit's log; Ctrl-C cancels every job
+the campaign submitted."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
-from harness.executors.process import last_step
-from harness.executors.slurm_job import run_job
-from harness.executors.slurm_queue import (
-    TIMEOUT_STATES,
-    JobState,
-    query_jobs,
-    slurm_command,
-    slurm_unavailable,
-)
+from harness.executors.process import execute_run, last_step
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners import get_runner
 from harness.scenario.model import SlurmBlock
@@ -32,6 +33,140 @@ FINAL = {RunStatus.ok, RunStatus.failed, RunStatus.timeout, RunStatus.interrupte
 # What --resubmit-failed retries: crashes, time limits, and jobs Slurm cancelled or preempted.
 RESUBMITTABLE = {RunStatus.failed, RunStatus.timeout, RunStatus.interrupted}
 CANCEL_WAIT_S = 30.0  # after Ctrl-C: how long to wait for cancelled jobs to record themselves
+
+
+ACTIVE_STATES = {
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+    "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+}  # fmt: skip
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
+SLURM_CMD_TIMEOUT_S = 60.0
+
+
+@dataclass
+class JobState:
+    state: str  # Slurm's job state (RUNNING, COMPLETED, CANCELLED, ...), or UNKNOWN
+    node: str | None = None
+    reason: str | None = None  # why a pending job waits
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+
+def slurm_command(cmd: list[str]) -> subprocess.CompletedProcess | None:
+    """Run a Slurm tool; None when it cannot be started or does not answer in time."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=SLURM_CMD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def query_jobs(job_ids: list[str]) -> dict[str, JobState]:
+    """Current state of each job: squeue (the controller keeps ended jobs for MinJobAge), then sacct."""
+    states: dict[str, JobState] = {}
+    if not job_ids:
+        return states
+    out = slurm_command(["squeue", "-h", "--states=all", "-o", "%i|%T|%N|%r", "-j", ",".join(job_ids)])
+    if out is not None and out.returncode == 0:
+        for line in out.stdout.splitlines():
+            jid, st, node, reason = (line.split("|") + ["", "", ""])[:4]
+            if jid.strip() in job_ids:
+                states[jid.strip()] = JobState(st.strip(), node.strip() or None, reason.strip() or None)
+    missing = [j for j in job_ids if j not in states]
+    if missing:
+        out = slurm_command(
+            ["sacct", "-n", "-P", "-X", "-o", "JobID,State,NodeList", "-j", ",".join(missing)]
+        )
+        if out is not None and out.returncode == 0:
+            for line in out.stdout.splitlines():
+                jid, st, node = (line.split("|") + ["", ""])[:3]
+                if jid in missing and st:
+                    node = node.strip()
+                    states[jid] = JobState(st.split()[0], None if node in ("", "None assigned") else node)
+    return states
+
+
+def slurm_unavailable() -> str | None:
+    """Why Slurm jobs cannot be submitted from here (one line), or None when a node is up."""
+    for tool in ("sbatch", "squeue", "sinfo", "srun", "scancel"):
+        if which(tool) is None:
+            return f"no {tool} on PATH (Slurm client tools are not installed)"
+    out = slurm_command(["sinfo", "-h", "-o", "%t"])
+    if out is None or out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["no answer"])[-1] if out else "no answer"
+        return f"sinfo failed: {why}"
+    up = [s for s in out.stdout.split() if s.rstrip("*~#!%$@^-") in ("idle", "mix", "alloc", "comp")]
+    return None if up else f"no Slurm node is up (sinfo states: {' '.join(out.stdout.split()) or 'none'})"
+
+
+_GPU_ENV = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def _gpu_names() -> list[str]:
+    """Names of the GPUs this process sees, from a short-lived child (its GPU context goes with it)."""
+    code = "import torch\nfor i in range(torch.cuda.device_count()): print(torch.cuda.get_device_name(i))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+
+
+def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
+    """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1;
+    CUDA_VISIBLE_DEVICES=0,1)'; None when the job has none (no child process started)."""
+    env = os.environ if environ is None else environ
+    slurm_ids = env.get("SLURM_JOB_GPUS") or env.get("SLURM_STEP_GPUS")
+    visible = [(k, env[k]) for k in _GPU_ENV if env.get(k)]
+    if not slurm_ids and not visible:
+        return None
+    counts = Counter(_gpu_names())
+    label = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items()) or "GPU names unknown"
+    where = ([f"Slurm GPUs {slurm_ids}"] if slurm_ids else []) + [f"{k}={v}" for k, v in visible[:1]]
+    return f"{label} ({'; '.join(where)})"
+
+
+def run_job(spec: RunSpec, run_path: str, imports: tuple[str, ...] = ()) -> str:
+    """execute_run for one spec, then the job's own details; returns the final status. SIGTERM
+    (scancel, preemption) and submitit's time-limit warning (SIGUSR2, 90 s before the limit) stop
+    the arm through execute_run's interrupt path, and run.json says which of the two it was."""
+    for module in imports:  # runners registered outside the harness package (plug-ins, tests)
+        importlib.import_module(module)
+    job_id = os.environ.get("SLURM_JOB_ID")
+    node = socket.gethostname()
+    run_dir = RunDir(Path(run_path))
+    gpu = describe_gpus()
+    stop: dict[str, str] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop:  # a second signal must not break the recording of the first
+            return
+        stop["why"] = "timeout" if signum == signal.SIGUSR2 else "cancelled"
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR2, on_signal)
+    try:
+        rec = execute_run(spec, run_dir, executor="slurm", job_id=job_id)
+    except KeyboardInterrupt:
+        rec = run_dir.record()
+        if stop.get("why") == "timeout":
+            rec.status = RunStatus.timeout
+            rec.reason = f"Slurm time limit about to be reached: stopped by job {job_id} on {node}"
+        else:
+            rec.status = RunStatus.interrupted
+            rec.reason = f"Slurm job {job_id} on {node} was sent SIGTERM (scancel or preemption)"
+        rec.ended_at = rec.ended_at or utcnow()
+    rec.host = rec.host or node
+    rec.gpu = gpu or rec.gpu
+    run_dir.write(rec)
+    return rec.status.value
 
 
 @dataclass

@@ -21,9 +21,7 @@ from test_process import WRITE_OK, ScriptRunner, spec
 
 from harness.executors.base import Reporter
 from harness.executors.local import LocalExecutor
-from harness.executors.slurm import SlurmExecutor
-from harness.executors.slurm_job import describe_gpus
-from harness.executors.slurm_queue import query_jobs, slurm_unavailable
+from harness.executors.slurm import SlurmExecutor, describe_gpus, query_jobs, slurm_unavailable
 from harness.media import iter_frames, read_audio
 from harness.plan import plan_actions
 from harness.records import RunStatus
