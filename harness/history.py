@@ -23,7 +23,7 @@ from harness.compare.significance import (
     fmt_p,
 )
 from harness.errors import HarnessError
-from harness.metrics import history_metrics
+from harness.metrics.metric import history_metrics
 from harness.records import steady_steps
 from harness.rule import holm, welch_p_value
 from harness.safe_write import atomic_write_text

@@ -12,7 +12,7 @@ from harness.bench.result import MARK, BenchResult
 from harness.bench.run import bench_metrics, measure_side
 from harness.errors import HarnessError
 from harness.media import probe
-from harness.metrics import in_order
+from harness.metrics.metric import in_order
 
 
 @pytest.mark.slow  # five subprocesses, each importing OpenCV/PyAV/numba (and scikit-image)

@@ -19,7 +19,7 @@ from harness.analysis.energy import KINDS, PairErrors, is_identical
 from harness.analysis.model import read_results
 from harness.collect.models import AudioPairMetrics, VideoPairMetrics
 from harness.compare.gates import Gate, check_gate, gate_model, gate_schema, parse_gate
-from harness.metrics import (
+from harness.metrics.metric import (
     METRICS,
     Headline,
     Metric,

@@ -14,7 +14,7 @@ from harness.analysis.speed import campaign_speed_tests
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
-from harness.metrics import accuracy_metrics
+from harness.metrics.metric import accuracy_metrics
 from harness.scenario.verdict import VerdictRules
 
 

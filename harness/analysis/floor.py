@@ -18,7 +18,7 @@ from harness.compare.cache import MetricsCache
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
-from harness.metrics import accuracy_metrics, in_order
+from harness.metrics.metric import accuracy_metrics, in_order
 from harness.number_format import fmt_db, ratio_text
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules

@@ -14,7 +14,7 @@ from harness.analysis.model import ReportResults, SpeedTest, Verdict, is_emulato
 from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Terms
 from harness.analysis.verdict_text import largest
 from harness.emulator_provenance import Provenance, provenance_of
-from harness.metrics import energy_metrics, judged_energies
+from harness.metrics.metric import energy_metrics, judged_energies
 from harness.rule import IDENTICAL, NOT_RUN, known
 
 

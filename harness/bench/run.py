@@ -82,7 +82,7 @@ def _read_csv(path: Path, limit: int) -> dict[str, list[float]]:
 
 def _suite(a: str, b: str, device: str, limit: int) -> dict:
     from harness.collect.suite import measure_pair
-    from harness.metrics import in_order
+    from harness.metrics.metric import in_order
 
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "frames.csv"

@@ -31,7 +31,7 @@ from harness.bench.verdict_draws import (
 )
 from harness.collect.layout import SCALES
 from harness.insitu_records import InSituCall, InSituOpError
-from harness.metrics import in_order
+from harness.metrics.metric import in_order
 from harness.records import Record
 from harness.scenario.insitu import InSituTolerance
 from harness.scenario.verdict import VerdictRules

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from harness.compare.pairwise import Comparison
 from harness.errors import HarnessError
 from harness.input_files import MAX_YAML_BYTES, read_input_text
-from harness.metrics import Metric, accuracy_metrics
+from harness.metrics.metric import Metric, accuracy_metrics
 from harness.registry import did_you_mean
 from harness.strict_yaml import YamlProblem, load_yaml
 

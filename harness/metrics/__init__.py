@@ -7,22 +7,5 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from harness.metrics.metric import (  # noqa: F401  (the package's API)
-    METRICS,
-    Energy,
-    Headline,
-    HistoryColumn,
-    Metric,
-    PrColumn,
-    accuracy_metrics,
-    energy_metrics,
-    headline_metrics,
-    history_metrics,
-    in_order,
-    judged_energies,
-    pr_metrics,
-    table_metrics,
-)
-
 for _found in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_found.name}")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from harness.analysis.model import ReportResults, Verdict, is_shadowed_copy
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
-from harness.metrics import Metric, accuracy_metrics, table_metrics
+from harness.metrics.metric import Metric, accuracy_metrics, table_metrics
 from harness.number_format import NA, fmt_db, fmt_stat, ratio_text
 from harness.report.cells import ROLE_LABEL, Section, row_css, spread_text
 from harness.rule import IDENTICAL, INCOMPLETE, INVALID, OUTSIDE, verdict_rule_text

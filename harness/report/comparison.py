@@ -13,7 +13,7 @@ from harness.compare.gates import GateOutcome
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.errors import HarnessError
-from harness.metrics import headline_metrics, table_metrics
+from harness.metrics.metric import headline_metrics, table_metrics
 from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
 from harness.text_table import TextTable, md_code, md_escape, md_table, md_text, terminal_text
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.analysis.model import ArmAggregate, ReportResults, is_emulator, is_shadowed_copy
 from harness.compare.summary import RunSummary, stat_fields
-from harness.metrics import METRICS, Metric, pr_metrics
+from harness.metrics.metric import METRICS, Metric, pr_metrics
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.accuracy import run_label
 from harness.report.review import MARKS

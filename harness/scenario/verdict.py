@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.metrics import judged_energies
+from harness.metrics.metric import judged_energies
 from harness.rule import DETECTABLE_HELP, TOLERANCE_HELP
 
 DEFAULT_ALPHA = 0.05  # level of every interval and test (compare.significance imports it)

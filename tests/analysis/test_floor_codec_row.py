@@ -8,7 +8,7 @@ from records_testutil import CPU, example
 from harness.analysis.floor import _codec_values
 from harness.analysis.model import CodecFloorRow
 from harness.collect.models import CodecSettings
-from harness.metrics import in_order, table_metrics
+from harness.metrics.metric import in_order, table_metrics
 from harness.report.accuracy import _codec_cells, acc_columns
 
 

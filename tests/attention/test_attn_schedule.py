@@ -7,7 +7,7 @@ import torch
 from attn_testutil import make_qkv
 
 from harness.attention import get_backend, make_attention
-from harness.attention.insitu import CallSites
+from harness.attention.insitu.sites import CallSites
 from harness.attention.schedule import exact_on, exact_steps, schedule_text
 from harness.records import StepSchedule
 

@@ -13,7 +13,7 @@ from campaign_factory import ArmSpec, write_run
 from harness.compare.gates import Gate, check_gate, gate_schema, load_gate
 from harness.compare.pairwise import compare_runs
 from harness.errors import HarnessError
-from harness.metrics import accuracy_metrics
+from harness.metrics.metric import accuracy_metrics
 from harness.store import sha256_file
 
 

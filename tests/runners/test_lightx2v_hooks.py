@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from harness.attention.insitu import CallSites
+from harness.attention.insitu.sites import CallSites
 from harness.runners.lightx2v import hooks as hooks_module
 from harness.runners.lightx2v.hooks import Hook, RunHooks
 

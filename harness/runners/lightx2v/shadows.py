@@ -194,7 +194,8 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     ``raw_of(name)``: LightX2V's uninstrumented class of an attention type (None: not registered);
     ``served``: {name, exact, kv_reversed} of the arm's own attention.
     """
-    from harness.attention.insitu import InSituRecorder, ShadowedAttention
+    from harness.attention.insitu.recorder import InSituRecorder
+    from harness.attention.insitu.shadow import ShadowedAttention
     from harness.attention.wrappers import make_attention
     from harness.records import AttentionChoice, InSituSettings
 
