@@ -1,15 +1,7 @@
-"""When a timing difference is a finding: the speed-up of an arm with its interval, over runs.
-
-Speed-up = reference time / arm time (above 1: the arm is faster), the ratio of the geometric
-means of the runs' times; a run (one process) is one sample, never a step inside it. The designs
-(paired, blocked by seed, unpaired) and the words are docs/verdicts.md's "Speed"; besides those,
-``difference detected, size unclear``: the adjusted test rejects but the interval reaches inside
-the minimum effect's band (no speed word, no denial either). The interval printed is always this
-comparison's own, unadjusted, at 1 - ``alpha``: Holm's correction (``holm_tests``, over one family)
-adjusts only the p-value, and a word that rests on the adjusted test names the correction.
-
-Pure functions, no I/O: reports, history pages, ``harness compare`` and the overhead tool all
-call this one place.
+"""When a timing difference is a finding: the speed-up (reference time / arm time, the ratio of the runs'
+geometric means; a run is one sample, never a step inside it) with its interval. Designs and words:
+docs/verdicts.md's "Speed"; the interval is always this comparison's own, Holm adjusts only the p-value.
+Pure functions: reports, history, ``harness compare`` and the overhead tool all call this one place.
 """
 
 from __future__ import annotations
@@ -17,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -189,18 +181,14 @@ def holm_tests(tests: Sequence[SpeedTest], family: str = "") -> None:
         t.finish(p)
 
 
-def _usable(x: float | None) -> bool:
-    return x is not None and math.isfinite(x) and x > 0
-
-
 def _clean(xs: Sequence[float | None]) -> list[float]:
-    return [float(x) for x in xs if _usable(x)]
+    """The usable timings: None, NaN, infinity and non-positive ones left out."""
+    return [float(x) for x in xs if x is not None and math.isfinite(x) and x > 0]
 
 
-def _base(ref: list[float], arm: list[float], what: str, unit: str, samples: str, alpha: float,
-          min_effect: float) -> SpeedTest:  # fmt: skip
-    t = SpeedTest(what=what, unit=unit, samples=samples, ref=ref, arm=arm, n_ref=len(ref), n_arm=len(arm))
-    t.alpha, t.min_effect = alpha, min_effect
+def _base(ref: list[float], arm: list[float], design: Design, **how: Any) -> SpeedTest:
+    """``how``: what, unit, samples, alpha, min_effect (``SpeedTest``'s defaults where not given)."""
+    t = SpeedTest(ref=ref, arm=arm, n_ref=len(ref), n_arm=len(arm), design=design, **how)
     if ref:
         t.mean_ref, t.sd_ref = scaled_mean_sd(ref)
     if arm:
@@ -224,63 +212,37 @@ def _interval(t: SpeedTest, d: float, se: float, df: float) -> SpeedTest:
     return t.finish()
 
 
-def compare_samples(
-    ref: Sequence[float | None],
-    arm: Sequence[float | None],
-    *,
-    what: str = "",
-    unit: str = "s",
-    samples: str = "runs",
-    alpha: float = DEFAULT_ALPHA,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-) -> SpeedTest:
-    """Independent runs of the reference and of the arm (None, NaN and non-positive left out): Welch
-    on log times."""
-    xr, xa = _clean(ref), _clean(arm)
-    t = _base(xr, xa, what, unit, samples, alpha, min_effect)
-    t.design = "unpaired"
-    if len(xr) < MIN_SAMPLES or len(xa) < MIN_SAMPLES:
+def compare_samples(ref: Sequence[float | None], arm: Sequence[float | None], **how: Any) -> SpeedTest:
+    """Independent runs of the reference and of the arm: Welch on log times."""
+    t = _base(_clean(ref), _clean(arm), "unpaired", **how)
+    if t.n_ref < MIN_SAMPLES or t.n_arm < MIN_SAMPLES:
         return t.finish()
-    lr, la = [math.log(x) for x in xr], [math.log(x) for x in xa]
+    lr, la = [math.log(x) for x in t.ref], [math.log(x) for x in t.arm]
     vr, va = statistics.variance(lr) / len(lr), statistics.variance(la) / len(la)
     d, se = statistics.fmean(lr) - statistics.fmean(la), math.sqrt(vr + va)
     df = (vr + va) ** 2 / (vr**2 / (len(lr) - 1) + va**2 / (len(la) - 1)) if se > 0 else len(lr) + len(la) - 2
     return _interval(t, d, se, df)
 
 
-def compare_pairs(
-    pairs: Sequence[tuple[float | None, float | None]],
-    *,
-    what: str = "",
-    unit: str = "s",
-    alpha: float = DEFAULT_ALPHA,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-) -> SpeedTest:
+def compare_pairs(pairs: Sequence[tuple[float | None, float | None]], **how: Any) -> SpeedTest:
     """(reference, arm) runs paired by the design: a paired t on the log ratios."""
-    kept = [(float(r), float(a)) for r, a in pairs if _usable(r) and _usable(a)]  # type: ignore[arg-type]
-    t = _base([r for r, _ in kept], [a for _, a in kept], what, unit, "runs", alpha, min_effect)
-    t.design, t.n_pairs = "paired by seed and repeat", len(kept)
+    kept = [(r, a) for r, a in pairs if _clean([r]) and _clean([a])]
+    t = _base(_clean([r for r, _ in kept]), _clean([a for _, a in kept]), "paired by seed and repeat", **how)
+    t.n_pairs = len(kept)
     if len(kept) < MIN_SAMPLES:
         return t.finish()
-    d = [math.log(r) - math.log(a) for r, a in kept]
+    d = [math.log(r) - math.log(a) for r, a in zip(t.ref, t.arm, strict=True)]
     return _interval(t, statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1)
 
 
 def compare_blocked(
-    blocks: Sequence[tuple[Sequence[float | None], Sequence[float | None]]],
-    *,
-    what: str = "",
-    unit: str = "s",
-    alpha: float = DEFAULT_ALPHA,
-    min_effect: float = DEFAULT_MIN_EFFECT,
+    blocks: Sequence[tuple[Sequence[float | None], Sequence[float | None]]], **how: Any
 ) -> SpeedTest:
     """Runs grouped by seed, (reference runs, arm runs) per seed: the mean over seeds of the within-seed
     log ratio; its variance from the within-seed variance of log times pooled over seeds and sides."""
-    kept = [(_clean(r), _clean(a)) for r, a in blocks]
-    kept = [(r, a) for r, a in kept if r and a]
-    t = _base([x for r, _ in kept for x in r], [x for _, a in kept for x in a], what, unit, "runs", alpha,
-              min_effect)  # fmt: skip
-    t.design, t.n_pairs = "blocked by seed", len(kept)
+    kept = [(r, a) for r, a in ((_clean(r), _clean(a)) for r, a in blocks) if r and a]
+    t = _base([x for r, _ in kept for x in r], [x for _, a in kept for x in a], "blocked by seed", **how)
+    t.n_pairs = len(kept)
     sd, df = pooled_sd([math.log(x) for x in side] for r, a in kept for side in (r, a))
     if sd is None or df < 1:
         return t.finish()
@@ -294,6 +256,4 @@ def compare_blocked(
 
 def one_run_each(ref: float | None, arm: float | None, *, what: str = "", unit: str = "s") -> SpeedTest:
     """One run a side (``harness compare RUN_A RUN_B``): the ratio, never a speed word."""
-    t = _base(_clean([ref]), _clean([arm]), what, unit, "run", DEFAULT_ALPHA, DEFAULT_MIN_EFFECT)
-    t.design = "one run a side"
-    return t.finish()
+    return _base(_clean([ref]), _clean([arm]), "one run a side", what=what, unit=unit, samples="run").finish()
