@@ -1,7 +1,5 @@
-"""What an emulator models and whether its numerics were ever checked against that kernel (its
-claim is a verdict's foundation): a ``Provenance`` per variant, the kernel and its ``Fidelity``
-(measured by ``harness kernels``, or not and why), carried in the backend's params into every
-record and said in a few words by ``Provenance.badge``.
+"""What an emulator models and whether its numerics were checked against that kernel (a verdict's
+foundation): a ``Provenance`` per variant, carried in the backend's params into every record.
 """
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ EXIT_CODES_HELP = (
 
 
 class HarnessError(Exception):
-    """An error the user can fix: the CLI prints ``str(err)`` on one line and exits with ``exit_code``
-    (default 2: bad input; every subclass below is bad input too)."""
+    """An error the user can fix: the CLI prints it on one line and exits with ``exit_code`` (2)."""
 
     exit_code = Exit.BAD_INPUT
 

@@ -1,8 +1,6 @@
-"""Bring your own runs: existing mp4s and LightX2V logs (one per rank, or one torchrun log), with
-the config JSON used, become run folders of a campaign as a real run writes them (run.json marked
-``ingested`` with its sources' paths and sha256), per seed and repeat (numbered in the order given
-when not given). Every input is checked first: a bad one is one line naming the file or field
-(exit 2), the campaign unchanged.
+"""Bring your own runs: mp4s, LightX2V logs and config JSON become a campaign's run folders as a real
+run writes them (run.json marked ``ingested`` with its sources' sha256). Every input is checked
+first: a bad one is one line naming the file or field (exit 2), the campaign unchanged.
 """
 
 from __future__ import annotations
@@ -210,8 +208,8 @@ def _number_repeats(prepared: list[Prepared]) -> None:
 def _check_campaign(
     camp: CampaignDir, prepared: list[Prepared], existing: list[ArmStatus], force: bool
 ) -> list[ArmStatus]:
-    """Runs unique (arm, seed, repeat), no silent overwrite, every seed has a reference, videos of one
-    size and length; returns the runs of ``existing`` that stay."""
+    """Runs unique, no silent overwrite, a reference per seed, videos of one size and length; returns
+    the runs of ``existing`` that stay."""
     ids = [(p.arm.name, p.spec.seed, p.spec.repeat) for p in prepared]
     dup = next((p for p, i in zip(prepared, ids, strict=True) if ids.count(i) > 1), None)
     if dup is not None:

@@ -1,7 +1,6 @@
-"""The files a user hands the harness (scenarios, gates, manifests, configs, logs, results.json),
-checked before they are read so that any problem is one line naming the file: missing, a link
-loop, a folder, no permission, empty, over the size for its kind; text is UTF-8 (a BOM allowed)
-and an invalid byte is named by line and offset. Nothing guesses an encoding or reads unbounded.
+"""The files a user hands the harness, checked before they are read so that any problem is one line
+naming the file (missing, a link loop, a folder, unreadable, empty, too large, not UTF-8); nothing
+guesses an encoding or reads unbounded.
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ def _size(n: int) -> str:
 
 def read_input_bytes(path: str | os.PathLike, what: str = "file", *, max_bytes: int = MAX_JSON_BYTES,
                      allow_empty: bool = False) -> bytes:  # fmt: skip
-    """The bytes of an input file, checked by ``check_input`` (the size again after reading:
-    a file that grew meanwhile is refused too)."""
+    """The bytes of an input file, checked by ``check_input`` (and its size again after reading)."""
     p = check_input(path, what, max_bytes=max_bytes, allow_empty=allow_empty)
     try:
         with open(p, "rb") as fh:

@@ -63,9 +63,8 @@ OPUS_BITRATE = 64000  # mono: near transparent (a clip is for listening; the met
 
 
 def opus_clip(mono: np.ndarray, rate: int, bitrate: int = OPUS_BITRATE) -> bytes:
-    """Opus in WebM of a mono float track in [-1, 1] (clipped) at ``rate`` Hz: the format every
-    browser plays, about a twentieth of 16-bit PCM. The container states the duration (written
-    seekably in memory), so a player knows the clip's length before playing it."""
+    """Opus in WebM (every browser plays it; a twentieth of PCM) of a mono track at ``rate`` Hz, written
+    seekably in memory so the container states the duration."""
     import io
 
     import av

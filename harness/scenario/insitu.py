@@ -1,7 +1,5 @@
-"""The scenario fields of in-situ measurement and hybrid schedules, their rules and their run-spec
-form: an arm's ``shadows`` (arms or backends computed beside each call), ``insitu`` (sampled rows,
-seed, yardstick, captures) and ``schedule`` (exact attention on chosen steps); the scenario's
-``accepted_baseline`` (a candidate's in-situ error is also read against it) and ``insitu_tolerance``.
+"""The scenario fields of in-situ measurement and hybrid schedules (an arm's ``shadows``, ``insitu``
+and ``schedule``; ``accepted_baseline``, ``insitu_tolerance``), their rules and run-spec form.
 """
 
 from __future__ import annotations
@@ -71,9 +69,8 @@ def insitu_settings(arm: Any) -> InSituSettings | None:
 
 
 def shadow_specs(arms: Mapping[str, Any], arm: Any) -> list[ShadowSpec]:
-    """The arm's shadows resolved against the scenario's arms by name (built once per plan: a map
-    per arm made planning quadratic in arms): an arm's name gives that arm's attention; any other
-    name is a backend of that name with its defaults."""
+    """The arm's shadows: an arm's name gives its attention, any other a backend with its defaults
+    (``arms`` built once per plan: a map per arm made planning quadratic)."""
     choices = [(n, arms[n].choice() if n in arms else AttentionChoice(attn_type=n)) for n in arm.shadows]
     return [ShadowSpec(name=name, **choice.model_dump()) for name, choice in choices]
 
@@ -83,9 +80,8 @@ def schedule_spec(arm: Any) -> StepSchedule | None:
 
 
 def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
-    """Shadows name other arms or backends, once each; a schedule arm is no shadow and no
-    reference; the accepted baseline is an arm or a shadow of one; ``runner_measures``: the
-    scenario's runner measures shadows and schedules (else any of them is refused)."""
+    """Shadows name other arms or backends, once each; a schedule arm is no shadow nor reference; the
+    accepted baseline is an arm or a shadow; ``runner_measures`` False refuses them all."""
     arms = {a.name: a for a in scenario.arms}
     shadowed: set[str] = set()
     for i, arm in enumerate(scenario.arms):

@@ -27,8 +27,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
-    """Expand ${VAR} and ${VAR:-default} (the default also stands for a variable set to ""); an
-    unset or empty variable without default raises KeyError(VAR)."""
+    """Expand ${VAR} and ${VAR:-default} (also for ""); unset or empty without default: KeyError(VAR)."""
 
     def sub(m: re.Match[str]) -> str:
         name, default = m.group(1), m.group(2)
@@ -99,9 +98,8 @@ def validate_scenario(
     source: str = "<scenario>",
     base_dir: Path | None = None,
 ) -> Scenario:
-    """A scenario from its (expanded) data; a problem is one line naming source, line and field.
-    Its plugins (files relative to ``base_dir``, default the source's folder) are imported first:
-    the backends they register are names the scenario may use."""
+    """A scenario from its data (one line naming source, line and field per problem); its plugins
+    are imported first (the backends they register are names it may use)."""
     lines = lines or {}
 
     def where(loc: tuple) -> str:
@@ -199,8 +197,7 @@ def load_scenario(ref: str | Path, environ: typing.Mapping[str, str] | None = No
 
 
 def unset_variables(ref: str | Path, environ: typing.Mapping[str, str] | None = None) -> list[str]:
-    """The variables (``${VAR}``, no default) a scenario file uses that are unset or empty here, in
-    order of first use: what a run needs of its machine (an unreadable file has none)."""
+    """The ``${VAR}`` (no default) a scenario file uses that are unset or empty here, in order."""
     environ = os.environ if environ is None else environ
     path = resolve_scenario_path(ref)
     try:

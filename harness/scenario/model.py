@@ -1,6 +1,5 @@
-"""The scenario core (one YAML file, one experiment: runner, seeds, profiles, environment, arms with
-exactly one reference): the fields every scenario has, their rules (unknown keys are errors), and
-the model composed with the ``ScenarioPart`` of the runner or kind it names (``harness.plugins``).
+"""The scenario core (runner, seeds, profiles, environment, arms with one reference): the fields
+every scenario has, their rules, and the model composed with its runner's or kind's ``ScenarioPart``.
 """
 
 from __future__ import annotations
@@ -293,9 +292,8 @@ class Scenario(Strict):
 
 
 def scenario_model(runner: Any = None, kind: Any = E2E) -> type[Scenario]:
-    """The model that validates a scenario naming ``runner`` and ``kind`` (the raw values a file
-    gives): the core, plus the block and arm fields of that runner and the block of that kind.
-    An unknown or missing name gives the core alone, which then says what is wrong."""
+    """The model of a scenario naming ``runner`` and ``kind``: the core with their blocks and arm
+    fields (an unknown name: the core alone, which then says what is wrong)."""
     known_runner = isinstance(runner, str) and runner in RUNNERS and runner in RUNNER_SCENARIO
     known_kind = isinstance(kind, str) and kind != E2E and kind in SCENARIO_KINDS
     return _composed(
