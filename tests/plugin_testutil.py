@@ -4,7 +4,7 @@ from __future__ import annotations
 
 FP16_KERNEL = """
 import torch
-from harness.attention import AttentionBackend, register_backend
+from harness.attention.registry import AttentionBackend, register_backend
 
 
 @register_backend("{name}", exact=False, description="SDPA computed in fp16{tag}")

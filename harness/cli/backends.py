@@ -15,7 +15,7 @@ def backends(
     """List the attention backends: what each runs, whether it is available here (and why not)."""
     from rich.table import Table
 
-    from harness.attention import availability, backend_class, list_backends
+    from harness.attention.registry import availability, backend_class, list_backends
     from harness.scenario.load import load_scenario
     from harness.scenario.plugins import entry_point_plugins
 

@@ -15,15 +15,9 @@ from typing import Any
 
 import torch
 
-from harness.attention import (
-    AttentionBackend,
-    KVReversed,
-    UnsupportedCall,
-    exact_attention,
-    get_backend,
-)
-from harness.attention.exact import full_fp32_matmul
-from harness.attention.registry import check_options
+from harness.attention.exact import exact_attention, full_fp32_matmul
+from harness.attention.registry import AttentionBackend, UnsupportedCall, check_options, get_backend
+from harness.attention.wrappers import KVReversed
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
 from harness.kernels.captured import captured_shapes, load_captured

@@ -149,8 +149,7 @@ class KernelsBlock(_Strict):
 
 def check_backends(scenario: Any) -> None:
     """Every backend the block names is one of the harness registry, with options it accepts."""
-    from harness.attention import list_backends
-    from harness.attention.registry import check_options
+    from harness.attention.registry import check_options, list_backends
 
     known = list_backends()
     for i, entry in enumerate(scenario.kernels.backends):

@@ -37,8 +37,7 @@ class BuiltinBlock(Strict):
 
 def check_backends(scenario: Any) -> None:
     """Every arm, shadow and schedule's exact side names a harness backend; an arm, options it accepts."""
-    from harness.attention import list_backends
-    from harness.attention.registry import check_options
+    from harness.attention.registry import check_options, list_backends
 
     known = list_backends()
     arms = set(scenario.arm_names)
@@ -88,7 +87,7 @@ class BuiltinRunner(Runner):
         }
 
     def preflight(self, spec: RunSpec) -> str | None:
-        from harness.attention import availability, get_backend
+        from harness.attention.registry import availability, get_backend
         from harness.errors import BackendUnavailable
 
         ok, why = availability(spec.attn_type)
@@ -119,10 +118,10 @@ class BuiltinRunner(Runner):
 
 def run_in_process(run_dir: Path) -> TimingRecord:
     """The child process: one pipeline run through the counting chain, shadowed when the spec asks."""
-    from harness.attention import make_attention
     from harness.attention.insitu.build import shadowed_attention
     from harness.attention.insitu.recorder import INSITU_DIR
     from harness.attention.insitu.sites import CallSites
+    from harness.attention.wrappers import make_attention
     from harness.scenario.plugins import load_recorded
     from harness.tiny_ref2av.config import PipelineConfig
     from harness.tiny_ref2av.run import run_pipeline

@@ -6,7 +6,9 @@ import pytest
 import torch
 from attn_testutil import errors, make_qkv
 
-from harness.attention import availability, exact_attention, get_backend, make_attention
+from harness.attention.exact import exact_attention
+from harness.attention.registry import availability, get_backend
+from harness.attention.wrappers import make_attention
 
 sage_ok, sage_reason = availability("sage_attn2")
 aiter_ok, aiter_reason = availability("aiter_sage_attn")

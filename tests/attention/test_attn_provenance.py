@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.attention import get_backend
+from harness.attention.registry import get_backend
 from harness.attention.sage_variants import VARIANT_PROVENANCE, VARIANTS
 from harness.emulator_provenance import provenance_of
 from harness.kernels.results import KernelsResult

@@ -10,16 +10,16 @@ import torch
 from attn_testutil import errors, make_qkv
 from cli_testutil import harness
 
-from harness.attention import (
+from harness.attention import registry as reg
+from harness.attention.exact import exact_attention
+from harness.attention.registry import (
     AttentionBackend,
+    UnsupportedCall,
     availability,
-    exact_attention,
     get_backend,
     list_backends,
     register_backend,
 )
-from harness.attention import registry as reg
-from harness.attention.registry import UnsupportedCall
 from harness.attention.sage_variants import VARIANTS
 from harness.errors import BackendUnavailable, HarnessError
 

@@ -6,13 +6,15 @@ import pytest
 import torch
 from attn_testutil import errors, make_qkv
 
-from harness.attention import exact_attention, get_backend, sage_attention_emulated
+from harness.attention.exact import exact_attention
+from harness.attention.registry import get_backend
 from harness.attention.sage_emul import (
     LOG2E,
     k_group_ids,
     q_group_ids,
     quantize_int8,
     round_mantissa_nonneg_,
+    sage_attention_emulated,
     sage_quantize,
 )
 from harness.errors import HarnessError

@@ -6,9 +6,10 @@ import pytest
 import torch
 from attn_testutil import make_qkv
 
-from harness.attention import get_backend, make_attention
 from harness.attention.insitu.sites import CallSites
+from harness.attention.registry import get_backend
 from harness.attention.schedule import exact_on, exact_steps, schedule_text
+from harness.attention.wrappers import make_attention
 from harness.records import StepSchedule
 
 

@@ -4,17 +4,17 @@ import pytest
 import torch
 from attn_testutil import errors, make_qkv
 
-from harness.attention import (
-    AttentionOp,
+from harness.attention.exact import exact_attention
+from harness.attention.registry import AttentionOp, UnsupportedCall, get_backend
+from harness.attention.wrappers import (
     CountingBackend,
+    FirstCallCheck,
     KVChunked,
     KVReversed,
-    UnsupportedCall,
-    exact_attention,
-    get_backend,
+    OutputContractError,
+    chunk_logsumexp,
     make_attention,
 )
-from harness.attention.wrappers import FirstCallCheck, OutputContractError, chunk_logsumexp
 from harness.records import AttentionChoice, AttnCallsRecord, RankCalls
 
 

@@ -71,7 +71,7 @@ def test_python_m_harness_kernels_is_the_same_command(tmp_path):
 
 PLUGIN = """\
 import torch
-from harness.attention import AttentionBackend, register_backend
+from harness.attention.registry import AttentionBackend, register_backend
 
 
 def fp16_sdpa(q, k, v, scale):

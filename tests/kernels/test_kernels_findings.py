@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from kernels_testutil import make_block
 
-from harness.attention import AttentionBackend, get_backend, register_backend
-from harness.attention.registry import BACKENDS
+from harness.attention.registry import BACKENDS, AttentionBackend, get_backend, register_backend
 from harness.kernels.report import kernels_markdown
 from harness.kernels.results import KernelsResult
 from harness.kernels.run import run_kernels

@@ -203,7 +203,7 @@ def test_a_harness_backend_serves_through_the_dispatcher_and_leaves_no_trace(pip
 def test_a_harness_backend_hands_a_masking_call_to_native_as_a_fallback():
     from diffusers.models.attention_dispatch import dispatch_attention_fn
 
-    from harness.attention import make_attention
+    from harness.attention.wrappers import make_attention
     from harness.runners.diffusers.dispatch import CallBook, Instrument
 
     book = CallBook("sage_emul_thuml", "harness", False)

@@ -130,7 +130,7 @@ def test_the_package_marks_itself():
 
 
 def test_the_emulator_shim_serves_the_harness_emulation_in_both_layouts():
-    from harness.attention import get_backend
+    from harness.attention.registry import get_backend
     from harness.runners.lightx2v.rank_env import sageattention_flavour
     from harness.runners.lightx2v.shadows import load_shim
 

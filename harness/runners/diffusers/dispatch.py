@@ -226,7 +226,7 @@ class Instrument:
 
     def register_harness(self, name: str, op: Any) -> None:
         """Serve dispatcher backend ``name`` with the harness op chain ``op`` ([B, H, S, D] convention)."""
-        from harness.attention import UnsupportedCall
+        from harness.attention.registry import UnsupportedCall
 
         book, native = self.book, self.originals[self.ad.AttentionBackendName(FALLBACK)]
 

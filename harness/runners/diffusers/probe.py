@@ -69,7 +69,7 @@ def _call(member: Any, q: Any, k: Any, v: Any, d: int) -> float:
     import torch
     from diffusers.models.attention_dispatch import dispatch_attention_fn
 
-    from harness.attention import exact_attention
+    from harness.attention.exact import exact_attention
 
     try:
         out = dispatch_attention_fn(q, k, v, backend=member)
@@ -87,7 +87,8 @@ class _Refused(Exception):
 def _harness_check(
     name: str, options: dict, device: Any, dtype: Any, head_dims: list[int]
 ) -> tuple[str | None, dict]:
-    from harness.attention import availability, make_attention
+    from harness.attention.registry import availability
+    from harness.attention.wrappers import make_attention
     from harness.errors import HarnessError
     from harness.records import AttentionChoice
     from harness.runners.diffusers.dispatch import CallBook, Instrument
@@ -134,7 +135,7 @@ def probe(
             facts["capability"] = list(torch.cuda.get_device_capability(device))
         from diffusers.models import attention_dispatch as ad
 
-        from harness.attention import list_backends
+        from harness.attention.registry import list_backends
     except (ImportError, HarnessError) as err:
         if isinstance(err, ImportError):  # torch or diffusers itself: no backend can run (exit 3)
             facts[common.FRAMEWORK_FACT] = True

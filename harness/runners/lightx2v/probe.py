@@ -130,7 +130,7 @@ def shadow_reason(names: list[str], registry: Any) -> str | None:
     unknown = [n for n in dict.fromkeys(names) if n not in registry]
     if not unknown:
         return None
-    from harness.attention import list_backends
+    from harness.attention.registry import list_backends
 
     harness_names = list_backends()
     for name in unknown:

@@ -30,7 +30,7 @@ _backend: Any = None
 def _emulation():
     global _backend
     if _backend is None:
-        from harness.attention import get_backend
+        from harness.attention.registry import get_backend
 
         _backend = get_backend(EMULATED)
     return _backend
