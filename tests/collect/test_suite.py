@@ -187,13 +187,13 @@ def hold_a_side_thread_until_the_consumer_is_done(monkeypatch: pytest.MonkeyPatc
     frames by then, asks for the end marker (or the decoders are told to stop). The frames after
     the held one fill the side queue: they are still to be hashed when the consumer is done.
     Not left to scheduling: the side thread is certain to be behind."""
-    from harness.collect import decoder, stats
+    from harness.collect import stats, suite
 
-    held = frames - decoder.QUEUE_FRAMES  # the frames after it fit in the side queue
+    held = frames - suite.QUEUE_FRAMES  # the frames after it fit in the side queue
     assert held >= 1
-    decoders: dict[int, decoder.FrameDecoder] = {}
+    decoders: dict[int, suite.FrameDecoder] = {}
     hashed: dict[int, int] = {}
-    init, get = decoder.FrameDecoder.__init__, decoder.FrameDecoder.get
+    init, get = suite.FrameDecoder.__init__, suite.FrameDecoder.get
     update_hash = stats.StatsReducer.update_hash
 
     def tracked_init(self, *args, **kwargs) -> None:
@@ -220,8 +220,8 @@ def hold_a_side_thread_until_the_consumer_is_done(monkeypatch: pytest.MonkeyPatc
                 )
         update_hash(self, frame)
 
-    monkeypatch.setattr(decoder.FrameDecoder, "__init__", tracked_init)
-    monkeypatch.setattr(decoder.FrameDecoder, "get", counted_get)
+    monkeypatch.setattr(suite.FrameDecoder, "__init__", tracked_init)
+    monkeypatch.setattr(suite.FrameDecoder, "get", counted_get)
     monkeypatch.setattr(stats.StatsReducer, "update_hash", lagging)
 
 
