@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from harness import __version__
 from harness.envinfo import fingerprint
 from harness.errors import HarnessError, UsageError
-from harness.executors.base import Reporter
+from harness.executors.base import Reporter, get_executor
 from harness.executors.process import stop_orphan
-from harness.executors.registry import get_executor
 from harness.number_format import percent_text
 from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason

@@ -31,5 +31,5 @@ SCENARIO_KINDS.register("kernels", lazy="harness.kernels.schema:SCENARIO_PART")
 
 # Executors by the name `executor.kind` and `--executor` give; the class is built with options.
 EXECUTORS: Registry[Any] = Registry("executor", base="harness.executors.base:Executor")
-EXECUTORS.register("local", lazy="harness.executors.local:LocalExecutor")
+EXECUTORS.register("local", lazy="harness.executors.process:LocalExecutor")
 EXECUTORS.register("slurm", lazy="harness.executors.slurm:SlurmExecutor")

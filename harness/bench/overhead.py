@@ -1,29 +1,11 @@
-"""What the harness costs on a real LightX2V run: DiT s/step with the launcher's instrumentation vs without.
-
-``harness lightx2v overhead SCENARIO --profile P --arm A --repeats N`` runs one arm 2N times, each
-a run of its own through the executor (the guard, the time limit, run.json, as every campaign
-run), with the same config and seed, alternating in ABBA order so that drift (clocks, caches)
-falls on both sides:
-
-* ``launcher``: the run the harness makes of the arm (counting every attention call per rank,
-  rank logs, the registry wrapped; K/V reversal is refused here, it is a different computation);
-* ``bare``: the same arm with the ``bare`` parameter: the launcher module with ``--bare``, so
-  LightX2V runs uninstrumented, with only what it needs to run at all here (the CPU platform
-  when ``PLATFORM=cpu``; for a synthetic checkpoint, the relaxed released-size checks). For real
-  weights that is ``torchrun -m lightx2v.infer``. Its run.json says its attention calls were not
-  counted (they were not).
-
-s/step per run is the mean of DiT steps 2..N from LightX2V's own profiler lines. The two sets of
-per-run values go through the harness's one significance test (``compare.significance``, its
-alpha and its words): a difference is said only when it is significant.
-
-Where run-to-run noise hides a small cost, ``wrapper_cost`` times the one thing the launcher adds
-to every attention call (the counting subclass's ``apply``) against the plain class, in process,
-interleaved; multiplied by the calls per DiT step it bounds the per-step cost (a derived figure,
-labelled as such).
-
-A tool above the campaign machinery (it plans the arm, runs it through the executor and tests
-the timings): nothing in the runner imports it.
+"""What the harness costs on a real LightX2V run (``harness lightx2v overhead``): DiT s/step with the
+launcher's instrumentation (``launcher``: every attention call counted per rank, rank logs) against
+without (``bare``: the launcher module with ``--bare``, LightX2V uninstrumented), one arm run 2N times
+through the executor with the same config and seed, in ABBA order so that drift falls on both sides
+(K/V reversal is refused: it is a different computation). s/step per run is the mean of DiT steps 2..N
+from LightX2V's profiler lines; the two sets go through ``compare.significance`` (a difference is said
+only when significant). ``wrapper_cost`` times the counting subclass's ``apply`` against the plain class
+in process: times the calls per DiT step it bounds the per-step cost (a derived figure, so labelled).
 """
 
 from __future__ import annotations

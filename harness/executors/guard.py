@@ -1,13 +1,10 @@
-"""Keeps a runner from outliving the harness process that started it.
-
-``python -m harness.executors.guard FD -- COMMAND...`` (what ``execute_run`` launches, leading a new
-session) runs COMMAND in its group and waits. ``FD`` is the read end of a pipe whose write end only
-the harness holds and never writes: it reads end-of-file exactly when the harness is gone, however
-it died (SIGKILL included); then the guard stops the whole group, torchrun's ranks included.
-Signals sent to the group reach the runner directly; the guard exits as the runner did. A process
-that leaves the group (``setsid``, a daemon) is reparented to the guard (a Linux child subreaper)
-and ended with the runner, so nothing of an arm outlives it.
-"""
+"""Keeps a runner from outliving the harness process that started it: ``python -m harness.executors.guard
+FD -- COMMAND...`` (what ``execute_run`` launches, leading a new session) runs COMMAND in its group and
+waits. ``FD`` is the read end of a pipe whose write end only the harness holds and never writes: it
+reads end-of-file exactly when the harness is gone, however it died (SIGKILL included); then the guard
+stops the whole group, torchrun's ranks included. Signals sent to the group reach the runner directly;
+the guard exits as the runner did. A process that leaves the group (``setsid``, a daemon) is reparented
+to the guard (a Linux child subreaper) and ended with the runner, so nothing of an arm outlives it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Run one arm as a child process and record how it ended: the step every executor shares (the
-local executor calls ``execute_run`` in the harness, the Slurm one inside the job). run.json gets the
+local executor, here, calls ``execute_run`` in the harness, the Slurm one inside the job). run.json gets the
 command, environment, exit code, times, log tail, output hashes and attention validity; a crash, a
 time-out or Ctrl-C is recorded, not lost."""
 
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.guard import stat_fields
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners import Launch, get_runner
@@ -26,6 +27,7 @@ from harness.store import (
     STDERR_LOG,
     STDOUT_LOG,
     TIMING_JSON,
+    CampaignDir,
     RunDir,
     sha256_file,
     tail_text,
@@ -285,3 +287,19 @@ def supervise(
     if interrupted:
         raise KeyboardInterrupt
     return rec
+
+
+class LocalExecutor(Executor):
+    """The arms one after another on this machine, each in its own process."""
+
+    name = "local"
+
+    def run(
+        self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
+    ) -> None:
+        todo = [p for p in planned if p.action != "skip-ok"]
+        for i, p in enumerate(todo):
+            reporter.run_started(p.spec, i, len(todo))
+            record = execute_run(p.spec, campaign.run(p.spec.key), on_progress=reporter.run_progress)
+            on_record(record)
+            reporter.run_finished(record)

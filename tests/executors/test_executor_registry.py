@@ -1,4 +1,4 @@
-"""harness.executors.registry: executors by name, each module imported on demand."""
+"""harness.executors.base (get_executor): executors by name, each module imported on demand."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from harness.executors.local import LocalExecutor
-from harness.executors.registry import get_executor
+from harness.executors.base import get_executor
+from harness.executors.process import LocalExecutor
 from harness.plugins import EXECUTORS
 from harness.registry import UnknownName
 
@@ -30,12 +30,12 @@ def test_unknown_executor_names_the_known_ones() -> None:
 def test_an_executor_module_is_imported_only_when_asked_for() -> None:
     code = (
         "import sys\n"
-        "from harness.executors.registry import get_executor\n"
+        "from harness.executors.base import get_executor\n"
         "from harness.plugins import EXECUTORS\n"
         "assert EXECUTORS.names() == ['local', 'slurm']\n"
         "assert 'harness.executors.slurm' not in sys.modules\n"
         "get_executor('local')\n"
-        "assert 'harness.executors.local' in sys.modules and 'harness.executors.slurm' not in sys.modules\n"
+        "assert 'harness.executors.process' in sys.modules and 'harness.executors.slurm' not in sys.modules\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.executors.base import PlannedRun, Reporter
-from harness.executors.local import LocalExecutor
-from harness.executors.process import execute_run
+from harness.executors.process import LocalExecutor, execute_run
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, Runner, register_runner
 from harness.store import CampaignDir, RunDir

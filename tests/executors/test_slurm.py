@@ -20,7 +20,7 @@ import yaml
 from test_process import WRITE_OK, ScriptRunner, spec
 
 from harness.executors.base import Reporter
-from harness.executors.local import LocalExecutor
+from harness.executors.process import LocalExecutor
 from harness.executors.slurm import SlurmExecutor, describe_gpus, query_jobs, slurm_unavailable
 from harness.media import iter_frames, read_audio
 from harness.plan import plan_actions
