@@ -1,11 +1,7 @@
-"""The one cache of costly results in a campaign's metrics/ folder, and the pair and run entries.
-
-An entry (``CacheEntry``, metrics/<name>.json) is used only when its kind, the version of the
-computation of that kind and its key (the sha256 of the files it read, and the settings that change
-the result) all match, so a changed output, setting or computation is measured again. A cache that
-cannot be read is measured again; one that cannot be written (a read-only campaign) is skipped,
-never fatal. This stage's entries: a pair's metrics (with its per-frame CSV beside it), a run's
-statistics and the latent PSNR of a pair; the analysis keeps its own kinds here too.
+"""The one cache of costly results in a campaign's metrics/ folder: an entry (metrics/<name>.json) is used
+only when its kind, its computation's version and its key (the sha256 of the files read, the settings)
+all match; one that cannot be read is measured again, one that cannot be written is skipped. Here: a
+pair's metrics (its per-frame CSV beside it), a run's statistics, a pair's latent PSNR.
 """
 
 from __future__ import annotations
@@ -39,8 +35,6 @@ LATENTS_VERSION = 1
 
 
 class CacheEntry(Record):
-    """metrics/<name>.json: one cached result and what it was computed from."""
-
     schema_version: str = Field(CACHE_SCHEMA, alias="schema")
     kind: str
     version: int
@@ -55,8 +49,7 @@ def normal(key: dict[str, Any]) -> dict[str, Any]:
 
 
 class MetricsCache:
-    """The campaign's cache: ``get`` a value of ``kind`` computed under ``key``, or ``put`` one
-    (``folder`` None: every get misses, every put is dropped)."""
+    """``get`` a value of ``kind`` computed under ``key``, or ``put`` one (``folder`` None: no cache)."""
 
     def __init__(self, folder: Path | None):
         self.folder = Path(folder) if folder is not None else None
@@ -72,9 +65,8 @@ class MetricsCache:
             return None
         try:
             entry = read_record(path, CacheEntry)
-            if (entry.schema_version, entry.kind, entry.version) != (CACHE_SCHEMA, kind, version):
-                return None
-            if entry.key != normal(key):
+            expected = (CACHE_SCHEMA, kind, version, normal(key))
+            if (entry.schema_version, entry.kind, entry.version, entry.key) != expected:
                 return None
             return model.model_validate(entry.value)
         except (HarnessError, ValueError):
@@ -84,15 +76,21 @@ class MetricsCache:
         path = self.path(name)
         if path is None:
             return False
-        entry = CacheEntry(
-            kind=kind, version=version, key=normal(key), value=value.model_dump(mode="json", by_alias=True)
-        )
+        value_json = value.model_dump(mode="json", by_alias=True)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_record(path, entry)
+            write_record(path, CacheEntry(kind=kind, version=version, key=normal(key), value=value_json))
         except OSError:  # a read-only campaign: not cached
             return False
         return True
+
+    def cached(self, name: str, kind: str, version: int, key: dict[str, Any], model: type[M], compute) -> M:
+        """The entry while it holds, else ``compute()`` put under ``key``."""
+        hit = self.get(name, kind, version, key, model)
+        if hit is None:
+            hit = compute()
+            self.put(name, kind, version, key, hit)
+        return hit
 
 
 def measure_options(truncate: bool, resample_audio: bool, lossless: bool = False) -> dict[str, bool]:
@@ -114,21 +112,19 @@ def media(run: RunSummary, lossless: bool) -> tuple[str, str]:
 
 
 def run_stats(run: RunSummary, metrics_dir: Path | None) -> RunStats | None:
-    """Global statistics of one run's output (its lossless copy when it has one), from the cache
-    while its hash still matches."""
+    """Global statistics of one run's output (its lossless copy when it has one), cached by its hash."""
     if run.output is None or run.output_sha256 is None:
         return None
     file, sha = media(run, use_lossless(run, run))
-    cache = MetricsCache(metrics_dir)
-    name, key = f"{run.key}.stats", {"sha256": sha}
-    stats = cache.get(name, "stats", STATS_VERSION, key, RunStats)
-    if stats is not None:
-        return stats
-    from harness.collect.suite import measure_run
 
-    stats = measure_run(Path(file))
-    cache.put(name, "stats", STATS_VERSION, key, stats)
-    return stats
+    def measure() -> RunStats:
+        from harness.collect.suite import measure_run
+
+        return measure_run(Path(file))
+
+    return MetricsCache(metrics_dir).cached(
+        f"{run.key}.stats", "stats", STATS_VERSION, {"sha256": sha}, RunStats, measure
+    )
 
 
 def measure_pair_cached(
@@ -174,9 +170,8 @@ def measure_pair_cached(
 
 
 def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: bool) -> None:
-    """Audio tracks of other lengths are refused as videos of other frame counts are
-    (``collect.suite``), unless ``truncate``: else a track missing most of its audio would be
-    judged on the overlap."""
+    """Audio tracks of other lengths are refused as videos of other frame counts are, unless ``truncate``
+    (else a track missing most of its audio would be judged on the overlap)."""
     au = result.audio
     if au is not None and not truncate:
         samples, rates = (au.samples_a, au.samples_b), (au.sample_rate, au.rate_b or au.sample_rate)
@@ -206,20 +201,19 @@ def refuse_audio_lengths(
 def latents_cached(
     a: RunSummary, b: RunSummary, metrics_dir: Path | None, hashes: FileHashes
 ) -> tuple[list[LatentPoint], list[str]]:
-    """Latent PSNR of B against A per step (``compare.latents``), from the cache while every latent
-    file of both runs is unchanged."""
+    """Latent PSNR of B against A per step (``compare.latents``), cached by every latent file's hash."""
     la, lb = latent_files(Path(a.path)), latent_files(Path(b.path))
     if not la or not lb:
         return [], []
-    cache = MetricsCache(metrics_dir)
-    name = f"{pair_metrics_stem(a.key, b.key)}.latents"
     key = {
-        "a": {str(step): hashes.sha256(p) for step, p in la.items()},
-        "b": {str(step): hashes.sha256(p) for step, p in lb.items()},
+        side: {str(step): hashes.sha256(p) for step, p in files.items()}
+        for side, files in (("a", la), ("b", lb))
     }
-    hit = cache.get(name, "latents", LATENTS_VERSION, key, LatentComparison)
-    if hit is not None:
-        return hit.points, hit.notes
-    points, notes = compare_latent_files(la, lb)
-    cache.put(name, "latents", LATENTS_VERSION, key, LatentComparison(points=points, notes=notes))
-    return points, notes
+
+    def compute() -> LatentComparison:
+        points, notes = compare_latent_files(la, lb)
+        return LatentComparison(points=points, notes=notes)
+
+    name = f"{pair_metrics_stem(a.key, b.key)}.latents"
+    hit = MetricsCache(metrics_dir).cached(name, "latents", LATENTS_VERSION, key, LatentComparison, compute)
+    return hit.points, hit.notes

@@ -1,12 +1,6 @@
-"""sha256 of files, remembered by the file's identity so that an unchanged file is read once.
-
-Every cached result is keyed by content hashes: the sha256 of the files it was measured on.
-This memo only saves reading a file again to learn its hash. Its key is the file's identity
-(size, mtime, ctime and inode: ctime changes on every write and cannot be set back); a file
-whose identity changed is hashed again (the sha check), and when its content is the same every
-result keyed by its hash still holds. A campaign keeps its memo in metrics/hashes.json; a memo
-that cannot be written (a read-only campaign) lives for the process only.
-"""
+"""sha256 of files, remembered by the file's identity (size, mtime, ctime, inode: ctime changes on every
+write and cannot be set back), so an unchanged file is read once; cached results stay keyed by content.
+A campaign keeps its memo in metrics/hashes.json (one that cannot be written lives for the process)."""
 
 from __future__ import annotations
 
@@ -37,7 +31,6 @@ class FileHashes:
                 self.entries = data["files"]
 
     def sha256(self, file: Path) -> str:
-        """The file's sha256; read only when its identity is not the remembered one."""
         resolved = str(Path(file).resolve())
         st = os.stat(resolved)
         ident = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

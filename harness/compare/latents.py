@@ -29,8 +29,6 @@ class LatentPoint(Record):
 
 
 class LatentComparison(Record):
-    """Latent PSNR of B against A at every step both saved, and why some step could not be compared."""
-
     points: list[LatentPoint] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 

@@ -1,10 +1,6 @@
-"""Pairwise comparison of two runs, run A being the reference.
-
-``compare_runs`` summarises both runs, measures the pair through the collectors (cached in the
-metrics folder, keyed by the sha256 of both output files) and returns a ``Comparison``: speed,
-accuracy, global statistics, bitwise checks, attention calls and latent PSNR. A run that did
-not end ``ok`` or has no output is reported as such, never raised.
-"""
+"""Run B against run A (the reference): speed, accuracy (measured through the collectors, cached by both
+outputs' sha256), statistics, bitwise checks, attention calls, latent PSNR; a run not ``ok`` or without
+output is reported as such, never raised."""
 
 from __future__ import annotations
 
@@ -87,8 +83,6 @@ class Bitwise(Record):
 
 
 class Comparison(Record):
-    """Run B against run A (the reference)."""
-
     schema_version: str = Field(COMPARE_SCHEMA, alias="schema")
     created_at: str = Field(default_factory=utcnow)
     kind: str = "candidate"  # identical-arm | noise_floor | candidate
@@ -168,6 +162,26 @@ def _speed(a: RunSummary, b: RunSummary) -> SpeedComparison:
     return sp
 
 
+def _audio_notes(au: AudioPairMetrics) -> list[str]:
+    """What was done to the tracks before measuring them, and what is reported, not removed."""
+    lag = au.residual_lag_samples
+    ms = 1000 * lag / au.sample_rate if lag else 0.0
+    corr = (
+        ""
+        if au.residual_corr is None
+        else f", correlation {au.residual_corr:.4f} there against {au.aligned_corr:.4f}"
+    )
+    notes = {
+        f"audio: {au.samples_dropped} samples per channel dropped from the longer track": au.samples_dropped,
+        f"audio: the containers' timestamps place B {au.lag_samples:+d} samples against A (metrics taken at that "
+        "alignment)": au.lag_samples,
+        f"audio: residual lag {lag:+d} samples ({ms:+.1f} ms, {'B late' if lag > 0 else 'B early'}) after the "
+        f"containers' alignment{corr}: reported, not removed": lag,
+        f"audio resampled: {au.resample_note or 'on request'}": au.resampled,
+    }
+    return [text for text, shown in notes.items() if shown]
+
+
 def compare_summaries(
     a: RunSummary,
     b: RunSummary,
@@ -177,8 +191,7 @@ def compare_summaries(
     resample_audio: bool = False,
     hashes: FileHashes | None = None,
 ) -> Comparison:
-    """Compare two already summarised runs (the analysis reuses summaries across pairs); ``hashes``:
-    where the hashes of latent files are remembered (default: the process's memo)."""
+    """Compare two summarised runs; ``hashes``: the latent files' memo (default: the process's)."""
     cmp = Comparison(
         kind=_kind(a, b),
         a=a.model_copy(),
@@ -222,35 +235,13 @@ def compare_summaries(
         cmp.frames_csv = str(csv_path) if csv_path else None
         if result.video.pixel_formats:
             cmp.notes.append(result.video.pixel_formats)
-        au = result.audio
-        if au is None:
-            cmp.notes.append("no audio metrics (a run has no audio track)")
-        if result.video.truncated_to is not None:
+        v, au = result.video, result.audio
+        cmp.notes += ["no audio metrics (a run has no audio track)"] if au is None else []
+        if v.truncated_to is not None:
             cmp.notes.append(
-                f"videos truncated to {result.video.truncated_to} frames "
-                f"(A has {result.video.frames_a}, B has {result.video.frames_b})"
+                f"videos truncated to {v.truncated_to} frames (A has {v.frames_a}, B has {v.frames_b})"
             )
-        if au is not None and au.samples_dropped:
-            cmp.notes.append(f"audio: {au.samples_dropped} samples per channel dropped from the longer track")
-        if au is not None and au.lag_samples:
-            cmp.notes.append(
-                f"audio: the containers' timestamps place B {au.lag_samples:+d} samples against A "
-                "(metrics taken at that alignment)"
-            )
-        if au is not None and au.residual_lag_samples:
-            ms = 1000 * au.residual_lag_samples / au.sample_rate
-            corr = (
-                ""
-                if au.residual_corr is None
-                else f", correlation {au.residual_corr:.4f} there against {au.aligned_corr:.4f}"
-            )
-            cmp.notes.append(
-                f"audio: residual lag {au.residual_lag_samples:+d} samples ({ms:+.1f} ms, "
-                f"{'B late' if au.residual_lag_samples > 0 else 'B early'}) after the containers' alignment{corr}: "
-                "reported, not removed"
-            )
-        if au is not None and au.resampled:
-            cmp.notes.append(f"audio resampled: {au.resample_note or 'on request'}")
+        cmp.notes += _audio_notes(au) if au is not None else []
     cmp.latents, latent_notes = latents_cached(a, b, metrics_dir, hashes or PROCESS_HASHES)
     cmp.notes.extend(latent_notes)
     return cmp
@@ -264,8 +255,8 @@ def compare_runs(
     truncate: bool = False,
     resample_audio: bool = False,
 ) -> Comparison:
-    """Compare run B against run A (the reference), cached in ``metrics_dir`` (default: the metrics/
-    folder of the campaign both runs belong to, else no cache) and written there as <a>__vs__<b>.compare.json."""
+    """B against A, cached in ``metrics_dir`` (default: the metrics/ folder of the campaign of both runs, else
+    none) and written there as <a>__vs__<b>.compare.json."""
     camp = run_a.path.resolve().parent.parent
     if metrics_dir is None and camp == run_b.path.resolve().parent.parent and (camp / CAMPAIGN_JSON).exists():
         metrics_dir = camp / "metrics"  # both runs of one campaign: its metrics/ folder

@@ -1,10 +1,6 @@
-"""One run's own account of itself (no decoding): status, timing, attention calls, output hash.
-
-A run that did not end ``ok`` keeps its reason and the tail of its log; unreadable side files
-become notes, never errors, except the two a verdict rests on: a run that ended ok whose
-timing.json does not hold (``records.positive_seconds``) or whose output.mp4 is not the file run.json
-hashed is ``damaged``, with one line naming the file (never judged).
-"""
+"""One run's own account of itself (no decoding): status, timing, attention calls, output hash. Unreadable
+side files are notes, except the two a verdict rests on: an ok run whose timing.json does not hold or
+whose output.mp4 is not the one run.json hashed is ``damaged``, one line naming the file (never judged)."""
 
 from __future__ import annotations
 
@@ -54,8 +50,6 @@ class _RunName(Record):  # declared before the attention, so results.json keeps 
 
 
 class RunSummary(AttentionChoice, _RunName):
-    """What one run says about itself (no decoding): status, timing, attention, output hash."""
-
     attn_type: str | None = None  # None: a bare file's (no run.json)
     plugins: list[PluginRef] = Field(default_factory=list)  # the spec's: where its backends' code came from
     code: dict[str, str] = Field(default_factory=dict)  # sha256 of each harness backend's source file
@@ -110,7 +104,7 @@ SHOWN_STATS = ("audio_peak",)
 
 
 def stat_fields(stats: RunStats | None) -> dict[str, float | None]:
-    """The statistics shown and checked (numbers that describe content, not the container)."""
+    """The statistics shown and checked (of the content, not the container)."""
     values = {n: getattr(stats, n, None) for n in (*JUDGED_STATS, *SHOWN_STATS)}
     return {n: None if v is None else float(v) for n, v in values.items()}
 
@@ -134,11 +128,7 @@ def _side_file(read: Callable[[], T | None], name: str, notes: list[str]) -> T |
 def summarize_run(
     run: RunDir, arm_status: ArmStatus | None = None, *, hashes: FileHashes | None = None
 ) -> RunSummary:
-    """A run's own account of itself. Unreadable side files become notes (timing.json and a changed
-    output.mp4 of an ok run: damaged, see above).
-
-    ``hashes``: where output hashes are remembered (a campaign's memo; default: the process's).
-    """
+    """A run's own account of itself; ``hashes``: the output hashes' memo (default: the process's)."""
     hashes = hashes or PROCESS_HASHES
     notes: list[str] = []
     rec = None
@@ -184,14 +174,10 @@ def summarize_run(
     damage: list[str] = []
     timing = _side_file(run.timing, "timing.json", damage if s.ok else notes)
     if timing is not None:
-        s.step_seconds = timing.step_seconds()
-        s.dit_steps = timing.dit_steps
-        s.s_per_step = timing.s_per_step
-        s.pipeline_total_s = timing.pipeline_total_s
-        s.wall_total_s = timing.wall_total_s
-        s.stages = dict(timing.stages)
-        s.timing_source = timing.source
-        s.timing_missing = list(timing.missing)
+        for name in ("dit_steps", "s_per_step", "pipeline_total_s", "wall_total_s"):
+            setattr(s, name, getattr(timing, name))
+        s.step_seconds, s.stages = timing.step_seconds(), dict(timing.stages)
+        s.timing_source, s.timing_missing = timing.source, list(timing.missing)
     elif s.ok:
         notes.append("no timing.json")
 
