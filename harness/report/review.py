@@ -1,7 +1,5 @@
-"""The top of the page: a badge per candidate (its reading and sentences as results.json holds them,
-``analysis.review`` and ``analysis.sentences``), the words' colours, marks and meanings, and which
-points of the speed-against-accuracy figure are drawn.
-"""
+"""The top of the page: a badge per candidate (its reading as results.json holds it), the words' colours,
+marks and meanings, and which points of the speed-against-accuracy figure are drawn."""
 
 from __future__ import annotations
 
@@ -18,32 +16,16 @@ MARKS = dict(zip(WORDS, ("🔵", "🟢", "🔴", "🟡", "🟡", "⛔", "⚪"), 
 
 
 @dataclass(frozen=True)
-class Badge:
-    reading: Reading
-    css: str  # the word (one of harness.rule.WORDS) as a CSS class: spaces as hyphens
-    ratio: str  # ratio_line
-    step: str  # speed_line of DiT s/step
-    total: str  # speed_line of the pipeline total
-    note: str = ""  # why a run is missing or invalid
-    lines: tuple[str, ...] = ()  # accuracy_lines: the readings (both where an in-situ one exists)
-
-
-@dataclass(frozen=True)
 class ReviewView:
     """The top of the page: a badge per candidate and the speed-against-accuracy figure."""
 
-    badges: list[Badge]
+    badges: list[Reading]  # each drawn as a badge (its word, a CSS class with spaces as hyphens)
     figure: str | None  # the figure's path as the page links it
     reference: str
     floor: str
     tolerance: float
     regime_note: str = ""
     legend: tuple[tuple[str, str, str], ...] = ()  # (word, its CSS class, what it means)
-
-
-def badge(r: Reading) -> Badge:
-    return Badge(reading=r, css=r.word.replace(" ", "-"), ratio=r.ratio_line, lines=tuple(r.lines),
-                 step=r.step_line, total=r.total_line, note=r.note)  # fmt: skip
 
 
 def review_view(res: ReportResults, figure: str | None) -> ReviewView:
@@ -58,7 +40,7 @@ def review_view(res: ReportResults, figure: str | None) -> ReviewView:
         else ""
     )
     return ReviewView(
-        badges=[badge(r) for r in cands],
+        badges=list(cands),
         figure=figure,
         reference=res.reference_arm or "none",
         floor=", ".join(res.noise_floor_arms) or "none",
