@@ -1,14 +1,18 @@
-"""Wrappers around a backend: the noise floor's exact perturbations, call counting with fallback, and
-a bitwise check of the backend against its op called directly on a run's first call."""
+"""Wrappers around a backend: the noise floor's exact perturbations, call counting with fallback, a
+bitwise check of the backend against its op called directly on a run's first call, and the chains a
+run builds from them (``make_attention``; ``shadowed_attention`` with its in-situ shadows)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.shadow import ShadowedAttention
 from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import (
     AttentionBackend,
@@ -19,8 +23,16 @@ from harness.attention.registry import (
     get_backend,
 )
 from harness.attention.schedule import ScheduledAttention
-from harness.errors import HarnessError
-from harness.records import AttentionChoice, AttnCallsRecord, DirectCheck, RankCalls, StepSchedule
+from harness.errors import BackendUnavailable, HarnessError
+from harness.records import (
+    AttentionChoice,
+    AttnCallsRecord,
+    DirectCheck,
+    InSituSettings,
+    RankCalls,
+    ShadowSpec,
+    StepSchedule,
+)
 
 
 class OutputContractError(HarnessError):
@@ -274,3 +286,33 @@ def _perturbed(op: AttentionOp | None, choice: AttentionChoice) -> AttentionOp |
     if op is not None and choice.kv_chunks > 1:
         op = KVChunked(op, choice.kv_chunks)
     return op
+
+
+def shadowed_attention(
+    primary: AttentionOp,
+    shadows: list[ShadowSpec],
+    settings: InSituSettings | None,
+    folder: Path,
+    *,
+    primary_name: str,
+    rank: str | int = "0",
+    sites: CallSites | None = None,
+) -> ShadowedAttention:
+    """The primary with its shadows (each its own counted chain, no fallback), recording to ``folder``
+    as ``rank``; a shadow that cannot run here is noted and left out. Close ``result.recorder`` at the end."""
+    settings = settings or InSituSettings()
+    recorder = InSituRecorder(folder, settings, rank=rank, sites=sites)
+    ops: dict[str, AttentionOp] = {}
+    for s in shadows:
+        try:
+            ops[s.name] = make_attention(s)
+        except BackendUnavailable as err:
+            recorder.note(f"shadow {s.name} not measured: {err}")
+    return ShadowedAttention(
+        primary,
+        ops,
+        sample_rows=settings.sample_rows,
+        seed=settings.seed,
+        recorder=recorder,
+        primary_name=primary_name,
+    )

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from harness.attention.exact import exact_attention
-from harness.attention.insitu.build import shadowed_attention
 from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import get_backend
+from harness.attention.wrappers import shadowed_attention
 from harness.errors import HarnessError
 from harness.kernels.captured import captured_shapes, load_captured
 from harness.kernels.measure import accuracy_metrics
