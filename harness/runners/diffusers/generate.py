@@ -13,12 +13,10 @@ import torch
 
 from harness.records import StepTiming, TimingRecord
 from harness.runners.common import write_step_latents
-from harness.runners.diffusers.schema import PIPELINES
+from harness.runners.diffusers.schema import CALL_KEYS, PIPELINES
 from harness.tiny_ref2av.model import synchronize
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
-# Arguments of every pipeline call, as the spec's ``pipeline`` parameters name them.
-CALL_KEYS = "prompt negative_prompt height width num_frames num_inference_steps guidance_scale".split()
 # Components timed as stages: (component, method) -> stage name.
 STAGES = {
     ("text_encoder", "forward"): "text_encoder",
@@ -200,20 +198,11 @@ def generate(
         t0 = clock.now()
         out = pipe(**kwargs, callback_on_step_end=step_end, callback_on_step_end_tensor_inputs=inputs)
         generated = clock.now()
-        frames = np.asarray(out.frames[0])
-        audio, rate = None, 16000
-        if kind.audio:
-            audio = out.audio[0].float().cpu().numpy()
-            rate = int(pipe.vocoder.config.output_sampling_rate)
-        write_av(
-            out_path,
-            (np.round(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8) for f in frames),
-            audio,
-            fps=params["frame_rate"],
-            sample_rate=rate,
-            crf=params["crf"],
-            preset=params["x264_preset"],
-        )
+        frames = (np.round(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8) for f in np.asarray(out.frames[0]))
+        audio = out.audio[0].float().cpu().numpy() if kind.audio else None
+        rate = int(pipe.vocoder.config.output_sampling_rate) if kind.audio else 16000
+        codec = {"crf": params["crf"], "preset": params["x264_preset"]}
+        write_av(out_path, frames, audio, fps=params["frame_rate"], sample_rate=rate, **codec)
         written = clock.now()
     finally:
         clock.close()

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from harness.attention import make_attention
+from harness.attention.wrappers import make_attention
 from harness.envinfo import package_versions, resolve_device
 from harness.records import AttnCallsRecord, RankCalls, Record, RunSpec
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_main
@@ -106,8 +106,7 @@ def run_generation(
         dit = dit_modules(pipe)
         for name, module in dit:
             inst.scope(name, module)
-        taken = inst.select(spec.attn_type, [m for _, m in dit])
-        if not taken:
+        if not inst.select(spec.attn_type, [m for _, m in dit]):
             book.error(f"no attention processor of the DiT took backend {spec.attn_type!r}")
         names = inst.backend_names()
         timing = generate(
@@ -151,7 +150,6 @@ def run_in_process(run_dir: Path) -> Any:
 def environment(
     pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
 ) -> DiffusersEnv:
-    components = {name: type(part).__name__ for name, part in pipe.components.items() if part is not None}
     return DiffusersEnv(
         python=sys.executable,
         packages=package_versions(ENV_PACKAGES),
@@ -161,7 +159,7 @@ def environment(
         dtype=str(dtype).removeprefix("torch."),
         gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         dispatcher_backends=names,
-        components=components,
+        components={name: type(part).__name__ for name, part in pipe.components.items() if part is not None},
     )
 
 

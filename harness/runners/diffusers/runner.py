@@ -16,15 +16,15 @@ from harness.runners import common
 from harness.runners.base import Launch, Runner
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, ProbeBatch, absolute_path, not_found, search_path
 from harness.runners.diffusers.probe import probe_in_subprocess
-from harness.runners.diffusers.schema import PIPELINES
+from harness.runners.diffusers.schema import CALL_KEYS, PIPELINES
 
 LAUNCH_MODULE = "harness.runners.diffusers.launch"
 DIFFUSERS_ENV_JSON = "diffusers_env.json"  # what the run's interpreter had (launch.DiffusersEnv)
 # Block fields that make the pipeline call and its mp4 (spec params "pipeline").
 CALL_FIELDS = {
-    "pipeline", "prompt", "negative_prompt", "image_path", "height", "width", "num_frames", "num_inference_steps",
-    "guidance_scale", "frame_rate", "max_sequence_length", "call_kwargs", "crf", "x264_preset",
-}  # fmt: skip
+    *CALL_KEYS,
+    *"pipeline image_path frame_rate max_sequence_length call_kwargs crf x264_preset".split(),
+}
 NOT_PLANNED = "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
 PROBE_TIMEOUT_S = 600.0
 # Every backend the plan named, by probe environment: the first pre-flight there probes them together.
@@ -122,7 +122,7 @@ def model_problem(p: dict[str, Any]) -> str | None:
 
 class DiffusersRunner(Runner):
     def resolve_params(self, scenario: Any, arm: Any, profile: str | None) -> dict[str, Any]:
-        from harness.attention import list_backends
+        from harness.attention.registry import list_backends
 
         block = common.effective_block(
             scenario, arm, profile, "diffusers", "call_kwargs", lambda base, over: {**base, **over}, tidy=True

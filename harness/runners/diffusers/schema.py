@@ -45,10 +45,11 @@ SYNTHETIC_MODELS: dict[str, tuple[str, ...]] = {
     "wan2.2_i2v": ("wan_i2v",),  # two experts, no image encoder
 }
 DEFAULT_SYNTHETIC = {"ltx2_t2v": "ltx2", "ltx2_i2v": "ltx2", "wan_t2v": "wan2.1_t2v", "wan_i2v": "wan2.1_i2v"}
+# Arguments of every pipeline call, as the block (and the spec's ``pipeline`` parameters) name them.
+CALL_KEYS = "prompt negative_prompt height width num_frames num_inference_steps guidance_scale".split()
 # Arguments of the pipeline call the harness sets itself (or takes from a block field).
 RESERVED_CALL_KWARGS = (
-    "prompt", "negative_prompt", "image", "height", "width", "num_frames", "num_inference_steps",
-    "guidance_scale", "frame_rate", "max_sequence_length", "generator", "latents", "output_type",
+    *CALL_KEYS, "image", "frame_rate", "max_sequence_length", "generator", "latents", "output_type",
     "return_dict", "callback_on_step_end", "callback_on_step_end_tensor_inputs",
 )  # fmt: skip
 
@@ -189,7 +190,7 @@ def dispatcher_names() -> list[str] | None:
 def check_arm(arm: Any) -> tuple[str, str] | None:
     """(arm field, one line) for an arm's first problem, or None: ``attn_type`` names a dispatcher or
     a harness backend; what the dispatcher's own backends cannot take is refused before anything runs."""
-    from harness.attention import backend_class, list_backends
+    from harness.attention.registry import backend_class, list_backends
 
     name = arm.attn_type
     ours = list_backends()
