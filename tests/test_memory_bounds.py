@@ -12,8 +12,15 @@ import numpy as np
 import pytest
 from cli_testutil import harness, the_error_line
 
-from harness.analysis.audio_clips import audio_clips, spectrogram_difference
-from harness.analysis.audio_view import audio_views, binned, nfft_for, psd_frames, spectrogram_png
+from harness.analysis.audio_view import (
+    audio_clips,
+    audio_views,
+    binned,
+    nfft_for,
+    psd_frames,
+    spectrogram_difference,
+    spectrogram_png,
+)
 from harness.analysis.model import ReportResults
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary

@@ -8,8 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from harness.analysis.audio_clips import audio_clips
-from harness.analysis.audio_view import audio_views
+from harness.analysis.audio_view import audio_clips, audio_views
 from harness.analysis.differences import frame_differences
 from harness.analysis.frames import Progress, frame_grids, slug, write_under
 from harness.analysis.model import FrameSeries, ReportResults
