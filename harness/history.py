@@ -1,9 +1,7 @@
-"""History across campaigns: every results.json under some folders as one DataFrame (a row per
-run), each campaign of a series (scenario, profile, GPU, arm) tested against the last N before
-it with runs as the samples (timings by the report's speed test, other metrics by Welch; Holm
-over every test of the history, so a long history does not mark noise), history.csv and
-history.html (a figure per scenario and metric, moves marked, one file), and the newest
-campaign's moves the bad way for the gate.
+"""History across campaigns: every results.json under some folders as one DataFrame (a row per run), each
+campaign of a series (scenario, profile, GPU, arm) tested against the last N before it, runs as samples
+(timings by the speed test, other metrics by Welch; Holm over the whole history), history.csv and
+history.html (a figure per scenario and metric, moves marked), the newest campaign's moves for the gate.
 """
 
 from __future__ import annotations
@@ -16,12 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.compare.significance import (
-    DEFAULT_ALPHA,
-    DEFAULT_MIN_EFFECT,
-    compare_samples,
-    fmt_p,
-)
+from harness.compare.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_samples, fmt_p
 from harness.errors import HarnessError
 from harness.metrics.metric import history_metrics
 from harness.records import steady_steps
@@ -80,8 +73,7 @@ def _commit(env: dict) -> str:
 
 
 def _rows(path: Path) -> list[dict]:
-    """One row per run of the results.json at ``path``, read by the one reader (``read_results``):
-    a file that is damaged, out of bounds or of another schema is one HarnessError line."""
+    """One row per run of the results.json at ``path`` (a bad file: one HarnessError line)."""
     from harness.analysis.model import read_results
 
     res = read_results(path)
@@ -142,7 +134,6 @@ def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
 
 
 def _samples(group: pd.DataFrame, m: Metric) -> list[float]:
-    """One value per run (runs are the samples)."""
     return [float(x) for x in group[m.column] if x is not None and not pd.isna(x) and math.isfinite(x)]
 
 
@@ -162,9 +153,8 @@ def _test(before: list[float], now: list[float], m: Metric, alpha: float, min_ef
 def find_moves(
     df: pd.DataFrame, *, last: int = 5, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT
 ) -> pd.DataFrame:
-    """Per series and metric, each campaign against the ``last`` campaigns before it, runs as samples;
-    Holm over every test of the history. A row per test: the series keys, the campaign, the means,
-    p and p_adjusted, outcome, moved, worse (moved the bad way) and the text."""
+    """A row per test of each campaign against the ``last`` before it, per series and metric (Holm over all):
+    the series keys, the campaign, the means, p and p_adjusted, outcome, moved, worse and the text."""
     found = []
     for key, series in df.groupby(SERIES, sort=False, dropna=False):
         camps = series.drop_duplicates("campaign_index")["campaign_index"].tolist()
@@ -303,18 +293,14 @@ def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, b
         latest=[[_cell(v) for v in row] for row in latest.itertuples(index=False)],
         latest_headers=list(latest.columns),
         moves=[
-            [
-                r["scenario"],
-                r["arm"],
-                r["gpu"],
-                METRIC[r["metric"]].label,
-                r["campaign"],
-                r["text"],
-                "worse" if r["worse"] else "better",
-            ]
+            [*r[["scenario", "arm", "gpu"]], METRIC[r["metric"]].label, r["campaign"], r["text"], _way(r)]
             for _, r in moved.iterrows()
         ],
     )
+
+
+def _way(move: pd.Series) -> str:
+    return "worse" if move["worse"] else "better"
 
 
 def _cell(v) -> str:
@@ -346,8 +332,6 @@ def write_history(
 
 @dataclass(frozen=True)
 class HistoryOutcome:
-    """What ``harness history`` found and wrote."""
-
     campaigns: int
     runs: int
     scenarios: list[str]  # in time order of their first campaign
@@ -359,14 +343,12 @@ class HistoryOutcome:
 
 
 def build_history(dirs: Iterable[Path], out_dir: Path, *, last: int = 5) -> HistoryOutcome:
-    """``load_history``, ``find_moves`` and ``write_history`` over ``dirs``, in one call."""
     df = load_history(dirs)
     moves = find_moves(df, last=last)
     csv_path, html_path = write_history(df, moves, out_dir, last=last)
     moved = moves[moves["moved"]] if not moves.empty else moves
     lines = [
-        f"moved ({'worse' if mv['worse'] else 'better'}): {mv['scenario']} {mv['arm']} "
-        f"{METRIC[mv['metric']].label} in {mv['campaign']}: {mv['text']}"
+        f"moved ({_way(mv)}): {mv['scenario']} {mv['arm']} {METRIC[mv['metric']].label} in {mv['campaign']}: {mv['text']}"
         for _, mv in moved.iterrows()
     ]
     return HistoryOutcome(
