@@ -1,6 +1,5 @@
-"""The ``harness`` command: a thin typer layer, one module per command (parsing and printing only;
-each command imports the library it calls inside its function). ``common`` holds what they share,
-``program`` assembles them into the app and ``main`` (every outcome mapped to an exit code)."""
+"""The ``harness`` command: one module per command (parsing and printing only, each importing its
+library inside its function); ``common`` is what they share, ``program`` the app and ``main``."""
 
 from __future__ import annotations
 

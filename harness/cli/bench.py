@@ -1,7 +1,5 @@
-"""``harness bench metrics``: the metric suite timed against a naive per-frame scikit-image loop,
-side by side; ``harness bench verdicts``: the false-alarm rate and the power of every verdict rule on
-campaigns drawn from measured distributions, and ``--measure``, which makes those distributions from
-a calibration campaign (``harness.bench`` does the work; this prints its markdown)."""
+"""``harness bench metrics`` (the metric suite against a naive scikit-image loop) and ``harness bench
+verdicts`` (false alarms and power of the verdict rules; ``--measure`` makes their distributions)."""
 
 from __future__ import annotations
 
@@ -10,20 +8,13 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import group
 from harness.errors import UsageError
 
+HELP = "Benchmarks of the harness itself."
 VERDICTS_EPILOG = (
     "Examples: harness bench verdicts   |   harness bench verdicts --measure "
     "reports/verdict_calibration/3step --write harness/bench/verdict_calibration.json"
 )
-
-
-def register(app: typer.Typer) -> None:
-    bench_app = group("Benchmarks of the harness itself.")
-    bench_app.command("metrics", epilog="Example: harness bench metrics --frames 362")(bench_metrics)
-    bench_app.command("verdicts", epilog=VERDICTS_EPILOG)(bench_verdicts)
-    app.add_typer(bench_app, name="bench")
 
 
 def bench_metrics(
@@ -82,3 +73,9 @@ def bench_verdicts(
     sys.stdout.write(markdown(result))
     if json_path is not None:
         write_record(json_path, result)
+
+
+COMMANDS = {
+    "metrics": (bench_metrics, "Example: harness bench metrics --frames 362"),
+    "verdicts": (bench_verdicts, VERDICTS_EPILOG),
+}

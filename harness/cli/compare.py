@@ -1,6 +1,5 @@
-"""``harness compare A B``: two runs or two media files (A is the reference), as a terminal table,
-markdown or JSON, optionally judged by a gate file. Two files import no campaign machinery, page
-renderer, pandas nor (without a GPU) torch (``tests/test_cli_lean.py``)."""
+"""``harness compare A B``: two runs or media files as a table, markdown or JSON, optionally gated.
+Two files import no campaign machinery, renderer, pandas nor torch (``tests/test_cli_lean.py``)."""
 
 from __future__ import annotations
 
@@ -36,9 +35,7 @@ def compare(
     from harness.compare.inputs import compare_inputs
     from harness.report.comparison import format_compare_output
 
-    # Every refusal of the inputs comes before anything is printed: a bad gate file, then runs
-    # that cannot be named, then media that cannot be compared (compare_inputs refuses those
-    # before measuring).
+    # Every refusal of the inputs (gate file, runs, media) comes before anything is printed.
     the_gate = load_gate(gate) if gate else None
     cmp = compare_inputs(run_a, run_b, truncate=truncate, resample_audio=resample_audio)
     if cmp.errors:  # found only while decoding (a file corrupt past its header): still no table

@@ -1,5 +1,4 @@
-"""``harness diffusers tiny-checkpoint|probe``: tools for the diffusers runner (a synthetic pipeline
-folder written offline; the backends' pre-flight on this machine)."""
+"""``harness diffusers tiny-checkpoint|probe``: tools for the diffusers runner."""
 
 from __future__ import annotations
 
@@ -7,19 +6,9 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import group
 from harness.errors import Exit
 
-
-def register(app: typer.Typer) -> None:
-    diffusers_app = group("Tools for the diffusers runner (synthetic pipelines, the backend pre-flight).")
-    diffusers_app.command(
-        "tiny-checkpoint", epilog="Example: harness diffusers tiny-checkpoint ltx2_tiny --model ltx2"
-    )(tiny_checkpoint)
-    diffusers_app.command(
-        "probe", epilog="Example: harness diffusers probe --backend native --backend sage --device cuda"
-    )(probe)
-    app.add_typer(diffusers_app, name="diffusers")
+HELP = "Tools for the diffusers runner (synthetic pipelines, the backend pre-flight)."
 
 
 def tiny_checkpoint(
@@ -54,3 +43,9 @@ def probe(
         print(f"{r['attn_type']}: {verdict}{f' (cosine {cos})' if cos else ''}")
     if not all(r.get("ok") for r in results):
         raise typer.Exit(Exit.RUN_FAILED)
+
+
+COMMANDS = {
+    "tiny-checkpoint": (tiny_checkpoint, "Example: harness diffusers tiny-checkpoint ltx2_tiny --model ltx2"),
+    "probe": (probe, "Example: harness diffusers probe --backend native --backend sage --device cuda"),
+}

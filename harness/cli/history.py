@@ -1,5 +1,4 @@
-"""``harness history``: every results.json under some folders as one table over time
-(history.csv, history.html), the moves beyond the noise, and the CI gate on the newest campaign."""
+"""``harness history``: every results.json under some folders as one table over time, and its gate."""
 
 from __future__ import annotations
 

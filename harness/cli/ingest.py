@@ -1,5 +1,4 @@
-"""``harness ingest``: a campaign created or extended from outputs made anywhere (one arm from the
-flags, or several from a manifest), its report built on request."""
+"""``harness ingest``: a campaign created or extended from outputs made anywhere (flags or manifest)."""
 
 from __future__ import annotations
 
@@ -81,9 +80,8 @@ def ingest(
 
 
 def ingest_lock(folder: Path):
-    """The campaign's writer lock for an ingest into ``folder`` (other writers waited for), when it is a
-    campaign or one a run is creating; not for a new one (campaign.lock would make it not empty). A
-    campaign that cannot be written: exit 2, nothing read or written."""
+    """The writer lock for an ingest into an existing campaign (not a new one: campaign.lock would make
+    it not empty); one that cannot be written: exit 2."""
     import contextlib
 
     from harness.safe_write import check_writable_dir

@@ -1,5 +1,4 @@
-"""``harness kernels``: kernel-level accuracy and speed of attention backends on a model's shapes
-(a scenario of kind ``kernels``), its report's paths printed."""
+"""``harness kernels``: kernel-level accuracy and speed of attention backends on a model's shapes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``harness lightx2v tiny-checkpoint|overhead``: tools for the real LightX2V (a synthetic MiniMax-H3
-checkpoint; the launcher's overhead against LightX2V uninstrumented)."""
+"""``harness lightx2v tiny-checkpoint|overhead``: tools for the real LightX2V."""
 
 from __future__ import annotations
 
@@ -8,21 +7,10 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import group, out
+from harness.cli.common import out
 from harness.errors import HarnessError
 
-
-def register(app: typer.Typer) -> None:
-    lightx2v_app = group("Tools for the real LightX2V (synthetic checkpoint, overhead).")
-    lightx2v_app.command(
-        "tiny-checkpoint",
-        epilog="Example: harness lightx2v tiny-checkpoint /tmp/h3_tiny --root $LIGHTX2V_ROOT",
-    )(tiny_checkpoint)
-    lightx2v_app.command(
-        "overhead",
-        epilog="Example: harness lightx2v overhead scenarios/minimax_h3_tiny.yaml --profile gpu --arm torch_sdpa",
-    )(overhead)
-    app.add_typer(lightx2v_app, name="lightx2v")
+HELP = "Tools for the real LightX2V (synthetic checkpoint, overhead)."
 
 
 def tiny_checkpoint(
@@ -65,3 +53,15 @@ def overhead(
 
     result = measure_overhead(scenario, profile=profile, arm=arm, repeats=repeats, out_root=out_dir)
     sys.stdout.write(result.markdown())
+
+
+COMMANDS = {
+    "tiny-checkpoint": (
+        tiny_checkpoint,
+        "Example: harness lightx2v tiny-checkpoint /tmp/h3_tiny --root $LIGHTX2V_ROOT",
+    ),
+    "overhead": (
+        overhead,
+        "Example: harness lightx2v overhead scenarios/minimax_h3_tiny.yaml --profile gpu --arm torch_sdpa",
+    ),
+}

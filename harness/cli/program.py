@@ -19,7 +19,7 @@ from harness.cli import (
     run,
     scenarios,
 )
-from harness.cli.common import need_subcommand, run_app
+from harness.cli.common import group, need_subcommand, run_app
 from harness.errors import EXIT_CODES_HELP, Exit
 
 
@@ -80,8 +80,11 @@ for command in (run, compare, report, ingest, history, env, backends, kernels): 
     app.command(epilog=getattr(command, "EPILOG", None))(
         getattr(command, command.__name__.rpartition(".")[2])
     )
-for group in (scenarios, bench, lightx2v, diffusers):
-    group.register(app)
+for module in (scenarios, bench, lightx2v, diffusers):  # groups: a HELP line and their COMMANDS
+    sub = group(module.HELP)
+    for name, (command, epilog) in module.COMMANDS.items():
+        sub.command(name, epilog=epilog)(command)
+    app.add_typer(sub, name=module.__name__.rpartition(".")[2])
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:

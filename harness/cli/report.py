@@ -1,6 +1,5 @@
-"""``harness report``: a campaign's report (analysed, cached, then rendered), or with
-``--from-results FILE`` the pages rendered again from a results.json alone; with
-``--github-summary`` (or wherever $GITHUB_STEP_SUMMARY is set) the CI job's summary too."""
+"""``harness report``: a campaign's report, or the pages again from a results.json alone
+(``--from-results``), and the CI job's summary where asked or $GITHUB_STEP_SUMMARY is set."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def report(
         from harness.report import render_results
         from harness.safe_write import check_writable_dir
 
-        # The pages go where --out says (default: beside the results file): one that cannot be
-        # written is the user's place to change (exit 2), before anything is read.
+        # A place for the pages that cannot be written: exit 2, before anything is read.
         if out_dir is not None or from_results.is_file():
             check_writable_dir(out_dir if out_dir is not None else from_results.parent, "--out")
         paths = render_results(from_results, out_dir, single_file=single_file)
@@ -65,8 +63,7 @@ def report(
         from harness.store import find_campaign
 
         camp = find_campaign(campaign)
-        # One writer at a time: a report while a run or an ingest works on the campaign would mix
-        # finished and running arms, and two reports would mix each other's files; it waits.
+        # One writer at a time (a report waits for a run, an ingest or another report).
         paths = build_report(
             camp, single_file=single_file, on_wait=waiting_line(camp.path, "the report is built")
         )

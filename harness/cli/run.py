@@ -1,6 +1,5 @@
-"""``harness run``: plan a scenario's campaign, show it (``--dry-run``) or execute it under its lock
-with progress bars (arms, and the steps of the arm that runs; each finished run a line above them),
-then print the run table, the report's paths and what went wrong."""
+"""``harness run``: plan a scenario's campaign, show it (``--dry-run``) or execute it with progress
+bars, then print the run table, the report's paths and what went wrong."""
 
 from __future__ import annotations
 
@@ -120,7 +119,7 @@ def summary_table(outcome):
 
 
 class RichReporter:
-    """A campaign Reporter drawn with rich: progress over arms and over the steps of the arm that runs."""
+    """A campaign Reporter drawn with rich: progress over arms and the running arm's steps."""
 
     def __init__(self, progress, total: int):
         self.progress = progress

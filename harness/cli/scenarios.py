@@ -1,5 +1,4 @@
-"""``harness scenarios list|validate|schema``: scenario files listed, checked (the first problem of
-each with file, line and field), and the JSON Schemas of a scenario and of a gate file."""
+"""``harness scenarios list|validate|schema``: scenario files listed, checked, and the JSON Schemas."""
 
 from __future__ import annotations
 
@@ -9,26 +8,14 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import group, out, say_err
+from harness.cli.common import out, say_err
 from harness.errors import Exit, HarnessError
 
-
-def register(app: typer.Typer) -> None:
-    scenarios_app = group("List, validate and describe scenario files.")
-    scenarios_app.command("list")(scenarios_list)
-    scenarios_app.command("validate", epilog="Example: harness scenarios validate scenarios/e2e_3step.yaml")(
-        scenarios_validate
-    )
-    scenarios_app.command("schema", epilog="Example: harness scenarios schema --gate > gate.schema.json")(
-        scenarios_schema
-    )
-    app.add_typer(scenarios_app, name="scenarios")
+HELP = "List, validate and describe scenario files."
 
 
 def load_as_written(path: str | Path):
-    """(the scenario, the variables it uses that are unset here): each unset ${VAR} stands for
-    itself while the file is checked (a path on the machine that runs it, not a problem of the
-    file); ``harness run`` still requires it."""
+    """(the scenario, its variables unset here): each unset ${VAR} stands for itself while checked."""
     import os
 
     from harness.scenario.load import load_scenario, unset_variables
@@ -89,3 +76,10 @@ def scenarios_schema(
     else:
         from harness.scenario.load import json_schema as schema
     sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
+
+
+COMMANDS = {  # name -> (function, epilog)
+    "list": (scenarios_list, None),
+    "validate": (scenarios_validate, "Example: harness scenarios validate scenarios/e2e_3step.yaml"),
+    "schema": (scenarios_schema, "Example: harness scenarios schema --gate > gate.schema.json"),
+}
