@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from cli_testutil import harness
 
-from harness.bench.material import ensure_pair, synthetic_frames
 from harness.bench.result import MARK, BenchResult
-from harness.bench.run import bench_metrics, measure_side
+from harness.bench.run import bench_metrics, ensure_pair, measure_side, synthetic_frames
 from harness.errors import HarnessError
 from harness.media import probe
 from harness.metrics.metric import in_order

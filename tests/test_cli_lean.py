@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_testutil import ROOT
 
-from harness.bench.material import ensure_pair
+from harness.bench.run import ensure_pair
 from harness.envinfo import gpu_device_nodes
 
 NEVER_FOR_FILES = ("pandas", "matplotlib", "jinja2", "skimage", "harness.campaign", "harness.executors",

@@ -1,16 +1,13 @@
 """``harness bench metrics``: the metric suite timed against a naive per-frame scikit-image loop on a
-pair of the pull request's size (``material``), each side in a fresh process so that its CPU time and
-peak RSS are its own (``python -m harness.bench.run KIND A B DEVICE LIMIT OUT``: the child writes its
-``SideResult`` to OUT; a child that fails leaves none, and its last line of stderr becomes the error).
-The sides:
-
-* ``suite``: ``measure_pair`` (PSNR, SSIM, both runs' statistics, audio), one decode of each
-  file; imports and the load of the compiled kernels happen before the clock starts;
-* ``naive``: decode in lockstep and call ``skimage.metrics`` PSNR + SSIM per frame, on the
-  first ``limit`` frames (a subset is scaled to the full length, every figure so derived marked);
-* ``opencv``: the usual hand-written float64 OpenCV loop, a yardstick of this machine's speed;
-* ``profile``: every stage of the CPU suite alone on one thread over the frame pairs (decode,
-  colour conversion, SSIM blurs, element-wise work, statistics, hashing, audio), thread CPU s.
+pair of the pull request's size (H.264 yuv420p, 24 fps, 32 kHz stereo AAC; a panning texture with a
+moving disc, the second file a perturbed copy so that no metric is trivial; cached per size), each
+side in a fresh process so that its CPU time and peak RSS are its own (``python -m harness.bench.run
+KIND A B DEVICE LIMIT OUT`` writes its ``SideResult`` to OUT; a child that fails leaves none, and its
+last line of stderr becomes the error). The sides: ``suite``, ``measure_pair`` (imports and kernel
+loading before the clock starts); ``naive``, skimage PSNR + SSIM per frame on the first ``limit``
+frames (scaled to the full length, every figure so derived marked); ``opencv``, the usual float64
+OpenCV loop, a yardstick of this machine's speed; ``profile``, every stage of the CPU suite alone on
+one thread (decode, colour conversion, SSIM blurs, element-wise work, statistics, hashing, audio).
 """
 
 from __future__ import annotations
@@ -22,15 +19,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
-from harness.bench.material import ensure_pair
 from harness.bench.result import (
+    FPS,
     NAIVE,
     OPENCV,
+    RATE,
     SUITE,
     BenchResult,
     BenchRow,
@@ -47,6 +46,77 @@ FRAME_COLUMNS = ("ssim", "psnr")  # of the suite's per-frame CSV, measured by th
 SKIMAGE_SSIM = dict(
     gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1
 )
+
+
+def _texture(h: int, w: int, seed: int) -> np.ndarray:
+    """A large smooth-plus-detail RGB texture to pan over (video-like, compresses normally)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    th, tw = h + h // 4 + 16, w + w // 4 + 16
+    coarse = rng.integers(0, 256, (max(th // 32, 2), max(tw // 32, 2), 3), np.uint8)
+    base = cv2.resize(coarse, (tw, th), interpolation=cv2.INTER_CUBIC).astype(np.float32)
+    detail = cv2.GaussianBlur(rng.normal(0, 22, (th, tw, 3)).astype(np.float32), (0, 0), 1.3)
+    return np.clip(0.8 * base + detail + 24, 0, 255).astype(np.uint8)
+
+
+def synthetic_frames(n: int, h: int, w: int, *, perturbed: bool) -> Iterator[np.ndarray]:
+    """Panning texture with a moving disc; ``perturbed`` shifts details the way a run-to-run
+    difference would (texture blend, disc offset, slight exposure change)."""
+    import cv2
+
+    tex = _texture(h, w, 1)
+    if perturbed:
+        tex = np.clip(0.9 * tex.astype(np.float32) + 0.1 * _texture(h, w, 2) + 1.5, 0, 255).astype(np.uint8)
+    my, mx = (tex.shape[0] - h) // 2, (tex.shape[1] - w) // 2
+    r = max(min(h, w) // 10, 2)
+    for t in range(n):
+        y = int(my + my * np.cos(t / 55))
+        x = int(mx + mx * np.sin(t / 40))
+        f = tex[y : y + h, x : x + w].copy()
+        cx = int((t * 5 + (2 if perturbed else 0)) % w)
+        cv2.circle(f, (cx, h // 2), r, (230, 60, 40), -1)
+        yield f
+
+
+def synthetic_audio(n_frames: int, *, perturbed: bool) -> np.ndarray:
+    n = int(n_frames / FPS * RATE)
+    t = np.arange(n) / RATE
+    rng = np.random.default_rng(5)
+    env = 0.5 + 0.5 * np.sin(2 * np.pi * 0.5 * t)
+    x = np.stack([0.3 * env * np.sin(2 * np.pi * 220 * t), 0.2 * np.sin(2 * np.pi * (330 + 20 * t) * t)])
+    x = x + 0.03 * rng.standard_normal(x.shape)
+    if perturbed:
+        x = x + 0.003 * np.random.default_rng(6).standard_normal(x.shape)
+    return x.astype(np.float32)
+
+
+def ensure_pair(workdir: str | os.PathLike, frames: int, height: int, width: int) -> tuple[Path, Path, float]:
+    """The cached pair for these dimensions (generated on first use); returns (a, b, seconds spent)."""
+    from harness.media import probe, write_av
+
+    d = Path(workdir)
+    d.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    paths = []
+    for tag, perturbed in (("a", False), ("b", True)):
+        p = d / f"bench_{frames}x{height}x{width}_{tag}.mp4"
+        try:
+            ok = p.exists() and probe(p).frames == frames
+        except HarnessError:  # a damaged cache file: made again
+            ok = False
+        if not ok:
+            write_av(
+                p,
+                synthetic_frames(frames, height, width, perturbed=perturbed),
+                synthetic_audio(frames, perturbed=perturbed),
+                fps=FPS,
+                sample_rate=RATE,
+                crf=18,
+                preset="ultrafast",
+            )
+        paths.append(p)
+    return paths[0], paths[1], time.perf_counter() - t0
 
 
 def warm_up() -> tuple[float, bool]:

@@ -127,7 +127,7 @@ def _skimage_per_frame(a: Path, b: Path) -> tuple[list[float], list[float]]:
 def realistic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The benchmark's material (panning texture, moving disc, perturbed copy) at 288x352:
     H.264 at the pull request's settings, several bands of rows per frame."""
-    from harness.bench.material import synthetic_frames
+    from harness.bench.run import synthetic_frames
 
     d = tmp_path_factory.mktemp("realistic")
     pair = []
@@ -344,8 +344,7 @@ def test_gpu_path_when_present(videos: dict[str, Path], realistic: tuple[Path, P
 def test_peak_memory_is_flat_in_video_length(tmp_path: Path) -> None:
     """Twice the frames, the same peak RSS: nothing holds the whole video. Buffering the
     decoded frames would add 48 x 2 x 0.7 MB = 67 MB at twice the length."""
-    from harness.bench.material import ensure_pair
-    from harness.bench.run import measure_side
+    from harness.bench.run import ensure_pair, measure_side
 
     peaks = []
     for n in (48, 96):
