@@ -41,8 +41,8 @@ LARGEST = 1e6  # from this up a ratio reads "over 1,000,000x"
 
 
 def ratio_value(r: float | None) -> str:
-    """A ratio's figure without its 'x', as people read it: 1.27, 34.3, 129,000; '< 0.001' below
-    0.001 and 'over 1,000,000' from a million up (no exponents, ``SMALLEST``/``LARGEST``)."""
+    """A ratio's figure without its 'x', as people read it: 1.27, 34.3, 129,000, '< 0.001', 'over
+    1,000,000' (no exponents)."""
     if r is None or (isinstance(r, float) and math.isnan(r)):
         return NA
     if math.isinf(r):
@@ -69,8 +69,8 @@ def ratio_text(r: float | None) -> str:
 
 
 def range_text(lo: float | None, hi: float | None, fmt=ratio_value) -> str:
-    """An interval as words, '4.76 to 28.7' (a hyphen would read as a minus); one figure where both
-    bounds print alike ('169 at both bounds'; '< 0.001': both past what is written)."""
+    """An interval as words, '4.76 to 28.7' (a hyphen reads as a minus); one figure where both print
+    alike ('169 at both bounds')."""
     a, b = fmt(lo), fmt(hi)
     return f"{a} to {b}" if a != b else f"{a} at both bounds" if a[:1].isdigit() else a
 
@@ -115,8 +115,7 @@ def fmt_stat(name: str, x: float | None) -> str:
 
 
 def shown(x: float, digits: int) -> float:
-    """``x`` as it is printed with ``digits`` decimals: a shorter form rounds that figure, never the raw
-    value, so two texts of one number never disagree in a last digit."""
+    """``x`` as printed with ``digits`` decimals (a shorter form rounds that, not the raw value)."""
     return float(f"{x:.{digits}f}")
 
 
@@ -128,8 +127,7 @@ def fmt_rounded(x: float | None, digits: int, printed: int) -> str:
 
 
 def fmt_time(x: float | None) -> str:
-    """Seconds as the pull request wrote them: one decimal from 10 s up, else three (of the figure that
-    ``fmt_s`` prints: three decimals below 100 s, one above)."""
+    """Seconds as the pull request wrote them: one decimal from 10 s up, else three (of ``fmt_s``'s)."""
     if x is None:
         return NA
     x = shown(x, 1 if abs(x) >= 100 else 3)

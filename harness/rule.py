@@ -1,7 +1,6 @@
-"""The one rule every judgement follows (verdicts, in situ, structure, speed tests): an interval
-against a bound gives a word, words give one word, and the statistics behind the intervals (pooled
-within-group spread, Student's t, Holm, Welch), so an edge (a ratio exactly at the bound) is
-decided once.
+"""The one rule every judgement follows: an interval against a bound gives a word, words give one
+word, and the statistics behind the intervals (pooled spread, Student's t, Holm, Welch), so an edge
+(a ratio exactly at the bound) is decided once.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ import statistics
 import warnings
 from collections.abc import Iterable, Sequence
 
-# The seven words, each spelled here only (results.json stores these strings): every other module
-# names them by these constants.
+# The seven words, spelled here only (results.json stores them): other modules use these constants.
 IDENTICAL = "identical"  # output bitwise the reference's on every seed: no error to weigh
 WITHIN = "within"  # every interval on the good side of its bound
 OUTSIDE = "outside"  # some interval wholly past its bound
@@ -28,10 +26,9 @@ SEVERITY = (OUTSIDE, INCOMPLETE, INCONCLUSIVE, WITHIN)
 
 
 def word(lo: float, hi: float, bound: float, *, higher_is_worse: bool = True) -> str:
-    """The word an interval [lo, hi] supports against ``bound``: ``WITHIN`` when it lies wholly on
-    the good side (at the bound counts as within: "at most 2x"), ``OUTSIDE`` when wholly past it,
-    else ``INCONCLUSIVE``. A point estimate is the interval [x, x]. ``higher_is_worse`` False: a
-    similarity with a lower bound (a cosine of at least 0.99). A NaN bound or end decides nothing."""
+    """The word an interval [lo, hi] supports against ``bound``: within when wholly on the good side
+    (at the bound counts: "at most 2x"), outside when wholly past it, else inconclusive (a NaN too).
+    ``higher_is_worse`` False: a similarity with a lower bound (a cosine of at least 0.99)."""
     if math.isnan(lo) or math.isnan(hi) or math.isnan(bound):
         return INCONCLUSIVE
     if not higher_is_worse:
@@ -40,22 +37,19 @@ def word(lo: float, hi: float, bound: float, *, higher_is_worse: bool = True) ->
 
 
 def combine(words: Iterable[str], *, empty: str = INCOMPLETE) -> str:
-    """One word over parts: the first of ``SEVERITY`` any part has (outside over incomplete over
-    the undecided word over within); ``empty`` when no part has a word. Words outside ``SEVERITY``
-    (e.g. "shown") are not parts."""
+    """One word over parts: the first of ``SEVERITY`` any part has; ``empty`` when none (other words,
+    e.g. "shown", are not parts)."""
     present = {w for w in words if w in SEVERITY}
     return next((w for w in SEVERITY if w in present), empty)
 
 
 def severity(w: str) -> int:
-    """How bad a word is, for ranking parts: within 0, then up ``SEVERITY`` to outside; a word that
-    is no part (``""``, "shown") ranks as undecided."""
+    """How bad a word is (within 0 up to outside); a word that is no part ranks as undecided."""
     return len(SEVERITY) - 1 - SEVERITY.index(w if w in SEVERITY else INCONCLUSIVE)
 
 
 def known(w: str) -> str:
-    """``w`` where it is one of ``WORDS``, else undecided (a word this rule does not know, such as an
-    older record's, decides nothing)."""
+    """``w`` where it is one of ``WORDS``, else undecided (an unknown word decides nothing)."""
     return w if w in WORDS else INCONCLUSIVE
 
 
@@ -71,9 +65,7 @@ MEANINGS = {
     NOT_RUN: "no run ended ok",
 }
 
-# The rule as a reader is told it, each sentence written once here: the scenario's help
-# (``scenario.verdict``), results.json's conventions (``analysis.analyze``) and the report's
-# verdict section (``report.accuracy``) print these.
+# The rule as a reader is told it, each sentence written once here (scenario help, results.json, report).
 TOLERANCE_HELP = (
     f"A candidate is {WITHIN} the floor when the interval of its error-energy ratio to the floor (MSE, 1 - SSIM, "
     f"audio error energy or spectral error; per seed, then combined) lies under this; {OUTSIDE} when it lies "
@@ -107,8 +99,7 @@ def verdict_rule_text(tolerance: float) -> str:
 
 
 def pooled_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, float]:
-    """(s, df): the within-group sd pooled over groups (each group's squared deviations from its own
-    mean, over the sum of n - 1); (None, 0) when no group has two values."""
+    """(s, df): the within-group sd pooled over groups; (None, 0) when no group has two values."""
     ss = df = 0.0
     for g in groups:
         if len(g) >= 2:
