@@ -62,8 +62,7 @@ def test_each_pipeline_loads_and_generates_from_its_synthetic_model(
     tmp_path_factory, tmp_path, model, pipeline, cls
 ):
     from harness.media import probe
-    from harness.runners.diffusers.generate import generate
-    from harness.runners.diffusers.launch import load_pipeline
+    from harness.runners.diffusers.launch import generate, load_pipeline
 
     folder = synthetic(tmp_path_factory, model)
     pipe = load_pipeline(

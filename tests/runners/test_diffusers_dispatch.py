@@ -70,7 +70,7 @@ def latents(run: Path, step: int) -> dict[str, np.ndarray]:
 
 
 def test_native_counts_every_dit_call_and_keeps_the_output(pipe, tmp_path):
-    from harness.runners.diffusers.generate import generate
+    from harness.runners.diffusers.launch import generate
 
     timing, calls = generate_with(pipe, spec_for("native", "dispatcher"), tmp_path / "native")
     rank = calls.ranks["0"]
@@ -154,8 +154,7 @@ def test_a_processor_pinned_to_another_backend_is_a_fallback(pipe, tmp_path):
     from diffusers.models.attention_dispatch import AttentionBackendName
 
     from harness.runners.diffusers.dispatch import CallBook, Instrument
-    from harness.runners.diffusers.generate import generate
-    from harness.runners.diffusers.launch import calls_record
+    from harness.runners.diffusers.launch import calls_record, generate
 
     spec = spec_for("native", "dispatcher")
     book = CallBook("native", "dispatcher", False)

@@ -126,7 +126,7 @@ def probe(
             ("diffusers", "transformers", "torch", "sageattention", "flash-attn")
         )
         device = torch.device(resolve_device(device_name, context="diffusers.device"))
-        from harness.runners.diffusers.generate import resolve_dtype
+        from harness.runners.diffusers.launch import resolve_dtype
 
         dtype = resolve_dtype(dtype_name, device)
         facts["device"] = str(device)

@@ -16,10 +16,9 @@ from harness.runners import common
 from harness.runners.base import Launch, Runner
 from harness.runners.common import LATENTS_DIR, SPEC_JSON, ProbeBatch, absolute_path, not_found, search_path
 from harness.runners.diffusers.probe import probe_in_subprocess
-from harness.runners.diffusers.schema import CALL_KEYS, PIPELINES
+from harness.runners.diffusers.schema import CALL_KEYS, DIFFUSERS_ENV_JSON, PIPELINES
 
 LAUNCH_MODULE = "harness.runners.diffusers.launch"
-DIFFUSERS_ENV_JSON = "diffusers_env.json"  # what the run's interpreter had (launch.DiffusersEnv)
 # Block fields that make the pipeline call and its mp4 (spec params "pipeline").
 CALL_FIELDS = {
     *CALL_KEYS,

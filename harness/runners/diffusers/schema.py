@@ -18,6 +18,7 @@ from harness.scenario.parts import FieldProblem, ScenarioPart
 
 DISPATCH_FILE = Path("models") / "attention_dispatch.py"
 ENUM_CLASS = "AttentionBackendName"
+DIFFUSERS_ENV_JSON = "diffusers_env.json"  # what a run's interpreter had (launch.DiffusersEnv)
 
 
 @dataclass(frozen=True)
