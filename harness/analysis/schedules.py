@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.analysis.insitu_cost import run_spec
 from harness.analysis.insitu_model import ScheduleRow
-from harness.attention.schedule import exact_on, exact_steps, schedule_text
+from harness.attention.wrappers import exact_on, exact_steps, schedule_text
 from harness.records import RunSpec
 from harness.store import CampaignDir
 

@@ -8,8 +8,7 @@ from attn_testutil import make_qkv
 
 from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import get_backend
-from harness.attention.schedule import exact_on, exact_steps, schedule_text
-from harness.attention.wrappers import make_attention
+from harness.attention.wrappers import exact_on, exact_steps, make_attention, schedule_text
 from harness.records import StepSchedule
 
 
@@ -66,7 +65,7 @@ def test_the_candidate_warms_up_on_every_call_shape_of_the_exact_first_step():
     """A Triton kernel compiles again for another sequence length (a refiner's 74 tokens, the DiT's
     rows): each shape's first candidate call falls in step 1, none in the first measured step."""
     from harness.attention.registry import AttentionOp
-    from harness.attention.schedule import ScheduledAttention
+    from harness.attention.wrappers import ScheduledAttention
 
     class Recording(AttentionOp):
         name, exact = "rec", False

@@ -92,7 +92,7 @@ def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
 
 def check_schedule(rc: LightX2VRankCalls, schedule: StepSchedule, requested: str, steps: int | None) -> None:
     """Every DiT step's calls went where the schedule sends them (the counts per step prove it)."""
-    from harness.attention.schedule import exact_on
+    from harness.attention.wrappers import exact_on
 
     numbered = [int(s) for s in rc.per_step if s.isdigit()]
     total = steps or (max(numbered) if numbered else None)

@@ -3,7 +3,7 @@
 For each such call, in order:
 
 1. its call site (DiT step, block, kind) from the run's own loops (``hooks.RunHooks``);
-2. the arm's step schedule, if any (routed by ``harness.attention.schedule.exact_on``): on an
+2. the arm's step schedule, if any (routed by ``harness.attention.wrappers.exact_on``): on an
    exact step the call is served by the schedule's exact backend (LightX2V's own class of that
    name, uninstrumented) and counted under that name as a scheduled call, never as a fallback.
    On such a step the arm's backend is also called once on copies of the first call of each
@@ -87,7 +87,7 @@ class CallPath:
         self.raw = raw
         self.schedule = schedule
         if schedule is not None:
-            from harness.attention.schedule import exact_on
+            from harness.attention.wrappers import exact_on
 
             self._exact_on = exact_on
         self.direct_pending = direct_check
