@@ -115,10 +115,6 @@ def _stream(streams: list, p: Path, missing: str):
     return streams[0]
 
 
-def _video_stream(container: av.container.InputContainer, p: Path) -> av.video.stream.VideoStream:
-    return _stream(container.streams.video, p, "no video stream")
-
-
 def _layout(channels: int) -> str:
     return "stereo" if channels == 2 else "mono"
 
@@ -127,7 +123,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
     p = check_file(path)
     with open_media(p) as c:
-        vs = _video_stream(c, p)
+        vs = _stream(c.streams.video, p, "no video stream")
         cc = vs.codec_context
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate
         fps = float(rate) if rate else 0.0
@@ -152,7 +148,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
         )
     if frames <= 0:  # not stored: counted by demuxing (no decoding)
         with open_media(p) as c:
-            frames = sum(1 for pkt in c.demux(_video_stream(c, p)) if pkt.size)
+            frames = sum(1 for pkt in c.demux(_stream(c.streams.video, p, "no video stream")) if pkt.size)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
     check_frame_size(p, info["width"], info["height"])
@@ -175,7 +171,7 @@ def iter_video_frames(
     p = check_file(path)
     container = open_media(p)
     try:
-        vs = _video_stream(container, p)
+        vs = _stream(container.streams.video, p, "no video stream")
         count = 0 if threads is True else 1 if threads is False else int(threads)
         if count != 1:
             vs.thread_type = "AUTO"  # frame + slice threads; decoding releases the GIL
@@ -216,10 +212,6 @@ def _frames_to_planar(frame: av.AudioFrame) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 
-def _audio_stream(c: av.container.InputContainer, p: Path) -> av.audio.stream.AudioStream:
-    return _stream(c.streams.audio, p, "no audio track")
-
-
 def _soundfile_error(p: Path, exc: Exception) -> HarnessError:
     return HarnessError(f"{p}: cannot read audio: {_one_line(exc)}")
 
@@ -235,7 +227,7 @@ def _audio_header(p: Path) -> tuple[int, int, int]:
             raise _soundfile_error(p, exc) from None
         return int(info.samplerate), int(info.frames), int(info.channels)
     with open_media(p) as c:
-        ast = _audio_stream(c, p)
+        ast = _stream(c.streams.audio, p, "no audio track")
         rate = int(ast.codec_context.sample_rate)
         seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
         return rate, int(seconds * rate), int(ast.codec_context.channels)
@@ -285,7 +277,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
             raise _soundfile_error(p, exc) from None
         return
     with open_media(p) as c:
-        ast = _audio_stream(c, p)
+        ast = _stream(c.streams.audio, p, "no audio track")
         rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
         pending = total = 0
