@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.attention.registry import get_backend
-from harness.attention.sage_variants import VARIANT_PROVENANCE, VARIANTS
+from harness.attention.sage_emul import VARIANT_PROVENANCE, VARIANTS
 from harness.emulator_provenance import provenance_of
 from harness.kernels.results import KernelsResult
 from harness.store import read_record

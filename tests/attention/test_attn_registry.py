@@ -20,7 +20,7 @@ from harness.attention.registry import (
     list_backends,
     register_backend,
 )
-from harness.attention.sage_variants import VARIANTS
+from harness.attention.sage_emul import VARIANTS
 from harness.errors import BackendUnavailable, HarnessError
 
 CPU_BACKENDS = ["torch_sdpa", "sage_emul_thuml", "sage_emul_aiter"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kernels_testutil import SCENARIOS, make_block
 from rich.console import Console
 
-from harness.attention.sage_variants import VARIANT_PROVENANCE
+from harness.attention.sage_emul import VARIANT_PROVENANCE
 from harness.kernels.report import kernels_markdown, kernels_report
 from harness.kernels.results import (
     AGREES,
