@@ -1,8 +1,5 @@
-"""Campaign report: report.md (every table, a summary first), pr.md (the pull request's compact
-tables), index.html (static CI page, beside assets/ or one file) and the figures, from results.json
-only: ``build_report`` analyses the campaign first (cached) and renders what it wrote;
-``render_results`` renders a results.json alone (a CI artifact, anywhere), without the media.
-"""
+"""Campaign report: report.md, pr.md, index.html and the figures, from results.json only: ``build_report``
+analyses the campaign (cached) and renders what it wrote; ``render_results`` renders a results.json alone."""
 
 from __future__ import annotations
 
@@ -30,11 +27,9 @@ def build_report(
     single_file: bool | None = None,
     on_wait: Callable[[LockHolder], None] | None = None,
 ) -> ReportPaths:
-    """Analyse the campaign (cached) and write report.md, pr.md, index.html and the figures beside its
-    results.json, holding the campaign's writer lock (``on_wait`` is told whom it waits for).
-    ``rules``: how verdicts and speed tests judge (default: the scenario's); ``single_file``: every
-    image inlined (None: the scenario's ``report.single_file``). Any write in the campaign that
-    fails, even one the analysis rode over, fails the report (exit 3) and puts the previous one back."""
+    """Analyse the campaign and write the report beside its results.json, holding its writer lock (``on_wait``
+    is told whom it waits for); ``rules``: default the scenario's; ``single_file``: every image inlined (None:
+    the scenario's). Any failed write, even one the analysis rode over, fails it (exit 3), the old one kept."""
     from harness.analysis.analyze import RESULTS_JSON, analyze_campaign
 
     if not campaign.campaign_json.exists():
@@ -53,8 +48,7 @@ def build_report(
 
 
 def _report_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | None) -> CampaignLock:
-    """The writer lock taken for a report; a campaign that cannot be written at all (read-only,
-    not ours) is one line before anything is read: the report is rendered elsewhere instead."""
+    """The report's writer lock; a campaign that cannot be written is one line before anything is read."""
     try:
         return CampaignLock(campaign, "report", on_wait).acquire()
     except WriteError as err:
@@ -70,8 +64,7 @@ def _report_lock(campaign: CampaignDir, on_wait: Callable[[LockHolder], None] | 
 def render_results(
     results_path: Path, out_dir: Path | None = None, *, single_file: bool | None = None
 ) -> ReportPaths:
-    """Render a results.json (and the assets beside it) into ``out_dir`` (default: its folder); the
-    assets it names that are missing are named so."""
+    """Render a results.json (and the assets beside it) into ``out_dir`` (default: its folder)."""
     results_path = Path(results_path)
     return render(load_results(results_path), results_path, out_dir, single_file=single_file)
 

@@ -1,6 +1,5 @@
-"""The report's judgement sections: accuracy against the reference (per run, the noise-floor band,
-per arm over seeds, the codec floor), latent PSNR per step, global statistics and the verdicts; and
-how every table, figure and player names a run's role (``role_text``)."""
+"""The report's judgement sections (accuracy, latent PSNR, global statistics, verdicts) and how every part
+of the report names a run's role (``role_text``)."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def role_text(res: ReportResults, arm: str, role: str) -> str:
 
 
 def run_label(res: ReportResults, key: str, arm: str, role: str) -> str:
-    """A run (or arm) named with its role where it is no candidate or reference, as figure legends
-    and column heads name it: 'x (noise floor)', 'x (shadowed copy)'."""
+    """A run (or arm) with its role where it is a floor or copy: 'x (noise floor)', 'x (shadowed copy)'."""
     shown = role_text(res, arm, role)
     return key + (f" ({shown})" if shown in (ROLE_LABEL["noise_floor"], SHADOWED_COPY) else "")
 
@@ -130,14 +128,8 @@ def accuracy_section(res: ReportResults) -> Section:
             title="Noise floor band: min / median / max over perturbations x seeds",
             headers=["floor runs", "PSNR of their pooled MSE", *[m.label for m in accuracy_metrics()]],
         )
-        band.add(
-            [
-                str(len(res.floor.keys)),
-                fmt_db(res.floor.psnr_pooled),
-                *[_floor_band(res, m.key, m.fmt) for m in accuracy_metrics()],
-            ],
-            "noise-floor",
-        )
+        cells = [_floor_band(res, m.key, m.fmt) for m in accuracy_metrics()]
+        band.add([str(len(res.floor.keys)), fmt_db(res.floor.psnr_pooled), *cells], "noise-floor")
         band.notes.append(res.floor.text)
         sec.tables.insert(0, band)
     if res.multi_seed:
@@ -198,16 +190,8 @@ def stats_section(res: ReportResults) -> Section:
             )
             t.add([r.key, role_text(res, r.arm, r.role), why, "", *[""] * len(names)], row_css(r))
             continue
-        t.add(
-            [
-                r.key,
-                role_text(res, r.arm, r.role),
-                s.frames,
-                f"{s.width}x{s.height}",
-                *[fmt_stat(n, vals[n]) for n in names],
-            ],  # fmt: skip
-            row_css(r),
-        )
+        cells = [s.frames, f"{s.width}x{s.height}", *[fmt_stat(n, vals[n]) for n in names]]
+        t.add([r.key, role_text(res, r.arm, r.role), *cells], row_css(r))
     # The intervals candidates are judged against, per seed (every candidate of a seed shares them).
     first = next((v for v in res.verdicts if v.stats), None)
     for seed in res.seeds or [None]:

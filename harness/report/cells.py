@@ -1,5 +1,4 @@
-"""What every report table is made of: the section model that markdown.py and html.py both render,
-and the cells the sections share (role labels, row classes, spreads, mean ± sd)."""
+"""The section model that markdown.py and html.py both render, and the cells sections share."""
 
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ def spread_text(s: Spread | None, fmt) -> str:
 
 
 def role_css(role: str) -> str:
-    """The page's row class of a run or arm of ``role``."""
     return {"reference": "reference", "noise_floor": "noise-floor"}.get(role, "")
 
 
@@ -50,7 +48,6 @@ def status_text(r: RunSummary) -> str:
 
 
 def mean_sd_cell(s: Spread | None) -> str:
-    """mean ± sd (n) over runs."""
     if s is None or s.n == 0:
         return NA
     return mean_sd_text(s.mean, s.std, s.n, unit="")

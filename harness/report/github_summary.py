@@ -1,10 +1,6 @@
-"""The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): GitHub-flavoured markdown that opens with the
-verdicts (each candidate's readings as the page's badge gives them, its warnings, speed-ups and
-attention), what their marks mean, report.md's summary lines, the files by name (relative links into
-an uploaded artifact cannot be known) and pr.md's tables folded, under GitHub's limit of 1 MiB per
-step: a part that does not fit is named as left out, a verdict table too long is cut with a line
-saying how many rows are left out. Nothing is inlined.
-"""
+"""The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): the verdicts as the page's badges give them, their
+marks' meanings, the summary lines, the files by name and pr.md folded, under GitHub's 1 MiB a step (a
+part that does not fit is named as left out, a long verdict table cut with a line). Nothing is inlined."""
 
 from __future__ import annotations
 
@@ -57,8 +53,7 @@ def github_summary(
     run_url: str | None = None,
     budget: int = SUMMARY_LIMIT,
 ) -> str:
-    """The summary of ``res`` in at most ``budget`` bytes. ``files``: the page and figures by their
-    names in the campaign folder; ``run_url``: the CI run's page, where the artifacts are."""
+    """The summary of ``res`` in at most ``budget`` bytes; ``files``: names in the campaign folder."""
     title = f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}: attention A/B\n\n"
     lead = (
         f"Reference {md_escape(res.reference_arm or 'none')}, noise floor "
@@ -106,19 +101,13 @@ def left_out_note(names: Sequence[str], budget: int) -> str:
 
 
 def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: str | None = None) -> Path:
-    """The summary of the report at ``paths`` written to ``target`` (appended: a step's
-    $GITHUB_STEP_SUMMARY), within what is left of GitHub's limit there."""
+    """The report's summary written to ``target`` (appended: a step's), within what is left of the limit."""
     res = load_results(paths.results_json)
-    root = paths.index_html.parent
+    root = paths.index_html.parent.resolve()
     named = [paths.index_html, paths.report_md, paths.pr_md, paths.results_json, paths.benchmark_json,
              *paths.figures.values()]  # fmt: skip
-    files = []
-    for p in named:
-        if p is not None and Path(p).is_file():
-            try:
-                files.append(Path(p).resolve().relative_to(root.resolve()).as_posix())
-            except ValueError:
-                files.append(Path(p).name)
+    shown = [(Path(p), Path(p).resolve()) for p in named if p is not None and Path(p).is_file()]
+    files = [real.relative_to(root).as_posix() if real.is_relative_to(root) else p.name for p, real in shown]
     pr_text = paths.pr_md.read_text() if paths.pr_md is not None and paths.pr_md.is_file() else ""
     target = Path(target)
     try:  # the step's summary so far counts when appending
@@ -136,9 +125,8 @@ FALLBACK = "github-summary.md"
 
 
 def summary_target(flag: bool | None, env: dict[str, str], out_dir: Path) -> tuple[Path | None, bool]:
-    """(where the summary goes, append?) for ``harness report``: ``flag`` True appends it to
-    $GITHUB_STEP_SUMMARY when that is set, else writes ``out_dir``/github-summary.md; None (no flag)
-    appends it when $GITHUB_STEP_SUMMARY is set and writes nothing otherwise; False never writes."""
+    """(where the summary goes, append?): appended to $GITHUB_STEP_SUMMARY when set (unless ``flag`` is False),
+    else ``out_dir``/github-summary.md when ``flag`` is True, else nowhere."""
     step = env.get("GITHUB_STEP_SUMMARY") or ""
     if flag is False or (flag is None and not step):
         return None, False

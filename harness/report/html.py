@@ -1,11 +1,7 @@
-"""index.html: a static page (no network) from Jinja2 templates, its figures and audio clips in
-assets/ beside it, or inlined as data: URIs (``inline_media``) for a page that is one file.
-
-The page opens with the review, then where the runs differ (``report.differ``), then every section
-of report.md. Autoescaping is on for every value (run reasons and log tails come from files and
-processes: they never inject markup); the Content-Security-Policy allows the page's one script
-(templates/page.js, by its sha256), images and audio from its folder or data: URIs, nothing from
-the network.
+"""index.html: a static page from Jinja2 templates (the review, where the runs differ: frame grids with each
+run's amplified difference, audio clips, spectrogram difference, in-situ heatmaps; then report.md's
+sections), its media in assets/ or inlined (``inline_media``). Every value is autoescaped (reasons and
+logs come from processes); the CSP allows its one script by sha256, media from its folder, no network.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import hashlib
 import html
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -25,10 +21,11 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from harness.analysis.model import ReportResults, worst_frames
+from harness.analysis.model import FrameGrid, ReportResults, worst_frames
 from harness.errors import HarnessError
 from harness.report.accuracy import role_text
-from harness.report.cells import Section
+from harness.report.cells import ROLE_LABEL, Section
+from harness.report.figures import AssetReader, first_seed_runs
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_ROWS = 12  # a table of more rows is folded (<details>) on the page
@@ -36,7 +33,6 @@ AUDIO_INLINE_BYTES = 6 * 1024 * 1024  # audio a one-file page carries (the clips
 
 
 def template_env() -> Environment:
-    """The Jinja2 environment of the harness's page templates (autoescaping on, undefined names fatal)."""
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -64,16 +60,13 @@ def page_code() -> tuple[str, str, str]:
     return css, js, f"sha256-{digest}"
 
 
-# What the page shows where ``render_page`` is not told: ``review`` (``report.review.ReviewView``) and
-# ``differ`` (``report.differ.DifferView``) are the blocks at its top; ``worst``: per run, its worst
-# frames ({index: ["PSNR", "SSIM"]}); ``even``: the evenly spaced frames every run shows; ``roles``:
-# each run's role as the tables name it; ``captions``: figure captions that say what a figure draws.
+# What the page shows where not told: the review and differ blocks at its top; per run its worst frames
+# ({index: ["PSNR"]}); the evenly spaced frames; each run's role as tables name it; figure captions.
 PAGE_DEFAULTS = dict(single_file=False, review=None, differ=None, worst={}, even=[], roles={}, captions={})
 
 
 def render_page(res: Any, sections: list[Section], scenario_text: str, env_text: str, **page: Any) -> str:
-    """The page of the template: ``res`` gives the title and footer (scenario_name, campaign_id,
-    generated_at, harness_version, schema_version); ``page``: any of ``PAGE_DEFAULTS``."""
+    """The page: ``res`` gives the title and footer; ``page``: any of ``PAGE_DEFAULTS``."""
     css, js, script_hash = page_code()
     return (
         template_env()
@@ -94,9 +87,8 @@ def render_page(res: Any, sections: list[Section], scenario_text: str, env_text:
 
 
 def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str:
-    """The campaign's page (``page``: single_file, review, differ, captions). Where ``differ`` shows
-    the frame grids, the frames section keeps its place and title (report.md and pr.md name it) and
-    points at them; the summary's figure is the review's."""
+    """The campaign's page; where ``differ`` shows the frame grids the frames section keeps only its place
+    and title (report.md and pr.md name it), and the summary's figure is the review's."""
     review, differ = page.get("review"), page.get("differ")
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
     shown = []
@@ -119,6 +111,111 @@ def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str
     )
 
 
+@dataclass(frozen=True)
+class Clip:
+    key: str
+    role: str
+    path: str | None  # from the page's folder; None: missing
+    missing: str = ""
+
+
+@dataclass
+class DifferView:
+    grids: list[FrameGrid] = field(default_factory=list)  # cells and diffs as the page links them
+    diff_text: str = ""  # how the difference images were made (the gain)
+    diff_gain: float | None = None
+    diff_top: float | None = None  # levels at the top of the colour scale
+    diff_scale: str | None = None  # colour bar image (grey; coloured like the difference images)
+    diff_tables: tuple[str, str, str] | None = None  # the colour map as SVG transfer tables (R, G, B)
+    clips: list[Clip] = field(default_factory=list)
+    clips_text: str = ""
+    specdiff: str | None = None  # the spectrogram-difference figure
+    insitu: list[tuple[str, str]] = field(default_factory=list)  # (caption, image)
+    # per grid: the run the compare control opens on
+    shown_first: list[str | None] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.grids or self.clips or self.specdiff or self.insitu)
+
+
+def transfer_tables(colours: list[str]) -> tuple[str, str, str] | None:
+    """SVG feComponentTransfer tables (R, G, B) mapping grey through ``colours`` ('#rrggbb'), evenly spaced."""
+    try:
+        rgb = [tuple(int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)) for c in colours]
+    except (ValueError, IndexError):
+        return None
+    if len(rgb) < 2:
+        return None
+    r, g, b = (" ".join(f"{c[k]:.4f}" for c in rgb) for k in range(3))
+    return r, g, b
+
+
+def insitu_images(
+    res: ReportResults, assets: AssetReader, placed, images: dict[str, str]
+) -> list[tuple[str, str]]:
+    """The in-situ heatmaps: figures and PNG assets whose name starts with ``insitu``."""
+    out = [
+        (name.replace(":", " ").replace("_", " "), path)
+        for name, path in images.items()
+        if name.startswith("insitu")
+    ]
+    return out + [
+        (f"in-situ attention error: {name.split(':', 1)[-1]}", placed(p))
+        for name, rel in sorted(res.assets.items())
+        if name.startswith("insitu") and rel.lower().endswith(".png") and (p := assets.path(rel)) is not None
+    ]
+
+
+def differ_view(
+    res: ReportResults, grids: list[FrameGrid], assets: AssetReader, placed, images: dict[str, str]
+) -> DifferView:
+    """``placed(path)``: a file as the page links it; ``grids``: placed already; ``images``: figures by name."""
+    view = DifferView(grids=grids)
+    role = {r.key: r.role for r in res.runs}
+    for g in grids:  # the first candidate with a difference image, else the first run with one
+        with_diff = [k for k in g.columns if k in g.diffs]
+        view.shown_first.append(
+            next((k for k in with_diff if role.get(k) == "candidate"), None) or next(iter(with_diff), None)
+        )
+    if res.frame_diff is not None:
+        fd = res.frame_diff
+        view.diff_text, view.diff_gain, view.diff_top = fd.text, fd.gain, fd.full_scale
+        p = assets.path(fd.scale, page=True) if fd.scale else None
+        view.diff_scale = placed(p) if p is not None else None
+        view.diff_tables = transfer_tables(fd.colours)
+    for r in first_seed_runs(res):
+        rel = res.assets.get(f"clip:{r.key}")
+        if rel is not None:
+            p = assets.path(rel, page=True)
+            path, missing = (placed(p), "") if p is not None else (None, f"missing: {rel}")
+            view.clips.append(Clip(r.key, ROLE_LABEL.get(r.role, r.role), path, missing))
+    view.clips_text = res.audio_clips.text if res.audio_clips is not None else ""
+    view.specdiff = images.get("spectrogram_diff")
+    view.insitu = insitu_images(res, assets, placed, images)
+    return view
+
+
+def placed_grids(res: ReportResults, assets: AssetReader, placed) -> list[FrameGrid]:
+    """The frame grids with their files as the page links them; a thumbnail not there is named missing."""
+    grids = []
+    for g in res.frame_grids:
+        grid = g.model_copy(deep=True)
+        grid.cells, grid.diffs = {}, {}
+        for target, source, page in ((grid.cells, g.cells, False), (grid.diffs, g.diffs, True)):
+            for key, cells in source.items():
+                for i, rel in cells.items():
+                    # the thumbnails are report.md's and named when missing; a missing difference
+                    # (the page's) is not drawn
+                    p = assets.path(rel, page=page)
+                    if p is not None:
+                        target.setdefault(key, {})[i] = placed(p)
+                    elif not page:
+                        grid.missing.setdefault(key, f"missing: {rel}")
+        grids.append(grid)
+    return grids
+
+
 _IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
 _AUDIO = re.compile(r'<audio\b[^>]*?\bsrc="([^"]+)"[^>]*></audio>')
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
@@ -139,10 +236,8 @@ def _data_uri(path: Path) -> str:
 
 
 def inline_media(page: str, root: Path, *more_roots: Path, audio_budget: int = AUDIO_INLINE_BYTES) -> str:
-    """Every ``<img src>`` of ``page`` as a data: URI of the file it names, and every ``<audio src>``
-    while the clips inlined stay within ``audio_budget`` bytes (a player beyond it: a line naming its
-    file). A file not under ``root`` or one of ``more_roots`` (relative to ``root``) is an error: the
-    page would show a hole, or carry a file it has no business with."""
+    """Every ``<img src>`` of ``page`` as a data: URI, and every ``<audio src>`` within ``audio_budget`` bytes
+    (beyond: a line naming its file); a file not under ``root`` or ``more_roots`` is an error."""
     base = Path(root).resolve()
     allowed = [base, *(Path(r).resolve() for r in more_roots)]
 

@@ -178,35 +178,30 @@ def label_per_step(ax, xlabel: str, ylabel: str, title: str, grid: str = "major"
 
 
 def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path | None:
-    series = [(label, list(s)) for label, s in series if s]
-    if not series:
-        return None
-    fig = legend_figure(8, 3.2, [label for label, _ in series])
-    ax = fig.subplots()
-    for i, (label, secs) in enumerate(series):
-        ax.plot(range(1, len(secs) + 1), secs, marker="o", label=label, **line_style(i))
-    label_per_step(ax, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)")
-    return save_png(fig, path)
+    steps = [(label, list(enumerate(secs, 1))) for label, secs in series]
+    return _per_step_plot(
+        steps, path, 3.2, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)"
+    )
 
 
 def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path: Path) -> Path | None:
+    title = "latent PSNR against the reference per step (identical at the top)"
+    return _per_step_plot(series, path, 3.4, "step", "latent PSNR (dB)", title)
+
+
+def _per_step_plot(series, path: Path, height: float, xlabel: str, ylabel: str, title: str) -> Path | None:
+    """A line per (label, [(step, value)]), an infinite value (identical) drawn at the top."""
     series = [(label, list(p)) for label, p in series if p]
     if not series:
         return None
     finite = [v for _, pts in series for _, v in pts if math.isfinite(v)]
     top = (max(finite) if finite else 100.0) + 5.0
-    fig = legend_figure(8, 3.4, [label for label, _ in series])
+    fig = legend_figure(8, height, [label for label, _ in series])
     ax = fig.subplots()
     for i, (label, pts) in enumerate(series):
-        xs = [s for s, _ in pts]
         ys = [v if math.isfinite(v) else top for _, v in pts]
-        ax.plot(xs, ys, marker="o", label=label, **line_style(i))
-    label_per_step(
-        ax,
-        "step",
-        "latent PSNR (dB)",
-        "latent PSNR against the reference per step (identical at the top)",
-    )
+        ax.plot([s for s, _ in pts], ys, marker="o", label=label, **line_style(i))
+    label_per_step(ax, xlabel, ylabel, title)
     return save_png(fig, path)
 
 

@@ -1,7 +1,5 @@
-"""Rendering a results.json: report.md, pr.md, index.html, benchmark.json and the figures, from the
-results and the assets they name (relative to its folder), and nothing else (no campaign, no media).
-The files go into ``out_dir`` (the results' folder by default) and point back at the assets from there.
-"""
+"""Rendering a results.json into report.md, pr.md, index.html, benchmark.json and the figures, from it and the
+assets it names alone, into ``out_dir`` (default: its folder), linking the assets from there."""
 
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ class ReportPaths:
     figures: dict[str, Path] = field(default_factory=dict)  # figure name -> PNG
 
     def items(self) -> Iterator[tuple[str, Path]]:
-        """(label, path) pairs for printing: report.md, pr.md, index.html, results.json."""
         yield "report.md", self.report_md
         if self.pr_md is not None:
             yield "pr.md", self.pr_md
@@ -50,10 +47,8 @@ def render(
     single_file: bool | None = None,
     progress: Progress | None = None,
 ) -> ReportPaths:
-    """Write report.md, pr.md, index.html and the figures of ``res`` (read from ``results_json``)."""
     from harness.report.benchmark import write_benchmark
-    from harness.report.differ import differ_view, placed_grids
-    from harness.report.html import inline_media, render_html
+    from harness.report.html import differ_view, inline_media, placed_grids, render_html
     from harness.report.markdown import render_markdown
     from harness.report.pr import render_pr
     from harness.report.review import review_view
