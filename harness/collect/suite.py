@@ -23,9 +23,8 @@ from harness.collect import audio as audio_metrics
 from harness.collect import audio_align
 from harness.collect.layout import LayoutPair
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
-from harness.collect.ssim import Workspace, ssim_sse
+from harness.collect.ssim import PairReducer, Workspace, ssim_sse
 from harness.collect.stats import StatsReducer, frame_stats_torch
-from harness.collect.video import PairReducer
 from harness.envinfo import resolve_device
 from harness.errors import HarnessError
 from harness.media import MediaInfo, iter_audio, iter_frames, probe, read_audio
@@ -311,8 +310,7 @@ def _video_torch(decs: list[FrameDecoder], n: int, reducer: PairReducer | None, 
     """On the device: each decoder's statistics, and with a ``reducer`` (two decoders) SSIM and SSE."""
     import torch
 
-    from harness.collect.ssim import ssim_torch
-    from harness.collect.video import sse_torch
+    from harness.collect.ssim import sse_torch, ssim_torch
 
     dev = torch.device(device.removeprefix("torch:"))
     prev: list[torch.Tensor | None] = [None] * len(decs)

@@ -9,8 +9,7 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from harness.collect.ssim import ssim_sse
-from harness.collect.video import PairReducer, sse_torch
+from harness.collect.ssim import PairReducer, sse_torch, ssim_sse
 from harness.metrics.metric import psnr_from_mse
 
 
