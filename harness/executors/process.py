@@ -1,5 +1,5 @@
-"""Run one arm as a child process and record how it ended: the step every executor shares (the
-local executor, here, calls ``execute_run`` in the harness, the Slurm one inside the job). run.json gets the
+"""Run one arm as a child process and record how it ended: the step every executor shares (the local
+executor, here, calls ``execute_run`` in the harness, the Slurm one inside the job). run.json gets the
 command, environment, exit code, times, log tail, output hashes and attention validity; a crash, a
 time-out or Ctrl-C is recorded, not lost."""
 
@@ -131,11 +131,6 @@ def stop_orphan(rec: RunRecord, grace_s: float = KILL_GRACE_S) -> bool:
     return True
 
 
-def _gpu_label() -> str | None:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
-    return f"visible devices {visible}" if visible else None
-
-
 def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
     """Finalize through the runner, hash outputs, decide status and attention validity."""
     try:
@@ -206,7 +201,8 @@ def execute_run(
         run_dir.write(rec)
         return rec
     rec.command, rec.env = launch.command, {**spec.env, **launch.env}
-    rec.gpu = _gpu_label()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    rec.gpu = f"visible devices {visible}" if visible else None
     rec.status, rec.started_at = RunStatus.running, utcnow()
     run_dir.write(rec)
     try:

@@ -262,11 +262,6 @@ def shape_agreement(shape: str, kernel: AccuracyMetrics, emulator: AccuracyMetri
     )
 
 
-def _version_matches(version: str, wanted: str) -> bool:
-    """The kernel's package version (1.0.6) names the provenance's (1.0.6, or 2.2.0 at d1a57a5)."""
-    return bool(version) and (wanted == version or wanted.startswith(version + " "))
-
-
 def pairs_with(provenance: Provenance, kernel_params: dict) -> bool:
     """Whether a kernel row (its params) is the kernel ``provenance`` models: the same harness backend
     and, where the provenance names a package choice, the same package; a kernel that ran the
@@ -277,8 +272,12 @@ def pairs_with(provenance: Provenance, kernel_params: dict) -> bool:
     if not ref.package_choice:
         return True
     package = kernel_params.get("package")
-    if package in (None, "environment"):
-        return _version_matches(str(kernel_params.get("package_version") or ""), ref.version)
+    if package in (
+        None,
+        "environment",
+    ):  # its version (1.0.6) names the provenance's (1.0.6, or 2.2.0 at d1a57a5)
+        version = str(kernel_params.get("package_version") or "")
+        return bool(version) and (ref.version == version or ref.version.startswith(version + " "))
     return package == ref.package_choice
 
 

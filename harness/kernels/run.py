@@ -292,8 +292,29 @@ def run_kernels(
     for index, (shape, scale, cap) in enumerate(jobs):
         say(f"shape {shape.name}: {'captured ' if cap else ''}inputs and reference")
         inputs = load_captured(cap, device) if cap else _make_inputs(shape, device, block.seed + index)
-        _measure_shape(result, shape, inputs, scale, ctx, say, captured=str(cap.file) if cap else None)
-        del inputs
+        ref_dtype = _reference_dtype(block.reference, shape)
+        chunk = 1 << 23 if device.type != "cuda" else 1 << (28 if ref_dtype == torch.float32 else 27)
+        t0 = time.perf_counter()
+        ref = exact_attention(*inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=chunk)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        result.shapes.append(
+            ShapeResult(
+                shape=shape,
+                scale=scale,
+                flops=shape.flops,
+                reference_dtype=str(ref_dtype).removeprefix("torch."),
+                reference_s=time.perf_counter() - t0,
+                captured=str(cap.file) if cap else None,
+            )
+        )
+        for entry in block.entries_for(shape):  # then every backend and the noise floor on these inputs
+            say(f"shape {shape.name}: {entry.key}")
+            result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
+        if block.noise_floor:
+            say(f"shape {shape.name}: noise floor")
+            result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
+        del inputs, ref
         _free(device)
     result.findings = kernels_findings(result)
     result.agreement = kernels_agreement(result)
@@ -301,51 +322,6 @@ def run_kernels(
     result.duration_s = time.perf_counter() - started
     write_record(Path(out_dir) / KERNELS_JSON, result)
     return result
-
-
-def _measure_shape(
-    result: KernelsResult,
-    shape: KernelShape,
-    inputs: tuple[torch.Tensor, ...],
-    scale: float,
-    ctx: dict[str, Any],
-    say: Progress,
-    *,
-    captured: str | None = None,
-) -> None:
-    """The reference, every backend and the noise floor on one shape's inputs (synthetic or captured)."""
-    block: KernelsBlock = ctx["block"]
-    device = inputs[0].device
-    ref_dtype = _reference_dtype(block.reference, shape)
-    t0 = time.perf_counter()
-    ref = exact_attention(
-        *inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=_ref_chunk(device, ref_dtype)
-    )
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    result.shapes.append(
-        ShapeResult(
-            shape=shape,
-            scale=scale,
-            flops=shape.flops,
-            reference_dtype=str(ref_dtype).removeprefix("torch."),
-            reference_s=time.perf_counter() - t0,
-            captured=captured,
-        )
-    )
-    for entry in block.entries_for(shape):
-        say(f"shape {shape.name}: {entry.key}")
-        result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
-    if block.noise_floor:
-        say(f"shape {shape.name}: noise floor")
-        result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
-    del ref
-
-
-def _ref_chunk(device: torch.device, dtype: torch.dtype) -> int:
-    if device.type == "cuda":
-        return (1 << 28) if dtype == torch.float32 else (1 << 27)
-    return 1 << 23
 
 
 def run_kernels_scenario(
