@@ -17,9 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, VOCAB
 from harness.tiny_ref2av.config import PipelineConfig
 
+VIDEO_CH = 8  # video latent channels: 0-2 colour, 3-4 flow, 5 brightness, 6 saturation, 7 spare
+AUDIO_CH = 8  # audio latent channels: 0-3 partial levels, 4 pitch, 5 tremolo, 6 pan, 7 gain
+VOCAB = 4096  # hashed prompt tokens
 Attention = Callable[[Tensor, Tensor, Tensor, float], Tensor]
 # The runner's call-site hook: ``site(step=..., steps=...)`` around a DiT step, ``site(block=...,
 # kind=...)`` around a block's attention call (harness.attention.insitu.sites.CallSites.site).

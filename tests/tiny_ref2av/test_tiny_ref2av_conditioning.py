@@ -4,10 +4,9 @@ import numpy as np
 import torch
 from skimage.transform import resize
 
-from harness.tiny_ref2av.conditioning import (
-    AUDIO_CH,
+from harness.tiny_ref2av.model import AUDIO_CH, VIDEO_CH
+from harness.tiny_ref2av.run import (
     PAD_ID,
-    VIDEO_CH,
     audio_target,
     fit_reference,
     fnv1a64,

@@ -4,16 +4,17 @@ import numpy as np
 import pytest
 import torch
 
-from harness.tiny_ref2av.conditioning import (
-    AUDIO_CH,
+from harness.tiny_ref2av.config import PRESETS
+from harness.tiny_ref2av.model import AUDIO_CH
+from harness.tiny_ref2av.run import (
     PITCH_UNIT,
+    VideoDecoder,
+    decode_audio,
     downsample,
     fit_reference,
     load_reference,
     video_target,
 )
-from harness.tiny_ref2av.config import PRESETS
-from harness.tiny_ref2av.run import VideoDecoder, decode_audio
 
 CPU = torch.device("cpu")
 

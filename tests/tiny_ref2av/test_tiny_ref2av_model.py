@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from tiny_ref2av_testutil import quantized_attention
 
-from harness.tiny_ref2av.conditioning import AUDIO_CH, VIDEO_CH, tokenize
 from harness.tiny_ref2av.config import PRESETS
-from harness.tiny_ref2av.model import Conditioning, TinyRef2AV, _rope
+from harness.tiny_ref2av.model import AUDIO_CH, VIDEO_CH, Conditioning, TinyRef2AV, _rope
+from harness.tiny_ref2av.run import tokenize
 
 CPU = torch.device("cpu")
 

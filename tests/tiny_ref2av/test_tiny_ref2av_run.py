@@ -8,9 +8,8 @@ from tiny_ref2av_testutil import PROMPT, exact_attention, psnr
 
 from harness.errors import HarnessError
 from harness.media import iter_frames, read_audio
-from harness.tiny_ref2av.conditioning import fit_reference, load_reference
 from harness.tiny_ref2av.config import PRESETS
-from harness.tiny_ref2av.run import run_pipeline
+from harness.tiny_ref2av.run import fit_reference, load_reference, run_pipeline
 
 
 def frames(run) -> np.ndarray:

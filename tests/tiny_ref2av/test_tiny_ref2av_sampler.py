@@ -50,8 +50,8 @@ def test_the_site_hook_brackets_every_step_and_each_blocks_attention_call():
 
     import torch.nn.functional as F
 
-    from harness.tiny_ref2av.conditioning import audio_target, tokenize, video_target
     from harness.tiny_ref2av.model import Conditioning, TinyRef2AV, sample
+    from harness.tiny_ref2av.run import audio_target, tokenize, video_target
 
     cfg = PRESETS["tiny"]
     model = TinyRef2AV(cfg, torch.device("cpu"), torch.float32)
