@@ -1,8 +1,5 @@
-"""Runners: turn one RunSpec into a process that writes output.mp4, timing.json and attn_calls.json.
-
-Runners are found by name in ``harness.plugins.RUNNERS`` (``get_runner``); each one's module is
-imported when it is first asked for.
-"""
+"""Runners: turn one RunSpec into a process that writes output.mp4, timing.json and attn_calls.json;
+found by name in ``harness.plugins.RUNNERS`` (``get_runner``), each imported when first asked for."""
 
 from harness.runners.base import Launch, Runner, get_runner, register_runner
 

@@ -2,12 +2,9 @@
 
     python -m harness.runners.diffusers.checkpoint DIR --model ltx2|wan2.1_t2v|... [--preset tiny|small] [--seed N]
 
-(`harness diffusers tiny-checkpoint DIR` runs this in the run's interpreter.) Each component is
-diffusers' or transformers' own class from a small seeded config, saved by the pipeline's own
-``save_pretrained`` so ``from_pretrained`` loads it as released weights; the text encoders get a
-byte-level BPE trained here on a fixed text: nothing is fetched. Same seed, same files. ``tiny`` runs
-on a CPU in seconds; ``small`` is GPU-sized (head dims 128 and 64, the released VAE ratios), so a
-realistic resolution gives realistic token counts. Neither is a model: the weights are noise.
+Each component is diffusers' or transformers' own class from a small seeded config, saved by
+``save_pretrained`` so ``from_pretrained`` loads it as released weights; nothing is fetched. ``tiny``
+runs on a CPU in seconds, ``small`` is GPU-sized. Neither is a model: the weights are noise.
 """
 
 from __future__ import annotations
