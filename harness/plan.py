@@ -56,36 +56,35 @@ def build_plan(
     chosen.sort(key=lambda a: role_rank(a.role))
     if repeats is not None and repeats < 1:
         raise ScenarioError(f"repeats must be 1 or more (got {repeats})")
-    default_repeats = repeats if repeats is not None else auto_rounds(scenario)
+    auto = scenario.repeats_auto.max if scenario.repeats == "auto" else int(scenario.repeats)
+    default_repeats = repeats if repeats is not None else auto
     arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
     params = {a.name: runner.resolve_params(scenario, a, profile) for a in chosen}
     shadows = {a.name: shadow_specs(by_name, a) for a in chosen}
-    specs = []
-    for repeat in range(1, max(arm_repeats.values(), default=1) + 1):
-        for seed in seed_list:
-            for arm in chosen:
-                if repeat > arm_repeats[arm.name]:
-                    continue
-                specs.append(
-                    RunSpec(
-                        scenario=scenario.name,
-                        runner=scenario.runner,
-                        arm=arm.name,
-                        seed=seed,
-                        profile=profile,
-                        **arm.choice().model_dump(),
-                        role=arm.role,
-                        params=params[arm.name],
-                        env={k: str(v) for k, v in {**scenario.env, **arm.env}.items()},
-                        timeout_s=scenario.timeout_s,
-                        multi_seed=multi,
-                        repeat=repeat,
-                        shadows=shadows[arm.name],
-                        insitu=insitu_settings(arm),
-                        schedule=schedule_spec(arm),
-                        plugins=scenario.plugin_refs,
-                    )
-                )
+    specs = [
+        RunSpec(
+            scenario=scenario.name,
+            runner=scenario.runner,
+            arm=arm.name,
+            seed=seed,
+            profile=profile,
+            **arm.choice().model_dump(),
+            role=arm.role,
+            params=params[arm.name],
+            env={k: str(v) for k, v in {**scenario.env, **arm.env}.items()},
+            timeout_s=scenario.timeout_s,
+            multi_seed=multi,
+            repeat=repeat,
+            shadows=shadows[arm.name],
+            insitu=insitu_settings(arm),
+            schedule=schedule_spec(arm),
+            plugins=scenario.plugin_refs,
+        )
+        for repeat in range(1, max(arm_repeats.values(), default=1) + 1)
+        for seed in seed_list
+        for arm in chosen
+        if repeat <= arm_repeats[arm.name]
+    ]
     specs = with_code(runner, specs)
     runner.expect_preflights(specs)
     return specs
@@ -100,11 +99,6 @@ def with_code(runner: Any, specs: list[RunSpec]) -> list[RunSpec]:
 
     digests = source_digests({n for ns in names.values() for n in ns})
     return [s.model_copy(update={"code": {n: digests[n] for n in names[id(s)]}}) for s in specs]
-
-
-def auto_rounds(scenario: Scenario) -> int:
-    """The scenario's repeats as a number of rounds (``auto``: its maximum)."""
-    return scenario.repeats_auto.max if scenario.repeats == "auto" else int(scenario.repeats)
 
 
 def plan_actions(
