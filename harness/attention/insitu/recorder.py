@@ -121,9 +121,7 @@ class InSituRecorder:
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "scale": repr(float(scale)),
-            "step": str(site.step),
-            "block": str(site.block),
-            "kind": site.kind,
+            **{key: str(getattr(site, key)) for key in ("step", "block", "kind")},
         }
         tmp = folder / f".{name}.tmp"
         save_file(tensors, str(tmp), metadata=meta)

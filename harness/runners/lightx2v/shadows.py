@@ -2,7 +2,7 @@
 
 ``--insitu JSON`` (``insitu_payload``: the arm's name, its ``RunSpec.shadows`` each with the
 ``sageattention`` its arm asks for, and ``RunSpec.insitu``) gives a
-:class:`~harness.attention.insitu.ShadowedAttention` around every in-scope call of the arm:
+:class:`~harness.attention.insitu.shadow.ShadowedAttention` around every in-scope call of the arm:
 
 * its primary is the call the model makes, served as ``serve.CallPath`` decided (schedule,
   first-call check), on the very tensors: the model receives that output unchanged;
