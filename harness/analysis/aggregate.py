@@ -1,7 +1,5 @@
-"""Per-arm aggregates: speed over every run of an arm (repeats x seeds, tested by ``analysis.speed``),
-accuracy and statistics over its seeds' first repeats, and why an arm's timing is no baseline. Each
-spread keeps its values and n, so every aggregate is printed with its band.
-"""
+"""Per-arm aggregates: speed over every run (tested by ``analysis.speed``), accuracy and statistics over
+the seeds' first repeats, each spread with its values and n; and why an arm's timing is no baseline."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ def arm_aggregates(
     rules: VerdictRules,
     families: Mapping[str, str] | None = None,
 ) -> list[ArmAggregate]:
-    """One aggregate per arm, in the order the arms first appear in ``runs``; ``families``: arm -> the
-    Holm family of its speed tests (``analysis.speed.speed_families``; default: by role)."""
+    """One aggregate per arm, in order; ``families``: arm -> the Holm family of its speed tests."""
     out = []
     tests = campaign_speed_tests(runs, reference_arm, rules, families=families)
     for arm in dict.fromkeys(r.arm for r in runs):

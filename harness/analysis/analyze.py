@@ -1,9 +1,6 @@
-"""The analysis of a campaign: compare, aggregate, test and judge once, and write results.json.
-
-Every run's first repeat is compared with the reference of its seed; speed is tested over every
-run of an arm; failed and skipped runs stay with their reason. Costly pieces are cached under their
-inputs' hashes (``compare.cache``), the whole under the digest of what it read (``analysis.digest``).
-"""
+"""The analysis of a campaign: compare (each first repeat with its seed's reference), aggregate, test
+(every run of an arm) and judge once, and write results.json; costly pieces are cached under their
+inputs' hashes (``compare.cache``), the whole under the digest of what it read (``analysis.digest``)."""
 
 from __future__ import annotations
 
@@ -56,8 +53,7 @@ def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def code_summary(runs: list[RunSummary]) -> list[tuple[str, str]]:
-    """Where the runs' attention code came from: each plugin (path, sha256, what it registers) and
-    the source digest of each harness backend the runs called (a run spec's code identity)."""
+    """Where the runs' attention code came from: each plugin and each backend's source digest."""
     rows: list[tuple[str, str]] = []
     plugins = {(p.path, p.sha256): p for run in runs for p in run.plugins}
     for plugin in plugins.values():
@@ -84,8 +80,7 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def scenario_rules(scenario: dict[str, Any], source: str) -> VerdictRules:
-    """The campaign's verdict rules (its scenario's ``verdict`` block), else the defaults; a block this
-    harness does not read is refused in one line naming ``source`` and the key."""
+    """The scenario's ``verdict`` block, else the defaults; one it cannot read refused in one line."""
     block = scenario.get("verdict") or {}
     if not isinstance(block, dict):
         raise HarnessError(f"{source}: scenario.verdict: not a mapping (got {type(block).__name__})")
@@ -106,8 +101,7 @@ def scenario_rules(scenario: dict[str, Any], source: str) -> VerdictRules:
 def campaign_runs(
     campaign: CampaignDir, rec: CampaignRecord, hashes: FileHashes
 ) -> tuple[list[RunSummary], list[str]]:
-    """Every arm the campaign planned (in scenario order), then any other run folder found;
-    and one line per run whose run.json cannot be read."""
+    """Every arm planned (in scenario order), then any other run folder; a line per unreadable run.json."""
     runs: list[RunSummary] = []
     damaged: list[str] = []
     seen: set[str] = set()
@@ -142,8 +136,7 @@ def campaign_runs(
 
 
 def missing_data(campaign: CampaignDir, st: ArmStatus | None, r: RunSummary) -> str | None:
-    """What a run that says (or was listed as) ``ok`` lacks to be reported: its folder, its run.json,
-    its output.mp4 (None: nothing is missing, or the run did not end ok)."""
+    """What a run listed or ended ``ok`` lacks to be reported (its folder, run.json, output.mp4), or None."""
     run = campaign.run(r.key)
     listed_ok = st is not None and st.status.value == "ok"
     if listed_ok and not run.path.is_dir():
@@ -155,17 +148,6 @@ def missing_data(campaign: CampaignDir, st: ArmStatus | None, r: RunSummary) -> 
     return None
 
 
-def still_present(res: ReportResults) -> list[str]:
-    """The records and outputs read for ``res`` that are gone now (removed while it was built)."""
-    return [
-        f"{r.key}: {path} vanished while the report was built (its figures are incomplete)"
-        for r in res.runs
-        if r.ok
-        for path in (Path(r.path) / RUN_JSON_NAME, *([Path(r.output)] if r.output else []))
-        if not path.is_file()
-    ]
-
-
 def problem(res: ReportResults, line: str) -> None:
     """A problem met on the way: one of the report's errors (exit 3) and a note."""
     res.errors.append(line)
@@ -173,8 +155,7 @@ def problem(res: ReportResults, line: str) -> None:
 
 
 def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
-    """Run one stage of the analysis; a file that vanished or cannot be read meanwhile becomes one
-    of the report's errors (exit 3), not a traceback."""
+    """One stage of the analysis; a file that vanished or cannot be read becomes an error, not a traceback."""
     try:
         step()
     except (HarnessError, OSError) as err:
@@ -182,7 +163,7 @@ def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
 
 
 def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
-                notes: list[str], problems: list[str]) -> ReportResults:  # fmt: skip
+                problems: list[str]) -> ReportResults:  # fmt: skip
     """The campaign's facts and conventions, before anything is compared; ``problems``: damaged files."""
     from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
 
@@ -193,7 +174,6 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
         conventions=dict(CONVENTIONS),
         rules=rules,
         runs=runs,
-        notes=notes,
     )
     res.conventions["audio_lag"] = AUDIO_LAG_CONVENTION
     res.conventions["stats_tolerance"] = rule_text(rules)
@@ -236,8 +216,7 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
 
 
 def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, say: Progress) -> None:
-    """Each run (first repeat) against the reference of its seed; then each run's statistics (from its
-    comparisons, else measured alone)."""
+    """Each first repeat against its seed's reference; then each run's statistics."""
     primary = res.primary_runs
     ref_by_seed = {r.seed: r for r in primary if r.arm == res.reference_arm}
     todo = [r for r in primary if res.reference_arm and r.arm != res.reference_arm]
@@ -273,8 +252,7 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
 
 
 def measures_in_situ(res: ReportResults, campaign: CampaignDir) -> bool:
-    """Whether a run of the campaign shadowed its calls or followed a schedule: the in-situ readers
-    import torch (about 0.5 GB), which a campaign without such runs never needs."""
+    """Whether a run shadowed its calls or followed a schedule (the in-situ readers import torch)."""
     from harness.analysis.insitu_cost import measured_in_situ, run_spec
 
     specs = (run_spec(campaign, r.key) for r in res.primary_runs if measured_in_situ(r, campaign))
@@ -282,8 +260,7 @@ def measures_in_situ(res: ReportResults, campaign: CampaignDir) -> bool:
 
 
 def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
-    """arm -> the Holm family of its speed tests: candidates apart from the floors, the schedules
-    (hybrids) and the shadowed copies of the reference (shadowed runs on the reference's backend)."""
+    """arm -> the Holm family of its speed tests: the schedules and the reference's shadowed copies apart."""
     from harness.analysis.insitu_cost import run_spec
 
     ref = next((r for r in res.runs if r.arm == res.reference_arm), None)
@@ -350,28 +327,22 @@ def judge_candidates(res: ReportResults, insitu: dict[str, InsituReading] | None
 def judge_campaign(
     res: ReportResults, campaign: CampaignDir, say: Progress | None = None, *, insitu: bool
 ) -> None:
-    """Every judgement of the campaign, once and in this order: aggregates and the floor; the in-situ
-    readings (``insitu``), which the verdicts read; the verdicts; the schedules; the shadowed copies."""
+    """Every judgement, once, in order: aggregates, in situ (the verdicts read it), verdicts, schedules."""
     aggregate_all(res, families=holm_families(res, campaign))
     if insitu:
         from harness.analysis.insitu import add_insitu  # torch: only for campaigns that need it
 
         add_insitu(res, campaign, say)
     found = res.insitu.readings if res.insitu is not None else []
+    found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     if insitu:
         from harness.analysis.schedules import schedule_rows
 
         res.schedules = schedule_rows(res, campaign, res.insitu)
-    mark_insitu_copies(res)
-
-
-def mark_insitu_copies(res: ReportResults) -> None:
-    """A shadowed arm whose own attention is exact measures in situ on the exact trajectory: its output is
-    the reference's, so it is no candidate (its verdict keeps the role ``insitu``)."""
-    runs = res.insitu.runs if res.insitu is not None else []
-    copies = {i.arm for i in runs if i.primary_exact and i.arm != res.reference_arm}
+    # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
+    copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:
         if v.arm in copies:
             v.role = "insitu"
@@ -380,8 +351,7 @@ def mark_insitu_copies(res: ReportResults) -> None:
 def analyze_campaign(
     campaign: CampaignDir, *, progress: Progress | None = None, rules: VerdictRules | None = None
 ) -> ReportResults:
-    """The campaign's results, also written (atomically) as its results.json; ``rules``: how to judge
-    (default: the campaign's scenario's). An unchanged campaign returns its results.json as is."""
+    """The campaign's results, also written as its results.json (an unchanged campaign's is reused)."""
     say = progress or (lambda _msg: None)
     if not campaign.exists():
         raise HarnessError(f"{campaign.path}: not a campaign directory (no campaign.json)")
@@ -395,10 +365,9 @@ def analyze_campaign(
         return done
     rec, damaged_campaign = campaign.record_or_rebuilt()
     runs, damaged_runs = campaign_runs(campaign, rec, hashes)
-    notes: list[str] = []
     problems = [p for p in (damaged_campaign, *damaged_runs) if p]
     rules = rules or scenario_rules(rec.scenario, str(campaign.campaign_json))
-    res = new_results(campaign, rec, runs, rules, notes, problems)
+    res = new_results(campaign, rec, runs, rules, problems)
     cache = MetricsCache(campaign.metrics_dir)
     compare_all(res, campaign, hashes, say)
     judge_campaign(res, campaign, say, insitu=measures_in_situ(res, campaign))
@@ -410,8 +379,12 @@ def analyze_campaign(
     from harness.analysis.assets import media_assets  # numpy and OpenCV: not loaded when results are reused
 
     guarded(res, "frames and audio views", lambda: media_assets(res, campaign.path, cache, say))
-    for line in still_present(res):
-        problem(res, line)
+    for r in res.runs:  # records and outputs removed while the report was built
+        for path in (Path(r.path) / RUN_JSON_NAME, *([Path(r.output)] if r.output else [])):
+            if r.ok and not path.is_file():
+                problem(
+                    res, f"{r.key}: {path} vanished while the report was built (its figures are incomplete)"
+                )
     res.conventions["speedup"] = SPEEDUP_CONVENTION
     voice(res)
     res.inputs_digest = digest
@@ -424,8 +397,7 @@ def analyze_campaign(
 
 
 def judge_again(campaign: CampaignDir) -> ReportResults:
-    """The campaign's results.json judged again by this harness from what it holds and the campaign's
-    records, without the media (a committed example, a CI artifact); written back atomically."""
+    """The campaign's results.json judged again from what it holds, without the media; written back."""
     results_json = campaign.path / RESULTS_JSON
     res = read_results(results_json)
     judge_campaign(res, campaign, insitu=True)

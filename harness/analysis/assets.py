@@ -1,7 +1,5 @@
-"""Everything the page shows of the media, written by the analysis under assets/ and named in
-``ReportResults.assets``: frame thumbnails and their differences, audio views, clips and spectrogram
-differences, and each comparison's per-frame PSNR and SSIM (from its metrics/<pair>.frames.csv).
-"""
+"""Everything the page shows of the media, written under assets/ and named in ``ReportResults.assets``:
+thumbnails, their differences, audio views and clips, and each comparison's per-frame PSNR and SSIM."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The audio the page shows of each run (the first seed's), cached under its output's and the
-reference's sha256: ``audio:<run>``, the mono mix's waveform envelope and its difference to the
-reference's (``AudioView``) with its spectrogram as an 8-bit PNG (``specgram``'s dB, binned, from
-``DB_FLOOR``); ``clip:<run>``, the first ``CLIP_SECONDS`` as Opus in WebM (every browser plays it, at a
-twentieth of PCM); ``specdiff:<run>``, its spectrogram minus the reference's, floored ``DYNAMIC_DB``
-under the reference's loudest cell (silence is no difference). Decoded tracks are held within bounded
-memory (a 10-minute 48 kHz track is 115 MB as float32): only the one the others are set against and
-the current one, and envelopes are taken a block of bins at a time.
-"""
+"""The audio the page shows of each run (the first seed's), cached under its output's and the reference's
+sha256: ``audio:<run>``, the waveform envelope, its difference to the reference's and its spectrogram;
+``clip:<run>``, the first ``CLIP_SECONDS`` as Opus; ``specdiff:<run>``, its spectrogram minus the
+reference's. At most two decoded tracks are held (a 10-minute 48 kHz track is 115 MB as float32)."""
 
 from __future__ import annotations
 
@@ -47,8 +42,7 @@ class ClipAssets(Record):
 
 
 class Tracks:
-    """Mono mixes (float32, as decoded) by run key: the ``pinned`` one is kept, any other only
-    until the next one is asked for."""
+    """Mono mixes by run key: the ``pinned`` one kept, any other only until the next is asked for."""
 
     def __init__(self) -> None:
         self.pinned: str | None = None
@@ -80,8 +74,7 @@ def first_seed_tracks(res: ReportResults) -> list[RunSummary]:
 def envelope(
     x: np.ndarray, rate: int, bins: int = ENVELOPE_BINS, minus: np.ndarray | None = None
 ) -> Envelope:
-    """Min/max per bin of ``x`` (minus ``minus`` over the shorter length, in float64), so long
-    tracks plot quickly and still show peaks; one block of bins in memory at a time."""
+    """Min/max per bin of ``x`` (minus ``minus``, in float64): long tracks plot quickly, peaks kept."""
     n = min(x.size, minus.size) if minus is not None else x.size
     bins = max(1, min(bins, n))
     edges = np.linspace(0, n, bins + 1).astype(int)
@@ -108,8 +101,7 @@ def nfft_for(samples: int) -> int:
 
 
 def psd_frames(mono: np.ndarray, rate: int, nfft: int) -> np.ndarray:
-    """[frequency bin, segment] power spectral density, as ``matplotlib.mlab.specgram`` computes it
-    (Hann window, half-overlapping segments, one-sided, scaled by frequency)."""
+    """[frequency bin, segment] power spectral density, as ``matplotlib.mlab.specgram`` computes it."""
     step = nfft - nfft // 2
     if mono.size < nfft:
         mono = np.pad(mono, (0, nfft - mono.size))
@@ -194,8 +186,7 @@ def write_view(
 
 
 def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
-    """``audio:<run>`` assets for the first seed's runs, the reference first (the others' differences
-    are taken to the first track)."""
+    """``audio:<run>`` assets for the first seed's runs, the others' differences taken to the first's."""
     tracks = Tracks()  # decoded mono mixes: the first one's and the current one's
     first: RunSummary | None = None  # the track the others are set against
     for r in first_seed_tracks(res):
@@ -261,8 +252,7 @@ def write_assets(
     ref: tuple[str, np.ndarray, int] | None,
     root: Path,
 ) -> ClipAssets:
-    """The clip of ``run`` (mono mix, rate) and, given the reference's (key, mono mix, rate), its
-    spectrogram difference."""
+    """The clip of ``run`` and, given the reference's (key, mono mix, rate), its spectrogram difference."""
     mono, rate = track
     name = slug(run.key)
     clip = mono[: int(CLIP_SECONDS * rate)]

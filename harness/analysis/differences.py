@@ -1,11 +1,6 @@
-"""Where two runs differ, frame by frame: amplified difference images beside the frame grids.
-
-|run - reference| at the grid's frames (lossless copies where both runs wrote one), mean over RGB,
-area-averaged to the thumbnails' size; the raw maps are cached under both files' sha256. One gain for
-the campaign, so every image reads on one scale: the largest power of two up to ``MAX_GAIN`` that
-keeps the ``PERCENTILE``th percentile under full scale. The images are 8-bit grey; the page colours
-them through ``COLORMAP``.
-"""
+"""Where two runs differ, frame by frame: |run - reference| at the grids' frames, mean over RGB, area-averaged
+to the thumbnails' size and cached; one gain for the campaign (the largest power of two up to ``MAX_GAIN``
+keeping the ``PERCENTILE``th percentile under full scale), so every image reads on one scale."""
 
 from __future__ import annotations
 
@@ -68,8 +63,7 @@ def pair_diffs(
     ref_frames: dict[str, dict[int, np.ndarray]],
     say: Progress,
 ) -> tuple[RawDiffs, bool]:
-    """(the raw maps of ``run`` against ``ref``, whether both sides are lossless copies); decoded only
-    when the cache misses. ``ref_frames`` keeps the reference's decoded frames (one decode per seed)."""
+    """(the raw maps of ``run`` against ``ref``, whether both are lossless copies), cached."""
     lossless = use_lossless(ref, run)
     (file_a, sha_a), (file_b, sha_b) = media(ref, lossless), media(run, lossless)
     name = f"{ref.key}__vs__{run.key}.diffs"

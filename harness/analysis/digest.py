@@ -1,7 +1,5 @@
-"""What an analysis read, as one digest, so that an unchanged campaign is not analysed again:
-campaign.json (but its ``updated_at``), every file under runs/ by content, the campaign's place, the
-verdict rules, this stage's version and the source of the harness code that computes results.
-"""
+"""What an analysis read, as one digest, so that an unchanged campaign is not analysed again: campaign.json,
+every file under runs/, the campaign's place, the rules, this stage's version and the harness code."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ def code_digest() -> str:
 
 
 def campaign_json_digest(path: Path) -> str:
-    """campaign.json's content but its ``updated_at`` (a ``harness run`` that keeps every run rewrites
-    only that)."""
+    """campaign.json's content but its ``updated_at`` (all a ``harness run`` that reruns nothing changes)."""
     data = path.read_bytes()
     try:
         record = json.loads(data)

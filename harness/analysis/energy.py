@@ -1,9 +1,5 @@
-"""Error energies: a run against the reference reduced to the numbers a verdict weighs (no media).
-
-The kinds (``KINDS``) are the metric registry's energies (``harness.metrics``); video MSE is pooled
-over frames. A missing value is None; a value that is not finite stays so (NaN SSIM is a NaN energy,
-an SNR of -inf an infinite one): the verdict fails it, never drops it.
-"""
+"""Error energies: a run against the reference reduced to the numbers a verdict weighs (no media), the
+metric registry's energies (``KINDS``). A value that is not finite stays so: the verdict fails it."""
 
 from __future__ import annotations
 
@@ -62,8 +58,7 @@ class PairErrors(Record):
 
     @classmethod
     def measured(cls, key: str, seed: int | None, video: Any, audio: Any, **kw) -> PairErrors:
-        """A measured pair: its video and audio records (``collect.models``; None: not measured), every
-        registered metric read off them."""
+        """A measured pair: every registered metric read off its video and audio records (None: none)."""
         records = {"video": video, "audio": audio}
         values = {m.key: m.read(records[m.modality]) for m in in_order()}
         e = cls(key=key, seed=seed, values={k: x for k, x in values.items() if x is not None}, **kw)
@@ -84,8 +79,7 @@ class PairErrors(Record):
 
 
 def is_identical(e: PairErrors) -> bool:
-    """Output equal to the reference's: as measured bitwise, else (a table's numbers) every energy
-    it has at exactly 0 (video MSE 0 and, where there is audio, an infinite SNR)."""
+    """Output equal to the reference's: as measured bitwise, else video MSE 0 and no audio or SNR inf."""
     if e.identical is not None:
         return e.identical
     if e.value(VIDEO_MSE) != 0.0:
@@ -96,8 +90,7 @@ def is_identical(e: PairErrors) -> bool:
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of error energy, read off a pair: a registered metric and its ``Energy`` (key, label,
-    how it is shown, whether the verdict judges it; ``harness.metrics``)."""
+    """One kind of error energy, read off a pair: a registered metric and its ``Energy``."""
 
     metric: Metric
 
@@ -123,8 +116,7 @@ class Kind:
 
 
 class _Kinds(Mapping[str, Kind]):
-    """Every registered error energy by its key (video_mse, audio_error, ...), read from the metric
-    registry at each use."""
+    """Every registered error energy by its key, read from the metric registry at each use."""
 
     def __getitem__(self, key: str) -> Kind:
         return Kind(energy_metrics()[key])
@@ -140,8 +132,7 @@ KINDS: Mapping[str, Kind] = _Kinds()
 
 
 def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:
-    """(pooled energy, pairs used): the weighted mean (frames for video, 1 otherwise) of the pairs
-    that have the metric; NaN or infinite when one of them is."""
+    """(pooled energy, pairs used): the pairs' mean weighted by frames for video; NaN or inf when one is."""
     kind = KINDS[metric]
     vals = [(kind.get(p), kind.weight(p)) for p in pairs]
     vals = [(x, w) for x, w in vals if x is not None]

@@ -1,11 +1,7 @@
-"""Where a candidate's attention error concentrates: its calls (in situ) or rows (kernels) grouped by
-what they were, and a finding when one group's error is several times the rest's.
-
-A kernel defect rarely spreads evenly: thu-ml's Triton kernels score the padded keys of their last
-64-key block, which scales a 74-key call's output by 0.70 and leaves a 120k-key call almost alone;
-pooled, the long calls hide it; grouped by key length it stands out. Groups are searched greedily
-(``rule()``); groups of several dimensions holding the same observations are one finding.
-"""
+"""Where a candidate's attention error concentrates: its calls (in situ) or rows (kernels) grouped by what
+they were, a finding when one group's error is several times the rest's (``rule()``). A defect rarely
+spreads evenly: thu-ml's Triton kernels score the padded keys of their last 64-key block, which scales
+a 74-key call's output by 0.70 and leaves a 120k-key call alone; pooled, the long calls hide it."""
 
 from __future__ import annotations
 
@@ -125,8 +121,7 @@ def scale_of(obs: Sequence[Observation]) -> tuple[float | None, float | None]:
 
 
 def mostly_scale(rel_l1: float | None, scale: float | None, unscaled: float | None) -> bool:
-    """The output is the reference times a factor, give or take: scaled by ``SCALE_MIN`` or more,
-    and the error left once the factor is divided out under a third of the error."""
+    """Scaled by ``SCALE_MIN`` or more, with under a third of the error left once the scale is divided out."""
     if any(x is None or not math.isfinite(x) for x in (rel_l1, scale, unscaled)):
         return False
     return abs(scale - 1) >= SCALE_MIN and unscaled < rel_l1 / 3
@@ -229,9 +224,7 @@ def _scale_finding(
 
 
 def finding_text(f: Finding) -> str:
-    """'sage_attn2: error 85x higher [95 % 60 to 120] on calls whose ... (refiner; 74 keys, 54 padded
-    to a 64-key block): rel L1 0.307 against 0.0036 on the other 2 calls; 169x its exact floor;
-    outputs scaled by 0.70, direction kept (...)'."""
+    """'sage_attn2: error 85x higher [95 % 60 to 120] on calls whose ...: rel L1 0.307 against ...'."""
     facts, scaled = f" ({f.facts})" if f.facts else "", scale_words(f.rel_l1, f.scale, f.rel_l1_unscaled)
     if f.ratio is None or f.rest_rel_l1 is None:  # the scale alone, on every call left
         where = f"{'the other' if f.among_rest else 'all'} {f.count} {f.what}{facts}"

@@ -1,7 +1,5 @@
-"""The noise floor as a band over perturbations x seeds, and the codec floor of the reference: the
-only media this module reads (``collect.codec_floor``), cached under the reference's sha256, its
-run's codec settings and the computation's version, as is a file's decode convention.
-"""
+"""The noise floor as a band over perturbations x seeds, and the codec floor of the reference (the only
+media this module reads, cached under the reference's sha256 and codec settings)."""
 
 from __future__ import annotations
 
@@ -147,8 +145,7 @@ def codec_floor_cached(ref: RunSummary, campaign: CampaignDir, cache: MetricsCac
 
 
 def _codec_values(video: Any, audio: Any) -> dict[str, Any]:
-    """The codec floor's figures as ``CodecFloorRow`` holds them: a video metric (with its worst frame)
-    under its record's field, as the per-run table reads a video record; an audio one under its key."""
+    """The codec floor's figures as ``CodecFloorRow`` holds them: video under its field, audio its key."""
     out: dict[str, Any] = {}
     for m in in_order():
         if m.modality == "video":

@@ -1,11 +1,6 @@
-"""The noise floor checked before it judges: per seed, each floor run against the others.
-
-One bad floor run (a quantised kernel's output, another seed's, no perturbation) would move every
-verdict, so per seed: a run identical to the reference is left out; with three or more runs, the
-one whose log energy (``CHECKED_KINDS``) lies furthest beyond ``max(log OUTLIER_FACTOR, OUTLIER_Z *
-sigma * sqrt(1 + 1/(k - 1)))`` of the others' mean is left out and the seed checked again; two runs
-that disagree so cannot say which is wrong: the seed's floor is invalid. One run: said, not checked.
-"""
+"""The noise floor checked before it judges, per seed, each floor run against the others (docs/verdicts.md):
+one identical to the reference is left out, so is an outlier beyond ``max(log OUTLIER_FACTOR, OUTLIER_Z *
+sigma * sqrt(1 + 1/(k - 1)))`` of the others' mean (three or more runs); two that disagree: invalid."""
 
 from __future__ import annotations
 
@@ -51,8 +46,7 @@ def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
 
 
 def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, float, float] | None:
-    """(key, log factor to the others, log margin) of the run of ``kind`` furthest outside the others'
-    spread in units of its margin, None when every run is within it."""
+    """(key, log factor, log margin) of the run furthest outside the others' spread, or None."""
     logs = _logs(seed_runs, kind)
     if len(logs) < 2:
         return None
@@ -80,8 +74,7 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
 
 
 def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
-    """Every seed's floor runs checked (module docstring); ``floors``: each run against its seed's
-    reference."""
+    """Every seed's floor runs (each against its seed's reference) checked (module docstring)."""
     by_seed: dict = {}
     for f in floors:
         by_seed.setdefault(f.seed, []).append(f)

@@ -1,7 +1,5 @@
-"""Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run, and each
-candidate's worst frames by PSNR and SSIM (``worst_frames``); lossy WebP under assets/ (a tenth of
-a PNG; the metrics never read them), cached under the output's sha256, width, indices and format.
-"""
+"""Frame thumbnails for the side-by-side section: a few evenly spaced frames of every run and each candidate's
+worst by PSNR and SSIM, lossy WebP under assets/, cached under the output's sha256 and the indices."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ def slug(key: str) -> str:
 
 
 def cached_files_present(base: Path, files: Iterable[str | None]) -> bool:
-    """Every file a cache entry names is there, under ``base``: an entry naming one elsewhere is
-    damaged (measured again, never read)."""
+    """Every file a cache entry names is there, under ``base`` (one elsewhere: damaged, never read)."""
     try:
         return all(resolve_under(base, rel, "metrics cache entry").is_file() for rel in files if rel)
     except UnsafePathError:
@@ -134,8 +131,7 @@ def run_thumbnails(
 
 
 def frame_grids(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> list[FrameGrid]:
-    """One grid per seed (rows: evenly spaced frames and the candidates' worst; columns: the seed's first
-    repeats); sets ``res.frame_indices`` and names every thumbnail in ``res.assets``."""
+    """One grid per seed (rows: spaced frames and the candidates' worst; columns: the seed's runs)."""
     ref = next((r for r in res.primary_runs if r.arm == res.reference_arm and r.stats), None)
     basis = ref or next((r for r in res.primary_runs if r.stats), None)
     if basis is None or basis.stats is None:

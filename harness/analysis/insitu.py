@@ -1,13 +1,7 @@
-"""In-situ readings of a campaign: each shadowed candidate's error on the very attention calls of
-the run that shadowed it, against the exact floor on the same calls, the accepted baseline and an
-absolute tolerance; per step, per block and the worst calls; and what the shadows cost.
-
-A call's exact floor is the mean error of the exact ops measured on it (what exact attention in the
-run's precision already differs from the FP32 yardstick); ``ratio`` is the candidate's pooled rel L1
-over the floor's, with a bootstrap interval over calls. In a chaotic run this is the evidence the
-verdict rests on. Each call kind is judged on its own calls, the worst deciding (pooled by L1 norm,
-short calls would vanish under long ones); a NaN/Inf output or a failed shadow makes it outside.
-"""
+"""In-situ readings of a campaign (docs/insitu.md): each shadowed candidate's error on the very attention
+calls of its run over the exact floor's on the same calls (the exact ops' mean error), with a bootstrap
+interval over calls, against the accepted baseline and absolute limits; each call kind judged on its own
+calls, the worst deciding; a NaN/Inf output or a failed shadow makes it outside."""
 
 from __future__ import annotations
 
@@ -63,8 +57,7 @@ def _floor_l1(call: InSituCall, floor_ops: list[str]) -> float | None:
 
 
 def _floor_pool(calls: list[InSituCall], floor_ops: list[str], name: str | None = None) -> InSituStats:
-    """The exact floor pooled over ``calls`` (those ``name`` measured finite, where named): its rel L1
-    (None: no call has a floor)."""
+    """The exact floor pooled over ``calls`` (those ``name`` measured finite, where named)."""
     both = [(c.ref_l1, f) for c in calls if (name is None or _l1(c, name) is not None)
             and (f := _floor_l1(c, floor_ops)) is not None]  # fmt: skip
     ref = sum(r for r, _ in both)
@@ -128,8 +121,7 @@ def _judge(
 
 
 def observations(name: str, calls: list[InSituCall], floor_ops: list[str]) -> list[Observation]:
-    """``name``'s finite calls as observations for ``analysis.findings``: where each call was, its
-    error, the exact floor's and the fitted scale."""
+    """``name``'s finite calls as observations for ``analysis.findings``."""
     out = []
     for c in calls:
         x = _l1(c, name)
@@ -160,8 +152,7 @@ def _kind(
 
 
 def _deciding(kinds: list[InSituKind]) -> tuple[str, InSituKind | None]:
-    """The word over kinds and the kind that decides it (worst word, then highest ratio); a kind measured on
-    no call judges nothing, one without a floor can make it outside but never keep it from within."""
+    """The word over kinds and the deciding kind; one without a floor can make it outside, never within."""
     measured = [k for k in kinds if k.rel_l1 is not None]
     floored = [k for k in measured if k.ratio is not None]
     words = [k.word for k in measured if k.word == OUTSIDE] + [k.word for k in floored]
@@ -193,8 +184,7 @@ def candidate_reading(
     tol: InSituTolerance,
     attn_type: str = "",
 ) -> InSituReading:
-    """The reading of candidate ``name`` over ((run key, call) pairs): against the floor ops' mean, the
-    accepted ``base`` and ``tol``'s limits, per call kind, the worst deciding; a NaN or failure: outside."""
+    """The reading of candidate ``name`` over (run key, call) pairs (module docstring)."""
     calls = [c for _, c in items]
     r = InSituReading(candidate=name, attn_type=attn_type, runs=sorted({k for k, _ in items}))
     r.stats = pool(calls, name)
@@ -314,8 +304,7 @@ def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> In
 
 
 def exact_ops(info: InSituRunInfo) -> list[str]:
-    """The ops of a shadowed run that make its exact floor: its own attention when exact, and every
-    exact shadow that measured something."""
+    """The ops of a shadowed run that make its exact floor: its own attention when exact, exact shadows."""
     return [
         n
         for n, role in info.ops.items()
@@ -324,8 +313,7 @@ def exact_ops(info: InSituRunInfo) -> list[str]:
 
 
 def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
-    """The in-situ readings of ``res``'s shadowed runs (repeat 1 of each seed), None when no run has
-    an in-situ record. Marks every shadowed arm's timing as no baseline (with its cost)."""
+    """The in-situ readings of the shadowed first repeats (None: no in-situ record), and their cost."""
     notes: list[str] = []
     found: list[tuple[Any, InSituRun]] = []
     specs = {r.key: run_spec(campaign, r.key) for r in res.runs}

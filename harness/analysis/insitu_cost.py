@@ -1,7 +1,5 @@
-"""What shadows cost, and why a shadowed run's timings are never a baseline: the shadows and the
-yardstick run inside the step, so its s/step holds them. The cost is said two ways: the measurement's
-own time per step, and the s/step of a twin arm (same attention, no shadows) where there is one.
-"""
+"""What shadows cost, and why a shadowed run's timings are never a baseline (the shadows run inside the step):
+the measurement's own time per step, and the s/step of a twin arm (same attention, no shadows)."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ def run_spec(campaign: CampaignDir, key: str) -> RunSpec | None:
 
 
 def measured_in_situ(r: Any, campaign: CampaignDir) -> bool:
-    """Whether run ``r`` may hold in-situ records: it ended ok, or its media are missing (the records are
-    written during the run: a campaign copied without its media keeps them)."""
+    """Whether run ``r`` may hold in-situ records: it ended ok, or only its media are missing."""
     return r.ok or (r.status == "missing" and campaign.run(r.key).exists())
 
 

@@ -1,6 +1,5 @@
-"""An emulator's fidelity to the kernel it reproduces, where both shadow the same run: a CPU verdict
-of the emulator predicts the GPU kernel only as far as their errors agree call by call.
-"""
+"""An emulator's fidelity to the kernel it reproduces, where both shadow the same run: a CPU verdict of the
+emulator predicts the GPU kernel only as far as their errors agree call by call."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""A ratio of error energies with its interval: per seed against the floor of that seed, then
-combined over seeds, and the word it supports.
-
-Per seed, log r_s = log c - log mean(f) with se_s = sigma * sqrt(1 + 1/k_s) (k_s floor runs); sigma
-is the within-seed sd of a run's log energy pooled over seeds, else the spread the scenario states
-(``VerdictRules.floor_log_sd``), else the seeds' spread of log r_s alone (one seed: no interval).
-Over S seeds: the geometric mean, se^2 = sum(se_s^2) / S^2 + tau^2 / S with tau^2 the seeds' spread
-beyond the floor noise, df by Satterthwaite; a seed's interval at alpha / S (every seed must pass).
-An energy of exactly 0 reads ratio 0, within, and stays out of the logarithms; a floor mean of 0 is
-no yardstick (incomplete). ``baseline_reading`` is non-inferiority against an accepted kernel.
-"""
+"""A ratio of error energies with its interval, per seed against that seed's floor, then over seeds, and its
+word (docs/verdicts.md): per seed se_s = sigma sqrt(1 + 1/k_s) on log r_s, sigma the floor runs' sd of log
+energy pooled over seeds (else stated, else the seeds' spread alone); over S seeds the geometric mean,
+se^2 = sum(se_s^2) / S^2 + tau^2 / S, df by Satterthwaite; a seed's interval at alpha / S."""
 
 from __future__ import annotations
 
@@ -67,8 +60,7 @@ class RatioReading(Record):
 
 
 def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
-    """(sigma, df): the within-seed sd of log floor energies pooled over seeds; (None, 0) when no seed
-    has two finite positive floor runs."""
+    """(sigma, df): the within-seed sd of log floor energies pooled over seeds; (None, 0) without."""
     return pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
 
 
@@ -85,8 +77,7 @@ def _word(lo: float, hi: float, ratio: float, bound: float) -> str:
 def _seed_ratio(
     s: SeedValues, label: str, sigma: float | None, q: float, bound: float
 ) -> tuple[SeedRatio, float | None]:
-    """The seed's ratio and word, and its log ratio (None: not usable in the combination).
-    ``sigma`` None: the spread of a run is unknown, so the seed has a ratio but no interval."""
+    """The seed's ratio and word (no interval without ``sigma``), and its log ratio (None: not combined)."""
     out = SeedRatio(seed=s.seed, candidate=s.candidate, n_floor=len(s.floors))
     where = f"seed {s.seed}" if s.seed is not None else "the run"
     bad_floor = [k or "a floor run" for f, k in zip(s.floors, s.floor_keys or [""] * len(s.floors),
@@ -127,8 +118,7 @@ def _seed_ratio(
 def _spread(
     seeds: Sequence[SeedValues], prior_sd: float | None, given_sd: tuple[float, float] | None, source: str
 ) -> tuple[float | None, float, str]:
-    """(sigma, df, what the text says of it): measured from the floor runs, else given, else stated,
-    else unknown (None)."""
+    """(sigma, df, its words): given, else measured from the floor runs, else stated, else None."""
     if given_sd is not None:
         sigma, df = given_sd
         if math.isfinite(df):
@@ -150,8 +140,7 @@ def _spread(
 def _combine_seeds(
     r: RatioReading, logs: list[float], ses: list[float] | None, df_w: float, alpha: float, bound: float
 ) -> str:
-    """The combined ratio, interval and word over the seeds' log ratios; ``ses`` None: no spread of a
-    run is known, so the interval rests on the seeds' spread alone (df S - 1)."""
+    """The combined ratio, interval and word (``ses`` None: from the seeds' spread alone, df S - 1)."""
     n = len(logs)
     mean = statistics.fmean(logs)
     var = sum((x - mean) ** 2 for x in logs) / (n - 1) if n > 1 else 0.0
@@ -189,8 +178,7 @@ def ratio_reading(
     given_sd: tuple[float, float] | None = None,
     source: str = "",
 ) -> RatioReading:
-    """The candidate's energy over the floor's, per seed and combined (module docstring). ``prior_sd``:
-    a stated spread of a run (``source``: where from); ``given_sd``: (sigma, df) measured elsewhere."""
+    """The candidate's energy over the floor's, per seed and combined (module docstring)."""
     r = RatioReading(metric=metric, label=label, against=against, bound=bound, alpha=alpha)
     source = f" ({source})" if source else ""
     sigma, df_w, r.spread = _spread(seeds, prior_sd, given_sd, source)
@@ -269,8 +257,7 @@ def baseline_reading(
     sigma: float | None,
     df: float,
 ) -> RatioReading:
-    """Non-inferiority against an accepted kernel from (seed, candidate, baseline) energies: "not worse"
-    when the interval lies under ``margin``, "worse" over it; sigma (df) the floor's spread, None unknown."""
+    """Non-inferiority against an accepted kernel from (seed, candidate, baseline) energies."""
     seeds = [
         SeedValues(seed=s, candidate=c, floors=[b] if b is not None else [], floor_keys=[baseline])
         for s, c, b in pairs

@@ -1,6 +1,5 @@
-"""A candidate's verdict read off its comparisons: ``analysis.verdict.judge_numbers`` on the numbers
-of its runs, its seeds' floor runs, the exact runs' statistics and the accepted baseline's runs,
-plus what the runs say of themselves (not run, not measured, attention invalid)."""
+"""A candidate's verdict read off its comparisons (``verdict.judge_numbers`` on their numbers), plus what its
+runs say of themselves (not run, not measured, attention invalid)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from harness.scenario.verdict import VerdictRules
 
 
 def did_it_run(v: Verdict, measured: list[Comparison], runs: list[RunSummary]) -> str:
-    """A warning when an arm not on the reference's backend gives its output bit for bit on some seed: such
-    a kernel most likely never ran (the call counts say whether it was reached)."""
+    """A warning when an arm not on the reference's backend gives its output bit for bit: did it run?"""
     ident = [c for c in measured if c.b.seed in v.identical_seeds]
     if not ident:
         return ""
@@ -52,8 +50,7 @@ def judge(
     baseline: list[Comparison] | None = None,
     insitu: InsituReading | None = None,
 ) -> Verdict:
-    """Verdict for one arm: ``cands`` its runs against the reference, ``floors`` every floor run against
-    its seed's, ``runs`` every run of the arm, the accepted ``baseline``'s runs and its ``insitu`` reading."""
+    """Verdict for one arm from its comparisons, the floors', the baseline's and its runs."""
     rules = rules or VerdictRules()
     runs = runs if runs is not None else [c.b for c in cands]
     measured = [c for c in cands if c.measured]

@@ -1,13 +1,8 @@
-"""results.json and its assets: the contract between the analysis stage and the renderers.
-
-``ReportResults`` is everything a report shows, measured and judged once (``analysis.analyze``).
-What the page needs from media is written as files under assets/ and named in
-``ReportResults.assets`` (relative paths): ``frame:<run>:<index>`` a thumbnail, ``series:<run>``
-its per-frame PSNR and SSIM (``FrameSeries``), ``audio:<run>`` and ``spectrogram:<run>`` its track
-(``AudioView``), ``diff:<run>:<index>`` its amplified difference to the reference (``DiffScale``),
-``clip:<run>`` and ``specdiff:<run>`` an audio clip and a spectrogram difference. A renderer reads
-this file and those assets alone, so they can be rendered anywhere, without the campaign's media.
-"""
+"""results.json and its assets: the contract between the analysis stage and the renderers. What the page
+needs of the media is written under assets/ and named in ``ReportResults.assets``: ``frame:<run>:<index>``,
+``series:<run>`` (``FrameSeries``), ``audio:<run>`` and ``spectrogram:<run>`` (``AudioView``),
+``diff:<run>:<index>`` (``DiffScale``), ``clip:<run>`` and ``specdiff:<run>``, so a renderer needs this
+file and those assets alone, never the campaign's media."""
 
 from __future__ import annotations
 
@@ -267,8 +262,7 @@ class ReportResults(Record):
 
 
 def read_results(path: Path) -> ReportResults:
-    """A results.json written by the analysis of this schema; one of another (older: re-analyse its
-    campaign; newer: a newer harness reads it) is refused in one line."""
+    """A results.json of this schema; one of another is refused in one line."""
     from harness.analysis.results_file import ResultsFileError, load_results_json
 
     path = Path(path)
@@ -297,8 +291,7 @@ def is_shadowed_copy(res: ReportResults, arm: str) -> bool:
 
 
 def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
-    """{run: {frame index: ["PSNR", "SSIM"]}}: each candidate's worst frame of ``seed`` by each metric;
-    identical output has none, and a shadowed copy of the reference is no candidate."""
+    """{run: {frame index: ["PSNR", "SSIM"]}}: each candidate's worst frame of ``seed`` by each metric."""
     out: dict[str, dict[int, list[str]]] = {}
     for c in res.comparisons:
         v = c.video

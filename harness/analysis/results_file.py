@@ -1,8 +1,5 @@
-"""The one reader of a results.json from the world (``report --from-results``, ``harness history``,
-the job summary): it travels, so it is held to bounds before anything is read from it, refused in one
-line naming the file (exit 3): over ``MAX_RESULTS_BYTES``, deeper than ``MAX_DEPTH``, a number that is
-not finite, a run time that is no measurement (``records.positive_seconds``), or not a results.json at all.
-"""
+"""The one reader of a results.json from the world (``report --from-results``, ``harness history``, the job
+summary): it travels, so it is held to bounds before anything is read of it, refused in one line (exit 3)."""
 
 from __future__ import annotations
 

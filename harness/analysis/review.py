@@ -1,8 +1,5 @@
-"""The review at a glance, read off the verdicts and speed tests: per candidate its word, the reading
-that decides it (in situ, else the energy ratio ``ratio_metric`` names, with its interval), the other
-reading beside it, the identical seeds, the warnings and both speed-ups (``analysis.speed``).
-Identical is a word of its own, without a ratio. ``analysis.sentences`` words these readings.
-"""
+"""The review at a glance, read off the verdicts and speed tests: per candidate its word, the reading that
+decides it with its interval, the other reading, the warnings and the speed-ups (``sentences`` words them)."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ def insitu_terms(v: Verdict) -> Terms | None:
 
 
 def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
-    """(word, ratio with its interval, what the ratio is) of the reading that decides a verdict: in situ
-    where it decides, else the energy ``ratio_metric`` names; an identical verdict has no ratio."""
+    """(word, ratio with its interval, what it is) of the reading that decides a verdict."""
     word = known(v.word)
     if word == IDENTICAL:
         return word, Terms(), ""
@@ -62,8 +58,7 @@ def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
 
 
 def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
-    """The decoded output's reading alone (everything but in situ): its word, and the error-energy ratio
-    that decides it (the one the verdict names, else the largest that reads its word, else the largest)."""
+    """The decoded output's reading alone (everything but in situ): its word and deciding ratio."""
     word = v.end_to_end_word or ("" if v.decided_by == "insitu" else v.word)
     r = next((r for r in v.energy if r.metric == v.decided_by), None)
     if r is None:
@@ -89,8 +84,7 @@ LINE = 200  # a summary line's most characters: each is read at a glance; the se
 
 
 def fit(text: str, width: int = LINE) -> str:
-    """``text`` cut at a word to ``width`` characters, ' ...' marking the cut (names and reasons read
-    from a campaign may be any length)."""
+    """``text`` cut at a word to ``width`` characters, ' ...' marking the cut."""
     if len(text) <= width:
         return text
     cut = text[: width - 4].rsplit(" ", 1)[0] if " " in text[: width - 4] else text[: width - 4]
@@ -98,17 +92,14 @@ def fit(text: str, width: int = LINE) -> str:
 
 
 def plain_words(text: str, width: int = 0) -> str:
-    """Text read from a record as words on one line: every control or format character (an escape
-    sequence's ESC, a line break, a bidi override) a space, runs of spaces one; cut at a word to
-    ``width`` characters where given (``fit``). Markdown and HTML escape it further where they write it."""
+    """Text read from a record as words on one line (a control or format character a space), ``fit``."""
     flat = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
     out = " ".join(flat.split())
     return fit(out, width) if width else out
 
 
 def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:
-    """What the arm's emulator models and its fidelity: the first provenance its runs' attention records
-    carry (None: not an emulator, or the records say nothing of it)."""
+    """The first provenance the arm's runs' attention records carry (None: none)."""
     found = (provenance_of(r.attn.backend) for r in res.runs if r.arm == arm and r.attn is not None)
     return next((p for p in found if p is not None), None)
 
@@ -117,8 +108,7 @@ BADGE_WIDTH = 80  # the badge's most characters: it stands after a name in a lin
 
 
 def emulator_badge(res: ReportResults, arm: str) -> str:
-    """The words after an emulator's name in every renderer: its provenance's badge, 'emulator' where its
-    records carry none, '' for no emulator."""
+    """The words after an emulator's name: its provenance's badge, else 'emulator'; '' for no emulator."""
     if not is_emulator(res, arm):
         return ""
     found = emulator_provenance(res, arm)
@@ -126,8 +116,7 @@ def emulator_badge(res: ReportResults, arm: str) -> str:
 
 
 def emulator_detail(res: ReportResults, arm: str) -> str:
-    """One line on what the arm's emulator models and how far that was checked: 'arm: emulator of
-    <kernel>, <fidelity>' ('' where no provenance is recorded); plain text, escaped where written."""
+    """'arm: emulator of <kernel>, <fidelity>' ('' where no provenance is recorded)."""
     found = emulator_provenance(res, arm) if is_emulator(res, arm) else None
     if found is None:
         return ""
@@ -179,8 +168,7 @@ def readings(res: ReportResults) -> list[Reading]:
 
 
 def floor_points(res: ReportResults) -> list[FloorPoint]:
-    """The noise-floor arms on the speed figure's axes: their speed-up and their own error energy over the
-    floor's, on the metric the candidates' verdicts judge most (video MSE on a tie)."""
+    """The noise-floor arms on the speed figure's axes, on the metric the verdicts judge most."""
     judged = judged_energies()
     checks = [r for v in res.verdicts for r in v.energy if r.metric in judged]
     if not checks:

@@ -1,7 +1,5 @@
-"""The review's records in results.json: per candidate its reading (the verdict's word, the ratio
-that decides it, the speed-ups, each with its interval) with every sentence a renderer prints of it,
-and the summary's lines. ``analysis.review`` reads them off the verdicts and speed tests,
-``analysis.sentences`` words them, once; report.md, pr.md, the page and the job summary print them."""
+"""The review's records in results.json: per candidate its reading with every sentence a renderer prints of
+it, and the summary's lines (``analysis.review`` reads them, ``analysis.sentences`` words them)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Every sentence said of a verdict, written once and stored in results.json: the summary's lines
-(one for the campaign, one per candidate, each at most ``LINE`` characters), the badge's lines, the
-speed-up lines and cells, the findings and the intervals' confidence. report.md, pr.md, the page and
-the job summary print them (``report/``), so each says a verdict in the same words: the candidate's
-name (with ``review.emulator_badge``), its word with the deciding reading and interval, then the DiT
-s/step speed-up or why there is none; the intervals' confidence once, in the last line.
-"""
+"""Every sentence said of a verdict, written once and stored in results.json (the summary's lines, the
+badge's, the speed-ups', findings), so report.md, pr.md, the page and the job summary say a verdict in
+the same words: the candidate's name, its word with the deciding reading and interval, the speed-up."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ from harness.rule import IDENTICAL, INCOMPLETE, INVALID, NOT_RUN
 
 
 def interval_text(t: Terms, fmt, what: str = "") -> str:
-    """' (95 % CI 0.31 to 1.05[; what])', or ' (what)' without an interval, or '' (``fmt`` writes a
-    bound; its trailing 'x' is dropped in a range)."""
+    """' (95 % CI 0.31 to 1.05[; what])', or ' (what)' without an interval, or ''."""
     bits = [f"{t.ci_what} {range_text(t.ci[0], t.ci[1], lambda x: fmt(x).removesuffix('x'))}"] if t.ci else []
     bits += [what] if what else []
     return f" ({'; '.join(bits)})" if bits else ""
@@ -65,8 +60,7 @@ def insitu_line(r: Reading, sep: str = ": ") -> str:
 
 
 def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]:
-    """A badge's accuracy lines: an identical reading alone, else both readings where there is an in-situ
-    one (the deciding one first), else the error line (``bare``: without 'error'); the identical seeds."""
+    """A badge's accuracy lines: both readings where there is an in-situ one (the deciding one first)."""
     if r.word == IDENTICAL:
         return [identical_line(r)]
     if r.insitu is not None:
@@ -141,15 +135,13 @@ def speed_words(t: Terms, emulator: bool) -> str:
 
 
 def candidate_name(arm: str, emulator: bool | str = False) -> str:
-    """'arm', or 'arm (<badge>)' for an emulator: ``emulator`` is its badge words
-    (``review.emulator_badge``), or True for the bare 'emulator'."""
+    """'arm', or 'arm (<badge>)' for an emulator (True: the bare 'emulator')."""
     badge = emulator if isinstance(emulator, str) else ("emulator" if emulator else "")
     return f"{arm} ({badge})" if badge else arm
 
 
 def candidate_line(r: Reading) -> str:
-    """'arm[ (badge)]: <word>: <ratio> the floor's (<lo> to <hi>; <metric>), tolerance 2x; DiT s/step
-    speed-up ...[; WARNING below]', at most ``LINE`` characters."""
+    """'arm: <word>: <ratio> the floor's (...), tolerance 2x; DiT s/step speed-up ...', fitted."""
     name = candidate_name(r.arm, r.badge)
     warned = f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
     rest = f"; {speed_words(r.step, r.emulator)}{warned}"
@@ -163,8 +155,7 @@ def warning_text(arm: str, warning: str) -> str:
 
 
 def interval_levels(found: list[Reading], alpha: float) -> str:
-    """The confidence of the summary's intervals, said once: 'intervals: 95 % confidence', or each
-    level where they differ (end to end is judged per modality, at alpha over the modalities)."""
+    """The confidence of the summary's intervals, said once, or each level where they differ."""
     levels: dict[str, str] = {}
     for r in found:
         for what, t in (("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)):
@@ -182,8 +173,7 @@ def interval_levels(found: list[Reading], alpha: float) -> str:
 
 
 def summary_lines(res: ReportResults) -> list[str]:
-    """The campaign line, then one line per candidate arm (each at most ``LINE`` characters), the
-    shadowed copies, the findings, the warnings and the intervals' confidence."""
+    """The campaign line, a line per candidate, copies, findings, warnings and the intervals' confidence."""
     cands = [v for v in res.verdicts if v.role == "candidate"]
     head = (
         f"{res.scenario_name} / {res.campaign_id}: reference {res.reference_arm or 'none'}, "
@@ -205,8 +195,7 @@ def summary_lines(res: ReportResults) -> list[str]:
 
 
 def finding_text(f: Finding) -> str:
-    """A finding, short: 'sage_attn2: error 84.4x the other calls' (63.9 to 116) on 4 calls whose ...
-    (refiner; 74 keys, ...); outputs scaled by 0.70' (the in-situ section gives it whole)."""
+    """A finding, short (the in-situ section gives it whole)."""
     scaled = f"; outputs scaled by {f.scale:.2f}" if f.scale is not None and abs(f.scale - 1) >= 0.02 else ""
     where = " ".join(x for x in (f"{f.count} {f.what}", f.group, f"({f.facts})" if f.facts else "") if x)
     if f.ratio is None:
@@ -216,8 +205,7 @@ def finding_text(f: Finding) -> str:
 
 
 def insitu_copy_line(res: ReportResults, v) -> str:
-    """What a shadowed copy of the exact trajectory is: not a candidate, its output against the
-    reference's (bitwise, seed by seed); its shadows and their cost are in the in-situ section."""
+    """A shadowed copy of the exact trajectory: no candidate, its output bitwise the reference's or not."""
     cmps = [
         c for c in res.comparisons if c.b.arm == v.arm and c.a.arm == res.reference_arm and c.b.repeat == 1
     ]
@@ -237,8 +225,7 @@ def insitu_copy_line(res: ReportResults, v) -> str:
 
 
 def arm_problems(res: ReportResults) -> list[str]:
-    """One line per run that did not end ok (skipped excepted: a backend that cannot run here is
-    by design) and is not already among the errors: the report lacks it (INCOMPLETE, exit 3)."""
+    """A line per run that did not end ok (nor skipped) and is not among the errors yet."""
     out = []
     for r in res.runs:
         if r.status in ("ok", "skipped") or any(e.startswith(f"{r.key}: ") for e in res.errors):
@@ -255,8 +242,7 @@ def arm_problems(res: ReportResults) -> list[str]:
 
 
 def voice(res: ReportResults) -> None:
-    """Word the results, once: ``res.review`` (a reading per candidate with its sentences) and
-    ``res.summary``; the runs that did not end ok join ``res.errors`` first (the report lacks them)."""
+    """Word the results, once: ``res.review`` and ``res.summary`` (the runs not ok join the errors first)."""
     res.errors += arm_problems(res)
     res.review = readings(res)
     for r in res.review:

@@ -1,8 +1,6 @@
-"""The speed tests of one campaign: each arm against the reference, runs as samples, paired, else
-blocked by seed, else unpaired (``compare.significance``); Holm within one family of arms only
-(``speed_families``), so floors, schedules and shadowed copies neither dilute nor lend power to the
-candidates' words. And the stopping rule of ``repeats: auto``.
-"""
+"""The speed tests of one campaign: each arm against the reference (``compare.significance``), Holm within one
+family of arms only (``speed_families``: floors, schedules and shadowed copies neither dilute nor lend
+power to the candidates' words); and the stopping rule of ``repeats: auto``."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ SCHEDULES, SHADOWED_COPIES = "schedules", "shadowed copies"
 
 def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
                    shadowed_copies: Iterable[str] = ()) -> dict[str, str]:  # fmt: skip
-    """arm -> Holm family: ``schedules`` (hybrids), ``shadowed copies`` of the reference, any other by its
-    role (an unknown role is a family of its own name)."""
+    """arm -> Holm family: ``schedules``, ``shadowed copies`` of the reference, any other by its role."""
     out = {arm: ROLE_FAMILIES.get(role, role) for arm, role in roles.items()}
     out.update(dict.fromkeys((a for a in schedules if a in roles), SCHEDULES))
     out.update(dict.fromkeys((a for a in shadowed_copies if a in roles), SHADOWED_COPIES))
@@ -57,8 +54,7 @@ def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], t
 
 def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, rules: VerdictRules,
                          families: Mapping[str, str] | None = None) -> dict[str, dict[str, SpeedTest]]:  # fmt: skip
-    """arm -> timing -> test, for every arm but the reference; Holm within each family of arms
-    (``families``: ``speed_families``; an arm it leaves out is in the family of its runs' role)."""
+    """arm -> timing -> test, for every arm but the reference; Holm within each family of arms."""
     out: dict[str, dict[str, SpeedTest]] = {}
     if reference_arm is None:
         return out
@@ -75,8 +71,7 @@ def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, 
 
 
 def interval_widths(tests: dict[str, dict[str, SpeedTest]], roles: dict[str, str]) -> dict[str, float | None]:
-    """'arm timing' -> the candidates' speed-up interval's relative width (None: no interval yet; 0 for
-    zero spread, which more runs of identical timings cannot narrow)."""
+    """'arm timing' -> the candidates' speed-up interval's relative width (None: none; 0: zero spread)."""
     out: dict[str, float | None] = {}
     for arm, by in tests.items():
         if roles.get(arm) != "candidate":

@@ -1,13 +1,7 @@
-"""Global statistics judged against run-to-run variability, with the change each could detect.
-
-A typical value (luma mean and sd, sharpness, motion, audio RMS) is judged against its seed's exact
-runs as one more run: z = (x - m_s) / (s_p sqrt(1 + 1/n_s)), s_p the within-seed sd pooled over
-seeds, p from Student's t, Holm over every statistic and seed judged. Outside needs the adjusted p
-under alpha and a change beyond ``stats_min_effect`` (exact runs can be heavy-tailed); within needs
-a design that could detect ``stats_detectable`` of the mean (power 80 %), else it says what it could
-detect. Counts follow ``VerdictRules.count_tolerance``; extremes (audio peak) are shown, not judged;
-a non-finite value fails; a value the exact runs have and the candidate lacks is incomplete.
-"""
+"""Global statistics judged against run-to-run variability (docs/verdicts.md): a typical value against its
+seed's exact runs as one more run, z = (x - m_s) / (s_p sqrt(1 + 1/n_s)), Holm over every statistic and
+seed; outside needs a change beyond ``stats_min_effect`` too, within a design that could detect
+``stats_detectable``; counts by ``count_tolerance``; extremes shown; non-finite fails; missing incomplete."""
 
 from __future__ import annotations
 

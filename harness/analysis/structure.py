@@ -1,16 +1,8 @@
-"""What the global statistics are blind to: broken frames and the coarse layout of the picture.
-
-In the chaotic regime only global statistics judge a video, and they miss a frozen frame, a black
-or flat (NaN-decoded) frame and a picture mirrored left-right (every statistic is mirror-invariant).
-``judge_structure`` reads ``collect.stats``' frame counts and ``collect.layout``'s luma grids and
-judges per seed against that seed's exact runs, in ``harness.rule``'s words (a count or a distance
-is the interval [x, x]). Frames: a candidate is outside when it has more frozen, black or flat
-frames than any exact run plus ``FRAME_SLACK``; a kind no exact run has is not judged. Layout: at
-the coarsest scale where every floor run agrees with the reference (its ``layout_mse`` below
-``AGREE_FRACTION`` of the reference's grid variance, itself at least ``MIN_LAYOUT_VAR``), a
-candidate is outside past both ``LAYOUT_MULTIPLE`` x the largest floor distance and that fraction;
-the text says when the mirrored reference is nearer. No agreeing scale: not judged (word "").
-"""
+"""What the global statistics are blind to: broken frames and the coarse layout (a mirrored picture fools
+every statistic), judged per seed against that seed's exact runs (docs/verdicts.md). Frames: more frozen,
+black or flat frames than any exact run plus ``FRAME_SLACK`` is outside. Layout: at the coarsest scale
+where every floor run agrees with the reference (``layout_mse`` under ``AGREE_FRACTION`` of its grid
+variance, at least ``MIN_LAYOUT_VAR``), outside past ``LAYOUT_MULTIPLE`` x the floor's and that fraction."""
 
 from __future__ import annotations
 
@@ -200,8 +192,7 @@ def judge_structure(
     cand_frames: Sequence[FrameCounts] = (),
     exact_frames: Sequence[FrameCounts] = (),
 ) -> StructureReading:
-    """Frames and layout of an arm's candidate runs (``cands``, against the reference) against the
-    exact runs of their seeds: ``floors`` against the reference, ``exact_frames`` every exact run's."""
+    """Frames and layout of an arm's candidate runs against the exact runs of their seeds."""
     checks = [
         c for cf in cand_frames for c in _frame_checks(cf, [e for e in exact_frames if e.seed == cf.seed])
     ]

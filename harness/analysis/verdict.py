@@ -1,17 +1,7 @@
-"""Verdicts: a candidate judged seed by seed against the noise floor of that seed, per modality,
-with intervals, in one word and one line.
-
-Each seed's floor sets each modality's regime: video by its pooled PSNR (pixel, transitional or
-chaotic around ``chaotic_below_db``), audio by its waveform correlation (waveform or spectral). The
-error energies judge pixel and transitional video and the audio (``analysis.intervals``, with a
-residual lag the floor lacks); chaotic and transitional video rest on the in-situ reading and the
-early-step latents (against the accepted baseline, else an absolute PSNR: a floor that differs by
-round-off is no yardstick); the statistics (``analysis.stat_rule``) and the structure judge always.
-The verdict is outside when any modality is, so each modality's intervals are at alpha over the
-modalities judged. Identical output is decided before any part; the parts' words combine by
-``harness.rule.combine`` and ``overriding_word`` holds every override. ``judge_numbers`` works on
-summary numbers alone (a pull-request table is enough); ``judge`` reads them off comparisons.
-"""
+"""Verdicts: a candidate judged seed by seed against the noise floor of that seed, per modality, in one
+word and one line (docs/verdicts.md): each seed's floor sets each modality's regime; the energies, the
+in-situ reading, the latents, the statistics and the structure speak; each modality's intervals at alpha
+over the modalities judged. ``judge_numbers`` needs summary numbers alone (a pull request's table)."""
 
 from __future__ import annotations
 
@@ -74,8 +64,7 @@ def video_regime(floor_psnr: float | None, rules: VerdictRules) -> str:
 
 
 def _audio_corr(e: PairErrors) -> float | None:
-    """The waveform correlation of a pair: its cosine, else the one its SNR implies for tracks of
-    equal energy (1 - 10^(-SNR/10) / 2; a table that gives only the SNR)."""
+    """A pair's waveform correlation: its cosine, else its SNR's for tracks of equal energy (a table's)."""
     cosine, snr = e.value(AUDIO_COSINE), e.value(AUDIO_SNR)  # signed; at the container's alignment
     if cosine is not None:
         return cosine
@@ -114,8 +103,7 @@ def _values(kind: str, seeds, cand_of, floors_of) -> list[SeedValues]:
 
 
 def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
-    """A candidate's residual audio lag beyond every floor run's of its seed (by the larger of
-    LAG_MARGIN_SAMPLES and LAG_MARGIN_MS): judged against the floor's lags, never dropped."""
+    """A candidate's residual audio lag beyond every floor run's of its seed (by the LAG_MARGIN_*)."""
     out = []
     for s in seeds:
         c = cand_of.get(s)
@@ -185,8 +173,7 @@ def judge_numbers(
     cand_frames: Sequence[FrameCounts] = (),
     exact_frames: Sequence[FrameCounts] = (),
 ) -> Verdict:
-    """The verdict of one arm from numbers alone: its pairs, the floor's, the statistics, the baseline's,
-    an in-situ reading and the broken-frame counts (module docstring)."""
+    """The verdict of one arm from numbers alone (module docstring)."""
     rules = rules or VerdictRules()
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
                 seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
@@ -309,8 +296,7 @@ def judge_numbers(
 
 
 def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRules) -> RatioReading | None:
-    """Non-inferiority against the accepted baseline, on the kind that judges (video MSE where pixels
-    are informative, else the audio kind that judges)."""
+    """Non-inferiority against the accepted baseline, on the kind that judges."""
     kind = next((r.metric for r in v.energy if r.metric != "audio_logmel"), None)
     if kind is None:
         return None
@@ -387,8 +373,7 @@ def overriding_word(
 def settle(
     v: Verdict, runs: Sequence[RunSummary], *, measured: bool, unmeasured: Sequence, head: Sequence[str]
 ) -> None:
-    """The verdict once its runs have spoken of themselves: its word overridden (``overriding_word``) and
-    its line said again (``verdict_text.settled_text``)."""
+    """The verdict once its runs have spoken of themselves: its word overridden, its line said again."""
     ran = any(r.ok for r in runs)
     word = overriding_word(
         v.word, ran=ran, measured=measured, missing=bool(unmeasured), attention_ok=v.attention_ok

@@ -35,8 +35,7 @@ FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the f
 
 
 def far_below_findings(v: Verdict) -> list[str]:
-    """A candidate far below its floor is a finding about the floor (too noisy a perturbation, or a
-    floor run that is no exact noise), not praise for the candidate."""
+    """A candidate far below its floor is a finding about the floor, not praise for the candidate."""
     return [
         f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
         "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
@@ -53,8 +52,7 @@ def largest(readings: Sequence[RatioReading]) -> RatioReading:
 
 
 def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
-    """The part whose word is the verdict's, in the order a reader weighs them: the largest energy
-    reading with that word, then in situ, then the rest."""
+    """The part whose word is the verdict's: the largest energy reading with it, then in situ, the rest."""
     with_word = [src for w, _, src in parts if w == v.word]
     energy = [r for r in v.energy if r.word == v.word]
     if energy:
@@ -66,8 +64,7 @@ def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
 
 
 def decisive_reading(v: Verdict) -> RatioReading | None:
-    """The error-energy reading that decides the verdict (``decided_by``, else the largest ratio of its word,
-    else of all); None when another part decides (in situ, a lag, the statistics, the latents)."""
+    """The error-energy reading that decides the verdict; None when another part decides."""
     if v.decided_by and v.decided_by not in KINDS:
         return None
     named = [r for r in v.energy if r.metric == v.decided_by]
@@ -147,8 +144,7 @@ def settled_text(
     unmeasured: Sequence,
     head: Sequence[str],
 ) -> str:
-    """The verdict's line once its runs have spoken (``analysis.verdict.settle``): ``word`` the word
-    they leave it, ``v`` still with its parts' word and line; ``first`` the first run with a reason."""
+    """The verdict's line once its runs have spoken: ``word`` the word they leave it (``settle``)."""
     if word == NOT_RUN:
         return NOT_RUN + (f" ({first.status}: {first.reason})" if first else "")
     text = v.text
