@@ -17,7 +17,7 @@ from harness.attention.insitu.shadow import ShadowedAttention, error_scalars, op
 from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import AttentionOp, UnsupportedCall, get_backend
 from harness.attention.wrappers import KVReversed, shadowed_attention
-from harness.kernels.measure import accuracy_metrics
+from harness.kernels.run import accuracy_metrics
 from harness.records import CaptureSettings, InSituSettings, ShadowSpec
 
 # BF16 output against FP32 exact attention: the output's own rounding to BF16 (8 bits of mantissa:

@@ -15,10 +15,8 @@ from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import get_backend
 from harness.attention.wrappers import shadowed_attention
 from harness.errors import HarnessError
-from harness.kernels.captured import captured_shapes, load_captured
-from harness.kernels.measure import accuracy_metrics
-from harness.kernels.run import run_kernels
-from harness.kernels.schema import CapturedInputs, KernelsBlock
+from harness.kernels.run import accuracy_metrics, run_kernels
+from harness.kernels.schema import CapturedInputs, KernelsBlock, captured_shapes, load_captured
 from harness.records import CaptureSettings, InSituSettings
 
 ROOT = Path(__file__).resolve().parents[2]

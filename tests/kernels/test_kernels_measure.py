@@ -1,4 +1,4 @@
-"""harness.kernels.measure: accuracy metrics against numpy, FLOPs, TFLOP/s, bitwise comparison."""
+"""harness.kernels.run (measurements): accuracy metrics against numpy, FLOPs, TFLOP/s, bitwise comparison."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.kernels.measure import accuracy_metrics, bitwise_compare, tflops
 from harness.kernels.results import BitwiseCheck, bitwise_reading
+from harness.kernels.run import accuracy_metrics, bitwise_compare, tflops
 from harness.kernels.schema import attention_flops
 
 
