@@ -190,10 +190,8 @@ def find_moves(
             keys
             | {
                 "metric": m.column,
-                "campaign": row["campaign"],
-                "campaign_path": row["campaign_path"],
+                **{k: row[k] for k in ("campaign", "campaign_path", "commit")},
                 "campaign_index": ci,
-                "commit": row["commit"],
                 "window": window,
                 **{k: t[k] for k in ("before", "now", "ratio", "p")},
                 "p_adjusted": p_adj,

@@ -1,13 +1,6 @@
-"""Gates: thresholds on a comparison that fail CI (``harness compare --gate FILE`` exits 1).
-
-A gate file is a YAML or JSON mapping of the ``Gate`` fields (``harness scenarios schema --gate``
-prints its JSON Schema; ``scenarios/gates/candidate.yaml`` is an example). Every threshold is a
-finite number, every switch a true/false; an unknown key, a key given twice, a string, a bool
-where a number belongs, NaN or infinity are errors naming the file, line and key (exit 2).
-``check_gate`` returns one line per violation (empty: the gate passes); ``judge_gate`` adds the
-file and the pass/fail that ``harness compare --format json`` carries. The accuracy bounds are the
-metric registry's (``harness.metrics``): each accuracy metric's gate key, a lower bound where higher is
-closer to the reference (``min_psnr``), an upper one where lower is; ``gate_model`` builds the fields.
+"""Gates: thresholds on a comparison that fail CI (``harness compare --gate FILE`` exits 1), from a YAML or
+JSON mapping of the ``Gate`` fields (``harness scenarios schema --gate``); a bad key or value is one line
+naming file, line and key (exit 2). The accuracy bounds are the metric registry's (``gate_model``).
 """
 
 from __future__ import annotations
@@ -73,7 +66,7 @@ def _model(metrics: tuple[Metric, ...]) -> type[GateBase]:
 
 
 def gate_model() -> type[GateBase]:
-    """The gate file's model, with a bound for every accuracy metric registered now."""
+    """The gate file's model, a bound for every accuracy metric registered now."""
     return _model(tuple(accuracy_metrics()))
 
 
@@ -81,7 +74,6 @@ Gate = gate_model()  # the harness's own metrics
 
 
 def gate_schema() -> dict[str, Any]:
-    """The JSON Schema of a gate file (``harness scenarios schema --gate``)."""
     schema = gate_model().model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["description"] = (
@@ -146,7 +138,6 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
 
 
 def load_gate(path: Path | str) -> GateBase:
-    """A gate from a YAML or JSON file (by its suffix); problems are one line naming the file."""
     p = Path(path)
     text = read_input_text(p, "gate file", max_bytes=MAX_YAML_BYTES, allow_empty=True)
     return parse_gate(text, str(p), as_json=p.suffix.lower() == ".json")
@@ -204,14 +195,11 @@ def check_gate(cmp: Comparison, gate: GateBase) -> list[str]:
 
 
 class GateOutcome(BaseModel):
-    """A gate's judgement of one comparison (``"gate"`` in ``harness compare --format json``)."""
-
     file: str
     passed: bool  # no violation, and the comparison was measured
     violations: list[str]
 
 
 def judge_gate(cmp: Comparison, gate: GateBase, file: Path | str) -> GateOutcome:
-    """``check_gate``'s violations with the gate file and whether the comparison passed it."""
     violations = check_gate(cmp, gate)
     return GateOutcome(file=str(file), passed=not violations and cmp.measured, violations=violations)

@@ -45,30 +45,11 @@ def summarize_file(path: Path, key: str | None = None) -> RunSummary:
     )
 
 
-def _keys(refs: tuple[str, str]) -> tuple[str | None, str | None]:
-    """Labels for two files: their stems, or parent/stem when the stems are equal."""
-    paths = [Path(r) for r in refs]
-    if paths[0].stem != paths[1].stem:
-        return None, None
-    return tuple(f"{p.parent.name}/{p.stem}" if p.parent.name else str(p) for p in paths)  # type: ignore[return-value]
-
-
-def summarize_inputs(ref_a: str, ref_b: str) -> tuple[RunSummary, RunSummary]:
-    """Both sides of a comparison; a file and a run directory may be mixed."""
-    key_a, key_b = _keys((ref_a, ref_b)) if is_media_file(ref_a) and is_media_file(ref_b) else (None, None)
-    a, b = (
-        summarize_file(Path(ref), key) if is_media_file(ref) else summarize_run(resolve_run(ref))
-        for ref, key in ((ref_a, key_a), (ref_b, key_b))
-    )
-    return a, b
-
-
 # A run folder's name, as records.run_key writes it: '@' and '~' are in no arm name.
 _RUN_KEY = re.compile(rf"^(?P<arm>[^@~]+)(?:@(?P<seed>\d+))?(?:{re.escape(REPEAT_MARK)}(?P<repeat>\d+))?$")
 
 
 def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
-    """(arm, seed or None, repeat) of a run folder's name; None for a name of another shape."""
     m = _RUN_KEY.match(key)
     if m is None:
         return None
@@ -82,8 +63,7 @@ def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, int | None, int]]:
 
 
 def _how_to_name(camp: str, arm: str, runs: list[tuple[str, int | None, int]]) -> str:
-    """'4 runs (seeds 42, 43 x 2 repeats): name one as CAMP:arm@SEED (repeat 1) or CAMP:arm@SEED~rN
-    (repeat N >= 2), e.g. CAMP:arm@42 or CAMP:arm@43~r2'."""
+    """'4 runs (seeds 42, 43 x 2 repeats): name one as CAMP:arm@SEED (repeat 1) or ..., e.g. CAMP:arm@42'."""
     if len(runs) == 1:
         return f"1 run: {camp}:{runs[0][0]}"
     seeds = sorted({s for _, s, _ in runs if s is not None})
@@ -98,8 +78,7 @@ def _how_to_name(camp: str, arm: str, runs: list[tuple[str, int | None, int]]) -
 
 
 def resolve_run(ref: str) -> RunDir:
-    """``store.resolve_run_dir``; CAMPAIGN:RUN naming no run folder (an arm of several seeds or
-    repeats, a seed the campaign does not have) is refused with the ways to name the arm's runs."""
+    """``store.resolve_run_dir``; CAMPAIGN:RUN naming no run folder is refused with the arm's run names."""
     if ":" not in ref or (Path(ref) / RUN_JSON).exists():
         return resolve_run_dir(ref)
     camp_ref, _, key = ref.rpartition(":")
@@ -136,9 +115,8 @@ def _nonempty(path: Path) -> bool:
 
 
 def measured_files(run_a: RunDir, run_b: RunDir) -> tuple[Path, Path] | None:
-    """The files a pair of runs is measured on (their lossless twins when both wrote one, as
-    ``cache.use_lossless``); None when a run did not end ok or has no output: that is reported
-    as not measured (exit 3), not refused here."""
+    """The files a pair of runs is measured on (lossless twins when both have one); None when a run did not
+    end ok or has no output (reported as not measured, not refused here)."""
     runs = (run_a, run_b)
     if not all((rec := r.record_or_none()) is not None and rec.status == RunStatus.ok for r in runs):
         return None
@@ -149,8 +127,7 @@ def measured_files(run_a: RunDir, run_b: RunDir) -> tuple[Path, Path] | None:
 
 
 def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_audio: bool = False) -> None:
-    """Raise one line (exit 2) when ``b`` cannot be compared against ``a`` with these options;
-    an unreadable file is named by ``media.probe``."""
+    """Raise one line (exit 2) when ``b`` cannot be compared against ``a`` with these options."""
     from harness.collect.suite import check_compatible
     from harness.media import iter_audio, probe
 
@@ -164,8 +141,7 @@ def refuse_incomparable(a: Path, b: Path, *, truncate: bool = False, resample_au
 
 
 def compare_inputs(ref_a: str, ref_b: str, *, truncate: bool = False, resample_audio: bool = False):
-    """``harness compare A B``: runs through ``compare_runs`` (cached in their campaign), files
-    directly; inputs that cannot be compared are refused first (nothing measured or written)."""
+    """``harness compare A B``: runs through ``compare_runs``, files directly, refusals first."""
     from harness.compare.pairwise import compare_runs, compare_summaries
 
     if not (is_media_file(ref_a) or is_media_file(ref_b)):
@@ -177,7 +153,14 @@ def compare_inputs(ref_a: str, ref_b: str, *, truncate: bool = False, resample_a
         notes = [other_repeats_note(side, run) for side, run in (("A", run_a), ("B", run_b))]
         cmp.notes[:0] = [n for n in notes if n]
         return cmp
-    a, b = summarize_inputs(ref_a, ref_b)
+    # a file and a run directory may be mixed; two files of one stem are labelled parent/stem
+    paths = [Path(ref_a), Path(ref_b)]
+    same = all(map(is_media_file, (ref_a, ref_b))) and paths[0].stem == paths[1].stem
+    keys = [(f"{p.parent.name}/{p.stem}" if p.parent.name else str(p)) if same else None for p in paths]
+    a, b = (
+        summarize_file(p, key) if is_media_file(str(p)) else summarize_run(resolve_run(ref))
+        for ref, p, key in zip((ref_a, ref_b), paths, keys, strict=True)
+    )
     if a.ok and b.ok and a.output and b.output:
         refuse_incomparable(Path(a.output), Path(b.output), truncate=truncate, resample_audio=resample_audio)
     cmp = compare_summaries(a, b, truncate=truncate, resample_audio=resample_audio)

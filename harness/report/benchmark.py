@@ -1,8 +1,5 @@
-"""benchmark.json: the speed figures of a campaign in github-action-benchmark's custom format
-(``tool: customSmallerIsBetter``), so that a CI can chart them over builds: per arm and timing, the
-mean and sample sd over its runs (repeats x seeds) as the speed table prints them; ``extra`` says how
-many runs and, for noise-floor arms and emulators, that the timing is no baseline.
-"""
+"""benchmark.json: per arm and timing, the mean and sd over its runs in github-action-benchmark's custom
+format (a CI charts them over builds); ``extra``: how many runs, and where the timing is no baseline."""
 
 from __future__ import annotations
 
@@ -14,12 +11,10 @@ from harness.analysis.model import ReportResults
 from harness.records import Record
 from harness.safe_write import atomic_write_text
 
-TIMINGS = (("s_per_step", "DiT s/step", "s"), ("pipeline_total_s", "pipeline total", "s"))
+TIMINGS = (("s_per_step", "DiT s/step", "s"), ("pipeline_total_s", "pipeline total", "s"))  # pr.md's too
 
 
 class BenchmarkEntry(Record):
-    """One point of github-action-benchmark's custom format."""
-
     name: str
     unit: str
     value: float

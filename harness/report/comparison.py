@@ -1,8 +1,5 @@
-"""One comparison as text, for ``harness compare``: a terminal table, markdown or JSON.
-
-Headlines first (pyperf-style speed lines, bitwise identity, accuracy), then the tables: runs,
-speed, accuracy, global statistics, attention calls per rank, latent PSNR per step.
-"""
+"""One comparison as text for ``harness compare`` (a terminal table, markdown or JSON): headlines (speed,
+bitwise, accuracy), then runs, speed, accuracy, statistics, attention calls per rank, latent PSNR."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ def attn_text(s: RunSummary) -> str:
 
 
 def _headline(cmp: Comparison, modality: str) -> str:
-    """The metrics of one modality in the accuracy line (the registry's ``Headline``s): '; video PSNR
-    40.00 dB pooled, 38.00 dB min (frame 5); SSIM ...'; empty where the modality was not measured."""
+    """One modality's metrics in the accuracy line ('; video PSNR 40.00 dB pooled, ...'; empty: not measured)."""
     text = ""
     for m in headline_metrics(modality):
         h, record = m.headline, m.record(cmp)
@@ -92,15 +88,12 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "speed-up A/B", "B vs A"])
     sp.add(["DiT steps", *(NA if s.dit_steps is None else s.dit_steps for s in (a, b)), "", ""])
     step_test, total_test = cmp.speed.s_per_step_test, cmp.speed.total_test
+    ups = [*cmp.speed.step_speedups, None, None, None]  # steps 1..3
     timings = [
-        ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_speedup, step_test)
+        ("s/step (mean of steps 2..N)", a.s_per_step, b.s_per_step, cmp.speed.s_per_step_speedup, step_test),
+        *((f"step {i}", a.step(i), b.step(i), ups[i - 1], None) for i in (1, 2, 3)),
+        ("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_speedup, total_test),
     ]
-    for i in (1, 2, 3):
-        r = cmp.speed.step_speedups[i - 1] if len(cmp.speed.step_speedups) >= i else None
-        timings.append((f"step {i}", a.step(i), b.step(i), r, None))
-    timings.append(
-        ("pipeline total (s)", a.pipeline_total_s, b.pipeline_total_s, cmp.speed.total_speedup, total_test)
-    )
     for label, x, y, r, test in timings:
         word = "one run a side: no speed word" if test is not None else ""
         sp.add([label, fmt_s(x), fmt_s(y), fmt_ratio(r), word])
@@ -174,11 +167,8 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
 
 
 def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:
-    """``table`` (plain text for the terminal), ``md`` (markdown) or ``json``.
-
-    ``table`` is laid out for ``width`` columns (default: the terminal's, 100 when not a
-    terminal); print it as is (no re-wrapping, no markup parsing: it holds strings from logs).
-    """
+    """``table`` (for ``width`` columns, default the terminal's; print it as is: it holds log text), ``md``
+    or ``json``."""
     if fmt == "json":
         return cmp.model_dump_json(indent=2, by_alias=True) + "\n"
     tables = comparison_tables(cmp)
@@ -197,8 +187,7 @@ def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None 
 
 
 def format_compare_output(cmp: Comparison, fmt: str, gate: GateOutcome | None) -> str:
-    """What ``harness compare`` prints: ``format_comparison``'s text, ending in a newline; in JSON
-    the gate's outcome travels with the numbers it judged (``"gate": null`` without a gate)."""
+    """What ``harness compare`` prints; in JSON the gate's outcome travels with the numbers it judged."""
     text = format_comparison(cmp, fmt)
     if fmt == "json":
         data = json.loads(text)
