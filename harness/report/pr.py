@@ -1,20 +1,18 @@
-"""pr.md: the pull request's own compact tables, paste-ready, beside report.md: the verdicts (one
-line per candidate with its word's mark, the warnings, the in-situ findings), then speed per arm,
-decoded output against the reference (the noise floor last, emulators' provenance under it),
-global statistics per run and one-line facts, as the pull request laid them out. Every figure is
-one of report.md's, rounded as the pull request did; with several runs per arm the speed and
-accuracy figures are the arm's means (report.md's per-arm tables); statistics stay per run.
-"""
+"""pr.md: the pull request's compact tables beside report.md: verdicts (a line per candidate with its
+word's mark, warnings, findings), speed per arm, decoded output against the reference (floors last,
+emulators' provenance under it), statistics per run and facts. Every figure is one of report.md's, rounded
+as the pull request did (arms' means over their runs; statistics per run)."""
 
 from __future__ import annotations
 
 from harness.analysis.model import ArmAggregate, ReportResults, is_emulator, is_shadowed_copy
+from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import METRICS, Metric, pr_metrics
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
 from harness.report.accuracy import run_label
+from harness.report.benchmark import TIMINGS
 from harness.report.review import MARKS
-from harness.report.summary import arm_speed
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
@@ -61,7 +59,7 @@ def speed_table(res: ReportResults) -> list[str]:
         elif a.role == "noise_floor":
             vs = "noise floor"  # an exact run: its time says nothing about a kernel
         else:
-            step_test, total_test = arm_speed(res, a.arm)
+            step_test, total_test = (a.speed.get(k) or SpeedTest(what=what) for k, what, _ in TIMINGS)
             vs = f"{fmt_speedup(step_test.speedup)} / {fmt_speedup(total_test.speedup)}"
             whose = timing_whose(res, a.arm)  # an emulator's or a shadowed copy's time is no kernel's
             vs += f" ({whose})" if whose else ""
@@ -73,8 +71,7 @@ def speed_table(res: ReportResults) -> list[str]:
 
 
 def _pr_cell(a: ArmAggregate, m: Metric) -> str:
-    """A metric's cell of pr.md's accuracy table with the one beside it (``PrColumn``), rounded as
-    the pull request did; n/a where the arm has no value of it."""
+    """A metric's cell with the one beside it (``PrColumn``), rounded as the pull request did."""
     assert m.pr is not None
     other = METRICS.get(m.pr.beside)
 
@@ -99,8 +96,7 @@ def accuracy_table(res: ReportResults) -> list[str]:
 
 
 def emulator_lines(res: ReportResults) -> list[str]:
-    """One line per emulator arm whose records carry a provenance: what it models and how far its
-    numerics were checked against that kernel ('sage_emul_thuml: emulator of ..., measured on ...')."""
+    """A line per emulator arm with a provenance: what it models, how far its numerics were checked."""
     return [f"- {md_text(r.emulator_detail)}" for r in res.review if r.emulator_detail]
 
 
@@ -114,9 +110,7 @@ def stats_table(res: ReportResults) -> list[str]:
         "audio RMS / peak",
     ]
     rows = []
-    for r in res.primary_runs:
-        if r.stats is None:
-            continue
+    for r in (r for r in res.primary_runs if r.stats is not None):
         f = stat_fields(r.stats)
         rows.append(
             [
@@ -181,8 +175,7 @@ def facts(res: ReportResults) -> list[str]:
 
 
 def verdict_lines(res: ReportResults) -> list[str]:
-    """The summary's line per candidate (``report.summary``), its word's mark and name first; each
-    warning a line of its own."""
+    """The summary's line per candidate, its word's mark and name first; each warning a line of its own."""
     out = []
     for r in res.review:
         line, name = r.line, r.name  # the badge may hold ': ' (it is read from records)
