@@ -1,7 +1,6 @@
 """A campaign, the library behind `harness run`: ``plan_campaign`` checks every input, ``dry_run``
 shows what would launch, ``execute(plan, lock=lock_campaign(...))`` runs it under the campaign's
-lock, keeps campaign.json current and builds the report.
-"""
+lock, keeps campaign.json current and builds the report."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The start and end of the `harness` process: imported first, so Ctrl-C or SIGTERM while the CLI
-loads is a quiet exit 130, not a traceback; ``end_program`` ends it. As a library, it changes nothing.
-"""
+loads is a quiet exit 130, not a traceback; ``end_program`` ends it. As a library, it changes nothing."""
 
 from __future__ import annotations
 

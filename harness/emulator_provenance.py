@@ -1,6 +1,5 @@
 """What an emulator models and whether its numerics were checked against that kernel (a verdict's
-foundation): a ``Provenance`` per variant, carried in the backend's params into every record.
-"""
+foundation): a ``Provenance`` per variant, carried in the backend's params into every record."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Bring your own runs: mp4s, LightX2V logs and config JSON become a campaign's run folders as a real
 run writes them (run.json marked ``ingested`` with its sources' sha256). Every input is checked
-first: a bad one is one line naming the file or field (exit 2), the campaign unchanged.
-"""
+first: a bad one is one line naming the file or field (exit 2), the campaign unchanged."""
 
 from __future__ import annotations
 

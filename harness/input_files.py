@@ -1,7 +1,6 @@
 """The files a user hands the harness, checked before they are read so that any problem is one line
 naming the file (missing, a link loop, a folder, unreadable, empty, too large, not UTF-8); nothing
-guesses an encoding or reads unbounded.
-"""
+guesses an encoding or reads unbounded."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the mode
 Reading streams frames one at a time, refusing a frame size or a duration over the limits: far
 above any generated video (4K is 8.3 Mpixel; runs last seconds to minutes), low enough that a
 hostile file is refused in one line instead of exhausting memory; each is raised by its variable.
-Every failure is a ``HarnessError`` with one line naming the file.
-"""
+Every failure is a ``HarnessError`` with one line naming the file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Audio handed to the mp4 writer: checked (float32 [channels, samples], 1 or 2 channels, finite,
-clipped to [-1, 1]) and fed to the encoder a chunk at a time from one array or a stream of blocks.
-"""
+clipped to [-1, 1]) and fed to the encoder a chunk at a time from one array or a stream of blocks."""
 
 from __future__ import annotations
 

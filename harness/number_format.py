@@ -1,6 +1,5 @@
 """How numbers are written in every text the harness prints (n/a, inf, dB, seconds, ratios), so a
-terminal table, report.md, pr.md, a verdict sentence and a gate violation spell a value alike.
-"""
+terminal table, report.md, pr.md, a verdict sentence and a gate violation spell a value alike."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """How a decoded frame becomes the uint8 RGB every metric reads, one conversion for every pixel
 format (``CONVENTION``): YUV over 8 bits is rounded to 8 first (``(v + 2^(d-9)) >> (d-8)``), so 8
 and 10 bits of the same content give the same RGB (libswscale's high-depth path differs by tens of
-levels on edges); semi-planar or packed YUV is made planar; palettes, grey, Bayer, XYZ are refused.
-"""
+levels on edges); semi-planar or packed YUV is made planar; palettes, grey, Bayer, XYZ are refused."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Plan: a scenario x arms x seeds x profile -> a campaign's run specs, where it lives, what a
-(re-)run does with each run (``plan_campaign`` writes nothing) and what a dry run would launch.
-"""
+(re-)run does with each run (``plan_campaign`` writes nothing) and what a dry run would launch."""
 
 from __future__ import annotations
 

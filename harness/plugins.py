@@ -1,8 +1,7 @@
 """The registries a scenario and a campaign look names up in, with the harness's own entries as lazy
 ``"module:attr"`` strings, so this low module names runner modules without importing them (the
 scenario core names no runner). Adding a runner is one module plus one line here, or
-``RUNNERS.register`` from a plug-in; attention backends register in ``harness.attention.registry``.
-"""
+``RUNNERS.register`` from a plug-in; attention backends register in ``harness.attention.registry``."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 ignored, infinities as "Infinity", written atomically by ``store.write_record``) and its schema id
 (``"schema": "harness.run/1"``), checked on every read: another kind or version is refused in one
 line (no older version is migrated). The times a record carries are held to the rules ingest
-holds a LightX2V log to: not finite, negative, zero or beyond any real run is no measurement.
-"""
+holds a LightX2V log to: not finite, negative, zero or beyond any real run is no measurement."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One registry for everything looked up by name (runners, executors, backends, scenario parts,
 metrics): a name maps to an object of the registry's base, or to a lazy ``"module:attr"`` imported
 when first asked (``harness --help`` imports no runner); an unknown name is one line with a
-did-you-mean.
-"""
+did-you-mean."""
 
 from __future__ import annotations
 

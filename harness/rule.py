@@ -1,7 +1,6 @@
 """The one rule every judgement follows: an interval against a bound gives a word, words give one
 word, and the statistics behind the intervals (pooled spread, Student's t, Holm, Welch), so an edge
-(a ratio exactly at the bound) is decided once.
-"""
+(a ratio exactly at the bound) is decided once."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 ``WriteError`` (one line, exit 3, no temp file left). A name from a record becomes a path only by
 ``resolve_under`` or ``file_name`` (else ``UnsafePathError``), never through a linked campaign
 folder. Tests inject faults: ``HARNESS_FAULT_WRITE=ERRNO[:NAME[:N]]`` (``ENOSPC:run.json:3``) fails
-the writes of files matching NAME, from the N-th on, after half of the bytes were written.
-"""
+the writes of files matching NAME, from the N-th on, after half of the bytes were written."""
 
 from __future__ import annotations
 

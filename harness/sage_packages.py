@@ -1,8 +1,7 @@
 """thu-ml SageAttention versions side by side: the pinned installs ``make sageattention`` writes.
 PyPI has only 1.0.6; SageAttention2 is a pinned tarball (sha256 checked), Triton path only (an empty
 ``_fused`` for quant.py). Each has a folder under ``SAGEATTENTION_DIR``, loaded under a private name
-so both run in one process (LightX2V's processes get the folder on their path instead).
-"""
+so both run in one process (LightX2V's processes get the folder on their path instead)."""
 
 from __future__ import annotations
 

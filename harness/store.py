@@ -5,8 +5,7 @@ reports/<scenario>/<campaign-id>/
   campaign.lock                 flock held by the writer working on it: run, ingest or report
   runs/<arm>[@seed]/            run.json, stdout.log, stderr.log, output.mp4, timing.json, attn_calls.json
   metrics/                      <a>__vs__<b>.json + .frames.csv per pair, <run>.stats.json per run
-  report.md index.html results.json assets/
-"""
+  report.md index.html results.json assets/"""
 
 from __future__ import annotations
 

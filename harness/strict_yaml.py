@@ -1,8 +1,7 @@
 """YAML for input files (scenarios, gates, manifests): safe tags only, a key given twice is an
 error (PyYAML would keep the last without a word), and the line of every field, so that a problem
 names file, line and field. Aliases are bounded: a document they would expand by more than
-``MAX_ALIAS_NODES`` nodes (the "billion laughs"), or that contains itself, is refused.
-"""
+``MAX_ALIAS_NODES`` nodes (the "billion laughs"), or that contains itself, is refused."""
 
 from __future__ import annotations
 

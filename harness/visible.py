@@ -1,7 +1,6 @@
 """Text from records made safe to show: control and direction characters written out, not obeyed.
 
-Stdlib only: the CLI's plain lines use it before any heavy import (``harness --help`` stays lean).
-"""
+Stdlib only: the CLI's plain lines use it before any heavy import (``harness --help`` stays lean)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One lock for every writer of a campaign (run, ingest, report): a flock on campaign.lock (the
 kernel drops it however its process ends) that names its holder. Reports and ingests wait for the
 holder (they end in minutes); a second ``harness run`` is refused (exit 2: it would run the same
-arms twice); a process takes it once. Taking it removes what killed writers left behind.
-"""
+arms twice); a process takes it once. Taking it removes what killed writers left behind."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The scenario fields of in-situ measurement and hybrid schedules (an arm's ``shadows``, ``insitu``
-and ``schedule``; ``accepted_baseline``, ``insitu_tolerance``), their rules and run-spec form.
-"""
+and ``schedule``; ``accepted_baseline``, ``insitu_tolerance``), their rules and run-spec form."""
 
 from __future__ import annotations
 

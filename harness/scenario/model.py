@@ -1,6 +1,5 @@
 """The scenario core (runner, seeds, profiles, environment, arms with one reference): the fields
-every scenario has, their rules, and the model composed with its runner's or kind's ``ScenarioPart``.
-"""
+every scenario has, their rules, and the model composed with its runner's or kind's ``ScenarioPart``."""
 
 from __future__ import annotations
 

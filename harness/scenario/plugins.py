@@ -1,8 +1,7 @@
 """Plugins: a file or module a scenario names (``plugins:``) or an installed package declares (entry
 points ``harness.plugins``), imported before the scenario is checked and in every arm's process (a
 scenario is code, like a Makefile). Each is a ``PluginRef`` in the run spec: an edited plugin re-runs
-its arms, and a changed file re-imported first takes back what it registered.
-"""
+its arms, and a changed file re-imported first takes back what it registered."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The numbers a verdict is judged with, as a scenario writes them (the ``verdict:`` block); every
-verdict and speed line prints the rule it used, so a reader never guesses a tolerance or a level.
-"""
+verdict and speed line prints the rule it used, so a reader never guesses a tolerance or a level."""
 
 from __future__ import annotations
 
