@@ -266,10 +266,8 @@ def supervise(
             rec.status, rec.reason = RunStatus.interrupted, "interrupted (Ctrl-C or SIGTERM)"
 
     os.close(watch_w)
-    try:  # whatever the runner left behind in its group (a rank that outlived torchrun)
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # what the runner left in its group
+        os.killpg(proc.pid, signal.SIGKILL)  # (a rank that outlived torchrun)
     rec.exit_code = proc.returncode
     rec.ended_at = utcnow()
     rec.duration_s = round(time.monotonic() - t0, 3)

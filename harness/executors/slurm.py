@@ -8,6 +8,7 @@ the campaign submitted."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -443,10 +444,8 @@ class SlurmExecutor(Executor):
             return
         reporter.message(f"slurm: cancelling {len(live)} job(s): {', '.join(t.job_id for t in live)}")
         for t in live:
-            try:
+            with contextlib.suppress(OSError):
                 t.job.cancel(check=False)
-            except OSError:
-                pass
         # Let the jobs stop their arms and write run.json themselves; a second Ctrl-C stops waiting.
         deadline = time.monotonic() + self.cancel_wait_s
         try:
