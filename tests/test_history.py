@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "report"))
-from browser import find_chromium, load_page  # noqa: E402
+from browser import Browser, find_chromium  # noqa: E402
 from campaign_factory import ArmSpec, keep_artifact, make_campaign  # noqa: E402
 
 from harness.analysis.analyze import analyze_campaign  # noqa: E402
@@ -54,6 +54,13 @@ def browser_or_skip() -> str:
     if path is None:
         pytest.skip("chromium is not installed (run .ci/install-browser.sh, or set HARNESS_CHROMIUM)")
     return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless chromium for the module's pages (a start costs seconds on a 2-core machine)."""
+    with Browser(browser_or_skip()) as b:
+        yield b
 
 
 def test_dataframe_has_a_row_per_run(builds):
@@ -130,11 +137,10 @@ def test_cli_writes_csv_and_one_file_page_and_gates(builds, tmp_path):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_history_page_in_chromium(builds, tmp_path):
-    chromium = browser_or_skip()
+def test_history_page_in_chromium(builds, browser, tmp_path):
     df = load_history([builds])
     _, html = write_history(df, find_moves(df, last=2), tmp_path, last=2)
-    page = load_page(chromium, html.resolve().as_uri(), height=1400)
+    page = browser.open(html.resolve().as_uri(), height=1400)
     assert page.errors == [] and page.failed == [], page.console
     assert page.requests == [html.resolve().as_uri()]  # one file: nothing else is fetched
     assert page.images_broken == 0
@@ -171,16 +177,15 @@ def e2e_3step_builds(ci: Path, builds: tuple[str, ...]) -> int:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_three_e2e_3step_campaigns(tmp_path):
+def test_three_e2e_3step_campaigns(browser, tmp_path):
     """What CI keeps across builds: three `make e2e-3step` campaigns' results.json (three arms each),
     then the page. The history reads results.json alone: the builds are the committed campaign's."""
-    chromium = browser_or_skip()
     ci = tmp_path / "ci"
     runs = e2e_3step_builds(ci, ("b1", "b2", "b3"))
     res = harness("history", ci, "--out", tmp_path / "history", "--last", "2")
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith(f"3 campaign(s), {runs} run(s), scenario(s): e2e_3step\n")
-    page = load_page(chromium, (tmp_path / "history" / "history.html").resolve().as_uri(), height=1600)
+    page = browser.open((tmp_path / "history" / "history.html").resolve().as_uri(), height=1600)
     shot = tmp_path / "history.png"
     shot.write_bytes(page.screenshot)
     keep_artifact(shot, "history_e2e_3step.png")
