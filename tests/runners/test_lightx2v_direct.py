@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.runners.lightx2v.direct import check_call, q_shape, sdpa_direct
+from harness.runners.lightx2v.serve import check_call, q_shape, sdpa_direct
 
 
 def packed(n=40, h=2, d=16, seed=0):

@@ -1,9 +1,6 @@
-"""After a LightX2V arm's process exits: ``timing.json``, ``attn_calls.json`` (and, for a run that
-timed its blocks, ``layers.json``) from what it left.
-
-The launcher leaves ``rank<N>.log`` (the rank's output, with LightX2V's profiler lines) and
-``attn_calls.rank<N>.json`` per rank; a bare run (the overhead tool's baseline) leaves neither,
-so its timing comes from torchrun's own logs and its attention calls are not counted.
+"""After a LightX2V arm's process exits: ``timing.json``, ``attn_calls.json`` and, for a run that
+timed its blocks, ``layers.json``, from the ranks' ``rank<N>.log`` and ``attn_calls.rank<N>.json``
+(a bare run, the overhead tool's baseline, leaves neither: torchrun's logs time it, nothing counts).
 """
 
 from __future__ import annotations
@@ -12,17 +9,27 @@ import json
 import math
 import os
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
-from harness.records import AttnCallsRecord, RankCalls, RunSpec, StepSchedule, TimingRecord
-from harness.runners.lightx2v.layers import LAYERS_JSON, layer_timing
+from harness.records import AttnCallsRecord, RankCalls, RunSpec, StepSchedule, TimingRecord, steady_steps
+from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import flavour_text
-from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, STDERR_LOG, STDOUT_LOG, TIMING_JSON, write_record
+from harness.store import (
+    ATTN_CALLS_JSON,
+    LAYERS_JSON,
+    OUTPUT_MP4,
+    STDERR_LOG,
+    STDOUT_LOG,
+    TIMING_JSON,
+    LayerTiming,
+    write_record,
+)
 
 
 class LightX2VRankCalls(RankCalls):
@@ -169,6 +176,41 @@ def sage_backend(ranks: dict[str, LightX2VRankCalls], requested: str, flavour: s
         "provenance": modules.get("sageattention_provenance"),
     }
     return {k: v for k, v in found.items() if v is not None}
+
+
+def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:
+    """A DiT layer's seconds per step (the ranks' ``block_seconds`` against the step times) and a step
+    of the released 50 layers as the rest plus 50 such layers, extrapolated (printed ``12.3 s~``);
+    None when no block was timed."""
+    per_rank: list[dict[str, list[float]]] = []
+    for path in rank_files:
+        try:
+            blocks = json.loads(Path(path).read_text()).get("block_seconds")
+        except (OSError, ValueError):
+            continue
+        if blocks:
+            per_rank.append(blocks)
+    step_s = {s.index: s.seconds for s in timing.steps}
+    timed = sorted(int(s) for s in per_rank[0] if s.isdigit() and int(s) in step_s) if per_rank else []
+    if not timed:
+        return None
+    layers = len(per_rank[0][str(timed[0])])
+    steps = steady_steps(timed)
+    in_layers = [max(sum(r.get(str(s), [])) for r in per_rank) for s in steps]
+    layer_s = statistics.fmean(x / layers for x in in_layers)
+    outside = statistics.fmean(step_s[s] - x for s, x in zip(steps, in_layers, strict=True))
+    record = LayerTiming(
+        layers=layers,
+        seq_len=timing.seq_len,
+        steps=steps,
+        step_s=statistics.fmean(step_s[s] for s in steps),
+        layer_s=layer_s,
+        outside_layers_s=outside,
+        released_layers=RELEASED_LAYERS,
+        released_step_s=outside + RELEASED_LAYERS * layer_s,
+    )
+    record.text = record.reading()
+    return record
 
 
 def link_output(run_dir: Path, save_name: str) -> None:

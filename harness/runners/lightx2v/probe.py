@@ -30,7 +30,6 @@ from typing import Any
 from harness.registry import did_you_mean
 from harness.runners import common
 from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
-from harness.runners.lightx2v.direct import AITER_OP
 from harness.runners.lightx2v.rank_env import (
     CPU_PLATFORM,
     PINNED_SAGEATTENTION,
@@ -43,6 +42,7 @@ from harness.runners.lightx2v.rank_env import (
     prepare_platform,
     sageattention_flavour,
 )
+from harness.runners.lightx2v.serve import AITER_OP
 from harness.runners.lightx2v.served import serve_backends, shadowed_by_lightx2v
 
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).

@@ -24,13 +24,12 @@ from harness.runners.lightx2v.checkpoint import run_writer
 from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, build_env
 from harness.runners.lightx2v.finalize import finalize_run
 from harness.runners.lightx2v.latents import LATENTS_DIR
-from harness.runners.lightx2v.layers import LAYERS_JSON
 from harness.runners.lightx2v.params import params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
 from harness.runners.lightx2v.served import harness_backends as served_backends
 from harness.safe_write import atomic_write_json
-from harness.store import write_record
+from harness.store import LAYERS_JSON, write_record
 
 INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
 

@@ -28,8 +28,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.runners.lightx2v.direct import SAGE_MODULE
-from harness.runners.lightx2v.rank_env import PINNED_SAGEATTENTION, SAGEATTENTION_SHIMS, SHIMS, flavour_text
+from harness.runners.lightx2v.rank_env import (
+    PINNED_SAGEATTENTION,
+    SAGE_MODULE,
+    SAGEATTENTION_SHIMS,
+    SHIMS,
+    flavour_text,
+)
 from harness.runners.lightx2v.served import served_backend
 
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
