@@ -137,9 +137,7 @@ def accuracy_section(res: ReportResults) -> Section:
             title="Per arm over seeds: mean [min..max]",
             headers=["arm", "role", "seeds measured", *[m.label for m in accuracy_metrics()]],
         )
-        for a in res.arms:
-            if a.arm == res.reference_arm:
-                continue
+        for a in (a for a in res.arms if a.arm != res.reference_arm):
             m = a.metrics
             cells = [spread_text(m.get(x.key), x.fmt) for x in accuracy_metrics()]
             measured = m["psnr"].n if "psnr" in m else 0

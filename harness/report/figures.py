@@ -224,9 +224,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         jobs.append(("step_times", steps, lambda p: plots().step_times_plot(steps, p)))
 
     latent_series = []
-    for s in res.latents:
-        if s.seed != seed:
-            continue
+    for s in (s for s in res.latents if s.seed == seed):
         label, names = run_label(res, s.key, s.arm, s.role), sorted({n for pt in s.points for n in pt.parts})
         for n in names:  # one line per named latent (video, audio): they part at different rates
             latent_series.append(
@@ -240,12 +238,12 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
     if res.multi_seed:
         psnr = res.floor.band.get("psnr") if res.floor is not None else None
         band = (psnr[0], psnr[2]) if psnr is not None else None
-        per_seed = []
-        for a in res.arms:
-            if role_text(res, a.arm, a.role) != "candidate":  # floors are the band; a shadowed copy is none
-                continue
-            pts = [(c.b.seed, c.video.psnr_pooled) for c in res.comparisons if c.b.arm == a.arm and c.video]
-            per_seed.append((a.arm, pts))
+        measured = [c for c in res.comparisons if c.video]
+        per_seed = [
+            (a.arm, [(c.b.seed, c.video.psnr_pooled) for c in measured if c.b.arm == a.arm])
+            for a in res.arms
+            if role_text(res, a.arm, a.role) == "candidate"  # floors are the band; a shadowed copy is none
+        ]
         if band is not None or any(pts for _, pts in per_seed):
             jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
     jobs += insitu_figure_jobs(res)

@@ -87,11 +87,9 @@ def github_summary(
     parts = [lines, listed if files else "", folded if pr_text else ""]
     left_out: list[str] = []
     for name, part in zip(names, parts, strict=True):
-        if not part:
-            continue
-        if size(out + part) + reserve <= budget:
+        if part and size(out + part) + reserve <= budget:
             out += part
-        else:
+        elif part:
             left_out.append(name)
     return out + (left_out_note(left_out, budget) if left_out else "")
 

@@ -206,12 +206,9 @@ def _per_step_plot(series, path: Path, height: float, xlabel: str, ylabel: str, 
 
 
 def seeds_plot(
-    series: Sequence[tuple[str, Sequence[tuple[int, float]]]],
-    band: tuple[float, float] | None,
-    path: Path,
-    ylabel: str = "video PSNR, pooled (dB)",
+    series: Sequence[tuple[str, Sequence[tuple[int, float]]]], band: tuple[float, float] | None, path: Path
 ) -> Path | None:
-    """A metric per seed for each candidate, with the noise floor's range (perturbations x seeds) as a band."""
+    """Video PSNR per seed for each candidate, the noise floor's range (perturbations x seeds) as a band."""
     series = [(label, [(s, v) for s, v in pts if math.isfinite(v)]) for label, pts in series]
     series = [(label, pts) for label, pts in series if pts]
     if not series and band is None:
@@ -229,7 +226,7 @@ def seeds_plot(
         ax.plot([pos[s] for s, _ in pts], [v for _, v in pts], marker="o", label=label, **line_style(i))
     ax.set_xticks(range(len(seeds)), [str(s) for s in seeds])
     ax.set_xlabel("seed")
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel("video PSNR, pooled (dB)")
     ax.grid(alpha=0.3)
     legend_below(fig)
     return save_png(fig, path)

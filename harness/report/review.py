@@ -30,12 +30,10 @@ class ReviewView:
 
 def review_view(res: ReportResults, figure: str | None) -> ReviewView:
     cands = res.review
-    chaotic = [r.arm for r in cands if r.regime == "chaotic"]
+    chaotic = ", ".join(r.arm for r in cands if r.regime == "chaotic")
     note = (
-        "the floor is chaotic for "
-        + ", ".join(chaotic)
-        + " (exact attention alone changes the video): pixel metrics do not judge there, and each badge "
-        "leads with the reading that decides"
+        f"the floor is chaotic for {chaotic} (exact attention alone changes the video): pixel metrics do not "
+        "judge there, and each badge leads with the reading that decides"
         if chaotic
         else ""
     )
