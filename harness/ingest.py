@@ -303,11 +303,8 @@ def _write_run(p: Prepared, folder: Path) -> IngestedRunRecord:
             mp4=mp4,
             logs=logs,
             config=config,
-            seed_from=p.spec.params["seed_from"],
-            attn_type_from=p.spec.params["attn_type_from"],
-            frames=p.info.frames,
-            width=p.info.width,
-            height=p.info.height,
+            **{k: p.spec.params[k] for k in ("seed_from", "attn_type_from")},
+            **{k: getattr(p.info, k) for k in ("frames", "width", "height")},
         ),
     )
     write_record(folder / "run.json", rec)
