@@ -146,6 +146,7 @@ class Timer:
     before each, at least GPU_MIN_REPEATS calls), on a CPU from the wall clock."""
 
     def __init__(self, device: torch.device, block: KernelsBlock):
+        self.block = block  # warmup, repeats, do_bench: what each timed call follows
         self.cuda = device.type == "cuda"
         self.kind: Literal["cuda_events", "wall"] = "cuda_events" if self.cuda else "wall"
         self.flush = None
@@ -263,13 +264,12 @@ def _bitwise_checks(
 
 
 def _speed(
-    backend: AttentionBackend, q, k, v, scale: float, flops: float, ctx: dict[str, Any], peak: float | None
+    backend: AttentionBackend, q, k, v, scale: float, flops: float, timer: Timer, peak: float | None
 ) -> SpeedMetrics:
     def call() -> Any:
         return backend(q, k, v, scale)
 
-    block: KernelsBlock = ctx["block"]
-    timer: Timer = ctx["timer"]
+    block = timer.block
     emulated = backend.emulated
     warmup = 0 if emulated else block.warmup  # the accuracy call already warmed the emulator up
     repeats = block.emulation_repeats if emulated else timer.repeats(block.repeats)
@@ -300,9 +300,8 @@ def _speed(
     return speed
 
 
-def _measure_peak(
-    dtype_name: str, size: int, device: torch.device, timer: Timer, block: KernelsBlock
-) -> PeakResult:
+def _measure_peak(dtype_name: str, size: int, device: torch.device, timer: Timer) -> PeakResult:
+    block = timer.block
     dtype = getattr(torch, dtype_name)
     g = torch.Generator(device=device).manual_seed(1)
     a = torch.randn(size, size, generator=g, device=device, dtype=dtype)
@@ -332,9 +331,9 @@ def _run_entry(
     inputs: tuple[torch.Tensor, ...],
     ref: torch.Tensor,
     scale: float,
-    ctx: dict[str, Any],
+    timer: Timer,
+    peaks: dict[str, PeakResult],
 ) -> KernelRow:
-    block: KernelsBlock = ctx["block"]
     q, k, v = inputs
     try:
         backend = get_backend(entry.backend, **entry.options)
@@ -357,14 +356,14 @@ def _run_entry(
         # must see the inputs the reference saw.
         out = backend(*fresh(inputs), scale)
         row.accuracy = accuracy_metrics(out, ref)
-        if block.bitwise:
+        if timer.block.bitwise:
             row.bitwise = _bitwise_checks(backend, out, q, k, v, scale)
         del out
         _free(q.device)
-        if block.timing:
-            peak = ctx["peaks"].get(shape.dtype)
+        if timer.block.timing:
+            peak = peaks.get(shape.dtype)
             row.speed = _speed(
-                backend, *fresh(inputs), scale, shape.flops, ctx, peak.tflops if peak else None
+                backend, *fresh(inputs), scale, shape.flops, timer, peak.tflops if peak else None
             )
     except UnsupportedCall as err:
         row.status, row.reason = "skipped", f"refused: {err}"
@@ -416,12 +415,11 @@ def run_kernels(
         size = block.peak_size or (8192 if device.type == "cuda" else 256)
         for dtype_name in sorted({s.dtype for s in block.shapes}):
             say(f"matmul peak {dtype_name} {size}^3")
-            result.peaks[dtype_name] = _measure_peak(dtype_name, size, device, timer, block)
+            result.peaks[dtype_name] = _measure_peak(dtype_name, size, device, timer)
         if device.type == "cpu":
             result.notes.append(
                 "CPU: bf16/fp16 matmuls may lack native support here, so fractions of peak can exceed 1"
             )
-    ctx = {"block": block, "timer": timer, "peaks": result.peaks}
     jobs = [(s, s.head_dim**-0.5, None) for s in block.shapes] + [(c.shape, c.scale, c) for c in captured]
     for index, (shape, scale, cap) in enumerate(jobs):
         say(f"shape {shape.name}: {'captured ' if cap else ''}inputs and reference")
@@ -444,7 +442,7 @@ def run_kernels(
         )
         for entry in block.entries_for(shape):  # then every backend and the noise floor on these inputs
             say(f"shape {shape.name}: {entry.key}")
-            result.rows.append(_run_entry(entry, shape, inputs, ref, scale, ctx))
+            result.rows.append(_run_entry(entry, shape, inputs, ref, scale, timer, result.peaks))
         if block.noise_floor:
             say(f"shape {shape.name}: noise floor")
             result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
