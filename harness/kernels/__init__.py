@@ -1,2 +1,1 @@
-"""Kernel benchmark (scenario kind ``kernels``, command ``harness kernels``): attention backends
-measured one call at a time on the model's shapes."""
+"""Kernel benchmark (scenario kind ``kernels``, ``harness kernels``): attention backends, one call at a time."""
