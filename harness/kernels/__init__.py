@@ -1,1 +1,1 @@
-"""Kernel benchmark (scenario kind ``kernels``, ``harness kernels``): attention backends, one call at a time."""
+"""Kernel benchmark (scenario kind ``kernels``, ``harness kernels``): attention backends call by call."""
