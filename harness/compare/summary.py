@@ -90,15 +90,8 @@ class RunSummary(AttentionChoice, _RunName):
 
 
 # Global statistics that describe a typical value (judged by the verdicts) and extremes (shown only).
-JUDGED_STATS = (
-    "luma_mean",
-    "luma_std",
-    "sharpness",
-    "motion",
-    "black_frames",
-    "frozen_frames",
-    "nan_like_frames",
-    "audio_rms",
+JUDGED_STATS = tuple(
+    "luma_mean luma_std sharpness motion black_frames frozen_frames nan_like_frames audio_rms".split()
 )
 SHOWN_STATS = ("audio_peak",)
 
