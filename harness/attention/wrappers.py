@@ -109,13 +109,12 @@ def output_problem(q: torch.Tensor, v: torch.Tensor, out: Any) -> str | None:
     want = (*q.shape[:-1], v.shape[-1])
     if not isinstance(out, torch.Tensor):
         return f"is a {type(out).__name__}, not a tensor"
-    wrong = []
-    if tuple(out.shape) != want:
-        wrong.append(f"shape {list(out.shape)} (expected {list(want)})")
-    if out.dtype != q.dtype:
-        wrong.append(f"dtype {out.dtype} (expected {q.dtype})")
-    if out.device != q.device:
-        wrong.append(f"device {out.device} (expected {q.device})")
+    checks = (
+        ("shape", list(out.shape), list(want)),
+        ("dtype", out.dtype, q.dtype),
+        ("device", out.device, q.device),
+    )
+    wrong = [f"{name} {got} (expected {expected})" for name, got, expected in checks if got != expected]
     return f"has {', '.join(wrong)}" if wrong else None
 
 
