@@ -162,14 +162,6 @@ def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str
     return d
 
 
-def _intact_left_out(d: Draw, v: Verdict) -> bool:
-    return v.floor_check is not None and any(sc.left_out or sc.invalid for sc in v.floor_check.seeds)
-
-
-def _left_out(d: Draw, v: Verdict) -> bool:
-    return v.floor_check is not None and any(d.marks["broken"] in sc.left_out for sc in v.floor_check.seeds)
-
-
 # --- in situ ------------------------------------------------------------------------------------
 
 
@@ -289,13 +281,15 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
     ]  # fmt: skip
     groups.append(Group(b3, lambda r: builtin_draw(fx, r), [
         ("floor check: an intact floor run left out (or a seed's floor called invalid)", "false alarm",
-         _intact_left_out),
+         lambda d, v: v.floor_check is not None
+         and any(sc.left_out or sc.invalid for sc in v.floor_check.seeds)),
     ]))  # fmt: skip
     for how, what in (("kernel", kernel), ("seed", seed)):
         groups += [
             Group(f"{b3}, {what}", lambda r, how=how: broken_floor_draw(fx, r, how), [
                 ("verdict, a broken floor run", "false alarm", _outside),
-                ("floor check: the broken floor run left out", "power", _left_out),
+                ("floor check: the broken floor run left out", "power", lambda d, v: v.floor_check is not None
+                 and any(d.marks["broken"] in sc.left_out for sc in v.floor_check.seeds)),
             ]),
             Group(f"{b6}, {what}", lambda r, how=how: broken_floor_draw(fx, r, how, "kernel_3x", seeds=6), [
                 ("verdict: a kernel at 3x the floor's energy, a broken floor run", "power", _outside),
