@@ -22,7 +22,7 @@ from harness.runners import get_runner
 from harness.runners.common import plugin_backends
 from harness.runners.lightx2v.command import build_command, probe_command
 from harness.runners.lightx2v.params import params_of
-from harness.runners.lightx2v.served import lightx2v_types
+from harness.runners.lightx2v.rank_env import lightx2v_types
 from harness.scenario.load import load_scenario
 from harness.scenario.plugins import unload_all
 
@@ -85,7 +85,7 @@ def test_a_plugin_backend_as_a_lightx2v_class_and_as_a_shadow(tmp_path):
     backend's packed call; a shadow of that type runs the harness backend itself, not the class."""
     from harness.attention.insitu.sites import CallSites
     from harness.attention.registry import get_backend
-    from harness.runners.lightx2v.served import serve_backends, shadowed_by_lightx2v
+    from harness.runners.lightx2v.rank_env import serve_backends, shadowed_by_lightx2v
     from harness.runners.lightx2v.shadows import build_shadowed
     from harness.scenario.plugins import import_plugin
 

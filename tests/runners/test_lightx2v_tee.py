@@ -1,4 +1,4 @@
-"""The rank log's tee (harness.runners.lightx2v.tee): every byte written before stop() reaches the
+"""The rank log's tee (harness.runners.lightx2v.launch.Tee): every byte written before stop() reaches the
 process's own stdout/stderr and the log, however late the pump runs. Each case runs in a child
 process, since the tee replaces file descriptors 1 and 2."""
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
     """
     import os, subprocess, sys, time
-    from harness.runners.lightx2v.tee import Tee
+    from harness.runners.lightx2v.launch import Tee
 
     class LateTee(Tee):
         late = float(sys.argv[2])

@@ -2,20 +2,12 @@
 
     python -m harness.runners.lightx2v.checkpoint DIR [--preset tiny|small|prod] [--seed N]
 
-(`harness lightx2v tiny-checkpoint DIR` runs this in the LightX2V interpreter.) It lets a user check
-the whole chain - LightX2V install, platform, attention kernels, the harness - in minutes, before
-spending hours on the released weights. The output is deterministic from the seed and written
-offline: the DiT and the text encoder are written tensor by tensor in the released layout; the
-vision tower and both VAEs are LightX2V's own modules, built small and saved, so their keys and
-shapes are whatever the checked-out LightX2V expects.
-
-The text encoder is far smaller than the released Qwen3-VL conditioner, which LightX2V refuses
-(``_validate_text_config``); the launcher relaxes that check only for a checkpoint that carries
-the marker file (``rank_env.SYNTHETIC_MARKER``) and a scenario that declares its checkpoint synthetic (see
-``rank_env.relax_synthetic_checks``).
-
-Runs in LightX2V's interpreter: needs torch, safetensors, tokenizers, transformers and the
-LightX2V checkout on ``sys.path`` (the VAE and vision modules are imported from it).
+(`harness lightx2v tiny-checkpoint DIR` runs this in LightX2V's interpreter, with torch, safetensors,
+tokenizers, transformers.) It checks the whole chain in minutes before hours on the released weights.
+Deterministic from the seed, written offline: the DiT and text encoder tensor by tensor in the
+released layout; the vision tower and both VAEs are LightX2V's own modules built small, so their
+keys are what the checkout expects. The text encoder is smaller than LightX2V accepts: the launcher
+relaxes that check for a folder with the marker only (``rank_env.relax_synthetic_checks``).
 """
 
 from __future__ import annotations
@@ -303,7 +295,7 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     return marker
 
 
-def file_hashes(root: Path) -> dict[str, str]:
+def file_hashes(root: Path) -> dict[str, str]:  # every file's sha256 but the marker's
     return common.file_hashes(root, SYNTHETIC_MARKER)
 
 

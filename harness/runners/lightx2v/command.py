@@ -68,7 +68,7 @@ def torchrun_prefix(params: LightX2VParams) -> list[str]:
 
 
 def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
-    """``--insitu``'s JSON: the arm's shadows (with the ``sageattention`` each stands for) and settings."""
+    """``--insitu``'s JSON: the arm's shadows (each with its ``sageattention``) and settings."""
     if not spec.shadows and spec.insitu is None:
         return None
     shadows = []
@@ -82,19 +82,16 @@ def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
 
 
 def plugin_args(spec: RunSpec) -> list[str]:
-    """``--plugins``: the spec's plugins as planned (path, sha256, what they register), imported in
-    the process before LightX2V's registry (``served``); none without plugins."""
+    """``--plugins``: the spec's plugins as planned (path, sha256, what they register)."""
     return ["--plugins", plugins_arg(spec.plugins)] if spec.plugins else []
 
 
-def repeated(flag: str, values: Iterable[str]) -> list[str]:
-    """``flag`` before each of ``values`` (an option given once per value)."""
+def repeated(flag: str, values: Iterable[str]) -> list[str]:  # ``flag`` before each of ``values``
     return [item for value in values for item in (flag, value)]
 
 
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
-    """The launcher's own flags: what it counts, reverses, saves, routes, shadows and relaxes
-    (``--bare``: only the relaxing and the plugins, without which a plugin's type is unknown)."""
+    """The launcher's own flags (``--bare``: only the relaxing and the plugins, which name a type)."""
     if params.bare:
         return [
             "--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type,
@@ -156,8 +153,7 @@ def build_env(
 
 
 def probe_question(params: LightX2VParams, spec: RunSpec) -> dict[str, Any]:
-    """What the pre-flight probe asks for one arm (probe.py's ``--questions`` item): its attention
-    types, ranks, counted ops, required features and shadows' types."""
+    """What the pre-flight probe asks for one arm (probe.py's ``--questions`` item)."""
     names = [spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]
     if spec.schedule is not None:  # its exact steps run LightX2V's class of that name
         names.append(spec.schedule.exact)
@@ -171,9 +167,8 @@ def probe_question(params: LightX2VParams, spec: RunSpec) -> dict[str, Any]:
 
 
 def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:
-    """The probe's interpreter and what every question in one probe process shares (the
-    ``sageattention`` it imports, the plugins); arms alike in these, and in their environment,
-    are answered by one process."""
+    """The probe's interpreter, ``sageattention`` and plugins: arms alike in these (and their
+    environment) are answered by one process."""
     cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
     return cmd + ["--sageattention", params.sageattention or "package", *plugin_args(spec)]
 
@@ -181,8 +176,7 @@ def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:
 def probe_command(
     params: LightX2VParams, spec: RunSpec, questions: list[dict[str, Any]] | None = None
 ) -> list[str]:
-    """The pre-flight probe, run in the ranks' interpreter (see probe.py): for this arm alone
-    (the flags a person would type) or answering ``questions``, several arms', at once."""
+    """The pre-flight probe in the ranks' interpreter: this arm's flags, or several arms' ``questions``."""
     cmd = probe_process(params, spec)
     if questions is not None:
         return cmd + ["--questions", json.dumps(questions, sort_keys=True)]

@@ -1,14 +1,8 @@
-"""Inside a rank: count LightX2V's attention calls, and reverse K/V for the noise-floor arms.
-
-``instrument_registry`` makes every backend class LightX2V's attention registry hands out a
-counting subclass (``Instrument``); instances built under a ``scope`` prefix are the model under
-test, where a call of another backend than the requested one is a fallback, and those built
-elsewhere (text encoder, VAE) are counted apart. With ``kv_reversed``, in-scope calls of the
-requested backend get K and V reversed along the sequence (exact attention is invariant to that
-order; only summation order changes). ``count_op`` counts the calls of one ``module:function``.
-
-What a rank saw is a ``CallBook``, written as ``attn_calls.rank<N>.json``. Standard library only
-at import time: this runs in the ranks' interpreter before LightX2V is imported.
+"""Inside a rank: count LightX2V's attention calls (a ``CallBook``, ``attn_calls.rank<N>.json``), and
+reverse K/V for the noise-floor arms (exact attention is invariant to that order; only summation
+order changes). Instances built under a ``scope`` prefix are the model under test, where a call of
+another backend than the requested one is a fallback; others (text encoder, VAE) are counted apart.
+Standard library only at import time: this runs before LightX2V is imported.
 """
 
 from __future__ import annotations
@@ -32,11 +26,9 @@ from harness.runners.lightx2v.rank_env import (
 )
 
 RANK_SCHEMA = "harness.attn_calls.rank/1"
-# The instrumentation's own frames are skipped when asking which module built a backend.
-_SELF_FILE = __file__
-
-
-# --- counting ----------------------------------------------------------------------------------
+_SELF_FILE = __file__  # the instrumentation's frames, skipped when asking which module built a backend
+# CallBook's counters, written as they are named
+COUNTERS = ("calls", "fallbacks", "outside_scope", "sites", "instances", "op_calls", "scheduled")
 
 
 class CallBook:
@@ -48,21 +40,15 @@ class CallBook:
         self.kv_reversed = kv_reversed
         self.scopes = list(scopes)
         self.wrappers = set(wrappers)
-        self.calls: Counter[str] = Counter()
-        self.fallbacks: Counter[str] = Counter()
-        self.outside_scope: Counter[str] = Counter()
-        self.sites: Counter[str] = Counter()
-        self.instances: Counter[str] = Counter()
-        self.op_calls: Counter[str] = Counter()
+        for name in COUNTERS:
+            setattr(self, name, Counter())
         self.kv_reversed_calls = 0
         self.errors: list[str] = []
         self.relaxed: dict[str, Any] = {}  # LightX2V checks relaxed for a synthetic checkpoint
         self.finished = False
-        # In-scope calls per DiT step ("-": outside any step) and backend; the step comes from
-        # ``step_key`` (the run's own step loop, see hooks.RunHooks).
+        # In-scope calls per DiT step ("-": outside any step, see hooks.RunHooks) and backend.
         self.per_step: dict[str, Counter[str]] = {}
         self.step_key: Callable[[], str] = lambda: "-"
-        self.scheduled: Counter[str] = Counter()  # calls a step schedule routed to another backend
         self.direct_check: dict[str, Any] | None = None
         self.extra: dict[str, Any] = {}  # attribution, latents, in-situ: what the launcher adds
         self._lock = threading.Lock()
@@ -116,42 +102,28 @@ class CallBook:
             "requested": self.requested,
             "kv_reversed": self.kv_reversed,
             "scope": self.scopes,
-            "calls": dict(self.calls),
-            "fallbacks": dict(self.fallbacks),
-            "outside_scope": dict(self.outside_scope),
-            "sites": dict(self.sites),
-            "instances": dict(self.instances),
+            **{name: dict(getattr(self, name)) for name in COUNTERS},
             "kv_reversed_calls": self.kv_reversed_calls,
-            "op_calls": dict(self.op_calls),
             "modules": modules,
             "errors": list(self.errors),
             "relaxed": dict(self.relaxed),
             "per_step": {step: dict(counts) for step, counts in self.per_step.items()},
-            "scheduled": dict(self.scheduled),
             "direct_check": self.direct_check,
             **self.extra,
             "finished": self.finished,
             "pid": os.getpid(),
         }
 
-    def write(self, path: Path) -> None:
-        """Atomic (temp file + rename): a reader never sees half a file."""
+    def write(self, path: Path) -> None:  # temp file + rename: a reader never sees half a file
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
 
-# --- K/V reversal --------------------------------------------------------------------------------
-
-
 def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
-    """Reverse k and v along the sequence, in place in ``arguments`` (or ``extra``, the **kwargs).
-
-    Layouts: 3-D ``[N, H, D]`` (one packed sequence) or 4-D ``[B, N, H, D]``. Only one sequence
-    per call is supported: ``cu_seqlens_kv`` must be absent or ``[0, N]``. Causal attention and
-    masks are refused, since reversing K/V would change what they compute.
-    """
+    """Reverse k and v (``[N, H, D]`` or ``[B, N, H, D]``) along the sequence, in place in ``arguments``
+    (or ``extra``, the **kwargs); one sequence per call, no causal or mask (reversal changes them)."""
     extra = {} if extra is None else extra
 
     def get(*names: str) -> Any:
@@ -200,15 +172,9 @@ def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -
         where[name] = tensor.flip(seq_dim)
 
 
-# --- the registry wrapper --------------------------------------------------------------------------
-
-
 def _caller_module() -> str | None:
-    """Module that instantiated the backend: the first frame outside this file.
-
-    Compared by file, not by ``__name__``: under ``python -m`` this module and LightX2V's entry
-    (run by runpy) are both called ``__main__``.
-    """
+    """Module that instantiated the backend: the first frame outside this file (by file: under
+    ``python -m`` this module and LightX2V's entry are both ``__main__``)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == _SELF_FILE:
         frame = frame.f_back
@@ -216,12 +182,9 @@ def _caller_module() -> str | None:
 
 
 class Instrument:
-    """Turns registered backends into counting (and, when asked, K/V-reversing) subclasses.
-
-    ``serve(name, backend, original, bound)``, when set, serves and counts every in-scope call
-    of the requested backend (``bound``: the call's arguments, K/V already reversed for a
-    noise-floor arm); ``raw(name)`` is the registry's own, uninstrumented entry (None: not registered).
-    """
+    """Turns registered backends into counting (and K/V-reversing) subclasses. ``serve(name, backend,
+    original, bound)``, when set, serves every in-scope call of the requested backend (K/V already
+    reversed); ``raw(name)``: the registry's uninstrumented entry (None: not registered)."""
 
     def __init__(self, book: CallBook):
         self.book = book
@@ -324,12 +287,8 @@ class Instrument:
 
 
 def instrument_registry(registry: Any, book: CallBook) -> Instrument:
-    """Make every lookup of ``registry`` hand out instrumented backends.
-
-    The registry's class is swapped for a subclass whose ``__getitem__``/``get`` wrap what they
-    return, so backends registered later (LightX2V imports most of them with the model) are
-    covered too. Nothing in the registry's dict is changed.
-    """
+    """Every lookup of ``registry`` hands out instrumented backends: its class is swapped for one whose
+    ``__getitem__``/``get`` wrap what they return, so backends registered later are covered too."""
     inst = Instrument(book)
     base = type(registry)
 

@@ -47,7 +47,7 @@ class LightX2VRankCalls(RankCalls):
     attribution: dict[str, Any] = Field(default_factory=dict)
     latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
     block_seconds: dict[str, list[float]] = Field(default_factory=dict)  # step -> per DiT block (timed runs)
-    # Plugin backends the launcher registered in LightX2V's registry (served.serve_backends).
+    # Plugin backends the launcher registered in LightX2V's registry (rank_env.serve_backends).
     harness_served: list[str] = Field(default_factory=list)
     finished: bool = False
 
@@ -61,7 +61,7 @@ class LightX2VAttnCalls(AttnCallsRecord):
 def timing_from_run_dir(
     run_dir: Path, dit_steps: int | None = None, infer_steps: int | None = None
 ) -> TimingRecord:
-    """Parse rank<N>.log files (the launcher's), else the torchrun process's stderr/stdout."""
+    """Parse the launcher's rank<N>.log files, else the torchrun process's stderr/stdout."""
     run_dir = Path(run_dir)
     texts = {f.stem: f.read_text(errors="replace") for f in sorted(run_dir.glob("rank*.log"))}
     fallback = not texts
@@ -125,12 +125,8 @@ def merge_rank_calls(
     schedule: StepSchedule | None = None,
     steps: int | None = None,
 ) -> LightX2VAttnCalls:
-    """attn_calls.rank<N>.json of every rank -> one record; a rank without a file is listed as such.
-
-    Calls of sage_attn2 served by the other ``sageattention`` are fallbacks (another kernel ran);
-    a ``required_ops`` label (the arm's ``count_ops``) a rank never called, and a step of a
-    ``schedule`` served by the other backend, are errors (``steps``: the run's DiT steps).
-    """
+    """attn_calls.rank<N>.json of every rank -> one record (a rank without one listed as such); an
+    unused ``required_ops`` label and a ``schedule`` step served by the other backend are errors."""
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}
     for path in sorted(run_dir.glob("attn_calls.rank*.json")):
@@ -161,8 +157,7 @@ def merge_rank_calls(
 
 
 def sage_backend(ranks: dict[str, LightX2VRankCalls], requested: str, flavour: str | None) -> dict[str, Any]:
-    """What LightX2V's sage_attn2 ran, as the first rank that imported a ``sageattention`` recorded it
-    (attn_calls.json's ``backend``); empty for other attention types."""
+    """What sage_attn2 ran, as the first rank with a ``sageattention`` recorded it (empty for others)."""
     if requested != "sage_attn2":
         return {}
     modules = next((rc.modules for rc in ranks.values() if rc.modules.get("sageattention")), {})

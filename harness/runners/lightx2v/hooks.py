@@ -1,13 +1,8 @@
-"""Inside a rank: hooks on LightX2V's own step loop and block loop that set the call site (DiT
-step, block, kind) of every attention call, and tell the launcher when a step ends.
-
-Calls are attributed from what the run itself does, never from the order of calls: a model
-with another block count, refiner depth or step count is attributed right without a change
-here (``HOOKS``: which methods, per ``--model_cls``). A method that is not where the table says
-is noted and its calls are attributed to no step or block ("other"); the run goes on. With
-``time_blocks`` each DiT block of a measured step is also timed, the device synchronised around
-it (``block_seconds``): a layer's cost at the run's sequence length. Standard library at import
-time; torch is imported to synchronise.
+"""Inside a rank: hooks on LightX2V's own step and block loops (``HOOKS``, per ``--model_cls``) set
+the call site (DiT step, block, kind) of every attention call from what the run does, never from
+the order of calls, and tell the launcher when a step ends; a method not found is noted and its
+calls are "other". With ``time_blocks`` each DiT block of a measured step is timed, the device
+synchronised around it. Standard library at import time.
 """
 
 from __future__ import annotations
@@ -56,10 +51,8 @@ def synchronize() -> None:
 
 
 class RunHooks:
-    """Sets ``sites`` (a ``harness.attention.insitu.sites.CallSites``) from LightX2V's loops.
-
-    ``on_step_end(step, scheduler)`` callbacks run after each measured step's ``step_post``.
-    """
+    """Sets ``sites`` (``harness.attention.insitu.sites.CallSites``) from LightX2V's loops;
+    ``on_step_end(step, scheduler)`` callbacks run after each measured step's ``step_post``."""
 
     def __init__(self, sites: Any, time_blocks: bool = False):
         self.sites = sites
@@ -85,8 +78,6 @@ class RunHooks:
             if index is not None:
                 site = replace(site, block=index)
         return site
-
-    # --- installing --------------------------------------------------------------------------------
 
     def install(self, model_cls: str | None) -> None:
         for hook in HOOKS.get(model_cls or "", ()):

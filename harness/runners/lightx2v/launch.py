@@ -7,24 +7,14 @@
         [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
-It depends on LightX2V through two things only: ``lightx2v.utils.registry_factory.
-ATTN_WEIGHT_REGISTER`` (a mapping name -> backend class, used as ``REGISTER[name]()``, whose
-backends expose ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry point, run as
-``__main__`` with the remaining arguments. This module wires up, in the right order around that
-entry point: the spec's plugins (``served``, registered in that registry before it is
-instrumented), the counting and K/V reversal (``counting``), the call path of every in-scope call
-(``serve``: call sites from ``hooks``, the step schedule, the ``direct`` check, the in-situ
-``shadows``), the block timing (``hooks``), the latents (``latents``) and the rank's log
-(``tee``: DIR/rank<N>.log, as LightX2V prints some lines without a rank). It writes
-DIR/attn_calls.rank<N>.json at exit, on an exception and on SIGTERM.
-
-Before LightX2V is imported: ``PLATFORM=cpu`` gets a CPU platform, and ``--synthetic-checkpoint``
-relaxes the released-size checks for a synthetic checkpoint (``rank_env``). ``--bare`` runs
-LightX2V with those alone, no instrumentation: the baseline of the overhead benchmark.
-
-Standard library only at import time. Once running, a rank imports ``harness.attention.insitu``
-for its call sites (with torch and pydantic: the ranks' interpreter needs the harness's own
-dependencies, as the harness's interpreter, the default, has them).
+LightX2V is relied on for two things only: ``ATTN_WEIGHT_REGISTER`` (name -> backend class whose
+instances ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry, run as ``__main__``. Around it,
+in order: the plugins (``served``), counting and K/V reversal (``counting``), the call path
+(``serve``), block timing (``hooks``), latents and the rank's log (``Tee``: DIR/rank<N>.log, as
+LightX2V prints some lines without a rank); DIR/attn_calls.rank<N>.json is written at exit, on an
+exception and on SIGTERM. ``--bare`` keeps only the platform and synthetic relaxations
+(``rank_env``): the overhead benchmark's baseline. Standard library at import time; a running rank
+imports ``harness.attention.insitu`` (torch, pydantic: the harness's own dependencies).
 """
 
 from __future__ import annotations
@@ -36,6 +26,8 @@ import os
 import runpy
 import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,10 +37,111 @@ from harness.runners.lightx2v.counting import CallBook, Instrument, count_op, in
 from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
 from harness.runners.lightx2v.serve import CallPath
-from harness.runners.lightx2v.served import serve_backends
-from harness.runners.lightx2v.tee import Tee
 
 LIGHTX2V_ENTRY = "lightx2v.infer"
+# stop() writes it into the pipe once fd 1/2 are restored: the pump forwards up to it and ends (an
+# end of file would wait on any child process that inherited the descriptor).
+END_MARK = b"\x00harness.tee.end\x00"
+DRAIN_S = 60.0  # stop()'s wait for the pump: far above a loaded machine's scheduling delays
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write may write part of ``data`` (a signal, a full pipe): write the rest too."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _held_back(buf: bytes) -> int:
+    """How many of buf's last bytes could begin END_MARK (kept until the next read decides)."""
+    for n in range(min(len(buf), len(END_MARK) - 1), 0, -1):
+        if END_MARK.startswith(buf[-n:]):
+            return n
+    return 0
+
+
+class Tee:
+    """File descriptors 1 and 2 (C extensions' output too) copied into one file in whole lines, in
+    the order written; both streams still reach their destinations."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in stop()
+        self._lock = threading.Lock()
+        self._streams: list[tuple[int, int, int, threading.Thread]] = []
+        for fd in (1, 2):
+            saved = os.dup(fd)
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, fd)  # write_end is kept: stop() sends END_MARK through it
+            t = threading.Thread(target=self._pump, args=(read_end, saved), daemon=True, name=f"tee-{fd}")
+            t.start()
+            self._streams.append((fd, saved, write_end, t))
+
+    def _pump(self, read_end: int, out_fd: int) -> None:
+        pending = b""  # the file's partial line
+        buf = b""  # read, not yet forwarded (a possible start of END_MARK)
+        done = False
+        while not done:
+            try:
+                chunk = os.read(read_end, 65536)
+            except OSError:
+                chunk = b""
+            buf += chunk
+            end = buf.find(END_MARK)
+            if end >= 0:
+                out, buf, done = buf[:end], b"", True
+            elif not chunk:
+                out, buf, done = buf, b"", True
+            else:
+                keep = _held_back(buf)
+                out, buf = buf[: len(buf) - keep], buf[len(buf) - keep :]
+            if not out:
+                continue
+            with contextlib.suppress(OSError):  # the destination is gone: the file still gets it
+                _write_all(out_fd, out)
+            pending += out
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                with self._lock:
+                    self._file.write(pending[:cut])
+                pending = pending[cut:]
+        if pending:  # a last line with no newline: ended here, so the other stream's lines stay whole
+            with self._lock:
+                self._file.write(pending + b"\n")
+        os.close(read_end)
+
+    def stop(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        deadline = time.monotonic() + DRAIN_S
+        for fd, saved, write_end, _ in self._streams:
+            os.dup2(saved, fd)  # the descriptor writes to its destination again
+            _send_end_mark(write_end, deadline)
+            os.close(write_end)
+        # `saved` stays open until its pump has forwarded the last bytes through it.
+        for _, saved, _, t in self._streams:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            if not t.is_alive():
+                os.close(saved)
+        self._streams = []
+        with self._lock:
+            self._file.close()
+
+
+def _send_end_mark(write_end: int, deadline: float) -> None:
+    """END_MARK into a pipe that may be full (a slow pump): retried until the deadline, never blocking."""
+    os.set_blocking(write_end, False)
+    while True:
+        try:
+            os.write(write_end, END_MARK)  # shorter than PIPE_BUF: written whole or not at all
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        except OSError:  # the pump has ended (its read end is closed)
+            return
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -151,12 +244,8 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
-    """Ask Linux to send ``sig`` to this rank when its parent (torchrun) dies.
-
-    torchrun starts every rank in a session of its own, so a torchrun killed outright (SIGKILL)
-    would leave its ranks running; with this they get SIGTERM and write their counts. Returns
-    whether the request was made (Linux only).
-    """
+    """Ask Linux for ``sig`` when the parent dies: a torchrun killed outright leaves its ranks (each in
+    a session of its own) running; so they write their counts. Whether the request was made."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
@@ -179,8 +268,7 @@ def _run_entry(entry: str, rest: list[str]) -> None:
 
 
 def plugin_types(plugins: list | None, book: CallBook | None) -> list[str] | None:
-    """The plugins' backend names; None when one fails to import (one line on stderr and in the
-    counts: a ScenarioError already is one line)."""
+    """The plugins' backend names; None when one fails to import (one line on stderr and in the counts)."""
     try:
         return load_plugins(plugins) if plugins else []
     except BaseException as err:  # the user's plugin
@@ -195,7 +283,7 @@ def serve_plugins(names: list[str], book: CallBook | None) -> None:
     """Register the plugins' backends in LightX2V's registry (before it is instrumented)."""
     if not names:
         return
-    served, lightx2v_own = serve_backends(rank_env.attention_registry(), names)
+    served, lightx2v_own = rank_env.serve_backends(rank_env.attention_registry(), names)
     if book is not None:
         book.extra["harness_served"] = served
         for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's

@@ -147,8 +147,7 @@ def _group_and_question(
 
 
 def expect_probes(items: list[tuple[LightX2VParams, RunSpec]]) -> None:
-    """The runs a plan will pre-flight: their questions are asked together (``run_probe``). A new
-    plan's questions replace those of an earlier plan in this process not yet asked."""
+    """The runs a plan will pre-flight, asked together (``run_probe``); they replace an earlier plan's."""
     PROBES.pending.clear()
     for params, spec in items:
         PROBES.expect(
@@ -157,8 +156,7 @@ def expect_probes(items: list[tuple[LightX2VParams, RunSpec]]) -> None:
 
 
 def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
-    """The probe's answer for one arm, in the ranks' interpreter and environment; the questions
-    of other planned arms that share that process are answered by the same probe."""
+    """The probe's answer for one arm; planned arms sharing its process are answered by the same probe."""
 
     def ask(questions: list[dict]) -> list[ProbeResult]:
         return probe_answers(probe_command(params, spec, questions), env, len(questions))
@@ -168,7 +166,6 @@ def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> Pro
 
 def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[ProbeResult]:
     """Run one probe process for ``n`` questions: its answers in order, or the same failure for all."""
-
     found, why = probe_output(command, env, PROBE_TIMEOUT_S, "{")
     try:
         answers = [ProbeResult.model_validate(a) for a in found["answers"]]
@@ -178,8 +175,8 @@ def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[Probe
 
 
 def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:
-    """Why the arm cannot run here (or None), and the probe's result when it got that far; a
-    LightX2V that cannot be imported at all raises FrameworkUnavailable (exit 3, no arm runs)."""
+    """Why the arm cannot run here (or None), and the probe's result if it ran; a LightX2V that cannot
+    be imported raises FrameworkUnavailable (exit 3)."""
     if not (Path(params.root) / "lightx2v" / "infer.py").is_file():
         return (
             f"lightx2v.root {params.root}: lightx2v/infer.py not found "

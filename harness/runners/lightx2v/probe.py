@@ -5,15 +5,11 @@
         [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
     python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
 
-It imports LightX2V's real registry the way a rank does (same ``PLATFORM``, same ``PYTHONPATH``),
-so plugins and platform backends count and nothing is guessed from source text; each attention
-type must be registered, construct, and agree with exact attention on one small call (catches a
-missing kernel module and a miscompiled one). It reports which LightX2V it found and refuses a
-checkout that lacks a feature the scenario relies on. The last stdout line is the answer,
-``{"ok", "reason", "facts"}``, or with ``--questions`` (the pre-flight's form: every arm sharing
-this interpreter and environment, one import of LightX2V for all) ``{"answers": [...]}``.
-
-Standard library at import time; torch and LightX2V are imported by ``probe``.
+It imports LightX2V's real registry as a rank does (same ``PLATFORM`` and ``PYTHONPATH``): each
+attention type must be registered, construct and agree with exact attention on one small call, and
+the checkout must have the features the scenario relies on. The last stdout line is the answer,
+``{"ok", "reason", "facts"}``, or with ``--questions`` (every arm sharing this interpreter and
+environment, one import of LightX2V) ``{"answers": [...]}``. Standard library at import time.
 """
 
 from __future__ import annotations
@@ -41,9 +37,10 @@ from harness.runners.lightx2v.rank_env import (
     pinned_missing,
     prepare_platform,
     sageattention_flavour,
+    serve_backends,
+    shadowed_by_lightx2v,
 )
 from harness.runners.lightx2v.serve import AITER_OP
-from harness.runners.lightx2v.served import serve_backends, shadowed_by_lightx2v
 
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
@@ -62,8 +59,7 @@ SMOKE_HEAD_DIM = 128
 
 
 def _git_sha(path: Path) -> str | None:
-    """The commit of the checkout whose top folder is ``path`` itself, never of one above it (a copy
-    of LightX2V inside another checkout is not that checkout's commit)."""
+    """The commit of the checkout whose top folder is ``path`` itself, never of one above it."""
     from harness.envinfo import git_info
 
     info = git_info(path)
@@ -216,12 +212,8 @@ def _torch_facts(facts: dict[str, Any]) -> int:
 def probe_many(
     questions: list[dict[str, Any]], flavour: str = "package", plugins: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """Several arms' questions (``{attn_types, nproc, count_ops, require, shadow_types}``) in one
-    process: LightX2V is imported once, each question gets its own answer, in order.
-
-    ``shadow_types``: attention types of the arm's in-situ shadows; each must be one LightX2V
-    registers or a harness backend. ``plugins``: the spec's plugins (PluginRef dicts), imported
-    and their backends registered in LightX2V's registry as the ranks do (``served``)."""
+    """Several arms' questions (``{attn_types, nproc, count_ops, require, shadow_types}``), LightX2V
+    imported once, the ``plugins`` (PluginRef dicts) served as the ranks do: the answers in order."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
     facts["questions"] = len(questions)  # how many arms this probe process answered
     answers: list[dict[str, Any] | None] = [None] * len(questions)

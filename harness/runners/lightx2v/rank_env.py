@@ -1,18 +1,18 @@
-"""What the harness sets up inside a LightX2V process before LightX2V runs (ranks, probe, checkpoint writer).
-
-* a ``cpu`` platform, so ``PLATFORM=cpu`` runs LightX2V with no GPU (it ships none);
-* for a synthetic checkpoint only (``checkpoint.SYNTHETIC_MARKER`` present): the text-encoder
-  checks that insist on the released Qwen3-VL sizes, and optionally the reference-image short
-  edge, are set to the checkpoint's values. Never applied to real weights.
-
-It also names what both sides need to know of LightX2V (its sequence-parallel wrappers).
+"""What the harness sets up inside a LightX2V process before LightX2V runs (ranks, probe, checkpoint
+writer): a ``cpu`` platform (LightX2V ships none), the relaxed checks of a synthetic checkpoint
+(never of real weights), the ``sageattention`` flavours, a plugin's backends served in LightX2V's
+``ATTN_WEIGHT_REGISTER`` under their own names as classes whose ``apply`` is the backend's packed
+call (counted, reversed, scheduled and shadowed as any LightX2V class); and what both sides know of
+LightX2V, the harness backends a run calls (at plan time, for its code identity) among it.
 Standard library at import time; torch and LightX2V are imported by the functions.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,7 @@ def attention_registry() -> Any:
 
 
 def sageattention_flavour(module: Any) -> str:
-    """``package`` for thu-ml's sageattention as the environment has it, a pinned install's choice
-    (by where the module lives), else the shim's flavour (by the flag it carries)."""
+    """A shim's flavour (by its flag), a pinned install's (by where it lives), else ``package``."""
     for flavour, (_, flag, _) in SAGEATTENTION_SHIMS.items():
         if getattr(module, flag, False):
             return flavour
@@ -84,7 +83,7 @@ def pinned_missing(flavour: str | None) -> str | None:
 
 
 def flavour_folder(flavour: str | None) -> Path | None:
-    """The folder the ranks' path starts with for ``flavour`` (None: the environment's package)."""
+    """The folder first on the ranks' path for ``flavour`` (None: the environment's package)."""
     if flavour in SAGEATTENTION_SHIMS:
         return SHIMS / SAGEATTENTION_SHIMS[flavour][0]
     if flavour in PINNED_SAGEATTENTION:
@@ -93,10 +92,8 @@ def flavour_folder(flavour: str | None) -> Path | None:
 
 
 def bind_pinned_function() -> str | None:
-    """With a pinned SageAttention, LightX2V's sage_attn2 calls the function that install runs:
-    SageAttention2's is its Triton path only, so ``sageattn_qk_int8_pv_fp16_triton`` on every GPU
-    (what LightX2V binds on capability (8, 9) and (12, 0), gfx1201 included; its ``sageattn``
-    would dispatch to CUDA kernels that were not built). Returns the function's name, or None."""
+    """With a pinned SageAttention, sage_attn2 calls the function that install runs (SageAttention2's
+    Triton path on every GPU: its ``sageattn`` would dispatch to unbuilt CUDA kernels); its name."""
     module = sys.modules.get("sageattention")
     flavour = sageattention_flavour(module) if module is not None else "package"
     lightx2v = sys.modules.get(SAGE_MODULE)
@@ -108,8 +105,7 @@ def bind_pinned_function() -> str | None:
 
 
 def sageattention_identity(flavour: str) -> dict[str, str]:
-    """Version (and commit) of the ``sageattention`` a rank imported: a pinned install's marker, else
-    the installed distribution's metadata (empty for the harness's shims)."""
+    """Version (and commit) of the ``sageattention`` a rank imported (empty for the harness's shims)."""
     if flavour in PINNED_SAGEATTENTION:
         from harness.sage_packages import read_marker
 
@@ -142,12 +138,8 @@ class SyntheticCheckpointError(RuntimeError):
 
 
 def register_cpu_platform() -> None:
-    """Give LightX2V a ``cpu`` device, so ``PLATFORM=cpu`` runs without a GPU.
-
-    Must run before ``import lightx2v``, which initialises the platform named by ``PLATFORM``.
-    Ranks meet over gloo. (LightX2V could also take this through its ``lightx2v.platform_plugins``
-    entry point; registering here needs no installed harness in the ranks' interpreter.)
-    """
+    """Give LightX2V a ``cpu`` device (ranks meet over gloo), before ``import lightx2v`` initialises
+    ``PLATFORM``'s (registered here, not by entry point: no installed harness needed)."""
     import torch.distributed as dist
     from lightx2v_platform.registry_factory import PLATFORM_DEVICE_REGISTER
 
@@ -165,13 +157,8 @@ def register_cpu_platform() -> None:
 
 
 def _complete_torch_cpu() -> None:
-    """Add the CUDA-style calls LightX2V makes on ``torch.<device>`` that ``torch.cpu`` lacks.
-
-    LightX2V calls ``getattr(torch, AI_DEVICE).manual_seed(...)``, ``.empty_cache()`` and memory
-    queries. On the CPU: seeding is the default generator's, there is no cache to empty, and the
-    device-memory counters read 0 (free memory: the machine's available memory). Existing
-    attributes are never replaced.
-    """
+    """The CUDA-style calls LightX2V makes on ``torch.<device>`` that ``torch.cpu`` lacks (seeding,
+    cache, memory counters at 0, free memory the machine's), never replacing one it has."""
     import torch
 
     def free_and_total(*_: Any) -> tuple[int, int]:
@@ -201,13 +188,8 @@ def prepare_platform() -> None:
 
 
 def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: int | None = None) -> dict:
-    """Let LightX2V load a synthetic checkpoint: text-encoder sizes from its config, not the release's.
-
-    LightX2V's Qwen3-VL conditioner refuses any config but the released one and loads exactly
-    50 layers; both are module globals read at run time. They are set from the checkpoint's
-    ``text_encoder/config.json``, and only when the folder carries the synthetic marker, so real
-    weights are never loaded under relaxed checks. Returns what was changed (for the run record).
-    """
+    """Let LightX2V load a synthetic checkpoint (marker required): the Qwen3-VL conditioner's released
+    config and 50 layers (module globals) set from its ``text_encoder/config.json``; what changed."""
     if read_marker(model_path) is None:
         raise SyntheticCheckpointError(
             f"{model_path}: no synthetic-checkpoint marker; refusing to relax LightX2V's checks "
@@ -238,3 +220,103 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
             changed[f"{label}.{name}"] = [getattr(module, name), value]
             setattr(module, name, value)
     return changed
+
+
+EMULATED = "sage_emul_thuml"  # what the emulator shim serves sage_attn2 with (shims/emulator_sageattention)
+# LightX2V types the harness also names, in every checkout: LightX2V's class serves them.
+LIGHTX2V_CORE = frozenset(
+    {"torch_sdpa", "sage_attn2", "aiter_attn", "flash_attn2", "flash_attn3", *SP_WRAPPERS}
+)
+_REGISTERED = re.compile(r"ATTN_WEIGHT_REGISTER\(\s*[\"']([^\"']+)[\"']")
+
+
+@functools.cache
+def lightx2v_types(root: str) -> frozenset[str]:
+    """The attention types a LightX2V checkout's source registers (any platform's), and the core ones."""
+    found = set(LIGHTX2V_CORE)
+    for package in ("lightx2v", "lightx2v_platform"):
+        for path in sorted((Path(root) / package).rglob("*.py")):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "ATTN_WEIGHT_REGISTER" in text:
+                found.update(_REGISTERED.findall(text))
+    return frozenset(found)
+
+
+def harness_backends(spec: Any, params: Any) -> list[str]:
+    """The harness backends a LightX2V run calls: its arm's plugin backends LightX2V lacks, the
+    sage_attn2 emulator where asked for, and shadows LightX2V lacks that are harness backends."""
+    plugins = set(common.plugin_backends(spec.plugins))
+    own = lightx2v_types(params.root)
+    arm = [spec.attn_type, params.attention.refiner_attn_type]
+    if spec.schedule is not None:
+        arm.append(spec.schedule.exact)
+    names = [n for n in arm if n in plugins and n not in own]
+    if params.sageattention == "emulator" or "emulator" in params.shadow_sageattention.values():
+        names.append(EMULATED)
+    others = [s.attn_type for s in spec.shadows if s.attn_type not in own]
+    if others:  # the harness registry imports torch: only for shadows LightX2V does not serve
+        from harness.attention.registry import BACKENDS
+
+        names += [n for n in others if n in BACKENDS]
+    return list(dict.fromkeys(names))
+
+
+def served_backend(cls: Any) -> str | None:
+    """The harness backend a registry entry serves (None: one of LightX2V's own classes)."""
+    return getattr(cls, "harness_backend", None)
+
+
+def weight_class(name: str, base: type | None = None) -> type:
+    """A LightX2V attention weight class calling harness backend ``name`` (``base``: LightX2V's template)."""
+    from harness.attention.registry import backend_class, get_backend
+
+    if base is None:
+        try:
+            from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
+        except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
+            base = object
+
+    class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
+        harness_backend = name
+        harness_exact = bool(backend_class(name).exact)
+
+        def __init__(self):  # LightX2V builds attention as REGISTER[name]()
+            self.weight_name = name
+            self.config = {}
+            self.backend = get_backend(name)
+
+        def apply(self, q, k, v, drop_rate=0, attn_mask=None, causal=False, cu_seqlens_q=None, cu_seqlens_kv=None,
+                  max_seqlen_q=None, max_seqlen_kv=None, **kwargs):  # fmt: skip
+            return self.backend.apply(
+                q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+                causal=causal, attn_mask=attn_mask, drop_rate=drop_rate, **kwargs,
+            )  # fmt: skip
+
+    HarnessAttnWeight.__name__ = HarnessAttnWeight.__qualname__ = f"HarnessAttnWeight[{name}]"
+    return HarnessAttnWeight
+
+
+def serve_backends(registry: Any, names: list[str], base: type | None = None) -> tuple[list[str], list[str]]:
+    """Register each backend of ``names`` ``registry`` lacks: (registered, left to LightX2V's own class)."""
+    served, lightx2v_own = [], []
+    for name in names:
+        if name in registry:
+            (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
+            continue
+        registry[name] = weight_class(name, base)
+        served.append(name)
+    return served, lightx2v_own
+
+
+def shadowed_by_lightx2v(attn_types: list[str], lightx2v_own: list[str]) -> str | None:
+    """Why an arm whose type both a plugin and LightX2V register cannot run (LightX2V's would serve it)."""
+    for name in attn_types:
+        if name in lightx2v_own:
+            return (
+                f"attn_type {name!r}: a plugin registers a harness backend of that name, but LightX2V has "
+                "its own class of that name, which would serve it (rename the plugin's backend)"
+            )
+    return None

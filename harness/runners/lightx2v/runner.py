@@ -1,11 +1,8 @@
 """The LightX2V runner: one real LightX2V inference per arm, through torchrun and the harness's launcher.
 
-For each arm it writes ONE resolved config into the run directory (``config.json``: the
-scenario's base config from the LightX2V checkout, then ``config_overrides``, then the arm's
-``attn_type``; LightX2V's own files are never edited) and launches the command of ``command``.
-What the pre-flight probe learnt about the ranks' environment reaches ``prepare`` on this runner
-object (the executor runs both stages of a run on one runner) and is written into the run
-directory (``lightx2v_env.json``).
+Each arm's run directory gets ONE resolved config (``config.json``: the base config, then
+``config_overrides``, then the arm's ``attn_type``; LightX2V's files are never edited) and the
+probe's facts (``lightx2v_env.json``, kept on this runner between the pre-flight and ``prepare``).
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from harness.runners.lightx2v.latents import LATENTS_DIR
 from harness.runners.lightx2v.params import params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
-from harness.runners.lightx2v.served import harness_backends as served_backends
+from harness.runners.lightx2v.rank_env import harness_backends as served_backends
 from harness.safe_write import atomic_write_json
 from harness.store import LAYERS_JSON, write_record
 
@@ -55,9 +52,8 @@ class LightX2VRunner(Runner):
         return resolve_params(scenario, arm, profile).model_dump(mode="json")
 
     def harness_backends(self, spec: RunSpec) -> list[str]:
-        """Only the harness backends the run calls: the arm's attn_type is normally LightX2V's own
-        class (its torch_sdpa is not the harness's), so plugin backends, the sage_attn2 emulator and
-        shadows the harness serves (``served.harness_backends``)."""
+        """Only the harness backends the run calls (``rank_env.harness_backends``): LightX2V's own classes
+        serve the rest (its torch_sdpa is not the harness's)."""
         try:
             params = params_of(spec)
         except HarnessError:  # not planned by this runner: the pre-flight says why

@@ -1,10 +1,6 @@
-"""What a `runner: lightx2v` scenario adds to the scenario core: the `lightx2v:` block (how to run
-one arm through a LightX2V checkout), the arm fields only LightX2V arms have, and the rule on what
-its launcher can apply (``SCENARIO_PART``, registered in ``harness.plugins``).
-
-Kept free of heavy imports (no torch, no LightX2V): the scenario loader imports it on every
-command. Paths may be absolute or relative to ``root`` (the LightX2V checkout); ``${VAR}`` is
-expanded by the loader before validation.
+"""What a `runner: lightx2v` scenario adds (``SCENARIO_PART``): the `lightx2v:` block, the arm fields
+only LightX2V arms have, and what its launcher can apply. No heavy imports: the scenario loader
+imports it on every command. Paths are absolute or relative to ``root`` (the LightX2V checkout).
 """
 
 from __future__ import annotations
@@ -29,14 +25,6 @@ def h3_dit_dir(task: str) -> str:
 def h3_model_dirs(task: str) -> tuple[str, ...]:
     """The folders a MiniMax-H3 task loads: ref2av needs transformer_ref/, never transformer/."""
     return (h3_dit_dir(task), *H3_COMPONENT_DIRS)
-
-
-def check_op_refs(ops: dict[str, str]) -> dict[str, str]:
-    for label, ref in ops.items():
-        mod, _, attr = ref.partition(":")
-        if not mod or not attr:
-            raise ValueError(f"count_ops.{label}: expected 'module:function', got {ref!r}")
-    return ops
 
 
 class SyntheticCheckpoint(BaseModel):
@@ -192,13 +180,16 @@ class LightX2VArmFields(Strict):
     @field_validator("count_ops")
     @classmethod
     def _op_refs(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_op_refs(v)
+        for label, ref in v.items():
+            mod, _, attr = ref.partition(":")
+            if not mod or not attr:
+                raise ValueError(f"count_ops.{label}: expected 'module:function', got {ref!r}")
+        return v
 
 
 def check_perturbations(scenario: Any) -> None:
-    """The LightX2V launcher reverses K/V; chunked K/V and backend options are the harness's own
-    attention chain's, and so are a schedule's exact options (its exact backend is LightX2V's class
-    of that name)."""
+    """The LightX2V launcher reverses K/V; chunked K/V, backend options and a schedule's exact options
+    are the harness's own attention chain's (a schedule's exact backend is LightX2V's class)."""
     for i, a in enumerate(scenario.arms):
         refused = a.harness_only("the LightX2V launcher")
         if refused:

@@ -92,11 +92,8 @@ def q_shape(q) -> list[int]:
 def check_call(
     name: str, run: Callable[[Any, Any, Any], Any], q, k, v, causal: bool = False
 ) -> tuple[Any, dict[str, Any] | None]:
-    """Run the call (``run(q, k, v)``) and compare it with the direct op: (output, check or None).
-
-    Copies come first: an op may change its inputs in place (SageAttention 1.x subtracts K's mean
-    from K), and the direct call must see what the backend saw.
-    """
+    """``run(q, k, v)`` compared with the direct op: (output, check or None). Copies come first: an op
+    may change its inputs in place (SageAttention 1.x subtracts K's mean from K)."""
     import torch
 
     direct = DIRECT_OPS.get(name)
@@ -159,11 +156,8 @@ def with_tensors(bound: inspect.BoundArguments, tensors: dict[str, Any]) -> tupl
 
 
 class CallPath:
-    """Serves and counts the in-scope calls of the requested backend (``Instrument.serve``).
-
-    ``raw(name)``: LightX2V's uninstrumented class of an attention type; ``shadowed``: the
-    ``(ShadowedAttention, primary, context)`` of ``shadows.build_shadowed``, or None.
-    """
+    """Serves and counts the in-scope calls of the requested backend (``Instrument.serve``); ``raw(name)``:
+    LightX2V's uninstrumented class; ``shadowed``: ``shadows.build_shadowed``'s triple, or None."""
 
     def __init__(
         self,

@@ -1,22 +1,11 @@
-"""Inside a rank: the in-situ shadows of a LightX2V arm, measured by ``harness.attention.insitu``.
-
-``--insitu JSON`` (``insitu_payload``: the arm's name, its ``RunSpec.shadows`` each with the
-``sageattention`` its arm asks for, and ``RunSpec.insitu``) gives a
-:class:`~harness.attention.insitu.shadow.ShadowedAttention` around every in-scope call of the arm:
-
-* its primary is the call the model makes, served as ``serve.CallPath`` decided (schedule,
-  first-call check), on the very tensors: the model receives that output unchanged;
-* a shadow whose attention type LightX2V registers is LightX2V's own class of that name (what
-  that arm runs), K/V reversed for a noise floor, called with the call's own arguments; one of
-  ``sage_attn2`` with another ``sageattention`` (the aiter shim, the harness's emulator) runs
-  LightX2V's class with the module's ``sageattn`` bound to that shim's for the call;
-* any other name is the harness backend of that name (``harness backends``: an emulator, say),
-  and so is a plugin's backend, which the launcher registered in LightX2V's registry (``served``).
-
-Each TP rank measures its own heads and writes ``insitu/rank<N>.jsonl``. A shadow that cannot run
-here (LightX2V registers the type but its kernel fails a small first call, say) is named in the
-rank's meta notes and left out; the arm runs on. torch, pydantic and the
-harness's attention package are imported only by ``build_shadowed`` (a run with shadows).
+"""Inside a rank: the in-situ shadows of a LightX2V arm (``--insitu JSON``, ``insitu_payload``), a
+``harness.attention.insitu.shadow.ShadowedAttention`` around every in-scope call. Its primary is the
+call the model makes, served as ``serve.CallPath`` decided, whose output the model receives
+unchanged; a shadow of a type LightX2V registers is LightX2V's own class (``sage_attn2`` with another
+``sageattention``: bound to that one's ``sageattn`` for the call), any other (a plugin's too) the
+harness backend of that name. Each TP rank writes ``insitu/rank<N>.jsonl``; a shadow that cannot run
+here is noted and left out, the arm runs on. torch, pydantic and the harness's attention package
+are imported by ``build_shadowed`` only.
 """
 
 from __future__ import annotations
@@ -34,8 +23,8 @@ from harness.runners.lightx2v.rank_env import (
     SAGEATTENTION_SHIMS,
     SHIMS,
     flavour_text,
+    served_backend,
 )
-from harness.runners.lightx2v.served import served_backend
 
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
 EXACT_TYPES = frozenset({"torch_sdpa", "flash_attn2", "flash_attn3", "flash_attn4", "aiter_attn"})
@@ -57,8 +46,7 @@ def output_heads_first(out: Any, heads: int, head_dim: int) -> Any:
 
 
 def load_shim(flavour: str) -> Any:
-    """One of the harness's ``sageattention`` shims, imported under a private name (the process's
-    own ``sageattention`` is left as it is)."""
+    """One of the harness's ``sageattention`` shims, under a private name (``sageattention`` untouched)."""
     folder = SAGEATTENTION_SHIMS[flavour][0]
     name = f"harness_shim_{folder}"
     if name in sys.modules:
@@ -71,16 +59,15 @@ def load_shim(flavour: str) -> Any:
 
 
 def pinned_function(flavour: str) -> Any:
-    """The function a pinned SageAttention runs (``rank_env.bind_pinned_function``), loaded under a
-    private name beside the process's own ``sageattention``."""
+    """The function a pinned SageAttention runs (``rank_env.bind_pinned_function``), under a private name."""
     from harness.sage_packages import load
 
     return getattr(load(flavour), PINNED_SAGEATTENTION[flavour].function)
 
 
 def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
-    """The two op classes (built on first use: they subclass the harness's AttentionOp, which
-    imports torch). ``insitu_context["kwargs"]``: the current call's arguments besides q, k, v."""
+    """The two op classes (built on first use: AttentionOp imports torch); ``insitu_context["kwargs"]``:
+    the current call's arguments besides q, k, v."""
     from harness.attention.registry import AttentionOp, UnsupportedCall, default_scale
 
     class PrimaryCall(AttentionOp):
@@ -176,9 +163,8 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
 
 
 def _smoke(make: Callable[[], Any]) -> str | None:
-    """Why the LightX2V attention ``make()`` gives cannot serve a call here (a registered type
-    whose kernel is not installed raises on its first call), or None. An inaccurate answer is no
-    reason: the shadow is there to measure it."""
+    """Why the LightX2V attention ``make()`` gives fails a first call here (a kernel not installed), or
+    None; an inaccurate answer is no reason (the shadow measures it)."""
     from harness.runners.lightx2v.probe import smoke_call
 
     try:
@@ -194,11 +180,8 @@ def _smoke(make: Callable[[], Any]) -> str | None:
 
 
 def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str, sites: Any, served: dict):
-    """(shadowed attention, its primary, the shared call context) for a rank.
-
-    ``raw_of(name)``: LightX2V's uninstrumented class of an attention type (None: not registered);
-    ``served``: {name, exact, kv_reversed} of the arm's own attention.
-    """
+    """(shadowed attention, its primary, the shared call context) for a rank; ``raw_of(name)``:
+    LightX2V's uninstrumented class (None: not registered); ``served``: the arm's {name, kv_reversed}."""
     from harness.attention.insitu.recorder import InSituRecorder
     from harness.attention.insitu.shadow import ShadowedAttention
     from harness.attention.wrappers import make_attention

@@ -1,14 +1,8 @@
-"""A `sageattention` package served by aiter's gfx1201 SageAttention op.
-
-Put this folder's parent first on PYTHONPATH (the LightX2V runner does it for arms with
-``sageattention: aiter_shim``) and LightX2V's ``sage_attn2`` backend calls aiter's op instead of
-thu-ml's kernels. That gives two routes to one kernel (``aiter_sage_attn`` directly, and
-``sage_attn2`` through this package) whose outputs must be bitwise identical.
-
-The op computes non-causal dense attention on contiguous BF16 ``[B, S, H, 128]`` tensors with
-the fixed scale ``head_dim ** -0.5``; anything it cannot honour (causal, masks, another scale,
-LSE output) is refused with an error rather than silently computed differently. Knobs that only
-pick one of thu-ml's kernel variants are accepted and ignored: the op has a single recipe.
+"""A `sageattention` package served by aiter's gfx1201 SageAttention op: first on PYTHONPATH (arms
+with ``sageattention: aiter_shim``), LightX2V's ``sage_attn2`` calls aiter's op, a second route to
+the kernel of ``aiter_sage_attn`` (the outputs must be bitwise identical). The op is non-causal
+dense attention at scale ``head_dim ** -0.5``: causal, masks, another scale and LSE are refused,
+never computed differently; knobs that pick one of thu-ml's kernel variants are ignored.
 """
 
 from __future__ import annotations
@@ -22,14 +16,13 @@ IS_AITER_SHIM = True  # lets the harness tell this package from thu-ml's
 OP_MODULE = "aiter.ops.gfx1201.sage_attention"
 OP_NAME = "gfx1201_sage_attention"
 
-# thu-ml keyword arguments that only choose a kernel variant or a quantisation granularity.
 _IGNORED = frozenset(
     {"quantization_backend", "qk_quant_gran", "pv_accum_dtype", "smooth_k", "smooth_v", "output_dtype"}
 )
 
 
 def _op():
-    """The aiter function, looked up on every call so that a counting wrapper put on it is seen."""
+    """The aiter function, looked up on every call (a counting wrapper put on it is seen)."""
     try:
         module = importlib.import_module(OP_MODULE)
     except ImportError as err:

@@ -1,16 +1,8 @@
-"""A `sageattention` package served by the harness's emulation of thu-ml SageAttention.
-
-Put this folder's parent first on PYTHONPATH (the LightX2V runner does it for arms with
-``sageattention: emulator``) and LightX2V's own ``sage_attn2`` backend runs the harness's
-``sage_emul_thuml`` - the PyTorch emulation of the kernel ``sage_attn2`` runs on the H200
-(SageAttention 1.0.6's Triton ``sageattn``: INT8 QK per block, P and V in fp16) - on any device,
-the CPU included. A quantised candidate then runs through the real LightX2V where no GPU is:
-its schedules, in-situ errors and verdicts can be checked in CI. It is an emulation, not the
-kernel: its timings are no kernel's.
-
-Non-causal dense attention only, the softmax scale given or ``head_dim ** -0.5``; causal, masks
-and LSE output are refused. Knobs that pick one of thu-ml's kernel variants are accepted and
-ignored (the emulation has one recipe, the backend's defaults).
+"""A `sageattention` package served by the harness's ``sage_emul_thuml`` (the PyTorch emulation of
+SageAttention 1.0.6's Triton ``sageattn``, what ``sage_attn2`` runs on the H200): first on PYTHONPATH
+(arms with ``sageattention: emulator``), a quantised candidate runs through the real LightX2V on any
+device, the CPU included, so CI checks its schedules, in-situ errors and verdicts (timings are no
+kernel's). Non-causal, unmasked, no LSE; knobs picking one of thu-ml's kernel variants are ignored.
 """
 
 from __future__ import annotations
@@ -37,7 +29,7 @@ def _emulation():
 
 
 def provenance() -> dict:
-    """What the emulation models and whether it was measured (the backend's params record it)."""
+    """What the emulation models and whether it was measured."""
     return _emulation().params["provenance"]
 
 
