@@ -17,18 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
 
 from harness.errors import CampaignLocked, HarnessError
 from harness.safe_write import WriteError, refuse_linked_folders
-
-
-class CampaignDir(Protocol):  # harness.store.CampaignDir (which imports this module)
-    path: Path
-
-    @property
-    def lock_file(self) -> Path: ...
-
+from harness.store import CampaignDir
 
 WRITERS = ("run", "ingest", "report")
 
