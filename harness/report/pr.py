@@ -100,28 +100,24 @@ def emulator_lines(res: ReportResults) -> list[str]:
     return [f"- {md_text(r.emulator_detail)}" for r in res.review if r.emulator_detail]
 
 
+# pr.md's statistics columns: head, the statistics it shows (joined by ' / ') and their decimals
+STATS_COLUMNS = (
+    ("luma mean / std", ("luma_mean", "luma_std"), 1),
+    ("sharpness (Laplacian var.)", ("sharpness",), 1),
+    ("mean frame-to-frame abs diff", ("motion",), 2),
+    ("audio RMS / peak", ("audio_rms", "audio_peak"), 3),
+)
+
+
 def stats_table(res: ReportResults) -> list[str]:
     """One row per run (the first repeat of each seed), as report.md's statistics table."""
-    head = [
-        "run",
-        "luma mean / std",
-        "sharpness (Laplacian var.)",
-        "mean frame-to-frame abs diff",
-        "audio RMS / peak",
-    ]
     rows = []
     for r in (r for r in res.primary_runs if r.stats is not None):
         f = stat_fields(r.stats)
         rows.append(
-            [
-                r.key,
-                f"{fmt_rounded(f['luma_mean'], 1, 4)} / {fmt_rounded(f['luma_std'], 1, 4)}",
-                fmt_rounded(f["sharpness"], 1, 4),
-                fmt_rounded(f["motion"], 2, 4),
-                f"{fmt_rounded(f['audio_rms'], 3, 4)} / {fmt_rounded(f['audio_peak'], 3, 4)}",
-            ]
+            [r.key, *(" / ".join(fmt_rounded(f[k], d, 4) for k in keys) for _, keys, d in STATS_COLUMNS)]
         )
-    return md_rows(head, rows)
+    return md_rows(["run", *(head for head, _, _ in STATS_COLUMNS)], rows)
 
 
 def _run_facts(r: RunSummary) -> list[str]:
@@ -165,12 +161,9 @@ def facts(res: ReportResults) -> list[str]:
         out.append(f"video and audio bitwise identical to {res.reference_arm}: no run")
     if res.frame_indices:
         seed = res.primary_seed
-        cols = [r.key for r in res.primary_runs if r.seed == seed and r.ok and r.output]
-        out.append(
-            f"frames {' / '.join(map(str, res.frame_indices))} side by side (section 5 of report.md and of "
-            "index.html), "
-            f"columns: {' | '.join(cols)}"
-        )
+        cols = " | ".join(r.key for r in res.primary_runs if r.seed == seed and r.ok and r.output)
+        shown = " / ".join(map(str, res.frame_indices))
+        out.append(f"frames {shown} side by side (section 5 of report.md and of index.html), columns: {cols}")
     return out
 
 
