@@ -72,12 +72,8 @@ class BuiltinRunner(Runner):
         from harness.tiny_ref2av.config import PRESETS
 
         block = scenario.runner_block() or BuiltinBlock()
-        overrides = {
-            **block.params,
-            **(scenario.profiles.get(profile, {}) if profile else {}),
-            **arm.overrides,
-        }
-        cfg = PRESETS[block.preset].with_overrides(overrides)
+        profile_params = scenario.profiles.get(profile, {}) if profile else {}
+        cfg = PRESETS[block.preset].with_overrides({**block.params, **profile_params, **arm.overrides})
         return {
             "preset": block.preset,
             "prompt": block.prompt,

@@ -244,15 +244,8 @@ def run_pipeline(
         if lossless_path is not None:
             lossless = LosslessWriter(lossless_path, fps=cfg.fps, audio=audio, sample_rate=cfg.audio_rate)
             frames = lossless.tee(frames)
-        write_av(
-            out_path,
-            frames,
-            audio,
-            fps=cfg.fps,
-            sample_rate=cfg.audio_rate,
-            crf=cfg.crf,
-            preset=cfg.x264_preset,
-        )
+        codec = {"crf": cfg.crf, "preset": cfg.x264_preset}
+        write_av(out_path, frames, audio, fps=cfg.fps, sample_rate=cfg.audio_rate, **codec)
         if lossless is not None:
             lossless.close()
         copy_s = lossless.seconds if lossless is not None else 0.0

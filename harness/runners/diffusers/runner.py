@@ -26,6 +26,7 @@ CALL_FIELDS = {
 }
 NOT_PLANNED = "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
 PROBE_TIMEOUT_S = 600.0
+HEAD_DIM_KEYS = ("attention_head_dim", "audio_attention_head_dim")  # of the transformer's config.json
 # Every backend the plan named, by probe environment: the first pre-flight there probes them together.
 PROBES = ProbeBatch()
 
@@ -36,11 +37,7 @@ def head_dims(params: dict[str, Any]) -> list[int]:
     found: list[int] = []
     try:
         data = json.loads(config.read_text())
-        found = [
-            data[k]
-            for k in ("attention_head_dim", "audio_attention_head_dim")
-            if isinstance(data.get(k), int)
-        ]
+        found = [data[k] for k in HEAD_DIM_KEYS if isinstance(data.get(k), int)]
     except (OSError, ValueError):
         synthetic = params.get("synthetic_checkpoint")
         if synthetic:

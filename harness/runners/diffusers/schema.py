@@ -162,17 +162,9 @@ def _names_in(path: str) -> tuple[str, ...] | None:
         tree = ast.parse(Path(path).read_text())
     except (OSError, SyntaxError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == ENUM_CLASS:
-            values = [
-                item.value.value
-                for item in node.body
-                if isinstance(item, ast.Assign)
-                and isinstance(item.value, ast.Constant)
-                and isinstance(item.value.value, str)
-            ]
-            return tuple(values) or None
-    return None
+    body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == ENUM_CLASS), [])
+    values = (getattr(item.value, "value", None) for item in body if isinstance(item, ast.Assign))
+    return tuple(v for v in values if isinstance(v, str)) or None
 
 
 def dispatcher_names() -> list[str] | None:
