@@ -143,13 +143,6 @@ def _frame_pairs(a: str, b: str, limit: int):
     return islice(zip(iter_frames(a, strict=False), iter_frames(b, strict=False), strict=False), limit)
 
 
-def _read_csv(path: Path, limit: int) -> dict[str, list[float]]:
-    """The per-frame values (``FRAME_COLUMNS``) of the suite's CSV, on its first ``limit`` frames."""
-    with open(path, newline="") as fh:
-        rows = [row for row in csv.DictReader(fh) if int(row["frame"]) < limit]
-    return {k: [float(row[k]) for row in rows] for k in FRAME_COLUMNS}
-
-
 def _suite(a: str, b: str, device: str, limit: int) -> dict:
     from harness.collect.suite import measure_pair
     from harness.metrics.metric import in_order
@@ -157,7 +150,9 @@ def _suite(a: str, b: str, device: str, limit: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "frames.csv"
         res = measure_pair(a, b, device=device, csv_path=csv_path)
-        frame_values = _read_csv(csv_path, limit)
+        with open(csv_path, newline="") as fh:  # the per-frame values of its first ``limit`` frames
+            rows = [row for row in csv.DictReader(fh) if int(row["frame"]) < limit]
+    frame_values = {k: [float(row[k]) for row in rows] for k in FRAME_COLUMNS}
     metrics = {m.key: x for m in in_order() if (x := m.get(res)) is not None}
     n = res.video.frames
     return {

@@ -52,18 +52,14 @@ def children(pid: int) -> list[int]:
     return [p for p, f in fields.items() if f and f[0] != b"Z" and int(f[1]) == pid]
 
 
-def _reap() -> None:
-    with contextlib.suppress(ChildProcessError):  # no child left
-        while os.waitpid(-1, os.WNOHANG)[0] != 0:
-            pass
-
-
 def sweep() -> None:
     """SIGKILL every process still a child of this guard (the runner's orphans, reparented here;
     the runner is done, nothing of it is waited for) and theirs as they are reparented, reaping each."""
     me = os.getpid()
     for _ in range(100):  # a tree that forks faster than it is killed is bounded by the rounds
-        _reap()
+        with contextlib.suppress(ChildProcessError):  # reap the ended ones; none left
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                pass
         kids = children(me)
         if not kids:
             return

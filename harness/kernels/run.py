@@ -215,13 +215,6 @@ def _make_inputs(shape: KernelShape, device: torch.device, seed: int) -> tuple[t
     return q, k, v
 
 
-def _reference_dtype(choice: str, shape: KernelShape) -> torch.dtype:
-    if choice == "auto":
-        scores = shape.batch * shape.heads * shape.seq_q * (shape.seq_k or shape.seq_q)
-        choice = "fp64" if scores <= FP64_MAX_SCORES else "fp32"
-    return torch.float64 if choice == "fp64" else torch.float32
-
-
 def fresh(tensors) -> list[torch.Tensor]:
     """Copies of the inputs for one call that may write into them."""
     return [x.clone() for x in tensors]
@@ -424,7 +417,11 @@ def run_kernels(
     for index, (shape, scale, cap) in enumerate(jobs):
         say(f"shape {shape.name}: {'captured ' if cap else ''}inputs and reference")
         inputs = load_captured(cap, device) if cap else _make_inputs(shape, device, block.seed + index)
-        ref_dtype = _reference_dtype(block.reference, shape)
+        choice = block.reference
+        if choice == "auto":
+            scores = shape.batch * shape.heads * shape.seq_q * (shape.seq_k or shape.seq_q)
+            choice = "fp64" if scores <= FP64_MAX_SCORES else "fp32"
+        ref_dtype = torch.float64 if choice == "fp64" else torch.float32
         chunk = 1 << 23 if device.type != "cuda" else 1 << (28 if ref_dtype == torch.float32 else 27)
         t0 = time.perf_counter()
         ref = exact_attention(*inputs, scale, compute_dtype=ref_dtype, max_chunk_elems=chunk)

@@ -194,12 +194,6 @@ def _files(entry: CapturedInputs) -> list[Path]:
     return found[: entry.max_files]
 
 
-def _run_name(file: Path) -> str:
-    """The run a capture came from (<run>/insitu/captures/<file>), else ''."""
-    parts = file.resolve().parts
-    return parts[-4] if len(parts) >= 4 and parts[-3:-1] == ("insitu", "captures") else ""
-
-
 def captured_shapes(entry: CapturedInputs) -> list[CapturedShape]:
     """The shapes of one ``captured:`` entry (a one-line HarnessError for a missing or foreign file)."""
     from safetensors import SafetensorError, safe_open
@@ -222,7 +216,8 @@ def captured_shapes(entry: CapturedInputs) -> list[CapturedShape]:
             raise HarnessError(
                 f"kernels.captured: {file}: q {q_shape} {dtype}: expected [B, H, N, D] bf16/fp16/fp32"
             )
-        run = _run_name(file)
+        parts = file.resolve().parts  # the run it came from: <run>/insitu/captures/<file>
+        run = parts[-4] if len(parts) >= 4 and parts[-3:-1] == ("insitu", "captures") else ""
         where = ", ".join(f"{k} {meta[k]}" for k in ("step", "block", "kind") if k in meta)
         shape = KernelShape(
             name=".".join(x for x in (entry.label or "captured", run, file.stem) if x),
