@@ -1,9 +1,12 @@
 """The analysis of a campaign: compare (each first repeat with its seed's reference), aggregate, test
 (every run of an arm) and judge once, and write results.json; costly pieces are cached under their
-inputs' hashes (``compare.cache``), the whole under the digest of what it read (``analysis.digest``)."""
+inputs' hashes (``compare.cache``), the whole under the digest of what it read (``inputs_digest``)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,10 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
-from harness.analysis.digest import inputs_digest, reusable
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.judge import judge
-from harness.analysis.model import LatentSeries, ReportResults, read_results
+from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
 from harness.analysis.sentences import voice
 from harness.analysis.speed import auto_note, speed_families
 from harness.analysis.stat_rule import rule_text
@@ -25,6 +27,7 @@ from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_compa
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
+from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
 from harness.scenario.verdict import VerdictRules
 from harness.store import RUN_JSON as RUN_JSON_NAME
@@ -403,4 +406,68 @@ def judge_again(campaign: CampaignDir) -> ReportResults:
     judge_campaign(res, campaign, insitu=True)
     voice(res)
     write_record(results_json, res)
+    return res
+
+
+# 2: a shadowed copy of the exact trajectory is no candidate; 3: the headline ratio is the decisive one
+ANALYSIS_VERSION = 3
+PACKAGE = Path(__file__).resolve().parents[1]
+RENDERERS = ("report", "cli")  # their code changes no result
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of the harness source that computes results (sorted paths and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in RENDERERS or rel.parts[0].startswith(RENDERERS):
+            continue
+        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def campaign_json_digest(path: Path) -> str:
+    """campaign.json's content but its ``updated_at`` (all a ``harness run`` that reruns nothing changes)."""
+    data = path.read_bytes()
+    try:
+        record = json.loads(data)
+        record.pop("updated_at", None)
+        return canonical_hash(record)
+    except (ValueError, AttributeError):  # damaged: its bytes
+        return hashlib.sha256(data).hexdigest()
+
+
+def inputs_digest(campaign: CampaignDir, hashes: FileHashes, rules: VerdictRules | None) -> str:
+    files = {"campaign.json": campaign_json_digest(campaign.campaign_json)}
+    if campaign.runs_dir.is_dir():
+        for path in sorted(campaign.runs_dir.rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(campaign.path).as_posix()
+                try:
+                    files[rel] = hashes.sha256(path)
+                except OSError:  # removed meanwhile (the analysis names what is missing)
+                    files[rel] = "unreadable"
+    return canonical_hash(
+        {
+            "analysis": ANALYSIS_VERSION,
+            "code": code_digest(),
+            "campaign": str(campaign.path.resolve()),
+            "rules": rules.model_dump() if rules is not None else None,
+            "files": files,
+        }
+    )
+
+
+def reusable(results_json: Path, digest: str) -> ReportResults | None:
+    """The results.json at ``results_json`` when it is this digest's analysis with every asset present."""
+    try:
+        res = ReportResults.model_validate_json(results_json.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if res.schema_version != RESULTS_SCHEMA or res.inputs_digest != digest:
+        return None
+    root = results_json.parent
+    if not all((root / rel).is_file() for rel in res.assets.values()):
+        return None
     return res

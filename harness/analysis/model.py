@@ -2,10 +2,12 @@
 needs of the media is written under assets/ and named in ``ReportResults.assets``: ``frame:<run>:<index>``,
 ``series:<run>`` (``FrameSeries``), ``audio:<run>`` and ``spectrogram:<run>`` (``AudioView``),
 ``diff:<run>:<index>`` (``DiffScale``), ``clip:<run>`` and ``specdiff:<run>``, so a renderer needs this
-file and those assets alone, never the campaign's media."""
+file and those assets alone, never the campaign's media. A results.json read from the world travels, so it
+is held to bounds before anything is read of it, refused in one line (exit 3: ``load_results_json``)."""
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from pathlib import Path
@@ -16,14 +18,15 @@ from pydantic import Field, ValidationError
 # What results.json holds, by name (its own records and those of the stages it carries), so a renderer
 # needs this module alone: the names imported and not used here are there for it.
 from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow  # noqa: F401
-from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Summary, Terms  # noqa: F401
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
 from harness.compare.pairwise import Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
-from harness.records import Record, check_schema
+from harness.errors import Exit, HarnessError
+from harness.input_files import check_input, read_input_text
+from harness.records import Record, check_schema, positive_seconds, stage_seconds, step_count
 from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
@@ -192,6 +195,75 @@ class SpectrogramDiff(Record):
     mean_abs_db: float = 0.0
 
 
+INSITU_WHAT = "in-situ error / the exact floor's"  # what a ratio measures where in situ decides
+
+
+class Terms(Record):
+    """A number with its interval and what the interval is."""
+
+    value: float | None = None
+    ci: tuple[float, float] | None = None
+    ci_what: str = ""  # "95 % CI", "range over seeds"
+    word: str = ""
+
+
+class Reading(Record):
+    """One candidate at the top of the report, with the sentences every renderer prints of it."""
+
+    arm: str
+    word: str
+    ratio: Terms = Field(default_factory=Terms)
+    ratio_what: str = ""  # what the ratio measures: "video MSE / the floor's", "in-situ error / ..."
+    tolerance: float = 2.0
+    regime: str = ""
+    step: Terms = Field(default_factory=Terms)  # DiT s/step speed-up
+    total: Terms = Field(default_factory=Terms)  # pipeline-total speed-up
+    baseline: bool = False  # the scenario's accepted baseline
+    text: str = ""  # the verdict in words
+    decided_by: str = ""  # the part whose word is the verdict's (``Verdict.decided_by``)
+    end_to_end: Terms = Field(default_factory=Terms)  # the decoded output's own reading
+    end_to_end_what: str = ""
+    insitu: Terms | None = None  # the in-situ reading (ratio to the exact floor's, word), where there is one
+    identical_seeds: list[int | None] = Field(default_factory=list)  # bitwise the reference's output
+    seeds: int = 0
+    warnings: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    attention: str = ""  # why the attention is invalid, where it is
+    emulator: bool = False  # a numerics model: its accuracy stands for a kernel's, its timing for none
+    badge: str = ""  # an emulator's words after its name; "" for a kernel
+    emulator_detail: str = ""  # what the emulator models and how far that was checked
+    name: str = ""  # its name as a line leads with it (with an emulator's badge)
+    # Its sentences (``analysis.sentences``):
+    line: str = ""  # the summary's line: name, word, the deciding ratio, the speed-up
+    ratio_line: str = ""  # the deciding ratio with its interval and the tolerance
+    lines: list[str] = Field(default_factory=list)  # the badge's accuracy lines ("error: ...")
+    bare_lines: list[str] = Field(default_factory=list)  # the same without "error: " (a table cell)
+    step_line: str = ""  # "DiT s/step speed-up ..." (or why there is none)
+    total_line: str = ""
+    step_cell: str = ""  # the speed-up with its interval and word, as a table cell
+    total_cell: str = ""
+    note: str = ""  # why a run is missing or invalid
+    warning_lines: list[str] = Field(default_factory=list)  # each warning led by its arm's name
+
+
+class FloorPoint(Record):
+    """An exact noise-floor arm on the speed-against-accuracy axes."""
+
+    arm: str
+    speedup: Terms = Field(default_factory=Terms)
+    ratio: float  # its own error energy / the pooled floor's, on ``metric``
+    metric: str
+
+
+class Summary(Record):
+    """The summary a report opens with, and its parts pr.md and the job summary print."""
+
+    lines: list[str] = Field(default_factory=list)  # the campaign, each candidate, copies, findings, ...
+    incomplete: str = ""  # "INCOMPLETE: ..." where the results lack something
+    findings: list[str] = Field(default_factory=list)
+    intervals: list[str] = Field(default_factory=list)  # the intervals' confidence, said once
+
+
 class ReportResults(Record):
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)
@@ -263,8 +335,6 @@ class ReportResults(Record):
 
 def read_results(path: Path) -> ReportResults:
     """A results.json of this schema; one of another is refused in one line."""
-    from harness.analysis.results_file import ResultsFileError, load_results_json
-
     path = Path(path)
     data = load_results_json(path, RESULTS_SCHEMA)  # bounded: size, nesting, finite numbers, run times
     older = f"re-analyse its campaign with this harness: harness report {shlex.quote(str(path.parent))}"
@@ -307,3 +377,94 @@ def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, li
         if not marks:
             del out[c.b.key]
     return out
+
+
+MiB = 1 << 20
+# The largest results.json of the committed examples is 0.35 MiB (3 arms, in-situ readings);
+# 32 MiB is about a hundred such campaigns in one file.
+MAX_RESULTS_BYTES = 32 * MiB
+MAX_DEPTH = 64  # results.json nests about 8 deep
+RUN_TIMES = ("s_per_step", "pipeline_total_s", "wall_total_s")
+
+
+class ResultsFileError(HarnessError):
+    """A results.json that does not hold (exit 3); the message names the file and what is wrong."""
+
+    exit_code = Exit.RUN_FAILED
+
+
+def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
+    """The parsed results.json at ``path`` once it is within every bound above; else one line.
+    ``schema``: the one the caller reads; a file of another is left to the caller's schema check
+    (refused in one line) once its bounds and run times hold (None: every file is read as current)."""
+    path = Path(path)
+    p = check_input(path, "results.json")  # missing, a folder, unreadable: exit 2 as any input
+    size = p.stat().st_size
+    if size > MAX_RESULTS_BYTES:
+        raise ResultsFileError(
+            f"{path}: results.json of {size / MiB:.1f} MiB, over the {MAX_RESULTS_BYTES // MiB} MiB "
+            "a results.json may have (not read)"
+        )
+    # empty, not UTF-8 (line and byte named), grown while read: one line, as any input file
+    text = read_input_text(p, "results.json", max_bytes=MAX_RESULTS_BYTES)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ResultsFileError(
+            f"{path}: not a harness results.json (nested deeper than {MAX_DEPTH})"
+        ) from None
+    except ValueError as err:
+        raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
+    problem = bounds_problem(data)
+    is_dict = isinstance(data, dict)
+    runs = is_dict and isinstance(data.get("runs"), list)
+    if problem is None and runs:
+        problem = timing_problem(data["runs"])
+    # Another schema's structure is the schema check's to name; bounds and run times hold.
+    current = schema is None or not is_dict or data.get("schema", schema) == schema
+    if problem is None and current and not (runs and "campaign_id" in data):
+        problem = "no campaign_id/runs" if is_dict else "not a JSON object"
+    if problem:
+        raise ResultsFileError(f"{path}: not a harness results.json ({problem})")
+    return data
+
+
+def bounds_problem(data: Any) -> str | None:
+    """Why ``data`` (parsed JSON) is out of bounds: too deep, or a number that is not finite."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 1)]
+    while todo:
+        obj, where, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} at {where or 'the top'}"
+        if isinstance(obj, dict):
+            todo.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in obj.items())
+        elif isinstance(obj, list):
+            todo.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj))
+        elif isinstance(obj, float) and not math.isfinite(obj):
+            return f"{where}: {obj} is not a finite number"
+    return None
+
+
+def timing_problem(runs: list[Any]) -> str | None:
+    """Why a run's times cannot be a measurement (as timing.json is checked); None: they can."""
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            return f"runs[{i}]: not an object"
+        steps, stages = run.get("step_seconds") or [], run.get("stages") or {}
+        if not isinstance(steps, list) or not isinstance(stages, dict):
+            return f"runs[{i}]: step_seconds or stages of the wrong type"
+        values = [(f"step_seconds[{j}]", v, positive_seconds) for j, v in enumerate(steps)]
+        values += [(name, run.get(name), positive_seconds) for name in RUN_TIMES]
+        values += [(f"stages.{k}", v, stage_seconds) for k, v in stages.items()]
+        values.append(("step_seconds", steps, step_count))
+        for name, value, check in values:
+            if value is None:
+                continue
+            try:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if check is not step_count and not number:
+                    raise ValueError(f"{value!r} is not a number")
+                check(value)
+            except ValueError as err:
+                return f"runs[{i}] ({run.get('key', '?')}): {name}: {err}"
+    return None

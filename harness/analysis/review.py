@@ -7,8 +7,16 @@ import math
 import unicodedata
 from typing import Any
 
-from harness.analysis.model import ReportResults, SpeedTest, Verdict, is_emulator
-from harness.analysis.review_model import INSITU_WHAT, FloorPoint, Reading, Terms
+from harness.analysis.model import (
+    INSITU_WHAT,
+    FloorPoint,
+    Reading,
+    ReportResults,
+    SpeedTest,
+    Terms,
+    Verdict,
+    is_emulator,
+)
 from harness.analysis.verdict_text import largest
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics.metric import energy_metrics, judged_energies

@@ -4,9 +4,8 @@ the same words: the candidate's name, its word with the deciding reading and int
 
 from __future__ import annotations
 
-from harness.analysis.model import Finding, ReportResults
+from harness.analysis.model import INSITU_WHAT, Finding, Reading, ReportResults, Summary, Terms
 from harness.analysis.review import LINE, NO_SPEED, fit, floor_points, readings
-from harness.analysis.review_model import INSITU_WHAT, Reading, Summary, Terms
 from harness.compare.significance import fmt_speedup_value
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
 from harness.rule import IDENTICAL, INCOMPLETE, INVALID, NOT_RUN

@@ -1,4 +1,4 @@
-"""analysis.differences and analysis.audio_view: the difference images beside the frame grids, the audio
+"""analysis.assets and analysis.audio_view: the difference images beside the frame grids, the audio
 clips and the spectrogram differences, measured on real mp4s of the campaign factory and cached."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from campaign_factory import ArmSpec, make_campaign
 
 from harness.analysis.analyze import analyze_campaign
+from harness.analysis.assets import MAX_GAIN, campaign_gain, colour_stops, difference_map
 from harness.analysis.audio_view import CLIP_SECONDS, aligned
-from harness.analysis.differences import MAX_GAIN, campaign_gain, colour_stops, difference_map
 from harness.analysis.model import SpectrogramDiff
 from harness.media import iter_frames, read_audio
 from harness.media_audio import OPUS_RATE

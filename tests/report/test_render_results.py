@@ -83,7 +83,7 @@ def test_a_results_json_of_an_older_schema_is_refused_in_one_line(tmp_path):
     written); that command does, as a results.json of another schema is never reused."""
     from cli_testutil import harness
 
-    from harness.analysis.digest import reusable
+    from harness.analysis.analyze import reusable
 
     example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step"
     campaign = tmp_path / "my campaign"

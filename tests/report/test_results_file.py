@@ -15,8 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
-from harness.analysis.model import read_results
-from harness.analysis.results_file import MAX_DEPTH, MAX_RESULTS_BYTES, ResultsFileError, load_results_json
+from harness.analysis.model import (
+    MAX_DEPTH,
+    MAX_RESULTS_BYTES,
+    ResultsFileError,
+    load_results_json,
+    read_results,
+)
 from harness.report.plots import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
