@@ -77,35 +77,33 @@ def _rows(path: Path) -> list[dict]:
     from harness.analysis.model import read_results
 
     res = read_results(path)
-    gpu = _gpu(res.env)
     by_b = {c.b.key: c for c in res.comparisons}
     words = {v.arm: v.word for v in res.verdicts}
-    rows = []
-    for r in res.runs:
-        c = by_b.get(r.key)
-        ok = r.status == "ok"
-        rows.append(
-            {
-                "scenario": res.scenario_name,
-                "profile": res.profile or "",
-                "campaign": res.campaign_id,
-                "campaign_path": str(path.parent),
-                "commit": _commit(res.env),
-                "date": res.created_at or res.generated_at,
-                "gpu": gpu,
-                "arm": r.arm,
-                "role": r.role,
-                "seed": r.seed,
-                "status": r.status,
-                "s_per_step": r.s_per_step if ok else None,
-                "total_s": r.pipeline_total_s if ok else None,
-                **{m.history.column: m.get(c) for m in history_metrics() if m.history is not None},
-                "valid": r.valid,
-                "verdict": words.get(r.arm, ""),
-                "step_samples": steady_steps(r.step_seconds) if ok else [],
-            }
-        )
-    return rows
+    campaign = {
+        "scenario": res.scenario_name,
+        "profile": res.profile or "",
+        "campaign": res.campaign_id,
+        "campaign_path": str(path.parent),
+        "commit": _commit(res.env),
+        "date": res.created_at or res.generated_at,
+        "gpu": _gpu(res.env),
+    }
+    return [
+        campaign
+        | {
+            "arm": r.arm,
+            "role": r.role,
+            "seed": r.seed,
+            "status": r.status,
+            "s_per_step": r.s_per_step if r.ok else None,
+            "total_s": r.pipeline_total_s if r.ok else None,
+            **{m.history.column: m.get(by_b.get(r.key)) for m in history_metrics() if m.history is not None},
+            "valid": r.valid,
+            "verdict": words.get(r.arm, ""),
+            "step_samples": steady_steps(r.step_seconds) if r.ok else [],
+        }
+        for r in res.runs
+    ]
 
 
 def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
