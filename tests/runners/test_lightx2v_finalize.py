@@ -10,7 +10,7 @@ from lightx2v_site import LOGS, rank_file, specs_for
 
 from harness.records import AttnCallsRecord, TimingRecord
 from harness.runners import get_runner
-from harness.runners.lightx2v.finalize import merge_rank_calls
+from harness.runners.lightx2v.runner import merge_rank_calls
 
 
 def test_finalize_writes_timing_and_attention_calls(site):

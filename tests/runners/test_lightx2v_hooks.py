@@ -8,8 +8,8 @@ import types
 import pytest
 
 from harness.attention.insitu.sites import CallSites
-from harness.runners.lightx2v import hooks as hooks_module
-from harness.runners.lightx2v.hooks import Hook, RunHooks
+from harness.runners.lightx2v import serve
+from harness.runners.lightx2v.serve import Hook, RunHooks
 
 
 class Attention:
@@ -74,7 +74,7 @@ def toy(monkeypatch):
         Hook("toy_h3:Runner", "run_warmup", "warmup"),
         Hook("toy_h3:Gone", "run", "warmup"),
     )
-    monkeypatch.setitem(hooks_module.HOOKS, "toy", table)
+    monkeypatch.setitem(serve.HOOKS, "toy", table)
     hooks = RunHooks(CallSites(), time_blocks=True)
     hooks_ref.append(hooks)
     hooks.install("toy")

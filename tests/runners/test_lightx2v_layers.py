@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.records import StepTiming, TimingRecord
-from harness.runners.lightx2v.finalize import layer_timing
+from harness.runners.lightx2v.runner import layer_timing
 
 
 def test_layers_split_a_step_and_the_released_step_is_marked_extrapolated(tmp_path):

@@ -9,7 +9,7 @@ import torch
 
 from harness.attention.exact import exact_attention
 from harness.records import StepSchedule
-from harness.runners.lightx2v.finalize import LightX2VRankCalls, check_schedule
+from harness.runners.lightx2v.runner import LightX2VRankCalls, check_schedule
 from harness.runners.lightx2v.serve import call_tensors, other_arguments, with_tensors
 from harness.runners.lightx2v.shadows import lightx2v_shadow, make_ops, output_heads_first, to_heads_first
 

@@ -46,7 +46,7 @@ class CallBook:
         self.errors: list[str] = []
         self.relaxed: dict[str, Any] = {}  # LightX2V checks relaxed for a synthetic checkpoint
         self.finished = False
-        # In-scope calls per DiT step ("-": outside any step, see hooks.RunHooks) and backend.
+        # In-scope calls per DiT step ("-": outside any step, see serve.RunHooks) and backend.
         self.per_step: dict[str, Counter[str]] = {}
         self.step_key: Callable[[], str] = lambda: "-"
         self.direct_check: dict[str, Any] | None = None

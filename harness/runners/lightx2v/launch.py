@@ -9,9 +9,9 @@
 
 LightX2V is relied on for two things only: ``ATTN_WEIGHT_REGISTER`` (name -> backend class whose
 instances ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry, run as ``__main__``. Around it,
-in order: the plugins (``served``), counting and K/V reversal (``counting``), the call path
-(``serve``), block timing (``hooks``), latents and the rank's log (``Tee``: DIR/rank<N>.log, as
-LightX2V prints some lines without a rank); DIR/attn_calls.rank<N>.json is written at exit, on an
+in order: the plugins (``rank_env``), counting and K/V reversal (``counting``), the call path and
+block timing (``serve``), latents and the rank's log (``Tee``: DIR/rank<N>.log, as LightX2V prints
+some lines without a rank); DIR/attn_calls.rank<N>.json is written at exit, on an
 exception and on SIGTERM. ``--bare`` keeps only the platform and synthetic relaxations
 (``rank_env``): the overhead benchmark's baseline. Standard library at import time; a running rank
 imports ``harness.attention.insitu`` (torch, pydantic: the harness's own dependencies).
@@ -34,9 +34,8 @@ from pathlib import Path
 from harness.runners.common import json_arg, load_plugins, one_line, plugins_json
 from harness.runners.lightx2v import rank_env
 from harness.runners.lightx2v.counting import CallBook, Instrument, count_op, instrument_registry
-from harness.runners.lightx2v.hooks import RunHooks
 from harness.runners.lightx2v.latents import LatentSaver, parse_steps
-from harness.runners.lightx2v.serve import CallPath
+from harness.runners.lightx2v.serve import CallPath, RunHooks
 
 LIGHTX2V_ENTRY = "lightx2v.infer"
 # stop() writes it into the pipe once fd 1/2 are restored: the pump forwards up to it and ends (an

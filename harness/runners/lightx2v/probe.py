@@ -27,6 +27,7 @@ from harness.registry import did_you_mean
 from harness.runners import common
 from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
 from harness.runners.lightx2v.rank_env import (
+    AITER_OP,
     CPU_PLATFORM,
     PINNED_SAGEATTENTION,
     SAGEATTENTION_FLAVOURS,
@@ -40,7 +41,6 @@ from harness.runners.lightx2v.rank_env import (
     serve_backends,
     shadowed_by_lightx2v,
 )
-from harness.runners.lightx2v.serve import AITER_OP
 
 # Features of a LightX2V checkout the harness relies on: (module, text in its source, since).
 FEATURES = {
@@ -90,8 +90,8 @@ def _op_reason(ref: str) -> str | None:
 
 def sageattention_reason(flavour: str) -> str | None:
     """Which ``sageattention`` LightX2V's sage_attn2 would import, and whether it has the entry it needs."""
-    if pinned_missing(flavour):
-        return pinned_missing(flavour)
+    if missing := pinned_missing(flavour):
+        return missing
     if importlib.util.find_spec("sageattention") is None:
         return "the sageattention package is not importable" + (
             f" ({flavour_text(flavour)} is not on PYTHONPATH)" if flavour != "package" else ""
@@ -238,9 +238,6 @@ def probe_many(
     if not unanswered():
         return answers  # type: ignore[return-value]
 
-    def import_failed(err: BaseException) -> str:
-        return f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}"
-
     plugin_types: list[str] = []
     try:
         prepare_platform()
@@ -254,12 +251,12 @@ def probe_many(
         from lightx2v_platform.base.global_var import AI_DEVICE
     except BaseException as err:  # LightX2V raises SystemExit-free RuntimeErrors; catch all, report one line
         plugin = isinstance(err, PluginFailed)  # a plugin's own failure: its arms, not the framework
-        reason = str(err) if plugin else import_failed(err)
+        failed = f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}"
+        reason = str(err) if plugin else failed
         for i in unanswered():
             answers[i] = no(reason, None if plugin else framework)
         return answers  # type: ignore[return-value]
-    bound = bind_pinned_function()  # as the ranks do (launch.py): the smoke call runs what they run
-    if bound:
+    if bound := bind_pinned_function():  # as the ranks do: the smoke call runs what they run
         facts["sageattention_function"] = bound
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)
@@ -305,20 +302,14 @@ def early_reason(q: dict[str, Any], flavour: str, platform: str, gpus: int) -> s
 
 
 def registry_reason(
-    q: dict[str, Any],
-    flavour: str,
-    registry: Any,
-    lightx2v_own: list[str],
-    facts: dict[str, Any],
-    smoke: dict[str, tuple[float | None, str | None]],
-    cosines: dict[str, float | None],
+    q: dict, flavour: str, registry: Any, lightx2v_own: list[str], facts: dict, smoke: dict, cosines: dict
 ) -> str | None:
-    """Why the question is refused by the imported LightX2V (features, names, a test call), or None."""
+    """Why the question is refused by the imported LightX2V (features, names, a test call), or None;
+    ``smoke``: each type's test call (cosine, why), whoever asks; ``cosines``: this question's."""
     attn_types = q["attn_types"]
-    if lightx2v_own:
-        why = shadowed_by_lightx2v(attn_types, lightx2v_own)
-        if why:
-            return why
+    why = shadowed_by_lightx2v(attn_types, lightx2v_own)
+    if why:
+        return why
     needed = list(q.get("require") or [])
     if "sage_attn2" in attn_types and flavour == "package" and facts.get("capability") == [12, 0]:
         needed.append("sage_sm120_triton")

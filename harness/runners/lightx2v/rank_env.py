@@ -41,6 +41,7 @@ SHIMS = Path(__file__).resolve().parent / "shims"
 # its folder goes first on the ranks' path.
 SAGEATTENTION_FLAVOURS = ("package", *SAGEATTENTION_SHIMS, *PINNED_SAGEATTENTION)
 SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"  # where LightX2V binds `sageattn` at import
+AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"  # the gfx1201 op, module:function
 
 
 def attention_registry() -> Any:

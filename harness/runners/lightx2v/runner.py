@@ -3,30 +3,55 @@
 Each arm's run directory gets ONE resolved config (``config.json``: the base config, then
 ``config_overrides``, then the arm's ``attn_type``; LightX2V's files are never edited) and the
 probe's facts (``lightx2v_env.json``, kept on this runner between the pre-flight and ``prepare``).
+After the process: ``timing.json``, ``attn_calls.json`` and, for a run that timed its blocks,
+``layers.json``, from the ranks' ``rank<N>.log`` and ``attn_calls.rank<N>.json`` (a bare run, the
+overhead tool's baseline, leaves neither: torchrun's logs time it, nothing counts).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.envinfo import git_info
 from harness.errors import HarnessError
-from harness.records import Record, RunSpec
+from harness.records import (
+    AttnCallsRecord,
+    RankCalls,
+    Record,
+    RunSpec,
+    StepSchedule,
+    TimingRecord,
+    steady_steps,
+)
 from harness.runners.base import Launch, Runner, register_runner
-from harness.runners.lightx2v.checkpoint import run_writer
+from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS, run_writer
 from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, build_env
-from harness.runners.lightx2v.finalize import finalize_run
 from harness.runners.lightx2v.latents import LATENTS_DIR
 from harness.runners.lightx2v.params import params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
-from harness.runners.lightx2v.rank_env import CPU_PLATFORM, read_marker
+from harness.runners.lightx2v.rank_env import CPU_PLATFORM, flavour_text, read_marker
 from harness.runners.lightx2v.rank_env import harness_backends as served_backends
 from harness.safe_write import atomic_write_json
-from harness.store import LAYERS_JSON, write_record
+from harness.store import (
+    ATTN_CALLS_JSON,
+    LAYERS_JSON,
+    OUTPUT_MP4,
+    STDERR_LOG,
+    STDOUT_LOG,
+    TIMING_JSON,
+    LayerTiming,
+    write_record,
+)
 
 INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
 
@@ -40,6 +65,192 @@ class LightX2VEnvironment(Record):
     lightx2v_git: dict[str, Any] | None = None
     ranks_python: str
     probe: dict[str, Any] | None = None  # the probe's facts (torch, HIP, GPU arch, aiter); None: no probe ran
+
+
+class LightX2VRankCalls(RankCalls):
+    """One rank's counts; ``calls``/``fallbacks`` cover the model under test (``scope``)."""
+
+    outside_scope: dict[str, int] = Field(default_factory=dict)  # text encoder, VAE, ...
+    sites: dict[str, int] = Field(default_factory=dict)  # "backend <- module that built it" -> calls
+    instances: dict[str, int] = Field(default_factory=dict)
+    kv_reversed_calls: int = 0
+    op_calls: dict[str, int] = Field(default_factory=dict)
+    modules: dict[str, Any] = Field(default_factory=dict)
+    relaxed: dict[str, Any] = Field(default_factory=dict)  # checks relaxed for a synthetic checkpoint
+    scheduled: dict[str, int] = Field(default_factory=dict)  # calls a step schedule routed, by backend
+    # The launcher's hooks on LightX2V's loops: {"hooks": found, "missing": not found}.
+    attribution: dict[str, Any] = Field(default_factory=dict)
+    latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
+    block_seconds: dict[str, list[float]] = Field(default_factory=dict)  # step -> per DiT block (timed runs)
+    # Plugin backends the launcher registered in LightX2V's registry (rank_env.serve_backends).
+    harness_served: list[str] = Field(default_factory=list)
+    finished: bool = False
+
+
+class LightX2VAttnCalls(AttnCallsRecord):
+    source: str = "lightx2v-launcher"
+    scope: list[str] = Field(default_factory=list)
+    ranks: dict[str, LightX2VRankCalls] = Field(default_factory=dict)  # type: ignore[assignment]
+
+
+def timing_from_run_dir(
+    run_dir: Path, dit_steps: int | None = None, infer_steps: int | None = None
+) -> TimingRecord:
+    """Parse the launcher's rank<N>.log files, else the torchrun process's stderr/stdout."""
+    run_dir = Path(run_dir)
+    texts = {f.stem: f.read_text(errors="replace") for f in sorted(run_dir.glob("rank*.log"))}
+    fallback = not texts
+    if fallback:
+        texts = {
+            n: (run_dir / n).read_text(errors="replace")
+            for n in (STDERR_LOG, STDOUT_LOG)
+            if (run_dir / n).is_file()
+        }
+    timing = parse_lightx2v_logs(texts, strict=False)  # a run's own logs: implausible lines noted
+    if fallback:
+        timing.missing.append("no rank<N>.log from the launcher: parsed the torchrun process's own logs")
+    if dit_steps is not None and timing.steps and len(timing.steps) != dit_steps:
+        timing.missing.append(
+            f"expected {dit_steps} DiT steps (infer_steps {infer_steps}), the logs time {len(timing.steps)}"
+        )
+    return timing
+
+
+def check_sageattention(rc: LightX2VRankCalls, flavour: str) -> None:
+    """Calls of sage_attn2 served by the other ``sageattention`` are fallbacks: another kernel ran."""
+    served = rc.calls.get("sage_attn2", 0)
+    if not served:
+        return
+    path = rc.modules.get("sageattention")
+    if path is None:
+        rc.errors.append("sage_attn2 served calls but no sageattention module was recorded")
+        return
+    found = rc.modules.get("sageattention_flavour")
+    if found is None:  # ranks of earlier harness versions recorded the aiter shim's flag only
+        found = "aiter_shim" if rc.modules.get("sageattention_is_aiter_shim") else "package"
+    if found != flavour:
+        rc.fallbacks[f"{flavour_text(found)} at {path} (not {flavour_text(flavour)})"] = served
+
+
+def check_schedule(rc: LightX2VRankCalls, schedule: StepSchedule, requested: str, steps: int | None) -> None:
+    """Every DiT step's calls went where the schedule sends them (the counts per step prove it)."""
+    from harness.attention.wrappers import exact_on
+
+    numbered = [int(s) for s in rc.per_step if s.isdigit()]
+    total = steps or (max(numbered) if numbered else None)
+    for step in sorted(numbered):
+        counts = rc.per_step[str(step)]
+        wanted, other = (
+            (schedule.exact, requested) if exact_on(schedule, step, total) else (requested, schedule.exact)
+        )
+        if wanted != other and counts.get(other):
+            rc.errors.append(
+                f"schedule: step {step} has {counts[other]} call(s) served by {other} (the schedule sends it to {wanted})"
+            )
+
+
+def merge_rank_calls(
+    run_dir: Path,
+    requested: str,
+    kv_reversed: bool,
+    nproc: int,
+    scope: list[str] | None = None,
+    sageattention: str | None = None,
+    required_ops: list[str] | None = None,
+    schedule: StepSchedule | None = None,
+    steps: int | None = None,
+) -> LightX2VAttnCalls:
+    """attn_calls.rank<N>.json of every rank -> one record (a rank without one listed as such); an
+    unused ``required_ops`` label and a ``schedule`` step served by the other backend are errors."""
+    run_dir = Path(run_dir)
+    ranks: dict[str, LightX2VRankCalls] = {}
+    for path in sorted(run_dir.glob("attn_calls.rank*.json")):
+        rank = path.stem.removeprefix("attn_calls.rank")
+        try:
+            ranks[rank] = LightX2VRankCalls.model_validate(json.loads(path.read_text()))
+        except (OSError, ValueError) as err:
+            ranks[rank] = LightX2VRankCalls(errors=[f"{path.name}: unreadable ({err})"])
+    for rank in map(str, range(nproc)):
+        missing = f"no attn_calls.rank{rank}.json: rank {rank} did not report (crashed before the launcher?)"
+        ranks.setdefault(rank, LightX2VRankCalls(errors=[missing]))
+    for rc in ranks.values():
+        if sageattention:
+            check_sageattention(rc, sageattention)
+        if schedule is not None:
+            check_schedule(rc, schedule, requested, steps)
+        for label in required_ops or []:
+            if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
+                rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
+    ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
+    return LightX2VAttnCalls(
+        requested=requested,
+        kv_reversed=kv_reversed,
+        ranks=ordered,
+        scope=list(scope or []),
+        backend=sage_backend(ordered, requested, sageattention),
+    )
+
+
+def sage_backend(ranks: dict[str, LightX2VRankCalls], requested: str, flavour: str | None) -> dict[str, Any]:
+    """What sage_attn2 ran, as the first rank with a ``sageattention`` recorded it (empty for others)."""
+    if requested != "sage_attn2":
+        return {}
+    modules = next((rc.modules for rc in ranks.values() if rc.modules.get("sageattention")), {})
+    found = {
+        "backend": requested,
+        "lightx2v": True,
+        "sageattention": modules.get("sageattention_flavour") or flavour,
+        "function": modules.get("sageattention_function"),
+        "package_version": modules.get("sageattention_version"),
+        "package_commit": modules.get("sageattention_commit"),
+        "provenance": modules.get("sageattention_provenance"),
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:
+    """A DiT layer's seconds per step (the ranks' ``block_seconds`` against the step times) and a step
+    of the released 50 layers as the rest plus 50 such layers, extrapolated (printed ``12.3 s~``);
+    None when no block was timed."""
+    per_rank: list[dict[str, list[float]]] = []
+    for path in rank_files:
+        try:
+            blocks = json.loads(Path(path).read_text()).get("block_seconds")
+        except (OSError, ValueError):
+            continue
+        if blocks:
+            per_rank.append(blocks)
+    step_s = {s.index: s.seconds for s in timing.steps}
+    timed = sorted(int(s) for s in per_rank[0] if s.isdigit() and int(s) in step_s) if per_rank else []
+    if not timed:
+        return None
+    layers = len(per_rank[0][str(timed[0])])
+    steps = steady_steps(timed)
+    in_layers = [max(sum(r.get(str(s), [])) for r in per_rank) for s in steps]
+    layer_s = statistics.fmean(x / layers for x in in_layers)
+    outside = statistics.fmean(step_s[s] - x for s, x in zip(steps, in_layers, strict=True))
+    record = LayerTiming(
+        layers=layers,
+        seq_len=timing.seq_len,
+        steps=steps,
+        step_s=statistics.fmean(step_s[s] for s in steps),
+        layer_s=layer_s,
+        outside_layers_s=outside,
+        released_layers=RELEASED_LAYERS,
+        released_step_s=outside + RELEASED_LAYERS * layer_s,
+    )
+    record.text = record.reading()
+    return record
+
+
+def link_output(run_dir: Path, save_name: str) -> None:
+    """The run's video as ``output.mp4`` too, when the scenario named it otherwise."""
+    produced, expected = run_dir / save_name, run_dir / OUTPUT_MP4
+    if save_name != OUTPUT_MP4 and produced.is_file() and not expected.exists():
+        try:
+            os.link(produced, expected)
+        except OSError:
+            shutil.copyfile(produced, expected)
 
 
 @register_runner("lightx2v")
@@ -121,4 +332,25 @@ class LightX2VRunner(Runner):
         return launch
 
     def finalize(self, spec: RunSpec, run_dir: Path) -> None:
-        finalize_run(params_of(spec), spec, Path(run_dir))
+        """timing.json, attn_calls.json (not for a bare run: nothing was counted) and output.mp4."""
+        params, run_dir = params_of(spec), Path(run_dir)
+        timing = timing_from_run_dir(run_dir, params.dit_steps, params.infer_steps)
+        write_record(run_dir / TIMING_JSON, timing)
+        if params.time_blocks:
+            layers = layer_timing(sorted(run_dir.glob("attn_calls.rank*.json")), timing)
+            if layers is not None:
+                write_record(run_dir / LAYERS_JSON, layers)
+        if not params.bare:
+            calls = merge_rank_calls(
+                run_dir,
+                spec.attn_type,
+                spec.kv_reversed,
+                params.nproc_per_node,
+                params.attn_scope,
+                params.sageattention,
+                sorted(params.count_ops),
+                spec.schedule,
+                params.dit_steps,
+            )
+            write_record(run_dir / ATTN_CALLS_JSON, calls)
+        link_output(run_dir, params.save_name)
