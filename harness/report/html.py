@@ -91,13 +91,9 @@ def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str
     and title (report.md and pr.md name it), and the summary's figure is the review's."""
     review, differ = page.get("review"), page.get("differ")
     scenario_text = yaml.safe_dump(res.scenario, sort_keys=False, allow_unicode=True) if res.scenario else ""
-    shown = []
-    for sec in sections:
-        if sec.id == "frames" and differ is not None and differ.grids:
-            sec = replace(sec, frame_grids=[])
-        if sec.id == "summary" and review is not None:
-            sec = replace(sec, images=[])
-        shown.append(sec)
+    cleared = {"frames": {"frame_grids": []}} if differ is not None and differ.grids else {}
+    cleared |= {"summary": {"images": []}} if review is not None else {}
+    shown = [replace(sec, **cleared.get(sec.id, {})) for sec in sections]
     worst = {k: v for seed in res.seeds or [None] for k, v in worst_frames(res, seed).items()}
     return render_page(
         res,
