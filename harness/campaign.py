@@ -52,12 +52,8 @@ class CampaignOutcome:
     @property
     def failed(self) -> list[RunRecord]:
         """Runs that did not end ok or skipped (the backend cannot run here), or are invalid."""
-        return [
-            r
-            for r in self.records
-            if r.status not in (RunStatus.ok, RunStatus.skipped)
-            or (r.status == RunStatus.ok and r.valid is False)
-        ]
+        ok, skipped = RunStatus.ok, RunStatus.skipped
+        return [r for r in self.records if r.status != skipped and (r.status != ok or r.valid is False)]
 
     def provenance(self, key: str) -> str:
         """Where a row of the summary comes from (``SummaryRow.provenance``)."""
@@ -75,17 +71,14 @@ class CampaignOutcome:
         """One row per run read at the end, with its timing where timing.json reads."""
         rows = []
         for rec in self.records:
+            key = rec.spec.key
             try:
-                timing = self.campaign.run(rec.spec.key).timing()
+                timing = self.campaign.run(key).timing()
             except HarnessError:
                 timing = None
             times = (timing.s_per_step, timing.pipeline_total_s) if timing else (None, None)
-            key = rec.spec.key
-            rows.append(
-                SummaryRow(
-                    key, rec.spec.role.value, rec.status.value, rec.valid, *times, self.provenance(key)
-                )
-            )
+            head = (key, rec.spec.role.value, rec.status.value, rec.valid)
+            rows.append(SummaryRow(*head, *times, self.provenance(key)))
         return rows
 
 
