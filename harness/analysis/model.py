@@ -75,9 +75,7 @@ class FloorSummary(Record):
     perturbations: dict[str, str] = Field(default_factory=dict)  # arm -> what it perturbs
     psnr_pooled: float | None = None  # from the mean MSE over all floor runs
     band: dict[str, list[float]] = Field(default_factory=dict)  # metric key -> min, median, max
-    per_seed_psnr: dict[str, float | None] = Field(
-        default_factory=dict
-    )  # seed -> pooled PSNR of its floor runs
+    per_seed_psnr: dict[str, float | None] = Field(default_factory=dict)  # seed -> its floor's PSNR
     regimes: dict[str, str] = Field(default_factory=dict)  # seed -> pixel | transitional | chaotic
     chaotic: bool = False  # some seed is chaotic
     text: str = ""
@@ -171,9 +169,7 @@ class AudioView(Record):
     seconds: float
     signal: Envelope
     minus_reference: Envelope | None = None  # the difference to the reference's track (same rate)
-    spectrogram: str | None = (
-        None  # 8-bit PNG path (relative to the results' folder); row 0 = top = highest bin
-    )
+    spectrogram: str | None = None  # 8-bit PNG (relative to the results' folder); row 0: highest bin
     spectrogram_hz: list[float] = Field(default_factory=list)  # lowest, highest bin
     spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
 

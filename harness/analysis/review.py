@@ -49,7 +49,7 @@ def insitu_terms(v: Verdict) -> Terms | None:
     return terms(got.ratio, got.ratio_ci, 0.05, got.word) if got.ratio is not None else Terms(word=got.word)
 
 
-def verdict_terms(res: ReportResults, v: Verdict) -> tuple[str, Terms, str]:
+def verdict_terms(v: Verdict) -> tuple[str, Terms, str]:
     """(word, ratio with its interval, what it is) of the reading that decides a verdict."""
     word = known(v.word)
     if word == IDENTICAL:
@@ -141,7 +141,7 @@ def readings(res: ReportResults) -> list[Reading]:
     for v in res.verdicts:
         if v.role != "candidate":
             continue
-        word, ratio, what = verdict_terms(res, v)
+        word, ratio, what = verdict_terms(v)
         e2e, e2e_what = end_to_end_terms(v)
         agg = res.arm(v.arm)
         tests = agg.speed if agg is not None else {}

@@ -43,30 +43,22 @@ def identical_line(r: Reading) -> str:
     return f"{IDENTICAL} on seed(s) {', '.join(map(str, r.identical_seeds))} ({n} of {of}); the others judged"
 
 
-def end_to_end_line(r: Reading, sep: str = ": ") -> str:
-    """'end to end: outside 3.07x the floor's (97.5 % CI 2.49 to 4.37; video MSE), tolerance 2x'."""
-    t = r.end_to_end
-    ratio = floor_ratio(r, t, r.end_to_end_what.removesuffix(" / the floor's"))
-    return f"end to end{sep}{t.word or NA}{': ' if t.value is None else ' '}{ratio}"
-
-
-def insitu_line(r: Reading, sep: str = ": ") -> str:
-    """'in situ: outside 3.20x the exact floor's (95 % CI 2.50 to 4.10)'."""
-    t = r.insitu or Terms()
-    if t.value is None:
-        return f"in situ{sep}{t.word or NA}: no ratio"
-    return f"in situ{sep}{t.word or NA} {ratio_text(t.value)} the exact floor's{interval_text(t, ratio_text)}"
-
-
-def accuracy_lines(r: Reading, sep: str = ": ", bare: bool = False) -> list[str]:
-    """A badge's accuracy lines: both readings where there is an in-situ one (the deciding one first)."""
+def accuracy_lines(r: Reading, bare: bool = False) -> list[str]:
+    """A badge's accuracy lines: both readings where there is an in-situ one (the deciding one first):
+    'end to end: outside 3.07x the floor's (...), tolerance 2x', 'in situ: outside 3.20x the exact floor's'."""
     if r.word == IDENTICAL:
         return [identical_line(r)]
     if r.insitu is not None:
-        both = [end_to_end_line(r, sep), insitu_line(r, sep)]
+        t, i = r.end_to_end, r.insitu
+        ratio = floor_ratio(r, t, r.end_to_end_what.removesuffix(" / the floor's"))
+        ins = f" {ratio_text(i.value)} the exact floor's{interval_text(i, ratio_text)}"  # None: no ratio
+        both = [
+            f"end to end: {t.word or NA}{': ' if t.value is None else ' '}{ratio}",
+            f"in situ: {i.word or NA}{ins if i.value is not None else ': no ratio'}",
+        ]
         lines = both[::-1] if r.decided_by == "insitu" else both
     else:
-        lines = [ratio_line(r) if bare else f"error{sep}{ratio_line(r)}"]
+        lines = [ratio_line(r) if bare else f"error: {ratio_line(r)}"]
     if r.identical_seeds:
         lines.append(identical_line(r))
     return lines

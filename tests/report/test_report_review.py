@@ -71,11 +71,11 @@ def test_the_headline_is_the_reading_that_decides(res):
     v = verdict(res, "sage_attn2_1_0_6").model_copy(deep=True)
     v.insitu = InsituReading(word="outside", ratio=3.0, ratio_ci=[2.5, 3.6], text="in situ outside")
     v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "insitu", 3.0, [2.5, 3.6], "insitu"
-    _, ratio, what = verdict_terms(res, v)
+    _, ratio, what = verdict_terms(v)
     assert (ratio.value, ratio.ci, what) == (3.0, (2.5, 3.6), "in-situ error / the exact floor's")
     e2e = verdict(res, "sage_attn2_1_0_6")
     v.decided_by, v.ratio, v.ratio_ci, v.ratio_metric = "video_mse", e2e.ratio, e2e.ratio_ci, "video_mse"
-    assert verdict_terms(res, v)[1].value == e2e.ratio  # the end-to-end reading decides: its ratio
+    assert verdict_terms(v)[1].value == e2e.ratio  # the end-to-end reading decides: its ratio
 
 
 def test_the_speed_up_interval_covers_the_ratio_of_means():
