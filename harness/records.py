@@ -422,11 +422,8 @@ class DirectCheck(Record):
 
     def reading(self) -> str:
         where = f"first call, q {'x'.join(map(str, self.q_shape))}" if self.q_shape else "first call"
-        written = (
-            f"; the call changes {' and '.join(self.inputs_modified)} in place"
-            if self.inputs_modified
-            else ""
-        )
+        changed = " and ".join(self.inputs_modified)
+        written = f"; the call changes {changed} in place" if changed else ""
         if self.identical:
             return f"bitwise identical{written} ({where})"
         if self.note:
