@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from harness.number_format import ci_text as range_ci_text
-from harness.number_format import count_text, ratio_text
+from harness.number_format import ci_text, count_text, ratio_text
 from harness.records import Record
 from harness.rule import INCOMPLETE, INCONCLUSIVE, OUTSIDE, WITHIN, combine, pooled_sd, t_quantile, word
 from harness.safe_math import safe_exp, scaled_mean_sd
@@ -212,19 +211,13 @@ def ratio_reading(
     return r
 
 
-def ci_text(ci: list[float] | None, alpha: float = 0.05) -> str:
-    if not ci:
-        return "no interval"
-    return range_ci_text(ci[0], ci[1], alpha)
-
-
 def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
     """'video MSE 1.61x the floor's (95% CI 1.45-1.79, 3 seeds), tolerance 2x: within'."""
     seeds = len(r.per_seed)
     bound = "tolerance" if r.against == "the floor's" else "margin"
     head = f"{r.label} {ratio_text(r.ratio)} {r.against}"
     if r.ratio_ci:
-        head += f" ({ci_text(r.ratio_ci, alpha)}, {seeds} seed(s))"
+        head += f" ({ci_text(*r.ratio_ci, alpha)}, {seeds} seed(s))"
     head += f", {bound} {r.bound:g}x: {r.word}"
     bits = [head]
     if r.word == INCONCLUSIVE and r.ratio_ci is None:
