@@ -116,10 +116,8 @@ class SpeedTest(Record):
 
     def finish(self, p_adjusted: float | None = None) -> SpeedTest:
         """Set the word and the line from the interval and the (adjusted) p-value."""
-        if p_adjusted is not None:
-            self.p_adjusted = p_adjusted
-        elif self.p_adjusted is None:
-            self.p_adjusted = self.p
+        # the one given, else the one set before, else the test's own p
+        self.p_adjusted = next((p for p in (p_adjusted, self.p_adjusted, self.p) if p is not None), None)
         if self.word != "zero spread":  # set by ``_interval``: no interval, no p, no word to find
             self.word = speed_word(self)
         head = f"{self.what}: " if self.what else ""

@@ -31,8 +31,7 @@ def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
                 continue
             extra = f"mean over {s.n} run(s) (repeats x seeds) of {res.scenario_name}/{res.campaign_id}"
             extra += f"; {a.role}" if a.role != "candidate" else ""
-            if not a.timing_baseline:
-                extra += f"; {a.timing_label}"
+            extra += "" if a.timing_baseline else f"; {a.timing_label}"
             out.append(
                 BenchmarkEntry(
                     name=f"{a.arm}: {what}",
