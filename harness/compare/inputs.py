@@ -50,8 +50,7 @@ _RUN_KEY = re.compile(rf"^(?P<arm>[^@~]+)(?:@(?P<seed>\d+))?(?:{re.escape(REPEAT
 
 
 def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
-    m = _RUN_KEY.match(key)
-    if m is None:
+    if (m := _RUN_KEY.match(key)) is None:
         return None
     return m["arm"], None if m["seed"] is None else int(m["seed"]), int(m["repeat"] or 1)
 
