@@ -1,22 +1,25 @@
 """In-situ readings of a campaign (docs/insitu.md): each shadowed candidate's error on the very attention
 calls of its run over the exact floor's on the same calls (the exact ops' mean error), with a bootstrap
 interval over calls, against the accepted baseline and absolute limits; each call kind judged on its own
-calls, the worst deciding; a NaN/Inf output or a failed shadow makes it outside."""
+calls, the worst deciding; a NaN/Inf output or a failed shadow makes it outside. And an emulator's fidelity
+to the kernel it reproduces, both shadowing a run: its verdict predicts the kernel's only that far."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from statistics import median
 from typing import Any
 
 import numpy as np
 
 from harness.analysis.findings import Observation, find, rule, scale_of, scale_words
 from harness.analysis.insitu_cost import measure_per_step, measured_in_situ, run_spec, shadow_costs
-from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
 from harness.analysis.insitu_model import (
     BOOTSTRAP,
     CONVENTION,
     WORST,
+    Fidelity,
     InSituCell,
     InSituKind,
     InSituPart,
@@ -29,7 +32,7 @@ from harness.analysis.insitu_model import (
 )
 from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
 from harness.attention.insitu.recorder import INSITU_DIR
-from harness.insitu_records import InSituCall, InSituStats
+from harness.insitu_records import InSituCall, InSituOp, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, severity, word
 from harness.scenario.insitu import InSituTolerance
@@ -386,3 +389,58 @@ def add_insitu(res: Any, campaign: CampaignDir, say: Any = None) -> None:
             say(f"in-situ readings of {len(res.insitu.runs)} shadowed run(s)")
         res.conventions["insitu"] = res.insitu.convention
         res.notes.extend(n for n in res.insitu.notes if n not in res.notes)
+
+
+AGREE = 0.2  # per-call rel L1 ratio within 1 +/- this, and scales within SCALE_AGREE: "agrees"
+SCALE_AGREE = 0.02
+
+
+def emulator_pairs(ops: list[InSituOp]) -> list[tuple[str, str]]:
+    """(emulator, kernel) names among one run's ops."""
+    kernels = [
+        k
+        for k in ops
+        if not (k.kv_reversed or k.params.get("models") or k.params.get("sageattention") == "emulator")
+    ]
+    pairs = []
+    for e in ops:  # an emulator is never among the kernels
+        target, lightx2v = e.params.get("models"), e.params.get("sageattention") == "emulator"
+        for k in kernels:
+            by_package = k.attn_type == e.attn_type and k.params.get("sageattention") == "package"
+            if (target and k.params.get("backend") == target) or (lightx2v and by_package):
+                pairs.append((e.name, k.name))
+    return pairs
+
+
+def fidelity(emulator: str, kernel: str, items: list[tuple[str, InSituCall]]) -> Fidelity:
+    """How closely ``emulator``'s error follows ``kernel``'s on the calls both measured."""
+    both = []
+    for key, c in items:
+        e, k = c.errors.get(emulator), c.errors.get(kernel)
+        if e is None or k is None or not (e.finite and k.finite) or k.rel_l1 <= 0:
+            continue
+        gap = abs(e.scale - k.scale) if e.scale is not None and k.scale is not None else None
+        both.append((e.rel_l1 / k.rel_l1, gap, key, c))
+    f = Fidelity(emulator=emulator, kernel=kernel, calls=len(both))
+    if not both:
+        f.text = f"emulator fidelity: {emulator} beside {kernel}: no call measured by both"
+        return f
+    ratios = [r for r, *_ in both]
+    gaps = [g for _, g, *_ in both if g is not None]
+    f.ratio_median, f.ratio_min, f.ratio_max = median(ratios), min(ratios), max(ratios)
+    f.scale_diff_max = max(gaps) if gaps else None
+    r, _, key, c = max(both, key=lambda t: abs(math.log(t[0])) if t[0] > 0 else math.inf)
+    f.worst = f"run {key}, call {c.call}, {c.kind}, {c.k_len:,} keys: ratio {r:.3g}"
+    agrees = all(abs(x - 1) <= AGREE for x in ratios) and all(g <= SCALE_AGREE for g in gaps)
+    scales = f"; scales within {f.scale_diff_max:.3g}" if f.scale_diff_max is not None else ""
+    word = (
+        "agrees call by call"
+        if agrees
+        else f"does NOT follow the kernel on every call (worst: {f.worst}): its verdicts do not predict the kernel's"
+    )
+    f.text = (
+        f"emulator fidelity: {emulator} beside {kernel} on {f.calls} call(s): its rel L1 over the kernel's, per call, "
+        f"median {f.ratio_median:.3g} ({f.ratio_min:.3g} to {f.ratio_max:.3g}){scales}: {word} (agreement: within "
+        f"{AGREE:.0%} and {SCALE_AGREE:g} in scale on every call)"
+    )
+    return f

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.analysis.insitu_fidelity import emulator_pairs, fidelity
+from harness.analysis.insitu import emulator_pairs, fidelity
 from harness.attention.insitu.read import read_insitu
 from harness.attention.insitu.recorder import InSituRecorder
 from harness.attention.insitu.shadow import ShadowedAttention
