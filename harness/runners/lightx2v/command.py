@@ -1,9 +1,7 @@
-"""The exact processes of one LightX2V arm: the torchrun command, its environment, the probe's command.
+"""The exact processes of one LightX2V arm, pure functions of the parameters, spec and run directory:
 
-    torchrun --standalone --nproc_per_node=N -m harness.runners.lightx2v.launch <launcher args>
-        -- --model_cls .. --task .. --model_path .. --config_json <run_dir>/config.json ..
-
-Pure functions of the parameters, the spec and the run directory: nothing is written or run.
+torchrun --standalone --nproc_per_node=N -m harness.runners.lightx2v.launch <launcher args>
+    -- --model_cls .. --task .. --model_path .. --config_json <run_dir>/config.json ..
 """
 
 from __future__ import annotations
@@ -59,14 +57,6 @@ def synthetic_args(params: LightX2VParams) -> list[str]:
     return args
 
 
-def torchrun_prefix(params: LightX2VParams) -> list[str]:
-    if params.torchrun:
-        prefix = [params.torchrun]
-    else:
-        prefix = [params.python or sys.executable, "-m", "torch.distributed.run"]
-    return [*prefix, "--standalone", f"--nproc_per_node={params.nproc_per_node}"]
-
-
 def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
     """``--insitu``'s JSON: the arm's shadows (each with its ``sageattention``) and settings."""
     if not spec.shadows and spec.insitu is None:
@@ -115,14 +105,13 @@ def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
 
 def build_command(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
     run_dir = Path(os.path.abspath(run_dir))
-    return [
-        *torchrun_prefix(params),
-        "-m",
-        LAUNCH_MODULE,
-        *launcher_args(params, spec, run_dir),
-        "--",
-        *infer_args(params, spec, run_dir),
-    ]
+    torchrun = (
+        [params.torchrun]
+        if params.torchrun
+        else [params.python or sys.executable, "-m", "torch.distributed.run"]
+    )
+    launcher = [*torchrun, "--standalone", f"--nproc_per_node={params.nproc_per_node}", "-m", LAUNCH_MODULE]
+    return [*launcher, *launcher_args(params, spec, run_dir), "--", *infer_args(params, spec, run_dir)]
 
 
 def build_env(

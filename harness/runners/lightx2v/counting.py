@@ -1,8 +1,6 @@
 """Inside a rank: count LightX2V's attention calls (a ``CallBook``, ``attn_calls.rank<N>.json``), and
-reverse K/V for the noise-floor arms (exact attention is invariant to that order; only summation
-order changes). Instances built under a ``scope`` prefix are the model under test, where a call of
-another backend than the requested one is a fallback; others (text encoder, VAE) are counted apart.
-Standard library only at import time: this runs before LightX2V is imported.
+reverse K/V for the noise-floor arms (exact attention is invariant to that order). Standard library
+only at import time: this runs before LightX2V is imported.
 """
 
 from __future__ import annotations

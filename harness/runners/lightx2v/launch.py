@@ -7,14 +7,9 @@
         [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
-LightX2V is relied on for two things only: ``ATTN_WEIGHT_REGISTER`` (name -> backend class whose
-instances ``apply(q, k, v, ...)``) and the ``lightx2v.infer`` entry, run as ``__main__``. Around it,
-in order: the plugins (``rank_env``), counting and K/V reversal (``counting``), the call path and
-block timing (``serve``), latents and the rank's log (``Tee``: DIR/rank<N>.log, as LightX2V prints
-some lines without a rank); DIR/attn_calls.rank<N>.json is written at exit, on an
-exception and on SIGTERM. ``--bare`` keeps only the platform and synthetic relaxations
-(``rank_env``): the overhead benchmark's baseline. Standard library at import time; a running rank
-imports ``harness.attention.insitu`` (torch, pydantic: the harness's own dependencies).
+LightX2V is relied on for ``ATTN_WEIGHT_REGISTER`` and the ``lightx2v.infer`` entry only. The rank
+writes DIR/rank<N>.log (``Tee``) and DIR/attn_calls.rank<N>.json (at exit, on an exception, on
+SIGTERM); ``--bare`` is LightX2V uninstrumented, the overhead benchmark's baseline.
 """
 
 from __future__ import annotations
@@ -42,13 +37,6 @@ LIGHTX2V_ENTRY = "lightx2v.infer"
 # end of file would wait on any child process that inherited the descriptor).
 END_MARK = b"\x00harness.tee.end\x00"
 DRAIN_S = 60.0  # stop()'s wait for the pump: far above a loaded machine's scheduling delays
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """os.write may write part of ``data`` (a signal, a full pipe): write the rest too."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _held_back(buf: bytes) -> int:
@@ -97,7 +85,9 @@ class Tee:
             if not out:
                 continue
             with contextlib.suppress(OSError):  # the destination is gone: the file still gets it
-                _write_all(out_fd, out)
+                view = memoryview(out)
+                while view:  # os.write may write a part (a signal, a full pipe)
+                    view = view[os.write(out_fd, view) :]
             pending += out
             cut = pending.rfind(b"\n") + 1
             if cut:

@@ -1,8 +1,5 @@
-"""The LightX2V pre-flight: can this arm run here? One line saying why not, or None.
-
-Cheap checks first (checkout, base config, model folder, inputs, MiniMax-H3's geometry rules,
-the parallel layout, the launchers), then the probe (``probe.py``) in the ranks' interpreter and
-environment, which imports LightX2V's real registry and makes one small call per backend.
+"""The LightX2V pre-flight: one line saying why this arm cannot run here, or None. Cheap checks
+first, then the probe (``probe.py``) in the ranks' interpreter and environment.
 """
 
 from __future__ import annotations
@@ -39,11 +36,6 @@ class ProbeResult(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
 
 
-def nearest_17n5(frames: int) -> str:
-    lo = (frames - 5) // 17 * 17 + 5
-    return f"{lo} or {lo + 17}"
-
-
 def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | None:
     """LightX2V's H3 rules and the parallel layout, from the resolved config (one line or None)."""
     parallel = config.get("parallel")
@@ -62,9 +54,8 @@ def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | 
             return f"config {key}: expected an integer, got {config.get(key)!r}"
     frames = config["target_video_length"]
     if (frames - 5) % 17:
-        return (
-            f"target_video_length {frames}: MiniMax-H3 needs 17n+5 frames (nearest: {nearest_17n5(frames)})"
-        )
+        lo = (frames - 5) // 17 * 17 + 5
+        return f"target_video_length {frames}: MiniMax-H3 needs 17n+5 frames (nearest: {lo} or {lo + 17})"
     if not H3_FRAMES[0] <= frames <= H3_FRAMES[1]:
         return f"target_video_length {frames}: MiniMax-H3 takes {H3_FRAMES[0]}..{H3_FRAMES[1]} frames (5-15 s at 24 fps)"
     h, w = config["target_height"], config["target_width"]

@@ -5,11 +5,9 @@
         [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
     python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
 
-It imports LightX2V's real registry as a rank does (same ``PLATFORM`` and ``PYTHONPATH``): each
-attention type must be registered, construct and agree with exact attention on one small call, and
-the checkout must have the features the scenario relies on. The last stdout line is the answer,
-``{"ok", "reason", "facts"}``, or with ``--questions`` (every arm sharing this interpreter and
-environment, one import of LightX2V) ``{"answers": [...]}``. Standard library at import time.
+It imports LightX2V's real registry as a rank does; each type must construct and agree with exact
+attention on one small call. The last stdout line is ``{"ok", "reason", "facts"}`` (``--questions``:
+``{"answers": [...]}``).
 """
 
 from __future__ import annotations

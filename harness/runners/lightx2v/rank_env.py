@@ -1,10 +1,6 @@
-"""What the harness sets up inside a LightX2V process before LightX2V runs (ranks, probe, checkpoint
-writer): a ``cpu`` platform (LightX2V ships none), the relaxed checks of a synthetic checkpoint
-(never of real weights), the ``sageattention`` flavours, a plugin's backends served in LightX2V's
-``ATTN_WEIGHT_REGISTER`` under their own names as classes whose ``apply`` is the backend's packed
-call (counted, reversed, scheduled and shadowed as any LightX2V class); and what both sides know of
-LightX2V, the harness backends a run calls (at plan time, for its code identity) among it.
-Standard library at import time; torch and LightX2V are imported by the functions.
+"""What the harness sets up inside a LightX2V process before LightX2V runs (a ``cpu`` platform, a
+synthetic checkpoint's relaxed checks, the ``sageattention`` flavours, a plugin's backends served as
+LightX2V classes), and what both sides know of LightX2V. Standard library at import time.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The LightX2V runner: one real LightX2V inference per arm, through torchrun and the harness's launcher.
-
-Each arm's run directory gets ONE resolved config (``config.json``: the base config, then
-``config_overrides``, then the arm's ``attn_type``; LightX2V's files are never edited) and the
-probe's facts (``lightx2v_env.json``, kept on this runner between the pre-flight and ``prepare``).
-After the process: ``timing.json``, ``attn_calls.json`` and, for a run that timed its blocks,
-``layers.json``, from the ranks' ``rank<N>.log`` and ``attn_calls.rank<N>.json`` (a bare run, the
-overhead tool's baseline, leaves neither: torchrun's logs time it, nothing counts).
+Each run directory gets ONE resolved config (LightX2V's files are never edited) and, after the
+process, ``timing.json``, ``attn_calls.json`` and ``layers.json`` from what the ranks left.
 """
 
 from __future__ import annotations
@@ -243,16 +238,6 @@ def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | 
     return record
 
 
-def link_output(run_dir: Path, save_name: str) -> None:
-    """The run's video as ``output.mp4`` too, when the scenario named it otherwise."""
-    produced, expected = run_dir / save_name, run_dir / OUTPUT_MP4
-    if save_name != OUTPUT_MP4 and produced.is_file() and not expected.exists():
-        try:
-            os.link(produced, expected)
-        except OSError:
-            shutil.copyfile(produced, expected)
-
-
 @register_runner("lightx2v")
 class LightX2VRunner(Runner):
     def __init__(self) -> None:
@@ -353,4 +338,9 @@ class LightX2VRunner(Runner):
                 params.dit_steps,
             )
             write_record(run_dir / ATTN_CALLS_JSON, calls)
-        link_output(run_dir, params.save_name)
+        produced, expected = run_dir / params.save_name, run_dir / OUTPUT_MP4  # the video as output.mp4 too
+        if produced != expected and produced.is_file() and not expected.exists():
+            try:
+                os.link(produced, expected)
+            except OSError:
+                shutil.copyfile(produced, expected)

@@ -1,21 +1,10 @@
-"""Inside a rank: what an in-scope call of the requested backend goes through (``CallPath``), in order:
-
-1. its call site (DiT step, block, kind), set by hooks on LightX2V's own step and block loops
-   (``RunHooks``, ``HOOKS`` per ``--model_cls``) from what the run does, never from the order of
-   calls (a method not found is noted, its calls "other"); they also tell the launcher when a step
-   ends and, with ``time_blocks``, time each DiT block of a measured step, the device synchronised;
-2. the arm's step schedule (``harness.attention.wrappers.exact_on``): an exact step is served by
-   LightX2V's own uninstrumented class of the schedule's exact name, counted as scheduled, never a
-   fallback; the arm's backend also runs once on copies of each new call shape (output discarded),
-   so its warm-up falls in step 1 as for any other arm;
-3. on the first DiT self-attention call, the builtin runner's first-call check (``FirstCallCheck``)
-   made here: the output compared bitwise with the op the class binds (``DIRECT_OPS``), called on
-   copies of the same inputs with LightX2V's layout adapter only (no entry: "not checked"; the
-   result has ``harness.records.DirectCheck``'s fields);
-4. the in-situ shadows: the call is the primary of a ``ShadowedAttention``; the model gets the
-   served output unchanged.
-
-Standard library at import time (this runs in the ranks' interpreter).
+"""Inside a rank: what an in-scope call of the requested backend goes through (``CallPath``): its
+call site (DiT step, block, kind), set by hooks on LightX2V's own loops (``RunHooks``, ``HOOKS`` per
+``--model_cls``: from what the run does, never from the order of calls); the step schedule (an exact
+step served by LightX2V's own class of that name, the arm's backend warmed up once per call shape);
+on the first DiT self-attention call, the output compared bitwise with the op the class binds called
+directly (``DIRECT_OPS``, the builtin's ``FirstCallCheck``); the in-situ shadows. Standard library
+at import time (this runs in the ranks' interpreter).
 """
 
 from __future__ import annotations
@@ -156,7 +145,10 @@ class RunHooks:
 
     @contextlib.contextmanager
     def _refiner(self, pre_infer, weights, *args, **kwargs) -> Iterator[None]:
-        self._index_refiner(weights)
+        for index, block in enumerate(getattr(weights, "refiner_blocks", None) or []):
+            attn = getattr(getattr(block, "attn", None), "calculate", None)
+            if attn is not None:
+                self._refiner_blocks[id(attn)] = index
         with self.sites.site(block=None, kind="refiner"):
             yield
 
@@ -168,15 +160,6 @@ class RunHooks:
             yield
         finally:
             self.warmup = False
-
-    def _index_refiner(self, weights: Any) -> None:
-        blocks = getattr(weights, "refiner_blocks", None)
-        if blocks is None:
-            return
-        for index, block in enumerate(blocks):
-            attn = getattr(getattr(block, "attn", None), "calculate", None)
-            if attn is not None:
-                self._refiner_blocks[id(attn)] = index
 
 
 QKV = ("q", "k", "v")

@@ -1,11 +1,7 @@
-"""Inside a rank: the in-situ shadows of a LightX2V arm (``--insitu JSON``, ``insitu_payload``), a
-``harness.attention.insitu.shadow.ShadowedAttention`` around every in-scope call. Its primary is the
-call the model makes, served as ``serve.CallPath`` decided, whose output the model receives
-unchanged; a shadow of a type LightX2V registers is LightX2V's own class (``sage_attn2`` with another
-``sageattention``: bound to that one's ``sageattn`` for the call), any other (a plugin's too) the
-harness backend of that name. Each TP rank writes ``insitu/rank<N>.jsonl``; a shadow that cannot run
-here is noted and left out, the arm runs on. torch, pydantic and the harness's attention package
-are imported by ``build_shadowed`` only.
+"""Inside a rank: the in-situ shadows of a LightX2V arm (``--insitu JSON``), a ``ShadowedAttention``
+around every in-scope call whose primary is the served call itself; a shadow of a type LightX2V
+registers is LightX2V's own class, any other the harness backend of that name. A shadow that
+cannot run here is noted and left out.
 """
 
 from __future__ import annotations
@@ -56,13 +52,6 @@ def load_shim(flavour: str) -> Any:
     spec.loader.exec_module(module)
     sys.modules[name] = module
     return module
-
-
-def pinned_function(flavour: str) -> Any:
-    """The function a pinned SageAttention runs (``rank_env.bind_pinned_function``), under a private name."""
-    from harness.sage_packages import load
-
-    return getattr(load(flavour), PINNED_SAGEATTENTION[flavour].function)
 
 
 def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
@@ -139,11 +128,12 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
         module = sys.modules.get(SAGE_MODULE)
         if flavour != "package":
             try:
-                fn = (
-                    pinned_function(flavour)
-                    if flavour in PINNED_SAGEATTENTION
-                    else load_shim(flavour).sageattn
-                )
+                if flavour in PINNED_SAGEATTENTION:  # the function the ranks bind, under a private name
+                    from harness.sage_packages import load
+
+                    fn = getattr(load(flavour), PINNED_SAGEATTENTION[flavour].function)
+                else:
+                    fn = load_shim(flavour).sageattn
             except Exception as err:
                 return f"{flavour_text(flavour)} does not import ({type(err).__name__}: {err})"
         elif module is None or getattr(module, "sageattn", None) is None:

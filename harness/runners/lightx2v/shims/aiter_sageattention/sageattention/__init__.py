@@ -1,8 +1,6 @@
-"""A `sageattention` package served by aiter's gfx1201 SageAttention op: first on PYTHONPATH (arms
-with ``sageattention: aiter_shim``), LightX2V's ``sage_attn2`` calls aiter's op, a second route to
-the kernel of ``aiter_sage_attn`` (the outputs must be bitwise identical). The op is non-causal
-dense attention at scale ``head_dim ** -0.5``: causal, masks, another scale and LSE are refused,
-never computed differently; knobs that pick one of thu-ml's kernel variants are ignored.
+"""A `sageattention` package served by aiter's gfx1201 SageAttention op (``sageattention: aiter_shim``):
+a second route to ``aiter_sage_attn``'s kernel, bitwise the same. What the op cannot honour (causal,
+masks, another scale, LSE) is refused, never computed differently; kernel-variant knobs are ignored.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""A `sageattention` package served by the harness's ``sage_emul_thuml`` (the PyTorch emulation of
-SageAttention 1.0.6's Triton ``sageattn``, what ``sage_attn2`` runs on the H200): first on PYTHONPATH
-(arms with ``sageattention: emulator``), a quantised candidate runs through the real LightX2V on any
-device, the CPU included, so CI checks its schedules, in-situ errors and verdicts (timings are no
-kernel's). Non-causal, unmasked, no LSE; knobs picking one of thu-ml's kernel variants are ignored.
+"""A `sageattention` package served by the harness's ``sage_emul_thuml`` (``sageattention: emulator``):
+a quantised candidate runs through the real LightX2V on any device, the CPU included, so CI checks
+it (timings are no kernel's). Non-causal, unmasked, no LSE; kernel-variant knobs are ignored.
 """
 
 from __future__ import annotations
