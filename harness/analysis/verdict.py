@@ -317,14 +317,9 @@ def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRule
 def _seed_words(v: Verdict, rules: VerdictRules) -> None:
     top = decisive_reading(v)
     for sv in v.per_seed:
-        words, worst = [], None
-        for r in v.energy:
-            sr = next((x for x in r.per_seed if x.seed == sv.seed), None)
-            if sr is None:
-                continue
-            words.append(sr.word)
-            if sr.ratio is not None and (worst is None or sr.ratio > worst.ratio):
-                worst = sr
+        mine = [x for r in v.energy for x in r.per_seed if x.seed == sv.seed]  # one per reading
+        words = [x.word for x in mine]
+        worst = max((x for x in mine if x.ratio is not None), key=lambda x: x.ratio, default=None)
         if top is not None:  # the cell quotes the figure the headline quotes
             worst = next((x for x in top.per_seed if x.seed == sv.seed and x.ratio is not None), worst)
         words += [c.word for c in v.stats if c.judged and c.seed == sv.seed]
