@@ -201,36 +201,33 @@ def _save(tensors: dict[str, Any], path: Path) -> None:
     save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, str(path), metadata={"format": "pt"})
 
 
-def write_tokenizer(folder: Path) -> Any:
-    """A byte-level BPE trained offline on a fixed corpus, saved as Qwen2TokenizerFast."""
-    from transformers import Qwen2TokenizerFast
+def write_text_tools(out: Path) -> None:
+    """tokenizer/: a byte-level BPE trained offline on a fixed corpus (Qwen2TokenizerFast); processor/:
+    Qwen3-VL's with small pixel budgets (the runner resizes references to 2048 px)."""
+    import transformers
 
     bpe = byte_level_bpe(_CORPUS, TEXT_CONFIG["vocab_size"] - 64, SPECIAL_TOKENS)
-    tokenizer = Qwen2TokenizerFast(
+    tokenizer = transformers.Qwen2TokenizerFast(
         tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token=None,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t != "<|endoftext|>"],
     )  # fmt: skip
     if len(tokenizer) > TEXT_CONFIG["vocab_size"]:
         raise RuntimeError(f"tokenizer has {len(tokenizer)} tokens, more than the embedding's rows")
-    tokenizer.save_pretrained(str(folder))
-    return tokenizer
-
-
-def write_processor(folder: Path, tokenizer: Any) -> None:
-    """Qwen3-VL processor with small pixel budgets (the runner resizes references to 2048 px)."""
-    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
-
+    tokenizer.save_pretrained(str(out / "tokenizer"))
     pixels = 64 * 64
     patches = {
         "patch_size": VISION_CONFIG["patch_size"],
         "temporal_patch_size": VISION_CONFIG["temporal_patch_size"],
         "merge_size": VISION_CONFIG["spatial_merge_size"],
     }
-    image = Qwen2VLImageProcessor(**patches, min_pixels=pixels, max_pixels=pixels)
-    video = Qwen3VLVideoProcessor(**patches, size={"shortest_edge": pixels, "longest_edge": 4 * pixels})
-    Qwen3VLProcessor(image_processor=image, tokenizer=tokenizer, video_processor=video).save_pretrained(
-        str(folder)
+    image = transformers.Qwen2VLImageProcessor(**patches, min_pixels=pixels, max_pixels=pixels)
+    video = transformers.Qwen3VLVideoProcessor(
+        **patches, size={"shortest_edge": pixels, "longest_edge": 4 * pixels}
     )
+    processor = transformers.Qwen3VLProcessor(
+        image_processor=image, tokenizer=tokenizer, video_processor=video
+    )
+    processor.save_pretrained(str(out / "processor"))
 
 
 def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str, Any]:
@@ -273,8 +270,7 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
         },
     )
 
-    tokenizer = write_tokenizer(out / "tokenizer")
-    write_processor(out / "processor", tokenizer)
+    write_text_tools(out)
 
     video_vae = MiniMaxH3VideoVAE(VIDEO_VAE_CONFIG, device="cpu")
     write_json(out / "vae" / "config.json", VIDEO_VAE_CONFIG)

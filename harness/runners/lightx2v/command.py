@@ -61,12 +61,11 @@ def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
     """``--insitu``'s JSON: the arm's shadows (each with its ``sageattention``) and settings."""
     if not spec.shadows and spec.insitu is None:
         return None
-    shadows = []
-    for shadow in spec.shadows:
-        item = shadow.model_dump(mode="json")
-        if shadow.name in params.shadow_sageattention:
-            item["sageattention"] = params.shadow_sageattention[shadow.name]
-        shadows.append(item)
+    sage = params.shadow_sageattention
+    shadows = [
+        {**s.model_dump(mode="json"), **({"sageattention": sage[s.name]} if s.name in sage else {})}
+        for s in spec.shadows
+    ]
     settings = spec.insitu.model_dump(mode="json") if spec.insitu is not None else None
     return json.dumps(insitu_payload(spec.arm, shadows, settings), sort_keys=True)
 

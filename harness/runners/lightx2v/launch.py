@@ -106,7 +106,19 @@ class Tee:
         deadline = time.monotonic() + DRAIN_S
         for fd, saved, write_end, _ in self._streams:
             os.dup2(saved, fd)  # the descriptor writes to its destination again
-            _send_end_mark(write_end, deadline)
+            os.set_blocking(
+                write_end, False
+            )  # the pipe may be full (a slow pump): retried until the deadline
+            while True:
+                try:
+                    os.write(write_end, END_MARK)  # shorter than PIPE_BUF: written whole or not at all
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+                except OSError:  # the pump has ended (its read end is closed)
+                    break
             os.close(write_end)
         # `saved` stays open until its pump has forwarded the last bytes through it.
         for _, saved, _, t in self._streams:
@@ -116,21 +128,6 @@ class Tee:
         self._streams = []
         with self._lock:
             self._file.close()
-
-
-def _send_end_mark(write_end: int, deadline: float) -> None:
-    """END_MARK into a pipe that may be full (a slow pump): retried until the deadline, never blocking."""
-    os.set_blocking(write_end, False)
-    while True:
-        try:
-            os.write(write_end, END_MARK)  # shorter than PIPE_BUF: written whole or not at all
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.01)
-        except OSError:  # the pump has ended (its read end is closed)
-            return
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -197,23 +194,19 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return ns, rest
 
 
-def infer_flag(rest: list[str], flag: str) -> str | None:
-    """The value of one of LightX2V's own arguments (``--model_cls X``) in the entry's argv."""
-    for i, item in enumerate(rest):
-        if item == flag and i + 1 < len(rest):
-            return rest[i + 1]
-        if item.startswith(flag + "="):
-            return item.split("=", 1)[1]
-    return None
-
-
 def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: CallBook, rank: str):
     """Hooks, latents and the call path of one rank; returns what must be closed at the end."""
     from harness.attention.insitu.sites import CallSites  # shared with the in-situ recorder
     from harness.records import StepSchedule
 
     hooks = RunHooks(CallSites(), time_blocks=ns.time_blocks)
-    hooks.install(infer_flag(rest, "--model_cls"))
+    flag = "--model_cls"  # LightX2V's own argument, as ``--model_cls X`` or ``--model_cls=X``
+    given = (
+        rest[i + 1] if a == flag else a.split("=", 1)[1]
+        for i, a in enumerate(rest)
+        if (a == flag and i + 1 < len(rest)) or a.startswith(flag + "=")
+    )
+    hooks.install(next(given, None))
     book.step_key = lambda: hooks.sites.current.step_key
     book.extra["attribution"] = {"hooks": list(hooks.installed), "missing": list(hooks.missing)}
     saver = LatentSaver(ns.run_dir, rank, ns.latent_choice)
@@ -316,9 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 shadowed[0].recorder.close()
         book.write(out)
 
-    tee = None if ns.no_tee else Tee(run_dir / f"rank{rank}.log")
-    if tee is not None:
-        atexit.register(tee.stop)  # registered first: runs last, after the counts are written
+    if not ns.no_tee:  # registered first: runs last, after the counts are written
+        atexit.register(Tee(run_dir / f"rank{rank}.log").stop)
     atexit.register(record)
 
     def on_sigterm(signum, frame):  # torchrun stops the other ranks with SIGTERM when one fails
@@ -361,19 +353,18 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         _run_entry(ns.entry, rest)
+        book.finished = True
     except SystemExit as exc:
         if exc.code not in (0, None):
             book.error(f"{ns.entry} exited with {exc.code}")
         else:
             book.finished = True
-        record()
         raise
     except BaseException as exc:
         book.error(f"{type(exc).__name__}: {exc}")
-        record()
         raise
-    book.finished = True
-    record()
+    finally:
+        record()
     return 0
 
 

@@ -119,33 +119,6 @@ def sageattention_reason(flavour: str) -> str | None:
     return None
 
 
-def shadow_reason(names: list[str], registry: Any) -> str | None:
-    """A shadow's attention type that neither LightX2V nor the harness knows (a typo)."""
-    unknown = [n for n in dict.fromkeys(names) if n not in registry]
-    if not unknown:
-        return None
-    from harness.attention.registry import list_backends
-
-    harness_names = list_backends()
-    for name in unknown:
-        if name not in harness_names:
-            hint = did_you_mean(name, [*registry.keys(), *harness_names])
-            return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
-    return None
-
-
-def detect_features() -> dict[str, bool]:
-    found = {}
-    for name, (module, token, _) in FEATURES.items():
-        spec = importlib.util.find_spec(module)
-        try:
-            text = Path(spec.origin).read_text(errors="replace") if spec and spec.origin else ""
-        except OSError:
-            text = ""
-        found[name] = token in text
-    return found
-
-
 def smoke_call(backend_cls: Any, device: str) -> tuple[float | None, str | None]:
     """One small packed call ``[N, H, 128]`` in bf16; cosine against FP32 exact attention."""
     import torch
@@ -264,7 +237,14 @@ def probe_many(
     if plugin_types:
         facts["harness_served"], lightx2v_own = serve_backends(registry, plugin_types)
     facts["registered"] = sorted(registry.keys())
-    facts["features"] = detect_features()
+    facts["features"] = {}
+    for name, (module, token, _) in FEATURES.items():
+        spec = importlib.util.find_spec(module)
+        try:
+            text = Path(spec.origin).read_text(errors="replace") if spec and spec.origin else ""
+        except OSError:
+            text = ""
+        facts["features"][name] = token in text
     facts["device"] = str(AI_DEVICE)
     smoke: dict[str, tuple[float | None, str | None]] = {}  # one test call per type, whoever asks
     for i in unanswered():
@@ -319,9 +299,13 @@ def registry_reason(
                 f"the LightX2V checkout at {facts['lightx2v_root']} is older than this scenario needs: "
                 f"no {feature} (from {FEATURES[feature][2]})"
             )
-    why = shadow_reason(q.get("shadow_types") or [], registry)
-    if why:
-        return why
+    unknown = [n for n in dict.fromkeys(q.get("shadow_types") or []) if n not in registry]
+    if unknown:  # a shadow's type that neither LightX2V nor the harness knows (a typo)
+        from harness.attention.registry import list_backends
+
+        for name in (n for n in unknown if n not in list_backends()):
+            hint = did_you_mean(name, [*registry.keys(), *list_backends()])
+            return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
     for name in dict.fromkeys(attn_types):
         if name not in registry:
             return (

@@ -88,11 +88,8 @@ class LightX2VAttnCalls(AttnCallsRecord):
     ranks: dict[str, LightX2VRankCalls] = Field(default_factory=dict)  # type: ignore[assignment]
 
 
-def timing_from_run_dir(
-    run_dir: Path, dit_steps: int | None = None, infer_steps: int | None = None
-) -> TimingRecord:
+def timing_from_run_dir(run_dir: Path, dit_steps: int | None, infer_steps: int | None) -> TimingRecord:
     """Parse the launcher's rank<N>.log files, else the torchrun process's stderr/stdout."""
-    run_dir = Path(run_dir)
     texts = {f.stem: f.read_text(errors="replace") for f in sorted(run_dir.glob("rank*.log"))}
     fallback = not texts
     if fallback:
@@ -177,30 +174,16 @@ def merge_rank_calls(
             if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
                 rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
     ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
+    # What sage_attn2 ran, as the first rank with a ``sageattention`` recorded it (empty for others).
+    modules = next((rc.modules for rc in ordered.values() if rc.modules.get("sageattention")), {})
+    flavour = modules.get("sageattention_flavour") or sageattention
+    found = {"backend": requested, "lightx2v": True, "sageattention": flavour}
+    for key in ("function", "package_version", "package_commit", "provenance"):
+        found[key] = modules.get(f"sageattention_{key.removeprefix('package_')}")
+    backend = {k: v for k, v in found.items() if v is not None} if requested == "sage_attn2" else {}
     return LightX2VAttnCalls(
-        requested=requested,
-        kv_reversed=kv_reversed,
-        ranks=ordered,
-        scope=list(scope or []),
-        backend=sage_backend(ordered, requested, sageattention),
+        requested=requested, kv_reversed=kv_reversed, ranks=ordered, scope=list(scope or []), backend=backend
     )
-
-
-def sage_backend(ranks: dict[str, LightX2VRankCalls], requested: str, flavour: str | None) -> dict[str, Any]:
-    """What sage_attn2 ran, as the first rank with a ``sageattention`` recorded it (empty for others)."""
-    if requested != "sage_attn2":
-        return {}
-    modules = next((rc.modules for rc in ranks.values() if rc.modules.get("sageattention")), {})
-    found = {
-        "backend": requested,
-        "lightx2v": True,
-        "sageattention": modules.get("sageattention_flavour") or flavour,
-        "function": modules.get("sageattention_function"),
-        "package_version": modules.get("sageattention_version"),
-        "package_commit": modules.get("sageattention_commit"),
-        "provenance": modules.get("sageattention_provenance"),
-    }
-    return {k: v for k, v in found.items() if v is not None}
 
 
 def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:

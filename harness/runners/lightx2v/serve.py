@@ -326,9 +326,13 @@ class CallPath:
         tensors = call_tensors(bound)
         shape = tuple((tuple(t.shape), t.dtype) for t in (tensors[n] for n in QKV))
         if self.schedule is not None and self._exact_on(self.schedule, site.step, site.steps):
-            exact_name = self.schedule.exact
-            exact = self.exact_backend(exact_name)
-            served = exact_name
+            served = self.schedule.exact
+            if self._exact is None:
+                cls = self.raw(served)
+                if cls is None:
+                    raise ValueError(f"schedule: exact backend {served!r} is not registered in LightX2V")
+                self._exact = cls()
+            exact = self._exact
 
             def run(q, k, v):  # another class: by keyword (its positional parameters differ)
                 return exact.apply(q=q, k=k, v=v, **other_arguments(bound))
@@ -367,14 +371,6 @@ class CallPath:
             check["step"] = site.step
         self.book.direct_check = check
         return out
-
-    def exact_backend(self, exact_name: str) -> Any:
-        if self._exact is None:
-            cls = self.raw(exact_name)
-            if cls is None:
-                raise ValueError(f"schedule: exact backend {exact_name!r} is not registered in LightX2V")
-            self._exact = cls()
-        return self._exact
 
     def _at(self, site: Any) -> Any:
         """The call's site made current while it runs (the refiner's block is known per instance)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,31 +142,24 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
         backend = raw()
     except Exception as err:
         return f"LightX2V's {name} does not construct ({type(err).__name__}: {err})"
-    if fn is None:  # LightX2V's own kernel: one small call first, as the arm's pre-flight makes
-        why = _smoke(lambda: backend)
-        if why:
+    if fn is None:  # LightX2V's own kernel: one small call first (a kernel not installed fails it)
+        from harness.runners.lightx2v.probe import smoke_call
+
+        try:
+            from lightx2v_platform.base.global_var import AI_DEVICE
+
+            device = str(AI_DEVICE)
+        except Exception:  # outside a LightX2V process (tests): where torch computes
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        cosine, why = smoke_call(lambda: backend, device)
+        if cosine is None:  # an inaccurate answer is no reason: the shadow measures it
             return f"LightX2V's {name}: {why}"
     return op_class(
         name, backend, choice.kv_reversed, sageattn=fn, lightx2v_class=type(backend).__qualname__,
         **({"sageattention": flavour} if name == "sage_attn2" else {}),
     )  # fmt: skip
-
-
-def _smoke(make: Callable[[], Any]) -> str | None:
-    """Why the LightX2V attention ``make()`` gives fails a first call here (a kernel not installed), or
-    None; an inaccurate answer is no reason (the shadow measures it)."""
-    from harness.runners.lightx2v.probe import smoke_call
-
-    try:
-        from lightx2v_platform.base.global_var import AI_DEVICE
-
-        device = str(AI_DEVICE)
-    except Exception:  # outside a LightX2V process (tests): where torch computes
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    cosine, why = smoke_call(make, device)
-    return why if cosine is None else None
 
 
 def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str, sites: Any, served: dict):
