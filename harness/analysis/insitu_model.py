@@ -185,9 +185,6 @@ class InSituResults(Record):
     convention: str = CONVENTION
     notes: list[str] = Field(default_factory=list)
 
-    def reading(self, candidate: str) -> InSituReading | None:
-        return next((r for r in self.readings if r.candidate == candidate), None)
-
 
 def heatmap_name(candidate: str) -> str:
     return f"insitu_heatmap_{candidate}"
