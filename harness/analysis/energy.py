@@ -99,20 +99,12 @@ class Kind:
         assert self.metric.energy is not None  # KINDS holds the metrics that have one
         return self.metric.energy
 
-    @property
-    def label(self) -> str:
-        return self.energy.label
-
-    @property
-    def modality(self) -> str:  # video | audio
-        return self.metric.modality
-
     def get(self, e: PairErrors) -> float | None:
         value = e.value(self.metric.key)
         return None if value is None else self.energy.of(value)
 
     def weight(self, e: PairErrors) -> float:
-        return e.frames if self.modality == "video" else 1
+        return e.frames if self.metric.modality == "video" else 1
 
 
 class _Kinds(Mapping[str, Kind]):

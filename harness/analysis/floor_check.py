@@ -98,7 +98,7 @@ def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
                 break
             # the run furthest outside its margin, in any kind (a noisy kind's big factor is no evidence)
             kind, (key, d, margin) = max(found, key=lambda t: (abs(t[1][1]) / t[1][2], t[1][0], t[0]))
-            label, factor = KINDS[kind].label, ratio_text(safe_exp(d))
+            label, factor = KINDS[kind].energy.label, ratio_text(safe_exp(d))
             if len(kept[seed]) == 2:
                 a, b = (r.key for r in kept[seed])
                 sc.invalid = (

@@ -213,17 +213,17 @@ def judge_numbers(
     parts: list[tuple[str, str, str]] = []  # (word, why, what decided it)
     # The verdict is outside when any modality is: each modality's intervals at alpha / modalities judged.
     judged_modalities = {
-        KINDS[k].modality for s in seeds for r in regime_of[s].values() for k in JUDGED_BY.get(r, ())
+        KINDS[k].metric.modality for s in seeds for r in regime_of[s].values() for k in JUDGED_BY.get(r, ())
     }
     alpha = rules.alpha / max(1, len(judged_modalities))
     for kind in ("video_mse", "video_1_ssim", "audio_error", "audio_spectral", "audio_logmel"):
-        modality = KINDS[kind].modality
+        modality = KINDS[kind].metric.modality
         judged = [s for s in seeds if kind in JUDGED_BY.get(regime_of[s][modality], ())]
         vals = _values(kind, judged or seeds, cand_of, floors_of)
         if not vals:
             continue
         sd, source = rules.stated_sd(kind)
-        r = ratio_reading(kind, KINDS[kind].label, vals, bound=rules.tolerance, alpha=alpha, prior_sd=sd,
+        r = ratio_reading(kind, KINDS[kind].energy.label, vals, bound=rules.tolerance, alpha=alpha, prior_sd=sd,
                           source=source)  # fmt: skip
         if judged:
             v.energy.append(r)
@@ -310,7 +310,7 @@ def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRule
         (s, get(cand_of[s]) if s in cand_of else None, get(base_of[s]) if s in base_of else None)
         for s in seeds
     ]
-    return baseline_reading(kind, KINDS[kind].label, pairs, baseline=str(rules.accepted_baseline),
+    return baseline_reading(kind, KINDS[kind].energy.label, pairs, baseline=str(rules.accepted_baseline),
                             margin=rules.baseline_margin, alpha=rules.alpha, sigma=sigma, df=df or math.inf)  # fmt: skip
 
 
