@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.runners import common
 from harness.runners.common import HARNESS_IMPORT_ROOT, NOT_A_MODEL, byte_level_bpe, search_path, write_json
 from harness.runners.lightx2v.rank_env import (
@@ -303,8 +304,6 @@ def run_writer(out: str | os.PathLike, preset: str = "tiny", seed: int = 0, *, p
 def create_checkpoint(out: str | os.PathLike, root: str | os.PathLike, preset: str = "tiny", seed: int = 0,
                       python: str | None = None) -> dict[str, Any]:  # fmt: skip
     """``harness lightx2v tiny-checkpoint``: write into an empty or missing folder, with LightX2V from ``root``."""
-    from harness.errors import HarnessError
-
     out, root = Path(out).absolute(), Path(root).absolute()
     if preset not in PRESETS:
         raise HarnessError(f"--preset {preset}: expected one of {', '.join(PRESETS)}", exit_code=2)

@@ -39,14 +39,6 @@ END_MARK = b"\x00harness.tee.end\x00"
 DRAIN_S = 60.0  # stop()'s wait for the pump: far above a loaded machine's scheduling delays
 
 
-def _held_back(buf: bytes) -> int:
-    """How many of buf's last bytes could begin END_MARK (kept until the next read decides)."""
-    for n in range(min(len(buf), len(END_MARK) - 1), 0, -1):
-        if END_MARK.startswith(buf[-n:]):
-            return n
-    return 0
-
-
 class Tee:
     """File descriptors 1 and 2 (C extensions' output too) copied into one file in whole lines, in
     the order written; both streams still reach their destinations."""
@@ -80,7 +72,9 @@ class Tee:
             elif not chunk:
                 out, buf, done = buf, b"", True
             else:
-                keep = _held_back(buf)
+                # buf's last bytes that could begin END_MARK, kept until the next read decides
+                ends = range(min(len(buf), len(END_MARK) - 1), 0, -1)
+                keep = next((n for n in ends if END_MARK.startswith(buf[-n:])), 0)
                 out, buf = buf[: len(buf) - keep], buf[len(buf) - keep :]
             if not out:
                 continue

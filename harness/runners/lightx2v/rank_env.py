@@ -6,6 +6,7 @@ LightX2V classes), and what both sides know of LightX2V. Standard library at imp
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
@@ -42,8 +43,6 @@ AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"  # the gfx1
 
 def attention_registry() -> Any:
     """LightX2V's attention registry (importing it imports LightX2V)."""
-    import importlib
-
     return importlib.import_module(LIGHTX2V_REGISTRY).ATTN_WEIGHT_REGISTER
 
 
@@ -121,8 +120,7 @@ def sageattention_identity(flavour: str) -> dict[str, str]:
 
 def bound_sage_function() -> str | None:
     """The name of the function LightX2V's sage_attn2 calls in this process (None: none bound)."""
-    fn = getattr(sys.modules.get(SAGE_MODULE), "sageattn", None)
-    return getattr(fn, "__name__", None) if fn is not None else None
+    return getattr(getattr(sys.modules.get(SAGE_MODULE), "sageattn", None), "__name__", None)
 
 
 def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:
@@ -192,8 +190,6 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
             f"{model_path}: no synthetic-checkpoint marker; refusing to relax LightX2V's checks "
             "(real weights are loaded as LightX2V ships them)"
         )
-    import importlib
-
     qwen = importlib.import_module(QWEN3VL_MODULE)
     config_path = Path(model_path) / "text_encoder" / "config.json"
     raw = json.loads(config_path.read_text())

@@ -199,8 +199,6 @@ def flash3_direct(q, k, v, causal: bool = False):
 
 
 def aiter_direct(q, k, v, causal: bool = False):
-    import importlib
-
     module, _, name = AITER_OP.partition(":")
     q4, k4, v4 = (t.contiguous() for t in _batched(q, k, v))
     out = getattr(importlib.import_module(module), name)(q4, k4, v4)
@@ -366,7 +364,8 @@ class CallPath:
     def _check(self, name: str, run: Callable, qkv: list, bound: inspect.BoundArguments, site: Any) -> Any:
         """``run`` on ``qkv`` checked against the direct op (once per run); its output."""
         self.direct_pending = False
-        out, check = check_call(name, run, *qkv, causal=_causal(bound))
+        causal = bool(bound.arguments.get("causal") or bound.kwargs.get("causal"))
+        out, check = check_call(name, run, *qkv, causal=causal)
         if check is not None:
             check["step"] = site.step
         self.book.direct_check = check
@@ -390,7 +389,3 @@ class CallPath:
         finally:
             primary.pending = primary.out = None
             context["kwargs"] = {}
-
-
-def _causal(bound: inspect.BoundArguments) -> bool:
-    return bool(bound.arguments.get("causal") or bound.kwargs.get("causal"))
