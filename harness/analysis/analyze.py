@@ -15,12 +15,11 @@ from pydantic import ValidationError
 
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
-from harness.analysis.judge import judge
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
 from harness.analysis.sentences import voice
 from harness.analysis.speed import auto_note, speed_families
 from harness.analysis.stat_rule import rule_text
-from harness.analysis.verdict import InsituReading, attention_verdict
+from harness.analysis.verdict import InsituReading, attention_verdict, judge
 from harness.compare.cache import MetricsCache, run_stats
 from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison

@@ -16,9 +16,8 @@ import pytest
 from campaign_factory import ArmSpec, base_content, write_run
 
 from harness.analysis.energy import PairErrors, mse_from_psnr, psnr_from_mse
-from harness.analysis.judge import judge
 from harness.analysis.stat_rule import StatsSample
-from harness.analysis.verdict import InsituReading, judge_numbers, video_regime
+from harness.analysis.verdict import InsituReading, judge, judge_numbers, video_regime
 from harness.compare.pairwise import compare_runs
 from harness.scenario.verdict import VerdictRules
 from harness.store import sha256_file
