@@ -29,10 +29,8 @@ from harness.runners.lightx2v.rank_env import (
 
 MODULE = "harness.runners.lightx2v.checkpoint"
 
-# DiT sizes. head_dim stays 128 in every preset: GPU kernels (SageAttention, FlashAttention) want it,
-# and H3's rotary width (6 x rope_freq_dim = 96) must fit in it. ``prod`` is the released width
-# (LightX2V's H3 defaults: hidden 5376, 56 heads, FFN 14336) with 2 of its 50 layers: attention
-# calls of production shape on one GPU (a 4.4 GB checkpoint); per-layer times scale to 50 layers.
+# DiT sizes; head_dim 128 everywhere (GPU kernels want it; H3's rotary width 96 fits). ``prod``: the released
+# width with 2 of its 50 layers, production-shape attention on one GPU (4.4 GB); layer times scale to 50.
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_attention_heads": 2, "num_layers": 2, "ffn_hidden_size": 128},
     "small": {"hidden_size": 512, "num_attention_heads": 8, "num_layers": 4, "ffn_hidden_size": 1024},
@@ -44,8 +42,7 @@ VIDEO_LATENT_CHANNELS = 24  # H3's packing: 24 video latent channels, 32 audio
 AUDIO_LATENT_CHANNELS = 32
 SAMPLING_RATE = 32000
 
-# Text encoder (Qwen3-VL layout), the same in both presets. TP2 splits heads, KV heads, the MLP
-# and the vocabulary: all even. mrope_section sums to head_dim / 2.
+# Text encoder (Qwen3-VL layout), every preset: all even (TP2 splits it); mrope_section sums to head_dim / 2.
 TEXT_CONFIG: dict[str, Any] = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
     "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512, "hidden_act": "silu", "attention_bias": False,
@@ -57,8 +54,7 @@ VISION_CONFIG: dict[str, Any] = {
     "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": TEXT_CONFIG["hidden_size"],
     "num_position_embeddings": 64, "deepstack_visual_indexes": [0],
 }  # fmt: skip
-# The video VAE keeps H3's 16x spatial / 4x temporal factors (the runner hard-codes 16 and the
-# 17n+5 packing); everything else is small.
+# The video VAE keeps H3's 16x spatial / 4x temporal factors (the runner hard-codes them); the rest is small.
 VIDEO_VAE_CONFIG: dict[str, Any] = {
     "in_channels": 3, "out_channels": 3, "latent_channels": VIDEO_LATENT_CHANNELS,
     "block_out_channels": [16, 16, 16, 16, 16, 16], "layers_per_block": 1,
@@ -203,8 +199,7 @@ def _save(tensors: dict[str, Any], path: Path) -> None:
 
 
 def write_text_tools(out: Path) -> None:
-    """tokenizer/: a byte-level BPE trained offline on a fixed corpus (Qwen2TokenizerFast); processor/:
-    Qwen3-VL's with small pixel budgets (the runner resizes references to 2048 px)."""
+    """tokenizer/ (a byte-level BPE trained on a fixed corpus) and processor/ (Qwen3-VL's, small budgets)."""
     import transformers
 
     bpe = byte_level_bpe(_CORPUS, TEXT_CONFIG["vocab_size"] - 64, SPECIAL_TOKENS)

@@ -155,8 +155,7 @@ def probe_question(params: LightX2VParams, spec: RunSpec) -> dict[str, Any]:
 
 
 def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:
-    """The probe's interpreter, ``sageattention`` and plugins: arms alike in these (and their
-    environment) are answered by one process."""
+    """The probe's interpreter, ``sageattention`` and plugins: arms alike in these share a process."""
     cmd = [params.python or sys.executable, "-m", PROBE_MODULE]
     return cmd + ["--sageattention", params.sageattention or "package", *plugin_args(spec)]
 

@@ -1,6 +1,5 @@
-"""Inside a rank: count LightX2V's attention calls (a ``CallBook``, ``attn_calls.rank<N>.json``), and
-reverse K/V for the noise-floor arms (exact attention is invariant to that order). Standard library
-only at import time: this runs before LightX2V is imported.
+"""Inside a rank: count LightX2V's attention calls (``CallBook``) and reverse K/V for the noise-floor
+arms (exact attention is invariant to that order). Standard library only at import time.
 """
 
 from __future__ import annotations
@@ -171,8 +170,7 @@ def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -
 
 
 def _caller_module() -> str | None:
-    """Module that instantiated the backend: the first frame outside this file (by file: under
-    ``python -m`` this module and LightX2V's entry are both ``__main__``)."""
+    """The module that built the backend: the first frame outside this file (both may be ``__main__``)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == _SELF_FILE:
         frame = frame.f_back
@@ -180,9 +178,8 @@ def _caller_module() -> str | None:
 
 
 class Instrument:
-    """Turns registered backends into counting (and K/V-reversing) subclasses. ``serve(name, backend,
-    original, bound)``, when set, serves every in-scope call of the requested backend (K/V already
-    reversed); ``raw(name)``: the registry's uninstrumented entry (None: not registered)."""
+    """Turns registered backends into counting (and K/V-reversing) subclasses; ``serve``, when set, serves
+    the requested backend's in-scope calls; ``raw(name)``: the registry's own entry (None: not there)."""
 
     def __init__(self, book: CallBook):
         self.book = book
@@ -285,8 +282,7 @@ class Instrument:
 
 
 def instrument_registry(registry: Any, book: CallBook) -> Instrument:
-    """Every lookup of ``registry`` hands out instrumented backends: its class is swapped for one whose
-    ``__getitem__``/``get`` wrap what they return, so backends registered later are covered too."""
+    """Every lookup of ``registry`` hands out instrumented backends (its class swapped: later ones too)."""
     inst = Instrument(book)
     base = type(registry)
 

@@ -7,9 +7,8 @@
         [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
         -- <lightx2v.infer arguments>
 
-LightX2V is relied on for ``ATTN_WEIGHT_REGISTER`` and the ``lightx2v.infer`` entry only. The rank
-writes DIR/rank<N>.log (``Tee``) and DIR/attn_calls.rank<N>.json (at exit, on an exception, on
-SIGTERM); ``--bare`` is LightX2V uninstrumented, the overhead benchmark's baseline.
+Relies on LightX2V's ``ATTN_WEIGHT_REGISTER`` and ``lightx2v.infer`` only; writes DIR/rank<N>.log and
+DIR/attn_calls.rank<N>.json (also on an exception or SIGTERM). ``--bare``: the overhead baseline.
 """
 
 from __future__ import annotations

@@ -166,8 +166,7 @@ def probe_answers(command: list[str], env: dict[str, str], n: int) -> list[Probe
 
 
 def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None, ProbeResult | None]:
-    """Why the arm cannot run here (or None), and the probe's result if it ran; a LightX2V that cannot
-    be imported raises FrameworkUnavailable (exit 3)."""
+    """Why the arm cannot run here (or None), and the probe's result; FrameworkUnavailable (exit 3)."""
     if not (Path(params.root) / "lightx2v" / "infer.py").is_file():
         return (
             f"lightx2v.root {params.root}: lightx2v/infer.py not found "

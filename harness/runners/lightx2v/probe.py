@@ -5,9 +5,8 @@
         [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
     python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
 
-It imports LightX2V's real registry as a rank does; each type must construct and agree with exact
-attention on one small call. The last stdout line is ``{"ok", "reason", "facts"}`` (``--questions``:
-``{"answers": [...]}``).
+Imports LightX2V's registry as a rank does; each type must agree with exact attention on one small call.
+The last stdout line is ``{"ok", "reason", "facts"}`` (``--questions``: ``{"answers": [...]}``).
 """
 
 from __future__ import annotations

@@ -24,18 +24,15 @@ MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"  # its ATTN_WEIGHT_REGISTER: name -> attention class
 QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
 REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
-# LightX2V's sequence-parallel attention types: they wrap the real backend, so their calls are
-# neither the backend under test nor a fallback.
+# LightX2V's sequence-parallel types wrap the real backend: their calls are neither it nor a fallback.
 SP_WRAPPERS = ("ulysses", "ulysses-4090", "ring")
-# Which `sageattention` serves LightX2V's sage_attn2: thu-ml's package, or one of the harness's
-# shims (folder under shims/, the flag the package carries, what a reason calls it).
+# The harness's `sageattention` shims for sage_attn2: folder under shims/, the package's flag, a label.
 SAGEATTENTION_SHIMS = {
     "aiter_shim": ("aiter_sageattention", "IS_AITER_SHIM", "the aiter shim"),
     "emulator": ("emulator_sageattention", "IS_HARNESS_EMULATOR", "the harness emulator"),
 }
 SHIMS = Path(__file__).resolve().parent / "shims"
-# Or one of the pinned thu-ml SageAttentions `make sageattention` installs (harness.sage_packages):
-# its folder goes first on the ranks' path.
+# Or thu-ml's package, or a pinned SageAttention `make sageattention` installs (first on the path).
 SAGEATTENTION_FLAVOURS = ("package", *SAGEATTENTION_SHIMS, *PINNED_SAGEATTENTION)
 SAGE_MODULE = "lightx2v.common.ops.attn.sage_attn"  # where LightX2V binds `sageattn` at import
 AITER_OP = "aiter.ops.gfx1201.sage_attention:gfx1201_sage_attention"  # the gfx1201 op, module:function

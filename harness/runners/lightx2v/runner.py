@@ -1,6 +1,5 @@
-"""The LightX2V runner: one real LightX2V inference per arm, through torchrun and the harness's launcher.
-Each run directory gets ONE resolved config (LightX2V's files are never edited) and, after the
-process, ``timing.json``, ``attn_calls.json`` and ``layers.json`` from what the ranks left.
+"""The LightX2V runner: one LightX2V inference per arm under torchrun; ONE resolved config per run
+directory (LightX2V's files are never edited), then timing, attention calls and layers from the ranks.
 """
 
 from __future__ import annotations
@@ -187,9 +186,8 @@ def merge_rank_calls(
 
 
 def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | None:
-    """A DiT layer's seconds per step (the ranks' ``block_seconds`` against the step times) and a step
-    of the released 50 layers as the rest plus 50 such layers, extrapolated (printed ``12.3 s~``);
-    None when no block was timed."""
+    """A DiT layer's seconds per step (the ranks' ``block_seconds`` against the step times) and a step of
+    the released 50 layers, extrapolated (printed ``12.3 s~``); None when no block was timed."""
     per_rank: list[dict[str, list[float]]] = []
     for path in rank_files:
         try:
@@ -231,8 +229,7 @@ class LightX2VRunner(Runner):
         return resolve_params(scenario, arm, profile).model_dump(mode="json")
 
     def harness_backends(self, spec: RunSpec) -> list[str]:
-        """Only the harness backends the run calls (``rank_env.harness_backends``): LightX2V's own classes
-        serve the rest (its torch_sdpa is not the harness's)."""
+        """Only the harness backends the run calls (LightX2V's own classes serve the rest)."""
         try:
             params = params_of(spec)
         except HarnessError:  # not planned by this runner: the pre-flight says why

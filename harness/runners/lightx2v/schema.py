@@ -1,6 +1,5 @@
-"""What a `runner: lightx2v` scenario adds (``SCENARIO_PART``): the `lightx2v:` block, the arm fields
-only LightX2V arms have, and what its launcher can apply. No heavy imports: the scenario loader
-imports it on every command. Paths are absolute or relative to ``root`` (the LightX2V checkout).
+"""What a `runner: lightx2v` scenario adds (``SCENARIO_PART``): the `lightx2v:` block, its arm fields and
+what its launcher can apply. No heavy imports: the scenario loader imports it on every command.
 """
 
 from __future__ import annotations

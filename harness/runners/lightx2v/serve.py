@@ -1,10 +1,7 @@
-"""Inside a rank: what an in-scope call of the requested backend goes through (``CallPath``): its
-call site (DiT step, block, kind), set by hooks on LightX2V's own loops (``RunHooks``, ``HOOKS`` per
-``--model_cls``: from what the run does, never from the order of calls); the step schedule (an exact
-step served by LightX2V's own class of that name, the arm's backend warmed up once per call shape);
-on the first DiT self-attention call, the output compared bitwise with the op the class binds called
-directly (``DIRECT_OPS``, the builtin's ``FirstCallCheck``); the in-situ shadows. Standard library
-at import time (this runs in the ranks' interpreter).
+"""Inside a rank: what an in-scope call of the requested backend goes through (``CallPath``): its call
+site, set by hooks on LightX2V's own loops (``RunHooks``, never from the order of calls); the step
+schedule; on the first DiT self-attention call, a bitwise check against the op the class binds
+(``DIRECT_OPS``); the in-situ shadows. Standard library at import time.
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ def synchronize() -> None:
 
 
 class RunHooks:
-    """Sets ``sites`` (``harness.attention.insitu.sites.CallSites``) from LightX2V's loops;
-    ``on_step_end(step, scheduler)`` callbacks run after each measured step's ``step_post``."""
+    """Sets ``sites`` from LightX2V's loops; ``on_step_end(step, scheduler)`` runs after a measured step."""
 
     def __init__(self, sites: Any, time_blocks: bool = False):
         self.sites = sites
@@ -287,8 +283,7 @@ def with_tensors(bound: inspect.BoundArguments, tensors: dict[str, Any]) -> tupl
 
 
 class CallPath:
-    """Serves and counts the in-scope calls of the requested backend (``Instrument.serve``); ``raw(name)``:
-    LightX2V's uninstrumented class; ``shadowed``: ``shadows.build_shadowed``'s triple, or None."""
+    """Serves and counts the requested backend's in-scope calls (``Instrument.serve``)."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""A `sageattention` package served by aiter's gfx1201 SageAttention op (``sageattention: aiter_shim``):
-a second route to ``aiter_sage_attn``'s kernel, bitwise the same. What the op cannot honour (causal,
-masks, another scale, LSE) is refused, never computed differently; kernel-variant knobs are ignored.
+"""A `sageattention` package served by aiter's gfx1201 op (``sageattention: aiter_shim``), bitwise
+``aiter_sage_attn``; what the op cannot honour is refused, never computed otherwise; variant knobs ignored.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""A `sageattention` package served by the harness's ``sage_emul_thuml`` (``sageattention: emulator``):
-a quantised candidate runs through the real LightX2V on any device, the CPU included, so CI checks
-it (timings are no kernel's). Non-causal, unmasked, no LSE; kernel-variant knobs are ignored.
+"""A `sageattention` package served by ``sage_emul_thuml`` (``sageattention: emulator``): the real LightX2V
+on any device, CPU included (timings are no kernel's). Non-causal, unmasked, no LSE; variant knobs ignored.
 """
 
 from __future__ import annotations
