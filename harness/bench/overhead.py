@@ -1,12 +1,6 @@
-"""What the harness costs on a real LightX2V run (``harness lightx2v overhead``): DiT s/step with the
-launcher's instrumentation (``launcher``: every attention call counted per rank, rank logs) against
-without (``bare``: the launcher module with ``--bare``, LightX2V uninstrumented), one arm run 2N times
-through the executor with the same config and seed, in ABBA order so that drift falls on both sides
-(K/V reversal is refused: it is a different computation). s/step per run is the mean of DiT steps 2..N
-from LightX2V's profiler lines; the two sets go through ``compare.significance`` (a difference is said
-only when significant). ``wrapper_cost`` times the counting subclass's ``apply`` against the plain class
-in process: times the calls per DiT step it bounds the per-step cost (a derived figure, so labelled).
-"""
+"""``harness lightx2v overhead``: DiT s/step of one arm with the launcher's instrumentation against
+without (``--bare``), 2N runs in ABBA order so that drift falls on both sides, compared through
+``compare.significance``; ``wrapper_cost`` bounds the counting wrapper's per-step cost in process."""
 
 from __future__ import annotations
 

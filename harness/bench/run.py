@@ -1,14 +1,7 @@
 """``harness bench metrics``: the metric suite timed against a naive per-frame scikit-image loop on a
-pair of the pull request's size (H.264 yuv420p, 24 fps, 32 kHz stereo AAC; a panning texture with a
-moving disc, the second file a perturbed copy so that no metric is trivial; cached per size), each
-side in a fresh process so that its CPU time and peak RSS are its own (``python -m harness.bench.run
-KIND A B DEVICE LIMIT OUT`` writes its ``SideResult`` to OUT; a child that fails leaves none, and its
-last line of stderr becomes the error). The sides: ``suite``, ``measure_pair`` (imports and kernel
-loading before the clock starts); ``naive``, skimage PSNR + SSIM per frame on the first ``limit``
-frames (scaled to the full length, every figure so derived marked); ``opencv``, the usual float64
-OpenCV loop, a yardstick of this machine's speed; ``profile``, every stage of the CPU suite alone on
-one thread (decode, colour conversion, SSIM blurs, element-wise work, statistics, hashing, audio).
-"""
+cached synthetic pair of the pull request's size, each side (``KINDS``) in a fresh process so that its
+CPU time and peak RSS are its own (``python -m harness.bench.run KIND A B DEVICE LIMIT OUT`` writes its
+``SideResult`` to OUT; a failing child's last stderr line becomes the error)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The verdict classes of ``harness bench verdicts`` that came with the word "identical", the floor
-check, the lag judged against the floor's lags, the in-situ reading in every regime and the layout check
-(``analysis.structure``). Each class is a **group**: one campaign drawn per draw, judged once, and read
-by several rows (the false-alarm rate of exact candidates, the power for the planted defect, and what
-the verdict says of it: the seeds it reads identical, the floor run it leaves out). A broken floor run
-is the seed's measured ``sage_emul_aiter`` run (12x-32x the floor's video energy in the fixture) or
-another seed's output (modelled: video MSE twice the reference's luma variance, SSIM 0.2; the audio an
-independent track of the same RMS, the seed's measured ``broken_audio``; the other seed's statistics).
-"""
+"""The verdict classes of ``harness bench verdicts`` judged once per draw and read by several rows
+(false alarms, power, what the verdict says): "identical", the floor check (a floor run replaced by the
+seed's quantised-kernel run or by another seed's output, modelled in ``_other_seed_run``), the lag
+against the floor's lags, the in-situ reading and the layout check (``analysis.structure``)."""
 
 from __future__ import annotations
 
@@ -36,7 +31,7 @@ from harness.records import Record
 from harness.scenario.insitu import InSituTolerance
 from harness.scenario.verdict import VerdictRules
 
-KERNEL = "sage_emul_aiter"  # the quantised kernel whose run breaks a floor
+KERNEL = "sage_emul_aiter"  # the quantised kernel whose run breaks a floor (12x-32x its video energy)
 OTHER_SEED_SSIM = 0.2  # SSIM of independent frames (modelled)
 LAG_MS = 20.0
 # In situ (synthetic calls): kind, calls, query rows; a call's level of rel L1 (exact bf16 round-off)
@@ -129,7 +124,8 @@ def _reads_identical_per_seed(d: Draw, v: Verdict) -> bool:
 
 
 def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any, Any]:
-    """Another seed's output against this seed's reference (module docstring), and its statistics."""
+    """Another seed's output against this seed's reference, and its statistics: video MSE twice the
+    reference's luma variance, SSIM 0.2, the audio an independent track of the same RMS."""
     by_seed = {sf.seed: sf for sf in fx.seeds}
     sf = by_seed[seed]
     other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]

@@ -1,14 +1,7 @@
-"""The draws of ``harness bench verdicts`` (``bench.verdicts``): campaigns as the verdict sees them
-(``PairErrors`` and statistics), resampled from the committed builtin fixture or drawn from the
-spreads measured on the H200 and in the pull request's 29-step runs.
-
-The fixture (``CalibrationFixture``, committed as ``harness/bench/verdict_calibration.json`` with the
-commands that made it): ``measure_fixture`` analyses a calibration campaign of real builtin runs (several
-seeds, exact perturbations, approximate kernels), then plants defects in copies of each seed's reference
-output and measures them with the real metric suite: ``inverted_audio`` (the track times -1),
-``delayed_audio`` (5 ms late), ``broken_audio`` (noise of the same RMS), ``blurred`` (every frame blended
-30 % with its Gaussian blur, sigma 1), against ``reencoded`` (the same frames encoded again unchanged).
-"""
+"""The draws of ``harness bench verdicts``: campaigns as the verdict sees them (``PairErrors`` and
+statistics), resampled from the committed builtin fixture (``verdict_calibration.json``, made by
+``measure_fixture`` from real runs, defects planted in copies of each seed's reference and measured
+by the real metric suite) or drawn from the spreads measured on the H200 and in the 29-step runs."""
 
 from __future__ import annotations
 

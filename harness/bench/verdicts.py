@@ -1,14 +1,7 @@
-"""``harness bench verdicts``: how often each verdict rule cries wolf (the false-alarm rate of exact
-candidates) and how often it catches a planted defect (the power), on seeded campaigns drawn from
-measured distributions (``verdict_draws``): the committed builtin fixture resampled (3 of its 6 seeds;
-the floor the three perturbations ``scenarios/e2e_3step.yaml`` runs, an exact candidate one of the two
-other exact computations), or parametric draws with the spreads of the H200 example and the pull
-request's 29-step runs (a design with one floor run per seed states the H200 spreads, as its scenario
-would have to). The classes that judge one draw for several rows live in ``verdict_classes``; the speed
-rows time identical kernels with a between-process spread, as a campaign's report tests them
-(``analysis.speed``) and as the rules they replaced did (Welch without correction; over the steps of one
-run a side).
-"""
+"""``harness bench verdicts``: each verdict rule's false-alarm rate on exact candidates and its power
+for planted defects, on seeded campaigns drawn from measured distributions (``verdict_draws``; the
+classes that judge one draw for several rows: ``verdict_classes``). The speed rows time identical
+kernels with a between-process spread, as a campaign's report tests them (``analysis.speed``)."""
 
 from __future__ import annotations
 

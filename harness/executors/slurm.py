@@ -1,10 +1,7 @@
-"""Slurm executor: each arm run is one Slurm job, submitted through submitit, that runs
-``execute_run`` on the compute node (``run_job``, with the job's signals turned into a recorded
-interrupt or time-out and the GPUs Slurm gave it named), so run.json looks the same whichever
-executor ran an arm. Each job id goes into run.json at once (a later run re-attaches to jobs a crashed
-harness left); jobs that died without a final run.json are recorded with Slurm's state (squeue, then
-sacct: not submitit's watcher, which needs accounting) and submitit's log; Ctrl-C cancels every job
-the campaign submitted."""
+"""Slurm executor: one submitit job per arm run, running ``execute_run`` on the compute node
+(``run_job``) so that run.json looks the same whichever executor ran it. Job ids go into run.json at
+once (a later run re-attaches); jobs that died without a final run.json are recorded with Slurm's
+state (squeue, then sacct) and submitit's log; Ctrl-C cancels every job the campaign submitted."""
 
 from __future__ import annotations
 
