@@ -39,12 +39,6 @@ EXPECTED_OP = {
 FALLBACK = "native"  # what serves a call a harness backend refuses
 
 
-def dispatch_module() -> Any:
-    from diffusers.models import attention_dispatch
-
-    return attention_dispatch
-
-
 def masks_nothing(mask: torch.Tensor) -> bool:
     """A boolean mask that keeps every key, or an additive one of zeros (one host sync)."""
     return bool(mask.all()) if mask.dtype == torch.bool else not bool(mask.any())
@@ -123,9 +117,8 @@ def reversed_kv(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def enum_member(name: str) -> Any:
-    """``AttentionBackendName(name)``, adding a member for a harness backend (the enum is closed)."""
-    enum_cls = dispatch_module().AttentionBackendName
+def enum_member(enum_cls: Any, name: str) -> Any:
+    """``enum_cls(name)`` (the dispatcher's AttentionBackendName), adding a member for a harness backend."""
     try:
         return enum_cls(name)
     except ValueError:
@@ -144,7 +137,9 @@ class Instrument:
     def __init__(self, book: CallBook, *, drop_trivial_masks: bool = True):
         self.book = book
         self.drop_trivial_masks = drop_trivial_masks
-        self.ad = dispatch_module()
+        from diffusers.models import attention_dispatch
+
+        self.ad = attention_dispatch
         self.registry = self.ad._AttentionBackendRegistry
         self.originals: dict[Any, Any] = dict(self.registry._backends)
         self.refuses_masks: set[str] = set()
@@ -186,21 +181,17 @@ class Instrument:
 
     def _mask_aware(self, name: str, fn: Any, kwargs: dict[str, Any]) -> Any:
         mask = kwargs.get("attn_mask")
-        if mask is not None and name in self.refuses_masks and masks_nothing(mask):
-            self.book.masks_dropped[name] += 1
-            return fn(**{**kwargs, "attn_mask": None})
-        try:
-            return fn(**kwargs)
-        except ValueError as err:
-            if (
-                mask is None
-                or "attn_mask" not in str(err)
-                or not (self.drop_trivial_masks and masks_nothing(mask))
-            ):
-                raise
-            self.refuses_masks.add(name)
-            self.book.masks_dropped[name] += 1
-            return fn(**{**kwargs, "attn_mask": None})
+        if mask is None or name not in self.refuses_masks or not masks_nothing(mask):
+            try:
+                return fn(**kwargs)
+            except ValueError as err:  # a refused mask that masks nothing: dropped from now on
+                if mask is None or "attn_mask" not in str(err) or not self.drop_trivial_masks:
+                    raise
+                if not masks_nothing(mask):
+                    raise
+                self.refuses_masks.add(name)
+        self.book.masks_dropped[name] += 1
+        return fn(**{**kwargs, "attn_mask": None})
 
     def _counted_op(self, op: str, fn: Any) -> Any:
         book = self.book
@@ -256,7 +247,7 @@ class Instrument:
                 return refused(str(err), **call)
             return out.transpose(1, 2)
 
-        member = enum_member(name)
+        member = enum_member(self.ad.AttentionBackendName, name)
         self.harness_names.append(name)
         self.registry._backends[member] = self._entry(name, harness_backend)
         self.registry._constraints[member] = []
