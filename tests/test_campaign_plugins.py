@@ -9,7 +9,7 @@ from unittest.mock import ANY
 
 import pytest
 
-from harness.attention.insitu.read import read_insitu
+from harness.attention.insitu.recorder import read_insitu
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.plan import plan_actions
 from harness.records import RunStatus

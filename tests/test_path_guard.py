@@ -181,7 +181,7 @@ def test_a_sanitised_name_is_one_plain_file_name_under_the_root(name):
 def test_op_names_of_an_in_situ_record_are_read_as_plain_names_and_lines_beside_their_meta(tmp_path):
     """A hostile meta (an op named '../../escape', a rank that climbs out) read back: the op, the
     primary and every line's errors under the plain name, the rank's lines from beside its meta."""
-    from harness.attention.insitu.read import read_insitu
+    from harness.attention.insitu.recorder import read_insitu
     from harness.insitu_records import InSituCall, InSituMeta, InSituOp, InSituOpError
     from harness.store import write_record
 

@@ -30,8 +30,7 @@ from harness.analysis.insitu_model import (
     WorstCall,
     heatmap_name,
 )
-from harness.attention.insitu.read import InSituRun, grouped, pool, read_insitu_or_note
-from harness.attention.insitu.recorder import INSITU_DIR
+from harness.attention.insitu.recorder import INSITU_DIR, InSituRun, grouped, pool, read_insitu_or_note
 from harness.insitu_records import InSituCall, InSituOp, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, severity, word

@@ -12,9 +12,8 @@ from typing import Any
 
 import torch
 
-from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.recorder import CallSites, InSituRecorder
 from harness.attention.insitu.shadow import ShadowedAttention
-from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import (
     AttentionBackend,
     AttentionOp,

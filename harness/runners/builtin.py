@@ -114,8 +114,7 @@ class BuiltinRunner(Runner):
 
 def run_in_process(run_dir: Path) -> TimingRecord:
     """The child process: one pipeline run through the counting chain, shadowed when the spec asks."""
-    from harness.attention.insitu.recorder import INSITU_DIR
-    from harness.attention.insitu.sites import CallSites
+    from harness.attention.insitu.recorder import INSITU_DIR, CallSites
     from harness.attention.wrappers import make_attention, shadowed_attention
     from harness.scenario.plugins import load_recorded
     from harness.tiny_ref2av.config import PipelineConfig

@@ -24,7 +24,7 @@ AUDIO_CH = 8  # audio latent channels: 0-3 partial levels, 4 pitch, 5 tremolo, 6
 VOCAB = 4096  # hashed prompt tokens
 Attention = Callable[[Tensor, Tensor, Tensor, float], Tensor]
 # The runner's call-site hook: ``site(step=..., steps=...)`` around a DiT step, ``site(block=...,
-# kind=...)`` around a block's attention call (harness.attention.insitu.sites.CallSites.site).
+# kind=...)`` around a block's attention call (harness.attention.insitu.recorder.CallSites.site).
 SiteHook = Callable[..., AbstractContextManager[Any]]
 
 

@@ -13,10 +13,8 @@ from hypothesis import strategies as st
 
 from harness.analysis.findings import FACTOR, Observation, find, mostly_scale, padding
 from harness.analysis.insitu import candidate_reading
-from harness.attention.insitu.read import read_insitu
-from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.recorder import CallSites, InSituRecorder, read_insitu
 from harness.attention.insitu.shadow import ShadowedAttention
-from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import AttentionOp, get_backend
 from harness.attention.wrappers import KVReversed
 from harness.records import InSituSettings

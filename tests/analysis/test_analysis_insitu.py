@@ -108,7 +108,7 @@ def test_a_kernel_wrong_on_one_kind_of_call_shows_in_the_per_kind_rows():
 
 def test_a_shadow_that_measured_no_call_is_dropped_from_the_floor_and_the_readings():
     from harness.analysis.insitu import exact_ops, shadowed_run_info
-    from harness.attention.insitu.read import InSituRun
+    from harness.attention.insitu.recorder import InSituRun
     from harness.insitu_records import InSituMeta, InSituOp
 
     nan = dict(cosine=math.nan, rel_l1=math.nan, rmse=math.nan, max_abs=math.nan, row_cos_p1=math.nan,

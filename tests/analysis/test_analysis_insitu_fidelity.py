@@ -9,10 +9,8 @@ import pytest
 import torch
 
 from harness.analysis.insitu import emulator_pairs, fidelity
-from harness.attention.insitu.read import read_insitu
-from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.recorder import CallSites, InSituRecorder, read_insitu
 from harness.attention.insitu.shadow import ShadowedAttention
-from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import AttentionOp, get_backend
 from harness.attention.wrappers import KVReversed
 from harness.insitu_records import InSituOp

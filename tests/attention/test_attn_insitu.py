@@ -11,10 +11,8 @@ import torch
 from attn_testutil import make_qkv
 
 from harness.attention.exact import exact_attention
-from harness.attention.insitu.read import pool, read_insitu
-from harness.attention.insitu.recorder import InSituRecorder
+from harness.attention.insitu.recorder import CallSites, InSituRecorder, pool, read_insitu
 from harness.attention.insitu.shadow import ShadowedAttention, error_scalars, op_error, sample_rows
-from harness.attention.insitu.sites import CallSites
 from harness.attention.registry import AttentionOp, UnsupportedCall, get_backend
 from harness.attention.wrappers import KVReversed, shadowed_attention
 from harness.kernels.run import accuracy_metrics

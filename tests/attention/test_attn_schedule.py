@@ -6,7 +6,7 @@ import pytest
 import torch
 from attn_testutil import make_qkv
 
-from harness.attention.insitu.sites import CallSites
+from harness.attention.insitu.recorder import CallSites
 from harness.attention.registry import get_backend
 from harness.attention.wrappers import exact_on, exact_steps, make_attention, schedule_text
 from harness.records import StepSchedule

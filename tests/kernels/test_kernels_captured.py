@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.attention.exact import exact_attention
-from harness.attention.insitu.sites import CallSites
+from harness.attention.insitu.recorder import CallSites
 from harness.attention.registry import get_backend
 from harness.attention.wrappers import shadowed_attention
 from harness.errors import HarnessError

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from insitu_testutil import BLOCKS, STEPS
 
-from harness.attention.insitu.read import pool, read_insitu
+from harness.attention.insitu.recorder import pool, read_insitu
 from harness.kernels.run import run_kernels
 from harness.kernels.schema import KernelsBlock
 from harness.media import iter_frames, read_audio

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from harness.attention.insitu.sites import CallSites
+from harness.attention.insitu.recorder import CallSites
 from harness.runners.lightx2v import serve
 from harness.runners.lightx2v.serve import Hook, RunHooks
 

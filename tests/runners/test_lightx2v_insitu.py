@@ -16,7 +16,7 @@ import pytest
 
 from harness.analysis.model import Finding
 from harness.analysis.sentences import finding_text
-from harness.attention.insitu.read import read_insitu
+from harness.attention.insitu.recorder import read_insitu
 from harness.campaign import plan_campaign
 from harness.plan import dry_run
 from harness.records import AttnCallsRecord

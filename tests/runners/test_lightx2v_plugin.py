@@ -83,7 +83,7 @@ def test_the_lightx2v_runner_names_only_the_harness_backends_a_run_calls(tmp_pat
 def test_a_plugin_backend_as_a_lightx2v_class_and_as_a_shadow(tmp_path):
     """The class registered in LightX2V's registry (a dict stands for its mapping) is the harness
     backend's packed call; a shadow of that type runs the harness backend itself, not the class."""
-    from harness.attention.insitu.sites import CallSites
+    from harness.attention.insitu.recorder import CallSites
     from harness.attention.registry import get_backend
     from harness.runners.lightx2v.rank_env import serve_backends, shadowed_by_lightx2v
     from harness.runners.lightx2v.shadows import build_shadowed

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.attention.insitu.read import read_insitu
+from harness.attention.insitu.recorder import read_insitu
 from harness.bench.overhead import measure_overhead
 from harness.campaign import execute, lock_campaign, plan_campaign
 from harness.collect.lightx2v_log import parse_lightx2v_logs

@@ -189,7 +189,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: CallBook, rank: str):
     """Hooks, latents and the call path of one rank; returns what must be closed at the end."""
-    from harness.attention.insitu.sites import CallSites  # shared with the in-situ recorder
+    from harness.attention.insitu.recorder import CallSites  # shared with the in-situ recorder
     from harness.records import StepSchedule
 
     hooks = RunHooks(CallSites(), time_blocks=ns.time_blocks)
