@@ -30,6 +30,8 @@ from harness.analysis.verdict_model import (
     LatentReading,
     SeedVerdict,
     Verdict,
+)
+from harness.analysis.verdict_text import (
     deciding_part,
     decisive_reading,
     far_below_findings,
