@@ -62,7 +62,9 @@ class CalibrationFixture(Record):
 
 
 def _defect_files(ref_mp4: Path, out: Path) -> dict[str, Path]:
-    """The planted defects of one reference output (module docstring), written into ``out``."""
+    """The planted defects of one reference output, written into ``out``: ``inverted_audio`` (the track
+    times -1), ``delayed_audio`` (5 ms late), ``broken_audio`` (noise of the same RMS), ``blurred`` (each
+    frame blended 30 % with its Gaussian blur, sigma 1), against ``reencoded`` (the frames unchanged)."""
     import cv2
 
     from harness.media import iter_frames, probe, read_audio, write_av
@@ -99,7 +101,8 @@ def _defect_files(ref_mp4: Path, out: Path) -> dict[str, Path]:
 
 
 def measure_fixture(campaign: Path, workdir: Path, say=print) -> CalibrationFixture:
-    """The fixture of a calibration campaign (module docstring)."""
+    """The fixture of a calibration campaign of real builtin runs (several seeds, exact perturbations,
+    approximate kernels), with the defects planted in each seed's reference measured by the suite."""
     from harness.analysis.analyze import analyze_campaign
     from harness.collect.suite import measure_pair
     from harness.compare.summary import stat_fields
@@ -195,7 +198,7 @@ def _scaled_stats(st: StatsSample, sf: SeedFixture, defect: str) -> None:
 
 
 def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str = "", seeds: int = 3) -> Draw:
-    """One campaign from the fixture (module docstring); ``defect`` planted (empty: exact)."""
+    """One campaign from the fixture, ``seeds`` of its seeds resampled; ``defect`` planted (empty: exact)."""
     picked = rng.choice(len(fx.seeds), size=seeds, replace=False)
     d = Draw([], [], [], [])
     bad_seed = int(rng.integers(seeds))

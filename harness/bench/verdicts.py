@@ -77,7 +77,7 @@ def part_outside(part: str) -> Callable[[Draw, VerdictRules], bool]:
 
 def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
               rules: VerdictRules | None = None) -> VerdictBench:  # fmt: skip
-    """Every row (module docstring) on ``draws`` seeded draws each."""
+    """Every row on ``draws`` seeded draws each."""
     t0 = time.perf_counter()
     rules = rules or VerdictRules()
     fx = load_fixture(fixture)
