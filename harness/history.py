@@ -1,8 +1,5 @@
-"""History across campaigns: every results.json under some folders as one DataFrame (a row per run), each
-campaign of a series (scenario, profile, GPU, arm) tested against the last N before it, runs as samples
-(timings by the speed test, other metrics by Welch; Holm over the whole history), history.csv and
-history.html (a figure per scenario and metric, moves marked), the newest campaign's moves for the gate.
-"""
+"""History across campaigns: every results.json under some folders (a row per run), each campaign of a series
+tested against the last N before it (Holm over the whole history), history.csv, history.html, the gate."""
 
 from __future__ import annotations
 

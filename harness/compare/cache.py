@@ -1,8 +1,5 @@
-"""The one cache of costly results in a campaign's metrics/ folder: an entry (metrics/<name>.json) is used
-only when its kind, its computation's version and its key (the sha256 of the files read, the settings)
-all match; one that cannot be read is measured again, one that cannot be written is skipped. Here: a
-pair's metrics (its per-frame CSV beside it), a run's statistics, a pair's latent PSNR.
-"""
+"""The one cache of costly results in metrics/ (a pair's metrics, a run's statistics, a pair's latent PSNR):
+an entry is used only when its kind, version and key (sha256 of the files read, the settings) all match."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Gates: thresholds on a comparison that fail CI (``harness compare --gate FILE`` exits 1), from a YAML or
-JSON mapping of the ``Gate`` fields (``harness scenarios schema --gate``); a bad key or value is one line
-naming file, line and key (exit 2). The accuracy bounds are the metric registry's (``gate_model``).
-"""
+"""Gates: thresholds on a comparison that fail CI (``harness compare --gate FILE`` exits 1); a bad key or
+value is one line naming file, line and key (exit 2). Accuracy bounds: the metric registry's (``gate_model``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What ``harness compare`` accepts on each side (a run directory, ``CAMPAIGN:RUN``, or a bare mp4: its
-file and hash, no timing, no attention calls, role unknown) and what it refuses before it measures,
-writes or prints anything: a RUN naming no run (with the arm's run names), two media files that
-cannot be compared as given (one line naming both, what differs and the flag that compares them
-anyway; the measurement checks the same again for the library's other callers).
-"""
+"""What ``harness compare`` accepts on each side (a run directory, ``CAMPAIGN:RUN``, or a bare mp4) and what
+it refuses, one line each, before it measures, writes or prints anything (a RUN naming no run, media that
+cannot be compared as given: the measurement checks the same again for the library's other callers)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""When a timing difference is a finding: the speed-up (reference time / arm time, the ratio of the runs'
-geometric means; a run is one sample, never a step inside it) with its interval. Designs and words:
-docs/verdicts.md's "Speed"; the interval is always this comparison's own, Holm adjusts only the p-value.
-Pure functions: reports, history, ``harness compare`` and the overhead tool all call this one place.
-"""
+"""When a timing difference is a finding: the speed-up (reference / arm time, the runs' geometric means; a run
+is one sample) with its interval; Holm adjusts only the p. Designs and words: docs/verdicts.md's "Speed"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""index.html: a static page from Jinja2 templates (the review, where the runs differ: frame grids with each
-run's amplified difference, audio clips, spectrogram difference, in-situ heatmaps; then report.md's
-sections), its media in assets/ or inlined (``inline_media``). Every value is autoescaped (reasons and
-logs come from processes); the CSP allows its one script by sha256, media from its folder, no network.
-"""
+"""index.html: a static page from Jinja2 templates (the review, where the runs differ, report.md's sections),
+media in assets/ or inlined; every value autoescaped (logs come from processes), a CSP with no network."""
 
 from __future__ import annotations
 
