@@ -1,6 +1,5 @@
-"""Run B against run A (the reference): speed, accuracy (measured through the collectors, cached by both
-outputs' sha256), statistics, bitwise checks, attention calls, latent PSNR; a run not ``ok`` or without
-output is reported as such, never raised."""
+"""Run B against run A (the reference): speed, accuracy (cached by both outputs' sha256), statistics, bitwise
+checks, attention calls, latent PSNR; a run not ``ok`` or without output is reported as such, never raised."""
 
 from __future__ import annotations
 

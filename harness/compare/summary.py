@@ -1,6 +1,5 @@
-"""One run's own account of itself (no decoding): status, timing, attention calls, output hash. Unreadable
-side files are notes, except the two a verdict rests on: an ok run whose timing.json does not hold or
-whose output.mp4 is not the one run.json hashed is ``damaged``, one line naming the file (never judged)."""
+"""One run's own account of itself (no decoding). Unreadable side files are notes, except the two a verdict
+rests on (timing.json, output.mp4 against run.json's hash): those leave an ok run ``damaged``, never judged."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): the verdicts as the page's badges give them, their
-marks' meanings, the summary lines, the files by name and pr.md folded, under GitHub's 1 MiB a step (a
-part that does not fit is named as left out, a long verdict table cut with a line). Nothing is inlined."""
+"""The job summary of a CI run (``$GITHUB_STEP_SUMMARY``): the verdicts as the page's badges give them and
+the rest by name, under GitHub's 1 MiB a step (what does not fit is named as left out). Nothing is inlined."""
 
 from __future__ import annotations
 

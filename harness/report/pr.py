@@ -1,7 +1,5 @@
-"""pr.md: the pull request's compact tables beside report.md: verdicts (a line per candidate with its
-word's mark, warnings, findings), speed per arm, decoded output against the reference (floors last,
-emulators' provenance under it), statistics per run and facts. Every figure is one of report.md's, rounded
-as the pull request did (arms' means over their runs; statistics per run)."""
+"""pr.md: the pull request's compact tables beside report.md; every figure is one of report.md's, rounded as
+the pull request did (arms' means over their runs; statistics per run)."""
 
 from __future__ import annotations
 

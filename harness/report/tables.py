@@ -1,6 +1,5 @@
-"""The report as sections of string tables (markdown.py and html.py render the same view): overview, speed,
-attention calls, frames, in situ, hybrid schedules, failures, conventions and the reading order (the
-judgement sections: ``report.accuracy``)."""
+"""The report as sections of string tables (markdown.py and html.py render the same view); the judgement
+sections live in ``report.accuracy``."""
 
 from __future__ import annotations
 
