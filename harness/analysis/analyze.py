@@ -167,7 +167,7 @@ def guarded(res: ReportResults, what: str, step: Callable[[], None]) -> None:
 def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummary], rules: VerdictRules,
                 problems: list[str]) -> ReportResults:  # fmt: skip
     """The campaign's facts and conventions, before anything is compared; ``problems``: damaged files."""
-    from harness.collect.audio_align import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
+    from harness.collect.audio import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
 
     res = ReportResults(
         **{k: getattr(rec, k) for k in RECORD_FIELDS},

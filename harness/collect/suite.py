@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.collect import audio as audio_metrics
-from harness.collect import audio_align
 from harness.collect.layout import LayoutPair
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
 from harness.collect.ssim import PairReducer, Workspace, ssim_sse
@@ -207,13 +206,13 @@ def audio_part(
     if ra != rb:
         return _audio_resampled(a, b, resample_audio)
     # Aligned by the containers' timestamps; the residual lag is searched on a bounded head of each
-    # track after that alignment (audio_align's convention), reported and never removed.
-    lag = audio_align.container_lag(a, b, ra)
-    head_a, blocks_a = audio_align.peek(iter_audio(a))
-    head_b, blocks_b = audio_align.peek(iter_audio(b))
+    # track after that alignment (audio_metrics.CONVENTION), reported and never removed.
+    lag = audio_metrics.container_lag(a, b, ra)
+    head_a, blocks_a = audio_metrics.peek(iter_audio(a))
+    head_b, blocks_b = audio_metrics.peek(iter_audio(b))
     residual = (0, None, None)
     if head_a.size and head_b.size:
-        residual = audio_align.lag_search(*audio_align.overlap(head_a, head_b, lag))
+        residual = audio_metrics.lag_search(*audio_metrics.overlap(head_a, head_b, lag))
     pair = audio_metrics.PairStream(ra, lag)
     blocks = (blocks_a, blocks_b)
     live = [True, True]
@@ -251,7 +250,7 @@ def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairM
         )
     pb = audio_metrics.resample(pb, rb, ra)
     note = f"{b.name} resampled {rb} Hz -> {ra} Hz with libswresample (PyAV); A is the reference"
-    m = audio_metrics.pair_metrics(pa, pb, ra, audio_align.container_lag(a, b, ra))
+    m = audio_metrics.pair_metrics(pa, pb, ra, audio_metrics.container_lag(a, b, ra))
     m["samples_b"] = runs[1]["audio_samples"]  # as decoded, before resampling
     metrics = AudioPairMetrics(rate_a=ra, rate_b=rb, resampled=True, resample_note=note, **m)
     return metrics, runs[0], runs[1]

@@ -13,10 +13,10 @@ from harness.collect.audio import (
     _cosine,
     _snr,
     _sums,
+    lag_search,
     mel_figures,
     mel_power,
 )
-from harness.collect.audio_align import lag_search
 from harness.collect.layout import GRID, cell_rows, coarsen, grid_counts
 from harness.collect.ssim import BAND_ROWS, ssim_sse
 from harness.media import write_av

@@ -1,4 +1,4 @@
-"""harness.collect.audio_align: tracks lined up by the containers' timestamps, the residual lag
+"""harness.collect.audio: tracks lined up by the containers' timestamps, the residual lag
 searched after that and reported (never removed), the correlation's sign kept."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from collect_testutil import RATE, best_lag, make_video, scene, tone
 
-from harness.collect.audio import pair_metrics
-from harness.collect.audio_align import (
+from harness.collect.audio import (
     MAX_LAG,
     audio_start,
     container_lag,
     cross_correlation,
     lag_search,
     overlap,
+    pair_metrics,
     peek,
 )
 from harness.collect.suite import measure_pair
