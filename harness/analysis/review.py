@@ -17,7 +17,7 @@ from harness.analysis.model import (
     Verdict,
     is_emulator,
 )
-from harness.analysis.verdict_text import largest
+from harness.analysis.verdict_model import largest
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics.metric import energy_metrics, judged_energies
 from harness.rule import IDENTICAL, NOT_RUN, known

@@ -30,8 +30,6 @@ from harness.analysis.verdict_model import (
     LatentReading,
     SeedVerdict,
     Verdict,
-)
-from harness.analysis.verdict_text import (
     deciding_part,
     decisive_reading,
     far_below_findings,

@@ -1,16 +1,24 @@
-"""The records of a verdict: the words, the in-situ and latent readings a verdict weighs, one seed's
-verdict and an arm's (``analysis.verdict`` judges, ``analysis.verdict_text`` words them)."""
+"""The records of a verdict (the words, the in-situ and latent readings a verdict weighs, one seed's
+verdict and an arm's; ``analysis.verdict`` judges) and the one line a reviewer reads, led by the part
+that decides, with the sentences that name the floor's and the identity's findings."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from pydantic import Field
 
+from harness.analysis.energy import KINDS
 from harness.analysis.floor_check import FloorCheck
 from harness.analysis.intervals import RatioReading
 from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
+from harness.compare.summary import RunSummary
+from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
 from harness.records import Record
-from harness.rule import NOT_RUN, WITHIN
+from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN
+from harness.scenario.verdict import VerdictRules
 
 LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
 LAG_MARGIN_MS = 0.5  # or this, whichever is larger
@@ -101,3 +109,146 @@ class Verdict(Record):
     def equivalent(self) -> bool:
         """Every judged part within (the only word that supports "equivalent at this tolerance")."""
         return self.word == WITHIN
+
+
+def _short(r: RatioReading) -> str:
+    ci = f" ({range_text(*r.ratio_ci)})" if r.ratio_ci else ""
+    return f"{r.label} {ratio_text(r.ratio)}{ci}"
+
+
+def identical_text(identical: Sequence, seeds: Sequence) -> str:
+    """The seeds whose output is bitwise the reference's: every seed (the verdict's whole line), else which."""
+    if len(identical) == len(seeds):
+        return f"{IDENTICAL} ({len(seeds)} of {len(seeds)} seed(s)): output bitwise equal to the reference's"
+    which = ", ".join(str(s) for s in identical)
+    return (
+        f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
+        "reference's there; the other seeds are judged"
+    )
+
+
+FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
+
+
+def far_below_findings(v: Verdict) -> list[str]:
+    """A candidate far below its floor is a finding about the floor, not praise for the candidate."""
+    return [
+        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
+        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+        for r in v.energy
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
+    ]
+
+
+def largest(readings: Sequence[RatioReading]) -> RatioReading:
+    """The reading with the largest ratio (one that is not finite, or none, counts as infinite)."""
+    return max(
+        readings, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
+    )
+
+
+def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
+    """The part whose word is the verdict's: the largest energy reading with it, then in situ, the rest."""
+    with_word = [src for w, _, src in parts if w == v.word]
+    energy = [r for r in v.energy if r.word == v.word]
+    if energy:
+        return largest(energy).metric
+    for src in ("insitu", "structure", "lag", "statistics", "latents"):
+        if src in with_word:
+            return src
+    return with_word[0] if with_word else ""
+
+
+def decisive_reading(v: Verdict) -> RatioReading | None:
+    """The error-energy reading that decides the verdict; None when another part decides."""
+    if v.decided_by and v.decided_by not in KINDS:
+        return None
+    named = [r for r in v.energy if r.metric == v.decided_by]
+    decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
+    return largest(decisive) if decisive else None
+
+
+def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The one line: the word, the decisive evidence with its interval, the rest briefly."""
+    bits: list[str] = []
+    if v.identical_seeds:
+        bits.append(f"{IDENTICAL} on seed(s) {', '.join(map(str, v.identical_seeds))}")
+    top = decisive_reading(v)
+    lead = next((text for w, text, src in parts if src == v.decided_by and src not in KINDS), "")
+    insitu_bit = ""
+    if v.insitu is not None:
+        insitu_bit = f"in-situ: {v.insitu.text or v.insitu.word} (end to end: {v.end_to_end_word})"
+    if v.decided_by == "insitu":  # the part that decides comes first
+        bits.append(insitu_bit)
+    elif lead:
+        bits.append(lead)
+    if top is not None:
+        interval = ci_text(*top.ratio_ci, top.alpha) if top.ratio_ci else "no interval"
+        head = f"error energy {ratio_text(top.ratio)} the floor's ({interval}; {top.label}"
+        others = [_short(r) for r in v.energy if r is not top]
+        head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
+        head += f", {len(v.seeds) or 1} seed(s)"
+        if top.word == INCONCLUSIVE and top.ratio_ci is None:
+            head += ": no interval (one floor run per seed, no stated spread)"
+        elif top.word == INCONCLUSIVE:
+            head += (
+                f": {count_text(top.seeds_to_decide)} seeds would decide it" if top.seeds_to_decide
+                else ": no practical number of seeds decides it"
+            )  # fmt: skip
+        bits.append(head)
+    elif v.energy:
+        bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
+    invalid = [sc for sc in (v.floor_check.seeds if v.floor_check else []) if sc.invalid]
+    left = [k for sc in (v.floor_check.seeds if v.floor_check else []) for k in sc.left_out]
+    if left:
+        bits.append(f"floor run(s) left out: {', '.join(left)}")
+    if invalid:
+        bits.append("; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid))
+    chaotic = [sv for sv in v.per_seed if sv.regime.get("video") == "chaotic"]
+    if chaotic:
+        psnrs = ", ".join(fmt_db(sv.floor_psnr) for sv in chaotic)
+        low = rules.chaotic_below_db - rules.chaotic_band_db / 2
+        bits.append(f"pixel metrics uninformative (floor {psnrs} < {low:g} dB)")
+    if insitu_bit and v.decided_by != "insitu":
+        bits.append(insitu_bit)
+    if v.latent is not None and v.latent.judged:
+        bits.append(f"latents {v.latent.word}")
+    elif chaotic and v.insitu is None:
+        bits.append("no in-situ reading or latents: the video rests on the statistics")
+    bits += [x for x in v.audio_lag if x not in lead]
+    if v.structure is not None and v.structure.word in (OUTSIDE, INCONCLUSIVE) and v.structure.text != lead:
+        bits.append(v.structure.text)
+    if v.stats_text and v.stats_text != lead:
+        bits.append(v.stats_text)
+    if v.baseline is not None:
+        b = v.baseline
+        ci = f" ({ci_text(*b.ratio_ci, rules.alpha)})" if b.ratio_ci else ""
+        bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
+    if v.missing:
+        bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
+    if v.word == WITHIN:  # the only word whose intervals support the claim
+        bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
+    return f"{v.word}: " + "; ".join(bits) if bits else v.word
+
+
+def settled_text(
+    v: Verdict,
+    word: str,
+    *,
+    first: RunSummary | None,
+    measured: bool,
+    unmeasured: Sequence,
+    head: Sequence[str],
+) -> str:
+    """The verdict's line once its runs have spoken: ``word`` the word they leave it (``settle``)."""
+    if word == NOT_RUN:
+        return NOT_RUN + (f" ({first.status}: {first.reason})" if first else "")
+    text = v.text
+    if not measured:
+        text = f"{INCOMPLETE}: no run of the arm could be measured; " + "; ".join(head)
+    elif unmeasured and v.word != OUTSIDE:
+        seeds = ", ".join(map(str, unmeasured))
+        text = f"{INCOMPLETE}: seed(s) {seeds} not measured; " + text.split(": ", 1)[-1]
+    if word == INVALID:
+        return f"{INVALID}: {v.attention}; as measured: {text}"
+    return text + ("; WARNING: " + "; ".join(v.warnings) if v.warnings else "")

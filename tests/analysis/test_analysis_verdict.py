@@ -483,7 +483,7 @@ def test_every_override_of_the_parts_word_is_one_function(parts, missing, ran, m
 
 def test_the_settled_line_says_the_word_the_runs_leave():
     from harness.analysis.verdict import Verdict
-    from harness.analysis.verdict_text import settled_text
+    from harness.analysis.verdict_model import settled_text
 
     v = Verdict(arm="a", word="within", text="within: error energy 1.1x", attention="calls served by x")
     kw = {"first": None, "measured": True, "head": []}
