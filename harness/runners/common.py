@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import Exit, HarnessError
+from harness.errors import Exit, HarnessError, ScenarioError
 
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
 SPEC_JSON = "spec.json"  # the spec a runner writes into the run folder for its child process
@@ -69,8 +69,6 @@ def effective_block(
     it, any other is ``merge``d into ``rest``; ``tidy`` drops pydantic's "Value error, " opener."""
     from pydantic import ValidationError
 
-    from harness.errors import ScenarioError
-
     block = getattr(scenario, runner, None)
     if block is None:
         raise ScenarioError(f"scenario {scenario.name}: runner '{runner}' needs a '{runner}' block")
@@ -103,8 +101,6 @@ def print_step(i: int, n: int) -> None:
 
 def run_dir_main(argv: list[str] | None, module: str, run: Callable[[Path], Any]) -> int:
     """A runner's child process, ``python -m module RUN_DIR``; a HarnessError is its one line (exit 1)."""
-    from harness.errors import HarnessError
-
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(f"usage: python -m {module} RUN_DIR", file=sys.stderr)
@@ -224,8 +220,6 @@ def run_writer(
     marker: str, *, python: str | None = None, env: dict[str, str] | None = None, timeout_s: float = 600.0,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the writer ``python -m module out args`` (``env`` added); its marker, or HarnessError (exit 3)."""
-    from harness.errors import HarnessError
-
     cmd = [python or sys.executable, "-m", module, str(out), *args]
     try:
         done = subprocess.run(

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.runners import common
 from harness.runners.common import byte_level_bpe
 from harness.runners.diffusers.schema import SYNTHETIC_MODELS
@@ -275,8 +276,6 @@ def create_pipeline(
 ) -> dict[str, Any]:
     """Check the arguments (exit 2), then run this module in the run's interpreter (``python``, ``env``
     added); its marker, HarnessError (exit 3) when it fails. ``harness diffusers tiny-checkpoint``."""
-    from harness.errors import HarnessError
-
     target = Path(out).absolute()
     why = refusal(target, model, preset, seed)
     if why:

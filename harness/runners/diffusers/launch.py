@@ -351,27 +351,24 @@ def run_in_process(run_dir: Path) -> Any:
             finished = True
         finally:
             write_record(run_dir / ATTN_CALLS_JSON, calls_record(spec, book, chain, finished))
-            write_record(run_dir / DIFFUSERS_ENV_JSON, environment(pipe, p, device, dtype, names))
+            env = DiffusersEnv(
+                python=sys.executable,
+                packages=package_versions(ENV_PACKAGES),
+                pipeline_class=type(pipe).__name__,
+                model_path=p["model_path"],
+                device=str(device),
+                dtype=str(dtype).removeprefix("torch."),
+                gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+                dispatcher_backends=names,
+                components={
+                    n: type(part).__name__ for n, part in pipe.components.items() if part is not None
+                },
+            )
+            write_record(run_dir / DIFFUSERS_ENV_JSON, env)
     timing.stages["load"] = round(load_s, 6)
     timing.wall_total_s = time.perf_counter() - wall0
     write_record(run_dir / TIMING_JSON, timing)
     return timing
-
-
-def environment(
-    pipe: Any, p: dict[str, Any], device: torch.device, dtype: torch.dtype, names: list[str]
-) -> DiffusersEnv:
-    return DiffusersEnv(
-        python=sys.executable,
-        packages=package_versions(ENV_PACKAGES),
-        pipeline_class=type(pipe).__name__,
-        model_path=p["model_path"],
-        device=str(device),
-        dtype=str(dtype).removeprefix("torch."),
-        gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        dispatcher_backends=names,
-        components={name: type(part).__name__ for name, part in pipe.components.items() if part is not None},
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from harness.errors import HarnessError
 from harness.records import Record
 from harness.registry import did_you_mean
 from harness.runners import common
@@ -89,7 +90,6 @@ def _harness_check(
 ) -> tuple[str | None, dict]:
     from harness.attention.registry import availability
     from harness.attention.wrappers import make_attention
-    from harness.errors import HarnessError
     from harness.records import AttentionChoice
     from harness.runners.diffusers.dispatch import CallBook, Instrument
 
@@ -120,7 +120,6 @@ def probe(
         import torch
 
         from harness.envinfo import package_versions, resolve_device
-        from harness.errors import HarnessError
 
         facts["packages"] = package_versions(
             ("diffusers", "transformers", "torch", "sageattention", "flash-attn")
@@ -212,8 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     backends = [
         (name, json.loads(opts) if opts else {}) for name, _, opts in (b.partition("=") for b in ns.backend)
     ]
-    from harness.errors import HarnessError
-
     try:
         common.load_plugins(ns.plugins_json)
     except HarnessError as err:

@@ -4,9 +4,7 @@ or diffusers at import time: the dispatcher's names are read from diffusers' sou
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
-import importlib.metadata as md
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.envinfo import package_version
+from harness.registry import did_you_mean
 from harness.scenario.parts import FieldProblem, ScenarioPart
 
 DISPATCH_FILE = Path("models") / "attention_dispatch.py"
@@ -202,15 +202,10 @@ def check_arm(arm: Any) -> tuple[str, str] | None:
     if theirs is None:  # no diffusers here: the pre-flight on the machine that runs it decides
         return None
     if name not in theirs:
-        hint = difflib.get_close_matches(name, [*theirs, *ours], n=1)
-        tip = f"; did you mean {hint[0]!r}?" if hint else ""
-        try:
-            version = md.version("diffusers")
-        except md.PackageNotFoundError:
-            version = "?"
         return "attn_type", (
-            f"unknown attention backend {name!r}{tip} (diffusers {version}'s dispatcher has: "
-            f"{', '.join(theirs)}; harness backends: {', '.join(ours)})"
+            f"unknown attention backend {name!r}{did_you_mean(name, [*theirs, *ours])} (diffusers "
+            f"{package_version('diffusers') or '?'}'s dispatcher has: {', '.join(theirs)}; harness backends: "
+            f"{', '.join(ours)})"
         )
     return arm.harness_only(f"dispatcher backend {name!r}")
 

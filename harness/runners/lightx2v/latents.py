@@ -44,19 +44,6 @@ def latents_folder(run_dir: Path, rank: str) -> Path:
     return folder if rank == "0" else folder / f"rank{rank}"
 
 
-def h3_arrays(scheduler: Any) -> dict[str, Any]:
-    """A MiniMax-H3 scheduler's target rows and the sigmas reached (the step has just ended)."""
-    step = int(scheduler.step_index)
-    video = scheduler.video_latents[int(getattr(scheduler, "num_condition_video_rows", 0) or 0) :]
-    audio = scheduler.audio_latents[int(getattr(scheduler, "num_condition_audio_rows", 0) or 0) :]
-    return {
-        "video": video.detach().float().cpu(),
-        "audio": audio.detach().float().cpu(),
-        "sigma_video": float(scheduler.video_sigmas[step + 1]),
-        "sigma_audio": float(scheduler.audio_sigmas[step + 1]),
-    }
-
-
 class LatentSaver:
     """``on_step_end(step, scheduler)``: copy the chosen steps' latents, write them in the background."""
 
@@ -73,8 +60,13 @@ class LatentSaver:
         if not self.choose(step, getattr(scheduler, "infer_steps", None)):
             return
         t0 = time.perf_counter()
-        try:
-            arrays = h3_arrays(scheduler)
+        try:  # a MiniMax-H3 scheduler's target rows and the sigmas reached (the step has just ended)
+            index = int(scheduler.step_index)
+            video = scheduler.video_latents[int(getattr(scheduler, "num_condition_video_rows", 0) or 0) :]
+            audio = scheduler.audio_latents[int(getattr(scheduler, "num_condition_audio_rows", 0) or 0) :]
+            arrays = {k: v.detach().float().cpu() for k, v in (("video", video), ("audio", audio))}
+            arrays["sigma_video"] = float(scheduler.video_sigmas[index + 1])
+            arrays["sigma_audio"] = float(scheduler.audio_sigmas[index + 1])
         except Exception as err:  # a scheduler of another layout: noted once, the run goes on
             self._error(f"latents of step {step} not saved: {type(err).__name__}: {err}")
             return
