@@ -22,7 +22,7 @@ from harness.input_files import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_YAML_BYTES, r
 from harness.media import MediaInfo, check_file, probe
 from harness.records import Record, Role, RunRecord, RunSpec, RunStatus, TimingRecord, role_rank
 from harness.safe_write import check_writable_dir
-from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, SafeName, Seed, check_seed
+from harness.scenario.model import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, SafeName, Seed, check_seed
 from harness.store import (
     OUTPUT_MP4,
     TIMING_JSON,

@@ -19,8 +19,7 @@ from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reas
 from harness.runners import get_runner
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import load_scenario, resolve_scenario_path
-from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock
-from harness.scenario.names import check_name, check_seed
+from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock, check_name, check_seed
 from harness.store import CampaignDir
 from harness.writer_lock import LockHolder, lock_holder
 

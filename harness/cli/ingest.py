@@ -40,7 +40,7 @@ def ingest(
     from harness.ingest import IngestArm, load_manifest
     from harness.ingest import ingest as do_ingest
     from harness.records import Role
-    from harness.scenario.names import check_name, check_seed
+    from harness.scenario.model import check_name, check_seed
 
     if target.suffix.lower() in (".yaml", ".yml"):
         given = [f"--{n}" for n, v in (("arm", arm), ("mp4", mp4), ("config", config), ("log", log)) if v]

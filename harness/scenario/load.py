@@ -15,8 +15,18 @@ from harness.errors import ScenarioError
 from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
 from harness.plugins import RUNNERS
 from harness.registry import did_you_mean
-from harness.scenario.model import E2E, Scenario, full_model, kind_names, scenario_model, unknown_kind
-from harness.scenario.names import ATTN_TYPE_PATTERN, ATTN_TYPE_RULE, NAME_PATTERN, NAME_RULE
+from harness.scenario.model import (
+    ATTN_TYPE_PATTERN,
+    ATTN_TYPE_RULE,
+    E2E,
+    NAME_PATTERN,
+    NAME_RULE,
+    Scenario,
+    full_model,
+    kind_names,
+    scenario_model,
+    unknown_kind,
+)
 from harness.scenario.parts import FieldProblem
 from harness.scenario.plugins import load_plugins
 from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
