@@ -85,10 +85,8 @@ def fit_reference(image: np.ndarray, height: int, width: int) -> torch.Tensor:
 
 def downsample(image: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """Antialiased bilinear resize of a [C, H, W] image (area-like when it shrinks)."""
-    out = F.interpolate(
-        image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
-    )
-    return out[0]
+    size = (height, width)
+    return F.interpolate(image[None], size, mode="bilinear", antialias=True, align_corners=False)[0]
 
 
 def encode_colour(rgb: torch.Tensor) -> torch.Tensor:
@@ -158,16 +156,11 @@ def exact_matmul() -> Iterator[None]:
 def save_latents(directory: Path, step: StepResult) -> None:
     """latents_dir/step_NNN.npz: video [t, h, w, C], audio [n, C] (float32) and the sigmas reached."""
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"step_{step.index:03d}.npz"
     tmp = directory / f".step_{step.index:03d}.tmp.npz"
-    np.savez(
-        tmp,
-        video=step.video.detach().float().cpu().numpy(),
-        audio=step.audio.detach().float().cpu().numpy(),
-        sigma_video=np.float64(step.sigma_video),
-        sigma_audio=np.float64(step.sigma_audio),
-    )
-    tmp.replace(final)
+    video, audio = (x.detach().float().cpu().numpy() for x in (step.video, step.audio))
+    sigmas = {"sigma_video": np.float64(step.sigma_video), "sigma_audio": np.float64(step.sigma_audio)}
+    np.savez(tmp, video=video, audio=audio, **sigmas)
+    tmp.replace(directory / f"step_{step.index:03d}.npz")
 
 
 def run_pipeline(
