@@ -16,11 +16,8 @@ from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
 from harness.plugins import RUNNERS
 from harness.registry import did_you_mean
 from harness.scenario.model import (
-    ATTN_TYPE_PATTERN,
-    ATTN_TYPE_RULE,
     E2E,
-    NAME_PATTERN,
-    NAME_RULE,
+    PATTERN_RULES,
     Scenario,
     full_model,
     kind_names,
@@ -85,9 +82,8 @@ def _describe(root: type[BaseModel], err: dict) -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
-    rules = {NAME_PATTERN: NAME_RULE, ATTN_TYPE_PATTERN: ATTN_TYPE_RULE}
-    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in rules:
-        return f"{got!r} is not a valid name ({rules[err['ctx']['pattern']]})"
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in PATTERN_RULES:
+        return f"{got!r} is not a valid name ({PATTERN_RULES[err['ctx']['pattern']]})"
     shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
     return f"{msg} (got {shown})"
 

@@ -36,6 +36,7 @@ ATTN_TYPE_RULE = (
     "letters, digits, '_', '.' and '-', starting with a letter, a digit or '_', at most 100 characters"
 )
 NAME_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters"
+PATTERN_RULES = {NAME_PATTERN: NAME_RULE, ATTN_TYPE_PATTERN: ATTN_TYPE_RULE}  # what a mismatch says
 SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 SEED_LIMIT = 2**32
 # A seed is a plain integer in [0, 2^32): not a string, a float or a bool.
