@@ -1,6 +1,5 @@
 """The builtin runner: the embedded tiny ref2av pipeline in a child process per arm (``python -m
-harness.runners.builtin RUN_DIR``), and what a builtin scenario adds to the core (``SCENARIO_PART``).
-"""
+harness.runners.builtin RUN_DIR``), and what a builtin scenario adds to the core (``SCENARIO_PART``)."""
 
 from __future__ import annotations
 

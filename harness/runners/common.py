@@ -1,8 +1,7 @@
 """What the runners share, written once: a failure's one line, the child's entry and paths, the spec's
 plugins in a child process, a step's latents file, synthetic weights, and the pre-flight probe (its
 process, batching, smoke bar, a framework that cannot be imported). Standard library and
-harness.errors at import time: the ranks, the probes and the writers import it.
-"""
+harness.errors at import time: the ranks, the probes and the writers import it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Configuration of the embedded ref2av pipeline: one pydantic model (its fields follow MiniMax-H3
 Ref2AV where it has a counterpart) and the named presets, small enough for a CPU (``cpu``) or large
-enough that attention dominates the DiT step on one GPU (``gpu``).
-"""
+enough that attention dominates the DiT step on one GPU (``gpu``)."""
 
 from __future__ import annotations
 

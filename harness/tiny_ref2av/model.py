@@ -1,7 +1,6 @@
 """A small DiT over one packed [text | audio | video] sequence after MiniMax-H3, and its sampler. Seeded
 weights keep latents and targets in a small "content" subspace the head reads out, so the clean latent is
-"target + what the caller's attention mixed in": its numerics show without destroying the output.
-"""
+"target + what the caller's attention mixed in": its numerics show without destroying the output."""
 
 from __future__ import annotations
 

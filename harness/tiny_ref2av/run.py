@@ -1,7 +1,6 @@
 """One ref2av request end to end: load, encode, sample, decode, write the mp4, time it all. On one
 machine the same config, seed, prompt and attention give bitwise-identical latents, frames and
-waveform (TF32 off for the call); CPU results hold for a given torch thread count, left alone here.
-"""
+waveform (TF32 off for the call); CPU results hold for a given torch thread count, left alone here."""
 
 from __future__ import annotations
 

@@ -4,12 +4,12 @@
 
 Each component is diffusers' or transformers' own class from a small seeded config, saved by
 ``save_pretrained`` so ``from_pretrained`` loads it as released weights; nothing is fetched. ``tiny``
-runs on a CPU in seconds, ``small`` is GPU-sized. Neither is a model: the weights are noise.
-"""
+runs on a CPU in seconds, ``small`` is GPU-sized. Neither is a model: the weights are noise."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -30,6 +30,7 @@ _CORPUS = (
     "cheering crowd, handheld camera, waves on a beach, a cat walks through tall grass in the rain"
 )
 
+read_marker = functools.partial(common.read_marker, name=MARKER, schema=MARKER_SCHEMA)
 # Sizes by preset: the DiT, its text encoder, the VAEs.
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
@@ -47,10 +48,6 @@ SIZES: dict[str, dict[str, Any]] = {
         "wan_temporal": [False, True, True], "wan_ratios": (8, 4), "clip": 64,
     },
 }  # fmt: skip
-
-
-def read_marker(path: str | os.PathLike) -> dict[str, Any] | None:
-    return common.read_marker(path, MARKER, MARKER_SCHEMA)
 
 
 def _seeded(seed: int, part: int) -> None:

@@ -1,8 +1,7 @@
 """diffusers' attention dispatcher, instrumented inside one run or probe (``Instrument``; ``close``
 undoes every patch): calls per backend, the DiT's (a ``scope``) or not, fallbacks, torch SDPA called
 around the dispatcher, the kernel a backend reached (its proof of having run); harness backends as
-dispatcher backends of their own name; a floor's K/V reversal; no-op masks a backend refuses dropped.
-"""
+dispatcher backends of their own name; a floor's K/V reversal; no-op masks a backend refuses dropped."""
 
 from __future__ import annotations
 
@@ -72,14 +71,6 @@ class CallBook:
         if name != self.requested:
             self.fallbacks[name] += 1
         return True
-
-    def served_instead(self, asked: str, by: str) -> None:
-        """A DiT call counted for ``asked`` was served by ``by`` (a harness backend's refusal)."""
-        self.calls[asked] -= 1
-        if not self.calls[asked]:
-            del self.calls[asked]
-        self.calls[by] += 1
-        self.fallbacks[by] += 1
 
     def error(self, text: str) -> None:
         line = one_line(text)
@@ -222,8 +213,10 @@ class Instrument:
         book, native = self.book, self.originals[self.ad.AttentionBackendName(FALLBACK)]
 
         def refused(why: str, **kwargs: Any) -> Any:
-            if book.scope_depth > 0:
-                book.served_instead(name, FALLBACK)
+            if book.scope_depth > 0:  # a DiT call counted for ``name``, served by the fallback
+                book.calls -= Counter({name: 1})  # (a count that reaches 0 goes)
+                book.calls[FALLBACK] += 1
+                book.fallbacks[FALLBACK] += 1
             book.error(f"{name}: a call went to {FALLBACK}: {why}")
             book.stack.append(FALLBACK)
             try:

@@ -4,8 +4,7 @@
         --head-dim D [--head-dim D]... --backend NAME[=OPTIONS_JSON]...
 
 A dispatcher or harness backend must pass diffusers' checks at the run's device and dtype and agree
-with exact attention on one small call per head dim. One JSON line on stdout: ``ProbeResult``s.
-"""
+with exact attention on one small call per head dim. One JSON line on stdout: ``ProbeResult``s."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Inside a rank: chosen DiT steps' latents in the builtin runner's files (rank N > 0 in ``rankN/``:
 TP ranks show whether they agree), copied inside the timed step (``copy_s``), written by a thread.
-Standard library at import time; torch and numpy when a step is saved.
-"""
+Standard library at import time; torch and numpy when a step is saved."""
 
 from __future__ import annotations
 

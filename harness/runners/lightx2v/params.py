@@ -1,7 +1,6 @@
 """The LightX2V runner's parameters for one arm (``resolve_params``): the block after overrides, its
 paths absolute, H3's refiner on the arm's backend unless set. ``RunSpec.params`` holds the dump,
-key for key as earlier versions wrote it, so campaigns made before the typed model still resume.
-"""
+key for key as earlier versions wrote it, so campaigns made before the typed model still resume."""
 
 from __future__ import annotations
 
