@@ -156,17 +156,6 @@ def wrapper_cost(samples: int = 7, calls: int = 20000) -> WrapperCost:
     return result
 
 
-def _calls_per_step(result: OverheadResult, dit_steps: int | None) -> int | None:
-    """In-scope attention calls per DiT step on rank 0, from a launcher run's attn_calls.json."""
-    for run in result.runs:
-        record = RunDir(Path(run.run_dir)).attn_calls() if run.mode == "launcher" and dit_steps else None
-        if record is not None:
-            rank0 = record.ranks.get("0")
-            calls = sum(rank0.calls.values()) if rank0 else 0
-            return calls // dit_steps if calls else None
-    return None
-
-
 def timed_run(spec: RunSpec, mode: str, repeat: int, run_dir: RunDir) -> OverheadRun:
     """One run through the executor; its s/step counts when it exited 0 with two timed steps or more."""
     rec = execute_run(spec, run_dir)
@@ -228,7 +217,13 @@ def measure_overhead(
             run_dir = RunDir((root / f"{repeat:02d}-{mode}").absolute())
             result.runs.append(timed_run(specs[mode], mode, repeat, run_dir))
     summarize(result)
-    result.calls_per_step = _calls_per_step(result, params.dit_steps)
+    for run in result.runs:  # in-scope attention calls per DiT step on rank 0, from a launcher run
+        steps = params.dit_steps
+        record = RunDir(Path(run.run_dir)).attn_calls() if run.mode == "launcher" and steps else None
+        if record is not None:
+            calls = sum(rank0.calls.values()) if (rank0 := record.ranks.get("0")) else 0
+            result.calls_per_step = calls // steps if calls and steps else None
+            break
     result.wrapper = wrapper_cost()
     atomic_write_json(root / "overhead.json", result.model_dump(mode="json", by_alias=True))
     (root / "overhead.md").write_text(result.markdown())

@@ -85,14 +85,6 @@ def _outside(d: Draw, v: Verdict) -> bool:
 # --- identical ----------------------------------------------------------------------------------
 
 
-def _identical_pair(e) -> Any:
-    """``e`` bitwise the reference's: every metric at its value for equal output."""
-    out = e.model_copy(deep=True)
-    out.values = {m.key: m.equal for m in in_order() if m.equal is not None}
-    out.identical, out.identical_frames, out.audio_residual_lag = True, e.frames or 0, 0
-    return out
-
-
 def identical_draw(fx: CalibrationFixture, rng: np.random.Generator, every: bool) -> Draw:
     """The builtin draw with one seed's candidate (``every``: each seed's) bitwise the reference's."""
     d = builtin_draw(fx, rng)
@@ -100,7 +92,9 @@ def identical_draw(fx: CalibrationFixture, rng: np.random.Generator, every: bool
     which = range(len(d.cands)) if every else [int(rng.integers(len(d.cands)))]
     for n in which:
         sf = by_seed[d.cands[n].seed]
-        d.cands[n] = _identical_pair(d.cands[n])
+        e = d.cands[n] = d.cands[n].model_copy(deep=True)  # every metric at its value for equal output
+        e.values = {m.key: m.equal for m in in_order() if m.equal is not None}
+        e.identical, e.identical_frames, e.audio_residual_lag = True, e.frames or 0, 0
         st = sf.exact_stats[0].model_copy(deep=True)  # the reference's own statistics
         st.key = d.cand_stats[n].key
         d.cand_stats[n] = st

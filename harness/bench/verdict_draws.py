@@ -179,24 +179,6 @@ def with_audio(e: PairErrors, m: PairErrors) -> None:
     e.audio_residual_lag = m.audio_residual_lag
 
 
-def _held_out(sf: SeedFixture, i: int, keep: list[int]) -> tuple[PairErrors, list[PairErrors], StatsSample,
-                                                                   list[StatsSample]]:  # fmt: skip
-    """(candidate, floor runs, candidate's stats, exact stats): floor run ``i`` as the candidate, the floor
-    runs ``keep`` as the floor."""
-    cand = sf.floors[i].model_copy(deep=True)
-    ref_stats, floor_stats = sf.exact_stats[0], sf.exact_stats[1:]
-    stats = floor_stats[i].model_copy(deep=True)
-    return cand, [sf.floors[j] for j in keep], stats, [ref_stats] + [floor_stats[j] for j in keep]
-
-
-def _scaled_stats(st: StatsSample, sf: SeedFixture, defect: str) -> None:
-    """The candidate's statistics moved by a defect's measured effect (defect / unchanged re-encode)."""
-    base, bad = sf.stats["reencoded"].values, sf.stats[defect].values
-    for k in STATS5:
-        if st.values.get(k) is not None and base.get(k):
-            st.values[k] = st.values[k] * bad[k] / base[k]
-
-
 def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str = "", seeds: int = 3) -> Draw:
     """One campaign from the fixture, ``seeds`` of its seeds resampled; ``defect`` planted (empty: exact)."""
     picked = rng.choice(len(fx.seeds), size=seeds, replace=False)
@@ -206,11 +188,18 @@ def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str =
         sf = fx.seeds[int(idx)]
         # The scenario's floor (the first three perturbations: K/V reversed, K/V in 2 chunks, the math
         # kernel); an exact candidate is one of the other exact computations (K/V in 3 chunks, reversed
-        # and chunked).
-        cand, floors, st, exact = _held_out(sf, int(rng.choice(EXTRA)), list(FLOOR))
+        # and chunked); exact_stats holds the reference's, then one per floor run.
+        i = int(rng.choice(EXTRA))
+        cand, st = sf.floors[i].model_copy(deep=True), sf.exact_stats[1 + i].model_copy(deep=True)
+        floors = [sf.floors[j] for j in FLOOR]
+        exact = [sf.exact_stats[0]] + [sf.exact_stats[1 + j] for j in FLOOR]
         if defect in ("inverted_audio", "delayed_audio", "broken_audio"):
             with_audio(cand, sf.defects[defect])
-            _scaled_stats(st, sf, defect)
+            # the statistics moved by the defect's measured effect (defect / unchanged re-encode)
+            base, bad = sf.stats["reencoded"].values, sf.stats[defect].values
+            for k in STATS5:
+                if st.values.get(k) is not None and base.get(k):
+                    st.values[k] = st.values[k] * bad[k] / base[k]
         elif defect == "sharpness":
             st.values["sharpness"] = st.values["sharpness"] * (1 - SHARPNESS_LOST)
         elif defect == "kernel_3x":

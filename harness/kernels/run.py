@@ -366,20 +366,6 @@ def _run_entry(
     return row
 
 
-def _noise_floor_row(shape: KernelShape, inputs, ref, scale: float) -> KernelRow:
-    op = KVReversed(get_backend("torch_sdpa"))
-    return KernelRow(
-        shape=shape.name,
-        label=NOISE_FLOOR_LABEL,
-        backend="torch_sdpa",
-        role="noise_floor",
-        status="ok",
-        exact=True,
-        params=op.params,
-        accuracy=accuracy_metrics(op(*inputs, scale), ref),
-    )
-
-
 def run_kernels(
     block: KernelsBlock, out_dir: Path, progress: Progress | None = None, *, name: str = "kernels"
 ) -> KernelsResult:
@@ -442,7 +428,11 @@ def run_kernels(
             result.rows.append(_run_entry(entry, shape, inputs, ref, scale, timer, result.peaks))
         if block.noise_floor:
             say(f"shape {shape.name}: noise floor")
-            result.rows.append(_noise_floor_row(shape, inputs, ref, scale))
+            op = KVReversed(get_backend("torch_sdpa"))
+            floor = KernelRow(shape=shape.name, label=NOISE_FLOOR_LABEL, backend="torch_sdpa", status="ok")
+            floor.role, floor.exact, floor.params = "noise_floor", True, op.params
+            floor.accuracy = accuracy_metrics(op(*inputs, scale), ref)
+            result.rows.append(floor)
         del inputs, ref
         _free(device)
     result.findings = kernels_findings(result)
