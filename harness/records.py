@@ -24,28 +24,20 @@ MAX_SECONDS = 1e6  # 11.6 days: no step, stage or pipeline of a run lasts longer
 T = TypeVar("T")
 
 
-def _finite(value: float) -> float:
+def positive_seconds(value: float, zero: bool = False) -> float:
+    """A step or a total: finite, above zero (zero is no measurement), at most ``MAX_SECONDS``; with
+    ``zero``, a stage total (a stage may take no time)."""
     if not math.isfinite(value):
         raise ValueError(f"{value} seconds: not a finite number")
     if value > MAX_SECONDS:
         raise ValueError(f"{value:g} seconds: above {MAX_SECONDS:g} s, no run lasts that long")
-    return value
-
-
-def positive_seconds(value: float) -> float:
-    """A step or a total: finite, above zero (zero is no measurement), at most ``MAX_SECONDS``."""
-    _finite(value)
-    if value <= 0:
+    if value < 0 or (value == 0 and not zero):
         raise ValueError(f"{value} seconds: {'negative' if value < 0 else 'zero is no measurement'}")
     return value
 
 
 def stage_seconds(value: float) -> float:
-    """A stage total: finite, not negative (a stage may take no time), at most ``MAX_SECONDS``."""
-    _finite(value)
-    if value < 0:
-        raise ValueError(f"{value} seconds: negative")
-    return value
+    return positive_seconds(value, zero=True)
 
 
 def step_index(value: int) -> int:
