@@ -235,3 +235,65 @@ def pr_metrics() -> list[Metric]:
 def fmt_g4(x: float | None) -> str:
     """Four significant digits ('0.003262'), 'n/a' for none."""
     return NA if x is None else f"{x:.4g}"
+
+
+# The families: audio (SNR, whose error energy 10^(-SNR/10) the verdict weighs where the floor's waveform is
+# coherent, the samples' cosine, the mel spectral error weighed where it is not, the log-mel cosine shown),
+# then video on decoded RGB (the MSE the verdict weighs; PSNR pooled from the mean per-frame MSE, so one
+# identical frame neither lifts nor sinks it, the frames' mean and the worst; SSIM mean and worst).
+def _residual_lag(a: Any, unit: str = "") -> str:
+    return f" (residual lag {a.residual_lag_samples:+d}{unit})" if a.residual_lag_samples else ""
+
+
+def _fmt5(x: float) -> str:
+    return f"{x:.5f}"
+
+
+for _metric in (
+    Metric("audio_snr", "audio SNR", "audio", "snr_db", 50, unit="dB", digits=2, column="audio SNR",
+           row="audio SNR (at the containers' alignment)", gate="min_audio_snr",
+           gate_doc="Audio SNR of B against A, in dB.", note=_residual_lag,
+           energy=Energy("audio_error", "audio error energy", energy_from_db, db_from_energy),
+           history=HistoryColumn("audio_snr", "audio SNR (dB)", 2),
+           headline=Headline("audio SNR {}", opens=True, note=lambda a: _residual_lag(a, " samples")),
+           pr=PrColumn("audio SNR / cos", "audio_cosine", "{} / {}")),
+    Metric("audio_cosine", "audio cosine", "audio", "cosine", 60, digits=6, column="audio cosine",
+           gate="min_audio_cosine", gate_doc="Cosine of the audio samples.", gate_range=(-1, 1),
+           history=HistoryColumn("audio_cosine", "audio cosine", 6, latest=False),
+           headline=Headline("cosine {}")),
+    Metric("audio_spectral", "audio mel spectral error", "audio", "spectral_error", 70,
+           higher_is_closer=False, column="mel spectral error", formatter=fmt_g4,
+           energy=Energy("audio_spectral", "audio mel spectral error", same, same),
+           headline=Headline("spectral error {}")),
+    Metric("audio_logmel_cosine", "audio log-mel cosine", "audio", "logmel_cosine", 80, digits=6,
+           column="log-mel cosine", gate="min_audio_logmel_cosine",
+           gate_doc="Cosine of the audio log-mel spectra.", gate_range=(-1, 1),
+           energy=Energy("audio_logmel", "audio 1 - log-mel cosine", one_minus, lambda x: 1.0 - x,
+                         judged=False)),
+    Metric("video_mse", "video MSE", "video", "mse_mean", 5, higher_is_closer=False,  # weighed, not shown
+           energy=Energy("video_mse", "video MSE", same, same)),
+    Metric("psnr", "video PSNR (pooled)", "video", "psnr_pooled", 10, unit="dB", digits=2,
+           column="PSNR (pooled)", gate="min_psnr",
+           gate_doc="Video PSNR of B against A, pooled (from the mean MSE over frames), in dB.",
+           history=HistoryColumn("psnr_pooled", "video PSNR pooled (dB)", 2),
+           headline=Headline("video PSNR {} pooled", opens=True),
+           pr=PrColumn("video PSNR pooled (min frame)", "psnr_min")),
+    Metric("psnr_mean", "video PSNR mean of frames", "video", "psnr_mean", 15, unit="dB", digits=2,
+           history=HistoryColumn("psnr_mean", "video PSNR mean of frames (dB)", 2, tested=False,
+                                 latest=False)),
+    Metric("psnr_min", "video PSNR min frame", "video", "psnr_min", 20, unit="dB", digits=2,
+           column="PSNR min (frame)", row="video PSNR min (frame)", gate="min_psnr_frame",
+           gate_doc="Video PSNR of the worst frame, in dB.", worst_frame="psnr_min_frame",
+           worst_label="video PSNR of the worst frame", headline=Headline("{} min")),
+    Metric("ssim_mean", "SSIM mean", "video", "ssim_mean", 30, digits=6, column="SSIM mean", gate="min_ssim",
+           gate_doc="SSIM, mean over frames.", gate_range=(None, 1),
+           energy=Energy("video_1_ssim", "video 1 - SSIM", one_minus, lambda x: 1.0 - x),
+           history=HistoryColumn("ssim_mean", "SSIM mean", 5),
+           headline=Headline("SSIM {} mean", opens=True, fmt=_fmt5), pr=PrColumn("SSIM (min frame)", "ssim_min")),
+    Metric("ssim_min", "SSIM min frame", "video", "ssim_min", 40, digits=6, column="SSIM min (frame)",
+           row="SSIM min (frame)", gate="min_ssim_frame", gate_doc="SSIM of the worst frame.",
+           gate_range=(None, 1),
+           worst_frame="ssim_min_frame", worst_label="SSIM of the worst frame",
+           headline=Headline("{} min", fmt=_fmt5)),
+):  # fmt: skip
+    METRICS.register(_metric.key, _metric)
