@@ -216,17 +216,6 @@ def wan_components(s: dict[str, Any], seed: int, version: str, task: str) -> dic
     return parts
 
 
-def build_pipeline(model: str, preset: str, seed: int) -> Any:
-    import diffusers
-
-    s = SIZES[preset]
-    if model == "ltx2":
-        return diffusers.LTX2Pipeline(**ltx2_components(s, seed))
-    version, task = model.split("_")
-    cls = diffusers.WanPipeline if task == "t2v" else diffusers.WanImageToVideoPipeline
-    return cls(**wan_components(s, seed, version, task))
-
-
 def refusal(out: Path, model: str, preset: str, seed: int) -> str | None:
     """Why the writer refuses these arguments (one line), None when it writes."""
     if model not in SYNTHETIC_MODELS:
@@ -249,7 +238,15 @@ def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        build_pipeline(model, preset, seed).save_pretrained(str(tmp), safe_serialization=True)
+        import diffusers
+
+        if model == "ltx2":
+            pipe = diffusers.LTX2Pipeline(**ltx2_components(SIZES[preset], seed))
+        else:
+            version, task = model.split("_")
+            cls = diffusers.WanPipeline if task == "t2v" else diffusers.WanImageToVideoPipeline
+            pipe = cls(**wan_components(SIZES[preset], seed, version, task))
+        pipe.save_pretrained(str(tmp), safe_serialization=True)
         marker = {
             "schema": MARKER_SCHEMA, "model": model, "preset": preset, "seed": seed,
             "sizes": SIZES[preset], "files": common.file_hashes(tmp, MARKER), "note": common.NOT_A_MODEL,

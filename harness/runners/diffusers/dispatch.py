@@ -288,9 +288,7 @@ class Instrument:
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
-        for member in list(self.registry._backends):
-            if member in self.originals:
-                self.registry._backends[member] = self.originals[member]
+        self.registry._backends.update(self.originals)
         enum_cls, reg = self.ad.AttentionBackendName, self.registry
         for name in self.harness_names:
             member = enum_cls._value2member_map_.get(name)
