@@ -238,14 +238,12 @@ def synthetic_problem(
     field: str, model: Path, what: str, marker: str, have: dict | None, asked: dict, nonempty: bool
 ) -> str | None:
     """Why ``model`` cannot be (or become) the synthetic ``what`` asked for; None when prepare may write it."""
-    if have is None:
-        if nonempty:
-            return (
-                f"{field} {model}: not empty and not a {what} (no {marker}); "
-                "the harness writes synthetic weights only into an empty or missing folder"
-            )
-        return None
-    if have != asked:
+    if have is None and nonempty:
+        return (
+            f"{field} {model}: not empty and not a {what} (no {marker}); "
+            "the harness writes synthetic weights only into an empty or missing folder"
+        )
+    if have is not None and have != asked:
         return f"{field} {model}: holds the {what} {have}, the scenario asks for {asked} (use another folder)"
     return None
 
