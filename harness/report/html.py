@@ -144,22 +144,6 @@ def transfer_tables(colours: list[str]) -> tuple[str, str, str] | None:
     return r, g, b
 
 
-def insitu_images(
-    res: ReportResults, assets: AssetReader, placed, images: dict[str, str]
-) -> list[tuple[str, str]]:
-    """The in-situ heatmaps: figures and PNG assets whose name starts with ``insitu``."""
-    out = [
-        (name.replace(":", " ").replace("_", " "), path)
-        for name, path in images.items()
-        if name.startswith("insitu")
-    ]
-    return out + [
-        (f"in-situ attention error: {name.split(':', 1)[-1]}", placed(p))
-        for name, rel in sorted(res.assets.items())
-        if name.startswith("insitu") and rel.lower().endswith(".png") and (p := assets.path(rel)) is not None
-    ]
-
-
 def differ_view(
     res: ReportResults, grids: list[FrameGrid], assets: AssetReader, placed, images: dict[str, str]
 ) -> DifferView:
@@ -185,7 +169,17 @@ def differ_view(
             view.clips.append(Clip(r.key, ROLE_LABEL.get(r.role, r.role), path, missing))
     view.clips_text = res.audio_clips.text if res.audio_clips is not None else ""
     view.specdiff = images.get("spectrogram_diff")
-    view.insitu = insitu_images(res, assets, placed, images)
+    # the in-situ heatmaps: figures and PNG assets whose name starts with ``insitu``
+    view.insitu = [
+        (name.replace(":", " ").replace("_", " "), path)
+        for name, path in images.items()
+        if name.startswith("insitu")
+    ]
+    view.insitu += [
+        (f"in-situ attention error: {name.split(':', 1)[-1]}", placed(p))
+        for name, rel in sorted(res.assets.items())
+        if name.startswith("insitu") and rel.lower().endswith(".png") and (p := assets.path(rel)) is not None
+    ]
     return view
 
 
