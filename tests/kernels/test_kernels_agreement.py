@@ -39,7 +39,7 @@ from harness.store import read_record
 
 SA1 = VARIANT_PROVENANCE["sageattn1_triton"]
 SA2 = VARIANT_PROVENANCE["sageattn2_triton"]
-KERNEL_PARAMS = {  # what sage_attn2 records with package sageattention1 (harness.attention.sage_thuml)
+KERNEL_PARAMS = {  # what sage_attn2 records with package sageattention1 (harness.attention.gpu_backends)
     "backend": "sage_attn2",
     "exact": False,
     "models": None,
