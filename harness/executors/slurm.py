@@ -57,10 +57,10 @@ class JobState:
         return self.state in RUNNING_STATES
 
 
-def slurm_command(cmd: list[str]) -> subprocess.CompletedProcess | None:
-    """Run a Slurm tool; None when it cannot be started or does not answer in time."""
+def slurm_command(cmd: list[str], timeout: float = SLURM_CMD_TIMEOUT_S) -> subprocess.CompletedProcess | None:
+    """Run a Slurm tool (or a short child); None when it cannot be started or does not answer in time."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=SLURM_CMD_TIMEOUT_S)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -106,16 +106,6 @@ def slurm_unavailable() -> str | None:
 _GPU_ENV = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
-def _gpu_names() -> list[str]:
-    """Names of the GPUs this process sees, from a short-lived child (its GPU context goes with it)."""
-    code = "import torch\nfor i in range(torch.cuda.device_count()): print(torch.cuda.get_device_name(i))"
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
-
-
 def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
     """The GPUs Slurm gave this job, with their names: e.g. 'NVIDIA H200 x2 (Slurm GPUs 0,1;
     CUDA_VISIBLE_DEVICES=0,1)'; None when the job has none (no child process started)."""
@@ -124,7 +114,11 @@ def describe_gpus(environ: dict[str, str] | None = None) -> str | None:
     visible = [(k, env[k]) for k in _GPU_ENV if env.get(k)]
     if not slurm_ids and not visible:
         return None
-    counts = Counter(_gpu_names())
+    # The names from a short-lived child (its GPU context goes with it).
+    code = "import torch\nfor i in range(torch.cuda.device_count()): print(torch.cuda.get_device_name(i))"
+    out = slurm_command([sys.executable, "-c", code], timeout=120)
+    names = out.stdout.splitlines() if out is not None and out.returncode == 0 else []
+    counts = Counter(ln.strip() for ln in names if ln.strip())
     label = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items()) or "GPU names unknown"
     where = ([f"Slurm GPUs {slurm_ids}"] if slurm_ids else []) + [f"{k}={v}" for k, v in visible[:1]]
     return f"{label} ({'; '.join(where)})"
@@ -419,7 +413,7 @@ class SlurmExecutor(Executor):
         )
         node = st.node or rec.host
         rec.host = rec.host or node
-        log = self._job_log_tail(t)
+        log = tail_text(t.job.paths.stderr) or tail_text(t.job.paths.stdout)
         last = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
         where = f" on {node}" if node else ""
         rec.status = RunStatus.timeout if st.state in TIMEOUT_STATES else RunStatus.failed
@@ -430,10 +424,6 @@ class SlurmExecutor(Executor):
         rec.ended_at = utcnow()
         t.run_dir.write(rec)
         return rec
-
-    def _job_log_tail(self, t: _Tracked) -> str:
-        paths = t.job.paths
-        return tail_text(paths.stderr) or tail_text(paths.stdout)
 
     def _cancel_all(self, live: list[_Tracked], reporter: Reporter, on_record: OnRecord) -> None:
         """Ctrl-C: scancel every job this campaign submitted that has not ended, record them interrupted."""
@@ -467,6 +457,6 @@ class SlurmExecutor(Executor):
             rec.reason = f"interrupted (Ctrl-C): Slurm job {t.job_id} cancelled{before}"
             rec.ended_at = rec.ended_at or utcnow()
             if not rec.log_tail:
-                rec.log_tail = self._job_log_tail(t)
+                rec.log_tail = tail_text(t.job.paths.stderr) or tail_text(t.job.paths.stdout)
             t.run_dir.write(rec)
             on_record(rec)

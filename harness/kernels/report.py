@@ -64,8 +64,8 @@ class ReportText:
         self.lines = [f"## {title}", ""]
         self.section = Section(id="s0", title=md_unescape(title.strip()))
 
-    def para(self, line: str) -> None:
-        self.lines.append(line)
+    def para(self, line: str, *, gap: bool = False) -> None:  # gap: blank lines around it in report.md
+        self.lines += ["", line, ""] if gap else [line]
         self.section.paragraphs.append(md_unescape(line.rstrip()))
 
     def bullet(self, line: str) -> None:
@@ -131,9 +131,7 @@ def _agreement(page: ReportText, result: KernelsResult) -> None:
               f"{s.kernel_scale:.4f}", f"{s.emulator_scale:.4f}", s.word] for a in pairs for s in a.shapes],
         )  # fmt: skip
         where = f"{pairs[0].machine}, {pairs[0].date}"  # one run: one machine, one date
-        page.lines.append("")
-        page.para(md_text(f"Agreement: {RULE}; measured on {where}."))
-        page.lines.append("")
+        page.para(md_text(f"Agreement: {RULE}; measured on {where}."), gap=True)
         for a in pairs:
             page.bullet(md_text(f"{a.summary}. Software: {a.software}."))
     for u in result.unpaired_emulators:  # a line of its own, not an item of the findings' list
@@ -168,11 +166,8 @@ def kernels_report(result: KernelsResult) -> ReportText:
         empty_too=True,
     )  # fmt: skip
     if result.findings is not None:
-        page.lines.append("")
-        page.para(
-            md_text(f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):")
-        )
-        page.lines.append("")
+        what = f"Findings (scale: out ~ scale x reference, least squares; rule: {rule('shapes')}):"
+        page.para(md_text(what), gap=True)
         for f in result.findings:
             page.bullet(md_text(f.text))
         if not result.findings:
@@ -198,13 +193,8 @@ def kernels_report(result: KernelsResult) -> ReportText:
         ["shape", "backend", "status", "reason"],
         [[r.shape, r.label, r.status, r.reason or ""] for r in result.rows if r.status != "ok"],
     )
-    page.lines.append("")
-    page.para(
-        md_text(
-            f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. Run took {result.duration_s:.1f} s."
-        )
-    )
-    page.lines.append("")
+    took = f"Run took {result.duration_s:.1f} s."
+    page.para(md_text(f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. {took}"), gap=True)
     return page
 
 
@@ -212,8 +202,10 @@ def kernels_markdown(result: KernelsResult) -> str:
     return "\n".join(kernels_report(result).lines)
 
 
-def kernels_html(result: KernelsResult, section: Section) -> str:
-    """index.html for a kernel benchmark: report.md's section as a static page (the report's template)."""
+def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
+    """Write report.md and index.html (report.md's section as a static page, the report's template)
+    into ``out_dir``; returns {name: path}."""
+    page = kernels_report(result)
     res = SimpleNamespace(
         scenario_name=result.name,
         campaign_id="kernels",
@@ -221,21 +213,14 @@ def kernels_html(result: KernelsResult, section: Section) -> str:
         harness_version=__version__,
         schema_version=KERNELS_JSON,
     )
-    page = render_page(
+    html = render_page(
         res,
-        [section],
+        [page.section],
         scenario_text=yaml.safe_dump(result.block, sort_keys=False),
         env_text=json.dumps(result.env, indent=2, default=str),
     )
-    return page.replace(
-        '<a href="results.json">results.json</a>', f'<a href="{KERNELS_JSON}">{KERNELS_JSON}</a>'
-    )
-
-
-def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
-    """Write report.md and index.html into ``out_dir``; returns {name: path}."""
-    page = kernels_report(result)
     paths = {REPORT_MD: Path(out_dir) / REPORT_MD, INDEX_HTML: Path(out_dir) / INDEX_HTML}
     atomic_write_text(paths[REPORT_MD], "\n".join(page.lines))
-    atomic_write_text(paths[INDEX_HTML], kernels_html(result, page.section))
+    link = f'<a href="{KERNELS_JSON}">{KERNELS_JSON}</a>'
+    atomic_write_text(paths[INDEX_HTML], html.replace('<a href="results.json">results.json</a>', link))
     return paths

@@ -272,10 +272,8 @@ def pairs_with(provenance: Provenance, kernel_params: dict) -> bool:
     if not ref.package_choice:
         return True
     package = kernel_params.get("package")
-    if package in (
-        None,
-        "environment",
-    ):  # its version (1.0.6) names the provenance's (1.0.6, or 2.2.0 at d1a57a5)
+    # its version (1.0.6) names the provenance's (1.0.6, or 2.2.0 at d1a57a5)
+    if package in (None, "environment"):
         version = str(kernel_params.get("package_version") or "")
         return bool(version) and (ref.version == version or ref.version.startswith(version + " "))
     return package == ref.package_choice
