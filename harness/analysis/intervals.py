@@ -95,7 +95,7 @@ def _seed_ratio(
         out.ratio, out.word = math.inf, OUTSIDE
         out.note = f"{where}: the candidate's {label} is {s.candidate} (not finite): fails"
         return out, None
-    if out.floor <= 0.0:  # no yardstick: analysis.floor_check names such floor runs first
+    if out.floor <= 0.0:  # no yardstick: analysis.verdict_model.check_floor names such floor runs first
         out.word = INCOMPLETE
         out.note = f"{where}: every floor run has {label} 0 (identical to the reference): no floor"
         return out, None

@@ -18,7 +18,6 @@ from harness.analysis.energy import (
     is_identical,
     pooled_psnr,
 )
-from harness.analysis.floor_check import check_floor
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
 from harness.analysis.stat_rule import StatsSample, judge_stats
 from harness.analysis.structure import FrameCounts, judge_structure
@@ -30,6 +29,7 @@ from harness.analysis.verdict_model import (
     LatentReading,
     SeedVerdict,
     Verdict,
+    check_floor,
     deciding_part,
     decisive_reading,
     far_below_findings,
