@@ -28,6 +28,7 @@ from harness.tiny_ref2av.run import exact_matmul
 ENV_PACKAGES = ("diffusers", "transformers", "tokenizers", "torch", "sageattention", "flash-attn", "xformers")
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
+TOKEN_ARGS = {"video": "hidden_states", "audio": "audio_hidden_states", "text": "encoder_hidden_states"}
 # Components timed as stages: (component, method) -> stage name.
 STAGES = {
     ("text_encoder", "forward"): "text_encoder",
@@ -145,18 +146,13 @@ def token_layout(kwargs: dict[str, Any], patch: tuple[int, ...] | None) -> dict[
     """Token counts of one DiT call: video (and audio) tokens, text tokens."""
     video = kwargs.get("hidden_states")
     out: dict[str, int] = {}
-    if isinstance(video, torch.Tensor):
-        if video.ndim == 5 and patch:  # Wan: [B, C, F, H, W] patchified by the transformer
-            f, h, w = video.shape[2:]
-            out["video"] = (f // patch[0]) * (h // patch[1]) * (w // patch[2])
-        elif video.ndim == 3:  # LTX-2: packed [B, N, C]
-            out["video"] = int(video.shape[1])
-    audio = kwargs.get("audio_hidden_states")
-    if isinstance(audio, torch.Tensor) and audio.ndim == 3:
-        out["audio"] = int(audio.shape[1])
-    text = kwargs.get("encoder_hidden_states")
-    if isinstance(text, torch.Tensor) and text.ndim == 3:
-        out["text"] = int(text.shape[1])
+    if isinstance(video, torch.Tensor) and video.ndim == 5 and patch:  # Wan: [B, C, F, H, W], patchified
+        f, h, w = video.shape[2:]
+        out["video"] = (f // patch[0]) * (h // patch[1]) * (w // patch[2])
+    for key, arg in TOKEN_ARGS.items():  # LTX-2's video, any audio and text: packed [B, N, C]
+        tensor = kwargs.get(arg)
+        if isinstance(tensor, torch.Tensor) and tensor.ndim == 3:
+            out[key] = int(tensor.shape[1])
     if out:
         out["total"] = sum(out.values())
     return out
