@@ -9,6 +9,7 @@ to the guard (a Linux child subreaper) and ended with the runner, so nothing of 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -19,17 +20,6 @@ import time
 ORPHAN_GRACE_S = 5.0  # SIGTERM first, SIGKILL after this long
 POLL_S = 0.2
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-
-
-def become_subreaper() -> bool:
-    """Linux: the runner's orphans are reparented to this process (False where that is not so)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def stat_fields(pid: int | str) -> list[bytes]:
@@ -86,7 +76,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m harness.executors.guard FD -- COMMAND...", file=sys.stderr)
         return 2
     fd = int(argv[0])
-    become_subreaper()
+    with contextlib.suppress(OSError, AttributeError):  # Linux: the runner's orphans are reparented here
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
         child = subprocess.Popen(argv[2:], close_fds=True)
     except OSError as err:
