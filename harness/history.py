@@ -215,16 +215,6 @@ def gate_regressions(df: pd.DataFrame, moves: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _x_labels(df: pd.DataFrame) -> dict[int, str]:
-    camps = df.drop_duplicates("campaign_index").set_index("campaign_index")
-    return {
-        int(i): f"{r['campaign']}\n{r['commit'][:7]}\n{r['date']:%m-%d %H:%M}"
-        if not pd.isna(r["date"])
-        else r["campaign"]
-        for i, r in camps.iterrows()
-    }
-
-
 def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> bytes | None:
     from matplotlib.figure import Figure
 
@@ -260,7 +250,13 @@ def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> 
                         row["campaign_index"], y.iloc[0], marker="v" if row["worse"] else "^", ms=11,
                         color="#c62828" if row["worse"] else "#2e7d32", ls="none",
                     )  # fmt: skip
-    labels = _x_labels(sub)
+    camps = sub.drop_duplicates("campaign_index").set_index("campaign_index")
+    labels = {
+        int(i): f"{r['campaign']}\n{r['commit'][:7]}\n{r['date']:%m-%d %H:%M}"
+        if not pd.isna(r["date"])
+        else r["campaign"]
+        for i, r in camps.iterrows()
+    }
     ax.set_xticks(sorted(labels), [labels[i] for i in sorted(labels)], fontsize=7)
     ax.set_ylabel(m.label)
     ax.set_title(f"{scenario}: {m.label}", fontsize=10)

@@ -140,9 +140,8 @@ def _run_facts(r: RunSummary) -> list[str]:
 def facts(res: ReportResults) -> list[str]:
     out: list[str] = []
     by_arm: dict[str, list[RunSummary]] = {}
-    for r in res.runs:
-        if r.ok and r.role == "candidate":
-            by_arm.setdefault(r.arm, []).append(r)
+    for r in (r for r in res.runs if r.ok and r.role == "candidate"):
+        by_arm.setdefault(r.arm, []).append(r)
     for arm, runs in by_arm.items():
         per_run = [_run_facts(r) for r in runs]
         if len(runs) > 1 and all(f == per_run[0] for f in per_run):  # every run of the arm reads alike
