@@ -152,9 +152,8 @@ class TinyRef2AV:
         a0 = cfg.text_tokens
         v0 = a0 + cfg.audio_tokens
         # Audio positions on the video's latent time axis, so the two modalities line up in time.
-        pos[a0:v0, 0] = (torch.arange(cfg.audio_tokens, dtype=torch.float64) + 0.5) * (
-            cfg.latent_t / cfg.audio_tokens
-        )
+        ratio = cfg.latent_t / cfg.audio_tokens
+        pos[a0:v0, 0] = (torch.arange(cfg.audio_tokens, dtype=torch.float64) + 0.5) * ratio
         t, h, w = torch.meshgrid(
             torch.arange(cfg.latent_t), torch.arange(cfg.latent_h), torch.arange(cfg.latent_w), indexing="ij"
         )
@@ -165,10 +164,8 @@ class TinyRef2AV:
             angles.append(pos[:, axis : axis + 1] * freqs[None])
         ang = torch.cat(angles, dim=-1)
         ang = torch.cat([ang, ang], dim=-1)
-        return (
-            ang.cos().to(device=self.device, dtype=self.dtype),
-            ang.sin().to(device=self.device, dtype=self.dtype),
-        )
+        cos, sin = (trig(ang).to(device=self.device, dtype=self.dtype) for trig in (torch.cos, torch.sin))
+        return cos, sin
 
     def _timestep_mod(self, sigmas: list[float]) -> Tensor:
         """[segments, 6, d] modulation from each segment's timestep (sigma * 1000)."""
