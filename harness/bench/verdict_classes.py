@@ -189,9 +189,8 @@ def insitu_calls(rng: np.random.Generator, name: str, nan_call: bool) -> list[tu
 def insitu_draw(rng: np.random.Generator, nan_call: bool) -> Draw:
     """The 29-step design (1 seed) with the in-situ reading ``candidate_reading`` gives its calls."""
     d = pr29_draw(rng, 1)
-    r = candidate_reading(
-        "cand", insitu_calls(rng, "cand", nan_call), list(INSITU_FLOOR), None, InSituTolerance()
-    )
+    calls = insitu_calls(rng, "cand", nan_call)
+    r = candidate_reading("cand", calls, list(INSITU_FLOOR), None, InSituTolerance())
     d.insitu = InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
     return d
 

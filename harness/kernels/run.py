@@ -115,13 +115,11 @@ def tflops(flops: float, ms: float) -> float:
 
 def bitwise_compare(check: str, a: torch.Tensor, b: torch.Tensor) -> BitwiseCheck:
     if a.shape != b.shape:
-        return BitwiseCheck(
-            check=check, identical=False, note=f"shapes differ {tuple(a.shape)} vs {tuple(b.shape)}"
-        )
+        note = f"shapes differ {tuple(a.shape)} vs {tuple(b.shape)}"
+        return BitwiseCheck(check=check, identical=False, note=note)
     same = bool(torch.equal(a, b))
-    return BitwiseCheck(
-        check=check, identical=same, max_abs_diff=0.0 if same else float((a.float() - b.float()).abs().max())
-    )
+    diff = 0.0 if same else float((a.float() - b.float()).abs().max())
+    return BitwiseCheck(check=check, identical=same, max_abs_diff=diff)
 
 
 def time_do_bench(
