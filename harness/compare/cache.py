@@ -178,9 +178,8 @@ def check_audio_length(result: PairResult, file_a: str, file_b: str, truncate: b
 def refuse_audio_lengths(
     a: object, b: object, samples: tuple[int, int], rates: tuple[int, int], fps: float, cli: bool = False
 ) -> None:
-    """Raise when two tracks differ in length by more than one video frame (AAC pads to its frames);
-    B's samples are counted at its own rate (before any resampling), so lengths compare in time.
-    ``cli``: the words of ``harness compare``, which name its flag."""
+    """Raise when two tracks differ in length by more than one video frame (AAC pads to its frames), B's
+    samples at its own rate (before any resampling); ``cli``: ``harness compare``'s words, naming its flag."""
     (samples_a, samples_b), (rate_a, rate_b) = samples, rates
     slack = math.ceil(rate_a / fps) if fps > 0 else rate_a  # one video frame's worth of samples
     if abs(samples_a - round(samples_b * rate_a / rate_b)) > slack:

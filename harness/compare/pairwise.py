@@ -71,9 +71,8 @@ class Bitwise(Record):
 
     @property
     def identical(self) -> bool | None:
-        """The one rule for "output bitwise the reference's": the files byte for byte, or every decoded
-        frame and, where the output has audio, every sample; False when a compared part differs; None
-        when nothing was compared."""
+        """The one rule for "output bitwise the reference's": the files byte for byte, or every decoded frame
+        and, where there is audio, every sample; False: a compared part differs; None: nothing compared."""
         if self.files or (self.video is True and self.audio is not False):
             return True
         if self.video is False or self.audio is False:

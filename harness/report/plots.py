@@ -272,8 +272,7 @@ def speed_accuracy_plot(points, floors, tolerance: float, path: Path, ylabel: st
 
 
 def speed_accuracy_figure(points, floors, tolerance: float, ylabel: str = YLABEL) -> Figure | None:
-    """Speed-up (x) against the error ratio to the floor's (y), log axes, with intervals; ``points`` and
-    ``floors`` as ``figures.speed_accuracy_inputs`` gives them, a ratio of 0 (identical) on the bottom
+    """Speed-up (x) against the error ratio to the floor's (y), log axes, intervals, identical on the bottom
     edge; the legend, not a name beside a point (names collide), names every mark."""
     pts, fl = drawn_points(list(points), list(floors))
     if not pts:
