@@ -37,7 +37,9 @@ from harness.tiny_ref2av.model import (
 # targets, closed-form fields that the transformer then perturbs.
 
 PITCH_UNIT = 3.0  # semitones per unit of the pitch channel
+PENTATONIC = (0, 2, 4, 7, 9, 12, 14)
 PAD_ID = 0
+T = TypeVar("T")
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -114,9 +116,6 @@ def video_target(ref_lowres: torch.Tensor, latent_t: int, prompt: str) -> torch.
     return target
 
 
-PENTATONIC = (0, 2, 4, 7, 9, 12, 14)
-
-
 def audio_target(n_tokens: int, duration_s: float, prompt: str) -> torch.Tensor:
     """What the prompt asks of the audio latent, float32 [n, AUDIO_CH]: a plucked pentatonic melody (pitch
     in PITCH_UNIT semitones from 220 Hz) with a slow pan."""
@@ -135,9 +134,6 @@ def audio_target(n_tokens: int, duration_s: float, prompt: str) -> torch.Tensor:
     target[:, 4] = semis[idx] / PITCH_UNIT
     target[:, 6] = 0.6 * torch.sin(2 * math.pi * t / max(duration_s, 1e-6))
     return target
-
-
-T = TypeVar("T")
 
 
 @contextlib.contextmanager
