@@ -52,10 +52,10 @@ def emulated(attn_type: str | None) -> bool:
     """Whether a backend is a numerics model (the registry says so); unknown names are not."""
     if not attn_type:
         return False
-    from harness.attention.registry import backend_class
+    from harness.attention.registry import BACKENDS
 
     try:
-        return bool(backend_class(attn_type).emulated)
+        return bool(BACKENDS.get(attn_type).emulated)
     except HarnessError:
         return False
 

@@ -181,26 +181,12 @@ def register_backend(
     return decorate
 
 
-def list_backends() -> list[str]:
-    return BACKENDS.names()
-
-
-def backend_class(name: str) -> type[AttentionBackend]:
-    """The class of backend ``name``; an unknown name raises UnknownName (a HarnessError, did-you-mean)."""
-    return BACKENDS.get(name)
-
-
-def availability(name: str) -> tuple[bool, str]:
-    """(available, reason) without allocating GPU work; unknown names raise HarnessError."""
-    return backend_class(name).availability()
-
-
 def source_digests(names: Iterable[str]) -> dict[str, str]:
     """sha256 of each named backend's source file (``unknown``: none): an edited kernel is a new spec."""
     digests = {}
     for name in sorted(set(names)):
         try:
-            file = inspect.getsourcefile(backend_class(name))
+            file = inspect.getsourcefile(BACKENDS.get(name))
         except TypeError:  # defined in no file (built at run time)
             file = None
         digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else "unknown"
@@ -209,7 +195,7 @@ def source_digests(names: Iterable[str]) -> dict[str, str]:
 
 def check_options(name: str, options: dict[str, Any]) -> str | None:
     """Why ``options`` are not options of backend ``name`` (unknown keys, refused values), or None."""
-    cls = backend_class(name)
+    cls = BACKENDS.get(name)
     unknown = _unknown_options(cls, options)
     if not unknown:
         return cls.option_problem(options)
@@ -223,7 +209,7 @@ def _unknown_options(cls: type[AttentionBackend], options: dict[str, Any]) -> tu
 
 
 def get_backend(name: str, **options: Any) -> AttentionBackend:
-    cls = backend_class(name)
+    cls = BACKENDS.get(name)
     ok, reason = cls.availability()
     if not ok:
         raise BackendUnavailable(f"attention backend {name!r} is unavailable here: {reason}")

@@ -15,7 +15,7 @@ def backends(
     """List the attention backends: what each runs, whether it is available here (and why not)."""
     from rich.table import Table
 
-    from harness.attention.registry import availability, backend_class, list_backends
+    from harness.attention.registry import BACKENDS
     from harness.scenario.load import load_scenario
     from harness.scenario.plugins import entry_point_plugins
 
@@ -25,9 +25,9 @@ def backends(
     table = Table()
     for col in ("backend", "runs", "available", "note"):
         table.add_column(col, overflow="fold")
-    for name in list_backends():
-        ok, why = availability(name)
-        cls = backend_class(name)
+    for name in BACKENDS.names():
+        ok, why = BACKENDS.get(name).availability()
+        cls = BACKENDS.get(name)
         badge = default_badge(cls)
         runs = cls.description + (f"; by default {badge}" if badge else "")
         runs += f" (plugin {origin[name]})" if name in origin else ""

@@ -161,10 +161,10 @@ def emulated_backend(attn_type: str) -> bool:
     """Whether the harness's registry names ``attn_type`` a numerics model (its timings are no
     kernel's); a name it does not know (a framework's own backend) is not one. Recorded in run.json
     so that a report need not import the backends (torch) to say so."""
-    from harness.attention.registry import backend_class
+    from harness.attention.registry import BACKENDS
 
     try:
-        return bool(backend_class(attn_type).emulated)
+        return bool(BACKENDS.get(attn_type).emulated)
     except HarnessError:
         return False
 

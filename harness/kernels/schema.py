@@ -158,9 +158,9 @@ class KernelsBlock(_Strict):
 
 def check_backends(scenario: Any) -> None:
     """Every backend the block names is one of the harness registry, with options it accepts."""
-    from harness.attention.registry import check_options, list_backends
+    from harness.attention.registry import BACKENDS, check_options
 
-    known = list_backends()
+    known = BACKENDS.names()
     for i, entry in enumerate(scenario.kernels.backends):
         if entry.backend not in known:
             raise FieldProblem(

@@ -36,9 +36,9 @@ class BuiltinBlock(Strict):
 
 def check_backends(scenario: Any) -> None:
     """Every arm, shadow and schedule's exact side names a harness backend; an arm, options it accepts."""
-    from harness.attention.registry import check_options, list_backends
+    from harness.attention.registry import BACKENDS, check_options
 
-    known = list_backends()
+    known = BACKENDS.names()
     arms = set(scenario.arm_names)
 
     def check(name: str, loc: tuple) -> None:
@@ -82,15 +82,15 @@ class BuiltinRunner(Runner):
         }
 
     def preflight(self, spec: RunSpec) -> str | None:
-        from harness.attention.registry import availability, get_backend
+        from harness.attention.registry import BACKENDS, get_backend
         from harness.errors import BackendUnavailable
 
-        ok, why = availability(spec.attn_type)
+        ok, why = BACKENDS.get(spec.attn_type).availability()
         if not ok:
             return f"backend {spec.attn_type} unavailable here: {why}"
         # An unavailable shadow is left out with a note; a schedule's exact side is needed.
         if spec.schedule is not None:
-            ok, why = availability(spec.schedule.exact)
+            ok, why = BACKENDS.get(spec.schedule.exact).availability()
             if not ok:
                 return f"schedule's exact backend {spec.schedule.exact} unavailable here: {why}"
         if spec.attn_options:  # options can pin what the machine lacks (an SDPA kernel, a variant)

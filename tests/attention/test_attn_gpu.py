@@ -7,11 +7,11 @@ import torch
 from attn_testutil import errors, make_qkv
 
 from harness.attention.exact import exact_attention
-from harness.attention.registry import availability, get_backend
+from harness.attention.registry import BACKENDS, get_backend
 from harness.attention.wrappers import make_attention
 
-sage_ok, sage_reason = availability("sage_attn2")
-aiter_ok, aiter_reason = availability("aiter_sage_attn")
+sage_ok, sage_reason = BACKENDS.get("sage_attn2").availability()
+aiter_ok, aiter_reason = BACKENDS.get("aiter_sage_attn").availability()
 
 
 @pytest.mark.skipif(not sage_ok, reason=f"sage_attn2 unavailable: {sage_reason}")

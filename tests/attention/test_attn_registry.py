@@ -13,11 +13,10 @@ from cli_testutil import harness
 from harness.attention import registry as reg
 from harness.attention.exact import exact_attention
 from harness.attention.registry import (
+    BACKENDS,
     AttentionBackend,
     UnsupportedCall,
-    availability,
     get_backend,
-    list_backends,
     register_backend,
 )
 from harness.attention.sage_emul import VARIANTS
@@ -45,7 +44,7 @@ def test_list_contains_every_named_backend():
         "sage_attn2",
         "aiter_sage_attn",
         "aiter_attn",
-    } <= set(list_backends())
+    } <= set(BACKENDS.names())
 
 
 def test_exact_attention_matches_numpy_and_chunking_is_invisible():
@@ -84,7 +83,7 @@ def test_unknown_backend_lists_known_names():
     with pytest.raises(HarnessError, match="unknown attention backend 'nope'.*torch_sdpa"):
         get_backend("nope")
     with pytest.raises(HarnessError, match="unknown attention backend"):
-        availability("nope")
+        BACKENDS.get("nope").availability()
 
 
 def test_unknown_option_is_an_error_naming_accepted_options():
@@ -137,7 +136,7 @@ def test_shape_mismatch_is_a_harness_error():
 @pytest.mark.skipif(GPU_PRESENT, reason="checks the reasons given on a machine without a GPU")
 @pytest.mark.parametrize("name", ["sage_attn2", "aiter_sage_attn", "aiter_attn"])
 def test_gpu_backends_are_unavailable_here_with_a_reason(name):
-    ok, reason = availability(name)
+    ok, reason = BACKENDS.get(name).availability()
     assert not ok
     expected = "GPU" if name == "sage_attn2" else "ROCm"
     assert expected in reason
@@ -154,10 +153,10 @@ def test_register_backend_decorator_and_duplicates():
             return get_backend("torch_sdpa")(q, k, v, scale) * self.options["factor"]
 
     try:
-        assert "test_double_sdpa" in list_backends()
+        assert "test_double_sdpa" in BACKENDS.names()
         b = get_backend("test_double_sdpa", factor=3.0)
         assert b.params == {"backend": "test_double_sdpa", "exact": True, "factor": 3.0}
-        assert availability("test_double_sdpa") == (True, "available")
+        assert BACKENDS.get("test_double_sdpa").availability() == (True, "available")
         with pytest.raises(ValueError, match="already registered"):
 
             @register_backend("test_double_sdpa", exact=True, description="clash")
@@ -214,7 +213,7 @@ def test_each_backend_owns_a_direct_call_equal_to_its_registered_call(name):
 
 def test_every_harness_backend_owns_its_direct_call():
     for name in [*CPU_BACKENDS, "sage_attn2", "aiter_sage_attn", "aiter_attn"]:
-        own = reg.backend_class(name).direct_call
+        own = reg.BACKENDS.get(name).direct_call
         assert own is not AttentionBackend.direct_call, f"{name} does not own a direct call"
 
 
@@ -229,9 +228,9 @@ def test_harness_backends_says_what_each_backend_runs():
     from harness.cli.backends import default_badge
 
     assert "emulator of" in res.stdout  # beside each emulator's description (wrapped by the table)
-    assert default_badge(reg.backend_class("sage_emul_thuml")).endswith("1.0.6 sageattn, measured on H200")
-    assert default_badge(reg.backend_class("sage_emul_aiter")) == "emulator of aiter fav3_sage, not measured"
-    assert default_badge(reg.backend_class("torch_sdpa")) == ""
-    for name in list_backends():
-        assert reg.backend_class(name).description, name
+    assert default_badge(reg.BACKENDS.get("sage_emul_thuml")).endswith("1.0.6 sageattn, measured on H200")
+    assert default_badge(reg.BACKENDS.get("sage_emul_aiter")) == "emulator of aiter fav3_sage, not measured"
+    assert default_badge(reg.BACKENDS.get("torch_sdpa")) == ""
+    for name in BACKENDS.names():
+        assert reg.BACKENDS.get(name).description, name
         assert name in res.stdout

@@ -87,12 +87,12 @@ class _Refused(Exception):
 def _harness_check(
     name: str, options: dict, device: Any, dtype: Any, head_dims: list[int]
 ) -> tuple[str | None, dict]:
-    from harness.attention.registry import availability
+    from harness.attention.registry import BACKENDS
     from harness.attention.wrappers import make_attention
     from harness.records import AttentionChoice
     from harness.runners.diffusers.dispatch import CallBook, Instrument
 
-    ok, why = availability(name)
+    ok, why = BACKENDS.get(name).availability()
     if not ok:
         return f"harness backend {name} unavailable here: {why}", {}
     try:
@@ -133,14 +133,14 @@ def probe(
             facts["capability"] = list(torch.cuda.get_device_capability(device))
         from diffusers.models import attention_dispatch as ad
 
-        from harness.attention.registry import list_backends
+        from harness.attention.registry import BACKENDS
     except (ImportError, HarnessError) as err:
         if isinstance(err, ImportError):  # torch or diffusers itself: no backend can run (exit 3)
             facts[common.FRAMEWORK_FACT] = True
             err = f"{type(err).__name__}: {err}"
         return [_result(n, False, common.one_line(err, 300), "", {}, facts) for n, _ in backends]
     names = sorted(m.value for m in ad.AttentionBackendName)
-    ours = list_backends()
+    ours = BACKENDS.names()
     out = []
     for name, options in backends:
         kind = "dispatcher" if name in names else "harness" if name in ours else ""

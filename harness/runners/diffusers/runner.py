@@ -118,7 +118,7 @@ def model_problem(p: dict[str, Any]) -> str | None:
 
 class DiffusersRunner(Runner):
     def resolve_params(self, scenario: Any, arm: Any, profile: str | None) -> dict[str, Any]:
-        from harness.attention.registry import list_backends
+        from harness.attention.registry import BACKENDS
 
         block = common.effective_block(
             scenario, arm, profile, "diffusers", "call_kwargs", lambda base, over: {**base, **over}, tidy=True
@@ -135,7 +135,7 @@ class DiffusersRunner(Runner):
             "model_path": absolute_path(block.model_path),
             "synthetic_checkpoint": synthetic,
             **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
-            "backend_kind": "harness" if arm.attn_type in list_backends() else "dispatcher",
+            "backend_kind": "harness" if arm.attn_type in BACKENDS.names() else "dispatcher",
         }
 
     def expect_preflights(self, specs: list[RunSpec]) -> None:

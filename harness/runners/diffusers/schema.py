@@ -183,15 +183,15 @@ def dispatcher_names() -> list[str] | None:
 def check_arm(arm: Any) -> tuple[str, str] | None:
     """(arm field, one line) for an arm's first problem, or None: ``attn_type`` names a dispatcher or
     a harness backend; what the dispatcher's own backends cannot take is refused before anything runs."""
-    from harness.attention.registry import backend_class, list_backends
+    from harness.attention.registry import BACKENDS
 
     name = arm.attn_type
-    ours = list_backends()
+    ours = BACKENDS.names()
     theirs = dispatcher_names()
     if theirs is not None and name in theirs and name in ours:
         return "attn_type", f"{name!r} names both a diffusers dispatcher backend and a harness backend"
     if name in ours:
-        accepted = backend_class(name).default_options
+        accepted = BACKENDS.get(name).default_options
         unknown = sorted(set(arm.attn_options) - set(accepted))
         if unknown:
             return "attn_options", (

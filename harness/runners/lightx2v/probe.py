@@ -300,10 +300,10 @@ def registry_reason(
             )
     unknown = [n for n in dict.fromkeys(q.get("shadow_types") or []) if n not in registry]
     if unknown:  # a shadow's type that neither LightX2V nor the harness knows (a typo)
-        from harness.attention.registry import list_backends
+        from harness.attention.registry import BACKENDS
 
-        for name in (n for n in unknown if n not in list_backends()):
-            hint = did_you_mean(name, [*registry.keys(), *list_backends()])
+        for name in (n for n in unknown if n not in BACKENDS.names()):
+            hint = did_you_mean(name, [*registry.keys(), *BACKENDS.names()])
             return f"shadow {name!r}: neither a LightX2V attention type nor a harness backend{hint}"
     for name in dict.fromkeys(attn_types):
         if name not in registry:

@@ -261,7 +261,7 @@ def served_backend(cls: Any) -> str | None:
 
 def weight_class(name: str, base: type | None = None) -> type:
     """A LightX2V attention weight class calling harness backend ``name`` (``base``: LightX2V's template)."""
-    from harness.attention.registry import backend_class, get_backend
+    from harness.attention.registry import BACKENDS, get_backend
 
     if base is None:
         try:
@@ -271,7 +271,7 @@ def weight_class(name: str, base: type | None = None) -> type:
 
     class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
         harness_backend = name
-        harness_exact = bool(backend_class(name).exact)
+        harness_exact = bool(BACKENDS.get(name).exact)
 
         def __init__(self):  # LightX2V builds attention as REGISTER[name]()
             self.weight_name = name
