@@ -129,12 +129,7 @@ def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
     shown = speed_accuracy_inputs(res)
     if shown is None:
         return None
-    points, floors, tol, ylabel = shown
-    return (
-        "speed_accuracy",
-        list(shown),
-        lambda p: plots().speed_accuracy_plot(points, floors, tol, p, ylabel),
-    )
+    return "speed_accuracy", list(shown), lambda p: plots().speed_accuracy_plot(*shown[:3], p, shown[3])
 
 
 def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, Any, Draw] | None:

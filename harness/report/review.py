@@ -31,11 +31,9 @@ class ReviewView:
 def review_view(res: ReportResults, figure: str | None) -> ReviewView:
     cands = res.review
     chaotic = ", ".join(r.arm for r in cands if r.regime == "chaotic")
-    note = (
+    note = chaotic and (
         f"the floor is chaotic for {chaotic} (exact attention alone changes the video): pixel metrics do not "
         "judge there, and each badge leads with the reading that decides"
-        if chaotic
-        else ""
     )
     return ReviewView(
         badges=list(cands),
