@@ -5,9 +5,11 @@ harness.errors at import time: the ranks, the probes and the writers import it."
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Hashable, Iterable
@@ -23,6 +25,7 @@ SMOKE_TOKENS, SMOKE_HEADS = 256, 2
 SMOKE_MIN_COSINE = 0.99  # INT8/FP8 kernels give > 0.999 on random inputs; a broken kernel far less
 NOT_A_MODEL = "random weights for checking the chain; not a model"
 FRAMEWORK_FACT = "framework_unavailable"  # a probe's fact: the framework itself failed to import
+BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
 
 
 def one_line(text: Any, limit: int = 500) -> str:
@@ -42,8 +45,6 @@ def search_path(*parts: str | os.PathLike | None) -> str:
 
 def not_found(exe: str | None) -> bool:
     """A named interpreter or launcher that is neither on PATH nor a file."""
-    import shutil
-
     return bool(exe) and not (shutil.which(exe) or Path(exe).is_file())
 
 
@@ -115,8 +116,6 @@ def run_dir_main(argv: list[str] | None, module: str, run: Callable[[Path], Any]
 
 def json_arg(text: str, objects: bool = False) -> Any:
     """An argparse type: a JSON object, or (``objects``) a JSON list of objects."""
-    import argparse
-
     try:
         value = json.loads(text)
     except ValueError as err:
@@ -138,8 +137,6 @@ def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
 
 
 # --- the spec's plugins in a child process (a rank, a probe) ------------------------------------
-
-BACKEND_LABEL = "attention backend "  # PluginRef.registers: "attention backend NAME"
 
 
 def plugin_backends(plugins: Iterable[Any]) -> list[str]:
