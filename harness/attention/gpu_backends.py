@@ -73,8 +73,7 @@ class SageAttn2(AttentionBackend):
         return None
 
     def setup(self) -> None:
-        why = self.option_problem(self.options)
-        if why:
+        if why := self.option_problem(self.options):
             raise HarnessError(why)
         package = self.options["package"]
         if package == "auto":

@@ -121,8 +121,7 @@ class AttentionBackend(AttentionOp):
     default_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **options: Any):
-        unknown = _unknown_options(type(self), options)
-        if unknown:
+        if unknown := _unknown_options(type(self), options):
             raise HarnessError(
                 f"attention backend {self.name!r}: unknown option(s) {unknown[0]}; accepted: {unknown[1]}"
             )
@@ -196,10 +195,9 @@ def source_digests(names: Iterable[str]) -> dict[str, str]:
 def check_options(name: str, options: dict[str, Any]) -> str | None:
     """Why ``options`` are not options of backend ``name`` (unknown keys, refused values), or None."""
     cls = BACKENDS.get(name)
-    unknown = _unknown_options(cls, options)
-    if not unknown:
-        return cls.option_problem(options)
-    return f"unknown option(s) {unknown[0]} for backend {name!r}; accepted: {unknown[1]}"
+    if unknown := _unknown_options(cls, options):
+        return f"unknown option(s) {unknown[0]} for backend {name!r}; accepted: {unknown[1]}"
+    return cls.option_problem(options)
 
 
 def _unknown_options(cls: type[AttentionBackend], options: dict[str, Any]) -> tuple[str, str] | None:

@@ -109,8 +109,7 @@ def parse_lightx2v_logs(
             if m := _PROFILE.search(line):
                 rank = str(int(m.group("rank"))) if m.group("rank") else (line_rank or "0")
                 name = m.group("name").strip()
-                problem = _implausible(name, m.group("sec"), rank, known, world_size)
-                if problem:
+                if problem := _implausible(name, m.group("sec"), rank, known, world_size):
                     where = f"{key}:{number}: {problem}"
                     if strict:
                         raise LogProblem(where)
@@ -139,8 +138,7 @@ def parse_lightx2v_logs(
             raise LogProblem(where) from None
         timing = TimingRecord(source=SOURCE, missing=[f"timing not taken: {where}"])
     timing.missing.extend(rejected)
-    disagreement = _config_steps(timing, infer_steps)
-    if disagreement:
+    if disagreement := _config_steps(timing, infer_steps):
         if strict:
             raise LogProblem(f"{', '.join(texts)}: {disagreement}")
         timing.missing.append(disagreement)

@@ -254,8 +254,7 @@ def read_insitu(folder: Path) -> InSituRun | None:
     """The in-situ record under ``folder`` (None: none); unparsable lines are left out and noted, and each
     rank's lines are read beside its meta whatever rank it claims."""
     folder = Path(folder)
-    metas = sorted(folder.glob("rank*.meta.json")) if folder.is_dir() else []
-    if not metas:
+    if not (metas := sorted(folder.glob("rank*.meta.json")) if folder.is_dir() else []):
         return None
     run = InSituRun(folder)
     for path in metas:
