@@ -340,7 +340,7 @@ def judge_campaign(
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     if insitu:
-        from harness.analysis.schedules import schedule_rows
+        from harness.analysis.insitu_cost import schedule_rows
 
         res.schedules = schedule_rows(res, campaign, res.insitu)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.

@@ -1,5 +1,5 @@
 """The records of the in-situ readings and the hybrid schedules that results.json carries (no
-torch, no numpy: renderers import this). ``analysis.insitu`` and ``analysis.schedules`` fill them."""
+torch, no numpy: renderers import this). ``analysis.insitu`` and ``analysis.insitu_cost`` fill them."""
 
 from __future__ import annotations
 

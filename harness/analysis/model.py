@@ -300,7 +300,7 @@ class ReportResults(Record):
     frame_diff: DiffScale | None = None  # how the difference images of the grids were drawn
     audio_clips: ClipSet | None = None
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
-    # In-situ readings of shadowed runs and the hybrid schedules (analysis.insitu, analysis.schedules).
+    # In-situ readings of shadowed runs and the hybrid schedules (analysis.insitu, analysis.insitu_cost).
     insitu: InSituResults | None = None
     schedules: list[ScheduleRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
