@@ -178,15 +178,12 @@ def summarize_run(
     if calls is not None:
         valid, reasons = calls.validity()
         s.attn = AttnSummary(
-            requested=calls.requested,
-            kv_reversed=calls.kv_reversed,
-            ranks=dict(calls.ranks),
+            **{k: getattr(calls, k) for k in ("requested", "kv_reversed", "ranks", "backend")},
             calls_requested=calls.total(),
             calls_total=sum(sum(r.calls.values()) for r in calls.ranks.values()),
             fallbacks=calls.total_fallbacks(),
             valid=valid,
             reasons=reasons,
-            backend=dict(calls.backend),
         )
         if s.valid is None:
             s.valid, s.invalid_reasons = valid, reasons
