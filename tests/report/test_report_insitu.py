@@ -71,7 +71,7 @@ def test_rendering_from_results_json_alone_draws_the_heatmaps(shadowed_campaign,
 def test_the_shadowed_copy_of_the_reference_is_no_candidate(shadowed_campaign):
     """Its output is the reference's: no badge, no point in the figure, its own summary line."""
     from harness.analysis.model import ReportResults
-    from harness.analysis.review import readings
+    from harness.analysis.sentences import readings
 
     raw = results(shadowed_campaign)
     roles = {v["arm"]: v["role"] for v in raw["verdicts"]}

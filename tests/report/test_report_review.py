@@ -12,7 +12,7 @@ from cli_testutil import harness
 from records_testutil import CPU, ONE_SEED, edited, example, verdict, voiced
 
 from harness.analysis.model import SpeedTest
-from harness.analysis.review import floor_points, pair, readings, speed_terms, verdict_terms
+from harness.analysis.sentences import floor_points, pair, readings, speed_terms, verdict_terms
 from harness.compare.significance import compare_samples
 from harness.report.benchmark import BenchmarkEntry, benchmark_entries, write_benchmark
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target

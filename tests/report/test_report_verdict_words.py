@@ -10,7 +10,7 @@ import pytest
 from markupsafe import escape
 from records_testutil import ONE_SEED, badge_of, example, line_of, rendered, verdict, voiced
 
-from harness.analysis.review import readings
+from harness.analysis.sentences import readings
 from harness.analysis.verdict import InsituReading, SeedVerdict
 from harness.report.figures import speed_accuracy_job
 from harness.report.plots import WORD_COLOURS

@@ -17,8 +17,7 @@ from markdown_it import MarkdownIt
 from records_testutil import CPU, H200, badge_of, edited, example, rendered, voiced
 
 from harness.analysis.model import read_results
-from harness.analysis.review import NO_SPEED, emulator_badge
-from harness.analysis.sentences import LINE, fit
+from harness.analysis.sentences import LINE, NO_SPEED, emulator_badge, fit
 from harness.analysis.verdict_model import SeedVerdict
 from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.report.github_summary import github_summary
