@@ -139,10 +139,7 @@ def summarize_run(
     s = RunSummary(
         key=run.key if rec is not None else src.key,
         path=str(run.path),
-        arm=src.arm,
-        seed=src.seed,
-        repeat=src.repeat,
-        role=src.role,
+        **{k: getattr(src, k) for k in ("arm", "seed", "repeat", "role")},
         **AttentionChoice.of(src).model_dump(),
         plugins=list(getattr(src, "plugins", [])),
         code=dict(getattr(src, "code", {})),
