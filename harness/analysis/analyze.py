@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
+from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
 from harness.analysis.sentences import voice
 from harness.analysis.speed import auto_note, speed_families
@@ -255,16 +256,12 @@ def compare_all(res: ReportResults, campaign: CampaignDir, hashes: FileHashes, s
 
 def measures_in_situ(res: ReportResults, campaign: CampaignDir) -> bool:
     """Whether a run shadowed its calls or followed a schedule (the in-situ readers import torch)."""
-    from harness.analysis.insitu_cost import measured_in_situ, run_spec
-
     specs = (run_spec(campaign, r.key) for r in res.primary_runs if measured_in_situ(r, campaign))
     return any(s is not None and (s.shadows or s.insitu or s.schedule is not None) for s in specs)
 
 
 def holm_families(res: ReportResults, campaign: CampaignDir) -> dict[str, str]:
     """arm -> the Holm family of its speed tests: the schedules and the reference's shadowed copies apart."""
-    from harness.analysis.insitu_cost import run_spec
-
     ref = next((r for r in res.runs if r.arm == res.reference_arm), None)
     schedules, copies = set(), set()
     for r in res.primary_runs:
@@ -340,8 +337,6 @@ def judge_campaign(
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     if insitu:
-        from harness.analysis.insitu_cost import schedule_rows
-
         res.schedules = schedule_rows(res, campaign, res.insitu)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
     copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
