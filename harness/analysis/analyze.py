@@ -13,12 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.analysis.aggregate import arm_aggregates, repeat_notes
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
 from harness.analysis.sentences import voice
-from harness.analysis.speed import auto_note, speed_families
+from harness.analysis.speed import arm_aggregates, auto_note, repeat_notes, speed_families
 from harness.analysis.stat_rule import rule_text
 from harness.analysis.verdict import InsituReading, attention_verdict, judge
 from harness.compare.cache import MetricsCache, run_stats

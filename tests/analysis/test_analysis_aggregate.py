@@ -1,11 +1,11 @@
-"""harness.analysis.aggregate: spreads over seeds and runs."""
+"""harness.analysis.speed: spreads over seeds and runs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.analysis.aggregate import spread
+from harness.analysis.speed import spread
 
 
 def test_spread():
@@ -18,8 +18,8 @@ def test_spread():
 
 
 def test_layer_timing_is_aggregated_over_runs_and_rendered_extrapolated():
-    from harness.analysis.aggregate import arm_aggregates
     from harness.analysis.model import ReportResults
+    from harness.analysis.speed import arm_aggregates
     from harness.compare.summary import RunSummary
     from harness.report.tables import speed_section
     from harness.scenario.verdict import VerdictRules
