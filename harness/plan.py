@@ -16,7 +16,7 @@ from harness.errors import HarnessError, ScenarioError, UsageError
 from harness.executors.base import PlannedRun
 from harness.plugins import EXECUTORS
 from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import load_scenario, resolve_scenario_path
 from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock, check_name, check_seed

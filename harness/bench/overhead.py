@@ -16,7 +16,7 @@ from harness.errors import HarnessError
 from harness.executors.process import execute_run
 from harness.plan import build_plan
 from harness.records import Record, RunSpec
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.lightx2v.counting import CallBook, instrument_registry
 from harness.runners.lightx2v.params import params_of
 from harness.safe_write import atomic_write_json

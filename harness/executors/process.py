@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.guard import stat_fields
 from harness.records import RunRecord, RunSpec, RunStatus
-from harness.runners import Launch, get_runner
+from harness.runners.base import Launch, get_runner
 from harness.store import (
     ATTN_CALLS_JSON,
     OUTPUT_MP4,

@@ -23,7 +23,7 @@ from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.process import execute_run, last_step
 from harness.records import RunRecord, RunSpec, RunStatus
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.scenario.model import SlurmBlock
 from harness.store import RUN_JSON, STDERR_LOG, STDOUT_LOG, CampaignDir, RunDir, tail_text, utcnow
 

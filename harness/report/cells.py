@@ -1,4 +1,4 @@
-"""The section model that markdown.py and html.py both render, and the cells sections share."""
+"""The section model that render.py (report.md) and html.py both render, and the cells sections share."""
 
 from __future__ import annotations
 

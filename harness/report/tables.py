@@ -1,4 +1,4 @@
-"""The report as sections of string tables (markdown.py and html.py render the same view); the judgement
+"""The report as sections of string tables (render.py and html.py render the same view); the judgement
 sections live in ``report.accuracy``."""
 
 from __future__ import annotations

@@ -63,10 +63,9 @@ def rendered(res: ReportResults, figure: str | None = None) -> dict[str, str]:
     from harness.report.figures import figure_captions
     from harness.report.github_summary import github_summary
     from harness.report.html import render_html
-    from harness.report.markdown import render_markdown
     from harness.report.pr import render_pr
+    from harness.report.render import render_markdown, summary_section
     from harness.report.review import review_view
-    from harness.report.summary import summary_section
     from harness.report.tables import build_sections
 
     res = voiced(res)

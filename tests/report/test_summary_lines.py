@@ -1,4 +1,4 @@
-"""The summary a reviewer reads at a glance (``report.summary``): one line per candidate of at most
+"""The summary a reviewer reads at a glance (``report.render.summary_section``): one line per candidate of at most
 200 characters, emulators marked, no exponent in a ratio, ranges written "a to b", the intervals'
 confidence said once; on the committed examples (an H200 campaign with a kernel, an emulator and an
 arm edited to be identical; the CPU one with emulators) and on hostile names."""
@@ -23,8 +23,8 @@ from harness.emulator_provenance import Fidelity, KernelRef, Provenance
 from harness.report.github_summary import github_summary
 from harness.report.html import render_html
 from harness.report.pr import render_pr
+from harness.report.render import summary_section
 from harness.report.review import review_view
-from harness.report.summary import summary_section
 
 EXAMPLE = CPU
 EXPONENT = re.compile(r"\d[eE][+-]?\d")

@@ -11,7 +11,7 @@ from pathlib import Path
 from plugin_testutil import fp16_kernel
 
 from harness.plan import build_plan
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.scenario.load import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]

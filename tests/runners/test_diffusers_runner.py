@@ -12,7 +12,7 @@ from diffusers_support import needs_diffusers, synthetic
 
 from harness.errors import ScenarioError
 from harness.plan import build_plan
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.common import HARNESS_IMPORT_ROOT, ProbeBatch
 from harness.runners.diffusers import runner as dr
 from harness.scenario.load import load_scenario, parse_scenario

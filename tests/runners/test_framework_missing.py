@@ -72,7 +72,7 @@ def test_a_framework_that_cannot_be_imported_fails_the_run_once(tmp_path):
 def test_the_preflight_raises_on_a_framework_answer_and_skips_on_a_backend_answer(site, monkeypatch):
     from lightx2v_site import specs_for
 
-    from harness.runners import get_runner
+    from harness.runners.base import get_runner
 
     spec = specs_for(site)["torch_sdpa"]
     answer = {"reason": f"import lightx2v failed with PLATFORM=cuda: ModuleNotFoundError: {MISSING}"}

@@ -9,7 +9,7 @@ import sys
 from lightx2v_site import ARMS, SCENARIO, specs_for
 
 from harness.plan import build_plan
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.sage_packages import PACKAGES

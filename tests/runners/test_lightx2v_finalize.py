@@ -9,7 +9,7 @@ import pytest
 from lightx2v_site import LOGS, rank_file, specs_for
 
 from harness.records import AttnCallsRecord, TimingRecord
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.lightx2v.runner import merge_rank_calls
 
 

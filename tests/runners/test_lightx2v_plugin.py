@@ -18,7 +18,7 @@ from lightx2v_site import TINY, tiny_with_plugin
 
 from harness.plan import build_plan
 from harness.records import RunStatus
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.common import plugin_backends
 from harness.runners.lightx2v.command import build_command, probe_command
 from harness.runners.lightx2v.params import params_of

@@ -11,7 +11,7 @@ import pytest
 from lightx2v_site import specs_for
 
 import harness.runners.lightx2v.preflight as preflight
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.common import ProbeBatch
 from harness.runners.lightx2v.command import SHIM_DIR, build_env, probe_question
 from harness.runners.lightx2v.params import LightX2VParams, deep_merge

@@ -14,7 +14,7 @@ from lightx2v_site import BASE, specs_for, stub_launch
 
 from harness.errors import HarnessError
 from harness.records import TimingRecord
-from harness.runners import get_runner
+from harness.runners.base import get_runner
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.preflight import synthetic_problem
 from harness.runners.lightx2v.runner import LightX2VRunner
