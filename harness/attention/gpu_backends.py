@@ -101,7 +101,7 @@ class SageAttn2(AttentionBackend):
         fn = getattr(module, choice, None)
         if fn is None:
             raise BackendUnavailable(f"sage_attn2: sageattention ({package}) has no function {choice!r}")
-        self._fn = fn
+        self._module, self._fn = module, fn
         self._function = choice
 
     @property
@@ -118,7 +118,8 @@ class SageAttn2(AttentionBackend):
         }
 
     def direct_call(self):
-        fn, kwargs = self._fn, self.options["kwargs"]
+        # looked up at each direct call, as before the merge: a wrapper put on the module is seen
+        fn, kwargs = getattr(self._module, self._function), self.options["kwargs"]
         return lambda q, k, v, s: fn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=s, **kwargs)
 
     def supported_head_dim(self, d: int) -> bool:
