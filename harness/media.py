@@ -1,7 +1,8 @@
 """Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
 
 Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4);
-``LosslessWriter`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before compression.
+``MediaWriter(lossless=True)`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before
+compression.
 Reading streams frames one at a time, refusing a frame size or a duration over the limits: far
 above any generated video (4K is 8.3 Mpixel; runs last seconds to minutes), low enough that a
 hostile file is refused in one line instead of exhausting memory; each is raised by its variable.
@@ -9,9 +10,9 @@ Every failure is a ``HarnessError`` with one line naming the file."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from harness.input_files import check_input
 from harness.media_audio import AudioFeed
 from harness.media_audio import check_audio as _check_audio
 from harness.pixel_formats import to_rgb
+from harness.safe_write import create_temp_beside
 
 AUDIO_CHUNK = 1024  # samples per AAC frame
 SOUND_FILES = (".wav", ".flac", ".ogg")  # read by soundfile, not PyAV
@@ -313,74 +315,6 @@ def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int
     return np.ascontiguousarray(a)
 
 
-def write_av(
-    path: str | os.PathLike,
-    frames: Iterable[np.ndarray] | np.ndarray,
-    audio: np.ndarray | Iterable[np.ndarray] | None = None,
-    *,
-    fps: int | float = 24,
-    sample_rate: int = 32000,
-    crf: int = 18,
-    preset: str = "ultrafast",
-) -> None:
-    """Encode frames (uint8 RGB) and optional audio (float32 [C, S]: an array or blocks), streamed, as
-    H.264 yuv420p + AAC, written beside ``path`` and renamed into place (never half an output)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    aud = None
-    if isinstance(audio, np.ndarray):
-        aud = _check_audio(audio, out)  # refused before anything is written
-    tmp = _temp_beside(out, ".tmp.mp4")
-    try:
-        feed = AudioFeed([aud] if aud is not None else audio, out) if audio is not None else None
-        rate = Fraction(fps).limit_denominator(1001)
-        with av.open(str(tmp), mode="w", format="mp4") as c:
-            vs = c.add_stream("libx264", rate=rate)
-            vs.pix_fmt = "yuv420p"
-            # mbtree's threaded lookahead makes libx264 give different bytes for the same frames
-            # from one call to the next; without it any preset is reproducible (ultrafast has none).
-            vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
-            astream = None
-            if feed is not None and feed.channels:
-                astream = c.add_stream("aac", rate=sample_rate, layout=_layout(feed.channels))
-            size: tuple[int, int] | None = None
-            apos = 0  # audio samples written so far; interleave audio up to each frame's time
-            for i, frame in enumerate(frames):
-                arr = _check_frame(frame, out, i, size)
-                if size is None:
-                    size = arr.shape[:2]
-                    vs.width, vs.height = size[1], size[0]
-                vf = av.VideoFrame.from_ndarray(arr, format="rgb24")
-                vf.pts = i
-                c.mux(vs.encode(vf))
-                if astream is not None:
-                    apos = _mux_audio(c, astream, feed, apos, int((i + 1) * sample_rate / float(rate)))
-            if size is None:
-                raise HarnessError(f"{out}: no frames to write")
-            c.mux(vs.encode(None))
-            if astream is not None:
-                _mux_audio(c, astream, feed, apos, None)
-                c.mux(astream.encode(None))
-        _put_in_place(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _temp_beside(out: Path, suffix: str) -> Path:
-    """A new empty file ``.NAME.<8>SUFFIX`` beside ``out`` (the name writer_lock removes when stale)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=suffix, dir=out.parent)
-    os.close(fd)
-    return Path(tmp)
-
-
-def _put_in_place(tmp: Path, out: Path) -> None:
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the usual mode
-    os.replace(tmp, out)
-
-
 def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
     """Audio from ``start`` up to sample ``stop`` (None: to the end); where it got to."""
     layout, pos = _layout(aud.channels), start
@@ -401,43 +335,65 @@ LOSSLESS_CONVENTION = (
 )
 
 
-class LosslessWriter:
-    """A run's frames and audio, lossless (FFV1 RGB, float32 PCM, .mkv): frames by ``add`` or ``tee``,
-    the audio at ``close()``; ``seconds``: the time spent here (kept out of a run's timings)."""
+class MediaWriter:
+    """Frames (uint8 RGB, by ``add`` or ``tee``) and audio (float32 [C, S]: an array or blocks),
+    streamed and interleaved, into a file beside ``path`` renamed into place at ``close()`` (never
+    half an output): H.264 yuv420p + AAC in mp4 or, ``lossless``, FFV1 RGB + float PCM in Matroska.
+    ``seconds``: the time spent here (kept out of a run's timings)."""
 
     def __init__(
         self,
         path: str | os.PathLike,
         *,
         fps: int | float,
-        audio: np.ndarray | None = None,
+        audio: np.ndarray | Iterable[np.ndarray] | None = None,
         sample_rate: int = 32000,
+        lossless: bool = False,
+        crf: int = 18,
+        preset: str = "ultrafast",
     ):
         t0 = time.perf_counter()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.audio = _check_audio(audio, self.path) if audio is not None else None
-        self.tmp = _temp_beside(self.path, ".tmp.mkv")
-        self.c = av.open(str(self.tmp), mode="w", format="matroska")
-        self.vs = self.c.add_stream("ffv1", rate=Fraction(fps).limit_denominator(1001))
-        self.vs.pix_fmt = "bgr0"
-        self.layout = self.ast = None
-        if self.audio is not None:  # every stream exists before the first packet is muxed
-            self.layout = _layout(self.audio.shape[0])
-            self.ast = self.c.add_stream("pcm_f32le", rate=sample_rate, layout=self.layout)
-        self.sample_rate = sample_rate
-        self.n = 0
+        if isinstance(audio, np.ndarray):
+            audio = [_check_audio(audio, self.path)]  # refused before anything is written
+        fd, self.tmp = create_temp_beside(self.path)
+        os.close(fd)
+        self.c = None
+        try:
+            self.feed = AudioFeed(audio, self.path) if audio is not None else None
+            self.c = av.open(str(self.tmp), mode="w", format="matroska" if lossless else "mp4")
+            self.rate = Fraction(fps).limit_denominator(1001)
+            self.vs = self.c.add_stream("ffv1" if lossless else "libx264", rate=self.rate)
+            self.vs.pix_fmt = "bgr0" if lossless else "yuv420p"
+            if not lossless:
+                # mbtree's threaded lookahead makes libx264 give different bytes for the same frames
+                # from one call to the next; without it any preset is reproducible (ultrafast has none).
+                self.vs.options = {"crf": str(crf), "preset": preset, "x264-params": "mbtree=0"}
+            self.ast = None
+            if self.feed is not None and self.feed.channels:  # every stream before the first packet
+                codec = "pcm_f32le" if lossless else "aac"
+                self.ast = self.c.add_stream(codec, rate=sample_rate, layout=_layout(self.feed.channels))
+        except BaseException:
+            self.abandon()
+            raise
+        self.sample_rate, self.size, self.n, self.apos = sample_rate, None, 0, 0
         self.seconds = time.perf_counter() - t0
 
     def add(self, frame: np.ndarray) -> None:
         t0 = time.perf_counter()
-        arr = _check_frame(frame, self.path, self.n, None)
-        if self.n == 0:
-            self.vs.width, self.vs.height = arr.shape[1], arr.shape[0]
-        vf = av.VideoFrame.from_ndarray(arr, format="rgb24").reformat(format="bgr0")
+        arr = _check_frame(frame, self.path, self.n, self.size)
+        if self.size is None:
+            self.size = arr.shape[:2]
+            self.vs.width, self.vs.height = self.size[1], self.size[0]
+        vf = av.VideoFrame.from_ndarray(arr, format="rgb24")
         vf.pts = self.n
         self.c.mux(self.vs.encode(vf))
         self.n += 1
+        if self.ast is not None:  # the audio up to this frame's time
+            self.apos = _mux_audio(
+                self.c, self.ast, self.feed, self.apos, int(self.n * self.sample_rate / float(self.rate))
+            )
         self.seconds += time.perf_counter() - t0
 
     def close(self) -> None:
@@ -447,22 +403,36 @@ class LosslessWriter:
                 raise HarnessError(f"{self.path}: no frames to write")
             self.c.mux(self.vs.encode(None))
             if self.ast is not None:
-                aud = self.audio
-                for pos in range(0, aud.shape[1], AUDIO_CHUNK):
-                    block = np.ascontiguousarray(aud[:, pos : pos + AUDIO_CHUNK].T.reshape(1, -1))
-                    af = av.AudioFrame.from_ndarray(block, format="flt", layout=self.layout)
-                    af.sample_rate, af.pts = self.sample_rate, pos
-                    self.c.mux(self.ast.encode(af))
+                _mux_audio(self.c, self.ast, self.feed, self.apos, None)
                 self.c.mux(self.ast.encode(None))
             self.c.close()
-            _put_in_place(self.tmp, self.path)
+            os.replace(self.tmp, self.path)
         except BaseException:
-            self.tmp.unlink(missing_ok=True)
+            self.abandon()
             raise
         self.seconds += time.perf_counter() - t0
+
+    def abandon(self) -> None:
+        """Stop without an output: the half-written file is removed."""
+        if self.c is not None:
+            with contextlib.suppress(Exception):
+                self.c.close()
+        self.tmp.unlink(missing_ok=True)
 
     def tee(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         """Yield ``frames`` unchanged, writing each one here on the way."""
         for f in frames:
             self.add(f)
             yield f
+
+
+def write_av(path: str | os.PathLike, frames: Iterable[np.ndarray] | np.ndarray, audio=None, **kw) -> None:
+    """Encode ``frames`` and ``audio`` as ``MediaWriter`` does (H.264 + AAC unless ``lossless``)."""
+    w = MediaWriter(path, audio=audio, **{"fps": 24, **kw})
+    try:
+        for frame in frames:
+            w.add(frame)
+    except BaseException:
+        w.abandon()
+        raise
+    w.close()

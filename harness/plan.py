@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from harness.errors import HarnessError, ScenarioError, UsageError
 from harness.executors.base import PlannedRun
-from harness.plugins import EXECUTORS
 from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
+from harness.registry import EXECUTORS
 from harness.runners.base import get_runner
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import load_scenario, resolve_scenario_path

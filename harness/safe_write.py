@@ -168,8 +168,9 @@ def _injected_fault(path: Path) -> OSError | None:
     return OSError(code, os.strerror(code), str(path))
 
 
-def _create_temp_beside(path: Path) -> tuple[int, Path]:
-    """A new temp file next to ``path``, created with mode 0666 less the umask (as open() would)."""
+def create_temp_beside(path: Path) -> tuple[int, Path]:
+    """A new temp file ``.NAME.<12 hex>.tmp`` next to ``path`` (the name writer_lock removes when stale),
+    created with mode 0666 less the umask (as open() would)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
@@ -218,7 +219,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     except OSError as err:  # FileExistsError too: a file where a folder should be
         raise WriteError(path.parent, err, "cannot create the folder") from None
     try:
-        fd, tmp = _create_temp_beside(path)
+        fd, tmp = create_temp_beside(path)
     except OSError as err:
         raise WriteError(path, err) from None
     try:
@@ -259,7 +260,7 @@ def check_writable_dir(folder: Path, flag: str) -> Path:
     if not probe.is_dir():
         raise UsageError(f"{flag}: {probe}: not a folder")
     try:
-        fd, tmp = _create_temp_beside(probe / "write-check")
+        fd, tmp = create_temp_beside(probe / "write-check")
         os.close(fd)
         tmp.unlink()
     except OSError as err:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import Field
 
+from harness.errors import visible
 from harness.records import Record
-from harness.visible import visible
 
 
 class TextTable(Record):

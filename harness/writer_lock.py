@@ -24,9 +24,9 @@ from harness.store import CampaignDir
 
 WRITERS = ("run", "ingest", "report")
 
-# The harness's own temporary names, and nothing else: safe_write's ``.NAME.<12 hex>.tmp``,
-# media's ``.NAME.<8>.tmp.mp4|mkv`` and ingest's staging folders ``runs/.KEY.<8>`` and ``.KEY.old``.
-TEMP_FILE = re.compile(r"^\..+\.([0-9a-f]{12}\.tmp|[a-z0-9_]{8}\.tmp\.(mp4|mkv))$")
+# The harness's own temporary names, and nothing else: safe_write's ``.NAME.<12 hex>.tmp`` (media's
+# too) and ingest's staging folders ``runs/.KEY.<8>`` and ``.KEY.old``.
+TEMP_FILE = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
 STAGING_DIR = re.compile(r"^\..+\.([a-z0-9_]{8}|old)$")
 LIVE_STATUSES = ("pending", "running")  # a run folder that may have a live runner (Slurm, an orphan)
 

@@ -560,8 +560,8 @@ def harness_cli() -> Any:
 def library_choices() -> dict[tuple[str, str], Iterable[str]]:
     """String options whose values their command checks in code, with the values it accepts (read
     from the library where it keeps them)."""
-    from harness.plugins import EXECUTORS
     from harness.records import Role
+    from harness.registry import EXECUTORS
     from harness.runners.diffusers.checkpoint import SIZES
     from harness.runners.diffusers.schema import SYNTHETIC_MODELS
     from harness.runners.lightx2v.checkpoint import PRESETS

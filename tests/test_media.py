@@ -7,7 +7,7 @@ import pytest
 import soundfile as sf
 
 from harness.errors import HarnessError
-from harness.media import LosslessWriter, iter_frames, probe, read_audio, write_av
+from harness.media import MediaWriter, iter_frames, probe, read_audio, write_av
 
 
 def _frames(n: int = 8, h: int = 64, w: int = 96, seed: int = 0) -> np.ndarray:
@@ -135,7 +135,7 @@ def test_lossless_twin_is_bit_exact_beside_the_mp4(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (5, 64, 96, 3), dtype=np.uint8)  # noise: what H.264 cannot keep
     audio = _tone(5 / 24)
-    twin = LosslessWriter(tmp_path / "out_lossless.mkv", fps=24, audio=audio)
+    twin = MediaWriter(tmp_path / "out_lossless.mkv", lossless=True, fps=24, audio=audio)
     write_av(tmp_path / "out.mp4", twin.tee(iter(list(frames))), audio, fps=24)
     twin.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "out_lossless.mkv"]
@@ -145,7 +145,7 @@ def test_lossless_twin_is_bit_exact_beside_the_mp4(tmp_path: Path) -> None:
     assert rate == 32000 and np.array_equal(pcm, audio)
     assert not np.array_equal(list(iter_frames(tmp_path / "out.mp4"))[0], frames[0])
     assert twin.seconds > 0
-    empty = LosslessWriter(tmp_path / "none.mkv", fps=24)
+    empty = MediaWriter(tmp_path / "none.mkv", lossless=True, fps=24)
     with pytest.raises(HarnessError, match="no frames"):
         empty.close()
     assert not (tmp_path / "none.mkv").exists()

@@ -1,4 +1,4 @@
-"""harness.plugins: the harness's own entries load, pass their base-class checks, and agree."""
+"""harness.registry's runners, scenario parts and executors: the harness's own entries load, pass their base-class checks, and agree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from harness.executors.base import Executor
-from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
+from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.runners.base import Runner
 from harness.scenario.parts import ScenarioPart
 
@@ -31,7 +31,7 @@ def test_the_runner_parts_hold_the_blocks_each_runner_owns():
 def test_listing_names_imports_no_runner():
     code = (
         "import sys\n"
-        "from harness.plugins import RUNNERS\n"
+        "from harness.registry import RUNNERS\n"
         "assert RUNNERS.names() == ['builtin', 'diffusers', 'lightx2v']\n"
         "assert not [m for m in sys.modules if m.startswith('harness.runners')], sorted(sys.modules)\n"
     )

@@ -135,7 +135,7 @@ JUDGING = (
     "analysis/intervals.py", "analysis/structure.py", "analysis/stat_rule.py", "analysis/insitu.py",
     "analysis/insitu_model.py", "analysis/verdict.py", "analysis/verdict_model.py",
     "analysis/sentences.py", "analysis/analyze.py",
-    "report/review.py", "report/accuracy.py", "scenario/verdict.py",
+    "report/cells.py", "report/accuracy.py", "scenario/verdict.py",
 )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ScenarioError
-from harness.plugins import RUNNERS
+from harness.registry import RUNNERS
 from harness.scenario.load import expand_vars, json_schema, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -317,7 +317,7 @@ def test_a_runner_registered_by_a_plug_in_brings_its_block_arm_fields_and_checks
     """The same core validates a runner it has never heard of: the registries say everything."""
     from pydantic import Field
 
-    from harness.plugins import RUNNER_SCENARIO, RUNNERS
+    from harness.registry import RUNNER_SCENARIO, RUNNERS
     from harness.runners.base import Runner
     from harness.scenario.model import Strict
     from harness.scenario.parts import FieldProblem, ScenarioPart

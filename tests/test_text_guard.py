@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from harness.errors import visible
 from harness.text_table import csv_cell, md_alt, md_code, md_escape, md_rows, md_text, md_unescape
-from harness.visible import visible
 
 MD = MarkdownIt("commonmark").enable("table")
 ACTIVE = {"link_open", "image", "html_inline", "html_block"}

@@ -179,7 +179,7 @@ def test_the_next_writer_removes_what_killed_writers_left_never_a_live_writers(t
         c / ".results.json.0123456789ab.tmp",  # safe_write's temporary files, anywhere in the campaign
         c / "assets" / ".speed.png.abcdef012345.tmp",
         c / "runs" / "torch_sdpa" / ".run.json.00ff00ff00ff.tmp",
-        c / "runs" / "torch_sdpa" / ".output.mp4.k3j_h5g6.tmp.mp4",  # media's
+        c / "runs" / "torch_sdpa" / ".output.mp4.0a1b2c3d4e5f.tmp",  # media's
         c / "runs" / ".extra.ab12cd_4" / "run.json",  # ingest's staging folders
         c / "runs" / ".torch_sdpa.old" / "output.mp4",
     ]

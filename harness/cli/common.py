@@ -10,8 +10,7 @@ import sys
 import typer
 from rich.console import Console
 
-from harness.errors import EXIT_CODES_HELP, Exit, HarnessError, UsageError
-from harness.visible import visible
+from harness.errors import EXIT_CODES_HELP, Exit, HarnessError, UsageError, visible
 
 out = Console()
 err = Console(stderr=True)

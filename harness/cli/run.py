@@ -10,8 +10,7 @@ from rich.markup import escape
 
 from harness.cli import common
 from harness.cli.common import err, out, parse_names, parse_seeds, say_err, say_interrupted, waiting_line
-from harness.errors import Exit
-from harness.visible import visible
+from harness.errors import Exit, visible
 
 EPILOG = (
     "Example: harness run scenarios/e2e_3step.yaml --profile 3step   "

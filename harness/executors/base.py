@@ -1,5 +1,5 @@
 """The executor interface, what it is asked to run (planned runs), the progress reporter it talks to, and
-executors by name (``harness.plugins.EXECUTORS``: each one's module imported only when asked for)."""
+executors by name (``harness.registry.EXECUTORS``: each one's module imported only when asked for)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.plugins import EXECUTORS
 from harness.records import RunRecord, RunSpec
+from harness.registry import EXECUTORS
 from harness.store import CampaignDir
 
 

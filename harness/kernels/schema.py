@@ -1,6 +1,6 @@
 """Schema of the ``kernels:`` block of a scenario of kind ``kernels`` (no torch import here; an
 example: scenarios/kernels_smoke.yaml), the part that kind adds to the scenario core (``SCENARIO_PART``,
-registered in ``harness.plugins``), and captured q/k/v as shapes: each safetensors file a shadowed run
+registered in ``harness.registry``), and captured q/k/v as shapes: each safetensors file a shadowed run
 kept (``insitu/captures/``: ``q``, ``k``, ``v`` [B, H, N, D] and the call's scale, step, block and kind)
 is a shape of its real sizes; only its header is read to plan, its tensors when it is measured."""
 

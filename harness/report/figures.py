@@ -14,7 +14,7 @@ from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
-from harness.report.review import drawn_points
+from harness.report.cells import drawn_points
 from harness.report.tables import STEPS_FIGURE
 from harness.safe_write import UnsafePathError, atomic_write_json, is_plain_name, resolve_under
 from harness.store import sha256_file

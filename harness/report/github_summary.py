@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.analysis.model import ReportResults
+from harness.report.cells import MARKS, MEANINGS
 from harness.report.render import ReportPaths, load_results
-from harness.report.review import MARKS, MEANINGS
 from harness.text_table import md_code, md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes

@@ -16,7 +16,7 @@ from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
 from harness.analysis.model import AudioView, FrameSeries, InSituReading, SpectrogramDiff
 from harness.number_format import ratio_text
-from harness.report.review import WORD_COLOURS, drawn_points
+from harness.report.cells import WORD_COLOURS, drawn_points
 from harness.safe_write import atomic_write_bytes
 
 DPI = 90

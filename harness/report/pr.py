@@ -1,19 +1,28 @@
 """pr.md: the pull request's compact tables beside report.md; every figure is one of report.md's, rounded as
-the pull request did (arms' means over their runs; statistics per run)."""
+the pull request did (arms' means over their runs; statistics per run). benchmark.json: per arm and timing,
+the mean and sd over its runs in github-action-benchmark's custom format (a CI charts them over builds);
+``extra``: how many runs, and where the timing is no baseline."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import TypeAdapter
 
 from harness.analysis.model import ArmAggregate, ReportResults, is_emulator, is_shadowed_copy
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import METRICS, Metric, pr_metrics
 from harness.number_format import NA, fmt_db, fmt_rounded, fmt_speedup, fmt_time
+from harness.records import Record
 from harness.report.accuracy import run_label
-from harness.report.benchmark import TIMINGS
-from harness.report.review import MARKS
+from harness.report.cells import MARKS
+from harness.safe_write import atomic_write_text
 from harness.text_table import md_escape, md_rows, md_text
 
 IDENTICAL = "identical"  # the pull request's word for +inf dB (report.md: 'inf (identical)')
+# The timings pr.md's speed table and benchmark.json give: (key, what, unit).
+TIMINGS = (("s_per_step", "DiT s/step", "s"), ("pipeline_total_s", "pipeline total", "s"))
 
 
 def _mean(a: ArmAggregate | None, key: str) -> float | None:
@@ -188,3 +197,39 @@ def render_pr(res: ReportResults) -> str:
     lines += stats_table(res) + [""]
     lines += [f"- {md_text(f)}" for f in facts(res)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+class BenchmarkEntry(Record):
+    name: str
+    unit: str
+    value: float
+    range: str | None = None
+    extra: str | None = None
+
+
+def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
+    out = []
+    for a in res.arms:
+        for key, what, unit in TIMINGS:
+            s = a.metrics.get(key)
+            if s is None or s.n == 0 or s.mean is None:
+                continue
+            extra = f"mean over {s.n} run(s) (repeats x seeds) of {res.scenario_name}/{res.campaign_id}"
+            extra += f"; {a.role}" if a.role != "candidate" else ""
+            extra += "" if a.timing_baseline else f"; {a.timing_label}"
+            out.append(
+                BenchmarkEntry(
+                    name=f"{a.arm}: {what}",
+                    unit=unit,
+                    value=round(s.mean, 6),
+                    range=f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None,
+                    extra=extra,
+                )
+            )
+    return out
+
+
+def write_benchmark(res: ReportResults, path: Path) -> Path:
+    entries = TypeAdapter(list[BenchmarkEntry]).dump_json(benchmark_entries(res), indent=2, exclude_none=True)
+    atomic_write_text(Path(path), entries.decode() + "\n")
+    return Path(path)

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from harness.analysis.model import FrameGrid, ReportResults
 from harness.analysis.model import read_results as load_results  # noqa: F401 (the one reader)
-from harness.report.cells import Section
+from harness.report.cells import Section, review_view
 from harness.report.figures import AssetReader, draw_figures, figure_captions
 from harness.safe_write import atomic_write_text
 from harness.text_table import md_alt, md_code_block, md_escape, md_table, md_text
@@ -98,10 +98,8 @@ def render(
     single_file: bool | None = None,
     progress: Progress | None = None,
 ) -> ReportPaths:
-    from harness.report.benchmark import write_benchmark
     from harness.report.html import differ_view, inline_media, placed_grids, render_html
-    from harness.report.pr import render_pr
-    from harness.report.review import review_view
+    from harness.report.pr import render_pr, write_benchmark
     from harness.report.tables import build_sections
 
     say = progress or (lambda _msg: None)

@@ -1,4 +1,4 @@
-"""The runner interface, and runners by name (``harness.plugins.RUNNERS``). A runner says what to
+"""The runner interface, and runners by name (``harness.registry.RUNNERS``). A runner says what to
 launch (``prepare``) and reads what it left (``finalize``); the executor owns the processes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.plugins import RUNNERS
+from harness.registry import RUNNERS
 
 if TYPE_CHECKING:
     from harness.records import RunSpec

@@ -13,8 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import ScenarioError
 from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
-from harness.plugins import RUNNERS
-from harness.registry import did_you_mean
+from harness.registry import RUNNERS, did_you_mean
 from harness.scenario.model import (
     E2E,
     PATTERN_RULES,

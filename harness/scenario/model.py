@@ -21,9 +21,8 @@ from pydantic import (
 )
 
 from harness.errors import ScenarioError
-from harness.plugins import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.records import AttentionChoice, PluginRef, Role
-from harness.registry import did_you_mean
+from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS, did_you_mean
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.parts import NO_PART, ScenarioPart
 from harness.scenario.verdict import VerdictRules

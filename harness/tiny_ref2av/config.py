@@ -124,42 +124,14 @@ def load_config(data: dict[str, Any]) -> PipelineConfig:
 
 PRESETS: dict[str, PipelineConfig] = {
     # Tests and smoke runs: 16 text + 37 audio + 4x4x7 video tokens, 22 frames of 64x112.
-    "tiny": PipelineConfig(
-        preset="tiny",
-        height=64,
-        width=112,
-        frames=22,
-        heads=2,
-        head_dim=32,
-        depth=2,
-        text_tokens=16,
-        audio_tokens=37,
-        latent_t=4,
-        latent_h=4,
-        latent_w=7,
-        device="cpu",
-    ),
+    "tiny": PipelineConfig(preset="tiny", height=64, width=112, frames=22, heads=2, head_dim=32, depth=2,
+                           text_tokens=16, audio_tokens=37, latent_t=4, latent_h=4, latent_w=7, device="cpu"),
     # ~1.05k tokens: 64 text + 94 audio (56 frames / 24 fps * 40 latents/s) + 8x8x14 video.
     "cpu": PipelineConfig(preset="cpu", device="cpu"),
-    # ~48.7k tokens, 24 heads of 128: attention is most of each DiT step on one GPU.
-    "gpu": PipelineConfig(
-        preset="gpu",
-        height=768,
-        width=1344,
-        frames=124,
-        heads=24,
-        head_dim=128,
-        depth=6,
-        mlp_ratio=2.0,
-        text_tokens=128,
-        audio_tokens=207,
-        latent_t=12,
-        latent_h=48,
-        latent_w=84,
-        device="cuda",
-        dtype="bfloat16",
-        # 50 made bf16 trajectories on an H200 nearly chaotic (kv-reversed SDPA moved the latents
-        # by 22 %); 30 put every arm at the codec floor. 40 keeps them apart and measurable.
-        sensitivity=40.0,
-    ),
-}
+    # ~48.7k tokens, 24 heads of 128: attention is most of each DiT step on one GPU. Sensitivity: 50
+    # made bf16 trajectories on an H200 nearly chaotic (kv-reversed SDPA moved the latents by 22 %);
+    # 30 put every arm at the codec floor. 40 keeps them apart and measurable.
+    "gpu": PipelineConfig(preset="gpu", height=768, width=1344, frames=124, heads=24, head_dim=128, depth=6,
+                          mlp_ratio=2.0, text_tokens=128, audio_tokens=207, latent_t=12, latent_h=48,
+                          latent_w=84, device="cuda", dtype="bfloat16", sensitivity=40.0),
+}  # fmt: skip

@@ -172,7 +172,7 @@ def run_pipeline(
 ) -> TimingRecord:
     """Generate ``out_path`` (H.264 + AAC mp4); its timing. ``attention`` maps [B, H, N, D] q, k, v to
     [B, H, N, D]; ``lossless_path`` gets the same media losslessly, its time kept out of the total."""
-    from harness.media import LosslessWriter, write_av
+    from harness.media import MediaWriter, write_av
 
     wall0 = time.perf_counter()
     out_path = Path(out_path)
@@ -230,7 +230,9 @@ def run_pipeline(
         frames = decoder.frames(lat_v)
         lossless = None
         if lossless_path is not None:
-            lossless = LosslessWriter(lossless_path, fps=cfg.fps, audio=audio, sample_rate=cfg.audio_rate)
+            lossless = MediaWriter(
+                lossless_path, lossless=True, fps=cfg.fps, audio=audio, sample_rate=cfg.audio_rate
+            )
             frames = lossless.tee(frames)
         codec = {"crf": cfg.crf, "preset": cfg.x264_preset}
         write_av(out_path, frames, audio, fps=cfg.fps, sample_rate=cfg.audio_rate, **codec)

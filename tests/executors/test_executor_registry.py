@@ -9,8 +9,7 @@ import pytest
 
 from harness.executors.base import get_executor
 from harness.executors.process import LocalExecutor
-from harness.plugins import EXECUTORS
-from harness.registry import UnknownName
+from harness.registry import EXECUTORS, UnknownName
 
 
 def test_names_and_the_local_executor() -> None:
@@ -31,7 +30,7 @@ def test_an_executor_module_is_imported_only_when_asked_for() -> None:
     code = (
         "import sys\n"
         "from harness.executors.base import get_executor\n"
-        "from harness.plugins import EXECUTORS\n"
+        "from harness.registry import EXECUTORS\n"
         "assert EXECUTORS.names() == ['local', 'slurm']\n"
         "assert 'harness.executors.slurm' not in sys.modules\n"
         "get_executor('local')\n"

@@ -154,11 +154,13 @@ def write_run(
         if copy_output_from is not None:
             shutil.copyfile(copy_output_from.output, run.output)
         elif arm.write_output:
-            from harness.media import LosslessWriter, write_av
+            from harness.media import MediaWriter, write_av
 
             twin = None
             if arm.lossless:
-                twin = LosslessWriter(run.file(OUTPUT_LOSSLESS), fps=FPS, audio=audio, sample_rate=RATE)
+                twin = MediaWriter(
+                    run.file(OUTPUT_LOSSLESS), lossless=True, fps=FPS, audio=audio, sample_rate=RATE
+                )
                 frames = twin.tee(frames)
             # ultrafast: x264's lookahead (mbtree) is not bit-reproducible on tiny frames; ultrafast is
             write_av(run.output, frames, audio, fps=FPS, sample_rate=RATE, preset="ultrafast")

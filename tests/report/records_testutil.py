@@ -60,12 +60,12 @@ def rendered(res: ReportResults, figure: str | None = None) -> dict[str, str]:
     again (``voiced``: an arm that did not end ok makes it INCOMPLETE), as ``report.render`` writes them, without figures,
     frame grids or assets; ``figure``: where the page shows the speed-accuracy figure (with its
     caption), as if drawn there."""
+    from harness.report.cells import review_view
     from harness.report.figures import figure_captions
     from harness.report.github_summary import github_summary
     from harness.report.html import render_html
     from harness.report.pr import render_pr
     from harness.report.render import render_markdown, summary_section
-    from harness.report.review import review_view
     from harness.report.tables import build_sections
 
     res = voiced(res)

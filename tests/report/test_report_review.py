@@ -1,5 +1,5 @@
-"""The review at the top of the page (report.review), the speed figures for github-action-benchmark
-(report.benchmark) and the CI job summary (report.github_summary, `harness report --github-summary`)."""
+"""The review at the top of the page (report.cells), the speed figures for github-action-benchmark
+(report.pr) and the CI job summary (report.github_summary, `harness report --github-summary`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from records_testutil import CPU, ONE_SEED, edited, example, verdict, voiced
 from harness.analysis.model import SpeedTest
 from harness.analysis.sentences import floor_points, pair, readings, speed_terms, verdict_terms
 from harness.compare.significance import compare_samples
-from harness.report.benchmark import BenchmarkEntry, benchmark_entries, write_benchmark
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
-from harness.report.pr import render_pr
+from harness.report.pr import BenchmarkEntry, benchmark_entries, render_pr, write_benchmark
 from harness.store import write_record
 
 CUSTOM_FORMAT_KEYS = {"name", "unit", "value", "range", "extra"}  # github-action-benchmark's custom tools

@@ -20,11 +20,11 @@ from harness.analysis.model import read_results
 from harness.analysis.sentences import LINE, NO_SPEED, emulator_badge, fit
 from harness.analysis.verdict_model import SeedVerdict
 from harness.emulator_provenance import Fidelity, KernelRef, Provenance
+from harness.report.cells import review_view
 from harness.report.github_summary import github_summary
 from harness.report.html import render_html
 from harness.report.pr import render_pr
 from harness.report.render import summary_section
-from harness.report.review import review_view
 
 EXAMPLE = CPU
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
