@@ -381,3 +381,32 @@ def test_the_verdict_rules_use_the_speed_tests_default_level():
     from harness.scenario.verdict import VerdictRules
 
     assert VerdictRules().alpha == DEFAULT_ALPHA
+
+
+def test_a_chaotic_comment_states_the_band_its_values_give():
+    """A comment beside `chaotic_below_db:` names the bounds that value and chaotic_band_db make: the
+    value is the band's centre, chaotic below its lower bound."""
+    checked = 0
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip().startswith("chaotic_below_db:")]
+        for line in (ln for ln in lines if "#" in ln):
+            rules = load_scenario(path).verdict
+            low, high = (rules.chaotic_below_db + side * rules.chaotic_band_db / 2 for side in (-1, 1))
+            comment = line.split("#", 1)[1]
+            assert f"< {low:g} dB" in comment and f"{low:g}..{high:g} dB" in comment, (path.name, line)
+            checked += 1
+    assert checked
+
+
+def test_further_problems_are_named_by_line_and_key_then_counted():
+    from harness.scenario.load import MORE_NAMED
+
+    msg = bad(GOOD.replace("{name: cand, attn_type:", "{name: cand, atn_type:"))
+    assert msg.endswith("(also: line 10: arms[2].attn_type: required field is missing)")
+    arms = "".join(f"  - {{name: c{i}, atn_type: torch_sdpa}}\n" for i in range(MORE_NAMED + 2))
+    msg = bad(GOOD + arms)
+    also = msg.split(" (also: ", 1)[1]
+    named = [p for p in also.split("; ") if p.startswith("line ")]
+    assert len(named) == MORE_NAMED and named[0].startswith("line 12: arms[4].atn_type: unknown key")
+    total = 2 * (MORE_NAMED + 2)  # each typo and the attn_type it leaves missing
+    assert also.endswith(f"; and {total - 1 - MORE_NAMED} more problem(s))")

@@ -28,6 +28,7 @@ from harness.scenario.plugins import load_plugins
 from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
 SCENARIO_DIR = Path("scenarios")
+MORE_NAMED = 3  # problems named after a scenario's first; the rest counted
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -128,10 +129,10 @@ def validate_scenario(
     except ValidationError as exc:
         # A typo'd key also makes its real key "missing": name the typo, it is the cause.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        first = errors[0]
-        loc = tuple(first["loc"])
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        text = f"{where(loc)}: {_describe(model, first)}{more}"
+        named = [(tuple(e["loc"]), _describe(model, e)) for e in errors[: MORE_NAMED + 1]]
+        also = [f"line {line_for(lines, loc)}: {format_loc(loc)}: {why}" for loc, why in named[1:]]
+        also += [f"and {len(errors) - len(named)} more problem(s)"] if len(errors) > len(named) else []
+        text = f"{where(named[0][0])}: {named[0][1]}" + (f" (also: {'; '.join(also)})" if also else "")
         raise ScenarioError(" ".join(text.split())) from None
 
 
