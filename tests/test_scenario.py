@@ -140,6 +140,25 @@ def test_cli_validate_bad_file_exits_2_without_traceback(tmp_path):
     assert f"{f}:9: arms[1].kv_reversd: unknown key; did you mean 'kv_reversed'?" in res.stderr
 
 
+def test_cli_validate_says_what_a_kernels_scenario_measures(tmp_path):
+    """Backends x shapes, not '0 arms'; a shape that names its own backends leaves pairs out."""
+    f = tmp_path / "k.yaml"
+    shapes = "[{name: a, heads: 1, seq_q: 8, head_dim: 8}, {name: b, heads: 1, seq_q: 8, head_dim: 8}]"
+    f.write_text(
+        f"name: k\nkind: kernels\nkernels:\n  shapes: {shapes}\n  backends: [torch_sdpa, sage_emul_thuml]\n"
+    )
+    res = _cli("scenarios", "validate", str(f), str(ROOT / "scenarios" / "e2e_3step.yaml"))
+    assert res.returncode == 0, res.stderr
+    kernels, e2e = res.stdout.splitlines()
+    assert kernels == f"{f}: ok (kernels, 2 backends x 2 shapes, profiles: -)"
+    assert e2e.endswith(
+        f"(e2e, {len(load_scenario(ROOT / 'scenarios' / 'e2e_3step.yaml').arms)} arms, profiles: 3step, full)"
+    )
+    f.write_text(f.read_text().replace("head_dim: 8}]", "head_dim: 8, backends: [torch_sdpa]}]"))
+    res = _cli("scenarios", "validate", str(f))
+    assert res.stdout == f"{f}: ok (kernels, 2 backends x 2 shapes, 3 of the 4 pairs measured, profiles: -)\n"
+
+
 def test_cli_schema_is_json():
     res = _cli("scenarios", "schema")
     assert res.returncode == 0, res.stderr

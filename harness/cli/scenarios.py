@@ -24,21 +24,32 @@ def load_as_written(path: str | Path):
     return load_scenario(path, {**os.environ, **{v: f"${{{v}}}" for v in unset}}), unset
 
 
+def contents(s) -> str:
+    """What a scenario runs: an e2e scenario's arms, a kernels scenario's backends x shapes."""
+    if s.kind != "kernels":
+        return f"{len(s.arms)} arms"
+    k, pairs = s.kernels, sum(len(s.kernels.entries_for(shape)) for shape in s.kernels.shapes)
+    every = len(k.backends) * len(k.shapes)
+    some = f", {pairs} of the {every} pairs measured" if pairs != every else ""
+    captured = f", {len(k.captured)} captured input(s)" if k.captured else ""
+    return f"{len(k.backends)} backends x {len(k.shapes)} shapes{some}{captured}"
+
+
 def scenarios_list(folder: Path = typer.Option(Path("scenarios"), help="Folder to list.")):
-    """List scenario files with their runner, arms and profiles."""
+    """List scenario files with their runner, arms (or backends x shapes) and profiles."""
     from rich.table import Table
 
     from harness.scenario.load import list_scenarios
 
     table = Table()
-    for col in ("file", "name", "kind", "runner", "arms", "profiles", "status"):
+    for col in ("file", "name", "kind", "runner", "runs", "profiles", "status"):
         table.add_column(col)
     for path in list_scenarios(folder):
         try:
             s, unset = load_as_written(path)
             status = f"ok (a run needs {', '.join(unset)})" if unset else "ok"
             table.add_row(
-                str(path), s.name, s.kind, s.runner or "-", str(len(s.arms)), ",".join(s.profiles), status
+                str(path), s.name, s.kind, s.runner or "-", contents(s), ",".join(s.profiles), status
             )
         except HarnessError as e:
             table.add_row(str(path), "-", "-", "-", "-", "-", f"[red]{e}[/]")
@@ -59,7 +70,7 @@ def scenarios_validate(files: list[str] = typer.Argument(..., help="Scenario fil
                     build_plan(s, profile=profile)
             needs = f"; a run needs {', '.join(unset)} set (unset here)" if unset else ""
             # One plain line per file (never wrapped: it is grepped).
-            print(f"{f}: ok ({s.kind}, {len(s.arms)} arms, profiles: {', '.join(s.profiles) or '-'}{needs})")
+            print(f"{f}: ok ({s.kind}, {contents(s)}, profiles: {', '.join(s.profiles) or '-'}{needs})")
         except HarnessError as e:
             say_err(str(e))
             bad += 1
