@@ -212,14 +212,17 @@ def plan_campaign(
     executor: str | None = None,
     slurm_overrides: dict | None = None,
     resubmit_failed: int = 0,
-    repeats: int | None = None,
+    repeats: int | str | None = None,
     force: bool = False,
     check_executor: bool = True,
 ) -> Plan:
     """Check the scenario and every option; the campaign's runs and where (nothing written).
-    ``check_executor``: refuse an executor that cannot start runs here (a dry run passes False)."""
+    ``check_executor``: refuse an executor that cannot start runs here (a dry run passes False);
+    ``repeats="auto"``: as the scenario's ``repeats: auto`` (and recorded so)."""
     path = None if isinstance(scenario, Scenario) else resolve_scenario_path(scenario)
     loaded = scenario if path is None else load_scenario(path)
+    if repeats == "auto":
+        loaded, repeats = loaded.model_copy(update={"repeats": "auto"}), None
     profile = select_profile(loaded, profile)
     kind = executor or loaded.executor.kind
     for seed in seeds or ():

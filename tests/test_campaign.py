@@ -182,6 +182,26 @@ def test_execute_runs_the_plan_then_a_rerun_keeps_what_is_ok(tmp_path):
     assert [r.provenance for r in outcome.summary_rows()] == ["kept", "kept"] and outcome.mixed_provenance
 
 
+def test_repeats_auto_on_the_command_line_is_the_scenarios_repeats_auto(tmp_path):
+    """`--repeats auto` plans as `repeats: auto` in the scenario would, and the campaign records it."""
+    from harness.plan import plan_campaign
+
+    path = scenario(tmp_path, "  - {name: cand, attn_type: sage_emul_aiter}\n")
+    path.write_text(path.read_text().replace("seed: 3\n", "seed: 3\nrepeats_auto: {min: 2, max: 3}\n"))
+    plan = plan_campaign(path, profile="3step", out_root=tmp_path / "out", repeats="auto")
+    assert plan.auto is not None and plan.auto.max == 3 and plan.scenario.repeats == "auto"
+    written = tmp_path / "auto.yaml"
+    written.write_text(path.read_text().replace("seed: 3\n", "seed: 3\nrepeats: auto\n"))
+    same = plan_campaign(written, profile="3step", out_root=tmp_path / "out")
+    assert [s.key for s in plan.specs] == [s.key for s in same.specs] and plan.auto == same.auto
+    assert plan_campaign(path, profile="3step", out_root=tmp_path / "out").auto is None
+    res = harness("run", path, "--out", tmp_path / "out", "--repeats", "auto", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "# cand~r3: run" in res.stdout and "~r4" not in res.stdout
+    res = harness("run", path, "--out", tmp_path / "out", "--repeats", "many", "--dry-run")
+    assert res.returncode == 2 and "'--repeats': expected a number of runs or auto (got 'many')" in res.stderr
+
+
 def test_repeats_auto_plans_the_maximum_and_stops_when_the_intervals_are_narrow(tmp_path):
     """``repeats: auto``: rounds up to the maximum are planned; after each round from the minimum on,
     the candidates' speed-up intervals decide whether another round runs, and the stop says why."""

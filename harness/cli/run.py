@@ -18,6 +18,19 @@ EPILOG = (
 )
 
 
+def parse_repeats(text: str) -> int | str:
+    """--repeats N (1 or more) or auto."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text, 10)
+    except ValueError:
+        raise typer.BadParameter(f"expected a number of runs or auto (got {text!r})") from None
+    if n < 1:
+        raise typer.BadParameter(f"expected 1 or more runs, or auto (got {n})")
+    return n
+
+
 def run(
     scenario: str = typer.Argument(..., help="Scenario YAML file (or a name under scenarios/)."),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile from the scenario."),
@@ -34,8 +47,13 @@ def run(
     time_min: int | None = typer.Option(None, "--slurm-time-min", help="Slurm time limit per arm, minutes."),
     gpus: int | None = typer.Option(None, "--slurm-gpus", help="GPUs per arm job (default: the runner's)."),
     resubmit_failed: int = typer.Option(0, "--resubmit-failed", help="Slurm: resubmit failed arms N times."),
-    repeats: int | None = typer.Option(
-        None, "--repeats", min=1, help="Runs per arm and seed, interleaved (default: the scenario's repeats)."
+    repeats: str | None = typer.Option(
+        None,
+        "--repeats",
+        parser=parse_repeats,
+        metavar="<int|auto>",
+        help="Runs per arm and seed, interleaved (default: the scenario's repeats); auto: rounds until every "
+        "speed-up interval is narrow enough, as `repeats: auto` in the scenario.",
     ),
 ):
     """Run a scenario's arms (a campaign), then write its report."""
