@@ -28,9 +28,10 @@ class BuiltinBlock(Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="Pipeline config overrides.")
     save_latents: bool = Field(True, description="Save the latent after every step (trajectory plots).")
     lossless: bool = Field(
-        False,
+        True,
         description="Also write output_lossless.mkv (FFV1 RGB + float PCM): pixel and audio metrics are then "
-        "taken before compression, and the codec floor is the mp4's own error against it.",
+        "taken before compression, and the codec floor is the mp4's own error against it; false: they are "
+        "taken on output.mp4 (H.264 + AAC), the codec's error in them.",
     )
 
 
@@ -77,7 +78,9 @@ class BuiltinRunner(Runner):
             "preset": block.preset,
             "prompt": block.prompt,
             "save_latents": block.save_latents,
-            **({"lossless": True} if block.lossless else {}),  # absent when off: older specs keep their hash
+            # Absent when off, as before the default was on: a run planned then without it wrote only the
+            # mp4 and resumes only under lossless: false; under the default it runs again, lossless.
+            **({"lossless": True} if block.lossless else {}),
             "pipeline": cfg.model_dump(mode="json"),
         }
 
