@@ -104,6 +104,9 @@ def test_ltx2_tiny_scenario_on_the_cpu(ltx2_campaign):
     native = camp / "runs" / "native"
     info = probe(native / "output.mp4")
     assert (info.frames, info.width, info.height, info.has_audio, info.audio_rate) == (9, 64, 64, True, 16000)
+    # Scored before compression by default: every run wrote its lossless twin, and the pairs read it.
+    assert all((camp / "runs" / arm / "output_lossless.mkv").is_file() for arm in RAN_HERE)
+    assert json.loads((camp / "results.json").read_text())["pixel_source"].startswith("lossless copies")
     timing = json.loads((native / "timing.json").read_text())
     assert [s["index"] for s in timing["steps"]] == [1, 2, 3] and timing["stages"]["audio_decode"] > 0
     assert sorted(p.name for p in (native / "latents").iterdir())[-1] == "step_003.npz"

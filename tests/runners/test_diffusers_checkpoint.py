@@ -86,3 +86,24 @@ def test_each_pipeline_loads_and_generates_from_its_synthetic_model(
     assert info.has_audio == pipeline.startswith("ltx2")
     if pipeline.startswith("ltx2"):
         assert info.audio_rate == 16000 and "audio_decode" in timing.stages
+
+
+def test_the_lossless_twin_holds_the_frames_and_audio_before_compression(tmp_path_factory, tmp_path):
+    import numpy as np
+
+    from harness.media import iter_frames, probe, read_audio, write_av
+    from harness.runners.diffusers.launch import generate, load_pipeline
+
+    folder = synthetic(tmp_path_factory, "ltx2")
+    pipe = load_pipeline(
+        {"pipeline": {"name": "ltx2_t2v"}, "model_path": str(folder)}, torch.device("cpu"), torch.float32
+    )
+    mp4, mkv = tmp_path / "o.mp4", tmp_path / "o_lossless.mkv"
+    generate(pipe, call_params("ltx2_t2v", num_frames=5), seed=3, device=torch.device("cpu"), out_path=mp4,
+             lossless_path=mkv)  # fmt: skip
+    twin, (pcm, rate) = list(iter_frames(mkv)), read_audio(mkv)
+    assert len(twin) == probe(mp4).frames == 5 and twin[0].shape == (32, 32, 3)
+    assert rate == probe(mp4).audio_rate == 16000 and pcm.dtype == np.float32 and pcm.size
+    # The twin holds what the mp4 was encoded from: encoded again as the run did, the same bytes.
+    write_av(tmp_path / "again.mp4", twin, pcm, fps=24.0, sample_rate=rate, crf=18, preset="ultrafast")
+    assert (tmp_path / "again.mp4").read_bytes() == mp4.read_bytes()

@@ -116,6 +116,9 @@ def test_params_follow_profile_then_arm_and_route_unknown_keys_to_the_call():
     assert (
         ref["pipeline"]["crf"] == 18 and ref["pipeline"]["x264_preset"] == "ultrafast"
     )  # the codec floor reads them
+    assert ref["lossless"] is True  # the twin by default; lossless: false leaves the key out, as before it
+    off = parse_scenario(scenario_text(extra="  lossless: false\n"), "s.yaml", {})
+    assert "lossless" not in build_plan(off, profile="cpu")[0].params
     with pytest.raises(ScenarioError, match=r"arm c: diffusers.num_inference_steps"):
         bad = "  - {name: c, attn_type: native, overrides: {num_inference_steps: 0}}\n"
         build_plan(parse_scenario(scenario_text(bad), "s.yaml", {}))

@@ -21,7 +21,7 @@ from harness.runners.common import LATENTS_DIR, SPEC_JSON, print_step, run_dir_m
 from harness.runners.diffusers.dispatch import CallBook, Instrument
 from harness.runners.diffusers.schema import CALL_KEYS, DIFFUSERS_ENV_JSON, PIPELINES
 from harness.scenario.plugins import load_recorded
-from harness.store import ATTN_CALLS_JSON, OUTPUT_MP4, TIMING_JSON, read_record, write_record
+from harness.store import ATTN_CALLS_JSON, OUTPUT_LOSSLESS, OUTPUT_MP4, TIMING_JSON, read_record, write_record
 from harness.tiny_ref2av.model import synchronize
 from harness.tiny_ref2av.run import exact_matmul
 
@@ -167,9 +167,11 @@ def generate(
     out_path: Path,
     latents_dir: Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    lossless_path: Path | None = None,
 ) -> TimingRecord:
-    """Run the pipeline once (``params``: the spec's ``pipeline`` parameters) and write ``out_path``."""
-    from harness.media import write_av
+    """Run the pipeline once (``params``: the spec's ``pipeline`` parameters) and write ``out_path``;
+    ``lossless_path`` gets the same media losslessly, its time kept out of the total."""
+    from harness.media import MediaWriter, write_av
 
     kind = PIPELINES[params["name"]]
     clock = Clock(device)
@@ -208,9 +210,18 @@ def generate(
         frames = (np.round(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8) for f in np.asarray(out.frames[0]))
         audio = out.audio[0].float().cpu().numpy() if kind.audio else None
         rate = int(pipe.vocoder.config.output_sampling_rate) if kind.audio else 16000
+        media = {"fps": params["frame_rate"], "sample_rate": rate}
+        twin = MediaWriter(lossless_path, lossless=True, audio=audio, **media) if lossless_path else None
         codec = {"crf": params["crf"], "preset": params["x264_preset"]}
-        write_av(out_path, frames, audio, fps=params["frame_rate"], sample_rate=rate, **codec)
-        written = clock.now()
+        try:
+            write_av(out_path, twin.tee(frames) if twin else frames, audio, **media, **codec)
+            if twin is not None:
+                twin.close()
+        except BaseException:
+            if twin is not None:
+                twin.abandon()
+            raise
+        written = clock.now() - (twin.seconds if twin is not None else 0.0)
     finally:
         clock.close()
     stages = dict(clock.stages)
@@ -324,6 +335,7 @@ def run_generation(
             out_path=run_dir / OUTPUT_MP4,
             latents_dir=run_dir / LATENTS_DIR if p["save_latents"] else None,
             on_step=print_step,
+            lossless_path=run_dir / OUTPUT_LOSSLESS if p.get("lossless") else None,
         )
     return timing, chain, names
 

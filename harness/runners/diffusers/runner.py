@@ -135,6 +135,7 @@ class DiffusersRunner(Runner):
             "model_path": absolute_path(block.model_path),
             "synthetic_checkpoint": synthetic,
             **block.model_dump(include={"device", "dtype", "save_latents", "drop_trivial_masks", "python"}),
+            **({"lossless": True} if block.lossless else {}),  # absent when off: the runs before it were so
             "backend_kind": "harness" if arm.attn_type in BACKENDS.names() else "dispatcher",
         }
 

@@ -125,6 +125,11 @@ class DiffusersBlock(BaseModel):
     python: str | None = Field(None, description="Interpreter of the run; unset: the harness's own.")
     crf: int = Field(18, ge=0, le=51, description="x264 quality of the mp4.")
     x264_preset: str = Field("ultrafast", description="x264 preset of the mp4.")
+    lossless: bool = Field(
+        True,
+        description="Also write output_lossless.mkv (FFV1 RGB + float PCM): pixel and audio metrics are then "
+        "taken before compression; false: on output.mp4 (H.264 + AAC), the codec's error in them.",
+    )
 
     @field_validator("call_kwargs")
     @classmethod
