@@ -103,13 +103,29 @@ def _accuracy_cells(r: KernelRow, a: AccuracyMetrics) -> list[str]:
     ]
 
 
-def _speed_cells(r: KernelRow, s: SpeedMetrics) -> list[str]:
+def of_peak(device: str, s: SpeedMetrics) -> str:
+    """The share of the matmul peak; n/a where no peak is known (a CPU: ``no_peak`` says so) or the
+    share is over 100 % (then the matmul measured was no peak)."""
+    if device != "cuda":
+        return "n/a"
+    if s.frac_of_peak is None:
+        return "-"
+    return "n/a (over the measured matmul peak)" if s.frac_of_peak > 1 else f"{s.frac_of_peak:.1%}"
+
+
+def no_peak(result: KernelsResult) -> str | None:
+    """Why every share of the peak is n/a, where it is."""
+    where = "a CPU" if result.device == "cpu" else result.device
+    return None if result.device == "cuda" else f"Of peak: n/a, no matmul peak is known on {where}"
+
+
+def _speed_cells(r: KernelRow, s: SpeedMetrics, device: str) -> list[str]:
     return [
         r.shape,
         f"{r.label} (emulator)" if r.emulated else r.label,
         _f(s.median_ms, ".3f"),
         _f(s.tflops, ".4g"),
-        f"{s.frac_of_peak:.1%}" if s.frac_of_peak is not None else "-",
+        of_peak(device, s),
         _f(s.do_bench_ms, ".3f"),
         _f(s.do_bench_tflops, ".4g"),
         f"{s.do_bench_diff_pct:+.1f}%" if s.do_bench_diff_pct is not None else "-",
@@ -177,8 +193,10 @@ def kernels_report(result: KernelsResult) -> ReportText:
         "Speed",
         ["shape", "backend", "median ms", "TFLOP/s", "of peak", "do_bench ms", "do_bench TFLOP/s", "diff",
          "quant ms", "timer"],
-        [_speed_cells(r, r.speed) for r in result.rows if r.speed is not None],
+        [_speed_cells(r, r.speed, result.device) for r in result.rows if r.speed is not None],
     )  # fmt: skip
+    if no_peak(result) and any(r.speed is not None for r in result.rows):
+        page.para(md_text(f"{no_peak(result)}."), gap=True)
     page.table(
         "Bitwise checks",
         ["shape", "backend", *BITWISE_CHECKS.values(), "reading"],
@@ -196,6 +214,22 @@ def kernels_report(result: KernelsResult) -> ReportText:
     took = f"Run took {result.duration_s:.1f} s."
     page.para(md_text(f"FLOPs: {CONVENTIONS['flops']}. Time: {CONVENTIONS['time']}. {took}"), gap=True)
     return page
+
+
+def kernels_summary(result: KernelsResult) -> TextTable:
+    """What report.md's tables lead with, per shape and backend: accuracy (cosine, rel L1) and speed
+    (median ms, share of the peak); for the terminal."""
+    peak = no_peak(result) is None  # a column of n/a is a note instead
+    headers = ["shape", "backend", "cosine", "rel L1", "median ms", *(["of peak"] if peak else [])]
+    table = TextTable(title=f"{result.name} on {result.device_name}", headers=headers)
+    for r in result.rows:
+        acc = _accuracy_cells(r, r.accuracy)[2:4] if r.accuracy is not None else [r.status, "-"]
+        speed = _speed_cells(r, r.speed, result.device)[2:5:2] if r.speed is not None else ["-", "-"]
+        table.add([r.shape, r.label, *acc, *speed[: 1 + peak]])
+    table.notes += [n for n in [no_peak(result)] if n and any(r.speed is not None for r in result.rows)]
+    if any(r.status != "ok" for r in result.rows):
+        table.notes.append("skipped or failed: the reason is in report.md")
+    return table
 
 
 def kernels_markdown(result: KernelsResult) -> str:

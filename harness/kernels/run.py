@@ -277,7 +277,7 @@ def _speed(
         tflops=tflops(flops, median),
         note="emulator (numerics model), not a kernel" if emulated else None,
     )
-    if peak:
+    if peak and timer.cuda:  # a CPU's matmul (bf16 may lack native support there) is no known peak
         speed.frac_of_peak = speed.tflops / peak
     if timer.cuda and block.do_bench and not emulated:
         db = time_do_bench(call, expected_ms=median)
@@ -393,10 +393,6 @@ def run_kernels(
         for dtype_name in sorted({s.dtype for s in block.shapes}):
             say(f"matmul peak {dtype_name} {size}^3")
             result.peaks[dtype_name] = _measure_peak(dtype_name, size, device, timer)
-        if device.type == "cpu":
-            result.notes.append(
-                "CPU: bf16/fp16 matmuls may lack native support here, so fractions of peak can exceed 1"
-            )
     jobs = [(s, s.head_dim**-0.5, None) for s in block.shapes] + [(c.shape, c.scale, c) for c in captured]
     for index, (shape, scale, cap) in enumerate(jobs):
         say(f"shape {shape.name}: {'captured ' if cap else ''}inputs and reference")
@@ -443,9 +439,9 @@ def run_kernels(
 
 def run_kernels_scenario(
     ref: str | Path, *, out_root: Path = Path("reports"), console=None
-) -> dict[str, Path]:
+) -> tuple[KernelsResult, dict[str, Path]]:
     """``harness kernels SCENARIO``: measure, then write reports/<scenario>/kernels/{kernels.json,
-    env.json, report.md, index.html}; returns the paths to print."""
+    env.json, report.md, index.html}; returns the result and the paths to print."""
     scenario = load_scenario(ref)
     if scenario.kind != "kernels" or scenario.kernels is None:
         raise ScenarioError(
@@ -462,4 +458,4 @@ def run_kernels_scenario(
         for line in [a.summary for a in result.agreement] + [u.text for u in result.unpaired_emulators]:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     atomic_write_json(out_dir / ENV_JSON, fingerprint())
-    return {"kernels.json": out_dir / KERNELS_JSON, **write_kernels_report(result, out_dir)}
+    return result, {"kernels.json": out_dir / KERNELS_JSON, **write_kernels_report(result, out_dir)}

@@ -37,6 +37,17 @@ def test_kernels_command_writes_json_and_tables(tmp_path):
     assert rows["torch_sdpa"]["accuracy"]["cosine"] > 0.99999
     assert 0.99 < rows["sage_emul_thuml"]["accuracy"]["cosine"] < 0.99999
     assert rows["sage_attn2"]["status"] == "skipped" and rows["sage_attn2"]["reason"]
+    # the terminal: a summary per shape and backend (cosine, rel L1, median ms), then the paths
+    table = res.stdout.split("kernels.json:")[0]
+    sdpa = next(line for line in table.splitlines() if " torch_sdpa " in line)
+    acc, speed = rows["torch_sdpa"]["accuracy"], rows["torch_sdpa"]["speed"]
+    assert (
+        f"{acc['cosine']:.6f}" in sdpa
+        and f"{acc['rel_l1']:.4f}" in sdpa
+        and f"{speed['median_ms']:.3f}" in sdpa
+    )
+    assert "skipped" in next(line for line in table.splitlines() if " sage_attn2 " in line)
+    assert ("no matmul peak is known on a CPU" in table) == (data["device"] == "cpu")
     md = (out / "report.md").read_text()
     assert "| tiny | torch_sdpa |" in md and "sage_attn2" in md
     page = (out / "index.html").read_text()
