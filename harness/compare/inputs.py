@@ -16,6 +16,11 @@ from harness.store import CAMPAIGN_JSON, OUTPUT_LOSSLESS, RUN_JSON, CampaignDir,
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
 NO_TIMING = "no timing: a bare media file carries no step times"
+INGEST_HINT = (
+    "a verdict against the noise floor: ingest each file, and an exact floor run, into a campaign: harness "
+    "ingest CAMPAIGN --arm NAME --role reference|noise_floor|candidate --attn-type TYPE --mp4 FILE, then "
+    "harness report CAMPAIGN"
+)
 
 
 def is_media_file(ref: str) -> bool:
@@ -161,6 +166,8 @@ def compare_inputs(ref_a: str, ref_b: str, *, truncate: bool = False, resample_a
         refuse_incomparable(Path(a.output), Path(b.output), truncate=truncate, resample_audio=resample_audio)
     cmp = compare_summaries(a, b, truncate=truncate, resample_audio=resample_audio)
     untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
-    if untimed:
-        cmp.notes.insert(0, f"no timing for {' and '.join(untimed)}: speed not compared")
+    if len(untimed) == 1:  # neither timed: the comparison's headline says so
+        cmp.notes.insert(0, f"no timing for {untimed[0]}: speed not compared")
+    if a.role == b.role == "file":
+        cmp.notes.insert(0, INGEST_HINT)
     return cmp

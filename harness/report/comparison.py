@@ -1,5 +1,6 @@
 """One comparison as text for ``harness compare`` (a terminal table, markdown or JSON): headlines (speed,
-bitwise, accuracy), then runs, speed, accuracy, statistics, attention calls per rank, latent PSNR."""
+bitwise, accuracy), then runs, speed, accuracy, statistics, attention calls per rank, latent PSNR; a
+table of what neither side recorded is left out, a headline says so."""
 
 from __future__ import annotations
 
@@ -41,9 +42,25 @@ def _headline(cmp: Comparison, modality: str) -> str:
     return text
 
 
+def _unrecorded(cmp: Comparison) -> list[str]:
+    """What neither side recorded (timing, attention): its table is left out, one line says so."""
+    sides = (cmp.a, cmp.b)
+    none = {
+        "timing": all(s.timing_source is None for s in sides),
+        "attention": all(s.attn is None for s in sides),
+    }
+    return [what for what, missing in none.items() if missing]
+
+
 def comparison_headlines(cmp: Comparison) -> list[str]:
     """The lines a reader looks at first (pyperf-style speed lines, bitwise, accuracy)."""
     lines = [line for line in (cmp.speed.s_per_step_line, cmp.speed.total_line) if line]
+    if missing := _unrecorded(cmp):
+        bare = all(s.role == "file" for s in (cmp.a, cmp.b))
+        lines.append(
+            f"no {' or '.join(missing)} records: A ({cmp.a.key}) and B ({cmp.b.key}) "
+            + ("are bare files" if bare else "recorded none")
+        )
     if cmp.video is not None:
         v = cmp.video
         if cmp.bitwise.identical:
@@ -83,7 +100,9 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
         ("attention calls", attn_text),
         ("output sha256", lambda s: (s.output_sha256 or NA)[:16]),
     ):
-        runs.add([label, cell(a), cell(b)])
+        cells = [cell(a), cell(b)]
+        if not set(cells) <= {"unknown", "not recorded"}:  # a row of nothing recorded: left out
+            runs.add([label, *cells])
 
     sp = TextTable(title="Speed (B against A)", headers=["", ha, hb, "speed-up A/B", "B vs A"])
     sp.add(["DiT steps", *(NA if s.dit_steps is None else s.dit_steps for s in (a, b)), "", ""])
@@ -107,7 +126,8 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
     untimed = [f"{side} ({s.key})" for side, s in (("A", a), ("B", b)) if s.timing_source is None]
     if untimed:
         sp.notes.append(f"no timing: {' and '.join(untimed)} recorded no step times")
-    tables = [runs, sp]
+    unrecorded = _unrecorded(cmp)
+    tables = [runs] + ([sp] if "timing" not in unrecorded else [])
 
     acc = TextTable(title="Accuracy (B against A)", headers=["metric", "value"])
     if cmp.video is not None:
@@ -141,9 +161,14 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
         d = fmt_stat(name, y - x) if x is not None and y is not None else NA
         st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
     tables.append(st)
+    if "attention" not in unrecorded:
+        tables.append(_attention_table(a, b))
+    return [*tables, *_latent_tables(cmp)]
 
+
+def _attention_table(*sides: RunSummary) -> TextTable:
     at = TextTable(title="Attention calls per rank", headers=["run", "rank", "calls", "fallbacks", "errors"])
-    for s in (a, b):
+    for s in sides:
         if s.attn is None:
             at.add([s.key, NA, "not recorded", "", ""])
             continue
@@ -151,19 +176,20 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
             calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
             fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
             at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
-    tables.append(at)
-    if cmp.latents:
-        names = sorted({n for p in cmp.latents for n in p.parts})
-        lt = TextTable(
-            title="Latent PSNR per step (B against A)",
-            headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
-        )
-        for p in cmp.latents:
-            lt.add(
-                [p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"]
-            )
-        tables.append(lt)
-    return tables
+    return at
+
+
+def _latent_tables(cmp: Comparison) -> list[TextTable]:
+    if not cmp.latents:
+        return []
+    names = sorted({n for p in cmp.latents for n in p.parts})
+    lt = TextTable(
+        title="Latent PSNR per step (B against A)",
+        headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
+    )
+    for p in cmp.latents:
+        lt.add([p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"])
+    return [lt]
 
 
 def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:

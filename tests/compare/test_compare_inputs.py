@@ -9,7 +9,7 @@ import pytest
 from campaign_factory import FPS, RATE, ArmSpec, base_content, perturb, write_run
 from cli_testutil import harness
 
-from harness.compare.inputs import compare_inputs, is_media_file
+from harness.compare.inputs import INGEST_HINT, compare_inputs, is_media_file
 from harness.compare.pairwise import compare_runs
 from harness.compare.summary import stat_fields
 from harness.media import write_av
@@ -46,10 +46,10 @@ def test_files_give_the_same_metrics_as_runs(tmp_path, files):
     assert by_files.audio.snr_db == by_runs.audio.snr_db
     assert stat_fields(by_files.a.stats) == stat_fields(by_runs.a.stats)
     assert by_files.speed.s_per_step_ratio is None and by_runs.speed.s_per_step_ratio is not None
-    assert by_files.notes[0] == "no timing for A (a) and B (b): speed not compared"
+    assert by_files.notes[0] == INGEST_HINT and not any(n.startswith("no timing") for n in by_files.notes)
     mixed = compare_inputs(str(ra.path), str(files["b"]))  # a run against a file
     assert mixed.video.psnr_mean == by_runs.video.psnr_mean
-    assert mixed.notes[0] == "no timing for B (b): speed not compared"
+    assert mixed.notes[0] == "no timing for B (b): speed not compared" and INGEST_HINT not in mixed.notes
 
 
 @pytest.mark.parametrize("fmt", ["table", "md", "json"])
@@ -60,9 +60,17 @@ def test_cli_formats_on_files(files, fmt):
         data = json.loads(res.stdout)
         assert data["video"]["frames"] == 9 and data["speed"]["s_per_step_ratio"] is None
         assert data["a"]["output"] == str(files["a"]) and data["b"]["role"] == "file"
-    else:
-        assert "no timing: A (a) and B (b) recorded no step times" in res.stdout
+    else:  # nothing timed nor recorded: no speed or attention table, one line, and where a verdict is
+        lines = [line.removeprefix("- ") for line in res.stdout.splitlines()]
+        assert (
+            lines[0 if fmt == "table" else 2]
+            == "no timing or attention records: A (a) and B (b) are bare files"
+        )
         assert "video PSNR 36.92 dB pooled" in res.stdout
+        for gone in ("Speed (B against A)", "Attention calls per rank", "not recorded", "n/a"):
+            assert gone not in res.stdout, gone
+        if fmt == "md":  # a terminal may wrap it
+            assert INGEST_HINT in lines
 
 
 def test_gates_on_files(files, tmp_path):
@@ -109,3 +117,25 @@ def test_same_file_names_in_two_folders(tmp_path, files):
     cmp = compare_inputs(str(tmp_path / "build1" / "out.mp4"), str(tmp_path / "build2" / "out.mp4"))
     assert (cmp.a.key, cmp.b.key) == ("build1/out", "build2/out")
     assert cmp.bitwise.files is True and cmp.bitwise.video is True
+
+
+def test_the_ingest_command_the_hint_names_gives_a_verdict(files, tmp_path):
+    """The hint's command, its placeholders filled in, once per file (B also as the floor run), then
+    its report: a verdict of B against the noise floor."""
+    import re
+    import shlex
+
+    ingest, report = re.findall(r"harness (ingest [^,]+|report CAMPAIGN)", INGEST_HINT)
+    for arm, role, attn, mp4 in (
+        ("ref", "reference", "torch_sdpa", files["a"]),
+        ("floor", "noise_floor", "torch_sdpa", files["b"]),
+        ("cand", "candidate", "mine", files["b"]),
+    ):
+        words = {"CAMPAIGN": "camp", "NAME": arm, "reference|noise_floor|candidate": role, "TYPE": attn}
+        args = [words.get(w, w) for w in shlex.split(ingest.replace("FILE", str(mp4)))]
+        res = harness(*args, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    res = harness(*report.replace("CAMPAIGN", "camp").split(), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    verdicts = json.loads((tmp_path / "camp" / "results.json").read_text())["verdicts"]
+    assert [v["arm"] for v in verdicts] == ["cand"]
