@@ -199,7 +199,10 @@ def test_repeats_auto_on_the_command_line_is_the_scenarios_repeats_auto(tmp_path
     assert res.returncode == 0, res.stderr
     assert "# cand~r3: run" in res.stdout and "~r4" not in res.stdout
     res = harness("run", path, "--out", tmp_path / "out", "--repeats", "many", "--dry-run")
-    assert res.returncode == 2 and "'--repeats': expected a number of runs or auto (got 'many')" in res.stderr
+    assert (
+        res.returncode == 2
+        and "'--repeats': expected a number of runs (1 or more) or auto (got 'many')" in res.stderr
+    )
 
 
 def test_repeats_auto_plans_the_maximum_and_stops_when_the_intervals_are_narrow(tmp_path):

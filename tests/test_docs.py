@@ -178,7 +178,7 @@ Inline too: `harness report --bogus` and `make nothing`.
         "docs/page.md:5: `harness compare` --format: 'xml' is not one of table, md, json",
         "docs/page.md:6: `harness diffusers tiny-checkpoint` --model: 'wan' is not one of ltx2, wan2.1_t2v, "
         "wan2.2_t2v, wan2.1_i2v, wan2.2_i2v",
-        "docs/page.md:7: `harness run`: Invalid value: expected a number of runs or auto (got 'many')",
+        "docs/page.md:7: `harness run`: Invalid value: expected a number of runs (1 or more) or auto (got 'many')",
         "docs/page.md:9: `make nothing`: no such target in the Makefile",
     ]
 

@@ -20,15 +20,9 @@ EPILOG = (
 
 def parse_repeats(text: str) -> int | str:
     """--repeats N (1 or more) or auto."""
-    if text == "auto":
-        return text
-    try:
-        n = int(text, 10)
-    except ValueError:
-        raise typer.BadParameter(f"expected a number of runs or auto (got {text!r})") from None
-    if n < 1:
-        raise typer.BadParameter(f"expected 1 or more runs, or auto (got {n})")
-    return n
+    if text != "auto" and not (text.isdecimal() and int(text) >= 1):
+        raise typer.BadParameter(f"expected a number of runs (1 or more) or auto (got {text!r})")
+    return text if text == "auto" else int(text)
 
 
 def run(

@@ -114,9 +114,10 @@ def of_peak(device: str, s: SpeedMetrics) -> str:
 
 
 def no_peak(result: KernelsResult) -> str | None:
-    """Why every share of the peak is n/a, where it is."""
-    where = "a CPU" if result.device == "cpu" else result.device
-    return None if result.device == "cuda" else f"Of peak: n/a, no matmul peak is known on {where}"
+    """Why every share of the peak is n/a, where it is (a timed run off a GPU)."""
+    if result.device == "cuda" or all(r.speed is None for r in result.rows):
+        return None
+    return f"Of peak: n/a, no matmul peak is known on {'a CPU' if result.device == 'cpu' else result.device}"
 
 
 def _speed_cells(r: KernelRow, s: SpeedMetrics, device: str) -> list[str]:
@@ -195,8 +196,8 @@ def kernels_report(result: KernelsResult) -> ReportText:
          "quant ms", "timer"],
         [_speed_cells(r, r.speed, result.device) for r in result.rows if r.speed is not None],
     )  # fmt: skip
-    if no_peak(result) and any(r.speed is not None for r in result.rows):
-        page.para(md_text(f"{no_peak(result)}."), gap=True)
+    if why := no_peak(result):
+        page.para(md_text(f"{why}."), gap=True)
     page.table(
         "Bitwise checks",
         ["shape", "backend", *BITWISE_CHECKS.values(), "reading"],
@@ -219,14 +220,14 @@ def kernels_report(result: KernelsResult) -> ReportText:
 def kernels_summary(result: KernelsResult) -> TextTable:
     """What report.md's tables lead with, per shape and backend: accuracy (cosine, rel L1) and speed
     (median ms, share of the peak); for the terminal."""
-    peak = no_peak(result) is None  # a column of n/a is a note instead
+    peak = result.device == "cuda"  # elsewhere a column of n/a: a note instead
     headers = ["shape", "backend", "cosine", "rel L1", "median ms", *(["of peak"] if peak else [])]
     table = TextTable(title=f"{result.name} on {result.device_name}", headers=headers)
     for r in result.rows:
         acc = _accuracy_cells(r, r.accuracy)[2:4] if r.accuracy is not None else [r.status, "-"]
         speed = _speed_cells(r, r.speed, result.device)[2:5:2] if r.speed is not None else ["-", "-"]
         table.add([r.shape, r.label, *acc, *speed[: 1 + peak]])
-    table.notes += [n for n in [no_peak(result)] if n and any(r.speed is not None for r in result.rows)]
+    table.notes += [why] if (why := no_peak(result)) else []
     if any(r.status != "ok" for r in result.rows):
         table.notes.append("skipped or failed: the reason is in report.md")
     return table

@@ -44,12 +44,8 @@ def _headline(cmp: Comparison, modality: str) -> str:
 
 def _unrecorded(cmp: Comparison) -> list[str]:
     """What neither side recorded (timing, attention): its table is left out, one line says so."""
-    sides = (cmp.a, cmp.b)
-    none = {
-        "timing": all(s.timing_source is None for s in sides),
-        "attention": all(s.attn is None for s in sides),
-    }
-    return [what for what, missing in none.items() if missing]
+    none = {"timing": lambda s: s.timing_source is None, "attention": lambda s: s.attn is None}
+    return [what for what, missing in none.items() if missing(cmp.a) and missing(cmp.b)]
 
 
 def comparison_headlines(cmp: Comparison) -> list[str]:
@@ -161,14 +157,9 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
         d = fmt_stat(name, y - x) if x is not None and y is not None else NA
         st.add([name, fmt_stat(name, x), fmt_stat(name, y), d])
     tables.append(st)
-    if "attention" not in unrecorded:
-        tables.append(_attention_table(a, b))
-    return [*tables, *_latent_tables(cmp)]
 
-
-def _attention_table(*sides: RunSummary) -> TextTable:
     at = TextTable(title="Attention calls per rank", headers=["run", "rank", "calls", "fallbacks", "errors"])
-    for s in sides:
+    for s in (a, b):
         if s.attn is None:
             at.add([s.key, NA, "not recorded", "", ""])
             continue
@@ -176,20 +167,19 @@ def _attention_table(*sides: RunSummary) -> TextTable:
             calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
             fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
             at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
-    return at
-
-
-def _latent_tables(cmp: Comparison) -> list[TextTable]:
-    if not cmp.latents:
-        return []
-    names = sorted({n for p in cmp.latents for n in p.parts})
-    lt = TextTable(
-        title="Latent PSNR per step (B against A)",
-        headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
-    )
-    for p in cmp.latents:
-        lt.add([p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"])
-    return [lt]
+    tables += [at] if "attention" not in unrecorded else []
+    if cmp.latents:
+        names = sorted({n for p in cmp.latents for n in p.parts})
+        lt = TextTable(
+            title="Latent PSNR per step (B against A)",
+            headers=["step", "PSNR (all)", *[f"PSNR {n}" for n in names], "max |diff|"],
+        )
+        for p in cmp.latents:
+            lt.add(
+                [p.step, fmt_db(p.psnr), *[fmt_db(p.parts.get(n)) for n in names], f"{p.max_abs_diff:.3g}"]
+            )
+        tables.append(lt)
+    return tables
 
 
 def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None = None) -> str:
