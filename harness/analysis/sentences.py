@@ -357,6 +357,16 @@ def interval_levels(found: list[Reading], alpha: float) -> str:
     return f"intervals: {per}{note}"
 
 
+def scored_on(res: ReportResults) -> str:
+    """What the pixel and audio metrics were taken on, in one line: the file a reader must know."""
+    if res.pixel_source.startswith("lossless"):
+        return "scored on lossless copies (output_lossless.mkv): the kernel's error, not the codec's"
+    return (
+        "scored on output.mp4 (H.264/AAC): the codec's error is in every reading "
+        "(the builtin and diffusers runners' lossless copies take it out)"
+    )
+
+
 def summary_lines(res: ReportResults) -> list[str]:
     """The campaign line, a line per candidate, copies, findings, warnings and the intervals' confidence."""
     cands = [v for v in res.verdicts if v.role == "candidate"]
@@ -370,6 +380,7 @@ def summary_lines(res: ReportResults) -> list[str]:
     reading = {r.arm: r for r in found}
     if res.errors:  # missing or unreadable data: said first, so that no reader takes the rest as whole
         lines.append(fit(res.summary.incomplete))
+    lines += [scored_on(res)] if res.pixel_source else []
     for v in cands:
         r = reading.get(v.arm)
         lines.append(r.line if r is not None else fit(f"{v.arm}: {v.word}"))

@@ -180,7 +180,8 @@ def test_report_opens_with_the_summary():
     first = md.split("\n## ", 2)
     assert first[1].startswith("Summary\n")
     bullets = [ln for ln in first[1].splitlines() if ln.startswith("- ")]
-    assert len(bullets) == 4  # the campaign, INCOMPLETE (the failed run), then each of its two candidates
+    # the campaign, INCOMPLETE (the failed run), the file scored, then each of its two candidates
+    assert len(bullets) == 5 and bullets[2].startswith("- scored on ")
     assert bullets[0].startswith(
         "- minimax_h3_tiny / gpu_prod: reference torch_sdpa, noise floor torch_sdpa_kv_"
     )

@@ -261,3 +261,15 @@ def test_a_hostile_provenance_reaches_no_output_raw(tmp_path):
         assert not [t for t in found if t.type in ("link_open", "image", "html_inline", "html_block")], where
         assert not [t for t in found if t.type == "heading_open"][1:], where  # pr.md's own heading alone
     assert "[2J" in details[0]  # the text is kept, its escape character is not
+
+
+def test_the_summary_says_which_file_was_scored_lossless_or_h264_aac():
+    cpu, h200 = example(CPU), example(H200)  # the CPU example measured its mp4s, the H200 one lossless
+    assert cpu.pixel_source.startswith("output.mp4") and h200.pixel_source.startswith("lossless")
+    mp4, lossless = (next(ln for ln in summary_lines(r) if ln.startswith("scored on ")) for r in (cpu, h200))
+    assert mp4.startswith("scored on output.mp4 (H.264/AAC): the codec's error is in every reading")
+    assert lossless.startswith("scored on lossless copies (output_lossless.mkv)") and "H.264" not in lossless
+    assert all(
+        not line.startswith("scored on")
+        for line in summary_lines(cpu.model_copy(update={"pixel_source": ""}))
+    )
