@@ -426,13 +426,24 @@ class MediaWriter:
             yield f
 
 
-def write_av(path: str | os.PathLike, frames: Iterable[np.ndarray] | np.ndarray, audio=None, **kw) -> None:
-    """Encode ``frames`` and ``audio`` as ``MediaWriter`` does (H.264 + AAC unless ``lossless``)."""
-    w = MediaWriter(path, audio=audio, **{"fps": 24, **kw})
+def write_av(path: str | os.PathLike, frames: Iterable[np.ndarray] | np.ndarray, audio=None, *,
+             lossless_copy: str | os.PathLike | None = None, **kw) -> float:  # fmt: skip
+    """Encode ``frames`` and ``audio`` as ``MediaWriter`` does (H.264 + AAC unless ``lossless``), and
+    ``lossless_copy`` the same media losslessly (``audio`` then an array): the seconds the copy took."""
+    w, twin = MediaWriter(path, audio=audio, **{"fps": 24, **kw}), None
     try:
-        for frame in frames:
+        if lossless_copy:
+            twin = MediaWriter(
+                lossless_copy, audio=audio, lossless=True, fps=w.rate, sample_rate=w.sample_rate
+            )
+        for frame in twin.tee(frames) if twin else frames:
             w.add(frame)
+        w.close()
+        if twin:
+            twin.close()
     except BaseException:
         w.abandon()
+        if twin:
+            twin.abandon()
         raise
-    w.close()
+    return twin.seconds if twin else 0.0

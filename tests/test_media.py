@@ -135,16 +135,24 @@ def test_lossless_twin_is_bit_exact_beside_the_mp4(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (5, 64, 96, 3), dtype=np.uint8)  # noise: what H.264 cannot keep
     audio = _tone(5 / 24)
-    twin = MediaWriter(tmp_path / "out_lossless.mkv", lossless=True, fps=24, audio=audio)
-    write_av(tmp_path / "out.mp4", twin.tee(iter(list(frames))), audio, fps=24)
-    twin.close()
+    copy_s = write_av(
+        tmp_path / "out.mp4", iter(list(frames)), audio, fps=24, lossless_copy=tmp_path / "out_lossless.mkv"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "out_lossless.mkv"]
     back = list(iter_frames(tmp_path / "out_lossless.mkv"))
     assert len(back) == 5 and all(np.array_equal(a, b) for a, b in zip(frames, back, strict=True))
     pcm, rate = read_audio(tmp_path / "out_lossless.mkv")
     assert rate == 32000 and np.array_equal(pcm, audio)
     assert not np.array_equal(list(iter_frames(tmp_path / "out.mp4"))[0], frames[0])
-    assert twin.seconds > 0
+    assert copy_s > 0 and write_av(tmp_path / "plain.mp4", frames, audio) == 0.0
+
+    def broken():
+        yield from frames[:2]
+        raise RuntimeError("decoder died")
+
+    with pytest.raises(RuntimeError, match="decoder died"):  # neither file, nor half of one, is left
+        write_av(tmp_path / "b.mp4", broken(), audio, lossless_copy=tmp_path / "b_lossless.mkv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "out_lossless.mkv", "plain.mp4"]
     empty = MediaWriter(tmp_path / "none.mkv", lossless=True, fps=24)
     with pytest.raises(HarnessError, match="no frames"):
         empty.close()

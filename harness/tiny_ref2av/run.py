@@ -172,7 +172,7 @@ def run_pipeline(
 ) -> TimingRecord:
     """Generate ``out_path`` (H.264 + AAC mp4); its timing. ``attention`` maps [B, H, N, D] q, k, v to
     [B, H, N, D]; ``lossless_path`` gets the same media losslessly, its time kept out of the total."""
-    from harness.media import MediaWriter, write_av
+    from harness.media import write_av
 
     wall0 = time.perf_counter()
     out_path = Path(out_path)
@@ -227,22 +227,14 @@ def run_pipeline(
         audio = timed("vae_decode", lambda: decode_audio(lat_a, cfg))
         decoder = VideoDecoder(cfg, ref, ref_low, device)
         t0 = time.perf_counter()
-        frames = decoder.frames(lat_v)
-        lossless = None
-        if lossless_path is not None:
-            lossless = MediaWriter(
-                lossless_path, lossless=True, fps=cfg.fps, audio=audio, sample_rate=cfg.audio_rate
-            )
-            frames = lossless.tee(frames)
-        codec = {"crf": cfg.crf, "preset": cfg.x264_preset}
-        write_av(out_path, frames, audio, fps=cfg.fps, sample_rate=cfg.audio_rate, **codec)
-        if lossless is not None:
-            lossless.close()
-        copy_s = lossless.seconds if lossless is not None else 0.0
+        codec = {"crf": cfg.crf, "preset": cfg.x264_preset, "lossless_copy": lossless_path}
+        copy_s = write_av(
+            out_path, decoder.frames(lat_v), audio, fps=cfg.fps, sample_rate=cfg.audio_rate, **codec
+        )
         write_s = time.perf_counter() - t0 - copy_s
         stages["vae_decode"] += decoder.seconds
         stages["save"] = write_s - decoder.seconds
-        if lossless is not None:
+        if lossless_path is not None:
             stages["lossless_copy"] = copy_s
         pipeline_total = time.perf_counter() - pipe0 - copy_s
     return TimingRecord(

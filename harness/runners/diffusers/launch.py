@@ -171,7 +171,7 @@ def generate(
 ) -> TimingRecord:
     """Run the pipeline once (``params``: the spec's ``pipeline`` parameters) and write ``out_path``;
     ``lossless_path`` gets the same media losslessly, its time kept out of the total."""
-    from harness.media import MediaWriter, write_av
+    from harness.media import write_av
 
     kind = PIPELINES[params["name"]]
     clock = Clock(device)
@@ -210,18 +210,9 @@ def generate(
         frames = (np.round(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8) for f in np.asarray(out.frames[0]))
         audio = out.audio[0].float().cpu().numpy() if kind.audio else None
         rate = int(pipe.vocoder.config.output_sampling_rate) if kind.audio else 16000
-        media = {"fps": params["frame_rate"], "sample_rate": rate}
-        twin = MediaWriter(lossless_path, lossless=True, audio=audio, **media) if lossless_path else None
-        codec = {"crf": params["crf"], "preset": params["x264_preset"]}
-        try:
-            write_av(out_path, twin.tee(frames) if twin else frames, audio, **media, **codec)
-            if twin is not None:
-                twin.close()
-        except BaseException:
-            if twin is not None:
-                twin.abandon()
-            raise
-        written = clock.now() - (twin.seconds if twin is not None else 0.0)
+        codec = {"crf": params["crf"], "preset": params["x264_preset"], "lossless_copy": lossless_path}
+        copy_s = write_av(out_path, frames, audio, fps=params["frame_rate"], sample_rate=rate, **codec)
+        written = clock.now() - copy_s
     finally:
         clock.close()
     stages = dict(clock.stages)
