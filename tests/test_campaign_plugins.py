@@ -71,6 +71,8 @@ def test_a_plugin_kernel_runs_is_counted_judged_recorded_and_rerun_when_edited(t
     # As the README says: one seed's three floor runs give an interval, wholly over the tolerance.
     tolerance = results["rules"]["tolerance"]
     assert verdict["word"] == "outside" and verdict["ratio_ci"][0] > tolerance
+    audio = next(e for e in verdict["energy"] if e["metric"] == "audio_error")
+    assert audio["word"] == "outside" and audio["ratio_ci"][0] > tolerance  # no AAC to hide it
     # Scored on the lossless copies by default, not on the H.264/AAC mp4.
     assert (camp / "runs" / "mine" / "output_lossless.mkv").is_file()
     assert results["pixel_source"].startswith("lossless copies")
