@@ -106,7 +106,7 @@ class ArmSpec:
     latents: str | None = None  # "npy" or "pt": save per-step latents
     write_run_json: bool = True  # False: the arm never got a run folder (campaign.json only)
     write_output: bool = True
-    lossless: bool = False  # also write output_lossless.mkv (the builtin runner's opt-in twin)
+    lossless: bool = False  # also write output_lossless.mkv (the twin the builtin runner writes by default)
     repeats: int | None = None  # runs per seed (default: the campaign's)
     jitter: float = 0.0  # relative sd of the step times from one repeat to the next
     direct_check: DirectCheck | None = None  # every rank's first-call check (None: not checked)
