@@ -82,10 +82,10 @@ def test_verdict_rules_and_repeats_are_validated():
 
 
 def test_the_new_verdict_keys_and_repeats_auto():
-    rules = parse_scenario(SCENARIO + "verdict: {accepted_baseline: sage, baseline_margin: 1.1, min_effect: 0.02, "
+    rules = parse_scenario(SCENARIO + "verdict: {accepted_baseline: cand, baseline_margin: 1.1, min_effect: 0.02, "
                            "floor_log_sd: {video_mse: 0.1}, floor_log_sd_source: 'H200, 3 x 3 runs'}\n", "s.yaml",
                            {}).verdict  # fmt: skip
-    assert rules.accepted_baseline == "sage" and rules.min_effect == 0.02
+    assert rules.accepted_baseline == "cand" and rules.min_effect == 0.02
     # a stated spread is only what the scenario states, with its source; no kind is assumed
     assert rules.floor_log_sd == {"video_mse": 0.1} and rules.stated_sd("audio_error") == (None, "")
     assert rules.stated_sd("video_mse") == (0.1, "source: H200, 3 x 3 runs")
@@ -115,6 +115,13 @@ def test_the_new_verdict_keys_and_repeats_auto():
         with pytest.raises(HarnessError) as err:
             scenario_rules({"verdict": block}, "c/campaign.json")
         assert str(err.value).startswith(f"c/campaign.json: {said}") and "\n" not in str(err.value)
+    # one accepted baseline: the top-level key feeds the verdict's reading; two that differ are refused
+    assert scenario_rules({"accepted_baseline": "cand"}, "c/campaign.json").accepted_baseline == "cand"
+    both = {"accepted_baseline": "cand", "verdict": {"accepted_baseline": "rev"}}
+    with pytest.raises(HarnessError) as err:
+        scenario_rules(both, "c/campaign.json")
+    said = "c/campaign.json: scenario.accepted_baseline: 'cand' and verdict.accepted_baseline 'rev' differ"
+    assert str(err.value).startswith(said) and err.value.exit_code == 2
 
 
 def test_lightx2v_refuses_perturbations_it_cannot_apply():

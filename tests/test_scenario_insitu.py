@@ -11,6 +11,7 @@ from harness.errors import ScenarioError
 from harness.plan import build_plan
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import parse_scenario
+from harness.scenario.verdict import accepted_baseline
 
 BASE = """\
 name: demo
@@ -92,6 +93,10 @@ def test_insitu_and_schedule_blocks():
         ("  - {name: x, attn_type: torch_sdpa, insitu: {sample_row: 8}}\n", "", "arms[3].insitu.sample_row",
          "did you mean 'sample_rows'?"),
         ("", "accepted_baseline: sage_attn2", "accepted_baseline", "neither an arm nor a shadow of one"),
+        ("", "verdict: {accepted_baseline: sage_attn2}", "verdict.accepted_baseline",
+         "'sage_attn2' is neither an arm nor a shadow of one"),
+        ("", "accepted_baseline: cand\nverdict: {accepted_baseline: floor}", "accepted_baseline",
+         "'cand' and verdict.accepted_baseline 'floor' differ: name one baseline"),
         ("", "insitu_tolerance: {floor: 2}", "insitu_tolerance.floor", "unknown key"),
     ],
 )  # fmt: skip
@@ -99,6 +104,14 @@ def test_bad_fields_are_one_located_line(arms, top, where, what):
     msg = bad(arms, top)
     assert f": {where}: " in msg and what in msg, msg
     assert msg.startswith("s.yaml:")
+
+
+def test_either_key_names_the_one_accepted_baseline():
+    for top in ("accepted_baseline: cand", "verdict: {accepted_baseline: cand}",
+                "accepted_baseline: cand\nverdict: {accepted_baseline: cand}"):  # fmt: skip
+        assert accepted_baseline(scenario(SHADOWED, top)) == "cand"
+        assert accepted_baseline(scenario(SHADOWED, top).model_dump()) == "cand"  # as campaign.json keeps it
+    assert accepted_baseline(scenario(SHADOWED)) is None
 
 
 def test_the_reference_takes_no_schedule():

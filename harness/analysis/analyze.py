@@ -25,10 +25,10 @@ from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
-from harness.errors import HarnessError
+from harness.errors import HarnessError, ScenarioError
 from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
-from harness.scenario.verdict import VerdictRules
+from harness.scenario.verdict import VerdictRules, accepted_baseline
 from harness.store import RUN_JSON as RUN_JSON_NAME
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record
 
@@ -87,8 +87,10 @@ def scenario_rules(scenario: dict[str, Any], source: str) -> VerdictRules:
     if not isinstance(block, dict):
         raise HarnessError(f"{source}: scenario.verdict: not a mapping (got {type(block).__name__})")
     block = dict(block)
-    if scenario.get("accepted_baseline") and not block.get("accepted_baseline"):  # one name for both readings
-        block["accepted_baseline"] = scenario["accepted_baseline"]
+    try:
+        block["accepted_baseline"] = accepted_baseline(scenario)  # either key feeds both readings
+    except ScenarioError as err:
+        raise HarnessError(f"{source}: scenario.{err}") from None
     try:
         return VerdictRules.model_validate(block)
     except ValidationError as err:

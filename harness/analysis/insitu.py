@@ -35,6 +35,7 @@ from harness.insitu_records import InSituCall, InSituOp, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, severity, word
 from harness.scenario.insitu import InSituTolerance
+from harness.scenario.verdict import accepted_baseline
 from harness.store import CampaignDir
 
 
@@ -335,7 +336,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         tol = InSituTolerance()
         notes.append("insitu_tolerance in campaign.json unreadable: the defaults are used")
     out = InSituResults(
-        accepted_baseline=scen.get("accepted_baseline"), tolerance=tol, notes=notes,
+        accepted_baseline=accepted_baseline(scen), tolerance=tol, notes=notes,
         convention=f"{CONVENTION}; findings: {rule()}",
     )  # fmt: skip
     items: dict[str, list[tuple[str, InSituCall]]] = {}

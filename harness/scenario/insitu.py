@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.records import AttentionChoice, CaptureSettings, InSituSettings, Role, ShadowSpec, StepSchedule
 from harness.scenario.parts import FieldProblem
+from harness.scenario.verdict import accepted_baseline
 
 FORBID = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -80,7 +81,7 @@ def schedule_spec(arm: Any) -> StepSchedule | None:
 
 def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
     """Shadows name other arms or backends, once each; a schedule arm is no shadow nor reference; the
-    accepted baseline is an arm or a shadow; ``runner_measures`` False refuses them all."""
+    accepted baseline (either key) is one, an arm or a shadow; ``runner_measures`` False refuses them all."""
     arms = {a.name: a for a in scenario.arms}
     shadowed: set[str] = set()
     for i, arm in enumerate(scenario.arms):
@@ -105,9 +106,9 @@ def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
             raise FieldProblem(
                 ("arms", i, "schedule"), "the reference runs one backend on every step: no schedule"
             )
-    base = scenario.accepted_baseline
+    base = accepted_baseline(scenario)  # one name, either key; two that differ are refused
     if base is not None and base not in arms and base not in shadowed:
         raise FieldProblem(
-            ("accepted_baseline",),
+            ("accepted_baseline",) if scenario.accepted_baseline else ("verdict", "accepted_baseline"),
             f"{base!r} is neither an arm nor a shadow of one (arms: {', '.join(arms)})",
         )

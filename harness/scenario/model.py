@@ -208,8 +208,8 @@ class Scenario(Strict):
     accepted_baseline: str | None = Field(
         None,
         pattern=NAME_PATTERN,
-        description="The arm (or shadow) whose in-situ error candidates are also read against, e.g. "
-        "sage_attn2 (thu-ml SageAttention), as a pull request argues its kernel against it.",
+        description="The arm (or shadow) candidates are also read against, in situ and end to end (as "
+        "verdict.accepted_baseline, which names the same one), e.g. sage_attn2 (thu-ml SageAttention).",
     )
     insitu_tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
     # What the loader imported for `plugins:` and the installed entry points (set by the loader).

@@ -3,10 +3,13 @@ verdict and speed line prints the rule it used, so a reader never guesses a tole
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.metrics.metric import judged_energies
 from harness.rule import DETECTABLE_HELP, TOLERANCE_HELP
+from harness.scenario.parts import FieldProblem
 
 DEFAULT_ALPHA = 0.05  # level of every interval and test (compare.significance imports it)
 DEFAULT_MIN_EFFECT = 0.01  # speed: a smaller change is "no meaningful difference"
@@ -88,7 +91,8 @@ class VerdictRules(BaseModel):
     accepted_baseline: str | None = Field(
         None,
         description="An arm accepted as an approximate kernel (e.g. thu-ml SageAttention): each candidate "
-        "also gets a non-inferiority reading against it, and early-step latents are judged against it.",
+        "also gets a non-inferiority reading against it, and early-step latents are judged against it "
+        "(the top-level accepted_baseline names the same one: either key feeds both readings).",
     )
     baseline_margin: float = Field(
         1.25,
@@ -117,3 +121,21 @@ class VerdictRules(BaseModel):
         """(the spread the scenario states for ``kind``, its source), (None, "") when none."""
         sd = self.floor_log_sd.get(kind)
         return (None, "") if sd is None else (sd, f"source: {self.floor_log_sd_source or 'not given'}")
+
+
+def accepted_baseline(scenario: Any) -> str | None:
+    """The scenario's one accepted baseline (a scenario or its dict, as campaign.json keeps it): the
+    top-level ``accepted_baseline`` or ``verdict.accepted_baseline``, either feeding both readings (in
+    situ and end to end); both given and different is refused (a FieldProblem, exit 2)."""
+
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    top, inner = get(scenario, "accepted_baseline"), get(get(scenario, "verdict") or {}, "accepted_baseline")
+    if top and inner and top != inner:
+        raise FieldProblem(
+            ("accepted_baseline",),
+            f"{top!r} and verdict.accepted_baseline {inner!r} differ: name one baseline (either key feeds "
+            "both the in-situ and the end-to-end reading)",
+        )
+    return top or inner

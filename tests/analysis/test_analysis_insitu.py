@@ -3,13 +3,18 @@ interval, the accepted baseline, absolute limits, and the words they give."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import pytest
 
+from harness.analysis.analyze import analyze_campaign
 from harness.analysis.insitu import candidate_reading, heatmap_name
+from harness.errors import HarnessError
 from harness.insitu_records import InSituCall, InSituOpError
 from harness.scenario.insitu import InSituTolerance
+from harness.store import CampaignDir
 
 
 def err(rel_l1: float, cosine: float = 0.9999) -> InSituOpError:
@@ -231,3 +236,22 @@ def test_a_kind_without_floor_does_not_block_within_and_a_single_kind_reads_as_b
     single = candidate_reading("cand", calls([1.2] * 4), ["ref"], None, InSituTolerance())
     assert single.decided_by == "dit_self" and "decided by" not in single.text
     assert single.text.startswith("cand: in situ rel L1 ") and single.text.endswith("in-situ reading: within")
+
+
+def test_the_verdicts_accepted_baseline_feeds_the_in_situ_reading_too(shadowed_campaign, tmp_path):
+    camp = tmp_path / "camp"
+    shutil.copytree(shadowed_campaign, camp)
+    doc = json.loads((camp / "campaign.json").read_text())
+    base = doc["scenario"].pop("accepted_baseline")  # the scenario names it at the top level
+    doc["scenario"]["verdict"] = {**(doc["scenario"].get("verdict") or {}), "accepted_baseline": base}
+    (camp / "campaign.json").write_text(json.dumps(doc))
+    res = analyze_campaign(CampaignDir(camp))
+    assert res.insitu.accepted_baseline == base == res.rules.accepted_baseline
+    against = {p.against for r in res.insitu.readings for p in r.parts}
+    assert f"accepted baseline {base}" in against
+    doc["scenario"]["accepted_baseline"] = "floor"  # two keys, two baselines: refused in one line
+    (camp / "campaign.json").write_text(json.dumps(doc))
+    with pytest.raises(
+        HarnessError, match=f"accepted_baseline: 'floor' and verdict.accepted_baseline '{base}'"
+    ):
+        analyze_campaign(CampaignDir(camp))
