@@ -21,12 +21,13 @@ from harness.analysis.model import (
     Verdict,
     is_emulator,
 )
-from harness.analysis.verdict_model import largest
+from harness.analysis.verdict_model import agreeing, deciding_interval, largest
 from harness.compare.significance import fmt_speedup_value
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics.metric import energy_metrics, judged_energies
 from harness.number_format import NA, fmt_speedup, level_text, range_text, ratio_text, ratio_value
-from harness.rule import IDENTICAL, INCOMPLETE, INVALID, NOT_RUN, known
+from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, known
+from harness.tiny_ref2av.config import PRESETS
 
 
 def pair(x: Any) -> tuple[float, float] | None:
@@ -66,9 +67,13 @@ def verdict_terms(v: Verdict) -> tuple[str, Terms, str]:
         return word, insitu, INSITU_WHAT
     if v.ratio is None or v.ratio_metric == "insitu":
         return word, Terms(), ""
-    label = next((r.label for r in v.energy if r.metric == v.ratio_metric), "error energy")
-    level = next((r.alpha for r in v.energy if r.metric == v.ratio_metric), 0.05)
-    return word, terms(v.ratio, v.ratio_ci, level), f"{label} / the floor's"
+    r = next((r for r in v.energy if r.metric == v.ratio_metric), None)
+    return (word, *deciding_terms(r, word)) if r is not None else (word, Terms(value=v.ratio), "")
+
+
+def deciding_terms(r, word: str) -> tuple[Terms, str]:  # verdict_model.deciding_interval, as terms
+    ratio, ci, alpha, what = deciding_interval(r, word)
+    return terms(ratio, ci, alpha, word), f"{what} / the floor's"
 
 
 def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
@@ -78,10 +83,10 @@ def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
     if r is None:
         ratios = [r for r in v.energy if r.ratio is not None]
         same = [r for r in ratios if r.word == word] or ratios
-        r = largest(same) if same else None
+        r = largest(agreeing(same, word)) if same else None
     if r is None or r.ratio is None:
         return Terms(word=word), ""
-    return terms(r.ratio, r.ratio_ci, r.alpha, word), f"{r.label} / the floor's"
+    return deciding_terms(r, word)
 
 
 def speed_terms(t: SpeedTest | None) -> Terms:
@@ -138,6 +143,22 @@ def emulator_detail(res: ReportResults, arm: str) -> str:
     if found.changed:  # the variant's figures no longer apply
         fidelity = f"not measured with {', '.join(found.changed)} changed (the variant: {fidelity})"
     return plain_words(f"{arm}: emulator of {found.kernel.text() or found.kernel.short}, {fidelity}", 600)
+
+
+def floor_note(res: ReportResults, r: Reading) -> str:
+    """That a low-precision kernel cannot read within an fp32 floor (float32 on a CPU, scored lossless)."""
+    block, gpu = res.scenario.get("builtin") or {}, bool(res.env.get("torch", {}).get("gpus"))
+    cfg = PRESETS.get(block.get("preset", "cpu"), PRESETS["cpu"]).model_dump() | (block.get("params") or {})
+    cfg |= res.scenario.get("profiles", {}).get(res.profile) or {}
+    floor = (cfg["dtype"], cfg["device"], gpu, res.runner, res.pixel_source[:8])  # an mp4's is the codec's
+    if floor != ("float32", "cpu", False, "builtin", "lossless") or r.word not in (OUTSIDE, INCONCLUSIVE):
+        return ""
+    base = res.rules.accepted_baseline if res.rules.accepted_baseline != r.arm else None
+    ask = "the accepted baseline answers" if base else "an accepted_baseline would answer"
+    return (
+        "the floor is fp32 rounding (float32 on the CPU, lossless): no bf16, FP8 or INT8 kernel can read "
+        f'{WITHIN} against it; {ask} "as good as {base or "it"}?" instead'
+    )
 
 
 def readings(res: ReportResults) -> list[Reading]:
@@ -385,6 +406,7 @@ def summary_lines(res: ReportResults) -> list[str]:
         r = reading.get(v.arm)
         lines.append(r.line if r is not None else fit(f"{v.arm}: {v.word}"))
     lines += [insitu_copy_line(res, v) for v in res.verdicts if v.role == "insitu"]
+    lines += [fit(f"{r.arm}: {r.note}") for r in found if r.word not in (NOT_RUN, INVALID) and r.note]
     lines += res.summary.findings
     lines += [fit(f"WARNING: {warning_text(r.arm, w)}") for r in found for w in r.warnings]
     return lines + res.summary.intervals
@@ -455,8 +477,8 @@ def voice(res: ReportResults) -> None:
         r.warning_lines = [fit(warning_text(r.arm, w)) for w in r.warnings]
         if r.word == NOT_RUN:
             r.note = r.text
-        elif r.word == INVALID:
-            r.note = "attention INVALID: see the attention calls"
+        else:
+            r.note = "attention INVALID: see the attention calls" if r.word == INVALID else floor_note(res, r)
     # the intervals the lines show (an emulator's speed-up is not shown), their confidence said once
     shown = [
         r.model_copy(update={"step": Terms()}) if r.emulator else r for r in res.review if r.word != NOT_RUN

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from harness import rule
 from harness.analysis.energy import KINDS, PairErrors, is_identical
 from harness.analysis.intervals import RatioReading
 from harness.analysis.stat_rule import StatCheck
@@ -252,12 +253,37 @@ def largest(readings: Sequence[RatioReading]) -> RatioReading:
     )
 
 
+def agrees(ci: Sequence[float] | None, bound: float, w: str) -> bool:
+    """The interval, read against ``bound`` by the rule, gives ``w``."""
+    return ci is not None and rule.word(ci[0], ci[1], bound) == w
+
+
+def agreeing(readings: Sequence[RatioReading], w: str) -> list[RatioReading]:
+    """The readings whose combined interval gives ``w``, else those with a seed's that does, else all:
+    the headline quotes an interval that gives its word where one does."""
+    return (
+        [r for r in readings if agrees(r.ratio_ci, r.bound, w)]
+        or [r for r in readings if any(agrees(s.ratio_ci, r.bound, w) for s in r.per_seed)]
+        or list(readings)
+    )
+
+
+def deciding_interval(r: RatioReading, w: str) -> tuple[float | None, list[float] | None, float, str]:
+    """(ratio, interval, its alpha, what) that give ``w`` by the rule: the seeds' combined interval, else
+    the seed's own (at alpha / seeds) most clearly so ("seed 42's video MSE"), else no interval."""
+    seeds = [s for s in r.per_seed if s.ratio is not None and agrees(s.ratio_ci, r.bound, w)]
+    if agrees(r.ratio_ci, r.bound, w) or not seeds:
+        return r.ratio, r.ratio_ci if agrees(r.ratio_ci, r.bound, w) else None, r.alpha, r.label
+    s = max(seeds, key=lambda s: (s.ratio_ci[0], s.ratio))
+    return s.ratio, s.ratio_ci, r.alpha / len(r.per_seed), f"seed {s.seed}'s {r.label}"
+
+
 def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
     """The part whose word is the verdict's: the largest energy reading with it, then in situ, the rest."""
     with_word = [src for w, _, src in parts if w == v.word]
     energy = [r for r in v.energy if r.word == v.word]
     if energy:
-        return largest(energy).metric
+        return largest(agreeing(energy, v.word)).metric
     for src in ("insitu", "structure", "lag", "statistics", "latents"):
         if src in with_word:
             return src
@@ -269,7 +295,7 @@ def decisive_reading(v: Verdict) -> RatioReading | None:
     if v.decided_by and v.decided_by not in KINDS:
         return None
     named = [r for r in v.energy if r.metric == v.decided_by]
-    decisive = named or [r for r in v.energy if r.word == v.word] or list(v.energy)
+    decisive = named or agreeing([r for r in v.energy if r.word == v.word], v.word) or list(v.energy)
     return largest(decisive) if decisive else None
 
 
@@ -300,6 +326,9 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
                 f": {count_text(top.seeds_to_decide)} seeds would decide it" if top.seeds_to_decide
                 else ": no practical number of seeds decides it"
             )  # fmt: skip
+        ratio, ci, _, what = deciding_interval(top, v.word)
+        if what != top.label:  # one seed's own interval decides: named
+            head += f"; {what} alone: {ratio_text(ratio)} ({range_text(*ci)})"
         bits.append(head)
     elif v.energy:
         bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
