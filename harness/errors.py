@@ -16,8 +16,8 @@ class Exit(IntEnum):
 
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input "
-    "or usage (scenario, flags, gate file, unreadable or incompatible media, a path outside "
+    "Exit codes: 0 success; 1 a gate failed (compare --gate, history --gate, a verdict report --fail-on "
+    "names); 2 bad input or usage (scenario, flags, gate file, unreadable or incompatible media, a path outside "
     "--out, a campaign another run holds); 3 a run failed, was invalid or could not be measured; 4 a bug in the harness "
     "(traceback printed); 130 interrupted."
 )

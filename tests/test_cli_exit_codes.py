@@ -1,7 +1,8 @@
 """The exit-code contract of every command: usage errors are one line naming the flag, exit 2.
 
-0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage; 3 a run failed, was invalid or could
-not be measured (the table of docs/exit-codes.md and `harness --help` say the same).
+0 success; 1 a gate failed (compare --gate, history --gate, a verdict report --fail-on names); 2 bad
+input or usage; 3 a run failed, was invalid or could not be measured (the table of docs/exit-codes.md
+and `harness --help` say the same).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def test_help_states_the_exit_codes():
     assert res.returncode == 0
     text = " ".join(res.stdout.split())
     assert (
-        "Exit codes: 0 success; 1 a gate failed (verdicts are reported, not enforced); 2 bad input or usage"
-        in text
+        "Exit codes: 0 success; 1 a gate failed (compare --gate, history --gate, a verdict report --fail-on "
+        "names); 2 bad input or usage" in text
     )
     assert "3 a run failed, was invalid or could not be measured" in text
 

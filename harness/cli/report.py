@@ -1,5 +1,6 @@
 """``harness report``: a campaign's report, or the pages again from a results.json alone
-(``--from-results``), and the CI job's summary where asked or $GITHUB_STEP_SUMMARY is set."""
+(``--from-results``), and the CI job's summary where asked or $GITHUB_STEP_SUMMARY is set;
+``--fail-on WORD``: exit 1 when a candidate's verdict is one of the words named."""
 
 from __future__ import annotations
 
@@ -8,13 +9,24 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.common import fail_on_report_errors, print_paths, waiting_line
-from harness.errors import UsageError
+from harness.cli.common import fail_on_report_errors, print_paths, say_err, waiting_line
+from harness.errors import Exit, UsageError, visible
+from harness.rule import WORDS
 
 EPILOG = (
     "Examples: harness report reports/e2e_3step/3step   |   "
-    "harness report --from-results reports/e2e_3step/3step/results.json --out pages"
+    "harness report --from-results reports/e2e_3step/3step/results.json --out pages   |   "
+    "harness report reports/e2e_3step/3step --fail-on outside,inconclusive"
 )
+
+
+def fail_words(values: list[str] | None) -> set[str]:
+    """``--fail-on a,b --fail-on c``: the verdict words named; an unknown one (or none) is a usage error."""
+    words = {w.strip() for v in values or [] for w in v.split(",") if w.strip()}
+    bad = sorted(words - set(WORDS)) or ([""] if values and not words else [])
+    if bad:
+        raise UsageError(f"--fail-on: {bad[0]!r} is not a verdict word (known: {', '.join(WORDS)})")
+    return words
 
 
 def report(
@@ -40,8 +52,16 @@ def report(
         "when that is set, else written to github-summary.md beside the report. Default: appended when "
         "$GITHUB_STEP_SUMMARY is set.",
     ),
+    fail_on: list[str] | None = typer.Option(
+        None,
+        "--fail-on",
+        metavar="<word[,word]>",
+        help=f"After writing the report, exit 1 when a candidate's verdict is one of these words "
+        f"({', '.join(WORDS)}; comma-separated or repeated), one line per such arm on stderr.",
+    ),
 ):
     """Write report.md, pr.md, index.html, results.json and assets/ for a campaign."""
+    words = fail_words(fail_on)  # a word no verdict has: exit 2 before anything is read
     if from_results is not None:
         if campaign is not None:
             raise UsageError(
@@ -77,4 +97,13 @@ def report(
         except OSError as err:
             raise UsageError(f"$GITHUB_STEP_SUMMARY {target}: cannot write ({err.strerror or err})") from None
         print(f"job summary: {written}{' (appended)' if append else ''}")
-    fail_on_report_errors(paths)
+    failing = []
+    if words:
+        from harness.analysis.model import read_results
+
+        failing = [r for r in read_results(paths.results_json).review if r.word in words]
+    for r in failing:
+        say_err(f"fail-on {r.word}: {visible(r.line or f'{r.arm}: {r.word}')}")
+    fail_on_report_errors(paths)  # exit 3 before 1
+    if failing:
+        raise typer.Exit(Exit.GATE_FAILED)
