@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.analysis.energy import PairErrors
-from harness.analysis.model import ReportResults
+from harness.analysis.model import ReportResults, Terms
 from harness.analysis.sentences import voice
 from harness.analysis.verdict import judge_numbers
 from harness.number_format import range_text, ratio_value
+from harness.report.figures import speed_accuracy_inputs
 from harness.rule import INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, word
 from harness.scenario.verdict import VerdictRules
 
@@ -64,7 +65,7 @@ def test_a_cleanly_outside_reading_is_quoted_over_a_larger_one_across_the_bound(
 def test_a_word_decided_by_one_seed_says_so():
     """Every reading's seeds disagree tenfold: only seed 42's own interval is outside; the headline
     quotes that seed, with its interval at alpha / seeds, and the figure's point is it."""
-    v, r, _ = campaign({42: (1000.0, 1000.0), 43: (100.0, 100.0)}, {42: TIGHT, 43: TIGHT})
+    v, r, res = campaign({42: (1000.0, 1000.0), 43: (100.0, 100.0)}, {42: TIGHT, 43: TIGHT})
     assert all(word(*x.ratio_ci, 2.0) == INCONCLUSIVE for x in v.energy) and r.word == OUTSIDE
     seed = next(s for s in v.energy[0].per_seed if s.seed == 42)
     assert r.ratio_what.startswith("seed 42's ") and (r.ratio.value, list(r.ratio.ci)) == (
@@ -73,6 +74,9 @@ def test_a_word_decided_by_one_seed_says_so():
     )
     assert r.ratio.ci_what == "97.5 % CI" and word(*r.ratio.ci, 2.0) == OUTSIDE
     assert f"({quoted(r)}; seed 42's video" in r.line and "; seed 42's video MSE alone: " in v.text
+    res.review[0].step = Terms(value=1.5, ci=(1.4, 1.6))  # the figure's point and bar: that seed's
+    [point] = speed_accuracy_inputs(res)[0]
+    assert point[3] == (seed.ratio, *seed.ratio_ci)
 
 
 def test_within_is_unreachable_against_an_fp32_floor_on_the_cpu():
@@ -117,7 +121,7 @@ def test_the_quoted_interval_gives_the_headline_its_word(seeds, missing):
     v, r, _ = campaign(cand, floors)
     if r.ratio.ci is not None:
         assert word(*r.ratio.ci, r.tolerance) == r.word
-        assert quoted(r) in r.line and any(quoted(r) in line for line in r.lines)
+        assert quoted(r) in r.line and quoted(r) in r.lines[0] and quoted(r) in r.bare_lines[0]
     if r.word in (INCOMPLETE, INVALID, NOT_RUN):
         assert r.ratio.ci is None
     energy = [x for x in v.energy if x.word == r.word and v.decided_by in KINDS_JUDGED]
