@@ -166,6 +166,12 @@ def harness_git(package_dir: Path = Path(__file__).resolve().parent) -> dict[str
     return git_info(root, package=Path(package_dir).resolve().name)
 
 
+def with_analysis_commit(fp: dict[str, Any]) -> dict[str, Any]:
+    """A campaign's fingerprint with, where its run recorded no harness commit (an ingest records no
+    fingerprint), the analysing harness's as ``analysis_harness_git`` (None: not a checkout either)."""
+    return fp if fp.get("harness_git") else {**fp, "analysis_harness_git": harness_git()}
+
+
 def _project_name(pyproject: Path) -> str | None:
     try:
         import tomllib

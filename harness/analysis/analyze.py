@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
+from harness.analysis.pr_facts import pr_lines
 from harness.analysis.sentences import voice
 from harness.analysis.speed import arm_aggregates, auto_note, repeat_notes, speed_families
 from harness.analysis.stat_rule import rule_text
@@ -25,6 +26,7 @@ from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
+from harness.envinfo import with_analysis_commit
 from harness.errors import HarnessError, ScenarioError
 from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
@@ -171,10 +173,11 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     """The campaign's facts and conventions, before anything is compared; ``problems``: damaged files."""
     from harness.collect.audio import CONVENTION as AUDIO_LAG_CONVENTION  # numpy: only when analysing
 
+    env = with_analysis_commit(rec.env)  # the run recorded no commit: the analysing harness's, named so
     res = ReportResults(
-        **{k: getattr(rec, k) for k in RECORD_FIELDS},
+        **{**{k: getattr(rec, k) for k in RECORD_FIELDS}, "env": env},
         campaign_path=str(campaign.path),
-        env_summary=env_summary(rec.env) + code_summary(runs),
+        env_summary=env_summary(env if rec.env else {}) + code_summary(runs),
         conventions=dict(CONVENTIONS),
         rules=rules,
         runs=runs,
@@ -385,6 +388,7 @@ def analyze_campaign(
                 )
     res.conventions["speedup"] = SPEEDUP_CONVENTION
     voice(res)
+    res.pr = pr_lines(res)
     res.inputs_digest = digest
     hashes.save()
     try:
@@ -400,6 +404,7 @@ def judge_again(campaign: CampaignDir) -> ReportResults:
     res = read_results(results_json)
     judge_campaign(res, campaign, insitu=True)
     voice(res)
+    res.pr = pr_lines(res)
     write_record(results_json, res)
     return res
 

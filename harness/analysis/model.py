@@ -260,6 +260,14 @@ class Summary(Record):
     intervals: list[str] = Field(default_factory=list)  # the intervals' confidence, said once
 
 
+class PrLines(Record):
+    """What pr.md says of the verdicts beyond the summary's lines (``analysis.pr_facts``)."""
+
+    readings: dict[str, list[str]] = Field(default_factory=dict)  # arm -> a word per modality and reading
+    speed: dict[str, str] = Field(default_factory=dict)  # arm -> its speed-ups where no interval was had
+    codec: str = ""  # the caveat where output.mp4 (H.264/AAC) was scored
+
+
 class ReportResults(Record):
     schema_version: str = Field(RESULTS_SCHEMA, alias="schema")
     generated_at: str = Field(default_factory=utcnow)
@@ -309,6 +317,7 @@ class ReportResults(Record):
     review: list[Reading] = Field(default_factory=list)  # one per candidate, in the report's order
     summary: Summary = Field(default_factory=Summary)
     floor_points: list[FloorPoint] = Field(default_factory=list)  # the floor arms in the speed figure
+    pr: PrLines = Field(default_factory=PrLines)
 
     def run(self, key: str) -> RunSummary | None:
         return next((r for r in self.runs if r.key == key), None)

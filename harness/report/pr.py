@@ -5,6 +5,7 @@ the mean and sd over its runs in github-action-benchmark's custom format (a CI c
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from pydantic import TypeAdapter
@@ -44,6 +45,8 @@ def timing_whose(res: ReportResults, arm: str) -> str:
 def speed_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
     arms = _timed(res)
+    if not arms:
+        return ["No speed table: no run measured here recorded its timing."]
     steps = max((int(_mean(a, "dit_steps") or 0) for a in arms), default=0)
     many_runs = any(a.runs_ok > 1 for a in arms)  # repeats or seeds: means over runs, as report.md's
     long_run = steps > 3 or many_runs
@@ -71,9 +74,11 @@ def speed_table(res: ReportResults) -> list[str]:
             whose = timing_whose(res, a.arm)  # an emulator's or a shadowed copy's time is no kernel's
             vs += f" ({whose})" if whose else ""
             name = f"{a.arm} ({whose})" if whose else a.arm
-            notes.append(f"{name}: DiT s/step {step_test.words}; pipeline total {total_test.words}")
+            short = res.pr.speed.get(a.arm)  # no interval: the speed-ups as such, no finding
+            words = short or f"DiT s/step {step_test.words}; pipeline total {total_test.words}"
+            notes.append(f"{name}: {words}")
         rows.append([a.arm, step_cell, f"{fmt_time(total)} s" if total is not None else NA, vs])
-    tests = f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster); the speed tests of report.md:"
+    tests = f"Speed-up = {md_escape(ref)} time / arm time (above 1 = faster){'; the speed tests:' if notes else ''}"
     return [*md_rows(head, rows), "", tests, *(f"- {md_text(n)}" for n in notes)]
 
 
@@ -99,7 +104,9 @@ def accuracy_table(res: ReportResults) -> list[str]:
     measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, columns[0].key) is not None]
     ordered = sorted(measured, key=lambda a: a.role == "noise_floor")  # stable: the floors last
     rows = [[run_label(res, a.arm, a.arm, a.role), *(_pr_cell(a, m) for m in columns)] for a in ordered]
-    return md_rows(head, rows)
+    return (
+        md_rows(head, rows) if rows else [f"No accuracy table: no output was compared with {md_text(ref)}'s."]
+    )
 
 
 def emulator_lines(res: ReportResults) -> list[str]:
@@ -117,14 +124,25 @@ STATS_COLUMNS = (
 
 
 def stats_table(res: ReportResults) -> list[str]:
-    """One row per run (the first repeat of each seed), as report.md's statistics table."""
-    rows = []
-    for r in (r for r in res.primary_runs if r.stats is not None):
+    """report.md's statistics (the first repeat of each seed) where they differ: the columns and runs
+    whose rounded cells are not their seed's reference run's, the reference runs beside them."""
+    runs = [r for r in res.primary_runs if r.stats is not None]
+    cells = {}
+    for r in runs:
         f = stat_fields(r.stats)
-        rows.append(
-            [r.key, *(" / ".join(fmt_rounded(f[k], d, 4) for k in keys) for _, keys, d in STATS_COLUMNS)]
-        )
-    return md_rows(["run", *(head for head, _, _ in STATS_COLUMNS)], rows)
+        cells[r.key] = [" / ".join(fmt_rounded(f[k], d, 4) for k in keys) for _, keys, d in STATS_COLUMNS]
+    ref = {r.seed: cells[r.key] for r in runs if r.arm == res.reference_arm}
+    differ = {
+        r.key: [i for i, x in enumerate(cells[r.key]) if x != ref.get(r.seed, cells[r.key])[i]] for r in runs
+    }
+    shown = sorted({i for found in differ.values() for i in found})
+    same = [head for i, (head, _, _) in enumerate(STATS_COLUMNS) if i not in shown]
+    keep = [r.key for r in runs if differ[r.key] or r.arm == res.reference_arm]
+    table = md_rows(
+        ["run", *(STATS_COLUMNS[i][0] for i in shown)], [[k, *(cells[k][i] for i in shown)] for k in keep]
+    )
+    agree = f"{', '.join(same)}: every run's equals its seed's reference run's to the digits shown"
+    return (table if shown else []) + ([""] if shown and same else []) + ([agree] if same and runs else [])
 
 
 def _run_facts(r: RunSummary) -> list[str]:
@@ -169,7 +187,9 @@ def facts(res: ReportResults) -> list[str]:
         seed = res.primary_seed
         cols = " | ".join(r.key for r in res.primary_runs if r.seed == seed and r.ok and r.output)
         shown = " / ".join(map(str, res.frame_indices))
-        out.append(f"frames {shown} side by side (section 5 of report.md and of index.html), columns: {cols}")
+        out.append(
+            f"frames {shown} side by side in the CI artifacts' report.md and index.html, columns: {cols}"
+        )
     return out
 
 
@@ -180,12 +200,43 @@ def verdict_lines(res: ReportResults) -> list[str]:
         line, name = r.line, r.name  # the badge may hold ': ' (it is read from records)
         name, rest = (name, line[len(name) + 2 :]) if line.startswith(f"{name}: ") else line.split(": ", 1)
         out.append(f"- {MARKS.get(r.word, '')} **{md_escape(name)}**: {md_text(rest)}")
+        out += [f"  - {md_text(x)}" for x in res.pr.readings.get(r.arm, [])]
         out += [f"- **WARNING**: {md_text(w)}" for w in r.warning_lines]
     return out
 
 
+def provenance(res: ReportResults) -> list[str]:
+    """Where and with what the figures were made, and the design: device, torch, harness and commit,
+    each plugin's sha256, seeds x floor runs x repeats and the file scored."""
+    env = dict(res.env_summary)
+    gpu = env.get("gpu", "none")
+    device = gpu if gpu != "none" else f"CPU {env['cpu']}" if "cpu" in env else "not recorded"
+    git, at_analysis = res.env.get("harness_git"), res.env.get("analysis_harness_git")
+    commit = "commit not recorded (not run from a git checkout)"
+    if git or at_analysis:
+        got = git or at_analysis
+        commit = f"commit {got['sha'][:12]}{' (dirty)' if got['dirty'] else ''}"
+        commit += "" if git else " (recorded at analysis, not by the run)"
+    plugins = {(p.path, p.sha256): p for r in res.runs for p in r.plugins}.values()
+    named = ", ".join(f"{Path(p.path).name} sha256 {p.sha256[:12]}" for p in plugins) or "none"
+    floors = Counter(r.seed for r in res.primary_runs if r.role == "noise_floor")
+    scored = "lossless" if res.pixel_source.startswith("lossless") else "H.264/AAC (output.mp4)"
+    design = (
+        f"{len(res.seeds)} seed(s) ({', '.join(map(str, res.seeds))}) x {max(floors.values(), default=0)} floor "
+        f"run(s) x {res.repeats} repeat(s), scored on {scored if res.pixel_source else 'nothing compared'}"
+    )
+    return [
+        f"device: {device}; torch {env.get('torch', 'not recorded')}",
+        f"harness {res.harness_version or 'version not recorded'}, {commit}",
+        f"plugins: {named}",
+        f"design: {design}",
+        *([res.pr.codec] if res.pr.codec else []),
+    ]
+
+
 def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
+    lines += [f"- {md_text(x)}" for x in provenance(res)] + [""]
     if res.summary.incomplete:
         lines += [f"**{md_text(res.summary.incomplete)}**", ""]
     verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in res.summary.findings + res.summary.intervals]
@@ -194,7 +245,8 @@ def render_pr(res: ReportResults) -> str:
     lines += accuracy_table(res) + [""]
     emulators = emulator_lines(res)
     lines += emulators + ([""] if emulators else [])
-    lines += stats_table(res) + [""]
+    stats = stats_table(res)
+    lines += stats + ([""] if stats else [])
     lines += [f"- {md_text(f)}" for f in facts(res)]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -88,12 +88,17 @@ def check_pr_against_report(pr: str, md: str) -> int:
         assert snr == db(r["audio SNR"]) and cos == rounded(r["audio cosine"], 3)
         checked += 6
     stats = table(md, "run", "role", "frames", "size")
-    for row in next(t for h, t in md_tables(pr) if h[0] == "run" and "sharpness (Laplacian var.)" in h):
-        s = stats[row[0]]
-        assert row[1] == f"{rounded(s['luma_mean'], 1)} / {rounded(s['luma_std'], 1)}"
-        assert row[2] == rounded(s["sharpness"], 1) and row[3] == rounded(s["motion"], 2)
-        assert row[4] == f"{rounded(s['audio_rms'], 3)} / {rounded(s['audio_peak'], 3)}"
-        checked += 6
+    cells = {  # pr.md's statistics columns (those that differ between runs), from report.md's
+        "luma mean / std": lambda s: f"{rounded(s['luma_mean'], 1)} / {rounded(s['luma_std'], 1)}",
+        "sharpness (Laplacian var.)": lambda s: rounded(s["sharpness"], 1),
+        "mean frame-to-frame abs diff": lambda s: rounded(s["motion"], 2),
+        "audio RMS / peak": lambda s: f"{rounded(s['audio_rms'], 3)} / {rounded(s['audio_peak'], 3)}",
+    }
+    for heads, rows in md_tables(pr):
+        for row in rows if heads[0] == "run" else []:
+            for head, cell in zip(heads[1:], row[1:], strict=True):
+                assert cell == cells[head](stats[row[0]]), (row, head)
+                checked += 1
     if "## Summary" in md:  # the speed-ups are the summary's
         summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
         for row in pr_speed:
