@@ -56,7 +56,7 @@ def ratio_value(r: float | None) -> str:
         return f"{r:.2g}"  # 0.0012, 0.05: two figures, never an exponent from 0.001 up
     if abs(r) < 10:
         return f"{r:.2f}"
-    if abs(r) < 1000:
+    if abs(float(f"{r:.3g}")) < 1000:  # 999.6 rounds to 1,000, below
         return f"{r:.3g}"
     return f"{float(f'{r:.3g}'):,.0f}"  # three figures, thousands separated: 129,000
 

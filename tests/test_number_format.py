@@ -33,6 +33,7 @@ def test_ratios_read_without_exponents():
     assert [ratio_text(x) for x in (1.274, 34.31, 885.2, 129034.0, 5.78e8, 3.69e-301, 0.0012, 0.0)] == [
         "1.27x", "34.3x", "885x", "129,000x", "over 1,000,000x", "< 0.001x", "0.0012x", "0x",
     ]  # fmt: skip
+    assert [ratio_text(x) for x in (999.4, 999.6, -999.6)] == ["999x", "1,000x", "-1,000x"]  # at the seam
     assert range_text(3.69e-301, 6.33e-301) == "< 0.001"  # both bounds print the same: one figure
     assert (
         range_text(8.04, 13.71) == "8.04 to 13.7" and ci_text(4.76, 28.7, 0.025) == "97.5 % CI 4.76 to 28.7"
