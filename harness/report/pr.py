@@ -137,7 +137,7 @@ def stats_table(res: ReportResults) -> list[str]:
     }
     shown = sorted({i for found in differ.values() for i in found})
     same = [head for i, (head, _, _) in enumerate(STATS_COLUMNS) if i not in shown]
-    keep = [r.key for r in runs if differ[r.key] or r.arm == res.reference_arm]
+    keep = [r.key for r in runs if differ[r.key] or r.arm == res.reference_arm or r.seed not in ref]
     table = md_rows(
         ["run", *(STATS_COLUMNS[i][0] for i in shown)], [[k, *(cells[k][i] for i in shown)] for k in keep]
     )
@@ -210,13 +210,15 @@ def provenance(res: ReportResults) -> list[str]:
     each plugin's sha256, seeds x floor runs x repeats and the file scored."""
     env = dict(res.env_summary)
     gpu = env.get("gpu", "none")
-    device = gpu if gpu != "none" else f"CPU {env['cpu']}" if "cpu" in env else "not recorded"
-    git, at_analysis = res.env.get("harness_git"), res.env.get("analysis_harness_git")
+    device = gpu if gpu != "none" else f"CPU {env.get('cpu')}" if res.env.get("cpu") else "not recorded"
     commit = "commit not recorded (not run from a git checkout)"
-    if git or at_analysis:
-        got = git or at_analysis
-        commit = f"commit {got['sha'][:12]}{' (dirty)' if got['dirty'] else ''}"
-        commit += "" if git else " (recorded at analysis, not by the run)"
+    for key, how in (
+        ("analysis_harness_git", " (recorded at analysis, not by the run)"),
+        ("harness_git", ""),
+    ):
+        got = res.env.get(key)  # the run's wins
+        if isinstance(got, dict) and isinstance(got.get("sha"), str):
+            commit = f"commit {got['sha'][:12]}{' (dirty)' if got.get('dirty') else ''}{how}"
     plugins = {(p.path, p.sha256): p for r in res.runs for p in r.plugins}.values()
     named = ", ".join(f"{Path(p.path).name} sha256 {p.sha256[:12]}" for p in plugins) or "none"
     floors = Counter(r.seed for r in res.primary_runs if r.role == "noise_floor")
@@ -236,9 +238,9 @@ def provenance(res: ReportResults) -> list[str]:
 
 def render_pr(res: ReportResults) -> str:
     lines = [f"## {md_escape(res.scenario_name)} / {md_escape(res.campaign_id)}", ""]
-    lines += [f"- {md_text(x)}" for x in provenance(res)] + [""]
     if res.summary.incomplete:
         lines += [f"**{md_text(res.summary.incomplete)}**", ""]
+    lines += [f"- {md_text(x)}" for x in provenance(res)] + [""]
     verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in res.summary.findings + res.summary.intervals]
     lines += verdicts + ([""] if verdicts else [])
     lines += speed_table(res) + [""]

@@ -44,7 +44,9 @@ def test_provenance_names_device_torch_harness_commit_plugins_and_design():
     res.runs[0].plugins = [PluginRef(ref="k.py", path="/x/my_kernel.py", sha256="ab12" * 16)]
     res, pr = pr_of(res)
     env = dict(res.env_summary)
-    head = pr.split("\n\n")[1].splitlines()
+    incomplete, provenance = pr.split("\n\n")[1:3]
+    assert incomplete.startswith("**INCOMPLETE: ")  # said first, the provenance next
+    head = provenance.splitlines()
     assert head[0] == f"- device: {env['gpu']}; torch {env['torch']}"
     git = res.env["harness_git"]
     assert head[1] == f"- harness {res.harness_version}, commit {git['sha'][:12]} (dirty)" and git["dirty"]
@@ -58,6 +60,10 @@ def test_provenance_names_device_torch_harness_commit_plugins_and_design():
     # a CPU campaign says so; one whose run recorded no commit says whose commit it shows, or none
     res, pr = pr_of(example(CPU))
     assert f"- device: CPU {dict(res.env_summary)['cpu']}; torch " in pr and "- plugins: none" in pr
+    res.env.pop("cpu")  # a partial fingerprint (an ingest's has none): no device is made up
+    assert "- device: not recorded; torch " in render_pr(res)
+    res.env["harness_git"] = "not a record"  # read from the world: no commit rather than a traceback
+    assert "commit not recorded (not run from a git checkout)" in render_pr(res)
     res.env.pop("harness_git")
     assert "commit not recorded (not run from a git checkout)" in render_pr(res)
     res.env["analysis_harness_git"] = {"sha": "f" * 40, "dirty": False}
@@ -161,4 +167,9 @@ def test_the_analysis_stores_the_pr_lines(single_report):
     res = read_results(single_report.paths.results_json)
     assert set(res.pr.readings) == {r.arm for r in res.review}
     assert any(res.pr.readings.values()) and res.pr == pr_lines(res)
-    assert "analysis_harness_git" not in res.env or not res.env.get("harness_git")
+    # the campaign's fingerprint has no harness commit: the analysing harness's (this checkout's), said so
+    assert "harness_git" not in res.env and res.env["analysis_harness_git"]["sha"] == harness_git()["sha"]
+    sha = res.env["analysis_harness_git"]["sha"][:12]
+    assert f"commit {sha}" in single_report.paths.pr_md.read_text()
+    assert "(recorded at analysis, not by the run)" in single_report.paths.pr_md.read_text()
+    assert dict(res.env_summary)["analysis_harness_git"].startswith(sha)
