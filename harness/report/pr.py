@@ -225,7 +225,7 @@ def provenance(res: ReportResults) -> list[str]:
     scored = "lossless" if res.pixel_source.startswith("lossless") else "H.264/AAC (output.mp4)"
     design = (
         f"{len(res.seeds)} seed(s) ({', '.join(map(str, res.seeds))}) x {max(floors.values(), default=0)} floor "
-        f"run(s) x {res.repeats} repeat(s), scored on {scored if res.pixel_source else 'nothing compared'}"
+        f"run(s) x {res.repeats} repeat(s), {f'scored on {scored}' if res.pixel_source else 'no output scored'}"
     )
     return [
         f"device: {device}; torch {env.get('torch', 'not recorded')}",
