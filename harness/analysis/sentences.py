@@ -71,9 +71,9 @@ def verdict_terms(v: Verdict) -> tuple[str, Terms, str]:
     return (word, *deciding_terms(r, word)) if r is not None else (word, Terms(value=v.ratio), "")
 
 
-def deciding_terms(r, word: str) -> tuple[Terms, str]:  # verdict_model.deciding_interval, as terms
+def deciding_terms(r, word: str, said: str = "") -> tuple[Terms, str]:  # deciding_interval, as terms
     ratio, ci, alpha, what = deciding_interval(r, word)
-    return terms(ratio, ci, alpha, word), f"{what} / the floor's"
+    return terms(ratio, ci, alpha, said), f"{what} / the floor's"
 
 
 def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
@@ -86,7 +86,7 @@ def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
         r = largest(agreeing(same, word)) if same else None
     if r is None or r.ratio is None:
         return Terms(word=word), ""
-    return deciding_terms(r, word)
+    return deciding_terms(r, word, word)
 
 
 def speed_terms(t: SpeedTest | None) -> Terms:
