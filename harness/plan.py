@@ -83,19 +83,19 @@ def build_plan(
         for arm in chosen
         if repeat <= arm_repeats[arm.name]
     ]
-    specs = with_code(runner, specs)
+    specs = with_code(runner, specs, scenario._sources_digest)
     runner.expect_preflights(specs)
     return specs
 
 
-def with_code(runner: Any, specs: list[RunSpec]) -> list[RunSpec]:
-    """Each spec with the sha256 of the source of every harness backend its run calls."""
+def with_code(runner: Any, specs: list[RunSpec], sources: str = "") -> list[RunSpec]:
+    """Each spec with the digest of the code of every backend its run calls (``source_digests``)."""
     names = {id(s): runner.harness_backends(s) for s in specs}
     if not any(names.values()):
         return specs
     from harness.attention.registry import source_digests
 
-    digests = source_digests({n for ns in names.values() for n in ns})
+    digests = source_digests({n for ns in names.values() for n in ns}, sources)
     return [s.model_copy(update={"code": {n: digests[n] for n in names[id(s)]}}) for s in specs]
 
 

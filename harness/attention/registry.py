@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -180,15 +181,35 @@ def register_backend(
     return decorate
 
 
-def source_digests(names: Iterable[str]) -> dict[str, str]:
-    """sha256 of each named backend's source file (``unknown``: none): an edited kernel is a new spec."""
+def source_digests(names: Iterable[str], sources: str = "") -> dict[str, str]:
+    """sha256 of each named backend's code (``unknown``: in no file): an edited kernel is a new spec. A
+    plugin's backend: its file, every module loaded from the plugin's folder (extensions too) and the
+    scenario's ``sources:`` digest; the harness's own: its file (the harness version covers the rest)."""
     digests = {}
     for name in sorted(set(names)):
+        cls = BACKENDS.get(name)
         try:
-            file = inspect.getsourcefile(BACKENDS.get(name))
+            file = inspect.getsourcefile(cls)
         except TypeError:  # defined in no file (built at run time)
             file = None
-        digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else "unknown"
+        top = cls.__module__.partition(".")[0]
+        if not file or top == "harness":
+            digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else "unknown"
+            continue
+        root = Path(getattr(sys.modules.get(top), "__file__", None) or file).resolve().parent
+        found = {Path(file).resolve()}
+        for module in list(sys.modules.values()):
+            mfile = getattr(module, "__file__", None)
+            if mfile and Path(mfile).resolve().is_relative_to(root):
+                found.add(Path(mfile).resolve())
+        if found == {Path(file).resolve()} and not sources:  # its file alone: its sha256, as before
+            digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+            continue
+        h = hashlib.sha256(sources.encode())
+        for path in sorted(found):
+            if path.is_file():  # relative names: no machine path in what is hashed
+                h.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes())
+        digests[name] = h.hexdigest()
     return digests
 
 

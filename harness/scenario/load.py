@@ -24,7 +24,7 @@ from harness.scenario.model import (
     unknown_kind,
 )
 from harness.scenario.parts import FieldProblem
-from harness.scenario.plugins import load_plugins
+from harness.scenario.plugins import load_plugins, sources_digest
 from harness.strict_yaml import YamlProblem, format_loc, line_for, line_map, load_yaml
 
 SCENARIO_DIR = Path("scenarios")
@@ -111,18 +111,20 @@ def validate_scenario(
     def where(loc: tuple) -> str:
         return f"{source}:{line_for(lines, loc)}: {format_loc(loc)}"
 
-    refs = data.get("plugins", [])
-    plugins = []
+    refs, sources = data.get("plugins", []), data.get("sources", [])
+    plugins, digest = [], ""
+    folder = base_dir if base_dir is not None else Path(source).resolve().parent
     if isinstance(refs, list) and all(isinstance(r, str) for r in refs):  # else the model says why
-        folder = base_dir if base_dir is not None else Path(source).resolve().parent
         plugins = load_plugins(refs, folder, lambda i: where(("plugins", i)))
+    if isinstance(sources, list) and all(isinstance(r, str) for r in sources):
+        digest = sources_digest(sources, folder, lambda i: where(("sources", i)))
     problem = _unknown_name(data)
     if problem is not None:
         raise ScenarioError(f"{where(problem.loc)}: {problem.message}")
     model = scenario_model(data.get("runner"), data.get("kind", E2E))
     try:
         scenario = model.model_validate(data)
-        scenario._plugin_refs = plugins
+        scenario._plugin_refs, scenario._sources_digest = plugins, digest
         return scenario
     except FieldProblem as problem:  # a runner's or kind's check: it names its field
         raise ScenarioError(" ".join(f"{where(problem.loc)}: {problem.message}".split())) from None

@@ -185,6 +185,11 @@ class Scenario(Strict):
         "scenario is checked and in every arm's process: they register attention backends (a kernel of "
         "your own). Importing runs them with your rights: a scenario is code, like a Makefile.",
     )
+    sources: list[str] = Field(
+        default_factory=list,
+        description="More code a plugin's kernel runs, in its code digest: files or folders (relative to "
+        "the scenario file) and installed packages (pkg:NAME, by version and RECORD).",
+    )
     runner: str | None = Field(None, description="The runner of every arm (builtin, lightx2v, ...).")
     seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
     seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
@@ -214,6 +219,7 @@ class Scenario(Strict):
     insitu_tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
     # What the loader imported for `plugins:` and the installed entry points (set by the loader).
     _plugin_refs: list[PluginRef] = PrivateAttr(default_factory=list)
+    _sources_digest: str = PrivateAttr("")  # of `sources:` (set by the loader)
 
     @property
     def plugin_refs(self) -> list[PluginRef]:

@@ -6,6 +6,7 @@ its arms, and a changed file re-imported first takes back what it registered."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -46,6 +47,8 @@ def _import_file(path: Path, digest: str) -> None:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:  # its own modules beside it import by name (``import mathmod``)
+        sys.path.append(str(path.parent))
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -146,6 +149,31 @@ def load_recorded(plugins: list[PluginRef]) -> None:
                 f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "
                 f"(sha256 {now.sha256[:12]}, planned {plugin.sha256[:12]}): run harness run again"
             )
+
+
+def sources_digest(refs: list[str], base_dir: Path, where: Callable[[int], str]) -> str:
+    """sha256 of the scenario's ``sources:``: files and folders (relative to the scenario; folders
+    recursively, no __pycache__ or dot folders) by relative name and content, ``pkg:NAME`` by version and
+    RECORD; "" when none. Missing: one ScenarioError line after ``where(i)``."""
+    h = hashlib.sha256()
+    for i, ref in enumerate(refs):
+        h.update(f"{ref}\0".encode())
+        if ref.startswith("pkg:"):
+            try:
+                dist = importlib.metadata.distribution(ref[4:])
+            except importlib.metadata.PackageNotFoundError:
+                raise ScenarioError(f"{where(i)}: no installed package {ref[4:]!r}") from None
+            h.update(f"{dist.version}\0".encode() + (dist.read_text("RECORD") or "").encode())
+            continue
+        root = (base_dir / Path(ref).expanduser()).resolve()
+        if not root.exists():
+            raise ScenarioError(f"{where(i)}: no such file or folder {root}")
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for file in files:
+            parts = file.relative_to(root).parts[:-1]
+            if file.is_file() and not any(p == "__pycache__" or p.startswith(".") for p in parts):
+                h.update(f"{file.relative_to(root).as_posix()}\0".encode() + file.read_bytes())
+    return h.hexdigest() if refs else ""
 
 
 def unload_all() -> None:
