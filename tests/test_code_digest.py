@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import sys
 
 import pytest
 from cli_testutil import harness, the_error_line
@@ -52,7 +53,11 @@ def folder(tmp_path):
     (tmp_path / "mathmod.py").write_text(MATHMOD)
     (tmp_path / "notes.py").write_text("X = 1\n")  # beside the plugin, imported by nothing
     (tmp_path / "s.yaml").write_text(SCENARIO)
-    return tmp_path
+    path = list(sys.path)
+    yield tmp_path
+    sys.path[:] = path  # the next test's mathmod is its own folder's
+    for name in ("mathmod", "vendored_dep"):
+        sys.modules.pop(name, None)
 
 
 def codes(folder, text=SCENARIO) -> dict[str, dict[str, str]]:
@@ -118,3 +123,16 @@ def test_a_missing_source_is_one_line_naming_the_field(folder, entry, said):
     res = harness("run", "s.yaml", "--out", "out", "--dry-run", cwd=folder)
     assert res.returncode == 2 and res.stdout == ""
     assert the_error_line(res).startswith("error: s.yaml:8: sources[0]: ") and said in res.stderr
+
+
+def test_installed_code_in_a_dot_folder_beside_the_plugin_is_not_the_plugins(folder):
+    (folder / ".venv").mkdir()
+    (folder / ".venv" / "vendored_dep.py").write_text("Y = 1\n")
+    (folder / "kernel.py").write_text(
+        f"import sys\nsys.path.append({str(folder / '.venv')!r})\nimport vendored_dep\n" + KERNEL
+    )
+    first = codes(folder)
+    (folder / ".venv" / "vendored_dep.py").write_text("Y = 2\n")  # loaded, but installed code
+    assert codes(folder) == first
+    (folder / "mathmod.py").write_text(MATHMOD + "# tuned\n")
+    assert codes(folder)["mine"] != first["mine"]

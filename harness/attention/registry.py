@@ -196,12 +196,18 @@ def source_digests(names: Iterable[str], sources: str = "") -> dict[str, str]:
         if not file or top == "harness":
             digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else "unknown"
             continue
-        root = Path(getattr(sys.modules.get(top), "__file__", None) or file).resolve().parent
+        # Its folder: a file plugin's, or its top package's (a lone module: its file alone).
+        package = sys.modules.get(top)
+        lone = not hasattr(package, "__path__") and not top.startswith("harness_plugin_")
+        root = Path(getattr(package, "__file__", None) or file).resolve().parent
         found = {Path(file).resolve()}
-        for module in list(sys.modules.values()):
+        for mname, module in [] if lone else list(sys.modules.items()):
+            if mname.partition(".")[0] == "harness":  # the harness version covers it
+                continue
             mfile = getattr(module, "__file__", None)
-            if mfile and Path(mfile).resolve().is_relative_to(root):
-                found.add(Path(mfile).resolve())
+            path = Path(mfile).resolve() if mfile else None
+            if path and path.is_relative_to(root) and not _installed(path.relative_to(root)):
+                found.add(path)
         if found == {Path(file).resolve()} and not sources:  # its file alone: its sha256, as before
             digests[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
             continue
@@ -211,6 +217,11 @@ def source_digests(names: Iterable[str], sources: str = "") -> dict[str, str]:
                 h.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes())
         digests[name] = h.hexdigest()
     return digests
+
+
+def _installed(rel: Path) -> bool:
+    """A path under a dot folder (``.venv``) or site-packages: installed code, not the plugin's."""
+    return any(p.startswith(".") or p in ("site-packages", "dist-packages") for p in rel.parts[:-1])
 
 
 def check_options(name: str, options: dict[str, Any]) -> str | None:
