@@ -138,3 +138,72 @@ def test_a_plugin_kernel_whose_output_breaks_the_contract_fails_its_arm_in_one_l
     assert record.status == RunStatus.failed
     assert record.reason.startswith("exit code 1: error: attention backend fp16_sdpa_mine: call 1 (q [")
     assert "its output has shape [" in record.reason and "\n" not in record.reason
+
+
+MATHS = """\
+# kernel_math.py: the kernel's maths, imported by kernel.py
+import torch
+
+
+def fp16_sdpa(q, k, v, scale=None):
+    return torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)
+"""
+SDPA_LINE = "torch.nn.functional.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=scale)"
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_maths_lives_in_an_imported_module_reads_outside_pastes_and_fails_ci(tmp_path):
+    """The README's kernel with its maths moved to a module kernel.py imports, its scenario as written
+    (builtin defaults, one seed, three exact floor runs), run by the commands the README shows: a
+    headline interval wholly over the tolerance, its audio outside, a pr.md that names the device,
+    torch, commit, the plugin's sha256, the design and a word per modality; `--fail-on outside` exits
+    1; an edit of the imported module re-runs exactly the arm that calls it."""
+    import hashlib
+    import re
+
+    from cli_testutil import harness
+
+    assert SDPA_LINE in KERNEL
+    kernel = "from kernel_math import fp16_sdpa\n" + KERNEL.replace(SDPA_LINE, "fp16_sdpa(q, k, v, scale)")
+    (tmp_path / "kernel.py").write_text(kernel)
+    (tmp_path / "kernel_math.py").write_text(MATHS)
+    (tmp_path / "my_kernel.yaml").write_text(readme_file("# my_kernel.yaml"))
+    assert harness("scenarios", "validate", "my_kernel.yaml", cwd=tmp_path).returncode == 0
+    ran = harness("run", "my_kernel.yaml", "--out", "reports", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    camp = tmp_path / "reports" / "my_kernel" / "default"
+    results = json.loads((camp / "results.json").read_text())
+    tolerance = results["rules"]["tolerance"]
+
+    # The headline quotes the deciding reading's interval, and that interval is wholly over the bound.
+    lines = (camp / "report.md").read_text().splitlines()
+    line = next(ln for ln in lines if ln.startswith("- mine: "))  # the summary's verdict line
+    low = re.match(r"- mine: outside: [\d,.]+x the floor's \(([\d,.]+) to [\d,.]+; ", line)
+    assert low and float(low.group(1).replace(",", "")) > tolerance, line
+    (verdict,) = [v for v in results["verdicts"] if v["arm"] == "mine"]
+    audio = next(e for e in verdict["energy"] if e["metric"] == "audio_error")
+    assert audio["word"] == "outside" and audio["ratio_ci"][0] > tolerance
+
+    pr = (camp / "pr.md").read_text()
+    digest = hashlib.sha256(kernel.encode()).hexdigest()
+    commit = results["env"]["harness_git"]["sha"]
+    for expected in (
+        f"torch {results['env']['torch']['version']}",
+        f"commit {commit[:12]}",
+        f"kernel.py sha256 {digest[:12]}",
+        "design: 1 seed(s) (42) x 3 floor run(s) x 1 repeat(s), scored on lossless",
+        "  - audio: outside: ",
+        "  - video: ",
+    ):
+        assert expected in pr, (expected, pr[:1500])
+    assert "device: CPU" in pr and "report.md" not in pr.split("| attn")[0]
+
+    gate = harness("report", str(camp), "--fail-on", "outside", cwd=tmp_path)
+    assert gate.returncode == 1 and "fail-on outside: mine: outside: " in gate.stderr, gate.stderr
+
+    (tmp_path / "kernel_math.py").write_text(MATHS + "# tuned\n")
+    dry = harness("run", "my_kernel.yaml", "--out", "reports", "--dry-run", cwd=tmp_path)
+    actions = dict(re.findall(r"^# (\S+): (\S+)", dry.stdout, re.M))
+    assert actions["mine"] == "rerun" and {a for a, act in actions.items() if act != "skip-ok"} == {"mine"}, (
+        dry.stdout
+    )
