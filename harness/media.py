@@ -336,7 +336,7 @@ LOSSLESS_CONVENTION = (
 
 
 class MediaWriter:
-    """Frames (uint8 RGB, by ``add`` or ``tee``) and audio (float32 [C, S]: an array or blocks),
+    """Frames (uint8 RGB, by ``add``) and audio (float32 [C, S]: an array or blocks),
     streamed and interleaved, into a file beside ``path`` renamed into place at ``close()`` (never
     half an output): H.264 yuv420p + AAC in mp4 or, ``lossless``, FFV1 RGB + float PCM in Matroska.
     ``seconds``: the time spent here (kept out of a run's timings)."""
@@ -419,12 +419,6 @@ class MediaWriter:
                 self.c.close()
         self.tmp.unlink(missing_ok=True)
 
-    def tee(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        """Yield ``frames`` unchanged, writing each one here on the way."""
-        for f in frames:
-            self.add(f)
-            yield f
-
 
 def write_av(path: str | os.PathLike, frames: Iterable[np.ndarray] | np.ndarray, audio=None, *,
              lossless_copy: str | os.PathLike | None = None, **kw) -> float:  # fmt: skip
@@ -436,7 +430,9 @@ def write_av(path: str | os.PathLike, frames: Iterable[np.ndarray] | np.ndarray,
             twin = MediaWriter(
                 lossless_copy, audio=audio, lossless=True, fps=w.rate, sample_rate=w.sample_rate
             )
-        for frame in twin.tee(frames) if twin else frames:
+        for frame in frames:
+            if twin:  # first, as the frame's problems name it
+                twin.add(frame)
             w.add(frame)
         w.close()
         if twin:

@@ -14,7 +14,7 @@ from harness.collect.codec_floor import (
     measure_codec_floor,
     x264_info,
 )
-from harness.media import MediaWriter, iter_frames, write_av
+from harness.media import iter_frames, write_av
 
 
 def _scene(n: int = 8, seed: int = 0) -> list[np.ndarray]:
@@ -31,9 +31,7 @@ def _scene(n: int = 8, seed: int = 0) -> list[np.ndarray]:
 def encoded(tmp_path: Path) -> tuple[Path, Path, list[np.ndarray]]:
     frames = _scene()
     audio = (0.3 * np.sin(np.arange(10667) / 15.0))[None].repeat(2, 0).astype(np.float32)
-    twin = MediaWriter(tmp_path / "o.mkv", lossless=True, fps=24, audio=audio)
-    write_av(tmp_path / "o.mp4", twin.tee(frames), audio, fps=24, crf=23)
-    twin.close()
+    write_av(tmp_path / "o.mp4", frames, audio, fps=24, crf=23, lossless_copy=tmp_path / "o.mkv")
     return tmp_path / "o.mp4", tmp_path / "o.mkv", frames
 
 

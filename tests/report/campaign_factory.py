@@ -154,18 +154,13 @@ def write_run(
         if copy_output_from is not None:
             shutil.copyfile(copy_output_from.output, run.output)
         elif arm.write_output:
-            from harness.media import MediaWriter, write_av
+            from harness.media import write_av
 
-            twin = None
-            if arm.lossless:
-                twin = MediaWriter(
-                    run.file(OUTPUT_LOSSLESS), lossless=True, fps=FPS, audio=audio, sample_rate=RATE
-                )
-                frames = twin.tee(frames)
+            twin = run.file(OUTPUT_LOSSLESS) if arm.lossless else None
             # ultrafast: x264's lookahead (mbtree) is not bit-reproducible on tiny frames; ultrafast is
-            write_av(run.output, frames, audio, fps=FPS, sample_rate=RATE, preset="ultrafast")
-            if twin is not None:
-                twin.close()
+            write_av(
+                run.output, frames, audio, fps=FPS, sample_rate=RATE, preset="ultrafast", lossless_copy=twin
+            )
         if run.output.exists():
             outputs["output.mp4"] = sha256_file(run.output)
         total = arm.pipeline_total_s if arm.pipeline_total_s is not None else sum(steps) + 0.5
