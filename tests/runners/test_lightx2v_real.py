@@ -27,9 +27,11 @@ from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.media import probe as probe_media
 from harness.plan import build_plan
 from harness.records import RunStatus
-from harness.runners.lightx2v.checkpoint import create_checkpoint, file_hashes
+from harness.runners.common import file_hashes
+from harness.runners.lightx2v.checkpoint import create_checkpoint
 from harness.runners.lightx2v.command import SHIM_DIR, infer_args
 from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER
 from harness.scenario.load import load_scenario
 
 # Marked `slow` (tests/conftest.py starts the modules with slow tests first): each test that starts
@@ -223,7 +225,7 @@ def test_the_real_sage_attn2_module_binds_the_harness_shim(lightx2v_root, tmp_pa
 @pytest.mark.slow
 def test_the_synthetic_checkpoint_is_a_function_of_its_seed(lightx2v_root, tiny_checkpoint, tmp_path):
     again = create_checkpoint(tmp_path / "again", lightx2v_root, preset="tiny", seed=0)
-    assert again["files"] == file_hashes(tiny_checkpoint)
+    assert again["files"] == file_hashes(tiny_checkpoint, SYNTHETIC_MARKER)
     assert sorted(p.name for p in tiny_checkpoint.iterdir()) == [
         "audio_vae", "harness_synthetic_checkpoint.json", "processor", "text_encoder", "tokenizer",
         "transformer_ref", "vae",

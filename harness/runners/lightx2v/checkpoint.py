@@ -277,14 +277,10 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
 
     marker = {
         "schema": MARKER_SCHEMA, "preset": preset, "seed": seed, "dit": dit, "text_config": TEXT_CONFIG,
-        "files": file_hashes(out), "note": NOT_A_MODEL,
+        "files": common.file_hashes(out, SYNTHETIC_MARKER), "note": NOT_A_MODEL,
     }  # fmt: skip
     write_json(out / SYNTHETIC_MARKER, marker)
     return marker
-
-
-def file_hashes(root: Path) -> dict[str, str]:  # every file's sha256 but the marker's
-    return common.file_hashes(root, SYNTHETIC_MARKER)
 
 
 def run_writer(out: str | os.PathLike, preset: str = "tiny", seed: int = 0, *, python: str | None = None,
