@@ -6,6 +6,7 @@ harness.errors at import time: the ranks, the probes and the writers import it."
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -153,9 +154,7 @@ def plugins_arg(plugins: Iterable[Any]) -> str:
     return json.dumps([p.model_dump(mode="json") for p in plugins], sort_keys=True)
 
 
-def plugins_json(text: str) -> list[dict[str, Any]]:
-    """``--plugins``' value: a JSON list of PluginRef dicts (an argparse type)."""
-    return json_arg(text, objects=True)
+plugins_json = functools.partial(json_arg, objects=True)  # --plugins: a JSON list of PluginRef dicts
 
 
 def load_plugins(payload: list[dict[str, Any]]) -> list[str]:
