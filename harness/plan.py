@@ -155,10 +155,6 @@ class Plan:
         """What running the plan now does with each run (asked again right before running)."""
         return plan_actions(self.campaign, self.specs, force=self.force, held_elsewhere=held_elsewhere)
 
-    def executor_options(self) -> dict[str, Any]:
-        slurm = self.executor == "slurm"
-        return {"slurm": self.slurm, "resubmit_failed": self.resubmit_failed} if slurm else {}
-
 
 SLURM_FLAGS = {
     "partition": "--slurm-partition",
@@ -193,12 +189,6 @@ def _slurm_block(scenario: Scenario, overrides: dict | None) -> SlurmBlock:
         raise UsageError(
             f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
         ) from None
-
-
-def _check_out_root(out_root: Path) -> None:
-    nearest = next((f for f in (out_root, *out_root.parents) if f.exists()), None)
-    if nearest is not None and not nearest.is_dir():
-        raise UsageError(f"--out: {nearest} is not a folder")
 
 
 def plan_campaign(
@@ -239,7 +229,9 @@ def plan_campaign(
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
     specs = build_plan(loaded, profile=profile, arms=arms, seeds=seeds, repeats=repeats)
     campaign = campaign_dir_for(loaded, out_root, campaign_id, profile)
-    _check_out_root(Path(out_root))
+    nearest = next((f for f in (Path(out_root), *Path(out_root).parents) if f.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise UsageError(f"--out: {nearest} is not a folder")
     if check_executor and kind == "slurm":
         from harness.executors.slurm import slurm_unavailable
 

@@ -119,7 +119,8 @@ def install_sageattention2(tarball: Path, sha256: str, dest: Path) -> Path:
     target = dest / pkg.folder
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
         with tarfile.open(tarball) as tar:
-            members = [m for m in tar.getmembers() if _package_member(m.name)]
+            parts = {m: Path(m.name).parts for m in tar.getmembers()}
+            members = [m for m, p in parts.items() if "sageattention" in p[:2] and ".." not in p]
             if not members:
                 raise InstallError(f"{tarball}: no sageattention/ package inside; not installed")
             tar.extractall(tmp, members=members, filter="data")
@@ -150,11 +151,6 @@ def write_marker(folder: Path, pkg: SagePackage, **extra: str) -> None:
     data = {"schema": MARKER_SCHEMA, "package": "sageattention", "version": pkg.version, **extra}
     data.update({"commit": pkg.commit} if pkg.commit else {})
     (folder / MARKER).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _package_member(name: str) -> bool:
-    parts = Path(name).parts
-    return "sageattention" in parts[:2] and ".." not in parts
 
 
 class InstallError(Exception):

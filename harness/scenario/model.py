@@ -15,6 +15,7 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     StringConstraints,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -237,17 +238,12 @@ class Scenario(Strict):
             raise ValueError("repeats must be 1 or more, or 'auto'")
         return v
 
-    @field_validator("kind")
+    @field_validator("kind", "runner")
     @classmethod
-    def _known_kind(cls, v: str) -> str:
-        if v != E2E and v not in SCENARIO_KINDS:
+    def _registered(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if info.field_name == "kind" and v != E2E and v not in SCENARIO_KINDS:
             raise ValueError(unknown_kind(v))
-        return v
-
-    @field_validator("runner")
-    @classmethod
-    def _known_runner(cls, v: str | None) -> str | None:
-        if v is not None and v not in RUNNERS:
+        if info.field_name == "runner" and v is not None and v not in RUNNERS:
             raise ValueError(RUNNERS.unknown_message(v))
         return v
 
