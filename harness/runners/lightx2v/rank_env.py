@@ -21,6 +21,7 @@ CPU_PLATFORM = "cpu"
 # Written last by checkpoint.py into a synthetic checkpoint: the only folders relaxed checks apply to.
 SYNTHETIC_MARKER = "harness_synthetic_checkpoint.json"
 MARKER_SCHEMA = "harness.synthetic_checkpoint/1"
+read_marker = functools.partial(common.read_marker, name=SYNTHETIC_MARKER, schema=MARKER_SCHEMA)
 LIGHTX2V_REGISTRY = "lightx2v.utils.registry_factory"  # its ATTN_WEIGHT_REGISTER: name -> attention class
 QWEN3VL_MODULE = "lightx2v.models.input_encoders.hf.minimax_h3.qwen3vl"
 REF2AV_PACKING_MODULE = "lightx2v.models.networks.minimax_h3.packing_ref2av"
@@ -118,11 +119,6 @@ def sageattention_identity(flavour: str) -> dict[str, str]:
 def bound_sage_function() -> str | None:
     """The name of the function LightX2V's sage_attn2 calls in this process (None: none bound)."""
     return getattr(getattr(sys.modules.get(SAGE_MODULE), "sageattn", None), "__name__", None)
-
-
-def read_marker(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """The synthetic marker of a model folder, or None for anything else (real weights included)."""
-    return common.read_marker(model_path, SYNTHETIC_MARKER, MARKER_SCHEMA)
 
 
 class SyntheticCheckpointError(RuntimeError):
