@@ -129,10 +129,7 @@ class LightX2VBlock(BaseModel):
     @field_validator("latent_steps")
     @classmethod
     def _steps(cls, v: str) -> str:
-        try:
-            parse_steps(v)
-        except ValueError as err:
-            raise ValueError(str(err)) from None
+        parse_steps(v)  # its ValueError is the field's one line
         return v.strip()
 
     @field_validator("save_name")
