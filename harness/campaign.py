@@ -220,8 +220,11 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
         outcome.ran.add(rec.spec.key)
         refresh_arms(campaign, record, listed)
 
-    executor = get_executor(plan.executor, **plan.executor_options())
-    rounds = [planned] if plan.auto is None else _rounds(planned)
+    slurm = {"slurm": plan.slurm, "resubmit_failed": plan.resubmit_failed} if plan.executor == "slurm" else {}
+    executor = get_executor(plan.executor, **slurm)
+    # repeats: auto runs by round: round n holds every arm's n-th run of every seed
+    repeats = [None] if plan.auto is None else sorted({p.spec.repeat for p in planned})
+    rounds = [[p for p in planned if n is None or p.spec.repeat == n] for n in repeats]
     try:
         for n, batch in enumerate(rounds, 1):
             executor.run(campaign, batch, reporter, on_record)
@@ -238,11 +241,6 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
         raise
     refresh_arms(campaign, record, listed)
     outcome.records = _read_records(campaign, keys, outcome)
-
-
-def _rounds(planned: list[PlannedRun]) -> list[list[PlannedRun]]:
-    """The planned runs by repeat: round n holds every arm's n-th run of every seed."""
-    return [[p for p in planned if p.spec.repeat == n] for n in sorted({p.spec.repeat for p in planned})]
 
 
 def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:
