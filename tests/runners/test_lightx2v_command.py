@@ -10,10 +10,17 @@ from lightx2v_site import ARMS, SCENARIO, specs_for
 
 from harness.plan import build_plan
 from harness.runners.base import get_runner
-from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command
+from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command, probe_question
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.sage_packages import PACKAGES
 from harness.scenario.load import load_scenario
+
+
+def asked(spec) -> dict:
+    """The question a spec's pre-flight probe is asked, as its command line carries it."""
+    params = LightX2VParams.model_validate(spec.params)
+    cmd = probe_command(params, spec, [probe_question(params, spec)])
+    return json.loads(cmd[cmd.index("--questions") + 1])[0]
 
 
 def test_dry_run_writes_nothing_and_returns_the_exact_command(site):
@@ -144,22 +151,16 @@ def test_the_shadowed_copy_of_the_reference_alone_carries_the_shadows(site):
         ("sage_attn2_aiter_shim", "sage_attn2", False, "aiter_shim"),
     ]
     assert payload["settings"]["sample_rows"] == 256 and payload["settings"]["capture"]["heads"] == 2
-    probe = probe_command(
-        LightX2VParams.model_validate(specs["torch_sdpa_insitu"].params), specs["torch_sdpa_insitu"]
-    )
-    assert [probe[i + 1] for i, a in enumerate(probe) if a == "--shadow-type"] == [
-        "torch_sdpa", "aiter_sage_attn", "sage_attn2",
-    ]  # fmt: skip
+    assert asked(specs["torch_sdpa_insitu"])["shadow_types"] == [
+        "torch_sdpa",
+        "aiter_sage_attn",
+        "sage_attn2",
+    ]
     # The schedule goes to its arm's launcher, and its exact backend to the probe.
     hybrid = commands["aiter_sage_attn_hybrid"]
     assert json.loads(hybrid[hybrid.index("--schedule") + 1]) == {
         "exact": "torch_sdpa", "exact_first": 5, "exact_last": 5, "exact_options": {}, "exact_steps": [],
     }  # fmt: skip
-    spec = specs["aiter_sage_attn_hybrid"]
-    probe = probe_command(LightX2VParams.model_validate(spec.params), spec)
-    assert [probe[i + 1] for i, a in enumerate(probe) if a == "--attn-type"] == [
-        "aiter_sage_attn",
-        "torch_sdpa",
-    ]
+    assert asked(specs["aiter_sage_attn_hybrid"])["attn_types"] == ["aiter_sage_attn", "torch_sdpa"]
     assert all("--schedule" not in c for a, c in commands.items() if a != "aiter_sage_attn_hybrid")
     assert all(c[c.index("--latent-steps") + 1] == "auto" for c in commands.values())

@@ -68,7 +68,7 @@ def test_the_lightx2v_runner_names_only_the_harness_backends_a_run_calls(tmp_pat
     # The probe and the ranks get the plugins as planned (path, digest, what they register).
     params = params_of(specs["fp16_sdpa"])
     for cmd in (
-        probe_command(params, specs["fp16_sdpa"]),
+        probe_command(params, specs["fp16_sdpa"], []),
         build_command(params, specs["fp16_sdpa"], tmp_path),
     ):
         planned = json.loads(cmd[cmd.index("--plugins") + 1])

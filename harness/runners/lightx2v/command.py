@@ -123,15 +123,13 @@ def build_env(
         "TOKENIZERS_PARALLELISM": "false",
         "DTYPE": "BF16",
     }
-    if params.alloc_conf:
-        # Read by torch when the allocator starts: set in the environment, i.e. before platform init.
-        env["PYTORCH_CUDA_ALLOC_CONF"] = params.alloc_conf
-        env["PYTORCH_ALLOC_CONF"] = params.alloc_conf
-    if params.platform:
-        env["PLATFORM"] = params.platform
-    if params.visible_devices:
-        env["CUDA_VISIBLE_DEVICES"] = params.visible_devices
-        env["HIP_VISIBLE_DEVICES"] = params.visible_devices
+    # The allocator's conf is read by torch when the allocator starts: in the environment, before platform init.
+    settings = (
+        (params.alloc_conf, ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
+        (params.platform, ("PLATFORM",)),
+        (params.visible_devices, ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")),
+    )
+    env.update((name, value) for value, names in settings if value for name in names)
     env.update({k: str(v) for k, v in spec.env.items()})
     rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
     env["PYTHONPATH"] = search_path(
@@ -160,15 +158,6 @@ def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:
     return cmd + ["--sageattention", params.sageattention or "package", *plugin_args(spec)]
 
 
-def probe_command(
-    params: LightX2VParams, spec: RunSpec, questions: list[dict[str, Any]] | None = None
-) -> list[str]:
-    """The pre-flight probe in the ranks' interpreter: this arm's flags, or several arms' ``questions``."""
-    cmd = probe_process(params, spec)
-    if questions is not None:
-        return cmd + ["--questions", json.dumps(questions, sort_keys=True)]
-    question = probe_question(params, spec)
-    cmd += repeated("--attn-type", question["attn_types"]) + ["--nproc", str(question["nproc"])]
-    cmd += repeated("--count-op", [f"{label}={ref}" for label, ref in question["count_ops"].items()])
-    cmd += repeated("--require", question["require"])
-    return cmd + repeated("--shadow-type", question["shadow_types"])
+def probe_command(params: LightX2VParams, spec: RunSpec, questions: list[dict[str, Any]]) -> list[str]:
+    """The pre-flight probe in the ranks' interpreter, asked the ``questions`` of arms sharing its process."""
+    return [*probe_process(params, spec), "--questions", json.dumps(questions, sort_keys=True)]
