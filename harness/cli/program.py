@@ -1,25 +1,15 @@
-"""The ``harness`` program: the typer app with every command registered in ``--help``'s order, and
-``main``, the entry point."""
+"""The ``harness`` program: the typer app with every command registered in ``--help``'s order, the
+small ``env`` and ``backends`` commands, and ``main``, the entry point."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import typer
 
-from harness.cli import (
-    backends,
-    bench,
-    compare,
-    diffusers,
-    env,
-    history,
-    ingest,
-    kernels,
-    lightx2v,
-    report,
-    run,
-    scenarios,
-)
-from harness.cli.common import group, need_subcommand, run_app
+from harness.cli import bench, compare, diffusers, history, ingest, kernels, lightx2v, report, run, scenarios
+from harness.cli.common import group, need_subcommand, out, run_app
 from harness.errors import EXIT_CODES_HELP, Exit
 
 
@@ -67,6 +57,61 @@ def hide_flag_metavars() -> None:
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
+def env(as_json: bool = typer.Option(False, "--json", help="Print the full fingerprint as JSON.")):
+    """Show the environment fingerprint recorded into every campaign."""
+    from harness.envinfo import fingerprint, summary_lines
+
+    fp = fingerprint()
+    if as_json:
+        sys.stdout.write(json.dumps(fp, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(show_header=False)
+    for k, v in summary_lines(fp):
+        table.add_row(k, v)
+    out.print(table)
+
+
+def backends(
+    scenario: str | None = typer.Argument(
+        None, help="A scenario file: its plugins are imported first, so their backends are listed."
+    ),
+):
+    """List the attention backends: what each runs, whether it is available here (and why not)."""
+    from rich.table import Table
+
+    from harness.attention.registry import BACKENDS
+    from harness.scenario.load import load_scenario
+    from harness.scenario.plugins import entry_point_plugins
+
+    plugins = load_scenario(scenario).plugin_refs if scenario is not None else entry_point_plugins()
+    labels = [(label.rpartition(" "), plugin.ref) for plugin in plugins for label in plugin.registers]
+    origin = {name: ref for (what, _, name), ref in labels if what == "attention backend"}
+    table = Table()
+    for col in ("backend", "runs", "available", "note"):
+        table.add_column(col, overflow="fold")
+    for name in BACKENDS.names():
+        cls = BACKENDS.get(name)
+        ok, why = cls.availability()
+        badge = default_badge(cls)
+        runs = cls.description + (f"; by default {badge}" if badge else "")
+        runs += f" (plugin {origin[name]})" if name in origin else ""
+        table.add_row(name, runs, "yes" if ok else "no", why)
+    out.print(table)
+
+
+def default_badge(cls) -> str:
+    """An emulator's provenance with its default options ('' for kernels, or where it will not build)."""
+    if not cls.emulated:
+        return ""
+    try:
+        provenance = cls().provenance
+    except Exception:  # a plugin emulator that needs more than its defaults: its description says it
+        return ""
+    return provenance.badge() if provenance is not None else ""
+
+
 hide_flag_metavars()
 app = typer.Typer(
     add_completion=False,
@@ -77,9 +122,8 @@ app = typer.Typer(
 )
 app.callback()(top)
 for command in (run, compare, report, ingest, history, env, backends, kernels):  # in --help's order
-    app.command(epilog=getattr(command, "EPILOG", None))(
-        getattr(command, command.__name__.rpartition(".")[2])
-    )
+    function = getattr(command, command.__name__.rpartition(".")[2], command)  # a module: its command
+    app.command(epilog=getattr(command, "EPILOG", None))(function)
 for module in (scenarios, bench, lightx2v, diffusers):  # groups: a HELP line and their COMMANDS
     sub = group(module.HELP)
     for name, (command, epilog) in module.COMMANDS.items():

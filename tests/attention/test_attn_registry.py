@@ -225,7 +225,7 @@ def test_harness_backends_says_what_each_backend_runs():
     assert res.returncode == 0, res.stderr
     assert "runs" in res.stdout and "SageAttention2" in res.stdout
     # each emulator says what it models by default, and whether that was measured
-    from harness.cli.backends import default_badge
+    from harness.cli.program import default_badge
 
     assert "emulator of" in res.stdout  # beside each emulator's description (wrapped by the table)
     assert default_badge(reg.BACKENDS.get("sage_emul_thuml")).endswith("1.0.6 sageattn, measured on H200")
