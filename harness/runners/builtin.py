@@ -88,14 +88,12 @@ class BuiltinRunner(Runner):
         from harness.attention.registry import BACKENDS, get_backend
         from harness.errors import BackendUnavailable
 
-        ok, why = BACKENDS.get(spec.attn_type).availability()
-        if not ok:
-            return f"backend {spec.attn_type} unavailable here: {why}"
         # An unavailable shadow is left out with a note; a schedule's exact side is needed.
-        if spec.schedule is not None:
-            ok, why = BACKENDS.get(spec.schedule.exact).availability()
+        exact = [("schedule's exact backend", spec.schedule.exact)] if spec.schedule is not None else []
+        for what, name in [("backend", spec.attn_type), *exact]:
+            ok, why = BACKENDS.get(name).availability()
             if not ok:
-                return f"schedule's exact backend {spec.schedule.exact} unavailable here: {why}"
+                return f"{what} {name} unavailable here: {why}"
         if spec.attn_options:  # options can pin what the machine lacks (an SDPA kernel, a variant)
             try:
                 get_backend(spec.attn_type, **spec.attn_options)
