@@ -278,12 +278,9 @@ class LightX2VRunner(Runner):
             run_writer(params.model_path, wanted.preset, wanted.seed, python=params.python, env=env)
 
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in (
-            *run_dir.glob("rank*.log"),
-            *run_dir.glob("attn_calls.rank*.json"),
-            run_dir / LAYERS_JSON,
-        ):
-            stale.unlink(missing_ok=True)
+        stale = [*run_dir.glob("rank*.log"), *run_dir.glob("attn_calls.rank*.json"), run_dir / LAYERS_JSON]
+        for path in stale:
+            path.unlink(missing_ok=True)
         for folder in (LATENTS_DIR, INSITU_DIR):  # a rerun's files only: no step or rank of an older run
             shutil.rmtree(run_dir / folder, ignore_errors=True)
         atomic_write_json(run_dir / RESOLVED_CONFIG, config)
