@@ -1,15 +1,16 @@
 """The ``harness`` program: the typer app with every command registered in ``--help``'s order, the
-small ``env`` and ``backends`` commands, and ``main``, the entry point."""
+small ``env``, ``backends`` and ``kernels`` commands, and ``main``, the entry point."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import typer
 
-from harness.cli import bench, compare, diffusers, history, ingest, kernels, lightx2v, report, run, scenarios
-from harness.cli.common import group, need_subcommand, out, run_app
+from harness.cli import bench, compare, diffusers, history, ingest, lightx2v, report, run, scenarios
+from harness.cli.common import err, group, need_subcommand, out, print_paths, run_app
 from harness.errors import EXIT_CODES_HELP, Exit
 
 
@@ -112,6 +113,26 @@ def default_badge(cls) -> str:
     return provenance.badge() if provenance is not None else ""
 
 
+KERNELS_EPILOG = "Example: harness kernels scenarios/kernels_smoke.yaml"
+
+
+def kernels(
+    scenario: str = typer.Argument(..., help="Scenario of kind `kernels`."),
+    out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
+):
+    """Kernel-level accuracy and speed of attention backends on the model's shapes."""
+    import shutil
+
+    from harness.kernels.report import kernels_summary
+    from harness.kernels.run import run_kernels_scenario
+    from harness.text_table import terminal_text
+
+    result, paths = run_kernels_scenario(scenario, out_root=out_dir, console=err)
+    width = max(60, shutil.get_terminal_size((100, 40)).columns)
+    sys.stdout.write(terminal_text([kernels_summary(result)], [], width))
+    print_paths(paths)
+
+
 hide_flag_metavars()
 app = typer.Typer(
     add_completion=False,
@@ -123,7 +144,7 @@ app = typer.Typer(
 app.callback()(top)
 for command in (run, compare, report, ingest, history, env, backends, kernels):  # in --help's order
     function = getattr(command, command.__name__.rpartition(".")[2], command)  # a module: its command
-    app.command(epilog=getattr(command, "EPILOG", None))(function)
+    app.command(epilog=KERNELS_EPILOG if command is kernels else getattr(command, "EPILOG", None))(function)
 for module in (scenarios, bench, lightx2v, diffusers):  # groups: a HELP line and their COMMANDS
     sub = group(module.HELP)
     for name, (command, epilog) in module.COMMANDS.items():
