@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.compare.latents import latent_files, load_latent
-from harness.runners.lightx2v.latents import LatentSaver, auto_step, latents_folder, parse_steps
+from harness.runners.lightx2v.latents import LatentSaver, auto_step, parse_steps
 
 
 def test_the_step_choice():
@@ -44,7 +44,7 @@ def test_each_rank_writes_the_chosen_steps_where_the_report_reads_them(tmp_path)
         saver.close()
         assert saver.saved == [1, 3] and saver.errors == [] and saver.copy_s > 0
         assert saver.to_json()["steps"] == [1, 3]
-    assert latents_folder(tmp_path, "0") == tmp_path / "latents"
+    assert LatentSaver(tmp_path, "0", parse_steps("none")).folder == tmp_path / "latents"
     assert sorted(latent_files(tmp_path)) == [1, 3]  # rank 0's, where harness.compare.latents looks
     assert sorted(p.name for p in (tmp_path / "latents" / "rank1").iterdir()) == [
         "step_001.npz",

@@ -38,16 +38,11 @@ def auto_step(step: int, total: int | None) -> bool:
     return step == 1 or step == total or step % AUTO_EVERY == 0
 
 
-def latents_folder(run_dir: Path, rank: str) -> Path:
-    folder = Path(run_dir) / LATENTS_DIR
-    return folder if rank == "0" else folder / f"rank{rank}"
-
-
 class LatentSaver:
     """``on_step_end(step, scheduler)``: copy the chosen steps' latents, write them in the background."""
 
     def __init__(self, run_dir: Path, rank: str, choose: Callable[[int, int | None], bool]):
-        self.folder = latents_folder(run_dir, rank)
+        self.folder = Path(run_dir) / LATENTS_DIR / ("" if rank == "0" else f"rank{rank}")
         self.choose = choose
         self.saved: list[int] = []
         self.copy_s = 0.0
