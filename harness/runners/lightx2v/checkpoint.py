@@ -84,15 +84,6 @@ _CORPUS = (
 )
 
 
-def dit_config(preset: str) -> dict[str, Any]:
-    return {
-        **PRESETS[preset], "attention_head_dim": HEAD_DIM, "num_refiner_layers": 1,
-        "in_channels": VIDEO_LATENT_CHANNELS, "audio_in_channels": AUDIO_LATENT_CHANNELS,
-        "text_hidden_size": TEXT_CONFIG["hidden_size"], "patch_size": [1, 2, 2], "freq_dim": 256,
-        "rope_freq_dim": 16, "rope_theta": 10000.0, "norm_eps": 1e-5, "qk_norm_eps": 1e-5, "final_norm_eps": 1e-5,
-    }  # fmt: skip
-
-
 def _normal(gen, shape, dtype, std=0.02):
     import torch
 
@@ -237,7 +228,12 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     torch.manual_seed(seed)  # LightX2V modules initialise from the global RNG; re-drawn below anyway
     gen = torch.Generator().manual_seed(seed)
 
-    dit = dit_config(preset)
+    dit = {
+        **PRESETS[preset], "attention_head_dim": HEAD_DIM, "num_refiner_layers": 1,
+        "in_channels": VIDEO_LATENT_CHANNELS, "audio_in_channels": AUDIO_LATENT_CHANNELS,
+        "text_hidden_size": TEXT_CONFIG["hidden_size"], "patch_size": [1, 2, 2], "freq_dim": 256,
+        "rope_freq_dim": 16, "rope_theta": 10000.0, "norm_eps": 1e-5, "qk_norm_eps": 1e-5, "final_norm_eps": 1e-5,
+    }  # fmt: skip
     write_json(out / "transformer_ref" / "config.json", dit)
     _save(dit_tensors(dit, gen), out / "transformer_ref" / "diffusion_pytorch_model.safetensors")
 
