@@ -35,9 +35,8 @@ from harness.rule import welch_p_value
 from harness.scenario.verdict import VerdictRules
 from harness.text_table import md_rows
 
-H200_BASE = floor_energies(
-    42.46, 0.9931, 15.3
-)  # the H200 example's floor: 42.5 dB, SSIM 0.9931, audio 15.3 dB
+# the H200 example's floor: 42.5 dB, SSIM 0.9931, audio 15.3 dB
+H200_BASE = floor_energies(42.46, 0.9931, 15.3)
 
 
 class VerdictBench(Record):

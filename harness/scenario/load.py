@@ -89,7 +89,7 @@ def _describe(root: type[BaseModel], err: dict) -> str:
 
 
 def _unknown_name(data: dict) -> FieldProblem | None:
-    """The runner and the kind decide which fields a scenario has: an unknown one is named first."""
+    """The runner and the kind decide a scenario's fields: an unknown one is named here, before the model."""
     kind, runner = data.get("kind", E2E), data.get("runner")
     if isinstance(kind, str) and kind not in kind_names():
         return FieldProblem(("kind",), unknown_kind(kind))

@@ -15,7 +15,6 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     StringConstraints,
-    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -236,15 +235,6 @@ class Scenario(Strict):
     def _repeats(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 1:
             raise ValueError("repeats must be 1 or more, or 'auto'")
-        return v
-
-    @field_validator("kind", "runner")
-    @classmethod
-    def _registered(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if info.field_name == "kind" and v != E2E and v not in SCENARIO_KINDS:
-            raise ValueError(unknown_kind(v))
-        if info.field_name == "runner" and v is not None and v not in RUNNERS:
-            raise ValueError(RUNNERS.unknown_message(v))
         return v
 
     @model_validator(mode="after")
