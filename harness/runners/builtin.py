@@ -52,8 +52,7 @@ def check_backends(scenario: Any) -> None:
 
     for i, arm in enumerate(scenario.arms):
         check(arm.attn_type, ("arms", i, "attn_type"))
-        why = check_options(arm.attn_type, arm.attn_options)
-        if why:
+        if why := check_options(arm.attn_type, arm.attn_options):
             raise FieldProblem(("arms", i, "attn_options"), why)
         for name in arm.shadows:
             if name not in arms:

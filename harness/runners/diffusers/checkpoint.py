@@ -232,8 +232,7 @@ def refusal(out: Path, model: str, preset: str, seed: int) -> str | None:
 def write_pipeline(out: Path, model: str, preset: str = "tiny", seed: int = 0) -> dict[str, Any]:
     """Write the pipeline folder ``out`` (missing or empty) atomically; returns its marker."""
     out = Path(out).absolute()
-    why = refusal(out, model, preset, seed)
-    if why:
+    if why := refusal(out, model, preset, seed):
         raise ValueError(why)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -271,8 +270,7 @@ def create_pipeline(
     """Check the arguments (exit 2), then run this module in the run's interpreter (``python``, ``env``
     added); its marker, HarnessError (exit 3) when it fails. ``harness diffusers tiny-checkpoint``."""
     target = Path(out).absolute()
-    why = refusal(target, model, preset, seed)
-    if why:
+    if why := refusal(target, model, preset, seed):
         raise HarnessError(why, exit_code=2)
     args = ["--model", model, "--preset", preset, "--seed", str(seed)]
     return common.run_writer(

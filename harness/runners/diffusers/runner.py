@@ -150,8 +150,7 @@ class DiffusersRunner(Runner):
         p = spec.params
         if "pipeline" not in p:
             return NOT_PLANNED
-        problem = model_problem(p)
-        if problem:
+        if problem := model_problem(p):
             return problem
         image = p["pipeline"].get("image_path")
         if image and not Path(image).is_file():
@@ -180,8 +179,7 @@ class DiffusersRunner(Runner):
             return launch
         wanted = p.get("synthetic_checkpoint")
         if wanted and read_marker(p["model_path"]) is None:
-            problem = model_problem(p)
-            if problem:
+            if problem := model_problem(p):
                 raise HarnessError(problem)
             env = {**spec.env, **run_env(spec.env)}
             create_pipeline(

@@ -134,8 +134,7 @@ class DiffusersBlock(BaseModel):
     @field_validator("call_kwargs")
     @classmethod
     def _not_reserved(cls, v: dict[str, Any]) -> dict[str, Any]:
-        taken = sorted(set(v) & set(RESERVED_CALL_KWARGS))
-        if taken:
+        if taken := sorted(set(v) & set(RESERVED_CALL_KWARGS)):
             raise ValueError(
                 f"call_kwargs {', '.join(taken)}: set by the harness or by a diffusers block field, not here"
             )
@@ -197,8 +196,7 @@ def check_arm(arm: Any) -> tuple[str, str] | None:
         return "attn_type", f"{name!r} names both a diffusers dispatcher backend and a harness backend"
     if name in ours:
         accepted = BACKENDS.get(name).default_options
-        unknown = sorted(set(arm.attn_options) - set(accepted))
-        if unknown:
+        if unknown := sorted(set(arm.attn_options) - set(accepted)):
             return "attn_options", (
                 f"harness backend {name!r} has no option(s) {', '.join(unknown)} "
                 f"(accepted: {', '.join(sorted(accepted)) or 'none'})"
@@ -218,8 +216,7 @@ def check_arm(arm: Any) -> tuple[str, str] | None:
 def check_arms(scenario: Any) -> None:
     """The scenario core's check: the first arm ``check_arm`` refuses, located for its line number."""
     for i, arm in enumerate(scenario.arms):
-        problem = check_arm(arm)
-        if problem:
+        if problem := check_arm(arm):
             raise FieldProblem(("arms", i, problem[0]), problem[1])
 
 

@@ -88,8 +88,7 @@ def model_folder_problem(params: LightX2VParams) -> str | None:
     """Why the model folder is not what the task loads (a synthetic one prepare writes is fine)."""
     model = Path(params.model_path)
     if params.synthetic_checkpoint is not None:
-        problem = synthetic_problem(params)
-        if problem:
+        if problem := synthetic_problem(params):
             return problem
         if read_marker(model) is None:
             return None  # prepare writes it; its folders are LightX2V's by construction

@@ -202,8 +202,7 @@ def probe_many(
     platform = facts["platform"]
     # Cheap checks first: an import of LightX2V takes seconds.
     for i, q in enumerate(questions):
-        why = early_reason(q, flavour, platform, gpus)
-        if why:
+        if why := early_reason(q, flavour, platform, gpus):
             answers[i] = no(why)
     if not unanswered():
         return answers  # type: ignore[return-value]
@@ -268,12 +267,10 @@ def early_reason(q: dict[str, Any], flavour: str, platform: str, gpus: int) -> s
     if platform == "amd_rocm" and importlib.util.find_spec("aiter") is None:
         return "PLATFORM=amd_rocm needs aiter (LightX2V's ROCm platform imports it)"
     for label, ref in sorted((q.get("count_ops") or {}).items()):
-        why = _op_reason(ref)
-        if why:
+        if why := _op_reason(ref):
             return f"count_ops {label}: {ref}: {why}"
     if "sage_attn2" in q["attn_types"]:
-        why = sageattention_reason(flavour)
-        if why:
+        if why := sageattention_reason(flavour):
             return f"sage_attn2: {why}"
     return None
 
@@ -284,8 +281,7 @@ def registry_reason(
     """Why the question is refused by the imported LightX2V (features, names, a test call), or None;
     ``smoke``: each type's test call (cosine, why), whoever asks; ``cosines``: this question's."""
     attn_types = q["attn_types"]
-    why = shadowed_by_lightx2v(attn_types, lightx2v_own)
-    if why:
+    if why := shadowed_by_lightx2v(attn_types, lightx2v_own):
         return why
     needed = list(q.get("require") or [])
     if "sage_attn2" in attn_types and flavour == "package" and facts.get("capability") == [12, 0]:

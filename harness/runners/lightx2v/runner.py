@@ -271,8 +271,7 @@ class LightX2VRunner(Runner):
             return launch
         config = params.resolved_config(read_base_config(params.config_json))
         if params.synthetic_checkpoint is not None and read_marker(params.model_path) is None:
-            problem = synthetic_problem(params)
-            if problem:
+            if problem := synthetic_problem(params):
                 raise HarnessError(problem)
             wanted = params.synthetic_checkpoint
             run_writer(params.model_path, wanted.preset, wanted.seed, python=params.python, env=env)

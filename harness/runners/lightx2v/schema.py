@@ -187,8 +187,7 @@ def check_perturbations(scenario: Any) -> None:
     """The LightX2V launcher reverses K/V; chunked K/V, backend options and a schedule's exact options
     are the harness's own attention chain's (a schedule's exact backend is LightX2V's class)."""
     for i, a in enumerate(scenario.arms):
-        refused = a.harness_only("the LightX2V launcher")
-        if refused:
+        if refused := a.harness_only("the LightX2V launcher"):
             raise FieldProblem(("arms", i, refused[0]), f"arm {a.name}: {refused[1]}")
         if a.schedule is not None and a.schedule.exact_options:
             raise FieldProblem(

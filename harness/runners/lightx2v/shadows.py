@@ -119,8 +119,7 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
 
     choice = AttentionChoice.of(spec)
     name = choice.attn_type
-    refused = choice.harness_only(f"LightX2V's {name}")
-    if refused:
+    if refused := choice.harness_only(f"LightX2V's {name}"):
         return refused[1]
     flavour = spec.get("sageattention") or "package"
     fn = None
