@@ -100,8 +100,7 @@ class PipelineConfig(BaseModel):
         if not isinstance(overrides, dict):
             raise HarnessError(f"pipeline overrides must be a mapping, got {type(overrides).__name__}")
         known = set(type(self).model_fields)
-        unknown = sorted(str(k) for k in overrides if k not in known)
-        if unknown:
+        if unknown := sorted(str(k) for k in overrides if k not in known):
             raise HarnessError(
                 f"pipeline config: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
             )

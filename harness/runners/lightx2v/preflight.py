@@ -94,8 +94,7 @@ def model_folder_problem(params: LightX2VParams) -> str | None:
             return None  # prepare writes it; its folders are LightX2V's by construction
     if not model.is_dir():
         return f"lightx2v.model_path {model}: not a folder"
-    lacking = [d for d in params.model_dirs if not (model / d).is_dir()]
-    if lacking:
+    if lacking := [d for d in params.model_dirs if not (model / d).is_dir()]:
         return f"lightx2v.model_path {model}: missing folder(s) {', '.join(lacking)} (needs {', '.join(params.model_dirs)})"
     if params.on_h3:
         part = h3_dit_dir(params.task)
