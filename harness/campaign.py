@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from harness import __version__
 from harness.envinfo import fingerprint
 from harness.errors import HarnessError, UsageError
-from harness.executors.base import Reporter, get_executor
+from harness.executors.base import Reporter
 from harness.executors.process import stop_orphan
 from harness.number_format import percent_text
 from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
+from harness.registry import EXECUTORS
 from harness.safe_write import WriteError
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, RunDir, move_aside, sha256_file, utcnow
 from harness.writer_lock import CampaignLock, LockHolder
@@ -221,7 +222,7 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
         refresh_arms(campaign, record, listed)
 
     slurm = {"slurm": plan.slurm, "resubmit_failed": plan.resubmit_failed} if plan.executor == "slurm" else {}
-    executor = get_executor(plan.executor, **slurm)
+    executor = EXECUTORS.get(plan.executor)(**slurm)  # an unknown name: one line (did you mean)
     # repeats: auto runs by round: round n holds every arm's n-th run of every seed
     repeats = [None] if plan.auto is None else sorted({p.spec.repeat for p in planned})
     rounds = [[p for p in planned if n is None or p.spec.repeat == n] for n in repeats]

@@ -1,15 +1,13 @@
-"""The executor interface, what it is asked to run (planned runs), the progress reporter it talks to, and
-executors by name (``harness.registry.EXECUTORS``: each one's module imported only when asked for)."""
+"""The executor interface, what it is asked to run (planned runs) and the progress reporter it talks to;
+executors by name: ``harness.registry.EXECUTORS`` (each one's module imported only when asked for)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from harness.records import RunRecord, RunSpec
-from harness.registry import EXECUTORS
 from harness.store import CampaignDir
 
 
@@ -48,9 +46,3 @@ class Executor(ABC):
         self, campaign: CampaignDir, planned: list[PlannedRun], reporter: Reporter, on_record: OnRecord
     ) -> None:
         """Run every planned run that is not skipped; call on_record as each one ends."""
-
-
-def get_executor(kind: str, **options: Any) -> Executor:
-    """A new executor of ``kind``, built with ``options`` (the Slurm block and resubmission count);
-    an unknown kind raises UnknownName (one line, did-you-mean)."""
-    return EXECUTORS.get(kind)(**options)
