@@ -370,9 +370,5 @@ def run_in_process(run_dir: Path) -> Any:
     return timing
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_dir_main(argv, "harness.runners.diffusers.launch", run_in_process)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_dir_main(None, "harness.runners.diffusers.launch", run_in_process))
