@@ -9,6 +9,7 @@ reports/<scenario>/<campaign-id>/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -221,14 +222,12 @@ class RunDir:
             if record.status != RunStatus.running:
                 stale = self.record_or_none()
                 if stale is not None and stale.status == RunStatus.running:
-                    try:
+                    with contextlib.suppress(OSError):
                         self.run_json.unlink()
                         err.message += (
                             f"; the run ended {record.status.value}, and its run.json, which still said running, "
                             "was removed (the next harness run runs it again)"
                         )
-                    except OSError:
-                        pass
             raise
 
     def _optional(self, name: str, model: type[R]) -> R | None:

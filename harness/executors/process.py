@@ -246,11 +246,9 @@ def supervise(
             run_dir.write(rec)
             last = None
             while True:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=0.25)
                     break
-                except subprocess.TimeoutExpired:
-                    pass
                 if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s:
                     _stop(proc)
                     rec.status, rec.reason = RunStatus.timeout, f"time limit of {spec.timeout_s:g} s reached"

@@ -435,14 +435,12 @@ class SlurmExecutor(Executor):
                 t.job.cancel(check=False)
         # Let the jobs stop their arms and write run.json themselves; a second Ctrl-C stops waiting.
         deadline = time.monotonic() + self.cancel_wait_s
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             while time.monotonic() < deadline:
                 states = query_jobs([t.job_id for t in live])
                 if not any(states.get(t.job_id, JobState("UNKNOWN")).active for t in live):
                     break
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
         for t in live:
             rec = t.run_dir.record_or_none()
             spec = t.planned.spec
