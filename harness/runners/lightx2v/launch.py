@@ -1,14 +1,9 @@
 """Runs inside every torchrun rank: instrument LightX2V's attention registry, then run LightX2V.
 
-    python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [--kv-reversed]
-        [--scope MODULE_PREFIX]... [--wrapper NAME]... [--count-op LABEL=module:function]...
-        [--latent-steps all|none|auto|1,2,..] [--no-direct-check] [--time-blocks]
-        [--schedule JSON] [--insitu JSON] [--plugins JSON]
-        [--synthetic-checkpoint MODEL_PATH [--reference-short-edge PX]] [--bare]
-        -- <lightx2v.infer arguments>
-
-Relies on LightX2V's ``ATTN_WEIGHT_REGISTER`` and ``lightx2v.infer`` only; writes DIR/rank<N>.log and
-DIR/attn_calls.rank<N>.json (also on an exception or SIGTERM). ``--bare``: the overhead baseline.
+``python -m harness.runners.lightx2v.launch --run-dir DIR --attn-type NAME [flags: --help] -- <lightx2v.infer
+arguments>``. Relies on LightX2V's ``ATTN_WEIGHT_REGISTER`` and ``lightx2v.infer`` only; writes
+DIR/rank<N>.log and DIR/attn_calls.rank<N>.json (also on an exception or SIGTERM). ``--bare``: the overhead
+baseline.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
 
-    python -m harness.runners.lightx2v.probe --attn-type NAME [--attn-type NAME]... [--nproc N]
-        [--sageattention package|aiter_shim|emulator] [--count-op LABEL=module:function]...
-        [--require FEATURE]... [--shadow-type NAME]... [--plugins JSON]
-    python -m harness.runners.lightx2v.probe --questions JSON [--sageattention ..] [--plugins JSON]
-
-Imports LightX2V's registry as a rank does; each type must agree with exact attention on one small call.
-The last stdout line is ``{"ok", "reason", "facts"}`` (``--questions``: ``{"answers": [...]}``).
+One arm's flags (``--attn-type NAME ...``, see ``--help``) or several arms' ``--questions JSON``. Imports
+LightX2V's registry as a rank does; each type must agree with exact attention on one small call. The last
+stdout line is ``{"ok", "reason", "facts"}`` (``--questions``: ``{"answers": [...]}``).
 """
 
 from __future__ import annotations
