@@ -1,5 +1,5 @@
-"""The ``harness`` command: one module per command (parsing and printing only, each importing its
-library inside its function); ``common`` is what they share, ``program`` the app and ``main``."""
+"""The ``harness`` command: a module per command (parsing and printing only, each importing its library
+inside its function); ``common`` is what they share, ``program`` the app, ``main``, env, backends, kernels."""
 
 from __future__ import annotations
 
