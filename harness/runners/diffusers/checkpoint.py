@@ -1,7 +1,4 @@
 """Synthetic diffusers pipelines: every component of LTX-2 or Wan, random weights at tiny sizes, offline.
-
-    python -m harness.runners.diffusers.checkpoint DIR --model ltx2|wan2.1_t2v|... [--preset tiny|small] [--seed N]
-
 Each component is diffusers' or transformers' own class from a small seeded config, saved by
 ``save_pretrained`` so ``from_pretrained`` loads it as released weights; nothing is fetched. ``tiny``
 runs on a CPU in seconds, ``small`` is GPU-sized. Neither is a model: the weights are noise."""

@@ -1,8 +1,4 @@
 """The diffusers pre-flight, run in the run's interpreter and environment: can these backends run here?
-
-    python -m harness.runners.diffusers.probe --device cpu|cuda[:N] --dtype float32|bfloat16|float16
-        --head-dim D [--head-dim D]... --backend NAME[=OPTIONS_JSON]...
-
 A dispatcher or harness backend must pass diffusers' checks at the run's device and dtype and agree
 with exact attention on one small call per head dim. One JSON line on stdout: ``ProbeResult``s."""
 

@@ -1,7 +1,4 @@
 """A synthetic MiniMax-H3 checkpoint: every folder ref2av loads, random weights at tiny sizes.
-
-    python -m harness.runners.lightx2v.checkpoint DIR [--preset tiny|small|prod] [--seed N]
-
 Checks the whole chain in minutes, before hours on the released weights; deterministic from the
 seed. The launcher relaxes LightX2V's size checks for a folder with the marker only.
 """
