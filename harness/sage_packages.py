@@ -6,7 +6,6 @@ so both run in one process (LightX2V's processes get the folder on their path in
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -94,20 +93,10 @@ def load(choice: str) -> ModuleType:
     alias = f"harness_sageattention_{choice}"
     if alias in sys.modules:
         return sys.modules[alias]
+    from harness.scenario.plugins import exec_file_module
+
     root = pkg.path() / "sageattention"
-    spec = importlib.util.spec_from_file_location(
-        alias, root / "__init__.py", submodule_search_locations=[str(root)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[alias] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        for name in [n for n in sys.modules if n == alias or n.startswith(alias + ".")]:
-            del sys.modules[name]
-        raise
-    return module
+    return exec_file_module(alias, root / "__init__.py", submodule_search_locations=[str(root)])
 
 
 def install_sageattention2(tarball: Path, sha256: str, dest: Path) -> Path:

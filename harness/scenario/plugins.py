@@ -14,6 +14,8 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from harness.errors import ScenarioError
 from harness.records import PluginRef, file_sha256
@@ -40,21 +42,26 @@ def _forget(key: str) -> None:
         reg.registry.unregister(reg.name)
 
 
-def _import_file(path: Path, digest: str) -> None:
-    # One module name per content: an edited file is a new module, never a half-updated old one.
-    name = f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}"
-    spec = importlib.util.spec_from_file_location(name, path)
+def exec_file_module(name: str, path: Path, **location: Any) -> ModuleType:
+    """The file at ``path`` imported as module ``name``; a failed import leaves nothing of it in sys.modules."""
+    spec = importlib.util.spec_from_file_location(name, path, **location)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    if str(path.parent) not in sys.path:  # its own modules beside it import by name (``import mathmod``)
-        sys.path.append(str(path.parent))
-    sys.modules[name] = module
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(name, None)
+        for key in [n for n in sys.modules if n == name or n.startswith(name + ".")]:
+            del sys.modules[key]
         raise
+    return module
+
+
+def _import_file(path: Path, digest: str) -> None:
+    if str(path.parent) not in sys.path:  # its own modules beside it import by name (``import mathmod``)
+        sys.path.append(str(path.parent))
+    # One module name per content: an edited file is a new module, never a half-updated old one.
+    exec_file_module(f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}", path)
 
 
 def import_plugin(ref: str, base_dir: Path) -> PluginRef:
