@@ -47,15 +47,10 @@ def scales_for(h: int, w: int) -> tuple[int, ...]:
     return tuple(s for s in SCALES if h >= s and w >= s)
 
 
-@functools.lru_cache(maxsize=8)
-def _pool(scale: int) -> np.ndarray:
-    """[scale, GRID] 0/1: which GRID cells make up each of the scale cells along one axis."""
-    return (np.arange(GRID)[None, :] // (GRID // scale) == np.arange(scale)[:, None]).astype(np.float64)
-
-
 def coarsen(sums: np.ndarray, scale: int) -> np.ndarray:
     """[..., GRID, GRID] float64 cell sums added up into [..., scale, scale] (exact: integers below 2^53)."""
-    p = _pool(scale)
+    # [scale, GRID] 0/1: which GRID cells make up each of the scale cells along one axis.
+    p = (np.arange(GRID)[None, :] // (GRID // scale) == np.arange(scale)[:, None]).astype(np.float64)
     return p @ sums @ p.T
 
 
