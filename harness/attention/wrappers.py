@@ -371,11 +371,4 @@ def shadowed_attention(
             ops[s.name] = make_attention(s)
         except BackendUnavailable as err:
             recorder.note(f"shadow {s.name} not measured: {err}")
-    return ShadowedAttention(
-        primary,
-        ops,
-        sample_rows=settings.sample_rows,
-        seed=settings.seed,
-        recorder=recorder,
-        primary_name=primary_name,
-    )
+    return ShadowedAttention(primary, ops, recorder=recorder, primary_name=primary_name)

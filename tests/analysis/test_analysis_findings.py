@@ -56,9 +56,8 @@ def shadowed_calls(tmp_path_factory):
         "scaled": Scaled(),
         "exact_copy": Exact(),
     }
-    recorder = InSituRecorder(folder, InSituSettings(sample_rows=48), sites=sites)
-    op = ShadowedAttention(get_backend("torch_sdpa"), shadows, sample_rows=48, seed=1, recorder=recorder,
-                           primary_name="ref")  # fmt: skip
+    recorder = InSituRecorder(folder, InSituSettings(sample_rows=48, seed=1), sites=sites)
+    op = ShadowedAttention(get_backend("torch_sdpa"), shadows, recorder=recorder, primary_name="ref")
     seed = 0
     for step in (1, 2, 3):
         with sites.site(step=step, steps=3):

@@ -41,8 +41,7 @@ def run(tmp_path_factory):
         "kernel_masked": StandIn("kernel_masked", padded_keys="masked"),
     }
     recorder = InSituRecorder(folder, InSituSettings(sample_rows=32), sites=sites)
-    op = ShadowedAttention(get_backend("torch_sdpa"), shadows, sample_rows=32, seed=0, recorder=recorder,
-                           primary_name="ref")  # fmt: skip
+    op = ShadowedAttention(get_backend("torch_sdpa"), shadows, recorder=recorder, primary_name="ref")
     g = torch.Generator().manual_seed(0)
     with sites.site(step=1, steps=1):
         for kind, n in (("refiner", 74), ("dit_self", 256), ("dit_self", 256)):

@@ -60,13 +60,11 @@ class Breaks(AttentionOp):
 
 
 def shadowed(tmp_path, shadows, *, rows=32, settings=None, primary=None, sites=None):
-    settings = settings or InSituSettings(sample_rows=rows)
+    settings = settings or InSituSettings(sample_rows=rows, seed=1)
     recorder = InSituRecorder(tmp_path / "insitu", settings, sites=sites, flush_every=2)
     op = ShadowedAttention(
         primary or get_backend("torch_sdpa"),
         shadows,
-        sample_rows=rows,
-        seed=1,
         recorder=recorder,
         primary_name="ref",
     )

@@ -114,19 +114,17 @@ class ShadowedAttention(WrappedOp):
         primary: AttentionOp,
         shadows: dict[str, AttentionOp],
         *,
-        sample_rows: int,
-        seed: int,
         recorder: InSituRecorder,
         primary_name: str | None = None,
     ):
         super().__init__(primary)
         self.shadows = dict(shadows)
-        self.rows = int(sample_rows)
+        self.rows = recorder.settings.sample_rows
         self.recorder = recorder
         self.primary_name = primary_name or primary.name
         if self.primary_name in self.shadows:
             raise ValueError(f"shadow {self.primary_name!r} has the primary's name")
-        self.generator = torch.Generator(device="cpu").manual_seed(int(seed))
+        self.generator = torch.Generator(device="cpu").manual_seed(recorder.settings.seed)
         ops = [op_record(self.primary_name, "primary", primary)]
         ops += [op_record(n, "shadow", op) for n, op in self.shadows.items()]
         recorder.set_ops(self.primary_name, ops)

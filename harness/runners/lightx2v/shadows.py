@@ -192,14 +192,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     own = raw_of(served["name"])
     exact = served["name"] in EXACT_TYPES or bool(getattr(own, "harness_exact", False))
     primary = primary_class(served["name"], exact, bool(served.get("kv_reversed")))
-    shadowed = ShadowedAttention(
-        primary,
-        ops,
-        sample_rows=settings.sample_rows,
-        seed=settings.seed,
-        recorder=recorder,
-        primary_name=payload["primary"],
-    )
+    shadowed = ShadowedAttention(primary, ops, recorder=recorder, primary_name=payload["primary"])
     for note in notes:
         recorder.note(note)
     return shadowed, primary, context
