@@ -32,6 +32,8 @@ class PairErrors(Record):
 
     key: str = ""
     seed: int | None = None
+    arm: str = ""  # the run's arm ("": unknown, each run its own)
+    digest: str | None = None  # sha256 of the run's output (runs of equal digest are one sample)
     frames: int = 1  # weight of the video energies when pooling
     values: dict[str, float] = Field(default_factory=dict)  # metric key (harness.metrics) -> its value
     identical_frames: int = 0
@@ -74,6 +76,7 @@ class PairErrors(Record):
     @classmethod
     def from_comparison(cls, c: Comparison) -> PairErrors:
         e = cls.measured(c.b.key, c.b.seed, c.video, c.audio, identical=c.bitwise.identical)
+        e.arm, e.digest = c.b.arm, c.b.output_sha256
         e.latent_psnr = {p.step: p.psnr for p in c.latents}
         return e
 

@@ -125,15 +125,16 @@ def _spread(
             return sigma, df, text
         return sigma, df, f"spread of a run stated: sd {sigma:.3g} of the log energy{source}"
     sigma, df = pooled_log_sd(seeds)
-    if sigma is not None:
-        runs = sum(len(s.floors) for s in seeds)
+    runs = sum(len(s.floors) for s in seeds)
+    if sigma:
         text = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})"
         return sigma, df, text
+    # equal floor runs measure no spread: a zero would shrink every interval to a point
+    why = f"{runs} floor runs agree exactly (sd 0): " if sigma == 0 else "one floor run per seed: "
     if prior_sd is not None:
         text = f"spread of a run stated by the scenario: sd {prior_sd:g} of the log energy{source}"
-        return prior_sd, math.inf, text
-    text = "one floor run per seed: the spread of a run is not measured (and the scenario states none)"
-    return None, 0.0, text
+        return prior_sd, math.inf, (why if sigma == 0 else "") + text
+    return None, 0.0, f"{why}the spread of a run is not measured (and the scenario states none)"
 
 
 def _combine_seeds(
@@ -145,7 +146,7 @@ def _combine_seeds(
     var = sum((x - mean) ** 2 for x in logs) / (n - 1) if n > 1 else 0.0
     r.ratio = safe_exp(mean)
     if ses is None:
-        if n < 2 or not math.isfinite(var):
+        if n < 2 or not math.isfinite(var) or var == 0:  # seeds that agree exactly measure no spread
             return INCONCLUSIVE
         se, df = math.sqrt(var / n), float(n - 1)
     else:
@@ -176,11 +177,13 @@ def ratio_reading(
     against: str = "the floor's",
     given_sd: tuple[float, float] | None = None,
     source: str = "",
+    spread_from: Sequence[SeedValues] = (),
 ) -> RatioReading:
-    """The candidate's energy over the floor's, per seed and combined (module docstring)."""
+    """The candidate's energy over the floor's, per seed and combined (module docstring); the spread from
+    ``spread_from``'s floor runs where given (seeds set aside still measure it)."""
     r = RatioReading(metric=metric, label=label, against=against, bound=bound, alpha=alpha)
     source = f" ({source})" if source else ""
-    sigma, df_w, r.spread = _spread(seeds, prior_sd, given_sd, source)
+    sigma, df_w, r.spread = _spread(spread_from or seeds, prior_sd, given_sd, source)
     r.log_sd = sigma
     # Every seed must pass: S per-seed decisions, so each at alpha / S (Bonferroni).
     q_seed = t_quantile(1 - alpha / (2 * max(1, len(seeds))), df_w) if sigma is not None else math.nan
@@ -224,6 +227,8 @@ def reading_text(r: RatioReading, alpha: float = 0.05) -> str:
         bits.append(
             "no interval: with one floor run per seed and one seed, the spread is unknown; run two or more "
             "floor runs per seed, or state verdict.floor_log_sd with its source"
+            if "agree exactly" not in r.spread
+            else "no interval: the spread of a run is unknown (see below)"
         )
     elif r.word == INCONCLUSIVE:
         bits.append(

@@ -223,8 +223,10 @@ def judge_numbers(
         if not vals:
             continue
         sd, source = rules.stated_sd(kind)
+        # a seed set aside as identical still has exact floor runs: they measure the spread too
+        spread = _values(kind, [*(judged or seeds), *v.identical_seeds], {}, floors_of)
         r = ratio_reading(kind, KINDS[kind].energy.label, vals, bound=rules.tolerance, alpha=alpha, prior_sd=sd,
-                          source=source)  # fmt: skip
+                          source=source, spread_from=spread)  # fmt: skip
         if judged:
             v.energy.append(r)
             parts.append((r.word, r.text, kind))

@@ -56,27 +56,37 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
     logs = _logs(seed_runs, kind)
     if len(logs) < 2:
         return None
-    other_groups = [list(_logs(rs, kind).values()) for rs in rest.values()]
+    arm = {r.key: r.arm or r.key for r in seed_runs}
     worst = None
     for key, x in logs.items():
         others = [v for k, v in logs.items() if k != key]
-        if len(others) == 1:  # two runs: the spread must come from other seeds
-            sigma = pooled_sd(other_groups)[0]
-            if sigma is None:
-                continue
-        else:
-            sigma = pooled_sd([others, *other_groups])[0]
+        # other seeds lend the spread of the other arms only: an arm wrong on every seed lends none
+        groups = [
+            list(_logs([r for r in rs if (r.arm or r.key) != arm[key]], kind).values())
+            for rs in rest.values()
+        ]
+        sigma = pooled_sd(groups if len(others) == 1 else [others, *groups])[0]
         d = x - statistics.fmean(others)
         margin = math.log(OUTLIER_FACTOR)
-        margin = (
-            max(margin, OUTLIER_Z * sigma * math.sqrt(1 + 1 / len(others))) if sigma is not None else margin
-        )
+        margin = max(margin, OUTLIER_Z * sigma * math.sqrt(1 + 1 / len(others))) if sigma else margin
         # ties go to the larger key, so the order of the runs never matters
         if abs(d) > margin and (
             worst is None or (abs(d) / margin, key) > (abs(worst[1]) / worst[2], worst[0])
         ):
             worst = (key, d, margin)
     return worst
+
+
+def _twin(run: PairErrors, seen: Sequence[PairErrors]) -> PairErrors | None:
+    """A run whose output is bitwise ``run``'s: by digest, else (numbers alone) every value equal."""
+    for o in seen:
+        if (
+            (o.digest == run.digest)
+            if o.digest and run.digest
+            else (bool(o.values) and o.values == run.values)
+        ):
+            return o
+    return None
 
 
 def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
@@ -88,9 +98,14 @@ def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
     kept: dict = {}
     for seed, runs in by_seed.items():
         sc = SeedFloorCheck(seed=seed, checked=len(runs) >= 2)
-        for r in runs:
+        seen: list[PairErrors] = []
+        for r in sorted(runs, key=lambda r: r.key):
             if is_identical(r):
                 sc.left_out[r.key] = "identical to the reference (no perturbation)"
+            elif (twin := _twin(r, seen)) is not None:
+                sc.left_out[r.key] = f"bitwise equal to floor run {twin.key}: one sample, counted once"
+            else:
+                seen.append(r)
         kept[seed] = [r for r in runs if r.key not in sc.left_out]
         out.seeds.append(sc)
     before = dict(kept)  # other seeds lend their spread as found, so the order of seeds never matters

@@ -16,6 +16,7 @@ import pytest
 from campaign_factory import ArmSpec, base_content, write_run
 
 from harness.analysis.energy import PairErrors, mse_from_psnr, psnr_from_mse
+from harness.analysis.intervals import SeedValues, ratio_reading
 from harness.analysis.stat_rule import StatsSample
 from harness.analysis.verdict import InsituReading, judge, judge_numbers, video_regime
 from harness.compare.pairwise import compare_runs
@@ -223,9 +224,9 @@ def test_an_insitu_reading_judges_the_chaotic_regime():
     # in the pixel regime too: a second reading beside the end-to-end one, and it decides when outside
     floors = [
         _pair("f", 40.0, 38, 0.99, 30),
-        _pair("g", 40.1, 38, 0.99, 30.2),
-        _pair("h", 39.9, 38, 0.99, 29.9),
-    ]
+        _pair("g", 40.1, 38, 0.9905, 30.2),
+        _pair("h", 39.9, 38, 0.9895, 29.9),
+    ]  # floor runs that differ in every measure: equal ones would measure no spread
     pixel = judge_numbers("c", [_pair("c", 40.0, 38, 0.99, 30)], floors, insitu=bad)
     assert pixel.insitu == bad and pixel.word == "outside" and pixel.decided_by == "insitu"
     assert pixel.end_to_end_word == "within" and pixel.ratio == 5.0
@@ -319,7 +320,8 @@ EQUAL = {"video_mse": 0.0, "ssim_mean": 1.0, "audio_snr": math.inf}  # output eq
 
 
 def _seeded(psnr: float, seed: int, key: str, snr: float = 30.0, **kw) -> PairErrors:
-    return PairErrors.from_psnr(psnr, {"ssim_mean": 0.99, "audio_snr": snr}, key=key, seed=seed, **kw)
+    ssim = 1 - 0.01 * 10 ** ((40 - psnr) / 20)  # 1 - SSIM grows with the error's amplitude (0.99 at 40 dB)
+    return PairErrors.from_psnr(psnr, {"ssim_mean": ssim, "audio_snr": snr}, key=key, seed=seed, **kw)
 
 
 def _floors(seeds=(42, 43), psnrs=(40.0, 40.3, 39.8)) -> list[PairErrors]:
@@ -499,3 +501,52 @@ def test_the_settled_line_says_the_word_the_runs_leave():
     v.warnings = ["kernel may not have run"]
     assert settled_text(v, "within", unmeasured=[], **kw).endswith("; WARNING: kernel may not have run")
     assert "WARNING" not in settled_text(v, "invalid", unmeasured=[], **kw)
+
+
+def _armed(psnr: float, seed: int, arm: str, snr: float = 30.0, digest: str | None = None) -> PairErrors:
+    return _seeded(psnr, seed, f"{arm}@{seed}", snr, arm=arm, digest=digest)
+
+
+def test_a_seed_set_aside_as_identical_still_lends_its_floor_runs_spread():
+    # two floor runs a seed that spread (sd ~0.25 of the log energy): one seed's alone gives df 1
+    floors = [_armed(40.0 + d, s, arm) for s in (42, 43) for arm, d in (("f", 0.0), ("g", 1.5))]
+    cands = [PairErrors(key="c@42", seed=42, values=EQUAL, identical=True), _seeded(20.8, 43, "c@43", 12.0)]
+    v = judge_numbers("c", cands, floors)
+    video = next(r for r in v.energy if r.metric == "video_mse")
+    assert "over 4 floor runs (df 2)" in video.spread
+    assert v.word == "outside" and video.ratio_ci[0] > 2, v.text  # 90x on seed 43, decided
+    alone = judge_numbers("c", cands[1:], [f for f in floors if f.seed == 43])
+    assert alone.word != "outside"  # the same seed's two runs alone (df 1) decide nothing: the test bites
+
+
+def test_a_floor_arm_that_is_a_kernels_output_on_every_seed_invalidates_each_seeds_floor():
+    seeds = (42, 43, 44)
+    floors = [_armed(40.0 + 0.1 * (s - 43), s, "kv_reversed") for s in seeds]
+    floors += [_armed(30.0 + 0.2 * (s - 43), s, "quantised", 22.0) for s in seeds]  # 10x, on every seed
+    v = judge_numbers("c", [_seeded(39.9, s, f"c@{s}") for s in seeds], floors)
+    assert v.word == "incomplete"
+    assert v.text.startswith("incomplete: seed 42: floor invalid; seed 43: floor invalid; seed 44: floor invalid")
+    assert "floor runs (kv_reversed@43, quantised@43) disagree: video MSE 10" in v.text
+    intact = [f for f in floors if f.arm == "kv_reversed"] + [_armed(40.2, s, "other", 30.4) for s in seeds]
+    exact = [_seeded(39.9, s, f"c@{s}", 30.0 + 0.1 * (s - 43)) for s in seeds]
+    assert judge_numbers("c", exact, intact).word == "within"
+
+
+def test_floor_runs_bitwise_equal_to_each_other_count_once_and_measure_no_spread():
+    seeds = (42, 43, 44, 45, 46)
+    floors = [_armed(40.0 + 0.4 * (s % 3), s, arm, digest=f"out{s}") for s in seeds for arm in ("f", "g")]
+    exact = [_seeded(40.0 + 0.4 * ((s + 1) % 3), s, f"c@{s}") for s in seeds]  # an exact run as candidate
+    v = judge_numbers("c", exact, floors)
+    assert "floor run g@42 left out: bitwise equal to floor run f@42: one sample, counted once" in v.sentences
+    assert v.word != "outside" and all(sv.word != "outside" for sv in v.per_seed), v.text
+    assert all("sd 0 " not in r.spread for r in v.energy)
+    # the same runs with no digests (a table's numbers): equal in every figure is equal
+    bare = [f.model_copy(update={"digest": None}) for f in floors]
+    assert "floor run g@43 left out" in " ".join(judge_numbers("c", exact, bare).sentences)
+
+
+def test_a_spread_of_zero_is_never_a_measured_spread():
+    seeds = [SeedValues(seed=s, candidate=0.2, floors=[0.1, 0.1]) for s in (1, 2)]
+    r = ratio_reading("video_mse", "video MSE", seeds, bound=2.0, alpha=0.05, prior_sd=None)
+    assert r.log_sd is None and r.word == "inconclusive" and r.ratio_ci is None
+    assert "4 floor runs agree exactly (sd 0): the spread of a run is not measured" in r.text
