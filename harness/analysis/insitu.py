@@ -113,6 +113,14 @@ def _judge(
         value, ci = _ratio_ci(np.array([x for x, _ in pair]), np.array([b for _, b in pair]))
         parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
     good = [(c, x) for c, x, _ in rows if x is not None]
+    far = call_outlier(calls, name, floor_ops)
+    if far is not None:  # one call far off is not drowned by the many pooled with it
+        parts.append(
+            _part("worst call over the median call, each over its floor", far[2], None, tol.call_ratio, "x")
+        )
+    if tol.max_call_rel_l1 is not None and good:
+        worst = max(x / c.ref_l1 for c, x in good if c.ref_l1 > 0)
+        parts.append(_part("worst call's rel L1", worst, None, tol.max_call_rel_l1, ""))
     if tol.max_rel_l1 is not None:
         value, ci = _ratio_ci(np.array([x for _, x in good]), np.array([c.ref_l1 for c, _ in good]))
         parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
@@ -121,6 +129,18 @@ def _judge(
         value, ci = _ratio_ci(cos, np.ones_like(cos))
         parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
     return parts
+
+
+def call_outlier(
+    calls: list[InSituCall], name: str, floor_ops: list[str]
+) -> tuple[InSituCall, float, float] | None:
+    """(the call furthest over its own exact floor, that ratio, the ratio over the median call's, at
+    least 1): a call the kernel gets far more wrong than its other calls."""
+    rows = [(c, x / f) for c in calls if (x := _l1(c, name)) is not None and (f := _floor_l1(c, floor_ops))]
+    if not rows:
+        return None
+    call, ratio = max(rows, key=lambda t: t[1])
+    return call, ratio, ratio / max(1.0, median(r for _, r in rows))
 
 
 def observations(name: str, calls: list[InSituCall], floor_ops: list[str]) -> list[Observation]:
@@ -218,6 +238,11 @@ def candidate_reading(
         problems.insert(0, f"{len(bad)} of {r.calls} call(s) returned non-finite values (first: run {key} "
                            f"{_site(c)}): {OUTSIDE}")  # fmt: skip
         r.word, r.decided_by = OUTSIDE, "non-finite output"
+    far = call_outlier(calls, name, floor_ops)
+    if far is not None and far[2] > tol.call_ratio:
+        key = next(k for k, c in items if c is far[0])
+        problems.append(f"one call far off: run {key} {_site(far[0])}: rel L1 {far[0].errors[name].rel_l1:.3g}, "
+                        f"{ratio_text(far[1])} its floor, {ratio_text(far[2])} the median call's: {OUTSIDE}")  # fmt: skip
     _shape(r, items, name, floor_ops, base)
     r.findings = find(name, obs)
     s = r.stats

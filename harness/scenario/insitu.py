@@ -58,6 +58,15 @@ class InSituTolerance(BaseModel):
         1.1, gt=0, description="Against the accepted baseline: the candidate's rel L1 at most this times its."
     )
     max_rel_l1: float | None = Field(None, gt=0, description="Absolute: pooled rel L1 at most this.")
+    call_ratio: float = Field(
+        10.0,
+        gt=1,
+        description="Per call: the worst call's rel L1 over its own exact floor, divided by the median call's "
+        "(at least 1), at most this: one call far off is outside, whatever the pooled reading says.",
+    )
+    max_call_rel_l1: float | None = Field(
+        0.2, gt=0, description="Absolute, per call: every call's rel L1 at most this (null: no such limit)."
+    )
     min_cosine: float | None = Field(None, gt=-1, le=1, description="Absolute: mean cosine at least this.")
 
 

@@ -255,3 +255,25 @@ def test_the_verdicts_accepted_baseline_feeds_the_in_situ_reading_too(shadowed_c
         HarnessError, match=f"accepted_baseline: 'floor' and verdict.accepted_baseline '{base}'"
     ):
         analyze_campaign(CampaignDir(camp))
+
+
+def test_one_grossly_wrong_call_of_twelve_is_outside_and_named():
+    # the other calls exact (the floor's own error), one call at rel L1 0.30: pooled, its bootstrap
+    # interval over calls reaches down to the floor, so only a per-call limit sees it
+    items = calls([1.0] * 11 + [300.0], floor=1e-3)
+    r = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance(max_call_rel_l1=None))
+    parts = {p.against: p for p in r.parts}
+    assert parts["exact floor"].word != "outside"  # the pooled part alone would not say it
+    far = parts["worst call over the median call, each over its floor"]
+    assert far.word == "outside" and far.value > 100 and r.word == "outside"
+    assert "one call far off: run run call 12, step 2, block 5, kind dit_self: rel L1 0.3, 297x its floor" in r.text
+    absolute = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance(max_call_rel_l1=0.2))
+    assert {p.against: p.word for p in absolute.parts}["worst call's rel L1"] == "outside"
+
+
+def test_a_kernel_uniformly_off_on_every_call_passes_the_per_call_limit():
+    # an approximate kernel 5x the floor on every call, within a factor 2 of its own median call
+    r = candidate_reading("cand", calls([4.0, 5.0, 6.0, 5.5, 4.5, 8.0] * 2), ["ref"], None, InSituTolerance())
+    parts = {p.against: p for p in r.parts}
+    assert parts["worst call over the median call, each over its floor"].word == "within"
+    assert parts["worst call's rel L1"].word == "within" and "far off" not in r.text
