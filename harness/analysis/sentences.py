@@ -21,7 +21,7 @@ from harness.analysis.model import (
     Verdict,
     is_emulator,
 )
-from harness.analysis.verdict_model import agreeing, deciding_interval, largest
+from harness.analysis.verdict_model import agreeing, clearest, deciding_interval
 from harness.compare.significance import fmt_speedup_value
 from harness.emulator_provenance import Provenance, provenance_of
 from harness.metrics.metric import energy_metrics, judged_energies
@@ -83,7 +83,7 @@ def end_to_end_terms(v: Verdict) -> tuple[Terms, str]:
     if r is None:
         ratios = [r for r in v.energy if r.ratio is not None]
         same = [r for r in ratios if r.word == word] or ratios
-        r = largest(agreeing(same, word)) if same else None
+        r = clearest(agreeing(same, word), word) if same else None
     if r is None or r.ratio is None:
         return Terms(word=word), ""
     return deciding_terms(r, word, word)

@@ -319,22 +319,26 @@ def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRule
 def _seed_words(v: Verdict, rules: VerdictRules) -> None:
     top = decisive_reading(v)
     for sv in v.per_seed:
-        mine = [x for r in v.energy for x in r.per_seed if x.seed == sv.seed]  # one per reading
-        words = [x.word for x in mine]
-        worst = max((x for x in mine if x.ratio is not None), key=lambda x: x.ratio, default=None)
-        if top is not None:  # the cell quotes the figure the headline quotes
-            worst = next((x for x in top.per_seed if x.seed == sv.seed and x.ratio is not None), worst)
-        words += [c.word for c in v.stats if c.judged and c.seed == sv.seed]
+        mine = [(r, x) for r in v.energy for x in r.per_seed if x.seed == sv.seed]  # one per reading
+        others = [("statistics", c.word) for c in v.stats if c.judged and c.seed == sv.seed]
         if any(f"seed {sv.seed}:" in x for x in v.audio_lag):
-            words.append(OUTSIDE)
+            others.append(("audio lag", OUTSIDE))
         if v.latent is not None and str(sv.seed) in v.latent.psnr and v.latent.word:
-            words.append(v.latent.word)
+            others.append(("latents", v.latent.word))
+        words = [x.word for _, x in mine] + [w for _, w in others]
         # no judged value on this seed: incomplete without a floor run, else nothing decided
         sv.word = combine(words) if words else (INCOMPLETE if not sv.floor_runs else INCONCLUSIVE)
-        if worst is not None:
-            sv.ratio, sv.ci = worst.ratio, worst.ratio_ci
+        # the figure quoted is the one that gives the seed its word, the headline's reading first
+        said = sorted((p for p in mine if p[1].ratio is not None),
+                      key=lambda p: (p[1].word != sv.word, p[0] is not top, -(p[1].ratio or 0.0)))  # fmt: skip
+        ratio = ""
+        if said:
+            r, x = said[0]
+            sv.ratio, sv.ci = x.ratio, x.ratio_ci
+            ratio = f"; {r.label} {ratio_text(sv.ratio)}"
+            if x.word != sv.word:  # another part gives the word: named
+                ratio += "; " + ", ".join(dict.fromkeys(n for n, w in others if w == sv.word))
         regime = ", ".join(f"{k} {x}" for k, x in sv.regime.items())
-        ratio = f"; ratio {ratio_text(sv.ratio)}" if sv.ratio is not None else ""
         left = f", {len(sv.floor_left_out)} left out" if sv.floor_left_out else ""
         sv.text = (
             f"seed {sv.seed}: {regime} (floor {fmt_db(sv.floor_psnr)}, {sv.floor_runs} run(s){left}){ratio}: "

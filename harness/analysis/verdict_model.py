@@ -261,11 +261,19 @@ def far_below_findings(v: Verdict) -> list[str]:
     ]
 
 
-def largest(readings: Sequence[RatioReading]) -> RatioReading:
-    """The reading with the largest ratio (one that is not finite, or none, counts as infinite)."""
-    return max(
-        readings, key=lambda r: r.ratio if r.ratio is not None and math.isfinite(r.ratio) else math.inf
-    )
+def clearest(readings: Sequence[RatioReading], w: str) -> RatioReading:
+    """The reading that gives ``w`` furthest from its bound (outside: the highest lower end of its deciding
+    interval; within: the lowest upper end), a value that is not finite first; else the largest ratio."""
+
+    def margin(r: RatioReading) -> tuple[int, float]:
+        ratio, ci, _, _ = deciding_interval(r, w)
+        if ratio is None or not math.isfinite(ratio):
+            return (2, 0.0) if w == OUTSIDE else (0, math.inf)
+        if ci is None or w not in (OUTSIDE, WITHIN):
+            return 0, ratio
+        return 1, (ci[0] / r.bound if w == OUTSIDE else r.bound / ci[1] if ci[1] > 0 else math.inf)
+
+    return max(readings, key=margin)
 
 
 def agrees(ci: Sequence[float] | None, bound: float, w: str) -> bool:
@@ -294,11 +302,11 @@ def deciding_interval(r: RatioReading, w: str) -> tuple[float | None, list[float
 
 
 def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
-    """The part whose word is the verdict's: the largest energy reading with it, then in situ, the rest."""
+    """The part whose word is the verdict's: the energy reading that gives it most clearly, then in situ, the rest."""
     with_word = [src for w, _, src in parts if w == v.word]
     energy = [r for r in v.energy if r.word == v.word]
     if energy:
-        return largest(agreeing(energy, v.word)).metric
+        return clearest(agreeing(energy, v.word), v.word).metric
     for src in ("insitu", "structure", "lag", "statistics", "latents"):
         if src in with_word:
             return src
@@ -311,7 +319,7 @@ def decisive_reading(v: Verdict) -> RatioReading | None:
         return None
     named = [r for r in v.energy if r.metric == v.decided_by]
     decisive = named or agreeing([r for r in v.energy if r.word == v.word], v.word) or list(v.energy)
-    return largest(decisive) if decisive else None
+    return clearest(decisive, v.word) if decisive else None
 
 
 def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str, str]] = ()) -> str:
@@ -331,6 +339,10 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     if top is not None:
         interval = ci_text(*top.ratio_ci, top.alpha) if top.ratio_ci else "no interval"
         head = f"error energy {ratio_text(top.ratio)} the floor's ({interval}; {top.label}"
+        ratio, ci, alpha, what = deciding_interval(top, v.word)
+        if what != top.label:  # one seed's own interval decides: it leads, the seeds combined follow
+            head = f"error energy {ratio_text(ratio)} the floor's ({ci_text(*ci, alpha)}; {what}; "
+            head += f"{len(v.seeds) or 1} seed(s) combined {ratio_text(top.ratio)}, {interval}"
         others = [_short(r) for r in v.energy if r is not top]
         head += ("; " + ", ".join(others) if others else "") + f"), tolerance {rules.tolerance:g}x"
         head += f", {len(v.seeds) or 1} seed(s)"
@@ -341,9 +353,6 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
                 f": {count_text(top.seeds_to_decide)} seeds would decide it" if top.seeds_to_decide
                 else ": no practical number of seeds decides it"
             )  # fmt: skip
-        ratio, ci, _, what = deciding_interval(top, v.word)
-        if what != top.label:  # one seed's own interval decides: named
-            head += f"; {what} alone: {ratio_text(ratio)} ({range_text(*ci)})"
         bits.append(head)
     elif v.energy:
         bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))

@@ -525,7 +525,9 @@ def test_a_floor_arm_that_is_a_kernels_output_on_every_seed_invalidates_each_see
     floors += [_armed(30.0 + 0.2 * (s - 43), s, "quantised", 22.0) for s in seeds]  # 10x, on every seed
     v = judge_numbers("c", [_seeded(39.9, s, f"c@{s}") for s in seeds], floors)
     assert v.word == "incomplete"
-    assert v.text.startswith("incomplete: seed 42: floor invalid; seed 43: floor invalid; seed 44: floor invalid")
+    assert v.text.startswith(
+        "incomplete: seed 42: floor invalid; seed 43: floor invalid; seed 44: floor invalid"
+    )
     assert "floor runs (kv_reversed@43, quantised@43) disagree: video MSE 10" in v.text
     intact = [f for f in floors if f.arm == "kv_reversed"] + [_armed(40.2, s, "other", 30.4) for s in seeds]
     exact = [_seeded(39.9, s, f"c@{s}", 30.0 + 0.1 * (s - 43)) for s in seeds]
@@ -550,3 +552,35 @@ def test_a_spread_of_zero_is_never_a_measured_spread():
     r = ratio_reading("video_mse", "video MSE", seeds, bound=2.0, alpha=0.05, prior_sd=None)
     assert r.log_sd is None and r.word == "inconclusive" and r.ratio_ci is None
     assert "4 floor runs agree exactly (sd 0): the spread of a run is not measured" in r.text
+
+
+def test_one_bad_seed_of_five_leads_the_line_and_each_seed_quotes_its_deciding_figure():
+    seeds = (42, 43, 44, 45, 46)
+    floors = [
+        _armed(40.0 + 0.3 * ((s * 7 + i) % 5) / 4, s, a, 30 + 0.2 * i)
+        for s in seeds
+        for i, a in enumerate("fgh")
+    ]
+    cands = [_seeded(40.1 - (10 * math.log10(30) if s == 44 else 0), s, f"c@{s}", 30.1) for s in seeds]
+    v = judge_numbers("c", cands, floors)
+    assert v.word == "outside" and v.text.startswith("outside: error energy 30.5x the floor's (99.5 % CI ")
+    assert "; seed 44's video MSE; 5 seed(s) combined 2" in v.text
+    assert [sv.text.split("run(s))")[1] for sv in v.per_seed][1:3] == [
+        "; video MSE 1.01x: within",
+        "; video MSE 30.5x: outside",
+    ]
+    # audio damaged on seed 43 alone: its cell quotes the audio figure that makes it outside, not video's
+    loud = [c if c.seed != 43 else _seeded(40.1, 43, "c@43", 10.0) for c in cands]
+    cell = next(sv for sv in judge_numbers("c", loud, floors).per_seed if sv.seed == 43)
+    assert cell.word == "outside" and "; audio error energy " in cell.text and "video MSE" not in cell.text
+
+
+def test_the_reading_quoted_first_is_the_clearest_not_the_largest():
+    from harness.analysis.intervals import RatioReading
+    from harness.analysis.verdict_model import clearest
+
+    audio = RatioReading(
+        metric="audio_error", label="audio", ratio=54.8, ratio_ci=[5.69, 528.0], word="outside"
+    )
+    video = RatioReading(metric="video_mse", label="video", ratio=14.2, ratio_ci=[8.15, 24.9], word="outside")
+    assert clearest([audio, video], "outside") is video and clearest([audio, video], "inconclusive") is audio
