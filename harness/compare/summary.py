@@ -12,9 +12,9 @@ from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
 from harness.records import AttentionChoice, PluginRef, RankCalls, Record, RunStatus
+from harness.safe_write import resolve_under
 from harness.store import (
     OUTPUT_LOSSLESS,
-    OUTPUT_MP4,
     STDERR_LOG,
     STDOUT_LOG,
     ArmStatus,
@@ -159,8 +159,20 @@ def summarize_run(
         s.log_tail = _log_tail(run, rec.log_tail)
 
     # A run that ended ok is judged on its records only while they hold: a timing.json that is not
-    # a measurement, or an output that is not the one run.json hashed, leaves it damaged (named).
+    # a measurement, or any file that is not the one run.json hashed, leaves it damaged (named).
     damage: list[str] = []
+    for name, recorded in rec.outputs.items() if s.ok else ():
+        try:  # a name that leaves the run folder is never read
+            file = resolve_under(run.path, name, f"{run.run_json} outputs")
+        except HarnessError:
+            damage.append(f"{run.run_json}: records {name!r}, not a file of the run folder: not judged")
+            continue
+        now = hashes.sha256(file) if file.is_file() else recorded  # a missing file is said where it is read
+        if now != recorded:
+            damage.append(
+                f"{file}: sha256 {now[:16]}... is not the {recorded[:16]}... that {run.run_json.name} records: "
+                "the file was changed or replaced after the run, not judged"
+            )
     timing = _side_file(run.timing, "timing.json", damage if s.ok else notes)
     if timing is not None:
         for name in ("dit_steps", "s_per_step", "pipeline_total_s", "wall_total_s"):
@@ -190,12 +202,6 @@ def summarize_run(
     if run.output.is_file() and run.output.stat().st_size > 0:
         s.output = str(run.output)
         s.output_sha256 = hashes.sha256(run.output)
-        recorded = rec.outputs.get(OUTPUT_MP4)
-        if recorded and recorded != s.output_sha256:
-            damage.append(
-                f"{run.output}: sha256 {s.output_sha256[:16]}... is not the {recorded[:16]}... that "
-                f"{run.run_json.name} records: the output was changed or replaced after the run, not judged"
-            )
     elif s.ok:
         notes.append("no output.mp4")
     lossless = run.file(OUTPUT_LOSSLESS)

@@ -105,3 +105,34 @@ def test_an_unchanged_campaign_verifies_without_reading_outputs_again(camp):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_a_timing_json_edited_after_the_run_is_named_and_gives_no_speed(camp):
+    timing = camp.run("close").file("timing.json")
+    _edit_json(timing, lambda d: [s.update(seconds=s["seconds"] / 3) for s in d["steps"]])  # "3x faster"
+    s = summarize_run(camp.run("close"))
+    assert s.status == "damaged" and str(timing) in s.reason and "sha256" in s.reason, s.reason
+    res = harness("report", camp.path)
+    assert res.returncode == 3 and any(str(timing) in e for e in error_lines(res)), res.stderr
+    arm = next(a for a in json.loads((camp.path / "results.json").read_text())["arms"] if a["arm"] == "close")
+    assert arm["runs_ok"] == 0 and not any(t.get("measured") for t in arm["speed"].values()), arm["speed"]
+
+
+def test_an_attn_calls_json_edited_after_the_run_is_named(camp):
+    calls = camp.run("far").file("attn_calls.json")
+    _edit_json(calls, lambda d: d.update(requested="sage_attn2"))
+    s = summarize_run(camp.run("far"))
+    assert s.status == "damaged" and str(calls) in s.reason
+
+
+def test_a_recorded_name_outside_the_run_folder_is_never_read(camp, tmp_path):
+    run_json = camp.run("close").run_json
+    _edit_json(run_json, lambda d: d["outputs"].update({"../../../../etc/hostname": "0" * 64}))
+    s = summarize_run(camp.run("close"))
+    assert s.status == "damaged" and "'../../../../etc/hostname', not a file of the run folder" in s.reason
