@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.analysis.model import PrLines, Reading, ReportResults, Terms, Verdict
 from harness.analysis.sentences import floor_ratio, interval_text, scored_on, terms
+from harness.analysis.verdict_model import clearest
 from harness.compare.significance import MIN_SAMPLES, SpeedTest
 from harness.metrics.metric import energy_metrics
 from harness.number_format import fmt_speedup, ratio_text
@@ -25,7 +26,7 @@ def modality_lines(r: Reading, v: Verdict) -> list[str]:
         if not shown:
             out += [f"{mod}: {word}"] if word else []
             continue
-        e = max(shown, key=lambda e: e.ratio or 0.0)
+        e = clearest(shown, word)
         out.append(f"{mod}: {word}: {floor_ratio(r, terms(e.ratio, e.ratio_ci, e.alpha, word), e.label)}")
     return out
 
