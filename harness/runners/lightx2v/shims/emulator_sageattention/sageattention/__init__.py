@@ -30,7 +30,10 @@ def provenance() -> dict:
     return _emulation().params["provenance"]
 
 
-def _run(q, k, v, tensor_layout: str, is_causal: bool, sm_scale, return_lse: bool, kwargs: dict):
+def sageattn(
+    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
+):
+    """thu-ml's ``sageattn`` signature; the output has the input layout and dtype."""
     unknown = sorted(set(kwargs) - _IGNORED - {"attn_mask"})
     if unknown:
         raise TypeError(f"sageattention (harness emulator): unsupported argument(s) {', '.join(unknown)}")
@@ -46,18 +49,7 @@ def _run(q, k, v, tensor_layout: str, is_causal: bool, sm_scale, return_lse: boo
     )
 
 
-def sageattn(
-    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
-):
-    """thu-ml's ``sageattn`` signature; the output has the input layout and dtype."""
-    return _run(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, kwargs)
-
-
-def sageattn_qk_int8_pv_fp16_triton(
-    q, k, v, tensor_layout: str = "HND", is_causal: bool = False, sm_scale=None, return_lse=False, **kwargs
-):
-    """The entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same emulation."""
-    return _run(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, kwargs)
-
+# the entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same emulation
+sageattn_qk_int8_pv_fp16_triton = sageattn
 
 __all__ = ["sageattn", "sageattn_qk_int8_pv_fp16_triton", "IS_HARNESS_EMULATOR", "__version__"]
