@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.envinfo import git_info
 from harness.registry import did_you_mean
 from harness.runners import common
 from harness.runners.common import SMOKE_HEADS, SMOKE_MIN_COSINE, SMOKE_TOKENS, one_line, smoke_cosine
@@ -49,14 +50,6 @@ FEATURES = {
     ),
 }
 SMOKE_HEAD_DIM = 128
-
-
-def _git_sha(path: Path) -> str | None:
-    """The commit of the checkout whose top folder is ``path`` itself, never of one above it."""
-    from harness.envinfo import git_info
-
-    info = git_info(path)
-    return info["sha"] if info else None
 
 
 def _op_reason(ref: str) -> str | None:
@@ -169,7 +162,9 @@ def _torch_facts(facts: dict[str, Any]) -> int:
             facts["aiter_file"] = getattr(aiter, "__file__", None)
             facts["aiter_version"] = getattr(aiter, "__version__", None)
             if facts["aiter_file"]:
-                facts["aiter_git"] = _git_sha(Path(facts["aiter_file"]).resolve().parent.parent)
+                facts["aiter_git"] = (git_info(Path(facts["aiter_file"]).resolve().parent.parent) or {}).get(
+                    "sha"
+                )
         except Exception as err:
             facts["aiter_error"] = f"{type(err).__name__}: {err}"
     return count
@@ -226,7 +221,7 @@ def probe_many(
     root = Path(lightx2v.__file__).resolve().parent.parent
     facts["lightx2v_root"] = str(root)
     facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
-    facts["lightx2v_git"] = _git_sha(root)
+    facts["lightx2v_git"] = (git_info(root) or {}).get("sha")
     lightx2v_own: list[str] = []
     if plugin_types:
         facts["harness_served"], lightx2v_own = serve_backends(registry, plugin_types)
