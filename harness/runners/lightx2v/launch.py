@@ -94,9 +94,8 @@ class Tee:
         deadline = time.monotonic() + DRAIN_S
         for fd, saved, write_end, _ in self._streams:
             os.dup2(saved, fd)  # the descriptor writes to its destination again
-            os.set_blocking(
-                write_end, False
-            )  # the pipe may be full (a slow pump): retried until the deadline
+            # the pipe may be full (a slow pump): retried until the deadline
+            os.set_blocking(write_end, False)
             while True:
                 try:
                     os.write(write_end, END_MARK)  # shorter than PIPE_BUF: written whole or not at all
