@@ -48,12 +48,10 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 def _bit(checks: list[BitwiseCheck], name: str) -> str:
-    for c in checks:
-        if c.check == name:
-            if c.identical is None:
-                return c.note or "-"
-            return "identical" if c.identical else f"differs (max {c.max_abs_diff:.3g})"
-    return "-"
+    c = next((c for c in checks if c.check == name), None)
+    if c is None or c.identical is None:
+        return (c and c.note) or "-"
+    return "identical" if c.identical else f"differs (max {c.max_abs_diff:.3g})"
 
 
 class ReportText:
