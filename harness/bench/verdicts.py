@@ -129,13 +129,7 @@ def run_bench(draws: int = 500, seed: int = 0, fixture: Path = FIXTURE,
 def markdown(b: VerdictBench) -> str:
     head = ["rule", "design", "measure", "rate", "the rule it replaced"]
     rows = [
-        [
-            r.rule,
-            r.design,
-            r.measure,
-            f"{100 * r.rate:.1f}%",
-            "" if r.old_rule is None else f"{100 * r.old_rule:.1f}%",
-        ]
+        [r.rule, r.design, r.measure, *("" if x is None else f"{100 * x:.1f}%" for x in (r.rate, r.old_rule))]
         for r in b.rows
     ]
     closing = (
