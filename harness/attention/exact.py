@@ -97,11 +97,8 @@ def exact_attention(
     compute_dtype: torch.dtype = torch.float64,
     max_chunk_elems: int = 1 << 26,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale) v in ``compute_dtype``, chunked over queries to bound memory.
-
-    Returns ``[B, H, Nq, D]`` in ``compute_dtype``. Each chunk holds at most ``max_chunk_elems``
-    scores, so the peak is about 3x that many elements of ``compute_dtype`` plus the upcast K, V.
-    """
+    """softmax(q k^T * scale) v as [B, H, Nq, D] in ``compute_dtype``, chunked over queries: each chunk holds
+    at most ``max_chunk_elems`` scores, so the peak is about 3x that many elements plus the upcast K, V."""
     check_qkv("exact_attention", q, k, v)
     s = default_scale(q, scale)
     b, h, n_q, _ = q.shape
