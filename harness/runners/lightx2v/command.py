@@ -15,14 +15,13 @@ from typing import Any
 
 from harness.records import RunSpec
 from harness.runners.common import HARNESS_IMPORT_ROOT, plugins_arg, search_path
-from harness.runners.lightx2v.params import LightX2VParams
+from harness.runners.lightx2v.params import INPUTS, LightX2VParams
 from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS, SHIMS, flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
-INPUT_FIELDS = ("image_path", "audio_path", "video_path")  # LightX2V's flags of the same names
 SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 
 
@@ -38,7 +37,7 @@ def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str
     ]  # fmt: skip
     if params.negative_prompt:
         infer += ["--negative_prompt", params.negative_prompt]
-    for key in INPUT_FIELDS:
+    for key in INPUTS:  # LightX2V's flags of the same names
         if getattr(params, key):
             infer += [f"--{key}", ",".join(getattr(params, key))]
     infer += ["--save_result_path", str(run_dir / params.save_name), "--seed", str(spec.seed)]

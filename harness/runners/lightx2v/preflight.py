@@ -16,9 +16,8 @@ from harness.errors import HarnessError
 from harness.records import RunSpec
 from harness.runners import common
 from harness.runners.common import ProbeBatch, not_found, probe_output
-from harness.runners.lightx2v import command
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
-from harness.runners.lightx2v.params import H3, LightX2VParams, read_base_config
+from harness.runners.lightx2v.params import H3, INPUTS, LightX2VParams, read_base_config
 from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, pinned_missing, read_marker
 from harness.runners.lightx2v.schema import h3_dit_dir
 
@@ -104,7 +103,7 @@ def model_folder_problem(params: LightX2VParams) -> str | None:
 
 
 def inputs_problem(params: LightX2VParams) -> str | None:
-    for key in command.INPUT_FIELDS:
+    for key in INPUTS:
         for path in getattr(params, key):
             if not Path(path).is_file():
                 return f"lightx2v.{key} {path}: not found"
