@@ -109,11 +109,7 @@ def exact_attention(
     out = torch.empty(q.shape, dtype=compute_dtype, device=q.device)
     with full_fp32_matmul():
         for r0 in range(0, n_q, rows):
-            r1 = min(n_q, r0 + rows)
-            scores = torch.matmul(q[:, :, r0:r1].to(compute_dtype), kt)
-            scores.mul_(s)
-            scores.sub_(scores.amax(dim=-1, keepdim=True))
-            scores.exp_()
-            denom = scores.sum(dim=-1, keepdim=True)
-            out[:, :, r0:r1] = torch.matmul(scores, vc).div_(denom)
+            scores = torch.matmul(q[:, :, r0 : r0 + rows].to(compute_dtype), kt).mul_(s)
+            scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
+            out[:, :, r0 : r0 + rows] = torch.matmul(scores, vc).div_(scores.sum(dim=-1, keepdim=True))
     return out
