@@ -184,9 +184,7 @@ def _env(device: torch.device) -> tuple[str, dict[str, str | None]]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,
-        "triton": package_version("triton"),
-        "sageattention": package_version("sageattention"),
-        "amd-aiter": package_version("amd-aiter"),
+        **{name: package_version(name) for name in ("triton", "sageattention", "amd-aiter")},
         "python": platform.python_version(),
         "cpu_threads": str(torch.get_num_threads()),
     }
