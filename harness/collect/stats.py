@@ -106,9 +106,6 @@ class StatsReducer:
         self.side = 0
         self._hash = hashlib.sha256()
 
-    def pair_with(self, layout: LayoutPair, side: int) -> None:
-        self.layout, self.side = layout, side
-
     def update_hash(self, frame: np.ndarray) -> None:
         self._hash.update(np.ascontiguousarray(frame).data)
 

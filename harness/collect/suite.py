@@ -364,7 +364,7 @@ def measure_pair(
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
         same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
         for k, dec in enumerate(decs):
-            dec.stats.pair_with(layout, k)
+            dec.stats.layout, dec.stats.side = layout, k
             dec.start()
         try:
             if dev == "cpu":
