@@ -170,10 +170,7 @@ def _scale_parameter(fn: Callable[..., Any]) -> str | None:
         names = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return None
-    for name in ("softmax_scale", "sm_scale", "scale"):
-        if name in names:
-            return name
-    return None
+    return next((name for name in ("softmax_scale", "sm_scale", "scale") if name in names), None)
 
 
 def call_bshd(op: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any):

@@ -245,10 +245,6 @@ def _residual_lag(a: Any, unit: str = "") -> str:
     return f" (residual lag {a.residual_lag_samples:+d}{unit})" if a.residual_lag_samples else ""
 
 
-def _fmt5(x: float) -> str:
-    return f"{x:.5f}"
-
-
 for _metric in (
     Metric("audio_snr", "audio SNR", "audio", "snr_db", 50, unit="dB", digits=2, column="audio SNR",
            row="audio SNR (at the containers' alignment)", gate="min_audio_snr",
@@ -289,11 +285,11 @@ for _metric in (
            gate_doc="SSIM, mean over frames.", gate_range=(None, 1),
            energy=Energy("video_1_ssim", "video 1 - SSIM", one_minus, lambda x: 1.0 - x),
            history=HistoryColumn("ssim_mean", "SSIM mean", 5),
-           headline=Headline("SSIM {} mean", opens=True, fmt=_fmt5), pr=PrColumn("SSIM (min frame)", "ssim_min")),
+           headline=Headline("SSIM {} mean", opens=True, fmt="{:.5f}".format), pr=PrColumn("SSIM (min frame)", "ssim_min")),
     Metric("ssim_min", "SSIM min frame", "video", "ssim_min", 40, digits=6, column="SSIM min (frame)",
            row="SSIM min (frame)", gate="min_ssim_frame", gate_doc="SSIM of the worst frame.",
            gate_range=(None, 1),
            worst_frame="ssim_min_frame", worst_label="SSIM of the worst frame",
-           headline=Headline("{} min", fmt=_fmt5)),
+           headline=Headline("{} min", fmt="{:.5f}".format)),
 ):  # fmt: skip
     METRICS.register(_metric.key, _metric)
