@@ -324,21 +324,14 @@ def _run_entry(
     peaks: dict[str, PeakResult],
 ) -> KernelRow:
     q, k, v = inputs
+    row = KernelRow(shape=shape.name, label=entry.key, backend=entry.backend, status="ok")
     try:
         backend = get_backend(entry.backend, **entry.options)
     except BackendUnavailable as err:
-        return KernelRow(
-            shape=shape.name, label=entry.key, backend=entry.backend, status="skipped", reason=str(err)
-        )
-    row = KernelRow(
-        shape=shape.name,
-        label=entry.key,
-        backend=backend.name,
-        status="ok",
-        exact=backend.exact,
-        emulated=backend.emulated,
-        params=backend.params,
-    )
+        row.status, row.reason = "skipped", str(err)
+        return row
+    row.backend, row.params = backend.name, backend.params
+    row.exact, row.emulated = backend.exact, backend.emulated
     try:
         # Every call gets its own copy of the shape's inputs: an op may write into them
         # (SageAttention 1.x subtracts K's mean from K), and the next call, check or backend
