@@ -110,7 +110,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _stream(streams: list, p: Path, missing: str):
+def first_stream(streams: list, p: str | os.PathLike, missing: str):
     if not streams:
         raise HarnessError(f"{p}: {missing}")
     return streams[0]
@@ -124,7 +124,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
     p = check_file(path)
     with open_media(p) as c:
-        vs = _stream(c.streams.video, p, "no video stream")
+        vs = first_stream(c.streams.video, p, "no video stream")
         cc = vs.codec_context
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate
         fps = float(rate) if rate else 0.0
@@ -149,7 +149,8 @@ def probe(path: str | os.PathLike) -> MediaInfo:
         )
     if frames <= 0:  # not stored: counted by demuxing (no decoding)
         with open_media(p) as c:
-            frames = sum(1 for pkt in c.demux(_stream(c.streams.video, p, "no video stream")) if pkt.size)
+            vs = first_stream(c.streams.video, p, "no video stream")
+            frames = sum(1 for pkt in c.demux(vs) if pkt.size)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
     check_frame_size(p, info["width"], info["height"])
@@ -172,7 +173,7 @@ def iter_video_frames(
     p = check_file(path)
     container = open_media(p)
     try:
-        vs = _stream(container.streams.video, p, "no video stream")
+        vs = first_stream(container.streams.video, p, "no video stream")
         count = 0 if threads is True else 1 if threads is False else int(threads)
         if count != 1:
             vs.thread_type = "AUTO"  # frame + slice threads; decoding releases the GIL
@@ -228,7 +229,7 @@ def _audio_header(p: Path) -> tuple[int, int, int]:
             raise _soundfile_error(p, exc) from None
         return int(info.samplerate), int(info.frames), int(info.channels)
     with open_media(p) as c:
-        ast = _stream(c.streams.audio, p, "no audio track")
+        ast = first_stream(c.streams.audio, p, "no audio track")
         rate = int(ast.codec_context.sample_rate)
         seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
         return rate, int(seconds * rate), int(ast.codec_context.channels)
@@ -278,7 +279,7 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
             raise _soundfile_error(p, exc) from None
         return
     with open_media(p) as c:
-        ast = _stream(c.streams.audio, p, "no audio track")
+        ast = first_stream(c.streams.audio, p, "no audio track")
         rate = int(ast.codec_context.sample_rate)
         chunks: list[np.ndarray] = []
         pending = total = 0

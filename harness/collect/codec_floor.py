@@ -17,7 +17,7 @@ import av
 
 from harness.collect.models import DEFAULT_PRESET, CodecSettings
 from harness.errors import HarnessError
-from harness.media import open_media
+from harness.media import first_stream, open_media
 from harness.pixel_formats import describe, layout_of
 
 _X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
@@ -54,9 +54,7 @@ def encoder_settings(
 ) -> CodecSettings:
     """Codec settings of a file: the given ones, else the CRF in its x264 info, else MiniMax-H3's (assumed)."""
     with open_media(path) as c:
-        if not c.streams.video:
-            raise HarnessError(f"{path}: no video stream")
-        cc = c.streams.video[0].codec_context
+        cc = first_stream(c.streams.video, path, "no video stream").codec_context
         codec, pix_fmt = cc.name, cc.format.name if cc.format else "yuv420p"
     info = x264_info(path)
     s = CodecSettings(codec=codec, pix_fmt=pix_fmt, encoder_info=info)
@@ -73,9 +71,7 @@ def encoder_settings(
 def decode_convention(path: str | os.PathLike) -> str:
     """How the frames of ``path`` become uint8 RGB for the metrics (read off its first frame)."""
     with open_media(path) as c:
-        if not c.streams.video:
-            raise HarnessError(f"{path}: no video stream")
-        vs = c.streams.video[0]
+        vs = first_stream(c.streams.video, path, "no video stream")
         try:
             frame = next(c.decode(vs), None)
         except av.error.FFmpegError as err:
