@@ -39,9 +39,8 @@ def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
     """The option string libx264 writes into its first SEI ('x264 - core ... crf=18.0 ...')."""
     try:
         with open_media(path) as c:
-            if not c.streams.video:
-                return None
-            for pkt in itertools.islice(c.demux(c.streams.video[0]), max_packets):
+            vs = first_stream(c.streams.video, path, "no video stream")  # caught: no info
+            for pkt in itertools.islice(c.demux(vs), max_packets):
                 if m := _X264_INFO.search(bytes(pkt)):
                     return m.group(0).decode("ascii", "replace")
     except (av.error.FFmpegError, HarnessError):
