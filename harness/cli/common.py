@@ -117,14 +117,6 @@ def is_click_error(exc: BaseException) -> bool:
     return any(k.__name__ == "ClickException" for k in type(exc).__mro__) and hasattr(exc, "format_message")
 
 
-def usage_line(exc: BaseException) -> str:
-    """One line: the command, then click's own words (which name the option or argument)."""
-    ctx = getattr(exc, "ctx", None)
-    where = getattr(ctx, "command_path", None) or "harness"
-    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
-    return f"error: {where}: {message}"
-
-
 def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: set[int]) -> None:
     """Run ``app`` and exit with its outcome's code (``handled``: signals ``cli_startup`` took)."""
     signal.signal(signal.SIGTERM, _interrupt)
@@ -147,7 +139,9 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
     except SystemExit:
         raise
     except (ImportError, OSError) as e:  # a dependency missing; disk full, read-only, no permission
-        line = missing_dependency_line(e) if isinstance(e, ImportError) else environment_error_line(e)
+        line = missing_dependency_line(e) if isinstance(e, ImportError) else None
+        if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:  # the machine's: no space, read-only
+            line = f"error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}"
         if line is None:
             _internal_error(e)
         say_err(line)
@@ -158,7 +152,8 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
             say_err("interrupted")
             sys.exit(Exit.INTERRUPTED)
         if is_click_error(e):
-            say_err(usage_line(e))
+            where = getattr(getattr(e, "ctx", None), "command_path", None) or "harness"  # click's own words
+            say_err(f"error: {where}: {' '.join(str(e.format_message()).split())}")  # type: ignore[attr-defined]
             sys.exit(Exit.BAD_INPUT)
         if type(e).__name__ == "Exit":  # click's own, from an older typer
             sys.exit(int(getattr(e, "exit_code", 0)))
@@ -207,11 +202,3 @@ def _internal_error(e: BaseException) -> None:
 ENVIRONMENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.ELOOP, errno.EIO}
 )
-
-
-def environment_error_line(e: OSError) -> str | None:
-    """The one line for an OSError the machine caused (no space, read-only, ...); None for any other."""
-    if e.errno not in ENVIRONMENT_ERRNOS:
-        return None
-    where = f"{e.filename}: " if e.filename else ""
-    return f"error: {where}{e.strerror or e}"
