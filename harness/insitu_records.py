@@ -11,6 +11,8 @@ from pydantic import Field
 
 from harness.records import InSituSettings, Record
 
+INSITU_DIR = "insitu"  # a run folder's in-situ records
+
 
 class InSituOpError(Record):
     """One op's error on one call against the exact yardstick, on the call's sampled query rows."""

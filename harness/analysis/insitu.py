@@ -30,8 +30,8 @@ from harness.analysis.insitu_model import (
     WorstCall,
     heatmap_name,
 )
-from harness.attention.insitu.recorder import INSITU_DIR, InSituRun, grouped, pool, read_insitu_or_note
-from harness.insitu_records import InSituCall, InSituOp, InSituStats
+from harness.attention.insitu.recorder import InSituRun, grouped, pool, read_insitu_or_note
+from harness.insitu_records import INSITU_DIR, InSituCall, InSituOp, InSituStats
 from harness.number_format import range_text, ratio_text, ratio_value
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, severity, word
 from harness.scenario.insitu import InSituTolerance

@@ -19,10 +19,12 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.guard import stat_fields
+from harness.insitu_records import INSITU_DIR
 from harness.records import RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, get_runner
 from harness.store import (
     ATTN_CALLS_JSON,
+    OUTPUT_LOSSLESS,
     OUTPUT_MP4,
     STDERR_LOG,
     STDOUT_LOG,
@@ -36,7 +38,9 @@ from harness.store import (
 
 # Step markers: the builtin pipeline's, and LightX2V's MiniMax-H3 / Wan loggers'.
 _STEP = re.compile(r"(?:HARNESS_STEP|MiniMax-H3 step:|step_index:)\s*(\d+)\s*/\s*(\d+)")
-HASHED_OUTPUTS = (OUTPUT_MP4, TIMING_JSON, ATTN_CALLS_JSON, "config.json")
+HASHED_OUTPUTS = (OUTPUT_MP4, OUTPUT_LOSSLESS, TIMING_JSON, ATTN_CALLS_JSON, "config.json")
+# The in-situ records a verdict reads (not the captured tensors, which only the kernels bench replays).
+HASHED_INSITU = ("rank*.jsonl", "rank*.meta.json")
 KILL_GRACE_S = 10.0
 GUARD = Path(__file__).with_name("guard.py")
 
@@ -138,6 +142,9 @@ def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
     except Exception as err:  # a broken log must not lose the run record
         rec.invalid_reasons.append(f"finalize failed: {err}")
     rec.outputs = {n: sha256_file(run_dir.file(n)) for n in HASHED_OUTPUTS if run_dir.file(n).exists()}
+    for pattern in HASHED_INSITU:
+        for path in sorted((run_dir.path / INSITU_DIR).glob(pattern)):
+            rec.outputs[f"{INSITU_DIR}/{path.name}"] = sha256_file(path)
     try:
         calls = run_dir.attn_calls()
     except HarnessError as err:

@@ -113,8 +113,9 @@ class BuiltinRunner(Runner):
 
 def run_in_process(run_dir: Path) -> TimingRecord:
     """The child process: one pipeline run through the counting chain, shadowed when the spec asks."""
-    from harness.attention.insitu.recorder import INSITU_DIR, CallSites
+    from harness.attention.insitu.recorder import CallSites
     from harness.attention.wrappers import make_attention, shadowed_attention
+    from harness.insitu_records import INSITU_DIR
     from harness.scenario.plugins import load_recorded
     from harness.tiny_ref2av.config import PipelineConfig
     from harness.tiny_ref2av.run import run_pipeline

@@ -119,3 +119,23 @@ def test_a_schedule_runs_exact_attention_on_its_steps_only(shadowed_campaign):
     assert run["valid"] is True and run["spec"]["schedule"]["exact_first"] == 1
     plain = read_record(runs(shadowed_campaign) / "sage_emul_thuml" / "attn_calls.json", AttnCallsRecord)
     assert plain.ranks["0"].per_step == {str(s): {"sage_emul_thuml": BLOCKS} for s in range(1, STEPS + 1)}
+
+
+def test_in_situ_records_and_the_lossless_twin_are_hashed_and_verified(shadowed_campaign, tmp_path):
+    """run.json hashes the in-situ records and output_lossless.mkv; an in-situ line edited after
+    the run leaves the run damaged and named, so its readings are not judged."""
+    import shutil
+
+    from harness.compare.summary import summarize_run
+    from harness.records import RunRecord
+    from harness.store import CampaignDir
+
+    camp = CampaignDir(shutil.copytree(shadowed_campaign, tmp_path / "c"))
+    run = camp.run("ref_insitu")
+    outputs = read_record(run.run_json, RunRecord).outputs
+    assert {"insitu/rank0.jsonl", "insitu/rank0.meta.json", "output_lossless.mkv"} <= set(outputs)
+    assert summarize_run(run).status == "ok"
+    lines = run.path / "insitu" / "rank0.jsonl"
+    lines.write_text(lines.read_text().replace('"rel_l1":', '"rel_l1": ', 1))
+    s = summarize_run(run)
+    assert s.status == "damaged" and str(lines) in s.reason and "sha256" in s.reason, s.reason

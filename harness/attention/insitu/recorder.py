@@ -82,7 +82,6 @@ class CallSites:
         return replace(self.current, **fields)
 
 
-INSITU_DIR = "insitu"
 CAPTURES_DIR = "captures"
 FLUSH_EVERY = 32  # lines held before they are appended to the file
 

@@ -200,7 +200,7 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
     hooks.on_step_end.append(saver.on_step_end)
     shadowed = None
     if ns.insitu:
-        from harness.attention.insitu.recorder import INSITU_DIR
+        from harness.insitu_records import INSITU_DIR
         from harness.runners.lightx2v.shadows import build_shadowed
 
         served = {"name": ns.attn_type, "kv_reversed": ns.kv_reversed}

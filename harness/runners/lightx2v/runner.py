@@ -18,6 +18,7 @@ from pydantic import Field
 from harness.collect.lightx2v_log import parse_lightx2v_logs
 from harness.envinfo import git_info
 from harness.errors import HarnessError
+from harness.insitu_records import INSITU_DIR
 from harness.records import (
     AttnCallsRecord,
     RankCalls,
@@ -46,8 +47,6 @@ from harness.store import (
     LayerTiming,
     write_record,
 )
-
-INSITU_DIR = "insitu"  # harness.attention.insitu.INSITU_DIR (that package imports torch)
 
 ENV_JSON = "lightx2v_env.json"
 
