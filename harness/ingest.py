@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.collect.lightx2v_log import parse_lightx2v_logs
+from harness.compare.cache import refuse_audio_lengths
 from harness.errors import HarnessError
 from harness.input_files import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_YAML_BYTES, read_input_text
 from harness.media import MediaInfo, check_file, probe
@@ -243,24 +244,50 @@ def _check_campaign(
                 raise bad(
                     f"arm {a.arm!r} already in the campaign has seed {a.seed}, the new reference {sorted(ref_seeds)}"
                 )
-    ref = next((p for p in prepared if p.spec.role == Role.reference), None)
-    ref_name, ref_info = (str(ref.arm.mp4), ref.info) if ref is not None else _existing_reference(camp, kept)
-    for p in (p for p in prepared if p is not ref and ref_info is not None):
-        a, b = ref_info, p.info
-        if (a.width, a.height) != (b.width, b.height):
-            raise bad(f"{p.arm.mp4}: {b.width}x{b.height}, the reference {ref_name} is {a.width}x{a.height}")
-        if a.frames != b.frames:
-            raise bad(
-                f"{p.arm.mp4}: {b.frames} frames, the reference {ref_name} has {a.frames} "
-                "(a report compares equal lengths; `harness compare --truncate` compares the files)"
-            )
+    refs = {p.spec.seed: (str(p.arm.mp4), p.info) for p in prepared if p.spec.role == Role.reference}
+    for p in (p for p in prepared if p.spec.role != Role.reference):
+        if p.spec.seed not in refs:
+            refs[p.spec.seed] = _existing_reference(camp, kept, p.spec.seed)
+        ref_name, ref_info = refs[p.spec.seed]
+        if ref_info is not None:
+            _check_like_reference(p.arm.mp4, p.info, ref_name, ref_info)
     return kept
 
 
-def _existing_reference(camp: CampaignDir, kept: list[ArmStatus]):
-    """(name, media info) of the reference run already in the campaign, or (None, None)."""
+def _check_like_reference(mp4: Path, b: MediaInfo, ref_name: str, a: MediaInfo) -> None:
+    """A run's video and audio as its seed's reference has them: what a report compares."""
+    if (a.width, a.height) != (b.width, b.height):
+        raise bad(f"{mp4}: {b.width}x{b.height}, the reference {ref_name} is {a.width}x{a.height}")
+    if a.frames != b.frames:
+        raise bad(
+            f"{mp4}: {b.frames} frames, the reference {ref_name} has {a.frames} "
+            "(a report compares equal lengths; `harness compare --truncate` compares the files)"
+        )
+    if a.has_audio != b.has_audio:
+        has = ("an audio track", "none") if b.has_audio else ("no audio track", "one")
+        raise bad(f"{mp4}: {has[0]}, the reference {ref_name} has {has[1]}")
+    if not a.has_audio:
+        return
+    if a.audio_channels != b.audio_channels:
+        raise bad(
+            f"{mp4}: {b.audio_channels} audio channel(s), the reference {ref_name} has {a.audio_channels}"
+        )
+    if a.audio_samples and b.audio_samples and a.audio_rate and b.audio_rate:
+        try:  # the rule a report applies: within one video frame's samples
+            refuse_audio_lengths(
+                ref_name, mp4, (a.audio_samples, b.audio_samples), (a.audio_rate, b.audio_rate), a.fps
+            )
+        except HarnessError:
+            raise bad(
+                f"{mp4}: {b.audio_samples / b.audio_rate:.3f} s of audio, the reference {ref_name} has "
+                f"{a.audio_samples / a.audio_rate:.3f} s (a report compares equal lengths)"
+            ) from None
+
+
+def _existing_reference(camp: CampaignDir, kept: list[ArmStatus], seed: int):
+    """(name, media info) of the seed's reference run already in the campaign, or (None, None)."""
     for a in kept:
-        if a.role == "reference":
+        if a.role == "reference" and a.seed == seed:
             out = camp.run(a.key).output
             if out.is_file():
                 try:

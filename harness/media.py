@@ -48,6 +48,7 @@ class MediaInfo:
     audio_rate: int | None
     audio_channels: int | None
     size_bytes: int
+    audio_samples: int | None = None  # the track's length in samples, as its header states it
     pix_fmt: str | None = None  # as the decoder gives it (yuv420p, yuv420p10le, ...)
 
 
@@ -120,6 +121,13 @@ def _layout(channels: int) -> str:
     return "stereo" if channels == 2 else "mono"
 
 
+def _header_samples(aud: av.audio.stream.AudioStream | None) -> int | None:
+    """The audio stream's duration in samples (an MP4's edit list leaves the encoder's priming out)."""
+    if aud is None or aud.duration is None or aud.time_base is None:
+        return None
+    return round(float(aud.duration * aud.time_base) * aud.codec_context.sample_rate)
+
+
 def probe(path: str | os.PathLike) -> MediaInfo:
     """Stream facts from the container header (no decoding)."""
     p = check_file(path)
@@ -144,6 +152,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
             has_audio=aud is not None,
             audio_rate=int(aud.codec_context.sample_rate) if aud is not None else None,
             audio_channels=int(aud.codec_context.channels) if aud is not None else None,
+            audio_samples=_header_samples(aud),
             size_bytes=p.stat().st_size,
             pix_fmt=cc.format.name if cc.format is not None else None,
         )

@@ -38,6 +38,10 @@ def mp4s(tmp_path_factory) -> dict[str, Path]:
     f, a = base_content(42, frames=12)
     out["long"] = d / "long.mp4"
     write_av(out["long"], f, a, fps=FPS, sample_rate=RATE, preset="ultrafast")
+    f, a = perturb(frames, audio, 12.0, 2)  # the candidate's video, its audio damaged three ways
+    for name, track in (("silent", None), ("mono", a[:1]), ("short", a[:, : -RATE // 5])):
+        out[name] = d / f"{name}.mp4"
+        write_av(out[name], f, track, fps=FPS, sample_rate=RATE, preset="ultrafast")
     return out
 
 
@@ -190,6 +194,9 @@ def test_the_same_run_twice_is_refused(tmp_path, mp4s):
         ("seed_vs_config", "seed 7 in the config, but 42 given"),
         ("seed_vs_reference", "seed 43 but the reference ran seed 42"),
         ("longer_video", "12 frames, the reference"),
+        ("no_audio", "silent.mp4: no audio track, the reference"),
+        ("mono", "mono.mp4: 1 audio channel(s), the reference"),
+        ("short_audio", "short.mp4: 0.175 s of audio, the reference"),
         ("no_attn_type", "attention type not given (--attn-type)"),
         ("taken", "already in the campaign (--force replaces it)"),
     ],
@@ -212,6 +219,9 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, mp4s, case, expect)
         "seed_vs_config": ["--mp4", mp4s["sage"], "--config", config, "--seed", "42"],
         "seed_vs_reference": ["--mp4", mp4s["sage"], "--attn-type", "x", "--seed", "43"],
         "longer_video": ["--mp4", mp4s["long"], "--attn-type", "x"],
+        "no_audio": ["--mp4", mp4s["silent"], "--attn-type", "x"],
+        "mono": ["--mp4", mp4s["mono"], "--attn-type", "x"],
+        "short_audio": ["--mp4", mp4s["short"], "--attn-type", "x"],
         "no_attn_type": ["--mp4", mp4s["sage"]],
         "taken": ["--mp4", mp4s["sage"], "--attn-type", "x"],
     }[case]
@@ -222,6 +232,19 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, mp4s, case, expect)
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], lines
     assert "Traceback" not in res.stderr
     assert _snapshot(camp) == before
+
+
+def test_a_refusal_names_the_reference_of_the_runs_own_seed(tmp_path, mp4s):
+    """With references of seeds 42 and 43, a seed-43 run that does not match is refused against
+    the seed-43 reference, whether that reference is ingested with it or already in the campaign."""
+    ref = dict(name="torch_sdpa", attn_type="torch_sdpa", role=Role.reference)
+    refs = [IngestArm(**ref, mp4=mp4s["sdpa"], seed=42), IngestArm(**ref, mp4=mp4s["floor"], seed=43)]
+    bad_43 = IngestArm(name="cand", attn_type="x", mp4=mp4s["short"], seed=43)
+    with pytest.raises(Exception, match=f"short.mp4: .* of audio, the reference {mp4s['floor']} has"):
+        ingest(tmp_path / "one" / "c", [*refs, bad_43])
+    ingest(tmp_path / "two" / "c", refs)
+    with pytest.raises(Exception, match=r"short.mp4: .* of audio, the reference .*torch_sdpa@43"):
+        ingest(tmp_path / "two" / "c", [bad_43])
 
 
 def test_manifest_error_names_file_line_and_field(tmp_path, mp4s):
