@@ -35,13 +35,13 @@ def fmt_ratio(x: float | None) -> str:
     return NA if x is None or not math.isfinite(x) else f"{x:.3f}x"
 
 
-SMALLEST = 1e-3  # below this a ratio reads "< 0.001x": its digits say nothing a reader can use
+SMALLEST = 1e-3  # below this a ratio reads "under 0.001x": its digits say nothing a reader can use
 LARGEST = 1e6  # from this up a ratio reads "over 1,000,000x"
 
 
 def ratio_value(r: float | None) -> str:
-    """A ratio's figure without its 'x', as people read it: 1.27, 34.3, 129,000, '< 0.001', 'over
-    1,000,000' (no exponents)."""
+    """A ratio's figure without its 'x', as people read it: 1.27, 34.3, 129,000, 'under 0.001',
+    'over 1,000,000' (words, not '<', which Markdown would have to escape; no exponents)."""
     if r is None or (isinstance(r, float) and math.isnan(r)):
         return NA
     if math.isinf(r):
@@ -49,7 +49,7 @@ def ratio_value(r: float | None) -> str:
     if r == 0:
         return "0"
     if abs(r) < SMALLEST:
-        return f"< {SMALLEST:g}" if r > 0 else f"> -{SMALLEST:g}"
+        return f"under {SMALLEST:g}" if r > 0 else f"over -{SMALLEST:g}"
     if abs(r) >= LARGEST:
         return f"over {LARGEST:,.0f}" if r > 0 else f"under -{LARGEST:,.0f}"
     if abs(r) < 0.1:
@@ -62,7 +62,7 @@ def ratio_value(r: float | None) -> str:
 
 
 def ratio_text(r: float | None) -> str:
-    """An error-energy ratio: 1.27x, 34.3x, 129,000x, < 0.001x, over 1,000,000x (``ratio_value``)."""
+    """An error-energy ratio: 1.27x, 34.3x, 129,000x, under 0.001x, over 1,000,000x (``ratio_value``)."""
     v = ratio_value(r)
     return v if v in (NA, "inf", "-inf") else f"{v}x"
 
@@ -85,14 +85,14 @@ def ci_text(lo: float | None, hi: float | None, alpha: float = 0.05, fmt=ratio_v
 
 
 def percent_text(fraction: float | None) -> str:
-    """A fraction as a percentage people read: 45 %, 1.4 %, 0.025 %, < 0.001 %, over 1,000 % (no exponents)."""
+    """A fraction as a percentage people read: 45 %, 1.4 %, 0.025 %, under 0.001 %, over 1,000 % (no exponents)."""
     if fraction is None or not math.isfinite(fraction):
         return NA
     x = 100 * fraction
     if x >= 1000:
         return "over 1,000 %"
     if 0 < abs(x) < 0.001:
-        return "< 0.001 %"
+        return "under 0.001 %"
     return f"{x:.0f} %" if abs(x) >= 10 else f"{x:.2g} %"
 
 

@@ -31,10 +31,10 @@ EXPONENT = re.compile(r"\d[eE][+-]?\d")
 
 def test_ratios_read_without_exponents():
     assert [ratio_text(x) for x in (1.274, 34.31, 885.2, 129034.0, 5.78e8, 3.69e-301, 0.0012, 0.0)] == [
-        "1.27x", "34.3x", "885x", "129,000x", "over 1,000,000x", "< 0.001x", "0.0012x", "0x",
+        "1.27x", "34.3x", "885x", "129,000x", "over 1,000,000x", "under 0.001x", "0.0012x", "0x",
     ]  # fmt: skip
     assert [ratio_text(x) for x in (999.4, 999.6, -999.6)] == ["999x", "1,000x", "-1,000x"]  # at the seam
-    assert range_text(3.69e-301, 6.33e-301) == "< 0.001"  # both bounds print the same: one figure
+    assert range_text(3.69e-301, 6.33e-301) == "under 0.001"  # both bounds print the same: one figure
     assert (
         range_text(8.04, 13.71) == "8.04 to 13.7" and ci_text(4.76, 28.7, 0.025) == "97.5 % CI 4.76 to 28.7"
     )
@@ -42,7 +42,7 @@ def test_ratios_read_without_exponents():
         percent_text(5.8) == "580 %"
         and percent_text(58.0) == "over 1,000 %"
         and percent_text(0.45) == "45 %"
-        and percent_text(1e-6) == "< 0.001 %"
+        and percent_text(1e-6) == "under 0.001 %"
         and percent_text(2.5e-4) == "0.025 %"
     )
     assert count_text(885) == "more than 100" and count_text(12) == "about 12"
@@ -52,3 +52,10 @@ def test_ratios_read_without_exponents():
 def test_no_number_from_the_world_prints_an_exponent(a, b):
     for text in (ratio_text(a), range_text(a, b), percent_text(a), ci_text(a, b)):
         assert not EXPONENT.search(text), text
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1e9))
+def test_figures_are_words_markdown_prints_as_they_are(r, fraction):
+    """No '<' or '>' in a figure: a Markdown writer escapes '<' as '&lt;', which report.md would show."""
+    for text in (ratio_text(r), range_text(r, -r), percent_text(fraction)):
+        assert "<" not in text and ">" not in text, text
