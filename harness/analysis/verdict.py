@@ -326,8 +326,11 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
         if v.latent is not None and str(sv.seed) in v.latent.psnr and v.latent.word:
             others.append(("latents", v.latent.word))
         words = [x.word for _, x in mine] + [w for _, w in others]
-        # no judged value on this seed: incomplete without a floor run, else nothing decided
+        # no judged value on this seed: incomplete without a floor run, else nothing decided; without
+        # a floor run (none, or its floor invalid) only a part outside says more than incomplete
         sv.word = combine(words) if words else (INCOMPLETE if not sv.floor_runs else INCONCLUSIVE)
+        if not sv.floor_runs and sv.word != OUTSIDE:
+            sv.word = INCOMPLETE
         # the figure quoted is the one that gives the seed its word, the headline's reading first
         said = sorted((p for p in mine if p[1].ratio is not None),
                       key=lambda p: (p[1].word != sv.word, p[0] is not top, -(p[1].ratio or 0.0)))  # fmt: skip

@@ -523,8 +523,14 @@ def test_a_floor_arm_that_is_a_kernels_output_on_every_seed_invalidates_each_see
     seeds = (42, 43, 44)
     floors = [_armed(40.0 + 0.1 * (s - 43), s, "kv_reversed") for s in seeds]
     floors += [_armed(30.0 + 0.2 * (s - 43), s, "quantised", 22.0) for s in seeds]  # 10x, on every seed
-    v = judge_numbers("c", [_seeded(39.9, s, f"c@{s}") for s in seeds], floors)
+    exact_stats = [stats(f"{k}@{s}", 68.6 + j, 56.2, 40.4, 23.24, 0.240, 0.96, seed=s)
+                   for s in seeds for j, k in enumerate(("ref", "kv_reversed", "quantised"))]  # fmt: skip
+    cand_stats = [stats(f"c@{s}", 69.6, 56.2, 40.4, 23.24, 0.240, 0.96, seed=s) for s in seeds]
+    v = judge_numbers("c", [_seeded(39.9, s, f"c@{s}") for s in seeds], floors,
+                      cand_stats=cand_stats, exact_stats=exact_stats)  # fmt: skip
     assert v.word == "incomplete"
+    # statistics within on a seed with no floor never make the seed's cell read within
+    assert [s.word for s in v.per_seed] == ["incomplete"] * 3, [s.text for s in v.per_seed]
     assert v.text.startswith(
         "incomplete: seed 42: floor invalid; seed 43: floor invalid; seed 44: floor invalid"
     )
