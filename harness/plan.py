@@ -20,6 +20,7 @@ from harness.runners.base import get_runner
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import load_scenario, resolve_scenario_path
 from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock, check_name, check_seed
+from harness.scenario.plugins import plugins_for
 from harness.store import CampaignDir
 from harness.writer_lock import LockHolder, lock_holder
 
@@ -84,6 +85,11 @@ def build_plan(
         if repeat <= arm_repeats[arm.name]
     ]
     specs = with_code(runner, specs, scenario._sources_digest)
+    # each arm's process imports the plugins whose backends it calls, no other (a plugin cannot reach
+    # the reference that way), and its spec holds their digests: an edited plugin re-runs those arms
+    specs = [
+        s.model_copy(update={"plugins": plugins_for(s.plugins, runner.harness_backends(s))}) for s in specs
+    ]
     runner.expect_preflights(specs)
     return specs
 

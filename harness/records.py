@@ -302,10 +302,12 @@ class RunSpec(AttentionChoice, _RunPlace):
         return run_key(self.arm, self.seed if self.multi_seed else None, self.repeat)
 
     def spec_hash(self) -> str:
-        """Hash of what the run computes (not the repeat, not the plugins: ``code`` re-runs an edited
-        kernel's arms only); fields at defaults older harnesses did not write are left out (resume)."""
+        """Hash of what the run computes (not the repeat; of the plugins its process imports, their
+        digests, not where they lie); fields at defaults older harnesses did not write are left out."""
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
+        data["plugins"] = sorted(p.sha256 for p in self.plugins)
         added = {
+            "plugins": [],
             "kv_chunks": 1,
             "attn_options": {},
             "shadows": [],

@@ -165,16 +165,20 @@ def test_backends_lists_a_scenarios_plugin_backends_and_an_installed_entry_point
     assert res.returncode == 0, res.stderr
 
 
-def test_the_spec_hash_follows_the_code_a_run_calls_not_every_plugin(tmp_path):
+def test_the_spec_hash_follows_the_code_a_run_calls_and_the_plugins_its_process_imports(tmp_path):
     spec = RunSpec(scenario="s", runner="builtin", arm="a", seed=1, attn_type="x")
     coded = spec.model_copy(update={"code": {"x": "1" * 64}})
     assert coded.spec_hash() != spec.spec_hash()
     assert coded.model_copy(update={"code": {"x": "2" * 64}}).spec_hash() != coded.spec_hash()
     kernel = write_kernel(tmp_path)
-    with_plugin = coded.model_copy(
-        update={"plugins": load_scenario(write_scenario(tmp_path, kernel.name)).plugin_refs}
-    )
-    assert with_plugin.plugins and with_plugin.spec_hash() == coded.spec_hash()
+    refs = load_scenario(write_scenario(tmp_path, kernel.name)).plugin_refs
+    with_plugin = coded.model_copy(update={"plugins": refs})
+    assert with_plugin.plugins and with_plugin.spec_hash() != coded.spec_hash()
+    # by its digest, not where it lies: the same file elsewhere is the same spec, an edited one is not
+    moved = [r.model_copy(update={"path": "/elsewhere/kernel.py"}) for r in refs]
+    edited = [r.model_copy(update={"sha256": "3" * 64}) for r in refs]
+    assert coded.model_copy(update={"plugins": moved}).spec_hash() == with_plugin.spec_hash()
+    assert coded.model_copy(update={"plugins": edited}).spec_hash() != with_plugin.spec_hash()
 
 
 pytestmark = pytest.mark.usefixtures("no_plugin_left")

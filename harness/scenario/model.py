@@ -182,8 +182,9 @@ class Scenario(Strict):
     plugins: list[str] = Field(
         default_factory=list,
         description="Python files (relative to the scenario file) or module names imported before the "
-        "scenario is checked and in every arm's process: they register attention backends (a kernel of "
-        "your own). Importing runs them with your rights: a scenario is code, like a Makefile.",
+        "scenario is checked and in the process of every arm that calls what they register: they register "
+        "attention backends (a kernel of your own), and may not change torch, the environment or the random "
+        "state. Importing runs them with your rights: a scenario is code, like a Makefile.",
     )
     sources: list[str] = Field(
         default_factory=list,

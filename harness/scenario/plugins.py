@@ -1,7 +1,9 @@
 """Plugins: a file or module a scenario names (``plugins:``) or an installed package declares (entry
-points ``harness.plugins``), imported before the scenario is checked and in every arm's process (a
-scenario is code, like a Makefile). Each is a ``PluginRef`` in the run spec: an edited plugin re-runs
-its arms, and a changed file re-imported first takes back what it registered."""
+points ``harness.plugins``), imported before the scenario is checked and in the process of every arm
+that calls what they register (a scenario is code, like a Makefile). Each is a ``PluginRef`` in those
+arms' run specs: an edited plugin re-runs them, and a changed file re-imported first takes back what
+it registered. A plugin registers; it may not change what exact attention computes (torch's functions
+and flags, the environment, the random state): one that does is refused where it is imported."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import os
+import random
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +32,17 @@ MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # (the file's resolved path, or the module name), with the digest it had then.
 _LOADED: dict[str, tuple[str, list[Registration], PluginRef]] = {}
 _ENTRY_POINTS: list[PluginRef] | None = None
+ATTENTION_BACKEND = "attention backend "  # how a PluginRef names a backend it registers
+# What exact attention's result depends on beyond its inputs: torch's functions (compared by
+# identity), its precision and algorithm flags (by value), read as torch.<name> or torch.<name>().
+TORCH_FUNCTIONS = ("nn.functional.scaled_dot_product_attention", "nn.functional.softmax", "softmax",
+                   "matmul", "bmm", "baddbmm", "einsum")  # fmt: skip
+TORCH_FLAGS = ("backends.cuda.matmul.allow_tf32", "backends.cudnn.allow_tf32",
+               "backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+               "backends.cuda.matmul.allow_bf16_reduced_precision_reduction")  # fmt: skip
+TORCH_CALLS = ("get_float32_matmul_precision", "are_deterministic_algorithms_enabled", "get_default_dtype",
+               "backends.cuda.flash_sdp_enabled", "backends.cuda.mem_efficient_sdp_enabled",
+               "backends.cuda.math_sdp_enabled")  # fmt: skip
 
 
 def is_module_name(ref: str) -> bool:
@@ -62,6 +77,51 @@ def _import_file(path: Path, digest: str) -> None:
         sys.path.append(str(path.parent))
     # One module name per content: an edited file is a new module, never a half-updated old one.
     exec_file_module(f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}", path)
+
+
+def _dotted(obj: Any, name: str) -> Any:
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def global_state() -> dict[str, Any]:
+    """What a plugin must leave as it found it (module docstring), by the name a refusal gives it."""
+    import numpy as np
+
+    state: dict[str, Any] = {f"os.environ[{k!r}]": v for k, v in os.environ.items()}
+    state["Python's random state"] = random.getstate()
+    state["numpy's random state"] = hashlib.sha256(np.random.get_state()[1].tobytes()).hexdigest()
+    try:
+        import torch
+    except ImportError:
+        return state
+    state |= {f"torch.{n}": _dotted(torch, n) for n in (*TORCH_FUNCTIONS, *TORCH_FLAGS)}
+    state |= {f"torch.{n}()": f() for n in TORCH_CALLS if callable(f := _dotted(torch, n))}
+    state["torch's random state"] = hashlib.sha256(torch.random.get_rng_state().numpy().tobytes()).hexdigest()
+    return state
+
+
+def check_untouched(before: dict[str, Any], what: str) -> None:
+    """Refuse, in one line naming ``what``, a change to ``global_state()`` since ``before``."""
+    after = global_state()
+    missing = object()  # a variable set or unset, a flag this torch lacks
+    changed = [k for k in {**before, **after}
+               if (a := after.get(k, missing)) is not (b := before.get(k, missing)) and a != b]  # fmt: skip
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise ScenarioError(
+            f"{what} changed {shown} when imported: exact attention, and so the reference and the noise "
+            "floor, would differ unseen; a plugin may register backends, not change torch, the environment "
+            "or the random state (set environment variables in the scenario's env:): refused"
+        )
+
+
+def plugins_for(refs: Iterable[PluginRef], backends: Iterable[str]) -> list[PluginRef]:
+    """The plugins an arm's process imports: those registering a backend it calls (``backends``), and
+    those registering anything else (a runner, an executor), which any arm may need."""
+    calls = {ATTENTION_BACKEND + n for n in backends}
+    return [p for p in refs if any(r in calls or not r.startswith(ATTENTION_BACKEND) for r in p.registers)]
 
 
 def import_plugin(ref: str, base_dir: Path) -> PluginRef:
@@ -119,10 +179,12 @@ def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -
     line after ``where(i)`` (file:line: plugins[i])."""
     records: list[PluginRef] = []
     for i, ref in enumerate(refs):
+        before = global_state()
         with _plugin_failure(f"{where(i)}: plugin {ref}"):
             record = import_plugin(ref, base_dir)
-            if all(r.path != record.path for r in records):  # a file listed twice is one plugin
-                records.append(record)
+        check_untouched(before, f"{where(i)}: plugin {ref}")
+        if all(r.path != record.path for r in records):  # a file listed twice is one plugin
+            records.append(record)
     return records + entry_point_plugins()
 
 
@@ -145,12 +207,15 @@ def entry_point_plugins() -> list[PluginRef]:
 def load_recorded(plugins: list[PluginRef]) -> None:
     """In an arm's process: import its spec's plugins; one changed since planning is refused."""
     for plugin in plugins:
+        before = global_state()
         if plugin.ref.startswith("entry point "):
             entry_point_plugins()
+            check_untouched(before, "the installed plugins (entry points harness.plugins)")
             continue
         ref = plugin.module or plugin.path
         with _plugin_failure(f"plugin {plugin.ref} ({plugin.path})"):
             now = import_plugin(ref, Path(plugin.path).parent)
+        check_untouched(before, f"plugin {plugin.ref} ({plugin.path})")
         if now.sha256 != plugin.sha256:
             raise ScenarioError(
                 f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "
