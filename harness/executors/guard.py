@@ -4,7 +4,8 @@ waits. ``FD`` is the read end of a pipe whose write end only the harness holds a
 reads end-of-file exactly when the harness is gone, however it died (SIGKILL included); then the guard
 stops the whole group, torchrun's ranks included. Signals sent to the group reach the runner directly;
 the guard exits as the runner did. A process that leaves the group (``setsid``, a daemon) is reparented
-to the guard (a Linux child subreaper) and ended with the runner, so nothing of an arm outlives it."""
+to the guard (a Linux child subreaper) and ended with the runner, so nothing of an arm outlives it.
+The runner's stdout and stderr pass through the guard into the run's logs, each capped (``CappedLog``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,43 @@ import time
 ORPHAN_GRACE_S = 5.0  # SIGTERM first, SIGKILL after this long
 POLL_S = 0.2
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+LOG_CAP_ENV = "HARNESS_LOG_CAP_BYTES"
+LOG_CAP = 64 << 20  # bytes of each log a run keeps: an arm printing megabytes a call fills no disk
+CUT = b"\n[harness: %d bytes of this log cut here: a log keeps its first %d bytes and its newest]\n"
+
+
+class CappedLog:
+    """One stream of the runner copied to the guard's own (the run's log file), at most ``cap`` bytes
+    and a line: its first quarter kept, then the newest output after a line saying how much was cut."""
+
+    def __init__(self, src: int, dst: int, cap: int):
+        self.src, self.dst, self.cap, self.head = src, dst, cap, cap // 4
+        self.size = self.cut = self.mark = 0  # mark: the length of the line saying what was cut
+
+    def pump(self) -> bool:
+        """Copy what the pipe holds; False once it is closed (or would block: nothing now)."""
+        try:
+            data = os.read(self.src, min(1 << 16, self.head))
+        except BlockingIOError:
+            return False
+        if not data:
+            return False
+        if self.size + len(data) > self.cap:  # cut the middle: keep the head, say so, go on
+            self.cut += self.size - self.head - self.mark
+            os.ftruncate(self.dst, self.head)
+            os.lseek(self.dst, self.head, os.SEEK_SET)
+            self.mark = os.write(self.dst, CUT % (self.cut, self.head))
+            self.size = self.head + self.mark
+        os.write(self.dst, data)
+        self.size += len(data)
+        return True
+
+
+def _log_cap() -> int:
+    try:
+        return max(1024, int(os.environ.get(LOG_CAP_ENV, LOG_CAP)))
+    except ValueError:
+        return LOG_CAP
 
 
 def stat_fields(pid: int | str) -> list[bytes]:
@@ -79,23 +117,35 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(OSError, AttributeError):  # Linux: the runner's orphans are reparented here
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
-        child = subprocess.Popen(argv[2:], close_fds=True)
+        child = subprocess.Popen(argv[2:], close_fds=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as err:
         print(f"cannot start {argv[2]}: {err.strerror}", file=sys.stderr)
         return 127
+    cap = _log_cap()
+    logs = {p.fileno(): CappedLog(p.fileno(), dst, cap) for p, dst in ((child.stdout, 1), (child.stderr, 2))}
     # The group's signals are for the runner; the guard waits for it to act on them. (A Python
     # handler, not SIG_IGN: the runner was started first and keeps the default dispositions.)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    for watched in (fd, *logs):
+        poller.register(watched, select.POLLIN | select.POLLHUP | select.POLLERR)
     while child.poll() is None:
         try:
             events = poller.poll(POLL_S * 1000)
         except InterruptedError:
             continue
-        if events and not os.read(fd, 1):  # end of file: the harness process is gone
-            _stop_group(child)
+        for ready, _ in events:
+            if ready in logs:
+                if not logs[ready].pump():
+                    poller.unregister(ready)
+            elif not os.read(fd, 1):  # end of file: the harness process is gone
+                _stop_group(child)
+    for log in logs.values():  # what the runner wrote last (bounded: a process it left may still write)
+        os.set_blocking(log.src, False)
+        for _ in range(1024):
+            if not log.pump():
+                break
     rc = child.returncode
     sweep()
     if rc < 0:  # died of a signal: die of the same one, so the harness sees what the runner saw

@@ -100,6 +100,31 @@ def test_a_signal_death_names_the_signal_beside_the_last_real_log_line(tmp_path)
     assert rec.reason == "killed by SIGSEGV (signal 11): loading weights"
 
 
+def test_a_log_is_capped_keeping_its_head_and_its_newest_output_and_says_what_was_cut(tmp_path):
+    """An arm printing megabytes a call filled the disk (a 48 MiB stdout.log): each log now keeps its
+    first quarter of the cap and the newest output, with a line saying how many bytes were cut."""
+    cap, lines = 1 << 20, 40_000  # 40,000 lines of 100 bytes: 4,000,000 bytes through a 1 MiB cap
+    code = WRITE_OK.replace("{FALLBACKS}", "{}") + (
+        f"for i in range({lines}):\n    print(f'line {{i:07d}} ' + 'x' * 86, flush=i % 1000 == 0)\n"
+        "print('HARNESS_STEP 1/1 the newest line', flush=True)\n"
+    )
+    rec = run(tmp_path, spec(code, env={"HARNESS_LOG_CAP_BYTES": str(cap)}))
+    assert rec.status == RunStatus.ok, rec.reason
+    log = (tmp_path / "arm" / "stdout.log").read_bytes()
+    printed = 17 + lines * 100 + len("HARNESS_STEP 1/1 the newest line\n")  # WRITE_OK's step line first
+    marks = [ln for ln in log.splitlines() if ln.startswith(b"[harness: ")]
+    assert len(log) <= cap + 200 and len(marks) == 1, (len(log), marks)
+    cut = int(marks[0].split()[1])
+    head = cap // 4
+    assert (
+        marks[0]
+        == f"[harness: {cut} bytes of this log cut here: a log keeps its first {head} bytes and its newest]".encode()
+    )
+    assert len(log) - len(marks[0]) - 2 + cut == printed  # every byte printed is kept or counted as cut
+    assert log.startswith(b"HARNESS_STEP 1/1\nline 0000000 ") and log.endswith(b"the newest line\n")
+    assert "the newest line" in rec.log_tail
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
 def test_a_child_in_its_own_session_ends_with_its_arm(tmp_path):
     """A kernel's helper started in a session of its own is out of the runner's process group: it
