@@ -80,18 +80,16 @@ class BenchRow(Record):
         """A side's figures scaled to the whole video (extrapolated when it measured fewer frames)."""
         scale = r.frames / max(r.measured_frames, 1)
         seconds = r.seconds * scale
+        kept = r.model_dump(include={"frames", "measured_frames", "peak_mb", "setup_s", "gpu_peak_mb"})
+        fps = r.frames / seconds if seconds else 0.0
         return cls(
+            **kept,
             name=name,
-            frames=r.frames,
-            measured_frames=r.measured_frames,
             seconds=seconds,
-            frames_per_s=r.frames / seconds if seconds else 0.0,
+            frames_per_s=fps,
             cpu_seconds=r.cpu_seconds * scale,
-            peak_mb=r.peak_mb,
             extrapolated=r.measured_frames < r.frames,
             note=note,
-            setup_s=r.setup_s,
-            gpu_peak_mb=r.gpu_peak_mb,
         )
 
 

@@ -242,13 +242,8 @@ def render_pr(res: ReportResults) -> str:
         lines += [f"**{md_text(res.summary.incomplete)}**", ""]
     lines += [f"- {md_text(x)}" for x in provenance(res)] + [""]
     verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in res.summary.findings + res.summary.intervals]
-    lines += verdicts + ([""] if verdicts else [])
-    lines += speed_table(res) + [""]
-    lines += accuracy_table(res) + [""]
-    emulators = emulator_lines(res)
-    lines += emulators + ([""] if emulators else [])
-    stats = stats_table(res)
-    lines += stats + ([""] if stats else [])
+    for part in (verdicts, speed_table(res), accuracy_table(res), emulator_lines(res), stats_table(res)):
+        lines += part + ([""] if part else [])  # the tables are never empty: a line says why there is none
     lines += [f"- {md_text(f)}" for f in facts(res)]
     return "\n".join(lines).rstrip() + "\n"
 
