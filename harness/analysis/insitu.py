@@ -67,7 +67,9 @@ def _floor_pool(calls: list[InSituCall], floor_ops: list[str], name: str | None 
     return InSituStats(calls=len(both), rel_l1=sum(f for _, f in both) / ref if both and ref > 0 else None)
 
 
-def _ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float | None, list[float] | None]:
+def _ratio_ci(pairs: list[tuple[float, float]]) -> tuple[float | None, list[float] | None]:
+    """sum(num) / sum(den) over the (num, den) pairs, with its 95 % bootstrap interval over them."""
+    num, den = (np.array([p[i] for p in pairs], dtype=float) for i in (0, 1))
     if not len(num) or den.sum() <= 0:
         return None, None
     ratio = float(num.sum() / den.sum())
@@ -102,15 +104,12 @@ def _judge(
 ) -> list[InSituPart]:
     """The judged parts of ``name`` on ``calls`` (finite calls only): the floor, the baseline, the limits."""
     rows = [(c, _l1(c, name), _floor_l1(c, floor_ops)) for c in calls]
-    both = [(x, f) for _, x, f in rows if x is not None and f is not None]
-    ratio, ci = _ratio_ci(
-        np.array([x for x, _ in both], dtype=float), np.array([f for _, f in both], dtype=float)
-    )
+    ratio, ci = _ratio_ci([(x, f) for _, x, f in rows if x is not None and f is not None])
     parts = [_part("exact floor", ratio, ci, tol.floor_ratio, "x")]
     if base is not None and base != name:
-        pair = [(x, _l1(c, base)) for c, x, _ in rows if x is not None]
-        pair = [(x, b) for x, b in pair if b is not None]
-        value, ci = _ratio_ci(np.array([x for x, _ in pair]), np.array([b for _, b in pair]))
+        value, ci = _ratio_ci(
+            [(x, b) for c, x, _ in rows if x is not None and (b := _l1(c, base)) is not None]
+        )
         parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
     good = [(c, x) for c, x, _ in rows if x is not None]
     far = call_outlier(calls, name, floor_ops)
@@ -122,11 +121,10 @@ def _judge(
         worst = max(x / c.ref_l1 for c, x in good if c.ref_l1 > 0)
         parts.append(_part("worst call's rel L1", worst, None, tol.max_call_rel_l1, ""))
     if tol.max_rel_l1 is not None:
-        value, ci = _ratio_ci(np.array([x for _, x in good]), np.array([c.ref_l1 for c, _ in good]))
+        value, ci = _ratio_ci([(x, c.ref_l1) for c, x in good])
         parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
     if tol.min_cosine is not None:
-        cos = np.array([c.errors[name].cosine for c, _ in good], dtype=float)
-        value, ci = _ratio_ci(cos, np.ones_like(cos))
+        value, ci = _ratio_ci([(c.errors[name].cosine, 1.0) for c, _ in good])
         parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
     return parts
 
@@ -386,8 +384,7 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         if not floor_ops:
             out.notes.append(f"{summary.key}: no exact op measured (its attention is no exact backend, no exact "
                              "shadow): its candidates have no floor")  # fmt: skip
-    good = [(c, _floor_l1(c, ops)) for c, ops in floor_items]
-    good = [(c, f) for c, f in good if f is not None]
+    good = [(c, f) for c, ops in floor_items if (f := _floor_l1(c, ops)) is not None]
     if good:
         out.floor = InSituStats(
             calls=len(good), rel_l1=sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)

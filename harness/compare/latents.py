@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from harness.errors import HarnessError
+from harness.metrics.metric import psnr_from_mse
 from harness.records import Record
 
 if TYPE_CHECKING:  # numpy is imported where arrays are read: reading results needs no numpy
@@ -98,10 +98,8 @@ def latent_psnr(ref: np.ndarray, test: np.ndarray) -> tuple[float, float]:
     diff = ref - test
     mse = float(np.mean(diff * diff))
     max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-    if mse == 0.0:
-        return math.inf, max_abs
     peak = float(np.max(ref) - np.min(ref)) or 1.0
-    return 10.0 * math.log10(peak * peak / mse), max_abs
+    return psnr_from_mse(mse, peak), max_abs
 
 
 def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarray]) -> LatentPoint:
