@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.analysis.frames import Progress, cached_files_present, encode_png, slug, write_under
 from harness.analysis.model import AudioView, ClipSet, Envelope, ReportResults, SpectrogramDiff
+from harness.collect.audio import overlap
 from harness.compare.cache import MetricsCache
 from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
@@ -218,16 +219,6 @@ def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         first = first or tracks.pin(r)
 
 
-def aligned(run: np.ndarray, ref: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two tracks over their overlap once ``run`` (delayed by ``lag`` samples) is moved back."""
-    if lag > 0:
-        run = run[lag:]
-    elif lag < 0:
-        ref = ref[-lag:]
-    m = min(run.size, ref.size)
-    return run[:m], ref[:m]
-
-
 def spectrogram_difference(run: np.ndarray, ref: np.ndarray, rate: int) -> tuple[np.ndarray, float]:
     """(run dB - reference dB on audio_view's cells, clipped to +-DIFF_DB; the floor in dB)."""
     nfft = nfft_for(ref.size)
@@ -265,7 +256,7 @@ def write_assets(
     if ref_rate != rate:
         return out
     lag = lag_of(res, run)
-    a, b = aligned(mono, ref_mono, lag)
+    b, a = (x[0] for x in overlap(ref_mono[None], mono[None], lag))  # the run moved back by its lag
     diff, floor = spectrogram_difference(a, b, rate)
     png = f"assets/audio/{name}.specdiff.png"
     view = SpectrogramDiff(
