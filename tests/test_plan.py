@@ -1,4 +1,4 @@
-"""harness.plan: repeats in interleaved order, run keys, spec hashes, floor perturbations."""
+"""harness.plan: repeats in interleaved rounds of alternating order, run keys, spec hashes, floor perturbations."""
 
 from __future__ import annotations
 
@@ -29,8 +29,12 @@ def test_repeats_are_interleaved_and_keyed():
     assert [s.key for s in specs] == [
         "ref@1", "rev@1", "chunks@1", "math@1", "cand@1",
         "ref@2", "rev@2", "chunks@2", "math@2", "cand@2",
-        "ref@1~r2", "cand@1~r2", "ref@2~r2", "cand@2~r2",
+        "cand@1~r2", "ref@1~r2", "cand@2~r2", "ref@2~r2",
     ]  # fmt: skip
+    # round 2 runs in the reverse order (the reference last), round 3 as round 1: every plan the same
+    three = [s.key for s in build_plan(parse_scenario(SCENARIO, "s.yaml", {}), repeats=3, seeds=[1])]
+    assert [k for k in three if k in ("ref@1~r3", "cand@1~r3")] == ["ref@1~r3", "cand@1~r3"]
+    assert three == [s.key for s in build_plan(parse_scenario(SCENARIO, "s.yaml", {}), repeats=3, seeds=[1])]
     by_key = {s.key: s for s in specs}
     assert by_key["chunks@1"].kv_chunks == 2 and by_key["math@2"].attn_options == {"sdpa_backend": "math"}
     # a repeat computes the same thing: same spec hash, another run directory
