@@ -327,6 +327,31 @@ def run_key(arm: str, seed: int | None = None, repeat: int = 1) -> str:
     return key if repeat <= 1 else f"{key}{REPEAT_MARK}{repeat}"
 
 
+BUSY_SHARE = 0.25  # other processes' CPU, as a share of the cores, that makes a run's timings noisy
+BUSY_GPU_PERCENT = 50.0  # the GPU's utilisation just before the run: another process computing on it
+
+
+class MachineLoad(Record):
+    """The machine around one run, sampled at its start and its end (run.json's ``load``)."""
+
+    cpu_count: int = Field(ge=1)
+    loadavg_1m: list[float] = Field(default_factory=list)  # at the start, at the end (the run's in it)
+    # other processes' CPU over the run, % of all cores: /proc/stat less the run's tree (None: no /proc)
+    other_cpu_percent: float | None = None
+    gpu_util_percent: float | None = None  # just before the run (after: the run's own); None: no GPU
+
+    def busy(self) -> str | None:
+        """What made the machine busy (a phrase), or None: others' CPU where measured, else the load."""
+        if self.other_cpu_percent is not None and self.other_cpu_percent >= 100 * BUSY_SHARE:
+            used = self.other_cpu_percent * self.cpu_count / 100
+            return f"other processes used {used:.1f} of {self.cpu_count} cores"
+        if self.other_cpu_percent is None and self.loadavg_1m and self.loadavg_1m[0] > self.cpu_count:
+            return f"load {self.loadavg_1m[0]:.1f} on {self.cpu_count} cores"
+        if self.gpu_util_percent is not None and self.gpu_util_percent >= BUSY_GPU_PERCENT:
+            return f"the GPU {self.gpu_util_percent:.0f} % busy before the run"
+        return None
+
+
 class RunRecord(Record):
     """run.json: the spec, what was executed and how it ended."""
 
@@ -354,6 +379,7 @@ class RunRecord(Record):
     job_id: str | None = None
     executor: str = "local"
     emulated: bool | None = None  # the backend is a numerics model (the registry's word; None: not recorded)
+    load: MachineLoad | None = None  # the machine around the run (None: not recorded, older records)
 
 
 LIVE = (RunStatus.pending, RunStatus.running)

@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
 from harness.executors.guard import stat_fields
 from harness.insitu_records import INSITU_DIR
-from harness.records import RunRecord, RunSpec, RunStatus
+from harness.records import MachineLoad, RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, get_runner
 from harness.store import (
     ATTN_CALLS_JSON,
@@ -135,6 +135,52 @@ def stop_orphan(rec: RunRecord, grace_s: float = KILL_GRACE_S) -> bool:
     return True
 
 
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all cores since boot, from /proc/stat; None without one."""
+    try:
+        with open("/proc/stat", "rb") as f:  # user nice system idle iowait irq softirq steal
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+def gpu_util(visible: str | None) -> float | None:
+    """The busiest visible GPU's utilisation (%, nvidia-smi), or None where there is none to ask."""
+    ids = ["-i", visible] if visible and re.fullmatch(r"[\d,]+", visible) else []
+    cmd = ["nvidia-smi", *ids, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=True).stdout
+        return max(float(x) for x in out.split())
+    except (OSError, subprocess.SubprocessError, ValueError):  # no nvidia-smi, no GPU, an odd answer
+        return None
+
+
+class LoadProbe:
+    """The machine's load over one run: started before it, ``done`` after its process tree was waited for
+    (the guard reaps the runner's, so this process's children times hold the run's whole CPU)."""
+
+    def __init__(self, visible: str | None) -> None:
+        self.gpu = gpu_util(visible)
+        self.load, self.cpu, self.own = os.getloadavg()[0], cpu_jiffies(), self._own_s()
+
+    @staticmethod
+    def _own_s() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def done(self) -> MachineLoad:
+        cores, now = os.cpu_count() or 1, cpu_jiffies()
+        other = None
+        if self.cpu is not None and now is not None and now[1] > self.cpu[1]:
+            own = (self._own_s() - self.own) * os.sysconf("SC_CLK_TCK")
+            other = round(max(0.0, 100 * (now[0] - self.cpu[0] - own) / (now[1] - self.cpu[1])), 1)
+        load = [round(x, 2) for x in (self.load, os.getloadavg()[0])]
+        return MachineLoad(
+            cpu_count=cores, loadavg_1m=load, other_cpu_percent=other, gpu_util_percent=self.gpu
+        )
+
+
 def _finish(rec: RunRecord, run_dir: RunDir, spec: RunSpec) -> None:
     """Finalize through the runner, hash outputs, decide status and attention validity."""
     try:
@@ -228,6 +274,7 @@ def supervise(
     """Start the launch under its guard, wait (time limit, progress), and record how it ended."""
 
     env = {**os.environ, **rec.env}
+    probe = LoadProbe(env.get("CUDA_VISIBLE_DEVICES"))
     t0 = time.monotonic()
     interrupted = False
     # The guard holds the read end of this pipe; its write end dies with this process, and with
@@ -276,6 +323,7 @@ def supervise(
     rec.exit_code = proc.returncode
     rec.ended_at = utcnow()
     rec.duration_s = round(time.monotonic() - t0, 3)
+    rec.load = probe.done()
     rec.log_tail = tail_text(run_dir.file(STDERR_LOG)) or tail_text(run_dir.file(STDOUT_LOG))
     if rec.status == RunStatus.running and proc.returncode == 0:
         rec.status = RunStatus.ok

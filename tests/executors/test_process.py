@@ -269,3 +269,26 @@ def test_stale_running_record_is_recognised_only_when_its_process_is_gone(tmp_pa
     assert stale_reason(me) is None
     done = RunRecord(spec=spec("pass"), spec_hash="h", status=RunStatus.ok)
     assert stale_reason(done) is None
+
+
+BURN = """
+import subprocess, sys, time
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass"
+subprocess.run([sys.executable, "-c", burn])  # a grandchild: the run's tree, not only its process
+""" + WRITE_OK.replace("{FALLBACKS}", "{}")
+
+
+def test_a_run_records_the_machine_load_leaving_its_own_process_tree_out(tmp_path):
+    from harness.executors.process import cpu_jiffies
+
+    before = cpu_jiffies()
+    rec = run(tmp_path, spec(BURN))
+    after = cpu_jiffies()
+    assert rec.status == RunStatus.ok, rec.reason
+    load = RunRecord.model_validate_json((tmp_path / "arm" / "run.json").read_text()).load
+    assert load is not None and load.cpu_count == os.cpu_count() and len(load.loadavg_1m) == 2
+    assert before and after and load.other_cpu_percent is not None
+    # the run burnt one core for a second: all of it is the run's, none is another process's
+    all_busy = 100 * (after[0] - before[0]) / (after[1] - before[1])
+    burnt = 100 * 1.0 * os.sysconf("SC_CLK_TCK") / (after[1] - before[1])
+    assert 0 <= load.other_cpu_percent <= all_busy - 0.8 * burnt
