@@ -66,10 +66,7 @@ class Tracks:
 
 def first_seed_tracks(res: ReportResults) -> list[RunSummary]:
     """The first seed's runs (first repeats) with an output, the reference's first."""
-    runs = [
-        r for r in res.primary_runs if r.seed == res.primary_seed and r.ok and r.output and r.output_sha256
-    ]
-    return sorted(runs, key=lambda r: r.arm != res.reference_arm)
+    return [r for r in res.first_seed_runs if r.ok and r.output and r.output_sha256]
 
 
 def envelope(

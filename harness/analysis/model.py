@@ -337,6 +337,12 @@ class ReportResults(Record):
     def primary_seed(self) -> int | None:
         return self.seeds[0] if self.seeds else None
 
+    @property
+    def first_seed_runs(self) -> list[RunSummary]:
+        """The first seed's runs (first repeats), the reference's first: the tracks the page plays and draws."""
+        runs = [r for r in self.primary_runs if r.seed == self.primary_seed]
+        return sorted(runs, key=lambda r: r.arm != self.reference_arm)
+
 
 def read_results(path: Path) -> ReportResults:
     """A results.json of this schema; one of another is refused in one line."""

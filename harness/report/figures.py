@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.model import INSITU_WHAT, AudioView, FrameSeries, ReportResults, SpectrogramDiff
-from harness.compare.summary import RunSummary
 from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
@@ -60,12 +59,6 @@ def grey_image(png: Path) -> Any:
 def plots() -> Any:
     """``report.plots``, imported by the first figure drawn (matplotlib takes a second to load)."""
     return import_module("harness.report.plots")
-
-
-def first_seed_runs(res: ReportResults) -> list[RunSummary]:
-    """The first seed's runs (first repeats), the reference's first: the audio figure's tracks."""
-    runs = [r for r in res.primary_runs if r.seed == res.primary_seed]
-    return sorted(runs, key=lambda r: r.arm != res.reference_arm)
 
 
 def triple(t: Any) -> tuple[float | None, float | None, float | None]:
@@ -194,7 +187,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         jobs.append(("per_frame", [(lab, assets.digest(rel)) for lab, rel in series], per_frame))
 
     tracks = []
-    for r in first_seed_runs(res):
+    for r in res.first_seed_runs:
         rel = res.assets.get(f"audio:{r.key}")
         if rel and assets.path(rel) is not None:
             tracks.append((run_label(res, r.key, r.arm, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))

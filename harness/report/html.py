@@ -22,7 +22,7 @@ from harness.analysis.model import FrameGrid, ReportResults, worst_frames
 from harness.errors import HarnessError
 from harness.report.accuracy import role_text
 from harness.report.cells import ROLE_LABEL, Section
-from harness.report.figures import AssetReader, first_seed_runs
+from harness.report.figures import AssetReader
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_ROWS = 12  # a table of more rows is folded (<details>) on the page
@@ -161,7 +161,7 @@ def differ_view(
         p = assets.path(fd.scale, page=True) if fd.scale else None
         view.diff_scale = placed(p) if p is not None else None
         view.diff_tables = transfer_tables(fd.colours)
-    for r in first_seed_runs(res):
+    for r in res.first_seed_runs:
         rel = res.assets.get(f"clip:{r.key}")
         if rel is not None:
             p = assets.path(rel, page=True)
