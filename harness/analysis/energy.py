@@ -129,8 +129,7 @@ KINDS: Mapping[str, Kind] = _Kinds()
 def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:
     """(pooled energy, pairs used): the pairs' mean weighted by frames for video; NaN or inf when one is."""
     kind = KINDS[metric]
-    vals = [(kind.get(p), kind.weight(p)) for p in pairs]
-    vals = [(x, w) for x, w in vals if x is not None]
+    vals = [(x, kind.weight(p)) for p in pairs if (x := kind.get(p)) is not None]
     if not vals:
         return None, 0
     total = sum(w for _, w in vals) or 1

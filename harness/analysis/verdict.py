@@ -93,8 +93,7 @@ def _values(kind: str, seeds, cand_of, floors_of) -> list[SeedValues]:
     get = KINDS[kind].get
     out = []
     for s in seeds:
-        fl = [(f.key, get(f)) for f in floors_of.get(s, [])]
-        fl = [(k, x) for k, x in fl if x is not None]
+        fl = [(f.key, x) for f in floors_of.get(s, []) if (x := get(f)) is not None]
         if fl:
             c = cand_of.get(s)
             out.append(SeedValues(seed=s, candidate=None if c is None else get(c), floors=[x for _, x in fl],

@@ -31,10 +31,6 @@ def _mean(a: ArmAggregate | None, key: str) -> float | None:
     return None if s is None or s.n == 0 else s.mean
 
 
-def _timed(res: ReportResults) -> list[ArmAggregate]:
-    return [a for a in res.arms if a.runs_ok and _mean(a, "s_per_step") is not None]
-
-
 def timing_whose(res: ReportResults, arm: str) -> str:
     """Whose timing a candidate's is where it is no kernel's: an emulator's, a shadowed copy's."""
     if is_shadowed_copy(res, arm):
@@ -44,7 +40,7 @@ def timing_whose(res: ReportResults, arm: str) -> str:
 
 def speed_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
-    arms = _timed(res)
+    arms = [a for a in res.arms if a.runs_ok and _mean(a, "s_per_step") is not None]
     if not arms:
         return ["No speed table: no run measured here recorded its timing."]
     steps = max((int(_mean(a, "dit_steps") or 0) for a in arms), default=0)
@@ -107,11 +103,6 @@ def accuracy_table(res: ReportResults) -> list[str]:
     return (
         md_rows(head, rows) if rows else [f"No accuracy table: no output was compared with {md_text(ref)}'s."]
     )
-
-
-def emulator_lines(res: ReportResults) -> list[str]:
-    """A line per emulator arm with a provenance: what it models, how far its numerics were checked."""
-    return [f"- {md_text(r.emulator_detail)}" for r in res.review if r.emulator_detail]
 
 
 # pr.md's statistics columns: head, the statistics it shows (joined by ' / ') and their decimals
@@ -242,7 +233,9 @@ def render_pr(res: ReportResults) -> str:
         lines += [f"**{md_text(res.summary.incomplete)}**", ""]
     lines += [f"- {md_text(x)}" for x in provenance(res)] + [""]
     verdicts = verdict_lines(res) + [f"- {md_text(f)}" for f in res.summary.findings + res.summary.intervals]
-    for part in (verdicts, speed_table(res), accuracy_table(res), emulator_lines(res), stats_table(res)):
+    # an emulator arm with a provenance: what it models, how far its numerics were checked
+    emulators = [f"- {md_text(r.emulator_detail)}" for r in res.review if r.emulator_detail]
+    for part in (verdicts, speed_table(res), accuracy_table(res), emulators, stats_table(res)):
         lines += part + ([""] if part else [])  # the tables are never empty: a line says why there is none
     lines += [f"- {md_text(f)}" for f in facts(res)]
     return "\n".join(lines).rstrip() + "\n"
