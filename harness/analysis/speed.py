@@ -38,25 +38,59 @@ def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
     return out
 
 
-def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], timing: str,
-               rules: VerdictRules) -> SpeedTest:  # fmt: skip
-    """One timing of an arm against the reference, in the design its runs allow."""
+def run_places(runs: Sequence[RunSummary]) -> dict[str, int]:
+    """key -> the run's place in its round (its seed's runs of one repeat), in the order listed: the
+    plan's, which campaign.json keeps and the local executor runs."""
+    seen: dict[tuple, int] = {}
+    out = {}
+    for r in runs:
+        out[r.key] = seen[(r.seed, r.repeat)] = seen.get((r.seed, r.repeat), -1) + 1
+    return out
 
-    def measured(runs: Sequence[RunSummary]) -> list[tuple]:  # (seed, repeat, time) of every ok run
-        return [(r.seed, r.repeat, v) for r in runs if r.ok and (v := getattr(r, timing)) is not None]
+
+def load_note(runs: Sequence[RunSummary]) -> str:
+    """'machine busy during 4 of 6 runs (load 3.1 on 2 cores): timings noisy', or '' (none busy or recorded)."""
+    loads = [r.load for r in runs if r.ok and r.load is not None]
+    busy = [(x.other_cpu_percent or 0, x.loadavg_1m[:1], why) for x in loads if (why := x.busy())]
+    if not busy:
+        return ""
+    return f"machine busy during {len(busy)} of {len(loads)} runs ({max(busy)[2]}): timings noisy"
+
+
+def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], timing: str,
+               rules: VerdictRules, places: Mapping[str, int] | None = None) -> SpeedTest:  # fmt: skip
+    """One timing of an arm against the reference, in the design its runs allow; ``places``: each run's
+    place in its round (``run_places``), for the run order's check of paired runs."""
+    t = _speed_test(arm_runs, ref_runs, timing, rules, places or {})
+    t.machine = load_note([*ref_runs, *arm_runs])
+    return t.finish() if t.machine else t
+
+
+def _speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], timing: str,
+                rules: VerdictRules, places: Mapping[str, int]) -> SpeedTest:  # fmt: skip
+    def measured(runs: Sequence[RunSummary]) -> list[tuple]:  # (seed, repeat, time, key) of every ok run
+        return [(r.seed, r.repeat, v, r.key) for r in runs if r.ok and (v := getattr(r, timing)) is not None]
 
     arm, ref = measured(arm_runs), measured(ref_runs)
     what, kw = TIMINGS[timing], {"alpha": rules.alpha, "min_effect": rules.min_effect}
-    ref_at, arm_at = {(s, k): v for s, k, v in ref}, {(s, k): v for s, k, v in arm}
+    ref_at, arm_at = {(s, k): (v, key) for s, k, v, key in ref}, {(s, k): (v, key) for s, k, v, key in arm}
     if len(arm_at) >= 2 and set(arm_at) == set(ref_at):
-        return compare_pairs([(ref_at[k], arm_at[k]) for k in sorted(arm_at, key=str)], what=what, **kw)
-    seeds = sorted({s for s, _, _ in arm} & {s for s, _, _ in ref}, key=str)
+        pairs = sorted(arm_at, key=str)
+        t = compare_pairs([(ref_at[k][0], arm_at[k][0]) for k in pairs], what=what, **kw)
+        gaps = [
+            places[arm_at[k][1]] - places[ref_at[k][1]]
+            for k in pairs
+            if {arm_at[k][1], ref_at[k][1]} <= set(places)
+        ]
+        t.offsets = gaps if len(gaps) == len(pairs) else []
+        return t.finish()
+    seeds = sorted({x[0] for x in arm} & {x[0] for x in ref}, key=str)
     if seeds and None not in seeds:
-        blocks = [([v for s, _, v in ref if s == b], [v for s, _, v in arm if s == b]) for b in seeds]
+        blocks = [([v for s, _, v, _ in ref if s == b], [v for s, _, v, _ in arm if s == b]) for b in seeds]
         blocked = compare_blocked(blocks, what=what, **kw)
         if blocked.speedup_ci is not None:  # no within-seed df, or zero spread within seeds: unpaired
             return blocked
-    return compare_samples([v for *_, v in ref], [v for *_, v in arm], what=what, **kw)
+    return compare_samples([x[2] for x in ref], [x[2] for x in arm], what=what, **kw)
 
 
 def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, rules: VerdictRules,
@@ -66,12 +100,12 @@ def campaign_speed_tests(runs: Sequence[RunSummary], reference_arm: str | None, 
     if reference_arm is None:
         return out
     family = speed_families({r.arm: r.role for r in runs}) | dict(families or {})
-    ref = [r for r in runs if r.arm == reference_arm]
+    ref, places = [r for r in runs if r.arm == reference_arm], run_places(runs)
     for arm in dict.fromkeys(r.arm for r in runs):
         if arm == reference_arm:
             continue
         arm_runs = [r for r in runs if r.arm == arm]
-        out[arm] = {t: speed_test(arm_runs, ref, t, rules) for t in TIMINGS}
+        out[arm] = {t: speed_test(arm_runs, ref, t, rules, places) for t in TIMINGS}
     for name in dict.fromkeys(family[a] for a in out):
         holm_tests([t for a, tests in out.items() if family[a] == name for t in tests.values()], name)
     return out

@@ -67,6 +67,8 @@ class SpeedTest(Record):
     word: Word = "too few runs"
     line: str = ""
     test: str = TEST_NAME
+    offsets: list[int] = Field(default_factory=list)  # a pair's arm place in its round less the reference's
+    machine: str = ""  # how busy the machine was during these runs ('': not busy, or not recorded)
 
     @property
     def significant(self) -> bool:
@@ -78,7 +80,11 @@ class SpeedTest(Record):
 
     @property
     def words(self) -> str:
-        """The finding and its evidence, without the two sides' means (``line`` has them)."""
+        """The finding and its evidence, without the two sides' means (``line`` has them); then what the
+        run order and the machine's load say of it."""
+        return "; ".join(x for x in (self._finding(), order_note(self), self.machine) if x)
+
+    def _finding(self) -> str:
         n = f"n={self.n_ref}/{self.n_arm} {self.samples}"
         if not self.measured:
             return f"no timing ({n})"
@@ -141,6 +147,43 @@ def speed_word(t: SpeedTest) -> Word:
     if lo <= 1.0 <= hi:
         return "no difference detected"
     return "difference detected, size unclear" if rejects else "not significant after Holm"
+
+
+SIGNIFICANT = ("faster", "slower", "difference detected, size unclear")  # the interval excludes 1
+
+
+def order_note(t: SpeedTest) -> str:
+    """What the places of a paired test's runs in their rounds say ('' where nothing): with both orders
+    seen, the log ratio's regression on the arm's place less the reference's names a drift along the
+    round and whether the speed-up at equal places still differs; with one order, that it cannot."""
+    n = len(t.offsets)
+    if t.design != "paired by seed and repeat" or n != len(t.ref) or n < 2:
+        return ""
+    if len(set(t.offsets)) == 1:
+        side = "after" if t.offsets[0] > 0 else "before"
+        return (f"run order unchecked: the arm ran {side} the reference in every pair (rounds alternate "
+                "the order from 2 rounds on)") if t.word in SIGNIFICANT else ""  # fmt: skip
+    if n < 3:  # two pairs in two orders: a line through both, no spread left to test it
+        return ""
+    d = [math.log(r) - math.log(a) for r, a in zip(t.ref, t.arm, strict=True)]
+    x_bar, d_bar = statistics.fmean(t.offsets), statistics.fmean(d)
+    sxx = sum((x - x_bar) ** 2 for x in t.offsets)
+    beta = sum((x - x_bar) * (y - d_bar) for x, y in zip(t.offsets, d, strict=True)) / sxx
+    mu = d_bar - beta * x_bar  # the log speed-up at equal places
+    s2 = sum((y - mu - beta * x) ** 2 for x, y in zip(t.offsets, d, strict=True)) / (n - 2)
+    se_beta, se_mu = math.sqrt(s2 / sxx), math.sqrt(s2 * (1 / n + x_bar**2 / sxx))
+    p = (1.0 if beta == 0 else 0.0) if se_beta < ZERO_SPREAD else t_two_sided_p(beta / se_beta, n - 2)
+    if p >= t.alpha:
+        return ""
+    q = t_quantile(1 - t.alpha / 2, n - 2)
+    lo, hi = safe_exp(mu - q * se_mu), safe_exp(mu + q * se_mu)
+    later = safe_exp(-beta) - 1  # a run one place later in its round, relative to one place earlier
+    head = f"run order: a run one place later in its round took {percent_text(abs(later))} "
+    head += f"{'longer' if later > 0 else 'less'} (p={fmt_p(p)})"
+    if t.word in SIGNIFICANT and lo <= 1.0 <= hi:
+        at_equal = ci_text(lo, hi, t.alpha, fmt=lambda v: fmt_speedup_value(v).removesuffix("x"))
+        return f"{head}: the order explains the difference (at equal places {fmt_speedup_value(safe_exp(mu))}, {at_equal})"
+    return head
 
 
 def fmt_p(p: float | None) -> str:

@@ -11,7 +11,7 @@ from pydantic import Field
 from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
-from harness.records import AttentionChoice, PluginRef, RankCalls, Record, RunStatus
+from harness.records import AttentionChoice, MachineLoad, PluginRef, RankCalls, Record, RunStatus
 from harness.safe_write import resolve_under
 from harness.store import (
     OUTPUT_LOSSLESS,
@@ -62,6 +62,7 @@ class RunSummary(AttentionChoice, _RunName):
     lossless: str | None = None  # path of output_lossless.mkv when the run wrote one
     lossless_sha256: str | None = None
     emulated: bool | None = None  # run.json's word: a numerics model, not a kernel (None: not recorded)
+    load: MachineLoad | None = None  # run.json's: the machine around the run (None: not recorded)
     dit_steps: int | None = None
     step_seconds: list[float] = Field(default_factory=list)
     s_per_step: float | None = None
@@ -154,7 +155,7 @@ def summarize_run(
         s.log_tail = _log_tail(run, "")
         return s
     s.status, s.reason, s.valid = rec.status.value, rec.reason, rec.valid
-    s.invalid_reasons, s.emulated = list(rec.invalid_reasons), rec.emulated
+    s.invalid_reasons, s.emulated, s.load = list(rec.invalid_reasons), rec.emulated, rec.load
     if not s.ok:
         s.log_tail = _log_tail(run, rec.log_tail)
 
