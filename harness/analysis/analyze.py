@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.analysis.floor import codec_floor_row, floor_summary, pixel_source
+from harness.analysis.floor import Progress, codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
 from harness.analysis.pr_facts import pr_lines
@@ -41,7 +41,6 @@ RECORD_FIELDS = (
     "created_at scenario env"
 ).split()
 SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), from the speed tests' means"
-Progress = Callable[[str], None]
 
 
 def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 from harness.analysis.energy import PairErrors, mse_from_psnr, pooled_psnr
+from harness.analysis.frames import Progress
 from harness.analysis.model import CodecFloorRow, FloorSummary, ReportResults
 from harness.analysis.verdict import video_regime
 from harness.collect.models import CodecSettings, PairResult
@@ -24,7 +24,6 @@ from harness.store import CampaignDir
 
 CODEC_FLOOR_VERSION = 2  # 2: a re-encode's video against its lossless twin
 DECODE_VERSION = 2  # 2: the one conversion of pixel_formats (range tag honoured, no chroma interpolation)
-Progress = Callable[[str], None]
 
 
 class CodecFloor(Record):
