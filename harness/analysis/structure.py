@@ -2,7 +2,12 @@
 every statistic), judged per seed against that seed's exact runs (docs/verdicts.md). Frames: more frozen,
 black or flat frames than any exact run plus ``FRAME_SLACK`` is outside. Layout: at the coarsest scale
 where every floor run agrees with the reference (``layout_mse`` under ``AGREE_FRACTION`` of its grid
-variance, at least ``MIN_LAYOUT_VAR``), outside past ``LAYOUT_MULTIPLE`` x the floor's and that fraction."""
+variance, at least ``MIN_LAYOUT_VAR``), outside past ``LAYOUT_MULTIPLE`` x the floor's and that fraction.
+Colour and time order (the runs' ``FrameTrack``; luma layouts and statistics are blind to both): at the
+coarsest of ``TRACK_SCALES`` where every floor run's distance is under ``AGREE_FRACTION`` of what the
+reference has to lose (its colour off grey; what playing it backwards changes), outside past
+``LAYOUT_MULTIPLE`` x the floor runs' largest distance and ``MIN_LAYOUT_VAR``: the exact runs' spread, not
+the reference's variance, which dwarfs a chaotic floor's distances at the coarse scales."""
 
 from __future__ import annotations
 
@@ -10,10 +15,11 @@ import math
 import statistics
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import Field
 
 from harness.analysis.energy import PairErrors
-from harness.collect.layout import SCALES
+from harness.collect.layout import SCALES, TRACK, FrameTrack
 from harness.compare.summary import RunSummary
 from harness.records import Record
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, word
@@ -25,6 +31,10 @@ MIN_LAYOUT_VAR = 4.0  # Y units^2: a reference with less grid variance has no la
 FRAME_KINDS = ("frozen", "black", "flat")
 KIND_TEXT = {"frozen": "frozen", "black": "black (max Y <= 16)", "flat": "flat (std Y < 1)"}
 MIRRORS = (("left-right", "layout_mirror_lr_mse"), ("up-down", "layout_mirror_ud_mse"))
+TRACK_SCALES = (1, 2, 4)  # coarsest first: a chaotic floor agrees on the whole frame's colour and course
+# check -> (its distance, what the reference has to lose, the distance to the reference transformed)
+TRACK_TERMS = {"colour": ("colour", "colourful", "swapped"), "time": ("time", "course", "reversed")}
+TRACK_TEXT = {"colour": "colour", "time": "time order"}
 
 
 class FrameCounts(Record):
@@ -39,6 +49,7 @@ class FrameCounts(Record):
     frozen_first: list[int] = Field(default_factory=list)
     black_first: list[int] = Field(default_factory=list)
     flat_first: list[int] = Field(default_factory=list)
+    track: FrameTrack | None = None  # per-frame coarse Y, Cb, Cr (RunStats.track)
 
     @classmethod
     def of(cls, run: RunSummary) -> FrameCounts:
@@ -57,21 +68,22 @@ class FrameCounts(Record):
             frozen_first=list(stats.frozen_first),
             black_first=list(stats.blank_first),
             flat_first=list(stats.flat_first),
+            track=stats.track,
         )
 
 
 class StructureCheck(Record):
     seed: int | None = None
     key: str = ""  # the candidate run
-    check: str  # frozen | black | flat | layout
+    check: str  # frozen | black | flat | layout | colour | time
     word: str = ""  # a word of harness.rule.SEVERITY, "" (not judged)
-    value: float | None = None  # the candidate's count, or its layout_mse at ``scale``
-    limit: float | None = None  # the most an exact run has, or the layout bound
+    value: float | None = None  # the candidate's count, or its layout (colour, time) distance at ``scale``
+    limit: float | None = None  # the most an exact run has, or the bound
     frames: list[int] = Field(default_factory=list)  # the candidate's first such frames
     scale: int | None = None  # the S of the S x S grid judged
-    floor: float | None = None  # the largest floor layout_mse at ``scale``
-    variance: float | None = None  # the reference's layout variance V_S
-    mirror: str | None = None  # left-right | up-down: B is nearer the mirrored reference
+    floor: float | None = None  # the largest floor distance at ``scale``
+    variance: float | None = None  # the reference's layout variance V_S (colour, time: what it has to lose)
+    mirror: str | None = None  # left-right | up-down | U/V swapped | reversed: B nearer the reference so
     text: str = ""
 
 
@@ -186,6 +198,114 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
     return c
 
 
+def _scaled(rows: list[list[float]], n: int, scale: int) -> np.ndarray:
+    """[n, scale * scale]: the first n frames' TRACK x TRACK cells, averaged into scale x scale."""
+    k = TRACK // scale
+    x = np.asarray(rows[:n], np.float64).reshape(n, scale, k, scale, k)
+    return x.mean(axis=(2, 4)).reshape(n, scale * scale)
+
+
+def track_terms(a: FrameTrack, b: FrameTrack, scale: int) -> dict[str, float]:
+    """B against the reference A over their common frames at scale x scale (means over frames and cells):
+    colour, the squared (Cb, Cr) distance; swapped, the same to A with Cb and Cr exchanged; colourful, A's
+    off grey (128); time, the distance of the luma time courses (each cell less its mean over frames);
+    reversed, the same to A played backwards; course, A's own distance to A reversed. Empty: no frames."""
+    n = min(len(a.y), len(b.y), len(a.cb), len(b.cb), len(a.cr), len(b.cr))
+    if n == 0 or any(len(r) != TRACK * TRACK for t in (a, b) for r in (*t.y[:n], *t.cb[:n], *t.cr[:n])):
+        return {}
+    ya, yb = (_scaled(t.y, n, scale) for t in (a, b))
+    ya, yb = ya - ya.mean(axis=0), yb - yb.mean(axis=0)
+    ca, cb = (np.stack([_scaled(t.cb, n, scale), _scaled(t.cr, n, scale)]) for t in (a, b))
+
+    def ms(x: np.ndarray) -> float:
+        return float(np.mean(x * x)) + 0.0
+
+    with np.errstate(all="ignore"):  # a non-finite track gives a non-finite distance, judged as such
+        return {"colour": ms(cb - ca), "swapped": ms(cb - ca[::-1]), "colourful": ms(ca - 128.0),
+                "time": ms(yb - ya), "reversed": ms(yb - ya[::-1]), "course": ms(ya - ya[::-1])}  # fmt: skip
+
+
+def _track_agreement(
+    ref: FrameTrack, floors: Sequence[FrameTrack], check: str
+) -> tuple[int | None, float, float, str]:
+    """(scale, largest floor distance, what the reference has to lose, why none) of a colour or time check."""
+    dist, size_key, _ = TRACK_TERMS[check]
+    why = []
+    for s in TRACK_SCALES:
+        terms = [track_terms(ref, f, s) for f in floors]
+        if not all(terms):
+            return None, math.nan, math.nan, "no common frames"
+        worst = max((t[dist] for t in terms), key=lambda d: math.inf if math.isnan(d) else d)
+        size = min(t[size_key] for t in terms)
+        if not (math.isfinite(worst) and math.isfinite(size)):
+            why.append(f"{s}x{s}: floor distance {_num(worst)}")
+        elif size < MIN_LAYOUT_VAR:
+            why.append(f"{s}x{s}: the reference has none to lose ({_num(size)} < {MIN_LAYOUT_VAR:g})")
+        elif not worst < AGREE_FRACTION * size:
+            why.append(f"{s}x{s}: floor distance {_num(worst)} >= {AGREE_FRACTION:g} x {_num(size)}")
+        else:
+            return s, worst, size, ""
+    return None, math.nan, math.nan, "; ".join(why)
+
+
+def _track_check(
+    cand: FrameCounts, ref: FrameTrack, check: str, agreed: tuple[int, float, float]
+) -> StructureCheck:
+    scale, worst, size = agreed
+    dist, _, alt_key = TRACK_TERMS[check]
+    bound = max(LAYOUT_MULTIPLE * worst, MIN_LAYOUT_VAR)
+    terms = track_terms(ref, cand.track, scale) if cand.track is not None else {}
+    d = terms.get(dist)
+    c = StructureCheck(seed=cand.seed, key=cand.key, check=check, value=d, limit=bound, scale=scale,
+                       floor=worst, variance=size)  # fmt: skip
+    what = f"seed {cand.seed}: {cand.key} {TRACK_TEXT[check]}"
+    grid = f"{scale}x{scale} {'chroma (Cb, Cr)' if check == 'colour' else 'luma time-course'} distance"
+    if d is None:
+        c.word, c.text = INCONCLUSIVE, f"{what}: not measured (the exact runs have a per-frame track)"
+        return c
+    c.word = word(d, d, bound) if math.isfinite(d) else OUTSIDE
+    if c.word == WITHIN:
+        c.text = f"{what} within: {grid} {_num(d)} <= {_num(bound)}"
+        return c
+    why = f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(worst)}"
+    why += f" and the least bound {MIN_LAYOUT_VAR:g}" if LAYOUT_MULTIPLE * worst < MIN_LAYOUT_VAR else ""
+    alt = terms[alt_key]
+    if not (math.isfinite(d) and alt <= bound):  # named only where B is the transformed reference
+        c.text = f"{what} outside: {grid} {_num(d)} {why}"
+    elif check == "colour":
+        c.mirror = "U/V swapped"
+        c.text = f"{what} outside, U and V swapped: {grid} {_num(d)}, {_num(alt)} to the reference's with Cb and Cr exchanged; {why}"
+    else:
+        c.mirror = "reversed"
+        c.text = f"{what} reversed: B plays the reference backwards ({grid} {_num(d)}, {_num(alt)} to the reference reversed; {why})"
+    return c
+
+
+def _track_checks(
+    seed: int | None, cands: Sequence[FrameCounts], exact: Sequence[FrameCounts], floor_keys: set[str]
+) -> list[StructureCheck]:
+    """Colour and time order of a seed's candidate runs against its reference and floor runs' tracks."""
+    refs = [e for e in exact if e.key not in floor_keys]
+    floors = [e.track for e in exact if e.key in floor_keys and e.track is not None]
+    why = ""
+    if not any(r.track is not None for r in (*cands, *exact)):
+        why = "no per-frame track in these records"
+    elif len(refs) != 1 or refs[0].track is None:
+        why = "no reference run with a per-frame track"
+    elif not floors:
+        why = "no noise-floor run with a per-frame track"
+    out = []
+    for check in TRACK_TERMS:
+        scale, worst, size, no = (
+            (None, 0.0, 0.0, why) if why else _track_agreement(refs[0].track, floors, check)
+        )
+        if scale is None:
+            out.append(StructureCheck(seed=seed, check=check, text=f"seed {seed}: {no}"))
+        else:
+            out += [_track_check(c, refs[0].track, check, (scale, worst, size)) for c in cands]
+    return out
+
+
 def judge_structure(
     cands: Sequence[PairErrors],
     floors: Sequence[PairErrors],
@@ -206,6 +326,10 @@ def judge_structure(
             not_judged.append(f"seed {seed}: {why}")
             continue
         checks += [_layout_check(c, scale, floor, var) for c in cands if c.seed == seed]
+    for seed in dict.fromkeys(c.seed for c in cand_frames):
+        floor_keys = {f.key for f in floors if f.seed == seed}
+        mine = [c for c in cand_frames if c.seed == seed]
+        checks += _track_checks(seed, mine, [e for e in exact_frames if e.seed == seed], floor_keys)
     w = combine((c.word for c in checks), empty="")
     return StructureReading(word=w, text=_summary(w, checks, not_judged), checks=checks)
 
@@ -223,6 +347,18 @@ def _summary(w: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]
         bits.append(f"layout within at {', '.join(f'{s}x{s}' for s in scales)}")
     if not_judged:
         bits.append(f"layout not judged ({'; '.join(not_judged)})")
+    for check in TRACK_TERMS:
+        done = sorted({c.scale for c in checks if c.check == check and c.word == WITHIN and c.scale})
+        bits += [f"{TRACK_TEXT[check]} within at {', '.join(f'{s}x{s}' for s in done)}"] if done else []
+    why: dict[str, str] = {}
+    for k in TRACK_TERMS:  # one reason for every seed is said once
+        texts = [c.text for c in checks if c.check == k and not c.word]
+        reasons = {t.split(": ", 1)[-1] for t in texts}
+        why[k] = reasons.pop() if len(reasons) == 1 and len(texts) > 1 else "; ".join(texts)
+    if why["colour"] and why["colour"] == why["time"]:
+        bits.append(f"colour and time order not judged ({why['colour']})")
+    else:
+        bits += [f"{TRACK_TEXT[k]} not judged ({t})" for k, t in why.items() if t]
     if not bits:
         return "structure: not judged (no frame counts or layout measured)"
     return f"structure {w}: " + "; ".join(bits) if w else "structure: " + "; ".join(bits)

@@ -2,6 +2,7 @@
 and against A mirrored left-right and up-down (``LAYOUT_CONVENTION``). The 16 x 16 cell sums come exact
 from the statistics kernel, the coarser scales add its blocks; the means over frames are ``math.fsum``'s.
 A mirrored B has mirror_lr ~ 0 while mse is about 2 var_a; a shared layout has mse well under var_a.
+A run's ``FrameTrack`` keeps its TRACK x TRACK cells' Y, Cb and Cr per frame: colour and time order.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import threading
 
 import numpy as np
 
+from harness.records import Record
+
 GRID = 16  # the finest scale; the kernel sums Y over GRID x GRID cells
 SCALES = (4, 8, 16)
 FIELDS = ("layout_mse", "layout_mirror_lr_mse", "layout_mirror_ud_mse", "layout_var_a", "layout_var_b")
@@ -20,6 +23,48 @@ LAYOUT_CONVENTION = (
     "S=4,8,16 (S<=H,W); per frame mse=mean(b-a)^2, mirror_lr=mean(b-fliplr a)^2, mirror_ud=mean(b-flipud a)^2, "
     "var=population variance of a grid's cells; pair value=mean over frames; A=reference"
 )
+
+TRACK = 4  # the per-frame track's grid: the layout's 4 x 4 cells (floor(r 4 / H) = floor(r 16 / H) // 4)
+TRACK_CONVENTION = (
+    "track=per frame, Y Cb Cr of the 4x4 layout cells' RGB means (BT.601 full range: Y=.299R+.587G+.114B, "
+    "Cb=128-.168736R-.331264G+.5B, Cr=128+.5R-.418688G-.081312B), row-major, rounded to 1e-3"
+)
+# Rows of (R, G, B) -> (Y, Cb, Cr), with 128 added to Cb and Cr.
+YCC = np.array([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
+
+
+class FrameTrack(Record):
+    """One run's coarse colour per frame (``TRACK_CONVENTION``): what colour and time order are judged on."""
+
+    convention: str = TRACK_CONVENTION
+    y: list[list[float]]  # per frame, TRACK * TRACK cell means
+    cb: list[list[float]]
+    cr: list[list[float]]
+
+
+def track_cells(rgb_sums: np.ndarray, h: int, w: int) -> tuple[float, ...]:
+    """(Y..., Cb..., Cr...) of one frame's [TRACK, TRACK, 3] integer RGB cell sums, as the track keeps them."""
+    counts = np.outer(np.diff(cell_starts(h, TRACK)), np.diff(cell_starts(w, TRACK)))
+    ycc = (rgb_sums.astype(np.float64) / counts[..., None]) @ YCC.T + np.array([0.0, 128.0, 128.0])
+    return tuple(np.round(ycc.reshape(-1, 3).T.ravel(), 3).tolist())
+
+
+def rgb_cell_sums(frame: np.ndarray) -> np.ndarray | None:
+    """[TRACK, TRACK, 3] int64 RGB sums of a uint8 HxWx3 frame's track cells (None: under TRACK pixels)."""
+    h, w = frame.shape[:2]
+    if h < TRACK or w < TRACK:
+        return None
+    rows = np.add.reduceat(frame, cell_starts(h, TRACK)[:-1], axis=0, dtype=np.int64)
+    return np.add.reduceat(rows, cell_starts(w, TRACK)[:-1], axis=1)
+
+
+def track_of(cells: list[tuple[float, ...]]) -> FrameTrack | None:
+    """A run's track from its frames' ``track_cells`` (None: a frame had none)."""
+    if not cells or any(len(c) != 3 * TRACK * TRACK for c in cells):
+        return None
+    k = TRACK * TRACK
+    return FrameTrack(y=[list(c[:k]) for c in cells], cb=[list(c[k : 2 * k]) for c in cells],
+                      cr=[list(c[2 * k :]) for c in cells])  # fmt: skip
 
 
 @functools.lru_cache(maxsize=32)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.collect.layout import LAYOUT_CONVENTION
+from harness.collect.layout import LAYOUT_CONVENTION, FrameTrack
 from harness.records import Record
 
 PSNR_CONVENTION = (
@@ -132,6 +132,7 @@ class RunStats(Record):
     audio_rms: float | None = None
     audio_peak: float | None = None
     video_hash: str  # sha256 over the decoded RGB frames
+    track: FrameTrack | None = None  # per-frame coarse Y, Cb, Cr (collect.layout); None: an older record
 
 
 class PairResult(Record):

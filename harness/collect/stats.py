@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.collect.layout import GRID, LayoutPair, cell_rows, cell_starts
+from harness.collect.layout import (
+    GRID,
+    TRACK,
+    LayoutPair,
+    cell_rows,
+    cell_starts,
+    rgb_cell_sums,
+    track_cells,
+    track_of,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -40,6 +49,7 @@ class FrameStats:
     frozen: bool
     y_max: int = 0
     grid: tuple[int, ...] = ()  # Y sums over GRID x GRID cells, row-major (collect.layout)
+    track: tuple[float, ...] = ()  # Y, Cb, Cr of the TRACK x TRACK cells (collect.layout.track_cells)
 
 
 def _var(s: float, ss: float, n: int) -> float:
@@ -83,6 +93,7 @@ def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats
         frozen=prev is not None and diff == 0,
         y_max=int(y_max),
         grid=tuple(grid.ravel().tolist()),
+        track=() if (cells := rgb_cell_sums(f)) is None else track_cells(cells, h, w),
     )
 
 
@@ -103,6 +114,7 @@ class StatsReducer:
         self.counts = dict.fromkeys(COUNTS, 0)
         self.first: dict[str, list[int]] = {k: [] for k in COUNTS}
         self.layout: LayoutPair | None = None
+        self.track: list[tuple[float, ...]] = []
         self.side = 0
         self._hash = hashlib.sha256()
 
@@ -134,6 +146,7 @@ class StatsReducer:
                 self.counts[kind] += 1
                 if len(self.first[kind]) < FIRST_FRAMES:
                     self.first[kind].append(index)
+        self.track.append(st.track)
         if self.layout is not None and st.grid:
             self.layout.add(self.side, index, np.array(st.grid, np.int64))
 
@@ -154,6 +167,7 @@ class StatsReducer:
             **{f"{kind}_frames": self.counts[kind] for kind in COUNTS},
             **{f"{kind}_first": list(self.first[kind]) for kind in COUNTS},
             "video_hash": self._hash.hexdigest(),
+            "track": track_of(self.track),
         }
 
 
@@ -176,6 +190,12 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
         for k in (h, w)
     )
     grid = (r.T @ y64.to(torch.float64) @ c).to(torch.int64).reshape(n, GRID * GRID)
+    track: list[tuple[float, ...]] = [()] * n
+    if h >= TRACK and w >= TRACK:  # the track's RGB cell sums, exact in float64 as the grid's
+        r4, c4 = (m.reshape(len(m), TRACK, GRID // TRACK).sum(dim=2) for m in (r, c))  # cell // 4
+        rgb = torch.stack([r4.T @ x[..., k].to(torch.float64) @ c4 for k in range(3)], dim=-1)
+        rgb = rgb.to(torch.int64).cpu().numpy()
+        track = [track_cells(rgb[i], h, w) for i in range(n)]
     if h >= 3 and w >= 3:
         # Shifted integer sums: exact, and no convolution algorithm (or TF32) involved.
         lap = (y[:, :-2, 1:-1] + y[:, 2:, 1:-1] + y[:, 1:-1, :-2] + y[:, 1:-1, 2:] - 4 * y[:, 1:-1, 1:-1]).to(
@@ -207,6 +227,7 @@ def frame_stats_torch(frames: torch.Tensor, prev: torch.Tensor | None) -> list[F
             frozen=diff[i] == 0.0,
             y_max=int(maxima[i]),
             grid=tuple(grids[i]),
+            track=track[i],
         )
         for i in range(n)
     ]

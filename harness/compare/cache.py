@@ -25,9 +25,9 @@ M = TypeVar("M", bound=BaseModel)
 CACHE_SCHEMA = "harness.cache/1"
 
 # Bumped when the metric suite measures differently, so older entries are measured again (the
-# history is git's; last: the coarse layout, blank/flat frames and the first indices of the counts).
-PAIR_METRICS_VERSION = 6
-STATS_VERSION = 3
+# history is git's; last: the per-frame colour track of each run's statistics).
+PAIR_METRICS_VERSION = 7
+STATS_VERSION = 4
 LATENTS_VERSION = 1
 
 

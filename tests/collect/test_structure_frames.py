@@ -11,7 +11,8 @@ import pytest
 import torch
 from collect_testutil import grid_means, luma, luma_grid, make_video, scene
 
-from harness.collect.layout import SCALES, LayoutPair, scales_for
+from harness.collect.layout import SCALES, TRACK, LayoutPair, scales_for
+from harness.collect.models import RunStats
 from harness.collect.stats import FIRST_FRAMES, StatsReducer, frame_stats, frame_stats_torch
 from harness.collect.suite import measure_pair, measure_run
 from harness.media import iter_frames
@@ -142,3 +143,32 @@ def test_layout_pair_is_independent_of_delivery_order() -> None:
     assert results[0] == results[1]
     assert LayoutPair(H, W).result()["layout_mse"] == {}
     assert math.isfinite(results[0]["layout_var_b"][16])
+
+
+@pytest.mark.parametrize("shape", [(3, 40), (29, 41), (48, 64)])
+def test_track_is_the_cells_ycbcr_means_on_both_paths(shape: tuple[int, int]) -> None:
+    """Y, Cb, Cr of each 4x4 layout cell's RGB mean (unequal cells where 4 does not divide), per frame."""
+    h, w = shape
+    frames = np.random.default_rng(h).integers(0, 256, (3, h, w, 3), np.uint8)
+    r = StatsReducer()
+    for i, f in enumerate(frames):
+        r.push(f, frames[i - 1] if i else None)
+    track = r.result()["track"]
+    if h < TRACK:
+        assert track is None and frame_stats(frames[0]).track == ()
+        return
+    rows, cols = (np.arange(n) * TRACK // n for n in (h, w))  # cell floor(4 r / H), as the layout's
+    to_ycc = np.array([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
+    for i, f in enumerate(frames):
+        ycc = f.astype(np.float64) @ to_ycc.T + (0, 128, 128)
+        want = [[ycc[rows == a][:, cols == b][..., k].mean() for a in range(TRACK) for b in range(TRACK)]
+                for k in range(3)]  # fmt: skip
+        assert np.allclose([track.y[i], track.cb[i], track.cr[i]], want, atol=6e-4, rtol=0)
+    got = frame_stats_torch(torch.from_numpy(frames), None)
+    assert [g.track for g in got] == [frame_stats(f).track for f in frames]
+
+
+def test_measured_runs_carry_their_track(runs: dict[str, Path]) -> None:
+    stats = measure_run(runs["ref"])
+    assert stats.track is not None and len(stats.track.y) == stats.frames == len(stats.track.cr)
+    assert RunStats.model_validate_json(stats.model_dump_json()).track == stats.track

@@ -31,8 +31,8 @@ def test_cache_is_reused_only_while_both_outputs_are_unchanged(tmp_path: Path, r
 
 
 def test_entries_without_the_layout_are_measured_again(tmp_path: Path, ref_run):
-    """Version 6 of the pair entry adds the coarse layout and the frame indices: an entry of the
-    version before is measured again, and the new one keeps them."""
+    """Version 7 of the pair entry (statistics 4) adds each run's per-frame colour track: an entry of the
+    version before, here one that also lacks the layout, is measured again, and the new one keeps them."""
     import json
 
     from harness.compare.cache import PAIR_METRICS_VERSION, STATS_VERSION
@@ -43,8 +43,9 @@ def test_entries_without_the_layout_are_measured_again(tmp_path: Path, ref_run):
     assert first.video.layout_mse and first.video.layout_var_a  # measured
     path = metrics / "torch_sdpa__vs__sage.json"
     entry = json.loads(path.read_text())
-    assert (entry["version"], PAIR_METRICS_VERSION, STATS_VERSION) == (6, 6, 3)
-    entry["version"] = 5
+    assert (entry["version"], PAIR_METRICS_VERSION, STATS_VERSION) == (7, 7, 4)
+    entry["version"] = 6
+    del entry["value"]["stats_b"]["track"]
     for name in (
         "layout_mse",
         "layout_mirror_lr_mse",
@@ -59,3 +60,4 @@ def test_entries_without_the_layout_are_measured_again(tmp_path: Path, ref_run):
     cached = compare_runs(ref_run, other, metrics_dir=metrics)
     assert cached.metrics_cached and cached.video.layout_mse == first.video.layout_mse
     assert cached.b.stats is not None and cached.b.stats.frozen_first == first.b.stats.frozen_first
+    assert cached.b.stats.track is not None and cached.b.stats.track == first.b.stats.track
