@@ -42,8 +42,11 @@ def build_plan(
     seeds: Sequence[int] | None = None,
     repeats: int | None = None,
 ) -> list[RunSpec]:
-    """One RunSpec per (arm, seed, repeat); repeats interleaved in rounds whose order alternates (A B C,
-    C B A, ...: ``round_order``). ``repeats: auto`` plans its maximum rounds."""
+    """One RunSpec per (arm, seed, repeat); repeats interleaved in rounds run in alternate orders (A B C,
+    C B A, A B C): the reference first in odd rounds (round 1's runs are the ones accuracy compares),
+    last in even ones. Reversing, not a seeded shuffle: a drift or warm-up linear in the place within a
+    round cancels over every two rounds for every pair of arms, and every plan has the same order.
+    ``repeats: auto`` plans its maximum rounds."""
     if scenario.kind != "e2e":
         raise ScenarioError(f"scenario {scenario.name} is of kind {scenario.kind!r}; use `harness kernels`")
     profile = select_profile(scenario, profile)
@@ -81,7 +84,7 @@ def build_plan(
         )
         for repeat in range(1, max(arm_repeats.values(), default=1) + 1)
         for seed in seed_list
-        for arm in round_order(chosen, repeat)
+        for arm in (chosen if repeat % 2 else chosen[::-1])
         if repeat <= arm_repeats[arm.name]
     ]
     specs = with_code(runner, specs, scenario._sources_digest)
@@ -92,14 +95,6 @@ def build_plan(
     ]
     runner.expect_preflights(specs)
     return specs
-
-
-def round_order(arms: Sequence[Any], repeat: int) -> list[Any]:
-    """The arms of round ``repeat``: the reference first in odd rounds (round 1's are the runs accuracy
-    compares), last in even ones. Reversing, not a seeded shuffle: a drift or warm-up linear in the
-    position within a round cancels over every two rounds for every pair of arms, and a rerun plans the
-    same order with no seed to record."""
-    return list(arms) if repeat % 2 else list(reversed(arms))
 
 
 def with_code(runner: Any, specs: list[RunSpec], sources: str = "") -> list[RunSpec]:

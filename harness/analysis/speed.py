@@ -5,8 +5,10 @@ over every run, accuracy and statistics over the seeds' first repeats) with why 
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from harness.analysis.model import ArmAggregate, Spread
@@ -19,7 +21,6 @@ from harness.compare.significance import (
     holm_tests,
 )
 from harness.compare.summary import RunSummary, stat_fields
-from harness.errors import HarnessError
 from harness.metrics.metric import accuracy_metrics
 from harness.number_format import percent_text
 from harness.scenario.verdict import VerdictRules
@@ -41,11 +42,8 @@ def speed_families(roles: Mapping[str, str], *, schedules: Iterable[str] = (),
 def run_places(runs: Sequence[RunSummary]) -> dict[str, int]:
     """key -> the run's place in its round (its seed's runs of one repeat), in the order listed: the
     plan's, which campaign.json keeps and the local executor runs."""
-    seen: dict[tuple, int] = {}
-    out = {}
-    for r in runs:
-        out[r.key] = seen[(r.seed, r.repeat)] = seen.get((r.seed, r.repeat), -1) + 1
-    return out
+    counters: defaultdict[tuple, itertools.count] = defaultdict(itertools.count)
+    return {r.key: next(counters[(r.seed, r.repeat)]) for r in runs}
 
 
 def load_note(runs: Sequence[RunSummary]) -> str:
@@ -61,29 +59,20 @@ def speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], t
                rules: VerdictRules, places: Mapping[str, int] | None = None) -> SpeedTest:  # fmt: skip
     """One timing of an arm against the reference, in the design its runs allow; ``places``: each run's
     place in its round (``run_places``), for the run order's check of paired runs."""
-    t = _speed_test(arm_runs, ref_runs, timing, rules, places or {})
-    t.machine = load_note([*ref_runs, *arm_runs])
-    return t.finish() if t.machine else t
 
-
-def _speed_test(arm_runs: Sequence[RunSummary], ref_runs: Sequence[RunSummary], timing: str,
-                rules: VerdictRules, places: Mapping[str, int]) -> SpeedTest:  # fmt: skip
     def measured(runs: Sequence[RunSummary]) -> list[tuple]:  # (seed, repeat, time, key) of every ok run
         return [(r.seed, r.repeat, v, r.key) for r in runs if r.ok and (v := getattr(r, timing)) is not None]
 
-    arm, ref = measured(arm_runs), measured(ref_runs)
+    arm, ref, at = measured(arm_runs), measured(ref_runs), places or {}
     what, kw = TIMINGS[timing], {"alpha": rules.alpha, "min_effect": rules.min_effect}
+    kw["machine"] = load_note([*ref_runs, *arm_runs])
     ref_at, arm_at = {(s, k): (v, key) for s, k, v, key in ref}, {(s, k): (v, key) for s, k, v, key in arm}
     if len(arm_at) >= 2 and set(arm_at) == set(ref_at):
         pairs = sorted(arm_at, key=str)
-        t = compare_pairs([(ref_at[k][0], arm_at[k][0]) for k in pairs], what=what, **kw)
         gaps = [
-            places[arm_at[k][1]] - places[ref_at[k][1]]
-            for k in pairs
-            if {arm_at[k][1], ref_at[k][1]} <= set(places)
+            at[arm_at[k][1]] - at[ref_at[k][1]] for k in pairs if arm_at[k][1] in at and ref_at[k][1] in at
         ]
-        t.offsets = gaps if len(gaps) == len(pairs) else []
-        return t.finish()
+        return compare_pairs([(ref_at[k][0], arm_at[k][0]) for k in pairs], what=what, offsets=gaps, **kw)
     seeds = sorted({x[0] for x in arm} & {x[0] for x in ref}, key=str)
     if seeds and None not in seeds:
         blocks = [([v for s, _, v, _ in ref if s == b], [v for s, _, v, _ in arm if s == b]) for b in seeds]
@@ -175,23 +164,13 @@ def aggregate_metrics(arm_runs: list[RunSummary], cmps: list[Comparison]) -> dic
     return m
 
 
-def emulated(attn_type: str | None) -> bool:
-    """Whether a backend is a numerics model (the registry says so); unknown names are not."""
-    if not attn_type:
-        return False
-    from harness.attention.registry import BACKENDS
-
-    try:
-        return bool(BACKENDS.get(attn_type).emulated)
-    except HarnessError:
-        return False
-
-
 def timing_note(r: RunSummary) -> str:
     """Why an arm's timings are no baseline (empty when they are one)."""
     bits = r.timing_notes(noise_floor=r.role == "noise_floor")
     # run.json says it; older records ask the registry (which imports torch: about 0.6 GB)
-    if r.emulated if r.emulated is not None else emulated(r.attn_type):
+    from harness.executors.process import emulated_backend
+
+    if r.emulated if r.emulated is not None else r.attn_type and emulated_backend(r.attn_type):
         bits.append("a numerics model in PyTorch, not a kernel")
     return "; ".join(bits)
 

@@ -160,9 +160,8 @@ def order_note(t: SpeedTest) -> str:
     if t.design != "paired by seed and repeat" or n != len(t.ref) or n < 2:
         return ""
     if len(set(t.offsets)) == 1:
-        side = "after" if t.offsets[0] > 0 else "before"
-        return (f"run order unchecked: the arm ran {side} the reference in every pair (rounds alternate "
-                "the order from 2 rounds on)") if t.word in SIGNIFICANT else ""  # fmt: skip
+        first = "the reference" if t.offsets[0] > 0 else "the arm"
+        return f"run order unchecked: {first} ran first in every pair" if t.word in SIGNIFICANT else ""
     if n < 3:  # two pairs in two orders: a line through both, no spread left to test it
         return ""
     d = [math.log(r) - math.log(a) for r, a in zip(t.ref, t.arm, strict=True)]
