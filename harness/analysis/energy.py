@@ -11,15 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from harness.compare.pairwise import Comparison
-from harness.metrics.metric import (  # noqa: F401  (re-exported)
-    Energy,
-    Metric,
-    energy_from_db,
-    energy_metrics,
-    in_order,
-    mse_from_psnr,
-    psnr_from_mse,
-)
+from harness.metrics.metric import Energy, Metric, energy_metrics, in_order, mse_from_psnr, psnr_from_mse
 from harness.records import Record
 
 # The metrics (harness.metrics keys) an identical pair has at exactly 0 (video MSE) and +inf dB (audio

@@ -9,15 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.analysis.energy import (
-    AUDIO_COSINE,
-    AUDIO_SNR,
-    KINDS,
-    PairErrors,
-    energy_from_db,
-    is_identical,
-    pooled_psnr,
-)
+from harness.analysis.energy import AUDIO_COSINE, AUDIO_SNR, KINDS, PairErrors, is_identical, pooled_psnr
 from harness.analysis.intervals import RatioReading, SeedValues, baseline_reading, ratio_reading
 from harness.analysis.stat_rule import StatsSample, judge_stats
 from harness.analysis.structure import FrameCounts, judge_structure
@@ -39,6 +31,7 @@ from harness.analysis.verdict_model import (
 )
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
+from harness.metrics.metric import energy_from_db
 from harness.number_format import fmt_db, ratio_text
 from harness.rule import (
     IDENTICAL,

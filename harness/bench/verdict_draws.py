@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from harness.analysis.energy import KINDS, PairErrors, energy_from_db, mse_from_psnr
+from harness.analysis.energy import KINDS, PairErrors
 from harness.analysis.stat_rule import StatsSample
 from harness.analysis.verdict import InsituReading, stats_sample
-from harness.metrics.metric import in_order, judged_energies
+from harness.metrics.metric import energy_from_db, in_order, judged_energies, mse_from_psnr
 from harness.records import Record
 from harness.scenario.verdict import VerdictRules
 from harness.store import read_record
