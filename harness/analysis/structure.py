@@ -354,7 +354,7 @@ def _summary(w: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]
     for k in TRACK_TERMS:  # one reason for every seed is said once
         texts = [c.text for c in checks if c.check == k and not c.word]
         reasons = {t.split(": ", 1)[-1] for t in texts}
-        why[k] = reasons.pop() if len(reasons) == 1 and len(texts) > 1 else "; ".join(texts)
+        why[k] = reasons.pop() if len(reasons) == 1 else "; ".join(texts)
     if why["colour"] and why["colour"] == why["time"]:
         bits.append(f"colour and time order not judged ({why['colour']})")
     else:
