@@ -162,18 +162,14 @@ class LoadProbe:
 
     def __init__(self, visible: str | None) -> None:
         self.gpu = gpu_util(visible)
-        self.load, self.cpu, self.own = os.getloadavg()[0], cpu_jiffies(), self._own_s()
-
-    @staticmethod
-    def _own_s() -> float:
-        t = os.times()
-        return t.user + t.system + t.children_user + t.children_system
+        # os.times()[:4]: this process's CPU seconds and its waited-for children's (the run's tree)
+        self.load, self.cpu, self.own = os.getloadavg()[0], cpu_jiffies(), sum(os.times()[:4])
 
     def done(self) -> MachineLoad:
         cores, now = os.cpu_count() or 1, cpu_jiffies()
         other = None
         if self.cpu is not None and now is not None and now[1] > self.cpu[1]:
-            own = (self._own_s() - self.own) * os.sysconf("SC_CLK_TCK")
+            own = (sum(os.times()[:4]) - self.own) * os.sysconf("SC_CLK_TCK")
             other = round(max(0.0, 100 * (now[0] - self.cpu[0] - own) / (now[1] - self.cpu[1])), 1)
         load = [round(x, 2) for x in (self.load, os.getloadavg()[0])]
         return MachineLoad(
