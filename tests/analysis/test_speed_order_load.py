@@ -128,3 +128,26 @@ def test_two_pairs_in_two_orders_say_nothing_of_the_order():
     ]
     t = twin_test(order, 0.3, noise=0.0)
     assert t.offsets == [1, -1] and "run order" not in t.words
+
+
+def test_a_campaign_on_disk_names_its_busy_runs_and_reads_its_records_without_load(tmp_path):
+    from campaign_factory import ArmSpec, make_campaign
+
+    from harness.analysis.analyze import analyze_campaign
+
+    arms = [
+        ArmSpec("torch_sdpa", role="reference", jitter=0.01),
+        ArmSpec("twin", attn_type="torch_sdpa", jitter=0.01),
+    ]
+    camp = make_campaign(tmp_path, arms, seeds=(1, 2), repeats=3)
+    plain = analyze_campaign(camp).arm("twin")  # the factory's run.json files have no load
+    assert plain is not None and "machine busy" not in plain.speed["s_per_step"].words
+    busy = MachineLoad(cpu_count=2, loadavg_1m=[3.1, 3.3], other_cpu_percent=75.0)
+    for n, run_json in enumerate(sorted(camp.path.glob("runs/twin*/run.json"))):
+        rec = RunRecord.model_validate_json(run_json.read_text())
+        rec.load = busy if n < 4 else busy.model_copy(update={"other_cpu_percent": 3.0})
+        run_json.write_text(rec.model_dump_json(by_alias=True))
+    words = analyze_campaign(camp).arm("twin").speed["s_per_step"].words
+    assert words.endswith(
+        "; machine busy during 4 of 6 runs (other processes used 1.5 of 2 cores): timings noisy"
+    )
