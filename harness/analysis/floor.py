@@ -3,6 +3,7 @@ media this module reads, cached under the reference's sha256 and codec settings)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 from typing import Any
@@ -118,11 +119,9 @@ def codec_floor_cached(ref: RunSummary, campaign: CampaignDir, cache: MetricsCac
     if ref.output is None or ref.output_sha256 is None:
         return None
     crf = preset = None
-    try:
+    with contextlib.suppress(HarnessError):  # no readable run record: read off the file instead
         pipeline = campaign.run(ref.key).record().spec.params.get("pipeline") or {}
         crf, preset = pipeline.get("crf"), pipeline.get("x264_preset")
-    except HarnessError:
-        pass
     method = "lossless" if ref.lossless else "re-encode"
     name = f"{ref.key}.codec_floor"
     key = {

@@ -189,9 +189,8 @@ def judge_numbers(
     v.floor_check = check_floor(floors)
     kept = {k for sc in v.floor_check.seeds for k in sc.kept}
     floors_of: dict = {}
-    for f in floors:
-        if f.key in kept:
-            floors_of.setdefault(f.seed, []).append(f)
+    for f in (f for f in floors if f.key in kept):
+        floors_of.setdefault(f.seed, []).append(f)
     base_of = {b.seed: b for b in baseline}
     v.per_seed = [_seed_regimes(s, floors_of.get(s, []), rules) for s in seeds]
     regime_of = {sv.seed: sv.regime for sv in v.per_seed}

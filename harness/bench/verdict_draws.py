@@ -93,9 +93,8 @@ def _defect_files(ref_mp4: Path, out: Path) -> dict[str, Path]:
         "blurred": (blurred, audio),
     }
     out.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    paths = {name: out / f"{name}.mp4" for name in variants}
     for name, (fr, au) in variants.items():
-        paths[name] = out / f"{name}.mp4"
         write_av(paths[name], fr, au, fps=info.fps, sample_rate=rate)
     return paths
 
