@@ -35,6 +35,7 @@ TRACK_SCALES = (1, 2, 4)  # coarsest first: a chaotic floor agrees on the whole 
 # check -> (its distance, what the reference has to lose, the distance to the reference transformed)
 TRACK_TERMS = {"colour": ("colour", "colourful", "swapped"), "time": ("time", "course", "reversed")}
 TRACK_TEXT = {"colour": "colour", "time": "time order"}
+TRACK_SIZE = {"colour": ("colour", "off grey"), "time": ("time course", "reversal")}  # what the reference has
 
 
 class FrameCounts(Record):
@@ -137,29 +138,41 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _agreement(floors: Sequence[PairErrors]) -> tuple[int | None, float | None, float | None, str]:
+def _coarsest(measured: dict, thing: str, size_name: str) -> tuple[int | None, float, float, str]:
+    """(scale, largest floor distance, the reference's size, why none) at the coarsest scale of ``measured``
+    (scale -> (floor distances, size), or why not) where every floor distance is under AGREE_FRACTION x size."""
+    why = []
+    for s, got in measured.items():
+        if isinstance(got, str):
+            why.append(f"{s}x{s}: {got}")
+            continue
+        # + 0.0: -0.0 reads as 0.0, so that the floors' order never shows in the text
+        worst, size = max(got[0], key=lambda d: math.inf if math.isnan(d) else d) + 0.0, got[1] + 0.0
+        if not math.isfinite(worst):
+            why.append(f"{s}x{s}: floor distance {_num(worst)}")
+        elif size < MIN_LAYOUT_VAR:
+            why.append(
+                f"{s}x{s}: the reference has no {thing} ({size_name} {_num(size)} < {MIN_LAYOUT_VAR:g})"
+            )
+        elif not worst < AGREE_FRACTION * size:
+            why.append(
+                f"{s}x{s}: floor distance {_num(worst)} >= {AGREE_FRACTION:g} x {size_name} {_num(size)}"
+            )
+        else:
+            return s, worst, size, ""
+    return None, math.nan, math.nan, "; ".join(why)
+
+
+def _agreement(floors: Sequence[PairErrors]) -> tuple[int | None, float, float, str]:
     """(scale, largest floor layout_mse, V_S, why none) at the coarsest scale where the floors agree."""
     if not floors:
-        return None, None, None, "no noise-floor run"
-    why = []
+        return None, math.nan, math.nan, "no noise-floor run"
+    measured: dict = {}
     for s in SCALES:
         dists = [f.layout_mse.get(s) for f in floors]
         vars_ = [v for f in floors if _finite(v := f.layout_var_a.get(s))]
-        if any(d is None for d in dists) or not vars_:
-            why.append(f"{s}x{s}: not measured")
-            continue
-        # + 0.0: -0.0 reads as 0.0, so that the floors' order never shows in the text
-        var = statistics.median(vars_) + 0.0
-        worst = max(dists, key=lambda d: math.inf if math.isnan(d) else d) + 0.0
-        if not math.isfinite(worst):
-            why.append(f"{s}x{s}: floor distance {_num(worst)}")
-        elif var < MIN_LAYOUT_VAR:
-            why.append(f"{s}x{s}: the reference has no layout (variance {_num(var)} < {MIN_LAYOUT_VAR:g})")
-        elif not worst < AGREE_FRACTION * var:
-            why.append(f"{s}x{s}: floor distance {_num(worst)} >= {AGREE_FRACTION:g} x variance {_num(var)}")
-        else:
-            return s, worst, var, ""
-    return None, None, None, "; ".join(why)
+        measured[s] = "not measured" if None in dists or not vars_ else (dists, statistics.median(vars_))
+    return _coarsest(measured, "layout", "variance")
 
 
 def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> StructureCheck:
@@ -229,23 +242,11 @@ def _track_agreement(
     ref: FrameTrack, floors: Sequence[FrameTrack], check: str
 ) -> tuple[int | None, float, float, str]:
     """(scale, largest floor distance, what the reference has to lose, why none) of a colour or time check."""
-    dist, size_key, _ = TRACK_TERMS[check]
-    why = []
+    (dist, size, _), measured = TRACK_TERMS[check], {}
     for s in TRACK_SCALES:
-        terms = [track_terms(ref, f, s) for f in floors]
-        if not all(terms):
-            return None, math.nan, math.nan, "no common frames"
-        worst = max((t[dist] for t in terms), key=lambda d: math.inf if math.isnan(d) else d)
-        size = min(t[size_key] for t in terms)
-        if not (math.isfinite(worst) and math.isfinite(size)):
-            why.append(f"{s}x{s}: floor distance {_num(worst)}")
-        elif size < MIN_LAYOUT_VAR:
-            why.append(f"{s}x{s}: the reference has none to lose ({_num(size)} < {MIN_LAYOUT_VAR:g})")
-        elif not worst < AGREE_FRACTION * size:
-            why.append(f"{s}x{s}: floor distance {_num(worst)} >= {AGREE_FRACTION:g} x {_num(size)}")
-        else:
-            return s, worst, size, ""
-    return None, math.nan, math.nan, "; ".join(why)
+        ts = [track_terms(ref, f, s) for f in floors]
+        measured[s] = ([t[dist] for t in ts], min(t[size] for t in ts)) if all(ts) else "no common frames"
+    return _coarsest(measured, *TRACK_SIZE[check])
 
 
 def _track_check(
@@ -285,24 +286,22 @@ def _track_checks(
     seed: int | None, cands: Sequence[FrameCounts], exact: Sequence[FrameCounts], floor_keys: set[str]
 ) -> list[StructureCheck]:
     """Colour and time order of a seed's candidate runs against its reference and floor runs' tracks."""
-    refs = [e for e in exact if e.key not in floor_keys]
+    refs = [e.track for e in exact if e.key not in floor_keys and e.track is not None]
     floors = [e.track for e in exact if e.key in floor_keys and e.track is not None]
     why = ""
     if not any(r.track is not None for r in (*cands, *exact)):
         why = "no per-frame track in these records"
-    elif len(refs) != 1 or refs[0].track is None:
-        why = "no reference run with a per-frame track"
+    elif len(refs) != 1:
+        why = "no single reference run with a per-frame track"
     elif not floors:
         why = "no noise-floor run with a per-frame track"
     out = []
     for check in TRACK_TERMS:
-        scale, worst, size, no = (
-            (None, 0.0, 0.0, why) if why else _track_agreement(refs[0].track, floors, check)
-        )
+        scale, worst, size, no = (None, 0.0, 0.0, why) if why else _track_agreement(refs[0], floors, check)
         if scale is None:
             out.append(StructureCheck(seed=seed, check=check, text=f"seed {seed}: {no}"))
         else:
-            out += [_track_check(c, refs[0].track, check, (scale, worst, size)) for c in cands]
+            out += [_track_check(c, refs[0], check, (scale, worst, size)) for c in cands]
     return out
 
 
@@ -319,7 +318,7 @@ def judge_structure(
     not_judged: list[str] = []
     for seed in dict.fromkeys(c.seed for c in cands):
         scale, floor, var, why = _agreement([f for f in floors if f.seed == seed])
-        if scale is None or floor is None or var is None:
+        if scale is None:
             checks.append(
                 StructureCheck(seed=seed, check="layout", text=f"seed {seed}: layout not judged ({why})")
             )

@@ -148,7 +148,7 @@ def test_no_colour_no_course_and_no_track_are_not_judged() -> None:
     y, cb, cr = _ref()
     grey = _track(y, 0 * cb + 128, 0 * cr + 128)
     r = _judge_tracks(grey, grey, [grey])
-    assert "colour not judged (1x1: the reference has none to lose (0 < 4)" in r.text, r.text
+    assert "colour not judged (1x1: the reference has no colour (off grey 0 < 4)" in r.text, r.text
     still = _track(0 * y + 80, cb, cr)
     assert "time order not judged" in _judge_tracks(still, still, [still]).text
     missing = _judge_tracks(None, _track(y, cb, cr), [_track(y, cb, cr)])
