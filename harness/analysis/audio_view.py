@@ -216,6 +216,12 @@ def audio_views(res: ReportResults, root: Path, cache: MetricsCache, say: Progre
         first = first or tracks.pin(r)
 
 
+def aligned(run: np.ndarray, ref: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two mono tracks over their overlap once ``run`` (delayed by ``lag`` samples) is moved back."""
+    ref_part, run_part = overlap(ref[None], run[None], lag)
+    return run_part[0], ref_part[0]
+
+
 def spectrogram_difference(run: np.ndarray, ref: np.ndarray, rate: int) -> tuple[np.ndarray, float]:
     """(run dB - reference dB on audio_view's cells, clipped to +-DIFF_DB; the floor in dB)."""
     nfft = nfft_for(ref.size)
@@ -253,7 +259,7 @@ def write_assets(
     if ref_rate != rate:
         return out
     lag = lag_of(res, run)
-    b, a = (x[0] for x in overlap(ref_mono[None], mono[None], lag))  # the run moved back by its lag
+    a, b = aligned(mono, ref_mono, lag)
     diff, floor = spectrogram_difference(a, b, rate)
     png = f"assets/audio/{name}.specdiff.png"
     view = SpectrogramDiff(

@@ -7,6 +7,7 @@ import errno
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.analysis.model import ReportResults
 from harness.errors import Exit, HarnessError
 from harness.report.render import Progress, ReportPaths, load_results, render
 from harness.safe_write import WriteError, failed_writes, restored_on_failure
@@ -68,4 +69,4 @@ def render_results(
     return render(load_results(results_path), results_path, out_dir, single_file=single_file)
 
 
-__all__ = ["ReportPaths", "build_report", "render_results"]
+__all__ = ["ReportPaths", "ReportResults", "build_report", "render_results"]
