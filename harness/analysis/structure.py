@@ -194,10 +194,10 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
         f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(floor)} and {AGREE_FRACTION:g} x the "
         f"reference's layout variance {_num(var)}"
     )
-    mirrored = [
+    mirrored = [  # named only where B is the mirrored reference within the bound
         (m, name)
         for name, field in MIRRORS
-        if _finite(m := getattr(cand, field).get(scale)) and math.isfinite(d) and m < d
+        if _finite(m := getattr(cand, field).get(scale)) and math.isfinite(d) and m < d and m <= bound
     ]
     if mirrored:
         m, name = min(mirrored)
@@ -219,16 +219,19 @@ def _scaled(rows: list[list[float]], n: int, scale: int) -> np.ndarray:
 
 
 def track_terms(a: FrameTrack, b: FrameTrack, scale: int) -> dict[str, float]:
-    """B against the reference A over their common frames at scale x scale (means over frames and cells):
-    colour, the squared (Cb, Cr) distance; swapped, the same to A with Cb and Cr exchanged; colourful, A's
-    off grey (128); time, the distance of the luma time courses (each cell less its mean over frames);
-    reversed, the same to A played backwards; course, A's own distance to A reversed. Empty: no frames."""
+    """B against the reference A over their common frames at scale x scale, mean squares over cells (and
+    frames): colour, the distance of the (Cb, Cr) means over frames (the time course is time order's);
+    swapped, the same to A's with Cb and Cr exchanged; colourful, A's off grey (128); time, the distance of
+    the luma time courses (each cell less its mean over frames); reversed, the same to A played backwards;
+    course, A's own distance to A reversed. Empty: no frames."""
     n = min(len(a.y), len(b.y), len(a.cb), len(b.cb), len(a.cr), len(b.cr))
     if n == 0 or any(len(r) != TRACK * TRACK for t in (a, b) for r in (*t.y[:n], *t.cb[:n], *t.cr[:n])):
         return {}
     ya, yb = (_scaled(t.y, n, scale) for t in (a, b))
     ya, yb = ya - ya.mean(axis=0), yb - yb.mean(axis=0)
-    ca, cb = (np.stack([_scaled(t.cb, n, scale), _scaled(t.cr, n, scale)]) for t in (a, b))
+    ca, cb = (
+        np.stack([_scaled(t.cb, n, scale).mean(axis=0), _scaled(t.cr, n, scale).mean(axis=0)]) for t in (a, b)
+    )
 
     def ms(x: np.ndarray) -> float:
         return float(np.mean(x * x)) + 0.0
@@ -249,19 +252,30 @@ def _track_agreement(
     return _coarsest(measured, *TRACK_SIZE[check])
 
 
+def _transformed(ref: FrameTrack, cand: FrameTrack, floors: Sequence[FrameTrack], check: str) -> float | None:
+    """B's distance to the reference transformed (Cb and Cr exchanged; played backwards) at the finest
+    scale, where a hue turn and a swap part, when the floor runs' spread there holds it (else None)."""
+    dist, _, alt = TRACK_TERMS[check]
+    worst = max(track_terms(ref, f, TRACK)[dist] for f in floors)
+    d = track_terms(ref, cand, TRACK).get(alt, math.nan)
+    return d if d <= max(LAYOUT_MULTIPLE * worst, MIN_LAYOUT_VAR) else None
+
+
 def _track_check(
-    cand: FrameCounts, ref: FrameTrack, check: str, agreed: tuple[int, float, float]
+    cand: FrameCounts,
+    ref: FrameTrack,
+    floors: Sequence[FrameTrack],
+    check: str,
+    agreed: tuple[int, float, float],
 ) -> StructureCheck:
     scale, worst, size = agreed
-    dist, _, alt_key = TRACK_TERMS[check]
     bound = max(LAYOUT_MULTIPLE * worst, MIN_LAYOUT_VAR)
-    terms = track_terms(ref, cand.track, scale) if cand.track is not None else {}
-    d = terms.get(dist)
+    d = track_terms(ref, cand.track, scale).get(TRACK_TERMS[check][0]) if cand.track is not None else None
     c = StructureCheck(seed=cand.seed, key=cand.key, check=check, value=d, limit=bound, scale=scale,
                        floor=worst, variance=size)  # fmt: skip
     what = f"seed {cand.seed}: {cand.key} {TRACK_TEXT[check]}"
     grid = f"{scale}x{scale} {'chroma (Cb, Cr)' if check == 'colour' else 'luma time-course'} distance"
-    if d is None:
+    if d is None or cand.track is None:
         c.word, c.text = INCONCLUSIVE, f"{what}: not measured (the exact runs have a per-frame track)"
         return c
     c.word = word(d, d, bound) if math.isfinite(d) else OUTSIDE
@@ -270,15 +284,16 @@ def _track_check(
         return c
     why = f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(worst)}"
     why += f" and the least bound {MIN_LAYOUT_VAR:g}" if LAYOUT_MULTIPLE * worst < MIN_LAYOUT_VAR else ""
-    alt = terms[alt_key]
-    if not (math.isfinite(d) and alt <= bound):  # named only where B is the transformed reference
+    alt = _transformed(ref, cand.track, floors, check)
+    fine = f"{TRACK}x{TRACK}"
+    if alt is None:
         c.text = f"{what} outside: {grid} {_num(d)} {why}"
     elif check == "colour":
         c.mirror = "U/V swapped"
-        c.text = f"{what} outside, U and V swapped: {grid} {_num(d)}, {_num(alt)} to the reference's with Cb and Cr exchanged; {why}"
+        c.text = f"{what} outside, U and V swapped: {grid} {_num(d)} {why}; {_num(alt)} at {fine} to the reference with Cb and Cr exchanged"
     else:
         c.mirror = "reversed"
-        c.text = f"{what} reversed: B plays the reference backwards ({grid} {_num(d)}, {_num(alt)} to the reference reversed; {why})"
+        c.text = f"{what} reversed: B plays the reference backwards ({grid} {_num(d)} {why}; {_num(alt)} at {fine} to the reference reversed)"
     return c
 
 
@@ -301,7 +316,7 @@ def _track_checks(
         if scale is None:
             out.append(StructureCheck(seed=seed, check=check, text=f"seed {seed}: {no}"))
         else:
-            out += [_track_check(c, refs[0], check, (scale, worst, size)) for c in cands]
+            out += [_track_check(c, refs[0], floors, check, (scale, worst, size)) for c in cands]
     return out
 
 

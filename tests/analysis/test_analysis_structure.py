@@ -152,6 +152,8 @@ def test_layout_outside_needs_more_than_the_agreement_bound() -> None:
     assert judge_structure([_pair("c", {4: 50.0})], floors).word == "within"  # 5000 x floor, < 0.25 var
     assert judge_structure([_pair("c", {4: 150.0})], floors).word == "outside"
     assert judge_structure([_pair("c", {4: 150.0}, lr=1.0)], floors).checks[0].mirror == "left-right"
+    # nearer the mirror than the reference, yet beyond the bound from it too (a reversed video): not named
+    assert judge_structure([_pair("c", {4: 150.0}, lr=120.0)], floors).checks[0].mirror is None
 
 
 def test_not_judged_and_inconclusive_layouts() -> None:

@@ -86,6 +86,7 @@ def test_reversed_uv_swapped_and_hue_turned_are_outside_under_a_chaotic_floor(ch
         and "reversed/1 time order reversed: B plays the reference backwards" in rev.text
     )
     assert [c.mirror for c in rev.checks if c.check == "time"] == ["reversed"]
+    assert "mirrored" not in rev.text  # a mirror is named only where B is the mirrored reference
     uv = _judge(chaotic, "uv")
     assert uv.word == "outside" and "uv/1 colour outside, U and V swapped" in uv.text, uv.text
     hue = _judge(chaotic, "hue")
