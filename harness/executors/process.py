@@ -147,7 +147,7 @@ def cpu_jiffies() -> tuple[int, int] | None:
 
 def gpu_util(visible: str | None) -> float | None:
     """The busiest visible GPU's utilisation (%, nvidia-smi), or None where there is none to ask."""
-    ids = ["-i", visible] if visible and re.fullmatch(r"[\d,]+", visible) else []
+    ids = ["-i", visible] if visible else []  # indices or UUIDs, as CUDA_VISIBLE_DEVICES holds them
     cmd = ["nvidia-smi", *ids, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=True).stdout
