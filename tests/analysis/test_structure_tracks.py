@@ -206,3 +206,16 @@ def test_a_candidate_equal_to_the_reference_is_never_outside(ref, floors, other)
     r = _judge_tracks(ref, ref, [*floors, other])
     assert r.word != "outside", r.text
     assert track_terms(ref, FrameTrack(y=[], cb=[], cr=[]), 1) == {}
+
+
+@PROPS
+@given(ref=tracks(3), floors=st.lists(tracks(3), min_size=1, max_size=3), cand=tracks(), order=st.randoms())
+def test_any_tracks_read_and_floor_order_does_not_matter(ref, floors, cand, order) -> None:
+    r = _judge_tracks(cand, ref, floors)
+    assert r.word in ("within", "outside", "inconclusive", "") and r.text
+    shuffled = list(floors)
+    order.shuffle(shuffled)
+    again = _judge_tracks(cand, ref, shuffled)
+    assert [(c.word, c.value, c.scale) for c in again.checks] == [
+        (c.word, c.value, c.scale) for c in r.checks
+    ]
