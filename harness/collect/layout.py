@@ -54,8 +54,10 @@ def rgb_cell_sums(frame: np.ndarray) -> np.ndarray | None:
     h, w = frame.shape[:2]
     if h < TRACK or w < TRACK:
         return None
-    rows = np.add.reduceat(frame, cell_starts(h, TRACK)[:-1], axis=0, dtype=np.int64)
-    return np.add.reduceat(rows, cell_starts(w, TRACK)[:-1], axis=1)
+    cols = np.add.reduceat(
+        frame, cell_starts(w, TRACK)[:-1], axis=1, dtype=np.int32
+    )  # columns first: fastest
+    return np.add.reduceat(cols, cell_starts(h, TRACK)[:-1], axis=0, dtype=np.int64)
 
 
 def track_of(cells: list[tuple[float, ...]]) -> FrameTrack | None:
