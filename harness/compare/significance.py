@@ -149,7 +149,11 @@ def speed_word(t: SpeedTest) -> Word:
     return "difference detected, size unclear" if rejects else "not significant after Holm"
 
 
-SIGNIFICANT = ("faster", "slower", "difference detected, size unclear")  # the interval excludes 1
+DIFFERENCE_WORDS = (
+    "faster",
+    "slower",
+    "difference detected, size unclear",
+)  # a difference found (after Holm)
 
 
 def order_note(t: SpeedTest) -> str:
@@ -161,7 +165,7 @@ def order_note(t: SpeedTest) -> str:
         return ""
     if len(set(t.offsets)) == 1:
         first = "the reference" if t.offsets[0] > 0 else "the arm"
-        return f"run order unchecked: {first} ran first in every pair" if t.word in SIGNIFICANT else ""
+        return f"run order unchecked: {first} ran first in every pair" if t.word in DIFFERENCE_WORDS else ""
     if n < 3:  # two pairs in two orders: a line through both, no spread left to test it
         return ""
     d = [math.log(r) - math.log(a) for r, a in zip(t.ref, t.arm, strict=True)]
@@ -179,7 +183,7 @@ def order_note(t: SpeedTest) -> str:
     later = safe_exp(-beta) - 1  # a run one place later in its round, relative to one place earlier
     head = f"run order: a run one place later in its round took {percent_text(abs(later))} "
     head += f"{'longer' if later > 0 else 'less'} (p={fmt_p(p)})"
-    if t.word in SIGNIFICANT and lo <= 1.0 <= hi:
+    if t.word in DIFFERENCE_WORDS and lo <= 1.0 <= hi:
         at_equal = ci_text(lo, hi, t.alpha, fmt=lambda v: fmt_speedup_value(v).removesuffix("x"))
         return f"{head}: the order explains the difference (at equal places {fmt_speedup_value(safe_exp(mu))}, {at_equal})"
     return head

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.analysis.speed import campaign_speed_tests
-from harness.compare.significance import SIGNIFICANT, Word
+from harness.compare.significance import DIFFERENCE_WORDS, Word
 from harness.compare.summary import RunSummary
 from harness.plan import build_plan
 from harness.records import MachineLoad, RunRecord, RunSpec
@@ -56,11 +56,11 @@ def test_a_drift_along_the_run_order_reads_no_speed_word_for_an_exact_twin_and_i
     # the reference first in every round (the order before): the drift reads as the twin's
     before = sorted(planned(4), key=lambda x: (x[3], x[2], x[1] != "ref"))
     old = twin_test(before, 0.01)
-    assert old.word in SIGNIFICANT and old.words.endswith(
+    assert old.word in DIFFERENCE_WORDS and old.words.endswith(
         "run order unchecked: the reference ran first in every pair"
     )
     new = twin_test(planned(4), 0.01)
-    assert new.word not in SIGNIFICANT, new.words
+    assert new.word not in DIFFERENCE_WORDS, new.words
     assert "run order: a run one place later in its round took 1 % longer" in new.words
 
 
@@ -68,10 +68,10 @@ def test_a_drift_along_the_run_order_reads_no_speed_word_for_an_exact_twin_and_i
 @given(drift=st.floats(0.002, 0.05), repeats=st.integers(2, 7))
 def test_whatever_the_drift_and_rounds_a_twin_is_never_faster_or_slower_by_the_order(drift, repeats):
     t = twin_test(planned(repeats), drift)
-    if t.word in SIGNIFICANT:  # an odd number of rounds leaves part of the drift on one side
+    if t.word in DIFFERENCE_WORDS:  # an odd number of rounds leaves part of the drift on one side
         assert "the order explains the difference" in t.words, t.words
     if repeats % 2 == 0:
-        assert t.word not in SIGNIFICANT, t.words
+        assert t.word not in DIFFERENCE_WORDS, t.words
 
 
 def test_a_busy_machine_is_named_beside_the_speed_word():
