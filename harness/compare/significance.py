@@ -149,11 +149,8 @@ def speed_word(t: SpeedTest) -> Word:
     return "difference detected, size unclear" if rejects else "not significant after Holm"
 
 
-DIFFERENCE_WORDS = (
-    "faster",
-    "slower",
-    "difference detected, size unclear",
-)  # a difference found (after Holm)
+# the words that claim a difference (after Holm)
+DIFFERENCE_WORDS = ("faster", "slower", "difference detected, size unclear")
 
 
 def order_note(t: SpeedTest) -> str:
