@@ -65,7 +65,7 @@ def speed_section(res: ReportResults) -> Section:
     r = res.rules
     sec.paragraphs.append(
         f"DiT s/step is the mean of steps 2..N (step 1 carries warm-up). Each arm ran {runs} per seed, each in its "
-        "own process, in interleaved order (A B C A B C ...). Per arm: mean ± sd (n) over runs (repeats x seeds). "
+        "own process, in interleaved rounds, each in the reverse order of the one before (A B C, C B A, ...). Per arm: mean ± sd (n) over runs (repeats x seeds). "
         "Speed-up = reference time / arm time (above 1: the arm is faster), the ratio of the runs' geometric means, "
         f"with its {100 * (1 - r.alpha):.10g}% interval from the runs (paired by seed and repeat where both ran every "
         "round, else blocked by seed). 'faster' or 'slower' only when the whole interval lies beyond the minimum "

@@ -203,8 +203,8 @@ class Scenario(Strict):
     timeout_s: float | None = Field(None, gt=0, description="Per-arm time limit in seconds.")
     repeats: int | Literal["auto"] = Field(
         1,
-        description="Runs of each arm per seed, each in its own process, in interleaved order "
-        "(A B C A B C ...): the samples of the speed tests; 'auto': rounds until every candidate's speed-up "
+        description="Runs of each arm per seed, each in its own process, in interleaved rounds "
+        "each in the reverse order of the one before (A B C, C B A, ...): the samples of the speed tests; 'auto': rounds until every candidate's speed-up "
         "interval is narrower than repeats_auto.target, or repeats_auto.max rounds.",
     )
     repeats_auto: RepeatsAuto = Field(default_factory=RepeatsAuto)
