@@ -219,3 +219,16 @@ def test_any_tracks_read_and_floor_order_does_not_matter(ref, floors, cand, orde
     assert [(c.word, c.value, c.scale) for c in again.checks] == [
         (c.word, c.value, c.scale) for c in r.checks
     ]
+
+
+def test_the_builtin_pipelines_runs_are_not_outside_in_colour_or_time(shadowed_campaign) -> None:
+    """The real builtin pipeline (tests/insitu_testutil.py): its K/V-reversed floor bounds colour and time
+    order, and neither its exact copies nor its emulated quantised kernel read outside there."""
+    from harness.analysis.model import read_results
+
+    res = read_results(shadowed_campaign / "results.json")
+    checks = [
+        c for v in res.verdicts if v.structure for c in v.structure.checks if c.check in ("colour", "time")
+    ]
+    assert {c.check for c in checks if c.word == "within"} == {"colour", "time"}, [c.text for c in checks]
+    assert not [c.text for c in checks if c.word == "outside"]
