@@ -380,6 +380,7 @@ class RunRecord(Record):
     executor: str = "local"
     emulated: bool | None = None  # the backend is a numerics model (the registry's word; None: not recorded)
     load: MachineLoad | None = None  # the machine around the run (None: not recorded, older records)
+    logs_cut: dict[str, int] = Field(default_factory=dict)  # log name -> bytes its cap cut from it
 
 
 LIVE = (RunStatus.pending, RunStatus.running)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 
 ORPHAN_GRACE_S = 5.0  # SIGTERM first, SIGKILL after this long
 POLL_S = 0.2
@@ -53,11 +54,21 @@ class CappedLog:
         return True
 
 
-def _log_cap() -> int:
+def log_cap(env: Mapping[str, str] = os.environ) -> int:
     try:
-        return max(1024, int(os.environ.get(LOG_CAP_ENV, LOG_CAP)))
+        return max(1024, int(env.get(LOG_CAP_ENV, LOG_CAP)))
     except ValueError:
         return LOG_CAP
+
+
+def cut_bytes(path: str | os.PathLike, cap: int) -> int:
+    """The bytes a capped log says were cut from it (0: none), read where its line would be."""
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        f.seek(cap // 4)
+        line = f.read(256)
+        if line.startswith(b"\n[harness: "):
+            return int(line.split()[1])
+    return 0
 
 
 def stat_fields(pid: int | str) -> list[bytes]:
@@ -121,7 +132,7 @@ def main(argv: list[str]) -> int:
     except OSError as err:
         print(f"cannot start {argv[2]}: {err.strerror}", file=sys.stderr)
         return 127
-    cap = _log_cap()
+    cap = log_cap()
     logs = {p.fileno(): CappedLog(p.fileno(), dst, cap) for p, dst in ((child.stdout, 1), (child.stderr, 2))}
     # The group's signals are for the runner; the guard waits for it to act on them. (A Python
     # handler, not SIG_IGN: the runner was started first and keeps the default dispositions.)

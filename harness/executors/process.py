@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.executors.base import Executor, OnRecord, PlannedRun, Reporter
-from harness.executors.guard import stat_fields
+from harness.executors.guard import cut_bytes, log_cap, stat_fields
 from harness.insitu_records import INSITU_DIR
 from harness.records import MachineLoad, RunRecord, RunSpec, RunStatus
 from harness.runners.base import Launch, get_runner
@@ -321,6 +321,8 @@ def supervise(
     rec.duration_s = round(time.monotonic() - t0, 3)
     rec.load = probe.done()
     rec.log_tail = tail_text(run_dir.file(STDERR_LOG)) or tail_text(run_dir.file(STDOUT_LOG))
+    cap = log_cap(env)
+    rec.logs_cut = {n: c for n in (STDOUT_LOG, STDERR_LOG) if (c := cut_bytes(run_dir.file(n), cap))}
     if rec.status == RunStatus.running and proc.returncode == 0:
         rec.status = RunStatus.ok
     elif rec.status == RunStatus.running:

@@ -122,7 +122,7 @@ def test_a_log_is_capped_keeping_its_head_and_its_newest_output_and_says_what_wa
     )
     assert len(log) - len(marks[0]) - 2 + cut == printed  # every byte printed is kept or counted as cut
     assert log.startswith(b"HARNESS_STEP 1/1\nline 0000000 ") and log.endswith(b"the newest line\n")
-    assert "the newest line" in rec.log_tail
+    assert "the newest line" in rec.log_tail and rec.logs_cut == {"stdout.log": cut}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
