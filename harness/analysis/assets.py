@@ -26,22 +26,10 @@ from harness.safe_write import atomic_write_bytes
 
 
 def read_frames_csv(path: Path) -> dict[str, list[float]]:
-    """Per-frame columns of a metrics CSV: 'frame', 'psnr', 'ssim' (matched by name)."""
+    """Per-frame columns of the metrics CSV ``collect.ssim`` writes: 'frame', 'psnr', 'ssim'."""
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    if not rows:
-        return {}
-    cols = {name.strip().lower(): name for name in rows[0]}
-
-    def pick(*needles: str) -> str | None:  # a column named so, else one whose name holds it
-        exact = (orig for low, orig in cols.items() if low in needles)
-        return next(exact, next((orig for low, orig in cols.items() if any(n in low for n in needles)), None))
-
-    out: dict[str, list[float]] = {}
-    for key, needles in (("frame", ("frame", "index")), ("psnr", ("psnr",)), ("ssim", ("ssim",))):
-        col = pick(*needles)
-        if col is not None:
-            out[key] = [float(r[col]) for r in rows]
+    out = {k: [float(r[k]) for r in rows] for k in ("frame", "psnr", "ssim") if rows and k in rows[0]}
     if "frame" not in out and out:
         out["frame"] = [float(i) for i in range(len(rows))]
     return out
