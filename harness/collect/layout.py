@@ -54,19 +54,19 @@ def rgb_cell_sums(frame: np.ndarray) -> np.ndarray | None:
     h, w = frame.shape[:2]
     if h < TRACK or w < TRACK:
         return None
-    cols = np.add.reduceat(
-        frame, cell_starts(w, TRACK)[:-1], axis=1, dtype=np.int32
-    )  # columns first: fastest
+    # columns first (in int32), then rows: the fastest order
+    cols = np.add.reduceat(frame, cell_starts(w, TRACK)[:-1], axis=1, dtype=np.int32)
     return np.add.reduceat(cols, cell_starts(h, TRACK)[:-1], axis=0, dtype=np.int64)
 
 
 def track_of(cells: list[tuple[float, ...]]) -> FrameTrack | None:
     """A run's track from its frames' ``track_cells`` (None: a frame had none)."""
-    if not cells or any(len(c) != 3 * TRACK * TRACK for c in cells):
-        return None
     k = TRACK * TRACK
-    return FrameTrack(y=[list(c[:k]) for c in cells], cb=[list(c[k : 2 * k]) for c in cells],
-                      cr=[list(c[2 * k :]) for c in cells])  # fmt: skip
+    if not cells or any(len(c) != 3 * k for c in cells):
+        return None
+    return FrameTrack(
+        **{name: [list(c[i * k : (i + 1) * k]) for c in cells] for i, name in enumerate(("y", "cb", "cr"))}
+    )
 
 
 @functools.lru_cache(maxsize=32)
