@@ -99,11 +99,8 @@ def speed_section(res: ReportResults) -> Section:
     ref_of = {(r.seed, r.repeat): r for r in res.runs if r.arm == res.reference_arm}
     for r in res.runs:
         ref = ref_of.get((r.seed, r.repeat)) or ref_of.get((r.seed, 1))
-        if r.arm == res.reference_arm:
-            rs = rt = "1 (reference)"
-        else:
-            rs = _ratio_cell(ref.s_per_step if ref else None, r.s_per_step)
-            rt = _ratio_cell(ref.pipeline_total_s if ref else None, r.pipeline_total_s)
+        ups = [_ratio_cell(getattr(ref, k, None), getattr(r, k)) for k in ("s_per_step", "pipeline_total_s")]
+        rs, rt = ("1 (reference)",) * 2 if r.arm == res.reference_arm else ups
         steps = r.dit_steps if r.dit_steps is not None else NA
         times = [fmt_s(x) for x in (r.s_per_step, r.step(1), r.step(2), r.step(3), r.pipeline_total_s)]
         t.add([r.key, role_text(res, r.arm, r.role), r.repeat, steps, *times, rs, rt], row_css(r))
