@@ -414,14 +414,6 @@ class SageEmulation(AttentionBackend):
             else "masked",
         }
 
-    def quantize(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
-    ) -> SageQuantized:
-        return sage_quantize(q, k, v, scale, **{key: self.options[key] for key in QUANT_KEYS})
-
-    def attend(self, z: SageQuantized) -> torch.Tensor:
-        return sage_attend(z, **{key: self.options[key] for key in ATTEND_KEYS})
-
     def direct_call(self):
         options = self.options
         return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, **options)
@@ -432,7 +424,7 @@ class SageEmulation(AttentionBackend):
             raise UnsupportedCall(
                 f"{self.name}: head dim {q.shape[-1]} > {MAX_EXACT_HEAD_DIM} breaks exact INT8 emulation"
             )
-        return self.attend(self.quantize(q, k, v, scale))
+        return sage_attention_emulated(q, k, v, scale, **self.options)
 
 
 @register_backend(

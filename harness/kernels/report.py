@@ -231,10 +231,6 @@ def kernels_summary(result: KernelsResult) -> TextTable:
     return table
 
 
-def kernels_markdown(result: KernelsResult) -> str:
-    return "\n".join(kernels_report(result).lines)
-
-
 def write_kernels_report(result: KernelsResult, out_dir: Path) -> dict[str, Path]:
     """Write report.md and index.html (report.md's section as a static page, the report's template)
     into ``out_dir``; returns {name: path}."""

@@ -19,7 +19,7 @@ from kernels_testutil import SCENARIOS, make_block
 from rich.console import Console
 
 from harness.attention.sage_emul import VARIANT_PROVENANCE
-from harness.kernels.report import kernels_markdown, kernels_report
+from harness.kernels.report import kernels_report
 from harness.kernels.results import (
     AGREES,
     DOES_NOT_FOLLOW,
@@ -56,6 +56,10 @@ BACKENDS = [
     {"backend": "sage_emul_thuml", "label": "masked", "options": {"padded_keys": "masked"}},
     {"backend": "sage_emul_thuml", "label": "sa2", "options": {"variant": "sageattn2_triton"}},
 ]
+
+
+def markdown(result) -> str:
+    return "\n".join(kernels_report(result).lines)
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +186,7 @@ def test_ratio_of_equal_and_zero_errors():
 
 
 def test_the_report_renders_the_section_from_the_records(paired, tmp_path):
-    md = kernels_markdown(paired)
+    md = markdown(paired)
     assert "### Emulators beside their kernels" in md
     sec = kernels_report(paired).section
     (table,) = [t for t in sec.tables if t.title == "Emulators beside their kernels"]
@@ -203,11 +207,11 @@ def test_the_report_renders_the_section_from_the_records(paired, tmp_path):
     path = tmp_path / KERNELS_JSON
     path.write_text(paired.model_dump_json(by_alias=True))
     loaded = read_record(path, KernelsResult)
-    assert loaded.agreement == paired.agreement and kernels_markdown(loaded) == md
+    assert loaded.agreement == paired.agreement and markdown(loaded) == md
 
 
 def test_no_pair_no_section_and_an_older_kernels_json_loads(emulated, tmp_path):
-    md = kernels_markdown(emulated)  # emulators only: nothing to pair them with
+    md = markdown(emulated)  # emulators only: nothing to pair them with
     assert "Emulators beside their kernels" not in md and emulated.agreement == []
     assert {u.emulator for u in emulated.unpaired_emulators} == {"stand_in", "masked", "sa2"}
     line = (

@@ -8,7 +8,7 @@ import pytest
 from kernels_testutil import make_block
 
 from harness.attention.registry import BACKENDS, AttentionBackend, get_backend, register_backend
-from harness.kernels.report import kernels_markdown
+from harness.kernels.report import kernels_report
 from harness.kernels.results import KernelsResult
 from harness.kernels.run import run_kernels
 from harness.store import read_record
@@ -19,6 +19,10 @@ LENGTHS = (64, 74, 128, 130, 192)
 class PlantedScale(AttentionBackend):
     def __call__(self, q, k, v, scale=None):
         return (0.9 * get_backend("torch_sdpa")(q, k, v, scale).float()).to(q.dtype)
+
+
+def markdown(result) -> str:
+    return "\n".join(kernels_report(result).lines)
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +70,9 @@ def test_a_planted_scale_is_named_and_exact_attention_gets_nothing(lengths):
 
 
 def test_the_report_lists_the_findings_and_the_scale_columns(lengths):
-    md = kernels_markdown(lengths)
+    md = markdown(lengths)
     lines = [ln for ln in md.splitlines() if ln.startswith("- ")]
     assert lines == [f"- {f.text}" for f in lengths.findings]  # nothing in them needs escaping
     assert "| scale | rel L1 unscaled |" in md
     older = lengths.model_copy(update={"findings": None})  # a kernels.json from before findings
-    assert "Findings" not in kernels_markdown(older)
+    assert "Findings" not in markdown(older)

@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.kernels.report import ReportText, kernels_markdown, kernels_summary
+from harness.kernels.report import ReportText, kernels_report, kernels_summary
 from harness.kernels.results import KernelsResult
 from harness.store import read_record
 
 H3 = Path(__file__).resolve().parents[2] / "reports/examples/h200/kernels_h3/kernels/kernels.json"
 
 
+def markdown(result) -> str:
+    return "\n".join(kernels_report(result).lines)
+
+
 @pytest.mark.slow
 def test_smoke_markdown_has_every_row(smoke):
-    md = kernels_markdown(smoke)
+    md = markdown(smoke)
     for header in ("### Accuracy", "### Speed", "### Bitwise checks", "Matmul peak bfloat16"):
         assert header in md
     for r in smoke.rows:
@@ -57,7 +61,7 @@ def test_of_peak_is_never_over_100_percent_and_says_why_it_is_na():
     over = timed[0].model_copy(deep=True)
     over.speed.frac_of_peak = 11.718
     result.rows[result.rows.index(timed[0])] = over
-    md = kernels_markdown(result)
+    md = markdown(result)
     speed = md.split("### Speed", 1)[1].split("###", 1)[0]
     assert f"| {over.shape} | {over.label} | " in speed and "n/a (over the measured matmul peak)" in speed
     assert max(_percents(speed)) <= 100 and "no matmul peak is known" not in md
@@ -66,7 +70,7 @@ def test_of_peak_is_never_over_100_percent_and_says_why_it_is_na():
     row = next(r for r in summary.rows if r[:2] == [over.shape, over.label])
     assert row[-1] == "n/a (over the measured matmul peak)"
     on_cpu = result.model_copy(update={"device": "cpu"})
-    speed = kernels_markdown(on_cpu).split("### Speed", 1)[1].split("###", 1)[0]
+    speed = markdown(on_cpu).split("### Speed", 1)[1].split("###", 1)[0]
     cells = [line.split(" | ")[4] for line in speed.splitlines() if line.startswith(f"| {over.shape} |")]
     assert cells and set(cells) == {"n/a"} and "Of peak: n/a, no matmul peak is known on a CPU." in speed
     summary = kernels_summary(on_cpu)
@@ -79,7 +83,7 @@ def test_the_summary_leads_with_what_report_md_leads_with():
     """Per shape and backend: report.md's first accuracy figures (cosine, rel L1) and speed (median
     ms); a skipped row says so."""
     result = read_record(H3, KernelsResult)
-    md, summary = kernels_markdown(result), kernels_summary(result)
+    md, summary = markdown(result), kernels_summary(result)
     assert len(summary.rows) == len(result.rows)
     for r, row in zip(result.rows, summary.rows, strict=True):
         assert row[:2] == [r.shape, r.label]

@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 from records_testutil import ONE_SEED
 
 from harness.history import build_history
-from harness.kernels.report import kernels_markdown, kernels_report, write_kernels_report
+from harness.kernels.report import kernels_report, write_kernels_report
 from harness.kernels.results import KernelsResult
 from harness.report import build_report, render_results
 from harness.report.github_summary import publish_summary
@@ -26,6 +26,10 @@ from harness.store import RUN_JSON
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
 KERNELS_JSON = EXAMPLES / "h200" / "kernels_h3" / "kernels" / "kernels.json"
+
+
+def markdown(result) -> str:
+    return "\n".join(kernels_report(result).lines)
 
 
 def hostile(tag: str) -> str:
@@ -135,7 +139,7 @@ def test_kernel_report_carries_a_shapes_note_and_reasons_as_text(tmp_path):
     result.notes.append(hostile("knote"))
     row = result.rows[0]
     row.status, row.reason = "failed", hostile("kreason") + " a|b"
-    md = kernels_markdown(result)
+    md = markdown(result)
     assert_inert(md, ["note", "device", "knote", "kreason"], "kernels report.md")
     # the page shows the same text, as text: the escapes are undone, then HTML-escaped
     sec = kernels_report(result).section
