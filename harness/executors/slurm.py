@@ -226,9 +226,7 @@ class SlurmExecutor(Executor):
             "exclusive": b.exclusive,
         }
         params |= {key: value for key, value in optional.items() if value}  # unset ones stay submitit's
-        for key, value in b.extra.items():
-            params[key.removeprefix("slurm_")] = value
-        return params
+        return params | {key.removeprefix("slurm_"): value for key, value in b.extra.items()}
 
     def _new_submitit(self, campaign: CampaignDir, params: dict[str, Any]):
         import submitit
