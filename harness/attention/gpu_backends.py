@@ -247,8 +247,6 @@ class AiterSageAttn(AiterBackend):
     description="aiter.flash_attn_func (exact flash attention, BSHD; ROCm)",
 )
 class AiterAttn(AiterBackend):
-    default_options: dict[str, Any] = {}
-
     def setup(self) -> None:
         aiter = _import_aiter()
         fn = getattr(aiter, "flash_attn_func", None)
