@@ -1,7 +1,8 @@
 """The verdict classes of ``harness bench verdicts`` judged once per draw and read by several rows
 (false alarms, power, what the verdict says): "identical", the floor check (a floor run replaced by the
 seed's quantised-kernel run or by another seed's output, modelled in ``_other_seed_run``), the lag
-against the floor's lags, the in-situ reading and the layout check (``analysis.structure``)."""
+against the floor's lags, the in-situ reading and the layout, colour and time-order checks
+(``analysis.structure``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.insitu import candidate_reading
-from harness.analysis.structure import judge_structure
+from harness.analysis.structure import FrameCounts, judge_structure
 from harness.analysis.verdict import InsituReading, Verdict, judge_numbers
 from harness.bench.verdict_draws import (
     CalibrationFixture,
@@ -24,7 +25,7 @@ from harness.bench.verdict_draws import (
     pr29_draw,
     with_audio,
 )
-from harness.collect.layout import SCALES
+from harness.collect.layout import SCALES, TRACK, FrameTrack
 from harness.insitu_records import InSituCall, InSituOpError
 from harness.metrics.metric import in_order
 from harness.records import Record
@@ -46,6 +47,11 @@ INSITU_FLOOR = ("torch_sdpa_kv_reversed", "torch_sdpa_math")  # the exact shadow
 # [0, LAYOUT_RHO_MAX].
 LAYOUT_VAR, LAYOUT_SCALE_VAR = 1500.0, {4: 1.0, 8: 1.2, 16: 1.4}
 LAYOUT_FLOOR, LAYOUT_RUN_SD, LAYOUT_RHO_MAX = {4: 0.03, 8: 0.06, 16: 0.12}, 0.5, 0.8
+# Colour and time order (modelled, like the layout): the reference's track over TRACK_FRAMES frames of
+# 4x4 cells, Y a cell's level (uniform 40-200) plus a drift over the clip (up to +-TRACK_DRIFT levels,
+# uniform per cell) and motion (sd 6 a frame), Cb and Cr a cell's offset from grey (sd TRACK_CHROMA);
+# an exact run is the reference plus chaos of sd TRACK_CHAOS a cell and frame (half in Cb and Cr).
+TRACK_FRAMES, TRACK_DRIFT, TRACK_CHROMA, TRACK_CHAOS = 24, 30.0, 12.0, 8.0
 
 # A row of a group: (rule, measure, test of the draw and the group's judgement).
 Test = Callable[[Draw, Any], bool]
@@ -85,10 +91,16 @@ def _outside(d: Draw, v: Verdict) -> bool:
 # --- identical ----------------------------------------------------------------------------------
 
 
-def identical_draw(fx: CalibrationFixture, rng: np.random.Generator, every: bool) -> Draw:
-    """The builtin draw with one seed's candidate (``every``: each seed's) bitwise the reference's."""
+def identical_draw(
+    fx: CalibrationFixture, rng: np.random.Generator, every: bool, kernel: bool = False
+) -> Draw:
+    """The builtin draw with one seed's candidate (``every``: each seed's) bitwise the reference's;
+    ``kernel``: every other seed's candidate is the seed's quantised-kernel run."""
     d = builtin_draw(fx, rng)
     by_seed = {sf.seed: sf for sf in fx.seeds}
+    if kernel:
+        d.cands = [by_seed[c.seed].candidates[KERNEL] for c in d.cands]
+        d.cand_stats = [by_seed[c.seed].stats[KERNEL] for c in d.cands]
     which = range(len(d.cands)) if every else [int(rng.integers(len(d.cands)))]
     for n in which:
         sf = by_seed[d.cands[n].seed]
@@ -152,6 +164,51 @@ def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str
     return d
 
 
+def floor_arm_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str) -> Draw:
+    """The builtin draw with two floor runs a seed (K/V reversed, K/V chunked), then on every seed
+    the first ``how``: "kernel" (the seed's quantised-kernel run), "twin" (a bitwise copy of the
+    second) or "" (left intact)."""
+    d = builtin_draw(fx, rng)
+    by_seed = {sf.seed: sf for sf in fx.seeds}
+    runs = len(d.floors) // len(d.cands)  # the draw's floor runs a seed, in seed order
+    # each run named by its arm (the fixture's keys are arm@seed), as a campaign's runs are
+    d.floors = [
+        f.model_copy(update={"arm": f.key.partition("@")[0]}) for i, f in enumerate(d.floors) if i % runs < 2
+    ]
+    d.exact_stats = [
+        e for i, e in enumerate(d.exact_stats) if i % (runs + 1) < 3
+    ]  # the reference's, two runs'
+    for i in range(0, len(d.floors), 2):
+        victim, seed = d.floors[i], d.floors[i].seed
+        if how == "kernel":
+            run, st = by_seed[seed].candidates[KERNEL], by_seed[seed].stats[KERNEL]
+        elif how == "twin":
+            run, st = d.floors[i + 1], d.exact_stats[3 * (i // 2) + 2]
+        else:
+            continue
+        run, st = run.model_copy(deep=True), st.model_copy(deep=True)
+        run.key, run.arm, st.key = victim.key, victim.arm, victim.key
+        d.floors[i] = run
+        d.exact_stats[3 * (i // 2) + 1] = st
+    d.marks["arm"] = {f.key for f in d.floors[::2]}
+    return d
+
+
+def _floor_arm_named(d: Draw, v: Verdict) -> bool:
+    """Every seed's floor is invalid or leaves the replaced run out: the headline cannot read it as a floor."""
+    fc = v.floor_check
+    return (
+        fc is not None
+        and bool(fc.seeds)
+        and all(sc.invalid or set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
+    )
+
+
+def _twin_counted_once(d: Draw, v: Verdict) -> bool:
+    fc = v.floor_check
+    return fc is not None and all(set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
+
+
 # --- in situ ------------------------------------------------------------------------------------
 
 
@@ -165,12 +222,14 @@ def _op_error(rel: float, nonfinite: bool = False) -> InSituOpError:
                          row_cos_p1=1 - 8 * rel**2, row_cos_p10=1 - 3 * rel**2)  # fmt: skip
 
 
-def insitu_calls(rng: np.random.Generator, name: str, nan_call: bool) -> list[tuple[str, InSituCall]]:
+def insitu_calls(
+    rng: np.random.Generator, name: str, nan_call: bool, wrong_call: float = 0.0
+) -> list[tuple[str, InSituCall]]:
     """Synthetic calls of one shadowed run (constants above): the exact shadows and candidate ``name``
-    (an exact op), one call of it non-finite when ``nan_call``."""
+    (an exact op), one call of it non-finite when ``nan_call``, or at rel L1 ``wrong_call`` when set."""
     items = []
     n = 0
-    bad = int(rng.integers(sum(k for _, k, _ in INSITU_CALLS))) if nan_call else -1
+    bad = int(rng.integers(sum(k for _, k, _ in INSITU_CALLS))) if nan_call or wrong_call else -1
     for kind, calls, q_len in INSITU_CALLS:
         for j in range(calls):
             level = INSITU_LEVEL * math.exp(rng.normal(0, INSITU_CALL_SD))
@@ -178,7 +237,7 @@ def insitu_calls(rng: np.random.Generator, name: str, nan_call: bool) -> list[tu
                 op: _op_error(level * math.exp(rng.normal(0, INSITU_OP_SD))) for op in (*INSITU_FLOOR, name)
             }
             if n == bad:
-                errs[name] = _op_error(0.0, nonfinite=True)
+                errs[name] = _op_error(wrong_call, nonfinite=not wrong_call)
             items.append(("cand@0", InSituCall(call=n + 1, step=1 + j % 4, block=j, kind=kind, batch=1, heads=8,
                                                q_len=q_len, k_len=q_len, head_dim=64, rows=64,
                                                elements=8 * 64 * 64, ref_l1=8 * 64 * 64 * 0.8, errors=errs)))  # fmt: skip
@@ -186,10 +245,10 @@ def insitu_calls(rng: np.random.Generator, name: str, nan_call: bool) -> list[tu
     return items
 
 
-def insitu_draw(rng: np.random.Generator, nan_call: bool) -> Draw:
+def insitu_draw(rng: np.random.Generator, nan_call: bool, wrong_call: float = 0.0) -> Draw:
     """The 29-step design (1 seed) with the in-situ reading ``candidate_reading`` gives its calls."""
     d = pr29_draw(rng, 1)
-    calls = insitu_calls(rng, "cand", nan_call)
+    calls = insitu_calls(rng, "cand", nan_call, wrong_call)
     r = candidate_reading("cand", calls, list(INSITU_FLOOR), None, InSituTolerance())
     d.insitu = InsituReading(word=r.word, ratio=r.ratio, ratio_ci=r.ratio_ci, text=r.text)
     return d
@@ -245,7 +304,35 @@ def mirror_draw(rng: np.random.Generator, mirrored: bool) -> Draw:
 
 
 def structure_outside(d: Draw, rules: VerdictRules) -> bool:
-    return judge_structure(d.cands, d.floors).word == "outside"
+    return judge_structure(d.cands, d.floors, *d.marks.get("frames", ((), ()))).word == "outside"
+
+
+def track_draw(rng: np.random.Generator, kind: str) -> Draw:
+    """The 29-step design (1 seed, 1 floor run) with per-frame tracks from the stated model (constants
+    above); the candidate an exact run of the reference as it is ("exact"), played backwards
+    ("reversed"), with Cb and Cr exchanged ("swapped") or its hue turned 90 degrees ("hue")."""
+    d = pr29_draw(rng, 1)
+    frames, cells = TRACK_FRAMES, TRACK * TRACK
+    drift = np.linspace(-1, 1, frames)[:, None] * rng.uniform(-TRACK_DRIFT, TRACK_DRIFT, cells)
+    y = rng.uniform(40, 200, cells) + drift + rng.normal(0, 6, (frames, cells))
+    cb, cr = (np.broadcast_to(128 + rng.normal(0, TRACK_CHROMA, cells), (frames, cells)) for _ in range(2))
+
+    def run(key: str, y, cb, cr, chaos: float = TRACK_CHAOS) -> FrameCounts:
+        y, cb, cr = (x + rng.normal(0, s, x.shape) for x, s in ((y, chaos), (cb, chaos / 2), (cr, chaos / 2)))
+        track = FrameTrack(y=y.round(3).tolist(), cb=cb.round(3).tolist(), cr=cr.round(3).tolist())
+        return FrameCounts(key=key, seed=d.cands[0].seed, track=track)
+
+    if kind == "reversed":
+        changed = (y[::-1], cb[::-1], cr[::-1])
+    elif kind == "swapped":
+        changed = (y, cr, cb)
+    elif kind == "hue":
+        changed = (y, 128 - (cr - 128), cb)
+    else:
+        changed = (y, cb, cr)
+    exact = [run("reference", y, cb, cr, 0.0), *(run(f.key, y, cb, cr) for f in d.floors)]
+    d.marks["frames"] = ([run(c.key, *changed) for c in d.cands], exact)
+    return d
 
 
 # --- the groups ---------------------------------------------------------------------------------
@@ -255,6 +342,8 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
     """Every class (module docstring), in the order the table prints them."""
     b3 = "builtin, 3 seeds x 3 floor runs (resampled)"
     b6 = b3.replace("3 seeds", "6 seeds")
+    b2 = b3.replace("3 floor runs", "2 floor runs")
+    tracked = "29-step design, 1 seed x 1 floor run, chaotic video; colour and course modelled"
     p29 = "29-step design, 1 seed (the H200 spreads stated)"
     kernel = f"one floor run replaced by {KERNEL}'s"
     seed = "one floor run replaced by another seed's output"
@@ -306,6 +395,36 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
         Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, True), [
             ("structure: layout mirrored left-right", "power", lambda d, hit: hit),
         ], judge=structure_outside),
+    ]  # fmt: skip
+    # The classes of round 2, last: each group draws from stream 200 + its index, so the rows above
+    # keep their draws.
+    groups += [
+        Group(f"{b3}, one seed identical, the others {KERNEL}'s", lambda r: identical_draw(fx, r, False, True), [
+            ("verdict: identical on one seed, a quantised kernel on the others", "power", _outside),
+        ]),
+        Group(f"{b2}, both intact", lambda r: floor_arm_draw(fx, r, ""), [
+            ("floor check: an intact floor of two runs called invalid", "false alarm", lambda d, v: any(
+                sc.invalid or sc.left_out for sc in v.floor_check.seeds)),
+            ("verdict, two floor runs a seed", "false alarm", _outside),
+        ]),
+        Group(f"{b2}, one floor arm {KERNEL}'s on every seed", lambda r: floor_arm_draw(fx, r, "kernel"), [
+            ("verdict, a floor arm replaced by a kernel's output", "false alarm", _outside),
+            ("floor check: a floor arm replaced by a kernel's output named", "power", _floor_arm_named),
+        ]),
+        Group(f"{b2}, the two floor runs bitwise equal", lambda r: floor_arm_draw(fx, r, "twin"), [
+            ("verdict, two floor runs equal", "false alarm", _outside),
+            ("floor check: two equal floor runs counted once", "power", _twin_counted_once),
+        ]),
+        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, False, wrong_call=0.3), [
+            ("verdict: one call of 24 at rel L1 0.3 in situ", "power", _outside),
+        ], stated=True),
+        Group(tracked, lambda r: track_draw(r, "exact"), [
+            ("structure: colour and time order", "false alarm", lambda d, hit: hit),
+        ], judge=structure_outside),
+        *(Group(tracked, lambda r, k=k: track_draw(r, k), [
+            (f"structure: {what}", "power", lambda d, hit: hit),
+        ], judge=structure_outside) for k, what in (("reversed", "video played backwards"),
+                                                    ("swapped", "U and V swapped"), ("hue", "hue turned 90 degrees"))),
     ]  # fmt: skip
     return groups
 

@@ -5,6 +5,7 @@ kernels with a between-process spread, as a campaign's report tests them (``anal
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ from harness.bench.verdict_draws import (
     parametric_draw,
     pr29_draw,
 )
+from harness.compare.significance import DIFFERENCE_WORDS
 from harness.compare.summary import RunSummary
 from harness.records import Record
 from harness.rule import welch_p_value
@@ -143,6 +145,7 @@ SPREAD = 0.01  # between-process sd of a run's time (the issue's simulation)
 STEP_SPREAD = 0.002  # steps inside one process
 DRIFT = 0.005  # a round's shared drift (interleaved rounds: every arm sees it)
 STEPS = 28  # steps 2..29 of a 29-step run
+DRIFT_PER_RUN = 0.01  # each run this much slower than the one before it (a machine warming up)
 
 
 def _campaign(rng, candidates: int, seeds: int, repeats: int, faster: float = 1.0) -> list[RunSummary]:
@@ -158,6 +161,21 @@ def _campaign(rng, candidates: int, seeds: int, repeats: int, faster: float = 1.
                 runs.append(RunSummary(key=f"{arm}@{s}~r{rep}", path="", arm=arm, seed=s, repeat=rep,
                                        role="reference" if arm == "ref" else "candidate", status="ok",
                                        s_per_step=float(step), pipeline_total_s=float(total)))  # fmt: skip
+    return runs
+
+
+def _drifted(noise: np.ndarray, alternate: bool) -> list[RunSummary]:
+    """An exact twin and the reference, 2 seeds x 4 repeats run in the plan's order (``alternate``:
+    each round in the reverse order of the one before; else the reference first in every round),
+    each run DRIFT_PER_RUN slower than the one before, ``noise`` its log time's own."""
+    runs: list[RunSummary] = []
+    for rep in range(1, 5):
+        for s in range(2):
+            for arm in ("twin", "ref") if alternate and rep % 2 == 0 else ("ref", "twin"):
+                t = 0.45 * (1 + DRIFT_PER_RUN) ** len(runs) * math.exp(noise[len(runs)])
+                runs.append(RunSummary(key=f"{arm}@{s}~r{rep}", path="", arm=arm, seed=s, repeat=rep,
+                                       role="reference" if arm == "ref" else "candidate", status="ok",
+                                       s_per_step=t, pipeline_total_s=6.7 * t))  # fmt: skip
     return runs
 
 
@@ -199,4 +217,14 @@ def speed_rows(draws: int, seed: int, rules: VerdictRules) -> list[BenchRow]:
         hits += tests["k0"]["s_per_step"].word == "faster"
     rows.append(BenchRow(rule="speed: a kernel 5% faster read 'faster'", design="1 candidate, 3 seeds x 3 "
                          "repeats, 1% between runs", measure="power", rate=hits / draws, draws=draws))  # fmt: skip
+    rng = np.random.default_rng([seed, 103])
+    hits = old = 0
+    for _ in range(draws):  # the same draws in both orders: the rule it replaced ran the reference first
+        noise = rng.normal(0, SPREAD, 16)
+        now, before = (campaign_speed_tests(_drifted(noise, alternate), "ref", rules)["twin"]["s_per_step"].word
+                       for alternate in (True, False))  # fmt: skip
+        hits, old = hits + (now in DIFFERENCE_WORDS), old + (before in DIFFERENCE_WORDS)
+    rows.append(BenchRow(rule="speed word: an exact twin, rounds in alternating order", design="1 twin, 2 seeds x 4 "
+                         f"repeats, each run {DRIFT_PER_RUN:.0%} slower than the one before", measure="false alarm",
+                         rate=hits / draws, draws=draws, old_rule=old / draws))  # fmt: skip
     return rows
