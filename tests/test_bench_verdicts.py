@@ -121,7 +121,9 @@ def test_the_rules_these_replaced_fail_on_the_same_draws(bench):
     assert old[next(k for k in old if k[0] == "speed word, harness compare of one run a side")] > 0.8
     assert old[next(k for k in old if k[0] == "speed word in a report")] > 0.05
     # an exact twin under a drift along the run order, the reference first in every round: about 30 %
-    assert old[next(k for k in old if k[0] == "speed word: an exact twin, rounds in alternating order")] > 0.15
+    assert (
+        old[next(k for k in old if k[0] == "speed word: an exact twin, rounds in alternating order")] > 0.15
+    )
 
 
 def test_the_fixture_says_how_it_was_made_and_the_cli_prints_the_table(bench):

@@ -120,8 +120,11 @@ def test_plan_campaign_checks_every_input_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     plan = plan_campaign(path, profile="3step", out_root=out, seeds=[5, 5, 6], repeats=2)
     assert plan.keys == ["torch_sdpa@5", "floor@5", "torch_sdpa@6", "floor@6"] + [
-        "floor@5~r2", "torch_sdpa@5~r2", "floor@6~r2", "torch_sdpa@6~r2"
-    ]  # fmt: skip (round 2 in reverse order)
+        "floor@5~r2",
+        "torch_sdpa@5~r2",
+        "floor@6~r2",
+        "torch_sdpa@6~r2",
+    ]  # round 2 in reverse order
     assert plan.campaign.path == out / "tiny" / "3step" and plan.path == path and plan.executor == "local"
     assert plan.notes == ["note: --seeds: 5 given more than once; each seed runs once"]
     from_object = plan_campaign(load_scenario(path), out_root=out, campaign_id="obj")

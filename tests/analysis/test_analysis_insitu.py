@@ -266,7 +266,10 @@ def test_one_grossly_wrong_call_of_twelve_is_outside_and_named():
     assert parts["exact floor"].word != "outside"  # the pooled part alone would not say it
     far = parts["worst call over the median call, each over its floor"]
     assert far.word == "outside" and far.value > 100 and r.word == "outside"
-    assert "one call far off: run run call 12, step 2, block 5, kind dit_self: rel L1 0.3, 297x its floor" in r.text
+    assert (
+        "one call far off: run run call 12, step 2, block 5, kind dit_self: rel L1 0.3, 297x its floor"
+        in r.text
+    )
     absolute = candidate_reading("cand", items, ["ref", "kv"], None, InSituTolerance(max_call_rel_l1=0.2))
     assert {p.against: p.word for p in absolute.parts}["worst call's rel L1"] == "outside"
 

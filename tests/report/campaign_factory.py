@@ -185,7 +185,9 @@ def write_run(
         }
         calls = AttnCallsRecord(requested=attn_type, kv_reversed=arm.kv_reversed, ranks=ranks)
         write_record(run.file(ATTN_CALLS_JSON), calls)
-        outputs |= {name: sha256_file(run.file(name)) for name in (TIMING_JSON, ATTN_CALLS_JSON)}  # as recorded
+        outputs |= {
+            name: sha256_file(run.file(name)) for name in (TIMING_JSON, ATTN_CALLS_JSON)
+        }  # as recorded
         if arm.latents:
             save_latents(run.path, seed, arm.noise, salt, arm.latents, len(arm.steps))
     valid = None
