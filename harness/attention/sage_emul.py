@@ -414,6 +414,11 @@ class SageEmulation(AttentionBackend):
             else "masked",
         }
 
+    def quantize(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
+    ) -> SageQuantized:  # timed alone by `harness kernels` (quant_ms)
+        return sage_quantize(q, k, v, scale, **{key: self.options[key] for key in QUANT_KEYS})
+
     def direct_call(self):
         options = self.options
         return lambda q, k, v, s: sage_attention_emulated(q, k, v, s, **options)
