@@ -372,6 +372,11 @@ def ingest(
         raise bad(f"{camp.path}: campaign of scenario {rec.scenario_name!r}, not {scenario!r}")
     if not arms:
         raise bad("no arm to ingest")
+    inputs = sorted({a.input for a in rec.arms if a.input is not None})
+    if inputs:  # an outside run names no input: which input's reference it pairs with is unknown
+        raise bad(
+            f"{camp.path}: a campaign of several inputs ({', '.join(inputs)}): ingest adds runs to campaigns of one input only"
+        )
     prepared = [prepare_arm(a, rec.scenario_name) for a in arms]
     _number_repeats(prepared)
     kept = _check_campaign(camp, prepared, rec.arms, force)

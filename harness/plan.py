@@ -41,8 +41,9 @@ def build_plan(
     arms: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     repeats: int | None = None,
+    inputs: Sequence[str] | None = None,
 ) -> list[RunSpec]:
-    """One RunSpec per (arm, seed, repeat); repeats interleaved in rounds run in alternate orders (A B C,
+    """One RunSpec per (arm, input, seed, repeat); repeats interleaved in rounds run in alternate orders (A B C,
     C B A, A B C): the reference first in odd rounds (round 1's runs are the ones accuracy compares),
     last in even ones. Reversing, not a seeded shuffle: a drift or warm-up linear in the place within a
     round cancels over every two rounds for every pair of arms, and every plan has the same order.
@@ -61,7 +62,12 @@ def build_plan(
     auto = scenario.repeats_auto.max if scenario.repeats == "auto" else int(scenario.repeats)
     default_repeats = repeats if repeats is not None else auto
     arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
-    params = {a.name: runner.resolve_params(scenario, a, profile) for a in chosen}
+    input_list = list(dict.fromkeys(inputs)) if inputs else scenario.input_list
+    params = {
+        (a.name, inp): runner.resolve_params(scenario.for_input(inp), a, profile)
+        for inp in input_list
+        for a in chosen
+    }
     shadows = {a.name: shadow_specs(by_name, a) for a in chosen}
     specs = [
         RunSpec(
@@ -70,9 +76,10 @@ def build_plan(
             arm=arm.name,
             seed=seed,
             profile=profile,
+            input=inp,
             **arm.choice().model_dump(),
             role=arm.role,
-            params=params[arm.name],
+            params=params[arm.name, inp],
             env={k: str(v) for k, v in {**scenario.env, **arm.env}.items()},
             timeout_s=scenario.timeout_s,
             multi_seed=multi,
@@ -83,6 +90,7 @@ def build_plan(
             plugins=scenario.plugin_refs,
         )
         for repeat in range(1, max(arm_repeats.values(), default=1) + 1)
+        for inp in input_list
         for seed in seed_list
         for arm in (chosen if repeat % 2 else chosen[::-1])
         if repeat <= arm_repeats[arm.name]
@@ -206,6 +214,7 @@ def plan_campaign(
     profile: str | None = None,
     arms: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
+    inputs: Sequence[str] | None = None,
     out_root: Path = Path("reports"),
     campaign_id: str | None = None,
     executor: str | None = None,
@@ -236,7 +245,11 @@ def plan_campaign(
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
         seeds = list(dict.fromkeys(seeds))
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
-    specs = build_plan(loaded, profile=profile, arms=arms, seeds=seeds, repeats=repeats)
+    unknown = [i for i in inputs or () if i not in (loaded.inputs or {})]
+    if unknown:
+        known = ", ".join(loaded.inputs or {}) or "the scenario lists none"
+        raise UsageError(f"--inputs: no input named {unknown[0]!r} (inputs: {known})")
+    specs = build_plan(loaded, profile=profile, arms=arms, seeds=seeds, repeats=repeats, inputs=inputs)
     campaign = campaign_dir_for(loaded, out_root, campaign_id, profile)
     nearest = next((f for f in (Path(out_root), *Path(out_root).parents) if f.exists()), None)
     if nearest is not None and not nearest.is_dir():

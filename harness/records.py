@@ -286,7 +286,7 @@ class RunSpec(AttentionChoice, _RunPlace):
     params: dict[str, Any] = Field(default_factory=dict)  # after profile and arm overrides
     env: dict[str, str] = Field(default_factory=dict)  # what the scenario and arm set
     timeout_s: float | None = None
-    multi_seed: bool = False  # whether the run directory carries @seed
+    multi_seed: bool = False  # whether the run directory carries @seed (always with an input)
     repeat: int = 1  # 1-based; repeats 2.. time the same computation again in a new process
     # In-situ measurement (ops computed beside every call; output unchanged) and a step schedule.
     shadows: list[ShadowSpec] = Field(default_factory=list)
@@ -295,11 +295,14 @@ class RunSpec(AttentionChoice, _RunPlace):
     # Plugins imported in the run's process; sha256 of each harness backend's source it calls.
     plugins: list[PluginRef] = Field(default_factory=list)
     code: dict[str, str] = Field(default_factory=dict)
+    # the scenario's input this run generates from (None: it lists none, and run.json says nothing)
+    input: str | None = Field(None, exclude_if=lambda v: v is None)
 
     @property
     def key(self) -> str:
         """Run directory name (``run_key``)."""
-        return run_key(self.arm, self.seed if self.multi_seed else None, self.repeat)
+        seed = self.seed if self.multi_seed or self.input is not None else None
+        return run_key(self.arm, seed, self.repeat, self.input)
 
     def spec_hash(self) -> str:
         """Hash of what the run computes (not the repeat; of the plugins its process imports, their
@@ -321,10 +324,28 @@ class RunSpec(AttentionChoice, _RunPlace):
 REPEAT_MARK = "~r"
 
 
-def run_key(arm: str, seed: int | None = None, repeat: int = 1) -> str:
-    """``arm``, ``arm@seed``, ``arm@seed~r2``: '~' is not allowed in arm names, so keys parse back."""
-    key = arm if seed is None else f"{arm}@{seed}"
+def run_key(arm: str, seed: int | None = None, repeat: int = 1, input: str | None = None) -> str:
+    """``arm``, ``arm@seed``, ``arm@seed~r2``, ``arm@input@seed``: '@' and '~' are in no name, so keys
+    parse back."""
+    key = arm if seed is None else f"{arm}@{seed}" if input is None else f"{arm}@{input}@{seed}"
     return key if repeat <= 1 else f"{key}{REPEAT_MARK}{repeat}"
+
+
+Sample = int | str  # a run's sample: its seed, or "SEED (INPUT)" where the scenario lists inputs
+
+
+def sample_label(seed: int, input: str | None = None) -> Sample:
+    """What the analysis pairs runs by (their sample): the seed, and in a campaign of several inputs
+    ``"SEED (INPUT)"``, which reads after the word "seed" as every per-seed line prints it."""
+    return seed if input is None else f"{seed} ({input})"
+
+
+def sample_key(sample: Sample) -> tuple[int, str]:
+    """Samples in order: by seed, then input name (a campaign's mix of both kinds sorts too)."""
+    if isinstance(sample, int):
+        return sample, ""
+    seed, _, rest = sample.partition(" (")
+    return (int(seed) if seed.isdigit() else -1), rest
 
 
 BUSY_SHARE = 0.25  # other processes' CPU, as a share of the cores, that makes a run's timings noisy

@@ -136,6 +136,7 @@ class ArmStatus(Record):
     role: str
     attn_type: str
     kv_reversed: bool = False
+    input: str | None = Field(None, exclude_if=lambda v: v is None)  # the spec's
     status: RunStatus = RunStatus.pending
     reason: str | None = None
     valid: bool | None = None
@@ -147,7 +148,8 @@ class ArmStatus(Record):
         s = rec.spec
         return cls(
             key=s.key, arm=s.arm, seed=s.seed, role=s.role.value, attn_type=s.attn_type,
-            kv_reversed=s.kv_reversed, status=rec.status, reason=rec.reason, valid=rec.valid, repeat=s.repeat,
+            kv_reversed=s.kv_reversed, input=s.input, status=rec.status, reason=rec.reason, valid=rec.valid,
+            repeat=s.repeat,
         )  # fmt: skip
 
 

@@ -179,3 +179,73 @@ def test_planning_walks_the_arms_a_fixed_number_of_times(arms):
             s.shadows[0].kv_reversed for s in specs if s.arm != "ref" and s.arm != "floor"
         )
         assert CountingList.walks <= 5, CountingList.walks
+
+
+INPUTS = """\
+name: demo
+runner: builtin
+seeds: [1, 2]
+builtin: {preset: tiny, save_latents: false, prompt: long prompt, params: {heads: 2}}
+inputs:
+  long: {}
+  short: {prompt: rain, params: {text_tokens: 7}}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: cand, attn_type: sage_emul_aiter}
+"""
+
+
+def test_inputs_multiply_the_runs_and_each_input_changes_only_its_fields():
+    scenario = parse_scenario(INPUTS, "s.yaml", {})
+    specs = build_plan(scenario)
+    assert [s.key for s in specs] == [
+        "ref@long@1", "cand@long@1", "ref@long@2", "cand@long@2",
+        "ref@short@1", "cand@short@1", "ref@short@2", "cand@short@2",
+    ]  # fmt: skip
+    by_key = {s.key: s for s in specs}
+    long, short = by_key["ref@long@1"], by_key["ref@short@1"]
+    assert (long.input, long.params["prompt"]) == ("long", "long prompt")
+    assert (short.input, short.params["prompt"]) == ("short", "rain")
+    # a mapping is merged key by key: the block's heads stay, the input's text_tokens join them
+    assert short.params["pipeline"]["heads"] == 2 and short.params["pipeline"]["text_tokens"] == 7
+    assert long.params["pipeline"]["text_tokens"] != 7
+    assert long.spec_hash() != short.spec_hash()
+    assert [s.key for s in build_plan(scenario, inputs=["short"], seeds=[2])] == [
+        "ref@short@2",
+        "cand@short@2",
+    ]
+    assert (
+        "input" in short.model_dump()
+        and "input" not in by_key["ref@long@1"].model_copy(update={"input": None}).model_dump()
+    )  # run.json of a scenario without inputs says nothing of them
+
+
+def test_an_unknown_input_is_one_line():
+    from harness.errors import UsageError
+    from harness.plan import plan_campaign
+
+    with pytest.raises(UsageError, match=r"^--inputs: no input named 'rainy' \(inputs: long, short\)$"):
+        plan_campaign(parse_scenario(INPUTS, "s.yaml", {}), inputs=["rainy"])
+
+
+@pytest.mark.parametrize(
+    ("change", "msg"),
+    [
+        ("  short: {promt: rain}\n", r"s\.yaml:\d+: inputs\.short\.promt: .*"),
+        ("  short: {prompt: [1]}\n", r"s\.yaml:\d+: inputs\.short\.prompt: .*"),
+        ("", r"'inputs' must name at least one input"),
+    ],
+)
+def test_an_input_is_checked_as_the_runners_block(change, msg):
+    text = INPUTS.split("inputs:\n")[0] + "inputs:" + (f"\n{change}" if change else " {}\n")
+    text += INPUTS.split("  short: {prompt: rain, params: {text_tokens: 7}}\n")[1]
+    with pytest.raises(ScenarioError, match=msg):
+        parse_scenario(text, "s.yaml", {})
+
+
+def test_run_keys_with_an_input_parse_back():
+    from harness.compare.inputs import parse_run_key
+
+    assert run_key("a", 42, 1, "short") == "a@short@42" and run_key("a", 42, 2, "x.1") == "a@x.1@42~r2"
+    assert parse_run_key("a@short@42~r2") == ("a", "42 (short)", 2)
+    assert parse_run_key("a@42") == ("a", 42, 1) and parse_run_key("a@1x@42") == ("a", "42 (1x)", 1)

@@ -28,7 +28,7 @@ from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.envinfo import with_analysis_commit
 from harness.errors import HarnessError, ScenarioError
-from harness.records import canonical_hash
+from harness.records import canonical_hash, sample_key, sample_label
 from harness.rule import ratio_rule_text
 from harness.scenario.verdict import VerdictRules, accepted_baseline
 from harness.store import RUN_JSON as RUN_JSON_NAME
@@ -124,7 +124,7 @@ def campaign_runs(
         try:
             r = summarize_run(campaign.run(st.key), st, hashes=hashes)
         except OSError as err:  # a file that went away between two looks at it
-            r = RunSummary(key=st.key, path=str(campaign.run(st.key).path), arm=st.arm, seed=st.seed,
+            r = RunSummary(key=st.key, path=str(campaign.run(st.key).path), arm=st.arm, seed=sample_label(st.seed, st.input),
                            repeat=st.repeat, role=st.role, attn_type=st.attn_type, status="missing",
                            reason=f"unreadable: {err.strerror or err}: {err.filename or ''}")  # fmt: skip
         add(r, st)
@@ -205,7 +205,7 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     )
     for line in problems:  # listed, never blocking the other arms
         problem(res, line)
-    res.seeds = sorted({r.seed for r in runs if r.seed is not None})
+    res.seeds = sorted({r.seed for r in runs if r.seed is not None}, key=sample_key)
     res.multi_seed = len(res.seeds) > 1
     res.repeats = max((r.repeat for r in runs), default=1)
     arms_in_order = list(dict.fromkeys(r.arm for r in runs))

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from harness.compare.pairwise import Comparison
 from harness.metrics.metric import Energy, Metric, energy_metrics, in_order, mse_from_psnr, psnr_from_mse
-from harness.records import Record
+from harness.records import Record, Sample
 
 # The metrics (harness.metrics keys) an identical pair has at exactly 0 (video MSE) and +inf dB (audio
 # SNR), and the audio similarity the verdict reads (the cosine, else from the SNR).
@@ -23,7 +23,7 @@ class PairErrors(Record):
     """One run against the reference, reduced to what a verdict needs (no media)."""
 
     key: str = ""
-    seed: int | None = None
+    seed: Sample | None = None
     arm: str = ""  # the run's arm ("": unknown, each run its own)
     digest: str | None = None  # sha256 of the run's output (runs of equal digest are one sample)
     frames: int = 1  # weight of the video energies when pooling
@@ -51,7 +51,7 @@ class PairErrors(Record):
         return cls(values={VIDEO_MSE: mse_from_psnr(db), **(values or {})}, **kw)
 
     @classmethod
-    def measured(cls, key: str, seed: int | None, video: Any, audio: Any, **kw) -> PairErrors:
+    def measured(cls, key: str, seed: Sample | None, video: Any, audio: Any, **kw) -> PairErrors:
         """A measured pair: every registered metric read off its video and audio records (None: none)."""
         records = {"video": video, "audio": audio}
         values = {m.key: m.read(records[m.modality]) for m in in_order()}

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from harness.number_format import ci_text, count_text, ratio_text
-from harness.records import Record
+from harness.records import Record, Sample
 from harness.rule import INCOMPLETE, INCONCLUSIVE, OUTSIDE, WITHIN, combine, pooled_sd, t_quantile, word
 from harness.safe_math import safe_exp, scaled_mean_sd
 
@@ -22,14 +22,14 @@ MAX_SEEDS_TO_DECIDE = 1000
 class SeedValues(Record):
     """What one seed gives one kind of energy: the candidate's and its floor runs'."""
 
-    seed: int | None = None
+    seed: Sample | None = None
     candidate: float | None = None
     floors: list[float] = Field(default_factory=list)
     floor_keys: list[str] = Field(default_factory=list)
 
 
 class SeedRatio(Record):
-    seed: int | None = None
+    seed: Sample | None = None
     candidate: float | None = None  # the candidate's energy in this seed
     floor: float | None = None  # the mean of the floor runs of this seed
     n_floor: int = 0

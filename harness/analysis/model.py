@@ -26,7 +26,7 @@ from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
 from harness.errors import Exit, HarnessError
 from harness.input_files import check_input, read_input_text
-from harness.records import Record, check_schema, positive_seconds, stage_seconds, step_count
+from harness.records import Record, Sample, check_schema, positive_seconds, stage_seconds, step_count
 from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
@@ -52,7 +52,7 @@ class ArmAggregate(Record):
     kv_reversed: bool = False
     perturbation: str = ""  # how a noise-floor arm perturbs exact attention
     keys: list[str] = Field(default_factory=list)  # every run: seeds x repeats
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[Sample] = Field(default_factory=list)
     repeats: int = 1  # most runs of one seed
     runs_ok: int = 0
     metrics: dict[str, Spread] = Field(default_factory=dict)  # speed over runs, accuracy over seeds
@@ -104,7 +104,7 @@ class CodecFloorRow(Record):
 class LatentSeries(Record):
     key: str
     arm: str
-    seed: int | None = None
+    seed: Sample | None = None
     role: str
     points: list[LatentPoint] = Field(default_factory=list)
 
@@ -220,7 +220,7 @@ class Reading(Record):
     end_to_end: Terms = Field(default_factory=Terms)  # the decoded output's own reading
     end_to_end_what: str = ""
     insitu: Terms | None = None  # the in-situ reading (ratio to the exact floor's, word), where there is one
-    identical_seeds: list[int | None] = Field(default_factory=list)  # bitwise the reference's output
+    identical_seeds: list[Sample | None] = Field(default_factory=list)  # bitwise the reference's output
     seeds: int = 0
     warnings: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
@@ -289,7 +289,7 @@ class ReportResults(Record):
     conventions: dict[str, str] = Field(default_factory=dict)
     reference_arm: str | None = None
     noise_floor_arms: list[str] = Field(default_factory=list)
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[Sample] = Field(default_factory=list)
     multi_seed: bool = False
     runs: list[RunSummary] = Field(default_factory=list)
     comparisons: list[Comparison] = Field(default_factory=list)
@@ -334,7 +334,7 @@ class ReportResults(Record):
         return next((c for c in self.comparisons if c.b.key == key), None)
 
     @property
-    def primary_seed(self) -> int | None:
+    def primary_seed(self) -> Sample | None:
         return self.seeds[0] if self.seeds else None
 
     @property
@@ -371,7 +371,7 @@ def is_shadowed_copy(res: ReportResults, arm: str) -> bool:
     return any(v.arm == arm and v.role == "insitu" for v in res.verdicts)
 
 
-def worst_frames(res: ReportResults, seed: int | None) -> dict[str, dict[int, list[str]]]:
+def worst_frames(res: ReportResults, seed: Sample | None) -> dict[str, dict[int, list[str]]]:
     """{run: {frame index: ["PSNR", "SSIM"]}}: each candidate's worst frame of ``seed`` by each metric."""
     out: dict[str, dict[int, list[str]]] = {}
     for c in res.comparisons:

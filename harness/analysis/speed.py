@@ -23,6 +23,7 @@ from harness.compare.significance import (
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import accuracy_metrics
 from harness.number_format import percent_text
+from harness.records import sample_key
 from harness.scenario.verdict import VerdictRules
 
 TIMINGS = {"s_per_step": "DiT s/step", "pipeline_total_s": "pipeline total"}
@@ -192,7 +193,7 @@ def arm_aggregates(
             **first.model_dump(include={"arm", "role", "attn_type", "kv_reversed"}),
             perturbation=first.perturbation,
             keys=[r.key for r in arm_runs],
-            seeds=sorted({r.seed for r in arm_runs if r.seed is not None}),
+            seeds=sorted({r.seed for r in arm_runs if r.seed is not None}, key=sample_key),
             repeats=max(r.repeat for r in arm_runs),
             runs_ok=sum(r.ok for r in arm_runs),
             metrics=aggregate_metrics(arm_runs, [c for c in comparisons if c.b.arm == arm]),

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from harness.compare.summary import SHOWN_STATS
 from harness.number_format import fmt_stat, percent_text
-from harness.records import Record
+from harness.records import Record, Sample
 from harness.rule import (
     INCOMPLETE,
     INCONCLUSIVE,
@@ -36,13 +36,13 @@ class StatsSample(Record):
     """One run's global statistics (names of ``summary.stat_fields``)."""
 
     key: str = ""
-    seed: int | None = None
+    seed: Sample | None = None
     frames: int | None = None
     values: dict[str, float | None] = Field(default_factory=dict)
 
 
 class StatCheck(Record):
-    seed: int | None = None
+    seed: Sample | None = None
     stat: str
     value: float | None = None
     center: float | None = None  # mean of the exact runs of the seed

@@ -21,7 +21,7 @@ from pydantic import Field
 from harness.analysis.energy import PairErrors
 from harness.collect.layout import SCALES, TRACK, FrameTrack
 from harness.compare.summary import RunSummary
-from harness.records import Record
+from harness.records import Record, Sample
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, word
 
 FRAME_SLACK = 0  # frames a candidate may have beyond the most an exact run of its seed has
@@ -42,7 +42,7 @@ class FrameCounts(Record):
     """One run's counts of frozen, black and flat frames with their first indices (None: not measured)."""
 
     key: str = ""
-    seed: int | None = None
+    seed: Sample | None = None
     frames: int | None = None
     frozen: int | None = None
     black: int | None = None  # RunStats.blank_frames
@@ -74,7 +74,7 @@ class FrameCounts(Record):
 
 
 class StructureCheck(Record):
-    seed: int | None = None
+    seed: Sample | None = None
     key: str = ""  # the candidate run
     check: str  # frozen | black | flat | layout | colour | time
     word: str = ""  # a word of harness.rule.SEVERITY, "" (not judged)
@@ -298,7 +298,7 @@ def _track_check(
 
 
 def _track_checks(
-    seed: int | None, cands: Sequence[FrameCounts], exact: Sequence[FrameCounts], floor_keys: set[str]
+    seed: Sample | None, cands: Sequence[FrameCounts], exact: Sequence[FrameCounts], floor_keys: set[str]
 ) -> list[StructureCheck]:
     """Colour and time order of a seed's candidate runs against its reference and floor runs' tracks."""
     refs = [e.track for e in exact if e.key not in floor_keys and e.track is not None]

@@ -33,6 +33,7 @@ from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import energy_from_db
 from harness.number_format import fmt_db, ratio_text
+from harness.records import sample_key
 from harness.rule import (
     IDENTICAL,
     INCOMPLETE,
@@ -168,7 +169,7 @@ def judge_numbers(
     """The verdict of one arm from numbers alone (module docstring)."""
     rules = rules or VerdictRules()
     v = Verdict(arm=arm, keys=[c.key for c in cands], measured=len(cands), tolerance=rules.tolerance,
-                seeds=sorted({c.seed for c in cands if c.seed is not None}), floor_runs=len(floors))  # fmt: skip
+                seeds=sorted({c.seed for c in cands if c.seed is not None}, key=sample_key), floor_runs=len(floors))  # fmt: skip
     if not cands:
         v.word, v.text, v.accuracy = NOT_RUN, "not measured", "not measured"
         return v
@@ -454,7 +455,7 @@ def judge(
     )
     v.role = runs[0].role if runs else "candidate"
     v.keys = [r.key for r in runs if r.repeat == 1] or v.keys
-    v.seeds = sorted({r.seed for r in runs if r.seed is not None})
+    v.seeds = sorted({r.seed for r in runs if r.seed is not None}, key=sample_key)
     head: list[str] = []
     by_reason: dict[tuple[str, str | None], list[str]] = {}
     for r in runs:
@@ -467,7 +468,7 @@ def judge(
         if c.b.ok and not c.measured:
             head.append(f"{c.b.key}: " + "; ".join(c.notes or ["not measured"]))
     primary_seeds = {r.seed for r in runs if r.repeat == 1 and r.ok}
-    unmeasured = sorted(s for s in primary_seeds if s not in {c.b.seed for c in measured})
+    unmeasured = sorted((s for s in primary_seeds if s not in {c.b.seed for c in measured}), key=sample_key)
     v.sentences = head + v.sentences
     v.attention_ok, v.attention = attention_verdict(runs)
     v.sentences.append(f"attention: {v.attention}")

@@ -17,7 +17,7 @@ from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.compare.summary import RunSummary
 from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
-from harness.records import Record
+from harness.records import Record, Sample
 from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, pooled_sd
 from harness.safe_math import safe_exp
 from harness.scenario.verdict import VerdictRules
@@ -31,7 +31,7 @@ CHECKED_KINDS = ("video_mse", "video_1_ssim")
 
 
 class SeedFloorCheck(Record):
-    seed: int | None = None
+    seed: Sample | None = None
     kept: list[str] = Field(default_factory=list)  # floor run keys that judge
     left_out: dict[str, str] = Field(default_factory=dict)  # key -> why
     invalid: str = ""  # why the seed has no usable floor ("" when it has one)
@@ -42,7 +42,7 @@ class FloorCheck(Record):
     seeds: list[SeedFloorCheck] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)  # one line per run left out or seed invalid
 
-    def seed(self, seed: int | None) -> SeedFloorCheck | None:
+    def seed(self, seed: Sample | None) -> SeedFloorCheck | None:
         return next((s for s in self.seeds if s.seed == seed), None)
 
 
@@ -177,7 +177,7 @@ class LatentReading(Record):
 
 
 class SeedVerdict(Record):
-    seed: int | None = None
+    seed: Sample | None = None
     regime: dict[str, str] = Field(default_factory=dict)  # video, audio
     floor_psnr: float | None = None
     floor_audio_corr: float | None = None
@@ -194,7 +194,7 @@ class Verdict(Record):
     arm: str
     role: str = "candidate"
     keys: list[str] = Field(default_factory=list)
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[Sample] = Field(default_factory=list)
     measured: int = 0  # runs with accuracy metrics
     tolerance: float = 2.0
     word: str = NOT_RUN  # one of harness.rule.WORDS
@@ -216,7 +216,7 @@ class Verdict(Record):
     missing: list[str] = Field(default_factory=list)  # what made it incomplete
     floor_runs: int = 0
     floor_check: FloorCheck | None = None  # floor runs left out, seeds whose floor is invalid
-    identical_seeds: list[int | None] = Field(default_factory=list)  # bitwise equal to the reference
+    identical_seeds: list[Sample | None] = Field(default_factory=list)  # bitwise equal to the reference
     decided_by: str = ""  # the part whose word is the verdict's: an energy kind, insitu, lag, ...
     end_to_end_word: str = ""  # the word of the decoded output alone (every part but in situ)
     warnings: list[str] = Field(default_factory=list)  # e.g. an approximate kernel's output identical
@@ -338,7 +338,9 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         bits.append(lead)
     if top is not None:
         interval = ci_text(*top.ratio_ci, top.alpha) if top.ratio_ci else "no interval"
-        head = f"error energy {ratio_text(top.ratio)} the floor's ({interval}; {top.label}"
+        # the one seed judged (the others identical, set aside) decides alone: it is named
+        one = f"seed {top.per_seed[0].seed}'s " if len(top.per_seed) == 1 and len(v.seeds) > 1 else ""
+        head = f"error energy {ratio_text(top.ratio)} the floor's ({interval}; {one}{top.label}"
         ratio, ci, alpha, what = deciding_interval(top, v.word)
         if what != top.label:  # one seed's own interval decides: it leads, the seeds combined follow
             head = f"error energy {ratio_text(ratio)} the floor's ({ci_text(*ci, alpha)}; {what}; "

@@ -30,6 +30,7 @@ def run(
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile from the scenario."),
     arms: str | None = typer.Option(None, help="Comma-separated arm names (default: all)."),
     seeds: str | None = typer.Option(None, help="Comma-separated seeds (default: the scenario's)."),
+    inputs: str | None = typer.Option(None, help="Comma-separated input names (default: the scenario's)."),
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of campaigns."),
     campaign: str | None = typer.Option(None, help="Campaign id (default: the profile name)."),
     force: bool = typer.Option(False, "--force", help="Re-run arms that are already ok."),
@@ -57,7 +58,8 @@ def run(
     given = {"partition": partition, "account": account, "time_min": time_min, "gpus_per_node": gpus}
     # Every bad input is one line here, before anything is written or any progress bar is drawn.
     plan = plan_campaign(
-        scenario, profile=profile, arms=parse_names(arms, "--arms"), seeds=parse_seeds(seeds), out_root=out_dir,
+        scenario, profile=profile, arms=parse_names(arms, "--arms"), seeds=parse_seeds(seeds),
+        inputs=parse_names(inputs, "--inputs"), out_root=out_dir,
         campaign_id=campaign, executor=executor, resubmit_failed=resubmit_failed, repeats=repeats,
         slurm_overrides={k: v for k, v in given.items() if v is not None}, force=force,
         check_executor=not dry_run,

@@ -11,7 +11,7 @@ from harness.compare.cache import refuse_audio_lengths
 from harness.compare.hashes import PROCESS_HASHES
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.records import REPEAT_MARK, RunStatus
+from harness.records import REPEAT_MARK, RunStatus, Sample, sample_key, sample_label
 from harness.store import CAMPAIGN_JSON, OUTPUT_LOSSLESS, RUN_JSON, CampaignDir, RunDir, resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
@@ -47,32 +47,37 @@ def summarize_file(path: Path, key: str | None = None) -> RunSummary:
     )
 
 
-# A run folder's name, as records.run_key writes it: '@' and '~' are in no arm name.
-_RUN_KEY = re.compile(rf"^(?P<arm>[^@~]+)(?:@(?P<seed>\d+))?(?:{re.escape(REPEAT_MARK)}(?P<repeat>\d+))?$")
+# A run folder's name, as records.run_key writes it: '@' and '~' are in no arm or input name.
+_RUN_KEY = re.compile(
+    rf"^(?P<arm>[^@~]+)(?:@(?:(?P<input>[^@~]+)@)?(?P<seed>\d+))?(?:{re.escape(REPEAT_MARK)}(?P<repeat>\d+))?$"
+)
 
 
-def parse_run_key(key: str) -> tuple[str, int | None, int] | None:
+def parse_run_key(key: str) -> tuple[str, Sample | None, int] | None:
+    """(arm, sample (``records.sample_label``), repeat) of a run folder's name; None: not one."""
     if (m := _RUN_KEY.match(key)) is None:
         return None
-    return m["arm"], None if m["seed"] is None else int(m["seed"]), int(m["repeat"] or 1)
+    sample = None if m["seed"] is None else sample_label(int(m["seed"]), m["input"])
+    return m["arm"], sample, int(m["repeat"] or 1)
 
 
-def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, int | None, int]]:
-    """(key, seed, repeat) of the arm's runs in the campaign, by seed then repeat."""
+def _arm_runs(camp: CampaignDir, arm: str) -> list[tuple[str, Sample | None, int]]:
+    """(key, sample, repeat) of the arm's runs in the campaign, by seed, input, then repeat."""
     runs = [(run.key, p[1], p[2]) for run in camp.runs() if (p := parse_run_key(run.key)) and p[0] == arm]
-    return sorted(runs, key=lambda r: (r[1] if r[1] is not None else -1, r[2]))
+    return sorted(runs, key=lambda r: (sample_key(r[1]) if r[1] is not None else (-1, ""), r[2]))
 
 
-def _how_to_name(camp: str, arm: str, runs: list[tuple[str, int | None, int]]) -> str:
+def _how_to_name(camp: str, arm: str, runs: list[tuple[str, Sample | None, int]]) -> str:
     """'4 runs (seeds 42, 43 x 2 repeats): name one as CAMP:arm@SEED (repeat 1) or ..., e.g. CAMP:arm@42'."""
     if len(runs) == 1:
         return f"1 run: {camp}:{runs[0][0]}"
-    seeds = sorted({s for _, s, _ in runs if s is not None})
+    seeds = sorted({s for _, s, _ in runs if s is not None}, key=sample_key)
     repeats = max(r for _, _, r in runs)
     parts = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"] if seeds else []
     parts += [f"{repeats} repeats"] if repeats > 1 else []
     what = f" ({' x '.join(parts)})" if parts else ""
-    base = f"{camp}:{arm}{'@SEED' if seeds else ''}"
+    at = "@INPUT@SEED" if any(isinstance(s, str) for s in seeds) else "@SEED" if seeds else ""
+    base = f"{camp}:{arm}{at}"
     shapes = f"{base} (repeat 1) or {base}{REPEAT_MARK}N (repeat N >= 2)" if repeats > 1 else base
     examples = " or ".join(f"{camp}:{k}" for k in dict.fromkeys([runs[0][0], runs[-1][0]]))
     return f"{len(runs)} runs{what}: name one as {shapes}, e.g. {examples}"

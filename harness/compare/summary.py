@@ -11,7 +11,15 @@ from pydantic import Field
 from harness.collect.models import RunStats
 from harness.compare.hashes import PROCESS_HASHES, FileHashes
 from harness.errors import HarnessError
-from harness.records import AttentionChoice, MachineLoad, PluginRef, RankCalls, Record, RunStatus
+from harness.records import (
+    AttentionChoice,
+    MachineLoad,
+    PluginRef,
+    RankCalls,
+    Record,
+    RunStatus,
+    sample_label,
+)
 from harness.safe_write import resolve_under
 from harness.store import (
     OUTPUT_LOSSLESS,
@@ -43,7 +51,7 @@ class _RunName(Record):  # declared before the attention, so results.json keeps 
     key: str
     path: str
     arm: str
-    seed: int | None = None
+    seed: int | str | None = None  # the sample (records.sample_label): the seed, with its input if any
     repeat: int = 1  # 1 is the run compared for accuracy; 2.. time the same computation again
     role: str = "candidate"
 
@@ -140,7 +148,8 @@ def summarize_run(
     s = RunSummary(
         key=run.key if rec is not None else src.key,
         path=str(run.path),
-        **{k: getattr(src, k) for k in ("arm", "seed", "repeat", "role")},
+        **{k: getattr(src, k) for k in ("arm", "repeat", "role")},
+        seed=sample_label(src.seed, src.input),
         **AttentionChoice.of(src).model_dump(),
         plugins=list(getattr(src, "plugins", [])),
         code=dict(getattr(src, "code", {})),

@@ -15,6 +15,7 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     StringConstraints,
+    ValidationError,
     create_model,
     field_validator,
     model_validator,
@@ -24,7 +25,7 @@ from harness.errors import ScenarioError
 from harness.records import AttentionChoice, PluginRef, Role
 from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS, did_you_mean
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
-from harness.scenario.parts import NO_PART, ScenarioPart
+from harness.scenario.parts import NO_PART, FieldProblem, ScenarioPart
 from harness.scenario.verdict import VerdictRules
 
 # Scenario, profile, campaign and arm names become folder names: one safe pattern for all of them.
@@ -194,6 +195,13 @@ class Scenario(Strict):
     runner: str | None = Field(None, description="The runner of every arm (builtin, lightx2v, ...).")
     seed: Seed | None = Field(None, description="The seed of every arm, an integer in [0, 2^32).")
     seeds: list[Seed] | None = Field(None, description="Several seeds: every arm runs once per seed.")
+    inputs: dict[SafeName, dict[str, Any]] | None = Field(
+        None,
+        description="Several inputs (prompt, images, audio, lengths): by name, the fields of the runner's "
+        "block each one changes ({} keeps the block as written; a mapping such as builtin's params is "
+        "merged key by key). Every arm runs once per input and seed; the verdict pairs runs by (input, "
+        "seed) and names the deciding one. The first input's runs are the ones the page plays.",
+    )
     env: dict[str, EnvValue] = Field(default_factory=dict)
     profiles: dict[SafeName, dict[str, Any]] = Field(
         default_factory=dict, description="Runner parameters by profile name (selected with --profile)."
@@ -251,6 +259,8 @@ class Scenario(Strict):
             raise ValueError("'seeds' must be a non-empty list of distinct integers")
         if not self.arms:
             raise ValueError("'arms' must list at least one arm")
+        if self.inputs is not None and not self.inputs:
+            raise ValueError("'inputs' must name at least one input")
         if self.verdict.floor_log_sd and not (self.verdict.floor_log_sd_source or "").strip():
             raise ValueError(  # a stated spread is a measurement: the verdict names where it was made
                 "verdict.floor_log_sd_source is required with verdict.floor_log_sd: say where that spread was "
@@ -264,6 +274,8 @@ class Scenario(Strict):
         if len(refs) != 1:
             raise ValueError(f"exactly one arm must have role: reference (found {', '.join(refs) or 'none'})")
         self._require_block(type(self).runner_part, f"runner {self.runner!r}")
+        for name in self.inputs or {}:
+            self.for_input(name)  # each input's block is a valid block: a FieldProblem names its field
         check_insitu(self, type(self).runner_part.insitu)  # a FieldProblem, like a runner's check
         if self.default_profile is not None and self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
@@ -277,6 +289,30 @@ class Scenario(Strict):
         if part.check is not None:
             part.check(self)  # a FieldProblem is not a ValueError: it reaches the loader as raised
         return self
+
+    @property
+    def input_list(self) -> list[str | None]:
+        return list(self.inputs) if self.inputs else [None]
+
+    def for_input(self, name: str | None) -> Scenario:
+        """The scenario as one input sees it: its runner block with the input's fields (a mapping
+        merged key by key into the block's own); ``None``: the scenario itself."""
+        part = type(self).runner_part
+        if name is None or part.block is None:
+            return self
+        block = self.runner_block()
+        written = block.model_dump(by_alias=True, exclude_unset=True) if block is not None else {}
+        changes = self.inputs[name]
+        merged = {
+            k: {**written[k], **v} if isinstance(v, dict) and isinstance(written.get(k), dict) else v
+            for k, v in changes.items()
+        }
+        try:
+            block = part.model.model_validate({**written, **merged})
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise FieldProblem(("inputs", name, *first["loc"]), first["msg"]) from None
+        return self.model_copy(update={part.block: block})
 
     @property
     def seed_list(self) -> list[int]:
