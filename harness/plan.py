@@ -63,6 +63,7 @@ def build_plan(
     default_repeats = repeats if repeats is not None else auto
     arm_repeats = {a.name: a.repeats or default_repeats for a in chosen}
     input_list = list(dict.fromkeys(inputs)) if inputs else scenario.input_list
+    named = len(scenario.input_list) > 1  # as with seeds: one input is a campaign's plain sample
     params = {
         (a.name, inp): runner.resolve_params(scenario.for_input(inp), a, profile)
         for inp in input_list
@@ -76,7 +77,7 @@ def build_plan(
             arm=arm.name,
             seed=seed,
             profile=profile,
-            input=inp,
+            input=inp if named else None,
             **arm.choice().model_dump(),
             role=arm.role,
             params=params[arm.name, inp],

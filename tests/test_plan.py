@@ -249,3 +249,10 @@ def test_run_keys_with_an_input_parse_back():
     assert run_key("a", 42, 1, "short") == "a@short@42" and run_key("a", 42, 2, "x.1") == "a@x.1@42~r2"
     assert parse_run_key("a@short@42~r2") == ("a", "42 (short)", 2)
     assert parse_run_key("a@42") == ("a", 42, 1) and parse_run_key("a@1x@42") == ("a", "42 (1x)", 1)
+
+
+def test_a_single_input_applies_its_fields_and_names_nothing():
+    one = INPUTS.replace("  long: {}\n", "")
+    specs = build_plan(parse_scenario(one, "s.yaml", {}))
+    assert [s.key for s in specs] == ["ref@1", "cand@1", "ref@2", "cand@2"]
+    assert specs[0].input is None and specs[0].params["prompt"] == "rain"

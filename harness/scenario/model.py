@@ -200,7 +200,7 @@ class Scenario(Strict):
         description="Several inputs (prompt, images, audio, lengths): by name, the fields of the runner's "
         "block each one changes ({} keeps the block as written; a mapping such as builtin's params is "
         "merged key by key). Every arm runs once per input and seed; the verdict pairs runs by (input, "
-        "seed) and names the deciding one. The first input's runs are the ones the page plays.",
+        "seed) and names the deciding one (a single input is applied and named nowhere, as one seed).",
     )
     env: dict[str, EnvValue] = Field(default_factory=dict)
     profiles: dict[SafeName, dict[str, Any]] = Field(

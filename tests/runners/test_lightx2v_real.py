@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lightx2v_site import first_input
 
 from harness.attention.insitu.recorder import read_insitu
 from harness.bench.overhead import measure_overhead
@@ -145,7 +146,8 @@ def _cases(scenario_path: Path, environ: dict, profile: str, run_root: Path) -> 
         (run_dir / "config.json").write_text(json.dumps(params.resolved_config(base)))
         cases.append(
             {
-                "arm": spec.arm,
+                "arm": spec.key,  # an arm runs once per input
+                "input": spec.input,
                 "argv": infer_args(params, spec, run_dir),
                 "expect_args": ["model_cls", "task", "model_path", "image_path", "seed", "save_result_path"],
                 "expect_config": [
@@ -172,12 +174,14 @@ def test_lightx2v_parses_and_loads_what_the_harness_builds_for_every_arm(contrac
     cases = contracts["cases"][parsed]
     if isinstance(cases, Exception):
         raise cases
-    assert len(cases) == len(load_scenario(PARSED[parsed][0], environ=contracts["environ"]).arms)  # every arm
+    scenario = load_scenario(PARSED[parsed][0], environ=contracts["environ"])
+    assert len(cases) == len(scenario.arms) * len(scenario.inputs) > len(scenario.arms)  # every arm and input
     results = shared(contracts, f"infer[{parsed}]")["result"]
     dit = json.loads((tiny_checkpoint / "transformer_ref" / "config.json").read_text())
     for case in cases:
         got, want = results[case["arm"]], case["want"]
         assert "parser_exit" not in got, f"{case['arm']}: LightX2V's parser refused the argv"
+        assert want["prompt"] == scenario.for_input(case["input"]).lightx2v.prompt  # the input's own
         assert got["args"] == {
             "model_cls": "minimax_h3",
             "task": "ref2av",
@@ -320,7 +324,7 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     counts none (and shows that its ranks measure their own heads). Every rank saves the latents (the
     same, bit for bit). Two arms, each two ranks that import LightX2V (a CPU minute): every claim is
     one of theirs, so the K/V-reversed floor (a third arm) is not run."""
-    text = TINY.read_text()
+    text = first_input(TINY.read_text())
     text = text.replace(
         "    role: reference\n",
         "    role: reference\n"
