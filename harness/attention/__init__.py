@@ -7,5 +7,5 @@ A plug-in kernel subclasses ``AttentionBackend`` under ``register_backend`` and 
 cannot serve with ``UnsupportedCall`` (README): those three names stay importable from here.
 """
 
-from harness.attention import exact, gpu_backends, sage_emul  # noqa: F401  (registration)
+from harness.attention import exact, gpu_backends, planted, sage_emul  # noqa: F401  (registration)
 from harness.attention.registry import AttentionBackend, UnsupportedCall, register_backend  # noqa: F401  (plug-in API)
