@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.analysis.dose_response import read_campaign as read_dose_response
 from harness.analysis.floor import Progress, codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
@@ -339,6 +340,7 @@ def judge_campaign(
     found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
+    res.dose_response = read_dose_response(res.verdicts, res.runs, found)
     if insitu:
         res.schedules = schedule_rows(res, campaign, res.insitu)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.

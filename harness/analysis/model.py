@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 
 # What results.json holds, by name (its own records and those of the stages it carries), so a renderer
 # needs this module alone: the names imported and not used here are there for it.
+from harness.analysis.dose_response import DoseResponse
 from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow  # noqa: F401
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
@@ -310,6 +311,7 @@ class ReportResults(Record):
     assets: dict[str, str] = Field(default_factory=dict)  # name -> path relative to the results' folder
     # In-situ readings of shadowed runs and the hybrid schedules (analysis.insitu, analysis.insitu_cost).
     insitu: InSituResults | None = None
+    dose_response: DoseResponse | None = None  # the planted arms' curves (analysis.dose_response)
     schedules: list[ScheduleRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # bad input met on the way (one line each)

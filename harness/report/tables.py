@@ -391,6 +391,29 @@ def schedules_section(res: ReportResults) -> Section | None:
     return sec
 
 
+def dose_response_section(res: ReportResults) -> Section | None:
+    dr = res.dose_response
+    if dr is None:
+        return None
+    sec = Section("dose_response", "Dose-response: the per-call error the pipeline absorbs")
+    sec.paragraphs.append(
+        "Exact attention with a planted error of known per-call rel L1 (the dose) on every call, judged end "
+        "to end like a candidate: error energy over the floor's per dose, with its interval. The tolerated "
+        "dose is where the interval's upper bound reaches the tolerance (log-log between doses, bounds made "
+        "monotone); an in-situ candidate's per-call rel L1 read on the noise curve predicts its end-to-end error."
+    )
+    t = TextTable(
+        title="", headers=["shape", "reading", "dose (per-call rel L1)", "ratio to the floor's", "word"]
+    )
+    for c in dr.curves:
+        for p in c.points:
+            ci = f" ({_g(p.ratio_ci[0], '.3g')} to {_g(p.ratio_ci[1], '.3g')})" if p.ratio_ci else ""
+            t.add([c.shape, c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
+    sec.tables.append(t)
+    sec.bullets += [c.text for c in dr.curves] + [p.text for p in dr.predictions]
+    return sec
+
+
 def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str, str]) -> list[Section]:
     """All sections in reading order; ``images`` maps figure names to asset paths."""
     secs: list[Section] = [overview_section(res)]
@@ -412,5 +435,10 @@ def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str,
             lat.images.append(("Latent PSNR per step", images["latents"]))
         secs.append(lat)
     secs += [stats_section(res), attention_section(res), frames_section(res, grids), verdict_section(res)]
-    more = (insitu_section(res, images), schedules_section(res), failures_section(res))
+    more = (
+        insitu_section(res, images),
+        dose_response_section(res),
+        schedules_section(res),
+        failures_section(res),
+    )
     return secs + [s for s in more if s is not None] + [conventions_section(res)]

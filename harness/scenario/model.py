@@ -24,6 +24,7 @@ from pydantic import (
 from harness.errors import ScenarioError
 from harness.records import AttentionChoice, PluginRef, Role
 from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS, did_you_mean
+from harness.scenario.dose import DoseResponseBlock, with_dose_arms
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.parts import NO_PART, FieldProblem, ScenarioPart
 from harness.scenario.verdict import VerdictRules
@@ -226,6 +227,12 @@ class Scenario(Strict):
         "verdict.accepted_baseline, which names the same one), e.g. sage_attn2 (thu-ml SageAttention).",
     )
     insitu_tolerance: InSituTolerance = Field(default_factory=InSituTolerance)
+    dose_response: DoseResponseBlock | None = Field(
+        None,
+        description="A dose-response: one candidate arm per (shape, dose) added to the arms, each "
+        "running exact attention with a planted per-call error of that rel L1; the analysis reads the "
+        "largest dose whose end-to-end error stays within the tolerance (docs/verdicts.md).",
+    )
     # What the loader imported for `plugins:` and the installed entry points (set by the loader).
     _plugin_refs: list[PluginRef] = PrivateAttr(default_factory=list)
     _sources_digest: str = PrivateAttr("")  # of `sources:` (set by the loader)
@@ -233,6 +240,11 @@ class Scenario(Strict):
     @property
     def plugin_refs(self) -> list[PluginRef]:
         return list(self._plugin_refs)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dose_arms(cls, data: Any) -> Any:
+        return with_dose_arms(data)
 
     @field_validator("env")
     @classmethod

@@ -1,0 +1,196 @@
+"""The dose-response: how much per-call attention error the pipeline absorbs. The planted arms of a
+``dose_response:`` block (one per shape and per-call rel L1, the dose) are judged like candidates;
+here their end-to-end readings become curves (error energy over the floor's against the dose, per
+reading), each read for its tolerated dose, and an in-situ candidate's per-call error is placed on
+them: what end-to-end error it predicts, beside what was measured.
+
+The curve is interpolated linearly in log dose and log ratio between grid doses, its bounds made
+monotone (a running maximum from the smallest dose up): a larger dose is never read as less harmful.
+The tolerated dose is where the upper bound reaches the tolerance (the largest dose the rule still
+calls within); where the point and the lower bound reach it say how far above it the limit may lie."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from harness.analysis.intervals import RatioReading
+from harness.number_format import ratio_text
+from harness.records import Record
+from harness.scenario.dose import PLANTED
+
+PREDICT_AGREES = 3.0  # a measured ratio within this factor of the prediction's interval agrees
+
+
+class DosePoint(Record):
+    dose: float
+    arm: str
+    ratio: float | None = None
+    ratio_ci: list[float] | None = None
+    word: str = ""
+
+
+class DoseCurve(Record):
+    """One shape's one reading (video MSE, audio error energy...) over the doses."""
+
+    shape: str
+    metric: str
+    label: str
+    tolerance: float
+    points: list[DosePoint] = Field(default_factory=list)
+    tolerated: float | None = None  # where the upper bound reaches the tolerance
+    # where the ratio and its lower bound reach it: the limit lies in [tolerated, limit_hi]
+    tolerated_point: float | None = None
+    limit_hi: float | None = None
+    text: str = ""
+
+
+class Prediction(Record):
+    candidate: str
+    per_call: float  # the candidate's in-situ rel L1, pooled over its calls
+    shape: str
+    metric: str
+    predicted: float | None = None
+    predicted_ci: list[float] | None = None
+    measured: float | None = None  # the candidate's own end-to-end ratio of that reading
+    agrees: bool | None = None
+    text: str = ""
+
+
+class DoseResponse(Record):
+    curves: list[DoseCurve] = Field(default_factory=list)
+    predictions: list[Prediction] = Field(default_factory=list)
+    text: str = ""
+
+
+def _interp(x: float, xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """y at ``x`` on the log-log polyline through (xs, ys); None outside the grid."""
+    if not xs or not xs[0] <= x <= xs[-1]:
+        return None
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False):
+        if x0 <= x <= x1:
+            t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0)) if x1 > x0 else 0.0
+            return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
+    return ys[-1]
+
+
+def _crossing(xs: Sequence[float], ys: Sequence[float], level: float) -> float | None:
+    """The dose where the monotone log-log curve first reaches ``level`` (None: it never does; the
+    smallest dose when it starts there)."""
+    ys = [max(ys[: i + 1]) for i in range(len(ys))]  # monotone: a running maximum
+    if ys[0] >= level:
+        return xs[0]
+    for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:], strict=False):
+        if y1 >= level > y0:
+            t = (math.log(level) - math.log(y0)) / (math.log(y1) - math.log(y0))
+            return math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0)))
+    return None
+
+
+def _curve(shape: str, readings: list[tuple[float, str, RatioReading]]) -> DoseCurve:
+    first = readings[0][2]
+    c = DoseCurve(shape=shape, metric=first.metric, label=first.label, tolerance=first.bound)
+    c.points = [
+        DosePoint(dose=d, arm=a, ratio=r.ratio, ratio_ci=r.ratio_ci, word=r.word) for d, a, r in readings
+    ]
+    usable = [p for p in c.points if p.ratio_ci and p.ratio and all(x > 0 for x in p.ratio_ci)]
+    xs = [p.dose for p in usable]
+    if len(usable) >= 2:
+        c.tolerated = _crossing(xs, [p.ratio_ci[1] for p in usable], c.tolerance)
+        c.tolerated_point = _crossing(xs, [p.ratio for p in usable], c.tolerance)
+        c.limit_hi = _crossing(xs, [p.ratio_ci[0] for p in usable], c.tolerance)
+    grid = f"{len(c.points)} doses {c.points[0].dose:g} to {c.points[-1].dose:g}"
+    if c.tolerated is None:
+        c.text = f"{shape}, {c.label}: within the tolerance at every dose ({grid}): no limit found below {xs[-1]:g}" \
+            if usable else f"{shape}, {c.label}: no interval at any dose ({grid}): no limit read"  # fmt: skip
+    else:
+        hi = f"{c.limit_hi:.2g}" if c.limit_hi is not None else f"above {xs[-1]:g}"
+        mid = f"{c.tolerated_point:.2g}" if c.tolerated_point is not None else f"above {xs[-1]:g}"
+        where = f"the ratio reaches {c.tolerance:g}x the floor's at {mid}, its lower bound at {hi}"
+        if c.tolerated == xs[0] and usable[0].ratio_ci[1] >= c.tolerance:
+            c.tolerated = None  # not one dose measured is tolerated with confidence
+            c.text = (
+                f"{shape}, {c.label}: no dose measured is tolerated with confidence (the upper bound is "
+                f"{ratio_text(usable[0].ratio_ci[1])} at the smallest, {xs[0]:g}); {where} ({grid})"
+            )
+        else:
+            c.text = (
+                f"{shape}, {c.label}: tolerated per-call rel L1 {c.tolerated:.2g} (the upper bound reaches "
+                f"{c.tolerance:g}x there); {where}: the limit lies in [{c.tolerated:.2g}, {hi}] ({grid})"
+            )
+    return c
+
+
+def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
+    """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading."""
+    planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
+    by: dict[tuple[str, str], list[tuple[float, str, RatioReading]]] = {}
+    for v in verdicts:
+        if v.arm not in planted:
+            continue
+        opts = planted[v.arm]
+        for r in v.energy:
+            by.setdefault((opts.get("shape", "noise"), r.metric), []).append((float(opts["dose"]), v.arm, r))
+    if not by:
+        return None
+    out = DoseResponse(
+        curves=[_curve(shape, sorted(rs, key=lambda x: x[0])) for (shape, _), rs in by.items()]
+    )
+    out.text = "; ".join(c.text for c in out.curves)
+    return out
+
+
+def predict(
+    dr: DoseResponse, candidate: str, per_call: float, measured: dict[str, RatioReading]
+) -> list[Prediction]:
+    """What ``per_call`` (an in-situ rel L1) predicts end to end on each noise curve, beside the
+    candidate's own end-to-end reading of that metric where it has one."""
+    out = []
+    for c in dr.curves:
+        if c.shape != "noise":
+            continue
+        usable = [p for p in c.points if p.ratio and p.ratio_ci and all(x > 0 for x in p.ratio_ci)]
+        xs = [p.dose for p in usable]
+        p = Prediction(candidate=candidate, per_call=per_call, shape=c.shape, metric=c.metric)
+        p.predicted = _interp(per_call, xs, [q.ratio for q in usable])
+        lo = _interp(per_call, xs, [q.ratio_ci[0] for q in usable])
+        hi = _interp(per_call, xs, [q.ratio_ci[1] for q in usable])
+        if p.predicted is None:
+            grid = f"{xs[0]:g} to {xs[-1]:g}" if xs else "none"
+            p.text = (
+                f"{candidate}: per call {per_call:.2g}, outside the doses measured ({grid}): no prediction"
+            )
+            return [p]  # one line says it for every reading
+        p.predicted_ci = [lo, hi]
+        said = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
+        m = measured.get(c.metric)
+        if m is not None and m.ratio:
+            p.measured = m.ratio
+            p.agrees = lo / PREDICT_AGREES <= m.ratio <= hi * PREDICT_AGREES
+            why = "agrees" if p.agrees else (
+                "far above: something the planted error does not model changes the output (a fallback, "
+                "another op)" if m.ratio > hi * PREDICT_AGREES else "far below: the kernel's error is gentler "
+                "than the planted noise"
+            )  # fmt: skip
+            said += f"; measured {ratio_text(m.ratio)}: {why}"
+        p.text = said
+        out.append(p)
+    return out
+
+
+def read_campaign(verdicts: Sequence, runs: Sequence, readings: Sequence) -> DoseResponse | None:
+    """The campaign's dose-response, with every in-situ candidate that is no planted arm placed on it."""
+    dr = dose_response(verdicts, runs)
+    if dr is None:
+        return None
+    planted = {r.arm for r in runs if r.attn_type == PLANTED}
+    by_arm = {v.arm: v for v in verdicts}
+    for r in readings:
+        if r.candidate in planted or r.stats.rel_l1 is None or r.stats.rel_l1 <= 0:
+            continue
+        v = by_arm.get(r.candidate)
+        measured = {e.metric: e for e in v.energy} if v is not None else {}
+        dr.predictions += predict(dr, r.candidate, r.stats.rel_l1, measured)
+    return dr

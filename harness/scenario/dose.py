@@ -1,0 +1,69 @@
+"""A dose-response campaign as a scenario writes it (the ``dose_response:`` block): planted errors of
+known size (``harness.attention.planted``) on every call, one candidate arm per (shape, dose), run
+beside the reference and its floor; the analysis reads how much per-call error the pipeline absorbs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PLANTED = "planted_error"  # the backend every dose arm runs
+MIN_DOSES = 2  # a curve needs two points; the committed examples use six or more
+
+
+class DoseResponseBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    doses: list[float] = Field(
+        description="Per-call rel L1 of the planted error, each in (0, 1): a log grid spanning the floor's "
+        "own per-call error up to a clearly damaging one (e.g. 1e-4 to 1e-1).",
+    )
+    shapes: list[Literal["noise", "scale"]] = Field(
+        default_factory=lambda: ["noise"],
+        description="noise: each element times 1 +- dose, seeded signs; scale: out x (1 - dose), the shape "
+        "of scored padded keys.",
+    )
+    seed: int = Field(0, ge=0, description="Seed of the planted noise's signs.")
+
+    @field_validator("doses")
+    @classmethod
+    def _grid(cls, v: list[float]) -> list[float]:
+        if len(v) < MIN_DOSES or len(set(v)) != len(v):
+            raise ValueError(f"at least {MIN_DOSES} distinct doses")
+        if any(not 0 < d < 1 for d in v):
+            raise ValueError("every dose is a rel L1 in (0, 1)")
+        return sorted(v)
+
+
+def dose_arm_name(shape: str, dose: float) -> str:
+    return f"dose_{shape}_{dose:g}"
+
+
+def dose_arms(block: DoseResponseBlock) -> list[dict[str, Any]]:
+    """The candidate arms the block stands for, one per (shape, dose), each run once per seed."""
+    return [
+        {
+            "name": dose_arm_name(shape, dose),
+            "attn_type": PLANTED,
+            "attn_options": {"dose": dose, "shape": shape, "seed": block.seed},
+            "repeats": 1,  # an accuracy point: its timing is exact SDPA's plus a multiply
+            "description": f"planted error: {shape}, per-call rel L1 {dose:g}",
+        }
+        for shape in block.shapes
+        for dose in block.doses
+    ]
+
+
+def with_dose_arms(data: Any) -> Any:
+    """A scenario's fields with the dose arms added to its arms (those already there kept: a resolved
+    scenario, which lists them, reads back the same)."""
+    if not isinstance(data, dict) or not isinstance(data.get("dose_response"), dict):
+        return data
+    try:
+        block = DoseResponseBlock.model_validate(data["dose_response"])
+    except ValueError:
+        return data  # the field's own validation says what is wrong, with its line
+    arms = list(data.get("arms") or [])
+    have = {a.get("name") for a in arms if isinstance(a, dict)}
+    return {**data, "arms": arms + [a for a in dose_arms(block) if a["name"] not in have]}

@@ -1,0 +1,136 @@
+"""harness.analysis.dose_response: curves from planted arms' readings, the tolerated dose they give,
+and an in-situ per-call error placed on them; the scenario block that plants the arms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.analysis.dose_response import dose_response, predict
+from harness.analysis.intervals import RatioReading
+from harness.analysis.verdict_model import Verdict
+from harness.compare.summary import RunSummary
+from harness.errors import ScenarioError
+from harness.scenario.load import parse_scenario
+
+DOSES = [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
+
+
+def campaign(ratio_of, spread: float = 1.5, shape: str = "noise", metric: str = "video_mse"):
+    """Verdicts and runs of planted arms whose reading at dose d is ratio_of(d), interval x/÷ spread."""
+    verdicts, runs = [], []
+    for d in DOSES:
+        arm = f"dose_{shape}_{d:g}"
+        r = ratio_of(d)
+        ci = [r / spread, r * spread]
+        word = "within" if ci[1] < 2 else "outside" if ci[0] > 2 else "inconclusive"
+        reading = RatioReading(metric=metric, label="video MSE", ratio=r, ratio_ci=ci, word=word, bound=2.0)
+        verdicts.append(Verdict(arm=arm, word=word, energy=[reading]))
+        runs.append(
+            RunSummary(key=arm, path=arm, arm=arm, attn_type="planted_error",
+                       attn_options={"dose": d, "shape": shape, "seed": 0})
+        )  # fmt: skip
+    return verdicts, runs
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    d0=st.floats(1e-7, 1e-2),
+    slope=st.floats(0.5, 2.0),
+    spread=st.floats(1.01, 2.5),
+)
+def test_the_tolerated_dose_is_where_the_upper_bound_reaches_the_tolerance(d0, slope, spread):
+    """A power law through (d0, 1x): the upper bound r x spread reaches 2x at d0 (2/spread)^(1/slope)."""
+    verdicts, runs = campaign(lambda d: (d / d0) ** slope, spread)
+    (c,) = dose_response(verdicts, runs).curves
+    expected = d0 * (2 / spread) ** (1 / slope)
+    if not DOSES[0] < expected < DOSES[-1]:
+        return  # outside the grid: read as such by the other tests
+    assert c.tolerated == pytest.approx(expected, rel=1e-6)  # the log-log line is the power law itself
+    limit = d0 * (2 * spread) ** (1 / slope)  # where the lower bound reaches 2x
+    assert c.limit_hi == (pytest.approx(limit, rel=1e-6) if limit <= DOSES[-1] else None)
+    # consistent with its points: every grid dose below it within, every one beyond its limit outside
+    assert all(p.word == "within" for p in c.points if p.dose < c.tolerated)
+    assert all(p.word == "outside" for p in c.points if p.dose > limit)
+    assert f"tolerated per-call rel L1 {c.tolerated:.2g}" in c.text
+
+
+def test_a_curve_is_read_monotone_and_its_ends_are_said():
+    # a dip at 1e-4 (noise of the measurement) does not move the limit back below it
+    dip = {1e-7: 0.5, 1e-6: 0.9, 1e-5: 1.5, 1e-4: 0.6, 1e-3: 30.0, 1e-2: 300.0}
+    (c,) = dose_response(*campaign(dip.__getitem__)).curves
+    assert 1e-6 < c.tolerated < 1e-5 and 1e-4 < c.tolerated_point < 1e-3
+    (never,) = dose_response(*campaign(lambda d: 0.1)).curves
+    assert never.tolerated is None and "within the tolerance at every dose" in never.text
+    (always,) = dose_response(*campaign(lambda d: 50.0)).curves
+    assert always.tolerated is None and "no dose measured is tolerated with confidence" in always.text
+
+
+def test_an_in_situ_error_predicts_the_end_to_end_ratio_and_a_far_larger_one_is_named():
+    dr = dose_response(*campaign(lambda d: d / 1e-6))  # 1x at a per-call 1e-6, 10x at 1e-5
+    measured = RatioReading(metric="video_mse", label="video MSE", ratio=12.0, ratio_ci=[8.0, 18.0])
+    (p,) = predict(dr, "cand", 1e-5, {"video_mse": measured})
+    assert p.predicted == pytest.approx(10.0) and p.agrees
+    assert (
+        p.text
+        == "cand: per call 1e-05: predicted video MSE 10x the floor's (6.67x to 15x); measured 12x: agrees"
+    )
+    far = measured.model_copy(update={"ratio": 500.0})
+    (q,) = predict(dr, "cand", 1e-5, {"video_mse": far})
+    assert not q.agrees and "far above: something the planted error does not model" in q.text
+    (out,) = predict(dr, "cand", 0.5, {})
+    assert out.predicted is None and "outside the doses measured (1e-07 to 0.01)" in out.text
+
+
+def test_no_planted_arm_no_dose_response():
+    verdicts, runs = campaign(lambda d: 1.0)
+    runs = [r.model_copy(update={"attn_type": "torch_sdpa"}) for r in runs]
+    assert dose_response(verdicts, runs) is None
+
+
+SCENARIO = """\
+name: dr
+runner: builtin
+builtin: {preset: tiny}
+dose_response: {doses: [0.01, 0.001], shapes: [noise, scale], seed: 3}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+"""
+
+
+def test_the_block_plants_one_arm_per_shape_and_dose_and_reads_back_the_same():
+    s = parse_scenario(SCENARIO, "s.yaml", {})
+    planted = [a for a in s.arms if a.attn_type == "planted_error"]
+    assert [a.name for a in planted] == [
+        "dose_noise_0.001",
+        "dose_noise_0.01",
+        "dose_scale_0.001",
+        "dose_scale_0.01",
+    ]
+    assert planted[1].attn_options == {"dose": 0.01, "shape": "noise", "seed": 3} and planted[1].repeats == 1
+    # a resolved scenario (campaign.json) lists them already: reading it back adds none
+    again = type(s).model_validate(s.model_dump(mode="json"))
+    assert [a.name for a in again.arms] == [a.name for a in s.arms]
+
+
+@pytest.mark.parametrize(
+    ("block", "msg"),
+    [
+        ("{doses: [0.01]}", "at least 2 distinct doses"),
+        ("{doses: [0.01, 1.5]}", r"every dose is a rel L1 in \(0, 1\)"),
+        ("{doses: [0.01, 0.1], shapes: [tilt]}", "shapes"),
+    ],
+)
+def test_a_bad_block_is_one_line_naming_it(block, msg):
+    text = SCENARIO.replace("{doses: [0.01, 0.001], shapes: [noise, scale], seed: 3}", block)
+    with pytest.raises(ScenarioError, match=rf"s\.yaml:4: dose_response.*{msg}"):
+        parse_scenario(text, "s.yaml", {})
+
+
+def test_interpolation_is_log_log():
+    dr = dose_response(*campaign(lambda d: math.sqrt(d / 1e-6)))
+    (p,) = predict(dr, "c", 1e-4, {})
+    assert p.predicted == pytest.approx(10.0)
