@@ -25,7 +25,6 @@ from harness.attention.registry import (
 from harness.errors import BackendUnavailable, HarnessError
 from harness.records import (
     AttentionChoice,
-    AttnCallsRecord,
     DirectCheck,
     InSituSettings,
     RankCalls,
@@ -301,17 +300,6 @@ class CountingBackend(WrappedOp):
     def backend_params(self) -> dict[str, Any]:
         """The requested backend's params as attn_calls.json records them (non-JSON values by ``str``)."""
         return json.loads(json.dumps(self.inner.params, default=str))
-
-    def record(self, rank: str = "0", kv_reversed: bool | None = None) -> AttnCallsRecord:
-        """attn_calls.json content for a single-rank run (multi-rank runs merge rank_calls())."""
-        if kv_reversed is None:
-            kv_reversed = bool(self.inner.params.get("kv_reversed", False))
-        return AttnCallsRecord(
-            requested=self.requested,
-            kv_reversed=kv_reversed,
-            ranks={rank: self.rank_calls()},
-            backend=self.backend_params(),
-        )
 
     def __repr__(self) -> str:
         return f"CountingBackend({self.inner!r}, requested={self.requested!r}, fallback={self.fallback!r})"

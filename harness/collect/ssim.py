@@ -158,53 +158,39 @@ def sse_torch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class PairReducer:
-    """Streams per-frame (mse, ssim) values in frame order; keeps only running sums and minima."""
+    """Streams per-frame (mse, ssim) values in frame order: 4 numbers a frame, summed in that order."""
 
-    frames: int = 0
-    mse_sum: float = 0.0
-    psnr_sum: float = 0.0
-    psnr_finite_sum: float = 0.0
-    ssim_sum: float = 0.0
-    identical: int = 0
-    psnr_min: float = math.inf
-    psnr_min_frame: int = 0
-    ssim_min: float = math.inf
-    ssim_min_frame: int = 0
-    rows: list[tuple[int, float, float, float]] = field(default_factory=list)
+    rows: list[tuple[int, float, float, float]] = field(default_factory=list)  # frame, mse, psnr, ssim
+
+    @property
+    def frames(self) -> int:
+        return len(self.rows)
+
+    @property
+    def identical(self) -> int:
+        return sum(mse == 0.0 for _, mse, _, _ in self.rows)
 
     def add(self, index: int, frame_mse: float, frame_ssim: float) -> None:
-        p = psnr_from_mse(frame_mse)
-        self.frames += 1
-        self.mse_sum += frame_mse
-        self.psnr_sum += p
-        if not math.isinf(p):
-            self.psnr_finite_sum += p
-        self.ssim_sum += frame_ssim
-        self.identical += frame_mse == 0.0
-        if p < self.psnr_min or self.frames == 1:
-            self.psnr_min, self.psnr_min_frame = p, index
-        if frame_ssim < self.ssim_min or self.frames == 1:
-            self.ssim_min, self.ssim_min_frame = frame_ssim, index
-        self.rows.append((index, frame_mse, p, frame_ssim))  # 4 numbers a frame: tiny
+        self.rows.append((index, frame_mse, psnr_from_mse(frame_mse), frame_ssim))
 
     def result(self) -> dict:
-        n = max(self.frames, 1)
-        mse_mean = self.mse_sum / n
+        n, identical = max(self.frames, 1), self.identical
+        mse_mean = sum(r[1] for r in self.rows) / n
+        # the lowest value at its first frame (as a running minimum finds it); no frame: inf at frame 0
+        worst_psnr = min(self.rows, key=lambda r: r[2], default=(0, 0.0, math.inf, math.inf))
+        worst_ssim = min(self.rows, key=lambda r: r[3], default=(0, 0.0, math.inf, math.inf))
+        finite = sum(r[2] for r in self.rows if not math.isinf(r[2]))
         return {
-            "psnr_mean": self.psnr_sum / n,
-            "psnr_mean_finite": (
-                self.psnr_finite_sum / (self.frames - self.identical)
-                if self.frames > self.identical
-                else None
-            ),
-            "psnr_min": self.psnr_min,
-            "psnr_min_frame": self.psnr_min_frame,
-            "ssim_mean": self.ssim_sum / n,
-            "ssim_min": self.ssim_min,
-            "ssim_min_frame": self.ssim_min_frame,
+            "psnr_mean": sum(r[2] for r in self.rows) / n,
+            "psnr_mean_finite": finite / (self.frames - identical) if self.frames > identical else None,
+            "psnr_min": worst_psnr[2],
+            "psnr_min_frame": worst_psnr[0],
+            "ssim_mean": sum(r[3] for r in self.rows) / n,
+            "ssim_min": worst_ssim[3],
+            "ssim_min_frame": worst_ssim[0],
             "mse_mean": mse_mean,
             "psnr_pooled": psnr_from_mse(mse_mean),
-            "identical_frames": self.identical,
+            "identical_frames": identical,
         }
 
     def write_csv(self, path: str | os.PathLike) -> None:

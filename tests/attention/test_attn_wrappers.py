@@ -68,6 +68,16 @@ def test_counting_without_fallback_counts_and_reraises():
     assert rc.errors == ["only_d64: head dim 32"]
 
 
+def attn_calls(counting: CountingBackend) -> AttnCallsRecord:
+    """attn_calls.json of a single-rank run through ``counting``, as the builtin runner writes it."""
+    return AttnCallsRecord(
+        requested=counting.requested,
+        kv_reversed=bool(counting.inner.params.get("kv_reversed", False)),
+        ranks={"0": counting.rank_calls()},
+        backend=counting.backend_params(),
+    )
+
+
 def test_counting_records_fallbacks_and_the_run_becomes_invalid():
     counting = CountingBackend(OnlyD64(), requested="only_d64", fallback="torch_sdpa")
     q, k, v = make_qkv(16, d=64)
@@ -80,7 +90,7 @@ def test_counting_records_fallbacks_and_the_run_becomes_invalid():
     assert rc.calls == {"only_d64": 1, "torch_sdpa": 2}
     assert rc.fallbacks == {"torch_sdpa": 2}
     assert rc.errors == ["only_d64: head dim 32"]  # deduplicated
-    record = counting.record(rank="0")
+    record = attn_calls(counting)
     valid, reasons = record.validity()
     assert not valid
     assert reasons == ["rank 0: 2 call(s) fell back to 'torch_sdpa'", "rank 0: only_d64: head dim 32"]
@@ -91,7 +101,7 @@ def test_make_attention_noise_floor_chain_is_valid_and_counts_by_backend_name():
     q, k, v = make_qkv(32, d=16, dtype=torch.float32)
     attn(q, k, v)
     attn.apply(*(x[0].transpose(0, 1) for x in (q, k, v)))  # LightX2V-style calls count too
-    record = attn.record()
+    record = attn_calls(attn)
     assert isinstance(record, AttnCallsRecord)
     assert record.kv_reversed and record.requested == "torch_sdpa"
     assert record.total() == 2

@@ -60,26 +60,22 @@ class CallSites:
     ) -> Iterator[CallSite]:
         """The given fields inside the block (entering a step clears the block); restored after."""
         outer = self.current
-        given = {
-            k: v for k, v in dict(step=step, block=block, kind=kind, steps=steps).items() if v is not _KEEP
-        }
-        self.current = self._replaced({"block": None, "kind": "other", **given} if "step" in given else given)
+        given = dict(step=step, block=block, kind=kind, steps=steps)
+        self.set(**{k: v for k, v in given.items() if v is not _KEEP})
         try:
             yield self.current
         finally:
             self.current = outer
 
     def set(self, **fields: Any) -> CallSite:
-        """Set the site without a block (for hooks that see only the start of a step or block)."""
-        if "step" in fields and "block" not in fields:
+        """Set the given fields (entering a step clears the block; for hooks that see only the start of
+        a step or block)."""
+        if "step" in fields:
             fields = {"block": None, "kind": "other", **fields}
-        self.current = self._replaced(fields)
-        return self.current
-
-    def _replaced(self, fields: dict[str, Any]) -> CallSite:
         if "kind" in fields and fields["kind"] not in KINDS:
             raise ValueError(f"call site kind {fields['kind']!r}; expected one of {', '.join(KINDS)}")
-        return replace(self.current, **fields)
+        self.current = replace(self.current, **fields)
+        return self.current
 
 
 CAPTURES_DIR = "captures"
