@@ -21,7 +21,7 @@ from harness.store import sha256_file
 # 3: the speed-against-accuracy and spectrogram-difference figures; 4: legends, palette PNGs
 FIGURES_VERSION = 4
 MANIFEST = "figures.json"
-Draw = Callable[[Path], Path | None]
+Draw = Callable[[], Any]  # the figure (a matplotlib Figure), or None: nothing to draw
 
 
 class AssetReader:
@@ -122,7 +122,7 @@ def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
     shown = speed_accuracy_inputs(res)
     if shown is None:
         return None
-    return "speed_accuracy", list(shown), lambda p: plots().speed_accuracy_plot(*shown[:3], p, shown[3])
+    return "speed_accuracy", list(shown), lambda: plots().speed_accuracy_figure(*shown[:3], shown[3])
 
 
 def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, Any, Draw] | None:
@@ -138,9 +138,9 @@ def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, 
     if not rows:
         return None
 
-    def draw(p: Path, rows=rows) -> Path | None:
+    def draw(rows=rows) -> Any:
         drawn = [(lab, v, -v.db_range + grey_image(assets.root / v.png) * 2 * v.db_range) for lab, v in rows]
-        return plots().spectrogram_diff_plot(drawn, p)
+        return plots().spectrogram_diff_figure(drawn)
 
     shown = [(lab, view.model_dump(mode="json"), assets.digest(view.png)) for lab, view in rows]
     return "spectrogram_diff", shown, draw
@@ -158,12 +158,10 @@ def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
                 "digits, '_', '.' and '-', no leading dot: it names assets/<name>.png): refused, nothing written"
             )
     shown = [r.model_dump(mode="json", include={"candidate", "per_step"}) for r in ins.readings]
-    jobs: list[tuple[str, Any, Any]] = [
-        (STEPS_FIGURE, shown, lambda p: plots().steps_plot(ins.readings, Path(p)))
-    ]
+    jobs: list[tuple[str, Any, Any]] = [(STEPS_FIGURE, shown, lambda: plots().steps_figure(ins.readings))]
     for r in (r for r in ins.readings if r.heatmap):
         cells = [c.model_dump(mode="json") for c in r.cells]
-        jobs.append((r.heatmap, [r.candidate, cells], lambda p, r=r: plots().heatmap_plot(r, Path(p))))
+        jobs.append((r.heatmap, [r.candidate, cells], lambda r=r: plots().heatmap_figure(r)))
     return jobs
 
 
@@ -181,8 +179,8 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             series.append((run_label(res, c.b.key, c.b.arm, c.b.role), rel))
     if series:
 
-        def per_frame(p: Path, series=series) -> Path | None:
-            return plots().per_frame_plot([(lab, assets.read(rel, FrameSeries)) for lab, rel in series], p)
+        def per_frame(series=series) -> Any:
+            return plots().per_frame_figure([(lab, assets.read(rel, FrameSeries)) for lab, rel in series])
 
         jobs.append(("per_frame", [(lab, assets.digest(rel)) for lab, rel in series], per_frame))
 
@@ -193,14 +191,14 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             tracks.append((run_label(res, r.key, r.arm, r.role), rel, res.assets.get(f"spectrogram:{r.key}")))
     if tracks:
 
-        def audio(p: Path, tracks=tracks) -> Path | None:
+        def audio(tracks=tracks) -> Any:
             drawn = []
             for lab, rel, spec in tracks:
                 view = assets.read(rel, AudioView)
                 png = assets.path(spec) if spec else None
                 lo, hi = view.spectrogram_db
                 drawn.append((lab, view, lo + grey_image(png) * (hi - lo) if png is not None else None))
-            return plots().audio_plot(drawn, p)
+            return plots().audio_figure(drawn)
 
         shown = [
             (lab, assets.digest(rel), assets.digest(spec) if spec else None) for lab, rel, spec in tracks
@@ -209,7 +207,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
 
     steps = [(r.key, r.step_seconds) for r in res.primary_runs if r.seed == seed and r.step_seconds]
     if steps:
-        jobs.append(("step_times", steps, lambda p: plots().step_times_plot(steps, p)))
+        jobs.append(("step_times", steps, lambda: plots().step_times_figure(steps)))
 
     latent_series = []
     for s in (s for s in res.latents if s.seed == seed):
@@ -221,7 +219,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         if not names:
             latent_series.append((label, [(pt.step, pt.psnr) for pt in s.points]))
     if any(pts for _, pts in latent_series):
-        jobs.append(("latents", latent_series, lambda p: plots().latent_plot(latent_series, p)))
+        jobs.append(("latents", latent_series, lambda: plots().latent_figure(latent_series)))
 
     if res.multi_seed:
         psnr = res.floor.band.get("psnr") if res.floor is not None else None
@@ -233,7 +231,7 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
             if role_text(res, a.arm, a.role) == "candidate"  # floors are the band; a shadowed copy is none
         ]
         if band is not None or any(pts for _, pts in per_seed):
-            jobs.append(("seeds", [per_seed, band], lambda p: plots().seeds_plot(per_seed, band, p)))
+            jobs.append(("seeds", [per_seed, band], lambda: plots().seeds_figure(per_seed, band)))
     jobs += insitu_figure_jobs(res)
     return jobs
 
@@ -260,7 +258,7 @@ def draw_figures(res: ReportResults, assets: AssetReader, out_dir: Path, notes: 
             out[name] = path
             continue
         try:
-            drawn = draw(path)
+            drawn = plots().save_png(draw(), path)
         except HarnessError as err:
             notes.append(f"figure {name}: {err}")
             continue

@@ -1,5 +1,6 @@
 """Report figures as small PNGs (matplotlib's object API: no pyplot state), from numbers of results.json
-or its assets, the in-situ ones included; each ``*_plot`` returns the PNG's path, or None: nothing to draw."""
+or its assets, the in-situ ones included; each ``*_figure`` returns the figure, or None: nothing to draw
+(``save_png`` writes it)."""
 
 from __future__ import annotations
 
@@ -68,10 +69,6 @@ def save_png(fig: Figure | None, path: Path) -> Path | None:
     return Path(path)
 
 
-def per_frame_plot(series: Sequence[tuple[str, FrameSeries]], path: Path) -> Path | None:
-    return save_png(per_frame_figure(series), path)
-
-
 def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None:
     """PSNR (top) and SSIM (bottom) per frame, one line per (label, series)."""
     data = [(label, d) for label, d in series if d.psnr or d.ssim]
@@ -106,10 +103,6 @@ def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None
         ax.grid(alpha=0.3)
     legend_below(fig)
     return fig
-
-
-def audio_plot(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]], path: Path) -> Path | None:
-    return save_png(audio_figure(tracks), path)
 
 
 def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> Figure | None:
@@ -177,19 +170,19 @@ def label_per_step(ax, xlabel: str, ylabel: str, title: str, grid: str = "major"
     legend_below(ax.figure)
 
 
-def step_times_plot(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path | None:
+def step_times_figure(series: Sequence[tuple[str, Sequence[float]]]) -> Figure | None:
     steps = [(label, list(enumerate(secs, 1))) for label, secs in series]
-    return _per_step_plot(
-        steps, path, 3.2, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)"
+    return _per_step_figure(
+        steps, 3.2, "DiT step", "seconds", "seconds per DiT step (step 1 carries warm-up)"
     )
 
 
-def latent_plot(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], path: Path) -> Path | None:
+def latent_figure(series: Sequence[tuple[str, Sequence[tuple[int, float]]]]) -> Figure | None:
     title = "latent PSNR against the reference per step (identical at the top)"
-    return _per_step_plot(series, path, 3.4, "step", "latent PSNR (dB)", title)
+    return _per_step_figure(series, 3.4, "step", "latent PSNR (dB)", title)
 
 
-def _per_step_plot(series, path: Path, height: float, xlabel: str, ylabel: str, title: str) -> Path | None:
+def _per_step_figure(series, height: float, xlabel: str, ylabel: str, title: str) -> Figure | None:
     """A line per (label, [(step, value)]), an infinite value (identical) drawn at the top."""
     series = [(label, list(p)) for label, p in series if p]
     if not series:
@@ -202,12 +195,12 @@ def _per_step_plot(series, path: Path, height: float, xlabel: str, ylabel: str, 
         ys = [v if math.isfinite(v) else top for _, v in pts]
         ax.plot([s for s, _ in pts], ys, marker="o", label=label, **line_style(i))
     label_per_step(ax, xlabel, ylabel, title)
-    return save_png(fig, path)
+    return fig
 
 
-def seeds_plot(
-    series: Sequence[tuple[str, Sequence[tuple[int, float]]]], band: tuple[float, float] | None, path: Path
-) -> Path | None:
+def seeds_figure(
+    series: Sequence[tuple[str, Sequence[tuple[int, float]]]], band: tuple[float, float] | None
+) -> Figure | None:
     """Video PSNR per seed for each candidate, the noise floor's range (perturbations x seeds) as a band."""
     series = [(label, [(s, v) for s, v in pts if math.isfinite(v)]) for label, pts in series]
     series = [(label, pts) for label, pts in series if pts]
@@ -229,7 +222,7 @@ def seeds_plot(
     ax.set_ylabel("video PSNR, pooled (dB)")
     ax.grid(alpha=0.3)
     legend_below(fig)
-    return save_png(fig, path)
+    return fig
 
 
 def _ratio_ticks(ax, axis: str, lo: float, hi: float, most: int = 9, keep: float | None = None) -> None:
@@ -265,10 +258,6 @@ def _span(
 CANDIDATE_MARKERS = ("o", "D", "^", "P", "X", "h", "v", "p", "<", ">", "d", "H", "8")
 FLOOR_MARKERS = ("s", "D", "^", "v", "o", "p", "h", "<", ">")
 YLABEL = "error energy / the noise floor's"
-
-
-def speed_accuracy_plot(points, floors, tolerance: float, path: Path, ylabel: str = YLABEL) -> Path | None:
-    return save_png(speed_accuracy_figure(points, floors, tolerance, ylabel), path)
 
 
 def speed_accuracy_figure(points, floors, tolerance: float, ylabel: str = YLABEL) -> Figure | None:
@@ -328,7 +317,7 @@ def speed_accuracy_figure(points, floors, tolerance: float, ylabel: str = YLABEL
     return fig
 
 
-def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]], path: Path) -> Path | None:
+def spectrogram_diff_figure(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]]) -> Figure | None:
     """Run minus reference spectrogram (dB, diverging colours), one row per run."""
     if not rows:
         return None
@@ -347,10 +336,10 @@ def spectrogram_diff_plot(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarray]
     if im is not None:
         bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
         bar.set_label("dB (run - reference)", fontsize=8)
-    return save_png(fig, path)
+    return fig
 
 
-def heatmap_plot(reading: InSituReading, path: Path) -> Path | None:
+def heatmap_figure(reading: InSituReading) -> Figure | None:
     """rel L1 per (step, block), log colour scale; each cell also printed as its ratio to the floor."""
     cells = [c for c in reading.cells if c.step is not None and c.block is not None and c.rel_l1]
     if not cells:
@@ -385,10 +374,10 @@ def heatmap_plot(reading: InSituReading, path: Path) -> Path | None:
     bar = fig.colorbar(image, ax=ax)
     bar.set_label("rel L1", fontsize=8)
     bar.ax.tick_params(labelsize=7)
-    return save_png(fig, path)
+    return fig
 
 
-def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
+def steps_figure(readings: Sequence[InSituReading]) -> Figure | None:
     """rel L1 per step of every candidate, the exact floor's as a dashed line (log scale)."""
     readings = [r for r in readings if any(s.rel_l1 for s in r.per_step)]
     if not readings:
@@ -406,4 +395,4 @@ def steps_plot(readings: Sequence[InSituReading], path: Path) -> Path | None:
     ax.set_yscale("log")
     title = "in-situ error per step (pooled over blocks), exact floor dashed"
     label_per_step(ax, "DiT step", "rel L1 against exact attention", title, grid="both")
-    return save_png(fig, path)
+    return fig

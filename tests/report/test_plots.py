@@ -16,22 +16,24 @@ from harness.analysis.model import AudioView, Envelope, FrameSeries
 from harness.report.figures import speed_accuracy_caption
 from harness.report.plots import (
     audio_figure,
-    audio_plot,
-    latent_plot,
+    latent_figure,
     per_frame_figure,
-    per_frame_plot,
-    seeds_plot,
+    save_png,
+    seeds_figure,
     speed_accuracy_figure,
-    speed_accuracy_plot,
 )
 
 
-def test_per_frame_plot(tmp_path: Path):
+def test_per_frame_figure(tmp_path: Path):
     series = FrameSeries(key="cand", reference="ref", frame=[0, 1, 2], psnr=[float("inf"), 40.5, 38.0],
                          ssim=[1.0, 0.99, 0.98])  # fmt: skip
-    out = per_frame_plot([("cand", series)], tmp_path / "pf.png")
+    out = save_png(per_frame_figure([("cand", series)]), tmp_path / "pf.png")
     assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
-    assert per_frame_plot([("none", FrameSeries(key="x", reference="r"))], tmp_path / "none.png") is None
+    assert (
+        save_png(per_frame_figure([("none", FrameSeries(key="x", reference="r"))]), tmp_path / "none.png")
+        is None
+    )
+    assert not (tmp_path / "none.png").exists()
 
 
 def test_audio_latent_seed_plots(tmp_path: Path):
@@ -43,11 +45,11 @@ def test_audio_latent_seed_plots(tmp_path: Path):
         update={"key": "cand", "minus_reference": Envelope(t=t, lo=[-0.01] * 50, hi=[0.01] * 50)}
     )
     spec = np.linspace(-140, -20, 64 * 80).reshape(64, 80)
-    out = audio_plot([("ref", ref, spec), ("cand", cand, None)], tmp_path / "a.png")
+    out = save_png(audio_figure([("ref", ref, spec), ("cand", cand, None)]), tmp_path / "a.png")
     assert out is not None and out.stat().st_size > 1000
-    assert audio_plot([], tmp_path / "none.png") is None
-    assert latent_plot([("c", [(1, 30.0), (2, float("inf"))])], tmp_path / "l.png") is not None
-    assert seeds_plot([("c", [(42, 30.0), (43, 31.0)])], (35.0, 36.0), tmp_path / "s.png") is not None
+    assert audio_figure([]) is None
+    assert latent_figure([("c", [(1, 30.0), (2, float("inf"))])]) is not None
+    assert seeds_figure([("c", [(42, 30.0), (43, 31.0)])], (35.0, 36.0)) is not None
 
 
 def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
@@ -142,6 +144,6 @@ def test_the_caption_names_the_marks_the_figure_draws_and_no_other(baseline, flo
 
 def test_figures_are_palette_pngs(tmp_path: Path):
     points, floors = _many_arms(3)
-    out = speed_accuracy_plot(points, floors, 2.0, tmp_path / "sa.png")
+    out = save_png(speed_accuracy_figure(points, floors, 2.0), tmp_path / "sa.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.mode == "P"  # 8-bit palette: a third of RGBA's bytes
