@@ -6,6 +6,7 @@ queues (flat memory); on a GPU the main thread computes SSIM, SSE and statistics
 from __future__ import annotations
 
 import collections
+import contextlib
 import filecmp
 import itertools
 import math
@@ -13,6 +14,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,6 +127,27 @@ class FrameDecoder(threading.Thread):
     def finish(self) -> None:
         self.join()
         self.side.join()
+
+
+@contextlib.contextmanager
+def decoding(
+    paths: list[Path], limit: int, *, cpu_stats: bool, layout: LayoutPair | None = None
+) -> Iterator[list[FrameDecoder]]:
+    """A started decoder of each path (each handing its grid sums to ``layout`` as side 0, 1, ...);
+    after the block every frame is hashed and measured and every thread stopped."""
+    stop = threading.Event()
+    decs = [FrameDecoder(p, limit, cpu_stats=cpu_stats, stop=stop) for p in paths]
+    for k, dec in enumerate(decs):
+        dec.stats.layout, dec.stats.side = layout, k
+        dec.start()
+    try:
+        yield decs
+        for dec in decs:
+            dec.wait_end()
+    finally:
+        stop.set()  # unblocks decoders still waiting on a full queue
+        for dec in decs:
+            dec.finish()
 
 
 def check_compatible(
@@ -356,27 +379,16 @@ def measure_pair(
     ia, ib = probe(a), probe(b)
     n = check_compatible(a, b, ia, ib, truncate, resample_audio)
     dev = resolve_device(device)
-    stop = threading.Event()
     layout = LayoutPair(ia.height, ia.width)  # both runs' grids meet here (A side 0, B side 1)
-    decs = [FrameDecoder(p, n, cpu_stats=dev == "cpu", stop=stop) for p in (a, b)]
     reducer = PairReducer()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio") as side:
         audio_future = side.submit(audio_part, a, b, ia, ib, resample_audio)
         same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
-        for k, dec in enumerate(decs):
-            dec.stats.layout, dec.stats.side = layout, k
-            dec.start()
-        try:
+        with decoding([a, b], n, cpu_stats=dev == "cpu", layout=layout) as decs:
             if dev == "cpu":
                 _video_cpu(*decs, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
             else:
                 _video_torch(decs, n, reducer, dev)
-            for dec in decs:
-                dec.wait_end()
-        finally:
-            stop.set()  # unblocks decoders still waiting on a full queue
-            for dec in decs:
-                dec.finish()
         audio, audio_a, audio_b = audio_future.result()
         same_file = same_file_future.result()
     if reducer.frames != n:
@@ -417,16 +429,9 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
         for prev, frame in itertools.pairwise(itertools.chain([None], iter_frames(p))):
             stats.push(frame, prev)
     else:
-        stop = threading.Event()
-        dec = FrameDecoder(p, info.frames, cpu_stats=False, stop=stop)
-        dec.start()
-        try:
-            _video_torch([dec], info.frames, None, resolve_device(device))
-            dec.wait_end()
-        finally:
-            stop.set()
-            dec.finish()
-        stats = dec.stats
+        with decoding([p], info.frames, cpu_stats=False) as decs:
+            _video_torch(decs, info.frames, None, resolve_device(device))
+        stats = decs[0].stats
     audio: dict = {}
     if info.has_audio:
         track = audio_metrics.TrackStream(int(info.audio_rate or 0), mel=False)
