@@ -155,8 +155,6 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
             where = getattr(getattr(e, "ctx", None), "command_path", None) or "harness"  # click's own words
             say_err(f"error: {where}: {' '.join(str(e.format_message()).split())}")  # type: ignore[attr-defined]
             sys.exit(Exit.BAD_INPUT)
-        if type(e).__name__ == "Exit":  # click's own, from an older typer
-            sys.exit(int(getattr(e, "exit_code", 0)))
         _internal_error(e)
 
 

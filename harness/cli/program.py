@@ -45,8 +45,8 @@ def hide_flag_metavars() -> None:
     """Flags take no value, so their help shows none (typer 0.29 printed ``<bool>`` after each)."""
     from typer.core import TyperOption
 
-    shown = getattr(TyperOption, "display_type_rich", None)
-    if shown is None or getattr(shown, "hides_flags", False):
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "hides_flags", False):  # patched already
         return
 
     def display_type_rich(self, ctx):
