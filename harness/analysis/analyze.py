@@ -340,7 +340,10 @@ def judge_campaign(
     found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
-    res.dose_response = read_dose_response(res.verdicts, res.runs, found)
+    res.dose_response, why = read_dose_response(
+        res.verdicts, res.runs, found, campaign.path, res.scenario.get("dose_response_from")
+    )
+    res.notes += [why] if why else []
     if insitu:
         res.schedules = schedule_rows(res, campaign, res.insitu)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.

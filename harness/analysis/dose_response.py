@@ -11,15 +11,18 @@ calls within); where the point and the lower bound reach it say how far above it
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import Field
 
 from harness.analysis.intervals import RatioReading
 from harness.number_format import ratio_text
 from harness.records import Record
-from harness.scenario.dose import PLANTED
+from harness.scenario.dose import PLANTED, SOURCE_COPY
 
 PREDICT_AGREES = 3.0  # a measured ratio within this factor of the prediction's interval agrees
 
@@ -60,6 +63,7 @@ class Prediction(Record):
 
 
 class DoseResponse(Record):
+    source: str = ""  # another campaign's results.json the curves were read from ("": this one's)
     curves: list[DoseCurve] = Field(default_factory=list)
     predictions: list[Prediction] = Field(default_factory=list)
     text: str = ""
@@ -165,6 +169,7 @@ def predict(
             return [p]  # one line says it for every reading
         p.predicted_ci = [lo, hi]
         said = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
+        said += f" (the dose-response of {dr.source})" if dr.source else ""
         m = measured.get(c.metric)
         if m is not None and m.ratio:
             p.measured = m.ratio
@@ -180,11 +185,36 @@ def predict(
     return out
 
 
-def read_campaign(verdicts: Sequence, runs: Sequence, readings: Sequence) -> DoseResponse | None:
-    """The campaign's dose-response, with every in-situ candidate that is no planted arm placed on it."""
-    dr = dose_response(verdicts, runs)
+def read_source(campaign_dir: Path, source: dict) -> tuple[DoseResponse | None, str]:
+    """The dose-response the scenario names, from the copy its run kept in the campaign folder, if
+    that is the file named (its sha256); else None and why."""
+    path, want = campaign_dir / SOURCE_COPY, str(source.get("sha256", ""))
+    named = f"dose_response_from ({source.get('results')})"
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        return None, f"{named}: its copy {SOURCE_COPY}: {err.strerror or err}: not used"
+    if (got := hashlib.sha256(data).hexdigest()) != want:
+        return None, f"{named}: its copy has sha256 {got[:12]}, not the scenario's {want[:12]}: not used"
+    try:
+        dr = DoseResponse.model_validate(json.loads(data)["dose_response"])
+    except (ValueError, KeyError, TypeError):
+        return None, f"{named}: holds no dose-response: not used"
+    return dr.model_copy(
+        update={"predictions": [], "source": f"{source.get('results')} (sha256 {want[:12]})"}
+    ), ""
+
+
+def read_campaign(
+    verdicts: Sequence, runs: Sequence, readings: Sequence, campaign_dir: Path, source: dict | None = None
+) -> tuple[DoseResponse | None, str]:
+    """The campaign's own dose-response, else the one ``source`` names (with why it is not used), with
+    every in-situ candidate that is no planted arm placed on it."""
+    dr, why = dose_response(verdicts, runs), ""
+    if dr is None and source:
+        dr, why = read_source(campaign_dir, source)
     if dr is None:
-        return None
+        return None, why
     planted = {r.arm for r in runs if r.attn_type == PLANTED}
     by_arm = {v.arm: v for v in verdicts}
     for r in readings:
@@ -193,4 +223,4 @@ def read_campaign(verdicts: Sequence, runs: Sequence, readings: Sequence) -> Dos
         v = by_arm.get(r.candidate)
         measured = {e.metric: e for e in v.energy} if v is not None else {}
         dr.predictions += predict(dr, r.candidate, r.stats.rel_l1, measured)
-    return dr
+    return dr, why

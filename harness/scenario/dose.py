@@ -4,11 +4,15 @@ beside the reference and its floor; the analysis reads how much per-call error t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PLANTED = "planted_error"  # the backend every dose arm runs
+# dose_response_from's results.json, copied into the campaign when it runs: the analysis reads
+# nothing outside the campaign folder (whose campaign.json may come from anywhere)
+SOURCE_COPY = "dose_response_source.json"
 MIN_DOSES = 2  # a curve needs two points; the committed examples use six or more
 
 
@@ -34,6 +38,32 @@ class DoseResponseBlock(BaseModel):
         if any(not 0 < d < 1 for d in v):
             raise ValueError("every dose is a rel L1 in (0, 1)")
         return sorted(v)
+
+
+class DoseResponseSource(BaseModel):
+    """A dose-response measured in another campaign, read for this one's in-situ candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    results: str = Field(
+        description="Its results.json (relative to where harness runs, or ${SCENARIO_DIR}/...)."
+    )
+    sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="That file's sha256: another file is refused, not read."
+    )
+
+
+def source_problem(source: DoseResponseSource) -> str | None:
+    """Why the named results.json cannot be used (missing, another file), or None."""
+    import hashlib
+
+    try:
+        got = hashlib.sha256(Path(source.results).read_bytes()).hexdigest()
+    except OSError as err:
+        return f"dose_response_from.results: {source.results}: {err.strerror or err}"
+    if got != source.sha256:
+        return f"dose_response_from.results: {source.results} has sha256 {got}, not the {source.sha256} named"
+    return None
 
 
 def dose_arm_name(shape: str, dose: float) -> str:

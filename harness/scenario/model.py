@@ -24,7 +24,7 @@ from pydantic import (
 from harness.errors import ScenarioError
 from harness.records import AttentionChoice, PluginRef, Role
 from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS, did_you_mean
-from harness.scenario.dose import DoseResponseBlock, with_dose_arms
+from harness.scenario.dose import DoseResponseBlock, DoseResponseSource, with_dose_arms
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
 from harness.scenario.parts import NO_PART, FieldProblem, ScenarioPart
 from harness.scenario.verdict import VerdictRules
@@ -232,6 +232,11 @@ class Scenario(Strict):
         description="A dose-response: one candidate arm per (shape, dose) added to the arms, each "
         "running exact attention with a planted per-call error of that rel L1; the analysis reads the "
         "largest dose whose end-to-end error stays within the tolerance (docs/verdicts.md).",
+    )
+    dose_response_from: DoseResponseSource | None = Field(
+        None,
+        description="A dose-response measured before (its results.json and sha256): each in-situ candidate's "
+        "per-call error is read on its curves (the end-to-end error it predicts, beside the measured one).",
     )
     # What the loader imported for `plugins:` and the installed entry points (set by the loader).
     _plugin_refs: list[PluginRef] = PrivateAttr(default_factory=list)

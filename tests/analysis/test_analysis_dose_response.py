@@ -134,3 +134,60 @@ def test_interpolation_is_log_log():
     dr = dose_response(*campaign(lambda d: math.sqrt(d / 1e-6)))
     (p,) = predict(dr, "c", 1e-4, {})
     assert p.predicted == pytest.approx(10.0)
+
+
+FROM = """\
+name: from_curve
+runner: builtin
+seed: 42
+builtin: {preset: tiny, save_latents: false}
+profiles:
+  t: {infer_steps: 4}
+dose_response_from: {results: "@RESULTS@", sha256: "@SHA@"}
+arms:
+  - {name: ref, attn_type: torch_sdpa, role: reference}
+  - {name: rev, attn_type: torch_sdpa, kv_reversed: true, role: noise_floor}
+  - {name: sage, attn_type: sage_emul_thuml}
+  - {name: ref_insitu, attn_type: torch_sdpa, shadows: [sage]}
+"""
+
+
+@pytest.mark.slow
+def test_a_dose_response_measured_before_predicts_an_in_situ_candidate_and_another_file_is_refused(tmp_path):
+    import hashlib
+    import json
+
+    from harness.campaign import execute, lock_campaign, plan_campaign
+    from harness.errors import UsageError
+
+    global DOSES
+    grid, DOSES = DOSES, [1e-4, 1e-3, 1e-2, 1e-1]  # around the emulator's per-call 0.013
+    try:
+        curves = dose_response(*campaign(lambda d: d / 1e-4)).model_dump(mode="json")
+    finally:
+        DOSES = grid
+    results = tmp_path / "curves" / "results.json"
+    results.parent.mkdir()
+    results.write_text(json.dumps({"dose_response": curves}))
+    sha = hashlib.sha256(results.read_bytes()).hexdigest()
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(FROM.replace("@RESULTS@", str(results)).replace("@SHA@", "0" * 64))
+    with pytest.raises(
+        UsageError, match=r"^dose_response_from\.results: .*results\.json has sha256 [0-9a-f]{64}, not"
+    ):
+        plan_campaign(scenario, out_root=tmp_path / "out")
+    scenario.write_text(FROM.replace("@RESULTS@", str(results)).replace("@SHA@", sha))
+    plan = plan_campaign(scenario, out_root=tmp_path / "out")
+    outcome = execute(plan, lock=lock_campaign(plan.campaign))
+    res = json.loads((outcome.campaign.path / "results.json").read_text())
+    (p,) = res["dose_response"]["predictions"]
+    assert p["candidate"] == "sage" and 1e-3 < p["per_call"] < 1e-1 and p["predicted"] > 1
+    assert f"(the dose-response of {results} (sha256 {sha[:12]}))" in p["text"]
+    assert p["text"] in (outcome.campaign.path / "report.md").read_text()
+    # the analysis reads the copy inside the campaign: the named file may go, the reading stays
+    results.unlink()
+    (outcome.campaign.path / "results.json").unlink()
+    from harness.analysis.analyze import analyze_campaign
+
+    again = analyze_campaign(outcome.campaign)
+    assert again.dose_response.predictions[0].text == p["text"]
