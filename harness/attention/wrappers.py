@@ -245,8 +245,7 @@ class CountingBackend(WrappedOp):
 
     @property
     def params(self) -> dict[str, Any]:  # type: ignore[override]
-        extra = {"fallback": self.fallback.name if self.fallback is not None else None}
-        return {**self.inner.params, **extra}
+        return {**self.inner.params, "fallback": self.fallback.name if self.fallback is not None else None}
 
     def _note_error(self, message: str) -> None:
         if message not in self.errors and len(self.errors) < self.max_errors:

@@ -109,10 +109,6 @@ class InSituRecorder:
         for old in (self.folder / CAPTURES_DIR).glob(f"rank{self.rank}_*.safetensors"):
             old.unlink()
 
-    @property
-    def current(self) -> CallSite:
-        return self.sites.current
-
     def set_ops(self, primary: str, ops: list[InSituOp]) -> None:
         self.meta.primary = primary
         self.meta.ops = list(ops)

@@ -136,7 +136,7 @@ class ShadowedAttention(WrappedOp):
         return getattr(self.inner, name)
 
     def __call__(self, q, k, v, scale=None):
-        site = self.recorder.current
+        site = self.recorder.sites.current
         call = self.recorder.next_call()
         pristine = [x.detach().clone() for x in (q, k, v)]
         out = self.inner(q, k, v, scale)
