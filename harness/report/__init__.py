@@ -7,9 +7,9 @@ import errno
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.model import ReportResults
+from harness.analysis.model import read_results
 from harness.errors import Exit, HarnessError
-from harness.report.render import Progress, ReportPaths, load_results, render
+from harness.report.render import Progress, ReportPaths, render
 from harness.safe_write import WriteError, failed_writes, restored_on_failure
 from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
@@ -66,7 +66,7 @@ def render_results(
 ) -> ReportPaths:
     """Render a results.json (and the assets beside it) into ``out_dir`` (default: its folder)."""
     results_path = Path(results_path)
-    return render(load_results(results_path), results_path, out_dir, single_file=single_file)
+    return render(read_results(results_path), results_path, out_dir, single_file=single_file)
 
 
-__all__ = ["ReportPaths", "ReportResults", "build_report", "render_results"]
+__all__ = ["ReportPaths", "build_report", "render_results"]

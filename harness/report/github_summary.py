@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.analysis.model import ReportResults
+from harness.analysis.model import ReportResults, read_results
 from harness.report.cells import MARKS, MEANINGS
-from harness.report.render import ReportPaths, load_results
+from harness.report.render import ReportPaths
 from harness.text_table import md_code, md_escape, md_text
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary, in bytes
@@ -99,7 +99,7 @@ def left_out_note(names: Sequence[str], budget: int) -> str:
 
 def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: str | None = None) -> Path:
     """The report's summary written to ``target`` (appended: a step's), within what is left of the limit."""
-    res = load_results(paths.results_json)
+    res = read_results(paths.results_json)
     root = paths.index_html.parent.resolve()
     named = [paths.index_html, paths.report_md, paths.pr_md, paths.results_json, paths.benchmark_json,
              *paths.figures.values()]  # fmt: skip

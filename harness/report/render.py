@@ -10,7 +10,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from harness.analysis.model import FrameGrid, ReportResults
-from harness.analysis.model import read_results as load_results  # noqa: F401 (the one reader)
 from harness.report.cells import Section, review_view
 from harness.report.figures import AssetReader, draw_figures, figure_captions
 from harness.safe_write import atomic_write_text

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from records_testutil import H200, ONE_SEED, edited, example, line_of, rendered, section
 
+from harness.analysis.model import read_results as load_results
 from harness.number_format import fmt_time
 from harness.report import build_report
 from harness.report.pr import render_pr
-from harness.report.render import load_results
 
 ROOT = Path(__file__).resolve().parents[2]
 

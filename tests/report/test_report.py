@@ -11,8 +11,9 @@ import re
 import pytest
 from campaign_factory import ArmSpec
 
+from harness.analysis.model import ReportResults
 from harness.errors import HarnessError
-from harness.report import ReportResults, build_report
+from harness.report import build_report
 from harness.store import CampaignDir
 
 XSS = "<script>alert(1)</script>"
