@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, create_model
 
 from harness.compare.pairwise import Comparison
@@ -16,7 +15,7 @@ from harness.errors import HarnessError
 from harness.input_files import MAX_YAML_BYTES, read_input_text
 from harness.metrics.metric import Metric, accuracy_metrics
 from harness.registry import did_you_mean
-from harness.strict_yaml import YamlProblem, load_yaml
+from harness.strict_yaml import YamlProblem, line_map, load_yaml
 
 
 def _threshold(description: str, **bounds: float) -> Any:
@@ -92,7 +91,7 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> GateBase:
     """A gate from the text of a YAML or JSON file; every problem is one line naming ``source``."""
-    lines: dict[str, int] = {}
+    lines: dict[tuple, int] = {}
     if as_json:
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
@@ -103,17 +102,14 @@ def parse_gate(text: str, source: str = "<gate>", *, as_json: bool = False) -> G
             data, node = load_yaml(text)
         except YamlProblem as err:
             raise HarnessError(f"{source}{f':{err.line}' if err.line else ''}: {err.message}") from None
-        if isinstance(node, yaml.MappingNode):
-            for key, _ in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    lines.setdefault(key.value, key.start_mark.line + 1)
+        lines = line_map(node) if node is not None else {}
     if data is None or data == {}:
         raise HarnessError(f"{source}: gate defines no thresholds")
     if not isinstance(data, dict):
         raise HarnessError(f"{source}: gate must be a mapping of thresholds, got {type(data).__name__}")
 
     def where(key: object) -> str:
-        line = lines.get(str(key))
+        line = lines.get((str(key),))
         return f"{source}:{line}" if line else source
 
     model = gate_model()
