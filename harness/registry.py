@@ -118,12 +118,6 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries or name in self._lazy
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def __len__(self) -> int:
-        return len(self.names())
-
     def get(self, name: str) -> T:
         """The object registered under ``name`` (importing a lazy one); UnknownName otherwise."""
         if name in self._entries:
@@ -154,9 +148,6 @@ class Registry(Generic[T]):
             raise TypeError(
                 f"{self.what} {name!r}: {_label(obj)} is not a {base.__name__} (nor a subclass or an instance of it)"
             )
-
-    def __repr__(self) -> str:
-        return f"Registry({self.what!r}, names={self.names()!r})"
 
 
 def _label(obj: Any) -> str:
