@@ -27,7 +27,6 @@ from harness.safe_write import file_name, is_plain_name
 from harness.store import read_record, write_record
 
 KINDS = ("dit_self", "refiner", "cross", "other")
-_KEEP: Any = object()  # a site argument that was not given: keep the outer site's value
 
 
 @dataclass(frozen=True)
@@ -50,18 +49,10 @@ class CallSites:
         self.current = CallSite(steps=steps)
 
     @contextlib.contextmanager
-    def site(
-        self,
-        *,
-        step: int | None = _KEEP,
-        block: int | None = _KEEP,
-        kind: str = _KEEP,
-        steps: int | None = _KEEP,
-    ) -> Iterator[CallSite]:
-        """The given fields inside the block (entering a step clears the block); restored after."""
+    def site(self, **fields: Any) -> Iterator[CallSite]:
+        """The given ``CallSite`` fields inside the block (as ``set`` sets them); restored after."""
         outer = self.current
-        given = dict(step=step, block=block, kind=kind, steps=steps)
-        self.set(**{k: v for k, v in given.items() if v is not _KEEP})
+        self.set(**fields)
         try:
             yield self.current
         finally:
