@@ -138,10 +138,6 @@ class SageAttn2(AttentionBackend):
 SAGE_OP = "gfx1201_sage_attention"
 
 
-def gpu_arch(device: int = 0) -> str:
-    return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-
-
 def _import_aiter() -> Any:
     try:
         return importlib.import_module("aiter")
@@ -202,7 +198,7 @@ class AiterSageAttn(AiterBackend):
     default_options = {"arch": "gfx1201"}
 
     def setup(self) -> None:
-        arch = gpu_arch()
+        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]  # "gfx90a:xnack-": "gfx90a"
         if arch != self.options["arch"]:
             raise BackendUnavailable(
                 f"aiter_sage_attn: GPU architecture {arch} is not {self.options['arch']}"
