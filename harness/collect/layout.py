@@ -44,8 +44,9 @@ class FrameTrack(Record):
 
 def track_cells(rgb_sums: np.ndarray, h: int, w: int) -> tuple[float, ...]:
     """(Y..., Cb..., Cr...) of one frame's [TRACK, TRACK, 3] integer RGB cell sums, as the track keeps them."""
-    counts = np.outer(np.diff(cell_starts(h, TRACK)), np.diff(cell_starts(w, TRACK)))
-    ycc = (rgb_sums.astype(np.float64) / counts[..., None]) @ YCC.T + np.array([0.0, 128.0, 128.0])
+    ycc = (rgb_sums.astype(np.float64) / grid_counts(h, w, TRACK)[..., None]) @ YCC.T + np.array(
+        [0.0, 128.0, 128.0]
+    )
     return tuple(np.round(ycc.reshape(-1, 3).T.ravel(), 3).tolist())
 
 
@@ -85,9 +86,9 @@ def cell_starts(n: int, cells: int = GRID) -> np.ndarray:
     return out
 
 
-def grid_counts(h: int, w: int) -> np.ndarray:
-    """Pixels per cell of the GRID x GRID grid of an h x w frame."""
-    return np.outer(np.diff(cell_starts(h)), np.diff(cell_starts(w)))
+def grid_counts(h: int, w: int, cells: int = GRID) -> np.ndarray:
+    """Pixels per cell of the ``cells`` x ``cells`` grid of an h x w frame."""
+    return np.outer(np.diff(cell_starts(h, cells)), np.diff(cell_starts(w, cells)))
 
 
 def scales_for(h: int, w: int) -> tuple[int, ...]:
