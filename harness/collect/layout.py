@@ -44,9 +44,8 @@ class FrameTrack(Record):
 
 def track_cells(rgb_sums: np.ndarray, h: int, w: int) -> tuple[float, ...]:
     """(Y..., Cb..., Cr...) of one frame's [TRACK, TRACK, 3] integer RGB cell sums, as the track keeps them."""
-    ycc = (rgb_sums.astype(np.float64) / grid_counts(h, w, TRACK)[..., None]) @ YCC.T + np.array(
-        [0.0, 128.0, 128.0]
-    )
+    counts = grid_counts(h, w, TRACK)
+    ycc = (rgb_sums.astype(np.float64) / counts[..., None]) @ YCC.T + np.array([0.0, 128.0, 128.0])
     return tuple(np.round(ycc.reshape(-1, 3).T.ravel(), 3).tolist())
 
 
