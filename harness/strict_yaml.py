@@ -194,11 +194,11 @@ def check_aliases(root: yaml.Node) -> None:
         )
 
 
-def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+def line_map(node: yaml.Node) -> dict[tuple, int]:
     """Field location (as pydantic gives it) -> 1-based line; a node reached again by alias is not walked."""
-    out = {} if out is None else out
+    out: dict[tuple, int] = {}
     seen: set[int] = set()
-    stack: list[tuple[yaml.Node, tuple]] = [(node, path)]
+    stack: list[tuple[yaml.Node, tuple]] = [(node, ())]
     while stack:  # iterative: a deep document cannot exhaust the interpreter's stack here
         node, path = stack.pop()
         out.setdefault(path, node.start_mark.line + 1)

@@ -11,7 +11,6 @@ from harness.analysis.model import read_results
 from harness.errors import Exit, HarnessError
 from harness.report.render import Progress, ReportPaths, render
 from harness.safe_write import WriteError, failed_writes, restored_on_failure
-from harness.scenario.verdict import VerdictRules
 from harness.store import CampaignDir
 from harness.writer_lock import CampaignLock, LockHolder
 
@@ -23,13 +22,12 @@ def build_report(
     campaign: CampaignDir,
     *,
     progress: Progress | None = None,
-    rules: VerdictRules | None = None,
     single_file: bool | None = None,
     on_wait: Callable[[LockHolder], None] | None = None,
 ) -> ReportPaths:
     """Analyse the campaign and write the report beside its results.json, holding its writer lock (``on_wait``
-    is told whom it waits for); ``rules``: default the scenario's; ``single_file``: every image inlined (None:
-    the scenario's). Any failed write, even one the analysis rode over, fails it (exit 3), the old one kept."""
+    is told whom it waits for); ``single_file``: every image inlined (None: the scenario's). Any failed write,
+    even one the analysis rode over, fails it (exit 3), the old one kept."""
     from harness.analysis.analyze import RESULTS_JSON, analyze_campaign
 
     if not campaign.campaign_json.exists():
@@ -38,7 +36,7 @@ def build_report(
         try:
             # Ctrl-C (or any failure) midway puts the old report back whole: never new assets under old pages.
             with restored_on_failure(campaign.path, REPORT_FILES):
-                res = analyze_campaign(campaign, progress=progress, rules=rules)
+                res = analyze_campaign(campaign, progress=progress)
                 paths = render(res, campaign.path / RESULTS_JSON, single_file=single_file, progress=progress)
                 if failed:
                     raise failed[0]

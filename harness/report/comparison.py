@@ -16,8 +16,8 @@ from harness.number_format import NA, fmt_db, fmt_ratio, fmt_s, fmt_stat
 from harness.text_table import TextTable, md_code, md_escape, md_table, md_text, terminal_text
 
 
-def _yes_no(x: bool | None, yes: str = "yes", no: str = "no") -> str:
-    return NA if x is None else (yes if x else no)
+def _yes_no(x: bool | None) -> str:
+    return NA if x is None else ("yes" if x else "no")
 
 
 def attn_text(s: RunSummary) -> str:
