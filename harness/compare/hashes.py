@@ -23,7 +23,6 @@ class FileHashes:
         self.path = Path(path) if path is not None else None
         self.entries: dict[str, list] = {}  # resolved path -> [size, mtime_ns, ctime_ns, inode, sha256]
         self.changed = False
-        self.hashed: list[str] = []  # files read to learn their hash (not known from the memo)
         # no memo, or a damaged one: files are hashed again
         with contextlib.suppress(OSError, ValueError, AttributeError):
             data = json.loads(self.path.read_text()) if self.path is not None else {}
@@ -40,7 +39,6 @@ class FileHashes:
         sha = sha256_file(Path(resolved))
         self.entries[resolved] = [*ident, sha]
         self.changed = True
-        self.hashed.append(resolved)
         return sha
 
     def save(self) -> bool:
