@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from harness import __version__
 from harness.envinfo import fingerprint
@@ -20,8 +20,8 @@ from harness.number_format import percent_text
 from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
 from harness.registry import EXECUTORS
-from harness.safe_write import WriteError, atomic_write_bytes
-from harness.scenario.dose import SOURCE_COPY
+from harness.safe_write import WriteError, atomic_write_text
+from harness.scenario.dose import SOURCE_COPY, read_source
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, RunDir, move_aside, sha256_file, utcnow
 from harness.writer_lock import CampaignLock, LockHolder
 
@@ -123,7 +123,10 @@ def execute(
             _note(outcome, reporter, f"note: the campaign lock was left by {lock.took_over.describe()}, "
                   "which is gone; taken over")  # fmt: skip
         if (source := plan.scenario.dose_response_from) is not None:  # checked by the plan
-            atomic_write_bytes(campaign.path / SOURCE_COPY, Path(source.results).read_bytes())
+            kept, why = read_source(source)
+            if kept is None:  # changed since the plan read it
+                raise UsageError(why)
+            atomic_write_text(campaign.path / SOURCE_COPY, json.dumps(kept, indent=1))
         _run_locked(plan, reporter, outcome)
         if report and not outcome.interrupted:
             _build_report(outcome)

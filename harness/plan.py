@@ -17,7 +17,7 @@ from harness.executors.base import PlannedRun
 from harness.records import RunRecord, RunSpec, RunStatus, role_rank, stale_reason
 from harness.registry import EXECUTORS
 from harness.runners.base import get_runner
-from harness.scenario.dose import source_problem
+from harness.scenario.dose import read_source
 from harness.scenario.insitu import insitu_settings, schedule_spec, shadow_specs
 from harness.scenario.load import load_scenario, resolve_scenario_path
 from harness.scenario.model import RepeatsAuto, Scenario, SlurmBlock, check_name, check_seed
@@ -247,7 +247,7 @@ def plan_campaign(
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
         seeds = list(dict.fromkeys(seeds))
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
-    if loaded.dose_response_from is not None and (why := source_problem(loaded.dose_response_from)):
+    if loaded.dose_response_from is not None and (why := read_source(loaded.dose_response_from)[1]):
         raise UsageError(why)
     unknown = [i for i in inputs or () if i not in (loaded.inputs or {})]
     if unknown:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from harness.errors import HarnessError
+from harness.run_keys import run_key
 
 MAX_DIT_STEPS = 10_000  # production schedules have tens of steps
 MAX_SECONDS = 1e6  # 11.6 days: no step, stage or pipeline of a run lasts longer
@@ -319,33 +320,6 @@ class RunSpec(AttentionChoice, _RunPlace):
             "code": {},
         }
         return canonical_hash({k: v for k, v in data.items() if k not in added or v != added[k]})
-
-
-REPEAT_MARK = "~r"
-
-
-def run_key(arm: str, seed: int | None = None, repeat: int = 1, input: str | None = None) -> str:
-    """``arm``, ``arm@seed``, ``arm@seed~r2``, ``arm@input@seed``: '@' and '~' are in no name, so keys
-    parse back."""
-    key = arm if seed is None else f"{arm}@{seed}" if input is None else f"{arm}@{input}@{seed}"
-    return key if repeat <= 1 else f"{key}{REPEAT_MARK}{repeat}"
-
-
-Sample = int | str  # a run's sample: its seed, or "SEED (INPUT)" where the scenario lists inputs
-
-
-def sample_label(seed: int, input: str | None = None) -> Sample:
-    """What the analysis pairs runs by (their sample): the seed, and in a campaign of several inputs
-    ``"SEED (INPUT)"``, which reads after the word "seed" as every per-seed line prints it."""
-    return seed if input is None else f"{seed} ({input})"
-
-
-def sample_key(sample: Sample) -> tuple[int, str]:
-    """Samples in order: by seed, then input name (a campaign's mix of both kinds sorts too)."""
-    if isinstance(sample, int):
-        return sample, ""
-    seed, _, rest = sample.partition(" (")
-    return (int(seed) if seed.isdigit() else -1), rest
 
 
 BUSY_SHARE = 0.25  # other processes' CPU, as a share of the cores, that makes a run's timings noisy

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "harness.registry": 0,
     "harness.strict_yaml": 0,
     "harness.records": 0,
+    "harness.run_keys": 0,
     "harness.insitu_records": 0,
     "harness.cli_startup": 0,
     "harness.input_files": 0,

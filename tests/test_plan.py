@@ -6,7 +6,8 @@ import pytest
 
 from harness.errors import ScenarioError
 from harness.plan import build_plan
-from harness.records import RunSpec, run_key
+from harness.records import RunSpec
+from harness.run_keys import run_key
 from harness.scenario.load import parse_scenario
 
 SCENARIO = """\

@@ -29,8 +29,9 @@ from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
 from harness.envinfo import with_analysis_commit
 from harness.errors import HarnessError, ScenarioError
-from harness.records import canonical_hash, sample_key, sample_label
+from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
+from harness.run_keys import sample_key, sample_label
 from harness.scenario.verdict import VerdictRules, accepted_baseline
 from harness.store import RUN_JSON as RUN_JSON_NAME
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, write_record

@@ -11,7 +11,6 @@ calls within); where the point and the lower bound reach it say how far above it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -186,20 +185,18 @@ def predict(
 
 
 def read_source(campaign_dir: Path, source: dict) -> tuple[DoseResponse | None, str]:
-    """The dose-response the scenario names, from the copy its run kept in the campaign folder, if
-    that is the file named (its sha256); else None and why."""
-    path, want = campaign_dir / SOURCE_COPY, str(source.get("sha256", ""))
-    named = f"dose_response_from ({source.get('results')})"
+    """The dose-response the scenario names, as its run kept it in the campaign folder (the file's
+    path, sha256 and curves), if that is the file named; else None and why."""
+    named, want = f"dose_response_from ({source.get('results')})", str(source.get("sha256", ""))
     try:
-        data = path.read_bytes()
+        kept = json.loads((campaign_dir / SOURCE_COPY).read_bytes())
+        dr = DoseResponse.model_validate(kept["dose_response"])
     except OSError as err:
-        return None, f"{named}: its copy {SOURCE_COPY}: {err.strerror or err}: not used"
-    if (got := hashlib.sha256(data).hexdigest()) != want:
-        return None, f"{named}: its copy has sha256 {got[:12]}, not the scenario's {want[:12]}: not used"
-    try:
-        dr = DoseResponse.model_validate(json.loads(data)["dose_response"])
+        return None, f"{named}: {SOURCE_COPY}: {err.strerror or err}: not used"
     except (ValueError, KeyError, TypeError):
-        return None, f"{named}: holds no dose-response: not used"
+        return None, f"{named}: {SOURCE_COPY} holds no dose-response: not used"
+    if kept.get("sha256") != want:
+        return None, f"{named}: {SOURCE_COPY} is of another file than the scenario names: not used"
     return dr.model_copy(
         update={"predictions": [], "source": f"{source.get('results')} (sha256 {want[:12]})"}
     ), ""

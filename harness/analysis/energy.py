@@ -12,7 +12,8 @@ from pydantic import Field
 
 from harness.compare.pairwise import Comparison
 from harness.metrics.metric import Energy, Metric, energy_metrics, in_order, mse_from_psnr, psnr_from_mse
-from harness.records import Record, Sample
+from harness.records import Record
+from harness.run_keys import Sample
 
 # The metrics (harness.metrics keys) an identical pair has at exactly 0 (video MSE) and +inf dB (audio
 # SNR), and the audio similarity the verdict reads (the cosine, else from the SNR).

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from harness.number_format import ci_text, count_text, ratio_text
-from harness.records import Record, Sample
+from harness.records import Record
 from harness.rule import INCOMPLETE, INCONCLUSIVE, OUTSIDE, WITHIN, combine, pooled_sd, t_quantile, word
+from harness.run_keys import Sample
 from harness.safe_math import safe_exp, scaled_mean_sd
 
 MAX_SEEDS_TO_DECIDE = 1000

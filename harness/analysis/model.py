@@ -27,7 +27,8 @@ from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
 from harness.errors import Exit, HarnessError
 from harness.input_files import check_input, read_input_text
-from harness.records import Record, Sample, check_schema, positive_seconds, stage_seconds, step_count
+from harness.records import Record, check_schema, positive_seconds, stage_seconds, step_count
+from harness.run_keys import Sample
 from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 

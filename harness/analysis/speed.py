@@ -23,7 +23,7 @@ from harness.compare.significance import (
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import accuracy_metrics
 from harness.number_format import percent_text
-from harness.records import sample_key
+from harness.run_keys import sample_key
 from harness.scenario.verdict import VerdictRules
 
 TIMINGS = {"s_per_step": "DiT s/step", "pipeline_total_s": "pipeline total"}

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from harness.compare.summary import SHOWN_STATS
 from harness.number_format import fmt_stat, percent_text
-from harness.records import Record, Sample
+from harness.records import Record
 from harness.rule import (
     INCOMPLETE,
     INCONCLUSIVE,
@@ -25,6 +25,7 @@ from harness.rule import (
     t_quantile,
     t_two_sided_p,
 )
+from harness.run_keys import Sample
 from harness.scenario.verdict import VerdictRules
 
 COUNT_STATS = ("black_frames", "frozen_frames", "nan_like_frames")

@@ -21,8 +21,9 @@ from pydantic import Field
 from harness.analysis.energy import PairErrors
 from harness.collect.layout import SCALES, TRACK, FrameTrack
 from harness.compare.summary import RunSummary
-from harness.records import Record, Sample
+from harness.records import Record
 from harness.rule import INCONCLUSIVE, OUTSIDE, WITHIN, combine, word
+from harness.run_keys import Sample
 
 FRAME_SLACK = 0  # frames a candidate may have beyond the most an exact run of its seed has
 AGREE_FRACTION = 0.25  # floor layout_mse below this fraction of the reference's layout variance: agreement

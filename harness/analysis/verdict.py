@@ -33,7 +33,6 @@ from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import energy_from_db
 from harness.number_format import fmt_db, ratio_text
-from harness.records import sample_key
 from harness.rule import (
     IDENTICAL,
     INCOMPLETE,
@@ -45,6 +44,7 @@ from harness.rule import (
     combine,
     known,
 )
+from harness.run_keys import sample_key
 from harness.scenario.verdict import VerdictRules
 
 

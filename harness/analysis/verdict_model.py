@@ -17,8 +17,9 @@ from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.compare.summary import RunSummary
 from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
-from harness.records import Record, Sample
+from harness.records import Record
 from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, pooled_sd
+from harness.run_keys import Sample
 from harness.safe_math import safe_exp
 from harness.scenario.verdict import VerdictRules
 

@@ -11,7 +11,8 @@ from harness.compare.cache import refuse_audio_lengths
 from harness.compare.hashes import PROCESS_HASHES
 from harness.compare.summary import RunSummary, summarize_run
 from harness.errors import HarnessError
-from harness.records import REPEAT_MARK, RunStatus, Sample, sample_key, sample_label
+from harness.records import RunStatus
+from harness.run_keys import REPEAT_MARK, Sample, sample_key, sample_label
 from harness.store import CAMPAIGN_JSON, OUTPUT_LOSSLESS, RUN_JSON, CampaignDir, RunDir, resolve_run_dir
 
 MEDIA_SUFFIXES = (".mp4", ".mov", ".mkv", ".m4v", ".webm")
@@ -47,7 +48,7 @@ def summarize_file(path: Path, key: str | None = None) -> RunSummary:
     )
 
 
-# A run folder's name, as records.run_key writes it: '@' and '~' are in no arm or input name.
+# A run folder's name, as run_keys.run_key writes it: '@' and '~' are in no arm or input name.
 _RUN_KEY = re.compile(
     rf"^(?P<arm>[^@~]+)(?:@(?:(?P<input>[^@~]+)@)?(?P<seed>\d+))?(?:{re.escape(REPEAT_MARK)}(?P<repeat>\d+))?$"
 )

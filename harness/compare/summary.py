@@ -18,8 +18,8 @@ from harness.records import (
     RankCalls,
     Record,
     RunStatus,
-    sample_label,
 )
+from harness.run_keys import sample_label
 from harness.safe_write import resolve_under
 from harness.store import (
     OUTPUT_LOSSLESS,

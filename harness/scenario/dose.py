@@ -10,8 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PLANTED = "planted_error"  # the backend every dose arm runs
-# dose_response_from's results.json, copied into the campaign when it runs: the analysis reads
-# nothing outside the campaign folder (whose campaign.json may come from anywhere)
+# What a run keeps of dose_response_from's results.json (its path, sha256 and dose-response) in the
+# campaign: the analysis reads nothing outside the campaign folder (its campaign.json may come from
+# anywhere)
 SOURCE_COPY = "dose_response_source.json"
 MIN_DOSES = 2  # a curve needs two points; the committed examples use six or more
 
@@ -53,17 +54,26 @@ class DoseResponseSource(BaseModel):
     )
 
 
-def source_problem(source: DoseResponseSource) -> str | None:
-    """Why the named results.json cannot be used (missing, another file), or None."""
+def read_source(source: DoseResponseSource) -> tuple[dict[str, Any] | None, str]:
+    """What a run keeps of the named results.json (its path, sha256 and dose-response), or None and
+    why it cannot be used (missing, another file, no dose-response in it)."""
     import hashlib
+    import json
 
+    where = f"dose_response_from.results: {source.results}"
     try:
-        got = hashlib.sha256(Path(source.results).read_bytes()).hexdigest()
+        data = Path(source.results).read_bytes()
     except OSError as err:
-        return f"dose_response_from.results: {source.results}: {err.strerror or err}"
-    if got != source.sha256:
-        return f"dose_response_from.results: {source.results} has sha256 {got}, not the {source.sha256} named"
-    return None
+        return None, f"{where}: {err.strerror or err}"
+    if (got := hashlib.sha256(data).hexdigest()) != source.sha256:
+        return None, f"{where} has sha256 {got}, not the {source.sha256} named"
+    try:
+        curves = json.loads(data)["dose_response"]
+    except (ValueError, KeyError, TypeError):
+        curves = None
+    if not isinstance(curves, dict):
+        return None, f"{where}: holds no dose-response (the results.json of a dose_response campaign)"
+    return {"results": source.results, "sha256": got, "dose_response": curves}, ""
 
 
 def dose_arm_name(shape: str, dose: float) -> str:

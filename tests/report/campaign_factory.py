@@ -24,8 +24,8 @@ from harness.records import (
     RunStatus,
     StepTiming,
     TimingRecord,
-    run_key,
 )
+from harness.run_keys import run_key
 from harness.safe_write import atomic_write_text
 from harness.store import (
     ATTN_CALLS_JSON,
