@@ -1,8 +1,8 @@
-"""The LightX2V pre-flight, run in the ranks' interpreter and environment: can this arm run here?
+"""The LightX2V pre-flight, run in the ranks' interpreter and environment: can these arms run here?
 
-One arm's flags (``--attn-type NAME ...``, see ``--help``) or several arms' ``--questions JSON``. Imports
-LightX2V's registry as a rank does; each type must agree with exact attention on one small call. The last
-stdout line is ``{"ok", "reason", "facts"}`` (``--questions``: ``{"answers": [...]}``).
+Asked several arms' ``--questions JSON``, it imports LightX2V's registry as a rank does; each type must
+agree with exact attention on one small call. The last stdout line is ``{"answers": [{"ok", "reason",
+"facts"}, ...]}``.
 """
 
 from __future__ import annotations
@@ -312,32 +312,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m harness.runners.lightx2v.probe", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--attn-type", action="append", default=[])
     p.add_argument("--sageattention", choices=SAGEATTENTION_FLAVOURS, default="package")
-    p.add_argument("--nproc", type=int, default=1)
-    p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
-    p.add_argument("--require", action="append", default=[], metavar="FEATURE")
-    p.add_argument("--shadow-type", action="append", default=[], metavar="NAME")
     p.add_argument(
         "--plugins", type=common.plugins_json, default=[], help="the spec's plugins (PluginRef JSON list)"
     )
     p.add_argument(
         "--questions",
         type=json.loads,
-        help="several arms' questions at once (a JSON list of {attn_types, nproc, count_ops, require, "
-        'shadow_types}); the answer is {"answers": [...]}, in order',
+        required=True,
+        help="the arms' questions (a JSON list of {attn_types, nproc, count_ops, require, shadow_types}); "
+        'the answer is {"answers": [...]}, in order',
     )
     ns = p.parse_args(argv)
-    if (ns.questions is None) == (not ns.attn_type):
-        p.error("give --attn-type (one arm) or --questions (several), not both")
-    if ns.questions is not None:
-        result: dict[str, Any] = {"answers": probe_many(ns.questions, ns.sageattention, ns.plugins)}
-    else:
-        question = {
-            "attn_types": ns.attn_type, "nproc": ns.nproc, "count_ops": dict(i.split("=", 1) for i in ns.count_op),
-            "require": ns.require, "shadow_types": ns.shadow_type,
-        }  # fmt: skip
-        result = probe_many([question], ns.sageattention, ns.plugins)[0]
+    result = {"answers": probe_many(ns.questions, ns.sageattention, ns.plugins)}
     # LightX2V logs to stderr; the result is the last stdout line.
     print(json.dumps(result, default=str), flush=True)
     return 0
