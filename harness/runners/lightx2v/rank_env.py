@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,35 @@ def sageattention_identity(flavour: str) -> dict[str, str]:
 def bound_sage_function() -> str | None:
     """The name of the function LightX2V's sage_attn2 calls in this process (None: none bound)."""
     return getattr(getattr(sys.modules.get(SAGE_MODULE), "sageattn", None), "__name__", None)
+
+
+# thu-ml's variant knobs, which a shim (one op, one variant) accepts and ignores
+SHIM_IGNORED = frozenset(
+    {"quantization_backend", "qk_quant_gran", "pv_accum_dtype", "smooth_k", "smooth_v", "output_dtype"}
+)
+
+
+def sageattn_over(
+    label: str, op_layout: str, refuse: Callable[..., None], run: Callable[..., Any]
+) -> Callable:
+    """A shim's ``sageattn`` calling ``run(q, k, v, sm_scale)`` in ``op_layout`` (HND or NHD) after
+    ``refuse(q, is_causal, sm_scale, return_lse, attn_mask)``, which raises for what the op cannot do."""
+
+    def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, **kwargs):
+        """thu-ml's ``sageattn`` signature; the output has the input layout and dtype."""
+        attn_mask = kwargs.pop("attn_mask", None)
+        if unknown := sorted(set(kwargs) - SHIM_IGNORED):
+            raise TypeError(f"sageattention ({label}): unsupported argument(s) {', '.join(unknown)}")
+        refuse(q, is_causal, sm_scale, return_lse, attn_mask)
+        if tensor_layout == op_layout:
+            return run(q, k, v, sm_scale)
+        if tensor_layout in ("HND", "NHD"):  # the other one: [B, H, N, D] <-> [B, N, H, D]
+            return run(*(t.transpose(1, 2) for t in (q, k, v)), sm_scale).transpose(1, 2).contiguous()
+        raise ValueError(
+            f"sageattention ({label}): tensor_layout must be 'HND' or 'NHD', got {tensor_layout!r}"
+        )
+
+    return sageattn
 
 
 class SyntheticCheckpointError(RuntimeError):
