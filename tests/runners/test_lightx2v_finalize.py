@@ -10,6 +10,7 @@ from lightx2v_site import LOGS, rank_file, specs_for
 
 from harness.records import AttnCallsRecord, TimingRecord
 from harness.runners.base import get_runner
+from harness.runners.lightx2v.params import params_of
 from harness.runners.lightx2v.runner import merge_rank_calls
 
 
@@ -116,11 +117,13 @@ def test_required_ops_with_zero_calls_make_the_arm_invalid(site):
     for r in (0, 1):
         rank = rank_file(r, {"aiter_sage_attn": 147}, op_calls={"gfx1201_sage_attention": 147 if r else 0})
         (run_dir / f"attn_calls.rank{r}.json").write_text(json.dumps(rank))
-    calls = merge_rank_calls(run_dir, "aiter_sage_attn", False, 2, required_ops=["gfx1201_sage_attention"])
-    valid, reasons = calls.validity()
+    spec = specs_for(site)["aiter_sage_attn"]  # its count_ops name the op
+    params = params_of(spec)
+    valid, reasons = merge_rank_calls(run_dir, spec, params).validity()
     assert not valid
     assert reasons == [
         "rank 0: count-op gfx1201_sage_attention: 0 calls (the arm names this op, so it must be hit)"
     ]
     # The same files, for an arm that does not name the op: nothing to object to.
-    assert merge_rank_calls(run_dir, "aiter_sage_attn", False, 2).validity() == (True, [])
+    unnamed = params.model_copy(update={"count_ops": {}})
+    assert merge_rank_calls(run_dir, spec, unnamed).validity() == (True, [])

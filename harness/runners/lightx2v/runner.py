@@ -32,7 +32,7 @@ from harness.runners.base import Launch, Runner, register_runner
 from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS, run_writer
 from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, build_env
 from harness.runners.lightx2v.latents import LATENTS_DIR
-from harness.runners.lightx2v.params import params_of, read_base_config, resolve_params
+from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base_config, resolve_params
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, flavour_text, read_marker
 from harness.runners.lightx2v.rank_env import harness_backends as served_backends
@@ -139,19 +139,9 @@ def check_schedule(rc: LightX2VRankCalls, schedule: StepSchedule, requested: str
             )
 
 
-def merge_rank_calls(
-    run_dir: Path,
-    requested: str,
-    kv_reversed: bool,
-    nproc: int,
-    scope: list[str] | None = None,
-    sageattention: str | None = None,
-    required_ops: list[str] | None = None,
-    schedule: StepSchedule | None = None,
-    steps: int | None = None,
-) -> LightX2VAttnCalls:
+def merge_rank_calls(run_dir: Path, spec: RunSpec, params: LightX2VParams) -> LightX2VAttnCalls:
     """attn_calls.rank<N>.json of every rank -> one record (a rank without one listed as such); an
-    unused ``required_ops`` label and a ``schedule`` step served by the other backend are errors."""
+    unused ``count_ops`` label and a ``schedule`` step served by the other backend are errors."""
     run_dir = Path(run_dir)
     ranks: dict[str, LightX2VRankCalls] = {}
     for path in sorted(run_dir.glob("attn_calls.rank*.json")):
@@ -160,15 +150,16 @@ def merge_rank_calls(
             ranks[rank] = LightX2VRankCalls.model_validate(json.loads(path.read_text()))
         except (OSError, ValueError) as err:
             ranks[rank] = LightX2VRankCalls(errors=[f"{path.name}: unreadable ({err})"])
-    for rank in map(str, range(nproc)):
+    requested, sageattention = spec.attn_type, params.sageattention
+    for rank in map(str, range(params.nproc_per_node)):
         missing = f"no attn_calls.rank{rank}.json: rank {rank} did not report (crashed before the launcher?)"
         ranks.setdefault(rank, LightX2VRankCalls(errors=[missing]))
     for rc in ranks.values():
         if sageattention:
             check_sageattention(rc, sageattention)
-        if schedule is not None:
-            check_schedule(rc, schedule, requested, steps)
-        for label in required_ops or []:
+        if spec.schedule is not None:
+            check_schedule(rc, spec.schedule, requested, params.dit_steps)
+        for label in sorted(params.count_ops):
             if not rc.op_calls.get(label) and not any(label in e for e in rc.errors):
                 rc.errors.append(f"count-op {label}: 0 calls (the arm names this op, so it must be hit)")
     ordered = dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else math.inf))
@@ -180,7 +171,11 @@ def merge_rank_calls(
         found[key] = modules.get(f"sageattention_{key.removeprefix('package_')}")
     backend = {k: v for k, v in found.items() if v is not None} if requested == "sage_attn2" else {}
     return LightX2VAttnCalls(
-        requested=requested, kv_reversed=kv_reversed, ranks=ordered, scope=list(scope or []), backend=backend
+        requested=requested,
+        kv_reversed=spec.kv_reversed,
+        ranks=ordered,
+        scope=params.attn_scope,
+        backend=backend,
     )
 
 
@@ -301,17 +296,7 @@ class LightX2VRunner(Runner):
             if layers is not None:
                 write_record(run_dir / LAYERS_JSON, layers)
         if not params.bare:
-            calls = merge_rank_calls(
-                run_dir,
-                spec.attn_type,
-                spec.kv_reversed,
-                params.nproc_per_node,
-                params.attn_scope,
-                params.sageattention,
-                sorted(params.count_ops),
-                spec.schedule,
-                params.dit_steps,
-            )
+            calls = merge_rank_calls(run_dir, spec, params)
             write_record(run_dir / ATTN_CALLS_JSON, calls)
         produced, expected = run_dir / params.save_name, run_dir / OUTPUT_MP4  # the video as output.mp4 too
         if produced != expected and produced.is_file() and not expected.exists():
