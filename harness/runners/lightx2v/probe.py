@@ -116,17 +116,10 @@ def smoke_call(backend_cls: Any, device: str) -> tuple[float | None, str | None]
     n, h, d = SMOKE_TOKENS, SMOKE_HEADS, SMOKE_HEAD_DIM
     q, k, v = (torch.randn(n, h, d, generator=gen) for _ in range(3))
     cu = torch.tensor([0, n], dtype=torch.int32, device=device)
+    packed = {"cu_seqlens_q": cu, "cu_seqlens_kv": cu, "max_seqlen_q": n, "max_seqlen_kv": n}
+    q16, k16, v16 = (t.to(device, torch.bfloat16) for t in (q, k, v))
     try:
-        backend = backend_cls()
-        out = backend.apply(
-            q=q.to(device, torch.bfloat16),
-            k=k.to(device, torch.bfloat16),
-            v=v.to(device, torch.bfloat16),
-            cu_seqlens_q=cu,
-            cu_seqlens_kv=cu,
-            max_seqlen_q=n,
-            max_seqlen_kv=n,
-        )
+        out = backend_cls().apply(q=q16, k=k16, v=v16, **packed)
     except Exception as err:
         return None, f"a {n}-token test call failed ({type(err).__name__}: {str(err)[:200]})"
     ref = F.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)))[0].transpose(0, 1)
@@ -135,10 +128,10 @@ def smoke_call(backend_cls: Any, device: str) -> tuple[float | None, str | None]
     except ValueError as err:
         return None, f"a {n}-token test call {err}"
     if cosine < SMOKE_MIN_COSINE:
-        return (
-            cosine,
-            f"a {n}-token test call disagrees with exact attention (cosine {cosine:.4f} < {SMOKE_MIN_COSINE})",
+        why = (
+            f"a {n}-token test call disagrees with exact attention (cosine {cosine:.4f} < {SMOKE_MIN_COSINE})"
         )
+        return cosine, why
     return cosine, None
 
 
@@ -162,9 +155,8 @@ def _torch_facts(facts: dict[str, Any]) -> int:
             facts["aiter_file"] = getattr(aiter, "__file__", None)
             facts["aiter_version"] = getattr(aiter, "__version__", None)
             if facts["aiter_file"]:
-                facts["aiter_git"] = (git_info(Path(facts["aiter_file"]).resolve().parent.parent) or {}).get(
-                    "sha"
-                )
+                checkout = Path(facts["aiter_file"]).resolve().parent.parent
+                facts["aiter_git"] = (git_info(checkout) or {}).get("sha")
         except Exception as err:
             facts["aiter_error"] = f"{type(err).__name__}: {err}"
     return count
