@@ -81,6 +81,7 @@ def test_each_pipeline_loads_and_generates_from_its_synthetic_model(
     assert timing.dit_steps == 2 and sorted(p.name for p in (tmp_path / "latents").iterdir()) == [
         "step_001.npz", "step_002.npz"
     ]  # fmt: skip
+    assert {"text_encoder", "vae_decode"} <= set(timing.stages)  # a forward and a method, timed alike
     info = probe(tmp_path / "o.mp4")
     assert (info.frames, info.width, info.height) == (5, 32, 32)
     assert info.has_audio == pipeline.startswith("ltx2")

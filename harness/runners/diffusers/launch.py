@@ -103,16 +103,7 @@ class Clock:
         self._hooks.append(module.register_forward_pre_hook(before, with_kwargs=True))
 
     def watch_stage(self, owner: Any, method: str, stage: str) -> None:
-        """Time ``owner.method`` (a forward through hooks, any other method by wrapping it)."""
-        if method == "forward":
-            started: list[float] = []
-            self._hooks.append(owner.register_forward_pre_hook(lambda *_: started.append(self.now())))
-            self._hooks.append(
-                owner.register_forward_hook(
-                    lambda *_: self.add(stage, self.now() - started.pop()), always_call=True
-                )
-            )
-            return
+        """Time ``owner.method`` (a module's forward too: wrapped on the instance, restored by ``close``)."""
         original = getattr(owner, method)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
