@@ -1,8 +1,9 @@
 """The tracked tree stays small: the files git tracks (those that exist in the working tree) take at
-most 12 MiB on disk, counted as ``git ls-files | xargs du -ch`` counts (allocated blocks).
+most 14 MiB on disk, counted as ``git ls-files | xargs du -ch`` counts (allocated blocks).
 Over the limit the failure names the ten largest files. The committed examples are the usual
 cause: they keep report.md, pr.md, results.json, the top screenshot, the figures and JPEG
-thumbnails, never the campaign's media (reports/examples/, docs/reports.md)."""
+thumbnails, never the campaign's media (reports/examples/, docs/reports.md). 12 MiB until the
+CPU dose-response example (1.3 MB: 42 runs' records) came."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 12 * 1024 * 1024  # bytes on disk: the 12M of `git ls-files | xargs du -ch`
+LIMIT = 14 * 1024 * 1024  # bytes on disk: the 14M of `git ls-files | xargs du -ch`
 
 
 def tracked_sizes() -> list[tuple[int, str]]:

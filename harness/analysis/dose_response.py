@@ -168,7 +168,6 @@ def predict(
             return [p]  # one line says it for every reading
         p.predicted_ci = [lo, hi]
         said = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
-        said += f" (the dose-response of {dr.source})" if dr.source else ""
         m = measured.get(c.metric)
         if m is not None and m.ratio:
             p.measured = m.ratio

@@ -402,6 +402,8 @@ def dose_response_section(res: ReportResults) -> Section | None:
         "dose is where the interval's upper bound reaches the tolerance (log-log between doses, bounds made "
         "monotone); an in-situ candidate's per-call rel L1 read on the noise curve predicts its end-to-end error."
     )
+    if dr.source:
+        sec.paragraphs.append(f"The curves were measured in another campaign: {dr.source}.")
     t = TextTable(
         title="", headers=["shape", "reading", "dose (per-call rel L1)", "ratio to the floor's", "word"]
     )

@@ -4,6 +4,7 @@ and an in-situ per-call error placed on them; the scenario block that plants the
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.analysis.dose_response import dose_response, predict
 from harness.analysis.intervals import RatioReading
+from harness.analysis.model import read_results
 from harness.analysis.verdict_model import Verdict
 from harness.compare.summary import RunSummary
 from harness.errors import ScenarioError
@@ -182,8 +184,9 @@ def test_a_dose_response_measured_before_predicts_an_in_situ_candidate_and_anoth
     res = json.loads((outcome.campaign.path / "results.json").read_text())
     (p,) = res["dose_response"]["predictions"]
     assert p["candidate"] == "sage" and 1e-3 < p["per_call"] < 1e-1 and p["predicted"] > 1
-    assert f"(the dose-response of {results} (sha256 {sha[:12]}))" in p["text"]
-    assert p["text"] in (outcome.campaign.path / "report.md").read_text()
+    report = (outcome.campaign.path / "report.md").read_text()
+    assert res["dose_response"]["source"] == f"{results} (sha256 {sha[:12]})"
+    assert p["text"] in report and f"measured in another campaign: {results} (sha256 {sha[:12]})" in report
     # the analysis reads the copy inside the campaign: the named file may go, the reading stays
     results.unlink()
     (outcome.campaign.path / "results.json").unlink()
@@ -191,3 +194,33 @@ def test_a_dose_response_measured_before_predicts_an_in_situ_candidate_and_anoth
 
     again = analyze_campaign(outcome.campaign)
     assert again.dose_response.predictions[0].text == p["text"]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu"
+
+
+def test_the_committed_cpu_dose_response_is_consistent_with_its_points():
+    """reports/examples/cpu/dose_response (scenarios/dose_response.yaml): at least six doses, each with
+    its ratio and interval; video MSE's tolerated dose within, three times it outside."""
+    res = read_results(EXAMPLES / "dose_response" / "results.json")
+    curves = {(c.shape, c.metric): c for c in res.dose_response.curves}
+    c = curves["noise", "video_mse"]
+    assert len(c.points) >= 6 and all(p.ratio and p.ratio_ci for p in c.points)
+    assert c.tolerated is not None and c.limit_hi is not None and c.tolerated < c.limit_hi < 3 * c.tolerated
+    assert all(p.word == "within" for p in c.points if p.dose <= c.tolerated)
+    assert all(p.word == "outside" for p in c.points if p.dose >= 3 * c.tolerated)
+    # the run's own quantised candidate is placed on the curve it was measured beside
+    (p,) = [p for p in res.dose_response.predictions if p.metric == "video_mse"]
+    assert p.predicted_ci[0] <= p.predicted <= p.predicted_ci[1] and p.measured
+
+
+def test_the_committed_cpu_e2e_example_reads_its_in_situ_candidates_on_the_dose_response():
+    res = read_results(EXAMPLES / "e2e_3step" / "results.json")
+    dr = res.dose_response
+    assert dr is not None and dr.source.startswith(
+        "scenarios/../reports/examples/cpu/dose_response/results.json"
+    )
+    said = {p.candidate for p in dr.predictions if p.predicted is not None and p.measured is not None}
+    assert "sage_emul_thuml" in said
+    report = (EXAMPLES / "e2e_3step" / "report.md").read_text()
+    assert all(p.text in report for p in dr.predictions)

@@ -81,10 +81,12 @@ def test_a_word_per_modality_and_reading_the_audio_not_hidden_by_the_video():
     res, pr = pr_of(example(CPU))
     v = verdict(res, "sage_emul_aiter")
     audio = next(e for e in v.energy if e.metric == "audio_error")
-    assert v.word == "outside" and audio.word == "inconclusive"  # the headline is the video's
+    video = next(e for e in v.energy if e.metric == "video_mse")
+    assert v.word == "outside" and video.word == audio.word == "outside"
     lines = bullets(pr, "sage_emul_aiter")
-    assert lines[0].startswith("video: outside: ") and lines[1].startswith("audio: inconclusive: ")
-    assert "audio error energy), tolerance 2x" in lines[1]
+    # one line per modality, each with its own word and reading: the video's never stands for both
+    assert lines[0].startswith("video: outside: ") and lines[1].startswith("audio: outside: ")
+    assert "video MSE" in lines[0] and "audio error energy), tolerance 2x" in lines[1]
     assert lines[2].startswith(f"in situ: {v.insitu.word}: ")
     base = res.rules.accepted_baseline
     assert lines[3].startswith(
