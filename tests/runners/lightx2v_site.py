@@ -13,7 +13,10 @@ from plugin_testutil import fp16_kernel
 
 from harness.plan import build_plan
 from harness.runners.base import get_runner
+from harness.runners.lightx2v.rank_env import flavour_folder
 from harness.scenario.load import load_scenario, parse_scenario
+
+SHIM_DIR = flavour_folder("aiter_shim")  # the aiter shim's folder, first on an aiter_shim arm's path
 
 REPO = Path(__file__).resolve().parents[2]
 

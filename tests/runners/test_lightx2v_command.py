@@ -6,11 +6,11 @@ import json
 import os
 import sys
 
-from lightx2v_site import ARMS, SCENARIO, specs_for
+from lightx2v_site import ARMS, SCENARIO, SHIM_DIR, specs_for
 
 from harness.plan import build_plan
 from harness.runners.base import get_runner
-from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, SHIM_DIR, probe_command, probe_question
+from harness.runners.lightx2v.command import HARNESS_IMPORT_ROOT, probe_command, probe_question
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.sage_packages import PACKAGES
 from harness.scenario.load import load_scenario

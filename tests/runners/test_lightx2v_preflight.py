@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from lightx2v_site import specs_for
+from lightx2v_site import SHIM_DIR, specs_for
 
 import harness.runners.lightx2v.preflight as preflight
 from harness.runners.base import get_runner
 from harness.runners.common import ProbeBatch
-from harness.runners.lightx2v.command import SHIM_DIR, build_env, probe_question
+from harness.runners.lightx2v.command import build_env, probe_question
 from harness.runners.lightx2v.params import LightX2VParams, deep_merge
 from harness.runners.lightx2v.preflight import ProbeResult, run_probe
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lightx2v_site import first_input
+from lightx2v_site import SHIM_DIR, first_input
 
 from harness.attention.insitu.recorder import read_insitu
 from harness.bench.overhead import measure_overhead
@@ -30,7 +30,7 @@ from harness.plan import build_plan
 from harness.records import RunStatus
 from harness.runners.common import file_hashes
 from harness.runners.lightx2v.checkpoint import create_checkpoint
-from harness.runners.lightx2v.command import SHIM_DIR, infer_args
+from harness.runners.lightx2v.command import infer_args
 from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER
 from harness.scenario.load import load_scenario

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from harness.runners.lightx2v.command import SHIM_DIR
+from lightx2v_site import SHIM_DIR
 
 OP_MODULE = "aiter.ops.gfx1201.sage_attention"
 

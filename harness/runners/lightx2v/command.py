@@ -16,13 +16,12 @@ from typing import Any
 from harness.records import RunSpec
 from harness.runners.common import HARNESS_IMPORT_ROOT, plugins_arg, search_path
 from harness.runners.lightx2v.params import INPUTS, LightX2VParams
-from harness.runners.lightx2v.rank_env import SAGEATTENTION_SHIMS, SHIMS, flavour_folder
+from harness.runners.lightx2v.rank_env import flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
 RESOLVED_CONFIG = "config.json"
-SHIM_DIR = SHIMS / SAGEATTENTION_SHIMS["aiter_shim"][0]
 
 
 def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
