@@ -157,6 +157,14 @@ def test_cli_validate_says_what_a_kernels_scenario_measures(tmp_path):
     f.write_text(f.read_text().replace("head_dim: 8}]", "head_dim: 8, backends: [torch_sdpa]}]"))
     res = _cli("scenarios", "validate", str(f))
     assert res.stdout == f"{f}: ok (kernels, 2 backends x 2 shapes, 3 of the 4 pairs measured, profiles: -)\n"
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        "name: two\nrunner: builtin\ninputs: {a: {}, b: {prompt: rain}}\n"
+        "arms: [{name: ref, attn_type: torch_sdpa, role: reference}]\n"
+    )
+    assert (
+        _cli("scenarios", "validate", str(two)).stdout == f"{two}: ok (e2e, 1 arms x 2 inputs, profiles: -)\n"
+    )
 
 
 def test_cli_schema_is_json():

@@ -27,7 +27,9 @@ def load_as_written(path: str | Path):
 def contents(s) -> str:
     """What a scenario runs: an e2e scenario's arms, a kernels scenario's backends x shapes."""
     if s.kind != "kernels":
-        return f"{len(s.arms)} arms"
+        return f"{len(s.arms)} arms" + (
+            f" x {len(s.inputs)} inputs" if s.inputs and len(s.inputs) > 1 else ""
+        )
     k, pairs = s.kernels, sum(len(s.kernels.entries_for(shape)) for shape in s.kernels.shapes)
     every = len(k.backends) * len(k.shapes)
     some = f", {pairs} of the {every} pairs measured" if pairs != every else ""
