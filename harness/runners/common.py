@@ -142,10 +142,8 @@ def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
 
 def plugin_backends(plugins: Iterable[Any]) -> list[str]:
     """The attention backends the plugins registered (PluginRef objects or their JSON dicts)."""
-    names = []
-    for plugin in plugins:
-        registers = plugin["registers"] if isinstance(plugin, dict) else plugin.registers
-        names += [r[len(BACKEND_LABEL) :] for r in registers if r.startswith(BACKEND_LABEL)]
+    registers = (r for p in plugins for r in (p["registers"] if isinstance(p, dict) else p.registers))
+    names = (r.removeprefix(BACKEND_LABEL) for r in registers if r.startswith(BACKEND_LABEL))
     return list(dict.fromkeys(names))
 
 

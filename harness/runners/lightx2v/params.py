@@ -28,13 +28,8 @@ COPIED = (
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """``over`` on top of ``base``; nested dicts merge key by key, anything else is replaced."""
-    out = dict(base)
-    for key, val in over.items():
-        if isinstance(val, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], val)
-        else:
-            out[key] = val
-    return out
+    nested = {k for k, v in over.items() if isinstance(v, dict) and isinstance(base.get(k), dict)}
+    return {**base, **{k: deep_merge(base[k], v) if k in nested else v for k, v in over.items()}}
 
 
 def read_base_config(path: str) -> dict[str, Any]:

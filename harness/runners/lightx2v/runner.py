@@ -28,7 +28,7 @@ from harness.records import (
     TimingRecord,
     steady_steps,
 )
-from harness.runners.base import Launch, Runner, register_runner
+from harness.runners.base import Launch, Runner
 from harness.runners.lightx2v.checkpoint import RELEASED_LAYERS, run_writer
 from harness.runners.lightx2v.command import RESOLVED_CONFIG, build_command, build_env
 from harness.runners.lightx2v.latents import LATENTS_DIR
@@ -213,7 +213,6 @@ def layer_timing(rank_files: list[Path], timing: TimingRecord) -> LayerTiming | 
     return record
 
 
-@register_runner("lightx2v")
 class LightX2VRunner(Runner):
     def __init__(self) -> None:
         # The probe's facts by spec hash, from this runner's pre-flight, for its prepare.
