@@ -25,7 +25,6 @@ CALL_FIELDS = {
     *"pipeline image_path frame_rate max_sequence_length call_kwargs crf x264_preset".split(),
 }
 NOT_PLANNED = "diffusers: the run spec carries no diffusers parameters (re-plan the campaign)"
-PROBE_TIMEOUT_S = 600.0
 HEAD_DIM_KEYS = ("attention_head_dim", "audio_attention_head_dim")  # of the transformer's config.json
 # Every backend the plan named, by probe environment: the first pre-flight there probes them together.
 PROBES = ProbeBatch()
@@ -81,7 +80,6 @@ def probe_result(spec: RunSpec) -> dict[str, Any]:
             head_dims=head_dims(p),
             python=p.get("python"),
             env={**spec.env, **run_env(spec.env)},
-            timeout_s=PROBE_TIMEOUT_S,
             plugins=spec.plugins,
         )
 
