@@ -387,6 +387,34 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
 
 
 @pytest.mark.slow
+def test_the_second_input_reaches_the_real_lightx2v_and_packs_fewer_rows(
+    cpu_campaign, lightx2v_root, tiny_checkpoint, tmp_path
+):
+    """The shipped tiny scenario's second input (another prompt, one reference image) through the
+    real LightX2V: its own prompt and image in the argv, fewer packed rows than the first input's
+    (cpu_campaign ran the first alone), the same frames. One arm: a CPU minute."""
+    env = {
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "H3_TINY_MODEL": str(tiny_checkpoint),
+        "SCENARIO_DIR": str(TINY.parent),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        plan = plan_campaign(TINY, profile="cpu", inputs=["singer"], arms=["torch_sdpa"], out_root=tmp_path)
+        outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
+    (rec,) = outcome.records
+    assert rec.status == RunStatus.ok and rec.valid, rec.reason
+    assert rec.spec.key == "torch_sdpa@singer@42" and rec.spec.params["prompt"].startswith("A woman sings")
+    assert [Path(p).name for p in rec.spec.params["image_path"]] == ["dancer.png"]
+    run = outcome.campaign.path / "runs" / rec.spec.key
+    first = json.loads((cpu_campaign.campaign.path / "runs" / "torch_sdpa" / "timing.json").read_text())
+    second = json.loads((run / "timing.json").read_text())
+    assert 0 < second["seq_len"] < first["seq_len"]
+    assert probe_media(run / "output.mp4").frames == 124
+
+
+@pytest.mark.slow
 def test_the_overhead_tool_times_the_real_lightx2v_with_and_without_the_launcher(
     lightx2v_root, tiny_checkpoint, tmp_path
 ):
