@@ -150,7 +150,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="the spec's plugins (PluginRef JSON list): imported before LightX2V's registry, their "
         "attention backends registered in it (served by the harness)",
     )
-    p.add_argument("--entry", default=LIGHTX2V_ENTRY, help=argparse.SUPPRESS)
     p.add_argument(
         "--synthetic-checkpoint",
         type=Path,
@@ -231,9 +230,9 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     return True
 
 
-def _run_entry(entry: str, rest: list[str]) -> None:
-    sys.argv = [entry, *rest]
-    runpy.run_module(entry, run_name="__main__", alter_sys=True)
+def _run_entry(rest: list[str]) -> None:
+    sys.argv = [LIGHTX2V_ENTRY, *rest]
+    runpy.run_module(LIGHTX2V_ENTRY, run_name="__main__", alter_sys=True)
 
 
 def plugin_types(plugins: list | None, book: CallBook | None) -> list[str] | None:
@@ -271,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_plugins(names, None)
         if ns.synthetic_checkpoint is not None:
             rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
-        _run_entry(ns.entry, rest)
+        _run_entry(rest)
         return 0
 
     rank = os.environ.get("RANK", "0")
@@ -339,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
             book.relaxed = rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
 
     try:
-        _run_entry(ns.entry, rest)
+        _run_entry(rest)
         book.finished = True
     except SystemExit as exc:
         if exc.code not in (0, None):
-            book.error(f"{ns.entry} exited with {exc.code}")
+            book.error(f"{LIGHTX2V_ENTRY} exited with {exc.code}")
         else:
             book.finished = True
         raise
