@@ -26,4 +26,4 @@ def sample_key(sample: Sample) -> tuple[int, str]:
     if isinstance(sample, int):
         return sample, ""
     seed, _, rest = sample.partition(" (")
-    return (int(seed) if seed.isdigit() else -1), rest
+    return (int(seed) if seed.isdigit() else -1), rest.removesuffix(")")

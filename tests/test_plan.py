@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import ScenarioError
 from harness.plan import build_plan
@@ -257,3 +259,17 @@ def test_a_single_input_applies_its_fields_and_names_nothing():
     specs = build_plan(parse_scenario(one, "s.yaml", {}))
     assert [s.key for s in specs] == ["ref@1", "cand@1", "ref@2", "cand@2"]
     assert specs[0].input is None and specs[0].params["prompt"] == "rain"
+
+
+NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arm=NAMES, seed=st.integers(0, 2**32 - 1), repeat=st.integers(1, 50), inp=st.none() | NAMES)
+def test_every_run_key_parses_back_to_its_sample(arm, seed, repeat, inp):
+    from harness.compare.inputs import parse_run_key
+    from harness.run_keys import sample_key, sample_label
+
+    assert parse_run_key(run_key(arm, seed, repeat, inp)) == (arm, sample_label(seed, inp), repeat)
+    # samples sort by seed, then input; a campaign's plain seeds and labelled ones together too
+    assert sample_key(sample_label(seed, inp)) == (seed, inp or "")
