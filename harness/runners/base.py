@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from harness.registry import RUNNERS
 
@@ -26,8 +26,6 @@ class Launch:
 
 
 class Runner(ABC):
-    name: ClassVar[str]
-
     @abstractmethod
     def resolve_params(self, scenario: Scenario, arm: Arm, profile: str | None) -> dict[str, Any]:
         """Runner parameters for one arm after profile and arm overrides (recorded in RunSpec.params)."""
@@ -54,17 +52,6 @@ class Runner(ABC):
 
     def finalize(self, spec: RunSpec, run_dir: Path) -> None:  # noqa: B027 - optional hook
         """After the process exits: write timing.json / attn_calls.json from what it left (logs, per-rank files)."""
-
-
-def register_runner(name: str):
-    """Class decorator: register a runner under ``name`` (a plug-in's, or one a test defines)."""
-
-    def deco(cls: type[Runner]) -> type[Runner]:
-        cls.name = name
-        RUNNERS.register(name, cls)
-        return cls
-
-    return deco
 
 
 def get_runner(name: str) -> Runner:

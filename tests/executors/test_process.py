@@ -15,13 +15,14 @@ import pytest
 from harness.executors.base import PlannedRun, Reporter
 from harness.executors.process import LocalExecutor, execute_run
 from harness.records import RunRecord, RunSpec, RunStatus
-from harness.runners.base import Launch, Runner, register_runner
+from harness.registry import RUNNERS
+from harness.runners.base import Launch, Runner
 from harness.store import CampaignDir, RunDir
 
 pytestmark = pytest.mark.concurrency  # real child processes, their signals and ends; .ci/flake-hunt
 
 
-@register_runner("script")
+@RUNNERS.register("script")
 class ScriptRunner(Runner):
     """Runs the Python code in spec.params['code'] with the run directory as argv[1]."""
 
@@ -189,7 +190,8 @@ import subprocess, sys, time
 from pathlib import Path
 from harness.executors.process import execute_run
 from harness.records import RunSpec
-from harness.runners.base import Launch, Runner, register_runner
+from harness.registry import RUNNERS
+from harness.runners.base import Launch, Runner
 from harness.store import RunDir
 
 RUNNER = '''
@@ -199,7 +201,7 @@ pathlib.Path(sys.argv[1]).write_text(f"{os.getpid()} {rank.pid}")
 time.sleep(120)
 '''
 
-@register_runner("sleeper")
+@RUNNERS.register("sleeper")
 class Sleeper(Runner):
     def resolve_params(self, *args):
         return {}
