@@ -97,10 +97,7 @@ def test_a_plugin_backend_as_a_lightx2v_class_and_as_a_shadow(tmp_path):
         def apply(self, q, k, v, **kwargs): ...
 
     registry = {"flash_attn2": LightX2VOwn}
-    assert serve_backends(registry, ["fp16_sdpa", "flash_attn2"], base=object) == (
-        ["fp16_sdpa"],
-        ["flash_attn2"],
-    )
+    assert serve_backends(registry, ["fp16_sdpa", "flash_attn2"]) == (["fp16_sdpa"], ["flash_attn2"])
     assert registry["flash_attn2"] is LightX2VOwn
     assert "LightX2V has its own class of that name" in shadowed_by_lightx2v(["flash_attn2"], ["flash_attn2"])
     served = registry["fp16_sdpa"]

@@ -285,15 +285,14 @@ def served_backend(cls: Any) -> str | None:
     return getattr(cls, "harness_backend", None)
 
 
-def weight_class(name: str, base: type | None = None) -> type:
-    """A LightX2V attention weight class calling harness backend ``name`` (``base``: LightX2V's template)."""
+def weight_class(name: str) -> type:
+    """A LightX2V attention weight class (on LightX2V's template) calling harness backend ``name``."""
     from harness.attention.registry import BACKENDS, get_backend
 
-    if base is None:
-        try:
-            from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
-        except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
-            base = object
+    try:
+        from lightx2v.common.ops.attn.template import AttnWeightTemplate as base
+    except ImportError:  # a LightX2V without the template: LightX2V only calls apply()
+        base = object
 
     class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
         harness_backend = name
@@ -315,14 +314,14 @@ def weight_class(name: str, base: type | None = None) -> type:
     return HarnessAttnWeight
 
 
-def serve_backends(registry: Any, names: list[str], base: type | None = None) -> tuple[list[str], list[str]]:
+def serve_backends(registry: Any, names: list[str]) -> tuple[list[str], list[str]]:
     """Register each backend of ``names`` ``registry`` lacks: (registered, left to LightX2V's own class)."""
     served, lightx2v_own = [], []
     for name in names:
         if name in registry:
             (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
             continue
-        registry[name] = weight_class(name, base)
+        registry[name] = weight_class(name)
         served.append(name)
     return served, lightx2v_own
 
