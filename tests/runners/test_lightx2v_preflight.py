@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -132,7 +131,7 @@ def test_the_real_probe_runs_in_the_ranks_environment(site):
     """Here (CPU torch, no GPU) the probe refuses on the GPU count, from a subprocess."""
     spec = specs_for(site)["sage_attn2_aiter_shim"]
     params = LightX2VParams.model_validate(spec.params)
-    env = build_env(params, spec, os.environ.get("PYTHONPATH"))
+    env = build_env(params, spec)
     env.pop("CUDA_VISIBLE_DEVICES"), env.pop("HIP_VISIBLE_DEVICES")
     result = run_probe(params, spec, env)
     assert result.ok is False
@@ -209,7 +208,6 @@ def test_a_probe_process_that_dies_fails_every_question_it_was_asked(site, monke
     }
     preflight.expect_probes([(dead[arm], s) for arm, s in specs.items()])
     ref, other = (specs[a] for a in ("torch_sdpa", "aiter_sage_attn"))  # two questions, one process
-    inherited = os.environ.get("PYTHONPATH")  # as the pre-flight builds it
-    results = [run_probe(dead[s.arm], s, build_env(dead[s.arm], s, inherited)) for s in (ref, other)]
+    results = [run_probe(dead[s.arm], s, build_env(dead[s.arm], s)) for s in (ref, other)]
     assert asked == ["/bin/false"] and results[0] == results[1]
     assert results[0].ok is False and results[0].reason == "pre-flight probe failed (exit 1): no output"

@@ -111,10 +111,8 @@ def build_command(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
     return [*launcher, *launcher_args(params, spec, run_dir), "--", *infer_args(params, spec, run_dir)]
 
 
-def build_env(
-    params: LightX2VParams, spec: RunSpec, inherited_pythonpath: str | None = None
-) -> dict[str, str]:
-    """Variables the launch adds; the scenario's and arm's env (spec.env) win over the defaults."""
+def build_env(params: LightX2VParams, spec: RunSpec) -> dict[str, str]:
+    """Variables the launch adds; spec.env wins over the defaults (its PYTHONPATH over this process's)."""
     env: dict[str, str] = {
         "PROFILING_DEBUG_LEVEL": "2",  # both profiler levels: steps, stages, load and save times
         "PYTHONUNBUFFERED": "1",  # keeps stdout and stderr lines in order in the rank logs
@@ -129,7 +127,7 @@ def build_env(
     )
     env.update((name, value) for value, names in settings if value for name in names)
     env.update({k: str(v) for k, v in spec.env.items()})
-    rest = spec.env.get("PYTHONPATH", inherited_pythonpath)
+    rest = spec.env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
     env["PYTHONPATH"] = search_path(
         flavour_folder(params.sageattention), params.root, HARNESS_IMPORT_ROOT, rest
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +137,7 @@ def expect_probes(items: list[tuple[LightX2VParams, RunSpec]]) -> None:
     """The runs a plan will pre-flight, asked together (``run_probe``); they replace an earlier plan's."""
     PROBES.pending.clear()
     for params, spec in items:
-        PROBES.expect(
-            *_group_and_question(params, spec, build_env(params, spec, os.environ.get("PYTHONPATH")))
-        )
+        PROBES.expect(*_group_and_question(params, spec, build_env(params, spec)))
 
 
 def run_probe(params: LightX2VParams, spec: RunSpec, env: dict[str, str]) -> ProbeResult:
@@ -173,7 +170,7 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
         config = params.resolved_config(read_base_config(params.config_json))
     except HarnessError as err:
         return str(err), None
-    env = build_env(params, spec, os.environ.get("PYTHONPATH"))
+    env = build_env(params, spec)
     problem = (
         (f"sage_attn2: {missing}" if (missing := pinned_missing(params.sageattention)) else None)
         or model_folder_problem(params)

@@ -252,7 +252,7 @@ class LightX2VRunner(Runner):
     def prepare(self, spec: RunSpec, run_dir: Path, *, dry_run: bool = False) -> Launch:
         params = params_of(spec)
         run_dir = Path(os.path.abspath(run_dir))
-        env = build_env(params, spec, os.environ.get("PYTHONPATH"))
+        env = build_env(params, spec)
         on_cpu = (env.get("PLATFORM") or params.platform) == CPU_PLATFORM
         launch = Launch(
             command=build_command(params, spec, run_dir),
