@@ -1,7 +1,7 @@
 """What the runners share, written once: a failure's one line, the child's entry and paths, the spec's
 plugins in a child process, a step's latents file, synthetic weights, and the pre-flight probe (its
-process, batching, smoke bar, a framework that cannot be imported). Standard library and
-harness.errors at import time: the ranks, the probes and the writers import it."""
+process, batching, smoke bar, a framework that cannot be imported). Standard library,
+harness.errors and harness.safe_write at import time: the ranks, the probes and the writers import it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import Exit, HarnessError, ScenarioError
+from harness.safe_write import atomic_write_text
 
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
 SPEC_JSON = "spec.json"  # the spec a runner writes into the run folder for its child process
@@ -178,8 +179,7 @@ def read_marker(folder: str | os.PathLike, name: str, schema: str) -> dict[str, 
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def file_hashes(root: Path, marker: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from harness.runners.lightx2v.rank_env import (
     sageattention_flavour,
     sageattention_identity,
 )
+from harness.safe_write import atomic_write_text
 
 RANK_SCHEMA = "harness.attn_calls.rank/1"
 _SELF_FILE = __file__  # the instrumentation's frames, skipped when asking which module built a backend
@@ -112,10 +113,7 @@ class CallBook:
         }
 
     def write(self, path: Path) -> None:  # temp file + rename: a reader never sees half a file
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(Path(path), json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
 
 def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
