@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import sys
 import threading
@@ -15,13 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.runners.common import one_line
+from harness.runners.common import one_line, write_json
 from harness.runners.lightx2v.rank_env import (
     bound_sage_function,
     sageattention_flavour,
     sageattention_identity,
 )
-from harness.safe_write import atomic_write_text
 
 RANK_SCHEMA = "harness.attn_calls.rank/1"
 _SELF_FILE = __file__  # the instrumentation's frames, skipped when asking which module built a backend
@@ -113,7 +111,7 @@ class CallBook:
         }
 
     def write(self, path: Path) -> None:  # temp file + rename: a reader never sees half a file
-        atomic_write_text(Path(path), json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        write_json(Path(path), self.to_json())
 
 
 def reverse_kv(arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
