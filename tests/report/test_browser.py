@@ -19,8 +19,8 @@ from browser import Browser
 from campaign_factory import keep_artifact, make_campaign, near_and_far_arms
 from records_testutil import H200
 
+from harness.analysis.model import read_results as load_results
 from harness.report import build_report, render_results
-from harness.report.render import load_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<script>alert(1)</script>"

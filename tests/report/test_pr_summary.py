@@ -257,7 +257,8 @@ def test_scenario_option_makes_the_page_one_file(tmp_path):
     from harness.scenario.load import parse_scenario
 
     text = (ROOT / "scenarios" / "e2e_3step.yaml").read_text() + "report:\n  single_file: true\n"
-    assert parse_scenario(text, "e2e_3step.yaml").report.single_file is True
+    folder = {"SCENARIO_DIR": str(ROOT / "scenarios")}  # as load_scenario sets it for a file
+    assert parse_scenario(text, "e2e_3step.yaml", folder).report.single_file is True
     camp = make_campaign(tmp_path, [ArmSpec("torch_sdpa", role="reference"), ArmSpec("cand", noise=2.0)])
     rec = camp.record()
     rec.scenario["report"] = {"single_file": True}

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
-from records_testutil import CPU, H200, badge_of, edited, example, rendered, voiced
+from records_testutil import CPU, H200, ONE_SEED, badge_of, edited, example, rendered, voiced
 
 from harness.analysis.model import read_results
 from harness.analysis.sentences import LINE, NO_SPEED, emulator_badge, fit
@@ -69,8 +69,8 @@ def test_each_kind_of_arm_reads_at_a_glance(mixed):
         assert sum(ln.startswith((f"{v.arm}: ", f"{v.arm} (")) for ln in lines) == 1, v.arm
     # the end-to-end interval of an emulator far outside (the CPU example), written "a to b" too
     cpu = arm_lines(summary_lines(example(CPU)))
-    assert re.search(r"the floor's \([\d.]+ to [\d.]+; video ", cpu["sage_emul_aiter"]), cpu[
-        "sage_emul_aiter"
+    assert re.search(r"the floor's \([\d,.]+ to over ", cpu["sage_emul_thuml_hybrid"]), cpu[
+        "sage_emul_thuml_hybrid"
     ]
 
 
@@ -78,8 +78,8 @@ def test_each_kind_of_arm_reads_at_a_glance(mixed):
 def test_the_cpu_example_reads_at_a_glance():
     lines = summary_lines(read_results(EXAMPLE))
     readable(lines)
-    emulators = [line for line in lines if line.startswith("sage_emul_")]
-    assert emulators and all(" (emulator): " in line for line in emulators)
+    emulators = [line for name, line in arm_lines(lines).items() if name.startswith("sage_emul_")]
+    assert emulators and all(" (emulator of " in line.split(": ")[0] for line in emulators)
 
 
 @given(st.text(min_size=0, max_size=600))
@@ -127,15 +127,15 @@ UNMEASURED = Provenance(
 HOSTILE = "\x1b[2J<script>alert(1)</script> [c](javascript:alert(1))\u202e\n# Injected"
 
 
-def with_provenance(tmp_path: Path, provenance: dict[str, Provenance | dict]):
-    """The committed CPU example read back with ``provenance`` in its arms' attention records (no
-    campaign is run: the renderers read results.json alone)."""
+def with_provenance(tmp_path: Path, provenance: dict[str, Provenance | dict | None]):
+    """The committed CPU example read back with ``provenance`` in its arms' attention records (None:
+    none recorded; no campaign is run: the renderers read results.json alone)."""
     data = json.loads(EXAMPLE.read_text())
     for run in data["runs"]:
         if run["arm"] in provenance and run.get("attn"):
             p = provenance[run["arm"]]
             raw = p.model_dump(mode="json", by_alias=True) if isinstance(p, Provenance) else p
-            run["attn"]["backend"] = {"name": run["arm"], "provenance": raw}
+            run["attn"]["backend"] = {"name": run["arm"], **({"provenance": raw} if raw is not None else {})}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
     return voiced(read_results(path))  # worded again, as the analysis of such runs would
@@ -147,7 +147,11 @@ def summary_lines(res) -> list[str]:
 
 
 def arm_lines(lines: list[str]) -> dict[str, str]:
-    return {line.split(" (")[0].split(":")[0]: line for line in lines[1:]}
+    """Each arm's verdict line: the first naming it (a note on its floor may follow)."""
+    out: dict[str, str] = {}
+    for line in lines[1:]:
+        out.setdefault(line.split(" (")[0].split(":")[0], line)
+    return out
 
 
 def page_badge(res, arm: str) -> str:
@@ -158,7 +162,8 @@ def page_badge(res, arm: str) -> str:
 
 @pytest.mark.skipif(not EXAMPLE.is_file(), reason="the CPU example's results.json is not committed")
 def test_an_emulator_says_what_it_models_and_whether_that_was_measured(tmp_path):
-    res = with_provenance(tmp_path, {"sage_emul_thuml": MEASURED, "sage_emul_aiter": UNMEASURED})
+    provenance = {"sage_emul_thuml": MEASURED, "sage_emul_aiter": UNMEASURED, "sage_emul_thuml_hybrid": None}
+    res = with_provenance(tmp_path, provenance)
     assert (
         emulator_badge(res, "sage_emul_thuml")
         == "emulator of SageAttention2 d1a57a5 Triton, measured on H200"
@@ -264,7 +269,7 @@ def test_a_hostile_provenance_reaches_no_output_raw(tmp_path):
 
 
 def test_the_summary_says_which_file_was_scored_lossless_or_h264_aac():
-    cpu, h200 = example(CPU), example(H200)  # the CPU example measured its mp4s, the H200 one lossless
+    cpu, h200 = example(ONE_SEED), example(H200)  # the H3 example measured its mp4s, the H200 one lossless
     assert cpu.pixel_source.startswith("output.mp4") and h200.pixel_source.startswith("lossless")
     mp4, lossless = (next(ln for ln in summary_lines(r) if ln.startswith("scored on ")) for r in (cpu, h200))
     assert mp4.startswith("scored on output.mp4 (H.264/AAC): the codec's error is in every reading")
