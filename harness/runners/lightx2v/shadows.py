@@ -7,7 +7,6 @@ cannot run here is noted and left out.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,11 +46,9 @@ def load_shim(flavour: str) -> Any:
     name = f"harness_shim_{folder}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SHIMS / folder / "sageattention" / "__init__.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module
+    from harness.scenario.plugins import exec_file_module
+
+    return exec_file_module(name, SHIMS / folder / "sageattention" / "__init__.py")
 
 
 def make_ops(insitu_context: dict[str, Any]) -> tuple[type, type]:
