@@ -110,10 +110,8 @@ def reversed_kv(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def enum_member(enum_cls: Any, name: str) -> Any:
     """``enum_cls(name)`` (the dispatcher's AttentionBackendName), adding a member for a harness backend."""
-    try:
+    if name in enum_cls._value2member_map_:
         return enum_cls(name)
-    except ValueError:
-        pass
     member = str.__new__(enum_cls, name)
     member._name_, member._value_ = f"HARNESS_{name.upper()}", name
     member.__objclass__ = enum_cls
