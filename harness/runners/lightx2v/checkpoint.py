@@ -205,9 +205,8 @@ def write_text_tools(out: Path) -> None:
         "merge_size": VISION_CONFIG["spatial_merge_size"],
     }
     image = transformers.Qwen2VLImageProcessor(**patches, min_pixels=pixels, max_pixels=pixels)
-    video = transformers.Qwen3VLVideoProcessor(
-        **patches, size={"shortest_edge": pixels, "longest_edge": 4 * pixels}
-    )
+    frames = {"shortest_edge": pixels, "longest_edge": 4 * pixels}
+    video = transformers.Qwen3VLVideoProcessor(**patches, size=frames)
     processor = transformers.Qwen3VLProcessor(
         image_processor=image, tokenizer=tokenizer, video_processor=video
     )
@@ -244,10 +243,8 @@ def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str
     tensors.update({f"model.visual.{k}": v.to(torch.bfloat16) for k, v in _module_state(vision, gen).items()})
     shard = "model.safetensors"
     _save(tensors, text_dir / shard)
-    write_json(
-        text_dir / "model.safetensors.index.json",
-        {"metadata": {}, "weight_map": {name: shard for name in sorted(tensors)}},
-    )
+    index = {"metadata": {}, "weight_map": {name: shard for name in sorted(tensors)}}
+    write_json(text_dir / "model.safetensors.index.json", index)
     write_json(
         text_dir / "config.json",
         {
