@@ -129,9 +129,10 @@ SHIM_IGNORED = frozenset(
 
 
 def sageattn_over(
-    label: str, op_layout: str, refuse: Callable[..., None], run: Callable[..., Any]
+    label: str, op_layout: str, refuse: Callable[..., None], run: Callable[..., Any], module: str, name: str
 ) -> Callable:
-    """A shim's ``sageattn`` calling ``run(q, k, v, sm_scale)`` in ``op_layout`` (HND or NHD) after
+    """A shim's function ``name`` of ``module`` (as LightX2V binds it and a rank records it): thu-ml's
+    ``sageattn`` calling ``run(q, k, v, sm_scale)`` in ``op_layout`` (HND or NHD) after
     ``refuse(q, is_causal, sm_scale, return_lse, attn_mask)``, which raises for what the op cannot do."""
 
     def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, **kwargs):
@@ -148,6 +149,7 @@ def sageattn_over(
             f"sageattention ({label}): tensor_layout must be 'HND' or 'NHD', got {tensor_layout!r}"
         )
 
+    sageattn.__module__, sageattn.__name__, sageattn.__qualname__ = module, name, name
     return sageattn
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from typing import Any
@@ -45,11 +46,13 @@ def _refuse(q, is_causal: bool, sm_scale: float | None, return_lse: bool, attn_m
         )
 
 
-# [B, N, H, D], contiguous: the op's own layout and scale
-sageattn = sageattn_over(
-    "aiter shim", "NHD", _refuse, lambda q, k, v, _: _op()(*(t.contiguous() for t in (q, k, v)))
-)
+def _run(q, k, v, _scale):  # [B, N, H, D], contiguous: the op's own layout (and its fixed scale)
+    return _op()(*(t.contiguous() for t in (q, k, v)))
+
+
+_entry = functools.partial(sageattn_over, "aiter shim", "NHD", _refuse, _run, __name__)
+sageattn = _entry("sageattn")
 # the entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same op
-sageattn_qk_int8_pv_fp16_triton = sageattn
+sageattn_qk_int8_pv_fp16_triton = _entry("sageattn_qk_int8_pv_fp16_triton")
 
 __all__ = ["sageattn", "sageattn_qk_int8_pv_fp16_triton", "IS_AITER_SHIM", "__version__"]

@@ -33,10 +33,11 @@ def _refuse(q, is_causal: bool, sm_scale: float | None, return_lse: bool, attn_m
         raise NotImplementedError("sageattention (harness emulator): non-causal, unmasked, no LSE only")
 
 
-# [B, H, N, D]: the emulation's own layout
-sageattn = sageattn_over(
-    "harness emulator", "HND", _refuse, lambda q, k, v, scale: _emulation()(q, k, v, scale)
-)
+def _run(q, k, v, scale):  # [B, H, N, D]: the emulation's own layout
+    return _emulation()(q, k, v, scale)
+
+
+sageattn = sageattn_over("harness emulator", "HND", _refuse, _run, __name__, "sageattn")
 # the entry LightX2V picks on devices reporting capability (8, 9) or (12, 0); same emulation
 sageattn_qk_int8_pv_fp16_triton = sageattn
 
