@@ -457,7 +457,9 @@ def test_the_probe_refuses_a_checkout_older_than_the_scenario_needs(lightx2v_roo
     shutil.copytree(lightx2v_root, old)  # with its byte code: only the edited file compiles again
     infer = old / "lightx2v/models/networks/minimax_h3/infer/transformer_infer.py"
     infer.write_text(infer.read_text().replace("use_adaln_cache", "adaln_cache_switch"))
-    result = _probe(old, "--attn-type", "torch_sdpa", "--require", "adaln_cache")
+    question = {"attn_types": ["torch_sdpa"], "nproc": 1, "count_ops": {}, "require": ["adaln_cache"],
+                "shadow_types": []}  # fmt: skip
+    (result,) = _probe(old, "--questions", json.dumps([question]))["answers"]
     assert result["ok"] is False
     assert result["reason"] == (
         f"the LightX2V checkout at {old.resolve()} is older than this scenario needs: no adaln_cache "
