@@ -278,6 +278,8 @@ def test_builtin_campaign_on_slurm_equals_the_local_one(cluster, tmp_path):
     # preset's device "auto" would otherwise ask for one) and polls often.
     scenario = yaml.safe_load((REPO / "scenarios/e2e_3step.yaml").read_text())
     scenario["executor"] = {"slurm": {"gpus_per_node": 0, "poll_s": 1, "time_min": 10}}
+    # its dose-response lies beside the shipped scenario, not beside this copy
+    scenario["dose_response_from"]["results"] = str(REPO / "reports/examples/cpu/dose_response/results.json")
     scenario_file = tmp_path / "e2e_3step.yaml"
     scenario_file.write_text(yaml.safe_dump(scenario))
     harness = Path(sys.executable).with_name("harness")

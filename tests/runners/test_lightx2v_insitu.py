@@ -192,18 +192,23 @@ def test_a_dry_run_of_the_production_scenario_shows_the_shadows_on_the_in_situ_a
     monkeypatch.setenv("H3_REF_DIR", str(refs))
     shown = dry_run(plan_campaign(R9700, profile="full", out_root=tmp_path))
     entries = {e.key: e for e in shown.entries}
-    assert [k for k, e in entries.items() if "--insitu" in e.command] == ["torch_sdpa_insitu"]
-    cmd = entries["torch_sdpa_insitu"].command
+    # one shadowed run per input, none elsewhere
+    shadowed = ["torch_sdpa_insitu@street_dance@42", "torch_sdpa_insitu@singer@42"]
+    assert [k for k, e in entries.items() if "--insitu" in e.command] == shadowed
+    cmd = entries[shadowed[0]].command
     payload = json.loads(cmd[cmd.index("--insitu") + 1])
     assert [s["name"] for s in payload["shadows"]] == [
         "torch_sdpa_kv_reversed", "aiter_sage_attn", "sage_attn2_triton", "sage_attn2_aiter_shim",
     ]  # fmt: skip
     assert "--kv-reversed" not in cmd and cmd[cmd.index("--attn-type") + 1] == "torch_sdpa"
-    assert [k for k, e in entries.items() if "--schedule" in e.command] == ["aiter_sage_attn_hybrid"]
+    assert [k for k, e in entries.items() if "--schedule" in e.command] == [
+        f"aiter_sage_attn_hybrid@{i}@42" for i in ("street_dance", "singer")
+    ]
     reasons = {k: e.preflight for k, e in entries.items()}
     # The pull request's thu-ml row asks for the pinned SageAttention2, which a CPU machine never has.
-    assert reasons.pop("sage_attn2_triton") == (
-        "sage_attn2: SageAttention2 2.2.0 (d1a57a5) is not installed here (make sageattention, on a CUDA or ROCm machine)"
-    )
+    for i in ("street_dance", "singer"):
+        assert reasons.pop(f"sage_attn2_triton@{i}@42") == (
+            "sage_attn2: SageAttention2 2.2.0 (d1a57a5) is not installed here (make sageattention, on a CUDA or ROCm machine)"
+        )
     assert set(reasons.values()) == {"nproc_per_node 2 exceeds the 0 visible GPU(s) (visible devices: 0,1)"}
     assert not (shown.campaign.path / "runs").exists()  # nothing was written
