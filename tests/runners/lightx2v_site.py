@@ -4,11 +4,14 @@ tiny scenario with a plugin backend's arm."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from plugin_testutil import fp16_kernel
 
 from harness.plan import build_plan
@@ -27,6 +30,20 @@ TINY = REPO / "scenarios" / "minimax_h3_tiny.yaml"
 PLUGIN_KERNEL = fp16_kernel("fp16_sdpa", ", cast back")
 
 PLUGIN_ARM = "  - name: fp16_sdpa\n    attn_type: fp16_sdpa\n    description: SDPA in fp16 (a plugin)\n"
+
+
+@contextlib.contextmanager
+def tiny_environ(lightx2v_root: Path, checkpoint: Path) -> Iterator[None]:
+    """The environment the tiny scenario reads: the LightX2V checkout, its checkpoint, its inputs."""
+    env = {
+        "LIGHTX2V_ROOT": str(lightx2v_root),
+        "H3_TINY_MODEL": str(checkpoint),
+        "SCENARIO_DIR": str(TINY.parent),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        yield
 
 
 def first_input(text: str) -> str:

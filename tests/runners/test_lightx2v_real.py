@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lightx2v_site import SHIM_DIR, first_input
+from lightx2v_site import SHIM_DIR, first_input, tiny_environ
 
 from harness.attention.insitu.recorder import read_insitu
 from harness.bench.overhead import measure_overhead
@@ -334,14 +334,7 @@ def test_an_arm_counts_only_the_ops_it_names_and_must_hit_them(lightx2v_root, ti
     assert "unused: colorsys" in text
     scenario = tmp_path / "minimax_h3_tiny_ops.yaml"
     scenario.write_text(text)
-    env = {
-        "LIGHTX2V_ROOT": str(lightx2v_root),
-        "H3_TINY_MODEL": str(tiny_checkpoint),
-        "SCENARIO_DIR": str(TINY.parent),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
+    with tiny_environ(lightx2v_root, tiny_checkpoint):
         plan = plan_campaign(
             scenario, profile="cpu_tp2", arms=["torch_sdpa", "torch_sdpa_insitu"], out_root=tmp_path / "out"
         )
@@ -393,14 +386,7 @@ def test_the_second_input_reaches_the_real_lightx2v_and_packs_fewer_rows(
     """The shipped tiny scenario's second input (another prompt, one reference image) through the
     real LightX2V: its own prompt and image in the argv, fewer packed rows than the first input's
     (cpu_campaign ran the first alone), the same frames. One arm: a CPU minute."""
-    env = {
-        "LIGHTX2V_ROOT": str(lightx2v_root),
-        "H3_TINY_MODEL": str(tiny_checkpoint),
-        "SCENARIO_DIR": str(TINY.parent),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
+    with tiny_environ(lightx2v_root, tiny_checkpoint):
         plan = plan_campaign(TINY, profile="cpu", inputs=["singer"], arms=["torch_sdpa"], out_root=tmp_path)
         outcome = execute(plan, lock=lock_campaign(plan.campaign), report=False)
     (rec,) = outcome.records
