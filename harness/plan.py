@@ -66,9 +66,7 @@ def build_plan(
     input_list = list(dict.fromkeys(inputs)) if inputs else scenario.input_list
     named = len(scenario.input_list) > 1  # as with seeds: one input is a campaign's plain sample
     params = {
-        (a.name, inp): runner.resolve_params(scenario.for_input(inp), a, profile)
-        for inp in input_list
-        for a in chosen
+        (a.name, inp): _input_params(runner, scenario, a, profile, inp) for inp in input_list for a in chosen
     }
     shadows = {a.name: shadow_specs(by_name, a) for a in chosen}
     specs = [
@@ -105,6 +103,17 @@ def build_plan(
     ]
     runner.expect_preflights(specs)
     return specs
+
+
+def _input_params(runner: Any, scenario: Scenario, arm: Any, profile: str | None, inp: str | None) -> Any:
+    """The arm's runner parameters for one input; a parameter only the input brings names it."""
+    try:
+        return runner.resolve_params(scenario.for_input(inp), arm, profile)
+    except HarnessError as err:
+        if inp is not None:
+            runner.resolve_params(scenario, arm, profile)  # fails alike: the input is not the cause
+            raise ScenarioError(f"scenario {scenario.name}: inputs.{inp}: {err}") from None
+        raise
 
 
 def with_code(runner: Any, specs: list[RunSpec], sources: str = "") -> list[RunSpec]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import ScenarioError
+from harness.errors import HarnessError, ScenarioError
 from harness.plan import build_plan
 from harness.records import RunSpec
 from harness.run_keys import run_key
@@ -234,7 +234,10 @@ def test_an_unknown_input_is_one_line():
 @pytest.mark.parametrize(
     ("change", "msg"),
     [
-        ("  short: {promt: rain}\n", r"s\.yaml:\d+: inputs\.short\.promt: .*"),
+        (
+            "  short: {promt: rain}\n",
+            r"s\.yaml:\d+: inputs\.short\.promt: unknown key; did you mean 'prompt'\?",
+        ),
         ("  short: {prompt: [1]}\n", r"s\.yaml:\d+: inputs\.short\.prompt: .*"),
         ("", r"'inputs' must name at least one input"),
     ],
@@ -273,3 +276,15 @@ def test_every_run_key_parses_back_to_its_sample(arm, seed, repeat, inp):
     assert parse_run_key(run_key(arm, seed, repeat, inp)) == (arm, sample_label(seed, inp), repeat)
     # samples sort by seed, then input; a campaign's plain seeds and labelled ones together too
     assert sample_key(sample_label(seed, inp)) == (seed, inp or "")
+
+
+def test_a_bad_parameter_an_input_brings_names_the_input_and_no_other():
+    bad = INPUTS.replace("text_tokens: 7", "text_tokenz: 7")
+    with pytest.raises(
+        ScenarioError, match=r"^scenario demo: inputs\.short: pipeline config: unknown key 'text_tokenz'"
+    ):
+        build_plan(parse_scenario(bad, "s.yaml", {}))
+    # a bad parameter of every input's (the block's) names none
+    block = INPUTS.replace("params: {heads: 2}", "params: {headz: 2}")
+    with pytest.raises(HarnessError, match=r"^pipeline config: unknown key 'headz'"):
+        build_plan(parse_scenario(block, "s.yaml", {}))

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-import types
 import typing
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from harness.errors import ScenarioError
 from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
-from harness.registry import RUNNERS, did_you_mean
+from harness.registry import RUNNERS
 from harness.scenario.model import (
     E2E,
-    PATTERN_RULES,
     Scenario,
+    describe_error,
     full_model,
     kind_names,
     scenario_model,
@@ -45,47 +44,6 @@ def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
         raise KeyError(name)
 
     return _VAR.sub(sub, value)
-
-
-def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model that holds the field at ``loc`` (to list the keys that were expected)."""
-    model: Any = root
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
-            return None
-        model = _inner_model(model.model_fields[part].annotation)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _inner_model(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType, list, dict):
-        for arg in typing.get_args(tp):
-            found = _inner_model(arg)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-        return None
-    return tp
-
-
-def _describe(root: type[BaseModel], err: dict) -> str:
-    loc, kind, msg = tuple(err["loc"]), err["type"], err["msg"]
-    if kind == "extra_forbidden":
-        parent = _model_at(root, loc[:-1])
-        allowed = list(parent.model_fields) if parent else []
-        tip = did_you_mean(str(loc[-1]), allowed)
-        return f"unknown key{tip} (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "value_error":
-        return msg.removeprefix("Value error, ")
-    got = err.get("input")
-    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in PATTERN_RULES:
-        return f"{got!r} is not a valid name ({PATTERN_RULES[err['ctx']['pattern']]})"
-    shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-    return f"{msg} (got {shown})"
 
 
 def _unknown_name(data: dict) -> FieldProblem | None:
@@ -131,7 +89,7 @@ def validate_scenario(
     except ValidationError as exc:
         # A typo'd key also makes its real key "missing": name the typo, it is the cause.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        named = [(tuple(e["loc"]), _describe(model, e)) for e in errors[: MORE_NAMED + 1]]
+        named = [(tuple(e["loc"]), describe_error(model, e)) for e in errors[: MORE_NAMED + 1]]
         also = [f"line {line_for(lines, loc)}: {format_loc(loc)}: {why}" for loc, why in named[1:]]
         also += [f"and {len(errors) - len(named)} more problem(s)"] if len(errors) > len(named) else []
         text = f"{where(named[0][0])}: {named[0][1]}" + (f" (also: {'; '.join(also)})" if also else "")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import collections
 import re
+import types
+import typing
 from functools import cache
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     BaseModel,
@@ -56,6 +58,48 @@ def check_seed(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
         raise ScenarioError(f"{what}: seed {value!r} is not an integer in [0, 2^32)")
     return value
+
+
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (to list the keys that were expected)."""
+    model: Any = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = _inner_model(model.model_fields[part].annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType, list, dict):
+        for arg in typing.get_args(tp):
+            found = _inner_model(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+        return None
+    return tp
+
+
+def describe_error(root: type[BaseModel], err: dict) -> str:
+    """One pydantic error of a model rooted at ``root``, as a scenario's one line says it."""
+    loc, kind, msg = tuple(err["loc"]), err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        parent = _model_at(root, loc[:-1])
+        allowed = list(parent.model_fields) if parent else []
+        tip = did_you_mean(str(loc[-1]), allowed)
+        return f"unknown key{tip} (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    got = err.get("input")
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in PATTERN_RULES:
+        return f"{got!r} is not a valid name ({PATTERN_RULES[err['ctx']['pattern']]})"
+    shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+    return f"{msg} (got {shown})"
 
 
 E2E = "e2e"  # the kind the core itself is: arms run by a runner
@@ -327,8 +371,8 @@ class Scenario(Strict):
         try:
             block = part.model.model_validate({**written, **merged})
         except ValidationError as err:
-            first = err.errors()[0]
-            raise FieldProblem(("inputs", name, *first["loc"]), first["msg"]) from None
+            first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
+            raise FieldProblem(("inputs", name, *first["loc"]), describe_error(part.model, first)) from None
         return self.model_copy(update={part.block: block})
 
     @property
