@@ -194,6 +194,13 @@ def test_a_dose_response_measured_before_predicts_an_in_situ_candidate_and_anoth
 
     again = analyze_campaign(outcome.campaign)
     assert again.dose_response.predictions[0].text == p["text"]
+    # a copy of another file (an edited campaign) is not read, and the report says so
+    copy = outcome.campaign.path / "dose_response_source.json"
+    copy.write_text(copy.read_text().replace(sha, "0" * 64))
+    (outcome.campaign.path / "results.json").unlink()
+    tampered = analyze_campaign(outcome.campaign)
+    assert tampered.dose_response is None
+    assert any("is of another file than the scenario names: not used" in n for n in tampered.notes)
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu"
