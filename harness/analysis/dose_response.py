@@ -81,15 +81,9 @@ def _interp(x: float, xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 def _crossing(xs: Sequence[float], ys: Sequence[float], level: float) -> float | None:
     """The dose where the monotone log-log curve first reaches ``level`` (None: it never does; the
-    smallest dose when it starts there)."""
+    smallest dose when it starts there): the curve read the other way round."""
     ys = [max(ys[: i + 1]) for i in range(len(ys))]  # monotone: a running maximum
-    if ys[0] >= level:
-        return xs[0]
-    for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:], strict=False):
-        if y1 >= level > y0:
-            t = (math.log(level) - math.log(y0)) / (math.log(y1) - math.log(y0))
-            return math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0)))
-    return None
+    return xs[0] if ys[0] >= level else _interp(level, ys, xs)
 
 
 def _curve(shape: str, readings: list[tuple[float, str, RatioReading]]) -> DoseCurve:
