@@ -21,7 +21,7 @@ from harness.plan import Plan, PlannedRun, dry_run, plan_campaign
 from harness.records import RunRecord, RunStatus, canonical_hash, stale_reason
 from harness.registry import EXECUTORS
 from harness.safe_write import WriteError, atomic_write_text
-from harness.scenario.dose import SOURCE_COPY, read_source
+from harness.scenario.dose import SOURCE_COPY
 from harness.store import ArmStatus, CampaignDir, CampaignRecord, RunDir, move_aside, sha256_file, utcnow
 from harness.writer_lock import CampaignLock, LockHolder
 
@@ -122,11 +122,8 @@ def execute(
         if lock.took_over is not None:
             _note(outcome, reporter, f"note: the campaign lock was left by {lock.took_over.describe()}, "
                   "which is gone; taken over")  # fmt: skip
-        if (source := plan.scenario.dose_response_from) is not None:  # checked by the plan
-            kept, why = read_source(source)
-            if kept is None:  # changed since the plan read it
-                raise UsageError(why)
-            atomic_write_text(campaign.path / SOURCE_COPY, json.dumps(kept, indent=1))
+        if plan.dose_source is not None:
+            atomic_write_text(campaign.path / SOURCE_COPY, json.dumps(plan.dose_source, indent=1))
         _run_locked(plan, reporter, outcome)
         if report and not outcome.interrupted:
             _build_report(outcome)

@@ -174,6 +174,7 @@ class Plan:
     campaign: CampaignDir
     notes: list[str] = field(default_factory=list)  # one line each (de-duplicated seeds)
     auto: RepeatsAuto | None = None  # repeats: auto (and no --repeats): rounds until the intervals are narrow
+    dose_source: dict | None = None  # what the run keeps of dose_response_from's file (read once, here)
 
     @property
     def keys(self) -> list[str]:
@@ -256,7 +257,8 @@ def plan_campaign(
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
         seeds = list(dict.fromkeys(seeds))
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
-    if loaded.dose_response_from is not None and (why := read_source(loaded.dose_response_from)[1]):
+    dose_source, why = read_source(loaded.dose_response_from) if loaded.dose_response_from else (None, "")
+    if why:
         raise UsageError(why)
     unknown = [i for i in inputs or () if i not in (loaded.inputs or {})]
     if unknown:
@@ -274,7 +276,9 @@ def plan_campaign(
         if why:
             raise UsageError(f"{'--executor' if executor else 'executor.kind'} slurm: {why}")
     auto = loaded.repeats_auto if loaded.repeats == "auto" and repeats is None else None
-    return Plan(loaded, path, profile, kind, slurm, resubmit_failed, force, specs, campaign, notes, auto)
+    return Plan(
+        loaded, path, profile, kind, slurm, resubmit_failed, force, specs, campaign, notes, auto, dose_source
+    )
 
 
 # --- a dry run -----------------------------------------------------------------------------------
