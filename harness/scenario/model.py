@@ -28,7 +28,7 @@ from harness.records import AttentionChoice, PluginRef, Role
 from harness.registry import EXECUTORS, RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS, did_you_mean
 from harness.scenario.dose import DoseResponseBlock, DoseResponseSource, with_dose_arms
 from harness.scenario.insitu import InSituBlock, InSituTolerance, ScheduleBlock, check_insitu
-from harness.scenario.parts import NO_PART, FieldProblem, ScenarioPart
+from harness.scenario.parts import NO_PART, FieldProblem, ScenarioPart, deep_merge
 from harness.scenario.verdict import VerdictRules
 
 # Scenario, profile, campaign and arm names become folder names: one safe pattern for all of them.
@@ -356,20 +356,15 @@ class Scenario(Strict):
         return list(self.inputs) if self.inputs else [None]
 
     def for_input(self, name: str | None) -> Scenario:
-        """The scenario as one input sees it: its runner block with the input's fields (a mapping
-        merged key by key into the block's own); ``None``: the scenario itself."""
+        """The scenario as one input sees it: its runner block with the input's fields (mappings
+        merged key by key, ``deep_merge``); ``None``: the scenario itself."""
         part = type(self).runner_part
         if name is None or part.block is None:
             return self
         block = self.runner_block()
         written = block.model_dump(by_alias=True, exclude_unset=True) if block is not None else {}
-        changes = self.inputs[name]
-        merged = {
-            k: {**written[k], **v} if isinstance(v, dict) and isinstance(written.get(k), dict) else v
-            for k, v in changes.items()
-        }
         try:
-            block = part.model.model_validate({**written, **merged})
+            block = part.model.model_validate(deep_merge(written, self.inputs[name]))
         except ValidationError as err:
             first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
             raise FieldProblem(("inputs", name, *first["loc"]), describe_error(part.model, first)) from None

@@ -22,6 +22,12 @@ class FieldProblem(ScenarioError):
         self.message = message
 
 
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``; nested dicts merge key by key, anything else is replaced."""
+    nested = {k for k, v in over.items() if isinstance(v, dict) and isinstance(base.get(k), dict)}
+    return {**base, **{k: deep_merge(base[k], v) if k in nested else v for k, v in over.items()}}
+
+
 @dataclass(frozen=True)
 class ScenarioPart:
     """The scenario fields one runner or kind owns: ``block`` and its ``model``; ``arm_fields``; a

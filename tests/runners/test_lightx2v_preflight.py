@@ -13,8 +13,9 @@ import harness.runners.lightx2v.preflight as preflight
 from harness.runners.base import get_runner
 from harness.runners.common import ProbeBatch
 from harness.runners.lightx2v.command import build_env, probe_question
-from harness.runners.lightx2v.params import LightX2VParams, deep_merge
+from harness.runners.lightx2v.params import LightX2VParams
 from harness.runners.lightx2v.preflight import ProbeResult, run_probe
+from harness.scenario.parts import deep_merge
 
 
 def _remove(path: Path) -> None:

@@ -15,6 +15,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.runners import common
 from harness.runners.common import absolute_path
 from harness.runners.lightx2v.schema import SyntheticCheckpoint, h3_model_dirs
+from harness.scenario.parts import deep_merge
 
 H3 = "minimax_h3"
 INPUTS = ("image_path", "audio_path", "video_path")  # input files, relative to root
@@ -24,12 +25,6 @@ COPIED = (
     "save_name warmup extra_args attn_scope attn_wrappers synthetic_checkpoint reference_short_edge "
     "latent_steps time_blocks"
 ).split()
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` on top of ``base``; nested dicts merge key by key, anything else is replaced."""
-    nested = {k for k, v in over.items() if isinstance(v, dict) and isinstance(base.get(k), dict)}
-    return {**base, **{k: deep_merge(base[k], v) if k in nested else v for k, v in over.items()}}
 
 
 def read_base_config(path: str) -> dict[str, Any]:
