@@ -5,13 +5,45 @@ ops, the settings, the captured calls), and the pooled ``InSituStats`` readers b
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
 from harness.records import InSituSettings, Record
 
 INSITU_DIR = "insitu"  # a run folder's in-situ records
+CallKind = Literal["dit_self", "refiner", "cross", "other"]  # what a runner's hooks call a call
+CALL_KINDS: tuple[str, ...] = get_args(CallKind)
+
+
+class CallSiteFilter(Record):
+    """Which attention calls something applies to (a planted error): those of the listed kinds, DiT
+    steps (from 1) and blocks (from 0); a field left empty restricts nothing."""
+
+    kinds: list[CallKind] = Field(default_factory=list)
+    steps: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    blocks: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+
+    def matches(self, kind: str, step: int | None, block: int | None) -> bool:
+        return (
+            (not self.kinds or kind in self.kinds)
+            and (not self.steps or step in self.steps)
+            and (not self.blocks or block in self.blocks)
+        )
+
+    @property
+    def everywhere(self) -> bool:
+        return not (self.kinds or self.steps or self.blocks)
+
+    def text(self) -> str:
+        """'steps 1, 2; refiner' ('every call' when unrestricted)."""
+        bits = [", ".join(self.kinds)] if self.kinds else []
+        bits += [
+            f"{name} {', '.join(map(str, v))}"
+            for name, v in (("steps", self.steps), ("blocks", self.blocks))
+            if v
+        ]
+        return "; ".join(bits) or "every call"
 
 
 class InSituOpError(Record):

@@ -2,7 +2,8 @@
 against the exact output is the dose by construction, the doses of a dose-response (how much per-call
 error the pipeline absorbs). ``noise``: each element times 1 + or - dose, the signs drawn from the
 backend's own seeded generator (reproducible call by call); ``scale``: the output times 1 - dose, the
-shape of scored padded keys (their zero values only add weight to the softmax's denominator)."""
+shape of scored padded keys (their zero values only add weight to the softmax's denominator). Option
+``site`` (a ``CallSiteFilter``: kinds, steps, blocks) plants it on those calls only, the others exact."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from pydantic import ValidationError
 
 from harness.attention.registry import AttentionBackend, check_qkv, default_scale, register_backend
+from harness.errors import HarnessError
+from harness.insitu_records import CallSiteFilter
 
 SHAPES = ("noise", "scale")
 
@@ -19,11 +23,12 @@ SHAPES = ("noise", "scale")
 @register_backend(
     "planted_error",
     exact=False,
-    description="torch SDPA with a planted error of rel L1 `dose` on every call (shape noise: signs "
-    "seeded by `seed`; scale: out x (1 - dose), the padded-key shape)",
+    description="torch SDPA with a planted error of rel L1 `dose` on every call of `site` (shape noise: "
+    "signs seeded by `seed`; scale: out x (1 - dose), the padded-key shape)",
 )
 class PlantedError(AttentionBackend):
-    default_options = {"dose": 0.01, "shape": "noise", "seed": 0}
+    default_options = {"dose": 0.01, "shape": "noise", "seed": 0, "site": {}}
+    sites = None  # the run's CallSites (bind_sites), read when the site is restricted
 
     @classmethod
     def option_problem(cls, options: dict[str, Any]) -> str | None:
@@ -35,18 +40,38 @@ class PlantedError(AttentionBackend):
             return f"planted_error: option shape={shape!r}; expected one of {', '.join(SHAPES)}"
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             return f"planted_error: option seed={seed!r}; expected an integer 0 or more"
+        try:
+            CallSiteFilter.model_validate(options.get("site", {}))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            return f"planted_error: option site{'.' + where if where else ''}: {first['msg']}"
         return None
 
     def setup(self) -> None:
         if problem := self.option_problem(self.options):
-            from harness.errors import HarnessError
-
             raise HarnessError(problem)
         self._signs = torch.Generator(device="cpu").manual_seed(self.options["seed"])
+        self.site = CallSiteFilter.model_validate(self.options["site"])
+
+    def bind_sites(self, sites: Any) -> None:
+        self.sites = sites
+
+    def _planted_here(self) -> bool:
+        if self.site.everywhere:
+            return True
+        if self.sites is None:
+            raise HarnessError(
+                "planted_error: option site needs the run's call sites, which this runner gives none"
+            )
+        at = self.sites.current
+        return self.site.matches(at.kind, at.step, at.block)
 
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         out = F.scaled_dot_product_attention(q, k, v, scale=default_scale(q, scale))
+        if not self._planted_here():
+            return out
         dose = float(self.options["dose"])
         if self.options["shape"] == "scale":
             return out * (1.0 - dose)

@@ -136,6 +136,9 @@ class AttentionBackend(AttentionOp):
     def setup(self) -> None:
         """Validate options and resolve the underlying op; raise BackendUnavailable if it cannot run."""
 
+    def bind_sites(self, sites: Any) -> None:
+        """Keep the run's call-site tracker (``CallSites``), for a backend that acts by call site."""
+
     @classmethod
     def option_problem(cls, options: dict[str, Any]) -> str | None:
         """Why these option values cannot work, told before any run (None: only ``setup`` can tell)."""

@@ -316,6 +316,8 @@ def make_attention(
     if isinstance(choice, str):
         choice = AttentionChoice(attn_type=choice)
     backend = get_backend(choice.attn_type, **choice.attn_options)
+    if sites is not None:
+        backend.bind_sites(sites)
     direct = backend.direct_call()
     checker = FirstCallCheck(backend, direct) if direct is not None else None
     op: AttentionOp = checker or backend

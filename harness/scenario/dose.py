@@ -9,12 +9,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness.insitu_records import CallSiteFilter
+
 PLANTED = "planted_error"  # the backend every dose arm runs
 # What a run keeps of dose_response_from's results.json (its path, sha256 and dose-response) in the
 # campaign: the analysis reads nothing outside the campaign folder (its campaign.json may come from
 # anywhere)
 SOURCE_COPY = "dose_response_source.json"
 MIN_DOSES = 2  # a curve needs two points; the committed examples use six or more
+EVERY_CALL = "all"  # the site of every call: its arms' names and options name no site
 
 
 class DoseResponseBlock(BaseModel):
@@ -30,6 +33,12 @@ class DoseResponseBlock(BaseModel):
         "of scored padded keys.",
     )
     seed: int = Field(0, ge=0, description="Seed of the planted noise's signs.")
+    sites: dict[str, CallSiteFilter] = Field(
+        default_factory=lambda: {EVERY_CALL: CallSiteFilter()},
+        description="Where the error is planted, by name: each the calls of its `kinds` (dit_self, refiner, "
+        "cross, other), DiT `steps` (from 1) and `blocks` (from 0), the other calls exact; `{}` is every "
+        "call. One curve per site: a site per step reads the sensitivity per step.",
+    )
 
     @field_validator("doses")
     @classmethod
@@ -39,6 +48,15 @@ class DoseResponseBlock(BaseModel):
         if any(not 0 < d < 1 for d in v):
             raise ValueError("every dose is a rel L1 in (0, 1)")
         return sorted(v)
+
+    @field_validator("sites")
+    @classmethod
+    def _site_names(cls, v: dict[str, CallSiteFilter]) -> dict[str, CallSiteFilter]:
+        if not v:
+            raise ValueError("at least one site (`all: {}` plants on every call)")
+        if bad := [n for n in v if not n.replace("_", "").isalnum()]:
+            raise ValueError(f"site name {bad[0]!r}: letters, digits and _ only (it names arms)")
+        return v
 
 
 class DoseResponseSource(BaseModel):
@@ -76,23 +94,28 @@ def read_source(source: DoseResponseSource) -> tuple[dict[str, Any] | None, str]
     return {"results": source.results, "sha256": got, "dose_response": curves}, ""
 
 
-def dose_arm_name(shape: str, dose: float) -> str:
-    return f"dose_{shape}_{dose:g}"
+def dose_arm_name(shape: str, dose: float, site: str = EVERY_CALL) -> str:
+    return f"dose_{shape}_{dose:g}" if site == EVERY_CALL else f"dose_{shape}_{site}_{dose:g}"
 
 
 def dose_arms(block: DoseResponseBlock) -> list[dict[str, Any]]:
-    """The candidate arms the block stands for, one per (shape, dose), each run once per seed."""
-    return [
-        {
-            "name": dose_arm_name(shape, dose),
-            "attn_type": PLANTED,
-            "attn_options": {"dose": dose, "shape": shape, "seed": block.seed},
-            "repeats": 1,  # an accuracy point: its timing is exact SDPA's plus a multiply
-            "description": f"planted error: {shape}, per-call rel L1 {dose:g}",
-        }
-        for shape in block.shapes
-        for dose in block.doses
-    ]
+    """The candidate arms the block stands for, one per (shape, site, dose), each run once per seed."""
+    arms = []
+    for shape in block.shapes:
+        for site, where in block.sites.items():
+            restricted = {"site": where.model_dump(exclude_defaults=True)} if not where.everywhere else {}
+            arms += [
+                {
+                    "name": dose_arm_name(shape, dose, site),
+                    "attn_type": PLANTED,
+                    "attn_options": {"dose": dose, "shape": shape, "seed": block.seed, **restricted},
+                    "repeats": 1,  # an accuracy point: its timing is exact SDPA's plus a multiply
+                    "description": f"planted error: {shape}, per-call rel L1 {dose:g}"
+                    + (f" on {where.text()}" if restricted else ""),
+                }
+                for dose in block.doses
+            ]
+    return arms
 
 
 def with_dose_arms(data: Any) -> Any:

@@ -21,12 +21,11 @@ import torch
 from pydantic import ValidationError
 
 from harness.errors import HarnessError
+from harness.insitu_records import CALL_KINDS as KINDS
 from harness.insitu_records import CapturedCall, InSituCall, InSituMeta, InSituOp, InSituStats
 from harness.records import InSituSettings
 from harness.safe_write import file_name, is_plain_name
 from harness.store import read_record, write_record
-
-KINDS = ("dit_self", "refiner", "cross", "other")
 
 
 @dataclass(frozen=True)
