@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from harness.records import InSituSettings, Record
 
@@ -19,6 +19,8 @@ CALL_KINDS: tuple[str, ...] = get_args(CallKind)
 class CallSiteFilter(Record):
     """Which attention calls something applies to (a planted error): those of the listed kinds, DiT
     steps (from 1) and blocks (from 0); a field left empty restricts nothing."""
+
+    model_config = ConfigDict(extra="forbid")  # written by hand in a scenario: a typo is refused
 
     kinds: list[CallKind] = Field(default_factory=list)
     steps: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)

@@ -347,6 +347,12 @@ def judge_campaign(
     res.notes += [why] if why else []
     if insitu:
         res.schedules = schedule_rows(res, campaign, res.insitu)
+    if res.dose_response is not None:
+        from harness.analysis.dose_schedule import schedule_predictions
+
+        res.dose_response.schedules = schedule_predictions(
+            res.dose_response, found, res.schedules, res.verdicts
+        )
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
     copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import Field
 
 from harness.analysis.intervals import RatioReading
+from harness.insitu_records import CallSiteFilter
 from harness.number_format import ratio_text
 from harness.records import Record
 from harness.scenario.dose import PLANTED, SOURCE_COPY
@@ -35,9 +36,10 @@ class DosePoint(Record):
 
 
 class DoseCurve(Record):
-    """One shape's one reading (video MSE, audio error energy...) over the doses."""
+    """One shape's one reading (video MSE, audio error energy...) over the doses at one site."""
 
     shape: str
+    site: CallSiteFilter = Field(default_factory=CallSiteFilter)  # where it was planted
     metric: str
     label: str
     tolerance: float
@@ -47,6 +49,11 @@ class DoseCurve(Record):
     tolerated_point: float | None = None
     limit_hi: float | None = None
     text: str = ""
+
+    def usable(self) -> tuple[list[float], list[DosePoint]]:
+        """The doses and points that have a ratio and a positive interval."""
+        pts = [p for p in self.points if p.ratio and p.ratio_ci and all(x > 0 for x in p.ratio_ci)]
+        return [p.dose for p in pts], pts
 
 
 class Prediction(Record):
@@ -61,14 +68,32 @@ class Prediction(Record):
     text: str = ""
 
 
+class SchedulePrediction(Record):
+    """A hybrid schedule's end-to-end error predicted from the per-step curves and a candidate's
+    in-situ per-step errors: one a hybrid arm ran (measured beside it), or the one proposed."""
+
+    candidate: str
+    metric: str
+    exact_steps: list[int] = Field(default_factory=list)
+    arm: str = ""  # the hybrid arm that ran it ("": proposed)
+    predicted: float | None = None
+    predicted_ci: list[float] | None = None
+    measured: float | None = None
+    agrees: bool | None = None
+    text: str = ""
+
+
 class DoseResponse(Record):
     source: str = ""  # another campaign's results.json the curves were read from ("": this one's)
     curves: list[DoseCurve] = Field(default_factory=list)
     predictions: list[Prediction] = Field(default_factory=list)
+    # per shape and reading with sites of their own: the tolerated dose per site, most sensitive first
+    sensitivity: list[str] = Field(default_factory=list)
+    schedules: list[SchedulePrediction] = Field(default_factory=list)  # analysis.dose_schedule
     text: str = ""
 
 
-def _interp(x: float, xs: Sequence[float], ys: Sequence[float]) -> float | None:
+def log_log_at(x: float, xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """y at ``x`` on the log-log polyline through (xs, ys); None outside the grid."""
     if not xs or not xs[0] <= x <= xs[-1]:
         return None
@@ -83,17 +108,22 @@ def _crossing(xs: Sequence[float], ys: Sequence[float], level: float) -> float |
     """The dose where the monotone log-log curve first reaches ``level`` (None: it never does; the
     smallest dose when it starts there): the curve read the other way round."""
     ys = [max(ys[: i + 1]) for i in range(len(ys))]  # monotone: a running maximum
-    return xs[0] if ys[0] >= level else _interp(level, ys, xs)
+    return xs[0] if ys[0] >= level else log_log_at(level, ys, xs)
 
 
-def _curve(shape: str, readings: list[tuple[float, str, RatioReading]]) -> DoseCurve:
+def curve_name(shape: str, site: CallSiteFilter) -> str:
+    """'noise' (every call), 'noise on steps 1'."""
+    return shape if site.everywhere else f"{shape} on {site.text()}"
+
+
+def _curve(shape: str, site: CallSiteFilter, readings: list[tuple[float, str, RatioReading]]) -> DoseCurve:
     first = readings[0][2]
-    c = DoseCurve(shape=shape, metric=first.metric, label=first.label, tolerance=first.bound)
+    c = DoseCurve(shape=shape, site=site, metric=first.metric, label=first.label, tolerance=first.bound)
+    shape = curve_name(shape, site)
     c.points = [
         DosePoint(dose=d, arm=a, ratio=r.ratio, ratio_ci=r.ratio_ci, word=r.word) for d, a, r in readings
     ]
-    usable = [p for p in c.points if p.ratio_ci and p.ratio and all(x > 0 for x in p.ratio_ci)]
-    xs = [p.dose for p in usable]
+    xs, usable = c.usable()
     if len(usable) >= 2:
         c.tolerated = _crossing(xs, [p.ratio_ci[1] for p in usable], c.tolerance)
         c.tolerated_point = _crossing(xs, [p.ratio for p in usable], c.tolerance)
@@ -123,20 +153,49 @@ def _curve(shape: str, readings: list[tuple[float, str, RatioReading]]) -> DoseC
 def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
     """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading."""
     planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
-    by: dict[tuple[str, str], list[tuple[float, str, RatioReading]]] = {}
+    by: dict[tuple[str, str, str], list[tuple[float, str, RatioReading]]] = {}
     for v in verdicts:
         if v.arm not in planted:
             continue
         opts = planted[v.arm]
+        site = CallSiteFilter.model_validate(opts.get("site", {})).model_dump_json()
         for r in v.energy:
-            by.setdefault((opts.get("shape", "noise"), r.metric), []).append((float(opts["dose"]), v.arm, r))
+            by.setdefault((opts.get("shape", "noise"), site, r.metric), []).append(
+                (float(opts["dose"]), v.arm, r)
+            )
     if not by:
         return None
     out = DoseResponse(
-        curves=[_curve(shape, sorted(rs, key=lambda x: x[0])) for (shape, _), rs in by.items()]
+        curves=[
+            _curve(shape, CallSiteFilter.model_validate_json(site), sorted(rs, key=lambda x: x[0]))
+            for (shape, site, _), rs in by.items()
+        ]
     )
+    out.sensitivity = _sensitivity(out.curves)
     out.text = "; ".join(c.text for c in out.curves)
     return out
+
+
+def _sensitivity(curves: list[DoseCurve]) -> list[str]:
+    """Per shape and reading planted at two sites or more: the tolerated dose at each, the most
+    sensitive site (the smallest tolerated dose) first."""
+    groups: dict[tuple[str, str], list[DoseCurve]] = {}
+    for c in curves:
+        if not c.site.everywhere:
+            groups.setdefault((c.shape, c.metric), []).append(c)
+    lines = []
+    for (shape, _), cs in groups.items():
+        if len(cs) < 2:
+            continue
+        order = sorted(cs, key=lambda c: (c.tolerated is None, c.tolerated or 0.0))
+        each = ", ".join(
+            f"{c.site.text()} {c.tolerated:.2g}" if c.tolerated is not None else f"{c.site.text()} none read"
+            for c in order
+        )
+        lines.append(
+            f"{shape}, {cs[0].label}, tolerated per-call rel L1 by site (most sensitive first): {each}"
+        )
+    return lines
 
 
 def predict(
@@ -146,14 +205,13 @@ def predict(
     candidate's own end-to-end reading of that metric where it has one."""
     out = []
     for c in dr.curves:
-        if c.shape != "noise":
+        if c.shape != "noise" or not c.site.everywhere:
             continue
-        usable = [p for p in c.points if p.ratio and p.ratio_ci and all(x > 0 for x in p.ratio_ci)]
-        xs = [p.dose for p in usable]
+        xs, usable = c.usable()
         p = Prediction(candidate=candidate, per_call=per_call, shape=c.shape, metric=c.metric)
-        p.predicted = _interp(per_call, xs, [q.ratio for q in usable])
-        lo = _interp(per_call, xs, [q.ratio_ci[0] for q in usable])
-        hi = _interp(per_call, xs, [q.ratio_ci[1] for q in usable])
+        p.predicted = log_log_at(per_call, xs, [q.ratio for q in usable])
+        lo = log_log_at(per_call, xs, [q.ratio_ci[0] for q in usable])
+        hi = log_log_at(per_call, xs, [q.ratio_ci[1] for q in usable])
         if p.predicted is None:
             grid = f"{xs[0]:g} to {xs[-1]:g}" if xs else "none"
             p.text = (

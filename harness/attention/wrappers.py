@@ -357,7 +357,7 @@ def shadowed_attention(
     ops: dict[str, AttentionOp] = {}
     for s in shadows:
         try:
-            ops[s.name] = make_attention(s)
+            ops[s.name] = make_attention(s, sites=sites)
         except BackendUnavailable as err:
             recorder.note(f"shadow {s.name} not measured: {err}")
     return ShadowedAttention(primary, ops, recorder=recorder, primary_name=primary_name)

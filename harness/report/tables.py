@@ -3,6 +3,7 @@ sections live in ``report.accuracy``."""
 
 from __future__ import annotations
 
+from harness.analysis.dose_response import curve_name
 from harness.analysis.model import (
     ArmAggregate,
     FrameGrid,
@@ -402,6 +403,13 @@ def dose_response_section(res: ReportResults) -> Section | None:
         "dose is where the interval's upper bound reaches the tolerance (log-log between doses, bounds made "
         "monotone); an in-situ candidate's per-call rel L1 read on the noise curve predicts its end-to-end error."
     )
+    if any(not c.site.everywhere for c in dr.curves):
+        sec.paragraphs.append(
+            "A curve 'on' a site (call kind, DiT step, block) has the error planted on those calls alone, the "
+            "others exact. Curves planted on one step each, read at a candidate's per-step in-situ errors, "
+            "predict a hybrid schedule's error (the steps' errors taken to add in energy; a hybrid arm that "
+            "ran is set beside its prediction) and propose the fewest exact steps within the tolerance."
+        )
     if dr.source:
         sec.paragraphs.append(f"The curves were measured in another campaign: {dr.source}.")
     t = TextTable(
@@ -410,9 +418,10 @@ def dose_response_section(res: ReportResults) -> Section | None:
     for c in dr.curves:
         for p in c.points:
             ci = f" ({_g(p.ratio_ci[0], '.3g')} to {_g(p.ratio_ci[1], '.3g')})" if p.ratio_ci else ""
-            t.add([c.shape, c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
+            t.add([curve_name(c.shape, c.site), c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
     sec.tables.append(t)
-    sec.bullets += [c.text for c in dr.curves] + [p.text for p in dr.predictions]
+    sec.bullets += [c.text for c in dr.curves] + dr.sensitivity + [p.text for p in dr.predictions]
+    sec.bullets += [s.text for s in dr.schedules]
     return sec
 
 

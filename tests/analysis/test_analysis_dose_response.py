@@ -118,9 +118,28 @@ def test_the_block_plants_one_arm_per_shape_and_dose_and_reads_back_the_same():
     assert [a.name for a in again.arms] == [a.name for a in s.arms]
 
 
+def test_sites_plant_one_arm_per_shape_site_and_dose_and_every_call_keeps_its_names():
+    text = SCENARIO.replace(
+        "shapes: [noise, scale], seed: 3}", "sites: {all: {}, late: {steps: [3], kinds: [dit_self]}}}"
+    )
+    planted = [a for a in parse_scenario(text, "s.yaml", {}).arms if a.attn_type == "planted_error"]
+    assert [a.name for a in planted] == [
+        "dose_noise_0.001",
+        "dose_noise_0.01",
+        "dose_noise_late_0.001",
+        "dose_noise_late_0.01",
+    ]
+    assert "site" not in planted[0].attn_options
+    assert planted[3].attn_options["site"] == {"kinds": ["dit_self"], "steps": [3]}
+    assert planted[3].description.endswith("on dit_self; steps 3")
+
+
 @pytest.mark.parametrize(
     ("block", "msg"),
     [
+        ("{doses: [0.01, 0.1], sites: {}}", "at least one site"),
+        ("{doses: [0.01, 0.1], sites: {a-b: {}}}", "site name 'a-b': letters, digits and _ only"),
+        ("{doses: [0.01, 0.1], sites: {a: {kinds: [vae]}}}", "sites.a.kinds.0"),
         ("{doses: [0.01]}", "at least 2 distinct doses"),
         ("{doses: [0.01, 1.5]}", r"every dose is a rel L1 in \(0, 1\)"),
         ("{doses: [0.01, 0.1], shapes: [tilt]}", "shapes"),

@@ -46,6 +46,9 @@ def test_planted_noise_is_reproducible_call_by_call_and_seeded():
         ({"dose": "0.1"}, "dose='0.1'"),
         ({"shape": "tilt"}, "shape='tilt'; expected one of noise, scale"),
         ({"seed": -1}, "seed=-1"),
+        ({"site": {"kinds": ["decoder"]}}, "option site.kinds.0: Input should be 'dit_self'"),
+        ({"site": {"steps": [0]}}, "option site.steps.0: Input should be greater than or equal to 1"),
+        ({"site": {"step": [1]}}, "option site.step: Extra inputs are not permitted"),
     ],
 )
 def test_a_bad_option_is_one_line_before_any_run(options, msg):
@@ -64,7 +67,8 @@ arms:
   - {name: noise_1e-3, attn_type: planted_error, attn_options: {dose: 0.001}}
   - {name: noise_1e-1, attn_type: planted_error, attn_options: {dose: 0.1, seed: 3}}
   - {name: scale_1e-2, attn_type: planted_error, attn_options: {dose: 0.01, shape: scale}}
-  - {name: ref_insitu, attn_type: torch_sdpa, shadows: [noise_1e-3, noise_1e-1, scale_1e-2]}
+  - {name: ref_insitu, attn_type: torch_sdpa, shadows: [noise_1e-3, noise_1e-1, scale_1e-2, step2_block1]}
+  - {name: step2_block1, attn_type: planted_error, attn_options: {dose: 0.05, site: {steps: [2], blocks: [1]}}}
 """
 
 
@@ -80,3 +84,24 @@ def test_in_situ_reads_the_planted_dose_on_every_call_of_a_real_run(tmp_path):
         # against exact FP32 attention on the sampled rows: the dose, give or take FP32 rounding
         measured = [c.errors[name].rel_l1 for c in run.calls]
         assert all(m == pytest.approx(dose, rel=1e-3) for m in measured), (name, measured)
+    # planted on one site (step 2, block 1): the dose there, exact SDPA (FP32 rounding) everywhere else
+    site = {(c.step, c.block): c.errors["step2_block1"].rel_l1 for c in run.calls}
+    assert site.pop((2, 1)) == pytest.approx(0.05, rel=1e-3)
+    assert len(site) == 5 and all(e < 1e-5 for e in site.values()), site
+
+
+def test_a_site_needs_the_runs_call_sites():
+    from harness.attention.insitu.recorder import CallSites
+    from harness.errors import HarnessError
+
+    op = get_backend("planted_error", dose=0.1, site={"kinds": ["refiner"]})
+    q, k, v = _qkv(0)
+    with pytest.raises(HarnessError, match="option site needs the run's call sites"):
+        op(q, k, v)
+    sites = CallSites()
+    op.bind_sites(sites)
+    exact = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    with sites.site(kind="dit_self"):
+        assert torch.equal(op(q, k, v), exact)
+    with sites.site(kind="refiner"):
+        assert _rel_l1(op(q, k, v), exact) == pytest.approx(0.1, rel=1e-9)

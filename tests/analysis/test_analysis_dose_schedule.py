@@ -1,0 +1,101 @@
+"""harness.analysis.dose_schedule: per-step curves read at a candidate's per-step errors predict a
+hybrid schedule's error (the steps' ratios added), propose the fewest exact steps within the
+tolerance, and set a hybrid arm that ran beside its prediction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.analysis.dose_response import DoseCurve, DosePoint, DoseResponse
+from harness.analysis.dose_schedule import schedule_predictions
+from harness.analysis.insitu_model import InSituReading, InSituStep, ScheduleRow
+from harness.analysis.intervals import RatioReading
+from harness.analysis.verdict_model import Verdict
+from harness.insitu_records import CallSiteFilter
+
+DOSES = [1e-4, 1e-3, 1e-2, 1e-1]
+
+
+def step_curve(step: int, gain: float, spread: float = 1.5) -> DoseCurve:
+    """Ratio gain x (d / 1e-3)^2 (energy grows as the square of the per-call error)."""
+    pts = []
+    for d in DOSES:
+        r = gain * (d / 1e-3) ** 2
+        pts.append(DosePoint(dose=d, arm=f"s{step}_{d:g}", ratio=r, ratio_ci=[r / spread, r * spread]))
+    return DoseCurve(shape="noise", site=CallSiteFilter(steps=[step]), metric="video_mse", label="video MSE",
+                     tolerance=2.0, points=pts)  # fmt: skip
+
+
+def reading(errors: dict[int, float]) -> InSituReading:
+    return InSituReading(
+        candidate="cand", attn_type="kern", per_step=[InSituStep(step=s, rel_l1=e) for s, e in errors.items()]
+    )
+
+
+def test_the_schedule_adds_the_steps_ratios_and_makes_the_costliest_steps_exact_first():
+    # step 1 costs 100x its curve's 1e-3 value, steps 2 and 3 far less: only step 1 needs to be exact
+    dr = DoseResponse(curves=[step_curve(1, 100.0), step_curve(2, 0.5), step_curve(3, 0.2)])
+    errors = {1: 1e-3, 2: 1e-3, 3: 1e-3}
+    row = ScheduleRow(arm="hybrid", attn_type="kern", schedule="", exact_steps=[1, 3], steps=3)
+    measured = RatioReading(metric="video_mse", label="video MSE", ratio=0.6, ratio_ci=[0.4, 0.9])
+    proposal, check = schedule_predictions(
+        dr, [reading(errors)], [row], [Verdict(arm="hybrid", word="within", energy=[measured])]
+    )
+    assert proposal.arm == "" and proposal.exact_steps == [1]
+    assert proposal.predicted == pytest.approx(0.7) and proposal.predicted_ci == pytest.approx(
+        [0.7 / 1.5, 1.05]
+    )
+    assert "the fewest exact steps within 2x: exact on step(s) 1 of 3, predicted 0.70x the floor's (0.47x to 1.05x)" in proposal.text
+    assert check.arm == "hybrid" and check.predicted == pytest.approx(0.5) and check.agrees
+    assert check.text.endswith("measured 0.60x: agrees")
+
+
+def test_no_hybrid_within_the_tolerance_and_a_far_measurement_are_said():
+    dr = DoseResponse(curves=[step_curve(1, 100.0), step_curve(2, 50.0)])
+    errors = {1: 1e-2, 2: 1e-2}
+    row = ScheduleRow(arm="hybrid", attn_type="kern", schedule="", exact_steps=[1], steps=2)
+    far = RatioReading(metric="video_mse", label="video MSE", ratio=1e8, ratio_ci=[1e7, 1e9])
+    proposal, check = schedule_predictions(
+        dr, [reading(errors)], [row], [Verdict(arm="hybrid", word="outside", energy=[far])]
+    )
+    assert proposal.exact_steps == [1, 2] and proposal.predicted is None
+    assert (
+        "no hybrid schedule stays within 2x: its least costly step (2) alone predicts 5,000x" in proposal.text
+    )
+    assert check.agrees is False and "disagrees" in check.text
+
+
+def test_a_step_without_its_curve_or_beyond_the_doses_predicts_nothing():
+    dr = DoseResponse(curves=[step_curve(1, 1.0)])
+    (p,) = schedule_predictions(dr, [reading({1: 1e-3, 2: 1e-3})], [], [])
+    assert p.predicted is None and "no curve planted on step 2 alone" in p.text
+    (q,) = schedule_predictions(dr, [reading({1: 0.5})], [], [])
+    assert "step 1's per-call error 0.5 lies outside the doses measured" in q.text
+    # curves planted on every call or on a kind are no step curves
+    whole = DoseResponse(curves=[step_curve(1, 1.0).model_copy(update={"site": CallSiteFilter()})])
+    assert schedule_predictions(whole, [reading({1: 1e-3})], [], []) == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    gains=st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=6),
+    err=st.floats(1e-4, 1e-1),
+)
+def test_the_proposal_is_the_fewest_exact_steps_within_the_tolerance(gains, err):
+    """No schedule with fewer exact steps has its predicted upper bound under the tolerance."""
+    import itertools
+
+    dr = DoseResponse(curves=[step_curve(i + 1, g) for i, g in enumerate(gains)])
+    errors = {i + 1: err for i in range(len(gains))}
+    (p,) = schedule_predictions(dr, [reading(errors)], [], [])
+    hi = {s: g * (err / 1e-3) ** 2 * 1.5 for s, g in zip(errors, gains, strict=True)}
+
+    def bound(exact):
+        return sum(v for s, v in hi.items() if s not in exact)
+
+    if p.predicted is not None:
+        assert bound(set(p.exact_steps)) == pytest.approx(p.predicted_ci[1]) and p.predicted_ci[1] < 2.0
+    fewer = [set(c) for n in range(len(p.exact_steps)) for c in itertools.combinations(errors, n)]
+    assert all(bound(c) >= 2.0 * (1 - 1e-9) for c in fewer)
