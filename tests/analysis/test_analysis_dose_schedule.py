@@ -47,7 +47,10 @@ def test_the_schedule_adds_the_steps_ratios_and_makes_the_costliest_steps_exact_
     assert proposal.predicted == pytest.approx(0.7) and proposal.predicted_ci == pytest.approx(
         [0.7 / 1.5, 1.05]
     )
-    assert "the fewest exact steps within 2x: exact on step(s) 1 of 3, predicted 0.70x the floor's (0.47x to 1.05x)" in proposal.text
+    assert (
+        "the fewest exact steps within 2x: exact on step(s) 1 of 3, predicted 0.70x the floor's (0.47x to 1.05x)"
+        in proposal.text
+    )
     assert check.arm == "hybrid" and check.predicted == pytest.approx(0.5) and check.agrees
     assert check.text.endswith("measured 0.60x: agrees")
 
