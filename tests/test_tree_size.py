@@ -1,9 +1,10 @@
 """The tracked tree stays small: the files git tracks (those that exist in the working tree) take at
-most 14 MiB on disk, counted as ``git ls-files | xargs du -ch`` counts (allocated blocks).
+most 16 MiB on disk, counted as ``git ls-files | xargs du -ch`` counts (allocated blocks).
 Over the limit the failure names the ten largest files. The committed examples are the usual
 cause: they keep report.md, pr.md, results.json, the top screenshot, the figures and JPEG
 thumbnails, never the campaign's media (reports/examples/, docs/reports.md). 12 MiB until the
-CPU dose-response example (1.3 MB: 42 runs' records) came."""
+CPU dose-response example (1.3 MB: 42 runs' records) came, 14 MiB until it planted by step too
+(3.5 MB: 115 runs; each comparison repeats both runs' summaries and the conventions, issue 46)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 14 * 1024 * 1024  # bytes on disk: the 14M of `git ls-files | xargs du -ch`
+LIMIT = 16 * 1024 * 1024  # bytes on disk: the 16M of `git ls-files | xargs du -ch`
 
 
 def tracked_sizes() -> list[tuple[int, str]]:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.analysis.dose_response import read_campaign as read_dose_response
+from harness.analysis.dose_response import unmeasured_rules
 from harness.analysis.floor import Progress, codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
@@ -347,6 +348,8 @@ def judge_campaign(
     res.notes += [why] if why else []
     if insitu:
         res.schedules = schedule_rows(res, campaign, res.insitu)
+    if res.dose_response is None and res.insitu is not None and res.insitu.readings:
+        res.insitu.notes.append(unmeasured_rules(res.insitu.tolerance))
     if res.dose_response is not None:
         from harness.analysis.dose_schedule import schedule_predictions
 

@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -176,6 +177,20 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
     return out
 
 
+def _tolerated_or_bound(c: DoseCurve) -> float:
+    """The tolerated dose, else the grid's end the curve lies beyond (none tolerated: 0; all: inf)."""
+    if c.tolerated is not None:
+        return c.tolerated
+    return math.inf if c.points and all(p.word == "within" for p in c.points) else 0.0
+
+
+def _tolerated_text(c: DoseCurve) -> str:
+    doses = [p.dose for p in c.points]
+    if c.tolerated is not None:
+        return f"{c.tolerated:.2g}"
+    return f"above {max(doses):g}" if _tolerated_or_bound(c) else f"below {min(doses):g}"
+
+
 def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     """Per shape and reading planted at two sites or more: the tolerated dose at each, the most
     sensitive site (the smallest tolerated dose) first."""
@@ -187,11 +202,8 @@ def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     for (shape, _), cs in groups.items():
         if len(cs) < 2:
             continue
-        order = sorted(cs, key=lambda c: (c.tolerated is None, c.tolerated or 0.0))
-        each = ", ".join(
-            f"{c.site.text()} {c.tolerated:.2g}" if c.tolerated is not None else f"{c.site.text()} none read"
-            for c in order
-        )
+        order = sorted(cs, key=_tolerated_or_bound)
+        each = ", ".join(f"{c.site.text()} {_tolerated_text(c)}" for c in order)
         lines.append(
             f"{shape}, {cs[0].label}, tolerated per-call rel L1 by site (most sensitive first): {each}"
         )
@@ -233,6 +245,18 @@ def predict(
         p.text = said
         out.append(p)
     return out
+
+
+def unmeasured_rules(tolerance: Any) -> str:
+    """The in-situ reading's limits when no dose-response says what per-call error the pipeline
+    absorbs: the defaults or the scenario's own, named as such."""
+    whose = "the defaults" if tolerance == type(tolerance)() else "the scenario's insitu_tolerance"
+    return (
+        f"the in-situ limits (at most {tolerance.floor_ratio:g}x the exact floor's per-call error, "
+        f"{tolerance.baseline_ratio:g}x the accepted baseline's) are {whose}, not measured: no dose-response "
+        "says how much per-call error this pipeline absorbs (a `dose_response:` campaign, read with "
+        "`dose_response_from`)"
+    )
 
 
 def read_source(campaign_dir: Path, source: dict) -> tuple[DoseResponse | None, str]:

@@ -220,6 +220,9 @@ def test_a_dose_response_measured_before_predicts_an_in_situ_candidate_and_anoth
     tampered = analyze_campaign(outcome.campaign)
     assert tampered.dose_response is None
     assert any("is of another file than the scenario names: not used" in n for n in tampered.notes)
+    # with no dose-response read, the in-situ limits say they are the defaults, not measured
+    assert any("are the defaults, not measured: no dose-response says" in n for n in tampered.insitu.notes)
+    assert not any("not measured: no dose-response" in n for n in again.insitu.notes)
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu"
@@ -227,17 +230,33 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu"
 
 def test_the_committed_cpu_dose_response_is_consistent_with_its_points():
     """reports/examples/cpu/dose_response (scenarios/dose_response.yaml): at least six doses, each with
-    its ratio and interval; video MSE's tolerated dose within, three times it outside."""
+    its ratio and interval, on every call and on each of the 3 DiT steps alone; video MSE's tolerated
+    dose within, three times it outside, at every site."""
     res = read_results(EXAMPLES / "dose_response" / "results.json")
-    curves = {(c.shape, c.metric): c for c in res.dose_response.curves}
-    c = curves["noise", "video_mse"]
-    assert len(c.points) >= 6 and all(p.ratio and p.ratio_ci for p in c.points)
-    assert c.tolerated is not None and c.limit_hi is not None and c.tolerated < c.limit_hi < 3 * c.tolerated
-    assert all(p.word == "within" for p in c.points if p.dose <= c.tolerated)
-    assert all(p.word == "outside" for p in c.points if p.dose >= 3 * c.tolerated)
+    curves = {(c.shape, c.site.text(), c.metric): c for c in res.dose_response.curves}
+    sites = ["every call", "steps 1", "steps 2", "steps 3"]
+    assert {k[1] for k in curves} == set(sites)
+    for site in sites:
+        c = curves["noise", site, "video_mse"]
+        assert len(c.points) >= 6 and all(p.ratio and p.ratio_ci for p in c.points)
+        assert (
+            c.tolerated is not None and c.limit_hi is not None and c.tolerated < c.limit_hi < 3 * c.tolerated
+        )
+        assert all(p.word == "within" for p in c.points if p.dose <= c.tolerated)
+        assert all(p.word == "outside" for p in c.points if p.dose >= 3 * c.tolerated)
+    # one step alone tolerates more than every call; the sensitivity line orders the steps so
+    assert all(curves["noise", s, "video_mse"].tolerated > curves["noise", "every call", "video_mse"].tolerated
+               for s in sites[1:])  # fmt: skip
+    order = sorted(sites[1:], key=lambda s: curves["noise", s, "video_mse"].tolerated)
+    line = next(x for x in res.dose_response.sensitivity if x.startswith("noise, video MSE,"))
+    assert line.endswith(", ".join(f"{s} {curves['noise', s, 'video_mse'].tolerated:.2g}" for s in order))
     # the run's own quantised candidate is placed on the curve it was measured beside
     (p,) = [p for p in res.dose_response.predictions if p.metric == "video_mse"]
     assert p.predicted_ci[0] <= p.predicted <= p.predicted_ci[1] and p.measured
+    # its hybrid arm (the middle step only) predicted from its per-step errors, and measured
+    (h,) = [x for x in res.dose_response.schedules if x.arm and x.metric == "video_mse"]
+    assert h.arm == "sage_emul_thuml_hybrid" and h.exact_steps == [1, 3] and h.measured and h.agrees
+    assert h.predicted < p.predicted  # one step of three costs less than all three
 
 
 def test_the_committed_cpu_e2e_example_reads_its_in_situ_candidates_on_the_dose_response():
