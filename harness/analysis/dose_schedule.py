@@ -1,8 +1,9 @@
 """A hybrid schedule from data: the per-step curves of a dose-response (a site per DiT step) read at a
 candidate's in-situ per-step errors predict what running it on some steps and the exact backend on the
 others costs end to end. Errors of different steps are taken to add in energy (the ratio of a schedule
-is the sum of its candidate steps' ratios), an assumption the hybrid arms that ran check: each is
-placed beside its prediction. The proposal is the fewest exact steps whose predicted upper bound
+is the sum of its candidate steps' ratios; its bounds the sums of theirs, as wide as the steps'
+errors moving together), an assumption the hybrid arms that ran check: each is placed beside its
+prediction. The proposal is the fewest exact steps whose predicted upper bound
 stays under the tolerance, the steps that cost most made exact first."""
 
 from __future__ import annotations
