@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RunSpec
-from harness.runners.common import HARNESS_IMPORT_ROOT, plugins_arg, search_path
+from harness.runners.common import HARNESS_IMPORT_ROOT, plugin_backends, plugins_arg, search_path
 from harness.runners.lightx2v.params import INPUTS, LightX2VParams
-from harness.runners.lightx2v.rank_env import flavour_folder
+from harness.runners.lightx2v.rank_env import arm_served, flavour_folder
 from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
@@ -73,6 +73,20 @@ def plugin_args(spec: RunSpec) -> list[str]:
     return ["--plugins", plugins_arg(spec.plugins)] if spec.plugins else []
 
 
+def harness_served(params: LightX2VParams, spec: RunSpec) -> list[str]:
+    """The harness's own backends the arm names that LightX2V lacks (a plugin's come with ``--plugins``)."""
+    plugins = set(plugin_backends(spec.plugins))
+    return [n for n in arm_served(spec, params) if n not in plugins]
+
+
+def serve_args(params: LightX2VParams, spec: RunSpec) -> list[str]:
+    """``--serve`` each harness backend of ``harness_served``; ``--attn-options``: the arm's options."""
+    args = repeated("--serve", harness_served(params, spec))
+    if spec.attn_options:
+        args += ["--attn-options", json.dumps(spec.attn_options, sort_keys=True)]
+    return args
+
+
 def repeated(flag: str, values: Iterable[str]) -> list[str]:  # ``flag`` before each of ``values``
     return [item for value in values for item in (flag, value)]
 
@@ -82,9 +96,10 @@ def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[
     if params.bare:
         return [
             "--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type,
-            *plugin_args(spec), *synthetic_args(params),
+            *plugin_args(spec), *serve_args(params, spec), *synthetic_args(params),
         ]  # fmt: skip
     args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type, *plugin_args(spec)]
+    args += serve_args(params, spec)
     if spec.kv_reversed:
         args.append("--kv-reversed")
     args += repeated("--scope", params.attn_scope) + repeated("--wrapper", params.attn_wrappers)
@@ -139,13 +154,16 @@ def probe_question(params: LightX2VParams, spec: RunSpec) -> dict[str, Any]:
     names = [spec.attn_type, params.attention.refiner_attn_type or spec.attn_type]
     if spec.schedule is not None:  # its exact steps run LightX2V's class of that name
         names.append(spec.schedule.exact)
-    return {
+    question = {
         "attn_types": list(dict.fromkeys(names)),
         "nproc": params.nproc_per_node,
         "count_ops": dict(sorted(params.count_ops.items())),
         "require": list(params.requires),
         "shadow_types": list(dict.fromkeys(s.attn_type for s in spec.shadows)),
     }
+    if served := harness_served(params, spec):  # registered by the probe as the ranks do (defaults)
+        question["serve"] = served
+    return question
 
 
 def probe_process(params: LightX2VParams, spec: RunSpec) -> list[str]:

@@ -151,6 +151,21 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "attention backends registered in it (served by the harness)",
     )
     p.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a harness backend the arm names that LightX2V lacks (e.g. planted_error): registered in "
+        "LightX2V's registry, served by the harness",
+    )
+    p.add_argument(
+        "--attn-options",
+        type=json_arg,
+        default={},
+        metavar="JSON",
+        help="the arm's attn_options (a JSON object), for the harness backend --attn-type names",
+    )
+    p.add_argument(
         "--synthetic-checkpoint",
         type=Path,
         metavar="MODEL_PATH",
@@ -247,16 +262,23 @@ def plugin_types(plugins: list | None, book: CallBook | None) -> list[str] | Non
         return None
 
 
-def serve_plugins(names: list[str], book: CallBook | None) -> None:
-    """Register the plugins' backends in LightX2V's registry (before it is instrumented)."""
+def serve_plugins(names: list[str], book: CallBook | None, ns: argparse.Namespace, sites=None) -> None:
+    """Register the plugins' backends and the harness backends of ``--serve`` in LightX2V's registry
+    (before it is instrumented), the arm's backend with its ``--attn-options``, each instance bound to
+    the rank's call sites (``sites()``: the launcher's ``CallSites`` once wired)."""
+    names = list(dict.fromkeys([*names, *ns.serve]))
     if not names:
         return
-    served, lightx2v_own = rank_env.serve_backends(rank_env.attention_registry(), names)
+    options = {ns.attn_type: ns.attn_options} if ns.attn_options else {}
+    registry = rank_env.attention_registry()
+    served, lightx2v_own = rank_env.serve_backends(registry, names, options, sites)
     if book is not None:
         book.extra["harness_served"] = served
         for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's
             if name == book.requested:
-                book.error(f"attn_type {name}: LightX2V's own class of that name served it, not the plugin's")
+                book.error(
+                    f"attn_type {name}: LightX2V's own class of that name served it, not the harness backend"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         names = plugin_types(ns.plugins, None)
         if names is None:
             return 2
-        serve_plugins(names, None)
+        serve_plugins(names, None, ns)
         if ns.synthetic_checkpoint is not None:
             rank_env.relax_synthetic_checks(ns.synthetic_checkpoint, ns.reference_short_edge)
         _run_entry(rest)
@@ -328,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     with noted(f"cannot import {rank_env.LIGHTX2V_REGISTRY}.ATTN_WEIGHT_REGISTER"):
         registry = rank_env.attention_registry()
     with noted("plugin backends"):
-        serve_plugins(names, book)
+        # the rank's call sites, wired below, before LightX2V builds its attention instances
+        serve_plugins(names, book, ns, sites=lambda: closing[0][0].sites if closing else None)
     rank_env.bind_pinned_function()  # a pinned SageAttention's function, where LightX2V bound `sageattn`
     inst = instrument_registry(registry, book)
     with noted("launcher"):

@@ -17,7 +17,13 @@ from harness.runners import common
 from harness.runners.common import ProbeBatch, not_found, probe_output
 from harness.runners.lightx2v.command import build_env, probe_command, probe_process, probe_question
 from harness.runners.lightx2v.params import H3, INPUTS, LightX2VParams, read_base_config
-from harness.runners.lightx2v.rank_env import SYNTHETIC_MARKER, pinned_missing, read_marker
+from harness.runners.lightx2v.rank_env import (
+    SYNTHETIC_MARKER,
+    lightx2v_types,
+    options_problem,
+    pinned_missing,
+    read_marker,
+)
 from harness.runners.lightx2v.schema import h3_dit_dir
 
 H3_FRAMES = (124, 362)  # 17n+5 frame counts for 5..15 s at 24 fps (LightX2V's packing.py)
@@ -173,6 +179,8 @@ def preflight_reason(params: LightX2VParams, spec: RunSpec) -> tuple[str | None,
     env = build_env(params, spec)
     problem = (
         (f"sage_attn2: {missing}" if (missing := pinned_missing(params.sageattention)) else None)
+        # the checkout's own classes, now that its root is known: options reach harness backends only
+        or options_problem(spec.attn_type, spec.attn_options, lightx2v_types(params.root))
         or model_folder_problem(params)
         or inputs_problem(params)
         or check_geometry(params.model_cls, config, params.nproc_per_node)

@@ -165,7 +165,7 @@ def _torch_facts(facts: dict[str, Any]) -> int:
 def probe_many(
     questions: list[dict[str, Any]], flavour: str = "package", plugins: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """Several arms' questions (``{attn_types, nproc, count_ops, require, shadow_types}``), LightX2V
+    """Several arms' questions (``{attn_types, nproc, count_ops, require, shadow_types[, serve]}``), LightX2V
     imported once, the ``plugins`` (PluginRef dicts) served as the ranks do: the answers in order."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
     facts["questions"] = len(questions)  # how many arms this probe process answered
@@ -215,8 +215,10 @@ def probe_many(
     facts["lightx2v_version"] = getattr(lightx2v, "__version__", None)
     facts["lightx2v_git"] = (git_info(root) or {}).get("sha")
     lightx2v_own: list[str] = []
-    if plugin_types:
-        facts["harness_served"], lightx2v_own = serve_backends(registry, plugin_types)
+    # the plugins' backends and the harness's own an arm names (``serve``), as the ranks serve them
+    to_serve = list(dict.fromkeys([*plugin_types, *(n for q in questions for n in q.get("serve") or [])]))
+    if to_serve:
+        facts["harness_served"], lightx2v_own = serve_backends(registry, to_serve)
     facts["registered"] = sorted(registry.keys())
     facts["features"] = {}
     for name, (module, token, _) in FEATURES.items():

@@ -263,15 +263,28 @@ def lightx2v_types(root: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def harness_backends(spec: Any, params: Any) -> list[str]:
-    """The harness backends a LightX2V run calls: its arm's plugin backends LightX2V lacks, the
-    sage_attn2 emulator where asked for, and shadows LightX2V lacks that are harness backends."""
+def arm_served(spec: Any, params: Any) -> list[str]:
+    """The types of an arm (its own, H3's refiner's, a schedule's exact one) that the launcher serves
+    in LightX2V's registry: harness backends LightX2V lacks (a plugin's or the harness's own)."""
     plugins = set(common.plugin_backends(spec.plugins))
     own = lightx2v_types(params.root)
     arm = [spec.attn_type, params.attention.refiner_attn_type]
     if spec.schedule is not None:
         arm.append(spec.schedule.exact)
-    names = [n for n in arm if n in plugins and n not in own]
+    lacking = [n for n in dict.fromkeys(arm) if n and n not in own]
+    if all(n in plugins for n in lacking):  # the harness registry imports torch: only when asked
+        return lacking
+    from harness.attention.registry import BACKENDS
+
+    return [n for n in lacking if n in plugins or n in BACKENDS]
+
+
+def harness_backends(spec: Any, params: Any) -> list[str]:
+    """The harness backends a LightX2V run calls: its arm's harness backends LightX2V lacks
+    (``arm_served``), the sage_attn2 emulator where asked for, and shadows LightX2V lacks that are
+    harness backends."""
+    own = lightx2v_types(params.root)
+    names = arm_served(spec, params)
     if params.sageattention == "emulator" or "emulator" in params.shadow_sageattention.values():
         names.append(EMULATED)
     others = [s.attn_type for s in spec.shadows if s.attn_type not in own]
@@ -282,13 +295,36 @@ def harness_backends(spec: Any, params: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def options_problem(attn_type: str, options: dict[str, Any], own: frozenset[str]) -> str | None:
+    """Why an arm's ``attn_options`` cannot reach its backend on the LightX2V launcher (one line naming
+    the field), or None: options go to a harness backend LightX2V lacks, which the launcher serves
+    (``serve_backends``), checked by the backend's own ``option_problem``."""
+    if not options:
+        return None
+    if attn_type in own:
+        return (
+            f"attn_options: LightX2V's own {attn_type} class serves this arm and takes no options "
+            "(options go to a harness backend LightX2V lacks, e.g. planted_error, which the launcher serves)"
+        )
+    from harness.attention.registry import BACKENDS, check_options
+
+    if attn_type not in BACKENDS:
+        return f"attn_options: {attn_type} is no harness backend, and only a harness backend takes options"
+    if why := check_options(attn_type, options):
+        return f"attn_options: {why}"
+    return None
+
+
 def served_backend(cls: Any) -> str | None:
     """The harness backend a registry entry serves (None: one of LightX2V's own classes)."""
     return getattr(cls, "harness_backend", None)
 
 
-def weight_class(name: str) -> type:
-    """A LightX2V attention weight class (on LightX2V's template) calling harness backend ``name``."""
+def weight_class(
+    name: str, options: dict[str, Any] | None = None, sites: Callable[[], Any] | None = None
+) -> type:
+    """A LightX2V attention weight class (on LightX2V's template) calling harness backend ``name``
+    with ``options``; each instance's backend bound to the call sites ``sites()`` gives (None: none)."""
     from harness.attention.registry import BACKENDS, get_backend
 
     try:
@@ -299,11 +335,15 @@ def weight_class(name: str) -> type:
     class HarnessAttnWeight(base):  # type: ignore[misc, valid-type]
         harness_backend = name
         harness_exact = bool(BACKENDS.get(name).exact)
+        harness_options = dict(options or {})
 
         def __init__(self):  # LightX2V builds attention as REGISTER[name]()
             self.weight_name = name
             self.config = {}
-            self.backend = get_backend(name)
+            self.backend = get_backend(name, **self.harness_options)
+            tracker = sites() if sites is not None else None
+            if tracker is not None:
+                self.backend.bind_sites(tracker)
 
         def apply(self, q, k, v, drop_rate=0, attn_mask=None, causal=False, cu_seqlens_q=None, cu_seqlens_kv=None,
                   max_seqlen_q=None, max_seqlen_kv=None, **kwargs):  # fmt: skip
@@ -316,14 +356,20 @@ def weight_class(name: str) -> type:
     return HarnessAttnWeight
 
 
-def serve_backends(registry: Any, names: list[str]) -> tuple[list[str], list[str]]:
-    """Register each backend of ``names`` ``registry`` lacks: (registered, left to LightX2V's own class)."""
+def serve_backends(
+    registry: Any,
+    names: list[str],
+    options: dict[str, dict[str, Any]] | None = None,
+    sites: Callable[[], Any] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Register each backend of ``names`` ``registry`` lacks (with its ``options`` by name, bound to the
+    call sites ``sites()`` gives): (registered, left to LightX2V's own class)."""
     served, lightx2v_own = [], []
     for name in names:
         if name in registry:
             (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
             continue
-        registry[name] = weight_class(name)
+        registry[name] = weight_class(name, (options or {}).get(name), sites)
         served.append(name)
     return served, lightx2v_own
 

@@ -75,7 +75,7 @@ class LightX2VRankCalls(RankCalls):
     attribution: dict[str, Any] = Field(default_factory=dict)
     latents: dict[str, Any] = Field(default_factory=dict)  # {"folder", "steps" saved, "copy_s"}
     block_seconds: dict[str, list[float]] = Field(default_factory=dict)  # step -> per DiT block (timed runs)
-    # Plugin backends the launcher registered in LightX2V's registry (rank_env.serve_backends).
+    # Harness backends (a plugin's, planted_error) the launcher registered in LightX2V's registry.
     harness_served: list[str] = Field(default_factory=list)
     finished: bool = False
 

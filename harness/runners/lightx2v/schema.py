@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.runners.lightx2v.latents import parse_steps
-from harness.runners.lightx2v.rank_env import SP_WRAPPERS
+from harness.runners.lightx2v.rank_env import LIGHTX2V_CORE, SP_WRAPPERS, lightx2v_types, options_problem
 from harness.scenario.model import Strict
 from harness.scenario.parts import FieldProblem, ScenarioPart
 
@@ -184,11 +184,16 @@ class LightX2VArmFields(Strict):
 
 
 def check_perturbations(scenario: Any) -> None:
-    """The LightX2V launcher reverses K/V; chunked K/V, backend options and a schedule's exact options
-    are the harness's own attention chain's (a schedule's exact backend is LightX2V's class)."""
+    """The LightX2V launcher reverses K/V; chunked K/V and a schedule's exact options are the harness's
+    own attention chain's (a schedule's exact backend is LightX2V's class); backend options go to a
+    harness backend LightX2V lacks (planted_error), which the launcher serves, never to LightX2V's."""
+    block = scenario.runner_block()
+    own = lightx2v_types(str(block.root)) if block is not None else LIGHTX2V_CORE
     for i, a in enumerate(scenario.arms):
-        if refused := a.harness_only("the LightX2V launcher"):
+        if a.kv_chunks > 1 and (refused := a.harness_only("the LightX2V launcher")):
             raise FieldProblem(("arms", i, refused[0]), f"arm {a.name}: {refused[1]}")
+        if why := options_problem(a.attn_type, a.attn_options, own):
+            raise FieldProblem(("arms", i, "attn_options"), f"arm {a.name}: {why}")
         if a.schedule is not None and a.schedule.exact_options:
             raise FieldProblem(
                 ("arms", i, "schedule", "exact_options"),

@@ -179,7 +179,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
             op = lightx2v_shadow(spec, raw, op_class)
         else:
             try:
-                op = make_attention(AttentionChoice.of(spec))
+                op = make_attention(AttentionChoice.of(spec), sites=sites)  # a site-bound one reads them
             except Exception as err:  # unavailable here: BackendUnavailable, HarnessError
                 op = f"not a LightX2V attention type, and the harness backend fails ({err})"
         if isinstance(op, str):
