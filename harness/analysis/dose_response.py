@@ -23,6 +23,7 @@ from harness.analysis.intervals import RatioReading
 from harness.insitu_records import CallSiteFilter
 from harness.number_format import ratio_text
 from harness.records import Record
+from harness.rule import OUTSIDE
 from harness.scenario.dose import PLANTED, SOURCE_COPY
 
 PREDICT_AGREES = 3.0  # a measured ratio within this factor of the prediction's interval agrees
@@ -51,6 +52,11 @@ class DoseCurve(Record):
     limit_hi: float | None = None
     text: str = ""
 
+    @property
+    def name(self) -> str:
+        """'noise' (every call), 'noise on steps 1'."""
+        return curve_name(self.shape, self.site)
+
     def usable(self) -> tuple[list[float], list[DosePoint]]:
         """The doses and points that have a ratio and a positive interval."""
         pts = [p for p in self.points if p.ratio and p.ratio_ci and all(x > 0 for x in p.ratio_ci)]
@@ -67,6 +73,18 @@ class Prediction(Record):
     measured: float | None = None  # the candidate's own end-to-end ratio of that reading
     agrees: bool | None = None
     text: str = ""
+
+
+class StatisticMove(Record):
+    """One global statistic (luma mean, sharpness, audio RMS...) over one shape and site's doses: the
+    smallest dose at which a seed reads it outside the exact runs' spread."""
+
+    shape: str
+    site: CallSiteFilter = Field(default_factory=CallSiteFilter)
+    stat: str
+    first_outside: float | None = None  # None: within at every dose
+    seeds_outside: int = 0  # at that dose
+    seeds: int = 0
 
 
 class SchedulePrediction(Record):
@@ -90,6 +108,9 @@ class DoseResponse(Record):
     predictions: list[Prediction] = Field(default_factory=list)
     # per shape and reading with sites of their own: the tolerated dose per site, most sensitive first
     sensitivity: list[str] = Field(default_factory=list)
+    # which statistics move at which dose (what a chaotic trajectory is judged on)
+    statistics: list[StatisticMove] = Field(default_factory=list)
+    statistics_text: list[str] = Field(default_factory=list)  # one line per shape and site
     schedules: list[SchedulePrediction] = Field(default_factory=list)  # analysis.dose_schedule
     text: str = ""
 
@@ -155,11 +176,13 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
     """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading."""
     planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
     by: dict[tuple[str, str, str], list[tuple[float, str, RatioReading]]] = {}
+    stats: dict[tuple[str, str], list[tuple[float, Any]]] = {}
     for v in verdicts:
         if v.arm not in planted:
             continue
         opts = planted[v.arm]
         site = CallSiteFilter.model_validate(opts.get("site", {})).model_dump_json()
+        stats.setdefault((opts.get("shape", "noise"), site), []).append((float(opts["dose"]), v))
         for r in v.energy:
             by.setdefault((opts.get("shape", "noise"), site, r.metric), []).append(
                 (float(opts["dose"]), v.arm, r)
@@ -173,8 +196,42 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
         ]
     )
     out.sensitivity = _sensitivity(out.curves)
+    for (shape, site), doses in stats.items():
+        moves = _statistic_moves(
+            shape, CallSiteFilter.model_validate_json(site), sorted(doses, key=lambda x: x[0])
+        )
+        out.statistics += moves
+        if moves:
+            out.statistics_text.append(_moves_text(moves, max(d for d, _ in doses)))
     out.text = "; ".join(c.text for c in out.curves)
     return out
+
+
+def _statistic_moves(shape: str, site: CallSiteFilter, doses: list[tuple[float, Any]]) -> list[StatisticMove]:
+    """Per judged statistic, the first dose with a seed outside (the verdicts' own stat checks)."""
+    moves: dict[str, StatisticMove] = {}
+    for dose, v in doses:
+        checks: dict[str, list[str]] = {}
+        for c in v.stats:
+            if c.judged and c.word != "shown":
+                checks.setdefault(c.stat, []).append(c.word)
+        for stat, words in checks.items():
+            m = moves.setdefault(stat, StatisticMove(shape=shape, site=site, stat=stat, seeds=len(words)))
+            if m.first_outside is None and OUTSIDE in words:
+                m.first_outside, m.seeds_outside = dose, words.count(OUTSIDE)
+    return list(moves.values())
+
+
+def _moves_text(moves: list[StatisticMove], top: float) -> str:
+    """'noise, statistics: audio_rms outside from 0.01 (1 of 3 seeds), ...; within up to 0.1: ...'."""
+    moved = sorted((m for m in moves if m.first_outside is not None), key=lambda m: m.first_outside)
+    still = [m.stat for m in moves if m.first_outside is None]
+    bits = [
+        f"{m.stat} outside from {m.first_outside:g} ({m.seeds_outside} of {m.seeds} seeds)" for m in moved
+    ]
+    if still:
+        bits.append(f"within at every dose up to {top:g}: {', '.join(still)}")
+    return f"{curve_name(moves[0].shape, moves[0].site)}, statistics: {'; '.join(bits)}"
 
 
 def _tolerated_or_bound(c: DoseCurve) -> float:

@@ -3,7 +3,6 @@ sections live in ``report.accuracy``."""
 
 from __future__ import annotations
 
-from harness.analysis.dose_response import curve_name
 from harness.analysis.model import (
     ArmAggregate,
     FrameGrid,
@@ -418,9 +417,10 @@ def dose_response_section(res: ReportResults) -> Section | None:
     for c in dr.curves:
         for p in c.points:
             ci = f" ({_g(p.ratio_ci[0], '.3g')} to {_g(p.ratio_ci[1], '.3g')})" if p.ratio_ci else ""
-            t.add([curve_name(c.shape, c.site), c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
+            t.add([c.name, c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
     sec.tables.append(t)
-    sec.bullets += [c.text for c in dr.curves] + dr.sensitivity + [p.text for p in dr.predictions]
+    sec.bullets += [c.text for c in dr.curves] + dr.sensitivity + dr.statistics_text
+    sec.bullets += [p.text for p in dr.predictions]
     sec.bullets += [s.text for s in dr.schedules]
     return sec
 

@@ -269,3 +269,23 @@ def test_the_committed_cpu_e2e_example_reads_its_in_situ_candidates_on_the_dose_
     assert "sage_emul_thuml" in said
     report = (EXAMPLES / "e2e_3step" / "report.md").read_text()
     assert all(p.text in report for p in dr.predictions)
+
+
+def test_the_statistics_that_move_are_read_at_the_first_dose_a_seed_reads_outside():
+    from harness.analysis.stat_rule import StatCheck
+
+    verdicts, runs = campaign(lambda d: d / 1e-6)
+    for v, d in zip(verdicts, DOSES, strict=True):
+        v.stats = [
+            StatCheck(seed=s, stat="sharpness", word="outside" if d >= 1e-3 and s == 42 else "within")
+            for s in (42, 43)
+        ] + [StatCheck(seed=s, stat="luma_mean", word="within") for s in (42, 43)]
+        v.stats.append(StatCheck(seed=42, stat="audio_peak", word="shown", judged=False))
+    dr = dose_response(verdicts, runs)
+    moves = {m.stat: m for m in dr.statistics}
+    assert set(moves) == {"sharpness", "luma_mean"}  # a statistic only shown is not read
+    assert moves["sharpness"].first_outside == 1e-3 and moves["sharpness"].seeds_outside == 1
+    assert moves["luma_mean"].first_outside is None
+    assert dr.statistics_text == [
+        "noise, statistics: sharpness outside from 0.001 (1 of 2 seeds); within at every dose up to 0.01: luma_mean"
+    ]
