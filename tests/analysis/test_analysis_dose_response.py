@@ -289,3 +289,19 @@ def test_the_statistics_that_move_are_read_at_the_first_dose_a_seed_reads_outsid
     assert dr.statistics_text == [
         "noise, statistics: sharpness outside from 0.001 (1 of 2 seeds); within at every dose up to 0.01: luma_mean"
     ]
+
+
+def test_the_committed_h100_h3_refiner_dose_response_reads_the_padded_key_defect_end_to_end():
+    """reports/examples/h100/minimax_h3_dose_response/gpu_prod: the real LightX2V H3 at production
+    shapes (synthetic weights), the padded-key shape planted on the text refiner's calls alone, 6 doses
+    with 0.307 (SageAttention 1.0.6's per-call error there): every dose's video reading has its
+    interval and lies within 2x, so no limit lies below 0.5; the smallest dose leaves the output
+    bitwise the reference's."""
+    res = read_results(EXAMPLES.parent / "h100" / "minimax_h3_dose_response" / "gpu_prod" / "results.json")
+    curves = {(c.site.text(), c.metric): c for c in res.dose_response.curves}
+    c = curves["refiner", "video_mse"]
+    assert c.shape == "scale" and 0.307 in [p.dose for p in c.points] and len(c.points) >= 5
+    assert all(p.ratio_ci and p.word == "within" for p in c.points) and c.tolerated is None
+    assert "within the tolerance at every dose" in c.text and "no limit found below 0.5" in c.text
+    (v,) = [v for v in res.verdicts if v.arm == "dose_scale_refiner_0.001"]
+    assert v.word == "identical"
