@@ -111,6 +111,9 @@ class DoseResponse(Record):
     # which statistics move at which dose (what a chaotic trajectory is judged on)
     statistics: list[StatisticMove] = Field(default_factory=list)
     statistics_text: list[str] = Field(default_factory=list)  # one line per shape and site
+    # shapes and sites with no curve: every dose's output bitwise the reference's (a site no call
+    # reached, or calls that do not reach the output), or no reading measured
+    unread: list[str] = Field(default_factory=list)
     schedules: list[SchedulePrediction] = Field(default_factory=list)  # analysis.dose_schedule
     text: str = ""
 
@@ -187,7 +190,7 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
             by.setdefault((opts.get("shape", "noise"), site, r.metric), []).append(
                 (float(opts["dose"]), v.arm, r)
             )
-    if not by:
+    if not stats:
         return None
     out = DoseResponse(
         curves=[
@@ -196,6 +199,10 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
         ]
     )
     out.sensitivity = _sensitivity(out.curves)
+    with_curve = {(c.shape, c.site.model_dump_json()) for c in out.curves}
+    for (shape, site), doses in stats.items():
+        if (shape, site) not in with_curve:
+            out.unread.append(_unread_text(shape, CallSiteFilter.model_validate_json(site), doses))
     for (shape, site), doses in stats.items():
         moves = _statistic_moves(
             shape, CallSiteFilter.model_validate_json(site), sorted(doses, key=lambda x: x[0])
@@ -205,6 +212,16 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
             out.statistics_text.append(_moves_text(moves, max(d for d, _ in doses)))
     out.text = "; ".join(c.text for c in out.curves)
     return out
+
+
+def _unread_text(shape: str, site: CallSiteFilter, doses: list[tuple[float, Any]]) -> str:
+    name, top = curve_name(shape, site), max(d for d, _ in doses)
+    if all(v.identical_seeds and len(v.identical_seeds) == len(v.seeds) for _, v in doses):
+        return (
+            f"{name}: the output is bitwise the reference's at every dose up to {top:g} ({len(doses)} doses): "
+            "the error reached no call of the site, or none that reaches the output"
+        )
+    return f"{name}: no end-to-end reading at any dose ({len(doses)} doses up to {top:g}): no curve"
 
 
 def _statistic_moves(shape: str, site: CallSiteFilter, doses: list[tuple[float, Any]]) -> list[StatisticMove]:

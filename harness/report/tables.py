@@ -419,7 +419,7 @@ def dose_response_section(res: ReportResults) -> Section | None:
             ci = f" ({_g(p.ratio_ci[0], '.3g')} to {_g(p.ratio_ci[1], '.3g')})" if p.ratio_ci else ""
             t.add([c.name, c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
     sec.tables.append(t)
-    sec.bullets += [c.text for c in dr.curves] + dr.sensitivity + dr.statistics_text
+    sec.bullets += [c.text for c in dr.curves] + dr.unread + dr.sensitivity + dr.statistics_text
     sec.bullets += [p.text for p in dr.predictions]
     sec.bullets += [s.text for s in dr.schedules]
     return sec

@@ -305,3 +305,21 @@ def test_the_committed_h100_h3_refiner_dose_response_reads_the_padded_key_defect
     assert "within the tolerance at every dose" in c.text and "no limit found below 0.5" in c.text
     (v,) = [v for v in res.verdicts if v.arm == "dose_scale_refiner_0.001"]
     assert v.word == "identical"
+
+
+def test_a_site_whose_output_never_moves_is_said_not_dropped():
+    """A site no call reaches (a refiner site on a pipeline without one): every dose bitwise the
+    reference's, so no reading and no curve; the dose-response says so instead of leaving it out."""
+    verdicts, runs = campaign(lambda d: d / 1e-6)
+    for d in DOSES[:2]:
+        arm = f"dose_noise_refiner_{d:g}"
+        verdicts.append(Verdict(arm=arm, word="identical", seeds=[42], identical_seeds=[42]))
+        opts = {"dose": d, "shape": "noise", "seed": 0, "site": {"kinds": ["refiner"]}}
+        runs.append(RunSummary(key=arm, path=arm, arm=arm, attn_type="planted_error", attn_options=opts))
+    dr = dose_response(verdicts, runs)
+    assert len(dr.curves) == 1 and dr.unread == [
+        "noise on refiner: the output is bitwise the reference's at every dose up to 1e-06 (2 doses): "
+        "the error reached no call of the site, or none that reaches the output"
+    ]
+    alone = dose_response(verdicts[-2:], runs[-2:])  # the only site: the section stays, with the line
+    assert alone is not None and alone.curves == [] and len(alone.unread) == 1
