@@ -178,38 +178,35 @@ def _curve(shape: str, site: CallSiteFilter, readings: list[tuple[float, str, Ra
 def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
     """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading."""
     planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
+    sites: dict[str, CallSiteFilter] = {}  # by their JSON: a site as a grouping key
     by: dict[tuple[str, str, str], list[tuple[float, str, RatioReading]]] = {}
-    stats: dict[tuple[str, str], list[tuple[float, Any]]] = {}
+    groups: dict[tuple[str, str], list[tuple[float, Any]]] = {}  # (shape, site) -> (dose, verdict)
     for v in verdicts:
         if v.arm not in planted:
             continue
         opts = planted[v.arm]
-        site = CallSiteFilter.model_validate(opts.get("site", {})).model_dump_json()
-        stats.setdefault((opts.get("shape", "noise"), site), []).append((float(opts["dose"]), v))
+        site = CallSiteFilter.model_validate(opts.get("site", {}))
+        shape, key, dose = opts.get("shape", "noise"), site.model_dump_json(), float(opts["dose"])
+        sites[key] = site
+        groups.setdefault((shape, key), []).append((dose, v))
         for r in v.energy:
-            by.setdefault((opts.get("shape", "noise"), site, r.metric), []).append(
-                (float(opts["dose"]), v.arm, r)
-            )
-    if not stats:
+            by.setdefault((shape, key, r.metric), []).append((dose, v.arm, r))
+    if not groups:
         return None
     out = DoseResponse(
         curves=[
-            _curve(shape, CallSiteFilter.model_validate_json(site), sorted(rs, key=lambda x: x[0]))
-            for (shape, site, _), rs in by.items()
+            _curve(shape, sites[key], sorted(rs, key=lambda x: x[0])) for (shape, key, _), rs in by.items()
         ]
     )
     out.sensitivity = _sensitivity(out.curves)
-    with_curve = {(c.shape, c.site.model_dump_json()) for c in out.curves}
-    for (shape, site), doses in stats.items():
-        if (shape, site) not in with_curve:
-            out.unread.append(_unread_text(shape, CallSiteFilter.model_validate_json(site), doses))
-    for (shape, site), doses in stats.items():
-        moves = _statistic_moves(
-            shape, CallSiteFilter.model_validate_json(site), sorted(doses, key=lambda x: x[0])
-        )
-        out.statistics += moves
-        if moves:
-            out.statistics_text.append(_moves_text(moves, max(d for d, _ in doses)))
+    with_curve = {(shape, key) for shape, key, _ in by}
+    for (shape, key), doses in groups.items():
+        doses.sort(key=lambda x: x[0])
+        if (shape, key) not in with_curve:
+            out.unread.append(_unread_text(shape, sites[key], doses))
+        if moves := _statistic_moves(shape, sites[key], doses):
+            out.statistics += moves
+            out.statistics_text.append(_moves_text(moves, doses[-1][0]))
     out.text = "; ".join(c.text for c in out.curves)
     return out
 
