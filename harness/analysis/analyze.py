@@ -343,7 +343,7 @@ def judge_campaign(
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     res.dose_response, why = read_dose_response(
-        res.verdicts, res.runs, found, campaign.path, res.scenario.get("dose_response_from")
+        res, found, campaign.path, res.scenario.get("dose_response_from")
     )
     res.notes += [why] if why else []
     if insitu:

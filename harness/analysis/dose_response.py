@@ -7,7 +7,11 @@ them: what end-to-end error it predicts, beside what was measured.
 The curve is interpolated linearly in log dose and log ratio between grid doses, its bounds made
 monotone (a running maximum from the smallest dose up): a larger dose is never read as less harmful.
 The tolerated dose is where the upper bound reaches the tolerance (the largest dose the rule still
-calls within); where the point and the lower bound reach it say how far above it the limit may lie."""
+calls within); where the point and the lower bound reach it say how far above it the limit may lie.
+
+Where the runs saved latents, the final latent is a reading too (its error energy over the floor
+runs' at the same step): it reads a dose where the decoded output cannot, as when an 8-bit video of
+a tiny pipeline rounds the floor's difference away."""
 
 from __future__ import annotations
 
@@ -19,14 +23,16 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.analysis.intervals import RatioReading
+from harness.analysis.intervals import RatioReading, SeedValues, ratio_reading
 from harness.insitu_records import CallSiteFilter
+from harness.metrics.metric import energy_from_db
 from harness.number_format import ratio_text
 from harness.records import Record
 from harness.rule import OUTSIDE
 from harness.scenario.dose import PLANTED, SOURCE_COPY
 
 PREDICT_AGREES = 3.0  # a measured ratio within this factor of the prediction's interval agrees
+LATENT, LATENT_LABEL = "latent_mse", "final latent MSE"  # a reading of the dose-response alone
 
 
 class DosePoint(Record):
@@ -161,7 +167,15 @@ def _curve(shape: str, site: CallSiteFilter, readings: list[tuple[float, str, Ra
         hi = f"{c.limit_hi:.2g}" if c.limit_hi is not None else f"above {xs[-1]:g}"
         mid = f"{c.tolerated_point:.2g}" if c.tolerated_point is not None else f"above {xs[-1]:g}"
         where = f"the ratio reaches {c.tolerance:g}x the floor's at {mid}, its lower bound at {hi}"
-        if c.tolerated == xs[0] and usable[0].ratio_ci[1] >= c.tolerance:
+        equal = [p.dose for p in c.points if p.ratio == 0.0 and p.dose < xs[0]]  # identical in this measure
+        if c.tolerated == xs[0] and usable[0].ratio_ci[1] >= c.tolerance and equal:
+            c.tolerated = max(equal)  # the largest dose that left the reading equal to the reference's
+            c.text = (
+                f"{shape}, {c.label}: tolerated per-call rel L1 {c.tolerated:g} (the largest dose that left "
+                f"it equal to the reference's; the upper bound is {ratio_text(usable[0].ratio_ci[1])} at the "
+                f"next, {xs[0]:g}); {where}: the limit lies in [{c.tolerated:g}, {hi}] ({grid})"
+            )
+        elif c.tolerated == xs[0] and usable[0].ratio_ci[1] >= c.tolerance:
             c.tolerated = None  # not one dose measured is tolerated with confidence
             c.text = (
                 f"{shape}, {c.label}: no dose measured is tolerated with confidence (the upper bound is "
@@ -175,9 +189,50 @@ def _curve(shape: str, site: CallSiteFilter, readings: list[tuple[float, str, Ra
     return c
 
 
-def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
-    """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading."""
+def latent_readings(series: Sequence, arms: set[str], rules: Any) -> dict[str, RatioReading]:
+    """Per planted arm that saved latents, its final latent's error energy over the floor runs' of the
+    same seed at the same step (``series``: the campaign's LatentSeries). A floor run's spread is
+    measured where a seed has two or more, else the video MSE's stated spread is used, as the
+    verdict's latent reading does."""
+    floors: dict[str, list] = {}
+    for f in series:
+        if f.role == "noise_floor":
+            floors.setdefault(str(f.seed), []).append(f)
+    seeds_of: dict[str, dict[str, SeedValues]] = {}
+    for c in series:
+        if c.arm not in arms or not c.points or str(c.seed) in seeds_of.get(c.arm, {}):
+            continue
+        last = c.points[-1]
+        at = [(f.key, p.psnr) for f in floors.get(str(c.seed), []) for p in f.points if p.step == last.step]
+        seeds_of.setdefault(c.arm, {})[str(c.seed)] = SeedValues(
+            seed=c.seed,
+            candidate=energy_from_db(last.psnr),
+            floors=[energy_from_db(db) for _, db in at],
+            floor_keys=[k for k, _ in at],
+        )
+    sd, source = rules.stated_sd("video_mse")
+    source = f"the video MSE's, {source}" if sd is not None else ""
+    return {
+        arm: ratio_reading(
+            LATENT,
+            LATENT_LABEL,
+            list(seeds.values()),
+            bound=rules.tolerance,
+            alpha=rules.alpha,
+            prior_sd=sd,
+            source=source,
+        )  # fmt: skip
+        for arm, seeds in seeds_of.items()
+    }
+
+
+def dose_response(
+    verdicts: Sequence, runs: Sequence, latents: Sequence = (), rules: Any = None
+) -> DoseResponse | None:
+    """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading,
+    and one of the final latents where the runs saved them (``latents``, judged by ``rules``)."""
     planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
+    latent = latent_readings(latents, set(planted), rules) if latents and rules is not None else {}
     sites: dict[str, CallSiteFilter] = {}  # by their JSON: a site as a grouping key
     by: dict[tuple[str, str, str], list[tuple[float, str, RatioReading]]] = {}
     groups: dict[tuple[str, str], list[tuple[float, Any]]] = {}  # (shape, site) -> (dose, verdict)
@@ -189,17 +244,18 @@ def dose_response(verdicts: Sequence, runs: Sequence) -> DoseResponse | None:
         shape, key, dose = opts.get("shape", "noise"), site.model_dump_json(), float(opts["dose"])
         sites[key] = site
         groups.setdefault((shape, key), []).append((dose, v))
-        for r in v.energy:
+        for r in [*v.energy, *([latent[v.arm]] if v.arm in latent else [])]:
             by.setdefault((shape, key, r.metric), []).append((dose, v.arm, r))
     if not groups:
         return None
     out = DoseResponse(
         curves=[
-            _curve(shape, sites[key], sorted(rs, key=lambda x: x[0])) for (shape, key, _), rs in by.items()
+            _curve(shape, sites[key], sorted(rs, key=lambda x: x[0]))
+            for (shape, key, _), rs in sorted(by.items(), key=lambda kv: kv[0][2] == LATENT)  # decoded first
         ]
     )
     out.sensitivity = _sensitivity(out.curves)
-    with_curve = {(shape, key) for shape, key, _ in by}
+    with_curve = {(shape, key) for shape, key, metric in by if metric != LATENT}  # the decoded output
     for (shape, key), doses in groups.items():
         doses.sort(key=lambda x: x[0])
         if (shape, key) not in with_curve:
@@ -262,19 +318,34 @@ def _tolerated_text(c: DoseCurve) -> str:
     return f"above {max(doses):g}" if _tolerated_or_bound(c) else f"below {min(doses):g}"
 
 
+def _first_ratio(c: DoseCurve) -> tuple[float, float]:
+    """(dose, ratio) at the smallest dose with an interval; (0, 0) with none."""
+    xs, usable = c.usable()
+    return (xs[0], usable[0].ratio or 0.0) if usable else (0.0, 0.0)
+
+
 def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     """Per shape and reading planted at two sites or more: the tolerated dose at each, the most
     sensitive site (the smallest tolerated dose) first."""
     groups: dict[tuple[str, str], list[DoseCurve]] = {}
     for c in curves:
-        if not c.site.everywhere:
+        if not c.site.everywhere and c.usable()[0]:  # a curve with no interval read no limit
             groups.setdefault((c.shape, c.metric), []).append(c)
     lines = []
     for (shape, _), cs in groups.items():
         if len(cs) < 2:
             continue
-        order = sorted(cs, key=_tolerated_or_bound)
-        each = ", ".join(f"{c.site.text()} {_tolerated_text(c)}" for c in order)
+        order = sorted(cs, key=lambda c: (_tolerated_or_bound(c), -_first_ratio(c)[1]))
+        tied = len({_tolerated_or_bound(c) for c in cs}) < len(cs)  # equal limits: the ratios say more
+        each = ", ".join(
+            f"{c.site.text()} {_tolerated_text(c)}"
+            + (
+                f" ({ratio_text(_first_ratio(c)[1])} at {_first_ratio(c)[0]:g})"
+                if tied and c.usable()[0]
+                else ""
+            )
+            for c in order
+        )
         lines.append(
             f"{shape}, {cs[0].label}, tolerated per-call rel L1 by site (most sensitive first): {each}"
         )
@@ -349,11 +420,13 @@ def read_source(campaign_dir: Path, source: dict) -> tuple[DoseResponse | None, 
 
 
 def read_campaign(
-    verdicts: Sequence, runs: Sequence, readings: Sequence, campaign_dir: Path, source: dict | None = None
+    res: Any, readings: Sequence, campaign_dir: Path, source: dict | None = None
 ) -> tuple[DoseResponse | None, str]:
-    """The campaign's own dose-response, else the one ``source`` names (with why it is not used), with
-    every in-situ candidate that is no planted arm placed on it."""
-    dr, why = dose_response(verdicts, runs), ""
+    """The campaign's own dose-response (of ``res``'s verdicts, runs and latents), else the one
+    ``source`` names (with why it is not used), with every in-situ candidate that is no planted arm
+    placed on it."""
+    verdicts, runs = res.verdicts, res.runs
+    dr, why = dose_response(verdicts, runs, res.latents, res.rules), ""
     if dr is None and source:
         dr, why = read_source(campaign_dir, source)
     if dr is None:

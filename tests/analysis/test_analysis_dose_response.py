@@ -93,6 +93,48 @@ def test_no_planted_arm_no_dose_response():
     assert dose_response(verdicts, runs) is None
 
 
+def test_the_final_latent_reads_doses_the_decoded_output_rounds_away():
+    """A floor whose decoded output is bitwise the reference's gives no video curve; the final latents
+    (error energy over the floor runs' at the same step, MSE = peak^2 10^(-PSNR/10)) still read one,
+    with an interval from the two floor runs' spread, and a dose that left the latent equal is 0x."""
+    from harness.analysis.model import LatentSeries
+    from harness.compare.latents import LatentPoint
+    from harness.scenario.verdict import VerdictRules
+
+    def series(key, role, psnr):
+        return LatentSeries(key=key, arm=key, seed=7, role=role, points=[
+            LatentPoint(step=1, psnr=psnr + 5, max_abs_diff=0.0), LatentPoint(step=3, psnr=psnr, max_abs_diff=0.0)
+        ])  # fmt: skip
+
+    verdicts, runs = campaign(lambda d: 1.0)
+    for v in verdicts:  # every output bitwise the reference's: no end-to-end reading
+        v.energy, v.identical_seeds, v.seeds = [], [7], [7]
+    floor_db = 60.0
+    latents = [series("floor_a", "noise_floor", floor_db), series("floor_b", "noise_floor", floor_db - 0.5)]
+    # the planted latent's MSE grows as dose / 1e-5 times the floor's; the smallest dose leaves it equal
+    latents += [
+        series(f"dose_noise_{d:g}", "candidate", floor_db - 10 * math.log10(d / 1e-5)) for d in DOSES[1:]
+    ]
+    latents.append(series(f"dose_noise_{DOSES[0]:g}", "candidate", math.inf))
+    dr = dose_response(verdicts, runs, latents, VerdictRules())
+    (c,) = dr.curves
+    assert c.metric == "latent_mse" and c.label == "final latent MSE"
+    floor = (10 ** (-floor_db / 10) + 10 ** (-(floor_db - 0.5) / 10)) / 2
+    ratios = {p.dose: p.ratio for p in c.points}
+    assert ratios[DOSES[0]] == 0.0
+    assert ratios[1e-4] == pytest.approx(10 * 10 ** (-floor_db / 10) / floor)
+    assert all(p.ratio_ci and p.ratio_ci[0] < p.ratio < p.ratio_ci[1] for p in c.points[1:])
+    assert 1e-6 <= c.tolerated < 1e-4 and "tolerated per-call rel L1" in c.text
+    # a grid that is already outside at its first measured dose: the dose that left it equal is the limit
+    steep = [lat.model_copy(update={"points": [p.model_copy(update={"psnr": p.psnr - 30}) for p in lat.points]})
+             if lat.role == "candidate" else lat for lat in latents]  # fmt: skip
+    (s,) = dose_response(verdicts, runs, steep, VerdictRules()).curves
+    assert s.tolerated == DOSES[0] and s.limit_hi == DOSES[1]
+    assert f"tolerated per-call rel L1 {DOSES[0]:g} (the largest dose that left it equal" in s.text
+    assert dr.unread and "bitwise the reference's at every dose" in dr.unread[0]  # the video still says so
+    assert dose_response(verdicts, runs).curves == []  # without latents: nothing to read
+
+
 SCENARIO = """\
 name: dr
 runner: builtin
