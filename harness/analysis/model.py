@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 
 # What results.json holds, by name (its own records and those of the stages it carries), so a renderer
 # needs this module alone: the names imported and not used here are there for it.
-from harness.analysis.dose_response import DoseResponse
+from harness.analysis.dose_response import DoseCurve, DoseResponse, Prediction  # noqa: F401
 from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow  # noqa: F401
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings

@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 from harness.records import canonical_hash
 from harness.report.accuracy import role_text, run_label
 from harness.report.cells import drawn_points
-from harness.report.tables import STEPS_FIGURE
+from harness.report.tables import STEPS_FIGURE, dose_figure
 from harness.safe_write import UnsafePathError, atomic_write_json, is_plain_name, resolve_under
 from harness.store import sha256_file
 
@@ -233,6 +233,20 @@ def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any,
         if band is not None or any(pts for _, pts in per_seed):
             jobs.append(("seeds", [per_seed, band], lambda: plots().seeds_figure(per_seed, band)))
     jobs += insitu_figure_jobs(res)
+    return jobs + dose_response_jobs(res)
+
+
+def dose_response_jobs(res: ReportResults) -> list[tuple[str, Any, Draw]]:
+    """One figure per reading of the dose-response that has a curve with an interval."""
+    dr = res.dose_response
+    jobs: list[tuple[str, Any, Draw]] = []
+    for metric in dict.fromkeys(c.metric for c in (dr.curves if dr else []) if c.usable()[0]):
+        curves = [c for c in dr.curves if c.metric == metric]
+        preds = [p for p in dr.predictions if p.metric == metric and p.predicted]
+        shown = [x.model_dump(mode="json") for x in (*curves, *preds)]
+        jobs.append(
+            (dose_figure(metric), shown, lambda c=curves, p=preds: plots().dose_response_figure(c, p))
+        )
     return jobs
 
 

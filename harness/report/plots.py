@@ -15,7 +15,14 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter, MaxNLocator
 
-from harness.analysis.model import AudioView, FrameSeries, InSituReading, SpectrogramDiff
+from harness.analysis.model import (
+    AudioView,
+    DoseCurve,
+    FrameSeries,
+    InSituReading,
+    Prediction,
+    SpectrogramDiff,
+)
 from harness.number_format import ratio_text
 from harness.report.cells import WORD_COLOURS, drawn_points
 from harness.safe_write import atomic_write_bytes
@@ -395,4 +402,52 @@ def steps_figure(readings: Sequence[InSituReading]) -> Figure | None:
     ax.set_yscale("log")
     title = "in-situ error per step (pooled over blocks), exact floor dashed"
     label_per_step(ax, "DiT step", "rel L1 against exact attention", title, grid="both")
+    return fig
+
+
+def dose_response_figure(curves: Sequence[DoseCurve], predictions: Sequence[Prediction]) -> Figure | None:
+    """One reading's curves: the ratio to the floor's against the dose, log-log, each with its interval
+    as a band and its tolerated dose as a dotted line; a dose that left the reading equal sits on the
+    bottom edge; the in-situ candidates at their per-call error, predicted (interval) and measured."""
+    drawn = [(c, *c.usable()) for c in curves]
+    drawn = [(c, xs, pts) for c, xs, pts in drawn if pts]
+    if not drawn:
+        return None
+    tolerance = drawn[0][0].tolerance
+    ys = [v for _, _, pts in drawn for p in pts for v in (p.ratio, *p.ratio_ci)]
+    ys += [v for p in predictions for v in (p.predicted, p.measured) if v]
+    ylo, yhi = _span(ys + [1.0, tolerance], [])
+    tags = [f"tolerance {tolerance:g}x the floor's", "the floor (1x)"] + [c.name for c, _, _ in drawn]
+    tags += [f"{p.candidate}: {what}" for p in predictions for what in ("predicted", "measured")]
+    fig = legend_figure(8, 3.8, tags)
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
+    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=tags[0])
+    ax.axhline(1.0, color="#888888", ls=":", lw=0.9, label=tags[1])
+    for i, (c, xs, pts) in enumerate(drawn):
+        style = line_style(i)
+        ax.plot(xs, [p.ratio for p in pts], marker="o", label=c.name, **style)
+        ax.fill_between(xs, [p.ratio_ci[0] for p in pts], [p.ratio_ci[1] for p in pts],
+                        color=style["color"], alpha=0.15, lw=0)  # fmt: skip
+        equal = [p.dose for p in c.points if p.ratio == 0.0]
+        if equal:
+            ax.plot(equal, [ylo * 1.05] * len(equal), ls="", marker="o", mfc="white", color=style["color"])
+        if c.tolerated is not None:
+            ax.axvline(c.tolerated, color=style["color"], ls=":", lw=1.0)
+    for p, marker in zip(predictions, CANDIDATE_MARKERS * len(predictions), strict=False):  # a marker each
+        if p.predicted and p.predicted_ci:
+            err = [[p.predicted - p.predicted_ci[0]], [p.predicted_ci[1] - p.predicted]]
+            ax.errorbar([p.per_call], [p.predicted], yerr=err, fmt=marker, ms=7, color="#333333", capsize=3,
+                        label=f"{p.candidate}: predicted")  # fmt: skip
+        if p.measured:
+            ax.plot([p.per_call], [p.measured], ls="", marker=marker, ms=8, mfc="white", mew=1.6,
+                    color="#d62728", label=f"{p.candidate}: measured")  # fmt: skip
+    _ratio_ticks(ax, "y", ylo, yhi, keep=tolerance)
+    ax.set_xlabel("per-call rel L1 (the dose)")
+    ax.set_ylabel(YLABEL)
+    ax.set_title(f"{drawn[0][0].label}: error over the floor's per dose, interval shaded", fontsize=10)
+    ax.grid(alpha=0.25, which="both")
+    legend_below(fig)
     return fig

@@ -391,7 +391,12 @@ def schedules_section(res: ReportResults) -> Section | None:
     return sec
 
 
-def dose_response_section(res: ReportResults) -> Section | None:
+def dose_figure(metric: str) -> str:
+    """The figure of one reading's dose-response curves (assets/<name>.png)."""
+    return f"dose_{metric}"
+
+
+def dose_response_section(res: ReportResults, images: dict[str, str]) -> Section | None:
     dr = res.dose_response
     if dr is None:
         return None
@@ -419,6 +424,14 @@ def dose_response_section(res: ReportResults) -> Section | None:
             ci = f" ({_g(p.ratio_ci[0], '.3g')} to {_g(p.ratio_ci[1], '.3g')})" if p.ratio_ci else ""
             t.add([c.name, c.label, f"{p.dose:g}", f"{_g(p.ratio, '.3g')}x{ci}", p.word])
     sec.tables.append(t)
+    for metric, label in dict.fromkeys((c.metric, c.label) for c in dr.curves):
+        if dose_figure(metric) in images:
+            caption = (
+                f"Dose-response, {label}: ratio to the floor's per dose (interval shaded; a dose that left it "
+                "equal on the bottom edge), tolerance dashed, tolerated dose dotted; in-situ candidates "
+                "predicted (dark, with its interval) and measured (hollow red), a marker each"
+            )
+            sec.images.append((caption, images[dose_figure(metric)]))
     sec.bullets += [c.text for c in dr.curves] + dr.unread + dr.sensitivity + dr.statistics_text
     sec.bullets += [p.text for p in dr.predictions]
     sec.bullets += [s.text for s in dr.schedules]
@@ -448,7 +461,7 @@ def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str,
     secs += [stats_section(res), attention_section(res), frames_section(res, grids), verdict_section(res)]
     more = (
         insitu_section(res, images),
-        dose_response_section(res),
+        dose_response_section(res, images),
         schedules_section(res),
         failures_section(res),
     )

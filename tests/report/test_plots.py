@@ -16,6 +16,7 @@ from harness.analysis.model import AudioView, Envelope, FrameSeries
 from harness.report.figures import speed_accuracy_caption
 from harness.report.plots import (
     audio_figure,
+    dose_response_figure,
     latent_figure,
     per_frame_figure,
     save_png,
@@ -147,3 +148,29 @@ def test_figures_are_palette_pngs(tmp_path: Path):
     out = save_png(speed_accuracy_figure(points, floors, 2.0), tmp_path / "sa.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.mode == "P"  # 8-bit palette: a third of RGBA's bytes
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "reports/examples/cpu"
+
+
+def test_the_dose_response_figure_draws_each_curve_and_candidate_it_is_given():
+    """From the committed CPU examples: the video MSE curves of every site, and the e2e example's
+    in-situ candidates predicted and measured on the curves it read; the legend names each once and
+    no text is drawn over another; a curve with no interval draws nothing."""
+    from harness.analysis.model import read_results
+
+    dr = read_results(EXAMPLES / "dose_response/results.json").dose_response
+    curves = [c for c in dr.curves if c.metric == "video_mse"]
+    fig = dose_response_figure(curves, [])
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[2:] == [c.name for c in curves] and len(curves) >= 4
+    assert overlapping_texts(fig) == []
+    e2e = read_results(EXAMPLES / "e2e_3step/results.json").dose_response
+    preds = [p for p in e2e.predictions if p.metric == "video_mse" and p.predicted]
+    assert preds and all(p.measured for p in preds)
+    legend = [t.get_text() for t in dose_response_figure(curves[:1], preds).legends[0].get_texts()]
+    assert all(f"{p.candidate}: {what}" in legend for p in preds for what in ("predicted", "measured"))
+    bare = curves[0].model_copy(
+        update={"points": [q.model_copy(update={"ratio_ci": None}) for q in curves[0].points]}
+    )
+    assert dose_response_figure([bare], preds) is None
