@@ -73,12 +73,12 @@ def test_a_results_json_of_an_older_schema_is_named_with_how_to_re_analyse_it(tw
     shutil.copytree(two_builds, root)
     old = next(root.glob("b2/**/results.json"))
     text = old.read_text()
-    assert text.count('"schema": "harness.report/6"') == 1
-    old.write_text(text.replace('"schema": "harness.report/6"', '"schema": "harness.report/4"'))
+    assert text.count('"schema": "harness.report/7"') == 1
+    old.write_text(text.replace('"schema": "harness.report/7"', '"schema": "harness.report/4"'))
     res = harness("history", root, "--out", tmp_path / "out")
     assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
     assert [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")] == [
-        f"error: skipped: {old}: schema harness.report/4 is older than this harness reads (harness.report/6); "
+        f"error: skipped: {old}: schema harness.report/4 is older than this harness reads (harness.report/7); "
         f"re-analyse its campaign with this harness: harness report {shlex.quote(str(old.parent))}"
     ]
     assert "1 campaign(s), 3 run(s)" in res.stdout

@@ -13,16 +13,17 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SerializationInfo, ValidationError, field_serializer, model_validator
 
 # What results.json holds, by name (its own records and those of the stages it carries), so a renderer
 # needs this module alone: the names imported and not used here are there for it.
+from harness.analysis.asset_records import AudioView, Envelope, FrameSeries, SpectrogramDiff  # noqa: F401
 from harness.analysis.dose_response import DoseCurve, DoseResponse, Prediction  # noqa: F401
 from harness.analysis.insitu_model import Finding, InSituPart, InSituReading, InSituResults, ScheduleRow  # noqa: F401
 from harness.analysis.verdict import Verdict
 from harness.collect.models import CodecSettings
 from harness.compare.latents import LatentPoint
-from harness.compare.pairwise import Comparison
+from harness.compare.pairwise import CONVENTIONS, Comparison
 from harness.compare.significance import SpeedTest
 from harness.compare.summary import RunSummary
 from harness.errors import Exit, HarnessError
@@ -32,10 +33,7 @@ from harness.run_keys import Sample
 from harness.scenario.verdict import VerdictRules
 from harness.store import utcnow
 
-RESULTS_SCHEMA = "harness.report/6"  # 6: the review and the summary worded once (analysis.sentences)
-SERIES_SCHEMA = "harness.frame_series/1"
-AUDIO_VIEW_SCHEMA = "harness.audio_view/1"
-SPECTROGRAM_DIFF_SCHEMA = "harness.spectrogram_diff/1"
+RESULTS_SCHEMA = "harness.report/7"  # 7: a comparison names its runs by key, the conventions said once
 
 
 class Spread(Record):
@@ -141,56 +139,6 @@ class ClipSet(Record):
 
     seconds: float  # the longest clip
     text: str = ""
-
-
-class FrameSeries(Record):
-    """assets/series/<run>.json: one run's per-frame PSNR and SSIM against the reference."""
-
-    schema_version: str = Field(SERIES_SCHEMA, alias="schema")
-    key: str
-    reference: str
-    frame: list[int] = Field(default_factory=list)
-    psnr: list[float] = Field(default_factory=list)  # +inf: an identical frame
-    ssim: list[float] = Field(default_factory=list)
-
-
-class Envelope(Record):
-    """Min and max of a signal per bin of samples: a long track drawn quickly, its peaks kept."""
-
-    t: list[float] = Field(default_factory=list)  # seconds at the start of each bin
-    lo: list[float] = Field(default_factory=list)
-    hi: list[float] = Field(default_factory=list)
-
-
-class AudioView(Record):
-    """assets/audio/<run>.json: what the audio figure draws of one run's track (mono mix)."""
-
-    schema_version: str = Field(AUDIO_VIEW_SCHEMA, alias="schema")
-    key: str
-    rate: int
-    seconds: float
-    signal: Envelope
-    minus_reference: Envelope | None = None  # the difference to the reference's track (same rate)
-    spectrogram: str | None = None  # 8-bit PNG (relative to the results' folder); row 0: highest bin
-    spectrogram_hz: list[float] = Field(default_factory=list)  # lowest, highest bin
-    spectrogram_db: list[float] = Field(default_factory=list)  # dB of grey 0 and of grey 255
-
-
-class SpectrogramDiff(Record):
-    """assets/audio/<run>.specdiff.json: a run's spectrogram minus the reference's, in dB."""
-
-    schema_version: str = Field(SPECTROGRAM_DIFF_SCHEMA, alias="schema")
-    key: str
-    reference: str
-    rate: int
-    seconds: float
-    lag_samples: int = 0
-    png: str  # 8-bit PNG: grey 0 = -db_range, 255 = +db_range; row 0 = top = highest bin
-    hz: list[float] = Field(default_factory=list)  # lowest, highest bin
-    db_range: float
-    floor_db: float | None = None  # cells under this (both tracks) count as this
-    max_abs_db: float = 0.0
-    mean_abs_db: float = 0.0
 
 
 INSITU_WHAT = "in-situ error / the exact floor's"  # what a ratio measures where in situ decides
@@ -321,6 +269,42 @@ class ReportResults(Record):
     summary: Summary = Field(default_factory=Summary)
     floor_points: list[FloorPoint] = Field(default_factory=list)  # the floor arms in the speed figure
     pr: PrLines = Field(default_factory=PrLines)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _comparisons_runs(cls, data: Any) -> Any:
+        """A comparison names its runs by key in the file: their summaries are ``runs``' own."""
+        if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
+            return data
+        runs = {
+            r.get("key") if isinstance(r, dict) else getattr(r, "key", None): r
+            for r in data.get("runs") or []
+        }
+        cmps = []
+        for i, c in enumerate(data["comparisons"]):
+            for side in ("a", "b") if isinstance(c, dict) else ():
+                if isinstance(c.get(side), str):
+                    if c[side] not in runs:
+                        raise ValueError(f"comparisons[{i}].{side}: no run {c[side]!r} among runs")
+                    c = {**c, side: runs[c[side]]}
+            cmps.append(c)
+        return {**data, "comparisons": cmps}
+
+    @field_serializer("comparisons", mode="wrap")
+    def _comparisons_by_key(self, cmps: list[Comparison], handler: Any, info: SerializationInfo) -> Any:
+        """In the file, a run summarised under ``runs`` is named by its key and the conventions every
+        comparison shares stand once, in ``conventions``: a comparison holds what is its own."""
+        out = handler(cmps)
+        if not info.mode_is_json():
+            return out
+        runs = {r.key: r for r in self.runs}
+        for c, d in zip(cmps, out, strict=True):
+            if c.conventions == CONVENTIONS:
+                d.pop("conventions", None)
+            for side in ("a", "b"):
+                if runs.get(getattr(c, side).key) == getattr(c, side):
+                    d[side] = getattr(c, side).key
+        return out
 
     def run(self, key: str) -> RunSummary | None:
         return next((r for r in self.runs if r.key == key), None)

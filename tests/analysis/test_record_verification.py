@@ -14,6 +14,7 @@ import pytest
 from campaign_factory import ArmSpec, make_campaign
 from cli_testutil import harness
 
+from harness.analysis.model import read_results
 from harness.compare import hashes
 from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.summary import summarize_run
@@ -64,7 +65,7 @@ def test_swapped_outputs_are_named_not_judged_and_exit_3(camp):
     results = json.loads((camp.path / "results.json").read_text())
     status = {r["key"]: r["status"] for r in results["runs"]}
     assert status["close"] == status["far"] == "damaged" and status["floor"] == "ok"
-    measured = {c["b"]["key"] for c in results["comparisons"] if c.get("video")}
+    measured = {c.b.key for c in read_results(camp.path / "results.json").comparisons if c.video}
     assert measured == {"floor"}  # neither swapped run is compared, let alone judged
     words = {v["arm"]: v.get("word") for v in results["verdicts"]}
     assert words["close"] not in ("within", "outside", "inconclusive"), words

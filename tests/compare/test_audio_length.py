@@ -11,6 +11,7 @@ import pytest
 from campaign_factory import FPS, RATE, ArmSpec, base_content, make_campaign, perturb, write_run
 from cli_testutil import harness
 
+from harness.analysis.model import read_results
 from harness.media import write_av
 
 
@@ -74,5 +75,5 @@ def test_report_refuses_a_candidate_with_short_audio(tmp_path):
     assert res.returncode == 3, res.stderr
     cand = str(camp.run("cand").output)
     assert any("audio length differs" in e and cand in e for e in errors_of(res)), res.stderr
-    results = json.loads((camp.path / "results.json").read_text())
-    assert not any(c.get("audio") for c in results["comparisons"] if c["b"]["key"] == "cand")
+    results = read_results(camp.path / "results.json")
+    assert not any(c.audio for c in results.comparisons if c.b.key == "cand")

@@ -31,7 +31,7 @@ def test_an_example_renders_as_committed(results, tmp_path):
         with pytest.raises(SchemaMismatch) as info:
             render_results(results, tmp_path)
         assert str(info.value) == (
-            f"{results}: schema {STRANDED[name]} is older than this harness reads (harness.report/6); "
+            f"{results}: schema {STRANDED[name]} is older than this harness reads (harness.report/7); "
             f"re-analyse its campaign with this harness: harness report {shlex.quote(str(results.parent))}"
         )
         return

@@ -91,13 +91,13 @@ def test_a_results_json_of_an_older_schema_is_refused_in_one_line(tmp_path):
     results = campaign / "results.json"
     raw = json.loads(results.read_text())
     digest = raw["inputs_digest"]
-    assert raw["schema"] == "harness.report/6" and reusable(results, digest) is not None
+    assert raw["schema"] == "harness.report/7" and reusable(results, digest) is not None
     results.write_text(json.dumps({**raw, "schema": "harness.report/4"}))
     out = tmp_path / "pages"
     res = harness("report", "--from-results", results, "--out", out)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.splitlines() == [
-        f"error: {results}: schema harness.report/4 is older than this harness reads (harness.report/6); "
+        f"error: {results}: schema harness.report/4 is older than this harness reads (harness.report/7); "
         f"re-analyse its campaign with this harness: harness report {shlex.quote(str(campaign))}"
     ]
     assert shlex.quote(str(campaign)) == f"'{campaign}'"  # a folder with a space: quoted for the shell
@@ -110,7 +110,7 @@ def test_not_a_results_json_is_one_line(tmp_path):
     bad.write_text('{"schema": "harness.report/1", "campaign_id": "c"}')
     with pytest.raises(
         HarnessError,
-        match=r"results.json: schema harness.report/1 is older than this harness reads \(harness.report/6\); "
+        match=r"results.json: schema harness.report/1 is older than this harness reads \(harness.report/7\); "
         f"re-analyse its campaign with this harness: harness report {re.escape(shlex.quote(str(tmp_path)))}$",
     ):
         render_results(bad)
@@ -119,3 +119,45 @@ def test_not_a_results_json_is_one_line(tmp_path):
         render_results(bad)
     with pytest.raises(HarnessError, match="results.json not found"):
         render_results(tmp_path / "absent.json")
+
+
+def test_a_comparison_names_its_runs_by_key_in_the_file_and_holds_them_when_read(tmp_path):
+    """results.json keeps each run's summary once: a comparison names its runs by key and the
+    conventions stand once; read back, every comparison holds both summaries and the conventions
+    as analysed. A key that names no run is one line (exit 3 through the command, nothing written)."""
+    from cli_testutil import harness
+
+    from harness.analysis.model import read_results
+    from harness.compare.pairwise import CONVENTIONS
+
+    example = ROOT / "reports" / "examples" / "h200" / "e2e_gpu" / "3step" / "results.json"
+    raw = json.loads(example.read_text())
+    runs = {r["key"] for r in raw["runs"]}
+    assert raw["comparisons"] and all(c["a"] in runs and c["b"] in runs for c in raw["comparisons"])
+    # conventions other than this harness's (an example analysed before a wording changed) stay
+    assert all(c["conventions"] != CONVENTIONS for c in raw["comparisons"] if "conventions" in c)
+    cpu = json.loads((ROOT / "reports" / "examples" / "cpu" / "e2e_3step" / "results.json").read_text())
+    assert cpu["comparisons"] and not any("conventions" in c for c in cpu["comparisons"])
+    res = read_results(example)
+    assert all(c.a == res.run(c.a.key) and c.b == res.run(c.b.key) for c in res.comparisons)
+    cpu_res = read_results(ROOT / "reports" / "examples" / "cpu" / "e2e_3step" / "results.json")
+    assert all(c.conventions == CONVENTIONS for c in cpu_res.comparisons)
+    again = tmp_path / "again.json"
+    again.write_text(res.model_dump_json(by_alias=True))
+    assert again.read_text() == example.read_text()  # written as it was read
+    # a comparison whose summary is not among the runs (edited in memory) is written whole
+    odd = res.comparisons[0].model_copy(
+        update={"b": res.comparisons[0].b.model_copy(update={"notes": ["x"]})}
+    )
+    written = json.loads(res.model_copy(update={"comparisons": [odd]}).model_dump_json(by_alias=True))
+    assert written["comparisons"][0]["a"] == odd.a.key and written["comparisons"][0]["b"]["notes"] == ["x"]
+    bad = tmp_path / "c" / "results.json"
+    bad.parent.mkdir()
+    raw["comparisons"][1]["b"] = "nobody"
+    bad.write_text(json.dumps(raw))
+    res = harness("report", "--from-results", bad, "--out", tmp_path / "pages")
+    assert res.returncode == 3 and res.stderr.splitlines() == [
+        f"error: {bad}: not a harness results.json ((top level): Value error, comparisons[1].b: no run "
+        "'nobody' among runs)"
+    ], res.stderr
+    assert not (tmp_path / "pages").exists()

@@ -55,7 +55,7 @@ def test_report_files_and_sections(single_report):
 def test_results_json_numbers(single_report):
     paths = single_report.paths
     raw = json.loads(paths.results_json.read_text())
-    assert raw["schema"] == "harness.report/6"
+    assert raw["schema"] == "harness.report/7"
     assert set(raw["conventions"]) >= {"video", "audio", "stats", "timing", "stats_tolerance"}
     assert raw["env"]["hostname"] == "test-host"
     assert raw["scenario"]["name"] == "tiny"

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.model import Finding
+from harness.analysis.model import Finding, read_results
 from harness.analysis.sentences import finding_text
 from harness.attention.insitu.recorder import read_insitu
 from harness.campaign import plan_campaign
@@ -126,9 +126,9 @@ def test_every_run_saves_its_latents_and_checks_its_backend_against_the_direct_o
         check = rc["direct_check"]  # on the first DiT self-attention call: LightX2V's class vs its op
         assert check["identical"] is True and check["inputs_modified"] == [], arm
         assert check["q_shape"][:2] == [1, heads] and check["q_shape"][3] == 128
-    results = json.loads((cpu_campaign.campaign.path / "results.json").read_text())
-    floor = next(c for c in results["comparisons"] if c["b"]["arm"] == "torch_sdpa_kv_reversed")
-    assert [p["step"] for p in floor["latents"]] == [1, 2, 3]  # the per-step divergence table
+    results = read_results(cpu_campaign.campaign.path / "results.json")
+    floor = next(c for c in results.comparisons if c.b.arm == "torch_sdpa_kv_reversed")
+    assert [p.step for p in floor.latents] == [1, 2, 3]  # the per-step divergence table
     pr = (cpu_campaign.campaign.path / "pr.md").read_text()
     assert "sage_emul: backend output vs a direct op call: bitwise identical" in pr
 

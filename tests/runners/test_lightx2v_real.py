@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from lightx2v_site import SHIM_DIR, first_input, tiny_environ
 
+from harness.analysis.model import read_results
 from harness.attention.insitu.recorder import read_insitu
 from harness.bench.overhead import measure_overhead
 from harness.campaign import execute, lock_campaign, plan_campaign
@@ -309,8 +310,10 @@ def test_timing_and_report_come_from_the_real_logs_and_mp4(cpu_campaign):
     assert any(f"| 3 | {ref['s_per_step']:.3f}" in row for row in rows), (
         rows
     )  # DiT steps, s/step from the logs
-    floor = next(c for c in results["comparisons"] if c["b"]["arm"] == "torch_sdpa_kv_reversed")
-    assert floor["video"] is not None and floor["audio"] is not None
+    floor = next(
+        c for c in read_results(path / "results.json").comparisons if c.b.arm == "torch_sdpa_kv_reversed"
+    )
+    assert floor.video is not None and floor.audio is not None
     env = json.loads((path / "runs" / "torch_sdpa" / "lightx2v_env.json").read_text())
     probe = env["probe"]
     assert probe["lightx2v_version"] == "0.1.0" and probe["features"]["adaln_cache"] is True
