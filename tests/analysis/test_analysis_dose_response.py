@@ -349,6 +349,28 @@ def test_the_committed_h100_h3_refiner_dose_response_reads_the_padded_key_defect
     assert v.word == "identical"
 
 
+def test_the_committed_h100_h3_dit_dose_response_reads_a_limit_consistent_with_its_points():
+    """reports/examples/h100/minimax_h3_dose_response/gpu_prod_dit: the same pipeline, the DiT's calls
+    and every call as sites. Each curve reads a tolerated dose within the grid, consistent with its
+    points (within below it, outside from 3x it); the final latent tolerates less than the decoded
+    video; every call reads as the DiT's calls alone (the refiner adds nothing measurable)."""
+    res = read_results(
+        EXAMPLES.parent / "h100" / "minimax_h3_dose_response" / "gpu_prod_dit" / "results.json"
+    )
+    curves = {(c.site.text(), c.metric): c for c in res.dose_response.curves}
+    for site in ("dit_self", "every call"):
+        video, latent = curves[site, "video_mse"], curves[site, "latent_mse"]
+        assert len(video.points) >= 5 and 0.307 in [p.dose for p in video.points]
+        for c in (video, latent):
+            assert c.tolerated is not None and c.limit_hi is not None and c.tolerated <= c.limit_hi
+            assert all(p.word == "within" for p in c.points if p.dose <= c.tolerated)
+            assert all(p.word == "outside" for p in c.points if p.dose >= 3 * c.tolerated)
+        assert latent.tolerated < video.tolerated / 5
+    dit, every = curves["dit_self", "video_mse"], curves["every call", "video_mse"]
+    assert dit.tolerated == pytest.approx(every.tolerated, rel=0.05)
+    assert [v.word for v in res.verdicts if v.arm.endswith("_0.001")] == ["identical", "identical"]
+
+
 def test_a_site_whose_output_never_moves_is_said_not_dropped():
     """A site no call reaches (a refiner site on a pipeline without one): every dose bitwise the
     reference's, so no reading and no curve; the dose-response says so instead of leaving it out."""
