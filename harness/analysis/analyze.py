@@ -351,8 +351,9 @@ def judge_campaign(
     if res.dose_response is None and res.insitu is not None and res.insitu.readings:
         res.insitu.notes.append(unmeasured_rules(res.insitu.tolerance))
     if res.dose_response is not None:
-        from harness.analysis.dose_schedule import schedule_predictions
+        from harness.analysis.dose_schedule import kind_predictions, schedule_predictions
 
+        res.dose_response.predictions += kind_predictions(res.dose_response, found, res.verdicts)
         res.dose_response.schedules = schedule_predictions(
             res.dose_response, found, res.schedules, res.verdicts
         )

@@ -72,6 +72,7 @@ class DoseCurve(Record):
 class Prediction(Record):
     candidate: str
     per_call: float  # the candidate's in-situ rel L1, pooled over its calls
+    kinds: dict[str, float] = Field(default_factory=dict)  # its rel L1 per call kind, each on its curve
     shape: str
     metric: str
     predicted: float | None = None

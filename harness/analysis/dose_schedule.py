@@ -1,6 +1,7 @@
 """A hybrid schedule from data: the per-step curves of a dose-response (a site per DiT step) read at a
 candidate's in-situ per-step errors predict what running it on some steps and the exact backend on the
-others costs end to end. Errors of different steps are taken to add in energy (the ratio of a schedule
+others costs end to end; the per-kind curves (a site per call kind) read at its per-kind errors
+predict its whole run, each kind's calls on their own curve. Errors of different steps are taken to add in energy (the ratio of a schedule
 is the sum of its candidate steps' ratios; its bounds the sums of theirs, as wide as the steps'
 errors moving together), an assumption the hybrid arms that ran check: each is placed beside its
 prediction. The proposal is the fewest exact steps whose predicted upper bound
@@ -9,41 +10,78 @@ stays under the tolerance, the steps that cost most made exact first."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from harness.analysis.dose_response import (
     PREDICT_AGREES,
     DoseCurve,
     DoseResponse,
+    Prediction,
     SchedulePrediction,
     log_log_at,
 )
 from harness.number_format import ratio_text
 
 
-def step_curves(dr: DoseResponse) -> dict[str, dict[int, DoseCurve]]:
-    """reading -> DiT step -> the noise curve planted on that step alone."""
-    out: dict[str, dict[int, DoseCurve]] = {}
+def site_curves(dr: DoseResponse, field: str) -> dict[str, dict[Any, DoseCurve]]:
+    """reading -> DiT step (``field`` "steps") or call kind ("kinds") -> the noise curve planted on
+    that one alone."""
+    out: dict[str, dict[Any, DoseCurve]] = {}
     for c in dr.curves:
-        if c.shape == "noise" and len(c.site.steps) == 1 and not (c.site.kinds or c.site.blocks):
-            out.setdefault(c.metric, {})[c.site.steps[0]] = c
+        site = c.site.model_dump()
+        one, others = site.pop(field), [v for v in site.values() if v]
+        if c.shape == "noise" and len(one) == 1 and not others:
+            out.setdefault(c.metric, {})[one[0]] = c
     return out
 
 
-def _per_step_cost(curves: dict[int, DoseCurve], errors: dict[int, float]) -> dict[int, list[float]] | str:
-    """step -> [ratio, lo, hi] the step's per-call error predicts on its curve; or why not."""
+def _site_costs(
+    curves: dict[Any, DoseCurve], errors: dict[Any, float], what: str
+) -> dict[Any, list[float]] | str:
+    """site -> [ratio, lo, hi] its per-call error predicts on its curve; or why not."""
     out = {}
-    for step, err in sorted(errors.items()):
-        c = curves.get(step)
+    for site, err in sorted(errors.items()):
+        c = curves.get(site)
         if c is None:
-            return f"no curve planted on step {step} alone"
+            return f"no curve planted on {what} {site} alone"
         xs, pts = c.usable()
         got = [
             log_log_at(err, xs, ys)
             for ys in ([p.ratio for p in pts], *([p.ratio_ci[i] for p in pts] for i in (0, 1)))
         ]
         if any(g is None for g in got):
-            return f"step {step}'s per-call error {err:.2g} lies outside the doses measured"
-        out[step] = got
+            return f"{what} {site}'s per-call error {err:.2g} lies outside the doses measured"
+        out[site] = got
+    return out
+
+
+def kind_predictions(dr: DoseResponse, readings: Sequence, verdicts: Sequence) -> list[Prediction]:
+    """Each in-situ candidate's run predicted from its per-kind errors, each kind on its own curve
+    (the kinds' errors taken to add in energy), beside its end-to-end reading."""
+    by_reading = site_curves(dr, "kinds")
+    energy = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
+    out = []
+    for r in readings:
+        errors = {k.kind: k.rel_l1 for k in r.per_kind if k.rel_l1}
+        for metric, curves in by_reading.items() if errors and r.stats.rel_l1 else ():
+            label = next(iter(curves.values())).label
+            p = Prediction(
+                candidate=r.candidate, per_call=r.stats.rel_l1, kinds=errors, shape="noise", metric=metric
+            )
+            each = ", ".join(f"{k} {e:.2g}" for k, e in sorted(errors.items()))
+            costs = _site_costs(curves, errors, "kind")
+            if isinstance(costs, str):
+                p.text = f"{r.candidate}, {label}: per kind ({each}): no prediction: {costs}"
+                out.append(p)
+                continue
+            mid, lo, hi = _predicted(costs, set())
+            p.predicted, p.predicted_ci = mid, [lo, hi]
+            p.text = f"{r.candidate}: per kind ({each}): predicted {label} {ratio_text(mid)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
+            m = energy.get(r.candidate, {}).get(metric)
+            if m is not None and m.ratio:
+                p.measured, p.agrees = m.ratio, lo / PREDICT_AGREES <= m.ratio <= hi * PREDICT_AGREES
+                p.text += f"; measured {ratio_text(m.ratio)}: " + ("agrees" if p.agrees else "disagrees")
+            out.append(p)
     return out
 
 
@@ -60,7 +98,7 @@ def schedule_predictions(
 ) -> list[SchedulePrediction]:
     """For each in-situ candidate with per-step errors and each reading with per-step curves: the
     proposed schedule, and every hybrid arm of the candidate's backend predicted beside its measurement."""
-    by_reading = step_curves(dr)
+    by_reading = site_curves(dr, "steps")
     energy = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
     out: list[SchedulePrediction] = []
     for r in readings:
@@ -69,7 +107,7 @@ def schedule_predictions(
             continue
         for metric, curves in by_reading.items():
             label, tol = next(iter(curves.values())).label, next(iter(curves.values())).tolerance
-            costs = _per_step_cost(curves, errors)
+            costs = _site_costs(curves, errors, "step")
             if isinstance(costs, str):
                 out.append(
                     SchedulePrediction(

@@ -242,7 +242,9 @@ def dose_response_jobs(res: ReportResults) -> list[tuple[str, Any, Draw]]:
     jobs: list[tuple[str, Any, Draw]] = []
     for metric in dict.fromkeys(c.metric for c in (dr.curves if dr else []) if c.usable()[0]):
         curves = [c for c in dr.curves if c.metric == metric]
-        preds = [p for p in dr.predictions if p.metric == metric and p.predicted]
+        preds = [
+            p for p in dr.predictions if p.metric == metric and p.predicted and not p.kinds
+        ]  # one x each
         shown = [x.model_dump(mode="json") for x in (*curves, *preds)]
         jobs.append(
             (dose_figure(metric), shown, lambda c=curves, p=preds: plots().dose_response_figure(c, p))

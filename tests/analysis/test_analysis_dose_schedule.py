@@ -102,3 +102,34 @@ def test_the_proposal_is_the_fewest_exact_steps_within_the_tolerance(gains, err)
         assert bound(set(p.exact_steps)) == pytest.approx(p.predicted_ci[1]) and p.predicted_ci[1] < 2.0
     fewer = [set(c) for n in range(len(p.exact_steps)) for c in itertools.combinations(errors, n)]
     assert all(bound(c) >= 2.0 * (1 - 1e-9) for c in fewer)
+
+
+def test_a_candidates_run_is_predicted_from_its_per_kind_errors_each_on_its_kinds_curve():
+    """Curves planted on one call kind each: a candidate's per-kind in-situ errors, each read on its
+    kind's curve, add to the run's prediction, set beside its end-to-end reading; a kind with no
+    curve of its own predicts nothing, and a step curve is no kind curve."""
+    from harness.analysis.dose_schedule import kind_predictions
+    from harness.analysis.insitu_model import InSituKind
+    from harness.insitu_records import InSituStats
+
+    def kind_curve(kind: str, gain: float) -> DoseCurve:
+        return step_curve(1, gain).model_copy(update={"site": CallSiteFilter(kinds=[kind])})
+
+    dr = DoseResponse(curves=[kind_curve("dit_self", 10.0), kind_curve("refiner", 0.5), step_curve(1, 99.0)])
+    r = reading({}).model_copy(update={
+        "stats": InSituStats(rel_l1=2e-3),
+        "per_kind": [InSituKind(kind="dit_self", rel_l1=1e-3), InSituKind(kind="refiner", rel_l1=1e-2)],
+    })  # fmt: skip
+    measured = RatioReading(metric="video_mse", label="video MSE", ratio=70.0, ratio_ci=[50.0, 90.0])
+    (p,) = kind_predictions(dr, [r], [Verdict(arm="cand", energy=[measured])])
+    # dit_self: 10 x 1^2 = 10; refiner: 0.5 x 10^2 = 50; bounds the sums of each kind's (x/÷ 1.5)
+    assert p.predicted == pytest.approx(60.0) and p.predicted_ci == pytest.approx([40.0, 90.0])
+    assert p.kinds == {"dit_self": 1e-3, "refiner": 1e-2} and p.measured == 70.0 and p.agrees
+    assert p.text == (
+        "cand: per kind (dit_self 0.001, refiner 0.01): predicted video MSE 60x the floor's (40x to 90x); "
+        "measured 70x: agrees"
+    )
+    alone = DoseResponse(curves=[kind_curve("dit_self", 10.0)])
+    (q,) = kind_predictions(alone, [r], [])
+    assert q.predicted is None and q.text.endswith("no prediction: no curve planted on kind refiner alone")
+    assert kind_predictions(DoseResponse(curves=[step_curve(1, 1.0)]), [r], []) == []
