@@ -276,10 +276,13 @@ class ReportResults(Record):
         """A comparison names its runs by key in the file: their summaries are ``runs``' own."""
         if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
             return data
-        runs = {
-            r.get("key") if isinstance(r, dict) else getattr(r, "key", None): r
+        keyed = (
+            (r.get("key") if isinstance(r, dict) else getattr(r, "key", None), r)
             for r in data.get("runs") or []
-        }
+        )
+        runs = {
+            k: r for k, r in keyed if isinstance(k, str)
+        }  # a hostile key (a list, a number) names nothing
         cmps = []
         for i, c in enumerate(data["comparisons"]):
             for side in ("a", "b") if isinstance(c, dict) else ():

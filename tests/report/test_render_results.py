@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from records_testutil import ONE_SEED
 
 from harness.errors import HarnessError
@@ -161,3 +163,30 @@ def test_a_comparison_names_its_runs_by_key_in_the_file_and_holds_them_when_read
         "'nobody' among runs)"
     ], res.stderr
     assert not (tmp_path / "pages").exists()
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=JSONISH, a=JSONISH, b=JSONISH)
+def test_hostile_run_keys_and_comparison_names_are_one_line_or_read(tmp_path, key, a, b):
+    """Whatever a results.json holds where a run's key and a comparison's runs stand, it is read or
+    refused in one line (a HarnessError), never another exception."""
+    from harness.analysis.model import read_results
+
+    raw = json.loads(
+        (ROOT / "reports" / "examples" / "h200" / "minimax_h3_tiny" / "gpu" / "results.json").read_text()
+    )
+    raw["runs"][0]["key"] = key
+    raw["comparisons"][0]["a"], raw["comparisons"][0]["b"] = a, b
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(raw))
+    try:
+        read_results(path)
+    except HarnessError as err:
+        assert "\n" not in str(err) and str(err).startswith(str(path))
