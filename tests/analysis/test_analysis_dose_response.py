@@ -371,6 +371,25 @@ def test_the_committed_h100_h3_dit_dose_response_reads_a_limit_consistent_with_i
     assert [v.word for v in res.verdicts if v.arm.endswith("_0.001")] == ["identical", "identical"]
 
 
+def test_the_committed_cpu_h3_dose_response_reads_the_sites_on_the_final_latent():
+    """reports/examples/cpu/minimax_h3_dose_response: the real LightX2V tiny H3 on the CPU, whose
+    K/V-reversed floor's 64x64 mp4 is bitwise the reference's: no decoded reading has an interval,
+    the final latent reads every site (0.001 leaves it equal: the limit lies in [0.001, 0.01]) and
+    the DiT's calls move it far more than the refiner's at the same dose."""
+    res = read_results(EXAMPLES / "minimax_h3_dose_response" / "results.json")
+    curves = {(c.site.text(), c.metric): c for c in res.dose_response.curves}
+    assert not any(curves[site, "video_mse"].usable()[0] for site in ("every call", "refiner", "dit_self"))
+    latent = {site: curves[site, "latent_mse"] for site in ("every call", "refiner", "dit_self")}
+    for c in latent.values():
+        assert c.tolerated == 0.001 and c.limit_hi == 0.01 and c.points[0].ratio == 0.0
+    at = {site: next(p.ratio for p in c.points if p.dose == 0.01) for site, c in latent.items()}
+    assert at["dit_self"] > 10 * at["refiner"] > 10 and at["every call"] == pytest.approx(
+        at["dit_self"], rel=0.05
+    )
+    (line,) = [s for s in res.dose_response.sensitivity if "final latent" in s]
+    assert line.index("dit_self") < line.index("refiner")
+
+
 def test_a_site_whose_output_never_moves_is_said_not_dropped():
     """A site no call reaches (a refiner site on a pipeline without one): every dose bitwise the
     reference's, so no reading and no curve; the dose-response says so instead of leaving it out."""
