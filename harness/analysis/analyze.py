@@ -351,12 +351,12 @@ def judge_campaign(
     if res.dose_response is None and res.insitu is not None and res.insitu.readings:
         res.insitu.notes.append(unmeasured_rules(res.insitu.tolerance))
     if res.dose_response is not None:
+        from harness.analysis.dose_response import measured_readings
         from harness.analysis.dose_schedule import kind_predictions, schedule_predictions
 
-        res.dose_response.predictions += kind_predictions(res.dose_response, found, res.verdicts)
-        res.dose_response.schedules = schedule_predictions(
-            res.dose_response, found, res.schedules, res.verdicts
-        )
+        measured = measured_readings(res)
+        res.dose_response.predictions += kind_predictions(res.dose_response, found, measured)
+        res.dose_response.schedules = schedule_predictions(res.dose_response, found, res.schedules, measured)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
     copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:

@@ -433,11 +433,18 @@ def read_campaign(
     if dr is None:
         return None, why
     planted = {r.arm for r in runs if r.attn_type == PLANTED}
-    by_arm = {v.arm: v for v in verdicts}
+    measured = measured_readings(res)
     for r in readings:
         if r.candidate in planted or r.stats.rel_l1 is None or r.stats.rel_l1 <= 0:
             continue
-        v = by_arm.get(r.candidate)
-        measured = {e.metric: e for e in v.energy} if v is not None else {}
-        dr.predictions += predict(dr, r.candidate, r.stats.rel_l1, measured)
+        dr.predictions += predict(dr, r.candidate, r.stats.rel_l1, measured.get(r.candidate, {}))
     return dr, why
+
+
+def measured_readings(res: Any) -> dict[str, dict[str, RatioReading]]:
+    """arm -> metric -> its end-to-end reading, the final latent's among them where it saved latents:
+    what a prediction is set beside."""
+    out = {v.arm: {e.metric: e for e in v.energy} for v in res.verdicts}
+    for arm, r in latent_readings(res.latents, set(out), res.rules).items():
+        out[arm][LATENT] = r
+    return out

@@ -55,11 +55,11 @@ def _site_costs(
     return out
 
 
-def kind_predictions(dr: DoseResponse, readings: Sequence, verdicts: Sequence) -> list[Prediction]:
+def kind_predictions(dr: DoseResponse, readings: Sequence, energy: dict[str, dict]) -> list[Prediction]:
     """Each in-situ candidate's run predicted from its per-kind errors, each kind on its own curve
-    (the kinds' errors taken to add in energy), beside its end-to-end reading."""
+    (the kinds' errors taken to add in energy), beside its end-to-end reading (``energy``: arm ->
+    metric -> reading, ``dose_response.measured_readings``)."""
     by_reading = site_curves(dr, "kinds")
-    energy = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
     out = []
     for r in readings:
         errors = {k.kind: k.rel_l1 for k in r.per_kind if k.rel_l1}
@@ -94,12 +94,12 @@ def _predicted(costs: dict[int, list[float]], exact: set[int]) -> list[float]:
 
 
 def schedule_predictions(
-    dr: DoseResponse, readings: Sequence, rows: Sequence, verdicts: Sequence
+    dr: DoseResponse, readings: Sequence, rows: Sequence, energy: dict[str, dict]
 ) -> list[SchedulePrediction]:
     """For each in-situ candidate with per-step errors and each reading with per-step curves: the
-    proposed schedule, and every hybrid arm of the candidate's backend predicted beside its measurement."""
+    proposed schedule, and every hybrid arm of the candidate's backend predicted beside its measurement
+    (``energy``: arm -> metric -> reading)."""
     by_reading = site_curves(dr, "steps")
-    energy = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
     out: list[SchedulePrediction] = []
     for r in readings:
         errors = {s.step: s.rel_l1 for s in r.per_step if s.step is not None and s.rel_l1}

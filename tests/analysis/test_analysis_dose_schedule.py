@@ -12,7 +12,6 @@ from harness.analysis.dose_response import DoseCurve, DosePoint, DoseResponse
 from harness.analysis.dose_schedule import schedule_predictions
 from harness.analysis.insitu_model import InSituReading, InSituStep, ScheduleRow
 from harness.analysis.intervals import RatioReading
-from harness.analysis.verdict_model import Verdict
 from harness.insitu_records import CallSiteFilter
 
 DOSES = [1e-4, 1e-3, 1e-2, 1e-1]
@@ -40,9 +39,7 @@ def test_the_schedule_adds_the_steps_ratios_and_makes_the_costliest_steps_exact_
     errors = {1: 1e-3, 2: 1e-3, 3: 1e-3}
     row = ScheduleRow(arm="hybrid", attn_type="kern", schedule="", exact_steps=[1, 3], steps=3)
     measured = RatioReading(metric="video_mse", label="video MSE", ratio=0.6, ratio_ci=[0.4, 0.9])
-    proposal, check = schedule_predictions(
-        dr, [reading(errors)], [row], [Verdict(arm="hybrid", word="within", energy=[measured])]
-    )
+    proposal, check = schedule_predictions(dr, [reading(errors)], [row], {"hybrid": {"video_mse": measured}})
     assert proposal.arm == "" and proposal.exact_steps == [1]
     assert proposal.predicted == pytest.approx(0.7) and proposal.predicted_ci == pytest.approx(
         [0.7 / 1.5, 1.05]
@@ -60,9 +57,7 @@ def test_no_hybrid_within_the_tolerance_and_a_far_measurement_are_said():
     errors = {1: 1e-2, 2: 1e-2}
     row = ScheduleRow(arm="hybrid", attn_type="kern", schedule="", exact_steps=[1], steps=2)
     far = RatioReading(metric="video_mse", label="video MSE", ratio=1e8, ratio_ci=[1e7, 1e9])
-    proposal, check = schedule_predictions(
-        dr, [reading(errors)], [row], [Verdict(arm="hybrid", word="outside", energy=[far])]
-    )
+    proposal, check = schedule_predictions(dr, [reading(errors)], [row], {"hybrid": {"video_mse": far}})
     assert proposal.exact_steps == [1, 2] and proposal.predicted is None
     assert (
         "no hybrid schedule stays within 2x: its least costly step (2) alone predicts 5,000x" in proposal.text
@@ -72,13 +67,13 @@ def test_no_hybrid_within_the_tolerance_and_a_far_measurement_are_said():
 
 def test_a_step_without_its_curve_or_beyond_the_doses_predicts_nothing():
     dr = DoseResponse(curves=[step_curve(1, 1.0)])
-    (p,) = schedule_predictions(dr, [reading({1: 1e-3, 2: 1e-3})], [], [])
+    (p,) = schedule_predictions(dr, [reading({1: 1e-3, 2: 1e-3})], [], {})
     assert p.predicted is None and "no curve planted on step 2 alone" in p.text
-    (q,) = schedule_predictions(dr, [reading({1: 0.5})], [], [])
+    (q,) = schedule_predictions(dr, [reading({1: 0.5})], [], {})
     assert "step 1's per-call error 0.5 lies outside the doses measured" in q.text
     # curves planted on every call or on a kind are no step curves
     whole = DoseResponse(curves=[step_curve(1, 1.0).model_copy(update={"site": CallSiteFilter()})])
-    assert schedule_predictions(whole, [reading({1: 1e-3})], [], []) == []
+    assert schedule_predictions(whole, [reading({1: 1e-3})], [], {}) == []
 
 
 @settings(max_examples=50, deadline=None)
@@ -92,7 +87,7 @@ def test_the_proposal_is_the_fewest_exact_steps_within_the_tolerance(gains, err)
 
     dr = DoseResponse(curves=[step_curve(i + 1, g) for i, g in enumerate(gains)])
     errors = {i + 1: err for i in range(len(gains))}
-    (p,) = schedule_predictions(dr, [reading(errors)], [], [])
+    (p,) = schedule_predictions(dr, [reading(errors)], [], {})
     hi = {s: g * (err / 1e-3) ** 2 * 1.5 for s, g in zip(errors, gains, strict=True)}
 
     def bound(exact):
@@ -121,7 +116,7 @@ def test_a_candidates_run_is_predicted_from_its_per_kind_errors_each_on_its_kind
         "per_kind": [InSituKind(kind="dit_self", rel_l1=1e-3), InSituKind(kind="refiner", rel_l1=1e-2)],
     })  # fmt: skip
     measured = RatioReading(metric="video_mse", label="video MSE", ratio=70.0, ratio_ci=[50.0, 90.0])
-    (p,) = kind_predictions(dr, [r], [Verdict(arm="cand", energy=[measured])])
+    (p,) = kind_predictions(dr, [r], {"cand": {"video_mse": measured}})
     # dit_self: 10 x 1^2 = 10; refiner: 0.5 x 10^2 = 50; bounds the sums of each kind's (x/÷ 1.5)
     assert p.predicted == pytest.approx(60.0) and p.predicted_ci == pytest.approx([40.0, 90.0])
     assert p.kinds == {"dit_self": 1e-3, "refiner": 1e-2} and p.measured == 70.0 and p.agrees
@@ -130,6 +125,6 @@ def test_a_candidates_run_is_predicted_from_its_per_kind_errors_each_on_its_kind
         "measured 70x: agrees"
     )
     alone = DoseResponse(curves=[kind_curve("dit_self", 10.0)])
-    (q,) = kind_predictions(alone, [r], [])
+    (q,) = kind_predictions(alone, [r], {})
     assert q.predicted is None and q.text.endswith("no prediction: no curve planted on kind refiner alone")
-    assert kind_predictions(DoseResponse(curves=[step_curve(1, 1.0)]), [r], []) == []
+    assert kind_predictions(DoseResponse(curves=[step_curve(1, 1.0)]), [r], {}) == []
