@@ -353,6 +353,21 @@ def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     return lines
 
 
+def beside(measured: float, lo: float, hi: float) -> tuple[float, bool, str]:
+    """A measured ratio set beside a prediction's interval: (it, whether it agrees, what that says)."""
+    if lo / PREDICT_AGREES <= measured <= hi * PREDICT_AGREES:
+        return measured, True, "agrees"
+    if measured > hi * PREDICT_AGREES:
+        return (
+            measured,
+            False,
+            (
+                "far above: something the planted error does not model changes the output (a fallback, another op)"
+            ),
+        )
+    return measured, False, "far below: the kernel's error is gentler than the planted noise (another shape)"
+
+
 def predict(
     dr: DoseResponse, candidate: str, per_call: float, measured: dict[str, RatioReading]
 ) -> list[Prediction]:
@@ -377,13 +392,7 @@ def predict(
         said = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
         m = measured.get(c.metric)
         if m is not None and m.ratio:
-            p.measured = m.ratio
-            p.agrees = lo / PREDICT_AGREES <= m.ratio <= hi * PREDICT_AGREES
-            why = "agrees" if p.agrees else (
-                "far above: something the planted error does not model changes the output (a fallback, "
-                "another op)" if m.ratio > hi * PREDICT_AGREES else "far below: the kernel's error is gentler "
-                "than the planted noise"
-            )  # fmt: skip
+            p.measured, p.agrees, why = beside(m.ratio, lo, hi)
             said += f"; measured {ratio_text(m.ratio)}: {why}"
         p.text = said
         out.append(p)

@@ -18,6 +18,7 @@ from harness.analysis.dose_response import (
     DoseResponse,
     Prediction,
     SchedulePrediction,
+    beside,
     log_log_at,
 )
 from harness.number_format import ratio_text
@@ -45,6 +46,8 @@ def _site_costs(
         if c is None:
             return f"no curve planted on {what} {site} alone"
         xs, pts = c.usable()
+        if not xs:
+            return f"the curve on {what} {site} has no interval at any dose"
         got = [
             log_log_at(err, xs, ys)
             for ys in ([p.ratio for p in pts], *([p.ratio_ci[i] for p in pts] for i in (0, 1)))
@@ -79,8 +82,8 @@ def kind_predictions(dr: DoseResponse, readings: Sequence, energy: dict[str, dic
             p.text = f"{r.candidate}: per kind ({each}): predicted {label} {ratio_text(mid)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
             m = energy.get(r.candidate, {}).get(metric)
             if m is not None and m.ratio:
-                p.measured, p.agrees = m.ratio, lo / PREDICT_AGREES <= m.ratio <= hi * PREDICT_AGREES
-                p.text += f"; measured {ratio_text(m.ratio)}: " + ("agrees" if p.agrees else "disagrees")
+                p.measured, p.agrees, why = beside(m.ratio, lo, hi)
+                p.text += f"; measured {ratio_text(m.ratio)}: {why}"
             out.append(p)
     return out
 

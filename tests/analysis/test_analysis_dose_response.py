@@ -371,23 +371,28 @@ def test_the_committed_h100_h3_dit_dose_response_reads_a_limit_consistent_with_i
     assert [v.word for v in res.verdicts if v.arm.endswith("_0.001")] == ["identical", "identical"]
 
 
-def test_the_committed_cpu_h3_dose_response_reads_the_sites_on_the_final_latent():
-    """reports/examples/cpu/minimax_h3_dose_response: the real LightX2V tiny H3 on the CPU, whose
+def test_the_committed_cpu_h3_dose_response_reads_the_kinds_on_the_final_latent_and_a_finding():
+    """reports/examples/cpu/minimax_h3_dose_kinds: the real LightX2V tiny H3 on the CPU, whose
     K/V-reversed floor's 64x64 mp4 is bitwise the reference's: no decoded reading has an interval,
-    the final latent reads every site (0.001 leaves it equal: the limit lies in [0.001, 0.01]) and
-    the DiT's calls move it far more than the refiner's at the same dose."""
-    res = read_results(EXAMPLES / "minimax_h3_dose_response" / "results.json")
+    the final latent reads both kinds (0.001 leaves it equal: the limit lies in [0.001, 0.003]), the
+    DiT's calls far more sensitive than the refiner's. The emulated SageAttention 1.0.6, placed on
+    the kinds' curves by its in-situ errors, is predicted far above what its run measured: its
+    refiner error is a scale (in situ: most of it divides out), gentler than planted noise."""
+    res = read_results(EXAMPLES / "minimax_h3_dose_kinds" / "results.json")
     curves = {(c.site.text(), c.metric): c for c in res.dose_response.curves}
-    assert not any(curves[site, "video_mse"].usable()[0] for site in ("every call", "refiner", "dit_self"))
-    latent = {site: curves[site, "latent_mse"] for site in ("every call", "refiner", "dit_self")}
+    assert not any(curves[kind, "video_mse"].usable()[0] for kind in ("refiner", "dit_self"))
+    latent = {kind: curves[kind, "latent_mse"] for kind in ("refiner", "dit_self")}
     for c in latent.values():
-        assert c.tolerated == 0.001 and c.limit_hi == 0.01 and c.points[0].ratio == 0.0
-    at = {site: next(p.ratio for p in c.points if p.dose == 0.01) for site, c in latent.items()}
-    assert at["dit_self"] > 10 * at["refiner"] > 10 and at["every call"] == pytest.approx(
-        at["dit_self"], rel=0.05
-    )
+        assert c.tolerated == 0.001 and c.limit_hi == 0.003 and c.points[0].ratio == 0.0
+    at = {kind: next(p.ratio for p in c.points if p.dose == 0.003) for kind, c in latent.items()}
+    assert at["dit_self"] > 10 * at["refiner"] > 10
     (line,) = [s for s in res.dose_response.sensitivity if "final latent" in s]
     assert line.index("dit_self") < line.index("refiner")
+    (p,) = [p for p in res.dose_response.predictions if p.metric == "latent_mse"]
+    assert set(p.kinds) == {"refiner", "dit_self"} and p.measured < p.predicted_ci[0] / 3 and not p.agrees
+    assert "far below: the kernel's error is gentler than the planted noise" in p.text
+    (kind,) = [k for k in res.insitu.readings[0].per_kind if k.kind == "refiner"]
+    assert kind.rel_l1 > 0.3 and kind.rel_l1_unscaled < kind.rel_l1 / 5  # a scale, not noise
 
 
 def test_a_site_whose_output_never_moves_is_said_not_dropped():

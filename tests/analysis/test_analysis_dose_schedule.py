@@ -128,3 +128,9 @@ def test_a_candidates_run_is_predicted_from_its_per_kind_errors_each_on_its_kind
     (q,) = kind_predictions(alone, [r], {})
     assert q.predicted is None and q.text.endswith("no prediction: no curve planted on kind refiner alone")
     assert kind_predictions(DoseResponse(curves=[step_curve(1, 1.0)]), [r], {}) == []
+    blind = kind_curve("refiner", 0.5)  # no floor: no interval at any dose
+    blind = blind.model_copy(
+        update={"points": [q.model_copy(update={"ratio_ci": None}) for q in blind.points]}
+    )
+    (b,) = kind_predictions(DoseResponse(curves=[kind_curve("dit_self", 10.0), blind]), [r], {})
+    assert b.text.endswith("no prediction: the curve on kind refiner has no interval at any dose")
