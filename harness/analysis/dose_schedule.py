@@ -24,14 +24,14 @@ from harness.analysis.dose_response import (
 from harness.number_format import ratio_text
 
 
-def site_curves(dr: DoseResponse, field: str) -> dict[str, dict[Any, DoseCurve]]:
-    """reading -> DiT step (``field`` "steps") or call kind ("kinds") -> the noise curve planted on
-    that one alone."""
+def site_curves(dr: DoseResponse, field: str, shape: str = "noise") -> dict[str, dict[Any, DoseCurve]]:
+    """reading -> DiT step (``field`` "steps") or call kind ("kinds") -> the curve of ``shape``
+    planted on that one alone."""
     out: dict[str, dict[Any, DoseCurve]] = {}
     for c in dr.curves:
         site = c.site.model_dump()
         one, others = site.pop(field), [v for v in site.values() if v]
-        if c.shape == "noise" and len(one) == 1 and not others:
+        if c.shape == shape and len(one) == 1 and not others:
             out.setdefault(c.metric, {})[one[0]] = c
     return out
 
@@ -62,16 +62,23 @@ def kind_predictions(dr: DoseResponse, readings: Sequence, energy: dict[str, dic
     """Each in-situ candidate's run predicted from its per-kind errors, each kind on its own curve
     (the kinds' errors taken to add in energy), beside its end-to-end reading (``energy``: arm ->
     metric -> reading, ``dose_response.measured_readings``)."""
-    by_reading = site_curves(dr, "kinds")
+    noise, scale = site_curves(dr, "kinds"), site_curves(dr, "kinds", "scale")
     out = []
     for r in readings:
         errors = {k.kind: k.rel_l1 for k in r.per_kind if k.rel_l1}
-        for metric, curves in by_reading.items() if errors and r.stats.rel_l1 else ():
+        # a kind whose error is mostly a scale (in situ, most of it divides out) is read on its
+        # kind's scale curve where one was planted: the pipeline absorbs a scale unlike noise
+        scaled = {k.kind for k in r.per_kind if k.rel_l1 and (k.rel_l1_unscaled or k.rel_l1) < k.rel_l1 / 2}
+        for metric, curves in noise.items() if errors and r.stats.rel_l1 else ():
+            shaped = {k: c for k, c in scale.get(metric, {}).items() if k in scaled}
+            curves = {**curves, **shaped}
             label = next(iter(curves.values())).label
             p = Prediction(
                 candidate=r.candidate, per_call=r.stats.rel_l1, kinds=errors, shape="noise", metric=metric
             )
-            each = ", ".join(f"{k} {e:.2g}" for k, e in sorted(errors.items()))
+            each = ", ".join(
+                f"{k} {e:.2g}" + (" as a scale" if k in shaped else "") for k, e in sorted(errors.items())
+            )
             costs = _site_costs(curves, errors, "kind")
             if isinstance(costs, str):
                 p.text = f"{r.candidate}, {label}: per kind ({each}): no prediction: {costs}"

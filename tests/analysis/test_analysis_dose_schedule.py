@@ -128,6 +128,16 @@ def test_a_candidates_run_is_predicted_from_its_per_kind_errors_each_on_its_kind
     (q,) = kind_predictions(alone, [r], {})
     assert q.predicted is None and q.text.endswith("no prediction: no curve planted on kind refiner alone")
     assert kind_predictions(DoseResponse(curves=[step_curve(1, 1.0)]), [r], {}) == []
+    # an error that is mostly a scale (in situ) is read on its kind's scale curve where one was planted
+    gentle = kind_curve("refiner", 0.05).model_copy(update={"shape": "scale"})
+    both = DoseResponse(curves=[*dr.curves, gentle])
+    (n,) = kind_predictions(both, [r], {})
+    assert n.predicted == pytest.approx(60.0)  # noise-like errors: the noise curves, as before
+    as_scale = r.model_copy(update={"per_kind": [
+        r.per_kind[0], r.per_kind[1].model_copy(update={"rel_l1_unscaled": 1e-3})
+    ]})  # fmt: skip
+    (g,) = kind_predictions(both, [as_scale], {})
+    assert g.predicted == pytest.approx(10.0 + 5.0) and "refiner 0.01 as a scale" in g.text
     blind = kind_curve("refiner", 0.5)  # no floor: no interval at any dose
     blind = blind.model_copy(
         update={"points": [q.model_copy(update={"ratio_ci": None}) for q in blind.points]}
