@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.analysis.dose_response import measured_readings, unmeasured_rules
 from harness.analysis.dose_response import read_campaign as read_dose_response
-from harness.analysis.dose_response import unmeasured_rules
 from harness.analysis.floor import Progress, codec_floor_row, floor_summary, pixel_source
 from harness.analysis.insitu_cost import measured_in_situ, run_spec, schedule_rows
 from harness.analysis.model import RESULTS_SCHEMA, LatentSeries, ReportResults, read_results
@@ -342,8 +342,9 @@ def judge_campaign(
     found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
+    measured = measured_readings(res.verdicts, res.latents, res.rules)  # what curves and predictions read
     res.dose_response, why = read_dose_response(
-        res, found, campaign.path, res.scenario.get("dose_response_from")
+        res, found, campaign.path, measured, res.scenario.get("dose_response_from")
     )
     res.notes += [why] if why else []
     if insitu:
@@ -351,10 +352,8 @@ def judge_campaign(
     if res.dose_response is None and res.insitu is not None and res.insitu.readings:
         res.insitu.notes.append(unmeasured_rules(res.insitu.tolerance))
     if res.dose_response is not None:
-        from harness.analysis.dose_response import measured_readings
         from harness.analysis.dose_schedule import kind_predictions, schedule_predictions
 
-        measured = measured_readings(res)
         res.dose_response.predictions += kind_predictions(res.dose_response, found, measured)
         res.dose_response.schedules = schedule_predictions(res.dose_response, found, res.schedules, measured)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.

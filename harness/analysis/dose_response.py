@@ -222,18 +222,18 @@ def latent_readings(series: Sequence, arms: set[str], rules: Any) -> dict[str, R
             alpha=rules.alpha,
             prior_sd=sd,
             source=source,
-        )  # fmt: skip
+        )
         for arm, seeds in seeds_of.items()
     }
 
 
 def dose_response(
-    verdicts: Sequence, runs: Sequence, latents: Sequence = (), rules: Any = None
+    verdicts: Sequence, runs: Sequence, measured: dict[str, dict[str, RatioReading]] | None = None
 ) -> DoseResponse | None:
-    """The curves of a campaign's planted arms (None: it has none), one per shape and judged reading,
-    and one of the final latents where the runs saved them (``latents``, judged by ``rules``)."""
+    """The curves of a campaign's planted arms (None: it has none), one per shape and reading:
+    ``measured``'s (``measured_readings``: the final latent's among them), else each verdict's own."""
     planted = {r.arm: r.attn_options for r in runs if r.attn_type == PLANTED and r.repeat == 1}
-    latent = latent_readings(latents, set(planted), rules) if latents and rules is not None else {}
+    measured = measured if measured is not None else measured_readings(verdicts)
     sites: dict[str, CallSiteFilter] = {}  # by their JSON: a site as a grouping key
     by: dict[tuple[str, str, str], list[tuple[float, str, RatioReading]]] = {}
     groups: dict[tuple[str, str], list[tuple[float, Any]]] = {}  # (shape, site) -> (dose, verdict)
@@ -245,7 +245,7 @@ def dose_response(
         shape, key, dose = opts.get("shape", "noise"), site.model_dump_json(), float(opts["dose"])
         sites[key] = site
         groups.setdefault((shape, key), []).append((dose, v))
-        for r in [*v.energy, *([latent[v.arm]] if v.arm in latent else [])]:
+        for r in measured.get(v.arm, {}).values():
             by.setdefault((shape, key, r.metric), []).append((dose, v.arm, r))
     if not groups:
         return None
@@ -340,11 +340,7 @@ def _sensitivity(curves: list[DoseCurve]) -> list[str]:
         tied = len({_tolerated_or_bound(c) for c in cs}) < len(cs)  # equal limits: the ratios say more
         each = ", ".join(
             f"{c.site.text()} {_tolerated_text(c)}"
-            + (
-                f" ({ratio_text(_first_ratio(c)[1])} at {_first_ratio(c)[0]:g})"
-                if tied and c.usable()[0]
-                else ""
-            )
+            + (f" ({ratio_text(_first_ratio(c)[1])} at {_first_ratio(c)[0]:g})" if tied else "")
             for c in order
         )
         lines.append(
@@ -358,14 +354,10 @@ def beside(measured: float, lo: float, hi: float) -> tuple[float, bool, str]:
     if lo / PREDICT_AGREES <= measured <= hi * PREDICT_AGREES:
         return measured, True, "agrees"
     if measured > hi * PREDICT_AGREES:
-        return (
-            measured,
-            False,
-            (
-                "far above: something the planted error does not model changes the output (a fallback, another op)"
-            ),
-        )
-    return measured, False, "far below: the kernel's error is gentler than the planted noise (another shape)"
+        why = "far above: something the planted error does not model changes the output (a fallback, another op)"
+    else:
+        why = "far below: the kernel's error is gentler than the planted noise (another shape)"
+    return measured, False, why
 
 
 def predict(
@@ -430,19 +422,18 @@ def read_source(campaign_dir: Path, source: dict) -> tuple[DoseResponse | None, 
 
 
 def read_campaign(
-    res: Any, readings: Sequence, campaign_dir: Path, source: dict | None = None
+    res: Any, readings: Sequence, campaign_dir: Path, measured: dict, source: dict | None = None
 ) -> tuple[DoseResponse | None, str]:
-    """The campaign's own dose-response (of ``res``'s verdicts, runs and latents), else the one
-    ``source`` names (with why it is not used), with every in-situ candidate that is no planted arm
-    placed on it."""
-    verdicts, runs = res.verdicts, res.runs
-    dr, why = dose_response(verdicts, runs, res.latents, res.rules), ""
+    """The campaign's own dose-response (of ``res``'s runs and the ``measured`` readings of its arms),
+    else the one ``source`` names (with why it is not used), with every in-situ candidate that is no
+    planted arm placed on it."""
+    runs = res.runs
+    dr, why = dose_response(res.verdicts, runs, measured), ""
     if dr is None and source:
         dr, why = read_source(campaign_dir, source)
     if dr is None:
         return None, why
     planted = {r.arm for r in runs if r.attn_type == PLANTED}
-    measured = measured_readings(res)
     for r in readings:
         if r.candidate in planted or r.stats.rel_l1 is None or r.stats.rel_l1 <= 0:
             continue
@@ -450,10 +441,12 @@ def read_campaign(
     return dr, why
 
 
-def measured_readings(res: Any) -> dict[str, dict[str, RatioReading]]:
-    """arm -> metric -> its end-to-end reading, the final latent's among them where it saved latents:
-    what a prediction is set beside."""
-    out = {v.arm: {e.metric: e for e in v.energy} for v in res.verdicts}
-    for arm, r in latent_readings(res.latents, set(out), res.rules).items():
+def measured_readings(
+    verdicts: Sequence, latents: Sequence = (), rules: Any = None
+) -> dict[str, dict[str, RatioReading]]:
+    """arm -> metric -> its end-to-end reading (the verdict's), the final latent's among them where it
+    saved latents (``latents`` judged by ``rules``): what curves are drawn of, and predictions set beside."""
+    out = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
+    for arm, r in (latent_readings(latents, set(out), rules) if latents and rules else {}).items():
         out[arm][LATENT] = r
     return out

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.analysis.dose_response import dose_response, predict
+from harness.analysis.dose_response import dose_response, measured_readings, predict
 from harness.analysis.intervals import RatioReading
 from harness.analysis.model import read_results
 from harness.analysis.verdict_model import Verdict
@@ -116,7 +116,7 @@ def test_the_final_latent_reads_doses_the_decoded_output_rounds_away():
         series(f"dose_noise_{d:g}", "candidate", floor_db - 10 * math.log10(d / 1e-5)) for d in DOSES[1:]
     ]
     latents.append(series(f"dose_noise_{DOSES[0]:g}", "candidate", math.inf))
-    dr = dose_response(verdicts, runs, latents, VerdictRules())
+    dr = dose_response(verdicts, runs, measured_readings(verdicts, latents, VerdictRules()))
     (c,) = dr.curves
     assert c.metric == "latent_mse" and c.label == "final latent MSE"
     floor = (10 ** (-floor_db / 10) + 10 ** (-(floor_db - 0.5) / 10)) / 2
@@ -128,7 +128,7 @@ def test_the_final_latent_reads_doses_the_decoded_output_rounds_away():
     # a grid that is already outside at its first measured dose: the dose that left it equal is the limit
     steep = [lat.model_copy(update={"points": [p.model_copy(update={"psnr": p.psnr - 30}) for p in lat.points]})
              if lat.role == "candidate" else lat for lat in latents]  # fmt: skip
-    (s,) = dose_response(verdicts, runs, steep, VerdictRules()).curves
+    (s,) = dose_response(verdicts, runs, measured_readings(verdicts, steep, VerdictRules())).curves
     assert s.tolerated == DOSES[0] and s.limit_hi == DOSES[1]
     assert f"tolerated per-call rel L1 {DOSES[0]:g} (the largest dose that left it equal" in s.text
     assert dr.unread and "bitwise the reference's at every dose" in dr.unread[0]  # the video still says so
