@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from harness.analysis.dose_response import dose_response, measured_readings, predict
@@ -16,6 +16,7 @@ from harness.analysis.model import read_results
 from harness.analysis.verdict_model import Verdict
 from harness.compare.summary import RunSummary
 from harness.errors import ScenarioError
+from harness.rule import word as rule_word
 from harness.scenario.load import parse_scenario
 
 DOSES = [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
@@ -28,7 +29,7 @@ def campaign(ratio_of, spread: float = 1.5, shape: str = "noise", metric: str = 
         arm = f"dose_{shape}_{d:g}"
         r = ratio_of(d)
         ci = [r / spread, r * spread]
-        word = "within" if ci[1] < 2 else "outside" if ci[0] > 2 else "inconclusive"
+        word = rule_word(*ci, 2.0)  # the harness's own rule: at the bound counts as within
         reading = RatioReading(metric=metric, label="video MSE", ratio=r, ratio_ci=ci, word=word, bound=2.0)
         verdicts.append(Verdict(arm=arm, word=word, energy=[reading]))
         runs.append(
@@ -39,6 +40,7 @@ def campaign(ratio_of, spread: float = 1.5, shape: str = "noise", metric: str = 
 
 
 @settings(max_examples=60, deadline=None)
+@example(d0=1e-3, slope=1.0, spread=2.0)  # the upper bound exactly at the tolerance on a grid dose
 @given(
     d0=st.floats(1e-7, 1e-2),
     slope=st.floats(0.5, 2.0),
