@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import collections
 import re
-import types
 import typing
 from functools import cache
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -54,10 +53,9 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def check_seed(value: int, what: str) -> int:
+def check_seed(value: int, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
         raise ScenarioError(f"{what}: seed {value!r} is not an integer in [0, 2^32)")
-    return value
 
 
 def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
@@ -66,21 +64,17 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     for part in loc:
         if isinstance(part, int):
             continue
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+        if model is None or part not in model.model_fields:
             return None
         model = _inner_model(model.model_fields[part].annotation)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+    return model
 
 
-def _inner_model(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType, list, dict):
-        for arg in typing.get_args(tp):
-            found = _inner_model(arg)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-        return None
-    return tp
+def _inner_model(tp: Any) -> type[BaseModel] | None:
+    """The pydantic model ``tp`` is, or holds (in a union, a list or a dict's values)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    return next(filter(None, map(_inner_model, typing.get_args(tp))), None)
 
 
 def describe_error(root: type[BaseModel], err: dict) -> str:
@@ -328,8 +322,7 @@ class Scenario(Strict):
                 "measured (it is printed beside every reading that uses it)"
             )
         # linear: a scenario may list 100,000 arms
-        dups = sorted(n for n, k in collections.Counter(a.name for a in self.arms).items() if k > 1)
-        if dups:
+        if dups := sorted(n for n, k in collections.Counter(a.name for a in self.arms).items() if k > 1):
             raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
         refs = [a.name for a in self.arms if a.role == Role.reference]
         if len(refs) != 1:
