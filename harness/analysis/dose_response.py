@@ -384,13 +384,12 @@ def read_campaign(
     """The campaign's own dose-response (of ``res``'s runs and the ``measured`` readings of its arms),
     else the one ``source`` names (with why it is not used), with every in-situ candidate that is no
     planted arm placed on it."""
-    runs = res.runs
-    dr, why = dose_response(res.verdicts, runs, measured), ""
+    dr, why = dose_response(res.verdicts, res.runs, measured), ""
     if dr is None and source:
         dr, why = read_source(campaign_dir, source)
     if dr is None:
         return None, why
-    planted = {r.arm for r in runs if r.attn_type == PLANTED}
+    planted = {r.arm for r in res.runs if r.attn_type == PLANTED}
     for r in readings:
         if r.candidate in planted or r.stats.rel_l1 is None or r.stats.rel_l1 <= 0:
             continue

@@ -1,10 +1,7 @@
-"""A hybrid schedule from data: the per-step curves of a dose-response (a site per DiT step) read at a
-candidate's in-situ per-step errors predict what running it on some steps and the exact backend on the
-others costs end to end; the per-kind curves (a site per call kind) read at its per-kind errors
-predict its whole run, each kind's calls on their own curve. Errors of different steps add in energy
-(a schedule's ratio and bounds are the sums of its candidate steps', as wide as the steps' errors
-moving together), an assumption each hybrid arm that ran checks beside its prediction. The proposal
-is the fewest exact steps whose predicted upper bound stays under the tolerance, costliest first."""
+"""Predictions from the per-site curves of a dose-response: per-step curves read at a candidate's in-situ
+per-step errors price a hybrid schedule (and propose the fewest exact steps), per-kind curves its whole
+run. Errors of different sites are taken to add in energy (bounds summed: as wide as the errors moving
+together), an assumption each hybrid arm that ran checks beside its prediction."""
 
 from __future__ import annotations
 

@@ -120,15 +120,14 @@ def plugins_for(refs: Iterable[PluginRef], backends: Iterable[str]) -> list[Plug
 def import_plugin(ref: str, base_dir: Path) -> PluginRef:
     """Import one plugin (once per content) and say what it is and registered; errors propagate."""
     if is_module_name(ref):
-        key = ref
-        if key in _LOADED:
-            return _LOADED[key][2]
+        if ref in _LOADED:
+            return _LOADED[ref][2]
         with recording_registrations() as made:
             module = importlib.import_module(ref)
         file = getattr(module, "__file__", None)
         if not file:
             raise ImportError(f"module {ref} has no source file to record (a namespace package?)")
-        path, module_name = Path(file).resolve(), ref
+        path, key, module_name = Path(file).resolve(), ref, ref
     else:
         path = (base_dir / Path(ref).expanduser()).resolve()  # an absolute path stays itself
         if not path.is_file():

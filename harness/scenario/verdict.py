@@ -103,8 +103,7 @@ class VerdictRules(BaseModel):
     @model_validator(mode="after")
     def _known_kinds(self) -> VerdictRules:
         kinds = judged_energies()
-        unknown = sorted(set(self.floor_log_sd) - set(kinds))
-        if unknown:
+        if unknown := sorted(set(self.floor_log_sd) - set(kinds)):
             raise ValueError(f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(kinds)})")
         if any(not v > 0 for v in self.floor_log_sd.values()):
             raise ValueError("floor_log_sd: every spread must be above 0")
