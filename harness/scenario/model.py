@@ -408,23 +408,17 @@ def scenario_model(runner: Any = None, kind: Any = E2E) -> type[Scenario]:
     )
 
 
-def full_model() -> type[Scenario]:
-    """The scenario model with every registered runner's and kind's fields (the JSON schema's)."""
-    runners = tuple(RUNNER_SCENARIO.get(n) for n in RUNNER_SCENARIO.names())
-    kinds = tuple(SCENARIO_KINDS.get(n) for n in SCENARIO_KINDS.names())
-    return _compose("Scenario", runners, kinds)
-
-
 @cache
 def _composed(runner_part: ScenarioPart, kind_part: ScenarioPart) -> type[Scenario]:
     if runner_part == NO_PART and kind_part == NO_PART:
         return Scenario
-    model = _compose("Scenario", (runner_part,), (kind_part,))
+    model = compose_model((runner_part,), (kind_part,))
     model.runner_part, model.kind_part = runner_part, kind_part
     return model
 
 
-def _compose(name: str, runner_parts: tuple[ScenarioPart, ...], kind_parts: tuple[ScenarioPart, ...]):
+def compose_model(runner_parts: tuple[ScenarioPart, ...], kind_parts: tuple[ScenarioPart, ...]):
+    """The core with these runners' and kinds' blocks and arm fields (all of them: the JSON schema's)."""
     fields: dict[str, Any] = {}
     extras = tuple(p.arm_fields for p in runner_parts if p.arm_fields is not None)
     if extras:  # the core's fields first, then the runner's (in the order "expected one of" lists them)
@@ -433,4 +427,4 @@ def _compose(name: str, runner_parts: tuple[ScenarioPart, ...], kind_parts: tupl
     for part in (*runner_parts, *kind_parts):
         if part.block is not None:
             fields[part.block] = (part.model | None, None)
-    return create_model(name, __base__=Scenario, **fields)
+    return create_model("Scenario", __base__=Scenario, **fields)
