@@ -119,17 +119,10 @@ class _Kinds(Mapping[str, Kind]):
 KINDS: Mapping[str, Kind] = _Kinds()
 
 
-def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:
-    """(pooled energy, pairs used): the pairs' mean weighted by frames for video; NaN or inf when one is."""
-    kind = KINDS[metric]
+def pooled_psnr(pairs: Sequence[PairErrors]) -> float | None:
+    """The PSNR of the pairs' video MSE pooled (weighted by frames; NaN or inf when one is), None: none has one."""
+    kind = KINDS[VIDEO_MSE]
     vals = [(x, kind.weight(p)) for p in pairs if (x := kind.get(p)) is not None]
     if not vals:
-        return None, 0
-    total = sum(w for _, w in vals) or 1
-    return sum(x * w for x, w in vals) / total, len(vals)
-
-
-def pooled_psnr(pairs: Sequence[PairErrors]) -> float | None:
-    """The PSNR of the pairs' pooled video MSE (None: none has one)."""
-    mse, _ = pooled(pairs, VIDEO_MSE)
-    return None if mse is None else psnr_from_mse(mse)
+        return None
+    return psnr_from_mse(sum(x * w for x, w in vals) / (sum(w for _, w in vals) or 1))

@@ -59,11 +59,6 @@ class RatioReading(Record):
     text: str = ""
 
 
-def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
-    """(sigma, df): the within-seed sd of log floor energies pooled over seeds; (None, 0) without."""
-    return pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
-
-
 def _ci(logr: float, se: float, q: float) -> list[float]:
     return [safe_exp(logr - q * se), safe_exp(logr + q * se)]
 
@@ -125,7 +120,8 @@ def _spread(
             text = f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df:g})"
             return sigma, df, text
         return sigma, df, f"spread of a run stated: sd {sigma:.3g} of the log energy{source}"
-    sigma, df = pooled_log_sd(seeds)
+    # the within-seed sd of log floor energies pooled over seeds; (None, 0) without
+    sigma, df = pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
     runs = sum(len(s.floors) for s in seeds)
     if sigma:
         text = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})"

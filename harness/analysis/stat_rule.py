@@ -59,10 +59,6 @@ class StatCheck(Record):
     word: str = ""  # a word of harness.rule.SEVERITY, or "shown" (not judged)
     text: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.word != OUTSIDE
-
 
 class StatsVerdict(Record):
     word: str = ""  # the checks' words combined (harness.rule); "" when nothing to judge
