@@ -28,7 +28,6 @@ from harness.analysis.insitu_model import (
     InSituRunInfo,
     InSituStep,
     WorstCall,
-    heatmap_name,
 )
 from harness.attention.insitu.recorder import InSituRun, grouped, pool, read_insitu_or_note
 from harness.insitu_records import INSITU_DIR, InSituCall, InSituOp, InSituStats
@@ -306,7 +305,7 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
             )
         )  # fmt: skip
     if r.cells:
-        r.heatmap = heatmap_name(name)
+        r.heatmap = f"insitu_heatmap_{name}"
 
 
 def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunInfo:
@@ -331,11 +330,8 @@ def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> In
 
 def exact_ops(info: InSituRunInfo) -> list[str]:
     """The ops of a shadowed run that make its exact floor: its own attention when exact, exact shadows."""
-    return [
-        n
-        for n, role in info.ops.items()
-        if n not in info.dropped and (role == "exact" or (role == "primary" and info.primary_exact))
-    ]
+    exact = ("exact", "primary") if info.primary_exact else ("exact",)
+    return [n for n, role in info.ops.items() if role in exact and n not in info.dropped]
 
 
 def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
@@ -419,13 +415,10 @@ SCALE_AGREE = 0.02
 
 def emulator_pairs(ops: list[InSituOp]) -> list[tuple[str, str]]:
     """(emulator, kernel) names among one run's ops."""
-    kernels = [
-        k
-        for k in ops
-        if not (k.kv_reversed or k.params.get("models") or k.params.get("sageattention") == "emulator")
-    ]
+    emulators = [e for e in ops if e.params.get("models") or e.params.get("sageattention") == "emulator"]
+    kernels = [k for k in ops if not (k.kv_reversed or k in emulators)]  # an emulator is never a kernel
     pairs = []
-    for e in ops:  # an emulator is never among the kernels
+    for e in emulators:
         target, lightx2v = e.params.get("models"), e.params.get("sageattention") == "emulator"
         for k in kernels:
             by_package = k.attn_type == e.attn_type and k.params.get("sageattention") == "package"
