@@ -106,10 +106,8 @@ def _judge(
     ratio, ci = _ratio_ci([(x, f) for _, x, f in rows if x is not None and f is not None])
     parts = [_part("exact floor", ratio, ci, tol.floor_ratio, "x")]
     if base is not None and base != name:
-        value, ci = _ratio_ci(
-            [(x, b) for c, x, _ in rows if x is not None and (b := _l1(c, base)) is not None]
-        )
-        parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
+        pairs = [(x, b) for c, x, _ in rows if x is not None and (b := _l1(c, base)) is not None]
+        parts.append(_part(f"accepted baseline {base}", *_ratio_ci(pairs), tol.baseline_ratio, "x"))
     good = [(c, x) for c, x, _ in rows if x is not None]
     far = call_outlier(calls, name, floor_ops)
     if far is not None:  # one call far off is not drowned by the many pooled with it
@@ -120,8 +118,7 @@ def _judge(
         worst = max(x / c.ref_l1 for c, x in good if c.ref_l1 > 0)
         parts.append(_part("worst call's rel L1", worst, None, tol.max_call_rel_l1, ""))
     if tol.max_rel_l1 is not None:
-        value, ci = _ratio_ci([(x, c.ref_l1) for c, x in good])
-        parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
+        parts.append(_part("max rel L1", *_ratio_ci([(x, c.ref_l1) for c, x in good]), tol.max_rel_l1, ""))
     if tol.min_cosine is not None:
         value, ci = _ratio_ci([(c.errors[name].cosine, 1.0) for c, _ in good])
         parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
