@@ -1,8 +1,6 @@
-"""Verdicts: a candidate judged seed by seed against the noise floor of that seed, per modality, in one
-word and one line (docs/verdicts.md): each seed's floor sets each modality's regime; the energies, the
-in-situ reading, the latents, the statistics and the structure speak; each modality's intervals at alpha
-over the modalities judged. ``judge_numbers`` needs summary numbers alone (a pull request's table);
-``judge`` reads them off an arm's comparisons and adds what its runs say of themselves."""
+"""Verdicts (docs/verdicts.md): a candidate judged seed by seed against the noise floor of that seed, per
+modality, in one word and one line. ``judge_numbers`` needs summary numbers alone (a pull request's
+table); ``judge`` reads them off an arm's comparisons and adds what its runs say of themselves."""
 
 from __future__ import annotations
 
@@ -21,14 +19,13 @@ from harness.analysis.verdict_model import (
     check_floor,
     deciding_part,
     decisive_reading,
-    far_below_findings,
     settled_text,
     verdict_text,
 )
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import energy_from_db
-from harness.number_format import fmt_db, ratio_text
+from harness.number_format import fmt_db, ratio_text, ratio_value
 from harness.rule import (
     IDENTICAL,
     INCOMPLETE,
@@ -45,6 +42,7 @@ from harness.scenario.verdict import VerdictRules
 
 LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
 LAG_MARGIN_MS = 0.5  # or this, whichever is larger
+FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
 JUDGED_BY = {  # regime -> kinds of energy it judges
     "pixel": ("video_mse", "video_1_ssim"),
     "transitional": ("video_mse", "video_1_ssim"),
@@ -276,7 +274,13 @@ def judge_numbers(
         which = f"{', '.join(map(str, v.identical_seeds))} ({len(v.identical_seeds)} of {len(all_seeds)})"
         rest = "output bitwise equal to the reference's there; the other seeds are judged"
         v.sentences.insert(0, f"identical on seed(s) {which}: {rest}")
-    v.sentences += v.floor_check.findings + far_below_findings(v)
+    # a candidate far below its floor is a finding about the floor, not praise for the candidate
+    v.sentences += v.floor_check.findings + [
+        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
+        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+        for r in v.energy
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
+    ]
     said = [
         ("latents: ", v.latent),
         ("in-situ: ", v.insitu),

@@ -16,7 +16,7 @@ from harness.analysis.intervals import RatioReading
 from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.compare.summary import RunSummary
-from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
+from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text
 from harness.records import Record
 from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, pooled_sd
 from harness.run_keys import Sample
@@ -220,19 +220,6 @@ class Verdict(Record):
 def _short(r: RatioReading) -> str:
     ci = f" ({range_text(*r.ratio_ci)})" if r.ratio_ci else ""
     return f"{r.label} {ratio_text(r.ratio)}{ci}"
-
-
-FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
-
-
-def far_below_findings(v: Verdict) -> list[str]:
-    """A candidate far below its floor is a finding about the floor, not praise for the candidate."""
-    return [
-        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
-        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
-        for r in v.energy
-        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
-    ]
 
 
 def clearest(readings: Sequence[RatioReading], w: str) -> RatioReading:
