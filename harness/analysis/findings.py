@@ -157,9 +157,7 @@ def _candidates(obs: Sequence[Observation]) -> dict[frozenset[int], list[tuple[s
         labels = [key(o) or "other" for o in obs]  # not known: never named, always in the rest
         if len(set(labels)) < 2:
             continue
-        for lab in dict.fromkeys(labels):
-            if lab == "other":
-                continue
+        for lab in dict.fromkeys(x for x in labels if x != "other"):
             members = frozenset(i for i, x in enumerate(labels) if x == lab)
             out.setdefault(members, []).append((dim, str(lab)))
     return out

@@ -1,8 +1,6 @@
-"""In-situ readings of a campaign (docs/insitu.md): each shadowed candidate's error on the very attention
-calls of its run over the exact floor's on the same calls (the exact ops' mean error), with a bootstrap
-interval over calls, against the accepted baseline and absolute limits; each call kind judged on its own
-calls, the worst deciding; a NaN/Inf output or a failed shadow makes it outside. And an emulator's fidelity
-to the kernel it reproduces, both shadowing a run: its verdict predicts the kernel's only that far."""
+"""In-situ readings of a campaign (docs/insitu.md; the rule in words: ``insitu_model.CONVENTION``), and an
+emulator's fidelity to the kernel it reproduces, both shadowing a run: its verdict predicts the kernel's
+only that far."""
 
 from __future__ import annotations
 
@@ -278,11 +276,8 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
         on = [c for c in calls if c.step == step]
         baseline = pool(on, base).rel_l1 if base and base != name else None
         shown = st.model_dump(include={"rel_l1", "cosine", "calls"})
-        r.per_step.append(
-            InSituStep(
-                step=step, floor_rel_l1=_floor_pool(on, floor_ops).rel_l1, **shown, baseline_rel_l1=baseline
-            )
-        )
+        floor = _floor_pool(on, floor_ops).rel_l1
+        r.per_step.append(InSituStep(step=step, floor_rel_l1=floor, **shown, baseline_rel_l1=baseline))
     for (step, block), st in grouped(calls, name, lambda c: (c.step, c.block)).items():
         on = [c for c in calls if (c.step, c.block) == (step, block)]
         pairs = [(_l1(c, name), _floor_l1(c, floor_ops)) for c in on]
@@ -364,11 +359,10 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         out.runs.append(info)
         floor_ops = exact_ops(info)
         out.floor_ops += [n for n in floor_ops if n not in out.floor_ops]
-        for name, role in info.ops.items():
-            if role == "candidate" and name not in info.dropped:
-                op = run.op(name)
-                attn_types[name] = op.attn_type if op else ""
-                items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
+        for name in (n for n, role in info.ops.items() if role == "candidate" and n not in info.dropped):
+            op = run.op(name)
+            attn_types[name] = op.attn_type if op else ""
+            items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
         floor_items += [(c, floor_ops) for c in run.calls]
         ops = [op for n in run.op_names() if n not in info.dropped and (op := run.op(n)) is not None]
         for emulator, kernel in emulator_pairs(ops):

@@ -1,7 +1,5 @@
-"""Every sentence said of a verdict, written once and stored in results.json (the summary's lines, the
-badge's, the speed-ups', findings), so report.md, pr.md, the page and the job summary say a verdict in
-the same words; and the review they are read off: per candidate its word, the reading that decides it
-with its interval, the other reading, the warnings and the speed-ups."""
+"""Every sentence said of a verdict, written once and stored in results.json so that report.md, pr.md, the
+page and the job summary say it in the same words, and the review (``Reading``) they are read off."""
 
 from __future__ import annotations
 
@@ -152,9 +150,7 @@ def readings(res: ReportResults) -> list[Reading]:
     """One reading per candidate verdict, in the report's order."""
     base = res.rules.accepted_baseline  # the scenario names it (top level or verdict block)
     out = []
-    for v in res.verdicts:
-        if v.role != "candidate":
-            continue
+    for v in (v for v in res.verdicts if v.role == "candidate"):
         word, ratio, what = verdict_terms(v)
         e2e, e2e_what = end_to_end_terms(v)
         agg = res.arm(v.arm)
@@ -342,11 +338,10 @@ def interval_levels(found: list[Reading], alpha: float) -> str:
     """The confidence of the summary's intervals, said once, or each level where they differ."""
     levels: dict[str, str] = {}
     for r in found:
-        for what, t in (("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)):
+        shown = [("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)]
+        for what, t in shown + ([("end to end", r.ratio)] if r.ratio_what != INSITU_WHAT else []):
             if t is not None and t.ci is not None and t.ci_what:
                 levels.setdefault(what, t.ci_what.removesuffix(" CI"))
-        if r.ratio.ci is not None and r.ratio.ci_what and r.ratio_what != INSITU_WHAT:
-            levels.setdefault("end to end", r.ratio.ci_what.removesuffix(" CI"))
     if not levels:
         return ""
     if len(set(levels.values())) == 1:
@@ -461,15 +456,11 @@ def voice(res: ReportResults) -> None:
     ]
     levels = interval_levels(shown, res.rules.alpha)
     more = f"; and {len(res.errors) - 3} more" if len(res.errors) > 3 else ""  # report.md lists them all
+    incomplete = f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:3])}{more}"
+    insitu = res.insitu.readings if res.insitu else []
     res.summary = Summary(
-        incomplete=f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:3])}{more}"
-        if res.errors
-        else "",
-        findings=[
-            fit(f"finding: {finding_text(f)}")
-            for r in (res.insitu.readings if res.insitu else [])
-            for f in r.findings
-        ],
+        incomplete=incomplete if res.errors else "",
+        findings=[fit(f"finding: {finding_text(f)}") for r in insitu for f in r.findings],
         intervals=[levels] if levels else [],
     )
     res.summary.lines = summary_lines(res)

@@ -101,10 +101,8 @@ def _values(kind: str, seeds, cand_of, floors_of) -> list[SeedValues]:
 def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
     """A candidate's residual audio lag beyond every floor run's of its seed (by the LAG_MARGIN_*)."""
     out = []
-    for s in seeds:
-        c = cand_of.get(s)
-        if c is None or not c.audio_residual_lag:
-            continue
+    for s in (s for s in seeds if s in cand_of and cand_of[s].audio_residual_lag):
+        c = cand_of[s]
         most = max((abs(f.audio_residual_lag or 0) for f in floors_of.get(s, [])), default=0)
         margin = max(LAG_MARGIN_SAMPLES, (c.audio_rate or 0) * LAG_MARGIN_MS / 1000)
         if abs(c.audio_residual_lag) <= most + margin:
@@ -121,14 +119,11 @@ def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
 def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None) -> LatentReading:
     lr = LatentReading(against=baseline or "absolute")
     pairs = []
-    for s in seeds:
-        c = cand_of.get(s)
-        if c is None or not c.latent_psnr:
-            continue
-        b = base_of.get(s)
+    for s in (s for s in seeds if s in cand_of):
+        c, b = cand_of[s], base_of.get(s)
         both = baseline and b is not None
         k = min(set(c.latent_psnr) & set(b.latent_psnr) if both else c.latent_psnr, default=None)
-        if k is None:  # no step saved by both
+        if k is None:  # no latents saved (by both)
             continue
         lr.steps[str(s)], lr.psnr[str(s)] = k, c.latent_psnr[k]
         if both:
