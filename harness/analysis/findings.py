@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,7 +42,6 @@ class Observation:
     floor_l1: float | None = None
     scale: float | None = None
     unscaled: float | None = None  # rel L1 of out / scale
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def padding(k_len: int, block: int = BLOCK) -> int:

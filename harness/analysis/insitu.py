@@ -373,9 +373,8 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
                              "shadow): its candidates have no floor")  # fmt: skip
     good = [(c, f) for c, ops in floor_items if (f := _floor_l1(c, ops)) is not None]
     if good:
-        out.floor = InSituStats(
-            calls=len(good), rel_l1=sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
-        )
+        rel_l1 = sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
+        out.floor = InSituStats(calls=len(good), rel_l1=rel_l1)
     for name, its in items.items():  # an op absent from a call adds nothing to its floor
         out.readings.append(
             candidate_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name])
