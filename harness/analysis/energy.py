@@ -78,10 +78,7 @@ def is_identical(e: PairErrors) -> bool:
     """Output equal to the reference's: as measured bitwise, else video MSE 0 and no audio or SNR inf."""
     if e.identical is not None:
         return e.identical
-    if e.value(VIDEO_MSE) != 0.0:
-        return False
-    snr = e.value(AUDIO_SNR)
-    return snr is None or snr == math.inf
+    return e.value(VIDEO_MSE) == 0.0 and e.value(AUDIO_SNR) in (None, math.inf)
 
 
 @dataclass(frozen=True)
