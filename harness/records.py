@@ -301,7 +301,6 @@ class RunSpec(AttentionChoice, _RunPlace):
 
     @property
     def key(self) -> str:
-        """Run directory name (``run_key``)."""
         seed = self.seed if self.multi_seed or self.input is not None else None
         return run_key(self.arm, seed, self.repeat, self.input)
 
@@ -310,16 +309,11 @@ class RunSpec(AttentionChoice, _RunPlace):
         digests, not where they lie); fields at defaults older harnesses did not write are left out."""
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
         data["plugins"] = sorted(p.sha256 for p in self.plugins)
-        added = {
-            "plugins": [],
-            "kv_chunks": 1,
-            "attn_options": {},
-            "shadows": [],
-            "insitu": None,
-            "schedule": None,
-            "code": {},
+        added = {"plugins", "kv_chunks", "attn_options", "shadows", "insitu", "schedule", "code"}
+        at_default = {
+            k for k in added if data[k] == RunSpec.model_fields[k].get_default(call_default_factory=True)
         }
-        return canonical_hash({k: v for k, v in data.items() if k not in added or v != added[k]})
+        return canonical_hash({k: v for k, v in data.items() if k not in at_default})
 
 
 BUSY_SHARE = 0.25  # other processes' CPU, as a share of the cores, that makes a run's timings noisy
@@ -468,9 +462,8 @@ class AttnCallsRecord(Record):
     # The requested backend's params as it ran (kernel function and version, emulator provenance).
     backend: dict[str, Any] = Field(default_factory=dict)
 
-    def total(self, backend: str | None = None) -> int:
-        name = backend or self.requested
-        return sum(r.calls.get(name, 0) for r in self.ranks.values())
+    def total(self) -> int:
+        return sum(r.calls.get(self.requested, 0) for r in self.ranks.values())
 
     def total_fallbacks(self) -> int:
         return sum(n for r in self.ranks.values() for n in r.fallbacks.values())

@@ -174,8 +174,6 @@ class CampaignRecord(Record):
 
 
 class RunDir:
-    """One arm run's directory and the files in it."""
-
     def __init__(self, path: Path):
         self.path = Path(path)
 
@@ -246,8 +244,6 @@ class RunDir:
 
 
 class CampaignDir:
-    """A campaign directory: runs/, metrics/, report files and campaign.json."""
-
     def __init__(self, path: Path):
         self.path = Path(path)
 

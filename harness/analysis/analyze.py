@@ -28,7 +28,7 @@ from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
-from harness.envinfo import with_analysis_commit
+from harness.envinfo import summary_lines, with_analysis_commit
 from harness.errors import HarnessError, ScenarioError
 from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
@@ -48,12 +48,8 @@ SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), fro
 
 def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:
     """The environment as (label, value) rows: the fingerprint's own summary, else flattened."""
-    if not env:
-        return []
     try:
-        from harness.envinfo import summary_lines
-
-        return [(str(k), str(v)) for k, v in summary_lines(env)]
+        return [(str(k), str(v)) for k, v in summary_lines(env)] if env else []
     except Exception:  # an older or partial fingerprint: print what is there
         return flatten(env)
 
@@ -339,7 +335,6 @@ def judge_campaign(
 
         add_insitu(res, campaign, say)
     found = res.insitu.readings if res.insitu is not None else []
-    found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     measured = measured_readings(res.verdicts, res.latents, res.rules)  # what curves and predictions read
@@ -357,7 +352,8 @@ def judge_campaign(
         res.dose_response.predictions += kind_predictions(res.dose_response, found, measured)
         res.dose_response.schedules = schedule_predictions(res.dose_response, found, res.schedules, measured)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
-    copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
+    runs = res.insitu.runs if res.insitu is not None else []
+    copies = {i.arm for i in runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:
         if v.arm in copies:
             v.role = "insitu"

@@ -148,11 +148,6 @@ def campaign_gain(percentiles: list[float]) -> int:
     return int(min(MAX_GAIN, max(1, 2 ** math.floor(math.log2(255.0 / top)))))
 
 
-def amplified(d: np.ndarray, gain: float) -> np.ndarray:
-    """Grey uint8 of ``d`` (8-bit levels) x ``gain``, clipped at 255."""
-    return np.clip(np.rint(d * gain), 0, 255).astype(np.uint8)
-
-
 def colour_stops(count: int = COLOUR_STOPS) -> list[str]:
     """COLORMAP at ``count`` evenly spaced grey levels, as '#rrggbb' (the page maps grey through them)."""
     import cv2
@@ -204,8 +199,9 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
             continue
         for i, m in maps.items():
             rel = f"assets/diff/{slug(r.key)}_f{i:04d}.png"
+            grey = np.clip(np.rint(m * gain), 0, 255).astype(np.uint8)
             try:
-                write_under(root, rel, f"difference images of run {r.key!r}", encode_png(amplified(m, gain)))
+                write_under(root, rel, f"difference images of run {r.key!r}", encode_png(grey))
             except OSError:
                 res.notes.append(f"difference images of {r.key}: not written (read-only campaign)")
                 break
