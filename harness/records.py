@@ -153,11 +153,9 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-class PluginRef(BaseModel):
+class PluginRef(Record):
     """Code a scenario brings in (``plugins:`` or an installed ``harness.plugins`` entry point): where
     a run's attention code came from, and its digest."""
-
-    model_config = ConfigDict(extra="ignore")  # as every record: a newer field is not an error
 
     ref: str  # as the scenario writes it: a file (relative to the scenario) or a module name
     path: str  # the file imported (a package: its __init__.py)

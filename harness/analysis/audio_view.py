@@ -166,13 +166,12 @@ def write_view(
     name = slug(run.key)
     png, hz, db = spectrogram_png(mono, rate)
     assets = AudioAssets(view=f"assets/audio/{name}.json", spectrogram=f"assets/audio/{name}.spectrogram.png")
-    diff = envelope(mono, rate, minus=ref) if ref is not None else None
     view = AudioView(
         key=run.key,
         rate=rate,
         seconds=mono.size / float(rate),
         signal=envelope(mono, rate),
-        minus_reference=diff,
+        minus_reference=envelope(mono, rate, minus=ref) if ref is not None else None,
         spectrogram=assets.spectrogram,
         spectrogram_hz=hz,
         spectrogram_db=db,
