@@ -207,10 +207,9 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     res.seeds = sorted({r.seed for r in runs if r.seed is not None}, key=sample_key)
     res.multi_seed = len(res.seeds) > 1
     res.repeats = max((r.repeat for r in runs), default=1)
-    arms_in_order = list(dict.fromkeys(r.arm for r in runs))
-    role_of = {r.arm: r.role for r in runs}
-    refs = [a for a in arms_in_order if role_of[a] == "reference"]
-    res.noise_floor_arms = [a for a in arms_in_order if role_of[a] == "noise_floor"]
+    role_of = {r.arm: r.role for r in runs}  # in the order the arms first appear
+    refs = [a for a, role in role_of.items() if role == "reference"]
+    res.noise_floor_arms = [a for a, role in role_of.items() if role == "noise_floor"]
     if not refs:
         res.notes.append("no arm has role reference: nothing is compared; speed and statistics only")
     else:
