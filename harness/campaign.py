@@ -141,15 +141,17 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
     planned_keys = {p.spec.key for p in planned}
     for run in campaign.runs():
         rec = None if run.key in planned_keys else run.record_or_none()
-        if rec is None:
-            continue  # planned ones below; damaged unselected ones are left to the user
-        why = stale_reason(rec)
+        why = stale_reason(rec) if rec is not None else None  # planned ones: below; damaged others: left
         if why:
             _mark_stale(run, rec, why, outcome, reporter)
     for p in planned:
         run = campaign.run(p.spec.key)
         if p.repair == "corrupt" and run.run_json.exists():
-            problem = run.damage() or "unreadable"
+            problem = "unreadable"
+            try:
+                run.record()
+            except HarnessError as err:
+                problem = str(err)
             line = f"note: {p.spec.key}: run.json unreadable ({problem}); moved to {move_aside(run.run_json).name}"
             _note(outcome, reporter, f"{line}; re-run")
         elif p.repair == "stale":

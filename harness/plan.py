@@ -197,9 +197,9 @@ def campaign_dir_for(
     scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
 ) -> CampaignDir:
     """reports/<scenario>/<campaign-id>, checked names; the id defaults to the profile (a re-run resumes)."""
-    cid = check_name(campaign_id, "--campaign") if campaign_id is not None else (profile or "default")
+    cid = campaign_id if campaign_id is not None else (profile or "default")
+    check_name(cid, "--campaign" if campaign_id is not None else "campaign id")
     check_name(scenario.name, "scenario name")
-    check_name(cid, "campaign id")
     path = Path(out_root) / scenario.name / cid
     if os.path.relpath(os.path.normpath(path), os.path.normpath(out_root)).startswith(".."):
         raise UsageError(f"--campaign: {path} would be outside --out {out_root}")

@@ -370,13 +370,10 @@ class RunRecord(Record):
     logs_cut: dict[str, int] = Field(default_factory=dict)  # log name -> bytes its cap cut from it
 
 
-LIVE = (RunStatus.pending, RunStatus.running)
-
-
 def stale_reason(rec: RunRecord) -> str | None:
     """Why a local run.json still pending/running was left by a harness that is gone (one line); ask
     it holding the campaign lock. Slurm jobs outlive the harness on purpose (re-attached)."""
-    if rec.status not in LIVE or rec.executor != "local":
+    if rec.status not in (RunStatus.pending, RunStatus.running) or rec.executor != "local":
         return None
     where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
     return f"interrupted (stale): left {rec.status.value} by a harness run that is gone (runner {where})"

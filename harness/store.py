@@ -200,14 +200,6 @@ class RunDir:
         except HarnessError:
             return None
 
-    def damage(self) -> str | None:
-        """Why run.json cannot be read (one line), or None when it reads (or is absent)."""
-        try:
-            self.record() if self.exists() else None
-        except HarnessError as err:
-            return str(err)
-        return None
-
     def write(self, record: RunRecord) -> None:
         """run.json replaced by ``record``; when that fails, a stale "running" one is removed (the next
         ``harness run`` runs it again)."""
