@@ -180,16 +180,6 @@ def _campaign_record_base(campaign: CampaignDir, outcome: CampaignOutcome, repor
         return None
 
 
-def _read_records(campaign: CampaignDir, keys: Sequence[str], outcome: CampaignOutcome) -> list[RunRecord]:
-    records = []
-    for run in (campaign.run(k) for k in keys):
-        try:
-            records += [run.record()] if run.exists() else []
-        except HarnessError as err:
-            outcome.damaged.append(str(err))
-    return records
-
-
 def _campaign_record(plan: Plan, previous: CampaignRecord | None) -> CampaignRecord:
     scenario = plan.scenario
     resolved = scenario.model_dump(mode="json")
@@ -247,7 +237,11 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
             refresh_arms(campaign, record, listed)
         raise
     refresh_arms(campaign, record, listed)
-    outcome.records = _read_records(campaign, keys, outcome)
+    for run in (campaign.run(k) for k in keys):
+        try:
+            outcome.records += [run.record()] if run.exists() else []
+        except HarnessError as err:
+            outcome.damaged.append(str(err))
 
 
 def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:

@@ -248,9 +248,9 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def check_writable_dir(folder: Path, flag: str) -> Path:
-    """``folder`` when files can be written in it (or the nearest folder above, creating nothing); else
-    UsageError naming ``flag`` (exit 2)."""
+def check_writable_dir(folder: Path, flag: str) -> None:
+    """UsageError naming ``flag`` (exit 2) unless files can be written in ``folder`` (or the nearest
+    folder above, creating nothing)."""
     folder = Path(folder)
     probe = folder
     while not probe.exists() and probe != probe.parent:
@@ -267,7 +267,6 @@ def check_writable_dir(folder: Path, flag: str) -> Path:
         raise UsageError(
             f"{flag}: {folder}: cannot write there ({err.strerror or err}){_hint(err.errno)}"
         ) from None
-    return folder
 
 
 BACKUP_PREFIX = ".backup-"
