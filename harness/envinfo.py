@@ -22,13 +22,9 @@ PACKAGES = tuple(
 )
 
 
-def _run(
-    cmd: list[str], cwd: Path | None = None, timeout: float = 5.0, env: dict[str, str] | None = None
-) -> str | None:
+def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str | None:
     try:
-        out = subprocess.run(
-            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env
-        )
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=5.0, check=False, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -255,7 +255,6 @@ def plan_campaign(
     notes = []
     if seeds and len(set(seeds)) != len(seeds):
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
-        seeds = list(dict.fromkeys(seeds))
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
     dose_source, why = read_source(loaded.dose_response_from) if loaded.dose_response_from else (None, "")
     if why:

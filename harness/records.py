@@ -13,7 +13,7 @@ import re
 import statistics
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -22,7 +22,6 @@ from harness.run_keys import run_key
 
 MAX_DIT_STEPS = 10_000  # production schedules have tens of steps
 MAX_SECONDS = 1e6  # 11.6 days: no step, stage or pipeline of a run lasts longer
-T = TypeVar("T")
 
 
 def positive_seconds(value: float, zero: bool = False) -> float:
@@ -66,9 +65,6 @@ def distinct_steps(steps: list[Any]) -> list[Any]:
 PositiveSeconds = Annotated[float, AfterValidator(positive_seconds)]
 StageSeconds = Annotated[float, AfterValidator(stage_seconds)]
 StepIndex = Annotated[int, AfterValidator(step_index)]
-StepList = Annotated[
-    list[T], BeforeValidator(step_count), AfterValidator(distinct_steps)
-]  # the steps of one run
 
 
 class Record(BaseModel):
@@ -390,7 +386,9 @@ class TimingRecord(Record):
 
     schema_version: str = Field("harness.timing/1", alias="schema")
     source: str  # "builtin" | "lightx2v-log"
-    steps: StepList[StepTiming] = Field(default_factory=list)
+    steps: Annotated[list[StepTiming], BeforeValidator(step_count), AfterValidator(distinct_steps)] = Field(
+        default_factory=list
+    )
     # Stage totals in seconds: text_encoder, dit, vae_decode, save, load, ...
     stages: dict[str, StageSeconds] = Field(default_factory=dict)
     pipeline_total_s: PositiveSeconds | None = None  # request total, model load excluded
