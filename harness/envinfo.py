@@ -58,7 +58,6 @@ def git_info(root: Path, *, package: str | None = None) -> dict[str, Any] | None
 
 
 def package_version(dist: str) -> str | None:
-    """Installed version of the distribution ``dist`` (e.g. "amd-aiter"), None when it is not installed."""
     try:
         return md.version(dist)
     except md.PackageNotFoundError:

@@ -206,20 +206,6 @@ def campaign_dir_for(
     return CampaignDir(path)
 
 
-def _slurm_block(scenario: Scenario, overrides: dict | None) -> SlurmBlock:
-    slurm = scenario.executor.slurm
-    if not overrides:
-        return slurm
-    try:
-        return slurm.model_validate({**slurm.model_dump(), **overrides})
-    except ValidationError as err:
-        first = err.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "?"
-        raise UsageError(
-            f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
-        ) from None
-
-
 def plan_campaign(
     scenario: str | Path | Scenario,
     *,
@@ -251,7 +237,16 @@ def plan_campaign(
         raise UsageError(f"--executor: {EXECUTORS.unknown_message(kind)}")
     if resubmit_failed < 0:
         raise UsageError(f"--resubmit-failed: must be 0 or more (got {resubmit_failed})")
-    slurm = _slurm_block(loaded, slurm_overrides)
+    slurm = loaded.executor.slurm
+    if slurm_overrides:
+        try:
+            slurm = slurm.model_validate({**slurm.model_dump(), **slurm_overrides})
+        except ValidationError as err:
+            first = err.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else "?"
+            raise UsageError(
+                f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
+            ) from None
     notes = []
     if seeds and len(set(seeds)) != len(seeds):
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})

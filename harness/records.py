@@ -161,7 +161,6 @@ class PluginRef(Record):
 
 
 def canonical_hash(obj: Any) -> str:
-    """sha256 of the canonical JSON of ``obj`` (sorted keys, no whitespace)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
