@@ -273,7 +273,7 @@ def check_writable_dir(folder: Path, flag: str) -> Path:
 BACKUP_PREFIX = ".backup-"
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)  # every writer here replaces files (a new inode): the link keeps the old one
     except OSError:
@@ -295,9 +295,9 @@ def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
         for name in existed:
             src, dst = folder / name, backup / name
             if src.is_dir() and not src.is_symlink():
-                shutil.copytree(src, dst, copy_function=_link_or_copy, symlinks=True)
+                shutil.copytree(src, dst, copy_function=link_or_copy, symlinks=True)
             else:
-                _link_or_copy(str(src), str(dst))
+                link_or_copy(str(src), str(dst))
     except OSError:
         shutil.rmtree(backup, ignore_errors=True)
         backup = None

@@ -141,7 +141,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--time-blocks", action="store_true", help="time each DiT block (device synchronised)")
     p.add_argument("--schedule", type=json_arg, help="a step schedule (harness.records.StepSchedule, JSON)")
     p.add_argument(
-        "--insitu", type=json_arg, help="shadows and in-situ settings (shadows.insitu_payload, JSON)"
+        "--insitu", type=json_arg, help="the primary, its shadows and in-situ settings (a JSON object)"
     )
     p.add_argument(
         "--plugins",

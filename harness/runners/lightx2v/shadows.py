@@ -25,11 +25,6 @@ from harness.runners.lightx2v.rank_env import (
 EXACT_TYPES = frozenset({"torch_sdpa", "flash_attn2", "flash_attn3", "flash_attn4", "aiter_attn"})
 
 
-def insitu_payload(arm: str, shadows: list[dict[str, Any]], settings: dict[str, Any] | None) -> dict:
-    """What ``--insitu`` carries (JSON): built by the runner from the run spec."""
-    return {"primary": arm, "shadows": shadows, "settings": settings or {}}
-
-
 def to_heads_first(t: Any) -> Any:
     """LightX2V's ``[N, H, D]`` (or ``[B, N, H, D]``) as a ``[B, H, N, D]`` view."""
     return (t.unsqueeze(0) if t.ndim == 3 else t).transpose(1, 2)
