@@ -216,8 +216,7 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
             "(real weights are loaded as LightX2V ships them)"
         )
     qwen = importlib.import_module(QWEN3VL_MODULE)
-    config_path = Path(model_path) / "text_encoder" / "config.json"
-    raw = json.loads(config_path.read_text())
+    raw = json.loads((Path(model_path) / "text_encoder" / "config.json").read_text())
     text = raw.get("text_config", raw)
     changed: dict[str, Any] = {}
     expected = qwen._EXPECTED_RELEASE_CONFIG
@@ -315,11 +314,6 @@ def options_problem(attn_type: str, options: dict[str, Any], own: frozenset[str]
     return None
 
 
-def served_backend(cls: Any) -> str | None:
-    """The harness backend a registry entry serves (None: one of LightX2V's own classes)."""
-    return getattr(cls, "harness_backend", None)
-
-
 def weight_class(
     name: str, options: dict[str, Any] | None = None, sites: Callable[[], Any] | None = None
 ) -> type:
@@ -367,7 +361,8 @@ def serve_backends(
     served, lightx2v_own = [], []
     for name in names:
         if name in registry:
-            (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
+            harness_backend = getattr(registry[name], "harness_backend", None)  # None: LightX2V's own class
+            (served if harness_backend == name else lightx2v_own).append(name)
             continue
         registry[name] = weight_class(name, (options or {}).get(name), sites)
         served.append(name)

@@ -18,7 +18,6 @@ from harness.runners.lightx2v.rank_env import (
     SAGEATTENTION_SHIMS,
     SHIMS,
     flavour_text,
-    served_backend,
 )
 
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
@@ -170,7 +169,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     for spec in payload.get("shadows", []):
         name, attn_type = spec["name"], spec["attn_type"]
         raw = raw_of(attn_type)
-        if raw is not None and served_backend(raw) is None:
+        if raw is not None and getattr(raw, "harness_backend", None) is None:  # LightX2V's own class
             op = lightx2v_shadow(spec, raw, op_class)
         else:
             try:
