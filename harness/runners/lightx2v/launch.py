@@ -270,8 +270,7 @@ def serve_plugins(names: list[str], book: CallBook | None, ns: argparse.Namespac
     if not names:
         return
     options = {ns.attn_type: ns.attn_options} if ns.attn_options else {}
-    registry = rank_env.attention_registry()
-    served, lightx2v_own = rank_env.serve_backends(registry, names, options, sites)
+    served, lightx2v_own = rank_env.serve_backends(rank_env.attention_registry(), names, options, sites)
     if book is not None:
         book.extra["harness_served"] = served
         for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's

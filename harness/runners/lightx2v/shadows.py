@@ -115,7 +115,6 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     flavour = spec.get("sageattention") or "package"
     fn = None
     if name == "sage_attn2":
-        module = sys.modules.get(SAGE_MODULE)
         if flavour != "package":
             try:
                 if flavour in PINNED_SAGEATTENTION:  # the function the ranks bind, under a private name
@@ -126,7 +125,7 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
                     fn = load_shim(flavour).sageattn
             except Exception as err:
                 return f"{flavour_text(flavour)} does not import ({type(err).__name__}: {err})"
-        elif module is None or getattr(module, "sageattn", None) is None:
+        elif getattr(sys.modules.get(SAGE_MODULE), "sageattn", None) is None:
             return "LightX2V's sage_attn2 bound no sageattn (the package is not installed here)"
     try:
         backend = raw()
