@@ -105,8 +105,7 @@ def sageattention_identity(flavour: str) -> dict[str, str]:
         from harness.sage_packages import read_marker
 
         marker = read_marker(PINNED_SAGEATTENTION[flavour]) or {}
-        found = {"sageattention_version": marker.get("version"), "sageattention_commit": marker.get("commit")}
-        return {k: str(v) for k, v in found.items() if v}
+        return {f"sageattention_{key}": str(marker[key]) for key in ("version", "commit") if marker.get(key)}
     if flavour != "package":
         return {}
     from importlib import metadata
