@@ -93,12 +93,8 @@ class PipelineConfig(BaseModel):
     def audio_samples(self) -> int:
         return round(self.frames * self.audio_rate / self.fps)
 
-    def with_overrides(self, overrides: dict[str, Any] | None) -> PipelineConfig:
+    def with_overrides(self, overrides: dict[str, Any]) -> PipelineConfig:
         """A copy with ``overrides`` applied and validated; HarnessError names the bad key."""
-        if not overrides:
-            return self
-        if not isinstance(overrides, dict):
-            raise HarnessError(f"pipeline overrides must be a mapping, got {type(overrides).__name__}")
         known = set(type(self).model_fields)
         if unknown := sorted(str(k) for k in overrides if k not in known):
             raise HarnessError(
