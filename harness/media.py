@@ -1,12 +1,8 @@
-"""Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
-
-Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4);
-``MediaWriter(lossless=True)`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before
-compression.
-Reading streams frames one at a time, refusing a frame size or a duration over the limits: far
-above any generated video (4K is 8.3 Mpixel; runs last seconds to minutes), low enough that a
-hostile file is refused in one line instead of exhausting memory; each is raised by its variable.
-Every failure is a ``HarnessError`` with one line naming the file."""
+"""Read and write the H.264 + AAC mp4 files that runs produce (PyAV only). Writing mirrors the MiniMax-H3
+LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4), with an optional lossless twin (FFV1
+RGB, float PCM) for metrics before compression. Reading streams frames one at a time, refusing a frame
+size or a duration over the limits (far above any generated video, low enough that a hostile file is
+refused in one line, not by exhausting memory). Every failure is a ``HarnessError`` naming the file."""
 
 from __future__ import annotations
 
@@ -156,9 +152,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
             size_bytes=p.stat().st_size,
             pix_fmt=cc.format.name if cc.format is not None else None,
         )
-    if frames <= 0:  # not stored: counted by demuxing (no decoding)
-        with open_media(p) as c:
-            vs = first_stream(c.streams.video, p, "no video stream")
+        if frames <= 0:  # not stored: counted by demuxing (no decoding)
             frames = sum(1 for pkt in c.demux(vs) if pkt.size)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
@@ -311,20 +305,6 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         raise HarnessError(f"{p}: audio track decoded to 0 samples")
 
 
-def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int] | None) -> np.ndarray:
-    a = np.asarray(frame)
-    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-        raise HarnessError(
-            f"{path}: frame {index} must be uint8 HxWx3 RGB, got {a.dtype} shape {tuple(a.shape)}"
-        )
-    h, w = a.shape[:2]
-    if size is not None and (h, w) != size:
-        raise HarnessError(f"{path}: frame {index} is {h}x{w}, earlier frames are {size[0]}x{size[1]}")
-    if h % 2 or w % 2:
-        raise HarnessError(f"{path}: frame size {w}x{h} must be even in both dimensions for yuv420p")
-    return np.ascontiguousarray(a)
-
-
 def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
     """Audio from ``start`` up to sample ``stop`` (None: to the end); where it got to."""
     layout, pos = _layout(aud.channels), start
@@ -392,7 +372,19 @@ class MediaWriter:
 
     def add(self, frame: np.ndarray) -> None:
         t0 = time.perf_counter()
-        arr = _check_frame(frame, self.path, self.n, self.size)
+        arr = np.asarray(frame)
+        if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+            raise HarnessError(
+                f"{self.path}: frame {self.n} must be uint8 HxWx3 RGB, got {arr.dtype} shape {tuple(arr.shape)}"
+            )
+        h, w = arr.shape[:2]
+        if self.size is not None and (h, w) != self.size:
+            raise HarnessError(
+                f"{self.path}: frame {self.n} is {h}x{w}, earlier frames are {self.size[0]}x{self.size[1]}"
+            )
+        if h % 2 or w % 2:
+            raise HarnessError(f"{self.path}: frame size {w}x{h} must be even in both dimensions for yuv420p")
+        arr = np.ascontiguousarray(arr)
         if self.size is None:
             self.size = arr.shape[:2]
             self.vs.width, self.vs.height = self.size[1], self.size[0]

@@ -90,9 +90,6 @@ class Clock:
         synchronize(self.device)
         return time.perf_counter()
 
-    def add(self, stage: str, seconds: float) -> None:
-        self.stages[stage] = self.stages.get(stage, 0.0) + seconds
-
     def watch_dit(self, module: torch.nn.Module, patch: tuple[int, ...] | None) -> None:
         def before(_module, _args, kwargs):
             if self.step_start is None:
@@ -111,7 +108,7 @@ class Clock:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.add(stage, self.now() - t0)
+                self.stages[stage] = self.stages.get(stage, 0.0) + self.now() - t0
 
         self._restore.append((owner, method, owner.__dict__.get(method)))
         setattr(owner, method, timed)
