@@ -66,7 +66,6 @@ def max_duration_s() -> float:
 
 
 def check_frame_size(p: Path, width: int, height: int) -> None:
-    """One line when a frame of ``width`` x ``height`` is over the limit."""
     limit = int(_limit(MAX_FRAME_PIXELS_ENV, MAX_FRAME_PIXELS))
     if width * height > limit:
         raise HarnessError(
@@ -76,7 +75,6 @@ def check_frame_size(p: Path, width: int, height: int) -> None:
 
 
 def check_duration(p: Path, seconds: float, what: str = "media") -> None:
-    """One line when ``seconds`` of ``what`` is over the limit."""
     limit = max_duration_s()
     if seconds > limit:
         raise HarnessError(
@@ -233,9 +231,7 @@ def _audio_header(p: Path) -> tuple[int, int, int]:
         return int(info.samplerate), int(info.frames), int(info.channels)
     with open_media(p) as c:
         ast = first_stream(c.streams.audio, p, "no audio track")
-        rate = int(ast.codec_context.sample_rate)
-        seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
-        return rate, int(seconds * rate), int(ast.codec_context.channels)
+        return int(ast.codec_context.sample_rate), _header_samples(ast) or 0, int(ast.codec_context.channels)
 
 
 def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:

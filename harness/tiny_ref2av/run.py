@@ -161,7 +161,6 @@ def run_pipeline(
     from harness.media import write_av
 
     wall0 = time.perf_counter()
-    out_path = Path(out_path)
     if latents_dir is None and cfg.save_latents:
         latents_dir = out_path.parent / "latents"
     if latents_dir is not None:

@@ -42,7 +42,6 @@ STAGES = {
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: bfloat16 on a GPU, float32 on a CPU."""
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
@@ -260,7 +259,6 @@ class DiffusersEnv(Record):
 
 
 def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dtype) -> Any:
-    """The scenario's pipeline class, from model_path, on ``device`` in ``dtype``."""
     import diffusers
 
     cls = getattr(diffusers, PIPELINES[params["pipeline"]["name"]].cls)
