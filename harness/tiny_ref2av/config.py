@@ -27,7 +27,7 @@ class PipelineConfig(BaseModel):
     frames: int = Field(56, ge=2)
     fps: int = Field(24, ge=1)
     audio_rate: int = Field(32000, ge=8000)
-    # H3's video_codec_options (ultrafast, crf 18); media._encode says why any preset is reproducible.
+    # H3's video_codec_options (ultrafast, crf 18); media.MediaWriter says why any preset is reproducible.
     crf: int = Field(18, ge=0, le=51)
     x264_preset: Literal[
         "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"

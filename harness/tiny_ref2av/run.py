@@ -163,8 +163,6 @@ def run_pipeline(
     wall0 = time.perf_counter()
     if latents_dir is None and cfg.save_latents:
         latents_dir = out_path.parent / "latents"
-    if latents_dir is not None:
-        latents_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(resolve_device(cfg.device, context="pipeline config"))
     dtype = getattr(torch, cfg.dtype)  # float32 or bfloat16
     stages: dict[str, float] = {}
@@ -200,6 +198,7 @@ def run_pipeline(
             steps.append(StepTiming(index=res.index, seconds=res.seconds))
             if latents_dir is not None:  # step_NNN.npz: video [t, h, w, C], audio [n, C], the sigmas reached
                 t0 = time.perf_counter()
+                latents_dir.mkdir(parents=True, exist_ok=True)
                 tmp = latents_dir / f".step_{res.index:03d}.tmp.npz"
                 video, audio = (x.detach().float().cpu().numpy() for x in (res.video, res.audio))
                 np.savez(
