@@ -319,7 +319,6 @@ def run_generation(
 
 def run_in_process(run_dir: Path) -> Any:
     wall0 = time.perf_counter()
-    run_dir = Path(run_dir)
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
     load_recorded(spec.plugins)  # a plugin's backends are harness backends like the harness's own
     p = spec.params
