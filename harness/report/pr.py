@@ -1,7 +1,5 @@
-"""pr.md: the pull request's compact tables beside report.md; every figure is one of report.md's, rounded as
-the pull request did (arms' means over their runs; statistics per run). benchmark.json: per arm and timing,
-the mean and sd over its runs in github-action-benchmark's custom format (a CI charts them over builds);
-``extra``: how many runs, and where the timing is no baseline."""
+"""pr.md: the pull request's compact tables, report.md's figures rounded as the pull request did;
+benchmark.json: each arm's timings (mean, sd over its runs) in github-action-benchmark's custom format."""
 
 from __future__ import annotations
 
@@ -55,10 +53,8 @@ def speed_table(res: ReportResults) -> list[str]:
     ]
     rows, notes = [], []
     for a in arms:
-        if long_run:
-            step_cell = fmt_time(_mean(a, "s_per_step"))
-        else:
-            step_cell = " / ".join(fmt_time(_mean(a, f"step_{i}")) for i in (1, 2, 3))
+        first_steps = " / ".join(fmt_time(_mean(a, f"step_{i}")) for i in (1, 2, 3))
+        step_cell = fmt_time(_mean(a, "s_per_step")) if long_run else first_steps
         total = _mean(a, "pipeline_total_s")
         if a.arm == res.reference_arm:
             vs = "reference"
@@ -259,14 +255,10 @@ def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
             extra = f"mean over {s.n} run(s) (repeats x seeds) of {res.scenario_name}/{res.campaign_id}"
             extra += f"; {a.role}" if a.role != "candidate" else ""
             extra += "" if a.timing_baseline else f"; {a.timing_label}"
+            spread = f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None
+            mean = round(s.mean, 6)
             out.append(
-                BenchmarkEntry(
-                    name=f"{a.arm}: {what}",
-                    unit=unit,
-                    value=round(s.mean, 6),
-                    range=f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None,
-                    extra=extra,
-                )
+                BenchmarkEntry(name=f"{a.arm}: {what}", unit=unit, value=mean, range=spread, extra=extra)
             )
     return out
 
