@@ -132,8 +132,7 @@ def transfer_tables(colours: list[str]) -> tuple[str, str, str] | None:
         return None
     if len(rgb) < 2:
         return None
-    r, g, b = (" ".join(f"{c[k]:.4f}" for c in rgb) for k in range(3))
-    return r, g, b
+    return tuple(" ".join(f"{c[k]:.4f}" for c in rgb) for k in range(3))
 
 
 def differ_view(
