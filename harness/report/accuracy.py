@@ -84,7 +84,6 @@ def _floor_band(res: ReportResults, key: str, fmt) -> str:
 
 def _codec_cells(res: ReportResults) -> list[str]:
     cf = res.codec_floor
-    assert cf is not None
     # Its row names the video figures as a comparison's video record does, the two audio ones apart.
     records = {
         "video": cf,

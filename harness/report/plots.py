@@ -116,9 +116,8 @@ def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> 
     axes = fig.subplots(n, 2, squeeze=False)
     for i, (label, view, spec_db) in enumerate(tracks):
         ax_w, ax_s = axes[i]
-        ax_w.fill_between(
-            view.signal.t, view.signal.lo, view.signal.hi, color=PALETTE[0], lw=0, label="signal"
-        )
+        s = view.signal
+        ax_w.fill_between(s.t, s.lo, s.hi, color=PALETTE[0], lw=0, label="signal")
         if i > 0 and view.minus_reference is not None:
             d = view.minus_reference
             ax_w.fill_between(d.t, d.lo, d.hi, color=PALETTE[1], lw=0, alpha=0.8, label="minus reference")

@@ -76,7 +76,6 @@ def speed_table(res: ReportResults) -> list[str]:
 
 def _pr_cell(a: ArmAggregate, m: Metric) -> str:
     """A metric's cell with the one beside it (``PrColumn``), rounded as the pull request did."""
-    assert m.pr is not None
     other = METRICS.get(m.pr.beside)
 
     def fmt(x: Metric) -> str:
@@ -92,7 +91,7 @@ def _pr_cell(a: ArmAggregate, m: Metric) -> str:
 def accuracy_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
     columns = pr_metrics()
-    head = [f"decoded output vs {ref}", *(m.pr.head for m in columns if m.pr is not None)]
+    head = [f"decoded output vs {ref}", *(m.pr.head for m in columns)]
     measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, columns[0].key) is not None]
     ordered = sorted(measured, key=lambda a: a.role == "noise_floor")  # stable: the floors last
     rows = [[run_label(res, a.arm, a.arm, a.role), *(_pr_cell(a, m) for m in columns)] for a in ordered]

@@ -81,14 +81,13 @@ def speed_section(res: ReportResults) -> Section:
     )  # fmt: skip
     for a in res.arms:
         m = a.metrics
-        ref = a.arm == res.reference_arm
         role = role_text(res, a.arm, a.role)
         if not a.timing_baseline:
             role += f" ({a.timing_label}: {a.timing_note})"
         steps = spread_text(m["dit_steps"], lambda x: f"{x:g}")
         times = [mean_sd_cell(m[k]) for k in ("s_per_step", "step_1", "pipeline_total_s")]
         tests = [
-            "reference" if ref else _vs_ref_test(a.speed.get(k), a)
+            "reference" if a.arm == res.reference_arm else _vs_ref_test(a.speed.get(k), a)
             for k in ("s_per_step", "pipeline_total_s")
         ]
         agg.add([a.arm, role, f"{a.runs_ok}/{len(a.keys)}", steps, *times, *tests], role_css(a.role))
