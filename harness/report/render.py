@@ -45,9 +45,6 @@ def summary_section(res: ReportResults) -> Section:
     return Section("summary", "Summary", bullets=list(res.summary.lines))
 
 
-# report.md: the tables that go into the pull request (GitHub-flavoured markdown)
-
-
 def _img(path: str, alt: str) -> str:
     """An image of the campaign's assets: the path (from the records) stays relative, no '//host'."""
     href = quote(path)
