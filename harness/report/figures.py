@@ -118,7 +118,7 @@ def figure_captions(res: ReportResults) -> dict[str, str]:
 
 
 def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
-    """(figure name, what it shows, draw(path)) for the in-situ figures."""
+    """(figure name, what it shows, how to draw it) for the in-situ figures."""
     ins = res.insitu
     if ins is None or not ins.readings:
         return []
