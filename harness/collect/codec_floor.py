@@ -7,6 +7,7 @@ bias is not counted as codec error) and its audio against the decoded reference.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -37,14 +38,11 @@ _RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged)"}
 
 def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
     """The option string libx264 writes into its first SEI ('x264 - core ... crf=18.0 ...')."""
-    try:
-        with open_media(path) as c:
-            vs = first_stream(c.streams.video, path, "no video stream")  # caught: no info
-            for pkt in itertools.islice(c.demux(vs), max_packets):
-                if m := _X264_INFO.search(bytes(pkt)):
-                    return m.group(0).decode("ascii", "replace")
-    except (av.error.FFmpegError, HarnessError):
-        return None
+    with contextlib.suppress(av.error.FFmpegError, HarnessError), open_media(path) as c:
+        vs = first_stream(c.streams.video, path, "no video stream")  # suppressed: no info
+        for pkt in itertools.islice(c.demux(vs), max_packets):
+            if m := _X264_INFO.search(bytes(pkt)):
+                return m.group(0).decode("ascii", "replace")
     return None
 
 

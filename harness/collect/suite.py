@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,10 +124,6 @@ class FrameDecoder(threading.Thread):
         while not self.ended:
             self.get()
 
-    def finish(self) -> None:
-        self.join()
-        self.side.join()
-
 
 @contextlib.contextmanager
 def decoding(
@@ -147,7 +143,8 @@ def decoding(
     finally:
         stop.set()  # unblocks decoders still waiting on a full queue
         for dec in decs:
-            dec.finish()
+            dec.join()
+            dec.side.join()
 
 
 def check_compatible(
@@ -208,6 +205,13 @@ def _pair_job(fa: np.ndarray, fb: np.ndarray, local: threading.local) -> tuple[f
     return err / fa.size, total / count
 
 
+def _track(rate: int, blocks: Iterable[np.ndarray]) -> audio_metrics.TrackStream:
+    track = audio_metrics.TrackStream(rate, mel=False)
+    for x in blocks:
+        track.push(x)
+    return track
+
+
 def _run_audio(t: audio_metrics.TrackStream) -> dict:
     return {
         "audio_rate": t.rate,
@@ -260,11 +264,7 @@ def audio_part(
 def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairMetrics, dict, dict]:
     pa, ra = read_audio(a)
     pb, rb = read_audio(b)
-    runs = []
-    for p, r in ((pa, ra), (pb, rb)):
-        track = audio_metrics.TrackStream(r, mel=False)
-        track.push(p)
-        runs.append(_run_audio(track))
+    runs = [_run_audio(_track(r, [p])) for p, r in ((pa, ra), (pb, rb))]
     if pa.shape[0] != pb.shape[0]:
         raise HarnessError(f"audio channel count differs: {a} has {pa.shape[0]}, {b} has {pb.shape[0]}")
     if not resample_audio:
@@ -432,10 +432,5 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
         with decoding([p], info.frames, cpu_stats=False) as decs:
             _video_torch(decs, info.frames, None, resolve_device(device))
         stats = decs[0].stats
-    audio: dict = {}
-    if info.has_audio:
-        track = audio_metrics.TrackStream(int(info.audio_rate or 0), mel=False)
-        for x in iter_audio(p):
-            track.push(x)
-        audio = _run_audio(track)
+    audio = _run_audio(_track(int(info.audio_rate or 0), iter_audio(p))) if info.has_audio else {}
     return _run_stats(p, info, stats, audio)

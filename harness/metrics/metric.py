@@ -46,10 +46,8 @@ def db_from_energy(e: float) -> float:
     return math.inf if e == 0 else -10.0 * math.log10(e)
 
 
-def one_minus(x: float | None) -> float | None:
+def one_minus(x: float) -> float:
     """1 - x for a similarity; NaN stays NaN (max(0, 1 - nan) would read as perfect)."""
-    if x is None:
-        return None
     if not math.isfinite(x):
         return math.nan
     return max(0.0, 1.0 - x)
