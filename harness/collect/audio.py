@@ -347,20 +347,18 @@ def cross_correlation(a: np.ndarray, b: np.ndarray, max_lag: int) -> tuple[np.nd
     return lags, full[lags % size]
 
 
-def lag_search(
-    a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN
-) -> tuple[int, float, float]:
+def lag_search(a: np.ndarray, b: np.ndarray) -> tuple[int, float, float]:
     """(lag, normalised correlation at that lag, at lag 0) of B against A (module docstring)."""
     x, y = _mono(a), _mono(b)
     norm = float(np.sqrt(np.dot(x, x) * np.dot(y, y)))  # 0 for an empty or silent track
-    if norm == 0.0 or max_lag <= 0:
+    if norm == 0.0:
         return 0, 0.0, 0.0
-    lags, c = cross_correlation(x, y, max_lag)
+    lags, c = cross_correlation(x, y, MAX_LAG)
     i = int(np.argmax(np.abs(c)))
     zero = int(np.flatnonzero(lags == 0)[0])
     n = min(x.size, y.size)
     at_zero = float(c[zero]) / norm
-    if (abs(c[i]) - abs(c[zero])) / norm > max(min_gain, CHANCE_SIGMAS / np.sqrt(n)):
+    if (abs(c[i]) - abs(c[zero])) / norm > max(MIN_GAIN, CHANCE_SIGMAS / np.sqrt(n)):
         return int(lags[i]), float(c[i]) / norm, at_zero
     return 0, at_zero, at_zero
 

@@ -151,7 +151,6 @@ class StatsReducer:
             self.layout.add(self.side, index, np.array(st.grid, np.int64))
 
     def push(self, frame: np.ndarray, prev: np.ndarray | None) -> None:
-        """Hash and measure one frame (the usual path)."""
         self.update_hash(frame)
         self.add(frame_stats(frame, prev), frame.size)
 

@@ -203,11 +203,8 @@ def latents_cached(
         side: {str(step): hashes.sha256(p) for step, p in files.items()}
         for side, files in (("a", la), ("b", lb))
     }
-
-    def compute() -> LatentComparison:
-        points, notes = compare_latent_files(la, lb)
-        return LatentComparison(points=points, notes=notes)
-
     name = f"{pair_metrics_stem(a.key, b.key)}.latents"
-    hit = MetricsCache(metrics_dir).cached(name, "latents", LATENTS_VERSION, key, LatentComparison, compute)
+    hit = MetricsCache(metrics_dir).cached(
+        name, "latents", LATENTS_VERSION, key, LatentComparison, lambda: compare_latent_files(la, lb)
+    )
     return hit.points, hit.notes

@@ -191,7 +191,6 @@ METRICS: Registry[Metric] = Registry("metric", base=Metric)
 
 
 def in_order() -> list[Metric]:
-    """Every registered metric in table order."""
     return sorted((METRICS.get(n) for n in METRICS.names()), key=lambda m: (m.order, m.key))
 
 
@@ -206,7 +205,6 @@ def table_metrics(modality: str | None = None) -> list[Metric]:
 
 
 def energy_metrics() -> dict[str, Metric]:
-    """Every metric with an error energy, by the energy's key."""
     return {m.energy.key: m for m in in_order() if m.energy is not None}
 
 
@@ -216,7 +214,6 @@ def judged_energies() -> tuple[str, ...]:
 
 
 def history_metrics() -> list[Metric]:
-    """The metrics history.csv has a column of."""
     return [m for m in in_order() if m.history is not None]
 
 
@@ -226,12 +223,10 @@ def headline_metrics(modality: str) -> list[Metric]:
 
 
 def pr_metrics() -> list[Metric]:
-    """The columns of pr.md's accuracy table."""
     return [m for m in in_order() if m.pr is not None]
 
 
 def fmt_g4(x: float | None) -> str:
-    """Four significant digits ('0.003262'), 'n/a' for none."""
     return NA if x is None else f"{x:.4g}"
 
 
