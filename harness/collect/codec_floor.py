@@ -18,7 +18,7 @@ import av
 
 from harness.collect.models import DEFAULT_PRESET, CodecSettings
 from harness.errors import HarnessError
-from harness.media import first_stream, open_media
+from harness.media import first_stream, iter_audio, iter_frames, open_media, probe, write_av
 from harness.pixel_formats import describe, layout_of
 
 _X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
@@ -99,8 +99,6 @@ def reencode(
 ) -> None:
     """``src``'s decoded frames and audio encoded again into ``dest`` with ``settings`` (``crf``: another
     rate factor; 0 is x264's lossless coding of the same pixel format)."""
-    from harness.media import iter_audio, iter_frames, probe, write_av
-
     info = probe(src)
     audio = iter_audio(src) if info.has_audio else None  # streamed: a long track is never held whole
     write_av(

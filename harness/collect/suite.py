@@ -24,11 +24,12 @@ import numpy as np
 from harness.collect import audio as audio_metrics
 from harness.collect.layout import LayoutPair
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
-from harness.collect.ssim import PairReducer, Workspace, ssim_sse
+from harness.collect.ssim import PairReducer, Workspace, sse_torch, ssim_sse, ssim_torch
 from harness.collect.stats import StatsReducer, frame_stats_torch
 from harness.envinfo import resolve_device
 from harness.errors import HarnessError
 from harness.media import MediaInfo, iter_audio, iter_frames, probe, read_audio
+from harness.pixel_formats import describe_name
 
 if TYPE_CHECKING:
     import torch
@@ -186,8 +187,6 @@ def formats_note(ia: MediaInfo, ib: MediaInfo) -> str | None:
     """What a pair stored in different pixel formats is compared as (None when they agree)."""
     if ia.pix_fmt == ib.pix_fmt or None in (ia.pix_fmt, ib.pix_fmt):
         return None
-    from harness.pixel_formats import describe_name
-
     return (
         f"pixel formats differ: A {describe_name(ia.pix_fmt)}, B {describe_name(ib.pix_fmt)}; both compared as "
         "8-bit RGB by the one conversion of the 'rgb' convention (samples of more than 8 bits rounded to 8 first)"
@@ -331,8 +330,6 @@ def _batches(decs: list[FrameDecoder], n: int):
 def _video_torch(decs: list[FrameDecoder], n: int, reducer: PairReducer | None, device: str) -> None:
     """On the device: each decoder's statistics, and with a ``reducer`` (two decoders) SSIM and SSE."""
     import torch
-
-    from harness.collect.ssim import sse_torch, ssim_torch
 
     dev = torch.device(device.removeprefix("torch:"))
     prev: list[torch.Tensor | None] = [None] * len(decs)
