@@ -82,7 +82,6 @@ def ssim_sse(
         a, b = a[:, :, None], b[:, :, None]
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     h, w, c = a.shape
-    band_rows = max(1, int(band_rows))
     if ws is None or ws.key != (w, c, band_rows):
         ws = Workspace(w, c, band_rows)
     if ws.row_sse.shape[0] < h:
