@@ -153,8 +153,7 @@ class Metric:
         """The metric as a gate violation names it (a per-frame extreme with its frame index)."""
         if not self.worst_frame:
             return self.label
-        record = self.record(cmp)
-        frame = None if record is None else getattr(record, self.worst_frame, None)
+        frame = getattr(self.record(cmp), self.worst_frame, None)  # None: not measured
         return self.worst_label + (f" ({frame})" if frame is not None else "")
 
     def breaks(self, value: float, bound: float) -> bool:
