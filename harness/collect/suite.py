@@ -366,11 +366,9 @@ def measure_pair(
     truncate: bool = False,
     resample_audio: bool = False,
     device: str = "auto",
-    workers: int | None = None,
 ) -> PairResult:
     """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file
-    (run A the reference; what must match: ``check_compatible``). ``workers``: SSIM threads on CPU
-    (default: the CPU count, at most 8)."""
+    (run A the reference; what must match: ``check_compatible``); CPU SSIM: a thread a core, 8 at most."""
     t0 = time.perf_counter()
     a, b = Path(path_a), Path(path_b)
     ia, ib = probe(a), probe(b)
@@ -383,7 +381,7 @@ def measure_pair(
         same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
         with decoding([a, b], n, cpu_stats=dev == "cpu", layout=layout) as decs:
             if dev == "cpu":
-                _video_cpu(*decs, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
+                _video_cpu(*decs, n, reducer, max(1, min(8, os.cpu_count() or 2)))
             else:
                 _video_torch(decs, n, reducer, dev)
         audio, audio_a, audio_b = audio_future.result()
