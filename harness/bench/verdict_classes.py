@@ -1,8 +1,5 @@
-"""The verdict classes of ``harness bench verdicts`` judged once per draw and read by several rows
-(false alarms, power, what the verdict says): "identical", the floor check (a floor run replaced by the
-seed's quantised-kernel run or by another seed's output, modelled in ``_other_seed_run``), the lag
-against the floor's lags, the in-situ reading and the layout, colour and time-order checks
-(``analysis.structure``)."""
+"""The verdict classes of ``harness bench verdicts`` (``class_groups``): each draw judged once and read
+by several rows (false alarms, power, what the verdict says)."""
 
 from __future__ import annotations
 
@@ -129,20 +126,6 @@ def _reads_identical_per_seed(d: Draw, v: Verdict) -> bool:
 # --- a broken floor run -------------------------------------------------------------------------
 
 
-def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any, Any]:
-    """Another seed's output against this seed's reference, and its statistics: video MSE twice the
-    reference's luma variance, SSIM 0.2, the audio an independent track of the same RMS."""
-    by_seed = {sf.seed: sf for sf in fx.seeds}
-    sf = by_seed[seed]
-    other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
-    luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
-    run = victim.model_copy(deep=True)
-    run.values |= {metric_of("video_mse"): 2 * luma_sd**2, metric_of("video_1_ssim"): OTHER_SEED_SSIM}
-    run.identical, run.identical_frames = False, 0
-    with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
-    return run, other.exact_stats[0].model_copy(deep=True)
-
-
 def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str, defect: str = "",
                       seeds: int = 3) -> Draw:  # fmt: skip
     """The builtin draw (``defect`` planted against the clean floor), then one floor run of one seed
@@ -152,11 +135,17 @@ def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str
     runs = [i for i, f in enumerate(d.floors) if f.seed == seed]
     i = runs[int(rng.integers(len(runs)))]
     victim = d.floors[i]
-    sf = next(s for s in fx.seeds if s.seed == seed)
+    by_seed = {sf.seed: sf for sf in fx.seeds}
+    sf = by_seed[seed]
     if how == "kernel":
         run, st = sf.candidates[KERNEL].model_copy(deep=True), sf.stats[KERNEL].model_copy(deep=True)
-    else:
-        run, st = _other_seed_run(fx, rng, seed, victim)
+    else:  # another seed's output: video MSE twice the reference's luma variance, SSIM 0.2
+        other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
+        luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
+        run, st = victim.model_copy(deep=True), other.exact_stats[0].model_copy(deep=True)
+        run.values |= {metric_of("video_mse"): 2 * luma_sd**2, metric_of("video_1_ssim"): OTHER_SEED_SSIM}
+        run.identical, run.identical_frames = False, 0
+        with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
     run.key, run.seed, st.key, st.seed = victim.key, seed, victim.key, seed
     d.floors[i] = run
     d.exact_stats = [st if e.key == victim.key else e for e in d.exact_stats]
@@ -322,14 +311,11 @@ def track_draw(rng: np.random.Generator, kind: str) -> Draw:
         track = FrameTrack(y=y.round(3).tolist(), cb=cb.round(3).tolist(), cr=cr.round(3).tolist())
         return FrameCounts(key=key, seed=d.cands[0].seed, track=track)
 
-    if kind == "reversed":
-        changed = (y[::-1], cb[::-1], cr[::-1])
-    elif kind == "swapped":
-        changed = (y, cr, cb)
-    elif kind == "hue":
-        changed = (y, 128 - (cr - 128), cb)
-    else:
-        changed = (y, cb, cr)
+    changed = {
+        "reversed": (y[::-1], cb[::-1], cr[::-1]),
+        "swapped": (y, cr, cb),
+        "hue": (y, 128 - (cr - 128), cb),
+    }.get(kind, (y, cb, cr))
     exact = [run("reference", y, cb, cr, 0.0), *(run(f.key, y, cb, cr) for f in d.floors)]
     d.marks["frames"] = ([run(c.key, *changed) for c in d.cands], exact)
     return d
