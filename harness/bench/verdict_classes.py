@@ -292,8 +292,13 @@ def mirror_draw(rng: np.random.Generator, mirrored: bool) -> Draw:
     return d
 
 
-def structure_outside(d: Draw, rules: VerdictRules) -> bool:
-    return judge_structure(d.cands, d.floors, *d.marks.get("frames", ((), ()))).word == "outside"
+def structure_group(design: str, draw: Callable, rule: str, measure: str) -> Group:
+    """A group of one row: the layout, colour and time-order checks' word ``outside``."""
+
+    def outside(d: Draw, rules: VerdictRules) -> bool:
+        return judge_structure(d.cands, d.floors, *d.marks.get("frames", ((), ()))).word == "outside"
+
+    return Group(design, draw, [(rule, measure, lambda d, hit: hit)], judge=outside)
 
 
 def track_draw(rng: np.random.Generator, kind: str) -> Draw:
@@ -325,11 +330,12 @@ def track_draw(rng: np.random.Generator, kind: str) -> Draw:
 
 
 def class_groups(fx: CalibrationFixture) -> list[Group]:
-    """Every class (module docstring), in the order the table prints them."""
+    """Every class, in the order the table prints them."""
     b3 = "builtin, 3 seeds x 3 floor runs (resampled)"
     b6 = b3.replace("3 seeds", "6 seeds")
     b2 = b3.replace("3 floor runs", "2 floor runs")
-    tracked = "29-step design, 1 seed x 1 floor run, chaotic video; colour and course modelled"
+    layout = "29-step design, 1 seed x 1 floor run, chaotic video; layout modelled"
+    tracked = layout.replace("layout modelled", "colour and course modelled")
     p29 = "29-step design, 1 seed (the H200 spreads stated)"
     kernel = f"one floor run replaced by {KERNEL}'s"
     seed = "one floor run replaced by another seed's output"
@@ -360,27 +366,20 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
             ]),
         ]  # fmt: skip
     groups += [
-        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=False), [
-            ("verdict with an in-situ reading", "false alarm", _outside),
-        ], stated=True),
-        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=True), [
-            ("verdict: NaN in situ (one call non-finite)", "power", _outside),
-        ], stated=True),
+        *(Group(f"{p29}, in situ on 24 synthetic calls", lambda r, nan=nan: insitu_draw(r, nan_call=nan),
+                [(rule, measure, _outside)], stated=True)
+          for nan, rule, measure in ((False, "verdict with an in-situ reading", "false alarm"),
+                                     (True, "verdict: NaN in situ (one call non-finite)", "power"))),
         Group(f"{b3}, no exact run with a frozen frame", lambda r: frozen_draw(fx, r), [
             ("verdict: one frozen frame", "power", _outside),
         ]),
-        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=False), [
-            ("verdict: a candidate lagging 1-2 samples", "false alarm", _outside),
-        ]),
-        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=True), [
-            (f"verdict: audio {LAG_MS:g} ms late on one seed", "power", _outside),
-        ]),
-        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, False), [
-            ("structure: layout", "false alarm", lambda d, hit: hit),
-        ], judge=structure_outside),
-        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, True), [
-            ("structure: layout mirrored left-right", "power", lambda d, hit: hit),
-        ], judge=structure_outside),
+        *(Group(f"{b3}, floor runs lagging 1 sample", lambda r, late=late: lag_draw(fx, r, late=late),
+                [(rule, measure, _outside)])
+          for late, rule, measure in ((False, "verdict: a candidate lagging 1-2 samples", "false alarm"),
+                                      (True, f"verdict: audio {LAG_MS:g} ms late on one seed", "power"))),
+        *(structure_group(layout, lambda r, m=m: mirror_draw(r, m), rule, measure)
+          for m, rule, measure in ((False, "structure: layout", "false alarm"),
+                                   (True, "structure: layout mirrored left-right", "power"))),
     ]  # fmt: skip
     # The classes of round 2, last: each group draws from stream 200 + its index, so the rows above
     # keep their draws.
@@ -404,13 +403,10 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
         Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, False, wrong_call=0.3), [
             ("verdict: one call of 24 at rel L1 0.3 in situ", "power", _outside),
         ], stated=True),
-        Group(tracked, lambda r: track_draw(r, "exact"), [
-            ("structure: colour and time order", "false alarm", lambda d, hit: hit),
-        ], judge=structure_outside),
-        *(Group(tracked, lambda r, k=k: track_draw(r, k), [
-            (f"structure: {what}", "power", lambda d, hit: hit),
-        ], judge=structure_outside) for k, what in (("reversed", "video played backwards"),
-                                                    ("swapped", "U and V swapped"), ("hue", "hue turned 90 degrees"))),
+        structure_group(tracked, lambda r: track_draw(r, "exact"), "structure: colour and time order", "false alarm"),
+        *(structure_group(tracked, lambda r, k=k: track_draw(r, k), f"structure: {what}", "power")
+          for k, what in (("reversed", "video played backwards"), ("swapped", "U and V swapped"),
+                          ("hue", "hue turned 90 degrees"))),
     ]  # fmt: skip
     return groups
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from harness.attention.exact import exact_attention, full_fp32_matmul
+from harness.attention.insitu.shadow import error_sums
 from harness.attention.registry import AttentionBackend, UnsupportedCall, check_options, get_backend
 from harness.attention.wrappers import KVReversed
 from harness.envinfo import fingerprint, package_version, resolve_device
@@ -62,27 +63,19 @@ def accuracy_metrics(out: torch.Tensor, ref: torch.Tensor, chunk_elems: int = 1 
     d = out.shape[-1]
     o_rows, r_rows = out.reshape(-1, d), ref.reshape(-1, d)
     step = max(1, chunk_elems // d)
-    dot = oo = rr = abs_diff = abs_ref = sq_diff = 0.0
-    max_abs, nan_count, inf_count, zero_rows = 0.0, 0, 0, 0
+    sums, max_abs, nan_count, inf_count, zero_rows = [0.0] * 6, 0.0, 0, 0, 0
     row_cos: list[np.ndarray] = []
     for i in range(0, o_rows.shape[0], step):
-        oc, rc = o_rows[i : i + step], r_rows[i : i + step].double()
+        oc = o_rows[i : i + step]
         nan_count += int(torch.isnan(oc).sum())
         inf_count += int(torch.isinf(oc).sum())
-        o = oc.double()
-        diff = o - rc
-        dot += float((o * rc).sum())
-        oo += float((o * o).sum())
-        rr += float((rc * rc).sum())
-        abs_diff += float(diff.abs().sum())
-        abs_ref += float(rc.abs().sum())
-        sq_diff += float((diff * diff).sum())
-        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
-        o_norm, r_norm = o.norm(dim=-1), rc.norm(dim=-1)
-        zero_rows += int(((o_norm == 0) & (r_norm > 0)).sum())
-        cos = (o * rc).sum(-1) / (o_norm * r_norm).clamp_min(torch.finfo(torch.float64).tiny)
-        cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(cos), cos)
+        chunk, cos, zero = error_sums(oc.double(), r_rows[i : i + step].double())
+        *added, chunk_max = chunk.tolist()
+        sums = [a + b for a, b in zip(sums, added, strict=True)]
+        max_abs = max(max_abs, chunk_max)
+        zero_rows += int(zero)
         row_cos.append(cos.float().cpu().numpy())
+    dot, oo, rr, abs_diff, abs_ref, sq_diff = sums
     rows = np.concatenate(row_cos) if row_cos else np.zeros(0, np.float32)
     n = out.numel()
     scale = dot / rr if rr > 0 else float("nan")  # least squares: out ~ scale x ref

@@ -43,32 +43,35 @@ def yardstick(
     )
 
 
-def error_scalars(out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """The FIELDS of ``out`` against ``ref`` (the yardstick on ``rows``), one fp64 tensor on the device."""
-    full = out
-    o = out.index_select(2, rows).to(torch.float64)
-    r = ref.to(torch.float64)
+def error_sums(o: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """fp64 ``o`` against ``r`` (last dim a row), on the device: sum(o r), sum(o^2), sum(r^2), sum|o - r|, sum|r|,
+    sum (o - r)^2, max|o - r|; each row's cosine (1 where both are 0); rows where only ``o``'s is 0."""
     d = o - r
-    dot, oo, rr = (o * r).sum(), (o * o).sum(), (r * r).sum()
-    cosine = dot / (oo * rr).sqrt()
-    rel_l1 = d.abs().sum() / r.abs().sum()
-    rmse = (d * d).mean().sqrt()
-    max_abs = d.abs().max()
     o_norm, r_norm = o.norm(dim=-1), r.norm(dim=-1)
     row_cos = (o * r).sum(-1) / (o_norm * r_norm).clamp_min(torch.finfo(torch.float64).tiny)
-    row_cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(row_cos), row_cos).reshape(-1)
+    row_cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(row_cos), row_cos)
+    dot, oo, rr = (o * r).sum(), (o * o).sum(), (r * r).sum()
+    sums = torch.stack([dot, oo, rr, d.abs().sum(), r.abs().sum(), (d * d).sum(), d.abs().max()])
+    return sums, row_cos, ((o_norm == 0) & (r_norm > 0)).sum()
+
+
+def error_scalars(out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The FIELDS of ``out`` against ``ref`` (the yardstick on ``rows``), one fp64 tensor on the device."""
+    o = out.index_select(2, rows).to(torch.float64)
+    r = ref.to(torch.float64)
+    sums, row_cos, _ = error_sums(o, r)
+    dot, oo, rr, l1, ref_l1, sq, max_abs = sums
     # nan_to_num: one NaN row would make both quantiles NaN; NaNs are counted apart.
     p = torch.quantile(
         row_cos.nan_to_num(nan=-1.0), torch.tensor([0.01, 0.10], dtype=torch.float64, device=o.device)
     )
-    counts = torch.stack([torch.isnan(full).sum(), torch.isinf(full).sum()]).to(torch.float64)
+    counts = torch.stack([torch.isnan(out).sum(), torch.isinf(out).sum()]).to(torch.float64)
     # Least squares o ~ scale x r, and the error left once the scale is divided out: a softmax that
     # counts padded keys scales every row and keeps its direction (cosine near 1, rel L1 not).
     scale = dot / rr
-    unscaled = (o / scale - r).abs().sum() / r.abs().sum()
-    return torch.cat(
-        [torch.stack([cosine, rel_l1, rmse, max_abs]), p, counts, torch.stack([scale, unscaled])]
-    )
+    unscaled = (o / scale - r).abs().sum() / ref_l1
+    head = torch.stack([dot / (oo * rr).sqrt(), l1 / ref_l1, (sq / o.numel()).sqrt(), max_abs])
+    return torch.cat([head, p, counts, torch.stack([scale, unscaled])])
 
 
 def op_error(values: list[float]) -> InSituOpError:
