@@ -98,11 +98,9 @@ class SageAttn2(AttentionBackend):
         choice = self.options["function"]
         if choice == "auto":
             choice = PREFERRED_FUNCTION if hasattr(module, PREFERRED_FUNCTION) else "sageattn"
-        fn = getattr(module, choice, None)
-        if fn is None:
+        if getattr(module, choice, None) is None:
             raise BackendUnavailable(f"sage_attn2: sageattention ({package}) has no function {choice!r}")
-        self._module, self._fn = module, fn
-        self._function = choice
+        self._module, self._function = module, choice
 
     @property
     def params(self) -> dict[str, Any]:

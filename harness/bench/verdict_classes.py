@@ -183,21 +183,6 @@ def floor_arm_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str) -
     return d
 
 
-def _floor_arm_named(d: Draw, v: Verdict) -> bool:
-    """Every seed's floor is invalid or leaves the replaced run out: the headline cannot read it as a floor."""
-    fc = v.floor_check
-    return (
-        fc is not None
-        and bool(fc.seeds)
-        and all(sc.invalid or set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
-    )
-
-
-def _twin_counted_once(d: Draw, v: Verdict) -> bool:
-    fc = v.floor_check
-    return fc is not None and all(set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
-
-
 # --- in situ ------------------------------------------------------------------------------------
 
 
@@ -394,11 +379,15 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
         ]),
         Group(f"{b2}, one floor arm {KERNEL}'s on every seed", lambda r: floor_arm_draw(fx, r, "kernel"), [
             ("verdict, a floor arm replaced by a kernel's output", "false alarm", _outside),
-            ("floor check: a floor arm replaced by a kernel's output named", "power", _floor_arm_named),
+            # every seed's floor invalid or without the replaced run: the headline cannot read it as a floor
+            ("floor check: a floor arm replaced by a kernel's output named", "power",
+             lambda d, v: v.floor_check is not None and bool(v.floor_check.seeds)
+             and all(sc.invalid or set(sc.left_out) & d.marks["arm"] for sc in v.floor_check.seeds)),
         ]),
         Group(f"{b2}, the two floor runs bitwise equal", lambda r: floor_arm_draw(fx, r, "twin"), [
             ("verdict, two floor runs equal", "false alarm", _outside),
-            ("floor check: two equal floor runs counted once", "power", _twin_counted_once),
+            ("floor check: two equal floor runs counted once", "power", lambda d, v: v.floor_check is not None
+             and all(set(sc.left_out) & d.marks["arm"] for sc in v.floor_check.seeds)),
         ]),
         Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, False, wrong_call=0.3), [
             ("verdict: one call of 24 at rel L1 0.3 in situ", "power", _outside),

@@ -1,8 +1,6 @@
 """Run a kernel benchmark: every shape (synthetic, or captured q/k/v) x backend of a scenario of kind
-``kernels``: accuracy against an exact reference, the noise floor, speed against a matmul peak (the
-timers: CUDA events with an L2 flush, triton's do_bench, wall clock on a CPU), bitwise checks and each
-emulator's agreement with its kernel. ``run_kernels_scenario`` is
-``harness kernels SCENARIO``: kernels.json, env.json, report.md and index.html."""
+``kernels`` against an exact reference and a matmul peak; ``run_kernels_scenario`` is ``harness kernels
+SCENARIO`` (kernels.json, env.json, report.md and index.html)."""
 
 from __future__ import annotations
 
@@ -115,17 +113,14 @@ def bitwise_compare(check: str, a: torch.Tensor, b: torch.Tensor) -> BitwiseChec
     return BitwiseCheck(check=check, identical=same, max_abs_diff=diff)
 
 
-def time_do_bench(
-    fn: Callable[[], Any], expected_ms: float | None = None, min_reps: int = 20
-) -> float | None:
+def time_do_bench(fn: Callable[[], Any], expected_ms: float) -> float | None:
     """triton.testing.do_bench median in ms, or None when triton is not importable. Its sample is
-    sized by time (``rep`` ms): for a call of tens of ms the budget grows to hold ``min_reps`` calls."""
+    sized by time (``rep`` ms): for a call of tens of ms the budget grows to hold 20 calls."""
     try:
         from triton.testing import do_bench
     except Exception:
         return None
-    ms = expected_ms or 0.0
-    warmup, rep = max(25, int(3 * ms)), max(100, int(1.25 * min_reps * ms))
+    warmup, rep = max(25, int(3 * expected_ms)), max(100, int(25 * expected_ms))
     try:
         return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
     except TypeError:  # older triton: no return_mode
@@ -302,11 +297,6 @@ def _measure_peak(dtype_name: str, size: int, device: torch.device, timer: Timer
     )
 
 
-def _free(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
 def _run_entry(
     entry: BackendEntry,
     shape: KernelShape,
@@ -334,7 +324,7 @@ def _run_entry(
         if timer.block.bitwise:
             row.bitwise = _bitwise_checks(backend, out, q, k, v, scale)
         del out
-        _free(q.device)
+        torch.cuda.empty_cache()  # a no-op where CUDA never started
         if timer.block.timing:
             peak = peaks.get(shape.dtype)
             row.speed = _speed(
@@ -344,7 +334,7 @@ def _run_entry(
         row.status, row.reason = "skipped", f"refused: {err}"
     except (RuntimeError, ValueError, HarnessError) as err:  # OOM, kernel errors: record, go on
         row.status, row.reason = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
-    _free(q.device)
+    torch.cuda.empty_cache()
     return row
 
 
@@ -412,7 +402,7 @@ def run_kernels(
             floor.accuracy = accuracy_metrics(op(*inputs, scale), ref)
             result.rows.append(floor)
         del inputs, ref
-        _free(device)
+        torch.cuda.empty_cache()
     result.findings = kernels_findings(result)
     result.agreement = kernels_agreement(result)
     result.unpaired_emulators = unpaired_emulators(result, result.agreement)

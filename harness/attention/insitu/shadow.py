@@ -21,7 +21,6 @@ from harness.insitu_records import InSituCall, InSituOp, InSituOpError
 FIELDS = (
     "cosine", "rel_l1", "rmse", "max_abs", "row_cos_p1", "row_cos_p10", "nan", "inf", "scale", "rel_l1_unscaled"
 )  # fmt: skip
-YARDSTICK_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def sample_rows(n_q: int, rows: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -36,10 +35,9 @@ def yardstick(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, rows: torch.Tensor, dtype: str
 ) -> torch.Tensor:
     """Exact attention of the sampled query rows against every key, ``[B, H, rows, D]`` in ``dtype``."""
-    compute = YARDSTICK_DTYPES[dtype]
     budget = (1 << 27) if q.is_cuda else (1 << 23)  # scores per chunk: bounded memory at any length
     return exact_attention(
-        q.index_select(2, rows), k, v, scale, compute_dtype=compute, max_chunk_elems=budget
+        q.index_select(2, rows), k, v, scale, getattr(torch, dtype), max_chunk_elems=budget
     )
 
 
