@@ -66,19 +66,19 @@ class BenchRow(Record):
     note: str = ""
 
 
+def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
+    return judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats,
+                         rules=rules, insitu=d.insitu)  # fmt: skip
+
+
 @dataclass
 class Group:
     design: str
     draw: Callable[[np.random.Generator], Draw]
     rows: list[tuple[str, str, Test]]
-    judge: Callable[[Draw, VerdictRules], Any] | None = None  # default: the whole verdict
+    judge: Callable[[Draw, VerdictRules], Any] = full_verdict
     stated: bool = False  # the design has one floor run per seed: the H200 spreads stated
     old: Callable[[Draw], bool] | None = None  # the rule this replaced, on the same draws
-
-
-def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
-    return judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats,
-                         rules=rules, insitu=d.insitu)  # fmt: skip
 
 
 def _outside(d: Draw, v: Verdict) -> bool:
@@ -201,11 +201,11 @@ def insitu_calls(
 ) -> list[tuple[str, InSituCall]]:
     """Synthetic calls of one shadowed run (constants above): the exact shadows and candidate ``name``
     (an exact op), one call of it non-finite when ``nan_call``, or at rel L1 ``wrong_call`` when set."""
-    items = []
-    n = 0
+    items: list[tuple[str, InSituCall]] = []
     bad = int(rng.integers(sum(k for _, k, _ in INSITU_CALLS))) if nan_call or wrong_call else -1
     for kind, calls, q_len in INSITU_CALLS:
         for j in range(calls):
+            n = len(items)
             level = INSITU_LEVEL * math.exp(rng.normal(0, INSITU_CALL_SD))
             errs = {
                 op: _op_error(level * math.exp(rng.normal(0, INSITU_OP_SD))) for op in (*INSITU_FLOOR, name)
@@ -215,7 +215,6 @@ def insitu_calls(
             items.append(("cand@0", InSituCall(call=n + 1, step=1 + j % 4, block=j, kind=kind, batch=1, heads=8,
                                                q_len=q_len, k_len=q_len, head_dim=64, rows=64,
                                                elements=8 * 64 * 64, ref_l1=8 * 64 * 64 * 0.8, errors=errs)))  # fmt: skip
-            n += 1
     return items
 
 
@@ -408,11 +407,10 @@ def run_groups(
     stated = h200_stated(rules)
     for j, g in enumerate(groups):
         rng = np.random.default_rng([seed, stream + j])
-        judge = g.judge or full_verdict
         hits, old = [0] * len(g.rows), 0
         for _ in range(draws):
             d = g.draw(rng)
-            v = judge(d, stated if g.stated else rules)
+            v = g.judge(d, stated if g.stated else rules)
             for k, (_, _, test) in enumerate(g.rows):
                 hits[k] += bool(test(d, v))
             old += bool(g.old is not None and g.old(d))

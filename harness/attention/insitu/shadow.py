@@ -120,7 +120,6 @@ class ShadowedAttention(WrappedOp):
     ):
         super().__init__(primary)
         self.shadows = dict(shadows)
-        self.rows = recorder.settings.sample_rows
         self.recorder = recorder
         self.primary_name = primary_name or primary.name
         if self.primary_name in self.shadows:
@@ -153,7 +152,7 @@ class ShadowedAttention(WrappedOp):
         t0 = time.perf_counter()
         if self.recorder.wants_capture(site):
             self.recorder.capture(site, call, q, k, v, scale)
-        rows = sample_rows(q.shape[2], self.rows, self.generator, device)
+        rows = sample_rows(q.shape[2], self.recorder.settings.sample_rows, self.generator, device)
         with torch.no_grad():
             ref = yardstick(q, k, v, scale, rows, self.recorder.settings.yardstick)
             scalars = {self.primary_name: error_scalars(out.detach(), ref, rows)}
