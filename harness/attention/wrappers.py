@@ -124,9 +124,6 @@ class KVReversed(WrappedOp):
     def __call__(self, q, k, v, scale=None):
         return self.inner(q, k.flip(-2), v.flip(-2), scale)
 
-    def __repr__(self) -> str:
-        return f"KVReversed({self.inner!r})"
-
 
 def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_elems: int = 0) -> torch.Tensor:
     """fp32 logsumexp over keys of ``q k^T * scale``, ``[B, H, Nq]``, chunked over queries."""
@@ -212,9 +209,6 @@ class FirstCallCheck(WrappedOp):
         diff = float((out.float() - ref.float()).abs().max())
         repeatable = bool(torch.equal(self.direct(*(x.clone() for x in before), scale), ref))
         return DirectCheck(**seen, identical=False, max_abs_diff=diff, op_repeatable=repeatable)
-
-    def __repr__(self) -> str:
-        return f"FirstCallCheck({self.inner!r})"
 
 
 class CountingBackend(WrappedOp):
