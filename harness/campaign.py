@@ -58,13 +58,6 @@ class CampaignOutcome:
         ok, skipped = RunStatus.ok, RunStatus.skipped
         return [r for r in self.records if r.status != skipped and (r.status != ok or r.valid is False)]
 
-    def provenance(self, key: str) -> str:
-        """Where a row of the summary comes from (``SummaryRow.provenance``)."""
-        if key in self.ran:
-            return "now"
-        action = next((p.action for p in self.planned if p.spec.key == key), None)
-        return "kept" if action == "skip-ok" else "earlier"
-
     @property
     def mixed_provenance(self) -> bool:
         """Some rows were not made by this invocation (kept from before, or not reached)."""
@@ -81,7 +74,9 @@ class CampaignOutcome:
                 timing = None
             times = (timing.s_per_step, timing.pipeline_total_s) if timing else (None, None)
             head = (key, rec.spec.role.value, rec.status.value, rec.valid)
-            rows.append(SummaryRow(*head, *times, self.provenance(key)))
+            action = next((p.action for p in self.planned if p.spec.key == key), None)
+            origin = "now" if key in self.ran else "kept" if action == "skip-ok" else "earlier"
+            rows.append(SummaryRow(*head, *times, origin))
         return rows
 
 
@@ -141,15 +136,17 @@ def _repair(campaign: CampaignDir, planned: list[PlannedRun], outcome: CampaignO
     planned_keys = {p.spec.key for p in planned}
     for run in campaign.runs():
         rec = None if run.key in planned_keys else run.record_or_none()
-        if rec is None:
-            continue  # planned ones below; damaged unselected ones are left to the user
-        why = stale_reason(rec)
+        why = stale_reason(rec) if rec is not None else None  # planned ones: below; damaged others: left
         if why:
             _mark_stale(run, rec, why, outcome, reporter)
     for p in planned:
         run = campaign.run(p.spec.key)
         if p.repair == "corrupt" and run.run_json.exists():
-            problem = run.damage() or "unreadable"
+            problem = "unreadable"
+            try:
+                run.record()
+            except HarnessError as err:
+                problem = str(err)
             line = f"note: {p.spec.key}: run.json unreadable ({problem}); moved to {move_aside(run.run_json).name}"
             _note(outcome, reporter, f"{line}; re-run")
         elif p.repair == "stale":
@@ -164,28 +161,6 @@ def _mark_stale(run: RunDir, rec: RunRecord, why: str, outcome: CampaignOutcome,
     rec.ended_at = rec.ended_at or utcnow()
     run.write(rec)
     _note(outcome, reporter, f"note: {run.key}: {why}")
-
-
-def _campaign_record_base(campaign: CampaignDir, outcome: CampaignOutcome, reporter) -> CampaignRecord | None:
-    """The existing campaign.json, or None; a damaged one is moved aside (and said so)."""
-    if not campaign.campaign_json.exists():
-        return None
-    try:
-        return campaign.record()
-    except HarnessError as err:
-        aside = move_aside(campaign.campaign_json).name
-        _note(outcome, reporter, f"note: campaign.json unreadable ({err}); moved to {aside}; written anew")
-        return None
-
-
-def _read_records(campaign: CampaignDir, keys: Sequence[str], outcome: CampaignOutcome) -> list[RunRecord]:
-    records = []
-    for run in (campaign.run(k) for k in keys):
-        try:
-            records += [run.record()] if run.exists() else []
-        except HarnessError as err:
-            outcome.damaged.append(str(err))
-    return records
 
 
 def _campaign_record(plan: Plan, previous: CampaignRecord | None) -> CampaignRecord:
@@ -215,7 +190,15 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
     planned = plan.actions()
     outcome.planned = planned
     _repair(campaign, planned, outcome, reporter)
-    previous = _campaign_record_base(campaign, outcome, reporter)
+    previous = None  # the existing campaign.json; a damaged one is moved aside (and said so)
+    if campaign.campaign_json.exists():
+        try:
+            previous = campaign.record()
+        except HarnessError as err:
+            aside = move_aside(campaign.campaign_json).name
+            _note(
+                outcome, reporter, f"note: campaign.json unreadable ({err}); moved to {aside}; written anew"
+            )
     record = _campaign_record(plan, previous)
     # Arms this run does not select (another --arms, an ingest) stay listed while their folders do.
     listed = [*keys, *(a.key for a in (previous.arms if previous else []) if a.key not in keys)]
@@ -245,7 +228,11 @@ def _run_locked(plan: Plan, reporter: Reporter, outcome: CampaignOutcome) -> Non
             refresh_arms(campaign, record, listed)
         raise
     refresh_arms(campaign, record, listed)
-    outcome.records = _read_records(campaign, keys, outcome)
+    for run in (campaign.run(k) for k in keys):
+        try:
+            outcome.records += [run.record()] if run.exists() else []
+        except HarnessError as err:
+            outcome.damaged.append(str(err))
 
 
 def auto_stop(plan: Plan, rounds: int, *, last: bool) -> str | None:

@@ -29,12 +29,9 @@ def command_line_module(argv: list[str]) -> str | None:
             return argv[i + 1] if i + 1 < len(argv) else None
         if arg.startswith("-m"):
             return arg[2:]
-        if arg in _OPTIONS_WITH_VALUE:
-            i += 2
-            continue
         if arg == "-c" or arg == "-" or not arg.startswith("-"):
             return None
-        i += 1
+        i += 2 if arg in _OPTIONS_WITH_VALUE else 1
     return None
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Fidelity(BaseModel):
-    """Whether an emulator's numerics were checked against the kernel it models."""
-
+class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fidelity(_Frozen):
+    """Whether an emulator's numerics were checked against the kernel it models."""
 
     measured: bool
     machine: str = ""  # "one NVIDIA H200"
@@ -32,10 +34,8 @@ class Fidelity(BaseModel):
         return text + (f" ({self.evidence})" if self.evidence else "")
 
 
-class KernelRef(BaseModel):
+class KernelRef(_Frozen):
     """The kernel an emulator models."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     package: str  # "thu-ml SageAttention"
     function: str  # "sageattn_qk_int8_pv_fp16_triton"
@@ -48,10 +48,8 @@ class KernelRef(BaseModel):
         return " ".join(x for x in (self.package, self.version, self.function) if x)
 
 
-class Provenance(BaseModel):
+class Provenance(_Frozen):
     """What an emulator (variant) models, and its fidelity to it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: str = Field("harness.emulator_provenance/1", alias="schema")
     variant: str = ""

@@ -22,13 +22,9 @@ PACKAGES = tuple(
 )
 
 
-def _run(
-    cmd: list[str], cwd: Path | None = None, timeout: float = 5.0, env: dict[str, str] | None = None
-) -> str | None:
+def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str | None:
     try:
-        out = subprocess.run(
-            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env
-        )
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=5.0, check=False, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -62,7 +58,6 @@ def git_info(root: Path, *, package: str | None = None) -> dict[str, Any] | None
 
 
 def package_version(dist: str) -> str | None:
-    """Installed version of the distribution ``dist`` (e.g. "amd-aiter"), None when it is not installed."""
     try:
         return md.version(dist)
     except md.PackageNotFoundError:

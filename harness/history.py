@@ -42,19 +42,6 @@ METRICS: tuple[Metric, ...] = (
 METRIC = {m.column: m for m in METRICS}
 
 
-def find_results(dirs: Iterable[Path]) -> list[Path]:
-    out: list[Path] = []
-    for d in dirs:
-        d = Path(d)
-        if d.is_file() and d.name == RESULTS_JSON:
-            out.append(d)
-        elif d.is_dir():
-            out.extend(sorted(d.rglob(RESULTS_JSON)))
-        else:
-            raise HarnessError(f"{d}: no such folder", exit_code=2)
-    return sorted(set(out))
-
-
 def _gpu(env: dict) -> str:
     gpus = ((env or {}).get("torch") or {}).get("gpus") or []
     if gpus:
@@ -105,11 +92,18 @@ def _rows(path: Path) -> list[dict]:
 
 def load_history(dirs: Iterable[Path]) -> pd.DataFrame:
     """One row per run of every results.json under ``dirs``, campaigns in time order."""
-    paths = find_results(dirs)
+    paths: set[Path] = set()
+    for d in map(Path, dirs):
+        if d.is_file() and d.name == RESULTS_JSON:
+            paths.add(d)
+        elif d.is_dir():
+            paths.update(d.rglob(RESULTS_JSON))
+        else:
+            raise HarnessError(f"{d}: no such folder", exit_code=2)
     if not paths:
         raise HarnessError(f"no {RESULTS_JSON} under {', '.join(map(str, dirs))}", exit_code=2)
     rows, skipped = [], []
-    for p in paths:  # one damaged file is named and left out; it never hides the others
+    for p in sorted(paths):  # one damaged file is named and left out; it never hides the others
         try:
             rows.extend(_rows(p))
         except HarnessError as err:

@@ -348,7 +348,6 @@ def _campaign_record(camp: CampaignDir, scenario: str) -> CampaignRecord:
         runner=RUNNER,
         executor=RUNNER,
         created_at=utcnow(),
-        env={},
     )
 
 

@@ -27,25 +27,17 @@ class CallSiteFilter(Record):
     blocks: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
 
     def matches(self, kind: str, step: int | None, block: int | None) -> bool:
-        return (
-            (not self.kinds or kind in self.kinds)
-            and (not self.steps or step in self.steps)
-            and (not self.blocks or block in self.blocks)
-        )
+        wanted = ((self.kinds, kind), (self.steps, step), (self.blocks, block))
+        return all(not listed or at in listed for listed, at in wanted)
 
     @property
     def everywhere(self) -> bool:
         return not (self.kinds or self.steps or self.blocks)
 
     def text(self) -> str:
-        """'steps 1, 2; refiner' ('every call' when unrestricted)."""
-        bits = [", ".join(self.kinds)] if self.kinds else []
-        bits += [
-            f"{name} {', '.join(map(str, v))}"
-            for name, v in (("steps", self.steps), ("blocks", self.blocks))
-            if v
-        ]
-        return "; ".join(bits) or "every call"
+        """'refiner; steps 1, 2' ('every call' when unrestricted)."""
+        named = {"": self.kinds, "steps ": self.steps, "blocks ": self.blocks}
+        return "; ".join(f"{name}{', '.join(map(str, v))}" for name, v in named.items() if v) or "every call"
 
 
 class InSituOpError(Record):

@@ -1,12 +1,8 @@
-"""Read and write the H.264 + AAC mp4 files that runs produce (PyAV only).
-
-Writing mirrors the MiniMax-H3 LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4);
-``MediaWriter(lossless=True)`` keeps an uncompressed twin (FFV1 RGB, float PCM) for metrics before
-compression.
-Reading streams frames one at a time, refusing a frame size or a duration over the limits: far
-above any generated video (4K is 8.3 Mpixel; runs last seconds to minutes), low enough that a
-hostile file is refused in one line instead of exhausting memory; each is raised by its variable.
-Every failure is a ``HarnessError`` with one line naming the file."""
+"""Read and write the H.264 + AAC mp4 files that runs produce (PyAV only). Writing mirrors the MiniMax-H3
+LightX2V writer (libx264 yuv420p, AAC at the model's rate, one mp4), with an optional lossless twin (FFV1
+RGB, float PCM) for metrics before compression. Reading streams frames one at a time, refusing a frame
+size or a duration over the limits (far above any generated video, low enough that a hostile file is
+refused in one line, not by exhausting memory). Every failure is a ``HarnessError`` naming the file."""
 
 from __future__ import annotations
 
@@ -70,7 +66,6 @@ def max_duration_s() -> float:
 
 
 def check_frame_size(p: Path, width: int, height: int) -> None:
-    """One line when a frame of ``width`` x ``height`` is over the limit."""
     limit = int(_limit(MAX_FRAME_PIXELS_ENV, MAX_FRAME_PIXELS))
     if width * height > limit:
         raise HarnessError(
@@ -80,7 +75,6 @@ def check_frame_size(p: Path, width: int, height: int) -> None:
 
 
 def check_duration(p: Path, seconds: float, what: str = "media") -> None:
-    """One line when ``seconds`` of ``what`` is over the limit."""
     limit = max_duration_s()
     if seconds > limit:
         raise HarnessError(
@@ -156,9 +150,7 @@ def probe(path: str | os.PathLike) -> MediaInfo:
             size_bytes=p.stat().st_size,
             pix_fmt=cc.format.name if cc.format is not None else None,
         )
-    if frames <= 0:  # not stored: counted by demuxing (no decoding)
-        with open_media(p) as c:
-            vs = first_stream(c.streams.video, p, "no video stream")
+        if frames <= 0:  # not stored: counted by demuxing (no decoding)
             frames = sum(1 for pkt in c.demux(vs) if pkt.size)
     if info["width"] <= 0 or info["height"] <= 0:
         raise HarnessError(f"{p}: video stream has no frame size (corrupt?)")
@@ -239,9 +231,7 @@ def _audio_header(p: Path) -> tuple[int, int, int]:
         return int(info.samplerate), int(info.frames), int(info.channels)
     with open_media(p) as c:
         ast = first_stream(c.streams.audio, p, "no audio track")
-        rate = int(ast.codec_context.sample_rate)
-        seconds = float(ast.duration * ast.time_base) if ast.duration and ast.time_base else 0.0
-        return rate, int(seconds * rate), int(ast.codec_context.channels)
+        return int(ast.codec_context.sample_rate), _header_samples(ast) or 0, int(ast.codec_context.channels)
 
 
 def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
@@ -311,20 +301,6 @@ def iter_audio(path: str | os.PathLike, block: int = 1 << 16) -> Iterator[np.nda
         raise HarnessError(f"{p}: audio track decoded to 0 samples")
 
 
-def _check_frame(frame: np.ndarray, path: Path, index: int, size: tuple[int, int] | None) -> np.ndarray:
-    a = np.asarray(frame)
-    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-        raise HarnessError(
-            f"{path}: frame {index} must be uint8 HxWx3 RGB, got {a.dtype} shape {tuple(a.shape)}"
-        )
-    h, w = a.shape[:2]
-    if size is not None and (h, w) != size:
-        raise HarnessError(f"{path}: frame {index} is {h}x{w}, earlier frames are {size[0]}x{size[1]}")
-    if h % 2 or w % 2:
-        raise HarnessError(f"{path}: frame size {w}x{h} must be even in both dimensions for yuv420p")
-    return np.ascontiguousarray(a)
-
-
 def _mux_audio(c, astream, aud: AudioFeed, start: int, stop: int | None) -> int:
     """Audio from ``start`` up to sample ``stop`` (None: to the end); where it got to."""
     layout, pos = _layout(aud.channels), start
@@ -392,7 +368,19 @@ class MediaWriter:
 
     def add(self, frame: np.ndarray) -> None:
         t0 = time.perf_counter()
-        arr = _check_frame(frame, self.path, self.n, self.size)
+        arr = np.asarray(frame)
+        if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+            raise HarnessError(
+                f"{self.path}: frame {self.n} must be uint8 HxWx3 RGB, got {arr.dtype} shape {tuple(arr.shape)}"
+            )
+        h, w = arr.shape[:2]
+        if self.size is not None and (h, w) != self.size:
+            raise HarnessError(
+                f"{self.path}: frame {self.n} is {h}x{w}, earlier frames are {self.size[0]}x{self.size[1]}"
+            )
+        if h % 2 or w % 2:
+            raise HarnessError(f"{self.path}: frame size {w}x{h} must be even in both dimensions for yuv420p")
+        arr = np.ascontiguousarray(arr)
         if self.size is None:
             self.size = arr.shape[:2]
             self.vs.width, self.vs.height = self.size[1], self.size[0]

@@ -10,13 +10,8 @@ IDENTICAL = "inf (identical)"  # a PSNR of identical frames or samples
 
 
 def fmt_num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return NA
-    if isinstance(x, float) and math.isnan(x):
-        return "nan"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.{digits}f}"
+    """``digits`` decimals; nan and +-inf as such (format writes them so)."""
+    return NA if x is None else f"{x:.{digits}f}"
 
 
 def fmt_s(x: float | None) -> str:

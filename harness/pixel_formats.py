@@ -43,10 +43,10 @@ def layout_of(fmt: av.VideoFormat) -> str | None:
         return None
     if fmt.is_rgb:
         return "RGB"
-    if _planar_name(fmt) is None or fmt.name.startswith("xyz"):
+    planar = _planar_name(fmt)
+    if planar is None or fmt.name.startswith("xyz"):
         return None
-    return {"yuv420p": "YUV 4:2:0", "yuv422p": "YUV 4:2:2", "yuv444p": "YUV 4:4:4", "yuv440p": "YUV 4:4:0",
-            "yuv411p": "YUV 4:1:1"}[_planar_name(fmt)]  # fmt: skip
+    return f"YUV {planar[3]}:{planar[4]}:{planar[5]}"  # yuv420p: YUV 4:2:0
 
 
 def _planar_name(fmt: av.VideoFormat) -> str | None:

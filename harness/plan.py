@@ -197,27 +197,13 @@ def campaign_dir_for(
     scenario: Scenario, out_root: Path, campaign_id: str | None, profile: str | None
 ) -> CampaignDir:
     """reports/<scenario>/<campaign-id>, checked names; the id defaults to the profile (a re-run resumes)."""
-    cid = check_name(campaign_id, "--campaign") if campaign_id is not None else (profile or "default")
+    cid = campaign_id if campaign_id is not None else (profile or "default")
+    check_name(cid, "--campaign" if campaign_id is not None else "campaign id")
     check_name(scenario.name, "scenario name")
-    check_name(cid, "campaign id")
     path = Path(out_root) / scenario.name / cid
     if os.path.relpath(os.path.normpath(path), os.path.normpath(out_root)).startswith(".."):
         raise UsageError(f"--campaign: {path} would be outside --out {out_root}")
     return CampaignDir(path)
-
-
-def _slurm_block(scenario: Scenario, overrides: dict | None) -> SlurmBlock:
-    slurm = scenario.executor.slurm
-    if not overrides:
-        return slurm
-    try:
-        return slurm.model_validate({**slurm.model_dump(), **overrides})
-    except ValidationError as err:
-        first = err.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "?"
-        raise UsageError(
-            f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
-        ) from None
 
 
 def plan_campaign(
@@ -251,11 +237,19 @@ def plan_campaign(
         raise UsageError(f"--executor: {EXECUTORS.unknown_message(kind)}")
     if resubmit_failed < 0:
         raise UsageError(f"--resubmit-failed: must be 0 or more (got {resubmit_failed})")
-    slurm = _slurm_block(loaded, slurm_overrides)
+    slurm = loaded.executor.slurm
+    if slurm_overrides:
+        try:
+            slurm = slurm.model_validate({**slurm.model_dump(), **slurm_overrides})
+        except ValidationError as err:
+            first = err.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else "?"
+            raise UsageError(
+                f"{SLURM_FLAGS.get(name, name)}: {first['msg']} (got {first.get('input')!r})"
+            ) from None
     notes = []
     if seeds and len(set(seeds)) != len(seeds):
         dups = sorted({s for s in seeds if list(seeds).count(s) > 1})
-        seeds = list(dict.fromkeys(seeds))
         notes.append(f"note: --seeds: {', '.join(map(str, dups))} given more than once; each seed runs once")
     dose_source, why = read_source(loaded.dose_response_from) if loaded.dose_response_from else (None, "")
     if why:

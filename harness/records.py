@@ -13,7 +13,7 @@ import re
 import statistics
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -22,7 +22,6 @@ from harness.run_keys import run_key
 
 MAX_DIT_STEPS = 10_000  # production schedules have tens of steps
 MAX_SECONDS = 1e6  # 11.6 days: no step, stage or pipeline of a run lasts longer
-T = TypeVar("T")
 
 
 def positive_seconds(value: float, zero: bool = False) -> float:
@@ -66,9 +65,6 @@ def distinct_steps(steps: list[Any]) -> list[Any]:
 PositiveSeconds = Annotated[float, AfterValidator(positive_seconds)]
 StageSeconds = Annotated[float, AfterValidator(stage_seconds)]
 StepIndex = Annotated[int, AfterValidator(step_index)]
-StepList = Annotated[
-    list[T], BeforeValidator(step_count), AfterValidator(distinct_steps)
-]  # the steps of one run
 
 
 class Record(BaseModel):
@@ -153,11 +149,9 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-class PluginRef(BaseModel):
+class PluginRef(Record):
     """Code a scenario brings in (``plugins:`` or an installed ``harness.plugins`` entry point): where
     a run's attention code came from, and its digest."""
-
-    model_config = ConfigDict(extra="ignore")  # as every record: a newer field is not an error
 
     ref: str  # as the scenario writes it: a file (relative to the scenario) or a module name
     path: str  # the file imported (a package: its __init__.py)
@@ -167,7 +161,6 @@ class PluginRef(BaseModel):
 
 
 def canonical_hash(obj: Any) -> str:
-    """sha256 of the canonical JSON of ``obj`` (sorted keys, no whitespace)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -301,7 +294,6 @@ class RunSpec(AttentionChoice, _RunPlace):
 
     @property
     def key(self) -> str:
-        """Run directory name (``run_key``)."""
         seed = self.seed if self.multi_seed or self.input is not None else None
         return run_key(self.arm, seed, self.repeat, self.input)
 
@@ -310,16 +302,11 @@ class RunSpec(AttentionChoice, _RunPlace):
         digests, not where they lie); fields at defaults older harnesses did not write are left out."""
         data = self.model_dump(mode="json", exclude={"timeout_s", "repeat", "plugins"})
         data["plugins"] = sorted(p.sha256 for p in self.plugins)
-        added = {
-            "plugins": [],
-            "kv_chunks": 1,
-            "attn_options": {},
-            "shadows": [],
-            "insitu": None,
-            "schedule": None,
-            "code": {},
+        added = {"plugins", "kv_chunks", "attn_options", "shadows", "insitu", "schedule", "code"}
+        at_default = {
+            k for k in added if data[k] == RunSpec.model_fields[k].get_default(call_default_factory=True)
         }
-        return canonical_hash({k: v for k, v in data.items() if k not in added or v != added[k]})
+        return canonical_hash({k: v for k, v in data.items() if k not in at_default})
 
 
 BUSY_SHARE = 0.25  # other processes' CPU, as a share of the cores, that makes a run's timings noisy
@@ -378,13 +365,10 @@ class RunRecord(Record):
     logs_cut: dict[str, int] = Field(default_factory=dict)  # log name -> bytes its cap cut from it
 
 
-LIVE = (RunStatus.pending, RunStatus.running)
-
-
 def stale_reason(rec: RunRecord) -> str | None:
     """Why a local run.json still pending/running was left by a harness that is gone (one line); ask
     it holding the campaign lock. Slurm jobs outlive the harness on purpose (re-attached)."""
-    if rec.status not in LIVE or rec.executor != "local":
+    if rec.status not in (RunStatus.pending, RunStatus.running) or rec.executor != "local":
         return None
     where = f"pid {rec.pid} on {rec.host}" if rec.pid else f"on {rec.host or 'an unknown host'}"
     return f"interrupted (stale): left {rec.status.value} by a harness run that is gone (runner {where})"
@@ -401,7 +385,9 @@ class TimingRecord(Record):
 
     schema_version: str = Field("harness.timing/1", alias="schema")
     source: str  # "builtin" | "lightx2v-log"
-    steps: StepList[StepTiming] = Field(default_factory=list)
+    steps: Annotated[list[StepTiming], BeforeValidator(step_count), AfterValidator(distinct_steps)] = Field(
+        default_factory=list
+    )
     # Stage totals in seconds: text_encoder, dit, vae_decode, save, load, ...
     stages: dict[str, StageSeconds] = Field(default_factory=dict)
     pipeline_total_s: PositiveSeconds | None = None  # request total, model load excluded
@@ -468,9 +454,8 @@ class AttnCallsRecord(Record):
     # The requested backend's params as it ran (kernel function and version, emulator provenance).
     backend: dict[str, Any] = Field(default_factory=dict)
 
-    def total(self, backend: str | None = None) -> int:
-        name = backend or self.requested
-        return sum(r.calls.get(name, 0) for r in self.ranks.values())
+    def total(self) -> int:
+        return sum(r.calls.get(self.requested, 0) for r in self.ranks.values())
 
     def total_fallbacks(self) -> int:
         return sum(n for r in self.ranks.values() for n in r.fallbacks.values())

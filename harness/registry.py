@@ -136,13 +136,10 @@ class Registry(Generic[T]):
         listed = ", ".join(known) if known else "none"
         return f"unknown {self.what} {name!r}{did_you_mean(name, known)} (known: {listed})"
 
-    def base(self) -> type | None:
+    def _check_base(self, name: str, obj: Any) -> None:
         if isinstance(self._base, str):
             self._base = import_ref(self._base)
-        return self._base  # type: ignore[return-value]
-
-    def _check_base(self, name: str, obj: Any) -> None:
-        base = self.base()
+        base = self._base
         ok = base is None or (issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base))
         if not ok:
             raise TypeError(

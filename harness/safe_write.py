@@ -248,9 +248,9 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def check_writable_dir(folder: Path, flag: str) -> Path:
-    """``folder`` when files can be written in it (or the nearest folder above, creating nothing); else
-    UsageError naming ``flag`` (exit 2)."""
+def check_writable_dir(folder: Path, flag: str) -> None:
+    """UsageError naming ``flag`` (exit 2) unless files can be written in ``folder`` (or the nearest
+    folder above, creating nothing)."""
     folder = Path(folder)
     probe = folder
     while not probe.exists() and probe != probe.parent:
@@ -267,13 +267,12 @@ def check_writable_dir(folder: Path, flag: str) -> Path:
         raise UsageError(
             f"{flag}: {folder}: cannot write there ({err.strerror or err}){_hint(err.errno)}"
         ) from None
-    return folder
 
 
 BACKUP_PREFIX = ".backup-"
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)  # every writer here replaces files (a new inode): the link keeps the old one
     except OSError:
@@ -295,9 +294,9 @@ def restored_on_failure(folder: Path, names: Sequence[str]) -> Iterator[None]:
         for name in existed:
             src, dst = folder / name, backup / name
             if src.is_dir() and not src.is_symlink():
-                shutil.copytree(src, dst, copy_function=_link_or_copy, symlinks=True)
+                shutil.copytree(src, dst, copy_function=link_or_copy, symlinks=True)
             else:
-                _link_or_copy(str(src), str(dst))
+                link_or_copy(str(src), str(dst))
     except OSError:
         shutil.rmtree(backup, ignore_errors=True)
         backup = None

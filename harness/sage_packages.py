@@ -36,7 +36,6 @@ FUSED_STUB = (
 class SagePackage:
     """One pinned SageAttention the harness can install and load by name."""
 
-    choice: str  # the sage_attn2 backend's ``package`` option, and the LightX2V arm's flavour
     label: str  # "SageAttention2 2.2.0 (d1a57a5)"
     version: str
     function: str  # what sage_attn2 runs with it
@@ -47,9 +46,9 @@ class SagePackage:
         return install_dir() / self.folder
 
 
+# By the sage_attn2 backend's ``package`` option, and the LightX2V arm's flavour.
 PACKAGES: dict[str, SagePackage] = {
     "sageattention2": SagePackage(
-        choice="sageattention2",
         label="SageAttention2 2.2.0 (d1a57a5)",
         version="2.2.0",
         function="sageattn_qk_int8_pv_fp16_triton",
@@ -57,7 +56,6 @@ PACKAGES: dict[str, SagePackage] = {
         commit="d1a57a546c3d395b1ffcbeecc66d81db76f3b4b5",
     ),
     "sageattention1": SagePackage(
-        choice="sageattention1",
         label="SageAttention 1.0.6",
         version="1.0.6",
         function="sageattn",

@@ -62,13 +62,7 @@ def read_record(path: Path, model: type[R]) -> R:
     path = Path(path)
     raw = read_input_bytes(path, "file", max_bytes=MAX_JSON_BYTES, allow_empty=True)
     try:
-        data = json.loads(raw)
-    except ValueError as err:
-        raise HarnessError(f"{path}: not valid JSON ({err})") from None
-    except RecursionError:
-        raise HarnessError(f"{path}: not valid JSON (nested too deeply)") from None
-    check_schema(data, model, str(path))
-    try:
+        check_schema(json.loads(raw), model, str(path))  # a SchemaMismatch line, not a ValueError
         return model.model_validate_json(raw)  # JSON mode: how "Infinity" and enums are read
     except ValidationError as err:
         first = err.errors()[0]
@@ -76,6 +70,8 @@ def read_record(path: Path, model: type[R]) -> R:
         raise HarnessError(f"{path}: invalid {model.__name__} at {loc}: {first['msg']}") from None
     except ValueError as err:
         raise HarnessError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise HarnessError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
 def tail_text(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
@@ -144,7 +140,6 @@ class ArmStatus(Record):
 
     @classmethod
     def of(cls, rec: RunRecord) -> ArmStatus:
-        """campaign.json's line for a run, from its run.json."""
         s = rec.spec
         return cls(
             key=s.key, arm=s.arm, seed=s.seed, role=s.role.value, attn_type=s.attn_type,
@@ -174,8 +169,6 @@ class CampaignRecord(Record):
 
 
 class RunDir:
-    """One arm run's directory and the files in it."""
-
     def __init__(self, path: Path):
         self.path = Path(path)
 
@@ -206,14 +199,6 @@ class RunDir:
             return self.record() if self.exists() else None
         except HarnessError:
             return None
-
-    def damage(self) -> str | None:
-        """Why run.json cannot be read (one line), or None when it reads (or is absent)."""
-        try:
-            self.record() if self.exists() else None
-        except HarnessError as err:
-            return str(err)
-        return None
 
     def write(self, record: RunRecord) -> None:
         """run.json replaced by ``record``; when that fails, a stale "running" one is removed (the next
@@ -246,8 +231,6 @@ class RunDir:
 
 
 class CampaignDir:
-    """A campaign directory: runs/, metrics/, report files and campaign.json."""
-
     def __init__(self, path: Path):
         self.path = Path(path)
 

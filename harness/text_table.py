@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 from collections.abc import Sequence
 from io import StringIO
 from typing import Any
@@ -133,12 +134,14 @@ def md_code_block(text: str, lang: str = "text") -> str:
     return f"{fence}{lang}\n{text}\n{fence}\n"
 
 
-def terminal_text(tables: list[TextTable], headlines: list[str], width: int) -> str:
-    """Headlines, then each table drawn with rich for a ``width``-column terminal, as plain text."""
+def terminal_text(tables: list[TextTable], headlines: list[str], width: int | None = None) -> str:
+    """Headlines, then each table drawn with rich for a ``width``-column terminal (default: this one's,
+    at least 60), as plain text."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    width = width or max(60, shutil.get_terminal_size((100, 40)).columns)
     buf = StringIO()
     con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
     for line in headlines:

@@ -84,7 +84,7 @@ _HELD: dict[str, CampaignLock] = {}  # campaign folder -> the lock this process 
 
 class CampaignLock:
     """The campaign's writer lock, held by ``writer`` for its whole work (``on_wait`` told the holder
-    first); taking it removes what killed writers left (``removed``)."""
+    first); taking it removes what killed writers left."""
 
     RETRY_S = 0.5  # a dry run probing the lock holds it for microseconds; ride over that
 
@@ -97,7 +97,6 @@ class CampaignLock:
         self.fd: int | None = None
         self.nested = False  # this process already held it: nothing taken, nothing released
         self.took_over: LockHolder | None = None
-        self.removed: list[Path] = []
 
     @property
     def _key(self) -> str:
@@ -135,7 +134,7 @@ class CampaignLock:
         try:
             # Every writer's first look: a folder linked out of the campaign is refused; leftovers go.
             refuse_linked_folders(self.campaign.path)
-            self.removed = remove_stale_temps(self.campaign.path)
+            remove_stale_temps(self.campaign.path)
         except BaseException:
             self.release()
             raise
@@ -194,9 +193,9 @@ def _may_be_live(run_folder: Path) -> bool:
         return False
 
 
-def remove_stale_temps(root: Path) -> list[Path]:
+def remove_stale_temps(root: Path) -> None:
     """Remove (best effort) the temp files and staging folders killed writers left under ``root``."""
-    root, removed = Path(root), []
+    root = Path(root)
     runs = root / "runs"
     for folder, dirs, files in os.walk(root):  # symbolic links are not followed
         here = Path(folder)
@@ -208,9 +207,6 @@ def remove_stale_temps(root: Path) -> list[Path]:
                 dirs.remove(name)
                 if not (here / name).is_symlink():
                     shutil.rmtree(here / name, ignore_errors=True)
-                    removed.append(here / name)
         for name in filter(TEMP_FILE.match, files):
             with contextlib.suppress(OSError):
                 (here / name).unlink()
-                removed.append(here / name)
-    return removed

@@ -190,7 +190,7 @@ def test_damaged_campaign_json_is_rebuilt_from_the_runs(tmp_path):
     rec, problem = camp.record_or_rebuilt()
     assert "campaign.json" in problem and "built from the run folders" in problem
     assert [a.key for a in rec.arms] == ["a"] and rec.scenario_name == "s"
-    assert bad.damage() and run.damage() is None
+    assert bad.record_or_none() is None and run.record_or_none() is not None
 
 
 def test_read_record_refuses_a_newer_schema_and_names_the_file(tmp_path):
@@ -207,7 +207,9 @@ def test_read_record_refuses_a_newer_schema_and_names_the_file(tmp_path):
     run = camp.run("a")
     run.path.mkdir(parents=True)
     os.replace(p, run.run_json)
-    assert run.record_or_none() is None and "harness.run/2 is newer" in run.damage()
+    assert run.record_or_none() is None
+    with pytest.raises(HarnessError, match="harness.run/2 is newer"):
+        run.record()
 
 
 def test_read_record_refuses_an_older_schema_and_reads_the_current_one(tmp_path):

@@ -28,7 +28,7 @@ from harness.compare.hashes import HASHES_JSON, FileHashes
 from harness.compare.pairwise import CONVENTIONS, compare_summaries, write_comparison
 from harness.compare.significance import TEST_NAME
 from harness.compare.summary import RunSummary, summarize_run
-from harness.envinfo import with_analysis_commit
+from harness.envinfo import summary_lines, with_analysis_commit
 from harness.errors import HarnessError, ScenarioError
 from harness.records import canonical_hash
 from harness.rule import ratio_rule_text
@@ -48,12 +48,8 @@ SPEEDUP_CONVENTION = "speed-up=reference time / run time (above 1 = faster), fro
 
 def env_summary(env: dict[str, Any]) -> list[tuple[str, str]]:
     """The environment as (label, value) rows: the fingerprint's own summary, else flattened."""
-    if not env:
-        return []
     try:
-        from harness.envinfo import summary_lines
-
-        return [(str(k), str(v)) for k, v in summary_lines(env)]
+        return [(str(k), str(v)) for k, v in summary_lines(env)] if env else []
     except Exception:  # an older or partial fingerprint: print what is there
         return flatten(env)
 
@@ -211,10 +207,9 @@ def new_results(campaign: CampaignDir, rec: CampaignRecord, runs: list[RunSummar
     res.seeds = sorted({r.seed for r in runs if r.seed is not None}, key=sample_key)
     res.multi_seed = len(res.seeds) > 1
     res.repeats = max((r.repeat for r in runs), default=1)
-    arms_in_order = list(dict.fromkeys(r.arm for r in runs))
-    role_of = {r.arm: r.role for r in runs}
-    refs = [a for a in arms_in_order if role_of[a] == "reference"]
-    res.noise_floor_arms = [a for a in arms_in_order if role_of[a] == "noise_floor"]
+    role_of = {r.arm: r.role for r in runs}  # in the order the arms first appear
+    refs = [a for a, role in role_of.items() if role == "reference"]
+    res.noise_floor_arms = [a for a, role in role_of.items() if role == "noise_floor"]
     if not refs:
         res.notes.append("no arm has role reference: nothing is compared; speed and statistics only")
     else:
@@ -339,7 +334,6 @@ def judge_campaign(
 
         add_insitu(res, campaign, say)
     found = res.insitu.readings if res.insitu is not None else []
-    found_runs = res.insitu.runs if res.insitu is not None else []
     fields = set(InsituReading.model_fields)  # the in-situ readings by the arm each reads
     judge_candidates(res, {r.candidate: InsituReading(**r.model_dump(include=fields)) for r in found})
     measured = measured_readings(res.verdicts, res.latents, res.rules)  # what curves and predictions read
@@ -357,7 +351,8 @@ def judge_campaign(
         res.dose_response.predictions += kind_predictions(res.dose_response, found, measured)
         res.dose_response.schedules = schedule_predictions(res.dose_response, found, res.schedules, measured)
     # A shadowed arm whose own attention is exact measures in situ on the exact trajectory: no candidate.
-    copies = {i.arm for i in found_runs if i.primary_exact and i.arm != res.reference_arm}
+    runs = res.insitu.runs if res.insitu is not None else []
+    copies = {i.arm for i in runs if i.primary_exact and i.arm != res.reference_arm}
     for v in res.verdicts:
         if v.arm in copies:
             v.role = "insitu"

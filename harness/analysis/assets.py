@@ -148,11 +148,6 @@ def campaign_gain(percentiles: list[float]) -> int:
     return int(min(MAX_GAIN, max(1, 2 ** math.floor(math.log2(255.0 / top)))))
 
 
-def amplified(d: np.ndarray, gain: float) -> np.ndarray:
-    """Grey uint8 of ``d`` (8-bit levels) x ``gain``, clipped at 255."""
-    return np.clip(np.rint(d * gain), 0, 255).astype(np.uint8)
-
-
 def colour_stops(count: int = COLOUR_STOPS) -> list[str]:
     """COLORMAP at ``count`` evenly spaced grey levels, as '#rrggbb' (the page maps grey through them)."""
     import cv2
@@ -168,33 +163,29 @@ def measurable(r: RunSummary | None) -> bool:
 
 def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: Progress) -> None:
     """``diff:<run>:<index>`` assets and ``FrameGrid.diffs`` for every grid; ``res.frame_diff``."""
-    pairs: list[tuple[FrameGrid, RunSummary, RawDiffs]] = []
-    lossless: list[bool] = []  # per pair: both sides lossless copies
+    pairs: list[tuple[FrameGrid, RunSummary, RawDiffs, bool]] = []  # bool: both sides lossless copies
     for grid in res.frame_grids:
         runs = [res.run(k) for k in grid.columns]
         ref = next((r for r in runs if r is not None and r.arm == res.reference_arm), None)
         if not measurable(ref):
             continue
-        assert ref is not None
         grid.reference = ref.key
         ref_frames: dict[str, dict[int, np.ndarray]] = {}
         for r in runs:
-            if r is None or r is ref or not measurable(r):
+            if r is ref or not measurable(r):
                 continue
             try:
-                d, both_lossless = pair_diffs(ref, r, grid.indices, cache, ref_frames, say)
-                pairs.append((grid, r, d))
-                lossless.append(both_lossless)
+                pairs.append((grid, r, *pair_diffs(ref, r, grid.indices, cache, ref_frames, say)))
             except HarnessError as err:
                 res.notes.append(f"difference images of {r.key}: {err}")
         ref_frames.clear()
     if not pairs:
         return
-    cands = [d.percentile for _, r, d in pairs if r.role == "candidate"]
-    gain = campaign_gain(cands or [d.percentile for _, _, d in pairs])
+    cands = [d.percentile for _, r, d, _ in pairs if r.role == "candidate"]
+    gain = campaign_gain(cands or [d.percentile for _, _, d, _ in pairs])
     entry = cache.path("diffs")
     base = entry.parent if entry is not None else None
-    for grid, r, d in pairs:
+    for grid, r, d, _ in pairs:
         try:
             maps = d.maps or (
                 {i: decode_raw(base / rel) for i, rel in d.files.items()} if base is not None else {}
@@ -204,8 +195,9 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
             continue
         for i, m in maps.items():
             rel = f"assets/diff/{slug(r.key)}_f{i:04d}.png"
+            grey = np.clip(np.rint(m * gain), 0, 255).astype(np.uint8)
             try:
-                write_under(root, rel, f"difference images of run {r.key!r}", encode_png(amplified(m, gain)))
+                write_under(root, rel, f"difference images of run {r.key!r}", encode_png(grey))
             except OSError:
                 res.notes.append(f"difference images of {r.key}: not written (read-only campaign)")
                 break
@@ -218,14 +210,14 @@ def frame_differences(res: ReportResults, root: Path, cache: MetricsCache, say: 
         res.assets["diff_scale"] = str(scale)
     except OSError:
         scale = None
-    source = "lossless copies" if all(lossless) else "decoded frames (output.mp4)"
+    source = "lossless copies" if all(both for *_, both in pairs) else "decoded frames (output.mp4)"
     res.frame_diff = DiffScale(
         gain=gain,
         full_scale=round(255.0 / gain, 4),
         colormap=COLORMAP,
         colours=colour_stops(),
         percentile=PERCENTILE,
-        largest=round(max(d.percentile for _, _, d in pairs), 4),
+        largest=round(max(d.percentile for _, _, d, _ in pairs), 4),
         scale=scale,
         text=(
             f"|run - reference| on the {source}, mean over R, G and B and over each thumbnail pixel's area, "

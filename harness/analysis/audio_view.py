@@ -166,13 +166,12 @@ def write_view(
     name = slug(run.key)
     png, hz, db = spectrogram_png(mono, rate)
     assets = AudioAssets(view=f"assets/audio/{name}.json", spectrogram=f"assets/audio/{name}.spectrogram.png")
-    diff = envelope(mono, rate, minus=ref) if ref is not None else None
     view = AudioView(
         key=run.key,
         rate=rate,
         seconds=mono.size / float(rate),
         signal=envelope(mono, rate),
-        minus_reference=diff,
+        minus_reference=envelope(mono, rate, minus=ref) if ref is not None else None,
         spectrogram=assets.spectrogram,
         spectrogram_hz=hz,
         spectrogram_db=db,
@@ -253,11 +252,9 @@ def write_assets(
     out = ClipAssets(clip=f"assets/audio/{name}.clip.webm", clip_seconds=round(clip.size / rate, 4))
     what = f"audio of run {run.key!r}"
     write_under(root, out.clip, what, opus_clip(clip, rate))
-    if ref is None:
+    if ref is None or ref[2] != rate:
         return out
-    ref_name, ref_mono, ref_rate = ref
-    if ref_rate != rate:
-        return out
+    ref_name, ref_mono, _ = ref
     lag = lag_of(res, run)
     a, b = aligned(mono, ref_mono, lag)
     diff, floor = spectrogram_difference(a, b, rate)
@@ -275,9 +272,8 @@ def write_assets(
         max_abs_db=round(float(np.abs(diff).max()) if diff.size else 0.0, 3),
         mean_abs_db=round(float(np.abs(diff).mean()) if diff.size else 0.0, 4),
     )
-    grey = np.rint((diff + DIFF_DB) / (2 * DIFF_DB) * 255.0).astype(
-        np.uint8
-    )  # 0 = -DIFF_DB; top row: highest bin
+    # 0 = -DIFF_DB; top row: highest bin
+    grey = np.rint((diff + DIFF_DB) / (2 * DIFF_DB) * 255.0).astype(np.uint8)
     write_under(root, png, what, encode_png(np.flipud(grey)))
     out.specdiff = f"assets/audio/{name}.specdiff.json"
     write_under(root, out.specdiff, what, view.model_dump_json(by_alias=True) + "\n")

@@ -1,17 +1,12 @@
 """The dose-response: how much per-call attention error the pipeline absorbs. The planted arms of a
-``dose_response:`` block (one per shape and per-call rel L1, the dose) are judged like candidates;
-here their end-to-end readings become curves (error energy over the floor's against the dose, per
-reading), each read for its tolerated dose, and an in-situ candidate's per-call error is placed on
-them: what end-to-end error it predicts, beside what was measured.
+``dose_response:`` block (one per shape, site and per-call rel L1, the dose) are judged like
+candidates; their end-to-end readings become curves (error energy over the floor's against the dose),
+each read for its tolerated dose, and an in-situ candidate's per-call error is placed on them.
 
-The curve is interpolated linearly in log dose and log ratio between grid doses, its bounds made
-monotone (a running maximum from the smallest dose up): a larger dose is never read as less harmful.
-The tolerated dose is where the upper bound reaches the tolerance (the largest dose the rule still
-calls within); where the point and the lower bound reach it say how far above it the limit may lie.
-
-Where the runs saved latents, the final latent is a reading too (its error energy over the floor
-runs' at the same step): it reads a dose where the decoded output cannot, as when an 8-bit video of
-a tiny pipeline rounds the floor's difference away."""
+Curves are log-log between grid doses, their bounds made monotone (a running maximum): a larger dose
+is never read as less harmful. The tolerated dose is where the upper bound reaches the tolerance;
+where the point and the lower bound reach it say how far above it the limit may lie. A saved final
+latent is a reading too: it reads a dose where an 8-bit video rounds the floor's difference away."""
 
 from __future__ import annotations
 
@@ -60,7 +55,6 @@ class DoseCurve(Record):
 
     @property
     def name(self) -> str:
-        """'noise' (every call), 'noise on steps 1'."""
         return curve_name(self.shape, self.site)
 
     def usable(self) -> tuple[list[float], list[DosePoint]]:
@@ -190,43 +184,6 @@ def _curve(shape: str, site: CallSiteFilter, readings: list[tuple[float, str, Ra
     return c
 
 
-def latent_readings(series: Sequence, arms: set[str], rules: Any) -> dict[str, RatioReading]:
-    """Per planted arm that saved latents, its final latent's error energy over the floor runs' of the
-    same seed at the same step (``series``: the campaign's LatentSeries). A floor run's spread is
-    measured where a seed has two or more, else the video MSE's stated spread is used, as the
-    verdict's latent reading does."""
-    floors: dict[str, list] = {}
-    for f in series:
-        if f.role == "noise_floor":
-            floors.setdefault(str(f.seed), []).append(f)
-    seeds_of: dict[str, dict[str, SeedValues]] = {}
-    for c in series:
-        if c.arm not in arms or not c.points or str(c.seed) in seeds_of.get(c.arm, {}):
-            continue
-        last = c.points[-1]
-        at = [(f.key, p.psnr) for f in floors.get(str(c.seed), []) for p in f.points if p.step == last.step]
-        seeds_of.setdefault(c.arm, {})[str(c.seed)] = SeedValues(
-            seed=c.seed,
-            candidate=energy_from_db(last.psnr),
-            floors=[energy_from_db(db) for _, db in at],
-            floor_keys=[k for k, _ in at],
-        )
-    sd, source = rules.stated_sd("video_mse")
-    source = f"the video MSE's, {source}" if sd is not None else ""
-    return {
-        arm: ratio_reading(
-            LATENT,
-            LATENT_LABEL,
-            list(seeds.values()),
-            bound=rules.tolerance,
-            alpha=rules.alpha,
-            prior_sd=sd,
-            source=source,
-        )
-        for arm, seeds in seeds_of.items()
-    }
-
-
 def dose_response(
     verdicts: Sequence, runs: Sequence, measured: dict[str, dict[str, RatioReading]] | None = None
 ) -> DoseResponse | None:
@@ -305,24 +262,14 @@ def _moves_text(moves: list[StatisticMove], top: float) -> str:
     return f"{curve_name(moves[0].shape, moves[0].site)}, statistics: {'; '.join(bits)}"
 
 
-def _tolerated_or_bound(c: DoseCurve) -> float:
-    """The tolerated dose, else the grid's end the curve lies beyond (none tolerated: 0; all: inf)."""
+def _limit(c: DoseCurve) -> tuple[float, str]:
+    """The tolerated dose and its text, else the grid's end the curve lies beyond (none tolerated: 0,
+    'below' the smallest dose; all: inf, 'above' the largest)."""
     if c.tolerated is not None:
-        return c.tolerated
-    return math.inf if c.points and all(p.word == "within" for p in c.points) else 0.0
-
-
-def _tolerated_text(c: DoseCurve) -> str:
-    doses = [p.dose for p in c.points]
-    if c.tolerated is not None:
-        return f"{c.tolerated:.2g}"
-    return f"above {max(doses):g}" if _tolerated_or_bound(c) else f"below {min(doses):g}"
-
-
-def _first_ratio(c: DoseCurve) -> tuple[float, float]:
-    """(dose, ratio) at the smallest dose with an interval; (0, 0) with none."""
-    xs, usable = c.usable()
-    return (xs[0], usable[0].ratio or 0.0) if usable else (0.0, 0.0)
+        return c.tolerated, f"{c.tolerated:.2g}"
+    if c.points and all(p.word == "within" for p in c.points):
+        return math.inf, f"above {max(p.dose for p in c.points):g}"
+    return 0.0, f"below {min(p.dose for p in c.points):g}"
 
 
 def _sensitivity(curves: list[DoseCurve]) -> list[str]:
@@ -336,12 +283,12 @@ def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     for (shape, _), cs in groups.items():
         if len(cs) < 2:
             continue
-        order = sorted(cs, key=lambda c: (_tolerated_or_bound(c), -_first_ratio(c)[1]))
-        tied = len({_tolerated_or_bound(c) for c in cs}) < len(cs)  # equal limits: the ratios say more
+        order = sorted(cs, key=lambda c: (_limit(c)[0], -c.usable()[1][0].ratio))
+        tied = len({_limit(c)[0] for c in cs}) < len(cs)  # equal limits: the ratios say more
         each = ", ".join(
-            f"{c.site.text()} {_tolerated_text(c)}"
-            + (f" ({ratio_text(_first_ratio(c)[1])} at {_first_ratio(c)[0]:g})" if tied else "")
+            f"{c.site.text()} {_limit(c)[1]}" + (f" ({ratio_text(p.ratio)} at {p.dose:g})" if tied else "")
             for c in order
+            for p in c.usable()[1][:1]  # the smallest dose with an interval
         )
         lines.append(
             f"{shape}, {cs[0].label}, tolerated per-call rel L1 by site (most sensitive first): {each}"
@@ -349,15 +296,30 @@ def _sensitivity(curves: list[DoseCurve]) -> list[str]:
     return lines
 
 
-def beside(measured: float, lo: float, hi: float) -> tuple[float, bool, str]:
-    """A measured ratio set beside a prediction's interval: (it, whether it agrees, what that says)."""
-    if lo / PREDICT_AGREES <= measured <= hi * PREDICT_AGREES:
-        return measured, True, "agrees"
-    if measured > hi * PREDICT_AGREES:
+def read_at(c: DoseCurve, dose: float) -> list[float] | None:
+    """[ratio, lower bound, upper bound] the curve reads at ``dose``; None outside its doses."""
+    xs, pts = c.usable()
+    got = [log_log_at(dose, xs, [[p.ratio, *p.ratio_ci][i] for p in pts]) for i in range(3)]
+    return None if None in got else got
+
+
+def beside(
+    p: Prediction | SchedulePrediction, m: RatioReading | None, lo: float, hi: float, off: str = ""
+) -> None:
+    """The measured reading ``m`` (where it has a ratio) set beside ``p``'s interval [lo, hi], in its
+    text: it agrees within PREDICT_AGREES; ``off`` says a disagreement, else far above or below does."""
+    if m is None or not m.ratio:
+        return
+    p.measured, p.agrees = m.ratio, lo / PREDICT_AGREES <= m.ratio <= hi * PREDICT_AGREES
+    if p.agrees:
+        why = "agrees"
+    elif off:
+        why = off
+    elif m.ratio > hi * PREDICT_AGREES:
         why = "far above: something the planted error does not model changes the output (a fallback, another op)"
     else:
         why = "far below: the kernel's error is gentler than the planted noise (another shape)"
-    return measured, False, why
+    p.text += f"; measured {ratio_text(m.ratio)}: {why}"
 
 
 def predict(
@@ -369,24 +331,19 @@ def predict(
     for c in dr.curves:
         if c.shape != "noise" or not c.site.everywhere:
             continue
-        xs, usable = c.usable()
         p = Prediction(candidate=candidate, per_call=per_call, shape=c.shape, metric=c.metric)
-        p.predicted = log_log_at(per_call, xs, [q.ratio for q in usable])
-        lo = log_log_at(per_call, xs, [q.ratio_ci[0] for q in usable])
-        hi = log_log_at(per_call, xs, [q.ratio_ci[1] for q in usable])
-        if p.predicted is None:
+        got = read_at(c, per_call)
+        if got is None:
+            xs = c.usable()[0]
             grid = f"{xs[0]:g} to {xs[-1]:g}" if xs else "none"
             p.text = (
                 f"{candidate}: per call {per_call:.2g}, outside the doses measured ({grid}): no prediction"
             )
             return [p]  # one line says it for every reading
+        p.predicted, lo, hi = got
         p.predicted_ci = [lo, hi]
-        said = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
-        m = measured.get(c.metric)
-        if m is not None and m.ratio:
-            p.measured, p.agrees, why = beside(m.ratio, lo, hi)
-            said += f"; measured {ratio_text(m.ratio)}: {why}"
-        p.text = said
+        p.text = f"{candidate}: per call {per_call:.2g}: predicted {c.label} {ratio_text(p.predicted)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
+        beside(p, measured.get(c.metric), lo, hi)
         out.append(p)
     return out
 
@@ -427,13 +384,12 @@ def read_campaign(
     """The campaign's own dose-response (of ``res``'s runs and the ``measured`` readings of its arms),
     else the one ``source`` names (with why it is not used), with every in-situ candidate that is no
     planted arm placed on it."""
-    runs = res.runs
-    dr, why = dose_response(res.verdicts, runs, measured), ""
+    dr, why = dose_response(res.verdicts, res.runs, measured), ""
     if dr is None and source:
         dr, why = read_source(campaign_dir, source)
     if dr is None:
         return None, why
-    planted = {r.arm for r in runs if r.attn_type == PLANTED}
+    planted = {r.arm for r in res.runs if r.attn_type == PLANTED}
     for r in readings:
         if r.candidate in planted or r.stats.rel_l1 is None or r.stats.rel_l1 <= 0:
             continue
@@ -444,9 +400,40 @@ def read_campaign(
 def measured_readings(
     verdicts: Sequence, latents: Sequence = (), rules: Any = None
 ) -> dict[str, dict[str, RatioReading]]:
-    """arm -> metric -> its end-to-end reading (the verdict's), the final latent's among them where it
-    saved latents (``latents`` judged by ``rules``): what curves are drawn of, and predictions set beside."""
+    """arm -> metric -> its end-to-end reading (the verdict's): what curves are drawn of, and predictions
+    set beside. Where an arm saved latents (``latents``: the campaign's LatentSeries, judged by
+    ``rules``), its final latent's error energy over the floor runs' of the same seed at the same step
+    too; the floor's spread measured where a seed has two runs or more, else the video MSE's stated
+    spread is used, as the verdict's latent reading does."""
     out = {v.arm: {e.metric: e for e in v.energy} for v in verdicts}
-    for arm, r in (latent_readings(latents, set(out), rules) if latents and rules else {}).items():
-        out[arm][LATENT] = r
+    if not latents or not rules:
+        return out
+    floors: dict[str, list] = {}
+    for f in latents:
+        if f.role == "noise_floor":
+            floors.setdefault(str(f.seed), []).append(f)
+    seeds_of: dict[str, dict[str, SeedValues]] = {}
+    for c in latents:
+        if c.arm not in out or not c.points or str(c.seed) in seeds_of.get(c.arm, {}):
+            continue
+        last = c.points[-1]
+        at = [(f.key, p.psnr) for f in floors.get(str(c.seed), []) for p in f.points if p.step == last.step]
+        seeds_of.setdefault(c.arm, {})[str(c.seed)] = SeedValues(
+            seed=c.seed,
+            candidate=energy_from_db(last.psnr),
+            floors=[energy_from_db(db) for _, db in at],
+            floor_keys=[k for k, _ in at],
+        )
+    sd, source = rules.stated_sd("video_mse")
+    source = f"the video MSE's, {source}" if sd is not None else ""
+    for arm, seeds in seeds_of.items():
+        out[arm][LATENT] = ratio_reading(
+            LATENT,
+            LATENT_LABEL,
+            list(seeds.values()),
+            bound=rules.tolerance,
+            alpha=rules.alpha,
+            prior_sd=sd,
+            source=source,
+        )
     return out

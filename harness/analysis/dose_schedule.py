@@ -1,11 +1,7 @@
-"""A hybrid schedule from data: the per-step curves of a dose-response (a site per DiT step) read at a
-candidate's in-situ per-step errors predict what running it on some steps and the exact backend on the
-others costs end to end; the per-kind curves (a site per call kind) read at its per-kind errors
-predict its whole run, each kind's calls on their own curve. Errors of different steps are taken to add in energy (the ratio of a schedule
-is the sum of its candidate steps' ratios; its bounds the sums of theirs, as wide as the steps'
-errors moving together), an assumption the hybrid arms that ran check: each is placed beside its
-prediction. The proposal is the fewest exact steps whose predicted upper bound
-stays under the tolerance, the steps that cost most made exact first."""
+"""Predictions from the per-site curves of a dose-response: per-step curves read at a candidate's in-situ
+per-step errors price a hybrid schedule (and propose the fewest exact steps), per-kind curves its whole
+run. Errors of different sites are taken to add in energy (bounds summed: as wide as the errors moving
+together), an assumption each hybrid arm that ran checks beside its prediction."""
 
 from __future__ import annotations
 
@@ -13,13 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.analysis.dose_response import (
-    PREDICT_AGREES,
     DoseCurve,
     DoseResponse,
     Prediction,
     SchedulePrediction,
     beside,
-    log_log_at,
+    read_at,
 )
 from harness.number_format import ratio_text
 
@@ -45,16 +40,11 @@ def _site_costs(
         c = curves.get(site)
         if c is None:
             return f"no curve planted on {what} {site} alone"
-        xs, pts = c.usable()
-        if not xs:
+        if not c.usable()[0]:
             return f"the curve on {what} {site} has no interval at any dose"
-        got = [
-            log_log_at(err, xs, ys)
-            for ys in ([p.ratio for p in pts], *([p.ratio_ci[i] for p in pts] for i in (0, 1)))
-        ]
-        if any(g is None for g in got):
+        out[site] = read_at(c, err)
+        if out[site] is None:
             return f"{what} {site}'s per-call error {err:.2g} lies outside the doses measured"
-        out[site] = got
     return out
 
 
@@ -82,15 +72,11 @@ def kind_predictions(dr: DoseResponse, readings: Sequence, energy: dict[str, dic
             costs = _site_costs(curves, errors, "kind")
             if isinstance(costs, str):
                 p.text = f"{r.candidate}, {label}: per kind ({each}): no prediction: {costs}"
-                out.append(p)
-                continue
-            mid, lo, hi = _predicted(costs, set())
-            p.predicted, p.predicted_ci = mid, [lo, hi]
-            p.text = f"{r.candidate}: per kind ({each}): predicted {label} {ratio_text(mid)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
-            m = energy.get(r.candidate, {}).get(metric)
-            if m is not None and m.ratio:
-                p.measured, p.agrees, why = beside(m.ratio, lo, hi)
-                p.text += f"; measured {ratio_text(m.ratio)}: {why}"
+            else:
+                mid, lo, hi = _predicted(costs, set())
+                p.predicted, p.predicted_ci = mid, [lo, hi]
+                p.text = f"{r.candidate}: per kind ({each}): predicted {label} {ratio_text(mid)} the floor's ({ratio_text(lo)} to {ratio_text(hi)})"  # fmt: skip
+                beside(p, energy.get(r.candidate, {}).get(metric), lo, hi)
             out.append(p)
     return out
 
@@ -119,13 +105,8 @@ def schedule_predictions(
             label, tol = next(iter(curves.values())).label, next(iter(curves.values())).tolerance
             costs = _site_costs(curves, errors, "step")
             if isinstance(costs, str):
-                out.append(
-                    SchedulePrediction(
-                        candidate=r.candidate,
-                        metric=metric,
-                        text=f"{r.candidate}, {label}: no schedule predicted: {costs}",
-                    )
-                )
+                text = f"{r.candidate}, {label}: no schedule predicted: {costs}"
+                out.append(SchedulePrediction(candidate=r.candidate, metric=metric, text=text))
                 continue
             out.append(_proposal(r.candidate, metric, label, tol, costs))
             for row in rows:
@@ -173,10 +154,5 @@ def _check(
         f"{row.arm} (exact on {_steps_text(p.exact_steps)}): predicted {label} {ratio_text(mid)} the floor's "
         f"({ratio_text(lo)} to {ratio_text(hi)}) from {candidate}'s per-step errors"
     )
-    if measured is not None and measured.ratio:
-        p.measured = measured.ratio
-        p.agrees = lo / PREDICT_AGREES <= measured.ratio <= hi * PREDICT_AGREES
-        p.text += f"; measured {ratio_text(measured.ratio)}: " + (
-            "agrees" if p.agrees else "disagrees: the steps' errors do not add as the prediction assumes"
-        )
+    beside(p, measured, lo, hi, "disagrees: the steps' errors do not add as the prediction assumes")
     return p

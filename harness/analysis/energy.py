@@ -78,10 +78,7 @@ def is_identical(e: PairErrors) -> bool:
     """Output equal to the reference's: as measured bitwise, else video MSE 0 and no audio or SNR inf."""
     if e.identical is not None:
         return e.identical
-    if e.value(VIDEO_MSE) != 0.0:
-        return False
-    snr = e.value(AUDIO_SNR)
-    return snr is None or snr == math.inf
+    return e.value(VIDEO_MSE) == 0.0 and e.value(AUDIO_SNR) in (None, math.inf)
 
 
 @dataclass(frozen=True)
@@ -119,17 +116,10 @@ class _Kinds(Mapping[str, Kind]):
 KINDS: Mapping[str, Kind] = _Kinds()
 
 
-def pooled(pairs: Sequence[PairErrors], metric: str) -> tuple[float | None, int]:
-    """(pooled energy, pairs used): the pairs' mean weighted by frames for video; NaN or inf when one is."""
-    kind = KINDS[metric]
+def pooled_psnr(pairs: Sequence[PairErrors]) -> float | None:
+    """The PSNR of the pairs' video MSE pooled (weighted by frames; NaN or inf when one is), None: none has one."""
+    kind = KINDS[VIDEO_MSE]
     vals = [(x, kind.weight(p)) for p in pairs if (x := kind.get(p)) is not None]
     if not vals:
-        return None, 0
-    total = sum(w for _, w in vals) or 1
-    return sum(x * w for x, w in vals) / total, len(vals)
-
-
-def pooled_psnr(pairs: Sequence[PairErrors]) -> float | None:
-    """The PSNR of the pairs' pooled video MSE (None: none has one)."""
-    mse, _ = pooled(pairs, VIDEO_MSE)
-    return None if mse is None else psnr_from_mse(mse)
+        return None
+    return psnr_from_mse(sum(x * w for x, w in vals) / (sum(w for _, w in vals) or 1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,7 +42,6 @@ class Observation:
     floor_l1: float | None = None
     scale: float | None = None
     unscaled: float | None = None  # rel L1 of out / scale
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def padding(k_len: int, block: int = BLOCK) -> int:
@@ -157,9 +156,7 @@ def _candidates(obs: Sequence[Observation]) -> dict[frozenset[int], list[tuple[s
         labels = [key(o) or "other" for o in obs]  # not known: never named, always in the rest
         if len(set(labels)) < 2:
             continue
-        for lab in dict.fromkeys(labels):
-            if lab == "other":
-                continue
+        for lab in dict.fromkeys(x for x in labels if x != "other"):
             members = frozenset(i for i, x in enumerate(labels) if x == lab)
             out.setdefault(members, []).append((dim, str(lab)))
     return out

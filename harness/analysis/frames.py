@@ -97,7 +97,6 @@ def pick_frames(
 
 
 def read_frames(video: Path, indices: list[int], shrink: Callable = thumbnail) -> dict[int, np.ndarray]:
-    """``pick_frames`` of the decoded ``video``."""
     from harness.media import iter_frames
 
     frames = iter_frames(video)

@@ -1,8 +1,6 @@
-"""In-situ readings of a campaign (docs/insitu.md): each shadowed candidate's error on the very attention
-calls of its run over the exact floor's on the same calls (the exact ops' mean error), with a bootstrap
-interval over calls, against the accepted baseline and absolute limits; each call kind judged on its own
-calls, the worst deciding; a NaN/Inf output or a failed shadow makes it outside. And an emulator's fidelity
-to the kernel it reproduces, both shadowing a run: its verdict predicts the kernel's only that far."""
+"""In-situ readings of a campaign (docs/insitu.md; the rule in words: ``insitu_model.CONVENTION``), and an
+emulator's fidelity to the kernel it reproduces, both shadowing a run: its verdict predicts the kernel's
+only that far."""
 
 from __future__ import annotations
 
@@ -28,7 +26,6 @@ from harness.analysis.insitu_model import (
     InSituRunInfo,
     InSituStep,
     WorstCall,
-    heatmap_name,
 )
 from harness.attention.insitu.recorder import InSituRun, grouped, pool, read_insitu_or_note
 from harness.insitu_records import INSITU_DIR, InSituCall, InSituOp, InSituStats
@@ -107,10 +104,8 @@ def _judge(
     ratio, ci = _ratio_ci([(x, f) for _, x, f in rows if x is not None and f is not None])
     parts = [_part("exact floor", ratio, ci, tol.floor_ratio, "x")]
     if base is not None and base != name:
-        value, ci = _ratio_ci(
-            [(x, b) for c, x, _ in rows if x is not None and (b := _l1(c, base)) is not None]
-        )
-        parts.append(_part(f"accepted baseline {base}", value, ci, tol.baseline_ratio, "x"))
+        pairs = [(x, b) for c, x, _ in rows if x is not None and (b := _l1(c, base)) is not None]
+        parts.append(_part(f"accepted baseline {base}", *_ratio_ci(pairs), tol.baseline_ratio, "x"))
     good = [(c, x) for c, x, _ in rows if x is not None]
     far = call_outlier(calls, name, floor_ops)
     if far is not None:  # one call far off is not drowned by the many pooled with it
@@ -121,8 +116,7 @@ def _judge(
         worst = max(x / c.ref_l1 for c, x in good if c.ref_l1 > 0)
         parts.append(_part("worst call's rel L1", worst, None, tol.max_call_rel_l1, ""))
     if tol.max_rel_l1 is not None:
-        value, ci = _ratio_ci([(x, c.ref_l1) for c, x in good])
-        parts.append(_part("max rel L1", value, ci, tol.max_rel_l1, ""))
+        parts.append(_part("max rel L1", *_ratio_ci([(x, c.ref_l1) for c, x in good]), tol.max_rel_l1, ""))
     if tol.min_cosine is not None:
         value, ci = _ratio_ci([(c.errors[name].cosine, 1.0) for c, _ in good])
         parts.append(_part("min cosine", value, ci, tol.min_cosine, "", higher_is_worse=False))
@@ -282,11 +276,8 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
         on = [c for c in calls if c.step == step]
         baseline = pool(on, base).rel_l1 if base and base != name else None
         shown = st.model_dump(include={"rel_l1", "cosine", "calls"})
-        r.per_step.append(
-            InSituStep(
-                step=step, floor_rel_l1=_floor_pool(on, floor_ops).rel_l1, **shown, baseline_rel_l1=baseline
-            )
-        )
+        floor = _floor_pool(on, floor_ops).rel_l1
+        r.per_step.append(InSituStep(step=step, floor_rel_l1=floor, **shown, baseline_rel_l1=baseline))
     for (step, block), st in grouped(calls, name, lambda c: (c.step, c.block)).items():
         on = [c for c in calls if (c.step, c.block) == (step, block)]
         pairs = [(_l1(c, name), _floor_l1(c, floor_ops)) for c in on]
@@ -306,7 +297,7 @@ def _shape(r: InSituReading, items, name: str, floor_ops: list[str], base: str |
             )
         )  # fmt: skip
     if r.cells:
-        r.heatmap = heatmap_name(name)
+        r.heatmap = f"insitu_heatmap_{name}"
 
 
 def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> InSituRunInfo:
@@ -331,11 +322,8 @@ def shadowed_run_info(key: str, arm: str, run: InSituRun, folder_rel: str) -> In
 
 def exact_ops(info: InSituRunInfo) -> list[str]:
     """The ops of a shadowed run that make its exact floor: its own attention when exact, exact shadows."""
-    return [
-        n
-        for n, role in info.ops.items()
-        if n not in info.dropped and (role == "exact" or (role == "primary" and info.primary_exact))
-    ]
+    exact = ("exact", "primary") if info.primary_exact else ("exact",)
+    return [n for n, role in info.ops.items() if role in exact and n not in info.dropped]
 
 
 def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
@@ -371,11 +359,10 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
         out.runs.append(info)
         floor_ops = exact_ops(info)
         out.floor_ops += [n for n in floor_ops if n not in out.floor_ops]
-        for name, role in info.ops.items():
-            if role == "candidate" and name not in info.dropped:
-                op = run.op(name)
-                attn_types[name] = op.attn_type if op else ""
-                items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
+        for name in (n for n, role in info.ops.items() if role == "candidate" and n not in info.dropped):
+            op = run.op(name)
+            attn_types[name] = op.attn_type if op else ""
+            items.setdefault(name, []).extend((summary.key, c) for c in run.calls)
         floor_items += [(c, floor_ops) for c in run.calls]
         ops = [op for n in run.op_names() if n not in info.dropped and (op := run.op(n)) is not None]
         for emulator, kernel in emulator_pairs(ops):
@@ -386,9 +373,8 @@ def insitu_results(res: Any, campaign: CampaignDir) -> InSituResults | None:
                              "shadow): its candidates have no floor")  # fmt: skip
     good = [(c, f) for c, ops in floor_items if (f := _floor_l1(c, ops)) is not None]
     if good:
-        out.floor = InSituStats(
-            calls=len(good), rel_l1=sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
-        )
+        rel_l1 = sum(f for _, f in good) / sum(c.ref_l1 for c, _ in good)
+        out.floor = InSituStats(calls=len(good), rel_l1=rel_l1)
     for name, its in items.items():  # an op absent from a call adds nothing to its floor
         out.readings.append(
             candidate_reading(name, its, out.floor_ops, out.accepted_baseline, tol, attn_types[name])
@@ -419,13 +405,10 @@ SCALE_AGREE = 0.02
 
 def emulator_pairs(ops: list[InSituOp]) -> list[tuple[str, str]]:
     """(emulator, kernel) names among one run's ops."""
-    kernels = [
-        k
-        for k in ops
-        if not (k.kv_reversed or k.params.get("models") or k.params.get("sageattention") == "emulator")
-    ]
+    emulators = [e for e in ops if e.params.get("models") or e.params.get("sageattention") == "emulator"]
+    kernels = [k for k in ops if not (k.kv_reversed or k in emulators)]  # an emulator is never a kernel
     pairs = []
-    for e in ops:  # an emulator is never among the kernels
+    for e in emulators:
         target, lightx2v = e.params.get("models"), e.params.get("sageattention") == "emulator"
         for k in kernels:
             by_package = k.attn_type == e.attn_type and k.params.get("sageattention") == "package"

@@ -88,16 +88,16 @@ def shadow_costs(res: Any, infos: list[Any], specs: dict[str, RunSpec | None]) -
 
 def routing(spec: RunSpec, summary: Any) -> tuple[str, str, int | None]:
     """(word, text, steps) from the run's per-step counts."""
-    from harness.attention.wrappers import exact_on, exact_steps  # torch: only where a run has a schedule
+    from harness.attention.wrappers import exact_steps  # torch: only where a run has a schedule
 
     attn = summary.attn
     if attn is None or not attn.ranks or not any(rc.per_step for rc in attn.ranks.values()):
         return "not recorded", "no per-step call counts in attn_calls.json", summary.dit_steps
     steps = summary.dit_steps or max(int(s) for rc in attn.ranks.values() for s in rc.per_step if s != "-")
-    wrong = []
+    exact, wrong = exact_steps(spec.schedule, steps), []
     for rank, rc in sorted(attn.ranks.items()):
         for step in range(1, steps + 1):
-            want = spec.schedule.exact if exact_on(spec.schedule, step, steps) else spec.attn_type
+            want = spec.schedule.exact if step in exact else spec.attn_type
             got = rc.per_step.get(str(step), {})
             if not got:
                 wrong.append(f"rank {rank} step {step}: no call recorded")
@@ -108,7 +108,6 @@ def routing(spec: RunSpec, summary: Any) -> tuple[str, str, int | None]:
             wrong.append(f"rank {rank}: {sum(rc.per_step['-'].values())} call(s) outside any step")
     if wrong:
         return "NOT as scheduled", "; ".join(wrong), steps
-    exact = exact_steps(spec.schedule, steps)
     calls = {
         s: sum(n for rc in attn.ranks.values() for n in rc.per_step.get(str(s), {}).values())
         for s in range(1, steps + 1)
@@ -151,8 +150,7 @@ def schedule_rows(res: Any, campaign: CampaignDir, insitu: Any = None) -> list[S
         spec = specs.get(r.key)
         if spec is None or any(x.arm == r.arm for x in rows):
             continue
-        plain = spec.schedule is None and not spec.shadows and spec.attn_type in scheduled
-        if spec.schedule is None and not plain:
+        if spec.schedule is None and (spec.shadows or spec.attn_type not in scheduled):  # no plain arm
             continue
         row = ScheduleRow(arm=r.arm, attn_type=spec.attn_type, schedule="none (every step)", routing="n/a")
         if spec.schedule is not None:

@@ -186,10 +186,6 @@ class InSituResults(Record):
     notes: list[str] = Field(default_factory=list)
 
 
-def heatmap_name(candidate: str) -> str:
-    return f"insitu_heatmap_{candidate}"
-
-
 class ScheduleRow(Record):
     arm: str
     attn_type: str

@@ -59,11 +59,6 @@ class RatioReading(Record):
     text: str = ""
 
 
-def pooled_log_sd(seeds: Sequence[SeedValues]) -> tuple[float | None, float]:
-    """(sigma, df): the within-seed sd of log floor energies pooled over seeds; (None, 0) without."""
-    return pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
-
-
 def _ci(logr: float, se: float, q: float) -> list[float]:
     return [safe_exp(logr - q * se), safe_exp(logr + q * se)]
 
@@ -82,11 +77,9 @@ def _seed_ratio(
     where = f"seed {s.seed}" if s.seed is not None else "the run"
     bad_floor = [k or "a floor run" for f, k in zip(s.floors, s.floor_keys or [""] * len(s.floors),
                                                      strict=True) if not math.isfinite(f)]  # fmt: skip
-    if not s.floors:
-        out.word, out.note = INCOMPLETE, f"{where}: no floor run has {label}"
-        return out, None
-    if bad_floor:
-        out.word, out.note = INCOMPLETE, f"{where}: {label} of {', '.join(bad_floor)} is not finite"
+    if not s.floors or bad_floor:
+        why = f"{label} of {', '.join(bad_floor)} is not finite" if bad_floor else f"no floor run has {label}"
+        out.word, out.note = INCOMPLETE, f"{where}: {why}"
         return out, None
     out.floor = scaled_mean_sd(s.floors)[0]
     if s.candidate is None:
@@ -125,7 +118,7 @@ def _spread(
             text = f"spread of a run: sd {sigma:.3g} of the log energy (from the floor runs, df {df:g})"
             return sigma, df, text
         return sigma, df, f"spread of a run stated: sd {sigma:.3g} of the log energy{source}"
-    sigma, df = pooled_log_sd(seeds)
+    sigma, df = pooled_sd([[math.log(f) for f in s.floors if math.isfinite(f) and f > 0] for s in seeds])
     runs = sum(len(s.floors) for s in seeds)
     if sigma:
         text = f"spread measured: sd {sigma:.3g} of the log energy over {runs} floor runs (df {df:g})"
@@ -196,16 +189,15 @@ def ratio_reading(
         if logr is not None:
             logs.append(logr)
             ses.append(math.nan if sigma is None else sigma * math.sqrt(1 + 1 / len(s.floors)))
-    words = [s.word for s in r.per_seed]
-    zeros = [s for s in r.per_seed if s.ratio == 0.0]
     if logs:
         combined = _combine_seeds(r, logs, None if sigma is None else ses, df_w, alpha, bound)
-    elif zeros and len(zeros) == len(r.per_seed):  # identical in this measure on every seed
+    elif r.per_seed and all(s.ratio == 0.0 for s in r.per_seed):  # identical in this measure on every seed
         r.ratio, r.ratio_ci, combined = 0.0, [0.0, 0.0], WITHIN
     else:
         combined = ""
     # A seed's own interval may decide nothing while the seeds together decide; its ratio may not
     # exceed the bound (every seed must pass), and a seed outside or incomplete speaks for itself.
+    words = [s.word for s in r.per_seed]
     r.word = combine([*(w for w in words if w in (OUTSIDE, INCOMPLETE)), combined or INCOMPLETE])
     if r.word == WITHIN and any((s.ratio or 0.0) > bound for s in r.per_seed):
         r.word = INCONCLUSIVE

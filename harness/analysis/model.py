@@ -276,13 +276,11 @@ class ReportResults(Record):
         """A comparison names its runs by key in the file: their summaries are ``runs``' own."""
         if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
             return data
-        keyed = (
-            (r.get("key") if isinstance(r, dict) else getattr(r, "key", None), r)
-            for r in data.get("runs") or []
-        )
-        runs = {
-            k: r for k, r in keyed if isinstance(k, str)
-        }  # a hostile key (a list, a number) names nothing
+        runs = {}
+        for r in data.get("runs") or []:
+            k = r.get("key") if isinstance(r, dict) else getattr(r, "key", None)
+            if isinstance(k, str):  # a hostile key (a list, a number) names nothing
+                runs[k] = r
         cmps = []
         for i, c in enumerate(data["comparisons"]):
             for side in ("a", "b") if isinstance(c, dict) else ():
@@ -416,11 +414,9 @@ def load_results_json(path: Path, schema: str | None = None) -> dict[str, Any]:
         ) from None
     except ValueError as err:
         raise ResultsFileError(f"{path}: not a readable results.json (not JSON: {err})") from None
-    problem = bounds_problem(data)
     is_dict = isinstance(data, dict)
     runs = is_dict and isinstance(data.get("runs"), list)
-    if problem is None and runs:
-        problem = timing_problem(data["runs"])
+    problem = bounds_problem(data) or (timing_problem(data["runs"]) if runs else None)
     # Another schema's structure is the schema check's to name; bounds and run times hold.
     current = schema is None or not is_dict or data.get("schema", schema) == schema
     if problem is None and current and not (runs and "campaign_id" in data):

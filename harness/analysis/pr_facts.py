@@ -1,7 +1,5 @@
-"""What pr.md says of the verdicts beyond the summary's lines, worded once and stored
-(``ReportResults.pr``): each candidate's word per modality and per reading (video, audio, in situ, the
-accepted baseline's), the codec caveat where output.mp4 was scored, and the speed-ups of an arm whose
-speed test has no interval, said as such rather than as a finding."""
+"""What pr.md says of the verdicts beyond the summary's lines, worded once and stored (``ReportResults.pr``):
+a word per modality and per reading, the codec caveat, the speed-ups of a test without an interval."""
 
 from __future__ import annotations
 
@@ -31,9 +29,6 @@ def modality_lines(r: Reading, v: Verdict) -> list[str]:
     return out
 
 
-EXACT = "the exact floor's"
-
-
 def against_text(word: str, t: Terms, whose: str, bound: str) -> str:
     return f"{word}: {ratio_text(t.value)} {whose}{interval_text(t, ratio_text)}, {bound}"
 
@@ -45,7 +40,8 @@ def reading_lines(res: ReportResults, r: Reading, v: Verdict) -> list[str]:
     out = modality_lines(r, v)
     i = r.insitu
     if i is not None and i.value is not None:
-        out.append(f"in situ: {against_text(i.word, i, EXACT, f'tolerance {r.tolerance:g}x')}")
+        line = against_text(i.word, i, "the exact floor's", f"tolerance {r.tolerance:g}x")
+        out.append(f"in situ: {line}")
     base, b = res.rules.accepted_baseline, v.baseline
     if base and b is not None and b.ratio is not None:
         line = against_text(b.word, terms(b.ratio, b.ratio_ci, b.alpha), "its error", f"margin {b.bound:g}x")

@@ -1,13 +1,11 @@
-"""Every sentence said of a verdict, written once and stored in results.json (the summary's lines, the
-badge's, the speed-ups', findings), so report.md, pr.md, the page and the job summary say a verdict in
-the same words; and the review they are read off: per candidate its word, the reading that decides it
-with its interval, the other reading, the warnings and the speed-ups."""
+"""Every sentence said of a verdict, written once and stored in results.json so that report.md, pr.md, the
+page and the job summary say it in the same words, and the review (``Reading``) they are read off."""
 
 from __future__ import annotations
 
 import math
 import unicodedata
-from typing import Any
+from collections.abc import Sequence
 
 from harness.analysis.model import (
     INSITU_WHAT,
@@ -30,22 +28,10 @@ from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, 
 from harness.tiny_ref2av.config import PRESETS
 
 
-def pair(x: Any) -> tuple[float, float] | None:
-    if isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
-        return float(x[0]), float(x[1])
-    return None
-
-
-def terms(value: float, ci: Any, alpha: float, word: str = "") -> Terms:
-    """A figure with its interval (where it is a pair) at ``1 - alpha`` and its word."""
-    ci = pair(ci)
+def terms(value: float, ci: Sequence[float] | None, alpha: float, word: str = "") -> Terms:
+    """A figure with its interval (where it has one) at ``1 - alpha`` and its word."""
+    ci = ci or None
     return Terms(value=float(value), ci=ci, ci_what=f"{100 * (1 - alpha):.10g} % CI" if ci else "", word=word)
-
-
-def regime(v: Verdict) -> str:
-    """The video regime of a verdict's seeds: one word when they agree, else "mixed"."""
-    found = {sv.regime.get("video", "") for sv in v.per_seed}
-    return found.pop() if len(found) == 1 else ("mixed" if found else "not measured")
 
 
 def insitu_terms(v: Verdict) -> Terms | None:
@@ -110,11 +96,10 @@ def fit(text: str, width: int = LINE) -> str:
     return cut.rstrip(" ;,:") + " ..."
 
 
-def plain_words(text: str, width: int = 0) -> str:
+def plain_words(text: str, width: int) -> str:
     """Text read from a record as words on one line (a control or format character a space), ``fit``."""
     flat = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
-    out = " ".join(flat.split())
-    return fit(out, width) if width else out
+    return fit(" ".join(flat.split()), width)
 
 
 def emulator_provenance(res: ReportResults, arm: str) -> Provenance | None:
@@ -165,25 +150,23 @@ def readings(res: ReportResults) -> list[Reading]:
     """One reading per candidate verdict, in the report's order."""
     base = res.rules.accepted_baseline  # the scenario names it (top level or verdict block)
     out = []
-    for v in res.verdicts:
-        if v.role != "candidate":
-            continue
+    for v in (v for v in res.verdicts if v.role == "candidate"):
         word, ratio, what = verdict_terms(v)
         e2e, e2e_what = end_to_end_terms(v)
         agg = res.arm(v.arm)
         tests = agg.speed if agg is not None else {}
-        runs = [r for r in res.runs if r.arm == v.arm]
+        first = next((r for r in res.runs if r.arm == v.arm), None)
         text = v.text or v.summary
-        if word == NOT_RUN and runs:
-            r = runs[0]
-            text = r.status + (f": {r.reason}" if r.reason else "")
+        regimes = {sv.regime.get("video", "") for sv in v.per_seed}  # one word where the seeds agree
+        if word == NOT_RUN and first is not None:
+            text = first.status + (f": {first.reason}" if first.reason else "")
         out.append(
             Reading(
                 **v.model_dump(include={"arm", "tolerance", "decided_by", "identical_seeds", "warnings"}),
                 word=word,
                 ratio=ratio,
                 ratio_what=what,
-                regime=regime(v),
+                regime=regimes.pop() if len(regimes) == 1 else ("mixed" if regimes else "not measured"),
                 step=speed_terms(tests.get("s_per_step")),
                 total=speed_terms(tests.get("pipeline_total_s")),
                 baseline=v.arm == base,
@@ -312,19 +295,17 @@ def accuracy_words(r: Reading) -> str:
     if t.value is None:  # no reading to quote (an older harness's verdict): the verdict's own line
         why = r.text.split("; WARNING: ")[0] if r.text else f"no error ratio ({r.regime})"
         return why if why.startswith(r.word) else f"{r.word}: {why}"
-    if r.ratio_what == INSITU_WHAT:
+    if r.ratio_what == INSITU_WHAT:  # the other reading's word (and ratio) beside the deciding one
         head = f"{r.word} in situ: {ratio_text(t.value)} the exact floor's{_range(t, ratio_value)}"
-        other = r.end_to_end
-        if other.word:
-            other_ratio = f" {ratio_text(other.value)}" if other.value is not None else ""
-            head += f"; end to end {other.word}{other_ratio}"
+        other, other_name = r.end_to_end, "end to end"
     else:
         what = r.ratio_what.removesuffix(" / the floor's")
         inner = f"{range_text(t.ci[0], t.ci[1], ratio_value)}; {what}" if t.ci is not None else what
         head = f"{r.word}: {ratio_text(t.value)} the floor's ({inner}), tolerance {r.tolerance:g}x"
-        if r.insitu is not None and r.insitu.word:
-            ins = f" {ratio_text(r.insitu.value)}" if r.insitu.value is not None else ""
-            head += f"; in situ {r.insitu.word}{ins}"
+        other, other_name = r.insitu, "in situ"
+    if other is not None and other.word:
+        other_ratio = f" {ratio_text(other.value)}" if other.value is not None else ""
+        head += f"; {other_name} {other.word}{other_ratio}"
     if r.identical_seeds:
         head += f"; {IDENTICAL} on seed(s) {', '.join(map(str, r.identical_seeds))}"
     return head
@@ -340,19 +321,12 @@ def speed_words(t: Terms, emulator: bool) -> str:
     return f"DiT s/step speed-up {fmt_speedup(t.value)}{_range(t, bound)}: {t.word or NA}"
 
 
-def candidate_name(arm: str, emulator: bool | str = False) -> str:
-    """'arm', or 'arm (<badge>)' for an emulator (True: the bare 'emulator')."""
-    badge = emulator if isinstance(emulator, str) else ("emulator" if emulator else "")
-    return f"{arm} ({badge})" if badge else arm
-
-
 def candidate_line(r: Reading) -> str:
     """'arm: <word>: <ratio> the floor's (...), tolerance 2x; DiT s/step speed-up ...', fitted."""
-    name = candidate_name(r.arm, r.badge)
     warned = f"; {len(r.warnings)} WARNING(s) below" if r.warnings else ""
     rest = f"; {speed_words(r.step, r.emulator)}{warned}"
     # the accuracy words give way first: the speed-up and the warning count always show
-    return fit(f"{name}: {fit(accuracy_words(r), max(40, LINE - len(name) - 2 - len(rest)))}{rest}")
+    return fit(f"{r.name}: {fit(accuracy_words(r), max(40, LINE - len(r.name) - 2 - len(rest)))}{rest}")
 
 
 def warning_text(arm: str, warning: str) -> str:
@@ -364,11 +338,10 @@ def interval_levels(found: list[Reading], alpha: float) -> str:
     """The confidence of the summary's intervals, said once, or each level where they differ."""
     levels: dict[str, str] = {}
     for r in found:
-        for what, t in (("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)):
+        shown = [("speed-ups", r.step), ("in situ", r.insitu), ("end to end", r.end_to_end)]
+        for what, t in shown + ([("end to end", r.ratio)] if r.ratio_what != INSITU_WHAT else []):
             if t is not None and t.ci is not None and t.ci_what:
                 levels.setdefault(what, t.ci_what.removesuffix(" CI"))
-        if r.ratio.ci is not None and r.ratio.ci_what and r.ratio_what != INSITU_WHAT:
-            levels.setdefault("end to end", r.ratio.ci_what.removesuffix(" CI"))
     if not levels:
         return ""
     if len(set(levels.values())) == 1:
@@ -464,36 +437,30 @@ def voice(res: ReportResults) -> None:
     res.errors += arm_problems(res)
     res.review = readings(res)
     for r in res.review:
+        r.name = f"{r.arm} ({r.badge})" if r.badge else r.arm  # an emulator's badge after its name
         if r.word == NOT_RUN:  # no run ended ok: its status and reason (``Reading.text``)
             r.line = fit(f"{r.arm}: {NOT_RUN}" + (f" ({r.text})" if r.text else ""))
+            r.note = r.text
         else:
             r.line = candidate_line(r)
+            r.note = "attention INVALID: see the attention calls" if r.word == INVALID else floor_note(res, r)
         r.ratio_line, r.lines = ratio_line(r), accuracy_lines(r)
         r.bare_lines = accuracy_lines(r, bare=True)
         r.step_line = NO_SPEED if r.emulator else speed_line("DiT s/step", r.step)
         r.total_line = "" if r.emulator else speed_line("pipeline total", r.total)
         r.step_cell, r.total_cell = speed_cell(r.step), speed_cell(r.total)
-        r.name = candidate_name(r.arm, r.badge)
         r.warning_lines = [fit(warning_text(r.arm, w)) for w in r.warnings]
-        if r.word == NOT_RUN:
-            r.note = r.text
-        else:
-            r.note = "attention INVALID: see the attention calls" if r.word == INVALID else floor_note(res, r)
     # the intervals the lines show (an emulator's speed-up is not shown), their confidence said once
     shown = [
         r.model_copy(update={"step": Terms()}) if r.emulator else r for r in res.review if r.word != NOT_RUN
     ]
     levels = interval_levels(shown, res.rules.alpha)
     more = f"; and {len(res.errors) - 3} more" if len(res.errors) > 3 else ""  # report.md lists them all
+    incomplete = f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:3])}{more}"
+    insitu = res.insitu.readings if res.insitu else []
     res.summary = Summary(
-        incomplete=f"INCOMPLETE: {len(res.errors)} problem(s): {'; '.join(res.errors[:3])}{more}"
-        if res.errors
-        else "",
-        findings=[
-            fit(f"finding: {finding_text(f)}")
-            for r in (res.insitu.readings if res.insitu else [])
-            for f in r.findings
-        ],
+        incomplete=incomplete if res.errors else "",
+        findings=[fit(f"finding: {finding_text(f)}") for r in insitu for f in r.findings],
         intervals=[levels] if levels else [],
     )
     res.summary.lines = summary_lines(res)

@@ -224,11 +224,8 @@ def repeat_notes(runs: list[RunSummary]) -> list[str]:
         if len(group) < 2:
             continue
         where = f"{arm}{f' seed {seed}' if seed is not None else ''}"
-        same = len({r.output_sha256 for r in group}) == 1
-        what = (
-            "byte-identical in every repeat"
-            if same
-            else "differs between repeats (run-to-run nondeterminism)"
-        )
+        what = "differs between repeats (run-to-run nondeterminism)"
+        if len({r.output_sha256 for r in group}) == 1:
+            what = "byte-identical in every repeat"
         notes.append(f"{where}: {len(group)} runs, output.mp4 {what}")
     return notes

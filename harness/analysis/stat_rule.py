@@ -59,10 +59,6 @@ class StatCheck(Record):
     word: str = ""  # a word of harness.rule.SEVERITY, or "shown" (not judged)
     text: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.word != OUTSIDE
-
 
 class StatsVerdict(Record):
     word: str = ""  # the checks' words combined (harness.rule); "" when nothing to judge
@@ -155,20 +151,16 @@ def judge_stats(
     out = StatsVerdict()
     typical: list[StatCheck] = []
     present = [n for n in TYPICAL_STATS if any(e.values.get(n) is not None for e in exact)]
+    counted = [n for n in COUNT_STATS if any(e.values.get(n) is not None for e in exact)]
     m = max(1, len(present) * len(cands))
     pooled = {name: _pooled(exact, name) for name in present}
     for c in cands:
         typical += [_typical(c, name, pooled[name], m, rules) for name in present]
-        for name in COUNT_STATS:
-            if any(e.values.get(name) is not None for e in exact):
-                out.checks.append(_count(c, name, exact, rules))
-        for name in SHOWN_STATS:
-            if c.values.get(name) is not None:
-                shown = StatCheck(
-                    seed=c.seed, stat=name, value=c.values.get(name), judged=False, word="shown"
-                )
-                shown.text = f"{name} {fmt_stat(name, shown.value)} shown, not judged (an extreme value)"
-                out.checks.append(shown)
+        out.checks += [_count(c, name, exact, rules) for name in counted]
+        for name in (n for n in SHOWN_STATS if c.values.get(n) is not None):
+            shown = StatCheck(seed=c.seed, stat=name, value=c.values[name], judged=False, word="shown")
+            shown.text = f"{name} {fmt_stat(name, shown.value)} shown, not judged (an extreme value)"
+            out.checks.append(shown)
     tested = [t for t in typical if t.p is not None]
     for t, p in zip(tested, holm([t.p for t in tested]), strict=True):
         t.p_adjusted = p

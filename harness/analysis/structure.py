@@ -176,20 +176,24 @@ def _agreement(floors: Sequence[PairErrors]) -> tuple[int | None, float, float, 
     return _coarsest(measured, "layout", "variance")
 
 
+def _judge(c: StructureCheck, what: str, grid: str, missing: str) -> bool:
+    """``c``'s word, and its text where not measured or within; True: the caller says why not within."""
+    if c.value is None:
+        c.word, c.text = INCONCLUSIVE, f"{what}: {missing}"
+        return False
+    c.word = word(c.value, c.value, c.limit) if math.isfinite(c.value) else OUTSIDE  # a non-finite one fails
+    if c.word == WITHIN:
+        c.text = f"{what} within: {grid} {_num(c.value)} <= {_num(c.limit)}"
+    return c.word != WITHIN
+
+
 def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> StructureCheck:
     d = cand.layout_mse.get(scale)
     bound = max(LAYOUT_MULTIPLE * floor, AGREE_FRACTION * var)
     c = StructureCheck(seed=cand.seed, key=cand.key, check="layout", value=d, limit=bound, scale=scale,
                        floor=floor, variance=var)  # fmt: skip
-    where = f"seed {cand.seed}: {cand.key}"
-    grid = f"{scale}x{scale} luma grid distance"
-    if d is None:
-        c.word = INCONCLUSIVE
-        c.text = f"{where} layout: not measured at {scale}x{scale} (the floor runs have it)"
-        return c
-    c.word = word(d, d, bound) if math.isfinite(d) else OUTSIDE  # a non-finite distance fails
-    if c.word == WITHIN:
-        c.text = f"{where} layout within: {grid} {_num(d)} <= {_num(bound)}"
+    what, grid = f"seed {cand.seed}: {cand.key} layout", f"{scale}x{scale} luma grid distance"
+    if not _judge(c, what, grid, f"not measured at {scale}x{scale} (the floor runs have it)"):
         return c
     bound_text = (
         f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(floor)} and {AGREE_FRACTION:g} x the "
@@ -204,11 +208,11 @@ def _layout_check(cand: PairErrors, scale: int, floor: float, var: float) -> Str
         m, name = min(mirrored)
         c.mirror = name
         c.text = (
-            f"{where} layout mirrored {name}: B matches the mirror of the reference ({grid} {_num(d)}, "
+            f"{what} mirrored {name}: B matches the mirror of the reference ({grid} {_num(d)}, "
             f"{_num(m)} to the reference mirrored {name}; {bound_text})"
         )
     else:
-        c.text = f"{where} layout outside: {grid} {_num(d)} {bound_text}"
+        c.text = f"{what} outside: {grid} {_num(d)} {bound_text}"
     return c
 
 
@@ -276,12 +280,7 @@ def _track_check(
                        floor=worst, variance=size)  # fmt: skip
     what = f"seed {cand.seed}: {cand.key} {TRACK_TEXT[check]}"
     grid = f"{scale}x{scale} {'chroma (Cb, Cr)' if check == 'colour' else 'luma time-course'} distance"
-    if d is None or cand.track is None:
-        c.word, c.text = INCONCLUSIVE, f"{what}: not measured (the exact runs have a per-frame track)"
-        return c
-    c.word = word(d, d, bound) if math.isfinite(d) else OUTSIDE
-    if c.word == WITHIN:
-        c.text = f"{what} within: {grid} {_num(d)} <= {_num(bound)}"
+    if not _judge(c, what, grid, "not measured (the exact runs have a per-frame track)"):
         return c
     why = f"above {LAYOUT_MULTIPLE:g} x the floor runs' largest {_num(worst)}"
     why += f" and the least bound {MIN_LAYOUT_VAR:g}" if LAYOUT_MULTIPLE * worst < MIN_LAYOUT_VAR else ""
@@ -352,19 +351,15 @@ def judge_structure(
 def _summary(w: str, checks: Sequence[StructureCheck], not_judged: Sequence[str]) -> str:
     if w in (OUTSIDE, INCONCLUSIVE):
         return f"structure {w}: " + "; ".join(c.text for c in checks if c.word == w)
-    frames = [c for c in checks if c.check in FRAME_KINDS and c.word == WITHIN]
-    layout = [c for c in checks if c.check == "layout" and c.word == WITHIN]
     bits = []
-    if frames:
+    if any(c.check in FRAME_KINDS and c.word == WITHIN for c in checks):
         bits.append("frozen/black/flat frames within the exact runs' counts")
-    if layout:
-        scales = sorted({c.scale for c in layout if c.scale is not None})
-        bits.append(f"layout within at {', '.join(f'{s}x{s}' for s in scales)}")
-    if not_judged:
-        bits.append(f"layout not judged ({'; '.join(not_judged)})")
-    for check in TRACK_TERMS:
+    for check in ("layout", *TRACK_TERMS):
         done = sorted({c.scale for c in checks if c.check == check and c.word == WITHIN and c.scale})
-        bits += [f"{TRACK_TEXT[check]} within at {', '.join(f'{s}x{s}' for s in done)}"] if done else []
+        if done:
+            bits.append(f"{TRACK_TEXT.get(check, check)} within at {', '.join(f'{s}x{s}' for s in done)}")
+        if check == "layout" and not_judged:
+            bits.append(f"layout not judged ({'; '.join(not_judged)})")
     why: dict[str, str] = {}
     for k in TRACK_TERMS:  # one reason for every seed is said once
         texts = [c.text for c in checks if c.check == k and not c.word]

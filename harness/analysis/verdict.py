@@ -1,8 +1,6 @@
-"""Verdicts: a candidate judged seed by seed against the noise floor of that seed, per modality, in one
-word and one line (docs/verdicts.md): each seed's floor sets each modality's regime; the energies, the
-in-situ reading, the latents, the statistics and the structure speak; each modality's intervals at alpha
-over the modalities judged. ``judge_numbers`` needs summary numbers alone (a pull request's table);
-``judge`` reads them off an arm's comparisons and adds what its runs say of themselves."""
+"""Verdicts (docs/verdicts.md): a candidate judged seed by seed against the noise floor of that seed, per
+modality, in one word and one line. ``judge_numbers`` needs summary numbers alone (a pull request's
+table); ``judge`` reads them off an arm's comparisons and adds what its runs say of themselves."""
 
 from __future__ import annotations
 
@@ -14,9 +12,6 @@ from harness.analysis.intervals import RatioReading, SeedValues, baseline_readin
 from harness.analysis.stat_rule import StatsSample, judge_stats
 from harness.analysis.structure import FrameCounts, judge_structure
 from harness.analysis.verdict_model import (
-    JUDGED_BY,
-    LAG_MARGIN_MS,
-    LAG_MARGIN_SAMPLES,
     InsituReading,
     LatentReading,
     SeedVerdict,
@@ -24,15 +19,13 @@ from harness.analysis.verdict_model import (
     check_floor,
     deciding_part,
     decisive_reading,
-    far_below_findings,
-    identical_text,
     settled_text,
     verdict_text,
 )
 from harness.compare.pairwise import Comparison
 from harness.compare.summary import RunSummary, stat_fields
 from harness.metrics.metric import energy_from_db
-from harness.number_format import fmt_db, ratio_text
+from harness.number_format import fmt_db, ratio_text, ratio_value
 from harness.rule import (
     IDENTICAL,
     INCOMPLETE,
@@ -46,6 +39,16 @@ from harness.rule import (
 )
 from harness.run_keys import sample_key
 from harness.scenario.verdict import VerdictRules
+
+LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
+LAG_MARGIN_MS = 0.5  # or this, whichever is larger
+FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
+JUDGED_BY = {  # regime -> kinds of energy it judges
+    "pixel": ("video_mse", "video_1_ssim"),
+    "transitional": ("video_mse", "video_1_ssim"),
+    "waveform": ("audio_error",),
+    "spectral": ("audio_spectral",),
+}
 
 
 def video_regime(floor_psnr: float | None, rules: VerdictRules) -> str:
@@ -98,12 +101,9 @@ def _values(kind: str, seeds, cand_of, floors_of) -> list[SeedValues]:
 def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
     """A candidate's residual audio lag beyond every floor run's of its seed (by the LAG_MARGIN_*)."""
     out = []
-    for s in seeds:
-        c = cand_of.get(s)
-        if c is None or not c.audio_residual_lag:
-            continue
-        floor_lags = [abs(f.audio_residual_lag or 0) for f in floors_of.get(s, [])]
-        most = max(floor_lags, default=0)
+    for s in (s for s in seeds if s in cand_of and cand_of[s].audio_residual_lag):
+        c = cand_of[s]
+        most = max((abs(f.audio_residual_lag or 0) for f in floors_of.get(s, [])), default=0)
         margin = max(LAG_MARGIN_SAMPLES, (c.audio_rate or 0) * LAG_MARGIN_MS / 1000)
         if abs(c.audio_residual_lag) <= most + margin:
             continue
@@ -119,19 +119,14 @@ def _lag_findings(seeds, cand_of, floors_of) -> list[str]:
 def _latents(seeds, cand_of, base_of, rules: VerdictRules, baseline: str | None) -> LatentReading:
     lr = LatentReading(against=baseline or "absolute")
     pairs = []
-    for s in seeds:
-        c = cand_of.get(s)
-        if c is None or not c.latent_psnr:
+    for s in (s for s in seeds if s in cand_of):
+        c, b = cand_of[s], base_of.get(s)
+        both = baseline and b is not None
+        k = min(set(c.latent_psnr) & set(b.latent_psnr) if both else c.latent_psnr, default=None)
+        if k is None:  # no latents saved (by both)
             continue
-        b = base_of.get(s)
-        steps = sorted(
-            set(c.latent_psnr) & set(b.latent_psnr) if b is not None and baseline else c.latent_psnr
-        )
-        if not steps:
-            continue
-        k = steps[0]
         lr.steps[str(s)], lr.psnr[str(s)] = k, c.latent_psnr[k]
-        if baseline and b is not None:
+        if both:
             pairs.append((s, energy_from_db(c.latent_psnr[k]), energy_from_db(b.latent_psnr[k])))
     if not lr.steps:
         lr.text = "no latents saved"
@@ -179,7 +174,8 @@ def judge_numbers(
     v.identical_seeds = [s for s in all_seeds if is_identical(cand_of[s])]
     if len(v.identical_seeds) == len(all_seeds):
         v.word = v.decided_by = v.end_to_end_word = IDENTICAL
-        v.text = v.accuracy = identical_text(v.identical_seeds, all_seeds)
+        n = len(all_seeds)
+        v.text = v.accuracy = f"{IDENTICAL} ({n} of {n} seed(s)): output bitwise equal to the reference's"
         v.per_seed = [identical_seed(s) for s in all_seeds]
         v.sentences = [v.text]
         if insitu is not None and insitu.word:  # a shadow measured on the way still speaks
@@ -196,7 +192,7 @@ def judge_numbers(
     v.per_seed = [_seed_regimes(s, floors_of.get(s, []), rules) for s in seeds]
     regime_of = {sv.seed: sv.regime for sv in v.per_seed}
     for sv in v.per_seed:
-        sc = v.floor_check.seed(sv.seed)
+        sc = next((sc for sc in v.floor_check.seeds if sc.seed == sv.seed), None)
         sv.floor_left_out = list(sc.left_out) if sc is not None else []
         if sc is not None and sc.invalid:
             v.missing.append(f"seed {sv.seed}: floor invalid ({sc.invalid})")
@@ -251,7 +247,7 @@ def judge_numbers(
     if v.structure.word:
         parts.append((v.structure.word, v.structure.text, "structure"))
     if baseline and rules.accepted_baseline:
-        v.baseline = _baseline(v, cand_of, base_of, seeds, regime_of, rules)
+        v.baseline = _baseline(v, cand_of, base_of, seeds, rules)
     v.end_to_end_word = overriding_word(combine(w for w, _, _ in parts), missing=bool(v.missing))
     # The in-situ reading is a second reading in every regime: the verdict is outside when it is.
     if insitu is not None and insitu.word:
@@ -270,10 +266,16 @@ def judge_numbers(
     v.text = v.accuracy = verdict_text(v, rules, parts)
     v.sentences = [r.text for r in v.energy] + v.shown + v.audio_lag
     if v.identical_seeds:
-        v.sentences.insert(0, identical_text(v.identical_seeds, all_seeds))
-    if v.floor_check is not None:
-        v.sentences += v.floor_check.findings
-    v.sentences += far_below_findings(v)
+        which = f"{', '.join(map(str, v.identical_seeds))} ({len(v.identical_seeds)} of {len(all_seeds)})"
+        rest = "output bitwise equal to the reference's there; the other seeds are judged"
+        v.sentences.insert(0, f"identical on seed(s) {which}: {rest}")
+    # a candidate far below its floor is a finding about the floor, not praise for the candidate
+    v.sentences += v.floor_check.findings + [
+        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
+        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
+        for r in v.energy
+        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
+    ]
     said = [
         ("latents: ", v.latent),
         ("in-situ: ", v.insitu),
@@ -289,16 +291,14 @@ def judge_numbers(
     return v
 
 
-def _baseline(v: Verdict, cand_of, base_of, seeds, regime_of, rules: VerdictRules) -> RatioReading | None:
+def _baseline(v: Verdict, cand_of, base_of, seeds, rules: VerdictRules) -> RatioReading | None:
     """Non-inferiority against the accepted baseline, on the kind that judges."""
-    kind = next((r.metric for r in v.energy if r.metric != "audio_logmel"), None)
-    if kind is None:
+    judged = next((r for r in v.energy if r.metric != "audio_logmel"), None)
+    if judged is None:
         return None
-    sigma = next((r.log_sd for r in v.energy if r.metric == kind), None)
-    sigma = sigma if sigma is not None else rules.stated_sd(kind)[0]
-    df = next(
-        (r.df for r in v.energy if r.metric == kind and r.spread.startswith("spread measured")), math.inf
-    )
+    kind = judged.metric
+    sigma = judged.log_sd if judged.log_sd is not None else rules.stated_sd(kind)[0]
+    df = judged.df if judged.spread.startswith("spread measured") else math.inf
     get = KINDS[kind].get
     pairs = [
         (s, get(cand_of[s]) if s in cand_of else None, get(base_of[s]) if s in base_of else None)
@@ -339,8 +339,7 @@ def _seed_words(v: Verdict, rules: VerdictRules) -> None:
             f"seed {sv.seed}: {regime} (floor {fmt_db(sv.floor_psnr)}, {sv.floor_runs} run(s){left}){ratio}: "
             f"{sv.word}"
         )
-    for s in v.identical_seeds:
-        v.per_seed.append(identical_seed(s))
+    v.per_seed += [identical_seed(s) for s in v.identical_seeds]
 
 
 def identical_seed(seed) -> SeedVerdict:
@@ -364,19 +363,6 @@ def overriding_word(
     elif missing:
         word = combine([word, INCOMPLETE])
     return INVALID if attention_ok is False else word
-
-
-def settle(
-    v: Verdict, runs: Sequence[RunSummary], *, measured: bool, unmeasured: Sequence, head: Sequence[str]
-) -> None:
-    """The verdict once its runs have spoken of themselves: its word overridden, its line said again."""
-    ran = any(r.ok for r in runs)
-    word = overriding_word(
-        v.word, ran=ran, measured=measured, missing=bool(unmeasured), attention_ok=v.attention_ok
-    )
-    first = next((r for r in runs if r.reason), None)
-    v.text = settled_text(v, word, first=first, measured=measured, unmeasured=unmeasured, head=head)
-    v.word = word
 
 
 def attention_verdict(runs: list[RunSummary]) -> tuple[bool | None, str]:
@@ -458,9 +444,8 @@ def judge(
     v.seeds = sorted({r.seed for r in runs if r.seed is not None}, key=sample_key)
     head: list[str] = []
     by_reason: dict[tuple[str, str | None], list[str]] = {}
-    for r in runs:
-        if not r.ok:
-            by_reason.setdefault((r.status, r.reason), []).append(r.key)
+    for r in (r for r in runs if not r.ok):
+        by_reason.setdefault((r.status, r.reason), []).append(r.key)
     for (status, reason), keys in by_reason.items():
         who = keys[0] if len(keys) == 1 else f"{len(keys)} runs ({', '.join(keys)})"
         head.append(f"{who} not measured: status {status}" + (f" ({reason})" if reason else ""))
@@ -476,8 +461,16 @@ def judge(
     if warning:
         v.warnings.append(warning)
         v.sentences.insert(0, warning)
-    settle(v, runs, measured=bool(measured), unmeasured=unmeasured, head=head)
-    v.accuracy = v.text
+    # the verdict once its runs have spoken of themselves: its word overridden, its line said again
+    ran = any(r.ok for r in runs)
+    word = overriding_word(
+        v.word, ran=ran, measured=bool(measured), missing=bool(unmeasured), attention_ok=v.attention_ok
+    )
+    first = next((r for r in runs if r.reason), None)
+    v.text = v.accuracy = settled_text(
+        v, word, first=first, measured=bool(measured), unmeasured=unmeasured, head=head
+    )
+    v.word = word
     attn = {True: "attention valid", False: "attention INVALID", None: "attention not verified"}
     v.summary = f"{v.text}; {attn[v.attention_ok]}"
     return v

@@ -16,7 +16,7 @@ from harness.analysis.intervals import RatioReading
 from harness.analysis.stat_rule import StatCheck
 from harness.analysis.structure import StructureReading
 from harness.compare.summary import RunSummary
-from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text, ratio_value
+from harness.number_format import ci_text, count_text, fmt_db, range_text, ratio_text
 from harness.records import Record
 from harness.rule import IDENTICAL, INCOMPLETE, INCONCLUSIVE, INVALID, NOT_RUN, OUTSIDE, WITHIN, pooled_sd
 from harness.run_keys import Sample
@@ -42,9 +42,6 @@ class SeedFloorCheck(Record):
 class FloorCheck(Record):
     seeds: list[SeedFloorCheck] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)  # one line per run left out or seed invalid
-
-    def seed(self, seed: Sample | None) -> SeedFloorCheck | None:
-        return next((s for s in self.seeds if s.seed == seed), None)
 
 
 def _logs(runs: Sequence[PairErrors], kind: str) -> dict[str, float]:
@@ -81,11 +78,8 @@ def _worst(seed_runs: list[PairErrors], rest: dict, kind: str) -> tuple[str, flo
 def _twin(run: PairErrors, seen: Sequence[PairErrors]) -> PairErrors | None:
     """A run whose output is bitwise ``run``'s: by digest, else (numbers alone) every value equal."""
     for o in seen:
-        if (
-            (o.digest == run.digest)
-            if o.digest and run.digest
-            else (bool(o.values) and o.values == run.values)
-        ):
+        by_digest = o.digest and run.digest
+        if o.digest == run.digest if by_digest else bool(o.values) and o.values == run.values:
             return o
     return None
 
@@ -140,16 +134,6 @@ def check_floor(floors: Sequence[PairErrors]) -> FloorCheck:
         if sc.invalid:
             out.findings.append(f"{where}: floor invalid: {sc.invalid}")
     return out
-
-
-LAG_MARGIN_SAMPLES = 2  # a residual lag is judged beyond the floor's largest by more than this
-LAG_MARGIN_MS = 0.5  # or this, whichever is larger
-JUDGED_BY = {  # regime -> kinds of energy it judges
-    "pixel": ("video_mse", "video_1_ssim"),
-    "transitional": ("video_mse", "video_1_ssim"),
-    "waveform": ("audio_error",),
-    "spectral": ("audio_spectral",),
-}
 
 
 class InsituReading(Record):
@@ -238,30 +222,6 @@ def _short(r: RatioReading) -> str:
     return f"{r.label} {ratio_text(r.ratio)}{ci}"
 
 
-def identical_text(identical: Sequence, seeds: Sequence) -> str:
-    """The seeds whose output is bitwise the reference's: every seed (the verdict's whole line), else which."""
-    if len(identical) == len(seeds):
-        return f"{IDENTICAL} ({len(seeds)} of {len(seeds)} seed(s)): output bitwise equal to the reference's"
-    which = ", ".join(str(s) for s in identical)
-    return (
-        f"identical on seed(s) {which} ({len(identical)} of {len(seeds)}): output bitwise equal to the "
-        "reference's there; the other seeds are judged"
-    )
-
-
-FAR_BELOW = 0.25  # a candidate whose interval lies under this fraction of the floor says more of the floor
-
-
-def far_below_findings(v: Verdict) -> list[str]:
-    """A candidate far below its floor is a finding about the floor, not praise for the candidate."""
-    return [
-        f"{r.label} {ratio_text(r.ratio)} the floor's (upper bound {ratio_value(r.ratio_ci[1])} < {FAR_BELOW:g}): "
-        "far below the floor: the floor, not the candidate, is in question (check the floor runs)"
-        for r in v.energy
-        if r.ratio_ci and 0 < r.ratio_ci[1] < FAR_BELOW
-    ]
-
-
 def clearest(readings: Sequence[RatioReading], w: str) -> RatioReading:
     """The reading that gives ``w`` furthest from its bound (outside: the highest lower end of its deciding
     interval; within: the lowest upper end), a value that is not finite first; else the largest ratio."""
@@ -308,10 +268,8 @@ def deciding_part(v: Verdict, parts: Sequence[tuple[str, str, str]]) -> str:
     energy = [r for r in v.energy if r.word == v.word]
     if energy:
         return clearest(agreeing(energy, v.word), v.word).metric
-    for src in ("insitu", "structure", "lag", "statistics", "latents"):
-        if src in with_word:
-            return src
-    return with_word[0] if with_word else ""
+    ranked = [src for src in ("insitu", "structure", "lag", "statistics", "latents") if src in with_word]
+    return (ranked or with_word or [""])[0]
 
 
 def decisive_reading(v: Verdict) -> RatioReading | None:
@@ -359,12 +317,10 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
         bits.append(head)
     elif v.energy:
         bits.append("end to end: " + ", ".join(f"{_short(r)} {r.word}" for r in v.energy))
-    invalid = [sc for sc in (v.floor_check.seeds if v.floor_check else []) if sc.invalid]
-    left = [k for sc in (v.floor_check.seeds if v.floor_check else []) for k in sc.left_out]
-    if left:
-        bits.append(f"floor run(s) left out: {', '.join(left)}")
-    if invalid:
-        bits.append("; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid))
+    invalid = [sc for sc in v.floor_check.seeds if sc.invalid]  # checked before the verdict judges
+    left = [k for sc in v.floor_check.seeds for k in sc.left_out]
+    bits += [f"floor run(s) left out: {', '.join(left)}"] if left else []
+    bits += ["; ".join(f"seed {sc.seed}: floor invalid" for sc in invalid)] if invalid else []
     chaotic = [sv for sv in v.per_seed if sv.regime.get("video") == "chaotic"]
     if chaotic:
         psnrs = ", ".join(fmt_db(sv.floor_psnr) for sv in chaotic)
@@ -379,14 +335,12 @@ def verdict_text(v: Verdict, rules: VerdictRules, parts: Sequence[tuple[str, str
     bits += [x for x in v.audio_lag if x not in lead]
     if v.structure is not None and v.structure.word in (OUTSIDE, INCONCLUSIVE) and v.structure.text != lead:
         bits.append(v.structure.text)
-    if v.stats_text and v.stats_text != lead:
-        bits.append(v.stats_text)
+    bits += [v.stats_text] if v.stats_text and v.stats_text != lead else []
     if v.baseline is not None:
         b = v.baseline
         ci = f" ({ci_text(*b.ratio_ci, rules.alpha)})" if b.ratio_ci else ""
         bits.append(f"error energy {ratio_text(b.ratio)} {b.against}{ci}, margin {b.bound:g}x: {b.word}")
-    if v.missing:
-        bits.append("missing: " + "; ".join(dict.fromkeys(v.missing)))
+    bits += ["missing: " + "; ".join(dict.fromkeys(v.missing))] if v.missing else []
     if v.word == WITHIN:  # the only word whose intervals support the claim
         bits.append(f"equivalent at {rules.tolerance:g}x: every interval under the tolerance")
     return f"{v.word}: " + "; ".join(bits) if bits else v.word
@@ -401,7 +355,7 @@ def settled_text(
     unmeasured: Sequence,
     head: Sequence[str],
 ) -> str:
-    """The verdict's line once its runs have spoken: ``word`` the word they leave it (``settle``)."""
+    """The verdict's line once its runs have spoken: ``word`` the word they leave it (``verdict.judge``)."""
     if word == NOT_RUN:
         return NOT_RUN + (f" ({first.status}: {first.reason})" if first else "")
     text = v.text

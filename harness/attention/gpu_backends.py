@@ -1,14 +1,6 @@
-"""The GPU kernel backends; their packages are imported at construction, never at harness import.
-
-thu-ml SageAttention (the ``sageattention`` package) as the ``sage_attn2`` backend (LightX2V's name).
-Option ``package``: ``sageattention2`` (d1a57a5 from ``make sageattention``'s pinned install, its
-``sageattn_qk_int8_pv_fp16_triton``, the path LightX2V picks on gfx1201), ``sageattention1`` (1.0.6,
-``sageattn``), ``environment`` (whatever ``import sageattention`` finds) or ``auto`` (the first where
-installed, else the last).
-
-ROCm aiter backends: ``aiter_sage_attn`` (gfx1201 SageAttention op) and ``aiter_attn`` (exact flash),
-both BSHD (``call_bshd`` transposes, in the backend and its direct call alike).
-"""
+"""The GPU kernel backends: thu-ml SageAttention as ``sage_attn2`` (LightX2V's name; option ``package``
+picks the build) and ROCm aiter's ``aiter_sage_attn`` and ``aiter_attn`` (BSHD ops, ``call_bshd``
+transposes). Their packages are imported at construction, never at harness import."""
 
 from __future__ import annotations
 
@@ -32,7 +24,7 @@ from harness.envinfo import package_version
 from harness.errors import BackendUnavailable, HarnessError
 from harness.sage_packages import PACKAGES, installed, load, read_marker
 
-PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"
+PREFERRED_FUNCTION = "sageattn_qk_int8_pv_fp16_triton"  # the path LightX2V picks on gfx1201
 PACKAGE_CHOICES = ("auto", "environment", *PACKAGES)
 INSTALL_HINT = "make sageattention (on a CUDA or ROCm machine)"
 
@@ -98,11 +90,9 @@ class SageAttn2(AttentionBackend):
         choice = self.options["function"]
         if choice == "auto":
             choice = PREFERRED_FUNCTION if hasattr(module, PREFERRED_FUNCTION) else "sageattn"
-        fn = getattr(module, choice, None)
-        if fn is None:
+        if getattr(module, choice, None) is None:
             raise BackendUnavailable(f"sage_attn2: sageattention ({package}) has no function {choice!r}")
-        self._module, self._fn = module, fn
-        self._function = choice
+        self._module, self._function = module, choice
 
     @property
     def params(self) -> dict[str, Any]:

@@ -1,9 +1,7 @@
-"""Planted errors of known size: exact SDPA with an error added to every call's output whose rel L1
-against the exact output is the dose by construction, the doses of a dose-response (how much per-call
-error the pipeline absorbs). ``noise``: each element times 1 + or - dose, the signs drawn from the
-backend's own seeded generator (reproducible call by call); ``scale``: the output times 1 - dose, the
-shape of scored padded keys (their zero values only add weight to the softmax's denominator). Option
-``site`` (a ``CallSiteFilter``: kinds, steps, blocks) plants it on those calls only, the others exact."""
+"""Planted errors of known size, the doses of a dose-response: exact SDPA whose output's rel L1 against
+the exact one is the dose by construction. ``noise``: each element times 1 +- dose, the signs from the
+backend's own seeded generator (reproducible call by call); ``scale``: out x (1 - dose), the shape of
+scored padded keys (their zeros only add weight to the softmax's denominator); ``site``: those calls."""
 
 from __future__ import annotations
 
@@ -32,8 +30,8 @@ class PlantedError(AttentionBackend):
 
     @classmethod
     def option_problem(cls, options: dict[str, Any]) -> str | None:
-        dose, shape = options.get("dose", 0.01), options.get("shape", "noise")
-        seed = options.get("seed", 0)
+        opts = {**cls.default_options, **options}
+        dose, shape, seed = opts["dose"], opts["shape"], opts["seed"]
         if isinstance(dose, bool) or not isinstance(dose, int | float) or not 0 <= dose < 1:
             return f"planted_error: option dose={dose!r}; expected a number in [0, 1) (the rel L1 per call)"
         if shape not in SHAPES:
@@ -41,7 +39,7 @@ class PlantedError(AttentionBackend):
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             return f"planted_error: option seed={seed!r}; expected an integer 0 or more"
         try:
-            CallSiteFilter.model_validate(options.get("site", {}))
+            CallSiteFilter.model_validate(opts["site"])
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(map(str, first["loc"]))
@@ -57,21 +55,17 @@ class PlantedError(AttentionBackend):
     def bind_sites(self, sites: Any) -> None:
         self.sites = sites
 
-    def _planted_here(self) -> bool:
-        if self.site.everywhere:
-            return True
-        if self.sites is None:
-            raise HarnessError(
-                "planted_error: option site needs the run's call sites, which this runner gives none"
-            )
-        at = self.sites.current
-        return self.site.matches(at.kind, at.step, at.block)
-
     def __call__(self, q, k, v, scale=None):
         check_qkv(self.name, q, k, v)
         out = F.scaled_dot_product_attention(q, k, v, scale=default_scale(q, scale))
-        if not self._planted_here():
-            return out
+        if not self.site.everywhere:
+            if self.sites is None:
+                raise HarnessError(
+                    "planted_error: option site needs the run's call sites, which this runner gives none"
+                )
+            at = self.sites.current
+            if not self.site.matches(at.kind, at.step, at.block):
+                return out
         dose = float(self.options["dose"])
         if self.options["shape"] == "scale":
             return out * (1.0 - dose)

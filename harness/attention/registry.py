@@ -96,6 +96,9 @@ class WrappedOp(AttentionOp):
     def params(self) -> dict[str, Any]:  # type: ignore[override]
         return self.inner.params
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
 
 def _check_single_sequence(name: str, label: str, cu: torch.Tensor | None, batch: int, n: int) -> None:
     """Accept cu_seqlens only when it describes one full sequence per batch element."""

@@ -86,11 +86,9 @@ class ScheduledAttention(WrappedOp):
         if shape not in self.warmed:
             self.warmed.add(shape)
             if op is self.exact_op:
-                copies = [x.detach().clone() for x in (q, k, v)]
                 devices = [q.device] if q.is_cuda else []
                 with torch.random.fork_rng(devices=devices, device_type="cuda" if q.is_cuda else None):
-                    self.inner(*copies, scale)
-                del copies
+                    self.inner(*(x.detach().clone() for x in (q, k, v)), scale)
         self.served = op.name
         return op(q, k, v, scale)
 
@@ -125,9 +123,6 @@ class KVReversed(WrappedOp):
 
     def __call__(self, q, k, v, scale=None):
         return self.inner(q, k.flip(-2), v.flip(-2), scale)
-
-    def __repr__(self) -> str:
-        return f"KVReversed({self.inner!r})"
 
 
 def chunk_logsumexp(q: torch.Tensor, k: torch.Tensor, scale: float, max_chunk_elems: int = 0) -> torch.Tensor:
@@ -215,9 +210,6 @@ class FirstCallCheck(WrappedOp):
         repeatable = bool(torch.equal(self.direct(*(x.clone() for x in before), scale), ref))
         return DirectCheck(**seen, identical=False, max_abs_diff=diff, op_repeatable=repeatable)
 
-    def __repr__(self) -> str:
-        return f"FirstCallCheck({self.inner!r})"
-
 
 class CountingBackend(WrappedOp):
     """Count calls per serving backend (and per DiT step with ``sites``); hand a refused call to
@@ -254,25 +246,16 @@ class CountingBackend(WrappedOp):
     def __call__(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
     ) -> torch.Tensor:
+        fell_back = False
         try:
             out = self.inner(q, k, v, scale)
+            served = getattr(self.inner, "served", self.inner.name)
         except UnsupportedCall as err:
             self._note_error(str(err))
             if self.fallback is None:
                 raise
-            out = self.fallback(q, k, v, scale)
-            self._checked(out, q, v, self.fallback.name)
-            self._count(self.fallback.name)
-            self.fallbacks[self.fallback.name] += 1
-            return out
-        served = getattr(self.inner, "served", self.inner.name)
-        self._checked(out, q, v, served)
-        self._count(served)
-        return out
-
-    def _checked(self, out: Any, q: torch.Tensor, v: torch.Tensor, served: str) -> None:
-        problem = output_problem(q, v, out)
-        if problem is not None:
+            out, served, fell_back = self.fallback(q, k, v, scale), self.fallback.name, True
+        if (problem := output_problem(q, v, out)) is not None:
             call = sum(self.calls.values()) + 1
             message = (
                 f"attention backend {served}: call {call} (q {list(q.shape)} {q.dtype} on {q.device}): "
@@ -280,11 +263,12 @@ class CountingBackend(WrappedOp):
             )
             self._note_error(message)
             raise OutputContractError(message)
-
-    def _count(self, served: str) -> None:
         self.calls[served] += 1
         if self.sites is not None:
             self.per_step.setdefault(self.sites.current.step_key, Counter())[served] += 1
+        if fell_back:
+            self.fallbacks[served] += 1
+        return out
 
     def rank_calls(self) -> RankCalls:
         check = self.direct_check.result if self.direct_check is not None else None

@@ -1,6 +1,5 @@
-"""The benchmark's records and their markdown: one side's measurement (``SideResult``, what a child
-process hands back), a row of the table (``BenchRow``), the time split of the CPU stages
-(``StageTimes``) and the whole result (``BenchResult``) with the table and notes it prints."""
+"""The metric benchmark's records (a side's measurement from its child process, the table's rows, the CPU
+stages' time split, the whole result) and their markdown."""
 
 from __future__ import annotations
 

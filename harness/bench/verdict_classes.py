@@ -1,8 +1,5 @@
-"""The verdict classes of ``harness bench verdicts`` judged once per draw and read by several rows
-(false alarms, power, what the verdict says): "identical", the floor check (a floor run replaced by the
-seed's quantised-kernel run or by another seed's output, modelled in ``_other_seed_run``), the lag
-against the floor's lags, the in-situ reading and the layout, colour and time-order checks
-(``analysis.structure``)."""
+"""The verdict classes of ``harness bench verdicts`` (``class_groups``): each draw judged once and read
+by several rows (false alarms, power, what the verdict says)."""
 
 from __future__ import annotations
 
@@ -69,19 +66,19 @@ class BenchRow(Record):
     note: str = ""
 
 
+def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
+    return judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats,
+                         rules=rules, insitu=d.insitu)  # fmt: skip
+
+
 @dataclass
 class Group:
     design: str
     draw: Callable[[np.random.Generator], Draw]
     rows: list[tuple[str, str, Test]]
-    judge: Callable[[Draw, VerdictRules], Any] | None = None  # default: the whole verdict
+    judge: Callable[[Draw, VerdictRules], Any] = full_verdict
     stated: bool = False  # the design has one floor run per seed: the H200 spreads stated
     old: Callable[[Draw], bool] | None = None  # the rule this replaced, on the same draws
-
-
-def full_verdict(d: Draw, rules: VerdictRules) -> Verdict:
-    return judge_numbers("c", d.cands, d.floors, cand_stats=d.cand_stats, exact_stats=d.exact_stats,
-                         rules=rules, insitu=d.insitu)  # fmt: skip
 
 
 def _outside(d: Draw, v: Verdict) -> bool:
@@ -129,20 +126,6 @@ def _reads_identical_per_seed(d: Draw, v: Verdict) -> bool:
 # --- a broken floor run -------------------------------------------------------------------------
 
 
-def _other_seed_run(fx: CalibrationFixture, rng, seed: int, victim) -> tuple[Any, Any]:
-    """Another seed's output against this seed's reference, and its statistics: video MSE twice the
-    reference's luma variance, SSIM 0.2, the audio an independent track of the same RMS."""
-    by_seed = {sf.seed: sf for sf in fx.seeds}
-    sf = by_seed[seed]
-    other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
-    luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
-    run = victim.model_copy(deep=True)
-    run.values |= {metric_of("video_mse"): 2 * luma_sd**2, metric_of("video_1_ssim"): OTHER_SEED_SSIM}
-    run.identical, run.identical_frames = False, 0
-    with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
-    return run, other.exact_stats[0].model_copy(deep=True)
-
-
 def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str, defect: str = "",
                       seeds: int = 3) -> Draw:  # fmt: skip
     """The builtin draw (``defect`` planted against the clean floor), then one floor run of one seed
@@ -152,11 +135,17 @@ def broken_floor_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str
     runs = [i for i, f in enumerate(d.floors) if f.seed == seed]
     i = runs[int(rng.integers(len(runs)))]
     victim = d.floors[i]
-    sf = next(s for s in fx.seeds if s.seed == seed)
+    by_seed = {sf.seed: sf for sf in fx.seeds}
+    sf = by_seed[seed]
     if how == "kernel":
         run, st = sf.candidates[KERNEL].model_copy(deep=True), sf.stats[KERNEL].model_copy(deep=True)
-    else:
-        run, st = _other_seed_run(fx, rng, seed, victim)
+    else:  # another seed's output: video MSE twice the reference's luma variance, SSIM 0.2
+        other = by_seed[int(rng.choice([s for s in by_seed if s != seed]))]
+        luma_sd = sf.exact_stats[0].values.get("luma_std") or 64.0
+        run, st = victim.model_copy(deep=True), other.exact_stats[0].model_copy(deep=True)
+        run.values |= {metric_of("video_mse"): 2 * luma_sd**2, metric_of("video_1_ssim"): OTHER_SEED_SSIM}
+        run.identical, run.identical_frames = False, 0
+        with_audio(run, sf.defects["broken_audio"])  # an independent track of the same RMS, measured
     run.key, run.seed, st.key, st.seed = victim.key, seed, victim.key, seed
     d.floors[i] = run
     d.exact_stats = [st if e.key == victim.key else e for e in d.exact_stats]
@@ -194,21 +183,6 @@ def floor_arm_draw(fx: CalibrationFixture, rng: np.random.Generator, how: str) -
     return d
 
 
-def _floor_arm_named(d: Draw, v: Verdict) -> bool:
-    """Every seed's floor is invalid or leaves the replaced run out: the headline cannot read it as a floor."""
-    fc = v.floor_check
-    return (
-        fc is not None
-        and bool(fc.seeds)
-        and all(sc.invalid or set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
-    )
-
-
-def _twin_counted_once(d: Draw, v: Verdict) -> bool:
-    fc = v.floor_check
-    return fc is not None and all(set(sc.left_out) & d.marks["arm"] for sc in fc.seeds)
-
-
 # --- in situ ------------------------------------------------------------------------------------
 
 
@@ -227,11 +201,11 @@ def insitu_calls(
 ) -> list[tuple[str, InSituCall]]:
     """Synthetic calls of one shadowed run (constants above): the exact shadows and candidate ``name``
     (an exact op), one call of it non-finite when ``nan_call``, or at rel L1 ``wrong_call`` when set."""
-    items = []
-    n = 0
+    items: list[tuple[str, InSituCall]] = []
     bad = int(rng.integers(sum(k for _, k, _ in INSITU_CALLS))) if nan_call or wrong_call else -1
     for kind, calls, q_len in INSITU_CALLS:
         for j in range(calls):
+            n = len(items)
             level = INSITU_LEVEL * math.exp(rng.normal(0, INSITU_CALL_SD))
             errs = {
                 op: _op_error(level * math.exp(rng.normal(0, INSITU_OP_SD))) for op in (*INSITU_FLOOR, name)
@@ -241,7 +215,6 @@ def insitu_calls(
             items.append(("cand@0", InSituCall(call=n + 1, step=1 + j % 4, block=j, kind=kind, batch=1, heads=8,
                                                q_len=q_len, k_len=q_len, head_dim=64, rows=64,
                                                elements=8 * 64 * 64, ref_l1=8 * 64 * 64 * 0.8, errors=errs)))  # fmt: skip
-            n += 1
     return items
 
 
@@ -303,8 +276,13 @@ def mirror_draw(rng: np.random.Generator, mirrored: bool) -> Draw:
     return d
 
 
-def structure_outside(d: Draw, rules: VerdictRules) -> bool:
-    return judge_structure(d.cands, d.floors, *d.marks.get("frames", ((), ()))).word == "outside"
+def structure_group(design: str, draw: Callable, rule: str, measure: str) -> Group:
+    """A group of one row: the layout, colour and time-order checks' word ``outside``."""
+
+    def outside(d: Draw, rules: VerdictRules) -> bool:
+        return judge_structure(d.cands, d.floors, *d.marks.get("frames", ((), ()))).word == "outside"
+
+    return Group(design, draw, [(rule, measure, lambda d, hit: hit)], judge=outside)
 
 
 def track_draw(rng: np.random.Generator, kind: str) -> Draw:
@@ -322,14 +300,11 @@ def track_draw(rng: np.random.Generator, kind: str) -> Draw:
         track = FrameTrack(y=y.round(3).tolist(), cb=cb.round(3).tolist(), cr=cr.round(3).tolist())
         return FrameCounts(key=key, seed=d.cands[0].seed, track=track)
 
-    if kind == "reversed":
-        changed = (y[::-1], cb[::-1], cr[::-1])
-    elif kind == "swapped":
-        changed = (y, cr, cb)
-    elif kind == "hue":
-        changed = (y, 128 - (cr - 128), cb)
-    else:
-        changed = (y, cb, cr)
+    changed = {
+        "reversed": (y[::-1], cb[::-1], cr[::-1]),
+        "swapped": (y, cr, cb),
+        "hue": (y, 128 - (cr - 128), cb),
+    }.get(kind, (y, cb, cr))
     exact = [run("reference", y, cb, cr, 0.0), *(run(f.key, y, cb, cr) for f in d.floors)]
     d.marks["frames"] = ([run(c.key, *changed) for c in d.cands], exact)
     return d
@@ -339,11 +314,12 @@ def track_draw(rng: np.random.Generator, kind: str) -> Draw:
 
 
 def class_groups(fx: CalibrationFixture) -> list[Group]:
-    """Every class (module docstring), in the order the table prints them."""
+    """Every class, in the order the table prints them."""
     b3 = "builtin, 3 seeds x 3 floor runs (resampled)"
     b6 = b3.replace("3 seeds", "6 seeds")
     b2 = b3.replace("3 floor runs", "2 floor runs")
-    tracked = "29-step design, 1 seed x 1 floor run, chaotic video; colour and course modelled"
+    layout = "29-step design, 1 seed x 1 floor run, chaotic video; layout modelled"
+    tracked = layout.replace("layout modelled", "colour and course modelled")
     p29 = "29-step design, 1 seed (the H200 spreads stated)"
     kernel = f"one floor run replaced by {KERNEL}'s"
     seed = "one floor run replaced by another seed's output"
@@ -374,27 +350,20 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
             ]),
         ]  # fmt: skip
     groups += [
-        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=False), [
-            ("verdict with an in-situ reading", "false alarm", _outside),
-        ], stated=True),
-        Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, nan_call=True), [
-            ("verdict: NaN in situ (one call non-finite)", "power", _outside),
-        ], stated=True),
+        *(Group(f"{p29}, in situ on 24 synthetic calls", lambda r, nan=nan: insitu_draw(r, nan_call=nan),
+                [(rule, measure, _outside)], stated=True)
+          for nan, rule, measure in ((False, "verdict with an in-situ reading", "false alarm"),
+                                     (True, "verdict: NaN in situ (one call non-finite)", "power"))),
         Group(f"{b3}, no exact run with a frozen frame", lambda r: frozen_draw(fx, r), [
             ("verdict: one frozen frame", "power", _outside),
         ]),
-        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=False), [
-            ("verdict: a candidate lagging 1-2 samples", "false alarm", _outside),
-        ]),
-        Group(f"{b3}, floor runs lagging 1 sample", lambda r: lag_draw(fx, r, late=True), [
-            (f"verdict: audio {LAG_MS:g} ms late on one seed", "power", _outside),
-        ]),
-        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, False), [
-            ("structure: layout", "false alarm", lambda d, hit: hit),
-        ], judge=structure_outside),
-        Group("29-step design, 1 seed x 1 floor run, chaotic video; layout modelled", lambda r: mirror_draw(r, True), [
-            ("structure: layout mirrored left-right", "power", lambda d, hit: hit),
-        ], judge=structure_outside),
+        *(Group(f"{b3}, floor runs lagging 1 sample", lambda r, late=late: lag_draw(fx, r, late=late),
+                [(rule, measure, _outside)])
+          for late, rule, measure in ((False, "verdict: a candidate lagging 1-2 samples", "false alarm"),
+                                      (True, f"verdict: audio {LAG_MS:g} ms late on one seed", "power"))),
+        *(structure_group(layout, lambda r, m=m: mirror_draw(r, m), rule, measure)
+          for m, rule, measure in ((False, "structure: layout", "false alarm"),
+                                   (True, "structure: layout mirrored left-right", "power"))),
     ]  # fmt: skip
     # The classes of round 2, last: each group draws from stream 200 + its index, so the rows above
     # keep their draws.
@@ -409,22 +378,23 @@ def class_groups(fx: CalibrationFixture) -> list[Group]:
         ]),
         Group(f"{b2}, one floor arm {KERNEL}'s on every seed", lambda r: floor_arm_draw(fx, r, "kernel"), [
             ("verdict, a floor arm replaced by a kernel's output", "false alarm", _outside),
-            ("floor check: a floor arm replaced by a kernel's output named", "power", _floor_arm_named),
+            # every seed's floor invalid or without the replaced run: the headline cannot read it as a floor
+            ("floor check: a floor arm replaced by a kernel's output named", "power",
+             lambda d, v: v.floor_check is not None and bool(v.floor_check.seeds)
+             and all(sc.invalid or set(sc.left_out) & d.marks["arm"] for sc in v.floor_check.seeds)),
         ]),
         Group(f"{b2}, the two floor runs bitwise equal", lambda r: floor_arm_draw(fx, r, "twin"), [
             ("verdict, two floor runs equal", "false alarm", _outside),
-            ("floor check: two equal floor runs counted once", "power", _twin_counted_once),
+            ("floor check: two equal floor runs counted once", "power", lambda d, v: v.floor_check is not None
+             and all(set(sc.left_out) & d.marks["arm"] for sc in v.floor_check.seeds)),
         ]),
         Group(f"{p29}, in situ on 24 synthetic calls", lambda r: insitu_draw(r, False, wrong_call=0.3), [
             ("verdict: one call of 24 at rel L1 0.3 in situ", "power", _outside),
         ], stated=True),
-        Group(tracked, lambda r: track_draw(r, "exact"), [
-            ("structure: colour and time order", "false alarm", lambda d, hit: hit),
-        ], judge=structure_outside),
-        *(Group(tracked, lambda r, k=k: track_draw(r, k), [
-            (f"structure: {what}", "power", lambda d, hit: hit),
-        ], judge=structure_outside) for k, what in (("reversed", "video played backwards"),
-                                                    ("swapped", "U and V swapped"), ("hue", "hue turned 90 degrees"))),
+        structure_group(tracked, lambda r: track_draw(r, "exact"), "structure: colour and time order", "false alarm"),
+        *(structure_group(tracked, lambda r, k=k: track_draw(r, k), f"structure: {what}", "power")
+          for k, what in (("reversed", "video played backwards"), ("swapped", "U and V swapped"),
+                          ("hue", "hue turned 90 degrees"))),
     ]  # fmt: skip
     return groups
 
@@ -437,11 +407,10 @@ def run_groups(
     stated = h200_stated(rules)
     for j, g in enumerate(groups):
         rng = np.random.default_rng([seed, stream + j])
-        judge = g.judge or full_verdict
         hits, old = [0] * len(g.rows), 0
         for _ in range(draws):
             d = g.draw(rng)
-            v = judge(d, stated if g.stated else rules)
+            v = g.judge(d, stated if g.stated else rules)
             for k, (_, _, test) in enumerate(g.rows):
                 hits[k] += bool(test(d, v))
             old += bool(g.old is not None and g.old(d))

@@ -201,8 +201,10 @@ def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str =
                     st.values[k] = st.values[k] * bad[k] / base[k]
         elif defect == "sharpness":
             st.values["sharpness"] = st.values["sharpness"] * (1 - SHARPNESS_LOST)
-        elif defect == "kernel_3x":
-            cand = _times_floor(cand, floors, 3.0)
+        elif defect == "kernel_3x":  # every judged error energy 3x the mean of the seed's floor runs
+            for kind in judged_energies():
+                energy = 3.0 * sum(KINDS[kind].get(f) or 0.0 for f in floors) / len(floors)
+                cand.values[metric_of(kind)] = KINDS[kind].energy.value(energy)
         elif defect == "seed_specific" and n == bad_seed:  # one seed gets an approximate kernel's run
             cand = sf.candidates["sage_emul_aiter"].model_copy(deep=True)
             st = sf.stats["sage_emul_aiter"].model_copy(deep=True)
@@ -211,15 +213,6 @@ def builtin_draw(fx: CalibrationFixture, rng: np.random.Generator, defect: str =
         d.cand_stats.append(st)
         d.exact_stats += exact
     return d
-
-
-def _times_floor(e: PairErrors, floors: list[PairErrors], k: float) -> PairErrors:
-    """A pair whose every judged error energy is ``k`` times the mean of the seed's floor runs."""
-    out = e.model_copy(deep=True)
-    for kind in judged_energies():
-        energy = k * sum(KINDS[kind].get(f) or 0.0 for f in floors) / len(floors)
-        out.values[metric_of(kind)] = KINDS[kind].energy.value(energy)
-    return out
 
 
 # --- parametric ---------------------------------------------------------------------------------

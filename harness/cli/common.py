@@ -136,8 +136,6 @@ def run_app(app: typer.Typer, args: list[str] | None, prog_name: str, handled: s
         if e.exit_code == Exit.INTERRUPTED and not _SAID_INTERRUPTED:
             say_err("interrupted")
         sys.exit(int(e.exit_code))
-    except SystemExit:
-        raise
     except (ImportError, OSError) as e:  # a dependency missing; disk full, read-only, no permission
         line = missing_dependency_line(e) if isinstance(e, ImportError) else None
         if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:  # the machine's: no space, read-only

@@ -46,15 +46,12 @@ def hide_flag_metavars() -> None:
     from typer.core import TyperOption
 
     shown = TyperOption.display_type_rich
-    if getattr(shown, "hides_flags", False):  # patched already
-        return
 
     def display_type_rich(self, ctx):
         if (self.is_flag or getattr(self, "count", False)) and self.metavar is None:
             return None
         return shown(self, ctx)
 
-    display_type_rich.hides_flags = True  # type: ignore[attr-defined]
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
@@ -121,15 +118,12 @@ def kernels(
     out_dir: Path = typer.Option(Path("reports"), "--out", help="Root folder of results."),
 ):
     """Kernel-level accuracy and speed of attention backends on the model's shapes."""
-    import shutil
-
     from harness.kernels.report import kernels_summary
     from harness.kernels.run import run_kernels_scenario
     from harness.text_table import terminal_text
 
     result, paths = run_kernels_scenario(scenario, out_root=out_dir, console=err)
-    width = max(60, shutil.get_terminal_size((100, 40)).columns)
-    sys.stdout.write(terminal_text([kernels_summary(result)], [], width))
+    sys.stdout.write(terminal_text([kernels_summary(result)], []))
     print_paths(paths)
 
 

@@ -1,6 +1,5 @@
-"""``harness report``: a campaign's report, or the pages again from a results.json alone
-(``--from-results``), and the CI job's summary where asked or $GITHUB_STEP_SUMMARY is set;
-``--fail-on WORD``: exit 1 when a candidate's verdict is one of the words named."""
+"""``harness report``: a campaign's report, or the pages again from a results.json alone (``--from-results``),
+the CI job's summary; ``--fail-on WORD``: exit 1 when a candidate's verdict is one of the words named."""
 
 from __future__ import annotations
 

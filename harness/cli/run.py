@@ -154,8 +154,8 @@ class RichReporter:
         if self.steps is not None:  # the step bar belongs to the arm that just ended
             self.progress.remove_task(self.steps)
             self.steps = None
-        mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(record.status.value)
-        mark = mark or f"[red]{record.status.value}[/]"
+        status = record.status.value
+        mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(status, f"[red]{status}[/]")
         extra = f" - {escape(visible(record.reason))}" if record.reason else ""
         self.progress.console.print(f"  {record.spec.key}: {mark}{extra}", markup=True, highlight=False)
 

@@ -196,9 +196,7 @@ class TrackStream:
         """The mel power of the first n samples, as ``mel_power(x[:, :n])`` gives it."""
         if n < N_FFT:
             return MelFrames([mel_power(self.head[:, :n], self.rate)])
-        n_frames = 1 + (n - N_FFT) // HOP
-        assert sum(p.shape[2] for p in self._pieces) >= n_frames
-        return MelFrames(self._pieces, n_frames)
+        return MelFrames(self._pieces, 1 + (n - N_FFT) // HOP)
 
 
 class PairStream:
@@ -308,9 +306,7 @@ def resample(x: np.ndarray, rate_from: int, rate_to: int) -> np.ndarray:
 def pair_metrics(a: np.ndarray, b: np.ndarray, sample_rate: int, lag: int = 0) -> dict:
     """SNR/cosine/spectral metrics of two equal-rate whole tracks at the alignment ``lag`` (the module
     docstring's: the container's), on their overlap (``PairStream``); and the residual lag found after it."""
-    if a.shape[0] != b.shape[0]:
-        raise ValueError(f"channel counts differ: {a.shape[0]} and {b.shape[0]}")
-    pair = PairStream(sample_rate, lag)
+    pair = PairStream(sample_rate, lag)  # raises on differing channel counts
     pair.push(0, a)
     pair.push(1, b)
     ta, tb = overlap(a, b, lag)
@@ -351,20 +347,18 @@ def cross_correlation(a: np.ndarray, b: np.ndarray, max_lag: int) -> tuple[np.nd
     return lags, full[lags % size]
 
 
-def lag_search(
-    a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG, min_gain: float = MIN_GAIN
-) -> tuple[int, float, float]:
+def lag_search(a: np.ndarray, b: np.ndarray) -> tuple[int, float, float]:
     """(lag, normalised correlation at that lag, at lag 0) of B against A (module docstring)."""
     x, y = _mono(a), _mono(b)
     norm = float(np.sqrt(np.dot(x, x) * np.dot(y, y)))  # 0 for an empty or silent track
-    if norm == 0.0 or max_lag <= 0:
+    if norm == 0.0:
         return 0, 0.0, 0.0
-    lags, c = cross_correlation(x, y, max_lag)
+    lags, c = cross_correlation(x, y, MAX_LAG)
     i = int(np.argmax(np.abs(c)))
     zero = int(np.flatnonzero(lags == 0)[0])
     n = min(x.size, y.size)
     at_zero = float(c[zero]) / norm
-    if (abs(c[i]) - abs(c[zero])) / norm > max(min_gain, CHANCE_SIGMAS / np.sqrt(n)):
+    if (abs(c[i]) - abs(c[zero])) / norm > max(MIN_GAIN, CHANCE_SIGMAS / np.sqrt(n)):
         return int(lags[i]), float(c[i]) / norm, at_zero
     return 0, at_zero, at_zero
 

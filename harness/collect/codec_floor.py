@@ -7,6 +7,7 @@ bias is not counted as codec error) and its audio against the decoded reference.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -17,7 +18,7 @@ import av
 
 from harness.collect.models import DEFAULT_PRESET, CodecSettings
 from harness.errors import HarnessError
-from harness.media import first_stream, open_media
+from harness.media import first_stream, iter_audio, iter_frames, open_media, probe, write_av
 from harness.pixel_formats import describe, layout_of
 
 _X264_INFO = re.compile(rb"x264 - core [^\x00]{0,4000}")
@@ -37,14 +38,11 @@ _RANGE = {0: "unspecified", 1: "limited (tagged)", 2: "full (tagged)"}
 
 def x264_info(path: str | os.PathLike, max_packets: int = 8) -> str | None:
     """The option string libx264 writes into its first SEI ('x264 - core ... crf=18.0 ...')."""
-    try:
-        with open_media(path) as c:
-            vs = first_stream(c.streams.video, path, "no video stream")  # caught: no info
-            for pkt in itertools.islice(c.demux(vs), max_packets):
-                if m := _X264_INFO.search(bytes(pkt)):
-                    return m.group(0).decode("ascii", "replace")
-    except (av.error.FFmpegError, HarnessError):
-        return None
+    with contextlib.suppress(av.error.FFmpegError, HarnessError), open_media(path) as c:
+        vs = first_stream(c.streams.video, path, "no video stream")  # suppressed: no info
+        for pkt in itertools.islice(c.demux(vs), max_packets):
+            if m := _X264_INFO.search(bytes(pkt)):
+                return m.group(0).decode("ascii", "replace")
     return None
 
 
@@ -101,8 +99,6 @@ def reencode(
 ) -> None:
     """``src``'s decoded frames and audio encoded again into ``dest`` with ``settings`` (``crf``: another
     rate factor; 0 is x264's lossless coding of the same pixel format)."""
-    from harness.media import iter_audio, iter_frames, probe, write_av
-
     info = probe(src)
     audio = iter_audio(src) if info.has_audio else None  # streamed: a long track is never held whole
     write_av(

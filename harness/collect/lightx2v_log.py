@@ -257,15 +257,12 @@ def _build(
     if steps:
         stages["dit"] = sum(s.seconds for s in steps)
     if timed:
-        for name in EVERY_RANK:
+        for name in (*EVERY_RANK, *SOME_RANK):
             lacking = [r for r in sorted(timed, key=_rank_order) if name not in timed[r].stages]
             if len(lacking) == len(timed):
                 missing.append(f"{name}: not logged")
-            elif lacking:
+            elif lacking and name in EVERY_RANK:
                 missing.append(f"{name}: not logged by rank {', '.join(lacking)}")
-        for name in SOME_RANK:
-            if not any(name in timed[r].stages for r in timed):
-                missing.append(f"{name}: not logged")
     dropped = sum(s.warmup_dropped for s in ranks.values())
     if dropped:
         missing.append(f"note: {dropped} step time(s) before the Warmup line were warm-up, not counted")

@@ -57,12 +57,7 @@ class Workspace:
         self.rows = np.empty((4, width), np.float32)
         self.pa = np.empty((channels, band_rows + 2 * PAD, width), np.uint8)
         self.pb = np.empty_like(self.pa)
-        self.row_sse = np.empty(0, np.int64)
-
-    def row_buffer(self, height: int) -> np.ndarray:
-        if self.row_sse.shape[0] < height:
-            self.row_sse = np.empty(height, np.int64)
-        return self.row_sse
+        self.row_sse = np.empty(0, np.int64)  # grown to the frame's height on first use
 
 
 def ssim_sse(
@@ -87,11 +82,12 @@ def ssim_sse(
         a, b = a[:, :, None], b[:, :, None]
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     h, w, c = a.shape
-    band_rows = max(1, int(band_rows))
     if ws is None or ws.key != (w, c, band_rows):
         ws = Workspace(w, c, band_rows)
+    if ws.row_sse.shape[0] < h:
+        ws.row_sse = np.empty(h, np.int64)
     total, count, err = jit.ssim_sse(
-        a, b, _TAPS32, band_rows, ws.ring, ws.rows, ws.pa, ws.pb, ws.row_buffer(h), mode
+        a, b, _TAPS32, band_rows, ws.ring, ws.rows, ws.pa, ws.pb, ws.row_sse, mode
     )
     return float(total), int(count), int(err)
 

@@ -64,12 +64,9 @@ def frame_stats(frame: np.ndarray, prev: np.ndarray | None = None) -> FrameStats
     f = np.ascontiguousarray(frame)
     if f.dtype != np.uint8 or f.ndim != 3 or f.shape[2] != 3:
         raise ValueError(f"statistics need uint8 HxWx3 RGB frames, got {f.dtype} {f.shape}")
-    if prev is not None:
-        p = np.ascontiguousarray(prev)
-        if p.shape != f.shape or p.dtype != np.uint8:
-            raise ValueError(f"previous frame {p.dtype} {p.shape} does not match {f.shape}")
-    else:
-        p = f
+    p = f if prev is None else np.ascontiguousarray(prev)  # f itself passes the check below
+    if p.shape != f.shape or p.dtype != np.uint8:
+        raise ValueError(f"previous frame {p.dtype} {p.shape} does not match {f.shape}")
     h, w = f.shape[:2]
     grid = np.zeros((GRID, GRID), np.int64)
     y_sum, y_sumsq, lap_s, lap_ss, extreme, diff, y_max = jit.frame_sums(
@@ -151,7 +148,6 @@ class StatsReducer:
             self.layout.add(self.side, index, np.array(st.grid, np.int64))
 
     def push(self, frame: np.ndarray, prev: np.ndarray | None) -> None:
-        """Hash and measure one frame (the usual path)."""
         self.update_hash(frame)
         self.add(frame_stats(frame, prev), frame.size)
 

@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,11 +24,12 @@ import numpy as np
 from harness.collect import audio as audio_metrics
 from harness.collect.layout import LayoutPair
 from harness.collect.models import AudioPairMetrics, PairResult, RunStats, VideoPairMetrics
-from harness.collect.ssim import PairReducer, Workspace, ssim_sse
+from harness.collect.ssim import PairReducer, Workspace, sse_torch, ssim_sse, ssim_torch
 from harness.collect.stats import StatsReducer, frame_stats_torch
 from harness.envinfo import resolve_device
 from harness.errors import HarnessError
 from harness.media import MediaInfo, iter_audio, iter_frames, probe, read_audio
+from harness.pixel_formats import describe_name
 
 if TYPE_CHECKING:
     import torch
@@ -124,10 +125,6 @@ class FrameDecoder(threading.Thread):
         while not self.ended:
             self.get()
 
-    def finish(self) -> None:
-        self.join()
-        self.side.join()
-
 
 @contextlib.contextmanager
 def decoding(
@@ -147,7 +144,8 @@ def decoding(
     finally:
         stop.set()  # unblocks decoders still waiting on a full queue
         for dec in decs:
-            dec.finish()
+            dec.join()
+            dec.side.join()
 
 
 def check_compatible(
@@ -189,8 +187,6 @@ def formats_note(ia: MediaInfo, ib: MediaInfo) -> str | None:
     """What a pair stored in different pixel formats is compared as (None when they agree)."""
     if ia.pix_fmt == ib.pix_fmt or None in (ia.pix_fmt, ib.pix_fmt):
         return None
-    from harness.pixel_formats import describe_name
-
     return (
         f"pixel formats differ: A {describe_name(ia.pix_fmt)}, B {describe_name(ib.pix_fmt)}; both compared as "
         "8-bit RGB by the one conversion of the 'rgb' convention (samples of more than 8 bits rounded to 8 first)"
@@ -206,6 +202,13 @@ def _pair_job(fa: np.ndarray, fb: np.ndarray, local: threading.local) -> tuple[f
     if err == 0:
         return 0.0, 1.0
     return err / fa.size, total / count
+
+
+def _track(rate: int, blocks: Iterable[np.ndarray]) -> audio_metrics.TrackStream:
+    track = audio_metrics.TrackStream(rate, mel=False)
+    for x in blocks:
+        track.push(x)
+    return track
 
 
 def _run_audio(t: audio_metrics.TrackStream) -> dict:
@@ -260,11 +263,7 @@ def audio_part(
 def _audio_resampled(a: Path, b: Path, resample_audio: bool) -> tuple[AudioPairMetrics, dict, dict]:
     pa, ra = read_audio(a)
     pb, rb = read_audio(b)
-    runs = []
-    for p, r in ((pa, ra), (pb, rb)):
-        track = audio_metrics.TrackStream(r, mel=False)
-        track.push(p)
-        runs.append(_run_audio(track))
+    runs = [_run_audio(_track(r, [p])) for p, r in ((pa, ra), (pb, rb))]
     if pa.shape[0] != pb.shape[0]:
         raise HarnessError(f"audio channel count differs: {a} has {pa.shape[0]}, {b} has {pb.shape[0]}")
     if not resample_audio:
@@ -332,8 +331,6 @@ def _video_torch(decs: list[FrameDecoder], n: int, reducer: PairReducer | None, 
     """On the device: each decoder's statistics, and with a ``reducer`` (two decoders) SSIM and SSE."""
     import torch
 
-    from harness.collect.ssim import sse_torch, ssim_torch
-
     dev = torch.device(device.removeprefix("torch:"))
     prev: list[torch.Tensor | None] = [None] * len(decs)
     up: list[_Uploader] = []
@@ -369,11 +366,9 @@ def measure_pair(
     truncate: bool = False,
     resample_audio: bool = False,
     device: str = "auto",
-    workers: int | None = None,
 ) -> PairResult:
     """Video pair metrics, both runs' statistics and the audio metrics, from one decode of each file
-    (run A the reference; what must match: ``check_compatible``). ``workers``: SSIM threads on CPU
-    (default: the CPU count, at most 8)."""
+    (run A the reference; what must match: ``check_compatible``); CPU SSIM: a thread a core, 8 at most."""
     t0 = time.perf_counter()
     a, b = Path(path_a), Path(path_b)
     ia, ib = probe(a), probe(b)
@@ -386,7 +381,7 @@ def measure_pair(
         same_file_future = side.submit(filecmp.cmp, a, b, shallow=False)
         with decoding([a, b], n, cpu_stats=dev == "cpu", layout=layout) as decs:
             if dev == "cpu":
-                _video_cpu(*decs, n, reducer, workers or max(1, min(8, os.cpu_count() or 2)))
+                _video_cpu(*decs, n, reducer, max(1, min(8, os.cpu_count() or 2)))
             else:
                 _video_torch(decs, n, reducer, dev)
         audio, audio_a, audio_b = audio_future.result()
@@ -432,10 +427,5 @@ def measure_run(path: str | os.PathLike, *, device: str = "cpu") -> RunStats:
         with decoding([p], info.frames, cpu_stats=False) as decs:
             _video_torch(decs, info.frames, None, resolve_device(device))
         stats = decs[0].stats
-    audio: dict = {}
-    if info.has_audio:
-        track = audio_metrics.TrackStream(int(info.audio_rate or 0), mel=False)
-        for x in iter_audio(p):
-            track.push(x)
-        audio = _run_audio(track)
+    audio = _run_audio(_track(int(info.audio_rate or 0), iter_audio(p))) if info.has_audio else {}
     return _run_stats(p, info, stats, audio)

@@ -100,11 +100,9 @@ def use_lossless(a: RunSummary, b: RunSummary) -> bool:
 
 
 def media(run: RunSummary, lossless: bool) -> tuple[str, str]:
-    """(path, sha256) of the file a run is measured on."""
+    """(path, sha256) of the file a run is measured on (the caller has checked that it has one)."""
     if lossless:
-        assert run.lossless and run.lossless_sha256
         return run.lossless, run.lossless_sha256
-    assert run.output and run.output_sha256
     return run.output, run.output_sha256
 
 
@@ -205,11 +203,8 @@ def latents_cached(
         side: {str(step): hashes.sha256(p) for step, p in files.items()}
         for side, files in (("a", la), ("b", lb))
     }
-
-    def compute() -> LatentComparison:
-        points, notes = compare_latent_files(la, lb)
-        return LatentComparison(points=points, notes=notes)
-
     name = f"{pair_metrics_stem(a.key, b.key)}.latents"
-    hit = MetricsCache(metrics_dir).cached(name, "latents", LATENTS_VERSION, key, LatentComparison, compute)
+    hit = MetricsCache(metrics_dir).cached(
+        name, "latents", LATENTS_VERSION, key, LatentComparison, lambda: compare_latent_files(la, lb)
+    )
     return hit.points, hit.notes

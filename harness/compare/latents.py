@@ -119,10 +119,10 @@ def latent_point(step: int, ref: dict[str, np.ndarray], test: dict[str, np.ndarr
     return LatentPoint(step=step, psnr=psnr, max_abs_diff=mad, parts=parts if len(names) > 1 else {})
 
 
-def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> tuple[list[LatentPoint], list[str]]:
+def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> LatentComparison:
     """Latent PSNR of B against A at every step both runs saved (``latent_files``; each has one)."""
-    points: list[LatentPoint] = []
-    notes: list[str] = []
+    out = LatentComparison()
+    points, notes = out.points, out.notes
     for step in sorted(set(la) & set(lb)):
         try:
             points.append(latent_point(step, load_latent(la[step]), load_latent(lb[step])))
@@ -130,4 +130,4 @@ def compare_latent_files(la: dict[int, Path], lb: dict[int, Path]) -> tuple[list
             notes.append(f"latent step {step}: {err}")
     if set(la) != set(lb):
         notes.append(f"latent steps differ: A has {len(la)}, B has {len(lb)}; compared {len(points)} common")
-    return points, notes
+    return out

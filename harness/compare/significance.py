@@ -118,7 +118,6 @@ class SpeedTest(Record):
         return f"{lead} ({p}, {effect})"
 
     def finish(self, p_adjusted: float | None = None) -> SpeedTest:
-        """Set the word and the line from the interval and the (adjusted) p-value."""
         # the one given, else the one set before, else the test's own p
         self.p_adjusted = next((p for p in (p_adjusted, self.p_adjusted, self.p) if p is not None), None)
         if self.word != "zero spread":  # set by ``_interval``: no interval, no p, no word to find

@@ -155,7 +155,6 @@ def summarize_run(
         code=dict(getattr(src, "code", {})),
     )
     if rec is None:
-        assert arm_status is not None
         s.status = "damaged" if damaged else arm_status.status.value
         s.reason = (
             f"run.json unreadable: {damaged}" if damaged else arm_status.reason

@@ -77,10 +77,8 @@ class ReportText:
         errors), none without rows unless ``empty_too``."""
         if rows or empty_too:
             self.lines += ["", f"### {title}", "", *md_rows(headers, rows)]
-            cells = [[md_unescape(md_escape(c).strip()) for c in row] for row in [headers, *rows]]
-            table = TextTable(title=title, headers=cells[0])
-            for row in cells[1:]:
-                table.add(row)
+            head, *body = [[md_unescape(md_escape(c).strip()) for c in row] for row in [headers, *rows]]
+            table = TextTable(title=title, headers=head, rows=body, row_classes=[""] * len(body))
             self.section.tables.append(table)
 
 

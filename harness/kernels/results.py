@@ -1,8 +1,5 @@
-"""What a kernel benchmark writes to kernels.json: one row per shape x backend, the matmul peaks,
-the environment, the conventions every figure was measured under; its findings (``analysis.findings``
-on its rows: shapes far worse than the others, errors mostly a scale); and each emulator beside the
-kernel it models (its provenance's backend and package), shape by shape, where both ran: both rel L1s,
-their ratio, both fitted scales and a word (an emulator whose kernel did not run here is one line)."""
+"""What a kernel benchmark writes to kernels.json (rows, peaks, environment, conventions), its findings
+and each emulator beside the kernel it models, shape by shape, where both ran."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Run a kernel benchmark: every shape (synthetic, or captured q/k/v) x backend of a scenario of kind
-``kernels``: accuracy against an exact reference, the noise floor, speed against a matmul peak (the
-timers: CUDA events with an L2 flush, triton's do_bench, wall clock on a CPU), bitwise checks and each
-emulator's agreement with its kernel. ``run_kernels_scenario`` is
-``harness kernels SCENARIO``: kernels.json, env.json, report.md and index.html."""
+``kernels`` against an exact reference and a matmul peak; ``run_kernels_scenario`` is ``harness kernels
+SCENARIO`` (kernels.json, env.json, report.md and index.html)."""
 
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ import numpy as np
 import torch
 
 from harness.attention.exact import exact_attention, full_fp32_matmul
+from harness.attention.insitu.shadow import error_sums
 from harness.attention.registry import AttentionBackend, UnsupportedCall, check_options, get_backend
 from harness.attention.wrappers import KVReversed
 from harness.envinfo import fingerprint, package_version, resolve_device
@@ -62,27 +61,19 @@ def accuracy_metrics(out: torch.Tensor, ref: torch.Tensor, chunk_elems: int = 1 
     d = out.shape[-1]
     o_rows, r_rows = out.reshape(-1, d), ref.reshape(-1, d)
     step = max(1, chunk_elems // d)
-    dot = oo = rr = abs_diff = abs_ref = sq_diff = 0.0
-    max_abs, nan_count, inf_count, zero_rows = 0.0, 0, 0, 0
+    sums, max_abs, nan_count, inf_count, zero_rows = [0.0] * 6, 0.0, 0, 0, 0
     row_cos: list[np.ndarray] = []
     for i in range(0, o_rows.shape[0], step):
-        oc, rc = o_rows[i : i + step], r_rows[i : i + step].double()
+        oc = o_rows[i : i + step]
         nan_count += int(torch.isnan(oc).sum())
         inf_count += int(torch.isinf(oc).sum())
-        o = oc.double()
-        diff = o - rc
-        dot += float((o * rc).sum())
-        oo += float((o * o).sum())
-        rr += float((rc * rc).sum())
-        abs_diff += float(diff.abs().sum())
-        abs_ref += float(rc.abs().sum())
-        sq_diff += float((diff * diff).sum())
-        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
-        o_norm, r_norm = o.norm(dim=-1), rc.norm(dim=-1)
-        zero_rows += int(((o_norm == 0) & (r_norm > 0)).sum())
-        cos = (o * rc).sum(-1) / (o_norm * r_norm).clamp_min(torch.finfo(torch.float64).tiny)
-        cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(cos), cos)
+        chunk, cos, zero = error_sums(oc.double(), r_rows[i : i + step].double())
+        *added, chunk_max = chunk.tolist()
+        sums = [a + b for a, b in zip(sums, added, strict=True)]
+        max_abs = max(max_abs, chunk_max)
+        zero_rows += int(zero)
         row_cos.append(cos.float().cpu().numpy())
+    dot, oo, rr, abs_diff, abs_ref, sq_diff = sums
     rows = np.concatenate(row_cos) if row_cos else np.zeros(0, np.float32)
     n = out.numel()
     scale = dot / rr if rr > 0 else float("nan")  # least squares: out ~ scale x ref
@@ -122,17 +113,14 @@ def bitwise_compare(check: str, a: torch.Tensor, b: torch.Tensor) -> BitwiseChec
     return BitwiseCheck(check=check, identical=same, max_abs_diff=diff)
 
 
-def time_do_bench(
-    fn: Callable[[], Any], expected_ms: float | None = None, min_reps: int = 20
-) -> float | None:
+def time_do_bench(fn: Callable[[], Any], expected_ms: float) -> float | None:
     """triton.testing.do_bench median in ms, or None when triton is not importable. Its sample is
-    sized by time (``rep`` ms): for a call of tens of ms the budget grows to hold ``min_reps`` calls."""
+    sized by time (``rep`` ms): for a call of tens of ms the budget grows to hold 20 calls."""
     try:
         from triton.testing import do_bench
     except Exception:
         return None
-    ms = expected_ms or 0.0
-    warmup, rep = max(25, int(3 * ms)), max(100, int(1.25 * min_reps * ms))
+    warmup, rep = max(25, int(3 * expected_ms)), max(100, int(25 * expected_ms))
     try:
         return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
     except TypeError:  # older triton: no return_mode
@@ -309,11 +297,6 @@ def _measure_peak(dtype_name: str, size: int, device: torch.device, timer: Timer
     )
 
 
-def _free(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
 def _run_entry(
     entry: BackendEntry,
     shape: KernelShape,
@@ -341,7 +324,7 @@ def _run_entry(
         if timer.block.bitwise:
             row.bitwise = _bitwise_checks(backend, out, q, k, v, scale)
         del out
-        _free(q.device)
+        torch.cuda.empty_cache()  # a no-op where CUDA never started
         if timer.block.timing:
             peak = peaks.get(shape.dtype)
             row.speed = _speed(
@@ -351,7 +334,7 @@ def _run_entry(
         row.status, row.reason = "skipped", f"refused: {err}"
     except (RuntimeError, ValueError, HarnessError) as err:  # OOM, kernel errors: record, go on
         row.status, row.reason = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
-    _free(q.device)
+    torch.cuda.empty_cache()
     return row
 
 
@@ -419,7 +402,7 @@ def run_kernels(
             floor.accuracy = accuracy_metrics(op(*inputs, scale), ref)
             result.rows.append(floor)
         del inputs, ref
-        _free(device)
+        torch.cuda.empty_cache()
     result.findings = kernels_findings(result)
     result.agreement = kernels_agreement(result)
     result.unpaired_emulators = unpaired_emulators(result, result.agreement)

@@ -46,10 +46,8 @@ def db_from_energy(e: float) -> float:
     return math.inf if e == 0 else -10.0 * math.log10(e)
 
 
-def one_minus(x: float | None) -> float | None:
+def one_minus(x: float) -> float:
     """1 - x for a similarity; NaN stays NaN (max(0, 1 - nan) would read as perfect)."""
-    if x is None:
-        return None
     if not math.isfinite(x):
         return math.nan
     return max(0.0, 1.0 - x)
@@ -155,8 +153,7 @@ class Metric:
         """The metric as a gate violation names it (a per-frame extreme with its frame index)."""
         if not self.worst_frame:
             return self.label
-        record = self.record(cmp)
-        frame = None if record is None else getattr(record, self.worst_frame, None)
+        frame = getattr(self.record(cmp), self.worst_frame, None)  # None: not measured
         return self.worst_label + (f" ({frame})" if frame is not None else "")
 
     def breaks(self, value: float, bound: float) -> bool:
@@ -193,7 +190,6 @@ METRICS: Registry[Metric] = Registry("metric", base=Metric)
 
 
 def in_order() -> list[Metric]:
-    """Every registered metric in table order."""
     return sorted((METRICS.get(n) for n in METRICS.names()), key=lambda m: (m.order, m.key))
 
 
@@ -208,7 +204,6 @@ def table_metrics(modality: str | None = None) -> list[Metric]:
 
 
 def energy_metrics() -> dict[str, Metric]:
-    """Every metric with an error energy, by the energy's key."""
     return {m.energy.key: m for m in in_order() if m.energy is not None}
 
 
@@ -218,7 +213,6 @@ def judged_energies() -> tuple[str, ...]:
 
 
 def history_metrics() -> list[Metric]:
-    """The metrics history.csv has a column of."""
     return [m for m in in_order() if m.history is not None]
 
 
@@ -228,12 +222,10 @@ def headline_metrics(modality: str) -> list[Metric]:
 
 
 def pr_metrics() -> list[Metric]:
-    """The columns of pr.md's accuracy table."""
     return [m for m in in_order() if m.pr is not None]
 
 
 def fmt_g4(x: float | None) -> str:
-    """Four significant digits ('0.003262'), 'n/a' for none."""
     return NA if x is None else f"{x:.4g}"
 
 

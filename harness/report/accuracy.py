@@ -84,7 +84,6 @@ def _floor_band(res: ReportResults, key: str, fmt) -> str:
 
 def _codec_cells(res: ReportResults) -> list[str]:
     cf = res.codec_floor
-    assert cf is not None
     # Its row names the video figures as a comparison's video record does, the two audio ones apart.
     records = {
         "video": cf,
@@ -248,17 +247,10 @@ def verdict_section(res: ReportResults) -> Section:
     )
     for v in res.verdicts:
         bad = v.word in (OUTSIDE, INVALID, INCOMPLETE) or v.attention_ok is False or bool(v.warnings)
-        t.add(
-            [
-                v.arm,
-                v.word,
-                _energy_cell(v) if v.measured else "not measured",
-                _seed_cell(v),
-                v.stats_word or "not judged",
-                {True: "valid", False: "INVALID", None: "not verified"}[v.attention_ok],
-            ],
-            "bad" if bad else "",
-        )
+        energy = _energy_cell(v) if v.measured else "not measured"
+        attention = {True: "valid", False: "INVALID", None: "not verified"}[v.attention_ok]
+        cells = [v.arm, v.word, energy, _seed_cell(v), v.stats_word or "not judged", attention]
+        t.add(cells, "bad" if bad else "")
     if res.verdicts:
         sec.tables.append(t)
     else:

@@ -1,6 +1,5 @@
-"""The section model that render.py (report.md) and html.py both render, the cells sections share, and the
-top of the page: a badge per candidate (its reading as results.json holds it), the words' colours, marks
-and meanings, and which points of the speed-against-accuracy figure are drawn."""
+"""The section model render.py (report.md) and html.py both render, the cells sections share, and the top
+of the page: a badge per candidate (its reading as results.json holds it), the words' colours and marks."""
 
 from __future__ import annotations
 

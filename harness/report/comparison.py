@@ -1,11 +1,9 @@
-"""One comparison as text for ``harness compare`` (a terminal table, markdown or JSON): headlines (speed,
-bitwise, accuracy), then runs, speed, accuracy, statistics, attention calls per rank, latent PSNR; a
-table of what neither side recorded is left out, a headline says so."""
+"""One comparison as text for ``harness compare`` (a terminal table, markdown or JSON): headlines, then its
+tables; a table of what neither side recorded is left out, a headline says so."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 from harness.compare.gates import GateOutcome
 from harness.compare.pairwise import Comparison
@@ -26,6 +24,13 @@ def attn_text(s: RunSummary) -> str:
     a = s.attn
     state = "valid" if a.valid else "INVALID"
     return f"{a.calls_requested} call(s) via {a.requested}, {a.fallbacks} fallback(s), {state}"
+
+
+def rank_cells(rc) -> list[str]:
+    """A rank's attention calls and fallbacks per op ('0': none) and its errors."""
+    calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
+    fallbacks = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
+    return [calls, fallbacks, "; ".join(rc.errors)]
 
 
 def _headline(cmp: Comparison, modality: str) -> str:
@@ -164,9 +169,7 @@ def comparison_tables(cmp: Comparison) -> list[TextTable]:
             at.add([s.key, NA, "not recorded", "", ""])
             continue
         for rank, rc in sorted(s.attn.ranks.items()):
-            calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
-            fb_ = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
-            at.add([s.key, rank, calls, fb_, "; ".join(rc.errors)])
+            at.add([s.key, rank, *rank_cells(rc)])
     tables += [at] if "attention" not in unrecorded else []
     if cmp.latents:
         names = sorted({n for p in cmp.latents for n in p.parts})
@@ -198,7 +201,7 @@ def format_comparison(cmp: Comparison, fmt: str = "table", *, width: int | None 
         parts += [f"- {md_text(k)}: {md_code(v)}" for k, v in cmp.conventions.items()]
         return "\n".join(parts) + "\n"
     if fmt == "table":
-        return terminal_text(tables, heads, width or max(60, shutil.get_terminal_size((100, 40)).columns))
+        return terminal_text(tables, heads, width)
     raise HarnessError(f"format: expected table, md or json (got {fmt!r})")
 
 

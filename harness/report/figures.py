@@ -117,37 +117,8 @@ def figure_captions(res: ReportResults) -> dict[str, str]:
     return {} if shown is None else {"speed_accuracy": speed_accuracy_caption(*shown[:3])}
 
 
-def speed_accuracy_job(res: ReportResults) -> tuple[str, Any, Draw] | None:
-    """The figure at the top of the page: every candidate's speed-up against its error ratio."""
-    shown = speed_accuracy_inputs(res)
-    if shown is None:
-        return None
-    return "speed_accuracy", list(shown), lambda: plots().speed_accuracy_figure(*shown[:3], shown[3])
-
-
-def spectrogram_diff_job(res: ReportResults, assets: AssetReader) -> tuple[str, Any, Draw] | None:
-    """Each run's spectrogram minus the reference's (the first seed's runs)."""
-    rows = []
-    for r in res.primary_runs:
-        rel = res.assets.get(f"specdiff:{r.key}")
-        if r.seed != res.primary_seed or not rel or assets.path(rel, page=True) is None:
-            continue
-        view = assets.read(rel, SpectrogramDiff)
-        if assets.path(view.png, page=True) is not None:
-            rows.append((run_label(res, r.key, r.arm, r.role), view))
-    if not rows:
-        return None
-
-    def draw(rows=rows) -> Any:
-        drawn = [(lab, v, -v.db_range + grey_image(assets.root / v.png) * 2 * v.db_range) for lab, v in rows]
-        return plots().spectrogram_diff_figure(drawn)
-
-    shown = [(lab, view.model_dump(mode="json"), assets.digest(view.png)) for lab, view in rows]
-    return "spectrogram_diff", shown, draw
-
-
 def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
-    """(figure name, what it shows, draw(path)) for the in-situ figures."""
+    """(figure name, what it shows, how to draw it) for the in-situ figures."""
     ins = res.insitu
     if ins is None or not ins.readings:
         return []
@@ -168,9 +139,28 @@ def insitu_figure_jobs(res: ReportResults) -> list[tuple[str, Any, Any]]:
 def figure_jobs(res: ReportResults, assets: AssetReader) -> list[tuple[str, Any, Draw]]:
     """(name, what it shows, how to draw it) for every figure the results can give."""
     seed = res.primary_seed
-    jobs: list[tuple[str, Any, Draw]] = [
-        job for job in (speed_accuracy_job(res), spectrogram_diff_job(res, assets)) if job is not None
-    ]
+    jobs: list[tuple[str, Any, Draw]] = []
+    if (top := speed_accuracy_inputs(res)) is not None:  # the figure at the top of the page
+        jobs.append(("speed_accuracy", list(top), lambda: plots().speed_accuracy_figure(*top)))
+
+    rows = []  # each run's spectrogram minus the reference's (the first seed's runs)
+    for r in res.primary_runs:
+        rel = res.assets.get(f"specdiff:{r.key}")
+        if r.seed != res.primary_seed or not rel or assets.path(rel, page=True) is None:
+            continue
+        view = assets.read(rel, SpectrogramDiff)
+        if assets.path(view.png, page=True) is not None:
+            rows.append((run_label(res, r.key, r.arm, r.role), view))
+    if rows:
+
+        def specdiff(rows=rows) -> Any:
+            drawn = [
+                (lab, v, -v.db_range + grey_image(assets.root / v.png) * 2 * v.db_range) for lab, v in rows
+            ]
+            return plots().spectrogram_diff_figure(drawn)
+
+        shown = [(lab, view.model_dump(mode="json"), assets.digest(view.png)) for lab, view in rows]
+        jobs.append(("spectrogram_diff", shown, specdiff))
 
     series = []
     for c in res.comparisons:
@@ -242,9 +232,8 @@ def dose_response_jobs(res: ReportResults) -> list[tuple[str, Any, Draw]]:
     jobs: list[tuple[str, Any, Draw]] = []
     for metric in dict.fromkeys(c.metric for c in (dr.curves if dr else []) if c.usable()[0]):
         curves = [c for c in dr.curves if c.metric == metric]
-        preds = [
-            p for p in dr.predictions if p.metric == metric and p.predicted and not p.kinds
-        ]  # one x each
+        # one x each
+        preds = [p for p in dr.predictions if p.metric == metric and p.predicted and not p.kinds]
         shown = [x.model_dump(mode="json") for x in (*curves, *preds)]
         jobs.append(
             (dose_figure(metric), shown, lambda c=curves, p=preds: plots().dose_response_figure(c, p))

@@ -103,9 +103,9 @@ def publish_summary(paths: ReportPaths, target: Path, *, append: bool, run_url: 
     root = paths.index_html.parent.resolve()
     named = [paths.index_html, paths.report_md, paths.pr_md, paths.results_json, paths.benchmark_json,
              *paths.figures.values()]  # fmt: skip
-    shown = [(Path(p), Path(p).resolve()) for p in named if p is not None and Path(p).is_file()]
+    shown = [(Path(p), Path(p).resolve()) for p in named if Path(p).is_file()]
     files = [real.relative_to(root).as_posix() if real.is_relative_to(root) else p.name for p, real in shown]
-    pr_text = paths.pr_md.read_text() if paths.pr_md is not None and paths.pr_md.is_file() else ""
+    pr_text = paths.pr_md.read_text() if paths.pr_md.is_file() else ""
     target = Path(target)
     try:  # the step's summary so far counts when appending
         used = target.stat().st_size if append else 0

@@ -65,21 +65,18 @@ PAGE_DEFAULTS = dict(single_file=False, review=None, differ=None, worst={}, even
 def render_page(res: Any, sections: list[Section], scenario_text: str, env_text: str, **page: Any) -> str:
     """The page: ``res`` gives the title and footer; ``page``: any of ``PAGE_DEFAULTS``."""
     css, js, script_hash = page_code()
-    return (
-        template_env()
-        .get_template("index.html.j2")
-        .render(
-            {**PAGE_DEFAULTS, **page},
-            res=res,
-            sections=sections,
-            scenario_text=scenario_text,
-            env_text=env_text,
-            long_rows=LONG_ROWS,
-            page_css=Markup(css),
-            page_js=Markup(js),
-            script_hash=script_hash,
-            audio_limit_mb=AUDIO_INLINE_BYTES / 2**20,
-        )
+    template = template_env().get_template("index.html.j2")
+    return template.render(
+        {**PAGE_DEFAULTS, **page},
+        res=res,
+        sections=sections,
+        scenario_text=scenario_text,
+        env_text=env_text,
+        long_rows=LONG_ROWS,
+        page_css=Markup(css),
+        page_js=Markup(js),
+        script_hash=script_hash,
+        audio_limit_mb=AUDIO_INLINE_BYTES / 2**20,
     )
 
 
@@ -92,15 +89,10 @@ def render_html(res: ReportResults, sections: list[Section], **page: Any) -> str
     cleared |= {"summary": {"images": []}} if review is not None else {}
     shown = [replace(sec, **cleared.get(sec.id, {})) for sec in sections]
     worst = {k: v for seed in res.seeds or [None] for k, v in worst_frames(res, seed).items()}
+    env_text = json.dumps(res.env, indent=2, default=str)
+    roles = {r.key: role_text(res, r.arm, r.role) for r in res.runs}
     return render_page(
-        res,
-        shown,
-        scenario_text,
-        json.dumps(res.env, indent=2, default=str),
-        **page,
-        worst=worst,
-        even=res.frame_indices,
-        roles={r.key: role_text(res, r.arm, r.role) for r in res.runs},
+        res, shown, scenario_text, env_text, **page, worst=worst, even=res.frame_indices, roles=roles
     )
 
 
@@ -140,8 +132,7 @@ def transfer_tables(colours: list[str]) -> tuple[str, str, str] | None:
         return None
     if len(rgb) < 2:
         return None
-    r, g, b = (" ".join(f"{c[k]:.4f}" for c in rgb) for k in range(3))
-    return r, g, b
+    return tuple(" ".join(f"{c[k]:.4f}" for c in rgb) for k in range(3))
 
 
 def differ_view(
@@ -204,52 +195,36 @@ def placed_grids(res: ReportResults, assets: AssetReader, placed) -> list[FrameG
 
 
 _IMG_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")')
-_AUDIO = re.compile(r'<audio\b[^>]*?\bsrc="([^"]+)"[^>]*></audio>')
+_AUDIO = re.compile(r'(<audio\b[^>]*?\bsrc=")([^"]+)("[^>]*></audio>)')
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
          ".svg": "image/svg+xml", ".wav": "audio/wav", ".m4a": "audio/mp4", ".webm": "audio/webm",
          ".ogg": "audio/ogg", ".opus": "audio/ogg"}  # fmt: skip
 
 
-def _file_under(src: str, base: Path, allowed: list[Path], root: Path, kind: str) -> Path:
-    path = (base / unquote(src)).resolve()
-    if not any(a in path.parents for a in allowed) or not path.is_file():
-        raise HarnessError(f"{root}: {kind} {src} is not a file under the campaign")
-    return path
-
-
-def _data_uri(path: Path) -> str:
-    mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
-
-
-def inline_media(page: str, root: Path, *more_roots: Path, audio_budget: int = AUDIO_INLINE_BYTES) -> str:
-    """Every ``<img src>`` of ``page`` as a data: URI, and every ``<audio src>`` within ``audio_budget`` bytes
-    (beyond: a line naming its file); a file not under ``root`` or ``more_roots`` is an error."""
-    base = Path(root).resolve()
-    allowed = [base, *(Path(r).resolve() for r in more_roots)]
+def inline_media(page: str, root: Path, results_dir: Path) -> str:
+    """Every ``<img src>`` of ``page`` as a data: URI, and every ``<audio src>`` within ``AUDIO_INLINE_BYTES``
+    (beyond: a line naming its file); a file not under ``root`` or ``results_dir`` is an error."""
+    allowed = [Path(root).resolve(), Path(results_dir).resolve()]
+    spent = 0
 
     def embed(m: re.Match[str]) -> str:
+        nonlocal spent
         src = html.unescape(m.group(2))
         if src.startswith("data:"):
             return m.group(0)
-        uri = _data_uri(_file_under(src, base, allowed, root, "image"))
-        return f"{m.group(1)}{uri}{m.group(3)}"
+        kind = "audio clip" if m.group(1).startswith("<audio") else "image"
+        path = (allowed[0] / unquote(src)).resolve()
+        if not any(a in path.parents for a in allowed) or not path.is_file():
+            raise HarnessError(f"{root}: {kind} {src} is not a file under the campaign")
+        if kind == "audio clip":
+            if spent + path.stat().st_size > AUDIO_INLINE_BYTES:
+                return (
+                    f'<span class="muted">clip not inlined (this one-file page carries at most {AUDIO_INLINE_BYTES / 2**20:g}'
+                    f" MiB of audio): {html.escape(src)} beside the campaign's page</span>"
+                )
+            spent += path.stat().st_size
+        mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"{m.group(1)}data:{mime};base64,{data}{m.group(3)}"
 
-    spent = 0
-
-    def embed_audio(m: re.Match[str]) -> str:
-        nonlocal spent
-        src = html.unescape(m.group(1))
-        if src.startswith("data:"):
-            return m.group(0)
-        path = _file_under(src, base, allowed, root, "audio clip")
-        size = path.stat().st_size
-        if spent + size > audio_budget:
-            return (
-                f'<span class="muted">clip not inlined (this one-file page carries at most '
-                f"{audio_budget / 2**20:g} MiB of audio): {html.escape(src)} beside the campaign's page</span>"
-            )
-        spent += size
-        return m.group(0).replace(f'src="{m.group(1)}"', f'src="{_data_uri(path)}"', 1)
-
-    return _AUDIO.sub(embed_audio, _IMG_SRC.sub(embed, page))
+    return _AUDIO.sub(embed, _IMG_SRC.sub(embed, page))

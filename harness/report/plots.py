@@ -1,6 +1,5 @@
-"""Report figures as small PNGs (matplotlib's object API: no pyplot state), from numbers of results.json
-or its assets, the in-situ ones included; each ``*_figure`` returns the figure, or None: nothing to draw
-(``save_png`` writes it)."""
+"""Report figures as small PNGs (matplotlib's object API: no pyplot state); each ``*_figure`` returns the
+figure, or None: nothing to draw (``save_png`` writes it)."""
 
 from __future__ import annotations
 
@@ -40,19 +39,15 @@ def line_style(i: int) -> dict[str, str]:
 def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
     """The figure as PNG bytes with no date in it, every text drawn as written (records' text: a pair of
     ``$`` would be typeset as mathtext, ``$\\foo$`` fails the figure): the one way a figure is rendered."""
-
-    def escaped(text: str) -> str:
-        return text.replace("$", r"\$")
-
     for t in fig.findobj(Text):
-        t.set_text(escaped(t.get_text()))
+        t.set_text(t.get_text().replace("$", r"\$"))
     for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):
         # Tick labels given as text (set_xticks(ticks, labels)) are a FixedFormatter or, from
         # matplotlib 3.10, a FuncFormatter over them: escaped as they are drawn.
         for fmt, put in ((axis.get_major_formatter(), axis.set_major_formatter),
                          (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
             if isinstance(fmt, FixedFormatter | FuncFormatter) and not getattr(fmt, "escaped", False):
-                plain = FuncFormatter(lambda x, pos, f=fmt: escaped(str(f(x, pos))))
+                plain = FuncFormatter(lambda x, pos, f=fmt: str(f(x, pos)).replace("$", r"\$"))
                 plain.escaped = True  # type: ignore[attr-defined]
                 put(plain)
     buf = io.BytesIO()
@@ -83,9 +78,7 @@ def per_frame_figure(series: Sequence[tuple[str, FrameSeries]]) -> Figure | None
         return None
     fig = legend_figure(9, 5.2, [label for label, _ in data])
     ax_p, ax_s = fig.subplots(2, 1, sharex=True)
-    finite = [np.asarray(d.psnr, dtype=np.float64) for _, d in data if d.psnr]
-    finite = [f[np.isfinite(f)] for f in finite]
-    top = max((float(f.max()) for f in finite if f.size), default=60.0) + 3.0
+    top = max((v for _, d in data for v in d.psnr if math.isfinite(v)), default=60.0) + 3.0
     any_inf = False
     for i, (label, d) in enumerate(data):
         style = line_style(i)
@@ -123,9 +116,8 @@ def audio_figure(tracks: Sequence[tuple[str, AudioView, np.ndarray | None]]) -> 
     axes = fig.subplots(n, 2, squeeze=False)
     for i, (label, view, spec_db) in enumerate(tracks):
         ax_w, ax_s = axes[i]
-        ax_w.fill_between(
-            view.signal.t, view.signal.lo, view.signal.hi, color=PALETTE[0], lw=0, label="signal"
-        )
+        s = view.signal
+        ax_w.fill_between(s.t, s.lo, s.hi, color=PALETTE[0], lw=0, label="signal")
         if i > 0 and view.minus_reference is not None:
             d = view.minus_reference
             ax_w.fill_between(d.t, d.lo, d.hi, color=PALETTE[1], lw=0, alpha=0.8, label="minus reference")
@@ -260,6 +252,16 @@ def _span(
     return lo / pad, hi * pad
 
 
+def _tolerance_axes(fig: Figure, ylo: float, tolerance: float, label: str):
+    """Log-log axes, the band under the tolerance shaded and the tolerance dashed."""
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
+    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=label)
+    return ax
+
+
 # Each candidate its own marker (its colour is its verdict word's, which several share); the star is
 # the accepted baseline's alone. Floors: hollow grey, each its own marker.
 CANDIDATE_MARKERS = ("o", "D", "^", "P", "X", "h", "v", "p", "<", ">", "d", "H", "8")
@@ -288,11 +290,7 @@ def speed_accuracy_figure(points, floors, tolerance: float, ylabel: str = YLABEL
     lines = [f"tolerance {tolerance:g}x the floor's", "the reference (speed-up 1x)"]
     legend = lines + tags + [f"{f[0]} (noise floor)" for f in fl]
     fig = legend_figure(8, 4.0, legend, 7, 2)
-    ax = fig.subplots()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
-    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=lines[0])
+    ax = _tolerance_axes(fig, ylo, tolerance, lines[0])
     ax.axhline(1.0, color="#888888", ls=":", lw=0.8)
     ax.axvline(1.0, color="#1f4e99", ls="-", lw=0.9, alpha=0.7, label=lines[1])
 
@@ -330,7 +328,6 @@ def spectrogram_diff_figure(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarra
         return None
     fig = Figure(figsize=(10, 1.7 * len(rows) + 0.6), layout="constrained")
     axes = fig.subplots(len(rows), 1, squeeze=False)
-    im = None
     for (label, view, diff), (ax,) in zip(rows, axes, strict=True):
         lo, hi = view.hz
         im = ax.imshow(diff, aspect="auto", extent=(0.0, view.seconds, lo, hi), cmap="RdBu_r",
@@ -340,9 +337,8 @@ def spectrogram_diff_figure(rows: Sequence[tuple[str, SpectrogramDiff, np.ndarra
             f"{label} minus {view.reference}: mean |difference| {view.mean_abs_db:.2f} dB", fontsize=9
         )
     axes[-1][0].set_xlabel("s")
-    if im is not None:
-        bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
-        bar.set_label("dB (run - reference)", fontsize=8)
+    bar = fig.colorbar(im, ax=[a for (a,) in axes], shrink=0.9)
+    bar.set_label("dB (run - reference)", fontsize=8)
     return fig
 
 
@@ -420,11 +416,7 @@ def dose_response_figure(curves: Sequence[DoseCurve], predictions: Sequence[Pred
     tags = [f"tolerance {tolerance:g}x the floor's", "the floor (1x)"] + [c.name for c, _, _ in drawn]
     tags += [f"{p.candidate}: {what}" for p in predictions for what in ("predicted", "measured")]
     fig = legend_figure(8, 3.8, tags)
-    ax = fig.subplots()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.axhspan(ylo, tolerance, color="#2e7d32", alpha=0.08, lw=0)
-    ax.axhline(tolerance, color="#2e7d32", ls="--", lw=1.2, label=tags[0])
+    ax = _tolerance_axes(fig, ylo, tolerance, tags[0])
     ax.axhline(1.0, color="#888888", ls=":", lw=0.9, label=tags[1])
     for i, (c, xs, pts) in enumerate(drawn):
         style = line_style(i)

@@ -1,7 +1,5 @@
-"""pr.md: the pull request's compact tables beside report.md; every figure is one of report.md's, rounded as
-the pull request did (arms' means over their runs; statistics per run). benchmark.json: per arm and timing,
-the mean and sd over its runs in github-action-benchmark's custom format (a CI charts them over builds);
-``extra``: how many runs, and where the timing is no baseline."""
+"""pr.md: the pull request's compact tables, report.md's figures rounded as the pull request did;
+benchmark.json: each arm's timings (mean, sd over its runs) in github-action-benchmark's custom format."""
 
 from __future__ import annotations
 
@@ -55,10 +53,8 @@ def speed_table(res: ReportResults) -> list[str]:
     ]
     rows, notes = [], []
     for a in arms:
-        if long_run:
-            step_cell = fmt_time(_mean(a, "s_per_step"))
-        else:
-            step_cell = " / ".join(fmt_time(_mean(a, f"step_{i}")) for i in (1, 2, 3))
+        first_steps = " / ".join(fmt_time(_mean(a, f"step_{i}")) for i in (1, 2, 3))
+        step_cell = fmt_time(_mean(a, "s_per_step")) if long_run else first_steps
         total = _mean(a, "pipeline_total_s")
         if a.arm == res.reference_arm:
             vs = "reference"
@@ -80,7 +76,6 @@ def speed_table(res: ReportResults) -> list[str]:
 
 def _pr_cell(a: ArmAggregate, m: Metric) -> str:
     """A metric's cell with the one beside it (``PrColumn``), rounded as the pull request did."""
-    assert m.pr is not None
     other = METRICS.get(m.pr.beside)
 
     def fmt(x: Metric) -> str:
@@ -96,7 +91,7 @@ def _pr_cell(a: ArmAggregate, m: Metric) -> str:
 def accuracy_table(res: ReportResults) -> list[str]:
     ref = res.reference_arm or "the reference"
     columns = pr_metrics()
-    head = [f"decoded output vs {ref}", *(m.pr.head for m in columns if m.pr is not None)]
+    head = [f"decoded output vs {ref}", *(m.pr.head for m in columns)]
     measured = [a for a in res.arms if a.arm != res.reference_arm and _mean(a, columns[0].key) is not None]
     ordered = sorted(measured, key=lambda a: a.role == "noise_floor")  # stable: the floors last
     rows = [[run_label(res, a.arm, a.arm, a.role), *(_pr_cell(a, m) for m in columns)] for a in ordered]
@@ -259,14 +254,10 @@ def benchmark_entries(res: ReportResults) -> list[BenchmarkEntry]:
             extra = f"mean over {s.n} run(s) (repeats x seeds) of {res.scenario_name}/{res.campaign_id}"
             extra += f"; {a.role}" if a.role != "candidate" else ""
             extra += "" if a.timing_baseline else f"; {a.timing_label}"
+            spread = f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None
+            mean = round(s.mean, 6)
             out.append(
-                BenchmarkEntry(
-                    name=f"{a.arm}: {what}",
-                    unit=unit,
-                    value=round(s.mean, 6),
-                    range=f"± {s.std:.6g}" if s.n >= 2 and s.std is not None else None,
-                    extra=extra,
-                )
+                BenchmarkEntry(name=f"{a.arm}: {what}", unit=unit, value=mean, range=spread, extra=extra)
             )
     return out
 

@@ -23,15 +23,14 @@ class ReportPaths:
     report_md: Path
     index_html: Path
     results_json: Path
-    benchmark_json: Path | None = None  # the speed figures, github-action-benchmark's custom format
+    benchmark_json: Path  # the speed figures, github-action-benchmark's custom format
+    pr_md: Path  # the pull request's compact tables
     errors: tuple[str, ...] = ()  # bad input met while measuring; the report is written regardless
-    pr_md: Path | None = None  # the pull request's compact tables
     figures: dict[str, Path] = field(default_factory=dict)  # figure name -> PNG
 
     def items(self) -> Iterator[tuple[str, Path]]:
         yield "report.md", self.report_md
-        if self.pr_md is not None:
-            yield "pr.md", self.pr_md
+        yield "pr.md", self.pr_md
         yield "index.html", self.index_html
         yield "results.json", self.results_json
 
@@ -44,9 +43,6 @@ def placed(path: Path, out_dir: Path) -> str:
 def summary_section(res: ReportResults) -> Section:
     """The summary (``analysis.sentences`` wrote it) as the report's first section, in markdown and HTML alike."""
     return Section("summary", "Summary", bullets=list(res.summary.lines))
-
-
-# report.md: the tables that go into the pull request (GitHub-flavoured markdown)
 
 
 def _img(path: str, alt: str) -> str:

@@ -22,6 +22,7 @@ from harness.report.accuracy import (
     verdict_section,
 )
 from harness.report.cells import Section, mean_sd_cell, role_css, row_css, spread_text, status_text
+from harness.report.comparison import rank_cells
 from harness.store import EXTRAPOLATED
 from harness.text_table import TextTable
 
@@ -80,14 +81,13 @@ def speed_section(res: ReportResults) -> Section:
     )  # fmt: skip
     for a in res.arms:
         m = a.metrics
-        ref = a.arm == res.reference_arm
         role = role_text(res, a.arm, a.role)
         if not a.timing_baseline:
             role += f" ({a.timing_label}: {a.timing_note})"
         steps = spread_text(m["dit_steps"], lambda x: f"{x:g}")
         times = [mean_sd_cell(m[k]) for k in ("s_per_step", "step_1", "pipeline_total_s")]
         tests = [
-            "reference" if ref else _vs_ref_test(a.speed.get(k), a)
+            "reference" if a.arm == res.reference_arm else _vs_ref_test(a.speed.get(k), a)
             for k in ("s_per_step", "pipeline_total_s")
         ]
         agg.add([a.arm, role, f"{a.runs_ok}/{len(a.keys)}", steps, *times, *tests], role_css(a.role))
@@ -162,10 +162,8 @@ def attention_section(res: ReportResults) -> Section:
             t.add([r.key, r.attn_type or NA, NA, why, "", "", "", valid], row_css(r))
             continue
         for rank, rc in sorted(r.attn.ranks.items()):
-            calls = ", ".join(f"{k}: {n}" for k, n in sorted(rc.calls.items())) or "0"
-            fallbacks = ", ".join(f"{k}: {n}" for k, n in sorted(rc.fallbacks.items()) if n) or "0"
             direct = rc.direct_check.reading() if rc.direct_check else "not checked"
-            cells = [r.key, r.attn.requested, rank, calls, fallbacks, "; ".join(rc.errors), direct]
+            cells = [r.key, r.attn.requested, rank, *rank_cells(rc), direct]
             t.add([*cells, "yes" if r.valid else "NO"], row_css(r) if r.valid else "not-ok")
         if not r.attn.ranks:
             t.add([r.key, r.attn.requested, NA, "no rank recorded", "", "", "", "NO"], "not-ok")
@@ -438,31 +436,24 @@ def dose_response_section(res: ReportResults, images: dict[str, str]) -> Section
     return sec
 
 
-def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str, str]) -> list[Section]:
-    """All sections in reading order; ``images`` maps figure names to asset paths."""
-    secs: list[Section] = [overview_section(res)]
-    sp = speed_section(res)
-    if "step_times" in images:
-        sp.images.append(("Seconds per DiT step", images["step_times"]))
-    acc = accuracy_section(res)
-    for name, caption in (
+# The figures shown in a section, by its id: (figure name, caption), in the order shown.
+SECTION_FIGURES = {
+    "speed": [("step_times", "Seconds per DiT step")],
+    "accuracy": [
         ("seeds", "Video PSNR per seed, noise floor as a band"),
         ("per_frame", "Per-frame PSNR and SSIM"),
         ("audio", "Audio waveform and spectrogram"),
-    ):
-        if name in images:
-            acc.images.append((caption, images[name]))
-    secs += [sp, acc]
-    lat = latent_section(res)
-    if lat is not None:
-        if "latents" in images:
-            lat.images.append(("Latent PSNR per step", images["latents"]))
-        secs.append(lat)
+    ],
+    "latents": [("latents", "Latent PSNR per step")],
+}
+
+
+def build_sections(res: ReportResults, grids: list[FrameGrid], images: dict[str, str]) -> list[Section]:
+    """All sections in reading order; ``images`` maps figure names to asset paths."""
+    secs = [overview_section(res), speed_section(res), accuracy_section(res), latent_section(res)]
     secs += [stats_section(res), attention_section(res), frames_section(res, grids), verdict_section(res)]
-    more = (
-        insitu_section(res, images),
-        dose_response_section(res, images),
-        schedules_section(res),
-        failures_section(res),
-    )
-    return secs + [s for s in more if s is not None] + [conventions_section(res)]
+    secs += [insitu_section(res, images), dose_response_section(res, images), schedules_section(res)]
+    secs += [failures_section(res), conventions_section(res)]
+    for sec in (sec for sec in secs if sec is not None):
+        sec.images += [(caption, images[n]) for n, caption in SECTION_FIGURES.get(sec.id, []) if n in images]
+    return [sec for sec in secs if sec is not None]

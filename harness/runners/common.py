@@ -1,7 +1,6 @@
-"""What the runners share, written once: a failure's one line, the child's entry and paths, the spec's
-plugins in a child process, a step's latents file, synthetic weights, and the pre-flight probe (its
-process, batching, smoke bar, a framework that cannot be imported). Standard library,
-harness.errors and harness.safe_write at import time: the ranks, the probes and the writers import it."""
+"""What the runners share, written once: the child's entry and paths, the spec's plugins in a child,
+a step's latents, synthetic weights, the pre-flight probe. Only the standard library, harness.errors and
+harness.safe_write at import time: the ranks, the probes and the writers import it."""
 
 from __future__ import annotations
 

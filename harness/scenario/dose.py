@@ -4,6 +4,8 @@ beside the reference and its floor; the analysis reads how much per-call error t
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,9 +77,6 @@ class DoseResponseSource(BaseModel):
 def read_source(source: DoseResponseSource) -> tuple[dict[str, Any] | None, str]:
     """What a run keeps of the named results.json (its path, sha256 and dose-response), or None and
     why it cannot be used (missing, another file, no dose-response in it)."""
-    import hashlib
-    import json
-
     where = f"dose_response_from.results: {source.results}"
     try:
         data = Path(source.results).read_bytes()
@@ -94,19 +93,16 @@ def read_source(source: DoseResponseSource) -> tuple[dict[str, Any] | None, str]
     return {"results": source.results, "sha256": got, "dose_response": curves}, ""
 
 
-def dose_arm_name(shape: str, dose: float, site: str = EVERY_CALL) -> str:
-    return f"dose_{shape}_{dose:g}" if site == EVERY_CALL else f"dose_{shape}_{site}_{dose:g}"
-
-
 def dose_arms(block: DoseResponseBlock) -> list[dict[str, Any]]:
     """The candidate arms the block stands for, one per (shape, site, dose), each run once per seed."""
     arms = []
     for shape in block.shapes:
         for site, where in block.sites.items():
             restricted = {"site": where.model_dump(exclude_defaults=True)} if not where.everywhere else {}
+            named = f"dose_{shape}_" if site == EVERY_CALL else f"dose_{shape}_{site}_"
             arms += [
                 {
-                    "name": dose_arm_name(shape, dose, site),
+                    "name": f"{named}{dose:g}",
                     "attn_type": PLANTED,
                     "attn_options": {"dose": dose, "shape": shape, "seed": block.seed, **restricted},
                     "repeats": 1,  # an accuracy point: its timing is exact SDPA's plus a multiply

@@ -100,12 +100,10 @@ def check_insitu(scenario: Any, runner_measures: bool = True) -> None:
             raise FieldProblem(("arms", i, field), why)
         if arm.name in arm.shadows:
             raise FieldProblem(("arms", i, "shadows"), f"arm {arm.name} cannot shadow itself")
-        dups = sorted(s for s, n in Counter(arm.shadows).items() if n > 1)
-        if dups:
+        if dups := sorted(s for s, n in Counter(arm.shadows).items() if n > 1):
             raise FieldProblem(("arms", i, "shadows"), f"named more than once: {', '.join(dups)}")
         for name in arm.shadows:
-            other = arms.get(name)
-            if other is not None and other.schedule is not None:
+            if name in arms and arms[name].schedule is not None:
                 raise FieldProblem(
                     ("arms", i, "shadows"),
                     f"{name} has a schedule (its routing follows the steps of its own run): it cannot be a shadow",

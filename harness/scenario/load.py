@@ -12,12 +12,12 @@ from pydantic import ValidationError
 
 from harness.errors import ScenarioError
 from harness.input_files import MAX_YAML_BYTES, InputError, read_input_text
-from harness.registry import RUNNERS
+from harness.registry import RUNNER_SCENARIO, RUNNERS, SCENARIO_KINDS
 from harness.scenario.model import (
     E2E,
     Scenario,
+    compose_model,
     describe_error,
-    full_model,
     kind_names,
     scenario_model,
     unknown_kind,
@@ -46,16 +46,6 @@ def expand_vars(value: str, environ: typing.Mapping[str, str]) -> str:
     return _VAR.sub(sub, value)
 
 
-def _unknown_name(data: dict) -> FieldProblem | None:
-    """The runner and the kind decide a scenario's fields: an unknown one is named here, before the model."""
-    kind, runner = data.get("kind", E2E), data.get("runner")
-    if isinstance(kind, str) and kind not in kind_names():
-        return FieldProblem(("kind",), unknown_kind(kind))
-    if isinstance(runner, str) and runner not in RUNNERS:
-        return FieldProblem(("runner",), RUNNERS.unknown_message(runner))
-    return None
-
-
 def validate_scenario(
     data: dict,
     lines: dict[tuple, int] | None = None,
@@ -76,10 +66,13 @@ def validate_scenario(
         plugins = load_plugins(refs, folder, lambda i: where(("plugins", i)))
     if isinstance(sources, list) and all(isinstance(r, str) for r in sources):
         digest = sources_digest(sources, folder, lambda i: where(("sources", i)))
-    problem = _unknown_name(data)
-    if problem is not None:
-        raise ScenarioError(f"{where(problem.loc)}: {problem.message}")
-    model = scenario_model(data.get("runner"), data.get("kind", E2E))
+    # The runner and the kind decide a scenario's fields: an unknown one is named here, before the model.
+    kind, runner = data.get("kind", E2E), data.get("runner")
+    if isinstance(kind, str) and kind not in kind_names():
+        raise ScenarioError(f"{where(('kind',))}: {unknown_kind(kind)}")
+    if isinstance(runner, str) and runner not in RUNNERS:
+        raise ScenarioError(f"{where(('runner',))}: {RUNNERS.unknown_message(runner)}")
+    model = scenario_model(runner, kind)
     try:
         scenario = model.model_validate(data)
         scenario._plugin_refs, scenario._sources_digest = plugins, digest
@@ -193,7 +186,9 @@ def list_scenarios(folder: Path = SCENARIO_DIR) -> list[Path]:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of scenario files (for editors): every registered runner's and kind's fields."""
-    schema = full_model().model_json_schema()
+    runners = tuple(RUNNER_SCENARIO.get(n) for n in RUNNER_SCENARIO.names())
+    kinds = tuple(SCENARIO_KINDS.get(n) for n in SCENARIO_KINDS.names())
+    schema = compose_model(runners, kinds).model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "harness scenario"
     return schema

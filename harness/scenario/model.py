@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import collections
 import re
-import types
 import typing
 from functools import cache
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -54,10 +53,9 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def check_seed(value: int, what: str) -> int:
+def check_seed(value: int, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
         raise ScenarioError(f"{what}: seed {value!r} is not an integer in [0, 2^32)")
-    return value
 
 
 def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
@@ -66,21 +64,17 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     for part in loc:
         if isinstance(part, int):
             continue
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+        if model is None or part not in model.model_fields:
             return None
         model = _inner_model(model.model_fields[part].annotation)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+    return model
 
 
-def _inner_model(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType, list, dict):
-        for arg in typing.get_args(tp):
-            found = _inner_model(arg)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-        return None
-    return tp
+def _inner_model(tp: Any) -> type[BaseModel] | None:
+    """The pydantic model ``tp`` is, or holds (in a union, a list or a dict's values)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    return next(filter(None, map(_inner_model, typing.get_args(tp))), None)
 
 
 def describe_error(root: type[BaseModel], err: dict) -> str:
@@ -328,8 +322,7 @@ class Scenario(Strict):
                 "measured (it is printed beside every reading that uses it)"
             )
         # linear: a scenario may list 100,000 arms
-        dups = sorted(n for n, k in collections.Counter(a.name for a in self.arms).items() if k > 1)
-        if dups:
+        if dups := sorted(n for n, k in collections.Counter(a.name for a in self.arms).items() if k > 1):
             raise ValueError(f"arm names must be unique; repeated: {', '.join(dups)}")
         refs = [a.name for a in self.arms if a.role == Role.reference]
         if len(refs) != 1:
@@ -415,23 +408,17 @@ def scenario_model(runner: Any = None, kind: Any = E2E) -> type[Scenario]:
     )
 
 
-def full_model() -> type[Scenario]:
-    """The scenario model with every registered runner's and kind's fields (the JSON schema's)."""
-    runners = tuple(RUNNER_SCENARIO.get(n) for n in RUNNER_SCENARIO.names())
-    kinds = tuple(SCENARIO_KINDS.get(n) for n in SCENARIO_KINDS.names())
-    return _compose("Scenario", runners, kinds)
-
-
 @cache
 def _composed(runner_part: ScenarioPart, kind_part: ScenarioPart) -> type[Scenario]:
     if runner_part == NO_PART and kind_part == NO_PART:
         return Scenario
-    model = _compose("Scenario", (runner_part,), (kind_part,))
+    model = compose_model((runner_part,), (kind_part,))
     model.runner_part, model.kind_part = runner_part, kind_part
     return model
 
 
-def _compose(name: str, runner_parts: tuple[ScenarioPart, ...], kind_parts: tuple[ScenarioPart, ...]):
+def compose_model(runner_parts: tuple[ScenarioPart, ...], kind_parts: tuple[ScenarioPart, ...]):
+    """The core with these runners' and kinds' blocks and arm fields (all of them: the JSON schema's)."""
     fields: dict[str, Any] = {}
     extras = tuple(p.arm_fields for p in runner_parts if p.arm_fields is not None)
     if extras:  # the core's fields first, then the runner's (in the order "expected one of" lists them)
@@ -440,4 +427,4 @@ def _compose(name: str, runner_parts: tuple[ScenarioPart, ...], kind_parts: tupl
     for part in (*runner_parts, *kind_parts):
         if part.block is not None:
             fields[part.block] = (part.model | None, None)
-    return create_model(name, __base__=Scenario, **fields)
+    return create_model("Scenario", __base__=Scenario, **fields)

@@ -72,13 +72,6 @@ def exec_file_module(name: str, path: Path, **location: Any) -> ModuleType:
     return module
 
 
-def _import_file(path: Path, digest: str) -> None:
-    if str(path.parent) not in sys.path:  # its own modules beside it import by name (``import mathmod``)
-        sys.path.append(str(path.parent))
-    # One module name per content: an edited file is a new module, never a half-updated old one.
-    exec_file_module(f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}", path)
-
-
 def _dotted(obj: Any, name: str) -> Any:
     for part in name.split("."):
         obj = getattr(obj, part, None)
@@ -127,18 +120,16 @@ def plugins_for(refs: Iterable[PluginRef], backends: Iterable[str]) -> list[Plug
 def import_plugin(ref: str, base_dir: Path) -> PluginRef:
     """Import one plugin (once per content) and say what it is and registered; errors propagate."""
     if is_module_name(ref):
-        key = ref
-        if key in _LOADED:
-            return _LOADED[key][2]
+        if ref in _LOADED:
+            return _LOADED[ref][2]
         with recording_registrations() as made:
             module = importlib.import_module(ref)
         file = getattr(module, "__file__", None)
         if not file:
             raise ImportError(f"module {ref} has no source file to record (a namespace package?)")
-        path, module_name = Path(file).resolve(), ref
+        path, key, module_name = Path(file).resolve(), ref, ref
     else:
-        path = Path(ref).expanduser()
-        path = (path if path.is_absolute() else base_dir / path).resolve()
+        path = (base_dir / Path(ref).expanduser()).resolve()  # an absolute path stays itself
         if not path.is_file():
             raise FileNotFoundError(f"no such file {path}")
         key, module_name = str(path), None
@@ -147,8 +138,11 @@ def import_plugin(ref: str, base_dir: Path) -> PluginRef:
             if _LOADED[key][0] == digest:
                 return _LOADED[key][2]
             _forget(key)
+        if str(path.parent) not in sys.path:  # its own modules beside it import by name (``import mathmod``)
+            sys.path.append(str(path.parent))
+        # One module name per content: an edited file is a new module, never a half-updated old one.
         with recording_registrations() as made:
-            _import_file(path, digest)
+            exec_file_module(f"harness_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest[:12]}", path)
     # A plugin's first `import harness.attention` registers the harness's own backends: not its.
     mine = [r for r in made if r.module != "harness" and not r.module.startswith("harness.")]
     labels = [f"{r.registry.what} {r.name}" for r in mine]
@@ -160,8 +154,10 @@ def import_plugin(ref: str, base_dir: Path) -> PluginRef:
 
 
 @contextlib.contextmanager
-def _plugin_failure(where: str) -> Iterator[None]:
-    """Any failure of a plugin's own code (Ctrl-C aside) as one ScenarioError line after ``where``."""
+def _plugin_import(where: str, check: bool = True) -> Iterator[None]:
+    """Any failure of a plugin's own code (Ctrl-C aside) as one ScenarioError line after ``where``;
+    with ``check``, a change to ``global_state()`` refused (``check_untouched``)."""
+    before = global_state() if check else {}
     try:
         yield
     except KeyboardInterrupt:
@@ -172,6 +168,8 @@ def _plugin_failure(where: str) -> Iterator[None]:
         else:
             why = f"{type(err).__name__}: {(' '.join(str(err).split()) or 'no message')[:300]}"
         raise ScenarioError(f"{where}: {why}") from None
+    if check:
+        check_untouched(before, where)
 
 
 def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -> list[PluginRef]:
@@ -179,10 +177,8 @@ def load_plugins(refs: list[str], base_dir: Path, where: Callable[[int], str]) -
     line after ``where(i)`` (file:line: plugins[i])."""
     records: list[PluginRef] = []
     for i, ref in enumerate(refs):
-        before = global_state()
-        with _plugin_failure(f"{where(i)}: plugin {ref}"):
+        with _plugin_import(f"{where(i)}: plugin {ref}"):
             record = import_plugin(ref, base_dir)
-        check_untouched(before, f"{where(i)}: plugin {ref}")
         if all(r.path != record.path for r in records):  # a file listed twice is one plugin
             records.append(record)
     return records + entry_point_plugins()
@@ -195,7 +191,8 @@ def entry_point_plugins() -> list[PluginRef]:
         found = []
         for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
             module = point.value.partition(":")[0].strip()
-            with _plugin_failure(f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP})"):
+            where = f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP})"
+            with _plugin_import(where, check=False):
                 record = import_plugin(module, Path.cwd())
                 if point.attr:  # "module:function": a function to call, as pytest's plugins may give
                     point.load()()
@@ -207,15 +204,13 @@ def entry_point_plugins() -> list[PluginRef]:
 def load_recorded(plugins: list[PluginRef]) -> None:
     """In an arm's process: import its spec's plugins; one changed since planning is refused."""
     for plugin in plugins:
-        before = global_state()
         if plugin.ref.startswith("entry point "):
+            before = global_state()
             entry_point_plugins()
             check_untouched(before, "the installed plugins (entry points harness.plugins)")
             continue
-        ref = plugin.module or plugin.path
-        with _plugin_failure(f"plugin {plugin.ref} ({plugin.path})"):
-            now = import_plugin(ref, Path(plugin.path).parent)
-        check_untouched(before, f"plugin {plugin.ref} ({plugin.path})")
+        with _plugin_import(f"plugin {plugin.ref} ({plugin.path})"):
+            now = import_plugin(plugin.module or plugin.path, Path(plugin.path).parent)
         if now.sha256 != plugin.sha256:
             raise ScenarioError(
                 f"plugin {plugin.ref} ({plugin.path}) changed since the campaign was planned "

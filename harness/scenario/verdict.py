@@ -13,16 +13,9 @@ from harness.scenario.parts import FieldProblem
 
 DEFAULT_ALPHA = 0.05  # level of every interval and test (compare.significance imports it)
 DEFAULT_MIN_EFFECT = 0.01  # speed: a smaller change is "no meaningful difference"
-DEFAULT_TOLERANCE = 2.0
-DEFAULT_CHAOTIC_BELOW_DB = 20.0
-DEFAULT_CHAOTIC_BAND_DB = 4.0
-DEFAULT_AUDIO_COHERENT_MIN_CORR = 0.9
-# floor_log_sd: a scenario may state the within-seed spread (sd of the log of one floor run's error
-# energy) of each kind the verdict judges (``harness.metrics.judged_energies``), with what was
-# measured where (never assumed: with one floor run per seed and no stated spread a reading has no
-# interval of its own). The H200 example (three seeds x three exact perturbations, bf16): video MSE
-# 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about ten times more (video 0.29, audio
-# 1.3: harness/bench/verdict_calibration.json).
+# floor_log_sd as measured: the H200 example (three seeds x three exact perturbations, bf16): video
+# MSE 0.03, 1 - SSIM 0.02, audio 0.33; the builtin CPU pipeline about ten times more (video 0.29,
+# audio 1.3: harness/bench/verdict_calibration.json).
 
 
 class VerdictRules(BaseModel):
@@ -30,7 +23,7 @@ class VerdictRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tolerance: float = Field(DEFAULT_TOLERANCE, gt=1.0, description=TOLERANCE_HELP)
+    tolerance: float = Field(2.0, gt=1.0, description=TOLERANCE_HELP)
     alpha: float = Field(
         DEFAULT_ALPHA,
         gt=0.0,
@@ -40,19 +33,19 @@ class VerdictRules(BaseModel):
         "over the report's tests).",
     )
     chaotic_below_db: float = Field(
-        DEFAULT_CHAOTIC_BELOW_DB,
+        20.0,
         description="A seed whose floor's pooled video PSNR is below this is chaotic: exact attention alone "
         "gives a different video, pixel metrics are shown as uninformative and the verdict rests on the "
         "in-situ reading, the early-step latents and the statistics.",
     )
     chaotic_band_db: float = Field(
-        DEFAULT_CHAOTIC_BAND_DB,
+        4.0,
         ge=0.0,
         description="Width of the band centred on chaotic_below_db where both the pixel metrics and the "
         "chaotic regime's evidence judge (no cliff at the threshold).",
     )
     audio_coherent_min_corr: float = Field(
-        DEFAULT_AUDIO_COHERENT_MIN_CORR,
+        0.9,
         ge=-1.0,
         le=1.0,
         description="A seed whose floor's audio waveform correlation (cosine at the container's alignment) "
@@ -110,8 +103,7 @@ class VerdictRules(BaseModel):
     @model_validator(mode="after")
     def _known_kinds(self) -> VerdictRules:
         kinds = judged_energies()
-        unknown = sorted(set(self.floor_log_sd) - set(kinds))
-        if unknown:
+        if unknown := sorted(set(self.floor_log_sd) - set(kinds)):
             raise ValueError(f"floor_log_sd: unknown kind {unknown[0]!r} (expected: {', '.join(kinds)})")
         if any(not v > 0 for v in self.floor_log_sd.values()):
             raise ValueError("floor_log_sd: every spread must be above 0")

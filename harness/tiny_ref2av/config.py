@@ -27,7 +27,7 @@ class PipelineConfig(BaseModel):
     frames: int = Field(56, ge=2)
     fps: int = Field(24, ge=1)
     audio_rate: int = Field(32000, ge=8000)
-    # H3's video_codec_options (ultrafast, crf 18); media._encode says why any preset is reproducible.
+    # H3's video_codec_options (ultrafast, crf 18); media.MediaWriter says why any preset is reproducible.
     crf: int = Field(18, ge=0, le=51)
     x264_preset: Literal[
         "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
@@ -93,12 +93,8 @@ class PipelineConfig(BaseModel):
     def audio_samples(self) -> int:
         return round(self.frames * self.audio_rate / self.fps)
 
-    def with_overrides(self, overrides: dict[str, Any] | None) -> PipelineConfig:
+    def with_overrides(self, overrides: dict[str, Any]) -> PipelineConfig:
         """A copy with ``overrides`` applied and validated; HarnessError names the bad key."""
-        if not overrides:
-            return self
-        if not isinstance(overrides, dict):
-            raise HarnessError(f"pipeline overrides must be a mapping, got {type(overrides).__name__}")
         known = set(type(self).model_fields)
         if unknown := sorted(str(k) for k in overrides if k not in known):
             raise HarnessError(

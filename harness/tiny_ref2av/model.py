@@ -123,19 +123,16 @@ class TinyRef2AV:
                     table=table,
                 )
             )
-        self._to_device()
 
-    def _to_device(self) -> None:
-        dev, dt = self.device, self.dtype
         # Embedding/readout bases stay float32 like the residual stream (see ``forward``).
         for name in ("ex_v", "er_v", "ex_a", "er_a", "type_v", "type_a"):
-            setattr(self, name, getattr(self, name).to(dev))
+            setattr(self, name, getattr(self, name).to(device))
         for name in ("tok_emb", "txt_pos", "txt_w1", "txt_w2", "t_w1", "t_w2", "t_mod"):
-            setattr(self, name, getattr(self, name).to(device=dev, dtype=dt))
+            setattr(self, name, getattr(self, name).to(device=device, dtype=dtype))
         for b in self.blocks:
             for f in ("wqkv", "q_norm", "k_norm", "wo", "w1", "w2"):
-                setattr(b, f, getattr(b, f).to(device=dev, dtype=dt))
-            b.table = b.table.to(dev)
+                setattr(b, f, getattr(b, f).to(device=device, dtype=dtype))
+            b.table = b.table.to(device)
 
     def encode_text(self, tokens: Tensor) -> Tensor:
         x = self.tok_emb[tokens.to(self.device)] + self.txt_pos
@@ -253,8 +250,6 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 def shifted_sigmas(infer_steps: int, shift: float) -> list[float]:
     """``infer_steps`` points from 1 to 0, warped by sigma' = s*sigma / (1 + (s-1)*sigma)."""
-    if infer_steps < 2:
-        raise ValueError("infer_steps counts sigma points including the terminal 0: it must be >= 2")
     base = torch.linspace(1.0, 0.0, infer_steps, dtype=torch.float64)
     return (shift * base / (1.0 + (shift - 1.0) * base)).tolist()
 

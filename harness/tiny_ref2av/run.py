@@ -41,15 +41,11 @@ PENTATONIC = (0, 2, 4, 7, 9, 12, 14)
 PAD_ID = 0
 T = TypeVar("T")
 
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_MASK64 = (1 << 64) - 1
-
 
 def fnv1a64(data: bytes) -> int:
-    h = _FNV_OFFSET
+    h = 0xCBF29CE484222325  # the 64-bit FNV offset basis and prime
     for b in data:
-        h = ((h ^ b) * _FNV_PRIME) & _MASK64
+        h = ((h ^ b) * 0x100000001B3) & ((1 << 64) - 1)
     return h
 
 
@@ -148,16 +144,6 @@ def exact_matmul() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
 
 
-def save_latents(directory: Path, step: StepResult) -> None:
-    """latents_dir/step_NNN.npz: video [t, h, w, C], audio [n, C] (float32) and the sigmas reached."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".step_{step.index:03d}.tmp.npz"
-    video, audio = (x.detach().float().cpu().numpy() for x in (step.video, step.audio))
-    sigmas = {"sigma_video": np.float64(step.sigma_video), "sigma_audio": np.float64(step.sigma_audio)}
-    np.savez(tmp, video=video, audio=audio, **sigmas)
-    tmp.replace(directory / f"step_{step.index:03d}.npz")
-
-
 def run_pipeline(
     cfg: PipelineConfig,
     *,
@@ -175,7 +161,6 @@ def run_pipeline(
     from harness.media import write_av
 
     wall0 = time.perf_counter()
-    out_path = Path(out_path)
     if latents_dir is None and cfg.save_latents:
         latents_dir = out_path.parent / "latents"
     device = torch.device(resolve_device(cfg.device, context="pipeline config"))
@@ -211,9 +196,15 @@ def run_pipeline(
         def step_done(res: StepResult) -> None:
             nonlocal save_s
             steps.append(StepTiming(index=res.index, seconds=res.seconds))
-            if latents_dir is not None:
+            if latents_dir is not None:  # step_NNN.npz: video [t, h, w, C], audio [n, C], the sigmas reached
                 t0 = time.perf_counter()
-                save_latents(Path(latents_dir), res)
+                latents_dir.mkdir(parents=True, exist_ok=True)
+                tmp = latents_dir / f".step_{res.index:03d}.tmp.npz"
+                video, audio = (x.detach().float().cpu().numpy() for x in (res.video, res.audio))
+                np.savez(
+                    tmp, video=video, audio=audio, sigma_video=res.sigma_video, sigma_audio=res.sigma_audio
+                )
+                tmp.replace(latents_dir / f"step_{res.index:03d}.npz")
                 save_s += time.perf_counter() - t0
             if on_step is not None:
                 on_step(res.index, res.total)

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from harness.analysis.analyze import analyze_campaign
-from harness.analysis.insitu import candidate_reading, heatmap_name
+from harness.analysis.insitu import candidate_reading
 from harness.errors import HarnessError
 from harness.insitu_records import InSituCall, InSituOpError
 from harness.scenario.insitu import InSituTolerance
@@ -74,7 +74,7 @@ def test_the_shape_of_a_reading_per_step_block_and_worst_calls():
     assert r.per_step[0].floor_rel_l1 == pytest.approx(1e-3)
     assert {(c.step, c.block) for c in r.cells} == {(1, 0), (2, 0), (1, 1), (2, 1)}
     assert r.worst[0].rel_l1 == pytest.approx(5e-3) and (r.worst[0].step, r.worst[0].block) == (2, 0)
-    assert r.heatmap == heatmap_name("cand") == "insitu_heatmap_cand"
+    assert r.heatmap == "insitu_heatmap_cand"
 
 
 def test_calls_the_candidate_refused_are_counted_not_pooled():

@@ -12,7 +12,7 @@ from cli_testutil import harness
 from records_testutil import CPU, ONE_SEED, edited, example, verdict, voiced
 
 from harness.analysis.model import SpeedTest
-from harness.analysis.sentences import floor_points, pair, readings, speed_terms, verdict_terms
+from harness.analysis.sentences import floor_points, readings, speed_terms, verdict_terms
 from harness.compare.significance import compare_samples
 from harness.report.github_summary import SUMMARY_LIMIT, github_summary, run_url, summary_target
 from harness.report.pr import BenchmarkEntry, benchmark_entries, render_pr, write_benchmark
@@ -43,7 +43,7 @@ def test_every_candidate_has_its_word(res):
     v = verdict(res, "sage_attn2")
     [r] = [r for r in readings(res) if r.arm == "sage_attn2"]
     judged = next(c for c in v.energy if c.metric == v.ratio_metric)  # the ratio the verdict rests on
-    assert r.ratio.value == v.ratio == judged.ratio and r.ratio.ci == pair(v.ratio_ci) is None
+    assert r.ratio.value == v.ratio == judged.ratio and r.ratio.ci is None and v.ratio_ci is None
     assert r.ratio_what == f"{judged.label} / the floor's" == "audio mel spectral error / the floor's"
     step = res.arm("sage_attn2").speed["s_per_step"]
     assert r.step.value == step.speedup and r.step.word == "too few runs"  # one run a side

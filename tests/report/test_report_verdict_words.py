@@ -12,7 +12,7 @@ from records_testutil import ONE_SEED, badge_of, example, line_of, rendered, ver
 
 from harness.analysis.sentences import readings
 from harness.analysis.verdict import InsituReading, SeedVerdict
-from harness.report.figures import speed_accuracy_job
+from harness.report.figures import speed_accuracy_inputs
 from harness.report.plots import WORD_COLOURS
 
 HOSTILE = "<script>alert(2)</script> | a pipe"
@@ -66,7 +66,7 @@ def test_an_identical_verdict_is_its_own_word_everywhere_without_a_ratio(base):
     )
     # the figure: its colour, drawn on the bottom edge (no error), not left out
     assert WORD_COLOURS["identical"] == "#1565c0"
-    points = speed_accuracy_job(voiced(res))[1][0]
+    points = speed_accuracy_inputs(voiced(res))[0]
     assert next(p for p in points if p[0] == "sage_attn2_1_0_6")[1:4:2] == ("identical", (0.0, None, None))
 
 

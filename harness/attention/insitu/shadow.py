@@ -21,7 +21,6 @@ from harness.insitu_records import InSituCall, InSituOp, InSituOpError
 FIELDS = (
     "cosine", "rel_l1", "rmse", "max_abs", "row_cos_p1", "row_cos_p10", "nan", "inf", "scale", "rel_l1_unscaled"
 )  # fmt: skip
-YARDSTICK_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def sample_rows(n_q: int, rows: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -36,39 +35,41 @@ def yardstick(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, rows: torch.Tensor, dtype: str
 ) -> torch.Tensor:
     """Exact attention of the sampled query rows against every key, ``[B, H, rows, D]`` in ``dtype``."""
-    compute = YARDSTICK_DTYPES[dtype]
     budget = (1 << 27) if q.is_cuda else (1 << 23)  # scores per chunk: bounded memory at any length
     return exact_attention(
-        q.index_select(2, rows), k, v, scale, compute_dtype=compute, max_chunk_elems=budget
+        q.index_select(2, rows), k, v, scale, getattr(torch, dtype), max_chunk_elems=budget
     )
+
+
+def error_sums(o: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """fp64 ``o`` against ``r`` (last dim a row), on the device: sum(o r), sum(o^2), sum(r^2), sum|o - r|, sum|r|,
+    sum (o - r)^2, max|o - r|; each row's cosine (1 where both are 0); rows where only ``o``'s is 0."""
+    d = o - r
+    o_norm, r_norm = o.norm(dim=-1), r.norm(dim=-1)
+    row_cos = (o * r).sum(-1) / (o_norm * r_norm).clamp_min(torch.finfo(torch.float64).tiny)
+    row_cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(row_cos), row_cos)
+    dot, oo, rr = (o * r).sum(), (o * o).sum(), (r * r).sum()
+    sums = torch.stack([dot, oo, rr, d.abs().sum(), r.abs().sum(), (d * d).sum(), d.abs().max()])
+    return sums, row_cos, ((o_norm == 0) & (r_norm > 0)).sum()
 
 
 def error_scalars(out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """The FIELDS of ``out`` against ``ref`` (the yardstick on ``rows``), one fp64 tensor on the device."""
-    full = out
     o = out.index_select(2, rows).to(torch.float64)
     r = ref.to(torch.float64)
-    d = o - r
-    dot, oo, rr = (o * r).sum(), (o * o).sum(), (r * r).sum()
-    cosine = dot / (oo * rr).sqrt()
-    rel_l1 = d.abs().sum() / r.abs().sum()
-    rmse = (d * d).mean().sqrt()
-    max_abs = d.abs().max()
-    o_norm, r_norm = o.norm(dim=-1), r.norm(dim=-1)
-    row_cos = (o * r).sum(-1) / (o_norm * r_norm).clamp_min(torch.finfo(torch.float64).tiny)
-    row_cos = torch.where((o_norm == 0) & (r_norm == 0), torch.ones_like(row_cos), row_cos).reshape(-1)
+    sums, row_cos, _ = error_sums(o, r)
+    dot, oo, rr, l1, ref_l1, sq, max_abs = sums
     # nan_to_num: one NaN row would make both quantiles NaN; NaNs are counted apart.
     p = torch.quantile(
         row_cos.nan_to_num(nan=-1.0), torch.tensor([0.01, 0.10], dtype=torch.float64, device=o.device)
     )
-    counts = torch.stack([torch.isnan(full).sum(), torch.isinf(full).sum()]).to(torch.float64)
+    counts = torch.stack([torch.isnan(out).sum(), torch.isinf(out).sum()]).to(torch.float64)
     # Least squares o ~ scale x r, and the error left once the scale is divided out: a softmax that
     # counts padded keys scales every row and keeps its direction (cosine near 1, rel L1 not).
     scale = dot / rr
-    unscaled = (o / scale - r).abs().sum() / r.abs().sum()
-    return torch.cat(
-        [torch.stack([cosine, rel_l1, rmse, max_abs]), p, counts, torch.stack([scale, unscaled])]
-    )
+    unscaled = (o / scale - r).abs().sum() / ref_l1
+    head = torch.stack([dot / (oo * rr).sqrt(), l1 / ref_l1, (sq / o.numel()).sqrt(), max_abs])
+    return torch.cat([head, p, counts, torch.stack([scale, unscaled])])
 
 
 def op_error(values: list[float]) -> InSituOpError:
@@ -119,7 +120,6 @@ class ShadowedAttention(WrappedOp):
     ):
         super().__init__(primary)
         self.shadows = dict(shadows)
-        self.rows = recorder.settings.sample_rows
         self.recorder = recorder
         self.primary_name = primary_name or primary.name
         if self.primary_name in self.shadows:
@@ -152,7 +152,7 @@ class ShadowedAttention(WrappedOp):
         t0 = time.perf_counter()
         if self.recorder.wants_capture(site):
             self.recorder.capture(site, call, q, k, v, scale)
-        rows = sample_rows(q.shape[2], self.rows, self.generator, device)
+        rows = sample_rows(q.shape[2], self.recorder.settings.sample_rows, self.generator, device)
         with torch.no_grad():
             ref = yardstick(q, k, v, scale, rows, self.recorder.settings.yardstick)
             scalars = {self.primary_name: error_scalars(out.detach(), ref, rows)}

@@ -42,7 +42,6 @@ STAGES = {
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: bfloat16 on a GPU, float32 on a CPU."""
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
@@ -90,9 +89,6 @@ class Clock:
         synchronize(self.device)
         return time.perf_counter()
 
-    def add(self, stage: str, seconds: float) -> None:
-        self.stages[stage] = self.stages.get(stage, 0.0) + seconds
-
     def watch_dit(self, module: torch.nn.Module, patch: tuple[int, ...] | None) -> None:
         def before(_module, _args, kwargs):
             if self.step_start is None:
@@ -111,7 +107,7 @@ class Clock:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.add(stage, self.now() - t0)
+                self.stages[stage] = self.stages.get(stage, 0.0) + self.now() - t0
 
         self._restore.append((owner, method, owner.__dict__.get(method)))
         setattr(owner, method, timed)
@@ -263,7 +259,6 @@ class DiffusersEnv(Record):
 
 
 def load_pipeline(params: dict[str, Any], device: torch.device, dtype: torch.dtype) -> Any:
-    """The scenario's pipeline class, from model_path, on ``device`` in ``dtype``."""
     import diffusers
 
     cls = getattr(diffusers, PIPELINES[params["pipeline"]["name"]].cls)
@@ -324,7 +319,6 @@ def run_generation(
 
 def run_in_process(run_dir: Path) -> Any:
     wall0 = time.perf_counter()
-    run_dir = Path(run_dir)
     spec = read_record(run_dir / SPEC_JSON, RunSpec)
     load_recorded(spec.plugins)  # a plugin's backends are harness backends like the harness's own
     p = spec.params

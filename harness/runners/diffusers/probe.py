@@ -169,11 +169,9 @@ def probe_in_subprocess(
     head_dims: list[int] | None = None,
     python: str | None = None,
     env: dict[str, str] | None = None,
-    timeout_s: float = 600.0,
     plugins: list[Any] | None = None,
 ) -> list[dict]:
     """Run this module in ``python`` (``env`` added, ``plugins`` imported first); a result per backend."""
-
     cmd = [python or sys.executable, "-m", MODULE, "--device", device, "--dtype", dtype]
     if plugins:
         cmd += ["--plugins-json", common.plugins_arg(plugins)]
@@ -182,7 +180,7 @@ def probe_in_subprocess(
     for name, options in backends:
         cmd += ["--backend", f"{name}={json.dumps(options, sort_keys=True)}" if options else name]
 
-    results, why = common.probe_output(cmd, env, timeout_s, "[")
+    results, why = common.probe_output(cmd, env, 600.0, "[")
     for result in results or []:
         common.check_framework(
             "diffusers", result.get("facts") or {}, result.get("reason"), python or sys.executable

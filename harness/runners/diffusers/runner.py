@@ -68,25 +68,6 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
     return {"PYTHONPATH": search_path(common.HARNESS_IMPORT_ROOT, rest), "PYTHONUNBUFFERED": "1"}
 
 
-def probe_result(spec: RunSpec) -> dict[str, Any]:
-    """This spec's backend, probed together with every backend the plan named for the same environment."""
-    p = spec.params
-
-    def ask(backends: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return probe_in_subprocess(
-            [(name, json.loads(options)) for name, options in backends],
-            device=p["device"],
-            dtype=p["dtype"],
-            head_dims=head_dims(p),
-            python=p.get("python"),
-            env={**spec.env, **run_env(spec.env)},
-            plugins=spec.plugins,
-        )
-
-    group, mine = probe_question(spec)
-    return PROBES.answer(group, mine, mine, ask)
-
-
 def model_problem(p: dict[str, Any]) -> str | None:
     """Why the model folder cannot serve the pipeline (None when it can, or when prepare writes it)."""
     from harness.runners.diffusers.checkpoint import MARKER, read_marker
@@ -138,7 +119,7 @@ class DiffusersRunner(Runner):
         }
 
     def expect_preflights(self, specs: list[RunSpec]) -> None:
-        """Every planned backend of an environment is probed by one process (``probe_result``)."""
+        """Every planned backend of an environment is probed by one process (``preflight``)."""
         for spec in specs:
             if "pipeline" in spec.params:
                 group, backend = probe_question(spec)
@@ -155,7 +136,21 @@ class DiffusersRunner(Runner):
             return f"diffusers.image_path {image}: not found"
         if not_found(p.get("python")):
             return f"diffusers.python {p['python']}: not found"
-        result = probe_result(spec)
+
+        # Probed together with every backend the plan named for the same environment.
+        def ask(backends: list[tuple[str, str]]) -> list[dict[str, Any]]:
+            return probe_in_subprocess(
+                [(name, json.loads(options)) for name, options in backends],
+                device=p["device"],
+                dtype=p["dtype"],
+                head_dims=head_dims(p),
+                python=p.get("python"),
+                env={**spec.env, **run_env(spec.env)},
+                plugins=spec.plugins,
+            )
+
+        group, mine = probe_question(spec)
+        result = PROBES.answer(group, mine, mine, ask)
         if not result.get("ok"):
             return f"backend {spec.attn_type}: {result.get('reason') or 'the pre-flight probe failed'}"
         return None

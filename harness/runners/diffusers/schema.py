@@ -16,8 +16,7 @@ from harness.envinfo import package_version
 from harness.registry import did_you_mean
 from harness.scenario.parts import FieldProblem, ScenarioPart
 
-DISPATCH_FILE = Path("models") / "attention_dispatch.py"
-ENUM_CLASS = "AttentionBackendName"
+ENUM_CLASS = "AttentionBackendName"  # in diffusers/models/attention_dispatch.py
 DIFFUSERS_ENV_JSON = "diffusers_env.json"  # what a run's interpreter had (launch.DiffusersEnv)
 
 
@@ -177,7 +176,7 @@ def dispatcher_names() -> list[str] | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     for folder in spec.submodule_search_locations:
-        path = Path(folder) / DISPATCH_FILE
+        path = Path(folder) / "models" / "attention_dispatch.py"
         if path.is_file():
             names = _names_in(str(path))
             return sorted(names) if names else None

@@ -214,12 +214,10 @@ def write_text_tools(out: Path) -> None:
 
 
 def write_checkpoint(out: Path, preset: str = "tiny", seed: int = 0) -> dict[str, Any]:
-    """Write every component under ``out``; returns the marker record (also written as a file)."""
+    """Write every component under ``out`` (``preset`` one of PRESETS: ``main`` parses it so); returns
+    the marker record (also written as a file)."""
     import torch
 
-    if preset not in PRESETS:
-        raise ValueError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)  # LightX2V modules initialise from the global RNG; re-drawn below anyway
     gen = torch.Generator().manual_seed(seed)

@@ -17,7 +17,6 @@ from harness.records import RunSpec
 from harness.runners.common import HARNESS_IMPORT_ROOT, plugin_backends, plugins_arg, search_path
 from harness.runners.lightx2v.params import INPUTS, LightX2VParams
 from harness.runners.lightx2v.rank_env import arm_served, flavour_folder
-from harness.runners.lightx2v.shadows import insitu_payload
 
 LAUNCH_MODULE = "harness.runners.lightx2v.launch"
 PROBE_MODULE = "harness.runners.lightx2v.probe"
@@ -45,29 +44,6 @@ def infer_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str
     return infer + list(params.extra_args)
 
 
-def synthetic_args(params: LightX2VParams) -> list[str]:
-    """Launcher flags that let LightX2V load the scenario's synthetic checkpoint (none for real weights)."""
-    if params.synthetic_checkpoint is None:
-        return []
-    args = ["--synthetic-checkpoint", params.model_path]
-    if params.reference_short_edge:
-        args += ["--reference-short-edge", str(params.reference_short_edge)]
-    return args
-
-
-def insitu_arg(params: LightX2VParams, spec: RunSpec) -> str | None:
-    """``--insitu``'s JSON: the arm's shadows (each with its ``sageattention``) and settings."""
-    if not spec.shadows and spec.insitu is None:
-        return None
-    sage = params.shadow_sageattention
-    shadows = [
-        {**s.model_dump(mode="json"), **({"sageattention": sage[s.name]} if s.name in sage else {})}
-        for s in spec.shadows
-    ]
-    settings = spec.insitu.model_dump(mode="json") if spec.insitu is not None else None
-    return json.dumps(insitu_payload(spec.arm, shadows, settings), sort_keys=True)
-
-
 def plugin_args(spec: RunSpec) -> list[str]:
     """``--plugins``: the spec's plugins as planned (path, sha256, what they register)."""
     return ["--plugins", plugins_arg(spec.plugins)] if spec.plugins else []
@@ -79,40 +55,42 @@ def harness_served(params: LightX2VParams, spec: RunSpec) -> list[str]:
     return [n for n in arm_served(spec, params) if n not in plugins]
 
 
-def serve_args(params: LightX2VParams, spec: RunSpec) -> list[str]:
-    """``--serve`` each harness backend of ``harness_served``; ``--attn-options``: the arm's options."""
-    args = repeated("--serve", harness_served(params, spec))
-    if spec.attn_options:
-        args += ["--attn-options", json.dumps(spec.attn_options, sort_keys=True)]
-    return args
-
-
 def repeated(flag: str, values: Iterable[str]) -> list[str]:  # ``flag`` before each of ``values``
     return [item for value in values for item in (flag, value)]
 
 
 def launcher_args(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:
-    """The launcher's own flags (``--bare``: only the relaxing and the plugins, which name a type)."""
-    if params.bare:
-        return [
-            "--bare", "--run-dir", str(run_dir), "--attn-type", spec.attn_type,
-            *plugin_args(spec), *serve_args(params, spec), *synthetic_args(params),
-        ]  # fmt: skip
+    """The launcher's own flags (``--bare``: only the relaxing and the plugins, which name a type):
+    ``--serve`` each harness backend of ``harness_served``, ``--attn-options`` the arm's options, and
+    ``--synthetic-checkpoint`` for the scenario's synthetic checkpoint (none for real weights)."""
     args = ["--run-dir", str(run_dir), "--attn-type", spec.attn_type, *plugin_args(spec)]
-    args += serve_args(params, spec)
-    if spec.kv_reversed:
-        args.append("--kv-reversed")
-    args += repeated("--scope", params.attn_scope) + repeated("--wrapper", params.attn_wrappers)
-    args += repeated("--count-op", [f"{label}={ref}" for label, ref in sorted(params.count_ops.items())])
-    args += ["--latent-steps", params.latent_steps]
-    if params.time_blocks:
-        args.append("--time-blocks")
-    if spec.schedule is not None:
-        args += ["--schedule", json.dumps(spec.schedule.model_dump(mode="json"), sort_keys=True)]
-    insitu = insitu_arg(params, spec)
-    if insitu is not None:
-        args += ["--insitu", insitu]
-    return args + synthetic_args(params)
+    args += repeated("--serve", harness_served(params, spec))
+    if spec.attn_options:
+        args += ["--attn-options", json.dumps(spec.attn_options, sort_keys=True)]
+    if not params.bare:
+        if spec.kv_reversed:
+            args.append("--kv-reversed")
+        args += repeated("--scope", params.attn_scope) + repeated("--wrapper", params.attn_wrappers)
+        args += repeated("--count-op", [f"{label}={ref}" for label, ref in sorted(params.count_ops.items())])
+        args += ["--latent-steps", params.latent_steps]
+        if params.time_blocks:
+            args.append("--time-blocks")
+        if spec.schedule is not None:
+            args += ["--schedule", json.dumps(spec.schedule.model_dump(mode="json"), sort_keys=True)]
+        if spec.shadows or spec.insitu is not None:  # each shadow with its ``sageattention``
+            sage = params.shadow_sageattention
+            shadows = [
+                {**s.model_dump(mode="json"), **({"sageattention": sage[s.name]} if s.name in sage else {})}
+                for s in spec.shadows
+            ]
+            settings = spec.insitu.model_dump(mode="json") if spec.insitu is not None else {}
+            insitu = {"primary": spec.arm, "shadows": shadows, "settings": settings}
+            args += ["--insitu", json.dumps(insitu, sort_keys=True)]
+    if params.synthetic_checkpoint is not None:
+        args += ["--synthetic-checkpoint", params.model_path]
+        if params.reference_short_edge:
+            args += ["--reference-short-edge", str(params.reference_short_edge)]
+    return ["--bare", *args] if params.bare else args
 
 
 def build_command(params: LightX2VParams, spec: RunSpec, run_dir: Path) -> list[str]:

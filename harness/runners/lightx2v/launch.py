@@ -141,7 +141,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--time-blocks", action="store_true", help="time each DiT block (device synchronised)")
     p.add_argument("--schedule", type=json_arg, help="a step schedule (harness.records.StepSchedule, JSON)")
     p.add_argument(
-        "--insitu", type=json_arg, help="shadows and in-situ settings (shadows.insitu_payload, JSON)"
+        "--insitu", type=json_arg, help="the primary, its shadows and in-situ settings (a JSON object)"
     )
     p.add_argument(
         "--plugins",
@@ -270,8 +270,7 @@ def serve_plugins(names: list[str], book: CallBook | None, ns: argparse.Namespac
     if not names:
         return
     options = {ns.attn_type: ns.attn_options} if ns.attn_options else {}
-    registry = rank_env.attention_registry()
-    served, lightx2v_own = rank_env.serve_backends(registry, names, options, sites)
+    served, lightx2v_own = rank_env.serve_backends(rank_env.attention_registry(), names, options, sites)
     if book is not None:
         book.extra["harness_served"] = served
         for name in lightx2v_own:  # the pre-flight refuses an arm of such a name; a shadow is LightX2V's

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, Valid
 from harness.errors import HarnessError, ScenarioError
 from harness.runners import common
 from harness.runners.common import absolute_path
-from harness.runners.lightx2v.schema import SyntheticCheckpoint, h3_model_dirs
+from harness.runners.lightx2v.schema import H3_COMPONENT_DIRS, SyntheticCheckpoint, h3_dit_dir
 from harness.scenario.parts import deep_merge
 
 H3 = "minimax_h3"
@@ -165,7 +165,7 @@ def resolve_params(scenario: Any, arm: Any, profile: str | None) -> LightX2VPara
         qwen3vl_attn_type=merged.get("qwen3vl_attn_type", "torch_sdpa") if on_h3 else None,
         vae_attn_type=merged.get("vae_attn_type", "torch_sdpa") if on_h3 else None,
     )
-    default_dirs = h3_model_dirs(block.task) if on_h3 else ()
+    default_dirs = (h3_dit_dir(block.task), *H3_COMPONENT_DIRS) if on_h3 else ()  # what the task loads
     arms = {a.name: a for a in scenario.arms}
     shadow_flavours = {
         name: arms[name].sageattention

@@ -74,11 +74,9 @@ def check_geometry(model_cls: str, config: dict[str, Any], nproc: int) -> str | 
 
 
 def synthetic_problem(params: LightX2VParams) -> str | None:
-    """Why the model folder cannot be (or become) the scenario's synthetic checkpoint, or None."""
-    wanted = params.synthetic_checkpoint
-    if wanted is None:
-        return None
-    model = Path(params.model_path)
+    """Why the model folder cannot be (or become) the scenario's synthetic checkpoint (which ``params``
+    names: both callers check), or None."""
+    wanted, model = params.synthetic_checkpoint, Path(params.model_path)
     marker = read_marker(model)
     have = None if marker is None else {"preset": marker.get("preset"), "seed": marker.get("seed")}
     asked = {"preset": wanted.preset, "seed": wanted.seed}

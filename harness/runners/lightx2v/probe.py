@@ -169,26 +169,21 @@ def probe_many(
     imported once, the ``plugins`` (PluginRef dicts) served as the ranks do: the answers in order."""
     facts: dict[str, Any] = {"python": sys.executable, "platform": os.environ.get("PLATFORM", "cuda")}
     facts["questions"] = len(questions)  # how many arms this probe process answered
-    answers: list[dict[str, Any] | None] = [None] * len(questions)
 
-    def no(reason: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {"ok": False, "reason": reason, "facts": {**facts, **(extra or {})}}
-
-    def unanswered() -> list[int]:
-        return [i for i, a in enumerate(answers) if a is None]
+    def answer(reason: str | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"ok": reason is None, "reason": reason, "facts": {**facts, **(extra or {})}}
 
     framework = {common.FRAMEWORK_FACT: True}  # no arm can run: the pre-flight fails the run, not a skip
     try:
         gpus = _torch_facts(facts)
     except Exception as err:
-        return [no(f"torch is not importable ({err})", framework) for _ in questions]
+        return [answer(f"torch is not importable ({err})", framework) for _ in questions]
     platform = facts["platform"]
     # Cheap checks first: an import of LightX2V takes seconds.
-    for i, q in enumerate(questions):
-        if why := early_reason(q, flavour, platform, gpus):
-            answers[i] = no(why)
-    if not unanswered():
-        return answers  # type: ignore[return-value]
+    early = [early_reason(q, flavour, platform, gpus) for q in questions]
+    answers: list[Any] = [answer(why) if why else None for why in early]
+    if all(early):
+        return answers
 
     plugin_types: list[str] = []
     try:
@@ -205,9 +200,7 @@ def probe_many(
         plugin = isinstance(err, PluginFailed)  # a plugin's own failure: its arms, not the framework
         failed = f"import lightx2v failed with PLATFORM={platform}: {type(err).__name__}: {str(err)[:300]}"
         reason = str(err) if plugin else failed
-        for i in unanswered():
-            answers[i] = no(reason, None if plugin else framework)
-        return answers  # type: ignore[return-value]
+        return [a or answer(reason, None if plugin else framework) for a in answers]
     if bound := bind_pinned_function():  # as the ranks do: the smoke call runs what they run
         facts["sageattention_function"] = bound
     root = Path(lightx2v.__file__).resolve().parent.parent
@@ -230,13 +223,12 @@ def probe_many(
         facts["features"][name] = token in text
     facts["device"] = str(AI_DEVICE)
     smoke: dict[str, tuple[float | None, str | None]] = {}  # one test call per type, whoever asks
-    for i in unanswered():
-        cosines: dict[str, float | None] = {}
-        why = registry_reason(questions[i], flavour, registry, lightx2v_own, facts, smoke, cosines)
-        answers[i] = no(why, {"smoke_cosine": cosines}) if why else {
-            "ok": True, "reason": None, "facts": {**facts, "smoke_cosine": cosines},
-        }  # fmt: skip
-    return answers  # type: ignore[return-value]
+    for i, q in enumerate(questions):
+        if answers[i] is None:
+            cosines: dict[str, float | None] = {}
+            why = registry_reason(q, flavour, registry, lightx2v_own, facts, smoke, cosines)
+            answers[i] = answer(why, {"smoke_cosine": cosines})
+    return answers
 
 
 class PluginFailed(Exception):
@@ -254,9 +246,8 @@ def early_reason(q: dict[str, Any], flavour: str, platform: str, gpus: int) -> s
     for label, ref in sorted((q.get("count_ops") or {}).items()):
         if why := _op_reason(ref):
             return f"count_ops {label}: {ref}: {why}"
-    if "sage_attn2" in q["attn_types"]:
-        if why := sageattention_reason(flavour):
-            return f"sage_attn2: {why}"
+    if "sage_attn2" in q["attn_types"] and (why := sageattention_reason(flavour)):
+        return f"sage_attn2: {why}"
     return None
 
 

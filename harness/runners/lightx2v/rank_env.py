@@ -105,8 +105,7 @@ def sageattention_identity(flavour: str) -> dict[str, str]:
         from harness.sage_packages import read_marker
 
         marker = read_marker(PINNED_SAGEATTENTION[flavour]) or {}
-        found = {"sageattention_version": marker.get("version"), "sageattention_commit": marker.get("commit")}
-        return {k: str(v) for k, v in found.items() if v}
+        return {f"sageattention_{key}": str(marker[key]) for key in ("version", "commit") if marker.get(key)}
     if flavour != "package":
         return {}
     from importlib import metadata
@@ -216,8 +215,7 @@ def relax_synthetic_checks(model_path: str | os.PathLike, reference_short_edge: 
             "(real weights are loaded as LightX2V ships them)"
         )
     qwen = importlib.import_module(QWEN3VL_MODULE)
-    config_path = Path(model_path) / "text_encoder" / "config.json"
-    raw = json.loads(config_path.read_text())
+    raw = json.loads((Path(model_path) / "text_encoder" / "config.json").read_text())
     text = raw.get("text_config", raw)
     changed: dict[str, Any] = {}
     expected = qwen._EXPECTED_RELEASE_CONFIG
@@ -315,11 +313,6 @@ def options_problem(attn_type: str, options: dict[str, Any], own: frozenset[str]
     return None
 
 
-def served_backend(cls: Any) -> str | None:
-    """The harness backend a registry entry serves (None: one of LightX2V's own classes)."""
-    return getattr(cls, "harness_backend", None)
-
-
 def weight_class(
     name: str, options: dict[str, Any] | None = None, sites: Callable[[], Any] | None = None
 ) -> type:
@@ -367,7 +360,8 @@ def serve_backends(
     served, lightx2v_own = [], []
     for name in names:
         if name in registry:
-            (served if served_backend(registry[name]) == name else lightx2v_own).append(name)
+            harness_backend = getattr(registry[name], "harness_backend", None)  # None: LightX2V's own class
+            (served if harness_backend == name else lightx2v_own).append(name)
             continue
         registry[name] = weight_class(name, (options or {}).get(name), sites)
         served.append(name)

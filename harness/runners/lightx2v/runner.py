@@ -36,7 +36,7 @@ from harness.runners.lightx2v.params import LightX2VParams, params_of, read_base
 from harness.runners.lightx2v.preflight import expect_probes, preflight_reason, synthetic_problem
 from harness.runners.lightx2v.rank_env import CPU_PLATFORM, flavour_text, read_marker
 from harness.runners.lightx2v.rank_env import harness_backends as served_backends
-from harness.safe_write import atomic_write_json
+from harness.safe_write import atomic_write_json, link_or_copy
 from harness.store import (
     ATTN_CALLS_JSON,
     LAYERS_JSON,
@@ -299,7 +299,4 @@ class LightX2VRunner(Runner):
             write_record(run_dir / ATTN_CALLS_JSON, calls)
         produced, expected = run_dir / params.save_name, run_dir / OUTPUT_MP4  # the video as output.mp4 too
         if produced != expected and produced.is_file() and not expected.exists():
-            try:
-                os.link(produced, expected)
-            except OSError:
-                shutil.copyfile(produced, expected)
+            link_or_copy(str(produced), str(expected))

@@ -21,11 +21,6 @@ def h3_dit_dir(task: str) -> str:
     return "transformer_ref" if task == "ref2av" else "transformer"
 
 
-def h3_model_dirs(task: str) -> tuple[str, ...]:
-    """The folders a MiniMax-H3 task loads: ref2av needs transformer_ref/, never transformer/."""
-    return (h3_dit_dir(task), *H3_COMPONENT_DIRS)
-
-
 class SyntheticCheckpoint(BaseModel):
     """A checkpoint the harness writes (random weights, tiny sizes) to check the chain end to end."""
 

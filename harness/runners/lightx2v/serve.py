@@ -325,10 +325,9 @@ class CallPath:
                 if cls is None:
                     raise ValueError(f"schedule: exact backend {served!r} is not registered in LightX2V")
                 self._exact = cls()
-            exact = self._exact
 
             def run(q, k, v):  # another class: by keyword (its positional parameters differ)
-                return exact.apply(q=q, k=k, v=v, **other_arguments(bound))
+                return self._exact.apply(q=q, k=k, v=v, **other_arguments(bound))
 
             if shape not in self.warmed:  # the arm's backend warms up in this step, not in a measured one
                 self.warmed.add(shape)

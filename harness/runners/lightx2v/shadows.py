@@ -18,16 +18,10 @@ from harness.runners.lightx2v.rank_env import (
     SAGEATTENTION_SHIMS,
     SHIMS,
     flavour_text,
-    served_backend,
 )
 
 # LightX2V attention types that compute exact attention (the others quantise or sparsify).
 EXACT_TYPES = frozenset({"torch_sdpa", "flash_attn2", "flash_attn3", "flash_attn4", "aiter_attn"})
-
-
-def insitu_payload(arm: str, shadows: list[dict[str, Any]], settings: dict[str, Any] | None) -> dict:
-    """What ``--insitu`` carries (JSON): built by the runner from the run spec."""
-    return {"primary": arm, "shadows": shadows, "settings": settings or {}}
 
 
 def to_heads_first(t: Any) -> Any:
@@ -121,7 +115,6 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
     flavour = spec.get("sageattention") or "package"
     fn = None
     if name == "sage_attn2":
-        module = sys.modules.get(SAGE_MODULE)
         if flavour != "package":
             try:
                 if flavour in PINNED_SAGEATTENTION:  # the function the ranks bind, under a private name
@@ -132,7 +125,7 @@ def lightx2v_shadow(spec: dict[str, Any], raw: Any, op_class: type) -> Any:
                     fn = load_shim(flavour).sageattn
             except Exception as err:
                 return f"{flavour_text(flavour)} does not import ({type(err).__name__}: {err})"
-        elif module is None or getattr(module, "sageattn", None) is None:
+        elif getattr(sys.modules.get(SAGE_MODULE), "sageattn", None) is None:
             return "LightX2V's sage_attn2 bound no sageattn (the package is not installed here)"
     try:
         backend = raw()
@@ -175,7 +168,7 @@ def build_shadowed(payload: dict[str, Any], raw_of: Any, folder: Path, rank: str
     for spec in payload.get("shadows", []):
         name, attn_type = spec["name"], spec["attn_type"]
         raw = raw_of(attn_type)
-        if raw is not None and served_backend(raw) is None:
+        if raw is not None and getattr(raw, "harness_backend", None) is None:  # LightX2V's own class
             op = lightx2v_shadow(spec, raw, op_class)
         else:
             try:
