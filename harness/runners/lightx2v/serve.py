@@ -274,7 +274,6 @@ class CallPath:
         raw: Callable[[str], Any],
         *,
         schedule: Any = None,
-        direct_check: bool = True,
         shadowed: tuple[Any, Any, dict[str, Any]] | None = None,
     ):
         self.book = book
@@ -285,7 +284,7 @@ class CallPath:
             from harness.attention.wrappers import exact_on
 
             self._exact_on = exact_on
-        self.direct_pending = direct_check
+        self.direct_pending = True
         self.shadowed = shadowed
         self.warmed: set[tuple] = set()  # call shapes the arm's backend has run
         self._exact: Any = None
