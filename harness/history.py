@@ -256,7 +256,7 @@ def _figure(df: pd.DataFrame, moves: pd.DataFrame, scenario: str, m: Metric) -> 
     ax.set_title(f"{scenario}: {m.label}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    return png_bytes(fig, dpi=90)
+    return png_bytes(fig)
 
 
 def _page(df: pd.DataFrame, moves: pd.DataFrame, figures: list[tuple[str, str, bytes]], last: int) -> str:

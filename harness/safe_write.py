@@ -248,6 +248,15 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
+    """``folder/step_NNN.npz`` (``harness.compare.latents`` reads it), renamed into place when whole."""
+    import numpy as np
+
+    tmp = folder / f".step_{step:03d}.tmp.npz"
+    np.savez(tmp, **arrays)
+    tmp.replace(folder / f"step_{step:03d}.npz")
+
+
 def check_writable_dir(folder: Path, flag: str) -> None:
     """UsageError naming ``flag`` (exit 2) unless files can be written in ``folder`` (or the nearest
     folder above, creating nothing)."""

@@ -19,7 +19,7 @@ import torch
 from harness.attention.exact import exact_attention, full_fp32_matmul
 from harness.attention.insitu.shadow import error_sums
 from harness.attention.registry import AttentionBackend, UnsupportedCall, check_options, get_backend
-from harness.attention.wrappers import KVReversed
+from harness.attention.wrappers import KVReversed, bitwise_fields
 from harness.envinfo import fingerprint, package_version, resolve_device
 from harness.errors import BackendUnavailable, HarnessError, ScenarioError
 from harness.kernels.report import write_kernels_report
@@ -105,12 +105,9 @@ def tflops(flops: float, ms: float) -> float:
 
 
 def bitwise_compare(check: str, a: torch.Tensor, b: torch.Tensor) -> BitwiseCheck:
-    if a.shape != b.shape:
-        note = f"shapes differ {tuple(a.shape)} vs {tuple(b.shape)}"
-        return BitwiseCheck(check=check, identical=False, note=note)
-    same = bool(torch.equal(a, b))
-    diff = 0.0 if same else float((a.float() - b.float()).abs().max())
-    return BitwiseCheck(check=check, identical=same, max_abs_diff=diff)
+    fields = bitwise_fields(a, b)
+    identical = {"max_abs_diff": 0.0} if fields["identical"] else {}  # kernels.json: 0.0, not null
+    return BitwiseCheck(check=check, **identical, **fields)
 
 
 def time_do_bench(fn: Callable[[], Any], expected_ms: float) -> float | None:

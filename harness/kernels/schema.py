@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.errors import HarnessError
 from harness.registry import did_you_mean
+from harness.scenario.model import Strict
 from harness.scenario.parts import FieldProblem, ScenarioPart
 
 if TYPE_CHECKING:
@@ -36,11 +37,7 @@ def attention_flops(b: int, h: int, n_q: int, n_k: int, d: int) -> float:
     return 4.0 * b * h * n_q * n_k * d
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class KernelShape(_Strict):
+class KernelShape(Strict):
     """One attention problem: q [batch, heads, seq_q, head_dim], k/v [batch, heads, seq_k, head_dim]."""
 
     name: str = Field(pattern=_NAME)
@@ -75,7 +72,7 @@ class KernelShape(_Strict):
         return attention_flops(self.batch, self.heads, self.seq_q, self.seq_k or self.seq_q, self.head_dim)
 
 
-class BackendEntry(_Strict):
+class BackendEntry(Strict):
     """A backend of the registry, optionally with options and a label that names its rows."""
 
     backend: str
@@ -87,7 +84,7 @@ class BackendEntry(_Strict):
         return self.label or self.backend
 
 
-class CapturedInputs(_Strict):
+class CapturedInputs(Strict):
     """Real q/k/v kept by a shadowed run (``insitu.capture`` of an arm): each captured call is
     measured as a shape of its own, beside the synthetic ones (its activations' outliers are
     what INT8 and FP8 quantisation errors depend on)."""
@@ -103,7 +100,7 @@ class CapturedInputs(_Strict):
     max_files: int = Field(16, ge=1, description="At most this many captured calls from the folder (sorted).")
 
 
-class KernelsBlock(_Strict):
+class KernelsBlock(Strict):
     shapes: list[KernelShape] = Field(min_length=1)
     captured: list[CapturedInputs] = Field(
         default_factory=list, description="Captured q/k/v of real runs, measured beside the shapes."

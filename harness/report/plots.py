@@ -36,7 +36,7 @@ def line_style(i: int) -> dict[str, str]:
     return {"color": PALETTE[i % len(PALETTE)], "ls": DASHES[(i // len(PALETTE)) % len(DASHES)]}
 
 
-def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes with no date in it, every text drawn as written (records' text: a pair of
     ``$`` would be typeset as mathtext, ``$\\foo$`` fails the figure): the one way a figure is rendered."""
     for t in fig.findobj(Text):
@@ -51,7 +51,7 @@ def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
                 plain.escaped = True  # type: ignore[attr-defined]
                 put(plain)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     # 8-bit palette, no dithering: a third of the size of matplotlib's RGBA, which a one-file page
     # carries, and no difference a reader sees in lines, text or the colour maps (256 levels each)
     from PIL import Image

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import Exit, HarnessError, ScenarioError
-from harness.safe_write import atomic_write_text
+from harness.safe_write import atomic_write_text, write_step_latents  # noqa: F401 (the runners' import)
 
 HARNESS_IMPORT_ROOT = Path(__file__).resolve().parents[2]
 SPEC_JSON = "spec.json"  # the spec a runner writes into the run folder for its child process
@@ -126,15 +126,6 @@ def json_arg(text: str, objects: bool = False) -> Any:
     if not objects and not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
     return value
-
-
-def write_step_latents(folder: Path, step: int, arrays: dict[str, Any]) -> None:
-    """``folder/step_NNN.npz`` (``harness.compare.latents`` reads it), renamed into place when whole."""
-    import numpy as np
-
-    tmp = folder / f".step_{step:03d}.tmp.npz"
-    np.savez(tmp, **arrays)
-    tmp.replace(folder / f"step_{step:03d}.npz")
 
 
 # --- the spec's plugins in a child process (a rank, a probe) ------------------------------------

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from harness.envinfo import resolve_device
 from harness.records import StepTiming, TimingRecord
+from harness.safe_write import write_step_latents
 from harness.tiny_ref2av.config import PipelineConfig
 from harness.tiny_ref2av.model import (
     AUDIO_CH,
@@ -199,12 +200,9 @@ def run_pipeline(
             if latents_dir is not None:  # step_NNN.npz: video [t, h, w, C], audio [n, C], the sigmas reached
                 t0 = time.perf_counter()
                 latents_dir.mkdir(parents=True, exist_ok=True)
-                tmp = latents_dir / f".step_{res.index:03d}.tmp.npz"
                 video, audio = (x.detach().float().cpu().numpy() for x in (res.video, res.audio))
-                np.savez(
-                    tmp, video=video, audio=audio, sigma_video=res.sigma_video, sigma_audio=res.sigma_audio
-                )
-                tmp.replace(latents_dir / f"step_{res.index:03d}.npz")
+                sigmas = {"sigma_video": res.sigma_video, "sigma_audio": res.sigma_audio}
+                write_step_latents(latents_dir, res.index, {"video": video, "audio": audio} | sigmas)
                 save_s += time.perf_counter() - t0
             if on_step is not None:
                 on_step(res.index, res.total)

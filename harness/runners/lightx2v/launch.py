@@ -129,7 +129,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--scope", action="append", default=[], help="module prefix of the model under test")
     p.add_argument("--wrapper", action="append", default=[], help="attention type that wraps another one")
     p.add_argument("--count-op", action="append", default=[], metavar="LABEL=module:function")
-    p.add_argument("--no-tee", action="store_true", help="do not write rank<N>.log")
     p.add_argument(
         "--latent-steps",
         default="none",
@@ -137,7 +136,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="DiT steps whose latents are saved: all, none, "
         "auto (every step of a short run; else step 1, every 5th and the last) or a comma list",
     )
-    p.add_argument("--no-direct-check", action="store_true", help="no first-call check against the direct op")
     p.add_argument("--time-blocks", action="store_true", help="time each DiT block (device synchronised)")
     p.add_argument("--schedule", type=json_arg, help="a step schedule (harness.records.StepSchedule, JSON)")
     p.add_argument(
@@ -220,9 +218,7 @@ def wire_calls(ns: argparse.Namespace, rest: list[str], inst: Instrument, book: 
         served = {"name": ns.attn_type, "kv_reversed": ns.kv_reversed}
         shadowed = build_shadowed(ns.insitu, inst.raw, ns.run_dir / INSITU_DIR, rank, hooks.sites, served)
     schedule = StepSchedule.model_validate(ns.schedule) if ns.schedule else None
-    inst.serve = CallPath(
-        book, hooks, inst.raw, schedule=schedule, direct_check=not ns.no_direct_check, shadowed=shadowed
-    )
+    inst.serve = CallPath(book, hooks, inst.raw, schedule=schedule, shadowed=shadowed)
     return hooks, saver, shadowed
 
 
@@ -316,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 shadowed[0].recorder.close()
         book.write(out)
 
-    if not ns.no_tee:  # registered first: runs last, after the counts are written
-        atexit.register(Tee(run_dir / f"rank{rank}.log").stop)
+    atexit.register(Tee(run_dir / f"rank{rank}.log").stop)  # registered first: runs last, after the counts
     atexit.register(record)
 
     def on_sigterm(signum, frame):  # torchrun stops the other ranks with SIGTERM when one fails

@@ -219,33 +219,15 @@ def q_shape(q) -> list[int]:
 def check_call(
     name: str, run: Callable[[Any, Any, Any], Any], q, k, v, causal: bool = False
 ) -> tuple[Any, dict[str, Any] | None]:
-    """``run(q, k, v)`` compared with the direct op: (output, check or None). Copies come first: an op
-    may change its inputs in place (SageAttention 1.x subtracts K's mean from K)."""
-    import torch
-
+    """``run(q, k, v)`` compared with the direct op: (output, check or None)."""
     direct = DIRECT_OPS.get(name)
     if direct is None:
         return run(q, k, v), None
-    before = [t.clone() for t in (q, k, v)]
-    out = run(q, k, v)
-    modified = [n for n, b, a in zip("qkv", before, (q, k, v), strict=True) if not torch.equal(b, a)]
-    result: dict[str, Any] = {"q_shape": q_shape(before[0]), "inputs_modified": modified}
-    try:
-        ref = direct(*(t.clone() for t in before), causal=causal)
-    except Exception as err:  # the op is not callable this way: say why, never fail the run
-        return out, {**result, "identical": False, "note": f"direct call failed: {type(err).__name__}: {err}"}
-    if tuple(ref.shape) != tuple(out.shape):
-        note = f"shapes differ {tuple(out.shape)} vs {tuple(ref.shape)}"
-        return out, {**result, "identical": False, "note": note}
-    if torch.equal(out, ref):
-        return out, {**result, "identical": True}
-    again = direct(*(t.clone() for t in before), causal=causal)
-    return out, {
-        **result,
-        "identical": False,
-        "max_abs_diff": float((out.float() - ref.float()).abs().max()),
-        "op_repeatable": bool(torch.equal(again, ref)),
-    }
+    from harness.attention.wrappers import check_against_direct
+
+    return check_against_direct(
+        run, functools.partial(direct, causal=causal), (q, k, v), q_shape(q), tolerant=True
+    )
 
 
 def call_tensors(bound: inspect.BoundArguments) -> dict[str, Any]:
@@ -292,7 +274,6 @@ class CallPath:
         raw: Callable[[str], Any],
         *,
         schedule: Any = None,
-        direct_check: bool = True,
         shadowed: tuple[Any, Any, dict[str, Any]] | None = None,
     ):
         self.book = book
@@ -303,7 +284,7 @@ class CallPath:
             from harness.attention.wrappers import exact_on
 
             self._exact_on = exact_on
-        self.direct_pending = direct_check
+        self.direct_pending = True
         self.shadowed = shadowed
         self.warmed: set[tuple] = set()  # call shapes the arm's backend has run
         self._exact: Any = None
