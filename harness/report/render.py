@@ -4,17 +4,18 @@ assets it names alone, into ``out_dir`` (default: its folder), linking the asset
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from harness.analysis.frames import Progress
 from harness.analysis.model import FrameGrid, ReportResults
 from harness.report.cells import Section, review_view
 from harness.report.figures import AssetReader, draw_figures, figure_captions
 from harness.safe_write import atomic_write_text
 from harness.text_table import md_alt, md_code_block, md_escape, md_table, md_text
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
